@@ -1,0 +1,1 @@
+"""The shard aggregator: thin Lambda handlers over a domain that knows nothing of Lambda."""

@@ -1,0 +1,296 @@
+"""The ledger in one DynamoDB table: a run record, its shards and its upload requests
+share a partition, so one consistent Query reads a whole run."""
+
+import json
+import time
+from decimal import Decimal
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from ..domain.ledger import (
+    ARRIVED, FINALIZING, FORWARD_FAILED, LATE, OPEN, REJECTED,
+    RunRecord, ShardRecord, Snapshot, UploadRecord,
+)
+from ..domain.manifest import Manifest
+
+RUN_SK = "RUN"
+OPEN_INDEX = "open-runs"
+_ser, _de = TypeSerializer(), TypeDeserializer()
+
+
+def _plain(value):
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _dump(values: dict) -> dict:
+    return {k: _ser.serialize(v) for k, v in values.items()}
+
+
+def _load(item: dict) -> dict:
+    return {k: _plain(_de.deserialize(v)) for k, v in item.items()}
+
+
+def _pk(project: str, run_id: str) -> str:
+    return f"RUN#{project}#{run_id}"
+
+
+def _cancelled(exc: ClientError) -> list[str] | None:
+    """The per-item codes of a cancelled transaction, or None for any other error."""
+    if exc.response["Error"]["Code"] != "TransactionCanceledException":
+        return None
+    reasons = exc.response.get("CancellationReasons") or []
+    return [r.get("Code", "None") for r in reasons]
+
+
+def _condition_failed(exc: ClientError) -> bool:
+    return exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+class DynamoLedger:
+    def __init__(self, table_name: str, client) -> None:
+        self.table = table_name
+        self.db = client
+
+    # -- reading -----------------------------------------------------------------
+
+    def _query(self, project: str, run_id: str) -> list[dict]:
+        items, start = [], None
+        while True:
+            kwargs = dict(
+                TableName=self.table, ConsistentRead=True,
+                KeyConditionExpression="pk = :pk", ExpressionAttributeValues=_dump({":pk": _pk(project, run_id)}),
+            )
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            page = self.db.query(**kwargs)
+            items += [_load(i) for i in page["Items"]]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return items
+
+    def snapshot(self, project: str, run_id: str, tries: int = 20) -> Snapshot | None:
+        """One consistent read of a run (see domain.ledger), or None when no such run."""
+        for attempt in range(tries):
+            snap = self._parse(self._query(project, run_id))
+            if snap is None or snap.consistent():
+                return snap
+            time.sleep(0.005 * (attempt + 1))
+        return snap
+
+    @staticmethod
+    def _parse(items: list[dict]) -> Snapshot | None:
+        run, shards, uploads = None, {}, {}
+        for item in items:
+            sk = item["sk"]
+            if sk == RUN_SK:
+                run = _run_from(item)
+            elif sk.startswith("SHARD#"):
+                shard = _shard_from(item)
+                shards[shard.name] = shard
+            elif sk.startswith("UPLOAD#"):
+                upload = _upload_from(item)
+                uploads[upload.upload_id] = upload
+        return Snapshot(run, shards, uploads) if run else None
+
+    def open_runs_past(self, now: int) -> list[tuple[str, str]]:
+        found, start = [], None
+        while True:
+            kwargs = dict(
+                TableName=self.table, IndexName=OPEN_INDEX,
+                KeyConditionExpression="open_pk = :o AND deadline_at <= :now",
+                ExpressionAttributeValues=_dump({":o": OPEN, ":now": now}),
+            )
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            page = self.db.query(**kwargs)
+            found += [(i["project"], i["run_id"]) for i in map(_load, page["Items"])]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return found
+
+    # -- writing -----------------------------------------------------------------
+
+    def open_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Create the run if it is new; either way answer the run as stored and whether it was created."""
+        item = {
+            "pk": _pk(run.project, run.run_id), "sk": RUN_SK, "project": run.project, "run_id": run.run_id,
+            "state": run.state, "manifest": run.manifest.to_item(), "commit": run.commit, "ref": run.ref,
+            "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
+            "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
+            "rev": run.rev, "run_changes": run.run_changes,
+        }
+        try:
+            self.db.put_item(TableName=self.table, Item=_dump(item), ConditionExpression="attribute_not_exists(pk)")
+            return run, True
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+        stored = self.db.get_item(TableName=self.table, Key=self._key(run.project, run.run_id, RUN_SK), ConsistentRead=True)
+        return _run_from(_load(stored["Item"])), False
+
+    def add_upload(self, project: str, run_id: str, upload: UploadRecord) -> None:
+        item = {
+            "pk": _pk(project, run_id), "sk": f"UPLOAD#{upload.shard}#{upload.upload_id}", "shard": upload.shard,
+            "upload_id": upload.upload_id, "metadata": json.dumps(upload.metadata), "md5": upload.md5,
+            "size": upload.size, "requested_at": upload.requested_at,
+        }
+        self.db.put_item(TableName=self.table, Item=_dump(item))
+
+    def record_arrival(self, project: str, run_id: str, shard: ShardRecord, requested_at: str) -> str:
+        """Count an accepted bundle once: "recorded", "duplicate" (seen, or older than the
+        shard's current upload) or "run_not_open"."""
+        values = {
+            ":arrived": ARRIVED, ":u": shard.upload_id, ":k": shard.key, ":size": shard.size,
+            ":b": shard.benchmarks, ":names": shard.benchmark_names, ":pids": shard.pids,
+            ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":open": OPEN,
+        }
+        shard_update = {
+            "TableName": self.table, "Key": self._key(project, run_id, f"SHARD#{shard.name}"),
+            "UpdateExpression": (
+                "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
+                "benchmark_names = :names, pids = :pids, arrived_at = :at, requested_at = :req "
+                "REMOVE reason ADD attempt :one, rev :one"
+            ),
+            "ConditionExpression": "attribute_not_exists(upload_id) OR (upload_id <> :u AND requested_at < :req)",
+            "ExpressionAttributeNames": {"#state": "state", "#key": "key", "#size": "size"},
+            "ExpressionAttributeValues": _dump({k: values[k] for k in (
+                ":arrived", ":u", ":k", ":size", ":b", ":names", ":pids", ":at", ":req", ":one")}),
+        }
+        run_update = {
+            "TableName": self.table, "Key": self._key(project, run_id, RUN_SK),
+            "UpdateExpression": "ADD rev :one", "ConditionExpression": "#state = :open",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": _dump({":one": 1, ":open": OPEN}),
+        }
+        try:
+            self.db.transact_write_items(TransactItems=[{"Update": shard_update}, {"Update": run_update}])
+            return "recorded"
+        except ClientError as exc:
+            codes = _cancelled(exc)
+            if codes is None:
+                raise
+            if codes and codes[0] == "ConditionalCheckFailed":
+                return "duplicate"
+            return "run_not_open"
+
+    def record_rejection(self, project: str, run_id: str, name: str, upload_id: str, reason: str) -> bool:
+        """Note a refused bundle; a shard that already has an accepted bundle keeps it."""
+        return self._shard_note(
+            project, run_id, name, upload_id,
+            "SET #state = if_not_exists(#state, :rejected), reason = :r, noted_upload = :u ADD rev :one",
+            {":rejected": REJECTED, ":r": reason},
+        )
+
+    def record_late(self, project: str, run_id: str, shard: ShardRecord) -> bool:
+        """Note a bundle that arrived after finalizing: kept, shown, not merged."""
+        return self._shard_note(
+            project, run_id, shard.name, shard.upload_id,
+            "SET #state = if_not_exists(#state, :late), reason = :r, noted_upload = :u, "
+            "late_key = :k, arrived_at = if_not_exists(arrived_at, :at) ADD rev :one",
+            {":late": LATE, ":r": "arrived after the run was finalized: kept, not merged",
+             ":k": shard.key, ":at": shard.arrived_at},
+        )
+
+    def _shard_note(self, project, run_id, name, upload_id, expression, values) -> bool:
+        shard_update = {
+            "TableName": self.table, "Key": self._key(project, run_id, f"SHARD#{name}"),
+            "UpdateExpression": expression,
+            "ConditionExpression": "(attribute_not_exists(noted_upload) OR noted_upload <> :u) "
+                                   "AND (attribute_not_exists(upload_id) OR upload_id <> :u)",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": _dump({**values, ":u": upload_id, ":one": 1}),
+        }
+        run_update = {
+            "TableName": self.table, "Key": self._key(project, run_id, RUN_SK),
+            "UpdateExpression": "ADD rev :one", "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeValues": _dump({":one": 1}),
+        }
+        try:
+            self.db.transact_write_items(TransactItems=[{"Update": shard_update}, {"Update": run_update}])
+            return True
+        except ClientError as exc:
+            if _cancelled(exc) is None:
+                raise
+            return False
+
+    def request_close(self, project: str, run_id: str, skip: list[str], reason: str) -> bool:
+        """Mark an open run closed by hand (first close wins); False when it was not open or already closing."""
+        return self._update_run(
+            project, run_id,
+            "SET close_requested = :true, skipped = :skip, close_reason = :reason ADD rev :one, run_changes :one",
+            "#state = :open AND attribute_not_exists(close_requested)",
+            {":true": True, ":skip": skip, ":reason": reason, ":open": OPEN},
+        )
+
+    def claim_finalize(self, project: str, run_id: str, now: int, lease_seconds: int) -> bool:
+        """Take the run for finalizing: once, unless an earlier finalizer's lease ran out or its forward failed."""
+        return self._update_run(
+            project, run_id,
+            "SET #state = :finalizing, lease_until = :lease REMOVE open_pk ADD rev :one, run_changes :one",
+            "#state = :open OR #state = :failed OR (#state = :finalizing AND lease_until < :now)",
+            {":finalizing": FINALIZING, ":failed": FORWARD_FAILED, ":open": OPEN,
+             ":lease": now + lease_seconds, ":now": now},
+        )
+
+    def finish(self, project: str, run_id: str, state: str, upstream: dict | None = None, error: str | None = None) -> bool:
+        """Record how finalizing ended; only the finalizer holding the claim can."""
+        return self._update_run(
+            project, run_id,
+            "SET #state = :s, upstream = :up, forward_error = :err, lease_until = :zero ADD rev :one, run_changes :one",
+            "#state = :finalizing",
+            {":s": state, ":up": upstream, ":err": error, ":zero": 0, ":finalizing": FINALIZING},
+        )
+
+    def _update_run(self, project, run_id, expression, condition, values) -> bool:
+        try:
+            self.db.update_item(
+                TableName=self.table, Key=self._key(project, run_id, RUN_SK),
+                UpdateExpression=expression, ConditionExpression=f"attribute_exists(pk) AND ({condition})",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues=_dump({**values, ":one": 1}),
+            )
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    @staticmethod
+    def _key(project: str, run_id: str, sk: str) -> dict:
+        return _dump({"pk": _pk(project, run_id), "sk": sk})
+
+
+def _run_from(item: dict) -> RunRecord:
+    identity = item.get("identity")
+    return RunRecord(
+        project=item["project"], run_id=item["run_id"], manifest=Manifest.from_item(item.get("manifest")),
+        state=item["state"], commit=item.get("commit"), ref=item.get("ref"), base_ref=item.get("base_ref"),
+        identity=json.loads(identity) if identity else None, created_at=item.get("created_at", ""),
+        deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0), run_changes=item.get("run_changes", 0),
+        skipped=tuple(item.get("skipped") or ()), close_reason=item.get("close_reason"),
+        upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
+    )
+
+
+def _shard_from(item: dict) -> ShardRecord:
+    return ShardRecord(
+        name=item["sk"].removeprefix("SHARD#"), state=item["state"], attempt=item.get("attempt", 0),
+        upload_id=item.get("upload_id"), key=item.get("key"), size=item.get("size"),
+        benchmarks=item.get("benchmarks"), benchmark_names=item.get("benchmark_names") or [],
+        pids=item.get("pids") or [], arrived_at=item.get("arrived_at"), reason=item.get("reason"),
+        rev=item.get("rev", 0),
+    )
+
+
+def _upload_from(item: dict) -> UploadRecord:
+    return UploadRecord(
+        shard=item["shard"], upload_id=item["upload_id"], metadata=json.loads(item["metadata"]),
+        md5=item["md5"], size=item.get("size"), requested_at=item["requested_at"],
+    )

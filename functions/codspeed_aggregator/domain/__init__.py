@@ -1,0 +1,1 @@
+"""Pure domain logic: no AWS, no Lambda events."""

@@ -1,0 +1,136 @@
+"""Validate a shard's bundle (a tar.gz of a CodSpeed profile folder) in one streaming pass."""
+
+import tarfile
+import zlib
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from .callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
+from .errors import BadBundle
+
+CHUNK = 1 << 20
+NESTED_ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
+
+
+@dataclass(frozen=True)
+class BundleLimits:
+    max_members: int = 20_000
+    max_unpacked_bytes: int = 20 << 30
+    max_ratio: int = 200  # unpacked / packed, past the first 64 MiB: a gzip bomb guard
+    ratio_floor_bytes: int = 64 << 20
+
+
+@dataclass
+class BundleSummary:
+    pids: list[int] = field(default_factory=list)
+    benchmarks: int = 0
+    benchmark_names: list[str] = field(default_factory=list)
+    members: int = 0
+    unpacked_bytes: int = 0
+
+
+def member_path(name: str) -> str:
+    """The member's path inside the profile folder, or BadBundle when it could escape it."""
+    if not name or "\\" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise BadBundle(f"member name {name!r} has a backslash or control character")
+    if name.startswith("/"):
+        raise BadBundle(f"member {name!r} has an absolute path")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise BadBundle(f"member {name!r} points outside the profile folder")
+    return "/".join(parts)
+
+
+class _CountingReader:
+    """Counts the compressed bytes read and the bytes they unpacked to, for the ratio limit."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self.count = 0
+        self.unpacked = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        self.count += len(data)
+        return data
+
+
+def validate_bundle(stream: BinaryIO, limits: BundleLimits = BundleLimits()) -> BundleSummary:
+    counted = _CountingReader(stream)
+    summary = BundleSummary()
+    try:
+        with tarfile.open(fileobj=counted, mode="r|gz") as tar:
+            for member in tar:
+                _check_member(tar, member, summary, counted, limits)
+    except BadBundle:
+        raise
+    except tarfile.ReadError as exc:
+        raise BadBundle(_read_error_reason(exc)) from exc
+    except (EOFError, zlib.error, tarfile.StreamError) as exc:
+        raise BadBundle(f"the gzip stream is truncated or corrupt ({exc})") from exc
+    if summary.members == 0:
+        raise BadBundle("the bundle is an empty archive")
+    if not summary.pids:
+        raise BadBundle("the bundle holds no <pid>.out callgrind file")
+    return summary
+
+
+def _read_error_reason(exc: tarfile.ReadError) -> str:
+    text = str(exc)
+    if "not a gzip file" in text or "invalid header" in text.lower() and "gzip" in text:
+        return "the bundle is not gzip-compressed"
+    if "empty file" in text:
+        return "the bundle is an empty file"
+    if "bad checksum" in text or "invalid header" in text or "truncated" in text:
+        return "the bundle is gzip but not a tar archive"
+    return f"the bundle is not a readable tar.gz ({text})"
+
+
+def _check_member(tar: tarfile.TarFile, member: tarfile.TarInfo, summary: BundleSummary, counted, limits) -> None:
+    path = member_path(member.name)
+    summary.members += 1
+    if summary.members > limits.max_members:
+        raise BadBundle(f"the bundle has more than {limits.max_members} members")
+    if member.isdir():
+        return
+    if not member.isreg():
+        kind = "symlink" if member.issym() else "hard link" if member.islnk() else "device or special file"
+        raise BadBundle(f"member {path!r} is a {kind}: only regular files and folders are accepted")
+    if path.lower().endswith(NESTED_ARCHIVES):
+        raise BadBundle(f"member {path!r} is an archive inside the archive")
+    summary.unpacked_bytes += member.size
+    if summary.unpacked_bytes > limits.max_unpacked_bytes:
+        raise BadBundle(f"the bundle unpacks to more than {limits.max_unpacked_bytes} bytes")
+    out = OUT_NAME.match(path)
+    reader = tar.extractfile(member)
+    scanner = BenchmarkScanner() if out else None
+    head = b""
+    while True:
+        chunk = reader.read(CHUNK)
+        if not chunk:
+            break
+        counted.unpacked += len(chunk)
+        if scanner:
+            if len(head) < HEADER_BYTES:
+                head += chunk[: HEADER_BYTES - len(head)]
+            scanner.feed(chunk)
+        if counted.unpacked > limits.ratio_floor_bytes:
+            if counted.unpacked / max(counted.count, 1) > limits.max_ratio:
+                raise BadBundle(f"the bundle expands more than {limits.max_ratio}x: refused as a gzip bomb")
+    if out:
+        _check_out(path, int(out["pid"]), head, summary)
+        summary.benchmarks += scanner.count
+        summary.benchmark_names.extend(scanner.names[: 500 - len(summary.benchmark_names)])
+
+
+def _check_out(path: str, pid: int, head: bytes, summary: BundleSummary) -> None:
+    if not looks_like_callgrind(head):
+        raise BadBundle(f"{path} is not a callgrind file (no '# callgrind format' or 'version:' first line)")
+    declared = header_pid(head)
+    if declared is None:
+        raise BadBundle(f"{path} has no 'pid:' header line")
+    if declared != pid:
+        raise BadBundle(f"{path} declares 'pid: {declared}', which does not match its file name")
+    if pid in summary.pids:
+        raise BadBundle(f"{path} appears twice")
+    summary.pids.append(pid)

@@ -1,0 +1,22 @@
+"""Where things live in the bucket."""
+
+from .errors import BadBundle
+
+BUNDLE_PREFIX = "bundles/"
+
+
+def bundle_key(project: str, run_id: str, shard: str, upload_id: str) -> str:
+    return f"{BUNDLE_PREFIX}{project}/{run_id}/{shard}/{upload_id}.tar.gz"
+
+
+def parse_bundle_key(key: str) -> tuple[str, str, str, str]:
+    """(project, run_id, shard, upload_id) of a bundle key; project is ``owner/repo``."""
+    parts = key.split("/")
+    if len(parts) != 6 or parts[0] + "/" != BUNDLE_PREFIX or not parts[5].endswith(".tar.gz"):
+        raise BadBundle(f"object key {key!r} is not a bundle key")
+    _, owner, repo, run_id, shard, name = parts
+    return f"{owner}/{repo}", run_id, shard, name.removesuffix(".tar.gz")
+
+
+def report_key(project: str, run_id: str, ext: str = "json") -> str:
+    return f"reports/{project}/{run_id}/report.{ext}"

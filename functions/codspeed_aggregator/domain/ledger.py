@@ -1,0 +1,80 @@
+"""The records a run is made of, as the ledger (DynamoDB) stores them.
+
+Every change bumps a revision counter: ``run.rev`` counts all changes to the run,
+``run.run_changes`` those made to the run record itself and ``shard.rev`` those made to
+one shard. A read sees one instant of the run exactly when
+``run.rev == run.run_changes + sum(shard.rev)``; reports are built only from such
+reads, and ``run.rev`` is their version, so a later version never shows less.
+"""
+
+from dataclasses import dataclass, field
+
+from .manifest import Manifest
+
+OPEN, FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY = (
+    "open", "finalizing", "forwarded", "forward_failed", "closed_empty",
+)
+ARRIVED, REJECTED, LATE = "arrived", "rejected", "late"
+
+
+@dataclass
+class RunRecord:
+    project: str
+    run_id: str
+    manifest: Manifest
+    state: str = OPEN
+    commit: str | None = None
+    ref: str | None = None
+    base_ref: str | None = None
+    identity: dict | None = None
+    created_at: str = ""
+    deadline_at: int = 0
+    rev: int = 1
+    run_changes: int = 1
+    skipped: tuple[str, ...] = ()
+    close_reason: str | None = None
+    upstream: dict | None = None
+    forward_error: str | None = None
+    lease_until: int = 0
+
+
+@dataclass
+class ShardRecord:
+    name: str
+    state: str
+    attempt: int = 0
+    upload_id: str | None = None
+    key: str | None = None
+    size: int | None = None
+    benchmarks: int | None = None
+    benchmark_names: list[str] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
+    arrived_at: str | None = None
+    reason: str | None = None
+    rev: int = 0
+
+
+@dataclass
+class UploadRecord:
+    shard: str
+    upload_id: str
+    metadata: dict
+    md5: str
+    size: int | None
+    requested_at: str
+
+
+@dataclass
+class Snapshot:
+    run: RunRecord
+    shards: dict[str, ShardRecord]
+    uploads: dict[str, UploadRecord]
+
+    def consistent(self) -> bool:
+        return self.run.rev == self.run.run_changes + sum(s.rev for s in self.shards.values())
+
+    def arrived(self) -> dict[str, ShardRecord]:
+        return {name: s for name, s in self.shards.items() if s.state == ARRIVED}
+
+    def complete(self) -> bool:
+        return self.run.manifest.is_complete(set(self.arrived()))

@@ -1,0 +1,50 @@
+"""The CodSpeed metadata of a run: who it is for, and what the merged upload says."""
+
+import base64
+import copy
+
+from codspeed_wire.upstream import UploadMetadata
+
+from .errors import Conflict
+
+
+def check_identity(run_identity: dict | None, metadata: UploadMetadata) -> None:
+    """Refuse a shard whose commit, project, ref or executor differs from the run's first shard."""
+    if not run_identity:
+        return
+    mine = metadata.identity()
+    for field, value in run_identity.items():
+        if mine.get(field) != value:
+            raise Conflict(
+                f"metadata field {field} is {mine.get(field)!r} in this shard but {value!r} in the run: "
+                "every shard of a run must agree on it"
+            )
+
+
+def single_part_run_id(metadata: UploadMetadata) -> str:
+    """The run of an upload that names no run part: its commit and its CI run."""
+    extra = metadata.model_extra or {}
+    ci_run = None
+    for key in ("ghData", "glData"):
+        data = extra.get(key)
+        if isinstance(data, dict) and data.get("runId"):
+            ci_run = str(data["runId"])
+    if ci_run is None:
+        ci_run = base64.b64decode(metadata.profile_md5).hex()[:12]
+    safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in ci_run)[:64]
+    return f"{metadata.commit_hash[:12].lower()}-{safe}"
+
+
+def merged_metadata(run_id: str, shards: list[tuple[str, dict]], md5: str) -> dict:
+    """The merged upload's metadata: the first shard's, with the recomputed profileMd5 and a
+    runPart that describes the whole run. Unknown fields of the first shard survive."""
+    base = copy.deepcopy(shards[0][1])
+    base["profileMd5"] = md5
+    part = base.get("runPart") or {}
+    base["runPart"] = {
+        "runId": part.get("runId", run_id),
+        "runPartId": f"aggregated-{len(shards)}-shards",
+        "jobName": part.get("jobName", "codspeed-shard-aggregator"),
+        "metadata": {"aggregatedShards": [name for name, _ in shards]},
+    }
+    return base

@@ -1,0 +1,40 @@
+"""Build a run's report (the wire contract) from one consistent read of its records."""
+
+from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
+
+from .ledger import OPEN, Snapshot
+
+
+def build_report(snapshot: Snapshot, now: str) -> Report:
+    run = snapshot.run
+    names = list(run.manifest.expected_names() or ())
+    names += sorted(n for n in {*snapshot.shards, *run.skipped} if n not in names)
+    entries = []
+    for name in names:
+        shard = snapshot.shards.get(name)
+        if shard is not None:
+            entries.append(
+                ShardEntry(
+                    name=name, state=shard.state, attempt=shard.attempt, size=shard.size,
+                    benchmarks=shard.benchmarks, benchmark_names=shard.benchmark_names,
+                    reason=shard.reason, arrived_at=shard.arrived_at,
+                )
+            )
+        elif run.state == OPEN:
+            entries.append(ShardEntry(name=name, state="expected"))
+        else:
+            entries.append(ShardEntry(name=name, state="skipped" if name in run.skipped else "missing"))
+    upstream = UpstreamEntry(**run.upstream) if run.upstream else None
+    return Report(
+        project=run.project,
+        run_id=run.run_id,
+        commit=run.commit,
+        state=run.state,
+        partial=run.state not in FINAL_STATES,
+        version=run.rev,
+        expected=run.manifest.expected_count(),
+        arrived=len(snapshot.arrived()),
+        shards=entries,
+        upstream=upstream,
+        generated_at=now,
+    )

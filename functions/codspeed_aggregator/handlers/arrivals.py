@@ -1,0 +1,39 @@
+"""S3 ObjectCreated events, through SQS: validate and count each bundle once."""
+
+from urllib.parse import unquote_plus
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from ..domain.keys import BUNDLE_PREFIX
+from ..wiring import aggregator
+
+logger = Logger(service="codspeed-aggregator")
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def s3_objects(body: dict) -> list[tuple[str, int | None]]:
+    """(key, size) of each created bundle in an S3 notification; S3's test event has none.
+
+    Keys arrive URL-encoded in S3 events (``/`` as ``%2F`` from some senders), so each is decoded."""
+    objects = []
+    for record in body.get("Records") or []:
+        if not str(record.get("eventName", "")).startswith("ObjectCreated"):
+            continue
+        obj = record.get("s3", {}).get("object", {})
+        key = unquote_plus(obj.get("key", ""))
+        if key.startswith(BUNDLE_PREFIX):
+            objects.append((key, obj.get("size")))
+    return objects
+
+
+def record_handler(record: SQSRecord) -> None:
+    for key, size in s3_objects(record.json_body):
+        outcome = aggregator().record_arrival(key, size)
+        logger.info("bundle arrival", extra={"key": key, "outcome": outcome})
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict, context) -> dict:
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,0 +1,1 @@
+"""The embedded local stack: the same handlers on moto's server, without Docker."""

@@ -1,0 +1,83 @@
+"""A local HTTP API: each request becomes an API Gateway HTTP API (v2) event for the api handler."""
+
+import base64
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from .lambda_context import LocalContext
+
+MAX_BODY = 10 * 1024 * 1024  # API Gateway's payload limit
+TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
+
+
+def http_api_event(method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str = "127.0.0.1") -> dict:
+    url = urlsplit(target)
+    text = not body or any(t in headers.get("content-type", "application/json") for t in TEXT_TYPES)
+    query = {k: ",".join(v) for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+    now = time.time()
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": url.path,
+        "rawQueryString": url.query,
+        "headers": headers,
+        "queryStringParameters": query or None,
+        "requestContext": {
+            "accountId": "000000000000", "apiId": "local", "domainName": headers.get("host", "localhost"),
+            "http": {"method": method, "path": url.path, "protocol": "HTTP/1.1", "sourceIp": source_ip,
+                     "userAgent": headers.get("user-agent", "")},
+            "requestId": str(uuid.uuid4()), "routeKey": "$default", "stage": "$default",
+            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)), "timeEpoch": int(now * 1000),
+        },
+        "body": body.decode("utf-8", "replace") if text else base64.b64encode(body).decode(),
+        "isBase64Encoded": not text,
+    }
+
+
+def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            if length > MAX_BODY:
+                self._answer(413, {"content-type": "application/json"}, json.dumps({"error": "request body over 10 MB"}).encode())
+                self.close_connection = True
+                return
+            body = self.rfile.read(length) if length else b""
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            event = http_api_event(self.command, self.path, headers, body, self.client_address[0])
+            try:
+                result = handler(event, LocalContext("codspeed-api"))
+            except Exception:  # what API Gateway answers when the function fails
+                logging.getLogger(__name__).exception("api handler failed")
+                result = {"statusCode": 500, "headers": {"content-type": "application/json"},
+                          "body": json.dumps({"message": "Internal Server Error"})}
+            payload = result.get("body") or ""
+            raw = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
+            self._answer(result.get("statusCode", 200), result.get("headers") or {}, raw)
+
+        def _answer(self, status: int, headers: dict, raw: bytes) -> None:
+            self.send_response(status)
+            for key, value in headers.items():
+                if key.lower() != "content-length":
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+        def log_message(self, *args) -> None:  # quiet: the stack prints what matters
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="gateway", daemon=True).start()
+    return server

@@ -1,0 +1,59 @@
+"""Feed SQS messages to a handler the way Lambda's event source mapping does: in batches,
+deleting what succeeded and leaving failed items to come back after the visibility timeout."""
+
+import threading
+
+from .lambda_context import LocalContext
+
+
+def sqs_event(messages: list[dict], queue_arn: str) -> dict:
+    return {"Records": [{
+        "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+        "attributes": {k: str(v) for k, v in m.get("Attributes", {}).items()}, "messageAttributes": {},
+        "md5OfBody": m.get("MD5OfBody", ""), "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
+        "awsRegion": "us-east-1",
+    } for m in messages]}
+
+
+class QueuePoller:
+    def __init__(self, sqs, queue_url: str, handler, function_name: str, batch_size: int = 10) -> None:
+        self.sqs, self.queue_url, self.handler = sqs, queue_url, handler
+        self.context = LocalContext(function_name)
+        self.batch_size = batch_size
+        self.arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=function_name, daemon=True)
+
+    def start(self) -> "QueuePoller":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def poll_once(self, wait_seconds: int = 1) -> int:
+        messages = self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=self.batch_size, WaitTimeSeconds=wait_seconds,
+            AttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return 0
+        try:
+            result = self.handler(sqs_event(messages, self.arn), self.context) or {}
+        except Exception:  # a crashed invocation: every message comes back, as in Lambda
+            return len(messages)
+        failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
+            ])
+        return len(messages)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll_once()
+            except Exception:  # the stack is shutting down, or moto hiccupped: poll again
+                self._stop.wait(0.5)

@@ -1,0 +1,107 @@
+"""The whole aggregator on this machine: moto's server, a gateway, pollers, a stand-in upstream."""
+
+import os
+import secrets
+import tempfile
+import threading
+from pathlib import Path
+
+from .. import wiring
+from .moto_server import start_moto
+from .pollers import QueuePoller
+from .resources import create
+from .upstream_stub import StubUpstream
+
+
+class LocalStack:
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        token: str | None = None,
+        upstream_url: str | None = None,
+        upstream_dir: str | Path | None = None,
+        upstream_token: str | None = None,
+        deadline_seconds: int | None = None,
+        sweep_every: float = 5.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.port = port
+        self.token = token or f"local-{secrets.token_urlsafe(12)}"
+        self.upstream_token = upstream_token or f"upstream-{secrets.token_urlsafe(8)}"
+        self.upstream_url = upstream_url
+        self.upstream_dir = Path(upstream_dir) if upstream_dir else Path(tempfile.mkdtemp(prefix="codspeed-upstream-"))
+        self.deadline_seconds = deadline_seconds
+        self.sweep_every = sweep_every
+        self.extra_env = env or {}
+        self.upstream: StubUpstream | None = None
+        self._servers, self._pollers = [], []
+        self._stop = threading.Event()
+
+    @property
+    def api_url(self) -> str:
+        host, port = self._gateway.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> "LocalStack":
+        moto = start_moto()
+        self._servers.append(moto)
+        endpoint = f"http://127.0.0.1:{moto.server_address[1]}"
+        if self.upstream_url is None:
+            self.upstream = StubUpstream(self.upstream_dir, self.upstream_token).start()
+            self._servers.append(self.upstream.server)
+            upstream_url = f"{self.upstream.url}/upload"
+        else:
+            upstream_url = self.upstream_url
+        os.environ.update({
+            "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_SERVICE_NAME": "codspeed-aggregator",
+            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+        })
+        wiring.reset()
+        from ..adapters.aws import client
+
+        self.resources = create(client("s3"), client("sqs"), client("dynamodb"))
+        os.environ.update({
+            "TABLE_NAME": self.resources.table, "BUCKET_NAME": self.resources.bucket,
+            "FINALIZE_QUEUE_URL": self.resources.finalize_queue_url, "UPSTREAM_URL": upstream_url,
+            "API_TOKEN": self.token, "UPSTREAM_TOKEN": self.upstream_token,
+            **({"RUN_DEADLINE_SECONDS": str(self.deadline_seconds)} if self.deadline_seconds else {}),
+            **self.extra_env,
+        })
+        wiring.reset()
+        from ..handlers import api, arrivals, finalizer
+        from .gateway import start_gateway
+
+        self._gateway = start_gateway(api.handler, port=self.port)
+        self._servers.append(self._gateway)
+        sqs = client("sqs")
+        self.arrivals = QueuePoller(sqs, self.resources.arrivals_queue_url, arrivals.handler, "codspeed-arrivals")
+        self.finalizer = QueuePoller(sqs, self.resources.finalize_queue_url, finalizer.handler, "codspeed-finalizer")
+        self._pollers += [self.arrivals.start(), self.finalizer.start()]
+        threading.Thread(target=self._sweep, name="sweeper", daemon=True).start()
+        return self
+
+    def _sweep(self) -> None:
+        from ..handlers import sweeper
+        from .lambda_context import LocalContext
+
+        while not self._stop.wait(self.sweep_every):
+            try:
+                sweeper.handler({"source": "aws.events", "detail-type": "Scheduled Event"}, LocalContext("codspeed-sweeper"))
+            except Exception:
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        for poller in self._pollers:
+            poller.stop()
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+
+    def __enter__(self) -> "LocalStack":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

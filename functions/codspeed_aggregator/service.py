@@ -1,0 +1,229 @@
+"""The aggregator's use cases. Handlers call exactly one of these; these call the domain
+and the adapters, and know nothing of Lambda events."""
+
+import logging
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from collections.abc import Callable
+from functools import partial
+
+from pydantic import TypeAdapter, ValidationError
+
+from codspeed_wire.api import CloseAnswer, CloseRequest, ShardUploadRequest, UploadGrant
+from codspeed_wire.names import RunId, ShardName
+from codspeed_wire.report import Report, render_markdown
+from codspeed_wire.upstream import UploadAccepted, UploadMetadata
+
+from .adapters.bundle_store import BundleStore
+from .adapters.finalize_queue import FinalizeQueue
+from .adapters.ledger_table import DynamoLedger
+from .adapters.upstream_http import UpstreamClient, UpstreamError
+from .domain.bundle import validate_bundle
+from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
+from .domain.keys import bundle_key, parse_bundle_key
+from .domain.ledger import ARRIVED, CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot, UploadRecord
+from .domain.manifest import Manifest
+from .domain.merge import ShardBundle, merge_bundles
+from .domain.metadata import check_identity, merged_metadata, single_part_run_id
+from .domain.report import build_report
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+_SHARD_NAME = TypeAdapter(ShardName)
+_RUN_ID = TypeAdapter(RunId)
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Aggregator:
+    settings: Settings
+    ledger: DynamoLedger
+    store: BundleStore
+    queue: FinalizeQueue
+    upstream: UpstreamClient
+    clock: Callable[[], float] = time.time
+
+    # -- uploads -------------------------------------------------------------------
+
+    def request_upload(self, request: ShardUploadRequest) -> UploadGrant:
+        if request.size > self.settings.max_bundle_bytes:
+            raise Unprocessable(f"size {request.size} is over the limit of {self.settings.max_bundle_bytes} bytes")
+        if request.metadata.project and request.metadata.project != request.project:
+            raise Unprocessable(
+                f"metadata names project {request.metadata.project!r} but the request is for {request.project!r}"
+            )
+        if request.expect is not None:
+            manifest = Manifest(names=tuple(request.expect))
+        elif request.total is not None:
+            manifest = Manifest(total=request.total, indexed=True)
+        else:
+            manifest = Manifest()
+        return self._grant(
+            request.project, request.run_id, request.shard, manifest, request.metadata,
+            size=request.size, content_type="application/gzip",
+        )
+
+    def accept_drop_in(self, metadata: UploadMetadata) -> UploadAccepted:
+        """``POST /upload`` as CodSpeed answers it: a runner pointed at us becomes a shard."""
+        project = metadata.project
+        if not project:
+            raise Unprocessable("metadata has no owner and repository: the aggregator keys runs by project")
+        part = metadata.run_part
+        if part is not None:
+            run_id, shard = _checked(_RUN_ID, "runPart.runId", part.run_id), _checked(_SHARD_NAME, "runPart.runPartId", part.run_part_id)
+            total = part.total_parts()
+            manifest = Manifest(total=total) if total else Manifest()
+        else:
+            run_id, shard, manifest = single_part_run_id(metadata), "1", Manifest(total=1, indexed=True)
+        grant = self._grant(project, run_id, shard, manifest, metadata, size=None, content_type=None)
+        return UploadAccepted(uploadUrl=grant.upload_url, runId=run_id)
+
+    def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type) -> UploadGrant:
+        now = self.clock()
+        run, created = self.ledger.open_run(RunRecord(
+            project=project, run_id=run_id, manifest=manifest, commit=metadata.commit_hash.lower(),
+            ref=metadata.ref, base_ref=metadata.base_ref, identity=metadata.identity(),
+            created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
+        ))
+        if not created:
+            if run.state != OPEN:
+                raise Conflict(f"run {run_id} of {project} is already {run.state}: it takes no more shards")
+            manifest.agree(run.manifest)
+            check_identity(run.identity, metadata)
+        run.manifest.admit(shard)
+        upload_id = uuid.uuid4().hex
+        self.ledger.add_upload(project, run_id, UploadRecord(
+            shard=shard, upload_id=upload_id, metadata=metadata.wire(), md5=metadata.profile_md5,
+            size=size, requested_at=f"{now:.6f}",
+        ))
+        key = bundle_key(project, run_id, shard, upload_id)
+        expires = self.settings.presign_expiry_seconds
+        url, headers = self.store.presign_put(key, metadata.profile_md5, size, expires, content_type)
+        return UploadGrant(upload_url=url, headers=headers, key=key, upload_id=upload_id, expires_in=expires)
+
+    # -- arrivals ------------------------------------------------------------------
+
+    def record_arrival(self, key: str, size: int | None = None) -> str:
+        """Validate and count one bundle that landed in the bucket; answers what happened."""
+        try:
+            project, run_id, shard, upload_id = parse_bundle_key(key)
+        except BadBundle as exc:
+            log.warning("ignored object: %s", exc)
+            return "ignored"
+        snapshot = self.ledger.snapshot(project, run_id)
+        if snapshot is None or upload_id not in snapshot.uploads:
+            log.warning("ignored object %s: no upload was granted for it", key)
+            return "ignored"
+        current = snapshot.shards.get(shard)
+        if current is not None and upload_id == current.upload_id:
+            return "duplicate"
+        upload = snapshot.uploads[upload_id]
+        try:
+            with self.store.open(key) as stream:
+                summary = validate_bundle(stream)
+        except BadBundle as exc:
+            self.ledger.record_rejection(project, run_id, shard, upload_id, str(exc))
+            self.publish(project, run_id)
+            return "rejected"
+        record = ShardRecord(
+            name=shard, state=ARRIVED, upload_id=upload_id, key=key, size=size or upload.size,
+            benchmarks=summary.benchmarks, benchmark_names=summary.benchmark_names, pids=summary.pids,
+            arrived_at=iso(self.clock()),
+        )
+        outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at)
+        if outcome == "run_not_open":
+            self.ledger.record_late(project, run_id, record)
+            outcome = "late"
+        after = self.publish(project, run_id)
+        if outcome == "recorded" and after.run.state == OPEN and after.complete():
+            self.queue.request(project, run_id, "complete")
+        return outcome
+
+    # -- closing and finalizing ------------------------------------------------------
+
+    def close(self, request: CloseRequest, reason: str = "close") -> CloseAnswer:
+        snapshot = self.ledger.snapshot(request.project, request.run_id)
+        if snapshot is None:
+            raise NotFound(f"no run {request.run_id} for project {request.project}")
+        expected = snapshot.run.manifest.expected_names()
+        unknown = [name for name in request.skip if expected is not None and name not in expected]
+        if unknown:
+            raise Unprocessable(f"cannot skip {', '.join(unknown)}: not in the run's manifest ({snapshot.run.manifest.describe()})")
+        state = snapshot.run.state
+        if state != OPEN:
+            return CloseAnswer(project=request.project, run_id=request.run_id, state=state,
+                               message=f"run is already {state}: nothing to close")
+        first = self.ledger.request_close(request.project, request.run_id, list(request.skip), reason)
+        self.queue.request(request.project, request.run_id, reason)
+        message = "closing: the shards in so far will be merged and forwarded" if first else "already closing"
+        return CloseAnswer(project=request.project, run_id=request.run_id, state="closing", message=message)
+
+    def finalize(self, project: str, run_id: str) -> str:
+        """Merge and forward a run, once; answers the run's state afterwards (or "not_claimed")."""
+        now = int(self.clock())
+        if not self.ledger.claim_finalize(project, run_id, now, self.settings.finalize_lease_seconds):
+            return "not_claimed"
+        snapshot = self.ledger.snapshot(project, run_id)
+        arrived = sorted(snapshot.arrived().values(), key=lambda s: s.name)
+        if not arrived:
+            self.ledger.finish(project, run_id, CLOSED_EMPTY)
+            self.publish(project, run_id)
+            return CLOSED_EMPTY
+        bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key)) for s in arrived]
+        shard_metadata = [(s.name, snapshot.uploads[s.upload_id].metadata) for s in arrived]
+        with tempfile.TemporaryFile() as spool:
+            merged = merge_bundles(bundles, spool, keep_logs=self.settings.keep_logs, level=self.settings.merge_level)
+            metadata = merged_metadata(run_id, shard_metadata, merged.md5)
+            spool.seek(0)
+            try:
+                answer = self.upstream.forward(metadata, spool, merged.size, merged.md5)
+            except UpstreamError as exc:
+                self.ledger.finish(project, run_id, FORWARD_FAILED, error=str(exc),
+                                   upstream={"run_id": None, "status": "failed", "at": iso(self.clock()), "message": str(exc)})
+                self.publish(project, run_id)
+                raise
+        self.ledger.finish(project, run_id, FORWARDED, upstream={
+            "run_id": answer.run_id, "status": "success", "at": iso(self.clock()),
+            "message": f"{len(arrived)} shards merged, {merged.size} bytes",
+        })
+        self.publish(project, run_id)
+        return FORWARDED
+
+    def sweep(self) -> list[tuple[str, str]]:
+        """Close every open run past its deadline; absent shards become missing."""
+        due = self.ledger.open_runs_past(int(self.clock()))
+        for project, run_id in due:
+            self.ledger.request_close(project, run_id, [], "deadline")
+            self.queue.request(project, run_id, "deadline")
+        return due
+
+    # -- reports ---------------------------------------------------------------------
+
+    def publish(self, project: str, run_id: str) -> Snapshot:
+        snapshot = self.ledger.snapshot(project, run_id)
+        report = build_report(snapshot, iso(self.clock()))
+        self.store.publish_report(project, run_id, report.version, report.model_dump_json(), render_markdown(report))
+        return snapshot
+
+    def report(self, project: str, run_id: str) -> Report:
+        published = self.store.read_report(project, run_id)
+        if published is not None:
+            return Report.model_validate_json(published)
+        snapshot = self.ledger.snapshot(project, run_id)
+        if snapshot is None:
+            raise NotFound(f"no run {run_id} for project {project}")
+        return build_report(snapshot, iso(self.clock()))
+
+
+def _checked(adapter: TypeAdapter, field: str, value: str) -> str:
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        raise Unprocessable(f"{field} {value!r} is not usable as a name: {exc.errors()[0]['msg']}") from exc
+

@@ -1,0 +1,54 @@
+"""Configuration, read from the environment (set by template.yaml, or by the local stack)."""
+
+import os
+from dataclasses import dataclass
+from functools import cache
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    return os.environ.get(name, str(default)).lower() in ("1", "true", "yes")
+
+
+@dataclass(frozen=True)
+class Settings:
+    table_name: str
+    bucket_name: str
+    finalize_queue_url: str
+    upstream_url: str
+    api_token: str | None
+    api_token_parameter: str | None
+    upstream_token: str | None
+    upstream_token_parameter: str | None
+    run_deadline_seconds: int
+    presign_expiry_seconds: int
+    max_bundle_bytes: int
+    keep_logs: bool
+    merge_level: int
+    finalize_lease_seconds: int
+    upstream_timeout_seconds: float
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        env = os.environ
+        return cls(
+            table_name=env.get("TABLE_NAME", ""),
+            bucket_name=env.get("BUCKET_NAME", ""),
+            finalize_queue_url=env.get("FINALIZE_QUEUE_URL", ""),
+            upstream_url=env.get("UPSTREAM_URL", ""),
+            api_token=env.get("API_TOKEN") or None,
+            api_token_parameter=env.get("API_TOKEN_PARAMETER") or None,
+            upstream_token=env.get("UPSTREAM_TOKEN") or None,
+            upstream_token_parameter=env.get("UPSTREAM_TOKEN_PARAMETER") or None,
+            run_deadline_seconds=int(env.get("RUN_DEADLINE_SECONDS", 3 * 3600)),
+            presign_expiry_seconds=min(int(env.get("PRESIGN_EXPIRY_SECONDS", 600)), 900),
+            max_bundle_bytes=int(env.get("MAX_BUNDLE_BYTES", 5 << 30)),
+            keep_logs=_flag("KEEP_LOGS"),
+            merge_level=int(env.get("MERGE_LEVEL", 6)),
+            finalize_lease_seconds=int(env.get("FINALIZE_LEASE_SECONDS", 960)),
+            upstream_timeout_seconds=float(env.get("UPSTREAM_TIMEOUT_SECONDS", 60)),
+        )
+
+
+@cache
+def settings() -> Settings:
+    return Settings.from_env()

@@ -1,0 +1,39 @@
+"""Build the Aggregator from the environment, once per process (a Lambda cold start)."""
+
+from functools import cache
+
+from .adapters.aws import client, secret
+from .adapters.bundle_store import BundleStore
+from .adapters.finalize_queue import FinalizeQueue
+from .adapters.ledger_table import DynamoLedger
+from .adapters.upstream_http import UpstreamClient
+from .service import Aggregator
+from .settings import settings
+
+
+@cache
+def aggregator() -> Aggregator:
+    config = settings()
+    return Aggregator(
+        settings=config,
+        ledger=DynamoLedger(config.table_name, client("dynamodb")),
+        store=BundleStore(config.bucket_name, client("s3")),
+        queue=FinalizeQueue(config.finalize_queue_url, client("sqs")),
+        upstream=UpstreamClient(
+            config.upstream_url,
+            secret(config.upstream_token, config.upstream_token_parameter),
+            timeout=config.upstream_timeout_seconds,
+        ),
+    )
+
+
+def api_token() -> str | None:
+    config = settings()
+    return secret(config.api_token, config.api_token_parameter)
+
+
+def reset() -> None:
+    """Forget what was built from the environment (the local stack sets it, then calls this)."""
+    settings.cache_clear()
+    client.cache_clear()
+    aggregator.cache_clear()

@@ -1,0 +1,70 @@
+"""The aggregator's own API: what ``codspeed-client`` sends and receives."""
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .names import Project, RunId, ShardName
+from .upstream import UploadMetadata
+
+MAX_SHARDS = 1000
+
+
+class ShardUploadRequest(BaseModel):
+    """Ask for a presigned URL to upload one shard's bundle."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: Project
+    run_id: RunId
+    shard: ShardName
+    total: int | None = Field(default=None, ge=1, le=MAX_SHARDS, description="expected shard count")
+    expect: list[ShardName] | None = Field(default=None, min_length=1, max_length=MAX_SHARDS)
+    size: int = Field(gt=0, description="bundle size in bytes")
+    md5: str = Field(pattern=r"^[A-Za-z0-9+/]{22}==$", description="base64 of the bundle's raw MD5")
+    metadata: UploadMetadata
+
+    @model_validator(mode="after")
+    def _manifest_is_one_kind(self) -> "ShardUploadRequest":
+        if self.total is not None and self.expect is not None:
+            raise ValueError("give either total (a shard count) or expect (shard names), not both")
+        if self.expect is not None and len(set(self.expect)) != len(self.expect):
+            raise ValueError("expect lists a shard name twice")
+        if self.metadata.profile_md5 != self.md5:
+            raise ValueError("metadata.profileMd5 differs from md5")
+        return self
+
+
+class UploadGrant(BaseModel):
+    """Where and how to PUT the bundle: every header listed is signed and must be sent."""
+
+    upload_url: str
+    headers: dict[str, str]
+    key: str
+    upload_id: str
+    expires_in: int
+
+
+class CloseRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    project: Project
+    run_id: RunId
+    skip: list[ShardName] = Field(default=[], max_length=MAX_SHARDS)
+
+
+class CloseAnswer(BaseModel):
+    project: str
+    run_id: str
+    state: str
+    message: str
+
+
+class ApiError(BaseModel):
+    """Every refusal of the aggregator's own routes has this body."""
+
+    error: str
+    detail: list[dict] | None = None
+
+
+ReportFormat = Literal["json", "markdown"]

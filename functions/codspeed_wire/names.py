@@ -1,0 +1,20 @@
+"""Identifiers that travel on the wire and end up in S3 keys and DynamoDB keys."""
+
+from typing import Annotated
+
+from pydantic import AfterValidator, StringConstraints
+
+PROJECT_PATTERN = r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$"
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$"
+SHARD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.=+@-]{0,127}$"
+
+
+def _no_dot_segments(value: str) -> str:
+    if any(part in (".", "..") for part in value.split("/")):
+        raise ValueError("must not contain '.' or '..' path segments")
+    return value
+
+
+Project = Annotated[str, StringConstraints(pattern=PROJECT_PATTERN), AfterValidator(_no_dot_segments)]
+RunId = Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN), AfterValidator(_no_dot_segments)]
+ShardName = Annotated[str, StringConstraints(pattern=SHARD_PATTERN), AfterValidator(_no_dot_segments)]

@@ -1,0 +1,77 @@
+"""The run report: the stable contract read by the client, webhooks and CI summaries."""
+
+from pydantic import BaseModel
+
+RUN_STATES = ("open", "finalizing", "forwarded", "forward_failed", "closed_empty")
+FINAL_STATES = ("forwarded", "forward_failed", "closed_empty")
+SHARD_STATES = ("expected", "arrived", "rejected", "skipped", "carried", "missing", "late")
+
+
+class ShardEntry(BaseModel):
+    name: str
+    state: str
+    attempt: int = 0
+    size: int | None = None
+    benchmarks: int | None = None
+    benchmark_names: list[str] = []
+    reason: str | None = None
+    arrived_at: str | None = None
+
+
+class UpstreamEntry(BaseModel):
+    run_id: str | None = None
+    status: str
+    at: str
+    message: str | None = None
+
+
+class Report(BaseModel):
+    project: str
+    run_id: str
+    commit: str | None = None
+    state: str
+    partial: bool
+    version: int
+    expected: int | None = None
+    arrived: int
+    shards: list[ShardEntry]
+    upstream: UpstreamEntry | None = None
+    generated_at: str
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def render_markdown(report: Report) -> str:
+    expected = "?" if report.expected is None else str(report.expected)
+    title = f"**CodSpeed shards for `{report.project}` run `{report.run_id}`: {report.state}, {report.arrived}/{expected} shards in**"
+    if report.partial:
+        title += " (partial report: more shards may still arrive)"
+    lines = [title, ""]
+    if report.commit:
+        lines += [f"Commit `{report.commit}` · report version {report.version} · {report.generated_at}", ""]
+    lines += ["| shard | state | attempt | benchmarks | size | arrived at | note |", "|---|---|---|---|---|---|---|"]
+    for s in report.shards:
+        bench = "" if s.benchmarks is None else str(s.benchmarks)
+        lines.append(
+            f"| {s.name} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} | {s.reason or ''} |"
+        )
+    for state in ("missing", "skipped", "rejected", "late"):
+        names = [s.name for s in report.shards if s.state == state]
+        if names:
+            lines += ["", f"{state.capitalize()}: " + ", ".join(f"`{n}`" for n in names)]
+    if report.upstream:
+        u = report.upstream
+        lines += ["", f"Upstream: {u.status} (run `{u.run_id or '-'}`) at {u.at}" + (f": {u.message}" if u.message else "")]
+    return "\n".join(lines) + "\n"
