@@ -1,0 +1,98 @@
+"""What the CI (or git) says about this job: project, run id, commit, refs."""
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CiContext:
+    provider: str = "LOCAL"
+    project: str | None = None
+    run_id: str | None = None
+    commit: str | None = None
+    ref: str | None = None
+    head_ref: str | None = None
+    base_ref: str | None = None
+    event: str | None = None
+    job: str | None = None
+    sender: dict | None = None
+    extra: dict = field(default_factory=dict)  # ghData / glData, as CodSpeed's metadata wants them
+    repository_root: str | None = None
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def detect(env: dict[str, str] | None = None) -> CiContext:
+    env = dict(os.environ if env is None else env)
+    if env.get("GITHUB_ACTIONS") == "true":
+        return _github(env)
+    if env.get("GITLAB_CI") == "true":
+        return _gitlab(env)
+    if env.get("BUILDKITE") == "true":
+        return _buildkite(env)
+    return _local()
+
+
+def _github(env: dict[str, str]) -> CiContext:
+    event_name = env.get("GITHUB_EVENT_NAME")
+    ctx = CiContext(
+        provider="GITHUB_ACTIONS", project=env.get("GITHUB_REPOSITORY"), run_id=env.get("GITHUB_RUN_ID"),
+        commit=env.get("GITHUB_SHA"), ref=env.get("GITHUB_REF"), head_ref=env.get("GITHUB_HEAD_REF") or None,
+        base_ref=env.get("GITHUB_BASE_REF") or None, event=event_name, job=env.get("GITHUB_JOB"),
+        sender={"login": env["GITHUB_ACTOR"], "id": env.get("GITHUB_ACTOR_ID", "")} if env.get("GITHUB_ACTOR") else None,
+        extra={"ghData": {"runId": env.get("GITHUB_RUN_ID"), "job": env.get("GITHUB_JOB")}},
+        repository_root=env.get("GITHUB_WORKSPACE"),
+    )
+    if event_name in ("pull_request", "pull_request_target") and env.get("GITHUB_EVENT_PATH"):
+        try:
+            with open(env["GITHUB_EVENT_PATH"]) as f:
+                pr = json.load(f).get("pull_request") or {}
+            ctx.commit = (pr.get("head") or {}).get("sha") or ctx.commit  # the PR head, not the merge commit
+        except (OSError, ValueError):
+            pass
+    return ctx
+
+
+def _gitlab(env: dict[str, str]) -> CiContext:
+    return CiContext(
+        provider="GITLAB_CI", project=env.get("CI_PROJECT_PATH"), run_id=env.get("CI_PIPELINE_ID"),
+        commit=env.get("CI_COMMIT_SHA"), ref=env.get("CI_COMMIT_REF_NAME"),
+        base_ref=env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME") or None, event=env.get("CI_PIPELINE_SOURCE"),
+        job=env.get("CI_JOB_NAME"), extra={"glData": {"runId": env.get("CI_PIPELINE_ID"), "job": env.get("CI_JOB_NAME")}},
+        repository_root=env.get("CI_PROJECT_DIR"),
+    )
+
+
+def _buildkite(env: dict[str, str]) -> CiContext:
+    repo = env.get("BUILDKITE_REPO", "")
+    project = repo.rsplit(":", 1)[-1].removesuffix(".git") if repo else None
+    if project and project.count("/") > 1:
+        project = "/".join(project.split("/")[-2:])
+    return CiContext(
+        provider="BUILDKITE", project=project, run_id=env.get("BUILDKITE_BUILD_ID"), commit=env.get("BUILDKITE_COMMIT"),
+        ref=env.get("BUILDKITE_BRANCH"), base_ref=env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") or None,
+        job=env.get("BUILDKITE_LABEL"), repository_root=env.get("BUILDKITE_BUILD_CHECKOUT_PATH"),
+    )
+
+
+def _local() -> CiContext:
+    remote = _git("config", "--get", "remote.origin.url") or ""
+    project = None
+    if remote:
+        tail = remote.removesuffix(".git").replace(":", "/").split("/")
+        if len(tail) >= 2:
+            project = f"{tail[-2]}/{tail[-1]}"
+    branch = _git("rev-parse", "--abbrev-ref", "HEAD")
+    return CiContext(
+        provider="LOCAL", project=project, commit=_git("rev-parse", "HEAD"),
+        ref=f"refs/heads/{branch}" if branch and branch != "HEAD" else None,
+        repository_root=_git("rev-parse", "--show-toplevel"),
+    )

@@ -1,0 +1,182 @@
+"""The ``codspeed-client`` command. Imports stay inside the commands so ``--help`` starts fast."""
+
+import argparse
+import os
+import re
+import sys
+
+from . import __version__
+from .errors import CONFIG, USAGE, ClientError
+
+EXAMPLES = """\
+examples:
+  codspeed-client push --shard 2/4 --profile-folder profiles/
+  codspeed-client push --shard parse --expect parse,lint,codegen --archive shard.tar.gz
+  codspeed-client close --skip lint
+  codspeed-client status --wait --timeout 1800 --format markdown >> "$GITHUB_STEP_SUMMARY"
+
+exit codes: 0 done; 2 usage; 3 configuration missing; 4 token refused; 5 request refused
+(conflict, invalid, run already final); 6 network or aggregator failure; 7 bad input
+(folder, archive); status --wait: 10 forward failed, 11 shards missing or nothing sent,
+12 timed out.
+"""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("run and aggregator (detected from the CI and git when absent)")
+    group.add_argument("--api-url", help="aggregator URL (env CODSPEED_AGGREGATOR_URL)")
+    group.add_argument("--token", help="aggregator token (env CODSPEED_TOKEN)")
+    group.add_argument("--project", help="owner/repo")
+    group.add_argument("--run-id", help="the CI run every shard belongs to")
+    group.add_argument("--commit", help="commit SHA")
+    group.add_argument("--ref", help="git ref, e.g. refs/heads/main")
+    group.add_argument("--base-ref", help="the branch a pull request targets")
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="codspeed-client", description="Push CodSpeed benchmark shards to the shard aggregator.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    root.add_argument("--version", action="version", version=f"codspeed-client {__version__}")
+    commands = root.add_subparsers(dest="command", required=True, metavar="{push,close,status}")
+
+    push = commands.add_parser("push", help="upload this job's shard", epilog=EXAMPLES,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    push.add_argument("--shard", required=True, help="I/N (shard I of N) or a shard name")
+    push.add_argument("--expect", help="comma-separated names of every shard of the run")
+    source = push.add_mutually_exclusive_group(required=True)
+    source.add_argument("--profile-folder", help="the folder CodSpeed wrote its profiles to")
+    source.add_argument("--archive", help="an already made tar.gz of the profile folder")
+    _common(push)
+
+    close = commands.add_parser("close", help="say that every shard that will come has come")
+    close.add_argument("--skip", action="append", default=[], help="a shard skipped on purpose (repeat, or comma-separate)")
+    _common(close)
+
+    status = commands.add_parser("status", help="show the run's report")
+    status.add_argument("--wait", action="store_true", help="block until the run is final")
+    status.add_argument("--timeout", type=float, default=1800, help="seconds to wait at most (default 1800)")
+    status.add_argument("--interval", type=float, default=5, help="seconds between polls (default 5)")
+    status.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    _common(status)
+    return root
+
+
+class Target:
+    """Where to send, and which run: flags first, then the environment, then the CI and git."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from .ci import detect
+
+        self.ctx = detect()
+        self.api_url = args.api_url or os.environ.get("CODSPEED_AGGREGATOR_URL")
+        self.token = args.token or os.environ.get("CODSPEED_TOKEN")
+        self.project = args.project or self.ctx.project
+        self.run_id = args.run_id or self.ctx.run_id
+        self.commit = args.commit or self.ctx.commit
+        self.ctx.ref = args.ref or self.ctx.ref
+        self.ctx.base_ref = args.base_ref or self.ctx.base_ref
+        for value, what in (
+            (self.api_url, "no aggregator URL: pass --api-url or set CODSPEED_AGGREGATOR_URL"),
+            (self.token, "no token: pass --token or set CODSPEED_TOKEN"),
+            (self.project, "cannot tell the project: pass --project owner/repo"),
+            (self.run_id, "cannot tell the run id: pass --run-id, the same in every shard of the run"),
+        ):
+            if not value:
+                raise ClientError(what, CONFIG)
+
+    def api(self):
+        from .api import AggregatorApi
+
+        return AggregatorApi(self.api_url, self.token)
+
+
+def _parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[str] | None]:
+    indexed = re.fullmatch(r"([0-9]+)/([0-9]+)", shard)
+    names = [n.strip() for n in expect.split(",") if n.strip()] if expect else None
+    if indexed:
+        index, total = int(indexed[1]), int(indexed[2])
+        if not 1 <= index <= total:
+            raise ClientError(f"--shard {shard}: the index must be between 1 and {total}", USAGE)
+        if names:
+            raise ClientError("--shard I/N already says how many shards there are: drop --expect", USAGE)
+        return str(index), total, None
+    if names is not None and shard not in names:
+        raise ClientError(f"--shard {shard} is not among --expect {expect}", USAGE)
+    return shard, None, names
+
+
+def push(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from . import bundle, metadata
+
+    shard, total, names = _parse_shard(args.shard, args.expect)
+    target = Target(args)
+    if not target.commit:
+        raise ClientError("cannot tell the commit: pass --commit SHA", CONFIG)
+    made = bundle.from_folder(Path(args.profile_folder)) if args.profile_folder else bundle.from_archive(Path(args.archive))
+    try:
+        meta = metadata.build(target.ctx, project=target.project, run_id=target.run_id, commit=target.commit,
+                              shard=shard, md5=made.md5, carried=made.carried_metadata)
+        api = target.api()
+        grant = api.request_upload({
+            "project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
+            "size": made.size, "md5": made.md5, "metadata": meta,
+        })
+        api.put_bundle(grant["upload_url"], grant["headers"], made.path)
+    finally:
+        if args.profile_folder:
+            made.path.unlink(missing_ok=True)
+    of = f" of {total}" if total else ""
+    print(f"pushed shard {shard}{of} of run {target.run_id} ({target.project}): {made.size} bytes, {len(made.files)} files")
+    return 0
+
+
+def close(args: argparse.Namespace) -> int:
+    target = Target(args)
+    skip = [name.strip() for value in args.skip for name in value.split(",") if name.strip()]
+    answer = target.api().close(target.project, target.run_id, skip)
+    print(f"run {target.run_id} ({target.project}): {answer['state']}: {answer['message']}")
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    from .report import final_exit_code, render_text, wait_for_final
+
+    target = Target(args)
+    api = target.api()
+    if args.wait:
+        report, timed_out = wait_for_final(api, target.project, target.run_id, args.timeout, args.interval)
+    else:
+        report, timed_out = api.report(target.project, target.run_id), False
+    if args.format == "json":
+        import json
+
+        print(json.dumps(report, indent=2))
+    elif args.format == "markdown":
+        print(api.report(target.project, target.run_id, "markdown"), end="")
+    else:
+        print(render_text(report), end="")
+    if timed_out:
+        print(f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final", file=sys.stderr)
+    return final_exit_code(report, timed_out) if args.wait else 0
+
+
+COMMANDS = {"push": push, "close": close, "status": status}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ClientError as exc:
+        print(f"codspeed-client: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""CodSpeed's upload metadata for a shard, built from the CI and git when the folder carries none."""
+
+from . import __version__
+from .ci import CiContext
+
+METADATA_VERSION = 10
+
+
+def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str, md5: str, carried: dict | None) -> dict:
+    owner, repository = project.split("/", 1)
+    if carried is not None:
+        metadata = dict(carried)
+    else:
+        metadata = {
+            "repositoryProvider": "GITLAB" if ctx.provider == "GITLAB_CI" else "GITHUB",
+            "version": METADATA_VERSION,
+            "tokenless": False,
+            "profileEncoding": "gzip",
+            "runner": {"name": "codspeed-client", "version": __version__, "instruments": [], "executor": "valgrind"},
+            "runEnvironment": ctx.provider,
+            "allowEmpty": False,
+            "event": ctx.event or "push",
+            "sender": ctx.sender,
+            "repositoryRootPath": (ctx.repository_root or "").rstrip("/") + "/",
+            **ctx.extra,
+        }
+    metadata.update({
+        "profileMd5": md5,
+        "commitHash": commit,
+        "owner": owner,
+        "repository": repository,
+        "ref": metadata.get("ref") or ctx.ref,
+        "headRef": metadata.get("headRef") or ctx.head_ref,
+        "baseRef": metadata.get("baseRef") or ctx.base_ref,
+        "runPart": {"runId": run_id, "runPartId": shard, "jobName": ctx.job or "codspeed", "metadata": {}},
+    })
+    return metadata
