@@ -1,5 +1,6 @@
 """Validate a shard's bundle (a tar.gz of a CodSpeed profile folder) in one streaming pass."""
 
+import gzip
 import tarfile
 import zlib
 from dataclasses import dataclass, field
@@ -46,27 +47,39 @@ class _CountingReader:
 
     def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
+        self._pushed = b""
         self.count = 0
         self.unpacked = 0
 
+    def peek(self, n: int) -> bytes:
+        self._pushed = self._raw.read(n)
+        return self._pushed
+
     def read(self, n: int = -1) -> bytes:
-        data = self._raw.read(n)
+        pushed, self._pushed = self._pushed, b""
+        data = pushed + self._raw.read(n if n < 0 else max(n - len(pushed), 0))
         self.count += len(data)
         return data
 
 
 def validate_bundle(stream: BinaryIO, limits: BundleLimits = BundleLimits()) -> BundleSummary:
     counted = _CountingReader(stream)
+    magic = counted.peek(2)
+    if not magic:
+        raise BadBundle("the bundle is an empty file")
+    if magic != b"\x1f\x8b":
+        raise BadBundle("the bundle is not gzip-compressed")
     summary = BundleSummary()
     try:
-        with tarfile.open(fileobj=counted, mode="r|gz") as tar:
-            for member in tar:
-                _check_member(tar, member, summary, counted, limits)
-    except BadBundle:
-        raise
+        with gzip.GzipFile(fileobj=counted, mode="rb") as unpacked:
+            with tarfile.open(fileobj=unpacked, mode="r|") as tar:
+                for member in tar:
+                    _check_member(tar, member, summary, counted, limits)
+            while unpacked.read(CHUNK):  # to the end, so that gzip checks its CRC and length
+                pass
     except tarfile.ReadError as exc:
         raise BadBundle(_read_error_reason(exc)) from exc
-    except (EOFError, zlib.error, tarfile.StreamError) as exc:
+    except (EOFError, zlib.error, gzip.BadGzipFile, tarfile.StreamError) as exc:
         raise BadBundle(f"the gzip stream is truncated or corrupt ({exc})") from exc
     if summary.members == 0:
         raise BadBundle("the bundle is an empty archive")
@@ -77,10 +90,8 @@ def validate_bundle(stream: BinaryIO, limits: BundleLimits = BundleLimits()) -> 
 
 def _read_error_reason(exc: tarfile.ReadError) -> str:
     text = str(exc)
-    if "not a gzip file" in text or "invalid header" in text.lower() and "gzip" in text:
-        return "the bundle is not gzip-compressed"
     if "empty file" in text:
-        return "the bundle is an empty file"
+        return "the bundle is an empty archive"
     if "bad checksum" in text or "invalid header" in text or "truncated" in text:
         return "the bundle is gzip but not a tar archive"
     return f"the bundle is not a readable tar.gz ({text})"

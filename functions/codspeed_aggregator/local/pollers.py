@@ -32,7 +32,7 @@ class QueuePoller:
         self._stop.set()
         self._thread.join(timeout=10)
 
-    def poll_once(self, wait_seconds: int = 1) -> int:
+    def poll_once(self, wait_seconds: int = 0) -> int:
         messages = self.sqs.receive_message(
             QueueUrl=self.queue_url, MaxNumberOfMessages=self.batch_size, WaitTimeSeconds=wait_seconds,
             AttributeNames=["All"],
@@ -52,8 +52,11 @@ class QueuePoller:
         return len(messages)
 
     def _run(self) -> None:
+        # Short polls: moto serves a long poll by sleeping inside the call, which would hold
+        # the local stack's one lock (see moto_server) for the whole wait.
         while not self._stop.is_set():
             try:
-                self.poll_once()
+                if not self.poll_once():
+                    self._stop.wait(0.05)
             except Exception:  # the stack is shutting down, or moto hiccupped: poll again
                 self._stop.wait(0.5)

@@ -1,0 +1,29 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both install what they need.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+
+.PHONY: install demo local test bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(BIN)/.installed
+
+demo: install
+	$(BIN)/codspeed-aggregator demo
+
+local: install
+	$(BIN)/codspeed-aggregator local
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python bench/merge.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,92 @@
+"""Bundles, metadata and uploads for tests: real tar.gz bytes, real presigned PUTs."""
+
+import base64
+import hashlib
+import io
+import tarfile
+import time
+
+import requests
+
+from codspeed_aggregator.local.profiles import callgrind_text
+
+COMMIT = "5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6"
+
+
+def md5_b64(data: bytes) -> str:
+    return base64.b64encode(hashlib.md5(data).digest()).decode()
+
+
+def tar_gz(members: dict[str, bytes | tarfile.TarInfo]) -> bytes:
+    """A tar.gz of the given members: bytes become regular files, TarInfos are added as they are."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for name, content in members.items():
+            if isinstance(content, tarfile.TarInfo):
+                tar.addfile(content)
+            else:
+                info = tarfile.TarInfo(name)
+                info.size = len(content)
+                info.mtime = 1_700_000_000
+                tar.addfile(info, io.BytesIO(content))
+    return raw.getvalue()
+
+
+def profile_members(pid: int, benchmarks: list[str], filler_lines: int = 5) -> dict[str, bytes]:
+    return {
+        f"./{pid}.out": callgrind_text(pid, benchmarks, filler_lines).encode(),
+        f"./perf-{pid}.map": f"7f0000 10 fn_{pid}\n".encode(),
+        f"./valgrind.{pid}.log": f"=={pid}== callgrind\n".encode(),
+        f"./results/{pid}.json": f'{{"pid": {pid}}}\n'.encode(),
+        "./runner.log": b"runner log\n",
+    }
+
+
+def bundle(pid: int = 4242, benchmarks: list[str] | None = None, **kwargs) -> bytes:
+    return tar_gz(profile_members(pid, benchmarks or [f"tests/test_a.py::test_{pid}_{i}" for i in range(3)], **kwargs))
+
+
+def metadata(md5: str, *, owner: str = "acme", repository: str = "widgets", commit: str = COMMIT,
+             run_part: dict | None = None, **extra) -> dict:
+    meta = {
+        "repositoryProvider": "GITHUB", "version": 10, "tokenless": False, "profileMd5": md5,
+        "runner": {"name": "codspeed-runner", "version": "3.8.0", "instruments": [], "executor": "valgrind"},
+        "runEnvironment": "GITHUB_ACTIONS", "commitHash": commit, "ref": "refs/heads/main",
+        "owner": owner, "repository": repository, "event": "push",
+        "ghData": {"runId": "7044765741", "job": "bench"}, "repositoryRootPath": "/home/runner/work/widgets/",
+    }
+    if run_part is not None:
+        meta["runPart"] = run_part
+    meta.update(extra)
+    return meta
+
+
+def upload_request(project: str, run_id: str, shard: str, data: bytes, *, total: int | None = None,
+                   expect: list[str] | None = None, **meta_extra) -> dict:
+    owner, repository = project.split("/")
+    md5 = md5_b64(data)
+    request = {"project": project, "run_id": run_id, "shard": shard, "size": len(data), "md5": md5,
+               "metadata": metadata(md5, owner=owner, repository=repository, **meta_extra)}
+    if total is not None:
+        request["total"] = total
+    if expect is not None:
+        request["expect"] = expect
+    return request
+
+
+def put(grant: dict, data: bytes) -> requests.Response:
+    """PUT a bundle the way the client does: to the presigned URL, with every signed header."""
+    answer = requests.put(grant["upload_url"], data=data, headers=grant["headers"], timeout=30)
+    answer.raise_for_status()
+    return answer
+
+
+def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)

@@ -1,0 +1,86 @@
+import gzip
+import io
+import tarfile
+
+import pytest
+
+from codspeed_aggregator.domain.bundle import BundleLimits, member_path, validate_bundle
+from codspeed_aggregator.domain.errors import BadBundle
+from codspeed_aggregator.local.profiles import callgrind_text
+from tests.factories import bundle, profile_members, tar_gz
+
+
+def _validate(data: bytes, **limits):
+    return validate_bundle(io.BytesIO(data), BundleLimits(**limits))
+
+
+def _special(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = linkname
+    return info
+
+
+def test_a_good_bundle_is_summarized():
+    summary = _validate(bundle(4242, ["a::one", "a::two"]))
+    assert summary.pids == [4242]
+    assert summary.benchmarks == 2
+    assert summary.benchmark_names == ["a::one", "a::two"]
+    assert summary.members == 5
+
+
+def test_several_out_files_in_one_shard_are_all_counted():
+    members = {**profile_members(10, ["a"]), **profile_members(11, ["b", "c"])}
+    summary = _validate(tar_gz(members))
+    assert sorted(summary.pids) == [10, 11]
+    assert summary.benchmarks == 3
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"this is not gzip at all", "not gzip-compressed"),
+        (gzip.compress(b"plain text, not a tar archive" * 40), "gzip but not a tar archive"),
+        (bundle()[:-40], "truncated or corrupt"),
+        (b"", "empty file"),
+        (tar_gz({}), "empty archive"),
+        (tar_gz({"./../escape.out": b"x"}), "points outside the profile folder"),
+        (tar_gz({"/etc/passwd": b"x"}), "absolute path"),
+        (tar_gz({"./1.out": callgrind_text(1, ["a"]).encode(), "./link": _special("./link", tarfile.SYMTYPE, "/etc/passwd")}), "is a symlink"),
+        (tar_gz({"./1.out": callgrind_text(1, ["a"]).encode(), "./hard": _special("./hard", tarfile.LNKTYPE, "../x")}), "is a hard link"),
+        (tar_gz({"./1.out": callgrind_text(1, ["a"]).encode(), "./dev": _special("./dev", tarfile.CHRTYPE)}), "device or special file"),
+        (tar_gz({"./inner.tar.gz": b"x", "./1.out": callgrind_text(1, ["a"]).encode()}), "archive inside the archive"),
+        (tar_gz({"./runner.log": b"only a log"}), "no <pid>.out callgrind file"),
+        (tar_gz({"./12.out": b"# callgrind format\nversion: 1\ncmd: x\n"}), "has no 'pid:' header line"),
+        (tar_gz({"./12.out": callgrind_text(13, ["a"]).encode()}), "declares 'pid: 13'"),
+        (tar_gz({"./12.out": b"hello\npid: 12\n"}), "is not a callgrind file"),
+        (tar_gz({"./a\x01b.out": b"x"}), "control character"),
+    ],
+)
+def test_bad_bundles_are_refused_with_a_reason(data, reason):
+    with pytest.raises(BadBundle, match=reason):
+        _validate(data)
+
+
+def test_a_gzip_bomb_is_refused_by_its_ratio():
+    zeros = b"\0" * (8 << 20)
+    data = tar_gz({"./1.out": callgrind_text(1, ["a"]).encode(), "./zeros.bin": zeros})
+    with pytest.raises(BadBundle, match="gzip bomb"):
+        _validate(data, ratio_floor_bytes=1 << 20, max_ratio=50)
+    assert _validate(data).pids == [1]  # the default limits let an honest 8 MiB file through
+
+
+def test_limits_on_members_and_unpacked_size():
+    data = bundle()
+    with pytest.raises(BadBundle, match="more than 2 members"):
+        _validate(data, max_members=2)
+    with pytest.raises(BadBundle, match="unpacks to more than 100 bytes"):
+        _validate(data, max_unpacked_bytes=100)
+
+
+def test_member_paths_are_normalized():
+    assert member_path("./results/1.json") == "results/1.json"
+    assert member_path("1.out") == "1.out"
+    for bad in ("a/../../b", "/abs", "a\\b", ""):
+        with pytest.raises(BadBundle):
+            member_path(bad)

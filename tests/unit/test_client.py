@@ -1,0 +1,88 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from codspeed_client import errors
+from codspeed_client.ci import detect
+from codspeed_client.cli import _parse_shard, main
+from codspeed_client.errors import ClientError
+
+GITHUB_PR = {
+    "GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "7044765741",
+    "GITHUB_SHA": "1" * 40, "GITHUB_REF": "refs/pull/42/merge", "GITHUB_HEAD_REF": "feature", "GITHUB_BASE_REF": "main",
+    "GITHUB_EVENT_NAME": "pull_request", "GITHUB_JOB": "bench", "GITHUB_ACTOR": "octocat", "GITHUB_WORKSPACE": "/w",
+}
+
+
+def test_shard_forms():
+    assert _parse_shard("2/4", None) == ("2", 4, None)
+    assert _parse_shard("lint", "parse,lint") == ("lint", None, ["parse", "lint"])
+    assert _parse_shard("solo", None) == ("solo", None, None)
+    for shard, expect, message in (("5/4", None, "between 1 and 4"), ("0/4", None, "between 1 and 4"),
+                                   ("x", "a,b", "not among --expect"), ("1/2", "a,b", "drop --expect")):
+        with pytest.raises(ClientError, match=message) as caught:
+            _parse_shard(shard, expect)
+        assert caught.value.exit_code == errors.USAGE
+
+
+def test_github_pull_request_detection_uses_the_head_commit(tmp_path):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"head": {"sha": "2" * 40}}}))
+    ctx = detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event)})
+    assert (ctx.provider, ctx.project, ctx.run_id, ctx.commit) == ("GITHUB_ACTIONS", "acme/widgets", "7044765741", "2" * 40)
+    assert (ctx.ref, ctx.head_ref, ctx.base_ref) == ("refs/pull/42/merge", "feature", "main")
+    assert ctx.extra == {"ghData": {"runId": "7044765741", "job": "bench"}}
+
+
+def test_gitlab_and_buildkite_detection():
+    gitlab = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_PIPELINE_ID": "88", "CI_COMMIT_SHA": "3" * 40,
+                     "CI_COMMIT_REF_NAME": "main", "CI_JOB_NAME": "bench 1/2"})
+    assert (gitlab.provider, gitlab.project, gitlab.run_id, gitlab.commit) == ("GITLAB_CI", "acme/widgets", "88", "3" * 40)
+    buildkite = detect({"BUILDKITE": "true", "BUILDKITE_REPO": "git@github.com:acme/widgets.git", "BUILDKITE_BUILD_ID": "b-1",
+                        "BUILDKITE_COMMIT": "4" * 40, "BUILDKITE_BRANCH": "main"})
+    assert (buildkite.project, buildkite.run_id, buildkite.ref) == ("acme/widgets", "b-1", "main")
+
+
+def test_missing_configuration_is_one_sentence_and_exit_3(capsys, monkeypatch):
+    monkeypatch.delenv("CODSPEED_AGGREGATOR_URL", raising=False)
+    assert main(["status", "--project", "a/b", "--run-id", "1"]) == errors.CONFIG
+    assert capsys.readouterr().err.strip() == "codspeed-client: error: no aggregator URL: pass --api-url or set CODSPEED_AGGREGATOR_URL"
+
+
+def test_a_missing_profile_folder_is_exit_7(tmp_path, capsys):
+    code = main(["push", "--shard", "1/2", "--profile-folder", str(tmp_path / "nope"), "--api-url", "http://127.0.0.1:9",
+                 "--token", "t", "--project", "a/b", "--run-id", "1", "--commit", "a" * 40])
+    assert code == errors.INPUT
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_folder_without_profiles_is_exit_7(tmp_path, capsys):
+    (tmp_path / "runner.log").write_text("log")
+    code = main(["push", "--shard", "1/2", "--profile-folder", str(tmp_path), "--api-url", "http://127.0.0.1:9",
+                 "--token", "t", "--project", "a/b", "--run-id", "1", "--commit", "a" * 40])
+    assert code == errors.INPUT
+    assert "holds no <pid>.out file" in capsys.readouterr().err
+
+
+def test_an_unreachable_aggregator_is_exit_6(capsys):
+    code = main(["status", "--api-url", "http://127.0.0.1:9", "--token", "t", "--project", "a/b", "--run-id", "1"])
+    assert code == errors.NETWORK
+    assert "cannot reach the aggregator at http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_the_client_imports_neither_boto3_nor_powertools():
+    probe = (
+        "import sys, codspeed_client.cli, codspeed_client.api, codspeed_client.bundle, codspeed_client.metadata, codspeed_client.report;"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'boto3', 'botocore', 'aws_lambda_powertools', 'codspeed_aggregator'}))"
+    )
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
+def test_help_does_not_import_requests_or_pydantic():
+    probe = (
+        "import sys; from codspeed_client.cli import parser; parser().format_help();"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'requests', 'pydantic', 'urllib3'}))"
+    )
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"

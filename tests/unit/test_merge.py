@@ -1,0 +1,109 @@
+import base64
+import gzip
+import hashlib
+import io
+import re
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from codspeed_aggregator.domain.bundle import validate_bundle
+from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles, plan_pids
+from tests.factories import bundle, profile_members, tar_gz
+
+
+def _shard(name: str, data: bytes) -> ShardBundle:
+    pids = tuple(validate_bundle(io.BytesIO(data)).pids)
+    return ShardBundle(name, pids, lambda: io.BytesIO(data))
+
+
+def _merge(shards, **kwargs) -> tuple[bytes, object]:
+    out = io.BytesIO()
+    result = merge_bundles(shards, out, **kwargs)
+    return out.getvalue(), result
+
+
+def _members(archive: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_plan_keeps_first_pids_and_moves_collisions_to_free_pids_of_the_same_width():
+    plan = plan_pids([("a", [4242, 100]), ("b", [4242]), ("c", [4242, 4243])])
+    assert plan["a"] == {}
+    assert plan["b"] == {4242: 4244}
+    assert plan["c"] == {4242: 4245}  # 4243 belongs to c itself, 4244 went to b
+    assert all(len(str(new)) == len(str(old)) for moves in plan.values() for old, new in moves.items())
+
+
+def test_plan_widens_only_when_no_pid_of_that_width_is_free():
+    plan = plan_pids([(str(i), [5]) for i in range(11)])
+    news = [moves[5] for moves in plan.values() if moves]
+    assert sorted(news)[:9] == [0, 1, 2, 3, 4, 6, 7, 8, 9] and news[-1] == 10
+
+
+def test_colliding_pids_move_with_their_files_and_pid_lines():
+    shards = [_shard(str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)])) for i in (1, 2, 3)]
+    archive, result = _merge(shards)
+    members = _members(archive)
+    outs = sorted(n for n in members if n.endswith(".out"))
+    assert outs == ["./4242.out", "./4243.out", "./4244.out"]
+    for name in outs:
+        pid = re.search(r"(\d+)\.out", name)[1]
+        assert re.findall(rb"^pid: (\d+)$", members[name], re.M) == [pid.encode()]
+        assert f"./perf-{pid}.map" in members and f"./results/{pid}.json" in members
+    assert result.renumbered == {"2": {4242: 4243}, "3": {4242: 4244}}
+    benchmarks = b"".join(members[n] for n in outs).count(b"Trigger: Client Request: t")
+    assert benchmarks == 9
+
+
+def test_logs_are_left_out_by_default_and_kept_renamed_per_shard_on_request():
+    shards = [_shard(str(i), bundle(4242 + i)) for i in (1, 2)]
+    assert not [n for n in _members(_merge(shards)[0]) if n.endswith(".log")]
+    kept = [n for n in _members(_merge(shards, keep_logs=True)[0]) if n.endswith(".log")]
+    assert sorted(kept) == ["./runner.log", "./runner.shard-2.log", "./valgrind.4243.log", "./valgrind.4244.log"]
+
+
+def test_no_two_members_share_a_name():
+    shards = [_shard(str(i), tar_gz({**profile_members(7, ["x"]), "./notes.txt": b"same name"})) for i in (1, 2, 3)]
+    archive, _ = _merge(shards)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        names = tar.getnames()
+    assert len(names) == len(set(names))
+    assert {"./notes.txt", "./notes.shard-2.txt", "./notes.shard-3.txt"} <= set(names)
+
+
+def test_several_out_files_in_one_shard_are_renumbered_independently():
+    one = tar_gz({**profile_members(10, ["a"]), **profile_members(11, ["b"])})
+    two = tar_gz({**profile_members(10, ["c"]), **profile_members(11, ["d"])})
+    members = _members(_merge([_shard("1", one), _shard("2", two)])[0])
+    assert sorted(n for n in members if n.endswith(".out")) == ["./10.out", "./11.out", "./12.out", "./13.out"]
+
+
+def test_a_widened_pid_is_spooled_and_its_size_is_right():
+    shards = [_shard(str(i), bundle(5, ["x"])) for i in range(11)]
+    members = _members(_merge(shards)[0])
+    assert b"\npid: 10\n" in members["./10.out"]
+
+
+def test_merged_archive_is_one_gzip_member_whose_md5_is_reported_and_stable():
+    shards = [_shard(str(i), bundle(4242)) for i in (1, 2)]
+    archive, result = _merge(shards)
+    assert result.md5 == base64.b64encode(hashlib.md5(archive).digest()).decode()
+    assert result.size == len(archive)
+    assert archive[:2] == b"\x1f\x8b" and archive.count(b"\x1f\x8b\x08") >= 1
+    decompressor = __import__("zlib").decompressobj(31)
+    decompressor.decompress(archive)
+    assert decompressor.eof and decompressor.unused_data == b""  # a single gzip member
+    assert _merge(shards)[0] == archive  # deterministic: a retried forward sends the same bytes
+    assert gzip.decompress(archive)
+
+
+@pytest.mark.skipif(not shutil.which("tar"), reason="GNU tar not installed")
+def test_gnu_tar_reads_the_merged_archive(tmp_path):
+    archive, _ = _merge([_shard(str(i), bundle(4242)) for i in (1, 2)])
+    (tmp_path / "merged.tar.gz").write_bytes(archive)
+    listing = subprocess.run(["tar", "-tzf", str(tmp_path / "merged.tar.gz")], capture_output=True, text=True, check=True)
+    assert "./4243.out" in listing.stdout.split()

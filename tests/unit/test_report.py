@@ -1,0 +1,47 @@
+from codspeed_aggregator.domain.ledger import FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot
+from codspeed_aggregator.domain.manifest import Manifest
+from codspeed_aggregator.domain.report import build_report
+from codspeed_wire.report import Report, render_markdown
+
+
+def _snapshot(state=OPEN, skipped=(), upstream=None) -> Snapshot:
+    run = RunRecord(project="acme/widgets", run_id="42", manifest=Manifest(total=4, indexed=True), state=state,
+                    commit="abc1234", rev=7, skipped=tuple(skipped), upstream=upstream)
+    shards = {
+        "1": ShardRecord("1", "arrived", attempt=2, size=1000, benchmarks=3, arrived_at="2026-11-29T19:00:00Z"),
+        "3": ShardRecord("3", "rejected", reason="the bundle is not gzip-compressed"),
+    }
+    return Snapshot(run, shards, {})
+
+
+def test_an_open_run_reports_absent_shards_as_expected_and_says_it_is_partial():
+    report = build_report(_snapshot(), "now")
+    assert report.partial and report.version == 7 and report.expected == 4 and report.arrived == 1
+    assert [(s.name, s.state) for s in report.shards] == [("1", "arrived"), ("2", "expected"), ("3", "rejected"), ("4", "expected")]
+    assert report.shards[0].attempt == 2
+
+
+def test_a_finished_run_tells_skipped_from_missing():
+    upstream = {"run_id": "up-1", "status": "success", "at": "t"}
+    report = build_report(_snapshot(FORWARDED, skipped=["4"], upstream=upstream), "now")
+    assert not report.partial
+    assert {s.name: s.state for s in report.shards} == {"1": "arrived", "2": "missing", "3": "rejected", "4": "skipped"}
+    assert report.upstream.run_id == "up-1"
+
+
+def test_markdown_says_partial_and_lists_the_shards():
+    text = render_markdown(build_report(_snapshot(), "now"))
+    first = text.splitlines()[0]
+    assert "open, 1/4 shards in" in first and "partial report" in first
+    assert "| 3 | rejected |" in text and "the bundle is not gzip-compressed" in text
+    final = render_markdown(build_report(_snapshot(FORWARDED, upstream={"run_id": "u", "status": "success", "at": "t"}), "now"))
+    assert "partial" not in final.splitlines()[0] and "Missing: `2`, `4`" in final and "Upstream: success" in final
+
+
+def test_report_json_round_trips_with_its_stable_keys():
+    report = build_report(_snapshot(), "now")
+    data = report.model_dump(mode="json")
+    for key in ("project", "run_id", "commit", "state", "partial", "version", "expected", "arrived", "shards", "upstream"):
+        assert key in data
+    assert set(data["shards"][0]) >= {"name", "state", "attempt", "size", "benchmarks", "reason"}
+    assert Report.model_validate(data) == report

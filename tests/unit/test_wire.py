@@ -1,0 +1,93 @@
+"""Each wire contract from both sides: what the client (or CodSpeed's runner) sends, the server parses."""
+
+import pytest
+from pydantic import ValidationError
+
+from codspeed_client import metadata as client_metadata
+from codspeed_client.ci import CiContext
+from codspeed_wire.api import CloseRequest, ShardUploadRequest
+from codspeed_wire.upstream import RunPart, UploadAccepted, UploadMetadata
+from tests.factories import metadata, upload_request
+
+MD5 = "XrY7u+Ae7tCTyyK7j1rNww=="
+
+
+def test_client_built_metadata_is_valid_codspeed_metadata():
+    ctx = CiContext(provider="GITHUB_ACTIONS", ref="refs/heads/main", job="bench", extra={"ghData": {"runId": "9", "job": "bench"}})
+    built = client_metadata.build(ctx, project="acme/widgets", run_id="9", commit="a" * 40, shard="2", md5=MD5, carried=None)
+    parsed = UploadMetadata.model_validate(built)
+    assert parsed.project == "acme/widgets" and parsed.run_part.run_part_id == "2"
+    assert parsed.wire() == built  # nothing lost, nothing added
+
+
+def test_carried_metadata_keeps_its_fields_and_gets_this_bundles_md5():
+    carried = metadata("A" * 22 + "==", futureField={"nested": [1, 2]})
+    built = client_metadata.build(CiContext(), project="acme/widgets", run_id="9", commit="b" * 40, shard="1", md5=MD5, carried=carried)
+    assert built["futureField"] == {"nested": [1, 2]} and built["profileMd5"] == MD5
+
+
+def test_unknown_metadata_fields_survive_a_round_trip():
+    original = metadata(MD5, futureField={"a": 1}, runPart={"runId": "1", "runPartId": "p", "jobName": "j", "metadata": {"x": 1}, "extra": True})
+    assert UploadMetadata.model_validate(original).wire() == original
+
+
+def test_the_client_upload_request_is_what_the_api_accepts():
+    request = ShardUploadRequest.model_validate(upload_request("acme/widgets", "r1", "2", b"data", total=4))
+    assert request.total == 4 and request.metadata.commit_hash
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"shard": "a/b"}, "shard"),
+        ({"shard": ".."}, "shard"),
+        ({"shard": "bad\nname"}, "shard"),
+        ({"shard": "x" * 500}, "shard"),
+        ({"project": "no-slash"}, "project"),
+        ({"project": "../etc"}, "project"),
+        ({"run_id": "r id with spaces"}, "run_id"),
+        ({"total": 0}, "total"),
+        ({"total": 10_000}, "total"),
+        ({"size": 0}, "size"),
+        ({"md5": "not-base64"}, "md5"),
+        ({"unexpected": 1}, "unexpected"),
+    ],
+)
+def test_bad_upload_requests_name_the_field(change, field):
+    data = {**upload_request("acme/widgets", "r1", "2", b"data"), **change}
+    with pytest.raises(ValidationError) as caught:
+        ShardUploadRequest.model_validate(data)
+    assert field in {str(part) for e in caught.value.errors() for part in e["loc"]}
+
+
+def test_a_request_cannot_state_two_manifests_or_a_different_md5():
+    with pytest.raises(ValidationError, match="either total"):
+        ShardUploadRequest.model_validate(upload_request("acme/widgets", "r1", "a", b"d", total=2, expect=["a", "b"]))
+    data = upload_request("acme/widgets", "r1", "a", b"d")
+    data["metadata"]["profileMd5"] = MD5
+    with pytest.raises(ValidationError, match="profileMd5 differs"):
+        ShardUploadRequest.model_validate(data)
+
+
+def test_metadata_schema_refusals():
+    for bad in ({"commitHash": "not-a-sha"}, {"version": 0}, {"runner": {"name": ""}}, {"owner": "a/b"}):
+        with pytest.raises(ValidationError):
+            UploadMetadata.model_validate({**metadata(MD5), **bad})
+
+
+def test_run_part_total_comes_from_the_matrix_metadata():
+    assert RunPart(run_id="1", run_part_id="a", metadata={"job-total": 3}).total_parts() == 3
+    assert RunPart(run_id="1", run_part_id="a", metadata={"job-total": "5"}).total_parts() == 5
+    assert RunPart(run_id="1", run_part_id="a", metadata={"job-total": True}).total_parts() is None
+    assert RunPart(run_id="1", run_part_id="a").total_parts() is None
+
+
+def test_upload_accepted_is_codspeeds_answer():
+    assert UploadAccepted(uploadUrl="https://u", runId="r").model_dump() == {"status": "success", "uploadUrl": "https://u", "runId": "r"}
+
+
+def test_close_request_refuses_unknown_fields_and_bad_names():
+    with pytest.raises(ValidationError):
+        CloseRequest.model_validate({"project": "a/b", "run_id": "1", "skip": ["../x"]})
+    with pytest.raises(ValidationError):
+        CloseRequest.model_validate({"project": "a/b", "run_id": "1", "force": True})
