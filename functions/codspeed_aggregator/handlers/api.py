@@ -33,8 +33,14 @@ def _refused(exc: Refused):
 @app.exception_handler(RequestValidationError)
 def _invalid(exc: RequestValidationError):
     detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-    fields = "; ".join(f"{'.'.join(str(p) for p in d['loc'][1:]) or 'body'}: {d['msg']}" for d in detail)
+    fields = "; ".join(_field(d) for d in detail)
     return _json(HTTPStatus.UNPROCESSABLE_ENTITY, {"error": f"invalid request: {fields}", "detail": detail})
+
+
+def _field(detail: dict) -> str:
+    if detail["type"] == "json_invalid":
+        return "body: not valid JSON"
+    return f"{'.'.join(str(p) for p in detail['loc'][1:]) or 'body'}: {detail['msg']}"
 
 
 @app.post("/v1/uploads")

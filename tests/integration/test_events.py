@@ -1,0 +1,60 @@
+"""Every file in events/ drives its handler against the local stack, in the order a run lives."""
+
+import json
+from pathlib import Path
+
+from codspeed_aggregator.domain.ledger import UploadRecord
+from codspeed_aggregator.local.lambda_context import LocalContext
+from tests.factories import bundle, wait_for
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+
+
+def _event(name: str) -> dict:
+    return json.loads((EVENTS / name).read_text())
+
+
+def _api(name: str) -> tuple[int, dict]:
+    from codspeed_aggregator.handlers import api
+
+    answer = api.handler(_event(name), LocalContext("codspeed-api"))
+    return answer["statusCode"], json.loads(answer["body"])
+
+
+def test_every_event_file_is_exercised():
+    assert {p.name for p in EVENTS.glob("*.json")} == {
+        "api-request-upload.json", "api-drop-in-upload.json", "api-close-run.json", "api-read-report.json",
+        "arrivals-s3-object-created.json", "finalizer-finalize-run.json", "sweeper-scheduled.json",
+    }
+
+
+def test_the_sample_events_walk_a_run_through_every_handler(stack):
+    from codspeed_aggregator.handlers import arrivals, finalizer, sweeper
+    from codspeed_aggregator.wiring import aggregator
+
+    status, grant = _api("api-request-upload.json")
+    assert status == 201 and grant["key"].startswith("bundles/acme/widgets/7044765741/2/")
+
+    status, accepted = _api("api-drop-in-upload.json")
+    assert status == 200 and accepted["status"] == "success" and accepted["runId"] == "7044765742"
+
+    # The arrival event names a bundle key: make that bundle and its upload record real.
+    record = _event("arrivals-s3-object-created.json")
+    key = json.loads(record["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"]
+    upload_id = key.rsplit("/", 1)[1].removesuffix(".tar.gz")
+    agg = aggregator()
+    agg.ledger.add_upload("acme/widgets", "7044765741", UploadRecord("2", upload_id, {"profileMd5": "x"}, "x", None, "0.5"))
+    agg.store.s3.put_object(Bucket=agg.store.bucket, Key=key, Body=bundle())
+    assert arrivals.handler(record, LocalContext("codspeed-arrivals")) == {"batchItemFailures": []}
+
+    status, report = _api("api-read-report.json")
+    assert status == 200 and report["arrived"] == 1 and report["partial"] is True
+    assert {s["name"]: s["state"] for s in report["shards"]}["2"] == "arrived"
+
+    status, closed = _api("api-close-run.json")
+    assert status == 202 and closed["state"] == "closing"
+    assert finalizer.handler(_event("finalizer-finalize-run.json"), LocalContext("codspeed-finalizer")) == {"batchItemFailures": []}
+    final = wait_for(lambda: (r := _api("api-read-report.json")[1])["state"] == "forwarded" and r)
+    assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "missing", "2": "arrived", "3": "missing", "4": "skipped"}
+
+    assert "closed" in sweeper.handler(_event("sweeper-scheduled.json"), LocalContext("codspeed-sweeper"))

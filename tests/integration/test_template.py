@@ -1,0 +1,96 @@
+"""template.yaml, checked offline: cfn-lint, SAM translation, cfn-lint again, and parity with the code."""
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+
+
+@pytest.fixture(scope="module")
+def template() -> dict:
+    return yaml_parse(TEMPLATE.read_text())
+
+
+@pytest.fixture(scope="module")
+def translated(template, tmp_path_factory) -> Path:
+    packaged = json.loads(json.dumps(template))
+    packaged["Globals"]["Function"]["CodeUri"] = "s3://packaged-code/functions.zip"  # what `sam package` does
+
+    class NoManagedPolicies:
+        def load(self):
+            return {}
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    out = tmp_path_factory.mktemp("cfn") / "translated.json"
+    out.write_text(json.dumps(transform(packaged, {}, NoManagedPolicies()), indent=1))
+    return out
+
+
+def _lint(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--", str(path)], capture_output=True, text=True)
+
+
+def test_cfn_lint_passes_on_the_sam_template():
+    result = _lint(TEMPLATE)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_cfn_lint_passes_on_the_translated_template(translated):
+    result = _lint(translated)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _functions(template):
+    return {name: r["Properties"] for name, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
+
+
+def test_every_handler_named_in_the_template_imports(template):
+    for name, props in _functions(template).items():
+        module, _, attribute = props["Handler"].rpartition(".")
+        assert callable(getattr(importlib.import_module(module), attribute)), name
+
+
+def test_every_setting_the_code_reads_is_in_each_functions_environment(template):
+    source = (ROOT / "functions/codspeed_aggregator/settings.py").read_text()
+    required = set(re.findall(r'env\.get\("([A-Z_]+)", ""\)', source))
+    assert required == {"TABLE_NAME", "BUCKET_NAME", "FINALIZE_QUEUE_URL", "UPSTREAM_URL"}
+    shared = set(template["Globals"]["Function"]["Environment"]["Variables"])
+    own = {name: set(p.get("Environment", {}).get("Variables", {})) for name, p in _functions(template).items()}
+    for name in own:
+        assert {"TABLE_NAME", "BUCKET_NAME", "FINALIZE_QUEUE_URL"} <= shared | own[name], name
+    assert {"UPSTREAM_URL", "UPSTREAM_TOKEN_PARAMETER"} <= own["FinalizerFunction"]
+    assert "API_TOKEN_PARAMETER" in own["ApiFunction"]
+
+
+def test_the_bucket_blocks_public_access_and_denies_requests_without_tls(template):
+    bucket = template["Resources"]["BundlesBucket"]["Properties"]
+    assert all(bucket["PublicAccessBlockConfiguration"].values())
+    statement = template["Resources"]["BundlesBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"][0]
+    assert statement["Effect"] == "Deny" and statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_policies_grant_no_wildcard_actions_and_no_deletes(template):
+    for name, props in _functions(template).items():
+        for policy in props["Policies"]:
+            for statement in policy["Statement"]:
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                assert not [a for a in actions if "*" in a or "Delete" in a], (name, actions)
+
+
+def test_queues_have_dead_letter_queues_and_the_local_stack_mirrors_the_table(template):
+    from codspeed_aggregator.adapters.ledger_table import OPEN_INDEX
+
+    for name in ("ArrivalsQueue", "FinalizeQueue"):
+        assert "deadLetterTargetArn" in template["Resources"][name]["Properties"]["RedrivePolicy"]
+    table = template["Resources"]["RunsTable"]["Properties"]
+    assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == [OPEN_INDEX]
