@@ -132,7 +132,7 @@ def test_codspeed_runner_upload_without_run_part_is_forwarded_alone(stack):
     archive = bundle(31337, ["tests/test_solo.py::bench"])
     meta = metadata(md5_b64(archive), commit="a" * 40, ghData={"runId": f"solo{os.getpid()}", "job": "b"})
     run_id = _runner_upload(stack, meta, archive)["runId"]
-    assert run_id == f"aaaaaaaaaaaa-solo{os.getpid()}"
+    assert run_id == f"aaaaaaaaaaaa-solo{os.getpid()}-b"
     report = _final(stack, run_id)
     assert report["state"] == "forwarded" and report["expected"] == 1
 

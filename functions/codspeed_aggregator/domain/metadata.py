@@ -22,13 +22,13 @@ def check_identity(run_identity: dict | None, metadata: UploadMetadata) -> None:
 
 
 def single_part_run_id(metadata: UploadMetadata) -> str:
-    """The run of an upload that names no run part: its commit and its CI run."""
+    """The run of an upload that names no run part: its commit and its CI run and job."""
     extra = metadata.model_extra or {}
     ci_run = None
     for key in ("ghData", "glData"):
         data = extra.get(key)
         if isinstance(data, dict) and data.get("runId"):
-            ci_run = str(data["runId"])
+            ci_run = "-".join(str(data[k]) for k in ("runId", "job") if data.get(k))  # two jobs, two runs
     if ci_run is None:
         ci_run = base64.b64decode(metadata.profile_md5).hex()[:12]
     safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in ci_run)[:64]
