@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install demo local test bench clean
+.PHONY: install demo local test bench bench-smoke clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ test: install
 
 bench: install
 	$(BIN)/python bench/merge.py
+
+bench-smoke: install
+	$(BIN)/python bench/merge.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -43,7 +43,7 @@ class Settings:
             presign_expiry_seconds=min(int(env.get("PRESIGN_EXPIRY_SECONDS", 600)), 900),
             max_bundle_bytes=int(env.get("MAX_BUNDLE_BYTES", 5 << 30)),
             keep_logs=_flag("KEEP_LOGS"),
-            merge_level=int(env.get("MERGE_LEVEL", 6)),
+            merge_level=int(env.get("MERGE_LEVEL", 1)),
             finalize_lease_seconds=int(env.get("FINALIZE_LEASE_SECONDS", 960)),
             upstream_timeout_seconds=float(env.get("UPSTREAM_TIMEOUT_SECONDS", 60)),
         )

@@ -1,11 +1,10 @@
 """Validate a shard's bundle (a tar.gz of a CodSpeed profile folder) in one streaming pass."""
 
-import gzip
 import tarfile
-import zlib
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from . import gz
 from .callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
 from .errors import BadBundle
 
@@ -71,15 +70,15 @@ def validate_bundle(stream: BinaryIO, limits: BundleLimits = BundleLimits()) -> 
         raise BadBundle("the bundle is not gzip-compressed")
     summary = BundleSummary()
     try:
-        with gzip.GzipFile(fileobj=counted, mode="rb") as unpacked:
-            with tarfile.open(fileobj=unpacked, mode="r|") as tar:
+        with gz.reader(counted) as unpacked:
+            with tarfile.open(fileobj=unpacked, mode="r|", bufsize=CHUNK) as tar:
                 for member in tar:
                     _check_member(tar, member, summary, counted, limits)
             while unpacked.read(CHUNK):  # to the end, so that gzip checks its CRC and length
                 pass
     except tarfile.ReadError as exc:
         raise BadBundle(_read_error_reason(exc)) from exc
-    except (EOFError, zlib.error, gzip.BadGzipFile, tarfile.StreamError) as exc:
+    except (*gz.ERRORS, tarfile.StreamError) as exc:
         raise BadBundle(f"the gzip stream is truncated or corrupt ({exc})") from exc
     if summary.members == 0:
         raise BadBundle("the bundle is an empty archive")

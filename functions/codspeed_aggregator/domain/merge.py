@@ -8,7 +8,6 @@ spooled to disk to learn its new size.
 """
 
 import base64
-import gzip
 import hashlib
 import posixpath
 import tarfile
@@ -18,10 +17,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from . import gz
 from .bundle import CHUNK, member_path
 from .callgrind import OUT_NAME, PID_TOKEN, PidRewriter
 
-DEFAULT_LEVEL = 6
+DEFAULT_LEVEL = gz.DEFAULT_LEVEL
 
 
 @dataclass(frozen=True)
@@ -137,10 +137,11 @@ def merge_bundles(
     sink = _HashingWriter(out)
     emitted: set[str] = set()
     result = MergeResult(md5="", size=0, renumbered={k: v for k, v in plan.items() if v})
-    with gzip.GzipFile(fileobj=sink, mode="wb", compresslevel=level, mtime=0) as gz:
-        with tarfile.open(fileobj=gz, mode="w|", format=tarfile.GNU_FORMAT) as merged:
+    with gz.writer(sink, level) as packed:
+        with tarfile.open(fileobj=packed, mode="w|", format=tarfile.GNU_FORMAT, bufsize=CHUNK, copybufsize=CHUNK) as merged:
             for shard in shards:
-                with shard.open() as stream, tarfile.open(fileobj=stream, mode="r|gz") as source:
+                with shard.open() as stream, gz.reader(stream) as unpacked, \
+                        tarfile.open(fileobj=unpacked, mode="r|", bufsize=CHUNK, copybufsize=CHUNK) as source:
                     for member in source:
                         _copy_member(source, member, merged, shard.name, plan[shard.name], emitted, keep_logs)
     result.md5 = base64.b64encode(sink.md5.digest()).decode()

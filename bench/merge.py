@@ -1,0 +1,154 @@
+"""Merge speed and memory, measured against a floor and a naive merge in the same run.
+
+    python bench/merge.py            # 8 shards x 32 MB of callgrind text, pids colliding
+    python bench/merge.py --quick    # a small smoke for CI (well under a minute)
+
+floor: decompress and recompress the same bytes with the codec and level the merge ships.
+naive: extract every bundle to disk, repack with tarfile "w:gz" at its defaults.
+rss_growth: peak RSS of a process merging 4x the input over one merging 1x.
+Prints one line per figure; the full run exits 1 when a target is missed.
+"""
+
+import argparse
+import io
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "functions")]
+
+from codspeed_aggregator.domain import gz  # noqa: E402
+from codspeed_aggregator.domain.bundle import validate_bundle  # noqa: E402
+from codspeed_aggregator.domain.merge import DEFAULT_LEVEL, ShardBundle, merge_bundles  # noqa: E402
+
+TARGETS = {"merge_vs_floor": ("<=", 1.3), "naive_vs_merge": (">=", 10.0), "rss_growth": ("<=", 1.15)}
+PID = 4242
+
+
+def callgrind_bytes(size: int, seed: int) -> bytes:
+    """Callgrind text of about ``size`` bytes: a header, benchmark parts, cost lines."""
+    rng = random.Random(seed)
+    header = (f"# callgrind format\nversion: 1\ncreator: callgrind-3.19.0\npid: {PID}\ncmd:  python -m pytest\npart: 1\n\n"
+              "desc: Trigger: Client Request: Metadata: pytest-codspeed 3.2.0\n\npositions: line\nevents: Ir\n").encode()
+    names = [f"fn=({i}) module_{i % 97}.function_{i}" for i in range(4000)]
+    blocks, total, part = [header], len(header), 2
+    while total < size:
+        lines = [f"\npart: {part}\ndesc: Trigger: Client Request: tests/test_{seed}.py::test_bench_{part}\n"]
+        for _ in range(2000):
+            lines.append(f"{rng.choice(names)}\n{rng.randint(1, 4000)} {rng.randint(1, 10**6)}\n"
+                         f"calls={rng.randint(1, 50)} {rng.randint(1, 4000)}\n{rng.randint(1, 4000)} {rng.randint(1, 10**7)}\n")
+        block = "".join(lines).encode()
+        blocks.append(block)
+        total += len(block)
+        part += 1
+    return b"".join(blocks)[:size]
+
+
+def write_bundle(path: Path, size: int, seed: int) -> None:
+    content = callgrind_bytes(size, seed)
+    with tarfile.open(path, "w:gz", compresslevel=6) as tar:
+        for name, data in ((f"./{PID}.out", content), (f"./perf-{PID}.map", b"7f00 10 f\n" * 1000),
+                           (f"./results/{PID}.json", b'{"ok": true}\n'), ("./runner.log", b"log\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def shards_from(paths: list[Path]) -> list[ShardBundle]:
+    shards = []
+    for index, path in enumerate(paths):
+        with open(path, "rb") as f:
+            pids = tuple(validate_bundle(f).pids)
+        shards.append(ShardBundle(f"s{index}", pids, lambda p=path: open(p, "rb")))
+    return shards
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def merge_to(shards: list[ShardBundle], out: Path) -> None:
+    """The finalizer's merge; the pids come from validation at arrival, as they do from the ledger."""
+    with open(out, "wb") as f:
+        merge_bundles(shards, f)
+
+
+def floor_to(paths: list[Path], out: Path) -> None:
+    with open(out, "wb") as raw, gz.writer(raw, DEFAULT_LEVEL) as sink:
+        for path in paths:
+            with open(path, "rb") as f, gz.reader(f) as source:
+                while chunk := source.read(1 << 20):
+                    sink.write(chunk)
+
+
+def naive_to(paths: list[Path], out: Path, work: Path) -> None:
+    for index, path in enumerate(paths):
+        with tarfile.open(path, "r:gz") as tar:
+            tar.extractall(work / f"shard-{index}", filter="data")
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(work, arcname=".")
+
+
+def peak_rss_of_merge(paths: list[Path], out: Path) -> int:
+    """Peak RSS (KiB) of a fresh process that merges ``paths``."""
+    result = subprocess.run([sys.executable, __file__, "--child-merge", str(out), *map(str, paths)],
+                            capture_output=True, text=True, check=True)
+    return int(result.stdout.strip())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run for CI")
+    parser.add_argument("--shards", type=int, default=8)
+    parser.add_argument("--mb", type=float, help="uncompressed MB per shard (default 32, or 2 with --quick)")
+    parser.add_argument("--child-merge", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_merge:
+        out, *paths = args.child_merge
+        shards = shards_from([Path(p) for p in paths])
+        merge_to(shards, Path(out))
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        return 0
+    size = int((args.mb or (2 if args.quick else 32)) * 1024 * 1024)
+    with tempfile.TemporaryDirectory(prefix="bench-merge-") as tmp:
+        work = Path(tmp)
+        paths = [work / f"shard-{i}.tar.gz" for i in range(args.shards)]
+        for i, path in enumerate(paths):
+            write_bundle(path, size, seed=i + 1)
+        packed = sum(p.stat().st_size for p in paths)
+        print(f"workload: {args.shards} shards x {size / 2**20:.0f} MB callgrind text, pid {PID} in every shard, "
+              f"{packed / 2**20:.1f} MB of bundles; codec {gz.NAME} level {DEFAULT_LEVEL}")
+        floor = min(timed(lambda: floor_to(paths, work / "floor.tar.gz")) for _ in range(3))
+        shards = shards_from(paths)
+        merge = min(timed(lambda: merge_to(shards, work / "merged.tar.gz")) for _ in range(3))
+        naive = timed(lambda: naive_to(paths, work / "naive.tar.gz", work / "naive"))
+        shutil.rmtree(work / "naive")
+        rss_1x = peak_rss_of_merge(paths, work / "rss1.tar.gz")
+        rss_4x = peak_rss_of_merge(paths * 4, work / "rss4.tar.gz")
+        merged = (work / "merged.tar.gz").stat().st_size
+        print(f"floor: {floor:.3f} s, merge: {merge:.3f} s ({size * args.shards / merge / 2**20:.0f} MB/s), "
+              f"naive: {naive:.3f} s; merged archive {merged / 2**20:.1f} MB; peak RSS 1x {rss_1x / 1024:.0f} MB, "
+              f"4x {rss_4x / 1024:.0f} MB")
+    figures = {"merge_vs_floor": merge / floor, "naive_vs_merge": naive / merge, "rss_growth": rss_4x / rss_1x}
+    missed = []
+    for name, value in figures.items():
+        op, target = TARGETS[name]
+        ok = value <= target if op == "<=" else value >= target
+        print(f"{name}={value:.2f}  (target {op} {target}{'' if ok else ', MISSED'})")
+        if not ok:
+            missed.append(name)
+    return 1 if missed and not args.quick else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

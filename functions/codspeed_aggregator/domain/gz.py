@@ -1,0 +1,39 @@
+"""The gzip codec of bundles and merged archives: ISA-L (``isal``), several times faster
+than zlib at compressing, with the same gzip format on the wire."""
+
+import gzip
+import zlib
+from typing import BinaryIO
+
+from isal import igzip, igzip_threaded, isal_zlib
+
+NAME = "isal"
+# isal compresses at levels 0-3; 1 is the speed/size balance the merge ships with.
+DEFAULT_LEVEL = 1
+ERRORS = (EOFError, zlib.error, isal_zlib.error, gzip.BadGzipFile)
+
+
+class _ReadInto:
+    """isal reads with ``readinto``; S3 bodies and counting wrappers offer ``read``."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+
+    def read(self, n: int = -1) -> bytes:
+        return self._raw.read(n)
+
+    def readinto(self, buffer) -> int:
+        data = self._raw.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def reader(raw: BinaryIO) -> igzip.GzipFile:
+    """Decompresses ``raw``; at its end the CRC and length are checked (truncation raises)."""
+    return igzip.GzipFile(fileobj=_ReadInto(raw), mode="rb")
+
+
+def writer(raw: BinaryIO, level: int = DEFAULT_LEVEL):
+    """One gzip member (mtime 0: the same input makes the same bytes), compressed on a
+    thread of its own so that reading the sources and compressing overlap on two cores."""
+    return igzip_threaded.open(raw, "wb", compresslevel=level, threads=1)
