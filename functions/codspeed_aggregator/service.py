@@ -26,7 +26,7 @@ from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
 from .domain.keys import bundle_key, parse_bundle_key
 from .domain.ledger import ARRIVED, CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot, UploadRecord
 from .domain.manifest import Manifest
-from .domain.merge import ShardBundle, merge_bundles
+from .domain.merge import ShardBundle, merge_bundles, plan_uploads
 from .domain.metadata import check_identity, merged_metadata, single_part_run_id
 from .domain.report import build_report
 from .settings import Settings
@@ -165,35 +165,51 @@ class Aggregator:
         return CloseAnswer(project=request.project, run_id=request.run_id, state="closing", message=message)
 
     def finalize(self, project: str, run_id: str) -> str:
-        """Merge and forward a run, once; answers the run's state afterwards (or "not_claimed")."""
+        """Merge and forward a run, once; answers the run's state afterwards (or "not_claimed").
+
+        Over CodSpeed's benchmark limit the run goes as several uploads (run parts); each
+        one that reached the upstream is recorded, so a retry sends only the rest."""
         now = int(self.clock())
         if not self.ledger.claim_finalize(project, run_id, now, self.settings.finalize_lease_seconds):
             return "not_claimed"
         snapshot = self.ledger.snapshot(project, run_id)
-        arrived = sorted(snapshot.arrived().values(), key=lambda s: s.name)
+        arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
         if not arrived:
             self.ledger.finish(project, run_id, CLOSED_EMPTY)
             self.publish(project, run_id)
             return CLOSED_EMPTY
-        bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key)) for s in arrived]
-        shard_metadata = [(s.name, snapshot.uploads[s.upload_id].metadata) for s in arrived]
-        with tempfile.TemporaryFile() as spool:
-            merged = merge_bundles(bundles, spool, keep_logs=self.settings.keep_logs, level=self.settings.merge_level)
-            metadata = merged_metadata(run_id, shard_metadata, merged.md5)
-            spool.seek(0)
+        groups = plan_uploads([(n, s.benchmarks or 0) for n, s in arrived.items()], self.settings.max_benchmarks_per_upload)
+        answers = dict(snapshot.run.forwarded_parts)
+        for index, names in enumerate(groups):
+            if str(index) in answers:
+                continue
             try:
-                answer = self.upstream.forward(metadata, spool, merged.size, merged.md5)
+                answers[str(index)] = self._forward([arrived[n] for n in names], snapshot, index + 1, len(groups))
             except UpstreamError as exc:
-                self.ledger.finish(project, run_id, FORWARD_FAILED, error=str(exc),
-                                   upstream={"run_id": None, "status": "failed", "at": iso(self.clock()), "message": str(exc)})
+                message = f"upload {index + 1} of {len(groups)}: {exc}" if len(groups) > 1 else str(exc)
+                self.ledger.finish(project, run_id, FORWARD_FAILED, error=message,
+                                   upstream={"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message})
                 self.publish(project, run_id)
                 raise
+            self.ledger.record_forwarded_part(project, run_id, index, answers[str(index)])
+        parts = [answers[str(i)] for i in range(len(groups))]
+        size = sum(p["size"] for p in parts)
+        message = f"{len(arrived)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
         self.ledger.finish(project, run_id, FORWARDED, upstream={
-            "run_id": answer.run_id, "status": "success", "at": iso(self.clock()),
-            "message": f"{len(arrived)} shards merged, {merged.size} bytes",
+            "run_id": ",".join(p["run_id"] for p in parts), "status": "success", "at": iso(self.clock()), "message": message,
         })
         self.publish(project, run_id)
         return FORWARDED
+
+    def _forward(self, shards: list[ShardRecord], snapshot: Snapshot, part: int, parts: int) -> dict:
+        bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key)) for s in shards]
+        shard_metadata = [(s.name, snapshot.uploads[s.upload_id].metadata) for s in shards]
+        with tempfile.TemporaryFile() as spool:
+            merged = merge_bundles(bundles, spool, keep_logs=self.settings.keep_logs, level=self.settings.merge_level)
+            metadata = merged_metadata(snapshot.run.run_id, shard_metadata, merged.md5, part, parts)
+            spool.seek(0)
+            answer = self.upstream.forward(metadata, spool, merged.size, merged.md5)
+        return {"run_id": answer.run_id, "size": merged.size, "md5": merged.md5, "shards": [s.name for s in shards]}
 
     def sweep(self) -> list[tuple[str, str]]:
         """Close every open run past its deadline; absent shards become missing."""

@@ -26,6 +26,7 @@ class Settings:
     merge_level: int
     finalize_lease_seconds: int
     upstream_timeout_seconds: float
+    max_benchmarks_per_upload: int
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -46,6 +47,7 @@ class Settings:
             merge_level=int(env.get("MERGE_LEVEL", 1)),
             finalize_lease_seconds=int(env.get("FINALIZE_LEASE_SECONDS", 960)),
             upstream_timeout_seconds=float(env.get("UPSTREAM_TIMEOUT_SECONDS", 60)),
+            max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
         )
 
 

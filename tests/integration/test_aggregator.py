@@ -230,3 +230,31 @@ def test_drop_in_metadata_without_run_part_is_a_run_of_one_shard(isolated):
     accepted = isolated.aggregator.accept_drop_in(meta)
     assert accepted.runId.startswith("5f1c2e3d4b5a-")
     assert "X-Amz-Signature" in accepted.uploadUrl
+
+
+def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_the_rest(isolated, run_id, monkeypatch):
+    import json
+
+    agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
+    for i in (1, 2, 3):
+        agg.record_arrival(_push(agg, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"])
+    original_forward = agg.upstream.forward
+    calls = []
+
+    def fail_second(metadata, *args):
+        calls.append(metadata["runPart"]["runPartId"])
+        if len(calls) == 2:
+            raise UpstreamError("POST answered 503: injected")
+        return original_forward(metadata, *args)
+
+    monkeypatch.setattr(agg.upstream, "forward", fail_second)
+    with pytest.raises(UpstreamError):
+        agg.finalize(PROJECT, run_id)
+    assert _report(agg, run_id).state == "forward_failed"
+    assert agg.finalize(PROJECT, run_id) == "forwarded"
+    assert calls == ["aggregated-part-1-of-3", "aggregated-part-2-of-3", "aggregated-part-2-of-3", "aggregated-part-3-of-3"]
+    uploads = _uploads_for(isolated, run_id)
+    assert len(uploads) == 3  # part 1 was not sent again
+    parts = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in uploads)
+    assert parts == [1, 2, 3]
+    assert "in 3 uploads" in _report(agg, run_id).upstream.message

@@ -107,3 +107,12 @@ def test_gnu_tar_reads_the_merged_archive(tmp_path):
     (tmp_path / "merged.tar.gz").write_bytes(archive)
     listing = subprocess.run(["tar", "-tzf", str(tmp_path / "merged.tar.gz")], capture_output=True, text=True, check=True)
     assert "./4243.out" in listing.stdout.split()
+
+
+def test_uploads_are_planned_under_the_benchmark_limit_in_shard_order():
+    from codspeed_aggregator.domain.merge import plan_uploads
+
+    assert plan_uploads([("a", 400), ("b", 400), ("c", 400)], 1000) == [["a", "b"], ["c"]]
+    assert plan_uploads([("a", 1000), ("b", 1)], 1000) == [["a"], ["b"]]
+    assert plan_uploads([("huge", 1500), ("b", 10)], 1000) == [["huge"], ["b"]]  # a shard is never split
+    assert plan_uploads([("a", 3), ("b", 4)], 1000) == [["a", "b"]]

@@ -124,7 +124,7 @@ class DynamoLedger:
             "state": run.state, "manifest": run.manifest.to_item(), "commit": run.commit, "ref": run.ref,
             "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
             "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
-            "rev": run.rev, "run_changes": run.run_changes,
+            "rev": run.rev, "run_changes": run.run_changes, "forwarded_parts": {},
         }
         try:
             self.db.put_item(TableName=self.table, Item=_dump(item), ConditionExpression="attribute_not_exists(pk)")
@@ -239,6 +239,15 @@ class DynamoLedger:
              ":lease": now + lease_seconds, ":now": now},
         )
 
+    def record_forwarded_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
+        """Remember that upload ``index`` of a run reached the upstream, so a retry skips it."""
+        return self._update_run(
+            project, run_id,
+            "SET forwarded_parts.#part = :answer ADD rev :one, run_changes :one",
+            "#state = :finalizing",
+            {":answer": answer, ":finalizing": FINALIZING}, names={"#part": str(index)},
+        )
+
     def finish(self, project: str, run_id: str, state: str, upstream: dict | None = None, error: str | None = None) -> bool:
         """Record how finalizing ended; only the finalizer holding the claim can."""
         return self._update_run(
@@ -248,12 +257,12 @@ class DynamoLedger:
             {":s": state, ":up": upstream, ":err": error, ":zero": 0, ":finalizing": FINALIZING},
         )
 
-    def _update_run(self, project, run_id, expression, condition, values) -> bool:
+    def _update_run(self, project, run_id, expression, condition, values, names=None) -> bool:
         try:
             self.db.update_item(
                 TableName=self.table, Key=self._key(project, run_id, RUN_SK),
                 UpdateExpression=expression, ConditionExpression=f"attribute_exists(pk) AND ({condition})",
-                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeNames={"#state": "state", **(names or {})},
                 ExpressionAttributeValues=_dump({**values, ":one": 1}),
             )
             return True
@@ -276,6 +285,7 @@ def _run_from(item: dict) -> RunRecord:
         deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0), run_changes=item.get("run_changes", 0),
         skipped=tuple(item.get("skipped") or ()), close_reason=item.get("close_reason"),
         upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
+        forwarded_parts=item.get("forwarded_parts") or {},
     )
 
 

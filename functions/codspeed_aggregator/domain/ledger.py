@@ -36,6 +36,7 @@ class RunRecord:
     upstream: dict | None = None
     forward_error: str | None = None
     lease_until: int = 0
+    forwarded_parts: dict = field(default_factory=dict)  # upload index -> the upstream's answer
 
 
 @dataclass

@@ -35,16 +35,17 @@ def single_part_run_id(metadata: UploadMetadata) -> str:
     return f"{metadata.commit_hash[:12].lower()}-{safe}"
 
 
-def merged_metadata(run_id: str, shards: list[tuple[str, dict]], md5: str) -> dict:
-    """The merged upload's metadata: the first shard's, with the recomputed profileMd5 and a
-    runPart that describes the whole run. Unknown fields of the first shard survive."""
+def merged_metadata(run_id: str, shards: list[tuple[str, dict]], md5: str, part: int = 1, parts: int = 1) -> dict:
+    """A merged upload's metadata: the first shard's, with the recomputed profileMd5 and a
+    runPart that describes the merged run (part ``part`` of ``parts`` when the benchmarks
+    had to be split across uploads). Unknown fields of the first shard survive."""
     base = copy.deepcopy(shards[0][1])
     base["profileMd5"] = md5
-    part = base.get("runPart") or {}
+    run_part = base.get("runPart") or {}
     base["runPart"] = {
-        "runId": part.get("runId", run_id),
-        "runPartId": f"aggregated-{len(shards)}-shards",
-        "jobName": part.get("jobName", "codspeed-shard-aggregator"),
-        "metadata": {"aggregatedShards": [name for name, _ in shards]},
+        "runId": run_part.get("runId", run_id),
+        "runPartId": f"aggregated-{len(shards)}-shards" if parts == 1 else f"aggregated-part-{part}-of-{parts}",
+        "jobName": run_part.get("jobName", "codspeed-shard-aggregator"),
+        "metadata": {"aggregatedShards": [name for name, _ in shards], "part": part, "parts": parts},
     }
     return base
