@@ -99,6 +99,15 @@ def naive_to(paths: list[Path], out: Path, work: Path) -> None:
         tar.add(work, arcname=".")
 
 
+def peak_rss_kib() -> int:
+    """This process's peak RSS. Not ru_maxrss: on Linux that survives exec, so a child
+    would report its parent's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def peak_rss_of_merge(paths: list[Path], out: Path) -> int:
     """Peak RSS (KiB) of a fresh process that merges ``paths``."""
     result = subprocess.run([sys.executable, __file__, "--child-merge", str(out), *map(str, paths)],
@@ -117,7 +126,7 @@ def main() -> int:
         out, *paths = args.child_merge
         shards = shards_from([Path(p) for p in paths])
         merge_to(shards, Path(out))
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        print(peak_rss_kib())
         return 0
     size = int((args.mb or (2 if args.quick else 32)) * 1024 * 1024)
     with tempfile.TemporaryDirectory(prefix="bench-merge-") as tmp:
