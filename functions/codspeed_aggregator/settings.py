@@ -27,6 +27,7 @@ class Settings:
     finalize_lease_seconds: int
     upstream_timeout_seconds: float
     max_benchmarks_per_upload: int
+    retention_days: int
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -48,6 +49,7 @@ class Settings:
             finalize_lease_seconds=int(env.get("FINALIZE_LEASE_SECONDS", 960)),
             upstream_timeout_seconds=float(env.get("UPSTREAM_TIMEOUT_SECONDS", 60)),
             max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
+            retention_days=int(env.get("RETENTION_DAYS", 30)),
         )
 
 

@@ -16,7 +16,7 @@ def aggregator() -> Aggregator:
     config = settings()
     return Aggregator(
         settings=config,
-        ledger=DynamoLedger(config.table_name, client("dynamodb")),
+        ledger=DynamoLedger(config.table_name, client("dynamodb"), config.retention_days * 86400),
         store=BundleStore(config.bucket_name, client("s3")),
         queue=FinalizeQueue(config.finalize_queue_url, client("sqs")),
         upstream=UpstreamClient(

@@ -258,3 +258,15 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
     parts = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in uploads)
     assert parts == [1, 2, 3]
     assert "in 3 uploads" in _report(agg, run_id).upstream.message
+
+
+def test_every_record_of_a_run_carries_the_ttl_attribute(isolated, run_id):
+    import time
+
+    agg = isolated.aggregator
+    agg.record_arrival(_push(agg, run_id, "1", bundle(), total=2)["key"])
+    agg.record_arrival(_push(agg, run_id, "2", b"not gzip", total=2)["key"])
+    items = agg.ledger._query(PROJECT, run_id)
+    assert {i["sk"].split("#")[0] for i in items} == {"RUN", "SHARD", "UPLOAD"}
+    horizon = time.time() + agg.settings.retention_days * 86400
+    assert all(horizon - 120 < i["expires_at"] <= horizon + 1 for i in items)

@@ -54,9 +54,14 @@ def _condition_failed(exc: ClientError) -> bool:
 
 
 class DynamoLedger:
-    def __init__(self, table_name: str, client) -> None:
+    def __init__(self, table_name: str, client, retention_seconds: int = 30 * 86400) -> None:
         self.table = table_name
         self.db = client
+        self.retention_seconds = retention_seconds
+
+    def _expires_at(self) -> int:
+        """Every item carries the table's TTL attribute: the run's records go with its bundles."""
+        return int(time.time()) + self.retention_seconds
 
     # -- reading -----------------------------------------------------------------
 
@@ -124,7 +129,7 @@ class DynamoLedger:
             "state": run.state, "manifest": run.manifest.to_item(), "commit": run.commit, "ref": run.ref,
             "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
             "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
-            "rev": run.rev, "run_changes": run.run_changes, "forwarded_parts": {},
+            "rev": run.rev, "run_changes": run.run_changes, "forwarded_parts": {}, "expires_at": self._expires_at(),
         }
         try:
             self.db.put_item(TableName=self.table, Item=_dump(item), ConditionExpression="attribute_not_exists(pk)")
@@ -139,7 +144,7 @@ class DynamoLedger:
         item = {
             "pk": _pk(project, run_id), "sk": f"UPLOAD#{upload.shard}#{upload.upload_id}", "shard": upload.shard,
             "upload_id": upload.upload_id, "metadata": json.dumps(upload.metadata), "md5": upload.md5,
-            "size": upload.size, "requested_at": upload.requested_at,
+            "size": upload.size, "requested_at": upload.requested_at, "expires_at": self._expires_at(),
         }
         self.db.put_item(TableName=self.table, Item=_dump(item))
 
@@ -149,19 +154,19 @@ class DynamoLedger:
         values = {
             ":arrived": ARRIVED, ":u": shard.upload_id, ":k": shard.key, ":size": shard.size,
             ":b": shard.benchmarks, ":names": shard.benchmark_names, ":pids": shard.pids,
-            ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":open": OPEN,
+            ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":open": OPEN, ":exp": self._expires_at(),
         }
         shard_update = {
             "TableName": self.table, "Key": self._key(project, run_id, f"SHARD#{shard.name}"),
             "UpdateExpression": (
                 "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
-                "benchmark_names = :names, pids = :pids, arrived_at = :at, requested_at = :req "
-                "REMOVE reason ADD attempt :one, rev :one"
+                "benchmark_names = :names, pids = :pids, arrived_at = :at, requested_at = :req, "
+                "expires_at = if_not_exists(expires_at, :exp) REMOVE reason ADD attempt :one, rev :one"
             ),
             "ConditionExpression": "attribute_not_exists(upload_id) OR (upload_id <> :u AND requested_at < :req)",
             "ExpressionAttributeNames": {"#state": "state", "#key": "key", "#size": "size"},
             "ExpressionAttributeValues": _dump({k: values[k] for k in (
-                ":arrived", ":u", ":k", ":size", ":b", ":names", ":pids", ":at", ":req", ":one")}),
+                ":arrived", ":u", ":k", ":size", ":b", ":names", ":pids", ":at", ":req", ":one", ":exp")}),
         }
         run_update = {
             "TableName": self.table, "Key": self._key(project, run_id, RUN_SK),
@@ -184,7 +189,8 @@ class DynamoLedger:
         """Note a refused bundle; a shard that already has an accepted bundle keeps it."""
         return self._shard_note(
             project, run_id, name, upload_id,
-            "SET #state = if_not_exists(#state, :rejected), reason = :r, noted_upload = :u ADD rev :one",
+            "SET #state = if_not_exists(#state, :rejected), reason = :r, noted_upload = :u, "
+            "expires_at = if_not_exists(expires_at, :exp) ADD rev :one",
             {":rejected": REJECTED, ":r": reason},
         )
 
@@ -193,7 +199,8 @@ class DynamoLedger:
         return self._shard_note(
             project, run_id, shard.name, shard.upload_id,
             "SET #state = if_not_exists(#state, :late), reason = :r, noted_upload = :u, "
-            "late_key = :k, arrived_at = if_not_exists(arrived_at, :at) ADD rev :one",
+            "late_key = :k, arrived_at = if_not_exists(arrived_at, :at), expires_at = if_not_exists(expires_at, :exp) "
+            "ADD rev :one",
             {":late": LATE, ":r": "arrived after the run was finalized: kept, not merged",
              ":k": shard.key, ":at": shard.arrived_at},
         )
@@ -205,7 +212,7 @@ class DynamoLedger:
             "ConditionExpression": "(attribute_not_exists(noted_upload) OR noted_upload <> :u) "
                                    "AND (attribute_not_exists(upload_id) OR upload_id <> :u)",
             "ExpressionAttributeNames": {"#state": "state"},
-            "ExpressionAttributeValues": _dump({**values, ":u": upload_id, ":one": 1}),
+            "ExpressionAttributeValues": _dump({**values, ":u": upload_id, ":one": 1, ":exp": self._expires_at()}),
         }
         run_update = {
             "TableName": self.table, "Key": self._key(project, run_id, RUN_SK),
