@@ -71,3 +71,9 @@ def isolated(stack, tmp_path_factory) -> Isolated:
 @pytest.fixture
 def run_id() -> str:
     return f"run-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def project() -> str:
+    """A project of its own, so no other test's run is this test's baseline."""
+    return f"acme/widgets-{uuid.uuid4().hex[:8]}"

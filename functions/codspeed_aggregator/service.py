@@ -21,6 +21,7 @@ from .adapters.bundle_store import BundleStore
 from .adapters.finalize_queue import FinalizeQueue
 from .adapters.ledger_table import DynamoLedger
 from .adapters.upstream_http import UpstreamClient, UpstreamError
+from .domain.baseline import branch_of, complete
 from .domain.bundle import validate_bundle
 from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
 from .domain.keys import bundle_key, parse_bundle_key
@@ -167,8 +168,9 @@ class Aggregator:
     def finalize(self, project: str, run_id: str) -> str:
         """Merge and forward a run, once; answers the run's state afterwards (or "not_claimed").
 
-        Over CodSpeed's benchmark limit the run goes as several uploads (run parts); each
-        one that reached the upstream is recorded, so a retry sends only the rest."""
+        Skipped shards are carried from the baseline run when it has them. Over CodSpeed's
+        benchmark limit the run goes as several uploads (run parts); each one that reached
+        the upstream is recorded, so a retry sends only the rest."""
         now = int(self.clock())
         if not self.ledger.claim_finalize(project, run_id, now, self.settings.finalize_lease_seconds):
             return "not_claimed"
@@ -178,38 +180,49 @@ class Aggregator:
             self.ledger.finish(project, run_id, CLOSED_EMPTY)
             self.publish(project, run_id)
             return CLOSED_EMPTY
-        groups = plan_uploads([(n, s.benchmarks or 0) for n, s in arrived.items()], self.settings.max_benchmarks_per_upload)
+        branch = branch_of(snapshot.run.base_ref) or self.settings.default_branch
+        baseline_run = self.ledger.latest_baseline(project, branch)
+        baseline = self.ledger.snapshot(project, baseline_run) if baseline_run else None
+        completion = complete(snapshot.run, arrived, branch, baseline)
+        shards = dict(sorted({**arrived, **completion.carried}.items()))
+        base_metadata = snapshot.uploads[next(iter(arrived.values())).upload_id].metadata
+        groups = plan_uploads([(n, s.benchmarks or 0) for n, s in shards.items()], self.settings.max_benchmarks_per_upload)
         answers = dict(snapshot.run.forwarded_parts)
         for index, names in enumerate(groups):
             if str(index) in answers:
                 continue
+            carried = {n: completion.outcome["carried"][n] for n in names if n in completion.carried}
             try:
-                answers[str(index)] = self._forward([arrived[n] for n in names], snapshot, index + 1, len(groups))
+                answers[str(index)] = self._forward(
+                    [shards[n] for n in names], run_id, base_metadata, carried, index + 1, len(groups))
             except UpstreamError as exc:
                 message = f"upload {index + 1} of {len(groups)}: {exc}" if len(groups) > 1 else str(exc)
-                self.ledger.finish(project, run_id, FORWARD_FAILED, error=message,
+                self.ledger.finish(project, run_id, FORWARD_FAILED, error=message, outcome=completion.outcome,
                                    upstream={"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message})
                 self.publish(project, run_id)
                 raise
             self.ledger.record_forwarded_part(project, run_id, index, answers[str(index)])
         parts = [answers[str(i)] for i in range(len(groups))]
         size = sum(p["size"] for p in parts)
-        message = f"{len(arrived)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
-        self.ledger.finish(project, run_id, FORWARDED, upstream={
-            "run_id": ",".join(p["run_id"] for p in parts), "status": "success", "at": iso(self.clock()), "message": message,
+        message = f"{len(shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
+        at = iso(self.clock())
+        self.ledger.finish(project, run_id, FORWARDED, outcome=completion.outcome, upstream={
+            "run_id": ",".join(p["run_id"] for p in parts), "status": "success", "at": at, "message": message,
         })
+        if own_branch := branch_of(snapshot.run.ref):
+            self.ledger.record_baseline(project, own_branch, run_id, snapshot.run.commit, at)
         self.publish(project, run_id)
         return FORWARDED
 
-    def _forward(self, shards: list[ShardRecord], snapshot: Snapshot, part: int, parts: int) -> dict:
+    def _forward(self, shards: list[ShardRecord], run_id: str, base_metadata: dict, carried: dict, part: int, parts: int) -> dict:
         bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key)) for s in shards]
-        shard_metadata = [(s.name, snapshot.uploads[s.upload_id].metadata) for s in shards]
+        names = [s.name for s in shards]
         with tempfile.TemporaryFile() as spool:
             merged = merge_bundles(bundles, spool, keep_logs=self.settings.keep_logs, level=self.settings.merge_level)
-            metadata = merged_metadata(snapshot.run.run_id, shard_metadata, merged.md5, part, parts)
+            metadata = merged_metadata(run_id, base_metadata, names, merged.md5, part, parts, carried)
             spool.seek(0)
             answer = self.upstream.forward(metadata, spool, merged.size, merged.md5)
-        return {"run_id": answer.run_id, "size": merged.size, "md5": merged.md5, "shards": [s.name for s in shards]}
+        return {"run_id": answer.run_id, "size": merged.size, "md5": merged.md5, "shards": names}
 
     def sweep(self) -> list[tuple[str, str]]:
         """Close every open run past its deadline; absent shards become missing."""

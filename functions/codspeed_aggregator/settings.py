@@ -28,6 +28,7 @@ class Settings:
     upstream_timeout_seconds: float
     max_benchmarks_per_upload: int
     retention_days: int
+    default_branch: str
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -50,6 +51,7 @@ class Settings:
             upstream_timeout_seconds=float(env.get("UPSTREAM_TIMEOUT_SECONDS", 60)),
             max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
             retention_days=int(env.get("RETENTION_DAYS", 30)),
+            default_branch=env.get("DEFAULT_BRANCH", "main"),
         )
 
 

@@ -16,6 +16,7 @@ class ShardEntry(BaseModel):
     benchmark_names: list[str] = []
     reason: str | None = None
     arrived_at: str | None = None
+    source: dict | None = None  # for a carried shard: the run and commit its results come from
 
 
 class UpstreamEntry(BaseModel):
@@ -36,6 +37,8 @@ class Report(BaseModel):
     arrived: int
     shards: list[ShardEntry]
     upstream: UpstreamEntry | None = None
+    baseline: dict | None = None  # the run compared with and carried from: run_id, commit, branch
+    missing_benchmarks: list[str] = []  # in the baseline, gone here, and no skipped shard explains it
     generated_at: str
 
     @property
@@ -67,10 +70,16 @@ def render_markdown(report: Report) -> str:
         lines.append(
             f"| {s.name} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} | {s.reason or ''} |"
         )
-    for state in ("missing", "skipped", "rejected", "late"):
+    for state in ("missing", "skipped", "carried", "rejected", "late"):
         names = [s.name for s in report.shards if s.state == state]
         if names:
             lines += ["", f"{state.capitalize()}: " + ", ".join(f"`{n}`" for n in names)]
+    if report.baseline:
+        b = report.baseline
+        lines += ["", f"Baseline: run `{b['run_id']}` on `{b['branch']}` (commit `{(b.get('commit') or '?')[:12]}`)"]
+    if report.missing_benchmarks:
+        lines += ["", f"Benchmarks gone since the baseline ({len(report.missing_benchmarks)}): "
+                  + ", ".join(f"`{name}`" for name in report.missing_benchmarks[:20])]
     if report.upstream:
         u = report.upstream
         lines += ["", f"Upstream: {u.status} (run `{u.run_id or '-'}`) at {u.at}" + (f": {u.message}" if u.message else "")]

@@ -19,7 +19,6 @@ from codspeed_aggregator.local.profiles import make_profile_folder
 from tests.conftest import TOKEN
 from tests.factories import bundle, md5_b64, metadata, tar_gz, wait_for
 
-PROJECT = "acme/widgets"
 COMMIT = "5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6"
 
 
@@ -39,16 +38,16 @@ def _run(stack, *args) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
-def _common(run_id: str) -> list[str]:
-    return ["--project", PROJECT, "--run-id", run_id, "--commit", COMMIT]
+def _common(project: str, run_id: str) -> list[str]:
+    return ["--project", project, "--run-id", run_id, "--commit", COMMIT]
 
 
-def _report(stack, run_id) -> dict:
-    return requests.get(f"{stack.api_url}/v1/runs/{PROJECT}/{run_id}", headers={"Authorization": TOKEN}, timeout=10).json()
+def _report(stack, project, run_id) -> dict:
+    return requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", headers={"Authorization": TOKEN}, timeout=10).json()
 
 
-def _final(stack, run_id) -> dict:
-    return wait_for(lambda: (r := _report(stack, run_id)).get("state") in ("forwarded", "forward_failed", "closed_empty") and r, timeout=60)
+def _final(stack, project, run_id) -> dict:
+    return wait_for(lambda: (r := _report(stack, project, run_id)).get("state") in ("forwarded", "forward_failed", "closed_empty") and r, timeout=60)
 
 
 def _uploads(stack, run_id) -> list[Path]:
@@ -61,11 +60,11 @@ def _folders(tmp_path, count, pid=4242) -> list[Path]:
             for i in range(1, count + 1)]
 
 
-def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack, run_id, tmp_path):
-    pushes = [_client(stack, "push", "--shard", f"{i}/3", "--profile-folder", str(folder), *_common(run_id))
+def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack, project, run_id, tmp_path):
+    pushes = [_client(stack, "push", "--shard", f"{i}/3", "--profile-folder", str(folder), *_common(project, run_id))
               for i, folder in enumerate(_folders(tmp_path, 3), start=1)]
     assert [p.wait(timeout=120) for p in pushes] == [0, 0, 0]
-    waited = _run(stack, "status", "--wait", "--timeout", "60", "--interval", "0.2", "--format", "json", *_common(run_id))
+    waited = _run(stack, "status", "--wait", "--timeout", "60", "--interval", "0.2", "--format", "json", *_common(project, run_id))
     assert waited.returncode == 0, waited.stderr
     assert json.loads(waited.stdout)["state"] == "forwarded"
 
@@ -90,18 +89,18 @@ def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack,
     assert benchmarks == {f"tests/test_{i}.py::test_bench_{j}" for i in (1, 2, 3) for j in range(3)}
 
 
-def test_a_shard_never_pushed_is_reported_missing_after_close(stack, run_id, tmp_path):
+def test_a_shard_never_pushed_is_reported_missing_after_close(stack, project, run_id, tmp_path):
     folders = _folders(tmp_path, 3)
     for i in (1, 2):
-        assert _run(stack, "push", "--shard", f"{i}/3", "--profile-folder", str(folders[i - 1]), *_common(run_id)).returncode == 0
-    wait_for(lambda: _report(stack, run_id)["arrived"] == 2)
-    closed = _run(stack, "close", *_common(run_id))
+        assert _run(stack, "push", "--shard", f"{i}/3", "--profile-folder", str(folders[i - 1]), *_common(project, run_id)).returncode == 0
+    wait_for(lambda: _report(stack, project, run_id)["arrived"] == 2)
+    closed = _run(stack, "close", *_common(project, run_id))
     assert closed.returncode == 0 and "closing" in closed.stdout
-    waited = _run(stack, "status", "--wait", "--timeout", "60", "--interval", "0.2", *_common(run_id))
+    waited = _run(stack, "status", "--wait", "--timeout", "60", "--interval", "0.2", *_common(project, run_id))
     assert waited.returncode == 11  # forwarded, but a shard is missing
     assert "3: missing" in waited.stdout
     assert len(_uploads(stack, run_id)) == 1
-    late = _run(stack, "push", "--shard", "3/3", "--profile-folder", str(folders[2]), *_common(run_id))
+    late = _run(stack, "push", "--shard", "3/3", "--profile-folder", str(folders[2]), *_common(project, run_id))
     assert late.returncode == 5 and "is already forwarded" in late.stderr
 
 
@@ -117,23 +116,27 @@ def _runner_upload(stack, meta: dict, archive: bytes) -> dict:
     return body
 
 
-def test_codspeed_runner_uploads_with_run_part_become_shards(stack, run_id):
+def test_codspeed_runner_uploads_with_run_part_become_shards(stack, project, run_id):
     for index in (0, 1):
         archive = bundle(4242, [f"tests/test_m{index}.py::bench"])
         part = {"runId": run_id, "runPartId": f"benchmarks_{index}", "jobName": "benchmarks",
                 "metadata": {"job-index": index, "job-total": 2}}
-        assert _runner_upload(stack, metadata(md5_b64(archive), run_part=part), archive)["runId"] == run_id
-    report = _final(stack, run_id)
+        owner, repository = project.split("/")
+        meta = metadata(md5_b64(archive), owner=owner, repository=repository, run_part=part)
+        assert _runner_upload(stack, meta, archive)["runId"] == run_id
+    report = _final(stack, project, run_id)
     assert report["state"] == "forwarded" and report["arrived"] == 2
     assert len(_uploads(stack, run_id)) == 1
 
 
-def test_codspeed_runner_upload_without_run_part_is_forwarded_alone(stack):
+def test_codspeed_runner_upload_without_run_part_is_forwarded_alone(stack, project):
     archive = bundle(31337, ["tests/test_solo.py::bench"])
-    meta = metadata(md5_b64(archive), commit="a" * 40, ghData={"runId": f"solo{os.getpid()}", "job": "b"})
+    owner, repository = project.split("/")
+    meta = metadata(md5_b64(archive), owner=owner, repository=repository, commit="a" * 40,
+                    ghData={"runId": f"solo{os.getpid()}", "job": "b"})
     run_id = _runner_upload(stack, meta, archive)["runId"]
     assert run_id == f"aaaaaaaaaaaa-solo{os.getpid()}-b"
-    report = _final(stack, run_id)
+    report = _final(stack, project, run_id)
     assert report["state"] == "forwarded" and report["expected"] == 1
 
 
@@ -145,21 +148,21 @@ def _resend_s3_event(stack, key: str, size: int) -> None:
     client("sqs").send_message(QueueUrl=stack.resources.arrivals_queue_url, MessageBody=json.dumps(body))
 
 
-def test_duplicate_events_and_a_shard_pushed_twice_count_once_and_forward_once(stack, run_id, tmp_path):
+def test_duplicate_events_and_a_shard_pushed_twice_count_once_and_forward_once(stack, project, run_id, tmp_path):
     folders = _folders(tmp_path, 2)
     for _ in range(2):
-        assert _run(stack, "push", "--shard", "1/2", "--profile-folder", str(folders[0]), *_common(run_id)).returncode == 0
-    shard = wait_for(lambda: (s := _report(stack, run_id)["shards"][0])["attempt"] == 2 and s)
+        assert _run(stack, "push", "--shard", "1/2", "--profile-folder", str(folders[0]), *_common(project, run_id)).returncode == 0
+    shard = wait_for(lambda: (s := _report(stack, project, run_id)["shards"][0])["attempt"] == 2 and s)
     from codspeed_aggregator.wiring import aggregator
 
-    snapshot = aggregator().ledger.snapshot(PROJECT, run_id)
+    snapshot = aggregator().ledger.snapshot(project, run_id)
     current = snapshot.shards["1"]
     for _ in range(3):
         _resend_s3_event(stack, current.key, current.size)
-    first = _report(stack, run_id)
+    first = _report(stack, project, run_id)
     assert first["arrived"] == 1 and first["partial"] is True and shard["state"] == "arrived"
-    assert _run(stack, "push", "--shard", "2/2", "--profile-folder", str(folders[1]), *_common(run_id)).returncode == 0
-    final = _final(stack, run_id)
+    assert _run(stack, "push", "--shard", "2/2", "--profile-folder", str(folders[1]), *_common(project, run_id)).returncode == 0
+    final = _final(stack, project, run_id)
     assert final["arrived"] == 2 and final["partial"] is False and final["version"] > first["version"]
     assert {s["name"]: s["attempt"] for s in final["shards"]} == {"1": 2, "2": 1}
     assert len(_uploads(stack, run_id)) == 1
@@ -175,24 +178,24 @@ def _api(stack, method, path, token=TOKEN, headers=None, **kwargs) -> requests.R
     (__import__("gzip").compress(b"plain" * 200), "gzip but not a tar archive"),
     (tar_gz({"./../../outside.out": b"x"}), "points outside the profile folder"),
 ])
-def test_a_bad_bundle_is_refused_with_its_reason_and_the_run_goes_on(stack, run_id, tmp_path, data, reason):
+def test_a_bad_bundle_is_refused_with_its_reason_and_the_run_goes_on(stack, project, run_id, tmp_path, data, reason):
     from tests.factories import upload_request
 
-    grant = _api(stack, "POST", "/v1/uploads", json=upload_request(PROJECT, run_id, "1", data, total=2)).json()
+    grant = _api(stack, "POST", "/v1/uploads", json=upload_request(project, run_id, "1", data, total=2)).json()
     assert requests.put(grant["upload_url"], data=data, headers=grant["headers"], timeout=10).status_code == 200
-    shard = wait_for(lambda: (s := _report(stack, run_id)["shards"][0])["state"] == "rejected" and s)
+    shard = wait_for(lambda: (s := _report(stack, project, run_id)["shards"][0])["state"] == "rejected" and s)
     assert reason in shard["reason"]
     folder = _folders(tmp_path, 2)[1]
-    assert _run(stack, "push", "--shard", "2/2", "--profile-folder", str(folder), *_common(run_id)).returncode == 0
-    wait_for(lambda: _report(stack, run_id)["arrived"] == 1)
-    assert _run(stack, "close", *_common(run_id)).returncode == 0
-    final = _final(stack, run_id)
+    assert _run(stack, "push", "--shard", "2/2", "--profile-folder", str(folder), *_common(project, run_id)).returncode == 0
+    wait_for(lambda: _report(stack, project, run_id)["arrived"] == 1)
+    assert _run(stack, "close", *_common(project, run_id)).returncode == 0
+    final = _final(stack, project, run_id)
     assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "rejected", "2": "arrived"}
     assert len(_uploads(stack, run_id)) == 1
 
 
-def test_tokens_are_checked_before_anything_else(stack, run_id):
-    path = f"/v1/runs/{PROJECT}/{run_id}"
+def test_tokens_are_checked_before_anything_else(stack, project, run_id):
+    path = f"/v1/runs/{project}/{run_id}"
     missing = _api(stack, "GET", path, token=None)
     assert missing.status_code == 401 and "missing Authorization header" in missing.json()["error"]
     wrong = _api(stack, "POST", "/v1/uploads", token="wrong", json={"nonsense": True})
@@ -202,10 +205,10 @@ def test_tokens_are_checked_before_anything_else(stack, run_id):
     assert _api(stack, "GET", path).status_code == 404  # nothing was created by the refused calls
 
 
-def test_malformed_requests_get_422_naming_the_field(stack, run_id):
+def test_malformed_requests_get_422_naming_the_field(stack, project, run_id):
     from tests.factories import upload_request
 
-    request = upload_request(PROJECT, run_id, "1", b"data", total=2)
+    request = upload_request(project, run_id, "1", b"data", total=2)
     request["shard"] = "../escape"
     answer = _api(stack, "POST", "/v1/uploads", json=request)
     assert answer.status_code == 422 and answer.json()["error"].startswith("invalid request: shard:")
@@ -215,14 +218,14 @@ def test_malformed_requests_get_422_naming_the_field(stack, run_id):
     del meta["commitHash"]
     answer = _api(stack, "POST", "/upload", json=meta)
     assert answer.status_code == 422 and "commitHash" in answer.json()["error"]
-    assert _api(stack, "GET", f"/v1/runs/{PROJECT}/{run_id}?format=xml").status_code == 422
-    assert _api(stack, "GET", f"/v1/runs/{PROJECT}/{run_id}").status_code == 404
+    assert _api(stack, "GET", f"/v1/runs/{project}/{run_id}?format=xml").status_code == 422
+    assert _api(stack, "GET", f"/v1/runs/{project}/{run_id}").status_code == 404
 
 
-def test_status_prints_markdown_for_a_ci_summary(stack, run_id, tmp_path):
+def test_status_prints_markdown_for_a_ci_summary(stack, project, run_id, tmp_path):
     folder = _folders(tmp_path, 1)[0]
-    assert _run(stack, "push", "--shard", "1/2", "--profile-folder", str(folder), *_common(run_id)).returncode == 0
-    wait_for(lambda: _report(stack, run_id)["arrived"] == 1)
-    shown = _run(stack, "status", "--format", "markdown", *_common(run_id))
+    assert _run(stack, "push", "--shard", "1/2", "--profile-folder", str(folder), *_common(project, run_id)).returncode == 0
+    wait_for(lambda: _report(stack, project, run_id)["arrived"] == 1)
+    shown = _run(stack, "status", "--format", "markdown", *_common(project, run_id))
     first = shown.stdout.splitlines()[0]
     assert shown.returncode == 0 and "open, 1/2 shards in" in first and "partial report" in first

@@ -13,17 +13,16 @@ from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
 from tests.factories import bundle, metadata, md5_b64, put, upload_request
 
-PROJECT = "acme/widgets"
 
 
-def _push(agg, run_id, shard, data, **kwargs) -> dict:
-    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(PROJECT, run_id, shard, data, **kwargs)))
+def _push(agg, project, run_id, shard, data, **kwargs) -> dict:
+    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs)))
     put(grant.model_dump(), data)
     return grant.model_dump()
 
 
-def _report(agg, run_id):
-    return agg.report(PROJECT, run_id)
+def _report(agg, project, run_id):
+    return agg.report(project, run_id)
 
 
 def _uploads_for(isolated, run_id):
@@ -32,95 +31,95 @@ def _uploads_for(isolated, run_id):
     return [u for u in isolated.upstream.uploads() if json.loads((u / "metadata.json").read_text())["runPart"]["runId"] == run_id]
 
 
-def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expiry(isolated, run_id):
+def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expiry(isolated, project, run_id):
     data = bundle()
-    grant = isolated.aggregator.request_upload(ShardUploadRequest.model_validate(upload_request(PROJECT, run_id, "1", data, total=2)))
+    grant = isolated.aggregator.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=2)))
     query = parse_qs(urlsplit(grant.upload_url).query)
     assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
     assert int(query["X-Amz-Expires"][0]) <= 900
     assert set(query["X-Amz-SignedHeaders"][0].split(";")) >= {"content-md5", "content-length", "content-type", "host"}
-    assert grant.key.startswith(f"bundles/{PROJECT}/{run_id}/1/")
+    assert grant.key.startswith(f"bundles/{project}/{run_id}/1/")
     assert grant.headers == {"Content-MD5": md5_b64(data), "Content-Length": str(len(data)), "Content-Type": "application/gzip"}
 
 
-def test_an_arrival_is_counted_once_and_completion_asks_for_finalizing_once(isolated, run_id):
+def test_an_arrival_is_counted_once_and_completion_asks_for_finalizing_once(isolated, project, run_id):
     agg = isolated.aggregator
     isolated.finalize_requests()
-    first = _push(agg, run_id, "1", bundle(4242), total=2)
+    first = _push(agg, project, run_id, "1", bundle(4242), total=2)
     assert agg.record_arrival(first["key"]) == "recorded"
     assert agg.record_arrival(first["key"]) == "duplicate"
-    report = _report(agg, run_id)
+    report = _report(agg, project, run_id)
     assert (report.arrived, report.partial, report.state) == (1, True, "open")
     assert not [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
-    second = _push(agg, run_id, "2", bundle(4242), total=2)
+    second = _push(agg, project, run_id, "2", bundle(4242), total=2)
     assert agg.record_arrival(second["key"]) == "recorded"
     assert agg.record_arrival(second["key"]) == "duplicate"
     assert [m for m in isolated.finalize_requests() if m["run_id"] == run_id] == [
-        {"project": PROJECT, "run_id": run_id, "reason": "complete"}
+        {"project": project, "run_id": run_id, "reason": "complete"}
     ]
-    assert _report(agg, run_id).version > report.version
+    assert _report(agg, project, run_id).version > report.version
 
 
-def test_a_retried_shard_replaces_its_bundle_and_counts_once(isolated, run_id):
+def test_a_retried_shard_replaces_its_bundle_and_counts_once(isolated, project, run_id):
     agg = isolated.aggregator
-    old = _push(agg, run_id, "1", bundle(1, ["old::bench"]), total=2)
-    new = _push(agg, run_id, "1", bundle(1, ["new::a", "new::b"]), total=2)
+    old = _push(agg, project, run_id, "1", bundle(1, ["old::bench"]), total=2)
+    new = _push(agg, project, run_id, "1", bundle(1, ["new::a", "new::b"]), total=2)
     assert agg.record_arrival(old["key"]) == "recorded"
     assert agg.record_arrival(new["key"]) == "recorded"
     assert agg.record_arrival(old["key"]) == "duplicate"  # an old event late: the newer bundle stays
-    shard = _report(agg, run_id).shards[0]
-    assert (shard.state, shard.attempt, shard.benchmarks, _report(agg, run_id).arrived) == ("arrived", 2, 2, 1)
+    shard = _report(agg, project, run_id).shards[0]
+    assert (shard.state, shard.attempt, shard.benchmarks, _report(agg, project, run_id).arrived) == ("arrived", 2, 2, 1)
 
 
-def test_finalizing_forwards_one_merged_upload_whatever_the_duplicates(isolated, run_id):
+def test_finalizing_forwards_one_merged_upload_whatever_the_duplicates(isolated, project, run_id):
     agg = isolated.aggregator
-    keys = [_push(agg, run_id, str(i), bundle(4242, [f"t{i}::b"]), total=3)["key"] for i in (1, 2, 3)]
+    keys = [_push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b"]), total=3)["key"] for i in (1, 2, 3)]
     for key in keys:
         agg.record_arrival(key)
     with ThreadPoolExecutor(4) as pool:
-        states = list(pool.map(lambda _: agg.finalize(PROJECT, run_id), range(4)))
+        states = list(pool.map(lambda _: agg.finalize(project, run_id), range(4)))
     assert sorted(states) == ["forwarded", "not_claimed", "not_claimed", "not_claimed"]
     uploads = _uploads_for(isolated, run_id)
     assert len(uploads) == 1
-    report = _report(agg, run_id)
+    report = _report(agg, project, run_id)
     assert (report.state, report.partial, report.upstream.status) == ("forwarded", False, "success")
 
 
-def test_close_finishes_with_what_arrived_and_names_missing_and_skipped_shards(isolated, run_id):
+def test_close_finishes_with_what_arrived_and_names_missing_and_skipped_shards(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.record_arrival(_push(agg, run_id, "1", bundle(), total=3)["key"])
-    answer = agg.close(CloseRequest(project=PROJECT, run_id=run_id, skip=["3"]))
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=3)["key"])
+    answer = agg.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
     assert answer.state == "closing"
-    assert agg.close(CloseRequest(project=PROJECT, run_id=run_id)).message == "already closing"
-    assert agg.finalize(PROJECT, run_id) == "forwarded"
-    report = _report(agg, run_id)
+    assert agg.close(CloseRequest(project=project, run_id=run_id)).message == "already closing"
+    assert agg.finalize(project, run_id) == "forwarded"
+    report = _report(agg, project, run_id)
     assert {s.name: s.state for s in report.shards} == {"1": "arrived", "2": "missing", "3": "skipped"}
-    assert agg.close(CloseRequest(project=PROJECT, run_id=run_id)).message == "run is already forwarded: nothing to close"
+    assert agg.close(CloseRequest(project=project, run_id=run_id)).message == "run is already forwarded: nothing to close"
 
 
-def test_a_run_closed_with_nothing_arrived_ends_empty_and_forwards_nothing(isolated, run_id):
+def test_a_run_closed_with_nothing_arrived_ends_empty_and_forwards_nothing(isolated, project, run_id):
     agg = isolated.aggregator
-    _push(agg, run_id, "1", bundle(), total=2)  # granted, never counted
-    agg.close(CloseRequest(project=PROJECT, run_id=run_id))
-    assert agg.finalize(PROJECT, run_id) == "closed_empty"
-    assert _report(agg, run_id).state == "closed_empty" and not _uploads_for(isolated, run_id)
+    _push(agg, project, run_id, "1", bundle(), total=2)  # granted, never counted
+    agg.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize(project, run_id) == "closed_empty"
+    assert _report(agg, project, run_id).state == "closed_empty" and not _uploads_for(isolated, run_id)
 
 
-def test_refusals_name_the_problem_and_change_nothing(isolated, run_id):
+def test_refusals_name_the_problem_and_change_nothing(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.record_arrival(_push(agg, run_id, "1", bundle(), total=2)["key"])
-    before = _report(agg, run_id)
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    before = _report(agg, project, run_id)
     with pytest.raises(Conflict, match="expects 3 shards, but the run was opened expecting 2 shards"):
-        _push(agg, run_id, "2", bundle(), total=3)
+        _push(agg, project, run_id, "2", bundle(), total=3)
     with pytest.raises(Conflict, match=r"commitHash is '1{40}' in this shard but '5f1c"):
-        _push(agg, run_id, "2", bundle(), total=2, commit="1" * 40)
+        _push(agg, project, run_id, "2", bundle(), total=2, commit="1" * 40)
     with pytest.raises(Unprocessable, match="shard '7' is not in the run's manifest"):
-        _push(agg, run_id, "7", bundle(), total=2)
+        _push(agg, project, run_id, "7", bundle(), total=2)
     with pytest.raises(Unprocessable, match="cannot skip 9"):
-        agg.close(CloseRequest(project=PROJECT, run_id=run_id, skip=["9"]))
+        agg.close(CloseRequest(project=project, run_id=run_id, skip=["9"]))
     with pytest.raises(NotFound):
-        agg.close(CloseRequest(project=PROJECT, run_id="no-such-run"))
-    after = _report(agg, run_id)
+        agg.close(CloseRequest(project=project, run_id="no-such-run"))
+    after = _report(agg, project, run_id)
     assert after.model_dump(exclude={"generated_at"}) == before.model_dump(exclude={"generated_at"})
 
 
@@ -129,74 +128,74 @@ def test_refusals_name_the_problem_and_change_nothing(isolated, run_id):
     (__import__("gzip").compress(b"not a tar" * 100), "gzip but not a tar archive"),
     (__import__("tests.factories", fromlist=["tar_gz"]).tar_gz({"../../etc/cron.d/x": b"x"}), "points outside the profile folder"),
 ])
-def test_a_bad_bundle_is_rejected_with_its_reason_and_the_run_goes_on(isolated, run_id, data, reason):
+def test_a_bad_bundle_is_rejected_with_its_reason_and_the_run_goes_on(isolated, project, run_id, data, reason):
     agg = isolated.aggregator
-    good = _push(agg, run_id, "1", bundle(), total=2)
+    good = _push(agg, project, run_id, "1", bundle(), total=2)
     agg.record_arrival(good["key"])
-    bad = _push(agg, run_id, "2", data, total=2)
+    bad = _push(agg, project, run_id, "2", data, total=2)
     assert agg.record_arrival(bad["key"]) == "rejected"
-    report = _report(agg, run_id)
+    report = _report(agg, project, run_id)
     shards = {s.name: s for s in report.shards}
     assert shards["2"].state == "rejected" and reason in shards["2"].reason
     assert shards["1"].state == "arrived" and report.arrived == 1 and report.state == "open"
-    fixed = _push(agg, run_id, "2", bundle(77), total=2)  # the shard pushed again, fixed
+    fixed = _push(agg, project, run_id, "2", bundle(77), total=2)  # the shard pushed again, fixed
     assert agg.record_arrival(fixed["key"]) == "recorded"
-    assert {s.name: (s.state, s.reason) for s in _report(agg, run_id).shards}["2"] == ("arrived", None)
+    assert {s.name: (s.state, s.reason) for s in _report(agg, project, run_id).shards}["2"] == ("arrived", None)
 
 
-def test_a_push_after_finalizing_is_refused_and_a_bundle_arriving_anyway_is_late(isolated, run_id):
+def test_a_push_after_finalizing_is_refused_and_a_bundle_arriving_anyway_is_late(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.record_arrival(_push(agg, run_id, "1", bundle(), total=2)["key"])
-    straggler = _push(agg, run_id, "2", bundle(), total=2)  # granted before the close, counted after
-    agg.close(CloseRequest(project=PROJECT, run_id=run_id))
-    agg.finalize(PROJECT, run_id)
-    with pytest.raises(Conflict, match=f"run {run_id} of {PROJECT} is already forwarded"):
-        _push(agg, run_id, "2", bundle(), total=2)
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    straggler = _push(agg, project, run_id, "2", bundle(), total=2)  # granted before the close, counted after
+    agg.close(CloseRequest(project=project, run_id=run_id))
+    agg.finalize(project, run_id)
+    with pytest.raises(Conflict, match=f"run {run_id} of {project} is already forwarded"):
+        _push(agg, project, run_id, "2", bundle(), total=2)
     assert agg.record_arrival(straggler["key"]) == "late"
-    shard = {s.name: s for s in _report(agg, run_id).shards}["2"]
+    shard = {s.name: s for s in _report(agg, project, run_id).shards}["2"]
     assert shard.state == "late" and "not merged" in shard.reason
     assert len(_uploads_for(isolated, run_id)) == 1
 
 
-def test_many_shards_with_duplicate_events_in_threads_count_exactly_once(isolated, run_id):
+def test_many_shards_with_duplicate_events_in_threads_count_exactly_once(isolated, project, run_id):
     agg = isolated.aggregator
     isolated.finalize_requests()
     shards = 12
-    keys = [_push(agg, run_id, str(i), bundle(1000 + i % 3), total=shards)["key"] for i in range(1, shards + 1)]
+    keys = [_push(agg, project, run_id, str(i), bundle(1000 + i % 3), total=shards)["key"] for i in range(1, shards + 1)]
     events = keys * 3
     __import__("random").Random(7).shuffle(events)
     with ThreadPoolExecutor(8) as pool:
         outcomes = list(pool.map(agg.record_arrival, events))
     assert outcomes.count("recorded") == shards and outcomes.count("duplicate") == 2 * shards
-    report = _report(agg, run_id)
+    report = _report(agg, project, run_id)
     assert report.arrived == shards and report.version >= shards
     assert len([m for m in isolated.finalize_requests() if m["run_id"] == run_id]) >= 1
 
 
-def test_a_failed_forward_keeps_everything_and_a_retry_forwards_once(isolated, run_id):
+def test_a_failed_forward_keeps_everything_and_a_retry_forwards_once(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.record_arrival(_push(agg, run_id, "1", bundle(), total=1)["key"])
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
     isolated.upstream.failures.append(500)
     with pytest.raises(UpstreamError, match="answered 500"):
-        agg.finalize(PROJECT, run_id)
-    report = _report(agg, run_id)
+        agg.finalize(project, run_id)
+    report = _report(agg, project, run_id)
     assert report.state == "forward_failed" and "answered 500" in report.upstream.message
-    assert agg.finalize(PROJECT, run_id) == "forwarded"
+    assert agg.finalize(project, run_id) == "forwarded"
     assert len(_uploads_for(isolated, run_id)) == 1
 
 
-def test_an_older_report_never_replaces_a_newer_one(isolated, run_id):
+def test_an_older_report_never_replaces_a_newer_one(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.record_arrival(_push(agg, run_id, "1", bundle(), total=2)["key"])
-    current = _report(agg, run_id)
-    assert not agg.store.publish_report(PROJECT, run_id, current.version - 1, '{"stale": true}', "stale")
-    assert _report(agg, run_id) == current
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    current = _report(agg, project, run_id)
+    assert not agg.store.publish_report(project, run_id, current.version - 1, '{"stale": true}', "stale")
+    assert _report(agg, project, run_id) == current
 
 
-def test_concurrent_publishers_leave_the_newest_version(isolated, run_id):
+def test_concurrent_publishers_leave_the_newest_version(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.record_arrival(_push(agg, run_id, "1", bundle(), total=2)["key"])
-    base = _report(agg, run_id)
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    base = _report(agg, project, run_id)
     versions = list(range(base.version + 1, base.version + 21))
     __import__("random").Random(3).shuffle(versions)
     bodies = {v: base.model_copy(update={"version": v}).model_dump_json() for v in versions}
@@ -204,24 +203,24 @@ def test_concurrent_publishers_leave_the_newest_version(isolated, run_id):
 
     def publish(version):
         start.wait()
-        agg.store.publish_report(PROJECT, run_id, version, bodies[version], "md")
+        agg.store.publish_report(project, run_id, version, bodies[version], "md")
 
     with ThreadPoolExecutor(len(versions)) as pool:
         list(pool.map(publish, versions))
-    assert _report(agg, run_id).version == max(versions)
+    assert _report(agg, project, run_id).version == max(versions)
 
 
-def test_the_sweeper_closes_runs_past_their_deadline(isolated, run_id):
+def test_the_sweeper_closes_runs_past_their_deadline(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.record_arrival(_push(agg, run_id, "1", bundle(), total=2)["key"])
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=2)["key"])
     isolated.finalize_requests()
-    assert (PROJECT, run_id) not in agg.sweep()
+    assert (project, run_id) not in agg.sweep()
     late = replace(agg, clock=lambda: __import__("time").time() + agg.settings.run_deadline_seconds + 60)
-    assert (PROJECT, run_id) in late.sweep()
-    assert {"project": PROJECT, "run_id": run_id, "reason": "deadline"} in isolated.finalize_requests()
-    assert agg.finalize(PROJECT, run_id) == "forwarded"
-    assert {s.name: s.state for s in _report(agg, run_id).shards}["2"] == "missing"
-    assert (PROJECT, run_id) not in late.sweep()
+    assert (project, run_id) in late.sweep()
+    assert {"project": project, "run_id": run_id, "reason": "deadline"} in isolated.finalize_requests()
+    assert agg.finalize(project, run_id) == "forwarded"
+    assert {s.name: s.state for s in _report(agg, project, run_id).shards}["2"] == "missing"
+    assert (project, run_id) not in late.sweep()
 
 
 def test_drop_in_metadata_without_run_part_is_a_run_of_one_shard(isolated):
@@ -232,12 +231,12 @@ def test_drop_in_metadata_without_run_part_is_a_run_of_one_shard(isolated):
     assert "X-Amz-Signature" in accepted.uploadUrl
 
 
-def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_the_rest(isolated, run_id, monkeypatch):
+def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_the_rest(isolated, project, run_id, monkeypatch):
     import json
 
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2, 3):
-        agg.record_arrival(_push(agg, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"])
+        agg.record_arrival(_push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"])
     original_forward = agg.upstream.forward
     calls = []
 
@@ -249,24 +248,73 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
 
     monkeypatch.setattr(agg.upstream, "forward", fail_second)
     with pytest.raises(UpstreamError):
-        agg.finalize(PROJECT, run_id)
-    assert _report(agg, run_id).state == "forward_failed"
-    assert agg.finalize(PROJECT, run_id) == "forwarded"
+        agg.finalize(project, run_id)
+    assert _report(agg, project, run_id).state == "forward_failed"
+    assert agg.finalize(project, run_id) == "forwarded"
     assert calls == ["aggregated-part-1-of-3", "aggregated-part-2-of-3", "aggregated-part-2-of-3", "aggregated-part-3-of-3"]
     uploads = _uploads_for(isolated, run_id)
     assert len(uploads) == 3  # part 1 was not sent again
     parts = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in uploads)
     assert parts == [1, 2, 3]
-    assert "in 3 uploads" in _report(agg, run_id).upstream.message
+    assert "in 3 uploads" in _report(agg, project, run_id).upstream.message
 
 
-def test_every_record_of_a_run_carries_the_ttl_attribute(isolated, run_id):
+def test_every_record_of_a_run_carries_the_ttl_attribute(isolated, project, run_id):
     import time
 
     agg = isolated.aggregator
-    agg.record_arrival(_push(agg, run_id, "1", bundle(), total=2)["key"])
-    agg.record_arrival(_push(agg, run_id, "2", b"not gzip", total=2)["key"])
-    items = agg.ledger._query(PROJECT, run_id)
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    agg.record_arrival(_push(agg, project, run_id, "2", b"not gzip", total=2)["key"])
+    items = agg.ledger._query(project, run_id)
     assert {i["sk"].split("#")[0] for i in items} == {"RUN", "SHARD", "UPLOAD"}
     horizon = time.time() + agg.settings.retention_days * 86400
     assert all(horizon - 120 < i["expires_at"] <= horizon + 1 for i in items)
+
+
+def _forwarded_main_run(agg, project, shards: dict[str, list[str]]) -> str:
+    run_id = f"main-{__import__('uuid').uuid4().hex[:8]}"
+    for name, benchmarks in shards.items():
+        agg.record_arrival(_push(agg, project, run_id, name, bundle(4242, benchmarks), total=len(shards))["key"])
+    assert agg.finalize(project, run_id) == "forwarded"
+    return run_id
+
+
+def test_a_skipped_shard_is_carried_from_the_latest_forwarded_run_on_the_base_branch(isolated, project, run_id):
+    import io
+    import json
+    import tarfile
+
+    agg = isolated.aggregator
+    _forwarded_main_run(agg, project, {"1": ["old::1"], "2": ["old::2"], "3": ["old::3"]})
+    baseline = _forwarded_main_run(agg, project, {"1": ["t1::a", "t1::gone"], "2": ["t2::a"], "3": ["t3::a"]})
+    pr = {"ref": "refs/pull/7/merge", "baseRef": "main"}
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=3, **pr)["key"])
+    agg.record_arrival(_push(agg, project, run_id, "2", bundle(4242, ["t2::a"]), total=3, **pr)["key"])
+    agg.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
+    assert agg.finalize(project, run_id) == "forwarded"
+
+    report = _report(agg, project, run_id)
+    carried = {s.name: s for s in report.shards}["3"]
+    assert carried.state == "carried" and carried.source == {"run_id": baseline, "commit": report.commit}
+    assert f"carried from run {baseline}" in carried.reason and carried.benchmarks == 1
+    assert report.baseline["run_id"] == baseline and report.missing_benchmarks == ["t1::gone"]
+    assert "Benchmarks gone since the baseline (1): `t1::gone`" in __import__("codspeed_wire.report", fromlist=["x"]).render_markdown(report)
+
+    [upload] = _uploads_for(isolated, run_id)
+    meta = json.loads((upload / "metadata.json").read_text())
+    assert meta["runPart"]["metadata"]["carriedShards"] == {"3": {"runId": baseline, "commitHash": report.commit}}
+    assert meta["ref"] == "refs/pull/7/merge"  # the run's own metadata, not the baseline's
+    with tarfile.open(fileobj=io.BytesIO((upload / "archive.tar.gz").read_bytes())) as tar:
+        text = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.name.endswith(".out"))
+    assert b"Client Request: t3::a" in text and b"old::3" not in text
+
+
+def test_with_no_baseline_a_skipped_shard_stays_skipped_and_says_so(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=2, ref="refs/pull/7/merge", baseRef="main")["key"])
+    agg.close(CloseRequest(project=project, run_id=run_id, skip=["2"]))
+    assert agg.finalize(project, run_id) == "forwarded"
+    report = _report(agg, project, run_id)
+    skipped = {s.name: s for s in report.shards}["2"]
+    assert skipped.state == "skipped" and "no forwarded run on main yet" in skipped.reason
+    assert report.baseline is None and report.missing_benchmarks == []

@@ -255,14 +255,30 @@ class DynamoLedger:
             {":answer": answer, ":finalizing": FINALIZING}, names={"#part": str(index)},
         )
 
-    def finish(self, project: str, run_id: str, state: str, upstream: dict | None = None, error: str | None = None) -> bool:
+    def finish(self, project: str, run_id: str, state: str, upstream: dict | None = None,
+               error: str | None = None, outcome: dict | None = None) -> bool:
         """Record how finalizing ended; only the finalizer holding the claim can."""
         return self._update_run(
             project, run_id,
-            "SET #state = :s, upstream = :up, forward_error = :err, lease_until = :zero ADD rev :one, run_changes :one",
+            "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero "
+            "ADD rev :one, run_changes :one",
             "#state = :finalizing",
-            {":s": state, ":up": upstream, ":err": error, ":zero": 0, ":finalizing": FINALIZING},
+            {":s": state, ":up": upstream, ":err": error, ":outcome": outcome or {}, ":zero": 0, ":finalizing": FINALIZING},
         )
+
+    def record_baseline(self, project: str, branch: str, run_id: str, commit: str | None, at: str) -> None:
+        """Remember a run forwarded on a branch: later runs carry results from, and compare with, it."""
+        item = {"pk": f"BASELINE#{project}#{branch}", "sk": f"{at}#{run_id}", "run_id": run_id, "commit": commit,
+                "expires_at": self._expires_at()}
+        self.db.put_item(TableName=self.table, Item=_dump(item))
+
+    def latest_baseline(self, project: str, branch: str) -> str | None:
+        """The run id of the latest run forwarded on ``branch``, or None."""
+        page = self.db.query(
+            TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False, Limit=1,
+            ExpressionAttributeValues=_dump({":pk": f"BASELINE#{project}#{branch}"}),
+        )
+        return _load(page["Items"][0])["run_id"] if page["Items"] else None
 
     def _update_run(self, project, run_id, expression, condition, values, names=None) -> bool:
         try:
@@ -292,7 +308,7 @@ def _run_from(item: dict) -> RunRecord:
         deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0), run_changes=item.get("run_changes", 0),
         skipped=tuple(item.get("skipped") or ()), close_reason=item.get("close_reason"),
         upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
-        forwarded_parts=item.get("forwarded_parts") or {},
+        forwarded_parts=item.get("forwarded_parts") or {}, outcome=item.get("outcome") or {},
     )
 
 

@@ -35,17 +35,22 @@ def single_part_run_id(metadata: UploadMetadata) -> str:
     return f"{metadata.commit_hash[:12].lower()}-{safe}"
 
 
-def merged_metadata(run_id: str, shards: list[tuple[str, dict]], md5: str, part: int = 1, parts: int = 1) -> dict:
-    """A merged upload's metadata: the first shard's, with the recomputed profileMd5 and a
-    runPart that describes the merged run (part ``part`` of ``parts`` when the benchmarks
-    had to be split across uploads). Unknown fields of the first shard survive."""
-    base = copy.deepcopy(shards[0][1])
-    base["profileMd5"] = md5
-    run_part = base.get("runPart") or {}
-    base["runPart"] = {
+def merged_metadata(run_id: str, base: dict, shards: list[str], md5: str, part: int = 1, parts: int = 1,
+                    carried: dict | None = None) -> dict:
+    """A merged upload's metadata: ``base`` (the run's first arrived shard's metadata, unknown
+    fields kept) with the recomputed profileMd5 and a runPart that describes the merged run:
+    its shards, the part it is when the benchmarks had to be split, and the shards carried
+    from a baseline run."""
+    merged = copy.deepcopy(base)
+    merged["profileMd5"] = md5
+    run_part = merged.get("runPart") or {}
+    details = {"aggregatedShards": shards, "part": part, "parts": parts}
+    if carried:
+        details["carriedShards"] = {name: {"runId": c["run_id"], "commitHash": c["commit"]} for name, c in carried.items()}
+    merged["runPart"] = {
         "runId": run_part.get("runId", run_id),
         "runPartId": f"aggregated-{len(shards)}-shards" if parts == 1 else f"aggregated-part-{part}-of-{parts}",
         "jobName": run_part.get("jobName", "codspeed-shard-aggregator"),
-        "metadata": {"aggregatedShards": [name for name, _ in shards], "part": part, "parts": parts},
+        "metadata": details,
     }
-    return base
+    return merged

@@ -7,6 +7,8 @@ from .ledger import OPEN, Snapshot
 
 def build_report(snapshot: Snapshot, now: str) -> Report:
     run = snapshot.run
+    outcome = run.outcome or {}
+    carried = outcome.get("carried") or {}
     names = list(run.manifest.expected_names() or ())
     names += sorted(n for n in {*snapshot.shards, *run.skipped} if n not in names)
     entries = []
@@ -22,8 +24,15 @@ def build_report(snapshot: Snapshot, now: str) -> Report:
             )
         elif run.state == OPEN:
             entries.append(ShardEntry(name=name, state="expected"))
+        elif name in carried:
+            c = carried[name]
+            entries.append(ShardEntry(name=name, state="carried", benchmarks=c.get("benchmarks"), size=c.get("size"),
+                                      reason=f"carried from run {c['run_id']} (commit {(c['commit'] or '?')[:12]})",
+                                      source={"run_id": c["run_id"], "commit": c["commit"]}))
+        elif name in run.skipped:
+            entries.append(ShardEntry(name=name, state="skipped", reason=outcome.get("note")))
         else:
-            entries.append(ShardEntry(name=name, state="skipped" if name in run.skipped else "missing"))
+            entries.append(ShardEntry(name=name, state="missing"))
     upstream = UpstreamEntry(**run.upstream) if run.upstream else None
     return Report(
         project=run.project,
@@ -36,5 +45,7 @@ def build_report(snapshot: Snapshot, now: str) -> Report:
         arrived=len(snapshot.arrived()),
         shards=entries,
         upstream=upstream,
+        baseline=outcome.get("baseline"),
+        missing_benchmarks=outcome.get("missing_benchmarks") or [],
         generated_at=now,
     )
