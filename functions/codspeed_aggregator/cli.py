@@ -9,7 +9,7 @@ def _local(args: argparse.Namespace) -> int:
 
     stack = LocalStack(
         port=args.port, token=args.token, upstream_url=args.upstream_url, upstream_dir=args.upstream_dir,
-        deadline_seconds=args.deadline,
+        deadline_seconds=args.deadline, sweep_every=min(5.0, args.deadline / 2) if args.deadline else 5.0,
     )
     with stack:
         print(f"API URL:  {stack.api_url}")

@@ -122,14 +122,15 @@ class Aggregator:
             log.warning("ignored object %s: no upload was granted for it", key)
             return "ignored"
         current = snapshot.shards.get(shard)
-        if current is not None and upload_id == current.upload_id:
-            return "duplicate"
+        if current is not None and upload_id in (current.upload_id, current.noted_upload):
+            return "duplicate"  # absorbed before any download
         upload = snapshot.uploads[upload_id]
         try:
             with self.store.open(key) as stream:
                 summary = validate_bundle(stream)
         except BadBundle as exc:
-            self.ledger.record_rejection(project, run_id, shard, upload_id, str(exc))
+            if not self.ledger.record_rejection(project, run_id, shard, upload_id, str(exc)):
+                return "duplicate"
             self.publish(project, run_id)
             return "rejected"
         record = ShardRecord(
@@ -139,8 +140,7 @@ class Aggregator:
         )
         outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at)
         if outcome == "run_not_open":
-            self.ledger.record_late(project, run_id, record)
-            outcome = "late"
+            outcome = "late" if self.ledger.record_late(project, run_id, record) else "duplicate"
         after = self.publish(project, run_id)
         if outcome == "recorded" and after.run.state == OPEN and after.complete():
             self.queue.request(project, run_id, "complete")

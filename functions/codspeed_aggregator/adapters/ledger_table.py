@@ -318,7 +318,7 @@ def _shard_from(item: dict) -> ShardRecord:
         upload_id=item.get("upload_id"), key=item.get("key"), size=item.get("size"),
         benchmarks=item.get("benchmarks"), benchmark_names=item.get("benchmark_names") or [],
         pids=item.get("pids") or [], arrived_at=item.get("arrived_at"), reason=item.get("reason"),
-        rev=item.get("rev", 0),
+        rev=item.get("rev", 0), noted_upload=item.get("noted_upload"),
     )
 
 

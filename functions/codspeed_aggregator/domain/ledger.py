@@ -54,6 +54,7 @@ class ShardRecord:
     arrived_at: str | None = None
     reason: str | None = None
     rev: int = 0
+    noted_upload: str | None = None  # the last upload noted as rejected or late (not counted)
 
 
 @dataclass

@@ -1,0 +1,40 @@
+"""`codspeed-aggregator local` in a process of its own: a run past its deadline is closed by the sweeper."""
+
+import os
+import signal
+import subprocess
+import sys
+
+from codspeed_aggregator.local.profiles import make_profile_folder
+
+
+def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_path):
+    stack = subprocess.Popen(
+        [sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0", "--token", "deadline-token",
+         "--deadline", "2", "--upstream-dir", str(tmp_path / "upstream")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        api_url = None
+        for line in stack.stdout:
+            if line.startswith("API URL:"):
+                api_url = line.split()[-1]
+            if line.startswith("Ctrl-C"):
+                break
+        assert api_url, stack.stderr.read()
+        env = {**os.environ, "CODSPEED_AGGREGATOR_URL": api_url, "CODSPEED_TOKEN": "deadline-token"}
+        common = ["--project", "acme/deadline", "--run-id", "d1", "--commit", "d" * 40]
+        folder = make_profile_folder(tmp_path / "shard", 99, ["t::deadline"])
+        client = [sys.executable, "-m", "codspeed_client.cli"]
+        pushed = subprocess.run([*client, "push", "--shard", "1/2", "--profile-folder", str(folder), *common],
+                                env=env, capture_output=True, text=True, timeout=60)
+        assert pushed.returncode == 0, pushed.stderr
+        waited = subprocess.run([*client, "status", "--wait", "--timeout", "60", "--interval", "0.5", *common],
+                                env=env, capture_output=True, text=True, timeout=90)
+        assert waited.returncode == 11, waited.stdout + waited.stderr
+        assert "forwarded, 1/2 shards in" in waited.stdout and "2: missing" in waited.stdout
+        assert len(list((tmp_path / "upstream").glob("*/archive.tar.gz"))) == 1
+    finally:
+        stack.send_signal(signal.SIGINT)
+        out, _ = stack.communicate(timeout=30)
+    assert stack.returncode == 0 and "stopped" in out

@@ -1,0 +1,124 @@
+"""Random interleavings of push, duplicate events, bad bundles, retries, close, deadline,
+finalize and late pushes; DESIGN's invariants are checked after every step."""
+
+import io
+import json
+import tarfile
+import time
+import uuid
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+from codspeed_aggregator.domain.errors import Conflict
+from codspeed_wire.api import CloseRequest, ShardUploadRequest
+from tests.factories import bundle, put, upload_request
+
+SHARDS = ("1", "2", "3")
+FINAL = ("forwarded", "forward_failed", "closed_empty")
+
+
+def machine_for(isolated):
+    agg = isolated.aggregator
+
+    class RunLifecycle(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            self.project = f"acme/sm-{uuid.uuid4().hex[:8]}"
+            self.run_id = f"sm-{uuid.uuid4().hex[:10]}"
+            self.pushed = []  # (shard, key, benchmark or None for a bad bundle)
+            self.current = {}  # shard -> the benchmark of its bundle counted last (the model)
+            self.seen_version, self.seen_arrived = 0, 0
+
+        def _state(self):
+            snapshot = agg.ledger.snapshot(self.project, self.run_id)
+            return snapshot.run.state if snapshot else None
+
+        @rule(shard=st.sampled_from(SHARDS), good=st.booleans())
+        def push(self, shard, good):
+            benchmark = f"s{shard}::upload{len(self.pushed)}"
+            data = bundle(4242, [benchmark]) if good else b"definitely not a tar.gz"
+            request = ShardUploadRequest.model_validate(upload_request(self.project, self.run_id, shard, data, total=len(SHARDS)))
+            state = self._state()
+            if state not in (None, "open"):
+                with pytest.raises(Conflict, match=f"is already {state}"):
+                    agg.request_upload(request)
+                return
+            grant = agg.request_upload(request)
+            put(grant.model_dump(), data)
+            self.pushed.append((shard, grant.key, benchmark if good else None))
+
+        @precondition(lambda self: self.pushed)
+        @rule(pick=st.integers(min_value=0), times=st.integers(min_value=1, max_value=3))
+        def deliver(self, pick, times):
+            """An S3 event, delivered once or more (SQS duplicates), in any order."""
+            shard, key, benchmark = self.pushed[pick % len(self.pushed)]
+            before = agg.ledger.snapshot(self.project, self.run_id)
+            outcomes = [agg.record_arrival(key) for _ in range(times)]
+            first = outcomes[0]
+            if benchmark is None:
+                assert outcomes[0] in ("rejected", "duplicate") and outcomes[1:] == ["duplicate"] * (times - 1)
+                after = agg.ledger.snapshot(self.project, self.run_id)
+                others = lambda snap: {n: (s.state, s.upload_id) for n, s in snap.shards.items() if n != shard}  # noqa: E731
+                assert others(after) == others(before)  # a bad bundle changes nothing else
+            else:
+                assert outcomes[1:] == ["duplicate"] * (times - 1)
+                assert first in ("recorded", "duplicate", "late")
+                if first == "recorded":
+                    assert before.run.state == "open"
+                    self.current[shard] = benchmark
+
+        @rule(skip=st.lists(st.sampled_from(SHARDS), unique=True, max_size=2))
+        def close(self, skip):
+            if self._state() is not None:
+                agg.close(CloseRequest(project=self.project, run_id=self.run_id, skip=skip))
+
+        @rule()
+        def deadline(self):
+            replace(agg, clock=lambda: time.time() + agg.settings.run_deadline_seconds + 60).sweep()
+
+        @rule()
+        def finalize(self):
+            for message in isolated.finalize_requests():
+                if message["run_id"] == self.run_id:
+                    agg.finalize(self.project, self.run_id)
+
+        def _uploads(self):
+            return [u for u in isolated.upstream.uploads()
+                    if json.loads((u / "metadata.json").read_text())["runPart"]["runId"] == self.run_id]
+
+        @invariant()
+        def counted_once_and_never_backwards(self):
+            snapshot = agg.ledger.snapshot(self.project, self.run_id)
+            if snapshot is None:
+                return
+            arrived = snapshot.arrived()
+            assert set(arrived) == set(self.current)  # invariant 1: the distinct shards accepted
+            assert {n: s.benchmark_names for n, s in arrived.items()} == {n: [b] for n, b in self.current.items()}
+            report = agg.report(self.project, self.run_id)
+            assert report.version >= self.seen_version and report.arrived >= self.seen_arrived  # invariant 4
+            self.seen_version, self.seen_arrived = report.version, report.arrived
+
+        @invariant()
+        def forwarded_once_with_everything_accepted(self):
+            uploads = self._uploads()
+            assert len(uploads) <= 1  # invariant 2
+            if self._state() == "forwarded":
+                assert len(uploads) == 1
+                with tarfile.open(fileobj=io.BytesIO((uploads[0] / "archive.tar.gz").read_bytes())) as tar:
+                    text = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.name.endswith(".out"))
+                for benchmark in self.current.values():  # invariant 3: nothing accepted is lost
+                    assert f"Client Request: {benchmark}\n".encode() in text
+
+    return RunLifecycle
+
+
+def test_run_lifecycle_holds_the_invariants_under_random_interleavings(isolated):
+    run_state_machine_as_test(
+        machine_for(isolated),
+        settings=settings(max_examples=12, stateful_step_count=14, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]),
+    )

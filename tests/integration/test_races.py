@@ -1,0 +1,73 @@
+"""Close, arrivals, the sweeper and duplicate finalize messages racing: one finalization, one forward."""
+
+import json
+import threading
+import time
+from dataclasses import replace
+
+from codspeed_wire.api import CloseRequest, ShardUploadRequest
+from tests.factories import bundle, put, upload_request
+
+
+def _grant(agg, project, run_id, shard, total=2):
+    data = bundle(4242, [f"{shard}::b"])
+    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total)))
+    put(grant.model_dump(), data)
+    return grant.key
+
+
+def _race(*calls):
+    start = threading.Barrier(len(calls))
+    results = [None] * len(calls)
+
+    def run(i, call):
+        start.wait()
+        results[i] = call()
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def _finalize_all(isolated, project, run_id) -> list[str]:
+    requests = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
+    return [isolated.aggregator.finalize(project, run_id) for _ in requests]
+
+
+def _forwards(isolated, run_id) -> int:
+    return sum(json.loads((u / "metadata.json").read_text())["runPart"]["runId"] == run_id for u in isolated.upstream.uploads())
+
+
+def test_close_racing_the_last_arrival(isolated, project):
+    agg = isolated.aggregator
+    for attempt in range(4):
+        run_id = f"race-close-arrival-{attempt}-{time.time_ns()}"
+        agg.record_arrival(_grant(agg, project, run_id, "1"))
+        last = _grant(agg, project, run_id, "2")
+        outcome, _ = _race(lambda: agg.record_arrival(last), lambda: agg.close(CloseRequest(project=project, run_id=run_id)))
+        states = _finalize_all(isolated, project, run_id)
+        assert states.count("forwarded") == 1 and _forwards(isolated, run_id) == 1
+        shard = {s.name: s.state for s in agg.report(project, run_id).shards}["2"]
+        assert (outcome, shard) in (("recorded", "arrived"), ("late", "late"))
+
+
+def test_two_closes_and_the_sweeper_racing(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.record_arrival(_grant(agg, project, run_id, "1"))
+    late_clock = replace(agg, clock=lambda: time.time() + agg.settings.run_deadline_seconds + 60)
+    close = lambda: agg.close(CloseRequest(project=project, run_id=run_id))  # noqa: E731
+    _race(close, close, late_clock.sweep)
+    states = _finalize_all(isolated, project, run_id)
+    assert len(states) >= 2 and states.count("forwarded") == 1 and set(states) <= {"forwarded", "not_claimed"}
+    assert _forwards(isolated, run_id) == 1
+
+
+def test_duplicate_finalize_messages_in_parallel_forward_once(isolated, project, run_id):
+    agg = isolated.aggregator
+    for shard in ("1", "2"):
+        agg.record_arrival(_grant(agg, project, run_id, shard))
+    results = _race(*[lambda: agg.finalize(project, run_id)] * 6)
+    assert results.count("forwarded") == 1 and _forwards(isolated, run_id) == 1
