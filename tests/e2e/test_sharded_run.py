@@ -229,3 +229,26 @@ def test_status_prints_markdown_for_a_ci_summary(stack, project, run_id, tmp_pat
     shown = _run(stack, "status", "--format", "markdown", *_common(project, run_id))
     first = shown.stdout.splitlines()[0]
     assert shown.returncode == 0 and "open, 1/2 shards in" in first and "partial report" in first
+
+
+def test_a_skipped_shard_is_carried_from_the_main_branch_run(stack, project, tmp_path):
+    folders = _folders(tmp_path, 3)
+    main_run, pr_run = f"main-{os.getpid()}", f"pr-{os.getpid()}"
+    main = ["--project", project, "--run-id", main_run, "--commit", "1" * 40, "--ref", "refs/heads/main"]
+    for i, folder in enumerate(folders, start=1):
+        assert _run(stack, "push", "--shard", f"{i}/3", "--profile-folder", str(folder), *main).returncode == 0
+    assert _final(stack, project, main_run)["state"] == "forwarded"
+    pr = ["--project", project, "--run-id", pr_run, "--commit", "2" * 40, "--ref", "refs/pull/9/merge", "--base-ref", "main"]
+    for i in (1, 2):
+        assert _run(stack, "push", "--shard", f"{i}/3", "--profile-folder", str(folders[i - 1]), *pr).returncode == 0
+    wait_for(lambda: _report(stack, project, pr_run)["arrived"] == 2)
+    assert _run(stack, "close", "--skip", "3", *pr).returncode == 0
+    waited = _run(stack, "status", "--wait", "--timeout", "60", "--interval", "0.2", "--format", "json", *pr)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    report = json.loads(waited.stdout)
+    carried = {s["name"]: s for s in report["shards"]}["3"]
+    assert carried["state"] == "carried" and carried["source"] == {"run_id": main_run, "commit": "1" * 40}
+    assert report["baseline"]["run_id"] == main_run and report["missing_benchmarks"] == []
+    [upload] = _uploads(stack, pr_run)
+    assert json.loads((upload / "metadata.json").read_text())["runPart"]["metadata"]["carriedShards"] == {
+        "3": {"runId": main_run, "commitHash": "1" * 40}}
