@@ -7,13 +7,15 @@ from pathlib import Path
 import pytest
 
 TOKEN = "local-token"  # the token the files in events/ carry
+WEBHOOK_SECRET = "webhook-secret"
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory):
     from codspeed_aggregator.local.stack import LocalStack
 
-    with LocalStack(token=TOKEN, upstream_dir=tmp_path_factory.mktemp("upstream"), sweep_every=3600) as running:
+    with LocalStack(token=TOKEN, webhook_secret=WEBHOOK_SECRET, upstream_dir=tmp_path_factory.mktemp("upstream"),
+                    sweep_every=3600) as running:
         yield running
 
 

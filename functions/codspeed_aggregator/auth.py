@@ -1,5 +1,7 @@
-"""API token check: constant-time, 401 when absent, 403 when wrong."""
+"""Who may call: the API token (401 when absent, 403 when wrong) and webhook signatures
+(HMAC-SHA256 of the body, as GitHub signs, 401 when absent or wrong). All comparisons are constant-time."""
 
+import hashlib
 import hmac
 
 from .domain.errors import Refused
@@ -21,3 +23,25 @@ def check_token(presented: str | None, expected: str | None) -> None:
     token = presented.removeprefix("Bearer ").strip()
     if not hmac.compare_digest(token.encode(), expected.encode()):
         raise Forbidden("the token is not valid for this aggregator")
+
+
+SIGNATURE_MAX_AGE = 300
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The ``X-Hub-Signature-256`` value of ``body``: ``sha256=`` and the hex HMAC-SHA256."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def check_signature(body: bytes, presented: str | None, secret: str | None) -> None:
+    if not secret:
+        raise Forbidden("the aggregator has no webhook secret configured: webhooks are refused")
+    if not presented:
+        raise Unauthorized("missing X-Hub-Signature-256 header: sign the body with HMAC-SHA256")
+    if not hmac.compare_digest(presented.encode(), signature(secret, body).encode()):
+        raise Unauthorized("the X-Hub-Signature-256 signature does not match the body")
+
+
+def check_fresh(timestamp: int, now: float, max_age: int = SIGNATURE_MAX_AGE) -> None:
+    if abs(now - timestamp) > max_age:
+        raise Unauthorized(f"the signed timestamp is more than {max_age // 60} minutes away from now: refused as a replay")

@@ -9,7 +9,7 @@ def _local(args: argparse.Namespace) -> int:
 
     stack = LocalStack(
         port=args.port, token=args.token, upstream_url=args.upstream_url, upstream_dir=args.upstream_dir,
-        deadline_seconds=args.deadline, sweep_every=min(5.0, args.deadline / 2) if args.deadline else 5.0,
+        deadline_seconds=args.deadline, webhook_secret=args.webhook_secret, sweep_every=min(5.0, args.deadline / 2) if args.deadline else 5.0,
     )
     with stack:
         print(f"API URL:  {stack.api_url}")
@@ -48,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
     upstream.add_argument("--upstream-url", help="forward to this upload endpoint instead of the stand-in")
     upstream.add_argument("--upstream-dir", help="where the stand-in upstream keeps uploads")
     local.add_argument("--deadline", type=int, help="close open runs after this many seconds")
+    local.add_argument("--webhook-secret", help="HMAC secret of /webhooks/refresh and /webhooks/github")
     local.set_defaults(run=_local)
     demo = commands.add_parser("demo", help="a three-shard run through the local stack, shown step by step")
     demo.set_defaults(run=_demo)

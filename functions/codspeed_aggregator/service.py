@@ -19,6 +19,7 @@ from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 
 from .adapters.bundle_store import BundleStore
 from .adapters.finalize_queue import FinalizeQueue
+from .adapters.github_status import GitHubStatuses
 from .adapters.ledger_table import DynamoLedger
 from .adapters.upstream_http import UpstreamClient, UpstreamError
 from .domain.baseline import branch_of, complete
@@ -28,6 +29,7 @@ from .domain.keys import bundle_key, parse_bundle_key
 from .domain.ledger import ARRIVED, CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot, UploadRecord
 from .domain.manifest import Manifest
 from .domain.merge import ShardBundle, merge_bundles, plan_uploads
+from .domain.notification import commit_status
 from .domain.metadata import check_identity, merged_metadata, single_part_run_id
 from .domain.report import build_report
 from .settings import Settings
@@ -48,6 +50,7 @@ class Aggregator:
     store: BundleStore
     queue: FinalizeQueue
     upstream: UpstreamClient
+    statuses: GitHubStatuses | None = None  # commit statuses on GitHub, when configured
     clock: Callable[[], float] = time.time
 
     # -- uploads -------------------------------------------------------------------
@@ -237,8 +240,33 @@ class Aggregator:
     def publish(self, project: str, run_id: str) -> Snapshot:
         snapshot = self.ledger.snapshot(project, run_id)
         report = build_report(snapshot, iso(self.clock()))
-        self.store.publish_report(project, run_id, report.version, report.model_dump_json(), render_markdown(report))
+        if self.store.publish_report(project, run_id, report.version, report.model_dump_json(), render_markdown(report)):
+            self._notify(report)
         return snapshot
+
+    def _notify(self, report: Report) -> None:
+        status = commit_status(report) if self.statuses and report.commit else None
+        if status is None:
+            return
+        try:
+            self.statuses.post(report.project, report.commit, *status)
+        except Exception as exc:  # a status is a courtesy: it never fails an arrival or a forward
+            log.warning("commit status for %s %s not posted: %s", report.project, report.run_id, exc)
+
+    def refresh(self, project: str, run_id: str) -> Report:
+        """Re-render and republish a run's report (a signed webhook asks for it)."""
+        if not self.ledger.touch(project, run_id):
+            raise NotFound(f"no run {run_id} for project {project}")
+        self.publish(project, run_id)
+        return self.report(project, run_id)
+
+    def close_finished_ci_run(self, project: str, run_id: str) -> list[str]:
+        """CI says the workflow run finished: close its run, if it has one still open."""
+        snapshot = self.ledger.snapshot(project, run_id)
+        if snapshot is None or snapshot.run.state != OPEN:
+            return []
+        self.close(CloseRequest(project=project, run_id=run_id), reason="ci-finished")
+        return [run_id]
 
     def report(self, project: str, run_id: str) -> Report:
         published = self.store.read_report(project, run_id)

@@ -29,6 +29,12 @@ class Settings:
     max_benchmarks_per_upload: int
     retention_days: int
     default_branch: str
+    webhook_secret: str | None
+    webhook_secret_parameter: str | None
+    commit_status: bool
+    github_api_url: str
+    github_token: str | None
+    github_token_parameter: str | None
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -52,6 +58,12 @@ class Settings:
             max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
             retention_days=int(env.get("RETENTION_DAYS", 30)),
             default_branch=env.get("DEFAULT_BRANCH", "main"),
+            webhook_secret=env.get("WEBHOOK_SECRET") or None,
+            webhook_secret_parameter=env.get("WEBHOOK_SECRET_PARAMETER") or None,
+            commit_status=_flag("COMMIT_STATUS"),
+            github_api_url=env.get("GITHUB_API_URL", "https://api.github.com"),
+            github_token=env.get("GITHUB_TOKEN") or None,
+            github_token_parameter=env.get("GITHUB_TOKEN_PARAMETER") or None,
         )
 
 

@@ -5,6 +5,7 @@ from functools import cache
 from .adapters.aws import client, secret
 from .adapters.bundle_store import BundleStore
 from .adapters.finalize_queue import FinalizeQueue
+from .adapters.github_status import GitHubStatuses
 from .adapters.ledger_table import DynamoLedger
 from .adapters.upstream_http import UpstreamClient
 from .service import Aggregator
@@ -24,12 +25,19 @@ def aggregator() -> Aggregator:
             secret(config.upstream_token, config.upstream_token_parameter),
             timeout=config.upstream_timeout_seconds,
         ),
+        statuses=GitHubStatuses(config.github_api_url, secret(config.github_token, config.github_token_parameter))
+        if config.commit_status else None,
     )
 
 
 def api_token() -> str | None:
     config = settings()
     return secret(config.api_token, config.api_token_parameter)
+
+
+def webhook_secret() -> str | None:
+    config = settings()
+    return secret(config.webhook_secret, config.webhook_secret_parameter)
 
 
 def reset() -> None:

@@ -25,6 +25,7 @@ def test_every_event_file_is_exercised():
     assert {p.name for p in EVENTS.glob("*.json")} == {
         "api-request-upload.json", "api-drop-in-upload.json", "api-close-run.json", "api-read-report.json",
         "arrivals-s3-object-created.json", "finalizer-finalize-run.json", "sweeper-scheduled.json",
+        "api-webhook-refresh.json", "api-webhook-github-workflow-run.json",
     }
 
 
@@ -37,6 +38,14 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     status, accepted = _api("api-drop-in-upload.json")
     assert status == 200 and accepted["status"] == "success" and accepted["runId"] == "7044765742"
+
+    # GitHub says workflow run 7044765742 completed (signed with the local stack's webhook secret).
+    status, closed = _api("api-webhook-github-workflow-run.json")
+    assert status == 200 and closed == {"closed": ["7044765742"]}
+
+    # A stored refresh is signed, but its timestamp is long past: it is refused as a replay.
+    status, refused = _api("api-webhook-refresh.json")
+    assert status == 401 and "replay" in refused["error"]
 
     # The arrival event names a bundle key: make that bundle and its upload record real.
     record = _event("arrivals-s3-object-created.json")

@@ -71,3 +71,15 @@ def test_duplicate_finalize_messages_in_parallel_forward_once(isolated, project,
         agg.record_arrival(_grant(agg, project, run_id, shard))
     results = _race(*[lambda: agg.finalize(project, run_id)] * 6)
     assert results.count("forwarded") == 1 and _forwards(isolated, run_id) == 1
+
+
+def test_two_arrivals_publishing_at_once_leave_the_report_with_both(isolated, project):
+    agg = isolated.aggregator
+    for attempt in range(5):
+        run_id = f"race-publish-{attempt}-{time.time_ns()}"
+        keys = [_grant(agg, project, run_id, shard, total=3) for shard in ("1", "2")]
+        before = agg.report(project, run_id).version
+        assert _race(*[lambda k=k: agg.record_arrival(k) for k in keys]) == ["recorded", "recorded"]
+        report = agg.report(project, run_id)
+        assert report.arrived == 2 and report.version > before
+        assert report.version == agg.ledger.snapshot(project, run_id).run.rev  # the newest version is the one published

@@ -266,6 +266,10 @@ class DynamoLedger:
             {":s": state, ":up": upstream, ":err": error, ":outcome": outcome or {}, ":zero": 0, ":finalizing": FINALIZING},
         )
 
+    def touch(self, project: str, run_id: str) -> bool:
+        """A change that changes nothing but the revision: the next report gets a new version."""
+        return self._update_run(project, run_id, "ADD rev :one, run_changes :one", "attribute_exists(sk)", {})
+
     def record_baseline(self, project: str, branch: str, run_id: str, commit: str | None, at: str) -> None:
         """Remember a run forwarded on a branch: later runs carry results from, and compare with, it."""
         item = {"pk": f"BASELINE#{project}#{branch}", "sk": f"{at}#{run_id}", "run_id": run_id, "commit": commit,
@@ -281,11 +285,12 @@ class DynamoLedger:
         return _load(page["Items"][0])["run_id"] if page["Items"] else None
 
     def _update_run(self, project, run_id, expression, condition, values, names=None) -> bool:
+        names = {**({"#state": "state"} if "#state" in expression + condition else {}), **(names or {})}
         try:
             self.db.update_item(
                 TableName=self.table, Key=self._key(project, run_id, RUN_SK),
                 UpdateExpression=expression, ConditionExpression=f"attribute_exists(pk) AND ({condition})",
-                ExpressionAttributeNames={"#state": "state", **(names or {})},
+                **({"ExpressionAttributeNames": names} if names else {}),
                 ExpressionAttributeValues=_dump({**values, ":one": 1}),
             )
             return True

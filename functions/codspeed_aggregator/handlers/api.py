@@ -1,21 +1,26 @@
 """HTTP API: request uploads, CodSpeed's drop-in ``POST /upload``, close, read reports."""
 
 import json
+import time
 from http import HTTPStatus
+from typing import Annotated
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from typing_extensions import Annotated
+from pydantic import BaseModel, ValidationError
 
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
+from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
 
-from ..auth import check_token
-from ..domain.errors import Refused
-from ..wiring import aggregator, api_token
+from ..auth import check_fresh, check_signature, check_token
+from ..domain.errors import Refused, Unprocessable
+from ..wiring import aggregator, api_token, webhook_secret
+
+WEBHOOKS = "/webhooks/"  # signed instead of carrying the API token
 
 logger = Logger(service="codspeed-aggregator")
 app = APIGatewayHttpResolver(enable_validation=True)
@@ -70,11 +75,54 @@ def read_report(owner: str, repo: str, run_id: str, format: Annotated[str, Query
     return _json(HTTPStatus.OK, report.model_dump(mode="json"))
 
 
+def _signed_body() -> bytes:
+    """The raw body, once its X-Hub-Signature-256 is checked: nothing is parsed before."""
+    event = app.current_event
+    body = event.decoded_body or ""
+    raw = body.encode() if isinstance(body, str) else body
+    check_signature(raw, event.headers.get("x-hub-signature-256"), webhook_secret())
+    return raw
+
+
+def _parse(model: type[BaseModel], raw: bytes) -> BaseModel:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors())
+        raise Unprocessable(f"invalid webhook body: {fields}") from exc
+
+
+@app.post("/webhooks/refresh")
+def refresh_webhook():
+    raw = _signed_body()
+    request = _parse(RefreshRequest, raw)
+    check_fresh(request.timestamp, time.time())
+    report = aggregator().refresh(request.project, request.run_id)
+    return _json(HTTPStatus.OK, {"project": report.project, "run_id": report.run_id, "version": report.version})
+
+
+@app.post("/webhooks/github")
+def github_webhook():
+    raw = _signed_body()
+    kind = app.current_event.headers.get("x-github-event", "")
+    if kind == "ping":
+        return _json(HTTPStatus.OK, {"message": "pong"})
+    if kind != "workflow_run":
+        return _json(HTTPStatus.ACCEPTED, {"ignored": f"event {kind or '(none)'}"})
+    event = _parse(WorkflowRunEvent, raw)
+    if event.action != "completed":
+        return _json(HTTPStatus.ACCEPTED, {"ignored": f"workflow_run {event.action}"})
+    closed = aggregator().close_finished_ci_run(event.repository.full_name, str(event.workflow_run.id))
+    return _json(HTTPStatus.OK, {"closed": closed})
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict, context) -> dict:
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    path = event.get("rawPath") or event.get("requestContext", {}).get("http", {}).get("path", "")
     try:
-        check_token(headers.get("authorization"), api_token())
+        if not path.startswith(WEBHOOKS):
+            check_token(headers.get("authorization"), api_token())
     except Refused as exc:
         return {"statusCode": exc.status, "headers": {"Content-Type": content_types.APPLICATION_JSON},
                 "body": json.dumps({"error": str(exc)})}

@@ -23,6 +23,7 @@ class LocalStack:
         upstream_dir: str | Path | None = None,
         upstream_token: str | None = None,
         deadline_seconds: int | None = None,
+        webhook_secret: str | None = None,
         sweep_every: float = 5.0,
         env: dict[str, str] | None = None,
     ) -> None:
@@ -32,6 +33,7 @@ class LocalStack:
         self.upstream_url = upstream_url
         self.upstream_dir = Path(upstream_dir) if upstream_dir else Path(tempfile.mkdtemp(prefix="codspeed-upstream-"))
         self.deadline_seconds = deadline_seconds
+        self.webhook_secret = webhook_secret
         self.sweep_every = sweep_every
         self.extra_env = env or {}
         self.upstream: StubUpstream | None = None
@@ -67,6 +69,7 @@ class LocalStack:
             "FINALIZE_QUEUE_URL": self.resources.finalize_queue_url, "UPSTREAM_URL": upstream_url,
             "API_TOKEN": self.token, "UPSTREAM_TOKEN": self.upstream_token,
             **({"RUN_DEADLINE_SECONDS": str(self.deadline_seconds)} if self.deadline_seconds else {}),
+            **({"WEBHOOK_SECRET": self.webhook_secret} if self.webhook_secret else {}),
             **self.extra_env,
         })
         wiring.reset()

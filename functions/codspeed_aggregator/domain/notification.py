@@ -1,0 +1,22 @@
+"""What a run's commit status says on GitHub: pending while shards come in, then the outcome."""
+
+from codspeed_wire.report import Report
+
+CONTEXT = "codspeed/shards"
+
+
+def commit_status(report: Report) -> tuple[str, str] | None:
+    """(state, description) for GitHub's statuses API, or None while no shard has arrived."""
+    expected = "?" if report.expected is None else report.expected
+    if not report.final:
+        if report.arrived == 0:
+            return None  # quiet until the first shard
+        return "pending", f"{report.arrived}/{expected} shards in"
+    missing = [s.name for s in report.shards if s.state == "missing"]
+    if report.state == "forward_failed":
+        return "failure", "forwarding the merged upload failed: redrive it"
+    if report.state == "closed_empty":
+        return "failure", "closed with no shard arrived: nothing sent"
+    if missing:
+        return "failure", f"forwarded {report.arrived}/{expected} shards; missing: {', '.join(missing)}"[:140]
+    return "success", f"forwarded {report.arrived}/{expected} shards"

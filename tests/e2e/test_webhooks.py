@@ -1,0 +1,100 @@
+"""Signed webhooks over real HTTP: refresh a report; GitHub's workflow_run closes the run."""
+
+import json
+import time
+
+import pytest
+import requests
+
+from codspeed_aggregator.auth import signature
+from codspeed_aggregator.local.profiles import make_profile_folder
+from tests.conftest import TOKEN, WEBHOOK_SECRET
+from tests.factories import wait_for
+
+
+def _pushed_run(stack, project, run_id, tmp_path, total=2) -> dict:
+    import subprocess
+    import sys
+
+    folder = make_profile_folder(tmp_path / "shard", 4242, ["t::hook"])
+    env = {"CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-m", "codspeed_client.cli", "push", "--shard", f"1/{total}", "--profile-folder",
+                    str(folder), "--project", project, "--run-id", run_id, "--commit", "e" * 40], env=env, check=True)
+    return wait_for(lambda: (r := _report(stack, project, run_id)).get("arrived") == 1 and r)
+
+
+def _report(stack, project, run_id) -> dict:
+    return requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", headers={"Authorization": TOKEN}, timeout=10).json()
+
+
+def _post(stack, path, body: bytes, secret=WEBHOOK_SECRET, headers=None, sign_body=None) -> requests.Response:
+    signed = {} if secret is None else {"X-Hub-Signature-256": signature(secret, sign_body or body)}
+    return requests.post(f"{stack.api_url}{path}", data=body, timeout=10,
+                         headers={"Content-Type": "application/json", **signed, **(headers or {})})
+
+
+def _refresh_body(project, run_id, timestamp=None) -> bytes:
+    return json.dumps({"project": project, "run_id": run_id, "timestamp": int(timestamp or time.time())}).encode()
+
+
+def test_a_signed_refresh_republishes_the_report_with_a_new_version(stack, project, run_id, tmp_path):
+    before = _pushed_run(stack, project, run_id, tmp_path)
+    answer = _post(stack, "/webhooks/refresh", _refresh_body(project, run_id))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["version"] > before["version"]
+    after = _report(stack, project, run_id)
+    assert after["version"] == answer.json()["version"] and after["arrived"] == 1
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("wrong secret", "does not match the body"),
+    ("tampered body", "does not match the body"),
+    ("missing header", "missing X-Hub-Signature-256"),
+    ("replayed old timestamp", "refused as a replay"),
+])
+def test_a_bad_signature_gets_401_and_changes_nothing(stack, project, run_id, tmp_path, case, expected):
+    before = _pushed_run(stack, project, run_id, tmp_path)
+    body = _refresh_body(project, run_id)
+    if case == "wrong secret":
+        answer = _post(stack, "/webhooks/refresh", body, secret="not-the-secret")
+    elif case == "tampered body":
+        answer = _post(stack, "/webhooks/refresh", _refresh_body(project, "another-run"), sign_body=body)
+    elif case == "missing header":
+        answer = _post(stack, "/webhooks/refresh", body, secret=None)
+    else:
+        answer = _post(stack, "/webhooks/refresh", _refresh_body(project, run_id, time.time() - 600))
+    assert answer.status_code == 401 and expected in answer.json()["error"]
+    assert _report(stack, project, run_id)["version"] == before["version"]
+
+
+def test_refresh_of_an_unknown_run_is_404_and_a_bad_body_is_422(stack, project):
+    assert _post(stack, "/webhooks/refresh", _refresh_body(project, "no-such-run")).status_code == 404
+    bad = _post(stack, "/webhooks/refresh", json.dumps({"project": project, "run_id": "../x", "timestamp": 1}).encode())
+    assert bad.status_code == 422 and "run_id" in bad.json()["error"]
+
+
+def _workflow_run(project, run_id, action="completed") -> bytes:
+    return json.dumps({"action": action, "workflow_run": {"id": int(run_id), "run_attempt": 1, "head_sha": "e" * 40},
+                       "repository": {"full_name": project}}).encode()
+
+
+def test_githubs_workflow_run_completed_closes_the_run(stack, project, tmp_path):
+    run_id = str(int(time.time() * 1000))
+    _pushed_run(stack, project, run_id, tmp_path)
+    github = {"X-GitHub-Event": "workflow_run", "X-GitHub-Delivery": "72d3162e"}
+    ignored = _post(stack, "/webhooks/github", _workflow_run(project, run_id, "in_progress"), headers=github)
+    assert ignored.status_code == 202 and _report(stack, project, run_id)["state"] == "open"
+    forged = _post(stack, "/webhooks/github", _workflow_run(project, run_id), secret="forged", headers=github)
+    assert forged.status_code == 401 and _report(stack, project, run_id)["state"] == "open"
+    answer = _post(stack, "/webhooks/github", _workflow_run(project, run_id), headers=github)
+    assert answer.status_code == 200 and answer.json() == {"closed": [run_id]}
+    final = wait_for(lambda: (r := _report(stack, project, run_id))["state"] == "forwarded" and r)
+    assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "arrived", "2": "missing"}
+    again = _post(stack, "/webhooks/github", _workflow_run(project, run_id), headers=github)
+    assert again.json() == {"closed": []}
+
+
+def test_github_ping_and_other_events(stack):
+    assert _post(stack, "/webhooks/github", b"{}", headers={"X-GitHub-Event": "ping"}).json() == {"message": "pong"}
+    other = _post(stack, "/webhooks/github", b"{}", headers={"X-GitHub-Event": "push"})
+    assert other.status_code == 202 and other.json() == {"ignored": "event push"}

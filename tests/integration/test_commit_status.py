@@ -1,0 +1,63 @@
+"""Commit statuses on GitHub (optional): quiet until the first shard, pending, then the outcome."""
+
+from dataclasses import replace
+
+import pytest
+
+from codspeed_aggregator.adapters.github_status import GitHubStatuses
+from codspeed_aggregator.domain.notification import commit_status
+from codspeed_wire.api import CloseRequest, ShardUploadRequest
+from codspeed_wire.report import Report, ShardEntry
+from tests.factories import COMMIT, bundle, put, upload_request
+from tests.fake_github import FakeGitHub
+
+
+@pytest.fixture
+def github():
+    fake = FakeGitHub()
+    yield fake
+    fake.stop()
+
+
+def _push(agg, project, run_id, shard, data, total=2) -> str:
+    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total)))
+    put(grant.model_dump(), data)
+    return grant.key
+
+
+def test_statuses_go_pending_then_success_over_real_http(isolated, github, project, run_id):
+    agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"))
+    first = _push(agg, project, run_id, "1", bundle())
+    assert github.statuses == []  # quiet until a shard arrives
+    agg.record_arrival(first)
+    agg.record_arrival(_push(agg, project, run_id, "2", bundle()))
+    agg.finalize(project, run_id)
+    assert [(s["state"], s["description"]) for s in github.statuses] == [
+        ("pending", "1/2 shards in"), ("pending", "2/2 shards in"), ("success", "forwarded 2/2 shards"),
+    ]
+    assert {s["path"] for s in github.statuses} == {f"/repos/{project}/statuses/{COMMIT}"}
+    assert {s["authorization"] for s in github.statuses} == {"Bearer gh-token"}
+    assert {s["context"] for s in github.statuses} == {"codspeed/shards"}
+
+
+def test_a_failing_github_never_fails_an_arrival_or_a_forward(isolated, github, project, run_id):
+    github.fail_with = 500
+    agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"))
+    assert agg.record_arrival(_push(agg, project, run_id, "1", bundle())) == "recorded"
+    agg.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize(project, run_id) == "forwarded"
+    assert len(github.statuses) >= 2
+
+
+def _report(state, arrived, shards):
+    return Report(project="a/b", run_id="1", commit="c", state=state, partial=state == "open", version=1, expected=3,
+                  arrived=arrived, shards=[ShardEntry(name=n, state=s) for n, s in shards], generated_at="t")
+
+
+def test_what_the_status_says():
+    assert commit_status(_report("open", 0, [("1", "expected")])) is None
+    assert commit_status(_report("open", 2, [])) == ("pending", "2/3 shards in")
+    assert commit_status(_report("forwarded", 3, [])) == ("success", "forwarded 3/3 shards")
+    assert commit_status(_report("forwarded", 2, [("3", "missing")])) == ("failure", "forwarded 2/3 shards; missing: 3")
+    assert commit_status(_report("forward_failed", 3, []))[0] == "failure"
+    assert commit_status(_report("closed_empty", 0, []))[0] == "failure"
