@@ -1,24 +1,60 @@
-"""The aggregator's API over HTTP, with every failure turned into one clear sentence."""
+"""The aggregator's API over HTTP: retries where a retry can help, and every failure
+turned into one clear sentence with its exit code."""
 
+import random
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
 
 from .errors import AUTH, NETWORK, REFUSED, ClientError
 
+RETRY_STATUSES = {429, 500, 502, 503, 504}
+
+
+class UploadExpired(Exception):
+    """The presigned URL expired before the upload: ask for a new one."""
+
 
 class AggregatorApi:
-    def __init__(self, url: str, token: str, timeout: float = 30) -> None:
+    def __init__(self, url: str, token: str, *, timeout: float = 30, attempts: int = 5, backoff: float = 0.5,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.url = url.rstrip("/")
         self.http = requests.Session()
         self.http.headers["Authorization"] = token
         self.timeout = timeout
+        self.attempts = max(1, attempts)
+        self.backoff = backoff
+        self.sleep = sleep
+
+    def _delay(self, attempt: int, answer: requests.Response | None) -> float:
+        retry_after = answer.headers.get("retry-after") if answer is not None else None
+        if retry_after and retry_after.isdigit():
+            return min(float(retry_after), 60.0)
+        return min(30.0, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)  # exponential, with jitter
+
+    def _send(self, send: Callable[[], requests.Response], what: str) -> requests.Response:
+        """Send, retrying connection errors, 429 and 5xx with backoff; never a 4xx."""
+        for attempt in range(self.attempts):
+            last = attempt == self.attempts - 1
+            try:
+                answer = send()
+            except requests.RequestException as exc:
+                if last:
+                    raise ClientError(f"cannot reach {what} ({type(exc).__name__}) after {self.attempts} tries: "
+                                      "check the URL and the network, then run the command again", NETWORK) from exc
+                self.sleep(self._delay(attempt, None))
+                continue
+            if answer.status_code in RETRY_STATUSES and not last:
+                self.sleep(self._delay(attempt, answer))
+                continue
+            return answer
+        raise AssertionError("unreachable")
 
     def _call(self, method: str, path: str, **kwargs) -> dict | str:
-        try:
-            answer = self.http.request(method, f"{self.url}{path}", timeout=self.timeout, **kwargs)
-        except requests.RequestException as exc:
-            raise ClientError(f"cannot reach the aggregator at {self.url} ({type(exc).__name__}): check --api-url and the network", NETWORK) from exc
+        answer = self._send(lambda: self.http.request(method, f"{self.url}{path}", timeout=self.timeout, **kwargs),
+                            f"the aggregator at {self.url}")
         if answer.status_code < 300:
             return answer.json() if "json" in answer.headers.get("content-type", "") else answer.text
         try:
@@ -26,10 +62,12 @@ class AggregatorApi:
         except ValueError:
             message = answer.text[:300]
         if answer.status_code in (401, 403):
-            raise ClientError(f"the aggregator refused the token ({answer.status_code}): {message}", AUTH)
-        if answer.status_code < 500:
+            raise ClientError(f"the aggregator refused the token ({answer.status_code}): {message}; "
+                              "check CODSPEED_TOKEN", AUTH)
+        if answer.status_code < 500 and answer.status_code not in RETRY_STATUSES:
             raise ClientError(f"the aggregator refused the request ({answer.status_code}): {message}", REFUSED)
-        raise ClientError(f"the aggregator failed ({answer.status_code}): {message}; try again later", NETWORK)
+        raise ClientError(f"the aggregator failed ({answer.status_code}) after {self.attempts} tries: {message}; "
+                          "try again later", NETWORK)
 
     def request_upload(self, request: dict) -> dict:
         return self._call("POST", "/v1/uploads", json=request)
@@ -40,11 +78,14 @@ class AggregatorApi:
     def report(self, project: str, run_id: str, fmt: str = "json") -> dict | str:
         return self._call("GET", f"/v1/runs/{project}/{run_id}", params={"format": fmt})
 
-    def put_bundle(self, url: str, headers: dict[str, str], path: Path) -> None:
-        try:
+    def put_bundle(self, url: str, headers: dict[str, str], path: Path, progress=None) -> None:
+        def send() -> requests.Response:
             with open(path, "rb") as body:
-                answer = requests.put(url, data=body, headers=headers, timeout=max(self.timeout, 300))
-        except requests.RequestException as exc:
-            raise ClientError(f"uploading the bundle failed ({type(exc).__name__}): check the network and push again", NETWORK) from exc
+                data = progress.wrap(body) if progress else body
+                return requests.put(url, data=data, headers=headers, timeout=max(self.timeout, 300))
+
+        answer = self._send(send, "the bundle store")
+        if answer.status_code == 403 and "expired" in answer.text.lower():
+            raise UploadExpired()
         if answer.status_code >= 300:
             raise ClientError(f"the bundle store refused the upload ({answer.status_code}): {answer.text[:300]}", REFUSED)

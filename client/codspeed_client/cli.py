@@ -1,6 +1,7 @@
 """The ``codspeed-client`` command. Imports stay inside the commands so ``--help`` starts fast."""
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -8,18 +9,19 @@ import sys
 from . import __version__
 from .errors import CONFIG, USAGE, ClientError
 
-EXAMPLES = """\
-examples:
-  codspeed-client push --shard 2/4 --profile-folder profiles/
-  codspeed-client push --shard parse --expect parse,lint,codegen --archive shard.tar.gz
-  codspeed-client close --skip lint
-  codspeed-client status --wait --timeout 1800 --format markdown >> "$GITHUB_STEP_SUMMARY"
-
+EXIT_CODES = """\
 exit codes: 0 done; 2 usage; 3 configuration missing; 4 token refused; 5 request refused
 (conflict, invalid, run already final); 6 network or aggregator failure; 7 bad input
 (folder, archive); status --wait: 10 forward failed, 11 shards missing or nothing sent,
 12 timed out.
 """
+EXAMPLES = {
+    "push": "example:\n  codspeed-client push --shard 2/4 --profile-folder profiles/\n"
+            "  codspeed-client push --shard parse --expect parse,lint,codegen --archive shard.tar.gz --dry-run\n",
+    "close": "example:\n  codspeed-client close --skip lint\n",
+    "status": "example:\n  codspeed-client status --wait --timeout 1800 --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n",
+    "env": "example:\n  codspeed-client env --json\n",
+}
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -31,42 +33,65 @@ def _common(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--commit", help="commit SHA")
     group.add_argument("--ref", help="git ref, e.g. refs/heads/main")
     group.add_argument("--base-ref", help="the branch a pull request targets")
+    out = parser.add_argument_group("output")
+    out.add_argument("--quiet", action="store_true", help="print errors only")
+    out.add_argument("--json", action="store_true", help="print one JSON object (errors too)")
 
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="codspeed-client", description="Push CodSpeed benchmark shards to the shard aggregator.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="".join(EXAMPLES.values()) + "\n" + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     root.add_argument("--version", action="version", version=f"codspeed-client {__version__}")
-    commands = root.add_subparsers(dest="command", required=True, metavar="{push,close,status}")
+    commands = root.add_subparsers(dest="command", required=True, metavar="{push,close,status,env}")
 
-    push = commands.add_parser("push", help="upload this job's shard", epilog=EXAMPLES,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help, epilog=EXAMPLES[name] + "\n" + EXIT_CODES,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        return sub
+
+    push = command("push", "upload this job's shard")
     push.add_argument("--shard", required=True, help="I/N (shard I of N) or a shard name")
     push.add_argument("--expect", help="comma-separated names of every shard of the run")
     source = push.add_mutually_exclusive_group(required=True)
     source.add_argument("--profile-folder", help="the folder CodSpeed wrote its profiles to")
     source.add_argument("--archive", help="an already made tar.gz of the profile folder")
+    push.add_argument("--dry-run", action="store_true", help="show what would be sent (files, sizes, benchmarks, metadata), send nothing")
     _common(push)
 
-    close = commands.add_parser("close", help="say that every shard that will come has come")
+    close = command("close", "say that every shard that will come has come")
     close.add_argument("--skip", action="append", default=[], help="a shard skipped on purpose (repeat, or comma-separate)")
     _common(close)
 
-    status = commands.add_parser("status", help="show the run's report")
+    status = command("status", "show the run's report")
     status.add_argument("--wait", action="store_true", help="block until the run is final")
     status.add_argument("--timeout", type=float, default=1800, help="seconds to wait at most (default 1800)")
     status.add_argument("--interval", type=float, default=5, help="seconds between polls (default 5)")
     status.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     _common(status)
+
+    env = command("env", "print what was detected from the CI and git")
+    _common(env)
     return root
+
+
+class Output:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.quiet = getattr(args, "quiet", False)
+        self.json = getattr(args, "json", False)
+
+    def result(self, data: dict, text: str) -> None:
+        if self.json:
+            print(json.dumps(data, indent=2))
+        elif not self.quiet:
+            print(text)
 
 
 class Target:
     """Where to send, and which run: flags first, then the environment, then the CI and git."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, *, need_api: bool = True) -> None:
         from .ci import detect
 
         self.ctx = detect()
@@ -77,19 +102,23 @@ class Target:
         self.commit = args.commit or self.ctx.commit
         self.ctx.ref = args.ref or self.ctx.ref
         self.ctx.base_ref = args.base_ref or self.ctx.base_ref
-        for value, what in (
-            (self.api_url, "no aggregator URL: pass --api-url or set CODSPEED_AGGREGATOR_URL"),
-            (self.token, "no token: pass --token or set CODSPEED_TOKEN"),
+        required = [
             (self.project, "cannot tell the project: pass --project owner/repo"),
             (self.run_id, "cannot tell the run id: pass --run-id, the same in every shard of the run"),
-        ):
+        ]
+        if need_api:
+            required[:0] = [
+                (self.api_url, "no aggregator URL: pass --api-url or set CODSPEED_AGGREGATOR_URL"),
+                (self.token, "no token: pass --token or set CODSPEED_TOKEN"),
+            ]
+        for value, what in required:
             if not value:
                 raise ClientError(what, CONFIG)
 
     def api(self):
         from .api import AggregatorApi
 
-        return AggregatorApi(self.api_url, self.token)
+        return AggregatorApi(self.api_url, self.token, attempts=int(os.environ.get("CODSPEED_RETRIES", 5)))
 
 
 def _parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[str] | None]:
@@ -112,25 +141,56 @@ def push(args: argparse.Namespace) -> int:
 
     from . import bundle, metadata
 
+    out = Output(args)
     shard, total, names = _parse_shard(args.shard, args.expect)
-    target = Target(args)
+    target = Target(args, need_api=not args.dry_run)
     if not target.commit:
         raise ClientError("cannot tell the commit: pass --commit SHA", CONFIG)
-    made = bundle.from_folder(Path(args.profile_folder)) if args.profile_folder else bundle.from_archive(Path(args.archive))
+    if args.profile_folder:
+        made = bundle.from_folder(Path(args.profile_folder))
+    else:
+        made = bundle.from_archive(Path(args.archive), inspect=args.dry_run)
     try:
         meta = metadata.build(target.ctx, project=target.project, run_id=target.run_id, commit=target.commit,
                               shard=shard, md5=made.md5, carried=made.carried_metadata)
-        api = target.api()
-        grant = api.request_upload({
-            "project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
-            "size": made.size, "md5": made.md5, "metadata": meta,
-        })
-        api.put_bundle(grant["upload_url"], grant["headers"], made.path)
+        request = {"project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
+                   "size": made.size, "md5": made.md5, "metadata": meta}
+        if args.dry_run:
+            return _dry_run(out, made, request)
+        _upload(target, made, request, quiet=out.quiet or out.json)
     finally:
         if args.profile_folder:
             made.path.unlink(missing_ok=True)
     of = f" of {total}" if total else ""
-    print(f"pushed shard {shard}{of} of run {target.run_id} ({target.project}): {made.size} bytes, {len(made.files)} files")
+    files = f", {len(made.files)} files" if made.files else ""
+    out.result({"pushed": shard, "project": target.project, "run_id": target.run_id, "size": made.size},
+               f"pushed shard {shard}{of} of run {target.run_id} ({target.project}): {made.size} bytes{files}")
+    return 0
+
+
+def _upload(target: Target, made, request: dict, quiet: bool) -> None:
+    from .api import UploadExpired
+    from .progress import Progress
+
+    api = target.api()
+    for attempt in range(2):
+        grant = api.request_upload(request)
+        try:
+            api.put_bundle(grant["upload_url"], grant["headers"], made.path, None if quiet else Progress(made.size))
+            return
+        except UploadExpired:
+            if attempt:
+                raise ClientError("the upload URL expired twice before the bundle was sent: check the network speed "
+                                  "and the machine's clock", 6) from None
+
+
+def _dry_run(out: Output, made, request: dict) -> int:
+    summary = {"files": made.files, "size": made.size, "benchmarks": made.benchmarks, "request": request}
+    lines = [f"would push shard {request['shard']} of run {request['run_id']} ({request['project']}): "
+             f"{made.size} bytes, {len(made.files)} files, {made.benchmarks} benchmarks"]
+    lines += [f"  {name}" for name in made.files]
+    lines += ["metadata:", json.dumps(request["metadata"], indent=2)]
+    out.result(summary, "\n".join(lines))
     return 0
 
 
@@ -138,7 +198,7 @@ def close(args: argparse.Namespace) -> int:
     target = Target(args)
     skip = [name.strip() for value in args.skip for name in value.split(",") if name.strip()]
     answer = target.api().close(target.project, target.run_id, skip)
-    print(f"run {target.run_id} ({target.project}): {answer['state']}: {answer['message']}")
+    Output(args).result(answer, f"run {target.run_id} ({target.project}): {answer['state']}: {answer['message']}")
     return 0
 
 
@@ -151,20 +211,29 @@ def status(args: argparse.Namespace) -> int:
         report, timed_out = wait_for_final(api, target.project, target.run_id, args.timeout, args.interval)
     else:
         report, timed_out = api.report(target.project, target.run_id), False
-    if args.format == "json":
-        import json
-
+    if args.json or args.format == "json":
         print(json.dumps(report, indent=2))
     elif args.format == "markdown":
         print(api.report(target.project, target.run_id, "markdown"), end="")
-    else:
+    elif not args.quiet:
         print(render_text(report), end="")
     if timed_out:
         print(f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final", file=sys.stderr)
     return final_exit_code(report, timed_out) if args.wait else 0
 
 
-COMMANDS = {"push": push, "close": close, "status": status}
+def env(args: argparse.Namespace) -> int:
+    target = Target(args, need_api=False)
+    detected = {
+        "provider": target.ctx.provider, "project": target.project, "run_id": target.run_id, "commit": target.commit,
+        "ref": target.ctx.ref, "head_ref": target.ctx.head_ref, "base_ref": target.ctx.base_ref,
+        "event": target.ctx.event, "job": target.ctx.job, "api_url": target.api_url, "token": "set" if target.token else None,
+    }
+    Output(args).result(detected, "\n".join(f"{k}: {v if v is not None else '-'}" for k, v in detected.items()))
+    return 0
+
+
+COMMANDS = {"push": push, "close": close, "status": status, "env": env}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except ClientError as exc:
         print(f"codspeed-client: error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):
+            print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

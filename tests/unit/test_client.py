@@ -66,7 +66,8 @@ def test_a_folder_without_profiles_is_exit_7(tmp_path, capsys):
     assert "holds no <pid>.out file" in capsys.readouterr().err
 
 
-def test_an_unreachable_aggregator_is_exit_6(capsys):
+def test_an_unreachable_aggregator_is_exit_6(capsys, monkeypatch):
+    monkeypatch.setenv("CODSPEED_RETRIES", "1")
     code = main(["status", "--api-url", "http://127.0.0.1:9", "--token", "t", "--project", "a/b", "--run-id", "1"])
     assert code == errors.NETWORK
     assert "cannot reach the aggregator at http://127.0.0.1:9" in capsys.readouterr().err
@@ -86,3 +87,25 @@ def test_help_does_not_import_requests_or_pydantic():
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'requests', 'pydantic', 'urllib3'}))"
     )
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
+def test_github_fork_pull_request_rerun_and_matrix_keep_the_base_project_and_the_run(tmp_path):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"head": {"sha": "9" * 40, "repo": {"full_name": "someone/widgets"}},
+                                                  "base": {"repo": {"full_name": "acme/widgets"}}}}))
+    env = {**GITHUB_PR, "GITHUB_EVENT_PATH": str(event), "GITHUB_RUN_ATTEMPT": "3", "GITHUB_HEAD_REF": "someone:patch-1"}
+    ctx = detect(env)
+    assert ctx.project == "acme/widgets"  # the base repository, where the benchmarks belong
+    assert ctx.run_id == "7044765741"  # a re-run attempt is the same run: its shards replace the earlier ones
+    assert ctx.commit == "9" * 40 and ctx.head_ref == "someone:patch-1"
+
+
+def test_plain_git_is_detected_locally(tmp_path, monkeypatch):
+    subprocess.run(["git", "init", "-q", "-b", "feature", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", "git@github.com:acme/widgets.git"], check=True)
+    monkeypatch.chdir(tmp_path)
+    ctx = detect({})
+    assert (ctx.provider, ctx.project, ctx.ref) == ("LOCAL", "acme/widgets", "refs/heads/feature")
+    assert ctx.commit and len(ctx.commit) == 40

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from . import gz
-from .callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
+from codspeed_wire.callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
 from .errors import BadBundle
 
 CHUNK = 1 << 20

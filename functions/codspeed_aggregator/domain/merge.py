@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from . import gz
 from .bundle import CHUNK, member_path
-from .callgrind import OUT_NAME, PID_TOKEN, PidRewriter
+from codspeed_wire.callgrind import OUT_NAME, PID_TOKEN, PidRewriter
 
 DEFAULT_LEVEL = gz.DEFAULT_LEVEL
 

@@ -25,6 +25,7 @@ class LocalStack:
         deadline_seconds: int | None = None,
         webhook_secret: str | None = None,
         sweep_every: float = 5.0,
+        pollers: bool = True,
         env: dict[str, str] | None = None,
     ) -> None:
         self.port = port
@@ -35,6 +36,7 @@ class LocalStack:
         self.deadline_seconds = deadline_seconds
         self.webhook_secret = webhook_secret
         self.sweep_every = sweep_every
+        self.run_pollers = pollers  # off: bundles land and wait in the queue (benchmarks of the upload path)
         self.extra_env = env or {}
         self.upstream: StubUpstream | None = None
         self._servers, self._pollers = [], []
@@ -81,8 +83,9 @@ class LocalStack:
         sqs = client("sqs")
         self.arrivals = QueuePoller(sqs, self.resources.arrivals_queue_url, arrivals.handler, "codspeed-arrivals")
         self.finalizer = QueuePoller(sqs, self.resources.finalize_queue_url, finalizer.handler, "codspeed-finalizer")
-        self._pollers += [self.arrivals.start(), self.finalizer.start()]
-        threading.Thread(target=self._sweep, name="sweeper", daemon=True).start()
+        if self.run_pollers:
+            self._pollers += [self.arrivals.start(), self.finalizer.start()]
+            threading.Thread(target=self._sweep, name="sweeper", daemon=True).start()
         return self
 
     def _sweep(self) -> None:

@@ -1,4 +1,4 @@
-"""Just enough of the callgrind format: the pid header, benchmark triggers, pid rewriting."""
+"""The callgrind format, as far as the wire contract goes: the pid header, benchmark triggers, pid rewriting."""
 
 import re
 

@@ -1,0 +1,111 @@
+"""Client start-up and push overhead, measured in one run against the local stack.
+
+    python bench/client.py            # a 100 MB archive
+    python bench/client.py --quick    # a 10 MB archive, fewer repeats: a smoke for CI
+
+startup_ratio  = time of `codspeed-client --help` / time of `python -c pass`      (target <= 2.5)
+push_overhead  = time of `codspeed-client push --archive` of the archive
+                 / time of a bare requests.put of the same bytes to a presigned URL (target <= 1.1)
+Both sides of each ratio run in the same way (a fresh process for the start-up pair; the
+same stack, bucket and kind of presigned URL for the push pair), alternated, best of N.
+"""
+
+import argparse
+import io
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+TARGETS = {"startup_ratio": 2.5, "push_overhead": 1.1}
+
+
+def best(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def make_archive(path: Path, size: int) -> None:
+    """A profile bundle of ``size`` bytes: a callgrind file and an incompressible blob."""
+    out = b"# callgrind format\nversion: 1\npid: 4242\ncmd: bench\n\ndesc: Trigger: Client Request: bench::one\n"
+    with open(path, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=1) as tar:
+        for name, data in (("./4242.out", out), ("./blob.bin", os.urandom(size))):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    size_mb, repeats = (10, 3) if args.quick else (100, 5)
+
+    python = [sys.executable, "-c", "pass"]
+    client_help = [str(BIN / "codspeed-client"), "--help"]
+    run = lambda cmd: subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)  # noqa: E731
+    run(python), run(client_help)  # warm the file cache
+    bare_start = best(lambda: run(python), repeats * 4)
+    help_start = best(lambda: run(client_help), repeats * 4)
+
+    sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
+    from codspeed_aggregator.local.stack import LocalStack
+    from tests.factories import md5_b64, upload_request
+
+    with tempfile.TemporaryDirectory(prefix="bench-client-") as tmp, LocalStack(pollers=False) as stack:
+        archive = Path(tmp) / "shard.tar.gz"
+        make_archive(archive, size_mb << 20)
+        data_size, md5 = archive.stat().st_size, md5_b64(archive.read_bytes())
+        env = {**os.environ, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_TOKEN": stack.token}
+        common = ["--project", "acme/bench", "--commit", "b" * 40, "--quiet"]
+
+        def client_push(counter=iter(range(10**6))):
+            cmd = [str(BIN / "codspeed-client"), "push", "--shard", "1/1", "--archive", str(archive),
+                   "--run-id", f"c{next(counter)}", *common]
+            subprocess.run(cmd, env=env, check=True)
+
+        def bare_put(counter=iter(range(10**6))):
+            request = upload_request("acme/bench", f"b{next(counter)}", "1", b"", total=1)
+            request.update(size=data_size, md5=md5)
+            request["metadata"]["profileMd5"] = md5
+            grant = requests.post(f"{stack.api_url}/v1/uploads", json=request,
+                                  headers={"Authorization": stack.token}, timeout=30).json()
+            start = time.perf_counter()
+            with open(archive, "rb") as body:
+                requests.put(grant["upload_url"], data=body, headers=grant["headers"], timeout=300).raise_for_status()
+            return time.perf_counter() - start
+
+        client_push(), bare_put()  # warm up
+        pushes, puts = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            client_push()
+            pushes.append(time.perf_counter() - start)
+            puts.append(bare_put())
+        push, put = min(pushes), min(puts)
+        print(f"archive: {data_size / 2**20:.0f} MB; python -c pass {bare_start * 1000:.0f} ms, codspeed-client --help "
+              f"{help_start * 1000:.0f} ms; client push {push:.3f} s (median {statistics.median(pushes):.3f}), "
+              f"bare PUT {put:.3f} s (median {statistics.median(puts):.3f})")
+    figures = {"startup_ratio": help_start / bare_start, "push_overhead": push / put}
+    missed = []
+    for name, value in figures.items():
+        ok = value <= TARGETS[name]
+        print(f"{name}={value:.2f}  (target <= {TARGETS[name]}{'' if ok else ', MISSED'})")
+        missed += [] if ok else [name]
+    return 1 if missed and not args.quick else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""The client against a scripted server on loopback: retries, an expired upload URL, no retry on 4xx."""
+
+import io
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from codspeed_client import errors
+from codspeed_client.api import AggregatorApi
+from codspeed_client.cli import main
+from codspeed_client.errors import ClientError
+from codspeed_client.progress import Progress
+from tests.factories import bundle
+
+
+class Scripted:
+    """Answers each (method, path prefix) from a script of (status, body, headers); records every request."""
+
+    def __init__(self, script: dict[tuple[str, str], list[tuple[int, dict | str, dict]]]) -> None:
+        self.script = script
+        self.seen: list[tuple[str, str]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                outer.seen.append((self.command, self.path))
+                key = next(k for k in outer.script if k[0] == self.command and self.path.startswith(k[1]))
+                status, body, headers = outer.script[key].pop(0) if len(outer.script[key]) > 1 else outer.script[key][0]
+                raw = (json.dumps(body) if isinstance(body, dict) else body).replace("{url}", outer.url).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json" if isinstance(body, dict) else "application/xml")
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            do_GET = do_POST = do_PUT = _serve
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def count(self, method: str, prefix: str) -> int:
+        return sum(m == method and p.startswith(prefix) for m, p in self.seen)
+
+
+@pytest.fixture
+def scripted():
+    servers = []
+
+    def make(script):
+        servers.append(Scripted(script))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.server.shutdown()
+
+
+REPORT = {"project": "a/b", "run_id": "1", "state": "open", "partial": True, "version": 1, "expected": 2, "arrived": 0, "shards": []}
+
+
+def test_5xx_and_429_are_retried_with_growing_jittered_backoff(scripted):
+    server = scripted({("GET", "/v1/runs"): [(503, {"error": "busy"}, {}), (500, {"error": "oops"}, {}),
+                                             (429, {"error": "slow down"}, {"Retry-After": "2"}), (200, REPORT, {})]})
+    delays = []
+    api = AggregatorApi(server.url, "t", backoff=1.0, sleep=delays.append)
+    assert api.report("a/b", "1") == REPORT
+    assert server.count("GET", "/v1/runs") == 4
+    assert 0.5 <= delays[0] <= 1.0 and 1.0 <= delays[1] <= 2.0 and delays[2] == 2.0  # Retry-After wins
+
+
+def test_a_4xx_is_never_retried(scripted):
+    server = scripted({("POST", "/v1/runs/close"): [(422, {"error": "cannot skip 9"}, {})]})
+    with pytest.raises(ClientError, match=r"refused the request \(422\): cannot skip 9") as caught:
+        AggregatorApi(server.url, "t", sleep=lambda s: None).close("a/b", "1", ["9"])
+    assert caught.value.exit_code == errors.REFUSED and server.count("POST", "/v1/runs/close") == 1
+
+
+def test_connection_errors_are_retried_then_reported_in_one_sentence():
+    delays = []
+    with pytest.raises(ClientError, match=r"cannot reach the aggregator at http://127.0.0.1:9 \(ConnectionError\) after 3 tries") as caught:
+        AggregatorApi("http://127.0.0.1:9", "t", attempts=3, sleep=delays.append).report("a/b", "1")
+    assert caught.value.exit_code == errors.NETWORK and len(delays) == 2
+
+
+def test_an_expired_upload_url_gets_a_new_one(scripted, tmp_path, capsys):
+    grant = {"upload_url": "{url}/put/bundle", "headers": {"Content-MD5": "x"}, "key": "k", "upload_id": "u", "expires_in": 1}
+    expired = "<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
+    server = scripted({("POST", "/v1/uploads"): [(201, grant, {})],
+                       ("PUT", "/put/"): [(403, expired, {}), (200, "", {})]})
+    archive = tmp_path / "shard.tar.gz"
+    archive.write_bytes(bundle())
+    code = main(["push", "--shard", "1/2", "--archive", str(archive), "--api-url", server.url, "--token", "t",
+                 "--project", "a/b", "--run-id", "1", "--commit", "a" * 40, "--quiet"])
+    assert code == 0 and capsys.readouterr().out == ""  # --quiet
+    assert server.count("POST", "/v1/uploads") == 2 and server.count("PUT", "/put/") == 2
+
+
+def test_a_wrong_token_is_exit_4_in_one_sentence_and_json_on_request(scripted, capsys):
+    server = scripted({("POST", "/v1/runs/close"): [(403, {"error": "the token is not valid for this aggregator"}, {})]})
+    code = main(["close", "--api-url", server.url, "--token", "bad", "--project", "a/b", "--run-id", "1", "--json"])
+    captured = capsys.readouterr()
+    assert code == errors.AUTH
+    assert captured.err.strip() == ("codspeed-client: error: the aggregator refused the token (403): "
+                                    "the token is not valid for this aggregator; check CODSPEED_TOKEN")
+    assert json.loads(captured.out) == {"error": captured.err.strip().removeprefix("codspeed-client: error: "), "exit_code": 4}
+
+
+def test_an_unreadable_archive_is_exit_7(tmp_path, capsys):
+    archive = tmp_path / "broken.tar.gz"
+    archive.write_bytes(b"not an archive")
+    code = main(["push", "--shard", "1/2", "--archive", str(archive), "--api-url", "http://127.0.0.1:9", "--token", "t",
+                 "--project", "a/b", "--run-id", "1", "--commit", "a" * 40])
+    err = capsys.readouterr().err
+    assert code == errors.INPUT and "is not a tar.gz (no gzip header)" in err and "Traceback" not in err
+    archive.write_bytes(__import__("gzip").compress(b"gzip, but no tar inside" * 50))
+    assert main(["push", "--shard", "1/2", "--archive", str(archive), "--project", "a/b", "--run-id", "1",
+                 "--commit", "a" * 40, "--dry-run"]) == errors.INPUT
+    assert "is not a readable tar.gz" in capsys.readouterr().err
+
+
+def test_dry_run_shows_what_would_be_sent_and_sends_nothing(tmp_path, capsys):
+    from codspeed_aggregator.local.profiles import make_profile_folder
+
+    folder = make_profile_folder(tmp_path / "p", 321, ["t::one", "t::two"])
+    code = main(["push", "--shard", "1/2", "--profile-folder", str(folder), "--project", "a/b", "--run-id", "1",
+                 "--commit", "a" * 40, "--dry-run", "--json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert code == 0 and shown["benchmarks"] == 2 and "321.out" in shown["files"]
+    assert shown["request"]["metadata"]["runPart"]["runPartId"] == "1" and shown["request"]["total"] == 2
+
+
+def test_progress_is_live_on_a_terminal_and_silent_otherwise():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    live, quiet = Tty(), io.StringIO()
+    for stream in (live, quiet):
+        progress = Progress(4 << 20, stream=stream, interval=0)
+        body = progress.wrap(io.BytesIO(b"x" * (4 << 20)))
+        while body.read(1 << 20):
+            pass
+    assert "uploading 4.0 MiB / 4.0 MiB" in live.getvalue() and quiet.getvalue() == ""
+
+
+def test_env_prints_what_was_detected_and_flags_win(monkeypatch, capsys):
+    for key, value in {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "77",
+                       "GITHUB_RUN_ATTEMPT": "2", "GITHUB_SHA": "1" * 40, "GITHUB_REF": "refs/heads/main",
+                       "GITHUB_JOB": "bench", "GITHUB_EVENT_NAME": "push"}.items():
+        monkeypatch.setenv(key, value)
+    assert main(["env", "--json", "--run-id", "override"]) == 0
+    detected = json.loads(capsys.readouterr().out)
+    assert detected["provider"] == "GITHUB_ACTIONS" and detected["project"] == "acme/widgets"
+    assert detected["run_id"] == "override" and detected["commit"] == "1" * 40 and detected["job"] == "bench"
