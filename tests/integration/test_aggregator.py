@@ -188,7 +188,10 @@ def test_an_older_report_never_replaces_a_newer_one(isolated, project, run_id):
     agg = isolated.aggregator
     agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=2)["key"])
     current = _report(agg, project, run_id)
-    assert not agg.store.publish_report(project, run_id, current.version - 1, '{"stale": true}', "stale")
+    stale = current.model_copy(update={"version": current.version - 1, "arrived": 0}).model_dump_json()
+    agg.store.publish_report(project, run_id, current.version - 1, stale, "stale")
+    assert _report(agg, project, run_id) == current
+    assert not agg.store.publish_report(project, run_id, current.version, stale, "same version, second writer")
     assert _report(agg, project, run_id) == current
 
 

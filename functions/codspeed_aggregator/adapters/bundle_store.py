@@ -4,9 +4,7 @@ from contextlib import contextmanager
 
 from botocore.exceptions import ClientError
 
-from ..domain.keys import report_key
-
-VERSION_META = "report-version"
+from ..domain.keys import report_key, report_prefix
 
 
 class BundleStore:
@@ -36,47 +34,32 @@ class BundleStore:
             body.close()
 
     def publish_report(self, project: str, run_id: str, version: int, json_body: str, markdown: str) -> bool:
-        """Publish a report unless one of the same or a newer version is there already.
+        """Publish a report version (JSON and Markdown); False when that version was already there.
 
-        The JSON is written with S3's conditional PUT (If-Match on the ETag read, or
-        If-None-Match for the first), so two publishers racing can never put an older
-        version over a newer one. The Markdown follows the JSON it was rendered with.
-        """
-        key = report_key(project, run_id)
-        for _ in range(10):
-            current, etag = self._published_version(key)
-            if current >= version:
-                return False
-            condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
-            try:
-                self.s3.put_object(
-                    Bucket=self.bucket, Key=key, Body=json_body.encode(), ContentType="application/json",
-                    Metadata={VERSION_META: str(version)}, **condition,
-                )
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
-                    continue
-                raise
-            self.s3.put_object(
-                Bucket=self.bucket, Key=report_key(project, run_id, "md"), Body=markdown.encode(),
-                ContentType="text/markdown; charset=utf-8", Metadata={VERSION_META: str(version)},
-            )
-            return True
-        return False
-
-    def _published_version(self, key: str) -> tuple[int, str | None]:
+        Versions are separate objects and readers take the highest, so two publishers racing
+        can never put an older report over a newer one, and no read is needed before writing."""
         try:
-            head = self.s3.head_object(Bucket=self.bucket, Key=key)
+            self.s3.put_object(Bucket=self.bucket, Key=report_key(project, run_id, version), Body=json_body.encode(),
+                               ContentType="application/json", IfNoneMatch="*")
         except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-                return 0, None
+            if exc.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
+                return False
             raise
-        return int(head.get("Metadata", {}).get(VERSION_META, 0)), head["ETag"]
+        self.s3.put_object(Bucket=self.bucket, Key=report_key(project, run_id, version, "md"), Body=markdown.encode(),
+                           ContentType="text/markdown; charset=utf-8")
+        return True
 
     def read_report(self, project: str, run_id: str, ext: str = "json") -> str | None:
-        try:
-            return self.s3.get_object(Bucket=self.bucket, Key=report_key(project, run_id, ext))["Body"].read().decode()
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
-                return None
-            raise
+        """The highest published version of a run's report, or None."""
+        latest, token = None, None
+        while True:
+            page = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=report_prefix(project, run_id),
+                                           **({"ContinuationToken": token} if token else {}))
+            keys = [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(f".{ext}")]
+            latest = max([latest, *keys], key=lambda k: k or "") if keys else latest
+            token = page.get("NextContinuationToken")
+            if not token:
+                break
+        if latest is None:
+            return None
+        return self.s3.get_object(Bucket=self.bucket, Key=latest)["Body"].read().decode()

@@ -18,5 +18,10 @@ def parse_bundle_key(key: str) -> tuple[str, str, str, str]:
     return f"{owner}/{repo}", run_id, shard, name.removesuffix(".tar.gz")
 
 
-def report_key(project: str, run_id: str, ext: str = "json") -> str:
-    return f"reports/{project}/{run_id}/report.{ext}"
+def report_prefix(project: str, run_id: str) -> str:
+    return f"reports/{project}/{run_id}/v"
+
+
+def report_key(project: str, run_id: str, version: int, ext: str = "json") -> str:
+    """Each report version is its own object: the highest one is the run's report."""
+    return f"{report_prefix(project, run_id)}{version:010d}.{ext}"
