@@ -177,7 +177,7 @@ class Aggregator:
         now = int(self.clock())
         if not self.ledger.claim_finalize(project, run_id, now, self.settings.finalize_lease_seconds):
             return "not_claimed"
-        snapshot = self.ledger.snapshot(project, run_id)
+        snapshot = self.ledger.snapshot(project, run_id, with_names=True)
         arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
         if not arrived:
             self.ledger.finish(project, run_id, CLOSED_EMPTY)
@@ -185,10 +185,10 @@ class Aggregator:
             return CLOSED_EMPTY
         branch = branch_of(snapshot.run.base_ref) or self.settings.default_branch
         baseline_run = self.ledger.latest_baseline(project, branch)
-        baseline = self.ledger.snapshot(project, baseline_run) if baseline_run else None
+        baseline = self.ledger.snapshot(project, baseline_run, with_names=True) if baseline_run else None
         completion = complete(snapshot.run, arrived, branch, baseline)
         shards = dict(sorted({**arrived, **completion.carried}.items()))
-        base_metadata = snapshot.uploads[next(iter(arrived.values())).upload_id].metadata
+        base_metadata = self.ledger.upload_metadata(project, run_id, next(iter(arrived.values())).upload_id)
         groups = plan_uploads([(n, s.benchmarks or 0) for n, s in shards.items()], self.settings.max_benchmarks_per_upload)
         answers = dict(snapshot.run.forwarded_parts)
         for index, names in enumerate(groups):

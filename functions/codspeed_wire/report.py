@@ -13,7 +13,6 @@ class ShardEntry(BaseModel):
     attempt: int = 0
     size: int | None = None
     benchmarks: int | None = None
-    benchmark_names: list[str] = []
     reason: str | None = None
     arrived_at: str | None = None
     source: dict | None = None  # for a carried shard: the run and commit its results come from

@@ -265,11 +265,15 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
 def test_every_record_of_a_run_carries_the_ttl_attribute(isolated, project, run_id):
     import time
 
+    from codspeed_aggregator.adapters.ledger_table import _load
+
     agg = isolated.aggregator
     agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=2)["key"])
     agg.record_arrival(_push(agg, project, run_id, "2", b"not gzip", total=2)["key"])
-    items = agg.ledger._query(project, run_id)
-    assert {i["sk"].split("#")[0] for i in items} == {"RUN", "SHARD", "UPLOAD"}
+    items = [_load(i) for i in agg.ledger.db.query(
+        TableName=agg.ledger.table, KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}})["Items"]]
+    assert {i["sk"].split("#")[0] for i in items} == {"RUN", "SHARD", "UPLOAD", "~META"}
     horizon = time.time() + agg.settings.retention_days * 86400
     assert all(horizon - 120 < i["expires_at"] <= horizon + 1 for i in items)
 

@@ -92,7 +92,7 @@ def machine_for(isolated):
 
         @invariant()
         def counted_once_and_never_backwards(self):
-            snapshot = agg.ledger.snapshot(self.project, self.run_id)
+            snapshot = agg.ledger.snapshot(self.project, self.run_id, with_names=True)
             if snapshot is None:
                 return
             arrived = snapshot.arrived()

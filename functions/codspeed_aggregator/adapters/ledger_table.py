@@ -15,7 +15,19 @@ from ..domain.ledger import (
 from ..domain.manifest import Manifest
 
 RUN_SK = "RUN"
+META_PREFIX = "~META#"  # sorts after every other item of a run
 OPEN_INDEX = "open-runs"
+SNAPSHOT_ATTRIBUTES = (
+    "pk", "sk", "project", "run_id", "state", "manifest", "commit", "ref", "base_ref", "identity", "created_at",
+    "deadline_at", "rev", "run_changes", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
+    "forwarded_parts", "outcome", "attempt", "upload_id", "key", "size", "benchmarks", "pids", "arrived_at",
+    "reason", "noted_upload", "shard", "md5", "requested_at",
+)
+# Every name aliased: DynamoDB reserves hundreds of words (state, key, size, project, ...).
+SNAPSHOT_PROJECTION = {
+    "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(SNAPSHOT_ATTRIBUTES))),
+    "ExpressionAttributeNames": {f"#p{i}": name for i, name in enumerate(SNAPSHOT_ATTRIBUTES)},
+}
 _ser, _de = TypeSerializer(), TypeDeserializer()
 
 
@@ -65,13 +77,19 @@ class DynamoLedger:
 
     # -- reading -----------------------------------------------------------------
 
-    def _query(self, project: str, run_id: str) -> list[dict]:
+    def _query(self, project: str, run_id: str, with_names: bool = False) -> list[dict]:
+        """The run's own items: its record, its shards, its upload requests. Upload metadata
+        (``~META#``) sorts after them and is left out; so are benchmark names unless asked for,
+        so that an arrival reads a small partition however many shards the run has."""
         items, start = [], None
         while True:
             kwargs = dict(
                 TableName=self.table, ConsistentRead=True,
-                KeyConditionExpression="pk = :pk", ExpressionAttributeValues=_dump({":pk": _pk(project, run_id)}),
+                KeyConditionExpression="pk = :pk AND sk < :meta",
+                ExpressionAttributeValues=_dump({":pk": _pk(project, run_id), ":meta": META_PREFIX}),
             )
+            if not with_names:
+                kwargs.update(SNAPSHOT_PROJECTION)
             if start:
                 kwargs["ExclusiveStartKey"] = start
             page = self.db.query(**kwargs)
@@ -80,10 +98,10 @@ class DynamoLedger:
             if not start:
                 return items
 
-    def snapshot(self, project: str, run_id: str, tries: int = 20) -> Snapshot | None:
+    def snapshot(self, project: str, run_id: str, with_names: bool = False, tries: int = 20) -> Snapshot | None:
         """One consistent read of a run (see domain.ledger), or None when no such run."""
         for attempt in range(tries):
-            snap = self._parse(self._query(project, run_id))
+            snap = self._parse(self._query(project, run_id, with_names))
             if snap is None or snap.consistent():
                 return snap
             time.sleep(0.005 * (attempt + 1))
@@ -141,12 +159,24 @@ class DynamoLedger:
         return _run_from(_load(stored["Item"])), False
 
     def add_upload(self, project: str, run_id: str, upload: UploadRecord) -> None:
+        """The upload request, and beside it (out of snapshots) the CodSpeed metadata it came with."""
+        expires = self._expires_at()
         item = {
             "pk": _pk(project, run_id), "sk": f"UPLOAD#{upload.shard}#{upload.upload_id}", "shard": upload.shard,
-            "upload_id": upload.upload_id, "metadata": json.dumps(upload.metadata), "md5": upload.md5,
-            "size": upload.size, "requested_at": upload.requested_at, "expires_at": self._expires_at(),
+            "upload_id": upload.upload_id, "md5": upload.md5, "size": upload.size,
+            "requested_at": upload.requested_at, "expires_at": expires,
         }
-        self.db.put_item(TableName=self.table, Item=_dump(item))
+        meta = {"pk": _pk(project, run_id), "sk": f"{META_PREFIX}{upload.upload_id}",
+                "metadata": json.dumps(upload.metadata), "expires_at": expires}
+        self.db.transact_write_items(TransactItems=[
+            {"Put": {"TableName": self.table, "Item": _dump(item)}},
+            {"Put": {"TableName": self.table, "Item": _dump(meta)}},
+        ])
+
+    def upload_metadata(self, project: str, run_id: str, upload_id: str) -> dict:
+        item = self.db.get_item(TableName=self.table, Key=self._key(project, run_id, f"{META_PREFIX}{upload_id}"),
+                                ConsistentRead=True)["Item"]
+        return json.loads(_load(item)["metadata"])
 
     def record_arrival(self, project: str, run_id: str, shard: ShardRecord, requested_at: str) -> str:
         """Count an accepted bundle once: "recorded", "duplicate" (seen, or older than the
@@ -329,6 +359,6 @@ def _shard_from(item: dict) -> ShardRecord:
 
 def _upload_from(item: dict) -> UploadRecord:
     return UploadRecord(
-        shard=item["shard"], upload_id=item["upload_id"], metadata=json.loads(item["metadata"]),
-        md5=item["md5"], size=item.get("size"), requested_at=item["requested_at"],
+        shard=item["shard"], upload_id=item["upload_id"], md5=item["md5"], size=item.get("size"),
+        requested_at=item["requested_at"],
     )

@@ -61,10 +61,10 @@ class ShardRecord:
 class UploadRecord:
     shard: str
     upload_id: str
-    metadata: dict
     md5: str
     size: int | None
     requested_at: str
+    metadata: dict | None = None  # stored beside the record, read only when forwarding
 
 
 @dataclass

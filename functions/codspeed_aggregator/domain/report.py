@@ -18,7 +18,7 @@ def build_report(snapshot: Snapshot, now: str) -> Report:
             entries.append(
                 ShardEntry(
                     name=name, state=shard.state, attempt=shard.attempt, size=shard.size,
-                    benchmarks=shard.benchmarks, benchmark_names=shard.benchmark_names,
+                    benchmarks=shard.benchmarks,
                     reason=shard.reason, arrived_at=shard.arrived_at,
                 )
             )

@@ -1,0 +1,162 @@
+"""Load, faults, bad input and auth, on the local stack, with the figures printed.
+
+    python bench/load.py            # 500 shards of one run, every S3 event delivered 3 times
+    python bench/load.py --quick    # 40 shards: a smoke for CI
+
+Arrivals are driven the way SQS drives the arrivals function: each S3 notification that
+moto sent is delivered 3 times, in random order, by 8 concurrent workers, while a close
+races the last ones. AWS requests are counted with botocore's event hooks.
+Ends with one line per area: load, faults, bad inputs, auth.
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers make their loggers
+
+from codspeed_aggregator.adapters.aws import client  # noqa: E402
+from codspeed_aggregator.handlers.arrivals import s3_objects  # noqa: E402
+from codspeed_aggregator.local.stack import LocalStack  # noqa: E402
+from codspeed_aggregator.wiring import aggregator  # noqa: E402
+from tests.factories import bundle, upload_request  # noqa: E402
+
+PROJECT = "acme/load"
+
+
+class RequestCounter:
+    """Counts AWS requests per service, per thread, through botocore's before-call hook."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.total = Counter()
+        for service in ("dynamodb", "s3", "sqs"):
+            client(service).meta.events.register("before-call.*.*", self._count(service))
+
+    def _count(self, service):
+        def hook(**_):
+            self.total[service] += 1
+            if getattr(self.local, "counts", None) is not None:
+                self.local.counts[service] += 1
+        return hook
+
+    def measure(self, fn):
+        self.local.counts = Counter()
+        result = fn()
+        counts, self.local.counts = self.local.counts, None
+        return result, counts
+
+
+def push_all(stack, run_id: str, shards: int) -> None:
+    session = requests.Session()
+    session.headers["Authorization"] = stack.token
+
+    def push(index: int) -> None:
+        data = bundle(4242, [f"tests/test_{index}.py::bench"])
+        grant = session.post(f"{stack.api_url}/v1/uploads", timeout=30,
+                             json=upload_request(PROJECT, run_id, str(index), data, total=shards)).json()
+        requests.put(grant["upload_url"], data=data, headers=grant["headers"], timeout=30).raise_for_status()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(push, range(1, shards + 1)))
+
+
+def collect_events(stack, run_id: str, count: int) -> list[dict]:
+    """The S3 notifications moto sent to the arrivals queue for this run (its test event skipped)."""
+    sqs, events, deadline = client("sqs"), [], time.monotonic() + 120
+    while len(events) < count and time.monotonic() < deadline:
+        for message in sqs.receive_message(QueueUrl=stack.resources.arrivals_queue_url, MaxNumberOfMessages=10).get("Messages", []):
+            body = json.loads(message["Body"])
+            if any(f"/{run_id}/" in key for key, _ in s3_objects(body)):
+                events.append(body)
+            sqs.delete_message(QueueUrl=stack.resources.arrivals_queue_url, ReceiptHandle=message["ReceiptHandle"])
+    return events
+
+
+def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
+    run_id = f"load-{int(time.time())}"
+    push_all(stack, run_id, shards)
+    events = collect_events(stack, run_id, shards)
+    deliveries = [e for e in events for _ in range(3)]
+    random.Random(42).shuffle(deliveries)
+    agg = aggregator()
+    outcomes, per_arrival, lock = Counter(), [], threading.Lock()
+    close_at = len(deliveries) - max(5, len(deliveries) // 50)
+
+    def deliver(position_event):
+        position, event = position_event
+        if position == close_at:
+            requests.post(f"{stack.api_url}/v1/runs/close", json={"project": PROJECT, "run_id": run_id},
+                          headers={"Authorization": stack.token}, timeout=30).raise_for_status()
+        for key, size in s3_objects(event):
+            outcome, counts = counter.measure(lambda: agg.record_arrival(key, size))
+            with lock:
+                outcomes[outcome] += 1
+                if outcome == "recorded":
+                    per_arrival.append(counts)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(deliver, enumerate(deliveries)))
+    wall = time.perf_counter() - start
+
+    sqs, finalizations = client("sqs"), Counter()
+    messages = []
+    for _ in range(20):
+        batch = sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        messages += batch
+        for m in batch:
+            sqs.delete_message(QueueUrl=stack.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
+    with ThreadPoolExecutor(4) as pool:  # the finalize messages (complete, close) race each other too
+        for state in pool.map(lambda m: agg.finalize(**{k: v for k, v in json.loads(m["Body"]).items() if k != "reason"}), messages):
+            finalizations[state] += 1
+    report = agg.report(PROJECT, run_id)
+    uploads = [u for u in stack.upstream.uploads() if json.loads((u / "metadata.json").read_text())["runPart"]["runId"] == run_id]
+    counted = report.arrived + sum(s.state == "late" for s in report.shards)
+    worst = {s: max(c[s] for c in per_arrival) for s in ("dynamodb", "s3")}
+    mean = {s: sum(c[s] for c in per_arrival) / len(per_arrival) for s in ("dynamodb", "s3", "sqs")}
+    print(f"shards: {shards}; events delivered: {len(deliveries)}; outcomes: {dict(outcomes)}; "
+          f"duplicates absorbed: {outcomes['duplicate']}")
+    print(f"counted: {report.arrived} arrived + {counted - report.arrived} late = {counted}; finalize messages: "
+          f"{len(messages)}, finalizations: {finalizations['forwarded']} (others: {dict(finalizations)}); uploads: {len(uploads)}")
+    print(f"wall time: {wall:.2f} s for {len(deliveries)} deliveries, {wall / len(deliveries) * 1000:.1f} ms per delivery, "
+          f"{wall / shards * 1000:.1f} ms per arrival (8 workers)")
+    print(f"AWS requests per counted arrival: dynamodb mean {mean['dynamodb']:.2f} max {worst['dynamodb']}, "
+          f"s3 mean {mean['s3']:.2f} max {worst['s3']}, sqs mean {mean['sqs']:.3f}")
+    ok = (counted == shards and finalizations["forwarded"] == 1 and len(uploads) == 1
+          and worst["dynamodb"] <= 3 and worst["s3"] <= 3)
+    line = (f"load: {shards} shards, {len(deliveries)} events, {outcomes['duplicate']} duplicates absorbed, "
+            f"{finalizations['forwarded']} finalization, {len(uploads)} upload, "
+            f"{wall / shards * 1000:.1f} ms per arrival, <= {worst['dynamodb']} DynamoDB and <= {worst['s3']} S3 requests per arrival")
+    return line, ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    shards = 40 if args.quick else 500
+    with LocalStack(pollers=False) as stack:
+        counter = RequestCounter()
+        summary, ok = [], True
+        line, passed = load(stack, counter, shards)
+        summary.append(line)
+        ok &= passed
+    print()
+    print("\n".join(summary))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
