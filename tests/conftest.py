@@ -64,7 +64,7 @@ def isolated(stack, tmp_path_factory) -> Isolated:
         ledger=DynamoLedger(resources.table, client("dynamodb")),
         store=BundleStore(resources.bucket, client("s3")),
         queue=FinalizeQueue(resources.finalize_queue_url, client("sqs")),
-        upstream=UpstreamClient(settings.upstream_url, "upstream-secret", timeout=10),
+        upstream=UpstreamClient(settings.upstream_url, "upstream-secret", timeout=10, attempts=3, sleep=lambda s: None),
     )
     yield Isolated(aggregator, resources, upstream, client("sqs"))
     upstream.stop()

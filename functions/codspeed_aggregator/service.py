@@ -126,6 +126,8 @@ class Aggregator:
             return "ignored"
         current = snapshot.shards.get(shard)
         if current is not None and upload_id in (current.upload_id, current.noted_upload):
+            if snapshot.run.state == OPEN and snapshot.complete():
+                self.queue.request(project, run_id, "complete")  # in case the first delivery died before asking
             return "duplicate"  # absorbed before any download
         upload = snapshot.uploads[upload_id]
         try:
@@ -195,9 +197,10 @@ class Aggregator:
             if str(index) in answers:
                 continue
             carried = {n: completion.outcome["carried"][n] for n in names if n in completion.carried}
+            announced = snapshot.run.announced_parts.get(str(index))
             try:
                 answers[str(index)] = self._forward(
-                    [shards[n] for n in names], run_id, base_metadata, carried, index + 1, len(groups))
+                    [shards[n] for n in names], project, run_id, base_metadata, carried, index, len(groups), announced)
             except UpstreamError as exc:
                 message = f"upload {index + 1} of {len(groups)}: {exc}" if len(groups) > 1 else str(exc)
                 self.ledger.finish(project, run_id, FORWARD_FAILED, error=message, outcome=completion.outcome,
@@ -217,15 +220,21 @@ class Aggregator:
         self.publish(project, run_id)
         return FORWARDED
 
-    def _forward(self, shards: list[ShardRecord], run_id: str, base_metadata: dict, carried: dict, part: int, parts: int) -> dict:
+    def _forward(self, shards: list[ShardRecord], project: str, run_id: str, base_metadata: dict, carried: dict,
+                 index: int, parts: int, announced: dict | None) -> dict:
+        """Merge and send one upload. A POST already answered for the same bytes (the merge is
+        deterministic) is not made again: the archive goes to the URL it gave."""
         bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key)) for s in shards]
         names = [s.name for s in shards]
         with tempfile.TemporaryFile() as spool:
             merged = merge_bundles(bundles, spool, keep_logs=self.settings.keep_logs, level=self.settings.merge_level)
-            metadata = merged_metadata(run_id, base_metadata, names, merged.md5, part, parts, carried)
-            spool.seek(0)
-            answer = self.upstream.forward(metadata, spool, merged.size, merged.md5)
-        return {"run_id": answer.run_id, "size": merged.size, "md5": merged.md5, "shards": names}
+            if announced is None or announced["md5"] != merged.md5:
+                metadata = merged_metadata(run_id, base_metadata, names, merged.md5, index + 1, parts, carried)
+                accepted = self.upstream.announce(metadata)
+                announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": merged.md5}
+                self.ledger.record_announced_part(project, run_id, index, announced)
+            self.upstream.put(announced["upload_url"], spool, merged.size, merged.md5)
+        return {"run_id": announced["run_id"], "size": merged.size, "md5": merged.md5, "shards": names}
 
     def sweep(self) -> list[tuple[str, str]]:
         """Close every open run past its deadline; absent shards become missing."""

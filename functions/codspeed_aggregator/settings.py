@@ -26,6 +26,7 @@ class Settings:
     merge_level: int
     finalize_lease_seconds: int
     upstream_timeout_seconds: float
+    upstream_attempts: int
     max_benchmarks_per_upload: int
     retention_days: int
     default_branch: str
@@ -55,6 +56,7 @@ class Settings:
             merge_level=int(env.get("MERGE_LEVEL", 1)),
             finalize_lease_seconds=int(env.get("FINALIZE_LEASE_SECONDS", 960)),
             upstream_timeout_seconds=float(env.get("UPSTREAM_TIMEOUT_SECONDS", 60)),
+            upstream_attempts=int(env.get("UPSTREAM_ATTEMPTS", 3)),
             max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
             retention_days=int(env.get("RETENTION_DAYS", 30)),
             default_branch=env.get("DEFAULT_BRANCH", "main"),

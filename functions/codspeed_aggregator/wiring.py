@@ -23,7 +23,7 @@ def aggregator() -> Aggregator:
         upstream=UpstreamClient(
             config.upstream_url,
             secret(config.upstream_token, config.upstream_token_parameter),
-            timeout=config.upstream_timeout_seconds,
+            timeout=config.upstream_timeout_seconds, attempts=config.upstream_attempts,
         ),
         statuses=GitHubStatuses(config.github_api_url, secret(config.github_token, config.github_token_parameter))
         if config.commit_status else None,

@@ -42,7 +42,7 @@ def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expi
     assert grant.headers == {"Content-MD5": md5_b64(data), "Content-Length": str(len(data)), "Content-Type": "application/gzip"}
 
 
-def test_an_arrival_is_counted_once_and_completion_asks_for_finalizing_once(isolated, project, run_id):
+def test_an_arrival_is_counted_once_and_completion_asks_for_finalizing(isolated, project, run_id):
     agg = isolated.aggregator
     isolated.finalize_requests()
     first = _push(agg, project, run_id, "1", bundle(4242), total=2)
@@ -54,9 +54,11 @@ def test_an_arrival_is_counted_once_and_completion_asks_for_finalizing_once(isol
     second = _push(agg, project, run_id, "2", bundle(4242), total=2)
     assert agg.record_arrival(second["key"]) == "recorded"
     assert agg.record_arrival(second["key"]) == "duplicate"
+    # The arrival that completed the run asks for finalizing; so does its duplicate (its first
+    # delivery may have died before asking). The finalizer claims the run once either way.
     assert [m for m in isolated.finalize_requests() if m["run_id"] == run_id] == [
         {"project": project, "run_id": run_id, "reason": "complete"}
-    ]
+    ] * 2
     assert _report(agg, project, run_id).version > report.version
 
 
@@ -175,11 +177,21 @@ def test_many_shards_with_duplicate_events_in_threads_count_exactly_once(isolate
 def test_a_failed_forward_keeps_everything_and_a_retry_forwards_once(isolated, project, run_id):
     agg = isolated.aggregator
     agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
-    isolated.upstream.failures.append(500)
-    with pytest.raises(UpstreamError, match="answered 500"):
+    isolated.upstream.failures.extend([500, 429])  # retried with backoff: the third try gets through
+    assert agg.finalize(project, run_id) == "forwarded"
+    assert len(_uploads_for(isolated, run_id)) == 1
+
+
+def test_after_the_last_try_the_run_is_forward_failed_and_keeps_its_bundles(isolated, project, run_id):
+    agg = isolated.aggregator
+    key = _push(agg, project, run_id, "1", bundle(), total=1)["key"]
+    agg.record_arrival(key)
+    isolated.upstream.failures.extend([503, 503, 503])
+    with pytest.raises(UpstreamError, match=r"answered 503: .* \(after 3 tries\)"):
         agg.finalize(project, run_id)
     report = _report(agg, project, run_id)
-    assert report.state == "forward_failed" and "answered 500" in report.upstream.message
+    assert report.state == "forward_failed" and "after 3 tries" in report.upstream.message
+    assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=key)["ContentLength"] > 0  # nothing accepted is lost
     assert agg.finalize(project, run_id) == "forwarded"
     assert len(_uploads_for(isolated, run_id)) == 1
 
@@ -240,16 +252,16 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2, 3):
         agg.record_arrival(_push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"])
-    original_forward = agg.upstream.forward
+    original_announce = agg.upstream.announce
     calls = []
 
-    def fail_second(metadata, *args):
+    def fail_second(metadata):
         calls.append(metadata["runPart"]["runPartId"])
         if len(calls) == 2:
             raise UpstreamError("POST answered 503: injected")
-        return original_forward(metadata, *args)
+        return original_announce(metadata)
 
-    monkeypatch.setattr(agg.upstream, "forward", fail_second)
+    monkeypatch.setattr(agg.upstream, "announce", fail_second)
     with pytest.raises(UpstreamError):
         agg.finalize(project, run_id)
     assert _report(agg, project, run_id).state == "forward_failed"

@@ -20,7 +20,7 @@ OPEN_INDEX = "open-runs"
 SNAPSHOT_ATTRIBUTES = (
     "pk", "sk", "project", "run_id", "state", "manifest", "commit", "ref", "base_ref", "identity", "created_at",
     "deadline_at", "rev", "run_changes", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
-    "forwarded_parts", "outcome", "attempt", "upload_id", "key", "size", "benchmarks", "pids", "arrived_at",
+    "forwarded_parts", "announced_parts", "outcome", "attempt", "upload_id", "key", "size", "benchmarks", "pids", "arrived_at",
     "reason", "noted_upload", "shard", "md5", "requested_at",
 )
 # Every name aliased: DynamoDB reserves hundreds of words (state, key, size, project, ...).
@@ -147,7 +147,8 @@ class DynamoLedger:
             "state": run.state, "manifest": run.manifest.to_item(), "commit": run.commit, "ref": run.ref,
             "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
             "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
-            "rev": run.rev, "run_changes": run.run_changes, "forwarded_parts": {}, "expires_at": self._expires_at(),
+            "rev": run.rev, "run_changes": run.run_changes, "forwarded_parts": {}, "announced_parts": {},
+            "expires_at": self._expires_at(),
         }
         try:
             self.db.put_item(TableName=self.table, Item=_dump(item), ConditionExpression="attribute_not_exists(pk)")
@@ -276,6 +277,15 @@ class DynamoLedger:
              ":lease": now + lease_seconds, ":now": now},
         )
 
+    def record_announced_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
+        """Remember the upstream's answer to upload ``index``'s POST, before its PUT."""
+        return self._update_run(
+            project, run_id,
+            "SET announced_parts.#part = :answer ADD rev :one, run_changes :one",
+            "#state = :finalizing",
+            {":answer": answer, ":finalizing": FINALIZING}, names={"#part": str(index)},
+        )
+
     def record_forwarded_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
         """Remember that upload ``index`` of a run reached the upstream, so a retry skips it."""
         return self._update_run(
@@ -343,7 +353,8 @@ def _run_from(item: dict) -> RunRecord:
         deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0), run_changes=item.get("run_changes", 0),
         skipped=tuple(item.get("skipped") or ()), close_reason=item.get("close_reason"),
         upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
-        forwarded_parts=item.get("forwarded_parts") or {}, outcome=item.get("outcome") or {},
+        forwarded_parts=item.get("forwarded_parts") or {}, announced_parts=item.get("announced_parts") or {},
+        outcome=item.get("outcome") or {},
     )
 
 

@@ -1,49 +1,74 @@
-"""Forward one upload with CodSpeed's two-step protocol: POST metadata, PUT archive."""
+"""Forward one upload with CodSpeed's two-step protocol: POST metadata, PUT archive.
 
-from dataclasses import dataclass
+The two steps are separate calls so the finalizer can record the POST's answer before the
+PUT: a retry after a crash then PUTs the same bytes to the same URL instead of making a
+second upload. Each step is retried with backoff on connection errors, timeouts, 429, 5xx
+and malformed answers; a 4xx other than 429 is final."""
+
+import random
+import time
+from collections.abc import Callable
 from typing import BinaryIO
 
 import requests
 
 from codspeed_wire.upstream import UploadAccepted
 
+RETRY_STATUSES = {429, 500, 502, 503, 504}
+
 
 class UpstreamError(Exception):
     """The upstream refused or failed; the message says which step and what it answered."""
 
 
-@dataclass(frozen=True)
-class UpstreamAnswer:
-    run_id: str
-    upload_url: str
-
-
 class UpstreamClient:
-    def __init__(self, url: str, token: str | None, timeout: float = 60) -> None:
+    def __init__(self, url: str, token: str | None, timeout: float = 60, attempts: int = 3, backoff: float = 1.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.url = url
         self.token = token
         self.timeout = timeout
+        self.attempts = max(1, attempts)
+        self.backoff = backoff
+        self.sleep = sleep
         self.http = requests.Session()
 
-    def forward(self, metadata: dict, archive: BinaryIO, size: int, md5: str) -> UpstreamAnswer:
+    def _retrying(self, step: str, send: Callable[[], requests.Response], accept: Callable[[requests.Response], object]):
+        failure = ""
+        for attempt in range(self.attempts):
+            if attempt:
+                self.sleep(min(60.0, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0))
+            try:
+                answer = send()
+            except requests.RequestException as exc:
+                failure = f"{step} failed: {type(exc).__name__}: {exc}"
+                continue
+            if answer.status_code in RETRY_STATUSES:
+                failure = f"{step} answered {answer.status_code}: {answer.text[:300]}"
+                continue
+            if answer.status_code >= 300:
+                raise UpstreamError(f"{step} answered {answer.status_code}: {answer.text[:300]}")
+            try:
+                return accept(answer)
+            except ValueError:
+                failure = f"{step} answered a body that is not an upload grant: {answer.text[:300]}"
+        raise UpstreamError(f"{failure} (after {self.attempts} tries)")
+
+    def announce(self, metadata: dict) -> UploadAccepted:
+        """Step 1: POST the metadata; the answer says where to PUT the archive."""
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = self.token  # CodSpeed wants the bare token, no "Bearer"
-        try:
-            answer = self.http.post(self.url, json=metadata, headers=headers, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise UpstreamError(f"POST {self.url} failed: {exc}") from exc
-        if answer.status_code >= 300:
-            raise UpstreamError(f"POST {self.url} answered {answer.status_code}: {answer.text[:300]}")
-        try:
-            accepted = UploadAccepted.model_validate_json(answer.content)
-        except ValueError as exc:
-            raise UpstreamError(f"POST {self.url} answered a body that is not an upload grant: {answer.text[:300]}") from exc
-        put_headers = {"Content-Type": "application/gzip", "Content-Length": str(size), "Content-MD5": md5}
-        try:
-            put = self.http.put(accepted.uploadUrl, data=archive, headers=put_headers, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise UpstreamError(f"PUT of the archive failed: {exc}") from exc
-        if put.status_code >= 300:
-            raise UpstreamError(f"PUT of the archive answered {put.status_code}: {put.text[:300]}")
-        return UpstreamAnswer(run_id=accepted.runId, upload_url=accepted.uploadUrl)
+        return self._retrying(
+            f"POST {self.url}", lambda: self.http.post(self.url, json=metadata, headers=headers, timeout=self.timeout),
+            lambda answer: UploadAccepted.model_validate_json(answer.content),
+        )
+
+    def put(self, upload_url: str, archive: BinaryIO, size: int, md5: str) -> None:
+        """Step 2: PUT the archive, with its Content-MD5."""
+        headers = {"Content-Type": "application/gzip", "Content-Length": str(size), "Content-MD5": md5}
+
+        def send() -> requests.Response:
+            archive.seek(0)
+            return self.http.put(upload_url, data=archive, headers=headers, timeout=self.timeout)
+
+        self._retrying("PUT of the archive", send, lambda answer: None)

@@ -37,6 +37,7 @@ class RunRecord:
     forward_error: str | None = None
     lease_until: int = 0
     forwarded_parts: dict = field(default_factory=dict)  # upload index -> the upstream's answer
+    announced_parts: dict = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not done
     outcome: dict = field(default_factory=dict)  # baseline, carried shards, missing benchmarks (domain.baseline)
 
 

@@ -1,0 +1,134 @@
+"""Crashes injected at every step of arrival and finalization; each scenario checks that
+redelivery or retry ends in exactly one forward and that nothing accepted is lost.
+Shared by tests/integration/test_faults.py and bench/load.py."""
+
+import io
+import json
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import replace
+from unittest import mock
+
+from codspeed_wire.api import ShardUploadRequest
+from tests.factories import bundle, put, upload_request
+
+
+class Crash(Exception):
+    """The function died here (a Lambda timeout, an out-of-memory kill, a lost host)."""
+
+
+def once(original, before: bool = True):
+    """A stand-in for ``original`` that crashes on its first call (before or after doing the work)."""
+    calls = []
+
+    def wrapper(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1 and before:
+            raise Crash("injected")
+        result = original(*args, **kwargs)
+        if len(calls) == 1:
+            raise Crash("injected")
+        return result
+
+    return wrapper
+
+
+class _BreakingStream(io.RawIOBase):
+    def __init__(self, inner, after: int) -> None:
+        self.inner, self.left = inner, after
+
+    def read(self, n=-1):
+        if self.left <= 0:
+            raise Crash("injected mid-merge")
+        data = self.inner.read(n if n > 0 else self.left)
+        self.left -= len(data)
+        return data
+
+
+@contextmanager
+def _mid_merge(agg):
+    original, calls = agg.store.open, []
+
+    @contextmanager
+    def opener(key):
+        calls.append(key)
+        with original(key) as stream:
+            yield _BreakingStream(stream, 300) if len(calls) == 2 else stream
+
+    with mock.patch.object(agg.store, "open", opener):
+        yield
+
+
+FINALIZE_FAULTS = {
+    "after the claim": lambda agg: mock.patch.object(agg.ledger, "snapshot", once(agg.ledger.snapshot)),
+    "mid-merge": _mid_merge,
+    "after the upstream POST, before it is recorded": lambda agg: mock.patch.object(
+        agg.ledger, "record_announced_part", once(agg.ledger.record_announced_part)),
+    "after the upstream POST, before the PUT": lambda agg: mock.patch.object(agg.upstream, "put", once(agg.upstream.put)),
+    "after the PUT": lambda agg: mock.patch.object(agg.upstream, "put", once(agg.upstream.put, before=False)),
+    "before recording the result": lambda agg: mock.patch.object(
+        agg.ledger, "record_forwarded_part", once(agg.ledger.record_forwarded_part)),
+    "after recording the result, before finishing": lambda agg: mock.patch.object(agg.ledger, "finish", once(agg.ledger.finish)),
+}
+ARRIVAL_FAULTS = {
+    "after validation, before counting": lambda agg: mock.patch.object(agg.ledger, "record_arrival", once(agg.ledger.record_arrival)),
+    "after counting, before publishing": lambda agg: mock.patch.object(agg, "publish", once(agg.publish)),
+    "after publishing, before asking to finalize": lambda agg: mock.patch.object(agg.queue, "request", once(agg.queue.request)),
+}
+
+
+def _archives(upstream, run_id) -> int:
+    return sum(json.loads((u / "metadata.json").read_text())["runPart"]["runId"] == run_id for u in upstream.uploads())
+
+
+def _pushed(agg, project, run_id, shards=2) -> list[str]:
+    keys = []
+    for shard in range(1, shards + 1):
+        data = bundle(4242, [f"{shard}::bench"])
+        grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, str(shard), data, total=shards)))
+        put(grant.model_dump(), data)
+        keys.append(grant.key)
+    return keys
+
+
+def _after_lease(agg):
+    return replace(agg, clock=lambda: time.time() + agg.settings.finalize_lease_seconds + 5)
+
+
+def finalize_scenario(isolated, name: str) -> None:
+    agg, project, run_id = isolated.aggregator, f"acme/faults-{uuid.uuid4().hex[:6]}", f"f-{uuid.uuid4().hex[:8]}"
+    for key in _pushed(agg, project, run_id):
+        agg.record_arrival(key)
+    with FINALIZE_FAULTS[name](agg):
+        try:
+            agg.finalize(project, run_id)
+            raise AssertionError(f"no crash was injected {name}")
+        except Crash:
+            pass
+    assert agg.finalize(project, run_id) == "not_claimed"  # the dead finalizer's lease still holds the run
+    assert _after_lease(agg).finalize(project, run_id) == "forwarded"  # SQS redelivers after the lease
+    report = agg.report(project, run_id)
+    assert report.state == "forwarded" and report.arrived == 2, report
+    assert _archives(isolated.upstream, run_id) == 1, f"{name}: not exactly one upload"
+
+
+def arrival_scenario(isolated, name: str) -> None:
+    agg, project, run_id = isolated.aggregator, f"acme/faults-{uuid.uuid4().hex[:6]}", f"a-{uuid.uuid4().hex[:8]}"
+    first, last = _pushed(agg, project, run_id)
+    agg.record_arrival(first)
+    isolated.finalize_requests()
+    with ARRIVAL_FAULTS[name](agg):
+        try:
+            agg.record_arrival(last)
+            raise AssertionError(f"no crash was injected {name}")
+        except Crash:
+            pass
+    agg.record_arrival(last)  # SQS delivers the event again
+    messages = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
+    assert messages, f"{name}: the complete run was never sent to the finalizer"
+    for _ in messages:
+        agg.finalize(project, run_id)
+    report = agg.report(project, run_id)
+    assert report.state == "forwarded" and report.arrived == 2, report
+    assert _archives(isolated.upstream, run_id) == 1
