@@ -3,6 +3,8 @@
 
 import hashlib
 import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .domain.errors import Refused
 
@@ -15,14 +17,31 @@ class Forbidden(Refused):
     status = 403
 
 
-def check_token(presented: str | None, expected: str | None) -> None:
-    if not expected:
-        raise Forbidden("the aggregator has no API token configured: every request is refused")
+def token_digest(token: str) -> str:
+    """Project tokens are stored as this digest, never as themselves."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    project: str | None  # None: the operator's token, good for every project
+
+    def allow(self, project: str) -> None:
+        if self.project is not None and self.project != project:
+            raise Forbidden(f"this token is for project {self.project}: it cannot read or change {project}")
+
+
+def authenticate(presented: str | None, operator_token: str | None, project_of: Callable[[str], str | None]) -> Principal:
+    """The operator's token (configured) or a project token (its digest in the ledger)."""
     if not presented:
         raise Unauthorized("missing Authorization header: send the aggregator's token")
     token = presented.removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(token.encode(), expected.encode()):
+    if operator_token and hmac.compare_digest(token.encode(), operator_token.encode()):
+        return Principal(None)
+    project = project_of(token_digest(token)) if token else None
+    if project is None:
         raise Forbidden("the token is not valid for this aggregator")
+    return Principal(project)
 
 
 SIGNATURE_MAX_AGE = 300

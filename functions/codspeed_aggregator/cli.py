@@ -38,6 +38,50 @@ def _merge(args: argparse.Namespace) -> int:
     return merge_files(args.bundles, args.output, keep_logs=args.keep_logs)
 
 
+def _redrive(args: argparse.Namespace) -> int:
+    import os
+
+    from .adapters.aws import client
+    from .redrive import redrive
+
+    dead_letter = args.dead_letter_url or os.environ.get("FINALIZE_DLQ_URL")
+    queue = args.queue_url or os.environ.get("FINALIZE_QUEUE_URL")
+    if not dead_letter or not queue:
+        print("codspeed-aggregator: give --dead-letter-url and --queue-url (the stack's FinalizeDeadLetterQueueUrl "
+              "and FinalizeQueue outputs), or set FINALIZE_DLQ_URL and FINALIZE_QUEUE_URL", file=sys.stderr)
+        return 2
+    moved = redrive(client("sqs"), dead_letter, queue)
+    print(f"redrove {moved} finalize message{'s' if moved != 1 else ''} to {queue}")
+    return 0
+
+
+def _token(args: argparse.Namespace) -> int:
+    from pydantic import TypeAdapter, ValidationError
+
+    from codspeed_wire.names import Project
+
+    from . import tokens
+    from .wiring import aggregator
+
+    ledger = aggregator().ledger
+    if args.action == "create":
+        try:
+            TypeAdapter(Project).validate_python(args.project or "")
+        except ValidationError:
+            print(f"codspeed-aggregator: --project {args.project!r} is not owner/repo", file=sys.stderr)
+            return 2
+        print(tokens.create(ledger, args.project))
+        return 0
+    if not args.token:
+        print("codspeed-aggregator: token revoke needs --token", file=sys.stderr)
+        return 2
+    if not tokens.revoke(ledger, args.token):
+        print("codspeed-aggregator: no such token", file=sys.stderr)
+        return 1
+    print("revoked")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="codspeed-aggregator", description="Run the shard aggregator locally, or merge offline.")
     commands = root.add_subparsers(dest="command", required=True)
@@ -57,6 +101,15 @@ def parser() -> argparse.ArgumentParser:
     merge.add_argument("-o", "--output", required=True, help="the merged tar.gz")
     merge.add_argument("--keep-logs", action="store_true", help="keep runner and valgrind logs, renamed per shard")
     merge.set_defaults(run=_merge)
+    again = commands.add_parser("redrive", help="retry the forwards that failed every try (from the dead-letter queue)")
+    again.add_argument("--dead-letter-url", help="the finalize dead-letter queue (env FINALIZE_DLQ_URL)")
+    again.add_argument("--queue-url", help="the finalize queue (env FINALIZE_QUEUE_URL)")
+    again.set_defaults(run=_redrive)
+    token = commands.add_parser("token", help="create or revoke a per-project token (uses TABLE_NAME and AWS settings)")
+    token.add_argument("action", choices=("create", "revoke"))
+    token.add_argument("--project", help="owner/repo the token may touch (create)")
+    token.add_argument("--token", help="the token to revoke (revoke)")
+    token.set_defaults(run=_token)
     return root
 
 

@@ -138,6 +138,21 @@ class DynamoLedger:
             if not start:
                 return found
 
+    # -- project tokens (stored as digests) ----------------------------------------
+
+    def put_token(self, digest: str, project: str, created_at: str) -> None:
+        self.db.put_item(TableName=self.table, Item=_dump(
+            {"pk": f"TOKEN#{digest}", "sk": "TOKEN", "project": project, "created_at": created_at}))
+
+    def token_project(self, digest: str) -> str | None:
+        item = self.db.get_item(TableName=self.table, Key=_dump({"pk": f"TOKEN#{digest}", "sk": "TOKEN"})).get("Item")
+        return _load(item)["project"] if item else None
+
+    def delete_token(self, digest: str) -> bool:
+        answer = self.db.delete_item(TableName=self.table, Key=_dump({"pk": f"TOKEN#{digest}", "sk": "TOKEN"}),
+                                     ReturnValues="ALL_OLD")
+        return "Attributes" in answer
+
     # -- writing -----------------------------------------------------------------
 
     def open_run(self, run: RunRecord) -> tuple[RunRecord, bool]:

@@ -16,7 +16,7 @@ from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
 
-from ..auth import check_fresh, check_signature, check_token
+from ..auth import Principal, authenticate, check_fresh, check_signature
 from ..domain.errors import Refused, Unprocessable
 from ..wiring import aggregator, api_token, webhook_secret
 
@@ -24,6 +24,11 @@ WEBHOOKS = "/webhooks/"  # signed instead of carrying the API token
 
 logger = Logger(service="codspeed-aggregator")
 app = APIGatewayHttpResolver(enable_validation=True)
+
+
+def _allow(project: str) -> None:
+    principal: Principal = app.context["principal"]
+    principal.allow(project)
 
 
 def _json(status: int, body):
@@ -50,6 +55,7 @@ def _field(detail: dict) -> str:
 
 @app.post("/v1/uploads")
 def request_upload(request: ShardUploadRequest):
+    _allow(request.project)
     grant = aggregator().request_upload(request)
     logger.info("upload granted", extra={"project": request.project, "run_id": request.run_id, "shard": request.shard})
     return _json(HTTPStatus.CREATED, grant.model_dump())
@@ -57,18 +63,21 @@ def request_upload(request: ShardUploadRequest):
 
 @app.post("/upload")
 def drop_in_upload(metadata: UploadMetadata):
+    _allow(metadata.project or "")
     accepted = aggregator().accept_drop_in(metadata)
     return _json(HTTPStatus.OK, accepted.model_dump())
 
 
 @app.post("/v1/runs/close")
 def close_run(request: CloseRequest):
+    _allow(request.project)
     answer = aggregator().close(request)
     return _json(HTTPStatus.ACCEPTED, answer.model_dump())
 
 
 @app.get("/v1/runs/<owner>/<repo>/<run_id>")
 def read_report(owner: str, repo: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json"):
+    _allow(f"{owner}/{repo}")
     report = aggregator().report(f"{owner}/{repo}", run_id)
     if format == "markdown":
         return Response(status_code=200, content_type="text/markdown; charset=utf-8", body=render_markdown(report))
@@ -122,7 +131,8 @@ def handler(event: dict, context) -> dict:
     path = event.get("rawPath") or event.get("requestContext", {}).get("http", {}).get("path", "")
     try:
         if not path.startswith(WEBHOOKS):
-            check_token(headers.get("authorization"), api_token())
+            principal = authenticate(headers.get("authorization"), api_token(), aggregator().ledger.token_project)
+            app.append_context(principal=principal)
     except Refused as exc:
         return {"statusCode": exc.status, "headers": {"Content-Type": content_types.APPLICATION_JSON},
                 "body": json.dumps({"error": str(exc)})}
