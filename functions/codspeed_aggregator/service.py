@@ -131,6 +131,8 @@ class Aggregator:
             return "duplicate"  # absorbed before any download
         upload = snapshot.uploads[upload_id]
         try:
+            if size is not None and upload.size is not None and size != upload.size:
+                raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
             with self.store.open(key) as stream:
                 summary = validate_bundle(stream)
         except BadBundle as exc:

@@ -21,6 +21,7 @@ from ..domain.errors import Refused, Unprocessable
 from ..wiring import aggregator, api_token, webhook_secret
 
 WEBHOOKS = "/webhooks/"  # signed instead of carrying the API token
+MAX_BODY = 256 * 1024  # metadata is a few KiB; bundles never pass through the API
 
 logger = Logger(service="codspeed-aggregator")
 app = APIGatewayHttpResolver(enable_validation=True)
@@ -129,6 +130,10 @@ def github_webhook():
 def handler(event: dict, context) -> dict:
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     path = event.get("rawPath") or event.get("requestContext", {}).get("http", {}).get("path", "")
+    body = event.get("body") or ""
+    if len(body) > MAX_BODY * (4 / 3 if event.get("isBase64Encoded") else 1):
+        return {"statusCode": 413, "headers": {"Content-Type": content_types.APPLICATION_JSON},
+                "body": json.dumps({"error": f"request body over {MAX_BODY} bytes: bundles go to the upload URL, not the API"})}
     try:
         if not path.startswith(WEBHOOKS):
             principal = authenticate(headers.get("authorization"), api_token(), aggregator().ledger.token_project)
