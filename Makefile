@@ -27,6 +27,8 @@ bench: install
 
 bench-smoke: install
 	$(BIN)/python bench/merge.py --quick
+	$(BIN)/python bench/client.py --quick
+	$(BIN)/python bench/load.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

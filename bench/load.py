@@ -14,6 +14,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -142,20 +143,49 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
     return line, ok
 
 
+def survived(label: str, attempts) -> tuple[int, int]:
+    """Run each (name, check); a check that raises did not survive: say which and why."""
+    done = 0
+    for name, check in attempts:
+        try:
+            check()
+            done += 1
+        except Exception as exc:  # report every failure, then go on with the others
+            print(f"  {label} FAILED: {name}: {type(exc).__name__}: {exc}")
+    return len(attempts), done
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     shards = 40 if args.quick else 500
-    with LocalStack(pollers=False) as stack:
-        counter = RequestCounter()
-        summary, ok = [], True
-        line, passed = load(stack, counter, shards)
-        summary.append(line)
-        ok &= passed
+    from tests import auth_cases, bad_inputs, faults, isolated
+
+    with LocalStack(pollers=False, webhook_secret="bench-secret") as stack, tempfile.TemporaryDirectory() as tmp:
+        line, load_ok = load(stack, RequestCounter(), shards)
+        side = isolated.build(Path(tmp), prefix="bench-faults")
+        injected, fault_ok = survived("fault", [
+            *[(step, lambda s=step: faults.finalize_scenario(side, s)) for step in faults.FINALIZE_FAULTS],
+            *[(step, lambda s=step: faults.arrival_scenario(side, s)) for step in faults.ARRIVAL_FAULTS],
+        ])
+        target = bad_inputs.Target(stack.api_url, stack.token, aggregator())
+        tried, refused = survived("bad input", [(name, lambda n=name, f=refuse: f(target, n)) for name, refuse in bad_inputs.CASES])
+        checks = auth_cases.cases(stack, aggregator().ledger, "bench-secret")
+        auth_total, auth_ok = survived("auth", [
+            (name, lambda c=call, st=st, n=name: _expect(c().status_code, st, n)) for name, call, st in checks])
+        side.upstream.stop()
     print()
-    print("\n".join(summary))
-    return 0 if ok else 1
+    print(line)
+    print(f"faults: {injected} injected, {fault_ok} survived")
+    print(f"bad inputs: {tried} tried, {refused} refused cleanly")
+    print(f"auth: {auth_total} cases, {auth_ok} answered as expected")
+    return 0 if load_ok and fault_ok == injected and refused == tried and auth_ok == auth_total else 1
+
+
+def _expect(got: int, expected: int, name: str) -> None:
+    if got != expected:
+        raise AssertionError(f"{name}: answered {got}, expected {expected}")
 
 
 if __name__ == "__main__":

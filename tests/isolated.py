@@ -1,0 +1,53 @@
+"""An Aggregator on its own bucket, table and queues that no poller reads, so that every
+step is driven by hand. Needs a running local stack (for moto's server)."""
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+
+@dataclass
+class Isolated:
+    aggregator: object
+    resources: object
+    upstream: object
+    sqs: object
+
+    def finalize_requests(self) -> list[dict]:
+        """Take every finalize message off the queue."""
+        found = []
+        while True:
+            messages = self.sqs.receive_message(QueueUrl=self.resources.finalize_queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not messages:
+                return found
+            for m in messages:
+                found.append(json.loads(m["Body"]))
+                self.sqs.delete_message(QueueUrl=self.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def build(upstream_folder: Path, prefix: str = "isolated") -> Isolated:
+    from codspeed_aggregator.adapters.aws import client
+    from codspeed_aggregator.adapters.bundle_store import BundleStore
+    from codspeed_aggregator.adapters.finalize_queue import FinalizeQueue
+    from codspeed_aggregator.adapters.ledger_table import DynamoLedger
+    from codspeed_aggregator.adapters.upstream_http import UpstreamClient
+    from codspeed_aggregator.local.resources import create
+    from codspeed_aggregator.local.upstream_stub import StubUpstream
+    from codspeed_aggregator.service import Aggregator
+    from codspeed_aggregator.settings import Settings
+
+    resources = create(client("s3"), client("sqs"), client("dynamodb"), prefix=prefix)
+    upstream = StubUpstream(upstream_folder, token="upstream-secret").start()
+    settings = replace(
+        Settings.from_env(), table_name=resources.table, bucket_name=resources.bucket,
+        finalize_queue_url=resources.finalize_queue_url, upstream_url=f"{upstream.url}/upload",
+        upstream_token="upstream-secret",
+    )
+    aggregator = Aggregator(
+        settings=settings,
+        ledger=DynamoLedger(resources.table, client("dynamodb")),
+        store=BundleStore(resources.bucket, client("s3")),
+        queue=FinalizeQueue(resources.finalize_queue_url, client("sqs")),
+        upstream=UpstreamClient(settings.upstream_url, "upstream-secret", timeout=10, attempts=3, sleep=lambda s: None),
+    )
+    return Isolated(aggregator, resources, upstream, client("sqs"))
