@@ -20,6 +20,7 @@ from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 from .adapters.bundle_store import BundleStore
 from .adapters.finalize_queue import FinalizeQueue
 from .adapters.github_status import GitHubStatuses
+from .adapters.metrics import CloudWatchMetrics
 from .adapters.ledger_table import DynamoLedger
 from .adapters.upstream_http import UpstreamClient, UpstreamError
 from .domain.baseline import branch_of, complete
@@ -51,7 +52,12 @@ class Aggregator:
     queue: FinalizeQueue
     upstream: UpstreamClient
     statuses: GitHubStatuses | None = None  # commit statuses on GitHub, when configured
+    metrics: CloudWatchMetrics | None = None
     clock: Callable[[], float] = time.time
+
+    def _metric(self, name: str, value: float = 1, unit: str = "Count") -> None:
+        if self.metrics:
+            self.metrics.add(name, value, unit)
 
     # -- uploads -------------------------------------------------------------------
 
@@ -113,8 +119,16 @@ class Aggregator:
 
     # -- arrivals ------------------------------------------------------------------
 
+    ARRIVAL_METRICS = {"recorded": "ShardsCounted", "duplicate": "DuplicatesAbsorbed", "rejected": "BundlesRejected",
+                       "late": "LateBundles", "ignored": "ObjectsIgnored"}
+
     def record_arrival(self, key: str, size: int | None = None) -> str:
         """Validate and count one bundle that landed in the bucket; answers what happened."""
+        outcome = self._arrival(key, size)
+        self._metric(self.ARRIVAL_METRICS[outcome])
+        return outcome
+
+    def _arrival(self, key: str, size: int | None) -> str:
         try:
             project, run_id, shard, upload_id = parse_bundle_key(key)
         except BadBundle as exc:
@@ -207,6 +221,7 @@ class Aggregator:
                 message = f"upload {index + 1} of {len(groups)}: {exc}" if len(groups) > 1 else str(exc)
                 self.ledger.finish(project, run_id, FORWARD_FAILED, error=message, outcome=completion.outcome,
                                    upstream={"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message})
+                self._metric("ForwardFailed")
                 self.publish(project, run_id)
                 raise
             self.ledger.record_forwarded_part(project, run_id, index, answers[str(index)])
@@ -217,6 +232,10 @@ class Aggregator:
         self.ledger.finish(project, run_id, FORWARDED, outcome=completion.outcome, upstream={
             "run_id": ",".join(p["run_id"] for p in parts), "status": "success", "at": at, "message": message,
         })
+        self._metric("ForwardSucceeded")
+        self._metric("MergedBytes", size, "Bytes")
+        opened = datetime.fromisoformat(snapshot.run.created_at.replace("Z", "+00:00")).timestamp()
+        self._metric("FinalizeLatency", self.clock() - opened, "Seconds")
         if own_branch := branch_of(snapshot.run.ref):
             self.ledger.record_baseline(project, own_branch, run_id, snapshot.run.commit, at)
         self.publish(project, run_id)

@@ -337,3 +337,25 @@ def test_with_no_baseline_a_skipped_shard_stays_skipped_and_says_so(isolated, pr
     skipped = {s.name: s for s in report.shards}["2"]
     assert skipped.state == "skipped" and "no forwarded run on main yet" in skipped.reason
     assert report.baseline is None and report.missing_benchmarks == []
+
+
+def test_metrics_count_arrivals_duplicates_and_the_forward(isolated, project, run_id):
+    class Recorder:
+        def __init__(self):
+            self.seen = []
+
+        def add(self, name, value, unit="Count"):
+            self.seen.append((name, value, unit))
+
+    agg = replace(isolated.aggregator, metrics=Recorder())
+    key = _push(agg, project, run_id, "1", bundle(), total=1)["key"]
+    agg.record_arrival(key)
+    agg.record_arrival(key)
+    agg.record_arrival(_push(agg, project, run_id, "1", b"junk", total=1)["key"])
+    agg.finalize(project, run_id)
+    names = [name for name, _, _ in agg.metrics.seen]
+    assert names[:3] == ["ShardsCounted", "DuplicatesAbsorbed", "BundlesRejected"]
+    assert {"ForwardSucceeded", "MergedBytes", "FinalizeLatency"} <= set(names)
+    sizes = {name: (value, unit) for name, value, unit in agg.metrics.seen}
+    assert sizes["MergedBytes"][0] > 0 and sizes["MergedBytes"][1] == "Bytes"
+    assert 0 <= sizes["FinalizeLatency"][0] < 120 and sizes["FinalizeLatency"][1] == "Seconds"

@@ -5,7 +5,7 @@ import time
 from http import HTTPStatus
 from typing import Annotated
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -23,7 +23,8 @@ from ..wiring import aggregator, api_token, webhook_secret
 WEBHOOKS = "/webhooks/"  # signed instead of carrying the API token
 MAX_BODY = 256 * 1024  # metadata is a few KiB; bundles never pass through the API
 
-logger = Logger(service="codspeed-aggregator")
+logger = Logger()  # service name, level: POWERTOOLS_* environment
+tracer = Tracer()
 app = APIGatewayHttpResolver(enable_validation=True)
 
 
@@ -127,6 +128,7 @@ def github_webhook():
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
 def handler(event: dict, context) -> dict:
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     path = event.get("rawPath") or event.get("requestContext", {}).get("http", {}).get("path", "")

@@ -2,14 +2,17 @@
 
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from ..domain.keys import BUNDLE_PREFIX
+from ..domain.errors import BadBundle
+from ..domain.keys import BUNDLE_PREFIX, parse_bundle_key
 from ..wiring import aggregator
 
-logger = Logger(service="codspeed-aggregator")
+logger = Logger()  # service name, level: POWERTOOLS_* environment
+tracer = Tracer()
+metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
@@ -30,10 +33,17 @@ def s3_objects(body: dict) -> list[tuple[str, int | None]]:
 
 def record_handler(record: SQSRecord) -> None:
     for key, size in s3_objects(record.json_body):
+        try:
+            project, run_id, shard, _ = parse_bundle_key(key)
+            logger.append_keys(project=project, run_id=run_id, shard=shard)
+        except BadBundle:
+            pass  # the use case says why it ignores it
         outcome = aggregator().record_arrival(key, size)
         logger.info("bundle arrival", extra={"key": key, "outcome": outcome})
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
 def handler(event: dict, context) -> dict:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,14 +1,20 @@
 """Scheduled: close the runs whose deadline passed, so no run hangs forever."""
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
 
 from ..wiring import aggregator
 
-logger = Logger(service="codspeed-aggregator")
+logger = Logger()  # service name, level: POWERTOOLS_* environment
+tracer = Tracer()
+metrics = Metrics()
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
 def handler(event: dict, context) -> dict:
     closed = aggregator().sweep()
+    metrics.add_metric(name="RunsClosedAtDeadline", unit=MetricUnit.Count, value=len(closed))
     logger.info("sweep", extra={"closed": len(closed)})
     return {"closed": [f"{project}#{run_id}" for project, run_id in closed]}

@@ -61,6 +61,8 @@ class LocalStack:
             "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
             "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_SERVICE_NAME": "codspeed-aggregator",
             "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+            "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "true"),
+            "POWERTOOLS_METRICS_NAMESPACE": "CodSpeedAggregatorLocal",
         })
         wiring.reset()
         from ..adapters.aws import client
