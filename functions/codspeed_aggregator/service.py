@@ -26,7 +26,7 @@ from .adapters.upstream_http import UpstreamClient, UpstreamError
 from .domain.baseline import branch_of, complete
 from .domain.bundle import validate_bundle
 from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
-from .domain.keys import bundle_key, parse_bundle_key
+from .domain.keys import bundle_key, parse_bundle_key, run_bundles_prefix
 from .domain.ledger import ARRIVED, CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot, UploadRecord
 from .domain.manifest import Manifest
 from .domain.merge import ShardBundle, merge_bundles, plan_uploads
@@ -199,6 +199,7 @@ class Aggregator:
         arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
         if not arrived:
             self.ledger.finish(project, run_id, CLOSED_EMPTY)
+            self.store.mark_final(run_bundles_prefix(project, run_id))
             self.publish(project, run_id)
             return CLOSED_EMPTY
         branch = branch_of(snapshot.run.base_ref) or self.settings.default_branch
@@ -238,6 +239,7 @@ class Aggregator:
         self._metric("FinalizeLatency", self.clock() - opened, "Seconds")
         if own_branch := branch_of(snapshot.run.ref):
             self.ledger.record_baseline(project, own_branch, run_id, snapshot.run.commit, at)
+        self.store.mark_final(run_bundles_prefix(project, run_id))
         self.publish(project, run_id)
         return FORWARDED
 

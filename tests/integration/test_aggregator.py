@@ -359,3 +359,19 @@ def test_metrics_count_arrivals_duplicates_and_the_forward(isolated, project, ru
     sizes = {name: (value, unit) for name, value, unit in agg.metrics.seen}
     assert sizes["MergedBytes"][0] > 0 and sizes["MergedBytes"][1] == "Bytes"
     assert 0 <= sizes["FinalizeLatency"][0] < 120 and sizes["FinalizeLatency"][1] == "Seconds"
+
+
+def test_bundles_are_tagged_for_expiry_only_once_their_run_is_final(isolated, project, run_id):
+    agg = isolated.aggregator
+    good = _push(agg, project, run_id, "1", bundle(), total=2)["key"]
+    bad = _push(agg, project, run_id, "2", b"junk", total=2)["key"]
+    agg.record_arrival(good)
+    agg.record_arrival(bad)
+    tags = lambda key: agg.store.s3.get_object_tagging(Bucket=agg.store.bucket, Key=key)["TagSet"]  # noqa: E731
+    isolated.upstream.failures.extend([500, 500, 500])
+    agg.close(CloseRequest(project=project, run_id=run_id))
+    with pytest.raises(UpstreamError):
+        agg.finalize(project, run_id)
+    assert tags(good) == [] and tags(bad) == []  # a failed forward keeps everything
+    assert agg.finalize(project, run_id) == "forwarded"
+    assert tags(good) == tags(bad) == [{"Key": "run-final", "Value": "true"}]

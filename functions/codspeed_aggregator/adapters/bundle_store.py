@@ -6,6 +6,8 @@ from botocore.exceptions import ClientError
 
 from ..domain.keys import report_key, report_prefix
 
+FINAL_TAG = "run-final"  # template.yaml's lifecycle rule expires bundles carrying it
+
 
 class BundleStore:
     def __init__(self, bucket: str, client) -> None:
@@ -32,6 +34,20 @@ class BundleStore:
             yield body
         finally:
             body.close()
+
+    def mark_final(self, prefix: str) -> int:
+        """Tag every bundle under ``prefix`` ``run-final=true``: the bucket's lifecycle rule
+        expires only tagged bundles, so nothing of a run not yet forwarded is ever deleted."""
+        tagged, token = 0, None
+        while True:
+            page = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix, **({"ContinuationToken": token} if token else {}))
+            for obj in page.get("Contents", []):
+                self.s3.put_object_tagging(Bucket=self.bucket, Key=obj["Key"],
+                                           Tagging={"TagSet": [{"Key": FINAL_TAG, "Value": "true"}]})
+                tagged += 1
+            token = page.get("NextContinuationToken")
+            if not token:
+                return tagged
 
     def publish_report(self, project: str, run_id: str, version: int, json_body: str, markdown: str) -> bool:
         """Publish a report version (JSON and Markdown); False when that version was already there.

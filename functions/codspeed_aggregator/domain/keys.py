@@ -9,6 +9,10 @@ def bundle_key(project: str, run_id: str, shard: str, upload_id: str) -> str:
     return f"{BUNDLE_PREFIX}{project}/{run_id}/{shard}/{upload_id}.tar.gz"
 
 
+def run_bundles_prefix(project: str, run_id: str) -> str:
+    return f"{BUNDLE_PREFIX}{project}/{run_id}/"
+
+
 def parse_bundle_key(key: str) -> tuple[str, str, str, str]:
     """(project, run_id, shard, upload_id) of a bundle key; project is ``owner/repo``."""
     parts = key.split("/")
