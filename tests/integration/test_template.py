@@ -94,3 +94,24 @@ def test_queues_have_dead_letter_queues_and_the_local_stack_mirrors_the_table(te
         assert "deadLetterTargetArn" in template["Resources"][name]["Properties"]["RedrivePolicy"]
     table = template["Resources"]["RunsTable"]["Properties"]
     assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == [OPEN_INDEX]
+
+
+LEAST_PRIVILEGE = {  # what each function's code calls, and nothing more
+    "ApiFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "s3:PutObject",
+                    "s3:GetObject", "s3:ListBucket", "sqs:SendMessage", "ssm:GetParameter"},
+    "ArrivalsFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "s3:GetObject",
+                         "s3:PutObject", "sqs:SendMessage", "ssm:GetParameter"},
+    "FinalizerFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:PutItem", "s3:GetObject",
+                          "s3:PutObject", "s3:PutObjectTagging", "s3:ListBucket", "ssm:GetParameter"},
+    "SweeperFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage"},
+}
+
+
+def test_each_function_gets_exactly_the_actions_its_code_uses_on_scoped_resources(template):
+    for name, props in _functions(template).items():
+        actions, statements = set(), [s for p in props["Policies"] for s in p["Statement"]]
+        for statement in statements:
+            listed = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            actions |= set(listed)
+            assert statement["Effect"] == "Allow" and statement["Resource"] != "*", (name, statement)
+        assert actions == LEAST_PRIVILEGE[name], name
