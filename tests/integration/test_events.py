@@ -17,7 +17,7 @@ def _event(name: str) -> dict:
 def _api(name: str) -> tuple[int, dict]:
     from codspeed_aggregator.handlers import api
 
-    answer = api.handler(_event(name), LocalContext("codspeed-api"))
+    answer = RECORDER.calling("ApiFunction", api.handler, _event(name), LocalContext("codspeed-api"))
     return answer["statusCode"], json.loads(answer["body"])
 
 
@@ -29,9 +29,50 @@ def test_every_event_file_is_exercised():
     }
 
 
+class CallRecorder:
+    """The IAM actions each function's calls need, recorded with botocore's hooks (this thread only)."""
+
+    TRANSACT = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
+    S3 = {"HeadObject": "GetObject", "ListObjectsV2": "ListBucket"}
+
+    def __init__(self):
+        import threading
+
+        from codspeed_aggregator.adapters.aws import client
+
+        self.local, self.actions = threading.local(), {}
+        for service in ("dynamodb", "s3", "sqs", "ssm"):
+            client(service).meta.events.register("before-parameter-build.*.*", self._hook(service))
+
+    def _hook(self, service):
+        def hook(params, model, **_):
+            function = getattr(self.local, "function", None)
+            if function is None:
+                return
+            if model.name == "TransactWriteItems":
+                names = {self.TRANSACT[kind] for item in params["TransactItems"] for kind in item}
+            else:
+                names = {self.S3.get(model.name, model.name) if service == "s3" else model.name}
+            self.actions.setdefault(function, set()).update(f"{service}:{n}" for n in names)
+        return hook
+
+    def calling(self, function, fn, *args):
+        self.local.function = function
+        try:
+            return fn(*args)
+        finally:
+            self.local.function = None
+
+
+RECORDER = None
+
+
 def test_the_sample_events_walk_a_run_through_every_handler(stack):
     from codspeed_aggregator.handlers import arrivals, finalizer, sweeper
     from codspeed_aggregator.wiring import aggregator
+
+    global RECORDER
+    RECORDER = CallRecorder()
 
     status, grant = _api("api-request-upload.json")
     assert status == 201 and grant["key"].startswith("bundles/acme/widgets/7044765741/2/")
@@ -54,7 +95,8 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
     agg = aggregator()
     agg.ledger.add_upload("acme/widgets", "7044765741", UploadRecord("2", upload_id, "x", None, "0.5", metadata={"profileMd5": "x"}))
     agg.store.s3.put_object(Bucket=agg.store.bucket, Key=key, Body=bundle())
-    assert arrivals.handler(record, LocalContext("codspeed-arrivals")) == {"batchItemFailures": []}
+    answer = RECORDER.calling("ArrivalsFunction", arrivals.handler, record, LocalContext("codspeed-arrivals"))
+    assert answer == {"batchItemFailures": []}
 
     status, report = _api("api-read-report.json")
     assert status == 200 and report["arrived"] == 1 and report["partial"] is True
@@ -62,8 +104,33 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     status, closed = _api("api-close-run.json")
     assert status == 202 and closed["state"] == "closing"
-    assert finalizer.handler(_event("finalizer-finalize-run.json"), LocalContext("codspeed-finalizer")) == {"batchItemFailures": []}
+    answer = RECORDER.calling("FinalizerFunction", finalizer.handler, _event("finalizer-finalize-run.json"),
+                              LocalContext("codspeed-finalizer"))
+    assert answer == {"batchItemFailures": []}
     final = wait_for(lambda: (r := _api("api-read-report.json")[1])["state"] == "forwarded" and r)
     assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "missing", "2": "arrived", "3": "missing", "4": "skipped"}
 
-    assert "closed" in sweeper.handler(_event("sweeper-scheduled.json"), LocalContext("codspeed-sweeper"))
+    assert "closed" in RECORDER.calling("SweeperFunction", sweeper.handler, _event("sweeper-scheduled.json"),
+                                        LocalContext("codspeed-sweeper"))
+
+    # The sample finalize message found its run already claimed by the stack's own poller:
+    # finalize one more run here, so that the finalizer's whole forward is recorded too.
+    from codspeed_wire.api import ShardUploadRequest
+    from tests.factories import put, upload_request
+
+    data = bundle()
+    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request("acme/iam", "iam-1", "1", data, total=2)))
+    put(grant.model_dump(), data)
+    agg.record_arrival(grant.key, len(data))
+    message = _event("finalizer-finalize-run.json")
+    message["Records"][0]["body"] = json.dumps({"project": "acme/iam", "run_id": "iam-1", "reason": "close"})
+    RECORDER.calling("FinalizerFunction", finalizer.handler, message, LocalContext("codspeed-finalizer"))
+    assert agg.report("acme/iam", "iam-1").state == "forwarded"
+
+    # Every call each function made is one its policy in template.yaml allows.
+    from tests.integration.test_template import LEAST_PRIVILEGE
+
+    for function, actions in RECORDER.actions.items():
+        assert actions <= LEAST_PRIVILEGE[function], (function, actions - LEAST_PRIVILEGE[function])
+    assert set(RECORDER.actions) == set(LEAST_PRIVILEGE)
+    assert {"dynamodb:GetItem", "dynamodb:PutItem", "s3:PutObjectTagging"} <= RECORDER.actions["FinalizerFunction"]
