@@ -157,9 +157,10 @@ def survived(label: str, attempts) -> tuple[int, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="40 shards")
+    parser.add_argument("--shards", type=int, help="shards in the run (default 500)")
     args = parser.parse_args()
-    shards = 40 if args.quick else 500
+    shards = args.shards or (40 if args.quick else 500)
     from tests import auth_cases, bad_inputs, faults, isolated
 
     with LocalStack(pollers=False, webhook_secret="bench-secret") as stack, tempfile.TemporaryDirectory() as tmp:
