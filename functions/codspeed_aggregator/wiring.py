@@ -7,7 +7,7 @@ from .adapters.bundle_store import BundleStore
 from .adapters.finalize_queue import FinalizeQueue
 from .adapters.github_status import GitHubStatuses
 from .adapters.ledger_table import DynamoLedger
-from .adapters.metrics import CloudWatchMetrics
+from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
 from .adapters.upstream_http import UpstreamClient
 from .service import Aggregator
 from .settings import settings
@@ -28,7 +28,7 @@ def aggregator() -> Aggregator:
         ),
         statuses=GitHubStatuses(config.github_api_url, secret(config.github_token, config.github_token_parameter))
         if config.commit_status else None,
-        metrics=CloudWatchMetrics(),
+        metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
     )
 
 

@@ -3,6 +3,9 @@ POWERTOOLS_METRICS_NAMESPACE); each handler's ``log_metrics`` flushes them."""
 
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled  # POWERTOOLS_METRICS_DISABLED, as powertools reads it
+
+__all__ = ["CloudWatchMetrics", "is_metrics_disabled"]
 
 
 class CloudWatchMetrics:
