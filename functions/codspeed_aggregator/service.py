@@ -134,16 +134,15 @@ class Aggregator:
         except BadBundle as exc:
             log.warning("ignored object: %s", exc)
             return "ignored"
-        snapshot = self.ledger.snapshot(project, run_id)
-        if snapshot is None or upload_id not in snapshot.uploads:
+        view = self.ledger.arrival_view(project, run_id, shard, upload_id)
+        if view.run is None or view.upload is None:
             log.warning("ignored object %s: no upload was granted for it", key)
             return "ignored"
-        current = snapshot.shards.get(shard)
-        if current is not None and upload_id in (current.upload_id, current.noted_upload):
-            if snapshot.run.state == OPEN and snapshot.complete():
+        upload = view.upload
+        if self._seen(view.shard, upload):
+            if view.run.state == OPEN and view.complete():
                 self.queue.request(project, run_id, "complete")  # in case the first delivery died before asking
             return "duplicate"  # absorbed before any download
-        upload = snapshot.uploads[upload_id]
         try:
             if size is not None and upload.size is not None and size != upload.size:
                 raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
@@ -159,13 +158,27 @@ class Aggregator:
             benchmarks=summary.benchmarks, benchmark_names=summary.benchmark_names, pids=summary.pids,
             arrived_at=iso(self.clock()),
         )
-        outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at)
+        outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at, view.shard)
+        while outcome == "changed":  # another upload of this shard was counted meanwhile: look again
+            current = self.ledger.arrival_view(project, run_id, shard, upload_id).shard
+            if self._seen(current, upload):
+                return "duplicate"
+            outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at, current)
         if outcome == "run_not_open":
             outcome = "late" if self.ledger.record_late(project, run_id, record) else "duplicate"
         after = self.publish(project, run_id)
         if outcome == "recorded" and after.run.state == OPEN and after.complete():
             self.queue.request(project, run_id, "complete")
         return outcome
+
+    @staticmethod
+    def _seen(shard: ShardRecord | None, upload: UploadRecord) -> bool:
+        """This upload was handled already, or a later one of the same shard was counted."""
+        if shard is None:
+            return False
+        if upload.upload_id in (shard.upload_id, shard.noted_upload):
+            return True
+        return shard.requested_at is not None and shard.requested_at >= upload.requested_at
 
     # -- closing and finalizing ------------------------------------------------------
 

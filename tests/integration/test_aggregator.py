@@ -171,6 +171,7 @@ def test_many_shards_with_duplicate_events_in_threads_count_exactly_once(isolate
     assert outcomes.count("recorded") == shards and outcomes.count("duplicate") == 2 * shards
     report = _report(agg, project, run_id)
     assert report.arrived == shards and report.version >= shards
+    assert agg.ledger.snapshot(project, run_id).run.arrived_count == shards
     assert len([m for m in isolated.finalize_requests() if m["run_id"] == run_id]) >= 1
 
 

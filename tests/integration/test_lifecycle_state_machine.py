@@ -97,6 +97,7 @@ def machine_for(isolated):
                 return
             arrived = snapshot.arrived()
             assert set(arrived) == set(self.current)  # invariant 1: the distinct shards accepted
+            assert snapshot.run.arrived_count == len(arrived)  # the run's own count is as exact
             assert {n: s.benchmark_names for n, s in arrived.items()} == {n: [b] for n, b in self.current.items()}
             report = agg.report(self.project, self.run_id)
             assert report.version >= self.seen_version and report.arrived >= self.seen_arrived  # invariant 4

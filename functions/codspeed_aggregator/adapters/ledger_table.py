@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from ..domain.ledger import (
     ARRIVED, FINALIZING, FORWARD_FAILED, LATE, OPEN, REJECTED,
-    RunRecord, ShardRecord, Snapshot, UploadRecord,
+    ArrivalView, RunRecord, ShardRecord, Snapshot, UploadRecord,
 )
 from ..domain.manifest import Manifest
 
@@ -19,7 +19,7 @@ META_PREFIX = "~META#"  # sorts after every other item of a run
 OPEN_INDEX = "open-runs"
 SNAPSHOT_ATTRIBUTES = (
     "pk", "sk", "project", "run_id", "state", "manifest", "commit", "ref", "base_ref", "identity", "created_at",
-    "deadline_at", "rev", "run_changes", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
+    "deadline_at", "rev", "run_changes", "arrived_count", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
     "forwarded_parts", "announced_parts", "outcome", "attempt", "upload_id", "key", "size", "benchmarks", "pids", "arrived_at",
     "reason", "noted_upload", "shard", "md5", "requested_at",
 )
@@ -162,7 +162,7 @@ class DynamoLedger:
             "state": run.state, "manifest": run.manifest.to_item(), "commit": run.commit, "ref": run.ref,
             "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
             "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
-            "rev": run.rev, "run_changes": run.run_changes, "forwarded_parts": {}, "announced_parts": {},
+            "rev": run.rev, "run_changes": run.run_changes, "arrived_count": 0, "forwarded_parts": {}, "announced_parts": {},
             "expires_at": self._expires_at(),
         }
         try:
@@ -194,14 +194,36 @@ class DynamoLedger:
                                 ConsistentRead=True)["Item"]
         return json.loads(_load(item)["metadata"])
 
-    def record_arrival(self, project: str, run_id: str, shard: ShardRecord, requested_at: str) -> str:
-        """Count an accepted bundle once: "recorded", "duplicate" (seen, or older than the
-        shard's current upload) or "run_not_open"."""
+    def arrival_view(self, project: str, run_id: str, shard: str, upload_id: str) -> ArrivalView:
+        """The three items an arrival needs (run, shard, upload request) in one small consistent read,
+        however many shards the run has."""
+        keys = {RUN_SK: None, f"SHARD#{shard}": None, f"UPLOAD#{shard}#{upload_id}": None}
+        answer = self.db.batch_get_item(RequestItems={self.table: {
+            "Keys": [self._key(project, run_id, sk) for sk in keys], "ConsistentRead": True}})
+        for item in map(_load, answer["Responses"].get(self.table, [])):
+            keys[item["sk"]] = item
+        run, shard_item, upload = keys.values()
+        return ArrivalView(
+            run=_run_from(run) if run else None,
+            shard=_shard_from(shard_item) if shard_item else None,
+            upload=_upload_from(upload) if upload else None,
+        )
+
+    def record_arrival(self, project: str, run_id: str, shard: ShardRecord, requested_at: str,
+                       previous: ShardRecord | None) -> str:
+        """Count an accepted bundle once, replacing ``previous`` (the shard as read): "recorded",
+        "changed" (the shard is no longer as read: read again) or "run_not_open".
+
+        The run's ``arrived_count`` grows only when the shard had no accepted bundle, and the
+        condition on the shard makes that exact under any interleaving."""
+        replacing = previous is not None and previous.upload_id is not None
         values = {
             ":arrived": ARRIVED, ":u": shard.upload_id, ":k": shard.key, ":size": shard.size,
             ":b": shard.benchmarks, ":names": shard.benchmark_names, ":pids": shard.pids,
-            ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":open": OPEN, ":exp": self._expires_at(),
+            ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":exp": self._expires_at(),
         }
+        if replacing:
+            values[":prev"] = previous.upload_id
         shard_update = {
             "TableName": self.table, "Key": self._key(project, run_id, f"SHARD#{shard.name}"),
             "UpdateExpression": (
@@ -209,16 +231,16 @@ class DynamoLedger:
                 "benchmark_names = :names, pids = :pids, arrived_at = :at, requested_at = :req, "
                 "expires_at = if_not_exists(expires_at, :exp) REMOVE reason ADD attempt :one, rev :one"
             ),
-            "ConditionExpression": "attribute_not_exists(upload_id) OR (upload_id <> :u AND requested_at < :req)",
+            "ConditionExpression": "upload_id = :prev AND requested_at < :req" if replacing
+            else "attribute_not_exists(upload_id)",
             "ExpressionAttributeNames": {"#state": "state", "#key": "key", "#size": "size"},
-            "ExpressionAttributeValues": _dump({k: values[k] for k in (
-                ":arrived", ":u", ":k", ":size", ":b", ":names", ":pids", ":at", ":req", ":one", ":exp")}),
+            "ExpressionAttributeValues": _dump(values),
         }
         run_update = {
             "TableName": self.table, "Key": self._key(project, run_id, RUN_SK),
-            "UpdateExpression": "ADD rev :one", "ConditionExpression": "#state = :open",
+            "UpdateExpression": "ADD rev :one, arrived_count :count", "ConditionExpression": "#state = :open",
             "ExpressionAttributeNames": {"#state": "state"},
-            "ExpressionAttributeValues": _dump({":one": 1, ":open": OPEN}),
+            "ExpressionAttributeValues": _dump({":one": 1, ":count": 0 if replacing else 1, ":open": OPEN}),
         }
         try:
             self.db.transact_write_items(TransactItems=[{"Update": shard_update}, {"Update": run_update}])
@@ -228,7 +250,7 @@ class DynamoLedger:
             if codes is None:
                 raise
             if codes and codes[0] == "ConditionalCheckFailed":
-                return "duplicate"
+                return "changed"
             return "run_not_open"
 
     def record_rejection(self, project: str, run_id: str, name: str, upload_id: str, reason: str) -> bool:
@@ -368,6 +390,7 @@ def _run_from(item: dict) -> RunRecord:
         deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0), run_changes=item.get("run_changes", 0),
         skipped=tuple(item.get("skipped") or ()), close_reason=item.get("close_reason"),
         upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
+        arrived_count=item.get("arrived_count", 0),
         forwarded_parts=item.get("forwarded_parts") or {}, announced_parts=item.get("announced_parts") or {},
         outcome=item.get("outcome") or {},
     )
@@ -379,7 +402,7 @@ def _shard_from(item: dict) -> ShardRecord:
         upload_id=item.get("upload_id"), key=item.get("key"), size=item.get("size"),
         benchmarks=item.get("benchmarks"), benchmark_names=item.get("benchmark_names") or [],
         pids=item.get("pids") or [], arrived_at=item.get("arrived_at"), reason=item.get("reason"),
-        rev=item.get("rev", 0), noted_upload=item.get("noted_upload"),
+        rev=item.get("rev", 0), noted_upload=item.get("noted_upload"), requested_at=item.get("requested_at"),
     )
 
 

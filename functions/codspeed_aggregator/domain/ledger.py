@@ -36,6 +36,7 @@ class RunRecord:
     upstream: dict | None = None
     forward_error: str | None = None
     lease_until: int = 0
+    arrived_count: int = 0  # distinct shards with an accepted bundle, kept exact by the arrival's condition
     forwarded_parts: dict = field(default_factory=dict)  # upload index -> the upstream's answer
     announced_parts: dict = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not done
     outcome: dict = field(default_factory=dict)  # baseline, carried shards, missing benchmarks (domain.baseline)
@@ -56,6 +57,7 @@ class ShardRecord:
     reason: str | None = None
     rev: int = 0
     noted_upload: str | None = None  # the last upload noted as rejected or late (not counted)
+    requested_at: str | None = None  # when the counted upload was granted: a later one replaces it
 
 
 @dataclass
@@ -82,3 +84,15 @@ class Snapshot:
 
     def complete(self) -> bool:
         return self.run.manifest.is_complete(set(self.arrived()))
+
+
+@dataclass
+class ArrivalView:
+    """What one arrival reads: its run, its shard (None before a first upload) and its upload request."""
+
+    run: RunRecord | None
+    shard: ShardRecord | None
+    upload: UploadRecord | None
+
+    def complete(self) -> bool:
+        return self.run.manifest.is_complete_count(self.run.arrived_count)

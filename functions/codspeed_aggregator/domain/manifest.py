@@ -65,3 +65,8 @@ class Manifest:
         if expected is not None:
             return set(expected) <= arrived
         return self.total is not None and len(arrived) >= self.total
+
+    def is_complete_count(self, arrived: int) -> bool:
+        """Complete by count alone: shards outside the manifest are refused before they upload."""
+        expected = self.expected_count()
+        return expected is not None and arrived >= expected
