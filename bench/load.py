@@ -123,6 +123,10 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
         for state in pool.map(lambda m: agg.finalize(**{k: v for k, v in json.loads(m["Body"]).items() if k != "reason"}), messages):
             finalizations[state] += 1
     report = agg.report(PROJECT, run_id)
+    for shard in report.shards:
+        if shard.state != "arrived":
+            print(f"  shard {shard.name}: {shard.state} ({shard.reason})")
+    print(f"  distinct events collected: {len({k for e in events for k, _ in s3_objects(e)})}")
     uploads = [u for u in stack.upstream.uploads() if json.loads((u / "metadata.json").read_text())["runPart"]["runId"] == run_id]
     counted = report.arrived + sum(s.state == "late" for s in report.shards)
     worst = {s: max(c[s] for c in per_arrival) for s in ("dynamodb", "s3")}

@@ -252,3 +252,4 @@ def test_a_skipped_shard_is_carried_from_the_main_branch_run(stack, project, tmp
     [upload] = _uploads(stack, pr_run)
     assert json.loads((upload / "metadata.json").read_text())["runPart"]["metadata"]["carriedShards"] == {
         "3": {"runId": main_run, "commitHash": "1" * 40}}
+

@@ -41,6 +41,10 @@ def http_api_event(method: str, target: str, headers: dict[str, str], body: byte
 
 
 def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    # A Lambda instance handles one event at a time, and the handler relies on it: powertools'
+    # resolver keeps the current event on the app. Connections are served concurrently, events not.
+    instance = threading.Lock()
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -54,7 +58,8 @@ def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.
             headers = {k.lower(): v for k, v in self.headers.items()}
             event = http_api_event(self.command, self.path, headers, body, self.client_address[0])
             try:
-                result = handler(event, LocalContext("codspeed-api"))
+                with instance:
+                    result = handler(event, LocalContext("codspeed-api"))
             except Exception:  # what API Gateway answers when the function fails
                 logging.getLogger(__name__).exception("api handler failed")
                 result = {"statusCode": 500, "headers": {"content-type": "application/json"},

@@ -1,0 +1,48 @@
+"""The local gateway: API Gateway v2 events over real HTTP, one event at a time per handler."""
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+from codspeed_aggregator.local.gateway import start_gateway
+
+
+def test_events_reach_the_handler_one_at_a_time_as_in_a_lambda_instance():
+    in_flight, most, lock = [0], [0], threading.Lock()
+
+    def handler(event, context):
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        time.sleep(0.02)  # powertools' resolver keeps the current event on the app: overlap would mix requests
+        with lock:
+            in_flight[0] -= 1
+        return {"statusCode": 200, "headers": {"content-type": "application/json"}, "body": event["body"]}
+
+    server = start_gateway(handler)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1/echo?x=1"
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda i: requests.post(url, json={"i": i}, timeout=10).json(), range(24)))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answers == [{"i": i} for i in range(24)]  # each request got its own answer
+    assert most[0] == 1
+
+
+def test_the_event_is_an_http_api_v2_event():
+    seen = []
+    server = start_gateway(lambda event, context: seen.append(event) or {"statusCode": 204, "body": ""})
+    try:
+        requests.get(f"http://127.0.0.1:{server.server_address[1]}/v1/runs/a/b/c?format=markdown",
+                     headers={"Authorization": "t"}, timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
+    event = seen[0]
+    assert (event["version"], event["rawPath"], event["queryStringParameters"]) == ("2.0", "/v1/runs/a/b/c", {"format": "markdown"})
+    assert event["requestContext"]["http"]["method"] == "GET" and event["headers"]["authorization"] == "t"
