@@ -1,7 +1,5 @@
 """The aggregator's own API: what ``codspeed-client`` sends and receives."""
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .names import Project, RunId, ShardName
@@ -58,13 +56,3 @@ class CloseAnswer(BaseModel):
     run_id: str
     state: str
     message: str
-
-
-class ApiError(BaseModel):
-    """Every refusal of the aggregator's own routes has this body."""
-
-    error: str
-    detail: list[dict] | None = None
-
-
-ReportFormat = Literal["json", "markdown"]

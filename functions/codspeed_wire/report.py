@@ -2,9 +2,7 @@
 
 from pydantic import BaseModel
 
-RUN_STATES = ("open", "finalizing", "forwarded", "forward_failed", "closed_empty")
 FINAL_STATES = ("forwarded", "forward_failed", "closed_empty")
-SHARD_STATES = ("expected", "arrived", "rejected", "skipped", "carried", "missing", "late")
 
 
 class ShardEntry(BaseModel):

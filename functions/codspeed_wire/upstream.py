@@ -80,7 +80,3 @@ class UploadAccepted(BaseModel):
     status: Literal["success"] = "success"
     uploadUrl: str
     runId: str
-
-
-class UploadRefused(BaseModel):
-    error: str

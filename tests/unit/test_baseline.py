@@ -14,7 +14,6 @@ def _run(run_id="new", skipped=()):
 BASELINE = Snapshot(
     RunRecord(project="a/b", run_id="base", manifest=Manifest(total=3, indexed=True), state=FORWARDED, commit="b" * 40),
     {"1": _shard("1", "t1::a", "t1::b"), "2": _shard("2", "t2::a"), "3": _shard("3", "t3::a")},
-    {},
 )
 
 
@@ -33,12 +32,12 @@ def test_skipped_shards_the_baseline_has_are_carried_with_their_source():
 
 def test_benchmarks_gone_are_listed_unless_a_skipped_shard_explains_them():
     run = _run(skipped=["2"])
-    baseline = Snapshot(BASELINE.run, {"1": BASELINE.shards["1"], "3": BASELINE.shards["3"]}, {})  # shard 2 not in it
+    baseline = Snapshot(BASELINE.run, {"1": BASELINE.shards["1"], "3": BASELINE.shards["3"]})  # shard 2 not in it
     completion = complete(run, {"1": _shard("1", "t1::a"), "3": _shard("3")}, "main", baseline)
     assert completion.carried == {}
     assert completion.outcome["missing_benchmarks"] == ["t1::b", "t3::a"]
     explained = complete(_run(skipped=["3"]), {"1": _shard("1", "t1::a", "t1::b")},
-                         "main", Snapshot(BASELINE.run, {"1": BASELINE.shards["1"]}, {}))
+                         "main", Snapshot(BASELINE.run, {"1": BASELINE.shards["1"]}))
     assert explained.outcome["missing_benchmarks"] == []
 
 

@@ -11,7 +11,7 @@ def _snapshot(state=OPEN, skipped=(), upstream=None) -> Snapshot:
         "1": ShardRecord("1", "arrived", attempt=2, size=1000, benchmarks=3, arrived_at="2026-11-29T19:00:00Z"),
         "3": ShardRecord("3", "rejected", reason="the bundle is not gzip-compressed"),
     }
-    return Snapshot(run, shards, {})
+    return Snapshot(run, shards)
 
 
 def test_an_open_run_reports_absent_shards_as_expected_and_says_it_is_partial():

@@ -65,13 +65,13 @@ class BundleStore:
                            ContentType="text/markdown; charset=utf-8")
         return True
 
-    def read_report(self, project: str, run_id: str, ext: str = "json") -> str | None:
+    def read_report(self, project: str, run_id: str) -> str | None:
         """The highest published version of a run's report, or None."""
         latest, token = None, None
         while True:
             page = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=report_prefix(project, run_id),
                                            **({"ContinuationToken": token} if token else {}))
-            keys = [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(f".{ext}")]
+            keys = [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(".json")]
             latest = max([latest, *keys], key=lambda k: k or "") if keys else latest
             token = page.get("NextContinuationToken")
             if not token:

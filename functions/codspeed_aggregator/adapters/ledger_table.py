@@ -15,13 +15,14 @@ from ..domain.ledger import (
 from ..domain.manifest import Manifest
 
 RUN_SK = "RUN"
+UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after every other item of a run
 OPEN_INDEX = "open-runs"
 SNAPSHOT_ATTRIBUTES = (
     "pk", "sk", "project", "run_id", "state", "manifest", "commit", "ref", "base_ref", "identity", "created_at",
     "deadline_at", "rev", "run_changes", "arrived_count", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
     "forwarded_parts", "announced_parts", "outcome", "attempt", "upload_id", "key", "size", "benchmarks", "pids", "arrived_at",
-    "reason", "noted_upload", "shard", "md5", "requested_at",
+    "reason", "noted_upload", "requested_at",
 )
 # Every name aliased: DynamoDB reserves hundreds of words (state, key, size, project, ...).
 SNAPSHOT_PROJECTION = {
@@ -78,15 +79,15 @@ class DynamoLedger:
     # -- reading -----------------------------------------------------------------
 
     def _query(self, project: str, run_id: str, with_names: bool = False) -> list[dict]:
-        """The run's own items: its record, its shards, its upload requests. Upload metadata
-        (``~META#``) sorts after them and is left out; so are benchmark names unless asked for,
-        so that an arrival reads a small partition however many shards the run has."""
+        """The run's record and its shards: its upload requests (``UPLOAD#``) and their metadata
+        (``~META#``) sort after them and are left out, and so are benchmark names unless asked
+        for, so that a report rebuild reads as little as the report needs."""
         items, start = [], None
         while True:
             kwargs = dict(
                 TableName=self.table, ConsistentRead=True,
                 KeyConditionExpression="pk = :pk AND sk < :meta",
-                ExpressionAttributeValues=_dump({":pk": _pk(project, run_id), ":meta": META_PREFIX}),
+                ExpressionAttributeValues=_dump({":pk": _pk(project, run_id), ":meta": UPLOAD_PREFIX}),
             )
             if not with_names:
                 kwargs.update(SNAPSHOT_PROJECTION)
@@ -109,18 +110,14 @@ class DynamoLedger:
 
     @staticmethod
     def _parse(items: list[dict]) -> Snapshot | None:
-        run, shards, uploads = None, {}, {}
+        run, shards = None, {}
         for item in items:
-            sk = item["sk"]
-            if sk == RUN_SK:
+            if item["sk"] == RUN_SK:
                 run = _run_from(item)
-            elif sk.startswith("SHARD#"):
+            elif item["sk"].startswith("SHARD#"):
                 shard = _shard_from(item)
                 shards[shard.name] = shard
-            elif sk.startswith("UPLOAD#"):
-                upload = _upload_from(item)
-                uploads[upload.upload_id] = upload
-        return Snapshot(run, shards, uploads) if run else None
+        return Snapshot(run, shards) if run else None
 
     def open_runs_past(self, now: int) -> list[tuple[str, str]]:
         found, start = [], None
@@ -178,7 +175,7 @@ class DynamoLedger:
         """The upload request, and beside it (out of snapshots) the CodSpeed metadata it came with."""
         expires = self._expires_at()
         item = {
-            "pk": _pk(project, run_id), "sk": f"UPLOAD#{upload.shard}#{upload.upload_id}", "shard": upload.shard,
+            "pk": _pk(project, run_id), "sk": f"{UPLOAD_PREFIX}{upload.shard}#{upload.upload_id}", "shard": upload.shard,
             "upload_id": upload.upload_id, "md5": upload.md5, "size": upload.size,
             "requested_at": upload.requested_at, "expires_at": expires,
         }
@@ -197,7 +194,7 @@ class DynamoLedger:
     def arrival_view(self, project: str, run_id: str, shard: str, upload_id: str) -> ArrivalView:
         """The three items an arrival needs (run, shard, upload request) in one small consistent read,
         however many shards the run has."""
-        keys = {RUN_SK: None, f"SHARD#{shard}": None, f"UPLOAD#{shard}#{upload_id}": None}
+        keys = {RUN_SK: None, f"SHARD#{shard}": None, f"{UPLOAD_PREFIX}{shard}#{upload_id}": None}
         answer = self.db.batch_get_item(RequestItems={self.table: {
             "Keys": [self._key(project, run_id, sk) for sk in keys], "ConsistentRead": True}})
         for item in map(_load, answer["Responses"].get(self.table, [])):

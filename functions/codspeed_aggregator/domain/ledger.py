@@ -74,7 +74,6 @@ class UploadRecord:
 class Snapshot:
     run: RunRecord
     shards: dict[str, ShardRecord]
-    uploads: dict[str, UploadRecord]
 
     def consistent(self) -> bool:
         return self.run.rev == self.run.run_changes + sum(s.rev for s in self.shards.values())
