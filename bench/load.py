@@ -127,7 +127,7 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
         if shard.state != "arrived":
             print(f"  shard {shard.name}: {shard.state} ({shard.reason})")
     print(f"  distinct events collected: {len({k for e in events for k, _ in s3_objects(e)})}")
-    uploads = [u for u in stack.upstream.uploads() if json.loads((u / "metadata.json").read_text())["runPart"]["runId"] == run_id]
+    uploads = stack.upstream.uploads(run_id)
     counted = report.arrived + sum(s.state == "late" for s in report.shards)
     worst = {s: max(c[s] for c in per_arrival) for s in ("dynamodb", "s3")}
     mean = {s: sum(c[s] for c in per_arrival) / len(per_arrival) for s in ("dynamodb", "s3", "sqs")}

@@ -11,7 +11,6 @@ Prints one line per figure; the full run exits 1 when a target is missed.
 
 import argparse
 import io
-import os
 import random
 import resource
 import shutil

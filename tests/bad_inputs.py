@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import requests
 
-from tests.factories import bundle, metadata, md5_b64, profile_members, tar_gz, upload_request
+from tests.factories import bundle, metadata, md5_b64, tar_gz, upload_request
 from codspeed_aggregator.local.profiles import callgrind_text
 
 

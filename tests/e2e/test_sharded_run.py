@@ -50,11 +50,6 @@ def _final(stack, project, run_id) -> dict:
     return wait_for(lambda: (r := _report(stack, project, run_id)).get("state") in ("forwarded", "forward_failed", "closed_empty") and r, timeout=60)
 
 
-def _uploads(stack, run_id) -> list[Path]:
-    return [u for u in stack.upstream.uploads()
-            if json.loads((u / "metadata.json").read_text()).get("runPart", {}).get("runId") == run_id]
-
-
 def _folders(tmp_path, count, pid=4242) -> list[Path]:
     return [make_profile_folder(tmp_path / f"shard-{i}", pid, [f"tests/test_{i}.py::test_bench_{j}" for j in range(3)])
             for i in range(1, count + 1)]
@@ -68,7 +63,7 @@ def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack,
     assert waited.returncode == 0, waited.stderr
     assert json.loads(waited.stdout)["state"] == "forwarded"
 
-    [upload] = _uploads(stack, run_id)
+    [upload] = stack.upstream.uploads(run_id)
     archive = (upload / "archive.tar.gz").read_bytes()
     meta = json.loads((upload / "metadata.json").read_text())
     put_headers = {k.lower(): v for k, v in json.loads((upload / "put-headers.json").read_text()).items()}
@@ -99,7 +94,7 @@ def test_a_shard_never_pushed_is_reported_missing_after_close(stack, project, ru
     waited = _run(stack, "status", "--wait", "--timeout", "60", "--interval", "0.2", *_common(project, run_id))
     assert waited.returncode == 11  # forwarded, but a shard is missing
     assert "3: missing" in waited.stdout
-    assert len(_uploads(stack, run_id)) == 1
+    assert len(stack.upstream.uploads(run_id)) == 1
     late = _run(stack, "push", "--shard", "3/3", "--profile-folder", str(folders[2]), *_common(project, run_id))
     assert late.returncode == 5 and "is already forwarded" in late.stderr
 
@@ -126,7 +121,7 @@ def test_codspeed_runner_uploads_with_run_part_become_shards(stack, project, run
         assert _runner_upload(stack, meta, archive)["runId"] == run_id
     report = _final(stack, project, run_id)
     assert report["state"] == "forwarded" and report["arrived"] == 2
-    assert len(_uploads(stack, run_id)) == 1
+    assert len(stack.upstream.uploads(run_id)) == 1
 
 
 def test_codspeed_runner_upload_without_run_part_is_forwarded_alone(stack, project):
@@ -165,7 +160,7 @@ def test_duplicate_events_and_a_shard_pushed_twice_count_once_and_forward_once(s
     final = _final(stack, project, run_id)
     assert final["arrived"] == 2 and final["partial"] is False and final["version"] > first["version"]
     assert {s["name"]: s["attempt"] for s in final["shards"]} == {"1": 2, "2": 1}
-    assert len(_uploads(stack, run_id)) == 1
+    assert len(stack.upstream.uploads(run_id)) == 1
 
 
 def _api(stack, method, path, token=TOKEN, headers=None, **kwargs) -> requests.Response:
@@ -191,7 +186,7 @@ def test_a_bad_bundle_is_refused_with_its_reason_and_the_run_goes_on(stack, proj
     assert _run(stack, "close", *_common(project, run_id)).returncode == 0
     final = _final(stack, project, run_id)
     assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "rejected", "2": "arrived"}
-    assert len(_uploads(stack, run_id)) == 1
+    assert len(stack.upstream.uploads(run_id)) == 1
 
 
 def test_tokens_are_checked_before_anything_else(stack, project, run_id):
@@ -249,7 +244,7 @@ def test_a_skipped_shard_is_carried_from_the_main_branch_run(stack, project, tmp
     carried = {s["name"]: s for s in report["shards"]}["3"]
     assert carried["state"] == "carried" and carried["source"] == {"run_id": main_run, "commit": "1" * 40}
     assert report["baseline"]["run_id"] == main_run and report["missing_benchmarks"] == []
-    [upload] = _uploads(stack, pr_run)
+    [upload] = stack.upstream.uploads(pr_run)
     assert json.loads((upload / "metadata.json").read_text())["runPart"]["metadata"]["carriedShards"] == {
         "3": {"runId": main_run, "commitHash": "1" * 40}}
 

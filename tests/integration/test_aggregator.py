@@ -25,12 +25,6 @@ def _report(agg, project, run_id):
     return agg.report(project, run_id)
 
 
-def _uploads_for(isolated, run_id):
-    import json
-
-    return [u for u in isolated.upstream.uploads() if json.loads((u / "metadata.json").read_text())["runPart"]["runId"] == run_id]
-
-
 def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expiry(isolated, project, run_id):
     data = bundle()
     grant = isolated.aggregator.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=2)))
@@ -81,7 +75,7 @@ def test_finalizing_forwards_one_merged_upload_whatever_the_duplicates(isolated,
     with ThreadPoolExecutor(4) as pool:
         states = list(pool.map(lambda _: agg.finalize(project, run_id), range(4)))
     assert sorted(states) == ["forwarded", "not_claimed", "not_claimed", "not_claimed"]
-    uploads = _uploads_for(isolated, run_id)
+    uploads = isolated.upstream.uploads(run_id)
     assert len(uploads) == 1
     report = _report(agg, project, run_id)
     assert (report.state, report.partial, report.upstream.status) == ("forwarded", False, "success")
@@ -104,7 +98,7 @@ def test_a_run_closed_with_nothing_arrived_ends_empty_and_forwards_nothing(isola
     _push(agg, project, run_id, "1", bundle(), total=2)  # granted, never counted
     agg.close(CloseRequest(project=project, run_id=run_id))
     assert agg.finalize(project, run_id) == "closed_empty"
-    assert _report(agg, project, run_id).state == "closed_empty" and not _uploads_for(isolated, run_id)
+    assert _report(agg, project, run_id).state == "closed_empty" and not isolated.upstream.uploads(run_id)
 
 
 def test_refusals_name_the_problem_and_change_nothing(isolated, project, run_id):
@@ -156,7 +150,7 @@ def test_a_push_after_finalizing_is_refused_and_a_bundle_arriving_anyway_is_late
     assert agg.record_arrival(straggler["key"]) == "late"
     shard = {s.name: s for s in _report(agg, project, run_id).shards}["2"]
     assert shard.state == "late" and "not merged" in shard.reason
-    assert len(_uploads_for(isolated, run_id)) == 1
+    assert len(isolated.upstream.uploads(run_id)) == 1
 
 
 def test_many_shards_with_duplicate_events_in_threads_count_exactly_once(isolated, project, run_id):
@@ -180,7 +174,7 @@ def test_a_failed_forward_keeps_everything_and_a_retry_forwards_once(isolated, p
     agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
     isolated.upstream.failures.extend([500, 429])  # retried with backoff: the third try gets through
     assert agg.finalize(project, run_id) == "forwarded"
-    assert len(_uploads_for(isolated, run_id)) == 1
+    assert len(isolated.upstream.uploads(run_id)) == 1
 
 
 def test_after_the_last_try_the_run_is_forward_failed_and_keeps_its_bundles(isolated, project, run_id):
@@ -194,7 +188,7 @@ def test_after_the_last_try_the_run_is_forward_failed_and_keeps_its_bundles(isol
     assert report.state == "forward_failed" and "after 3 tries" in report.upstream.message
     assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=key)["ContentLength"] > 0  # nothing accepted is lost
     assert agg.finalize(project, run_id) == "forwarded"
-    assert len(_uploads_for(isolated, run_id)) == 1
+    assert len(isolated.upstream.uploads(run_id)) == 1
 
 
 def test_an_older_report_never_replaces_a_newer_one(isolated, project, run_id):
@@ -268,7 +262,7 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
     assert _report(agg, project, run_id).state == "forward_failed"
     assert agg.finalize(project, run_id) == "forwarded"
     assert calls == ["aggregated-part-1-of-3", "aggregated-part-2-of-3", "aggregated-part-2-of-3", "aggregated-part-3-of-3"]
-    uploads = _uploads_for(isolated, run_id)
+    uploads = isolated.upstream.uploads(run_id)
     assert len(uploads) == 3  # part 1 was not sent again
     parts = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in uploads)
     assert parts == [1, 2, 3]
@@ -320,7 +314,7 @@ def test_a_skipped_shard_is_carried_from_the_latest_forwarded_run_on_the_base_br
     assert report.baseline["run_id"] == baseline and report.missing_benchmarks == ["t1::gone"]
     assert "Benchmarks gone since the baseline (1): `t1::gone`" in __import__("codspeed_wire.report", fromlist=["x"]).render_markdown(report)
 
-    [upload] = _uploads_for(isolated, run_id)
+    [upload] = isolated.upstream.uploads(run_id)
     meta = json.loads((upload / "metadata.json").read_text())
     assert meta["runPart"]["metadata"]["carriedShards"] == {"3": {"runId": baseline, "commitHash": report.commit}}
     assert meta["ref"] == "refs/pull/7/merge"  # the run's own metadata, not the baseline's

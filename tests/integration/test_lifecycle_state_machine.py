@@ -2,7 +2,6 @@
 finalize and late pushes; DESIGN's invariants are checked after every step."""
 
 import io
-import json
 import tarfile
 import time
 import uuid
@@ -86,10 +85,6 @@ def machine_for(isolated):
                 if message["run_id"] == self.run_id:
                     agg.finalize(self.project, self.run_id)
 
-        def _uploads(self):
-            return [u for u in isolated.upstream.uploads()
-                    if json.loads((u / "metadata.json").read_text())["runPart"]["runId"] == self.run_id]
-
         @invariant()
         def counted_once_and_never_backwards(self):
             snapshot = agg.ledger.snapshot(self.project, self.run_id, with_names=True)
@@ -105,7 +100,7 @@ def machine_for(isolated):
 
         @invariant()
         def forwarded_once_with_everything_accepted(self):
-            uploads = self._uploads()
+            uploads = isolated.upstream.uploads(self.run_id)
             assert len(uploads) <= 1  # invariant 2
             if self._state() == "forwarded":
                 assert len(uploads) == 1

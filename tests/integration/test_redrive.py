@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from codspeed_aggregator.adapters.finalize_queue import FinalizeMessage
-from tests.faults import _archives, _pushed
+from tests.faults import _pushed
 
 
 def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_once(isolated, project, run_id):
@@ -33,7 +33,7 @@ def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_on
         isolated.upstream.failures.clear()
     assert receives == 3  # maxReceiveCount
     report = agg.report(project, run_id)
-    assert report.state == "forward_failed" and "502" in report.upstream.message and _archives(isolated.upstream, run_id) == 0
+    assert report.state == "forward_failed" and "502" in report.upstream.message and len(isolated.upstream.uploads(run_id)) == 0
 
     env = {"FINALIZE_DLQ_URL": queues.finalize_dlq_url, "FINALIZE_QUEUE_URL": queues.finalize_queue_url}
     moved = subprocess.run([sys.executable, "-m", "codspeed_aggregator.cli", "redrive"], capture_output=True, text=True,
@@ -41,7 +41,7 @@ def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_on
     assert moved.stdout.strip() == f"redrove 1 finalize message to {queues.finalize_queue_url}"
     [message] = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
     assert agg.finalize(message["project"], message["run_id"]) == "forwarded"
-    assert _archives(isolated.upstream, run_id) == 1 and agg.report(project, run_id).state == "forwarded"
+    assert len(isolated.upstream.uploads(run_id)) == 1 and agg.report(project, run_id).state == "forwarded"
 
 
 def test_redrive_without_queues_says_what_to_give():

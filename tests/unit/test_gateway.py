@@ -1,6 +1,5 @@
 """The local gateway: API Gateway v2 events over real HTTP, one event at a time per handler."""
 
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor

@@ -313,19 +313,15 @@ class DynamoLedger:
 
     def record_announced_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
         """Remember the upstream's answer to upload ``index``'s POST, before its PUT."""
-        return self._update_run(
-            project, run_id,
-            "SET announced_parts.#part = :answer ADD rev :one, run_changes :one",
-            "#state = :finalizing",
-            {":answer": answer, ":finalizing": FINALIZING}, names={"#part": str(index)},
-        )
+        return self._record_part("announced_parts", project, run_id, index, answer)
 
     def record_forwarded_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
         """Remember that upload ``index`` of a run reached the upstream, so a retry skips it."""
+        return self._record_part("forwarded_parts", project, run_id, index, answer)
+
+    def _record_part(self, parts: str, project: str, run_id: str, index: int, answer: dict) -> bool:
         return self._update_run(
-            project, run_id,
-            "SET forwarded_parts.#part = :answer ADD rev :one, run_changes :one",
-            "#state = :finalizing",
+            project, run_id, f"SET {parts}.#part = :answer ADD rev :one, run_changes :one", "#state = :finalizing",
             {":answer": answer, ":finalizing": FINALIZING}, names={"#part": str(index)},
         )
 

@@ -37,9 +37,11 @@ class StubUpstream:
         self.server.shutdown()
         self.server.server_close()
 
-    def uploads(self) -> list[Path]:
-        """Folders of the uploads whose archive arrived, oldest first."""
+    def uploads(self, run_id: str | None = None) -> list[Path]:
+        """Folders of the uploads whose archive arrived (of one run, by its runPart), oldest first."""
         done = [p for p in self.folder.iterdir() if (p / "archive.tar.gz").exists()]
+        if run_id is not None:
+            done = [p for p in done if (json.loads((p / "metadata.json").read_text()).get("runPart") or {}).get("runId") == run_id]
         return sorted(done, key=lambda p: (p / "archive.tar.gz").stat().st_mtime_ns)
 
     def _handler_class(self):
