@@ -5,6 +5,7 @@ import hashlib
 import io
 import tarfile
 import time
+import zlib
 
 import requests
 
@@ -15,6 +16,11 @@ COMMIT = "5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6"
 
 def md5_b64(data: bytes) -> str:
     return base64.b64encode(hashlib.md5(data).digest()).decode()
+
+
+def crc32_b64(data: bytes) -> str:
+    """S3's x-amz-checksum-crc32: base64 of the big-endian CRC32."""
+    return base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
 
 
 def tar_gz(members: dict[str, bytes | tarfile.TarInfo]) -> bytes:
@@ -62,11 +68,16 @@ def metadata(md5: str, *, owner: str = "acme", repository: str = "widgets", comm
 
 
 def upload_request(project: str, run_id: str, shard: str, data: bytes, *, total: int | None = None,
-                   expect: list[str] | None = None, **meta_extra) -> dict:
+                   expect: list[str] | None = None, checksum: str = "md5", **meta_extra) -> dict:
+    """``checksum="crc32"`` asks as codspeed-client does: a CRC32, no MD5 (the default keeps
+    CodSpeed's MD5 in the metadata)."""
     owner, repository = project.split("/")
     md5 = md5_b64(data)
     request = {"project": project, "run_id": run_id, "shard": shard, "size": len(data), "md5": md5,
                "metadata": metadata(md5, owner=owner, repository=repository, **meta_extra)}
+    if checksum == "crc32":
+        del request["md5"], request["metadata"]["profileMd5"]
+        request["crc32"] = crc32_b64(data)
     if total is not None:
         request["total"] = total
     if expect is not None:

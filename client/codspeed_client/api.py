@@ -87,5 +87,8 @@ class AggregatorApi:
         answer = self._send(send, "the bundle store")
         if answer.status_code == 403 and "expired" in answer.text.lower():
             raise UploadExpired()
+        if answer.status_code == 400 and "BadDigest" in answer.text:
+            raise ClientError(f"the bundle store received other bytes than {path} held when its checksum was taken: "
+                              "check that nothing writes to the archive while it uploads, then push again", NETWORK)
         if answer.status_code >= 300:
             raise ClientError(f"the bundle store refused the upload ({answer.status_code}): {answer.text[:300]}", REFUSED)

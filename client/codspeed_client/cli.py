@@ -7,7 +7,7 @@ import re
 import sys
 
 from . import __version__
-from .errors import CONFIG, USAGE, ClientError
+from .errors import CONFIG, NETWORK, USAGE, ClientError
 
 EXIT_CODES = """\
 exit codes: 0 done; 2 usage; 3 configuration missing; 4 token refused; 5 request refused
@@ -151,13 +151,14 @@ def push(args: argparse.Namespace) -> int:
     else:
         made = bundle.from_archive(Path(args.archive), inspect=args.dry_run)
     try:
+        api = None if args.dry_run else target.api()  # loads the HTTP client while the archive's CRC32 is taken
         meta = metadata.build(target.ctx, project=target.project, run_id=target.run_id, commit=target.commit,
-                              shard=shard, md5=made.md5, carried=made.carried_metadata)
+                              shard=shard, carried=made.carried_metadata)
         request = {"project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
-                   "size": made.size, "md5": made.md5, "metadata": meta}
-        if args.dry_run:
+                   "size": made.size, "crc32": made.crc32(), "metadata": meta}
+        if api is None:
             return _dry_run(out, made, request)
-        _upload(target, made, request, quiet=out.quiet or out.json)
+        _upload(api, made, request, quiet=out.quiet or out.json)
     finally:
         if args.profile_folder:
             made.path.unlink(missing_ok=True)
@@ -168,11 +169,10 @@ def push(args: argparse.Namespace) -> int:
     return 0
 
 
-def _upload(target: Target, made, request: dict, quiet: bool) -> None:
+def _upload(api, made, request: dict, quiet: bool) -> None:
     from .api import UploadExpired
     from .progress import Progress
 
-    api = target.api()
     for attempt in range(2):
         grant = api.request_upload(request)
         try:
@@ -181,7 +181,7 @@ def _upload(target: Target, made, request: dict, quiet: bool) -> None:
         except UploadExpired:
             if attempt:
                 raise ClientError("the upload URL expired twice before the bundle was sent: check the network speed "
-                                  "and the machine's clock", 6) from None
+                                  "and the machine's clock", NETWORK) from None
 
 
 def _dry_run(out: Output, made, request: dict) -> int:

@@ -6,10 +6,11 @@ from .ci import CiContext
 METADATA_VERSION = 10
 
 
-def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str, md5: str, carried: dict | None) -> dict:
+def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str, carried: dict | None) -> dict:
     owner, repository = project.split("/", 1)
     if carried is not None:
         metadata = dict(carried)
+        metadata.pop("profileMd5", None)  # the runner's own archive's; S3 checks this bundle's CRC32 instead
     else:
         metadata = {
             "repositoryProvider": "GITLAB" if ctx.provider == "GITLAB_CI" else "GITHUB",
@@ -25,7 +26,6 @@ def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str,
             **ctx.extra,
         }
     metadata.update({
-        "profileMd5": md5,
         "commitHash": commit,
         "owner": owner,
         "repository": repository,

@@ -76,7 +76,7 @@ class Aggregator:
             manifest = Manifest()
         return self._grant(
             request.project, request.run_id, request.shard, manifest, request.metadata,
-            size=request.size, content_type="application/gzip",
+            size=request.size, content_type="application/gzip", crc32=request.crc32,
         )
 
     def accept_drop_in(self, metadata: UploadMetadata) -> UploadAccepted:
@@ -84,6 +84,8 @@ class Aggregator:
         project = metadata.project
         if not project:
             raise Unprocessable("metadata has no owner and repository: the aggregator keys runs by project")
+        if not metadata.profile_md5:
+            raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
         part = metadata.run_part
         if part is not None:
             run_id, shard = _checked(_RUN_ID, "runPart.runId", part.run_id), _checked(_SHARD_NAME, "runPart.runPartId", part.run_part_id)
@@ -91,10 +93,10 @@ class Aggregator:
             manifest = Manifest(total=total) if total else Manifest()
         else:
             run_id, shard, manifest = single_part_run_id(metadata), "1", Manifest(total=1, indexed=True)
-        grant = self._grant(project, run_id, shard, manifest, metadata, size=None, content_type=None)
+        grant = self._grant(project, run_id, shard, manifest, metadata, size=None, content_type=None, crc32=None)
         return UploadAccepted(uploadUrl=grant.upload_url, runId=run_id)
 
-    def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type) -> UploadGrant:
+    def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32) -> UploadGrant:
         now = self.clock()
         run, created = self.ledger.open_run(RunRecord(
             project=project, run_id=run_id, manifest=manifest, commit=metadata.commit_hash.lower(),
@@ -109,12 +111,12 @@ class Aggregator:
         run.manifest.admit(shard)
         upload_id = uuid.uuid4().hex
         self.ledger.add_upload(project, run_id, UploadRecord(
-            shard=shard, upload_id=upload_id, metadata=metadata.wire(), md5=metadata.profile_md5,
-            size=size, requested_at=f"{now:.6f}",
+            shard=shard, upload_id=upload_id, metadata=metadata.wire(), size=size, requested_at=f"{now:.6f}",
         ))
         key = bundle_key(project, run_id, shard, upload_id)
         expires = self.settings.presign_expiry_seconds
-        url, headers = self.store.presign_put(key, metadata.profile_md5, size, expires, content_type)
+        url, headers = self.store.presign_put(key, expires, size=size, content_type=content_type,
+                                              md5=metadata.profile_md5, crc32=crc32)
         return UploadGrant(upload_url=url, headers=headers, key=key, upload_id=upload_id, expires_in=expires)
 
     # -- arrivals ------------------------------------------------------------------

@@ -9,7 +9,9 @@ MAX_SHARDS = 1000
 
 
 class ShardUploadRequest(BaseModel):
-    """Ask for a presigned URL to upload one shard's bundle."""
+    """Ask for a presigned URL to upload one shard's bundle. Its checksum is signed into the URL
+    and S3 refuses other bytes. codspeed-client sends a CRC32 (a sixth of an MD5's time);
+    an MD5 is CodSpeed's own."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -19,7 +21,9 @@ class ShardUploadRequest(BaseModel):
     total: int | None = Field(default=None, ge=1, le=MAX_SHARDS, description="expected shard count")
     expect: list[ShardName] | None = Field(default=None, min_length=1, max_length=MAX_SHARDS)
     size: int = Field(gt=0, description="bundle size in bytes")
-    md5: str = Field(pattern=r"^[A-Za-z0-9+/]{22}==$", description="base64 of the bundle's raw MD5")
+    crc32: str | None = Field(default=None, pattern=r"^[A-Za-z0-9+/]{6}==$",
+                              description="base64 of the bundle's big-endian CRC32, as S3's x-amz-checksum-crc32")
+    md5: str | None = Field(default=None, pattern=r"^[A-Za-z0-9+/]{22}==$", description="base64 of the bundle's raw MD5")
     metadata: UploadMetadata
 
     @model_validator(mode="after")
@@ -28,6 +32,8 @@ class ShardUploadRequest(BaseModel):
             raise ValueError("give either total (a shard count) or expect (shard names), not both")
         if self.expect is not None and len(set(self.expect)) != len(self.expect):
             raise ValueError("expect lists a shard name twice")
+        if self.crc32 is None and self.md5 is None:
+            raise ValueError("give the bundle's crc32 or md5: S3 checks the upload against it")
         if self.metadata.profile_md5 != self.md5:
             raise ValueError("metadata.profileMd5 differs from md5")
         return self

@@ -84,6 +84,20 @@ def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack,
     assert benchmarks == {f"tests/test_{i}.py::test_bench_{j}" for i in (1, 2, 3) for j in range(3)}
 
 
+def test_an_archive_made_with_tar_is_pushed_as_it_is_and_merged_with_a_folder(stack, project, run_id, tmp_path):
+    folder, packed = _folders(tmp_path, 2, pid=5151)
+    archive = tmp_path / "shard-2.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(packed), "."], check=True)
+    assert _run(stack, "push", "--shard", "1/2", "--profile-folder", str(folder), *_common(project, run_id)).returncode == 0
+    pushed = _run(stack, "push", "--shard", "2/2", "--archive", str(archive), "--json", *_common(project, run_id))
+    assert pushed.returncode == 0, pushed.stderr
+    assert json.loads(pushed.stdout)["size"] == archive.stat().st_size
+    assert _final(stack, project, run_id)["state"] == "forwarded"
+    [upload] = stack.upstream.uploads(run_id)
+    with tarfile.open(upload / "archive.tar.gz", mode="r:gz") as tar:
+        assert sorted(n for n in tar.getnames() if n.endswith(".out")) == ["./5151.out", "./5152.out"]
+
+
 def test_a_shard_never_pushed_is_reported_missing_after_close(stack, project, run_id, tmp_path):
     folders = _folders(tmp_path, 3)
     for i in (1, 2):

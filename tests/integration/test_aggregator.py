@@ -11,7 +11,7 @@ from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_aggregator.domain.errors import Conflict, NotFound, Unprocessable
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
-from tests.factories import bundle, metadata, md5_b64, put, upload_request
+from tests.factories import bundle, crc32_b64, metadata, md5_b64, put, upload_request
 
 
 
@@ -34,6 +34,20 @@ def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expi
     assert set(query["X-Amz-SignedHeaders"][0].split(";")) >= {"content-md5", "content-length", "content-type", "host"}
     assert grant.key.startswith(f"bundles/{project}/{run_id}/1/")
     assert grant.headers == {"Content-MD5": md5_b64(data), "Content-Length": str(len(data)), "Content-Type": "application/gzip"}
+
+
+def test_the_clients_crc32_is_signed_in_place_of_an_md5_and_the_bundle_counts(isolated, project, run_id):
+    agg, data = isolated.aggregator, bundle()
+    request = upload_request(project, run_id, "1", data, total=1, checksum="crc32")
+    grant = agg.request_upload(ShardUploadRequest.model_validate(request))
+    signed = set(parse_qs(urlsplit(grant.upload_url).query)["X-Amz-SignedHeaders"][0].split(";"))
+    assert signed == {"x-amz-checksum-crc32", "content-length", "content-type", "host"}
+    assert grant.headers == {"x-amz-checksum-crc32": crc32_b64(data), "Content-Length": str(len(data)),
+                             "Content-Type": "application/gzip"}
+    put(grant.model_dump(), data)
+    assert agg.record_arrival(grant.key) == "recorded"
+    report = _report(agg, project, run_id)
+    assert (report.arrived, report.shards[0].state) == (1, "arrived")
 
 
 def test_an_arrival_is_counted_once_and_completion_asks_for_finalizing(isolated, project, run_id):

@@ -93,7 +93,7 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
     key = json.loads(record["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"]
     upload_id = key.rsplit("/", 1)[1].removesuffix(".tar.gz")
     agg = aggregator()
-    agg.ledger.add_upload("acme/widgets", "7044765741", UploadRecord("2", upload_id, "x", None, "0.5", metadata={"profileMd5": "x"}))
+    agg.ledger.add_upload("acme/widgets", "7044765741", UploadRecord("2", upload_id, None, "0.5", metadata={"profileMd5": "x"}))
     agg.store.s3.put_object(Bucket=agg.store.bucket, Key=key, Body=bundle())
     answer = RECORDER.calling("ArrivalsFunction", arrivals.handler, record, LocalContext("codspeed-arrivals"))
     assert answer == {"batchItemFailures": []}

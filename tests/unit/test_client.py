@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -108,4 +109,7 @@ def test_plain_git_is_detected_locally(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ctx = detect({})
     assert (ctx.provider, ctx.project, ctx.ref) == ("LOCAL", "acme/widgets", "refs/heads/feature")
-    assert ctx.commit and len(ctx.commit) == 40
+    assert ctx.commit and len(ctx.commit) == 40 and Path(ctx.repository_root) == tmp_path.resolve()
+    subprocess.run(["git", "-C", str(tmp_path), "checkout", "-q", "--detach"], check=True)
+    detached = detect({})
+    assert (detached.commit, detached.ref) == (ctx.commit, None)

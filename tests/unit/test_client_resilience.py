@@ -2,6 +2,7 @@
 
 import io
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -12,7 +13,8 @@ from codspeed_client.api import AggregatorApi
 from codspeed_client.cli import main
 from codspeed_client.errors import ClientError
 from codspeed_client.progress import Progress
-from tests.factories import bundle
+from codspeed_wire.api import ShardUploadRequest
+from tests.factories import bundle, crc32_b64
 
 
 class Scripted:
@@ -21,14 +23,16 @@ class Scripted:
     def __init__(self, script: dict[tuple[str, str], list[tuple[int, dict | str, dict]]]) -> None:
         self.script = script
         self.seen: list[tuple[str, str]] = []
+        self.received: list[tuple[str, dict, bytes]] = []  # (path, headers, body) of each request
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def _serve(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length") or 0))
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 outer.seen.append((self.command, self.path))
+                outer.received.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 key = next(k for k in outer.script if k[0] == self.command and self.path.startswith(k[1]))
                 status, body, headers = outer.script[key].pop(0) if len(outer.script[key]) > 1 else outer.script[key][0]
                 raw = (json.dumps(body) if isinstance(body, dict) else body).replace("{url}", outer.url).encode()
@@ -104,6 +108,49 @@ def test_an_expired_upload_url_gets_a_new_one(scripted, tmp_path, capsys):
                  "--project", "a/b", "--run-id", "1", "--commit", "a" * 40, "--quiet"])
     assert code == 0 and capsys.readouterr().out == ""  # --quiet
     assert server.count("POST", "/v1/uploads") == 2 and server.count("PUT", "/put/") == 2
+
+
+def _push(server, source: list[str], *extra) -> int:
+    return main(["push", "--shard", "1/2", *source, "--api-url", server.url, "--token", "t",
+                 "--project", "a/b", "--run-id", "1", "--commit", "a" * 40, "--quiet", *extra])
+
+
+def _grant(headers: dict) -> dict:
+    return {"upload_url": "{url}/put/bundle", "headers": headers, "key": "k", "upload_id": "u", "expires_in": 900}
+
+
+@pytest.mark.parametrize("source", ["archive", "folder"])
+def test_the_upload_is_asked_for_with_the_bundles_crc32_and_carries_it(scripted, tmp_path, source):
+    from codspeed_aggregator.local.profiles import make_profile_folder
+
+    if source == "archive":
+        archive = tmp_path / "shard.tar.gz"
+        archive.write_bytes(bundle() + os.urandom(3 << 20))
+        args = ["--archive", str(archive)]
+    else:
+        args = ["--profile-folder", str(make_profile_folder(tmp_path / "p", 321, ["t::one"]))]
+    server = scripted({("POST", "/v1/uploads"): [(201, _grant({"x-amz-checksum-crc32": "signed-value"}), {})],
+                       ("PUT", "/put/"): [(200, "", {})]})
+    assert _push(server, args) == 0
+    [(_, _, asked), (_, put_headers, put_body)] = server.received
+    request = json.loads(asked)
+    assert ShardUploadRequest.model_validate(request).crc32 == crc32_b64(put_body)  # the API's own contract
+    assert "md5" not in request and "profileMd5" not in request["metadata"]
+    assert put_headers["x-amz-checksum-crc32"] == "signed-value" and put_headers["content-length"] == str(len(put_body))
+    if source == "archive":
+        assert put_body == archive.read_bytes()
+
+
+def test_bytes_that_fail_the_checksum_are_one_sentence_and_exit_6(scripted, tmp_path, capsys):
+    archive = tmp_path / "shard.tar.gz"
+    archive.write_bytes(bundle())
+    bad_digest = "<Error><Code>BadDigest</Code><Message>The CRC32 you specified did not match the calculated checksum.</Message></Error>"
+    server = scripted({("POST", "/v1/uploads"): [(201, _grant({}), {})], ("PUT", "/put/"): [(400, bad_digest, {})]})
+    assert _push(server, ["--archive", str(archive)], "--json") == errors.NETWORK
+    out, err = capsys.readouterr()
+    assert f"the bundle store received other bytes than {archive} held when its checksum was taken" in err
+    assert "Traceback" not in err and json.loads(out)["exit_code"] == errors.NETWORK
+    assert server.count("PUT", "/put/") == 1  # a 4xx is not retried
 
 
 def test_a_wrong_token_is_exit_4_in_one_sentence_and_json_on_request(scripted, capsys):

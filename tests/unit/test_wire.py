@@ -14,16 +14,16 @@ MD5 = "XrY7u+Ae7tCTyyK7j1rNww=="
 
 def test_client_built_metadata_is_valid_codspeed_metadata():
     ctx = CiContext(provider="GITHUB_ACTIONS", ref="refs/heads/main", job="bench", extra={"ghData": {"runId": "9", "job": "bench"}})
-    built = client_metadata.build(ctx, project="acme/widgets", run_id="9", commit="a" * 40, shard="2", md5=MD5, carried=None)
+    built = client_metadata.build(ctx, project="acme/widgets", run_id="9", commit="a" * 40, shard="2", carried=None)
     parsed = UploadMetadata.model_validate(built)
     assert parsed.project == "acme/widgets" and parsed.run_part.run_part_id == "2"
     assert parsed.wire() == built  # nothing lost, nothing added
 
 
-def test_carried_metadata_keeps_its_fields_and_gets_this_bundles_md5():
+def test_carried_metadata_keeps_its_fields_but_not_the_runners_md5():
     carried = metadata("A" * 22 + "==", futureField={"nested": [1, 2]})
-    built = client_metadata.build(CiContext(), project="acme/widgets", run_id="9", commit="b" * 40, shard="1", md5=MD5, carried=carried)
-    assert built["futureField"] == {"nested": [1, 2]} and built["profileMd5"] == MD5
+    built = client_metadata.build(CiContext(), project="acme/widgets", run_id="9", commit="b" * 40, shard="1", carried=carried)
+    assert built["futureField"] == {"nested": [1, 2]} and "profileMd5" not in built  # this bundle is another archive
 
 
 def test_unknown_metadata_fields_survive_a_round_trip():
@@ -31,9 +31,9 @@ def test_unknown_metadata_fields_survive_a_round_trip():
     assert UploadMetadata.model_validate(original).wire() == original
 
 
-def test_the_client_upload_request_is_what_the_api_accepts():
+def test_a_request_with_codspeeds_md5_is_accepted_too():
     request = ShardUploadRequest.model_validate(upload_request("acme/widgets", "r1", "2", b"data", total=4))
-    assert request.total == 4 and request.metadata.commit_hash
+    assert request.total == 4 and request.md5 == request.metadata.profile_md5 and request.crc32 is None
 
 
 @pytest.mark.parametrize(
@@ -50,6 +50,7 @@ def test_the_client_upload_request_is_what_the_api_accepts():
         ({"total": 10_000}, "total"),
         ({"size": 0}, "size"),
         ({"md5": "not-base64"}, "md5"),
+        ({"crc32": "AAAAAAAA"}, "crc32"),
         ({"unexpected": 1}, "unexpected"),
     ],
 )
@@ -67,6 +68,12 @@ def test_a_request_cannot_state_two_manifests_or_a_different_md5():
     data["metadata"]["profileMd5"] = MD5
     with pytest.raises(ValidationError, match="profileMd5 differs"):
         ShardUploadRequest.model_validate(data)
+    client = upload_request("acme/widgets", "r1", "a", b"d", checksum="crc32")
+    assert ShardUploadRequest.model_validate(client).md5 is None
+    with pytest.raises(ValidationError, match="profileMd5 differs"):  # both or neither
+        ShardUploadRequest.model_validate({**client, "metadata": {**client["metadata"], "profileMd5": MD5}})
+    with pytest.raises(ValidationError, match="give the bundle's crc32 or md5"):
+        ShardUploadRequest.model_validate({**client, "crc32": None})
 
 
 def test_metadata_schema_refusals():

@@ -14,10 +14,17 @@ class BundleStore:
         self.bucket = bucket
         self.s3 = client
 
-    def presign_put(self, key: str, md5: str, size: int | None, expires: int, content_type: str | None) -> tuple[str, dict]:
-        """A presigned PUT whose Content-MD5 (and Content-Length, Content-Type when given) are signed."""
-        params = {"Bucket": self.bucket, "Key": key, "ContentMD5": md5}
-        headers = {"Content-MD5": md5}
+    def presign_put(self, key: str, expires: int, *, size: int | None, content_type: str | None, md5: str | None,
+                    crc32: str | None) -> tuple[str, dict]:
+        """A presigned PUT whose headers, each when given, are signed: S3 refuses a body that
+        disagrees with its checksums (Content-MD5, x-amz-checksum-crc32) or its length."""
+        params, headers = {"Bucket": self.bucket, "Key": key}, {}
+        if md5 is not None:
+            params["ContentMD5"] = md5
+            headers["Content-MD5"] = md5
+        if crc32 is not None:
+            params["ChecksumCRC32"] = crc32
+            headers["x-amz-checksum-crc32"] = crc32
         if size is not None:
             params["ContentLength"] = size
             headers["Content-Length"] = str(size)

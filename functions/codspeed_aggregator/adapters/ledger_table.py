@@ -176,7 +176,7 @@ class DynamoLedger:
         expires = self._expires_at()
         item = {
             "pk": _pk(project, run_id), "sk": f"{UPLOAD_PREFIX}{upload.shard}#{upload.upload_id}", "shard": upload.shard,
-            "upload_id": upload.upload_id, "md5": upload.md5, "size": upload.size,
+            "upload_id": upload.upload_id, "size": upload.size,
             "requested_at": upload.requested_at, "expires_at": expires,
         }
         meta = {"pk": _pk(project, run_id), "sk": f"{META_PREFIX}{upload.upload_id}",
@@ -401,6 +401,6 @@ def _shard_from(item: dict) -> ShardRecord:
 
 def _upload_from(item: dict) -> UploadRecord:
     return UploadRecord(
-        shard=item["shard"], upload_id=item["upload_id"], md5=item["md5"], size=item.get("size"),
+        shard=item["shard"], upload_id=item["upload_id"], size=item.get("size"),
         requested_at=item["requested_at"],
     )

@@ -64,7 +64,6 @@ class ShardRecord:
 class UploadRecord:
     shard: str
     upload_id: str
-    md5: str
     size: int | None
     requested_at: str
     metadata: dict | None = None  # stored beside the record, read only when forwarding

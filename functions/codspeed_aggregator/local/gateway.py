@@ -47,6 +47,7 @@ def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
 
         def _serve(self) -> None:
             length = int(self.headers.get("content-length") or 0)
