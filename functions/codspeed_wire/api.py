@@ -10,7 +10,7 @@ MAX_SHARDS = 1000
 
 class ShardUploadRequest(BaseModel):
     """Ask for a presigned URL to upload one shard's bundle. Its checksum is signed into the URL
-    and S3 refuses other bytes. codspeed-client sends a CRC32 (a sixth of an MD5's time);
+    and S3 refuses other bytes. codspeed-client sends a CRC32 (a fifth of an MD5's time);
     an MD5 is CodSpeed's own."""
 
     model_config = ConfigDict(extra="forbid")
