@@ -307,6 +307,14 @@ def _forwarded_main_run(agg, project, shards: dict[str, list[str]]) -> str:
     return run_id
 
 
+def test_the_latest_baseline_is_the_last_forwarded_even_within_one_second(isolated, project):
+    ledger = isolated.aggregator.ledger
+    for run_id, at in (("run-c", 999.5), ("run-b", 1000.25), ("run-a", 1000.75)):  # ids sort the other way
+        ledger.record_baseline(project, "main", run_id, "a" * 40, at)
+    assert ledger.latest_baseline(project, "main") == "run-a"
+    assert ledger.latest_baseline(project, "other") is None
+
+
 def test_a_skipped_shard_is_carried_from_the_latest_forwarded_run_on_the_base_branch(isolated, project, run_id):
     import io
     import json

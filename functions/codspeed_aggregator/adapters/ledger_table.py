@@ -340,9 +340,11 @@ class DynamoLedger:
         """A change that changes nothing but the revision: the next report gets a new version."""
         return self._update_run(project, run_id, "ADD rev :one, run_changes :one", "attribute_exists(sk)", {})
 
-    def record_baseline(self, project: str, branch: str, run_id: str, commit: str | None, at: str) -> None:
-        """Remember a run forwarded on a branch: later runs carry results from, and compare with, it."""
-        item = {"pk": f"BASELINE#{project}#{branch}", "sk": f"{at}#{run_id}", "run_id": run_id, "commit": commit,
+    def record_baseline(self, project: str, branch: str, run_id: str, commit: str | None, at: float) -> None:
+        """Remember a run forwarded on a branch: later runs carry results from, and compare with, it.
+        Sorted by the microsecond it was forwarded at (two runs forwarded within one second must
+        not fall back to the order of their ids)."""
+        item = {"pk": f"BASELINE#{project}#{branch}", "sk": f"{at:017.6f}#{run_id}", "run_id": run_id, "commit": commit,
                 "expires_at": self._expires_at()}
         self.db.put_item(TableName=self.table, Item=_dump(item))
 
