@@ -163,13 +163,13 @@ class DynamoLedger:
             "expires_at": self._expires_at(),
         }
         try:
-            self.db.put_item(TableName=self.table, Item=_dump(item), ConditionExpression="attribute_not_exists(pk)")
+            self.db.put_item(TableName=self.table, Item=_dump(item), ConditionExpression="attribute_not_exists(pk)",
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after
             return run, True
         except ClientError as exc:
             if not _condition_failed(exc):
                 raise
-        stored = self.db.get_item(TableName=self.table, Key=self._key(run.project, run.run_id, RUN_SK), ConsistentRead=True)
-        return _run_from(_load(stored["Item"])), False
+            return _run_from(_load(exc.response["Item"])), False
 
     def add_upload(self, project: str, run_id: str, upload: UploadRecord) -> None:
         """The upload request, and beside it (out of snapshots) the CodSpeed metadata it came with."""
