@@ -135,7 +135,8 @@ def main() -> int:
     missed = []
     for name, value in figures.items():
         ok = value <= TARGETS[name]
-        print(f"{name}={value:.2f}  (target <= {TARGETS[name]}{'' if ok else ', MISSED'})")
+        verdict = "" if ok else (", not met at this size: the target is for the full run" if args.quick else ", MISSED")
+        print(f"{name}={value:.2f}  (target <= {TARGETS[name]}{verdict})")
         missed += [] if ok else [name]
     return 1 if missed and not args.quick else 0
 
