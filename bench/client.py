@@ -9,7 +9,7 @@ push_overhead  = time of `codspeed-client push --archive` of the archive
 
 Both sides of each ratio run the same way: each in a fresh process (start-up, imports and all),
 alternated; for the push pair, the same stack, bucket and kind of presigned URL. Start-up takes
-the best of N; the push pair the median of N, because moto's PUT here is bimodal (the same bare
+the best of N; the push pair the median of 15, because moto's PUT here is bimodal (the same bare
 PUT of 100 MB takes either ~0.46 s or ~0.57 s) and a best-of compares whichever side happened to
 get the fast mode. The
 client's time also holds what the bare PUT is handed for free: asking for the URL and checking
@@ -66,7 +66,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    size_mb, repeats = (10, 3) if args.quick else (100, 9)
+    size_mb, repeats = (10, 3) if args.quick else (100, 15)
 
     # Byte-compiled first, as pip does when it installs the client (requests, the other side, is):
     # a checkout run with PYTHONDONTWRITEBYTECODE set would recompile the client at every start.
@@ -121,10 +121,15 @@ def main() -> int:
 
         client_push(), bare_put(), put_call()  # warm up
         pushes, puts, calls = [], [], []
-        for _ in range(repeats):
-            pushes.append(client_push())
-            puts.append(bare_put())
-            calls.append(put_call())
+        def settled(fn) -> float:
+            """Time ``fn`` once the stack has finished with the last PUT (moto frees it, notifies SQS)."""
+            time.sleep(0.3)
+            return fn()
+
+        for i in range(repeats):  # alternated, and each side first in turn, so a drifting machine favours neither
+            for fn, times in ((client_push, pushes), (bare_put, puts))[:: 1 if i % 2 else -1]:
+                times.append(settled(fn))
+            calls.append(settled(put_call))
         push, put, call = statistics.median(pushes), statistics.median(puts), statistics.median(calls)
         print(f"archive: {data_size / 2**20:.0f} MB; python -c pass {bare_start * 1000:.0f} ms, codspeed-client --help "
               f"{help_start * 1000:.0f} ms; medians of {repeats}: client push {push:.3f} s (best {min(pushes):.3f}), "

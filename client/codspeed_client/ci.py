@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 
 
 class CiContext:
@@ -21,6 +20,8 @@ class CiContext:
 
 
 def _git(*args: str) -> str | None:
+    import subprocess  # here, not above: in a CI job git is never asked, and the import alone costs 4 ms
+
     try:
         out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
