@@ -7,14 +7,15 @@ startup_ratio  = time of `codspeed-client --help` / time of `python -c pass`    
 push_overhead  = time of `codspeed-client push --archive` of the archive
                  / time of a bare requests.put of the same bytes to a presigned URL (target <= 1.1)
 
-Both sides of each ratio run the same way: each in a fresh process (start-up, imports and all),
-alternated; for the push pair, the same stack, bucket and kind of presigned URL. Start-up takes
-the best of N; the push pair the median of 15, because moto's PUT here is bimodal (the same bare
-PUT of 100 MB takes either ~0.46 s or ~0.57 s) and a best-of compares whichever side happened to
-get the fast mode. The
-client's time also holds what the bare PUT is handed for free: asking for the URL and checking
-what was stored. For reference the bench also prints `push_vs_put_call`, the push against the
-PUT call alone, timed inside an already running Python that has imported requests.
+Both sides of each ratio run the same way: each in a fresh process (start-up, imports and all);
+for the push pair, the same stack, bucket and kind of presigned URL (its CRC32 signed). Start-up
+takes the best of N. The push pair is 15 alternated pairs, each side first in turn, each timed
+once the stack has settled from the last PUT (without the pause, whichever ran second paid for
+moto finishing the first), and compares medians: moto's PUT here is bimodal (the same bare PUT
+of 100 MB takes ~0.46 s or ~0.57 s), so a best-of compares whichever side got the fast mode.
+The client's time also holds what the bare PUT is handed for free: asking for the URL and
+taking the archive's CRC32. For reference the bench also prints `push_vs_put_call`, the push
+against the PUT call alone, timed inside an already running Python that has imported requests.
 """
 
 import argparse
