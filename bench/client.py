@@ -10,8 +10,8 @@ push_overhead  = time of `codspeed-client push --archive` of the archive
 Both sides of each ratio run the same way: each in a fresh process (start-up, imports and all);
 for the push pair, the same stack, bucket and kind of presigned URL (its CRC32 signed). Start-up
 takes the best of N. The push pair is 15 alternated pairs, each side first in turn, each timed
-once the stack has settled from the last PUT (without the pause, whichever ran second paid for
-moto finishing the first), and compares medians: moto's PUT here is bimodal (the same bare PUT
+once the stack has settled from the last PUT (without the pause, which side ran first moved the
+ratio by up to 0.08), and compares medians: moto's PUT here is bimodal (the same bare PUT
 of 100 MB takes ~0.46 s or ~0.57 s), so a best-of compares whichever side got the fast mode.
 The client's time also holds what the bare PUT is handed for free: asking for the URL and
 taking the archive's CRC32. For reference the bench also prints `push_vs_put_call`, the push
