@@ -176,6 +176,25 @@ def test_an_unreadable_archive_is_exit_7(tmp_path, capsys):
     assert "is not a readable tar.gz" in capsys.readouterr().err
 
 
+def test_an_archive_emptied_before_its_checksum_is_taken_is_exit_7_and_nothing_is_sent(scripted, tmp_path, monkeypatch, capsys):
+    from codspeed_client import bundle as client_bundle
+
+    archive = tmp_path / "shard.tar.gz"
+    archive.write_bytes(bundle())
+    take = client_bundle._crc32_meanwhile
+
+    def emptied_first(path):
+        path.write_bytes(b"")
+        return take(path)
+
+    monkeypatch.setattr(client_bundle, "_crc32_meanwhile", emptied_first)
+    server = scripted({("POST", "/v1/uploads"): [(201, _grant({}), {})], ("PUT", "/put/"): [(200, "", {})]})
+    assert _push(server, ["--archive", str(archive)]) == errors.INPUT
+    err = capsys.readouterr().err
+    assert f"cannot read archive {archive} (cannot mmap an empty file)" in err and "Traceback" not in err
+    assert server.seen == []
+
+
 def test_dry_run_shows_what_would_be_sent_and_sends_nothing(tmp_path, capsys):
     from codspeed_aggregator.local.profiles import make_profile_folder
 
