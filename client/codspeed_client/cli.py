@@ -47,9 +47,8 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="command", required=True, metavar="{push,close,status,env}")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help, epilog=EXAMPLES[name] + "\n" + EXIT_CODES,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-        return sub
+        return commands.add_parser(name, help=help, description=help, epilog=EXAMPLES[name] + "\n" + EXIT_CODES,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
 
     push = command("push", "upload this job's shard")
     push.add_argument("--shard", required=True, help="I/N (shard I of N) or a shard name")
@@ -209,6 +208,8 @@ def status(args: argparse.Namespace) -> int:
     api = target.api()
     if args.wait:
         report, timed_out = wait_for_final(api, target.project, target.run_id, args.timeout, args.interval)
+    elif args.format == "markdown" and not args.json:
+        report, timed_out = None, False  # the Markdown is fetched as such below: no JSON read first
     else:
         report, timed_out = api.report(target.project, target.run_id), False
     if args.json or args.format == "json":

@@ -244,17 +244,16 @@ class Aggregator:
         parts = [answers[str(i)] for i in range(len(groups))]
         size = sum(p["size"] for p in parts)
         message = f"{len(shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
-        now = self.clock()
-        at = iso(now)
+        finished = self.clock()
         self.ledger.finish(project, run_id, FORWARDED, outcome=completion.outcome, upstream={
-            "run_id": ",".join(p["run_id"] for p in parts), "status": "success", "at": at, "message": message,
+            "run_id": ",".join(p["run_id"] for p in parts), "status": "success", "at": iso(finished), "message": message,
         })
         self._metric("ForwardSucceeded")
         self._metric("MergedBytes", size, "Bytes")
         opened = datetime.fromisoformat(snapshot.run.created_at.replace("Z", "+00:00")).timestamp()
-        self._metric("FinalizeLatency", self.clock() - opened, "Seconds")
+        self._metric("FinalizeLatency", finished - opened, "Seconds")
         if own_branch := branch_of(snapshot.run.ref):
-            self.ledger.record_baseline(project, own_branch, run_id, snapshot.run.commit, now)
+            self.ledger.record_baseline(project, own_branch, run_id, snapshot.run.commit, finished)
         self.store.mark_final(run_bundles_prefix(project, run_id))
         self.publish(project, run_id)
         return FORWARDED

@@ -86,8 +86,8 @@ class DynamoLedger:
         while True:
             kwargs = dict(
                 TableName=self.table, ConsistentRead=True,
-                KeyConditionExpression="pk = :pk AND sk < :meta",
-                ExpressionAttributeValues=_dump({":pk": _pk(project, run_id), ":meta": UPLOAD_PREFIX}),
+                KeyConditionExpression="pk = :pk AND sk < :uploads",
+                ExpressionAttributeValues=_dump({":pk": _pk(project, run_id), ":uploads": UPLOAD_PREFIX}),
             )
             if not with_names:
                 kwargs.update(SNAPSHOT_PROJECTION)
