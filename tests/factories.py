@@ -70,9 +70,10 @@ def metadata(md5: str, *, owner: str = "acme", repository: str = "widgets", comm
 def upload_request(project: str, run_id: str, shard: str, data: bytes, *, total: int | None = None,
                    expect: list[str] | None = None, checksum: str = "md5", **meta_extra) -> dict:
     """``checksum="crc32"`` asks as codspeed-client does: a CRC32, no MD5 (the default keeps
-    CodSpeed's MD5 in the metadata)."""
-    owner, repository = project.split("/")
+    CodSpeed's MD5 in the metadata). The metadata names the run part as the client's does."""
+    owner, repository = project.rsplit("/", 1)
     md5 = md5_b64(data)
+    meta_extra.setdefault("run_part", {"runId": run_id, "runPartId": shard, "jobName": "codspeed", "metadata": {}})
     request = {"project": project, "run_id": run_id, "shard": shard, "size": len(data), "md5": md5,
                "metadata": metadata(md5, owner=owner, repository=repository, **meta_extra)}
     if checksum == "crc32":

@@ -157,18 +157,20 @@ def push(args: argparse.Namespace) -> int:
                    "size": made.size, "crc32": made.crc32(), "metadata": meta}
         if api is None:
             return _dry_run(out, made, request)
-        _upload(api, made, request, quiet=out.quiet or out.json)
+        grant = _upload(api, made, request, quiet=out.quiet or out.json)
     finally:
         if args.profile_folder:
             made.path.unlink(missing_ok=True)
     of = f" of {total}" if total else ""
     files = f", {len(made.files)} files" if made.files else ""
-    out.result({"pushed": shard, "project": target.project, "run_id": target.run_id, "size": made.size},
-               f"pushed shard {shard}{of} of run {target.run_id} ({target.project}): {made.size} bytes{files}")
+    run_id, attempt = grant.get("run_id") or target.run_id, grant.get("attempt") or 1
+    again = f" (attempt {attempt}: run {target.run_id} was already forwarded)" if attempt > 1 else ""
+    out.result({"pushed": shard, "project": target.project, "run_id": run_id, "attempt": attempt, "size": made.size},
+               f"pushed shard {shard}{of} of run {run_id} ({target.project}): {made.size} bytes{files}{again}")
     return 0
 
 
-def _upload(api, made, request: dict, quiet: bool) -> None:
+def _upload(api, made, request: dict, quiet: bool) -> dict:
     from .api import UploadExpired
     from .progress import Progress
 
@@ -176,7 +178,7 @@ def _upload(api, made, request: dict, quiet: bool) -> None:
         grant = api.request_upload(request)
         try:
             api.put_bundle(grant["upload_url"], grant["headers"], made.path, None if quiet else Progress(made.size))
-            return
+            return grant
         except UploadExpired:
             if attempt:
                 raise ClientError("the upload URL expired twice before the bundle was sent: check the network speed "

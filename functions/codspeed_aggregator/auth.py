@@ -1,11 +1,15 @@
-"""Who may call: the API token (401 when absent, 403 when wrong) and webhook signatures
-(HMAC-SHA256 of the body, as GitHub signs, 401 when absent or wrong). All comparisons are constant-time."""
+"""Who may call: the API token (401 when absent, 403 when wrong), a GitHub Actions OIDC token
+(CodSpeed's recommended setup: it names its repository), a tokenless upload of a project that
+allows them (fork pull requests), and webhook signatures (HMAC-SHA256 of the body, as GitHub
+signs, 401 when absent or wrong). All comparisons of secrets are constant-time."""
 
 import hashlib
 import hmac
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from .adapters.github_oidc import OidcRefused
 from .domain.errors import Refused
 
 
@@ -31,16 +35,46 @@ class Principal:
             raise Forbidden(f"this token is for project {self.project}: it cannot read or change {project}")
 
 
-def authenticate(presented: str | None, operator_token: str | None, project_of: Callable[[str], str | None]) -> Principal:
-    """The operator's token (configured) or a project token (its digest in the ledger)."""
+def _is_jwt(token: str) -> bool:
+    return token.startswith("eyJ") and token.count(".") == 2
+
+
+def authenticate(presented: str | None, operator_token: str | None, project_of: Callable[[str], str | None],
+                 oidc_repository: Callable[[str], str] | None = None) -> Principal:
+    """The operator's token (configured), a project token (its digest in the ledger), or a GitHub
+    Actions OIDC token (good for the repository it names)."""
     if not presented:
         raise Unauthorized("missing Authorization header: send the aggregator's token")
     token = presented.removeprefix("Bearer ").strip()
     if operator_token and hmac.compare_digest(token.encode(), operator_token.encode()):
         return Principal(None)
+    if _is_jwt(token):
+        if oidc_repository is None:
+            raise Forbidden("this aggregator accepts no OIDC tokens (its OIDC audience is not set): send its token")
+        try:
+            return Principal(oidc_repository(token))
+        except OidcRefused as exc:
+            raise Forbidden(str(exc)) from exc
     project = project_of(token_digest(token)) if token else None
     if project is None:
         raise Forbidden("the token is not valid for this aggregator")
+    return Principal(project)
+
+
+def tokenless(body: str, allowed: Collection[str]) -> Principal:
+    """A CodSpeed runner with no token (a pull request from a fork gets none) says so in its
+    metadata: accepted only for the projects the operator lists."""
+    try:
+        metadata = json.loads(body)
+    except ValueError:
+        metadata = None
+    if not isinstance(metadata, dict) or metadata.get("tokenless") is not True:
+        raise Unauthorized("missing Authorization header: send the aggregator's token")
+    project = f"{metadata.get('owner')}/{metadata.get('repository')}"
+    if project not in allowed:
+        raise Unauthorized(
+            f"tokenless upload for {project} refused (a pull request from a fork has no token): "
+            "to accept them, add the project to the aggregator's TokenlessProjects parameter")
     return Principal(project)
 
 

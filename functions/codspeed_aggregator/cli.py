@@ -35,7 +35,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from .offline import merge_files
 
-    return merge_files(args.bundles, args.output, keep_logs=args.keep_logs)
+    return merge_files(args.bundles, args.output)
 
 
 def _redrive(args: argparse.Namespace) -> int:
@@ -99,7 +99,6 @@ def parser() -> argparse.ArgumentParser:
     merge = commands.add_parser("merge", help="merge shard bundles into one upload archive, offline")
     merge.add_argument("bundles", nargs="+", help="shard bundles (tar.gz of a profile folder)")
     merge.add_argument("-o", "--output", required=True, help="the merged tar.gz")
-    merge.add_argument("--keep-logs", action="store_true", help="keep runner and valgrind logs, renamed per shard")
     merge.set_defaults(run=_merge)
     again = commands.add_parser("redrive", help="retry the forwards that failed every try (from the dead-letter queue)")
     again.add_argument("--dead-letter-url", help="the finalize dead-letter queue (env FINALIZE_DLQ_URL)")

@@ -8,7 +8,7 @@ from .domain.errors import BadBundle
 from .domain.merge import ShardBundle, merge_bundles
 
 
-def merge_files(paths: list[str], output: str, keep_logs: bool = False) -> int:
+def merge_files(paths: list[str], output: str) -> int:
     shards = []
     for index, name in enumerate(paths, start=1):
         path = Path(name)
@@ -23,7 +23,7 @@ def merge_files(paths: list[str], output: str, keep_logs: bool = False) -> int:
             return 7
         shards.append(ShardBundle(str(index), tuple(summary.pids), lambda p=path: open(p, "rb")))
     with open(output, "wb") as out:
-        result = merge_bundles(shards, out, keep_logs=keep_logs)
+        result = merge_bundles(shards, out)
     moved = sum(len(v) for v in result.renumbered.values())
     print(f"merged {len(shards)} bundles into {output}: {result.size} bytes, {moved} pids renumbered, md5 {result.md5}")
     return 0

@@ -10,10 +10,7 @@ from datetime import datetime, timezone
 from collections.abc import Callable
 from functools import partial
 
-from pydantic import TypeAdapter, ValidationError
-
 from codspeed_wire.api import CloseAnswer, CloseRequest, ShardUploadRequest, UploadGrant
-from codspeed_wire.names import RunId, ShardName
 from codspeed_wire.report import Report, render_markdown
 from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 
@@ -27,17 +24,19 @@ from .domain.baseline import branch_of, complete
 from .domain.bundle import validate_bundle
 from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
 from .domain.keys import bundle_key, parse_bundle_key, run_bundles_prefix
-from .domain.ledger import ARRIVED, CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot, UploadRecord
+from .domain.drop_in import shard_of
+from .domain.ledger import (
+    ARRIVED, CLOSED_EMPTY, ENDED, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot, UploadRecord, attempt_run_id,
+)
 from .domain.manifest import Manifest
-from .domain.merge import ShardBundle, merge_bundles, plan_uploads
+from .domain.merge import ShardBundle, merge_bundles
 from .domain.notification import commit_status
-from .domain.metadata import check_identity, merged_metadata, single_part_run_id
+from .domain.metadata import as_sent_metadata, check_identity, merged_metadata
+from .domain.uploads import plan_forward
 from .domain.report import build_report
 from .settings import Settings
 
 log = logging.getLogger(__name__)
-_SHARD_NAME = TypeAdapter(ShardName)
-_RUN_ID = TypeAdapter(RunId)
 
 
 def iso(epoch: float) -> str:
@@ -80,44 +79,69 @@ class Aggregator:
         )
 
     def accept_drop_in(self, metadata: UploadMetadata) -> UploadAccepted:
-        """``POST /upload`` as CodSpeed answers it: a runner pointed at us becomes a shard."""
+        """``POST /upload`` as CodSpeed answers it: a runner pointed at us becomes a shard
+        (which run and which shard: ``domain.drop_in``). Its upload URL signs the runner's MD5,
+        and only that: the runner sends the archive's own type and encoding."""
         project = metadata.project
         if not project:
             raise Unprocessable("metadata has no owner and repository: the aggregator keys runs by project")
         if not metadata.profile_md5:
             raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
-        part = metadata.run_part
-        if part is not None:
-            run_id, shard = _checked(_RUN_ID, "runPart.runId", part.run_id), _checked(_SHARD_NAME, "runPart.runPartId", part.run_part_id)
-            total = part.total_parts()
-            manifest = Manifest(total=total) if total else Manifest()
-        else:
-            run_id, shard, manifest = single_part_run_id(metadata), "1", Manifest(total=1, indexed=True)
-        grant = self._grant(project, run_id, shard, manifest, metadata, size=None, content_type=None, crc32=None)
-        return UploadAccepted(uploadUrl=grant.upload_url, runId=run_id)
+        place = shard_of(metadata)
+        grant = self._grant(project, place.run_id, place.shard, place.manifest, metadata, size=None, content_type=None,
+                            crc32=None, label=place.label, variant=place.variant)
+        return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
-    def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32) -> UploadGrant:
+    def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32,
+               label=None, variant=None) -> UploadGrant:
         now = self.clock()
-        run, created = self.ledger.open_run(RunRecord(
+        run = self._current_attempt(RunRecord(
             project=project, run_id=run_id, manifest=manifest, commit=metadata.commit_hash.lower(),
             ref=metadata.ref, base_ref=metadata.base_ref, identity=metadata.identity(),
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
+            variants=(variant,) if variant else (),
         ))
-        if not created:
-            if run.state != OPEN:
-                raise Conflict(f"run {run_id} of {project} is already {run.state}: it takes no more shards")
-            manifest.agree(run.manifest)
-            check_identity(run.identity, metadata)
+        if run.closing:
+            raise Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards "
+                           "(a shard pushed after the run is forwarded starts its next attempt)")
         run.manifest.admit(shard)
+        if variant and variant not in run.variants and not self.ledger.add_variant(project, run.run_id, variant):
+            raise Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards")
         upload_id = uuid.uuid4().hex
-        self.ledger.add_upload(project, run_id, UploadRecord(
+        self.ledger.add_upload(project, run.run_id, UploadRecord(
             shard=shard, upload_id=upload_id, metadata=metadata.wire(), size=size, requested_at=f"{now:.6f}",
+            label=label if label != shard else None, executor=metadata.executor,
         ))
-        key = bundle_key(project, run_id, shard, upload_id)
+        key = bundle_key(project, run.run_id, shard, upload_id)
         expires = self.settings.presign_expiry_seconds
         url, headers = self.store.presign_put(key, expires, size=size, content_type=content_type,
                                               md5=metadata.profile_md5, crc32=crc32)
-        return UploadGrant(upload_url=url, headers=headers, key=key, upload_id=upload_id, expires_in=expires)
+        return UploadGrant(upload_url=url, headers=headers, key=key, upload_id=upload_id, expires_in=expires,
+                           run_id=run.run_id, attempt=run.attempt)
+
+    def _current_attempt(self, opening: RunRecord) -> RunRecord:
+        """The run an upload goes to: the run as first opened, or when that one has ended
+        (forwarded, or being finalized: a CI re-run, or a shard that came too late), its next
+        attempt. A next attempt keeps the manifest and starts with the shards counted before,
+        so it is complete, and forwarded again, as soon as the re-run shards are in."""
+        base_id, previous = opening.run_id, None
+        for attempt in range(1, self.settings.max_attempts + 1):
+            opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
+            if previous is not None:
+                opening.manifest, opening.identity = previous.manifest, previous.identity
+                opening.variants = tuple(sorted({*previous.variants, *opening.variants}))
+                opening.arrived_count = self.ledger.inherit_arrived(opening.project, previous.run_id, opening.run_id)
+            run, created = self.ledger.open_run(opening)
+            if created:
+                return run
+            if attempt == 1:
+                opening.manifest.agree(run.manifest)
+                check_identity(run.identity, opening.identity)
+            if run.state not in ENDED:
+                return run
+            previous = run
+        raise Conflict(f"run {base_id} of {opening.project} was forwarded {self.settings.max_attempts} times: "
+                       "it takes no more attempts")
 
     # -- arrivals ------------------------------------------------------------------
 
@@ -149,7 +173,7 @@ class Aggregator:
             if size is not None and upload.size is not None and size != upload.size:
                 raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
             with self.store.open(key) as stream:
-                summary = validate_bundle(stream)
+                summary = validate_bundle(stream, upload.executor)
         except BadBundle as exc:
             if not self.ledger.record_rejection(project, run_id, shard, upload_id, str(exc)):
                 return "duplicate"
@@ -158,7 +182,7 @@ class Aggregator:
         record = ShardRecord(
             name=shard, state=ARRIVED, upload_id=upload_id, key=key, size=size or upload.size,
             benchmarks=summary.benchmarks, benchmark_names=summary.benchmark_names, pids=summary.pids,
-            arrived_at=iso(self.clock()),
+            arrived_at=iso(self.clock()), label=upload.label, executor=upload.executor, gzipped=summary.gzipped,
         )
         outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at, view.shard)
         while outcome == "changed":  # another upload of this shard was counted meanwhile: look again
@@ -222,17 +246,18 @@ class Aggregator:
         baseline = self.ledger.snapshot(project, baseline_run, with_names=True) if baseline_run else None
         completion = complete(snapshot.run, arrived, branch, baseline)
         shards = dict(sorted({**arrived, **completion.carried}.items()))
-        base_metadata = self.ledger.upload_metadata(project, run_id, next(iter(arrived.values())).upload_id)
-        groups = plan_uploads([(n, s.benchmarks or 0) for n, s in shards.items()], self.settings.max_benchmarks_per_upload)
+        base_metadata = self._metadata(project, run_id, next(iter(arrived.values())))
+        groups = plan_forward(shards, self.settings.max_benchmarks_per_upload)
         answers = dict(snapshot.run.forwarded_parts)
-        for index, names in enumerate(groups):
+        for index, upload in enumerate(groups):
             if str(index) in answers:
                 continue
-            carried = {n: completion.outcome["carried"][n] for n in names if n in completion.carried}
+            carried = {n: completion.outcome["carried"][n] for n in upload.shards if n in completion.carried}
             announced = snapshot.run.announced_parts.get(str(index))
             try:
                 answers[str(index)] = self._forward(
-                    [shards[n] for n in names], project, run_id, base_metadata, carried, index, len(groups), announced)
+                    [shards[n] for n in upload.shards], upload.merged, project, run_id, base_metadata, carried,
+                    index, len(groups), announced)
             except UpstreamError as exc:
                 message = f"upload {index + 1} of {len(groups)}: {exc}" if len(groups) > 1 else str(exc)
                 self.ledger.finish(project, run_id, FORWARD_FAILED, error=message, outcome=completion.outcome,
@@ -258,21 +283,34 @@ class Aggregator:
         self.publish(project, run_id)
         return FORWARDED
 
-    def _forward(self, shards: list[ShardRecord], project: str, run_id: str, base_metadata: dict, carried: dict,
-                 index: int, parts: int, announced: dict | None) -> dict:
-        """Merge and send one upload. A POST already answered for the same bytes (the merge is
-        deterministic) is not made again: the archive goes to the URL it gave."""
-        bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key)) for s in shards]
+    def _metadata(self, project: str, run_id: str, shard: ShardRecord) -> dict | None:
+        """The CodSpeed metadata a shard was uploaded with (None for a shard carried from another run)."""
+        return self.ledger.upload_metadata(project, run_id, shard.upload_id) if shard.upload_id else None
+
+    def _forward(self, shards: list[ShardRecord], merged: bool, project: str, run_id: str, base_metadata: dict,
+                 carried: dict, index: int, parts: int, announced: dict | None) -> dict:
+        """Send one upload: the shards merged, or one shard's archive as it was sent. A POST
+        already answered for the same bytes (the merge is deterministic) is not made again: the
+        archive goes to the URL it gave."""
         names = [s.name for s in shards]
         with tempfile.TemporaryFile() as spool:
-            merged = merge_bundles(bundles, spool, keep_logs=self.settings.keep_logs, level=self.settings.merge_level)
-            if announced is None or announced["md5"] != merged.md5:
-                metadata = merged_metadata(run_id, base_metadata, names, merged.md5, index + 1, parts, carried)
-                accepted = self.upstream.announce(metadata)
-                announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": merged.md5}
+            if merged:
+                bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key)) for s in shards]
+                result = merge_bundles(bundles, spool, level=self.settings.merge_level)
+                size, md5, gzipped = result.size, result.md5, True
+                describe = partial(merged_metadata, run_id, base_metadata, names, md5, index + 1, parts, carried)
+            else:
+                [shard] = shards
+                size, md5 = self.store.copy_to(shard.key, spool)
+                gzipped = shard.gzipped
+                sent = self._metadata(project, run_id, shard) or base_metadata
+                describe = partial(as_sent_metadata, sent, md5, gzipped)
+            if announced is None or announced["md5"] != md5:
+                accepted = self.upstream.announce(describe())
+                announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": md5}
                 self.ledger.record_announced_part(project, run_id, index, announced)
-            self.upstream.put(announced["upload_url"], spool, merged.size, merged.md5)
-        return {"run_id": announced["run_id"], "size": merged.size, "md5": merged.md5, "shards": names}
+            self.upstream.put(announced["upload_url"], spool, size, md5, gzipped=gzipped)
+        return {"run_id": announced["run_id"], "size": size, "md5": md5, "shards": names}
 
     def sweep(self) -> list[tuple[str, str]]:
         """Close every open run past its deadline; absent shards become missing."""
@@ -323,11 +361,3 @@ class Aggregator:
         if snapshot is None:
             raise NotFound(f"no run {run_id} for project {project}")
         return build_report(snapshot, iso(self.clock()))
-
-
-def _checked(adapter: TypeAdapter, field: str, value: str) -> str:
-    try:
-        return adapter.validate_python(value)
-    except ValidationError as exc:
-        raise Unprocessable(f"{field} {value!r} is not usable as a name: {exc.errors()[0]['msg']}") from exc
-

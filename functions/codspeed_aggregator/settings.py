@@ -22,12 +22,12 @@ class Settings:
     run_deadline_seconds: int
     presign_expiry_seconds: int
     max_bundle_bytes: int
-    keep_logs: bool
     merge_level: int
     finalize_lease_seconds: int
     upstream_timeout_seconds: float
     upstream_attempts: int
     max_benchmarks_per_upload: int
+    max_attempts: int
     retention_days: int
     default_branch: str
     webhook_secret: str | None
@@ -36,6 +36,9 @@ class Settings:
     github_api_url: str
     github_token: str | None
     github_token_parameter: str | None
+    oidc_audience: str | None
+    oidc_jwks_url: str | None
+    tokenless_projects: frozenset[str]
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -52,12 +55,12 @@ class Settings:
             run_deadline_seconds=int(env.get("RUN_DEADLINE_SECONDS", 3 * 3600)),
             presign_expiry_seconds=min(int(env.get("PRESIGN_EXPIRY_SECONDS", 600)), 900),
             max_bundle_bytes=int(env.get("MAX_BUNDLE_BYTES", 5 << 30)),
-            keep_logs=_flag("KEEP_LOGS"),
             merge_level=int(env.get("MERGE_LEVEL", 1)),
             finalize_lease_seconds=int(env.get("FINALIZE_LEASE_SECONDS", 960)),
             upstream_timeout_seconds=float(env.get("UPSTREAM_TIMEOUT_SECONDS", 60)),
             upstream_attempts=int(env.get("UPSTREAM_ATTEMPTS", 3)),
             max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
+            max_attempts=int(env.get("MAX_ATTEMPTS", 20)),
             retention_days=int(env.get("RETENTION_DAYS", 30)),
             default_branch=env.get("DEFAULT_BRANCH", "main"),
             webhook_secret=env.get("WEBHOOK_SECRET") or None,
@@ -66,6 +69,9 @@ class Settings:
             github_api_url=env.get("GITHUB_API_URL", "https://api.github.com"),
             github_token=env.get("GITHUB_TOKEN") or None,
             github_token_parameter=env.get("GITHUB_TOKEN_PARAMETER") or None,
+            oidc_audience=env.get("OIDC_AUDIENCE", "codspeed.io") or None,  # what CodSpeed's runner asks GitHub for
+            oidc_jwks_url=env.get("OIDC_JWKS_URL") or None,
+            tokenless_projects=frozenset(p.strip() for p in env.get("TOKENLESS_PROJECTS", "-").split(",") if p.strip() not in ("", "-")),
         )
 
 

@@ -5,6 +5,7 @@ from functools import cache
 from .adapters.aws import client, secret
 from .adapters.bundle_store import BundleStore
 from .adapters.finalize_queue import FinalizeQueue
+from .adapters.github_oidc import GitHubOidc
 from .adapters.github_status import GitHubStatuses
 from .adapters.ledger_table import DynamoLedger
 from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
@@ -37,6 +38,13 @@ def api_token() -> str | None:
     return secret(config.api_token, config.api_token_parameter)
 
 
+@cache
+def oidc() -> GitHubOidc | None:
+    """GitHub Actions OIDC tokens are accepted unless the audience is set empty."""
+    config = settings()
+    return GitHubOidc(config.oidc_audience, jwks_url=config.oidc_jwks_url) if config.oidc_audience else None
+
+
 def webhook_secret() -> str | None:
     config = settings()
     return secret(config.webhook_secret, config.webhook_secret_parameter)
@@ -47,3 +55,4 @@ def reset() -> None:
     settings.cache_clear()
     client.cache_clear()
     aggregator.cache_clear()
+    oidc.cache_clear()

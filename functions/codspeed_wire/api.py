@@ -47,6 +47,8 @@ class UploadGrant(BaseModel):
     key: str
     upload_id: str
     expires_in: int
+    run_id: str | None = None  # the run the bundle counts in: the asked one, or its next attempt ("<run>~2")
+    attempt: int = 1
 
 
 class CloseRequest(BaseModel):

@@ -3,7 +3,6 @@
 import re
 
 OUT_NAME = re.compile(r"^(?P<pid>[0-9]{1,10})\.out$")
-PID_TOKEN = re.compile(r"(?<![0-9])([0-9]{1,10})(?![0-9])")
 PID_LINE = re.compile(rb"^pid: ([0-9]+)$", re.MULTILINE)
 TRIGGER = b"\ndesc: Trigger: Client Request: "
 METADATA_TRIGGER = b"Metadata:"

@@ -7,6 +7,8 @@ FINAL_STATES = ("forwarded", "forward_failed", "closed_empty")
 
 class ShardEntry(BaseModel):
     name: str
+    label: str | None = None  # what the uploader called it (a CodSpeed runner's runPartId), when not its name
+    executor: str | None = None
     state: str
     attempt: int = 0
     size: int | None = None
@@ -26,6 +28,7 @@ class UpstreamEntry(BaseModel):
 class Report(BaseModel):
     project: str
     run_id: str
+    attempt: int = 1  # a run forwarded and then uploaded to again goes on as attempt 2, run id "<run>~2"
     commit: str | None = None
     state: str
     partial: bool

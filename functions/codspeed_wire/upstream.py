@@ -10,6 +10,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from .names import Owner, Segment
+
+# The oldest metadata version still sent by runners in the wild (7 until early 2026).
+OLDEST_VERSION = 5
+MAX_RUN_PART_ID = 4096  # opaque, matrix values are free text: hundreds of characters are normal
+
 
 class _Camel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
@@ -28,7 +34,7 @@ class Runner(_Camel):
 
 class RunPart(_Camel):
     run_id: str = Field(min_length=1, max_length=128)
-    run_part_id: str = Field(min_length=1, max_length=128)
+    run_part_id: str = Field(min_length=1, max_length=MAX_RUN_PART_ID)
     job_name: str = ""
     metadata: dict[str, Any] = {}
 
@@ -42,9 +48,16 @@ class RunPart(_Camel):
                 return int(value)
         return None
 
+    def variant(self, executor: str | None) -> str:
+        """What tells apart the uploads of one job: its executor, and the runner's counters of
+        invocations (``run-index``) and of uploads within one (``run-part-index``)."""
+        parts = [str(self.metadata.get("executor") or executor or "")]
+        parts += [str(self.metadata[k]) for k in ("run-index", "run-part-index") if k in self.metadata]
+        return "/".join(parts)
+
 
 class UploadMetadata(_Camel):
-    version: int = Field(ge=1)
+    version: int = Field(ge=OLDEST_VERSION)
     commit_hash: str = Field(pattern=r"^[0-9a-fA-F]{7,64}$")
     profile_md5: str | None = Field(default=None, pattern=r"^[A-Za-z0-9+/]{22}==$")  # CodSpeed's runner always sends it
     runner: Runner
@@ -57,22 +70,26 @@ class UploadMetadata(_Camel):
     ref: str | None = None
     head_ref: str | None = None
     base_ref: str | None = None
-    owner: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,100}$")
-    repository: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,100}$")
+    owner: Owner | None = None  # GitLab: group/subgroup
+    repository: Segment | None = None
     event: str | None = None
 
     @property
     def project(self) -> str | None:
         return f"{self.owner}/{self.repository}" if self.owner and self.repository else None
 
+    @property
+    def executor(self) -> str:
+        return self.runner.executor or "valgrind"  # runners before executors existed ran valgrind
+
     def identity(self) -> dict[str, str | None]:
-        """The fields every shard of one run must agree on."""
+        """The fields every shard of one run must agree on (a run may hold several executors:
+        a job uploads once per executor, and each executor is forwarded on its own)."""
         return {
             "commitHash": self.commit_hash.lower(),
             "owner": self.owner,
             "repository": self.repository,
             "ref": self.ref,
-            "executor": self.runner.executor,
         }
 
 

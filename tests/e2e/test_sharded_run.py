@@ -109,8 +109,13 @@ def test_a_shard_never_pushed_is_reported_missing_after_close(stack, project, ru
     assert waited.returncode == 11  # forwarded, but a shard is missing
     assert "3: missing" in waited.stdout
     assert len(stack.upstream.uploads(run_id)) == 1
-    late = _run(stack, "push", "--shard", "3/3", "--profile-folder", str(folders[2]), *_common(project, run_id))
-    assert late.returncode == 5 and "is already forwarded" in late.stderr
+    late = _run(stack, "push", "--shard", "3/3", "--profile-folder", str(folders[2]), "--json", *_common(project, run_id))
+    assert late.returncode == 0, late.stderr
+    assert json.loads(late.stdout)["run_id"] == f"{run_id}~2"  # the run's next attempt: shards 1 and 2 come along
+    assert _final(stack, project, f"{run_id}~2")["arrived"] == 3
+    first, again = stack.upstream.uploads(run_id)
+    with tarfile.open(again / "archive.tar.gz") as tar:
+        assert sum(n.endswith(".out") for n in tar.getnames()) == 3
 
 
 def _runner_upload(stack, meta: dict, archive: bytes) -> dict:
@@ -183,7 +188,7 @@ def _api(stack, method, path, token=TOKEN, headers=None, **kwargs) -> requests.R
 
 
 @pytest.mark.parametrize("data, reason", [
-    (b"\x00not gzip", "not gzip-compressed"),
+    (b"\x00not gzip", "neither gzip-compressed nor a tar archive"),
     (__import__("gzip").compress(b"plain" * 200), "gzip but not a tar archive"),
     (tar_gz({"./../../outside.out": b"x"}), "points outside the profile folder"),
 ])

@@ -1,5 +1,6 @@
 """The use cases against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
 
+import tarfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -134,7 +135,7 @@ def test_refusals_name_the_problem_and_change_nothing(isolated, project, run_id)
 
 
 @pytest.mark.parametrize("data, reason", [
-    (b"not gzip", "not gzip-compressed"),
+    (b"not gzip", "neither gzip-compressed nor a tar archive"),
     (__import__("gzip").compress(b"not a tar" * 100), "gzip but not a tar archive"),
     (__import__("tests.factories", fromlist=["tar_gz"]).tar_gz({"../../etc/cron.d/x": b"x"}), "points outside the profile folder"),
 ])
@@ -153,18 +154,38 @@ def test_a_bad_bundle_is_rejected_with_its_reason_and_the_run_goes_on(isolated, 
     assert {s.name: (s.state, s.reason) for s in _report(agg, project, run_id).shards}["2"] == ("arrived", None)
 
 
-def test_a_push_after_finalizing_is_refused_and_a_bundle_arriving_anyway_is_late(isolated, project, run_id):
+def test_a_push_while_closing_is_refused_and_nothing_changes(isolated, project, run_id):
     agg = isolated.aggregator
     agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=2)["key"])
-    straggler = _push(agg, project, run_id, "2", bundle(), total=2)  # granted before the close, counted after
     agg.close(CloseRequest(project=project, run_id=run_id))
-    agg.finalize(project, run_id)
-    with pytest.raises(Conflict, match=f"run {run_id} of {project} is already forwarded"):
+    before = _report(agg, project, run_id)
+    with pytest.raises(Conflict, match=f"run {run_id} of {project} is closing: it takes no more shards"):
         _push(agg, project, run_id, "2", bundle(), total=2)
+    after = _report(agg, project, run_id)
+    assert after.version == before.version and [s.state for s in after.shards] == ["arrived", "expected"]
+
+
+def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_every_shard(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.record_arrival(_push(agg, project, run_id, "1", bundle(4242), total=2)["key"])
+    straggler = _push(agg, project, run_id, "2", bundle(4242), total=2)  # granted before the close, counted after
+    agg.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize(project, run_id) == "forwarded"
     assert agg.record_arrival(straggler["key"]) == "late"
     shard = {s.name: s for s in _report(agg, project, run_id).shards}["2"]
     assert shard.state == "late" and "not merged" in shard.reason
-    assert len(isolated.upstream.uploads(run_id)) == 1
+
+    again = _push(agg, project, run_id, "2", bundle(4242), total=2)  # a CI re-run of the job
+    assert (again["run_id"], again["attempt"]) == (f"{run_id}~2", 2)
+    assert agg.record_arrival(again["key"]) == "recorded"
+    second = _report(agg, project, f"{run_id}~2")
+    assert second.attempt == 2 and second.arrived == 2 and second.partial
+    assert {s.name: s.state for s in second.shards} == {"1": "arrived", "2": "arrived"}
+    assert agg.finalize(project, f"{run_id}~2") == "forwarded"
+    first_upload, second_upload = isolated.upstream.uploads(run_id)  # both name the CI's run id
+    with tarfile.open(second_upload / "archive.tar.gz") as tar:
+        assert sorted(n for n in tar.getnames() if n.endswith(".out")) == ["./4242.out", "./4243.out"]
+    assert _report(agg, project, run_id).state == "forwarded"  # the first attempt is left as it was
 
 
 def test_many_shards_with_duplicate_events_in_threads_count_exactly_once(isolated, project, run_id):

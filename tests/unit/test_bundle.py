@@ -11,7 +11,7 @@ from tests.factories import bundle, profile_members, tar_gz
 
 
 def _validate(data: bytes, **limits):
-    return validate_bundle(io.BytesIO(data), BundleLimits(**limits))
+    return validate_bundle(io.BytesIO(data), limits=BundleLimits(**limits))
 
 
 def _special(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
@@ -39,7 +39,7 @@ def test_several_out_files_in_one_shard_are_all_counted():
 @pytest.mark.parametrize(
     "data, reason",
     [
-        (b"this is not gzip at all", "not gzip-compressed"),
+        (b"this is not gzip at all", "neither gzip-compressed nor a tar archive"),
         (gzip.compress(b"plain text, not a tar archive" * 40), "gzip but not a tar archive"),
         (bundle()[:-40], "truncated or corrupt"),
         (b"", "empty file"),

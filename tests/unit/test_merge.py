@@ -59,10 +59,9 @@ def test_colliding_pids_move_with_their_files_and_pid_lines():
     assert benchmarks == 9
 
 
-def test_logs_are_left_out_by_default_and_kept_renamed_per_shard_on_request():
+def test_every_shards_logs_are_kept_renamed_when_they_collide():
     shards = [_shard(str(i), bundle(4242 + i)) for i in (1, 2)]
-    assert not [n for n in _members(_merge(shards)[0]) if n.endswith(".log")]
-    kept = [n for n in _members(_merge(shards, keep_logs=True)[0]) if n.endswith(".log")]
+    kept = [n for n in _members(_merge(shards)[0]) if n.endswith(".log")]
     assert sorted(kept) == ["./runner.log", "./runner.shard-2.log", "./valgrind.4243.log", "./valgrind.4244.log"]
 
 

@@ -24,6 +24,6 @@ def test_merge_command_refuses_a_bad_bundle_by_name_and_writes_nothing(tmp_path,
     bad.write_bytes(b"not gzip")
     out = tmp_path / "merged.tar.gz"
     assert main(["merge", str(good), str(bad), "-o", str(out)]) == 7
-    assert capsys.readouterr().err.strip() == f"codspeed-aggregator: {bad} refused: the bundle is not gzip-compressed"
+    assert capsys.readouterr().err.strip() == f"codspeed-aggregator: {bad} refused: the bundle is neither gzip-compressed nor a tar archive"
     assert not out.exists()
     assert main(["merge", str(tmp_path / "absent.tar.gz"), "-o", str(out)]) == 7

@@ -77,7 +77,7 @@ def test_a_request_cannot_state_two_manifests_or_a_different_md5():
 
 
 def test_metadata_schema_refusals():
-    for bad in ({"commitHash": "not-a-sha"}, {"version": 0}, {"runner": {"name": ""}}, {"owner": "a/b"}):
+    for bad in ({"commitHash": "not-a-sha"}, {"version": 0}, {"runner": {"name": ""}}, {"owner": "a/../b"}, {"owner": "a//b"}):
         with pytest.raises(ValidationError):
             UploadMetadata.model_validate({**metadata(MD5), **bad})
 

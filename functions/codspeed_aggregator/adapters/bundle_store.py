@@ -1,6 +1,9 @@
 """The bucket: presigned uploads, bundle streams, published reports."""
 
+import base64
+import hashlib
 from contextlib import contextmanager
+from typing import BinaryIO
 
 from botocore.exceptions import ClientError
 
@@ -41,6 +44,16 @@ class BundleStore:
             yield body
         finally:
             body.close()
+
+    def copy_to(self, key: str, out: BinaryIO, chunk: int = 1 << 20) -> tuple[int, str]:
+        """Copy an object into ``out``; answers its size and the base64 of its MD5."""
+        md5, size = hashlib.md5(), 0
+        with self.open(key) as body:
+            while data := body.read(chunk):
+                md5.update(data)
+                out.write(data)
+                size += len(data)
+        return size, base64.b64encode(md5.digest()).decode()
 
     def mark_final(self, prefix: str) -> int:
         """Tag every bundle under ``prefix`` ``run-final=true``: the bucket's lifecycle rule

@@ -2,6 +2,7 @@
 share a partition, so one consistent Query reads a whole run."""
 
 import json
+import random
 import time
 from decimal import Decimal
 
@@ -22,7 +23,8 @@ SNAPSHOT_ATTRIBUTES = (
     "pk", "sk", "project", "run_id", "state", "manifest", "commit", "ref", "base_ref", "identity", "created_at",
     "deadline_at", "rev", "run_changes", "arrived_count", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
     "forwarded_parts", "announced_parts", "outcome", "attempt", "upload_id", "key", "size", "benchmarks", "pids", "arrived_at",
-    "reason", "noted_upload", "requested_at",
+    "reason", "noted_upload", "requested_at", "run_attempt", "variants", "close_requested", "label", "executor",
+    "gzipped", "inherited_from",
 )
 # Every name aliased: DynamoDB reserves hundreds of words (state, key, size, project, ...).
 SNAPSHOT_PROJECTION = {
@@ -66,11 +68,40 @@ def _condition_failed(exc: ClientError) -> bool:
     return exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
 
 
+CONDITION_FAILED = "ConditionalCheckFailed"
+TRANSACTION_TRIES = 8
+
+
+class TransactionContended(Exception):
+    """DynamoDB kept cancelling a transaction for reasons other than its conditions (two writers
+    on one item: TransactionConflict; ThrottlingError): the caller fails and is retried later."""
+
+
+def _transact(db, items: list[dict], sleep=time.sleep) -> list[str] | None:
+    """Run a transaction: None when it was written, else the per-item codes of the cancellation
+    that came from a condition. Cancellations for any other reason (TransactionConflict, which
+    real DynamoDB answers whenever two transactions touch one item at once, ThrottlingError,
+    ...) say nothing about the conditions: the transaction is tried again, with jitter."""
+    for attempt in range(TRANSACTION_TRIES):
+        try:
+            db.transact_write_items(TransactItems=items)
+            return None
+        except ClientError as exc:
+            codes = _cancelled(exc)
+            if codes is None:
+                raise
+            if CONDITION_FAILED in codes:
+                return codes
+            sleep(random.uniform(0.5, 1.0) * min(1.0, 0.02 * 2**attempt))
+    raise TransactionContended(f"a transaction was cancelled {TRANSACTION_TRIES} times for other reasons than its conditions")
+
+
 class DynamoLedger:
-    def __init__(self, table_name: str, client, retention_seconds: int = 30 * 86400) -> None:
+    def __init__(self, table_name: str, client, retention_seconds: int = 30 * 86400, sleep=time.sleep) -> None:
         self.table = table_name
         self.db = client
         self.retention_seconds = retention_seconds
+        self.sleep = sleep
 
     def _expires_at(self) -> int:
         """Every item carries the table's TTL attribute: the run's records go with its bundles."""
@@ -159,9 +190,11 @@ class DynamoLedger:
             "state": run.state, "manifest": run.manifest.to_item(), "commit": run.commit, "ref": run.ref,
             "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
             "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
-            "rev": run.rev, "run_changes": run.run_changes, "arrived_count": 0, "forwarded_parts": {}, "announced_parts": {},
-            "expires_at": self._expires_at(),
+            "rev": run.rev, "run_changes": run.run_changes, "arrived_count": run.arrived_count, "forwarded_parts": {},
+            "announced_parts": {}, "run_attempt": run.attempt, "expires_at": self._expires_at(),
         }
+        if run.variants:
+            item["variants"] = set(run.variants)
         try:
             self.db.put_item(TableName=self.table, Item=_dump(item), ConditionExpression="attribute_not_exists(pk)",
                              ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after
@@ -181,16 +214,52 @@ class DynamoLedger:
                 "metadata": json.dumps(upload.metadata), "expires_at": expires}
         item = {
             "pk": _pk(project, run_id), "sk": f"{UPLOAD_PREFIX}{upload.shard}#{upload.upload_id}", "shard": upload.shard,
-            "upload_id": upload.upload_id, "size": upload.size,
+            "upload_id": upload.upload_id, "size": upload.size, "label": upload.label, "executor": upload.executor,
             "requested_at": upload.requested_at, "expires_at": expires,
         }
         for written in (meta, item):
             self.db.put_item(TableName=self.table, Item=_dump(written))
 
-    def upload_metadata(self, project: str, run_id: str, upload_id: str) -> dict:
+    def add_variant(self, project: str, run_id: str, variant: str) -> bool:
+        """Note a kind of upload the run had not seen (another executor): its manifest now expects it
+        too. False when the run is no longer open or is closing."""
+        return self._update_run(project, run_id, "ADD variants :v, rev :one, run_changes :one",
+                                "#state = :open AND attribute_not_exists(close_requested)",
+                                {":v": {variant}, ":open": OPEN})
+
+    def upload_metadata(self, project: str, run_id: str, upload_id: str) -> dict | None:
         item = self.db.get_item(TableName=self.table, Key=self._key(project, run_id, f"{META_PREFIX}{upload_id}"),
-                                ConsistentRead=True)["Item"]
-        return json.loads(_load(item)["metadata"])
+                                ConsistentRead=True).get("Item")
+        return json.loads(_load(item)["metadata"]) if item else None
+
+    def inherit_arrived(self, project: str, earlier: str, run_id: str) -> int:
+        """Copy the shards counted in an earlier attempt of a run (and their upload metadata) into
+        ``run_id``, the next attempt, before that run is opened; answers how many there are.
+        Each copy is conditional, so one written meanwhile by a racing opener is left as it is."""
+        items, start = [], None
+        while True:
+            page = self.db.query(TableName=self.table, ConsistentRead=True,
+                                 KeyConditionExpression="pk = :pk AND begins_with(sk, :shard)",
+                                 ExpressionAttributeValues=_dump({":pk": _pk(project, earlier), ":shard": "SHARD#"}),
+                                 **({"ExclusiveStartKey": start} if start else {}))
+            items += [_load(i) for i in page["Items"]]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
+        arrived = [i for i in items if i.get("state") == ARRIVED]
+        for item in arrived:
+            meta = self.upload_metadata(project, earlier, item["upload_id"])
+            copies = [{**item, "pk": _pk(project, run_id), "rev": 0, "inherited_from": item.get("inherited_from") or earlier}]
+            if meta is not None:
+                copies.append({"pk": _pk(project, run_id), "sk": f"{META_PREFIX}{item['upload_id']}",
+                               "metadata": json.dumps(meta), "expires_at": self._expires_at()})
+            for copy in copies:
+                try:
+                    self.db.put_item(TableName=self.table, Item=_dump(copy), ConditionExpression="attribute_not_exists(pk)")
+                except ClientError as exc:
+                    if not _condition_failed(exc):
+                        raise
+        return len(arrived)
 
     def arrival_view(self, project: str, run_id: str, shard: str, upload_id: str) -> ArrivalView:
         """The three items an arrival needs (run, shard, upload request) in one small consistent read,
@@ -219,6 +288,7 @@ class DynamoLedger:
             ":arrived": ARRIVED, ":u": shard.upload_id, ":k": shard.key, ":size": shard.size,
             ":b": shard.benchmarks, ":names": shard.benchmark_names, ":pids": shard.pids,
             ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":exp": self._expires_at(),
+            ":label": shard.label, ":executor": shard.executor, ":gz": shard.gzipped,
         }
         if replacing:
             values[":prev"] = previous.upload_id
@@ -227,7 +297,8 @@ class DynamoLedger:
             "UpdateExpression": (
                 "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
                 "benchmark_names = :names, pids = :pids, arrived_at = :at, requested_at = :req, "
-                "expires_at = if_not_exists(expires_at, :exp) REMOVE reason ADD attempt :one, rev :one"
+                "label = :label, executor = :executor, gzipped = :gz, "
+                "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from ADD attempt :one, rev :one"
             ),
             "ConditionExpression": "upload_id = :prev AND requested_at < :req" if replacing
             else "attribute_not_exists(upload_id)",
@@ -240,16 +311,10 @@ class DynamoLedger:
             "ExpressionAttributeNames": {"#state": "state"},
             "ExpressionAttributeValues": _dump({":one": 1, ":count": 0 if replacing else 1, ":open": OPEN}),
         }
-        try:
-            self.db.transact_write_items(TransactItems=[{"Update": shard_update}, {"Update": run_update}])
+        codes = _transact(self.db, [{"Update": shard_update}, {"Update": run_update}], self.sleep)
+        if codes is None:
             return "recorded"
-        except ClientError as exc:
-            codes = _cancelled(exc)
-            if codes is None:
-                raise
-            if codes and codes[0] == "ConditionalCheckFailed":
-                return "changed"
-            return "run_not_open"
+        return "run_not_open" if codes[1] == CONDITION_FAILED else "changed"
 
     def record_rejection(self, project: str, run_id: str, name: str, upload_id: str, reason: str) -> bool:
         """Note a refused bundle; a shard that already has an accepted bundle keeps it."""
@@ -285,13 +350,7 @@ class DynamoLedger:
             "UpdateExpression": "ADD rev :one", "ConditionExpression": "attribute_exists(pk)",
             "ExpressionAttributeValues": _dump({":one": 1}),
         }
-        try:
-            self.db.transact_write_items(TransactItems=[{"Update": shard_update}, {"Update": run_update}])
-            return True
-        except ClientError as exc:
-            if _cancelled(exc) is None:
-                raise
-            return False
+        return _transact(self.db, [{"Update": shard_update}, {"Update": run_update}], self.sleep) is None
 
     def request_close(self, project: str, run_id: str, skip: list[str], reason: str) -> bool:
         """Mark an open run closed by hand (first close wins); False when it was not open or already closing."""
@@ -388,7 +447,8 @@ def _run_from(item: dict) -> RunRecord:
         upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
         arrived_count=item.get("arrived_count", 0),
         forwarded_parts=item.get("forwarded_parts") or {}, announced_parts=item.get("announced_parts") or {},
-        outcome=item.get("outcome") or {},
+        outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=tuple(sorted(item.get("variants") or ())),
+        closing=bool(item.get("close_requested")),
     )
 
 
@@ -399,11 +459,13 @@ def _shard_from(item: dict) -> ShardRecord:
         benchmarks=item.get("benchmarks"), benchmark_names=item.get("benchmark_names") or [],
         pids=item.get("pids") or [], arrived_at=item.get("arrived_at"), reason=item.get("reason"),
         rev=item.get("rev", 0), noted_upload=item.get("noted_upload"), requested_at=item.get("requested_at"),
+        label=item.get("label"), executor=item.get("executor") or "valgrind", gzipped=item.get("gzipped", True),
+        inherited_from=item.get("inherited_from"),
     )
 
 
 def _upload_from(item: dict) -> UploadRecord:
     return UploadRecord(
         shard=item["shard"], upload_id=item["upload_id"], size=item.get("size"),
-        requested_at=item["requested_at"],
+        requested_at=item["requested_at"], label=item.get("label"), executor=item.get("executor") or "valgrind",
     )

@@ -63,9 +63,12 @@ class UpstreamClient:
             lambda answer: UploadAccepted.model_validate_json(answer.content),
         )
 
-    def put(self, upload_url: str, archive: BinaryIO, size: int, md5: str) -> None:
-        """Step 2: PUT the archive, with its Content-MD5."""
-        headers = {"Content-Type": "application/gzip", "Content-Length": str(size), "Content-MD5": md5}
+    def put(self, upload_url: str, archive: BinaryIO, size: int, md5: str, gzipped: bool = True) -> None:
+        """Step 2: PUT the archive with the runner's headers: a tar, its Content-MD5, and
+        ``Content-Encoding: gzip`` when it is compressed."""
+        headers = {"Content-Type": "application/x-tar", "Content-Length": str(size), "Content-MD5": md5}
+        if gzipped:
+            headers["Content-Encoding"] = "gzip"
 
         def send() -> requests.Response:
             archive.seek(0)

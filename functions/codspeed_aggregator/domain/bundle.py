@@ -1,5 +1,12 @@
-"""Validate a shard's bundle (a tar.gz of a CodSpeed profile folder) in one streaming pass."""
+"""Validate a shard's bundle (a tar of a CodSpeed profile folder, gzip-compressed or plain)
+in one streaming pass.
 
+What a valid bundle holds depends on the executor that made it: a valgrind folder has at
+least one ``<pid>.out`` callgrind file (or a Tracegrind ``<pid>.tgtrace``); walltime and
+memory folders hold results, perf data and maps, and no ``.out`` is required of them."""
+
+import contextlib
+import re
 import tarfile
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -7,6 +14,9 @@ from typing import BinaryIO
 from . import gz
 from codspeed_wire.callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
 from .errors import BadBundle
+
+VALGRIND = "valgrind"
+TRACE_NAME = re.compile(r"^(?P<pid>[0-9]{1,10})\.tgtrace$")
 
 CHUNK = 1 << 20
 NESTED_ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
@@ -27,6 +37,8 @@ class BundleSummary:
     benchmark_names: list[str] = field(default_factory=list)
     members: int = 0
     unpacked_bytes: int = 0
+    gzipped: bool = True
+    files: set[str] = field(default_factory=set, repr=False)
 
 
 def member_path(name: str) -> str:
@@ -61,36 +73,46 @@ class _CountingReader:
         return data
 
 
-def validate_bundle(stream: BinaryIO, limits: BundleLimits = BundleLimits()) -> BundleSummary:
+def is_gzip(magic: bytes) -> bool:
+    return magic[:2] == b"\x1f\x8b"
+
+
+def unpacked(stream: BinaryIO, gzipped: bool):
+    """The tar stream of a bundle: decompressed when it is gzip, as it is when it is a plain tar."""
+    return gz.reader(stream) if gzipped else contextlib.nullcontext(stream)
+
+
+def validate_bundle(stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits()) -> BundleSummary:
     counted = _CountingReader(stream)
     magic = counted.peek(2)
     if not magic:
         raise BadBundle("the bundle is an empty file")
-    if magic != b"\x1f\x8b":
-        raise BadBundle("the bundle is not gzip-compressed")
-    summary = BundleSummary()
+    summary = BundleSummary(gzipped=is_gzip(magic))
     try:
-        with gz.reader(counted) as unpacked:
-            with tarfile.open(fileobj=unpacked, mode="r|", bufsize=CHUNK) as tar:
+        with unpacked(counted, summary.gzipped) as tar_stream:
+            with tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK) as tar:
                 for member in tar:
                     _check_member(tar, member, summary, counted, limits)
-            while unpacked.read(CHUNK):  # to the end, so that gzip checks its CRC and length
+            while tar_stream.read(CHUNK):  # to the end, so that gzip checks its CRC and length
                 pass
     except tarfile.ReadError as exc:
-        raise BadBundle(_read_error_reason(exc)) from exc
+        raise BadBundle(_read_error_reason(exc, summary.gzipped)) from exc
     except (*gz.ERRORS, tarfile.StreamError) as exc:
         raise BadBundle(f"the gzip stream is truncated or corrupt ({exc})") from exc
     if summary.members == 0:
         raise BadBundle("the bundle is an empty archive")
-    if not summary.pids:
-        raise BadBundle("the bundle holds no <pid>.out callgrind file")
+    if executor == VALGRIND and not summary.pids:
+        raise BadBundle("the bundle holds no <pid>.out callgrind file (nor a <pid>.tgtrace), "
+                        "which every valgrind profile folder has")
     return summary
 
 
-def _read_error_reason(exc: tarfile.ReadError) -> str:
+def _read_error_reason(exc: tarfile.ReadError, gzipped: bool) -> str:
     text = str(exc)
     if "empty file" in text:
         return "the bundle is an empty archive"
+    if not gzipped:
+        return "the bundle is neither gzip-compressed nor a tar archive"
     if "bad checksum" in text or "invalid header" in text or "truncated" in text:
         return "the bundle is gzip but not a tar archive"
     return f"the bundle is not a readable tar.gz ({text})"
@@ -106,12 +128,17 @@ def _check_member(tar: tarfile.TarFile, member: tarfile.TarInfo, summary: Bundle
     if not member.isreg():
         kind = "symlink" if member.issym() else "hard link" if member.islnk() else "device or special file"
         raise BadBundle(f"member {path!r} is a {kind}: only regular files and folders are accepted")
+    if path in summary.files:
+        raise BadBundle(f"{path} appears twice")
+    summary.files.add(path)
     if path.lower().endswith(NESTED_ARCHIVES):
         raise BadBundle(f"member {path!r} is an archive inside the archive")
     summary.unpacked_bytes += member.size
     if summary.unpacked_bytes > limits.max_unpacked_bytes:
         raise BadBundle(f"the bundle unpacks to more than {limits.max_unpacked_bytes} bytes")
     out = OUT_NAME.match(path)
+    if trace := TRACE_NAME.match(path):
+        _add_pid(path, int(trace["pid"]), summary)
     reader = tar.extractfile(member)
     scanner = BenchmarkScanner() if out else None
     head = b""
@@ -141,6 +168,10 @@ def _check_out(path: str, pid: int, head: bytes, summary: BundleSummary) -> None
         raise BadBundle(f"{path} has no 'pid:' header line")
     if declared != pid:
         raise BadBundle(f"{path} declares 'pid: {declared}', which does not match its file name")
-    if pid in summary.pids:
-        raise BadBundle(f"{path} appears twice")
-    summary.pids.append(pid)
+    _add_pid(path, pid, summary)
+
+
+def _add_pid(path: str, pid: int, summary: BundleSummary) -> None:
+    """A pid the merge renumbers when it collides: named by a ``.out`` or a ``.tgtrace``."""
+    if pid not in summary.pids:
+        summary.pids.append(pid)

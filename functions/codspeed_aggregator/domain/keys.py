@@ -14,12 +14,13 @@ def run_bundles_prefix(project: str, run_id: str) -> str:
 
 
 def parse_bundle_key(key: str) -> tuple[str, str, str, str]:
-    """(project, run_id, shard, upload_id) of a bundle key; project is ``owner/repo``."""
+    """(project, run_id, shard, upload_id) of a bundle key; the project is ``owner/repo`` or, on
+    GitLab, ``group/subgroup/.../repo``: run ids and shard names hold no ``/``, so it is the rest."""
     parts = key.split("/")
-    if len(parts) != 6 or parts[0] + "/" != BUNDLE_PREFIX or not parts[5].endswith(".tar.gz"):
+    if len(parts) < 6 or parts[0] + "/" != BUNDLE_PREFIX or not parts[-1].endswith(".tar.gz") or "" in parts:
         raise BadBundle(f"object key {key!r} is not a bundle key")
-    _, owner, repo, run_id, shard, name = parts
-    return f"{owner}/{repo}", run_id, shard, name.removesuffix(".tar.gz")
+    *project, run_id, shard, name = parts[1:]
+    return "/".join(project), run_id, shard, name.removesuffix(".tar.gz")
 
 
 def report_prefix(project: str, run_id: str) -> str:

@@ -15,6 +15,12 @@ OPEN, FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY = (
     "open", "finalizing", "forwarded", "forward_failed", "closed_empty",
 )
 ARRIVED, REJECTED, LATE = "arrived", "rejected", "late"
+ENDED = (FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY)  # an upload for such a run starts its next attempt
+
+
+def attempt_run_id(run_id: str, attempt: int) -> str:
+    """The run id of a run's later attempt ('~' is in no run id a client can give)."""
+    return run_id if attempt == 1 else f"{run_id}~{attempt}"
 
 
 @dataclass
@@ -40,6 +46,12 @@ class RunRecord:
     forwarded_parts: dict = field(default_factory=dict)  # upload index -> the upstream's answer
     announced_parts: dict = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not done
     outcome: dict = field(default_factory=dict)  # baseline, carried shards, missing benchmarks (domain.baseline)
+    attempt: int = 1  # a run forwarded and uploaded to again (a CI re-run) goes on as its next attempt
+    variants: tuple[str, ...] = ()  # of CodSpeed runner uploads: the manifest's total is per variant
+    closing: bool = False  # a close was accepted: no more uploads are granted
+
+    def complete(self, arrived: int) -> bool:
+        return self.manifest.is_complete_count(arrived, len(self.variants))
 
 
 @dataclass
@@ -58,6 +70,10 @@ class ShardRecord:
     rev: int = 0
     noted_upload: str | None = None  # the last upload noted as rejected or late (not counted)
     requested_at: str | None = None  # when the counted upload was granted: a later one replaces it
+    label: str | None = None  # what the uploader called it (a CodSpeed runner's runPartId), when not its name
+    executor: str = "valgrind"
+    gzipped: bool = True
+    inherited_from: str | None = None  # the earlier attempt this shard's bundle was counted in
 
 
 @dataclass
@@ -67,6 +83,8 @@ class UploadRecord:
     size: int | None
     requested_at: str
     metadata: dict | None = None  # stored beside the record, read only when forwarding
+    label: str | None = None
+    executor: str = "valgrind"
 
 
 @dataclass
@@ -81,7 +99,7 @@ class Snapshot:
         return {name: s for name, s in self.shards.items() if s.state == ARRIVED}
 
     def complete(self) -> bool:
-        return self.run.manifest.is_complete(set(self.arrived()))
+        return self.run.manifest.is_complete(set(self.arrived()), len(self.run.variants))
 
 
 @dataclass
@@ -93,4 +111,4 @@ class ArrivalView:
     upload: UploadRecord | None
 
     def complete(self) -> bool:
-        return self.run.manifest.is_complete_count(self.run.arrived_count)
+        return self.run.complete(self.run.arrived_count)

@@ -1,15 +1,21 @@
-"""Merge shard bundles into one upload archive in a single streaming pass.
+"""Merge valgrind shard bundles into one upload archive in a single streaming pass.
 
 Pids that collide across shards are renumbered: ``<pid>.out``, its ``pid:`` lines and
-every other member named by that pid (``perf-<pid>.map``, ``results/<pid>.json``, ...)
-move together. A new pid keeps the old one's width, so the member's size is unchanged
-and it streams straight through; only when no pid of that width is free is the member
-spooled to disk to learn its new size.
+every other member named by that pid (``perf-<pid>.map``, ``valgrind.<pid>.log``,
+``results/<pid>.json`` and the ``creator.pid`` inside it, ...) move together; only the
+pid in a name moves (in ``<pid>_<addr>_<addr>_0.unwind_data`` the other digits are
+addresses). A new pid keeps the old one's width, so a ``.out`` keeps its size and streams
+straight through; only when no pid of that width is free is it spooled to learn its new
+size. Every other member, the runner's logs included, is kept; one whose name another
+shard already used gets the shard's name added.
 """
 
 import base64
 import hashlib
+import io
+import itertools
 import posixpath
+import re
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
@@ -18,8 +24,15 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from . import gz
-from .bundle import CHUNK, member_path
-from codspeed_wire.callgrind import OUT_NAME, PID_TOKEN, PidRewriter
+from .bundle import CHUNK, is_gzip, member_path, unpacked
+from codspeed_wire.callgrind import OUT_NAME, PidRewriter
+
+# The pid in a member's name: the first number of its base name, alone or after a word and
+# '-' or '.', and before '.' or '_' (4242.out, perf-4242.map, valgrind.4242.log, 4242_7f.._0.unwind_data).
+PID_IN_NAME = re.compile(r"^(?P<head>(?:[A-Za-z_]+[-.])?)(?P<pid>[0-9]{1,10})(?=[._])")
+RESULTS_NAME = re.compile(r"^results/(?P<pid>[0-9]{1,10})\.json$")
+CREATOR = re.compile(rb'("creator"\s*:\s*\{[^{}]*?"pid"\s*:\s*)([0-9]+)')
+MAX_RESULTS_BYTES = 64 << 20  # results/<pid>.json is read whole to rewrite its creator.pid
 
 DEFAULT_LEVEL = gz.DEFAULT_LEVEL
 
@@ -73,9 +86,10 @@ def plan_pids(shards: Iterable[tuple[str, Iterable[int]]]) -> dict[str, dict[int
 
 
 def _free_pid(pid: int, taken: set[int]) -> int:
+    """The next pid of the same width that nobody uses (lazily: O(1) memory), else a wider one."""
     width = len(str(pid))
     low, high = (0 if width == 1 else 10 ** (width - 1)), 10**width
-    for candidate in (*range(pid + 1, high), *range(low, pid)):
+    for candidate in itertools.chain(range(pid + 1, high), range(low, pid)):
         if candidate not in taken:
             return candidate
     candidate = high
@@ -122,30 +136,31 @@ class _RewritingReader:
         return out
 
 
-def _is_log(path: str) -> bool:
-    return path.endswith(".log")
-
-
 def _rename(path: str, moves: dict[int, int]) -> str:
     if not moves:
         return path
     folder, base = posixpath.split(path)
-    base = PID_TOKEN.sub(lambda m: str(moves.get(int(m.group(1)), m.group(1))), base)
+    match = PID_IN_NAME.match(base)
+    if not match or int(match["pid"]) not in moves:
+        return path
+    base = f"{match['head']}{moves[int(match['pid'])]}{base[match.end():]}"
     return posixpath.join(folder, base) if folder else base
 
 
 def _unique(path: str, shard: str, emitted: set[str]) -> str:
-    if path not in emitted:
-        return path
-    stem, dot, ext = posixpath.basename(path).partition(".")
-    base = f"{stem}.shard-{shard}{dot}{ext}"
-    folder = posixpath.dirname(path)
-    return posixpath.join(folder, base) if folder else base
+    """``path``, or when another shard's member took it, the same name with the shard's added
+    (``runner.shard-2.log``), numbered further in the unlikely case that one is taken too."""
+    folder, base = posixpath.split(path)
+    stem, dot, ext = base.partition(".")
+    candidate, number = path, 1
+    while candidate in emitted:
+        suffix = f".shard-{shard}" + (f"-{number}" if number > 1 else "")
+        candidate = posixpath.join(folder, f"{stem}{suffix}{dot}{ext}") if folder else f"{stem}{suffix}{dot}{ext}"
+        number += 1
+    return candidate
 
 
-def merge_bundles(
-    shards: list[ShardBundle], out: BinaryIO, *, keep_logs: bool = False, level: int = DEFAULT_LEVEL
-) -> MergeResult:
+def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFAULT_LEVEL) -> MergeResult:
     """Write the merged tar.gz to ``out`` (a single gzip member, members under ``./``)."""
     plan = plan_pids((s.name, s.pids) for s in shards)
     sink = _HashingWriter(out)
@@ -154,17 +169,36 @@ def merge_bundles(
     with gz.writer(sink, level) as packed:
         with tarfile.open(fileobj=packed, mode="w|", format=tarfile.GNU_FORMAT, bufsize=CHUNK, copybufsize=CHUNK) as merged:
             for shard in shards:
-                with shard.open() as stream, gz.reader(stream) as unpacked, \
-                        tarfile.open(fileobj=unpacked, mode="r|", bufsize=CHUNK, copybufsize=CHUNK) as source:
+                with shard.open() as stream, _tar_stream(stream) as tar_stream, \
+                        tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, copybufsize=CHUNK) as source:
                     for member in source:
-                        _copy_member(source, member, merged, shard.name, plan[shard.name], emitted, keep_logs)
+                        _copy_member(source, member, merged, shard.name, plan[shard.name], emitted)
     result.md5 = base64.b64encode(sink.md5.digest()).decode()
     result.size = sink.size
     result.members = sorted(emitted)
     return result
 
 
-def _copy_member(source, member, merged, shard, moves, emitted, keep_logs) -> None:
+class _Peeked:
+    """A stream whose first bytes were read to tell gzip from a plain tar."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self.head = raw.read(2)
+
+    def read(self, n: int = -1) -> bytes:
+        head, self.head = self.head, b""
+        if n < 0:
+            return head + self._raw.read()
+        return head + self._raw.read(n - len(head)) if n > len(head) else head[:n]
+
+
+def _tar_stream(stream: BinaryIO):
+    peeked = _Peeked(stream)
+    return unpacked(peeked, is_gzip(peeked.head))
+
+
+def _copy_member(source, member, merged, shard, moves, emitted) -> None:
     path = member_path(member.name)
     if not path:
         return
@@ -173,8 +207,6 @@ def _copy_member(source, member, merged, shard, moves, emitted, keep_logs) -> No
             emitted.add(path)
             info = _copy_info(member, path)
             merged.addfile(info)
-        return
-    if _is_log(path) and not keep_logs:
         return
     new_path = _unique(_rename(path, moves), shard, emitted)
     emitted.add(new_path)
@@ -194,6 +226,13 @@ def _copy_member(source, member, merged, shard, moves, emitted, keep_logs) -> No
                 info.size = spool.tell()
                 spool.seek(0)
                 merged.addfile(info, spool)
+        return
+    results = RESULTS_NAME.match(path)
+    if results and int(results["pid"]) in moves and member.size <= MAX_RESULTS_BYTES:
+        old, new = int(results["pid"]), moves[int(results["pid"])]
+        data = CREATOR.sub(lambda m: m.group(1) + (b"%d" % new if int(m.group(2)) == old else m.group(2)), content.read())
+        info.size = len(data)
+        merged.addfile(info, io.BytesIO(data))
         return
     merged.addfile(info, content)
 

@@ -17,8 +17,8 @@ def build_report(snapshot: Snapshot, now: str) -> Report:
         if shard is not None:
             entries.append(
                 ShardEntry(
-                    name=name, state=shard.state, attempt=shard.attempt, size=shard.size,
-                    benchmarks=shard.benchmarks,
+                    name=name, label=shard.label, executor=shard.executor, state=shard.state, attempt=shard.attempt,
+                    size=shard.size, benchmarks=shard.benchmarks,
                     reason=shard.reason, arrived_at=shard.arrived_at,
                 )
             )
@@ -37,11 +37,12 @@ def build_report(snapshot: Snapshot, now: str) -> Report:
     return Report(
         project=run.project,
         run_id=run.run_id,
+        attempt=run.attempt,
         commit=run.commit,
         state=run.state,
         partial=run.state not in FINAL_STATES,
         version=run.rev,
-        expected=run.manifest.expected_count(),
+        expected=None if (count := run.manifest.expected_count()) is None else count * max(1, len(run.variants)),
         arrived=len(snapshot.arrived()),
         shards=entries,
         upstream=upstream,

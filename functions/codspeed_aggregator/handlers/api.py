@@ -1,6 +1,8 @@
 """HTTP API: request uploads, CodSpeed's drop-in ``POST /upload``, close, read reports."""
 
+import base64
 import json
+import re
 import time
 from http import HTTPStatus
 from typing import Annotated
@@ -12,20 +14,34 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ValidationError
 
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
+from codspeed_wire.names import SEGMENT
 from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
 
-from ..auth import Principal, authenticate, check_fresh, check_signature
+from ..auth import Principal, authenticate, check_fresh, check_signature, tokenless
 from ..domain.errors import Refused, Unprocessable
-from ..wiring import aggregator, api_token, webhook_secret
+from ..settings import settings
+from ..wiring import aggregator, api_token, oidc, webhook_secret
 
 WEBHOOKS = "/webhooks/"  # signed instead of carrying the API token
 MAX_BODY = 256 * 1024  # metadata is a few KiB; bundles never pass through the API
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 tracer = Tracer()
-app = APIGatewayHttpResolver(enable_validation=True)
+
+
+class _Resolver(APIGatewayHttpResolver):
+    """Routes take ``<project>``: ``owner/repo`` or GitLab's ``group/subgroup/.../repo``, slashes
+    and all (powertools' own parameters stop at a slash)."""
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = "^{}$"):
+        compiled = APIGatewayHttpResolver._compile_regex(rule.replace("<project>", "PROJECT"), base_regex)
+        return re.compile(compiled.pattern.replace("PROJECT", rf"(?P<project>{SEGMENT}(?:/{SEGMENT})+)"))
+
+
+app = _Resolver(enable_validation=True)
 
 
 def _allow(project: str) -> None:
@@ -77,10 +93,10 @@ def close_run(request: CloseRequest):
     return _json(HTTPStatus.ACCEPTED, answer.model_dump())
 
 
-@app.get("/v1/runs/<owner>/<repo>/<run_id>")
-def read_report(owner: str, repo: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json"):
-    _allow(f"{owner}/{repo}")
-    report = aggregator().report(f"{owner}/{repo}", run_id)
+@app.get("/v1/runs/<project>/<run_id>")
+def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json"):
+    _allow(project)
+    report = aggregator().report(project, run_id)
     if format == "markdown":
         return Response(status_code=200, content_type="text/markdown; charset=utf-8", body=render_markdown(report))
     return _json(HTTPStatus.OK, report.model_dump(mode="json"))
@@ -127,6 +143,11 @@ def github_webhook():
     return _json(HTTPStatus.OK, {"closed": closed})
 
 
+def app_body(event: dict) -> str:
+    body = event.get("body") or ""
+    return base64.b64decode(body).decode("utf-8", "replace") if event.get("isBase64Encoded") else body
+
+
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def handler(event: dict, context) -> dict:
@@ -137,8 +158,12 @@ def handler(event: dict, context) -> dict:
         return {"statusCode": 413, "headers": {"Content-Type": content_types.APPLICATION_JSON},
                 "body": json.dumps({"error": f"request body over {MAX_BODY} bytes: bundles go to the upload URL, not the API"})}
     try:
-        if not path.startswith(WEBHOOKS):
-            principal = authenticate(headers.get("authorization"), api_token(), aggregator().ledger.token_project)
+        if path == "/upload" and not headers.get("authorization"):
+            app.append_context(principal=tokenless(app_body(event), settings().tokenless_projects))
+        elif not path.startswith(WEBHOOKS):
+            verifier = oidc()
+            principal = authenticate(headers.get("authorization"), api_token(), aggregator().ledger.token_project,
+                                     verifier.repository if verifier else None)
             app.append_context(principal=principal)
     except Refused as exc:
         return {"statusCode": exc.status, "headers": {"Content-Type": content_types.APPLICATION_JSON},

@@ -2,7 +2,8 @@
 
 ``POST /upload`` (metadata, ``Authorization: <token>``) answers an ``uploadUrl`` on this
 server; ``PUT`` there stores the archive after checking its Content-MD5. Each upload is
-a folder: ``metadata.json``, ``post-headers.json``, ``put-headers.json``, ``archive.tar.gz``.
+a folder: ``metadata.json``, ``post-headers.json``, ``put-headers.json``, and the archive:
+``archive.tar.gz`` when it came with ``Content-Encoding: gzip``, else ``archive.tar``.
 """
 
 import base64
@@ -12,6 +13,14 @@ import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+
+ARCHIVES = ("archive.tar.gz", "archive.tar")
+
+
+def archive_of(upload: Path) -> Path | None:
+    """The archive an upload folder holds, or None before its PUT."""
+    return next((upload / name for name in ARCHIVES if (upload / name).exists()), None)
 
 
 class StubUpstream:
@@ -37,12 +46,15 @@ class StubUpstream:
         self.server.shutdown()
         self.server.server_close()
 
-    def uploads(self, run_id: str | None = None) -> list[Path]:
-        """Folders of the uploads whose archive arrived (of one run, by its runPart), oldest first."""
-        done = [p for p in self.folder.iterdir() if (p / "archive.tar.gz").exists()]
+    def uploads(self, run_id: str | None = None, commit: str | None = None) -> list[Path]:
+        """Folders of the uploads whose archive arrived (of one run, by its runPart, or of one
+        commit), oldest first."""
+        done = [p for p in self.folder.iterdir() if archive_of(p)]
         if run_id is not None:
             done = [p for p in done if (json.loads((p / "metadata.json").read_text()).get("runPart") or {}).get("runId") == run_id]
-        return sorted(done, key=lambda p: (p / "archive.tar.gz").stat().st_mtime_ns)
+        if commit is not None:
+            done = [p for p in done if json.loads((p / "metadata.json").read_text()).get("commitHash") == commit]
+        return sorted(done, key=lambda p: archive_of(p).stat().st_mtime_ns)
 
     def _handler_class(self):
         stub = self
@@ -94,7 +106,8 @@ class StubUpstream:
                 if self.headers.get("content-md5") != md5:
                     return self._reply(400, {"error": "Content-MD5 does not match the body"})
                 (folder / "put-headers.json").write_text(json.dumps(dict(self.headers.items()), indent=2))
-                (folder / "archive.tar.gz").write_bytes(body)
+                gzipped = self.headers.get("content-encoding") == "gzip"
+                (folder / ARCHIVES[0 if gzipped else 1]).write_bytes(body)
                 self._reply(200, {"status": "stored"})
 
             def log_message(self, *args) -> None:
