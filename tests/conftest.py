@@ -8,12 +8,25 @@ TOKEN = "local-token"  # the token the files in events/ carry
 WEBHOOK_SECRET = "webhook-secret"
 
 
+TOKENLESS_PROJECT = "acme/open-source"  # the one project whose tokenless uploads the stack accepts
+
+
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory):
+def oidc_issuer():
+    from tests.oidc_issuer import OidcIssuer
+
+    issuer = OidcIssuer()
+    yield issuer
+    issuer.stop()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory, oidc_issuer):
     from codspeed_aggregator.local.stack import LocalStack
 
+    env = {"OIDC_JWKS_URL": oidc_issuer.jwks_url, "TOKENLESS_PROJECTS": TOKENLESS_PROJECT}
     with LocalStack(token=TOKEN, webhook_secret=WEBHOOK_SECRET, upstream_dir=tmp_path_factory.mktemp("upstream"),
-                    sweep_every=3600) as running:
+                    sweep_every=3600, env=env) as running:
         yield running
 
 

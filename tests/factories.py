@@ -56,7 +56,7 @@ def metadata(md5: str, *, owner: str = "acme", repository: str = "widgets", comm
              run_part: dict | None = None, **extra) -> dict:
     meta = {
         "repositoryProvider": "GITHUB", "version": 10, "tokenless": False, "profileMd5": md5,
-        "runner": {"name": "codspeed-runner", "version": "3.8.0", "instruments": [], "executor": "valgrind"},
+        "runner": {"name": "codspeed-runner", "version": "5.0.2", "instruments": [], "executor": "valgrind"},
         "runEnvironment": "GITHUB_ACTIONS", "commitHash": commit, "ref": "refs/heads/main",
         "owner": owner, "repository": repository, "event": "push",
         "ghData": {"runId": "7044765741", "job": "bench"}, "repositoryRootPath": "/home/runner/work/widgets/",

@@ -17,7 +17,7 @@ import requests
 
 from codspeed_aggregator.local.profiles import make_profile_folder
 from tests.conftest import TOKEN
-from tests.factories import bundle, md5_b64, metadata, tar_gz, wait_for
+from tests.factories import metadata, tar_gz, wait_for
 
 COMMIT = "5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6"
 
@@ -116,42 +116,6 @@ def test_a_shard_never_pushed_is_reported_missing_after_close(stack, project, ru
     first, again = stack.upstream.uploads(run_id)
     with tarfile.open(again / "archive.tar.gz") as tar:
         assert sum(n.endswith(".out") for n in tar.getnames()) == 3
-
-
-def _runner_upload(stack, meta: dict, archive: bytes) -> dict:
-    """What CodSpeed's runner does: POST the metadata, then PUT the archive to uploadUrl with Content-MD5."""
-    answer = requests.post(f"{stack.api_url}/upload", json=meta, headers={"Authorization": stack.token}, timeout=10)
-    assert answer.status_code == 200, answer.text
-    body = answer.json()
-    assert set(body) == {"status", "uploadUrl", "runId"} and body["status"] == "success"
-    put = requests.put(body["uploadUrl"], data=archive, timeout=10,
-                       headers={"Content-MD5": md5_b64(archive), "Content-Type": "application/gzip"})
-    assert put.status_code == 200, put.text
-    return body
-
-
-def test_codspeed_runner_uploads_with_run_part_become_shards(stack, project, run_id):
-    for index in (0, 1):
-        archive = bundle(4242, [f"tests/test_m{index}.py::bench"])
-        part = {"runId": run_id, "runPartId": f"benchmarks_{index}", "jobName": "benchmarks",
-                "metadata": {"job-index": index, "job-total": 2}}
-        owner, repository = project.split("/")
-        meta = metadata(md5_b64(archive), owner=owner, repository=repository, run_part=part)
-        assert _runner_upload(stack, meta, archive)["runId"] == run_id
-    report = _final(stack, project, run_id)
-    assert report["state"] == "forwarded" and report["arrived"] == 2
-    assert len(stack.upstream.uploads(run_id)) == 1
-
-
-def test_codspeed_runner_upload_without_run_part_is_forwarded_alone(stack, project):
-    archive = bundle(31337, ["tests/test_solo.py::bench"])
-    owner, repository = project.split("/")
-    meta = metadata(md5_b64(archive), owner=owner, repository=repository, commit="a" * 40,
-                    ghData={"runId": f"solo{os.getpid()}", "job": "b"})
-    run_id = _runner_upload(stack, meta, archive)["runId"]
-    assert run_id == f"aaaaaaaaaaaa-solo{os.getpid()}-b"
-    report = _final(stack, project, run_id)
-    assert report["state"] == "forwarded" and report["expected"] == 1
 
 
 def _resend_s3_event(stack, key: str, size: int) -> None:

@@ -84,3 +84,28 @@ def test_member_paths_are_normalized():
     for bad in ("a/../../b", "/abs", "a\\b", ""):
         with pytest.raises(BadBundle):
             member_path(bad)
+
+
+def test_every_executors_folder_is_valid_plain_or_gzip():
+    from tests import runner
+
+    walltime = validate_bundle(io.BytesIO(runner.recorded_walltime()), "walltime")
+    assert walltime.gzipped is False and walltime.pids == [] and walltime.members == 5
+    made = runner.folder_archive(runner.walltime_folder(77, "t"), gzipped=True)
+    assert validate_bundle(io.BytesIO(made), "walltime").gzipped is True
+    memory = runner.folder_archive(runner.memory_folder(77), gzipped=False)
+    assert validate_bundle(io.BytesIO(memory), "memory").members == 4
+    with pytest.raises(BadBundle, match="no <pid>.out callgrind file"):
+        validate_bundle(io.BytesIO(memory), "valgrind")  # a valgrind upload must hold a profile
+    trace = runner.folder_archive({"31.tgtrace": b"\x00trace", "runner.log": b"log\n"}, gzipped=True)
+    assert validate_bundle(io.BytesIO(trace)).pids == [31]  # Tracegrind's <pid>.tgtrace moves with its pid too
+
+
+def test_a_plain_tar_is_checked_as_strictly_as_a_gzip_one():
+    from tests import runner
+
+    plain = runner.folder_archive({"1.out": callgrind_text(2, ["a"]).encode()}, gzipped=False)
+    with pytest.raises(BadBundle, match="declares 'pid: 2'"):
+        validate_bundle(io.BytesIO(plain))
+    with pytest.raises(BadBundle, match="neither gzip-compressed nor a tar archive"):
+        validate_bundle(io.BytesIO(b"x" * 1024), "walltime")

@@ -115,3 +115,52 @@ def test_uploads_are_planned_under_the_benchmark_limit_in_shard_order():
     assert plan_uploads([("a", 1000), ("b", 1)], 1000) == [["a"], ["b"]]
     assert plan_uploads([("huge", 1500), ("b", 10)], 1000) == [["huge"], ["b"]]  # a shard is never split
     assert plan_uploads([("a", 3), ("b", 4)], 1000) == [["a", "b"]]
+
+
+def test_real_pytest_codspeed_folders_merge_with_each_pid_its_results_and_its_logs():
+    from tests import runner
+
+    shards = [_shard(str(i), runner.recorded(i)) for i in (1, 2, 3)]  # all three are pid 2
+    archive, result = _merge(shards)
+    members = _members(archive)
+    assert result.renumbered == {"2": {2: 3}, "3": {2: 4}}
+    for pid in (2, 3, 4):
+        assert re.findall(rb"^pid: (\d+)$", members[f"./{pid}.out"], re.M) == [str(pid).encode()]
+        results = __import__("json").loads(members[f"./results/{pid}.json"])
+        assert results["creator"] == {"name": "pytest-codspeed", "version": "5.0.4", "pid": pid}
+        assert f"./environment-{pid}.json" in members and f"./valgrind.{pid}.log" in members
+    assert sorted(n for n in members if n.startswith("./runner")) == ["./runner.log", "./runner.shard-2.log", "./runner.shard-3.log"]
+    assert sorted(n for n in members if n.endswith("gitignore")) == [
+        "./results/.gitignore", "./results/.shard-2.gitignore", "./results/.shard-3.gitignore"]
+    assert len(members) == 3 * 6  # nothing any shard had is left out
+
+
+def test_only_the_pid_in_a_name_moves_never_other_digits():
+    from codspeed_aggregator.domain.merge import _rename
+
+    moves = {4242: 4243, 7: 8, 0: 1}
+    assert _rename("4242_7_7_0.unwind_data", moves) == "4243_7_7_0.unwind_data"
+    assert _rename("perf-4242.map", moves) == "perf-4243.map"
+    assert _rename("valgrind.4242.log", moves) == "valgrind.4243.log"
+    assert _rename("results/4242.MemtrackArtifact.msgpack", moves) == "results/4243.MemtrackArtifact.msgpack"
+    assert _rename("jit-7.dump", moves) == "jit-8.dump"
+    assert _rename("results/ExecutionTimestamps.msgpack", moves) == "results/ExecutionTimestamps.msgpack"
+    assert _rename("data_2024_7.csv", moves) == "data_2024_7.csv"
+
+
+def test_a_renamed_member_never_takes_a_name_another_shard_already_used():
+    first = tar_gz({**profile_members(7, ["x"]), "./notes.txt": b"one", "./notes.shard-2.txt": b"one's own"})
+    second = tar_gz({**profile_members(8, ["y"]), "./notes.txt": b"two"})
+    members = _members(_merge([_shard("1", first), _shard("2", second)])[0])
+    assert members["./notes.shard-2.txt"] == b"one's own" and members["./notes.shard-2-2.txt"] == b"two"
+
+
+def test_a_pid_near_the_top_of_its_width_is_chosen_in_constant_memory():
+    import tracemalloc
+
+    taken = list(range(10**9, 10**9 + 5))
+    tracemalloc.start()
+    plan = plan_pids([("a", [9_999_999_999]), ("b", [9_999_999_999]), ("c", taken), ("d", taken)])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert plan["b"] == {9_999_999_999: 1_000_000_000 + 5} and peak < 1 << 20

@@ -42,6 +42,8 @@ class GitHubOidc:
             raise OidcRefused(f"the OIDC token is not for audience {self.audience!r}") from exc
         except jwt.InvalidIssuerError as exc:
             raise OidcRefused(f"the OIDC token was not issued by {self.issuer}") from exc
+        except jwt.InvalidSignatureError as exc:
+            raise OidcRefused(f"the OIDC token's signature does not verify against {self.issuer}'s keys") from exc
         except jwt.PyJWKClientError as exc:
             raise OidcRefused(f"the OIDC token's signing key is not among {self.issuer}'s keys ({exc})") from exc
         except jwt.InvalidTokenError as exc:

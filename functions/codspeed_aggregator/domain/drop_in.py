@@ -27,7 +27,7 @@ from codspeed_wire.upstream import UploadMetadata
 from .errors import Unprocessable
 from .manifest import Manifest
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.=+-]+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.=+]+")  # runs of anything else, "-" too, become one "-"
 _PARALLEL = re.compile(r"^(?P<job>.+?) (?P<index>[0-9]+)/(?P<total>[0-9]+)(?:-\{.*)?$", re.DOTALL)
 _RUN_ID = re.compile(RUN_ID_PATTERN)
 MAX_KEY = 100

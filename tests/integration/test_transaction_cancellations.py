@@ -1,0 +1,100 @@
+"""Real DynamoDB cancels a transaction with ``TransactionConflict`` whenever two writers touch one
+item at once (every busy run: each arrival updates the run item), and with ``ThrottlingError``
+under load; moto never does. These reasons are injected into the botocore client with an event
+hook, on every transaction the ledger writes: only ``ConditionalCheckFailed`` on the run item
+means the run is closed; any other cancellation is retried, and never turns a shard late."""
+
+from contextlib import contextmanager
+from dataclasses import replace
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from codspeed_aggregator.adapters.ledger_table import DynamoLedger, TransactionContended
+from codspeed_wire.api import ShardUploadRequest
+from tests.factories import bundle, put, upload_request
+
+DOCUMENTED = ["TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"]
+
+
+@contextmanager
+def cancelled(client, reasons: list[list[str]]):
+    """The next TransactWriteItems calls are cancelled, one per entry, with these per-item reasons
+    (DynamoDB's shape of the error); later calls go through."""
+    left = list(reasons)
+    seen = []
+
+    def hook(params, **kwargs):
+        seen.append(params)
+        if not left:
+            return None
+        codes = left.pop(0)
+        parsed = {
+            "Error": {"Code": "TransactionCanceledException",
+                      "Message": f"Transaction cancelled, please refer cancellation reasons for specific reasons [{', '.join(codes)}]"},
+            "CancellationReasons": [{"Code": c, **({"Message": "Transaction is ongoing for the item"} if c != "None" else {})}
+                                    for c in codes],
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        }
+        return AWSResponse("https://dynamodb.local", 400, {}, None), parsed
+
+    client.meta.events.register("before-call.dynamodb.TransactWriteItems", hook)
+    try:
+        yield seen
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.TransactWriteItems", hook)
+
+
+@pytest.fixture
+def agg(isolated):
+    """The isolated aggregator on a DynamoDB client of its own (the hook stays on it) that never sleeps."""
+    client = boto3.session.Session().client("dynamodb")
+    ledger = DynamoLedger(isolated.aggregator.ledger.table, client, sleep=lambda s: None)
+    return replace(isolated.aggregator, ledger=ledger)
+
+
+def _grant(agg, project, run_id, shard, total=2) -> str:
+    data = bundle(4000 + int(shard))
+    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total)))
+    put(grant.model_dump(), data)
+    return grant.key
+
+
+@pytest.mark.parametrize("reason", DOCUMENTED)
+@pytest.mark.parametrize("position", [0, 1])  # on the shard item, or on the run item
+def test_an_arrival_cancelled_for_a_conflict_or_a_throttle_is_retried_and_counted(agg, project, run_id, reason, position):
+    key = _grant(agg, project, run_id, "1")
+    codes = ["None", "None"]
+    codes[position] = reason
+    with cancelled(agg.ledger.db, [codes, codes]) as calls:
+        assert agg.record_arrival(key) == "recorded"
+    assert len(calls) == 3  # two cancelled, the third written
+    snapshot = agg.ledger.snapshot(project, run_id)
+    assert snapshot.shards["1"].state == "arrived" and snapshot.run.arrived_count == 1 and snapshot.run.state == "open"
+
+
+def test_only_a_failed_condition_on_the_run_item_means_the_run_is_closed(agg, project, run_id):
+    key = _grant(agg, project, run_id, "1")
+    with cancelled(agg.ledger.db, [["None", "TransactionConflict"], ["None", "ConditionalCheckFailed"]]):
+        assert agg.record_arrival(key) == "late"  # the run really was closed (as the injected answer says)
+
+
+def test_a_transaction_cancelled_every_time_fails_the_message_back_and_changes_nothing(agg, project, run_id):
+    key = _grant(agg, project, run_id, "1")
+    before = agg.ledger.snapshot(project, run_id)
+    with cancelled(agg.ledger.db, [["TransactionConflict", "None"]] * 50):
+        with pytest.raises(TransactionContended, match="cancelled 8 times for other reasons than its conditions"):
+            agg.record_arrival(key)
+    after = agg.ledger.snapshot(project, run_id)
+    assert after.shards == before.shards and after.run.arrived_count == 0 and after.run.rev == before.run.rev
+    assert agg.record_arrival(key) == "recorded"  # SQS delivers it again: counted once
+
+
+@pytest.mark.parametrize("reason", DOCUMENTED)
+def test_a_rejection_cancelled_for_a_conflict_is_retried_and_recorded(agg, project, run_id, reason):
+    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", b"not a tar", total=2)))
+    put(grant.model_dump(), b"not a tar")
+    with cancelled(agg.ledger.db, [[reason, "None"]]):
+        assert agg.record_arrival(grant.key) == "rejected"
+    assert agg.ledger.snapshot(project, run_id).shards["1"].state == "rejected"
