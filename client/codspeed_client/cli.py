@@ -28,7 +28,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("run and aggregator (detected from the CI and git when absent)")
     group.add_argument("--api-url", help="aggregator URL (env CODSPEED_AGGREGATOR_URL)")
     group.add_argument("--token", help="aggregator token (env CODSPEED_TOKEN)")
-    group.add_argument("--project", help="owner/repo")
+    group.add_argument("--project", help="owner/repo (GitLab: group/subgroup/repo)")
     group.add_argument("--run-id", help="the CI run every shard belongs to")
     group.add_argument("--commit", help="commit SHA")
     group.add_argument("--ref", help="git ref, e.g. refs/heads/main")

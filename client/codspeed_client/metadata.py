@@ -7,7 +7,7 @@ METADATA_VERSION = 10
 
 
 def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str, carried: dict | None) -> dict:
-    owner, repository = project.split("/", 1)
+    owner, repository = project.rsplit("/", 1)  # GitLab: group/subgroup/repo
     if carried is not None:
         metadata = dict(carried)
         metadata.pop("profileMd5", None)  # the runner's own archive's; S3 checks this bundle's CRC32 instead
