@@ -13,8 +13,9 @@ from codspeed_wire.api import ShardUploadRequest
 from tests.factories import bundle, put, upload_request
 
 
-class Crash(Exception):
-    """The function died here (a Lambda timeout, an out-of-memory kill, a lost host)."""
+class Crash(BaseException):
+    """The function died here (a Lambda timeout, an out-of-memory kill, a lost host): no
+    ``except Exception`` of the code runs, as none would in a killed process."""
 
 
 def once(original, before: bool = True):

@@ -19,7 +19,7 @@ from .adapters.finalize_queue import FinalizeQueue
 from .adapters.github_status import GitHubStatuses
 from .adapters.metrics import CloudWatchMetrics
 from .adapters.ledger_table import DynamoLedger
-from .adapters.upstream_http import UpstreamClient, UpstreamError
+from .adapters.upstream_http import UpstreamClient, UpstreamError, UpstreamRefused
 from .domain.baseline import branch_of, complete
 from .domain.bundle import validate_bundle
 from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
@@ -234,6 +234,18 @@ class Aggregator:
         now = int(self.clock())
         if not self.ledger.claim_finalize(project, run_id, now, self.settings.finalize_lease_seconds):
             return "not_claimed"
+        self.publish(project, run_id)  # the report says "finalizing" while it is
+        try:
+            return self._finalize_claimed(project, run_id)
+        except Exception as exc:  # whatever it was, the attempt ends with its reason, and SQS retries it
+            message = str(exc) if isinstance(exc, UpstreamError) else f"finalizing failed: {type(exc).__name__}: {exc}"
+            self.ledger.finish(project, run_id, FORWARD_FAILED, error=message,
+                               upstream={"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message})
+            self._metric("ForwardFailed")
+            self.publish(project, run_id)
+            raise
+
+    def _finalize_claimed(self, project: str, run_id: str) -> str:
         snapshot = self.ledger.snapshot(project, run_id, with_names=True)
         arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
         if not arrived:
@@ -259,11 +271,8 @@ class Aggregator:
                     [shards[n] for n in upload.shards], upload.merged, project, run_id, base_metadata, carried,
                     index, len(groups), announced)
             except UpstreamError as exc:
-                message = f"upload {index + 1} of {len(groups)}: {exc}" if len(groups) > 1 else str(exc)
-                self.ledger.finish(project, run_id, FORWARD_FAILED, error=message, outcome=completion.outcome,
-                                   upstream={"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message})
-                self._metric("ForwardFailed")
-                self.publish(project, run_id)
+                if len(groups) > 1:
+                    raise UpstreamError(f"upload {index + 1} of {len(groups)}: {exc}") from exc
                 raise
             self.ledger.record_forwarded_part(project, run_id, index, answers[str(index)])
         parts = [answers[str(i)] for i in range(len(groups))]
@@ -305,19 +314,36 @@ class Aggregator:
                 gzipped = shard.gzipped
                 sent = self._metadata(project, run_id, shard) or base_metadata
                 describe = partial(as_sent_metadata, sent, md5, gzipped)
-            if announced is None or announced["md5"] != md5:
-                accepted = self.upstream.announce(describe())
-                announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": md5}
-                self.ledger.record_announced_part(project, run_id, index, announced)
-            self.upstream.put(announced["upload_url"], spool, size, md5, gzipped=gzipped)
+            announce = partial(self._announce, project, run_id, index, describe, md5)
+            fresh = announced is None or announced["md5"] != md5
+            if fresh:
+                announced = announce()
+            try:
+                self.upstream.put(announced["upload_url"], spool, size, md5, gzipped=gzipped)
+            except UpstreamRefused:
+                if fresh:
+                    raise
+                announced = announce()  # the URL of an earlier try is dead (expired, or refused): ask for a new one
+                self.upstream.put(announced["upload_url"], spool, size, md5, gzipped=gzipped)
         return {"run_id": announced["run_id"], "size": size, "md5": md5, "shards": names}
 
+    def _announce(self, project: str, run_id: str, index: int, describe, md5: str) -> dict:
+        """POST an upload's metadata and record the answer before the PUT (a retry re-PUTs there)."""
+        accepted = self.upstream.announce(describe())
+        announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": md5}
+        self.ledger.record_announced_part(project, run_id, index, announced)
+        return announced
+
     def sweep(self) -> list[tuple[str, str]]:
-        """Close every open run past its deadline; absent shards become missing."""
-        due = self.ledger.open_runs_past(int(self.clock()))
+        """Close every open run past its deadline (absent shards become missing), and finalize
+        again every run whose finalizer's lease ran out (it died: a timeout, a lost host)."""
+        now = int(self.clock())
+        due = self.ledger.open_runs_past(now)
         for project, run_id in due:
             self.ledger.request_close(project, run_id, [], "deadline")
             self.queue.request(project, run_id, "deadline")
+        for project, run_id in self.ledger.stalled_finalizing(now):
+            self.queue.request(project, run_id, "lease-expired")
         return due
 
     # -- reports ---------------------------------------------------------------------

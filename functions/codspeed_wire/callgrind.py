@@ -9,10 +9,10 @@ METADATA_TRIGGER = b"Metadata:"
 HEADER_BYTES = 64 * 1024
 
 
-def header_pid(head: bytes) -> int | None:
-    """The pid the file's header declares, or None when it has no ``pid:`` line."""
+def header_pid(head: bytes) -> str | None:
+    """The pid the file's header declares, as written, or None when it has no ``pid:`` line."""
     match = PID_LINE.search(head)
-    return int(match.group(1)) if match else None
+    return match.group(1).decode() if match else None
 
 
 def looks_like_callgrind(head: bytes) -> bool:

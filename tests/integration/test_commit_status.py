@@ -33,7 +33,8 @@ def test_statuses_go_pending_then_success_over_real_http(isolated, github, proje
     agg.record_arrival(_push(agg, project, run_id, "2", bundle()))
     agg.finalize(project, run_id)
     assert [(s["state"], s["description"]) for s in github.statuses] == [
-        ("pending", "1/2 shards in"), ("pending", "2/2 shards in"), ("success", "forwarded 2/2 shards"),
+        ("pending", "1/2 shards in"), ("pending", "2/2 shards in"), ("pending", "2/2 shards in: merging and forwarding"),
+        ("success", "forwarded 2/2 shards"),
     ]
     assert {s["path"] for s in github.statuses} == {f"/repos/{project}/statuses/{COMMIT}"}
     assert {s["authorization"] for s in github.statuses} == {"Bearer gh-token"}

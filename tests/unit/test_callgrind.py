@@ -11,7 +11,7 @@ def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 def test_header_pid_reads_the_pid_line():
-    assert header_pid(callgrind_text(1234, ["a"]).encode()) == 1234
+    assert header_pid(callgrind_text(1234, ["a"]).encode()) == "1234"
     assert header_pid(b"# callgrind format\nversion: 1\n") is None
 
 

@@ -18,7 +18,8 @@ from ..domain.manifest import Manifest
 RUN_SK = "RUN"
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after every other item of a run
-OPEN_INDEX = "open-runs"
+OPEN_INDEX = "open-runs"  # runs still open (by deadline) and runs being finalized (by lease end)
+FINALIZING_PK = "finalizing"
 SNAPSHOT_ATTRIBUTES = (
     "pk", "sk", "project", "run_id", "state", "manifest", "commit", "ref", "base_ref", "identity", "created_at",
     "deadline_at", "rev", "run_changes", "arrived_count", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
@@ -151,12 +152,20 @@ class DynamoLedger:
         return Snapshot(run, shards) if run else None
 
     def open_runs_past(self, now: int) -> list[tuple[str, str]]:
+        """Open runs whose deadline passed."""
+        return self._indexed(OPEN, now)
+
+    def stalled_finalizing(self, now: int) -> list[tuple[str, str]]:
+        """Runs still finalizing whose finalizer's lease ran out."""
+        return self._indexed(FINALIZING_PK, now)
+
+    def _indexed(self, kind: str, now: int) -> list[tuple[str, str]]:
         found, start = [], None
         while True:
             kwargs = dict(
                 TableName=self.table, IndexName=OPEN_INDEX,
                 KeyConditionExpression="open_pk = :o AND deadline_at <= :now",
-                ExpressionAttributeValues=_dump({":o": OPEN, ":now": now}),
+                ExpressionAttributeValues=_dump({":o": kind, ":now": now}),
             )
             if start:
                 kwargs["ExclusiveStartKey"] = start
@@ -365,9 +374,10 @@ class DynamoLedger:
         """Take the run for finalizing: once, unless an earlier finalizer's lease ran out or its forward failed."""
         return self._update_run(
             project, run_id,
-            "SET #state = :finalizing, lease_until = :lease REMOVE open_pk ADD rev :one, run_changes :one",
+            "SET #state = :finalizing, lease_until = :lease, open_pk = :stalled, deadline_at = :lease "
+            "ADD rev :one, run_changes :one",
             "#state = :open OR #state = :failed OR (#state = :finalizing AND lease_until < :now)",
-            {":finalizing": FINALIZING, ":failed": FORWARD_FAILED, ":open": OPEN,
+            {":finalizing": FINALIZING, ":failed": FORWARD_FAILED, ":open": OPEN, ":stalled": FINALIZING_PK,
              ":lease": now + lease_seconds, ":now": now},
         )
 
@@ -391,7 +401,7 @@ class DynamoLedger:
         return self._update_run(
             project, run_id,
             "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero "
-            "ADD rev :one, run_changes :one",
+            "REMOVE open_pk ADD rev :one, run_changes :one",
             "#state = :finalizing",
             {":s": state, ":up": upstream, ":err": error, ":outcome": outcome or {}, ":zero": 0, ":finalizing": FINALIZING},
         )

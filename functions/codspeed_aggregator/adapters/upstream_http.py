@@ -21,6 +21,10 @@ class UpstreamError(Exception):
     """The upstream refused or failed; the message says which step and what it answered."""
 
 
+class UpstreamRefused(UpstreamError):
+    """A 4xx other than 429: asking again the same way will not help."""
+
+
 class UpstreamClient:
     def __init__(self, url: str, token: str | None, timeout: float = 60, attempts: int = 3, backoff: float = 1.0,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -46,7 +50,8 @@ class UpstreamClient:
                 failure = f"{step} answered {answer.status_code}: {answer.text[:300]}"
                 continue
             if answer.status_code >= 300:
-                raise UpstreamError(f"{step} answered {answer.status_code}: {answer.text[:300]}")
+                error = UpstreamRefused if 400 <= answer.status_code < 500 else UpstreamError
+                raise error(f"{step} answered {answer.status_code}: {answer.text[:300]}")
             try:
                 return accept(answer)
             except ValueError:

@@ -6,6 +6,7 @@ least one ``<pid>.out`` callgrind file (or a Tracegrind ``<pid>.tgtrace``); wall
 memory folders hold results, perf data and maps, and no ``.out`` is required of them."""
 
 import contextlib
+import math
 import re
 import tarfile
 from dataclasses import dataclass, field
@@ -17,6 +18,25 @@ from .errors import BadBundle
 
 VALGRIND = "valgrind"
 TRACE_NAME = re.compile(r"^(?P<pid>[0-9]{1,10})\.tgtrace$")
+MAX_HEADER_BYTES = 64 * 1024  # a PAX header or GNU long name; real ones are a few hundred bytes
+MAX_MTIME = 8**11 - 1  # what a tar header's mtime field holds in octal
+_EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+# Anything a hostile archive makes the decoder raise: it is a bad bundle, not a failed invocation.
+DECODING_ERRORS = (tarfile.TarError, ValueError, OverflowError, UnicodeError, MemoryError, EOFError)
+
+
+class BoundedTarInfo(tarfile.TarInfo):
+    """``tarfile`` reads a whole PAX header or GNU long name into memory before anything counts
+    it (a 100 MiB header in a 102 KB bundle): its size is checked first, and sparse members,
+    which the merge could not write back, are refused."""
+
+    def _proc_member(self, tarfile_):
+        if self.type in _EXTENDED and self.size > MAX_HEADER_BYTES:
+            raise BadBundle(f"a tar extended header (PAX or GNU long name) of {self.size} bytes is over the "
+                            f"{MAX_HEADER_BYTES // 1024} KiB limit")
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise BadBundle(f"member {self.name!r} is a sparse file: only regular files and folders are accepted")
+        return super()._proc_member(tarfile_)
 
 CHUNK = 1 << 20
 NESTED_ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
@@ -90,7 +110,7 @@ def validate_bundle(stream: BinaryIO, executor: str = VALGRIND, limits: BundleLi
     summary = BundleSummary(gzipped=is_gzip(magic))
     try:
         with unpacked(counted, summary.gzipped) as tar_stream:
-            with tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK) as tar:
+            with tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, tarinfo=BoundedTarInfo) as tar:
                 for member in tar:
                     _check_member(tar, member, summary, counted, limits)
             while tar_stream.read(CHUNK):  # to the end, so that gzip checks its CRC and length
@@ -99,6 +119,8 @@ def validate_bundle(stream: BinaryIO, executor: str = VALGRIND, limits: BundleLi
         raise BadBundle(_read_error_reason(exc, summary.gzipped)) from exc
     except (*gz.ERRORS, tarfile.StreamError) as exc:
         raise BadBundle(f"the gzip stream is truncated or corrupt ({exc})") from exc
+    except DECODING_ERRORS as exc:
+        raise BadBundle(f"the bundle cannot be decoded ({type(exc).__name__}: {str(exc)[:200]})") from exc
     if summary.members == 0:
         raise BadBundle("the bundle is an empty archive")
     if executor == VALGRIND and not summary.pids:
@@ -123,8 +145,12 @@ def _check_member(tar: tarfile.TarFile, member: tarfile.TarInfo, summary: Bundle
     summary.members += 1
     if summary.members > limits.max_members:
         raise BadBundle(f"the bundle has more than {limits.max_members} members")
+    if not (isinstance(member.mtime, int) or math.isfinite(member.mtime)) or not 0 <= member.mtime <= MAX_MTIME:
+        raise BadBundle(f"member {path!r} has a modification time out of range ({member.mtime})")
     if member.isdir():
         return
+    if member.sparse is not None:
+        raise BadBundle(f"member {path!r} is a sparse file: only regular files and folders are accepted")
     if not member.isreg():
         kind = "symlink" if member.issym() else "hard link" if member.islnk() else "device or special file"
         raise BadBundle(f"member {path!r} is a {kind}: only regular files and folders are accepted")
@@ -166,7 +192,9 @@ def _check_out(path: str, pid: int, head: bytes, summary: BundleSummary) -> None
     declared = header_pid(head)
     if declared is None:
         raise BadBundle(f"{path} has no 'pid:' header line")
-    if declared != pid:
+    if declared != str(pid):
+        if int(declared) == pid:  # the merge renumbers 'pid: N' lines, and could not find this one
+            raise BadBundle(f"{path} writes its pid as 'pid: {declared}', not as 'pid: {pid}'")
         raise BadBundle(f"{path} declares 'pid: {declared}', which does not match its file name")
     _add_pid(path, pid, summary)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from . import gz
-from .bundle import CHUNK, is_gzip, member_path, unpacked
+from .bundle import CHUNK, BoundedTarInfo, is_gzip, member_path, unpacked
 from codspeed_wire.callgrind import OUT_NAME, PidRewriter
 
 # The pid in a member's name: the first number of its base name, alone or after a word and
@@ -147,35 +147,68 @@ def _rename(path: str, moves: dict[int, int]) -> str:
     return posixpath.join(folder, base) if folder else base
 
 
-def _unique(path: str, shard: str, emitted: set[str]) -> str:
-    """``path``, or when another shard's member took it, the same name with the shard's added
-    (``runner.shard-2.log``), numbered further in the unlikely case that one is taken too."""
-    folder, base = posixpath.split(path)
-    stem, dot, ext = base.partition(".")
-    candidate, number = path, 1
-    while candidate in emitted:
-        suffix = f".shard-{shard}" + (f"-{number}" if number > 1 else "")
-        candidate = posixpath.join(folder, f"{stem}{suffix}{dot}{ext}") if folder else f"{stem}{suffix}{dot}{ext}"
-        number += 1
-    return candidate
+class _Names:
+    """The member names written so far. No two members share a name, and no path is a file in
+    one shard and a folder in another (GNU tar could extract only one of them): a member whose
+    name is taken gets the shard's name added (``runner.shard-2.log``), and one under a path
+    another shard wrote as a file moves under ``shard-<name>/``."""
+
+    def __init__(self) -> None:
+        self.files: set[str] = set()
+        self.folders: set[str] = set()  # written, or implied by a member inside
+        self.written: set[str] = set()
+
+    @staticmethod
+    def _ancestors(path: str) -> list[str]:
+        parts = path.split("/")
+        return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+    def _taken(self, path: str, folder: bool) -> bool:
+        clash = path in self.files or (not folder and path in self.folders)
+        return clash or any(a in self.files for a in self._ancestors(path))
+
+    def place(self, path: str, shard: str, folder: bool = False) -> str | None:
+        """The name to write a member under, or None for a folder already written."""
+        if folder and path in self.folders and path not in self.files:
+            if path in self.written:
+                return None
+        elif self._taken(path, folder):
+            path = self._elsewhere(path, shard, folder)
+        (self.folders if folder else self.files).add(path)
+        self.folders.update(self._ancestors(path))
+        self.written.add(path)
+        return path
+
+    def _elsewhere(self, path: str, shard: str, folder: bool) -> str:
+        if any(a in self.files for a in self._ancestors(path)) or folder:
+            path = f"shard-{shard}/{path}"
+        folder_name, base = posixpath.split(path)
+        stem, dot, ext = base.partition(".")
+        candidate, number = path, 1
+        while self._taken(candidate, folder):
+            suffix = f".shard-{shard}" + (f"-{number}" if number > 1 else "")
+            candidate = posixpath.join(folder_name, f"{stem}{suffix}{dot}{ext}") if folder_name else f"{stem}{suffix}{dot}{ext}"
+            number += 1
+        return candidate
 
 
 def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFAULT_LEVEL) -> MergeResult:
     """Write the merged tar.gz to ``out`` (a single gzip member, members under ``./``)."""
     plan = plan_pids((s.name, s.pids) for s in shards)
     sink = _HashingWriter(out)
-    emitted: set[str] = set()
+    names = _Names()
     result = MergeResult(md5="", size=0, renumbered={k: v for k, v in plan.items() if v})
     with gz.writer(sink, level) as packed:
         with tarfile.open(fileobj=packed, mode="w|", format=tarfile.GNU_FORMAT, bufsize=CHUNK, copybufsize=CHUNK) as merged:
             for shard in shards:
                 with shard.open() as stream, _tar_stream(stream) as tar_stream, \
-                        tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, copybufsize=CHUNK) as source:
+                        tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, copybufsize=CHUNK,
+                                     tarinfo=BoundedTarInfo) as source:
                     for member in source:
-                        _copy_member(source, member, merged, shard.name, plan[shard.name], emitted)
+                        _copy_member(source, member, merged, shard.name, plan[shard.name], names)
     result.md5 = base64.b64encode(sink.md5.digest()).decode()
     result.size = sink.size
-    result.members = sorted(emitted)
+    result.members = sorted(names.written)
     return result
 
 
@@ -198,19 +231,15 @@ def _tar_stream(stream: BinaryIO):
     return unpacked(peeked, is_gzip(peeked.head))
 
 
-def _copy_member(source, member, merged, shard, moves, emitted) -> None:
+def _copy_member(source, member, merged, shard, moves, names: _Names) -> None:
     path = member_path(member.name)
     if not path:
         return
     if member.isdir():
-        if path not in emitted:
-            emitted.add(path)
-            info = _copy_info(member, path)
-            merged.addfile(info)
+        if (placed := names.place(path, shard, folder=True)) is not None:
+            merged.addfile(_copy_info(member, placed))
         return
-    new_path = _unique(_rename(path, moves), shard, emitted)
-    emitted.add(new_path)
-    info = _copy_info(member, new_path)
+    info = _copy_info(member, names.place(_rename(path, moves), shard))
     content = source.extractfile(member)
     out = OUT_NAME.match(path)
     old_pid = int(out["pid"]) if out else None
@@ -241,6 +270,6 @@ def _copy_info(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
     info = tarfile.TarInfo("./" + path)
     info.size = 0 if member.isdir() else member.size
     info.type = member.type
-    info.mode = member.mode
+    info.mode = member.mode & 0o777  # no setuid, setgid or sticky bits from a shard
     info.mtime = member.mtime
     return info

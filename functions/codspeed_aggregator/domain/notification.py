@@ -11,7 +11,8 @@ def commit_status(report: Report) -> tuple[str, str] | None:
     if not report.final:
         if report.arrived == 0:
             return None  # quiet until the first shard
-        return "pending", f"{report.arrived}/{expected} shards in"
+        doing = ": merging and forwarding" if report.state == "finalizing" else ""
+        return "pending", f"{report.arrived}/{expected} shards in{doing}"
     missing = [s.name for s in report.shards if s.state == "missing"]
     if report.state == "forward_failed":
         return "failure", "forwarding the merged upload failed: redrive it"
