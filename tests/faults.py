@@ -51,9 +51,9 @@ def _mid_merge(agg):
     original, calls = agg.store.open, []
 
     @contextmanager
-    def opener(key):
+    def opener(key, version_id=None):
         calls.append(key)
-        with original(key) as stream:
+        with original(key, version_id) as stream:
             yield _BreakingStream(stream, 300) if len(calls) == 2 else stream
 
     with mock.patch.object(agg.store, "open", opener):

@@ -148,13 +148,14 @@ class Aggregator:
     ARRIVAL_METRICS = {"recorded": "ShardsCounted", "duplicate": "DuplicatesAbsorbed", "rejected": "BundlesRejected",
                        "late": "LateBundles", "ignored": "ObjectsIgnored"}
 
-    def record_arrival(self, key: str, size: int | None = None) -> str:
-        """Validate and count one bundle that landed in the bucket; answers what happened."""
-        outcome = self._arrival(key, size)
+    def record_arrival(self, key: str, size: int | None = None, version_id: str | None = None) -> str:
+        """Validate and count one bundle that landed in the bucket; answers what happened.
+        The object version validated is the one recorded, and the only one ever merged."""
+        outcome = self._arrival(key, size, version_id)
         self._metric(self.ARRIVAL_METRICS[outcome])
         return outcome
 
-    def _arrival(self, key: str, size: int | None) -> str:
+    def _arrival(self, key: str, size: int | None, version_id: str | None) -> str:
         try:
             project, run_id, shard, upload_id = parse_bundle_key(key)
         except BadBundle as exc:
@@ -172,8 +173,9 @@ class Aggregator:
         try:
             if size is not None and upload.size is not None and size != upload.size:
                 raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
-            with self.store.open(key) as stream:
+            with self.store.open(key, version_id) as stream:
                 summary = validate_bundle(stream, upload.executor)
+                version_id = stream.version_id
         except BadBundle as exc:
             if not self.ledger.record_rejection(project, run_id, shard, upload_id, str(exc)):
                 return "duplicate"
@@ -183,6 +185,7 @@ class Aggregator:
             name=shard, state=ARRIVED, upload_id=upload_id, key=key, size=size or upload.size,
             benchmarks=summary.benchmarks, benchmark_names=summary.benchmark_names, pids=summary.pids,
             arrived_at=iso(self.clock()), label=upload.label, executor=upload.executor, gzipped=summary.gzipped,
+            version_id=version_id,
         )
         outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at, view.shard)
         while outcome == "changed":  # another upload of this shard was counted meanwhile: look again
@@ -304,13 +307,13 @@ class Aggregator:
         names = [s.name for s in shards]
         with tempfile.TemporaryFile() as spool:
             if merged:
-                bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key)) for s in shards]
+                bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key, s.version_id)) for s in shards]
                 result = merge_bundles(bundles, spool, level=self.settings.merge_level)
                 size, md5, gzipped = result.size, result.md5, True
                 describe = partial(merged_metadata, run_id, base_metadata, names, md5, index + 1, parts, carried)
             else:
                 [shard] = shards
-                size, md5 = self.store.copy_to(shard.key, spool)
+                size, md5 = self.store.copy_to(shard.key, spool, shard.version_id)
                 gzipped = shard.gzipped
                 sent = self._metadata(project, run_id, shard) or base_metadata
                 describe = partial(as_sent_metadata, sent, md5, gzipped)

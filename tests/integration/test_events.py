@@ -51,6 +51,8 @@ class CallRecorder:
                 return
             if model.name == "TransactWriteItems":
                 names = {self.TRANSACT[kind] for item in params["TransactItems"] for kind in item}
+            elif model.name == "GetObject" and params.get("VersionId"):
+                names = {"GetObjectVersion"}
             else:
                 names = {self.S3.get(model.name, model.name) if service == "s3" else model.name}
             self.actions.setdefault(function, set()).update(f"{service}:{n}" for n in names)

@@ -210,3 +210,30 @@ def test_a_close_accepted_refuses_later_grants(isolated, project, run_id):
     agg.close(CloseRequest(project=project, run_id=run_id))
     with pytest.raises(Conflict, match="is closing"):
         _push(agg, project, run_id, "2", bundle(), total=3)
+
+
+# -- bytes nobody validated --------------------------------------------------------------------
+
+def test_a_bundle_swapped_through_its_own_upload_url_is_never_merged(isolated, project, run_id):
+    agg = isolated.aggregator
+    good = bundle(4242, ["tests/a.py::validated"])
+    grant = _push(agg, project, run_id, "1", good, total=1)
+    assert agg.record_arrival(grant["key"]) == "recorded"
+    fifo = tarfile.TarInfo("./pipe")
+    fifo.type = tarfile.FIFOTYPE
+    swapped = tar_gz({"./4242.out": b"# callgrind format\nno pid line\n", "./pipe": fifo})
+    put(grant, swapped)  # the URL is still valid; the signed checksum is no MAC (and moto checks none)
+    assert agg.record_arrival(grant["key"]) == "duplicate"  # its event is absorbed before any download
+    assert agg.finalize(project, run_id) == "forwarded"
+    [upload] = isolated.upstream.uploads(run_id)
+    assert (upload / "archive.tar.gz").read_bytes() == good  # one shard: forwarded as sent, the version validated
+
+
+def test_the_merge_itself_refuses_a_member_that_is_not_a_file_or_a_folder():
+    from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
+
+    fifo = tarfile.TarInfo("./pipe")
+    fifo.type = tarfile.FIFOTYPE
+    data = tar_gz({**profile_members(7, ["a"]), "./pipe": fifo})
+    with pytest.raises(BadBundle, match="shard 1: member 'pipe' is not a regular file or folder"):
+        merge_bundles([ShardBundle("1", (7,), lambda: io.BytesIO(data))], io.BytesIO())

@@ -99,9 +99,10 @@ def test_queues_have_dead_letter_queues_and_the_local_stack_mirrors_the_table(te
 LEAST_PRIVILEGE = {  # what each function's code calls, and nothing more
     "ApiFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "s3:PutObject",
                     "s3:GetObject", "s3:ListBucket", "sqs:SendMessage", "ssm:GetParameter"},
-    "ArrivalsFunction": {"dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem", "s3:GetObject",
+    "ArrivalsFunction": {"dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem", "s3:GetObject", "s3:GetObjectVersion",
                          "s3:PutObject", "sqs:SendMessage", "ssm:GetParameter"},
     "FinalizerFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:PutItem", "s3:GetObject",
+                          "s3:GetObjectVersion",
                           "s3:PutObject", "s3:PutObjectTagging", "s3:ListBucket", "ssm:GetParameter"},
     "SweeperFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage"},
 }

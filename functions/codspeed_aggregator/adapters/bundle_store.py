@@ -12,6 +12,15 @@ from ..domain.keys import report_key, report_prefix
 FINAL_TAG = "run-final"  # template.yaml's lifecycle rule expires bundles carrying it
 
 
+class _Body:
+    def __init__(self, raw, version_id: str | None) -> None:
+        self._raw = raw
+        self.version_id = version_id if version_id not in (None, "null") else None
+
+    def read(self, n: int = -1) -> bytes:
+        return self._raw.read() if n is None or n < 0 else self._raw.read(n)
+
+
 class BundleStore:
     def __init__(self, bucket: str, client) -> None:
         self.bucket = bucket
@@ -38,17 +47,21 @@ class BundleStore:
         return url, headers
 
     @contextmanager
-    def open(self, key: str):
-        body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"]
+    def open(self, key: str, version_id: str | None = None):
+        """A bundle's bytes: the version given (the bucket is versioned: a second PUT to a
+        bundle's URL makes a new version and leaves the validated one as it was), else the
+        current one; the stream's ``version_id`` says which was read."""
+        answer = self.s3.get_object(Bucket=self.bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
+        body = _Body(answer["Body"], answer.get("VersionId") or version_id)
         try:
             yield body
         finally:
-            body.close()
+            answer["Body"].close()
 
-    def copy_to(self, key: str, out: BinaryIO, chunk: int = 1 << 20) -> tuple[int, str]:
+    def copy_to(self, key: str, out: BinaryIO, version_id: str | None = None, chunk: int = 1 << 20) -> tuple[int, str]:
         """Copy an object into ``out``; answers its size and the base64 of its MD5."""
         md5, size = hashlib.md5(), 0
-        with self.open(key) as body:
+        with self.open(key, version_id) as body:
             while data := body.read(chunk):
                 md5.update(data)
                 out.write(data)

@@ -25,7 +25,7 @@ SNAPSHOT_ATTRIBUTES = (
     "deadline_at", "rev", "run_changes", "arrived_count", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
     "forwarded_parts", "announced_parts", "outcome", "attempt", "upload_id", "key", "size", "benchmarks", "pids", "arrived_at",
     "reason", "noted_upload", "requested_at", "run_attempt", "variants", "close_requested", "label", "executor",
-    "gzipped", "inherited_from",
+    "gzipped", "inherited_from", "version_id",
 )
 # Every name aliased: DynamoDB reserves hundreds of words (state, key, size, project, ...).
 SNAPSHOT_PROJECTION = {
@@ -297,7 +297,7 @@ class DynamoLedger:
             ":arrived": ARRIVED, ":u": shard.upload_id, ":k": shard.key, ":size": shard.size,
             ":b": shard.benchmarks, ":names": shard.benchmark_names, ":pids": shard.pids,
             ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":exp": self._expires_at(),
-            ":label": shard.label, ":executor": shard.executor, ":gz": shard.gzipped,
+            ":label": shard.label, ":executor": shard.executor, ":gz": shard.gzipped, ":v": shard.version_id,
         }
         if replacing:
             values[":prev"] = previous.upload_id
@@ -306,7 +306,7 @@ class DynamoLedger:
             "UpdateExpression": (
                 "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
                 "benchmark_names = :names, pids = :pids, arrived_at = :at, requested_at = :req, "
-                "label = :label, executor = :executor, gzipped = :gz, "
+                "label = :label, executor = :executor, gzipped = :gz, version_id = :v, "
                 "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from ADD attempt :one, rev :one"
             ),
             "ConditionExpression": "upload_id = :prev AND requested_at < :req" if replacing
@@ -470,7 +470,7 @@ def _shard_from(item: dict) -> ShardRecord:
         pids=item.get("pids") or [], arrived_at=item.get("arrived_at"), reason=item.get("reason"),
         rev=item.get("rev", 0), noted_upload=item.get("noted_upload"), requested_at=item.get("requested_at"),
         label=item.get("label"), executor=item.get("executor") or "valgrind", gzipped=item.get("gzipped", True),
-        inherited_from=item.get("inherited_from"),
+        inherited_from=item.get("inherited_from"), version_id=item.get("version_id"),
     )
 
 

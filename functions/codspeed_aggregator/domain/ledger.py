@@ -74,6 +74,7 @@ class ShardRecord:
     executor: str = "valgrind"
     gzipped: bool = True
     inherited_from: str | None = None  # the earlier attempt this shard's bundle was counted in
+    version_id: str | None = None  # the object version validated: the one merged
 
 
 @dataclass

@@ -25,6 +25,7 @@ from typing import BinaryIO
 
 from . import gz
 from .bundle import CHUNK, BoundedTarInfo, is_gzip, member_path, unpacked
+from .errors import BadBundle
 from codspeed_wire.callgrind import OUT_NAME, PidRewriter
 
 # The pid in a member's name: the first number of its base name, alone or after a word and
@@ -235,6 +236,8 @@ def _copy_member(source, member, merged, shard, moves, names: _Names) -> None:
     path = member_path(member.name)
     if not path:
         return
+    if not (member.isreg() or member.isdir()):  # validation refused these already: never write one
+        raise BadBundle(f"shard {shard}: member {path!r} is not a regular file or folder")
     if member.isdir():
         if (placed := names.place(path, shard, folder=True)) is not None:
             merged.addfile(_copy_info(member, placed))

@@ -16,8 +16,8 @@ metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
-def s3_objects(body: dict) -> list[tuple[str, int | None]]:
-    """(key, size) of each created bundle in an S3 notification; S3's test event has none.
+def s3_objects(body: dict) -> list[tuple[str, int | None, str | None]]:
+    """(key, size, version id) of each created bundle in an S3 notification; S3's test event has none.
 
     Keys arrive URL-encoded in S3 events (``/`` as ``%2F`` from some senders), so each is decoded."""
     objects = []
@@ -27,18 +27,18 @@ def s3_objects(body: dict) -> list[tuple[str, int | None]]:
         obj = record.get("s3", {}).get("object", {})
         key = unquote_plus(obj.get("key", ""))
         if key.startswith(BUNDLE_PREFIX):
-            objects.append((key, obj.get("size")))
+            objects.append((key, obj.get("size"), obj.get("versionId")))
     return objects
 
 
 def record_handler(record: SQSRecord) -> None:
-    for key, size in s3_objects(record.json_body):
+    for key, size, version_id in s3_objects(record.json_body):
         try:
             project, run_id, shard, _ = parse_bundle_key(key)
             logger.append_keys(project=project, run_id=run_id, shard=shard)
         except BadBundle:
             pass  # the use case says why it ignores it
-        outcome = aggregator().record_arrival(key, size)
+        outcome = aggregator().record_arrival(key, size, version_id)
         logger.info("bundle arrival", extra={"key": key, "outcome": outcome})
 
 

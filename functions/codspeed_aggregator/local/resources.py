@@ -31,6 +31,7 @@ def create(s3, sqs, dynamodb, prefix: str = "codspeed", visibility_timeout: int 
         queues[name] = (url, dlq_url)
     arrivals_arn = sqs.get_queue_attributes(QueueUrl=queues["arrivals"][0], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={
         "QueueConfigurations": [{
             "QueueArn": arrivals_arn, "Events": ["s3:ObjectCreated:*"],
