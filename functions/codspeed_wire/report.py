@@ -46,6 +46,24 @@ class Report(BaseModel):
         return self.state in FINAL_STATES
 
 
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "@": "&#64;", "|": "&#124;", "`": "&#96;"}
+_PUNCTUATION = "\\*_{}[]()#+!~:"
+
+
+def md(text: object) -> str:
+    """Text from a bundle or a request, made inert in Markdown: no table cell broken by '|', no
+    @mention, no link, image, HTML or emphasis; one line."""
+    out = []
+    for char in " ".join(str(text).split()):
+        if char in _ENTITIES:
+            out.append(_ENTITIES[char])
+        elif char in _PUNCTUATION:
+            out.append("\\" + char)
+        else:
+            out.append(char)
+    return "".join(out)
+
+
 def _size(n: int | None) -> str:
     if n is None:
         return ""
@@ -58,29 +76,30 @@ def _size(n: int | None) -> str:
 
 def render_markdown(report: Report) -> str:
     expected = "?" if report.expected is None else str(report.expected)
-    title = f"**CodSpeed shards for `{report.project}` run `{report.run_id}`: {report.state}, {report.arrived}/{expected} shards in**"
+    title = f"**CodSpeed shards for {md(report.project)} run {md(report.run_id)}: {report.state}, {report.arrived}/{expected} shards in**"
     if report.partial:
         title += " (partial report: more shards may still arrive)"
     lines = [title, ""]
     if report.commit:
-        lines += [f"Commit `{report.commit}` · report version {report.version} · {report.generated_at}", ""]
+        lines += [f"Commit {md(report.commit)} · report version {report.version} · {report.generated_at}", ""]
     lines += ["| shard | state | attempt | benchmarks | size | arrived at | note |", "|---|---|---|---|---|---|---|"]
     for s in report.shards:
         bench = "" if s.benchmarks is None else str(s.benchmarks)
         lines.append(
-            f"| {s.name} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} | {s.reason or ''} |"
+            f"| {md(s.label or s.name)} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} "
+            f"| {md(s.reason or '')} |"
         )
     for state in ("missing", "skipped", "carried", "rejected", "late"):
-        names = [s.name for s in report.shards if s.state == state]
+        names = [s.label or s.name for s in report.shards if s.state == state]
         if names:
-            lines += ["", f"{state.capitalize()}: " + ", ".join(f"`{n}`" for n in names)]
+            lines += ["", f"{state.capitalize()}: " + ", ".join(md(n) for n in names)]
     if report.baseline:
         b = report.baseline
-        lines += ["", f"Baseline: run `{b['run_id']}` on `{b['branch']}` (commit `{(b.get('commit') or '?')[:12]}`)"]
+        lines += ["", f"Baseline: run {md(b['run_id'])} on {md(b['branch'])} (commit {md((b.get('commit') or '?')[:12])})"]
     if report.missing_benchmarks:
         lines += ["", f"Benchmarks gone since the baseline ({len(report.missing_benchmarks)}): "
-                  + ", ".join(f"`{name}`" for name in report.missing_benchmarks[:20])]
+                  + ", ".join(md(name) for name in report.missing_benchmarks[:20])]
     if report.upstream:
         u = report.upstream
-        lines += ["", f"Upstream: {u.status} (run `{u.run_id or '-'}`) at {u.at}" + (f": {u.message}" if u.message else "")]
+        lines += ["", f"Upstream: {u.status} (run {md(u.run_id or '-')}) at {u.at}" + (f": {md(u.message)}" if u.message else "")]
     return "\n".join(lines) + "\n"

@@ -35,7 +35,7 @@ def test_markdown_says_partial_and_lists_the_shards():
     assert "open, 1/4 shards in" in first and "partial report" in first
     assert "| 3 | rejected |" in text and "the bundle is not gzip-compressed" in text
     final = render_markdown(build_report(_snapshot(FORWARDED, upstream={"run_id": "u", "status": "success", "at": "t"}), "now"))
-    assert "partial" not in final.splitlines()[0] and "Missing: `2`, `4`" in final and "Upstream: success" in final
+    assert "partial" not in final.splitlines()[0] and "Missing: 2, 4" in final and "Upstream: success" in final
 
 
 def test_report_json_round_trips_with_its_stable_keys():
@@ -45,3 +45,18 @@ def test_report_json_round_trips_with_its_stable_keys():
         assert key in data
     assert set(data["shards"][0]) >= {"name", "state", "attempt", "size", "benchmarks", "reason"}
     assert Report.model_validate(data) == report
+
+
+def test_markdown_makes_whatever_came_from_a_bundle_or_a_request_inert():
+    from codspeed_wire.report import Report, ShardEntry
+
+    hostile = "x | @acme/team ![img](https://e.example/i.png) [link](https://e.example) <img src=x> **bold** `code`\nnext"
+    report = Report(project="acme/widgets", run_id="r1", state="open", partial=True, version=3, expected=2, arrived=1,
+                    generated_at="now", shards=[ShardEntry(name="1", label=hostile, state="rejected", reason=hostile),
+                                                ShardEntry(name="2", state="expected")])
+    text = render_markdown(report)
+    for raw in ("@acme", "![", "](", "<img", "**bold**", "`code`", "x |"):
+        assert raw not in text, raw
+    row = next(line for line in text.splitlines() if line.startswith("| x"))
+    assert row.count("|") == 8  # seven cells: no '|' of the shard's breaks the table
+    assert "&#64;acme/team" in row and "\\!\\[img\\]" in row and "\n" not in row
