@@ -95,6 +95,34 @@ def check_signature(body: bytes, presented: str | None, secret: str | None) -> N
         raise Unauthorized("the X-Hub-Signature-256 signature does not match the body")
 
 
+def github_webhook_secret(master: str, scope: str) -> str:
+    """The GitHub webhook secret of one repository (``owner/repo``) or one organization
+    (``owner``: an organization webhook), derived from the aggregator's webhook secret: a
+    secret signs events for its own scope only, and none is stored anywhere."""
+    return hmac.new(master.encode(), f"github-webhook:{scope}".encode(), hashlib.sha256).hexdigest()
+
+
+def check_github_signature(body: bytes, presented: str | None, master: str | None) -> str:
+    """The project a GitHub webhook delivery is about, once its signature is checked with that
+    repository's (or its organization's) secret. Whatever project the body names, only that
+    project's secret can have signed it."""
+    if not master:
+        raise Forbidden("the aggregator has no webhook secret configured: webhooks are refused")
+    if not presented:
+        raise Unauthorized("missing X-Hub-Signature-256 header: sign the body with HMAC-SHA256")
+    try:
+        payload = json.loads(body)
+        project = str((payload.get("repository") or {}).get("full_name") or payload["organization"]["login"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise Unauthorized("the webhook body names no repository (repository.full_name) nor organization") from None
+    scopes = (project, project.rsplit("/", 1)[0]) if "/" in project else (project,)
+    if not any(hmac.compare_digest(presented.encode(), signature(github_webhook_secret(master, s), body).encode())
+               for s in scopes):
+        raise Unauthorized(f"the X-Hub-Signature-256 signature is not that of {project}'s webhook secret "
+                           f"(codspeed-aggregator webhook-secret --project {project})")
+    return project
+
+
 def check_fresh(timestamp: int, now: float, max_age: int = SIGNATURE_MAX_AGE) -> None:
     if abs(now - timestamp) > max_age:
         raise Unauthorized(f"the signed timestamp is more than {max_age // 60} minutes away from now: refused as a replay")

@@ -82,6 +82,19 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _webhook_secret(args: argparse.Namespace) -> int:
+    from .auth import github_webhook_secret
+    from .wiring import webhook_secret
+
+    master = webhook_secret()
+    if not master:
+        print("codspeed-aggregator: no webhook secret: set WEBHOOK_SECRET, or WEBHOOK_SECRET_PARAMETER and AWS "
+              "settings (the stack's WebhookSecretParameter)", file=sys.stderr)
+        return 3
+    print(github_webhook_secret(master, args.project or args.owner))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="codspeed-aggregator", description="Run the shard aggregator locally, or merge offline.")
     commands = root.add_subparsers(dest="command", required=True)
@@ -109,6 +122,11 @@ def parser() -> argparse.ArgumentParser:
     token.add_argument("--project", help="owner/repo the token may touch (create)")
     token.add_argument("--token", help="the token to revoke (revoke)")
     token.set_defaults(run=_token)
+    secret = commands.add_parser("webhook-secret", help="the secret of one repository's (or organization's) GitHub webhook")
+    scope = secret.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--project", help="owner/repo: a repository webhook")
+    scope.add_argument("--owner", help="an organization webhook, for all its repositories")
+    secret.set_defaults(run=_webhook_secret)
     return root
 
 

@@ -6,7 +6,7 @@ import time
 import pytest
 import requests
 
-from codspeed_aggregator.auth import signature
+from codspeed_aggregator.auth import github_webhook_secret, signature
 from codspeed_aggregator.local.profiles import make_profile_folder
 from tests.conftest import TOKEN, WEBHOOK_SECRET
 from tests.factories import wait_for
@@ -82,19 +82,65 @@ def test_githubs_workflow_run_completed_closes_the_run(stack, project, tmp_path)
     run_id = str(int(time.time() * 1000))
     _pushed_run(stack, project, run_id, tmp_path)
     github = {"X-GitHub-Event": "workflow_run", "X-GitHub-Delivery": "72d3162e"}
-    ignored = _post(stack, "/webhooks/github", _workflow_run(project, run_id, "in_progress"), headers=github)
+    ignored = _post(stack, "/webhooks/github", _workflow_run(project, run_id, "in_progress"), headers=github,
+                    secret=_repo_secret(project))
     assert ignored.status_code == 202 and _report(stack, project, run_id)["state"] == "open"
-    forged = _post(stack, "/webhooks/github", _workflow_run(project, run_id), secret="forged", headers=github)
-    assert forged.status_code == 401 and _report(stack, project, run_id)["state"] == "open"
-    answer = _post(stack, "/webhooks/github", _workflow_run(project, run_id), headers=github)
+    for secret in ("forged", WEBHOOK_SECRET, github_webhook_secret(WEBHOOK_SECRET, "acme/another-repo")):
+        forged = _post(stack, "/webhooks/github", _workflow_run(project, run_id), secret=secret, headers=github)
+        assert forged.status_code == 401 and _report(stack, project, run_id)["state"] == "open"
+        assert forged.json()["error"] == (f"the X-Hub-Signature-256 signature is not that of {project}'s webhook secret "
+                                          f"(codspeed-aggregator webhook-secret --project {project})")
+    answer = _post(stack, "/webhooks/github", _workflow_run(project, run_id), headers=github, secret=_repo_secret(project))
     assert answer.status_code == 200 and answer.json() == {"closed": [run_id]}
     final = wait_for(lambda: (r := _report(stack, project, run_id))["state"] == "forwarded" and r)
     assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "arrived", "2": "missing"}
-    again = _post(stack, "/webhooks/github", _workflow_run(project, run_id), headers=github)
-    assert again.json() == {"closed": []}
+    again = _post(stack, "/webhooks/github", _workflow_run(project, run_id), headers=github,
+                  secret=github_webhook_secret(WEBHOOK_SECRET, project.split("/")[0]))  # an organization's webhook
+    assert again.status_code == 200 and again.json() == {"closed": []}
+
+
+def test_one_repositorys_webhook_secret_cannot_close_another_projects_run(stack, project, tmp_path):
+    run_id = str(int(time.time() * 1000) + 1)
+    _pushed_run(stack, project, run_id, tmp_path)
+    mine = _repo_secret("mallory/own-repo")  # a secret the attacker legitimately has, for their own repository
+    answer = _post(stack, "/webhooks/github", _workflow_run(project, run_id), secret=mine,
+                   headers={"X-GitHub-Event": "workflow_run"})
+    assert answer.status_code == 401 and _report(stack, project, run_id)["state"] == "open"
+    nameless = _post(stack, "/webhooks/github", b'{"action": "completed"}', secret=mine, headers={"X-GitHub-Event": "workflow_run"})
+    assert nameless.status_code == 401 and "names no repository" in nameless.json()["error"]
+
+
+def _repo_secret(project: str) -> str:
+    return github_webhook_secret(WEBHOOK_SECRET, project)
 
 
 def test_github_ping_and_other_events(stack):
-    assert _post(stack, "/webhooks/github", b"{}", headers={"X-GitHub-Event": "ping"}).json() == {"message": "pong"}
-    other = _post(stack, "/webhooks/github", b"{}", headers={"X-GitHub-Event": "push"})
+    body = b'{"zen": "Keep it logically awesome.", "repository": {"full_name": "acme/widgets"}}'
+    ping = _post(stack, "/webhooks/github", body, secret=_repo_secret("acme/widgets"), headers={"X-GitHub-Event": "ping"})
+    assert ping.json() == {"message": "pong"}
+    org = b'{"zen": "Design for failure.", "organization": {"login": "acme"}}'
+    assert _post(stack, "/webhooks/github", org, secret=_repo_secret("acme"), headers={"X-GitHub-Event": "ping"}).status_code == 200
+    other = _post(stack, "/webhooks/github", body, secret=_repo_secret("acme/widgets"), headers={"X-GitHub-Event": "push"})
     assert other.status_code == 202 and other.json() == {"ignored": "event push"}
+
+
+def test_webhook_secret_prints_a_repositorys_or_an_organizations_secret(monkeypatch, capsys):
+    from codspeed_aggregator.cli import main
+    from codspeed_aggregator.wiring import reset
+
+    monkeypatch.setenv("WEBHOOK_SECRET", "operator-secret")
+    reset()
+    try:
+        assert main(["webhook-secret", "--project", "acme/widgets"]) == 0
+        assert capsys.readouterr().out.strip() == github_webhook_secret("operator-secret", "acme/widgets")
+        assert main(["webhook-secret", "--owner", "acme"]) == 0
+        assert capsys.readouterr().out.strip() == github_webhook_secret("operator-secret", "acme") != github_webhook_secret(
+            "operator-secret", "acme/widgets")
+        monkeypatch.delenv("WEBHOOK_SECRET")
+        monkeypatch.delenv("WEBHOOK_SECRET_PARAMETER", raising=False)
+        reset()
+        assert main(["webhook-secret", "--project", "acme/widgets"]) == 3
+        assert "no webhook secret" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        reset()

@@ -19,7 +19,7 @@ from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
 
-from ..auth import Principal, authenticate, check_fresh, check_signature, tokenless
+from ..auth import Principal, authenticate, check_fresh, check_github_signature, check_signature, tokenless
 from ..domain.errors import Refused, Unprocessable
 from ..settings import settings
 from ..wiring import aggregator, api_token, oidc, webhook_secret
@@ -102,13 +102,13 @@ def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern=
     return _json(HTTPStatus.OK, report.model_dump(mode="json"))
 
 
-def _signed_body() -> bytes:
-    """The raw body, once its X-Hub-Signature-256 is checked: nothing is parsed before."""
-    event = app.current_event
-    body = event.decoded_body or ""
-    raw = body.encode() if isinstance(body, str) else body
-    check_signature(raw, event.headers.get("x-hub-signature-256"), webhook_secret())
-    return raw
+def _raw_body() -> bytes:
+    body = app.current_event.decoded_body or ""
+    return body.encode() if isinstance(body, str) else body
+
+
+def _signature() -> str | None:
+    return app.current_event.headers.get("x-hub-signature-256")
 
 
 def _parse(model: type[BaseModel], raw: bytes) -> BaseModel:
@@ -121,7 +121,8 @@ def _parse(model: type[BaseModel], raw: bytes) -> BaseModel:
 
 @app.post("/webhooks/refresh")
 def refresh_webhook():
-    raw = _signed_body()
+    raw = _raw_body()
+    check_signature(raw, _signature(), webhook_secret())  # nothing is parsed before
     request = _parse(RefreshRequest, raw)
     check_fresh(request.timestamp, time.time())
     report = aggregator().refresh(request.project, request.run_id)
@@ -130,7 +131,8 @@ def refresh_webhook():
 
 @app.post("/webhooks/github")
 def github_webhook():
-    raw = _signed_body()
+    raw = _raw_body()
+    project = check_github_signature(raw, _signature(), webhook_secret())
     kind = app.current_event.headers.get("x-github-event", "")
     if kind == "ping":
         return _json(HTTPStatus.OK, {"message": "pong"})
@@ -139,7 +141,7 @@ def github_webhook():
     event = _parse(WorkflowRunEvent, raw)
     if event.action != "completed":
         return _json(HTTPStatus.ACCEPTED, {"ignored": f"workflow_run {event.action}"})
-    closed = aggregator().close_finished_ci_run(event.repository.full_name, str(event.workflow_run.id))
+    closed = aggregator().close_finished_ci_run(project, str(event.workflow_run.id))
     return _json(HTTPStatus.OK, {"closed": closed})
 
 
