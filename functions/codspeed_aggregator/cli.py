@@ -15,6 +15,7 @@ def _local(args: argparse.Namespace) -> int:
         print(f"API URL:  {stack.api_url}")
         print(f"token:    {stack.token}")
         print(f"upstream: {args.upstream_url or f'stand-in, uploads kept in {stack.upstream_dir}'}")
+        print("state:    in memory: stopping this forgets every run")
         print(f"try:      CODSPEED_AGGREGATOR_URL={stack.api_url} CODSPEED_TOKEN={stack.token} codspeed-client push --shard 1/2 ...")
         print("Ctrl-C stops it.", flush=True)
         try:
@@ -98,7 +99,12 @@ def _webhook_secret(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="codspeed-aggregator", description="Run the shard aggregator locally, or merge offline.")
     commands = root.add_subparsers(dest="command", required=True)
-    local = commands.add_parser("local", help="run the whole aggregator on this machine (no Docker)")
+    local = commands.add_parser(
+        "local", help="run the whole aggregator on this machine (no Docker)",
+        description="Run the whole aggregator on this machine: moto's server for S3, SQS and DynamoDB, a local "
+                    "API gateway, the handlers, and a stand-in upstream. Runs live in memory: stopping it forgets "
+                    "every run (the stand-in's uploads stay in their folder). Its S3 checks no signature, expiry "
+                    "or checksum of an upload URL; on AWS, S3 does.")
     local.add_argument("--port", type=int, default=8787, help="API port (default 8787; 0 picks a free one)")
     local.add_argument("--token", help="API token (default: a random one, printed)")
     upstream = local.add_mutually_exclusive_group()

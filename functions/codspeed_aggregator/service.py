@@ -187,16 +187,42 @@ class Aggregator:
             arrived_at=iso(self.clock()), label=upload.label, executor=upload.executor, gzipped=summary.gzipped,
             version_id=version_id,
         )
-        outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at, view.shard)
+        outcome = self._count(project, run_id, record, upload, view.shard)
+        if outcome != "run_not_open":
+            return outcome
+        # Granted before the run's close, in after it was finalized: never a yes and a drop. The
+        # bundle counts in the run's next attempt (forwarded again once complete), and shows
+        # late in this one.
+        run, now = view.run, self.clock()
+        following = self._current_attempt(RunRecord(
+            project=project, run_id=run.run_id.split("~", 1)[0], manifest=run.manifest, commit=run.commit, ref=run.ref,
+            base_ref=run.base_ref, identity=run.identity, created_at=iso(now),
+            deadline_at=int(now) + self.settings.run_deadline_seconds, variants=run.variants,
+        ))
+        self.ledger.copy_upload_metadata(project, run_id, following.run_id, upload_id)
+        current = self.ledger.arrival_view(project, following.run_id, shard, upload_id).shard
+        if self._count(project, following.run_id, record, upload, current) == "run_not_open":
+            raise Conflict(f"run {following.run_id} of {project} ended while a late bundle was counted in it: retried")
+        reason = f"arrived after the run was finalized: counted in attempt {following.attempt} ({following.run_id})"
+        noted = self.ledger.record_late(project, run_id, record, reason)
+        self.publish(project, run_id)
+        return "late" if noted else "duplicate"
+
+    def _count(self, project: str, run_id: str, record: ShardRecord, upload: UploadRecord,
+               shard: ShardRecord | None) -> str:
+        """Count a validated bundle in a run, once; publish; ask to finalize when it completed the run."""
+        if self._seen(shard, upload):
+            return "duplicate"
+        outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at, shard)
         while outcome == "changed":  # another upload of this shard was counted meanwhile: look again
-            current = self.ledger.arrival_view(project, run_id, shard, upload_id).shard
-            if self._seen(current, upload):
+            shard = self.ledger.arrival_view(project, run_id, record.name, upload.upload_id).shard
+            if self._seen(shard, upload):
                 return "duplicate"
-            outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at, current)
+            outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at, shard)
         if outcome == "run_not_open":
-            outcome = "late" if self.ledger.record_late(project, run_id, record) else "duplicate"
+            return outcome
         after = self.publish(project, run_id)
-        if outcome == "recorded" and after.run.state == OPEN and after.complete():
+        if after.run.state == OPEN and after.complete():
             self.queue.request(project, run_id, "complete")
         return outcome
 

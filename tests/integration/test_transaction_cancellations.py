@@ -12,7 +12,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from codspeed_aggregator.adapters.ledger_table import DynamoLedger, TransactionContended
-from codspeed_wire.api import ShardUploadRequest
+from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from tests.factories import bundle, put, upload_request
 
 DOCUMENTED = ["TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"]
@@ -75,9 +75,14 @@ def test_an_arrival_cancelled_for_a_conflict_or_a_throttle_is_retried_and_counte
 
 
 def test_only_a_failed_condition_on_the_run_item_means_the_run_is_closed(agg, project, run_id):
-    key = _grant(agg, project, run_id, "1")
-    with cancelled(agg.ledger.db, [["None", "TransactionConflict"], ["None", "ConditionalCheckFailed"]]):
-        assert agg.record_arrival(key) == "late"  # the run really was closed (as the injected answer says)
+    agg.record_arrival(_grant(agg, project, run_id, "1"))
+    straggler = _grant(agg, project, run_id, "2")
+    agg.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize(project, run_id) == "forwarded"
+    with cancelled(agg.ledger.db, [["None", "TransactionConflict"]]) as calls:
+        assert agg.record_arrival(straggler) == "late"  # then the run item's real condition: the run is closed
+    assert len(calls) >= 3  # the conflict retried, the closed run's refusal, the count in the next attempt, the note
+    assert agg.report(project, f"{run_id}~2").arrived == 2
 
 
 def test_a_transaction_cancelled_every_time_fails_the_message_back_and_changes_nothing(agg, project, run_id):

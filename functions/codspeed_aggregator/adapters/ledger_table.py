@@ -244,7 +244,7 @@ class DynamoLedger:
     def inherit_arrived(self, project: str, earlier: str, run_id: str) -> int:
         """Copy the shards counted in an earlier attempt of a run (and their upload metadata) into
         ``run_id``, the next attempt, before that run is opened; answers how many there are.
-        Each copy is conditional, so one written meanwhile by a racing opener is left as it is."""
+        Each shard's copy is conditional, so one counted meanwhile in the new attempt is left as it is."""
         items, start = [], None
         while True:
             page = self.db.query(TableName=self.table, ConsistentRead=True,
@@ -257,17 +257,13 @@ class DynamoLedger:
                 break
         arrived = [i for i in items if i.get("state") == ARRIVED]
         for item in arrived:
-            meta = self.upload_metadata(project, earlier, item["upload_id"])
-            copies = [{**item, "pk": _pk(project, run_id), "rev": 0, "inherited_from": item.get("inherited_from") or earlier}]
-            if meta is not None:
-                copies.append({"pk": _pk(project, run_id), "sk": f"{META_PREFIX}{item['upload_id']}",
-                               "metadata": json.dumps(meta), "expires_at": self._expires_at()})
-            for copy in copies:
-                try:
-                    self.db.put_item(TableName=self.table, Item=_dump(copy), ConditionExpression="attribute_not_exists(pk)")
-                except ClientError as exc:
-                    if not _condition_failed(exc):
-                        raise
+            copy = {**item, "pk": _pk(project, run_id), "rev": 0, "inherited_from": item.get("inherited_from") or earlier}
+            try:
+                self.db.put_item(TableName=self.table, Item=_dump(copy), ConditionExpression="attribute_not_exists(pk)")
+            except ClientError as exc:
+                if not _condition_failed(exc):
+                    raise
+            self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
         return len(arrived)
 
     def arrival_view(self, project: str, run_id: str, shard: str, upload_id: str) -> ArrivalView:
@@ -334,15 +330,22 @@ class DynamoLedger:
             {":rejected": REJECTED, ":r": reason},
         )
 
-    def record_late(self, project: str, run_id: str, shard: ShardRecord) -> bool:
-        """Note a bundle that arrived after finalizing: kept, shown, not merged."""
+    def copy_upload_metadata(self, project: str, earlier: str, run_id: str, upload_id: str) -> None:
+        """An upload's CodSpeed metadata, beside the run's next attempt that counts its bundle."""
+        meta = self.upload_metadata(project, earlier, upload_id)
+        if meta is not None:
+            self.db.put_item(TableName=self.table, Item=_dump({
+                "pk": _pk(project, run_id), "sk": f"{META_PREFIX}{upload_id}", "metadata": json.dumps(meta),
+                "expires_at": self._expires_at()}))
+
+    def record_late(self, project: str, run_id: str, shard: ShardRecord, reason: str) -> bool:
+        """Note a bundle that arrived after finalizing: shown in this run, counted in its next attempt."""
         return self._shard_note(
             project, run_id, shard.name, shard.upload_id,
             "SET #state = if_not_exists(#state, :late), reason = :r, noted_upload = :u, "
             "late_key = :k, arrived_at = if_not_exists(arrived_at, :at), expires_at = if_not_exists(expires_at, :exp) "
             "ADD rev :one",
-            {":late": LATE, ":r": "arrived after the run was finalized: kept, not merged",
-             ":k": shard.key, ":at": shard.arrived_at},
+            {":late": LATE, ":r": reason, ":k": shard.key, ":at": shard.arrived_at},
         )
 
     def _shard_note(self, project, run_id, name, upload_id, expression, values) -> bool:
