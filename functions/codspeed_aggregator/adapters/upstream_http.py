@@ -15,6 +15,24 @@ import requests
 from codspeed_wire.upstream import UploadAccepted
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
+MIN_PUT_RATE = 512 * 1024  # bytes per second: an upload slower than this has stalled
+MAX_ANSWER = 1 << 20  # an upload grant is a few hundred bytes
+
+
+class TooSlow(requests.Timeout):
+    """The whole request took longer than its budget (a read timeout bounds each read only)."""
+
+
+class _Deadline:
+    """A request body read like a file, that stops the request once its time is up."""
+
+    def __init__(self, raw: BinaryIO, deadline: float, budget: float) -> None:
+        self._raw, self._deadline, self._budget = raw, deadline, budget
+
+    def read(self, n: int = -1) -> bytes:
+        if time.monotonic() > self._deadline:
+            raise TooSlow(f"sending took longer than {self._budget:.0f} s")
+        return self._raw.read(n)
 
 
 class UpstreamError(Exception):
@@ -35,6 +53,25 @@ class UpstreamClient:
         self.backoff = backoff
         self.sleep = sleep
         self.http = requests.Session()
+
+    def _bounded(self, method: str, url: str, budget: float, **kwargs) -> requests.Response:
+        """One request that ends within ``budget`` seconds however slowly the peer reads or
+        answers (``timeout`` alone bounds each read: an upstream trickling a byte at a time
+        would hold the finalizer until the function's own timeout)."""
+        deadline = time.monotonic() + budget
+        if hasattr(kwargs.get("data"), "read"):
+            kwargs["data"] = _Deadline(kwargs["data"], deadline, budget)
+        answer = self.http.request(method, url, stream=True, timeout=self.timeout, **kwargs)
+        content = bytearray()
+        with answer:
+            while chunk := answer.raw.read1(65536, decode_content=True):
+                content += chunk
+                if time.monotonic() > deadline:
+                    raise TooSlow(f"the answer took longer than {budget:.0f} s")
+                if len(content) > MAX_ANSWER:
+                    raise TooSlow(f"the answer is over {MAX_ANSWER} bytes")
+        answer._content = bytes(content)
+        return answer
 
     def _retrying(self, step: str, send: Callable[[], requests.Response], accept: Callable[[requests.Response], object]):
         failure = ""
@@ -64,7 +101,7 @@ class UpstreamClient:
         if self.token:
             headers["Authorization"] = self.token  # CodSpeed wants the bare token, no "Bearer"
         return self._retrying(
-            f"POST {self.url}", lambda: self.http.post(self.url, json=metadata, headers=headers, timeout=self.timeout),
+            f"POST {self.url}", lambda: self._bounded("POST", self.url, self.timeout, json=metadata, headers=headers),
             lambda answer: UploadAccepted.model_validate_json(answer.content),
         )
 
@@ -77,6 +114,6 @@ class UpstreamClient:
 
         def send() -> requests.Response:
             archive.seek(0)
-            return self.http.put(upload_url, data=archive, headers=headers, timeout=self.timeout)
+            return self._bounded("PUT", upload_url, self.timeout + size / MIN_PUT_RATE, data=archive, headers=headers)
 
         self._retrying("PUT of the archive", send, lambda answer: None)
