@@ -36,7 +36,7 @@ def from_folder(folder: Path) -> Bundle:
     import tarfile
     import tempfile
 
-    from codspeed_wire.callgrind import OUT_NAME
+    from codspeed_rules.callgrind import OUT_NAME
 
     if not folder.is_dir():
         raise ClientError(f"profile folder {folder} does not exist: pass the folder CodSpeed wrote the profiles to", INPUT)
@@ -77,7 +77,7 @@ class _ChecksummedFile:
 
 
 def _count(stream) -> int:
-    from codspeed_wire.callgrind import BenchmarkScanner
+    from codspeed_rules.callgrind import BenchmarkScanner
 
     scanner = BenchmarkScanner(keep_names=0)
     with stream:
@@ -124,7 +124,7 @@ def from_archive(archive: Path, inspect: bool = False) -> Bundle:
     if inspect:
         import tarfile
 
-        from codspeed_wire.callgrind import OUT_NAME
+        from codspeed_rules.callgrind import OUT_NAME
 
         try:
             with tarfile.open(archive, mode="r|gz") as tar:

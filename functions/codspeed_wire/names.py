@@ -1,19 +1,17 @@
-"""Identifiers that travel on the wire and end up in S3 keys and DynamoDB keys."""
+"""Identifiers that travel on the wire, as pydantic types (the patterns: ``codspeed_rules.names``)."""
 
 from typing import Annotated
 
 from pydantic import AfterValidator, StringConstraints
 
-# owner/repo, or GitLab's group/subgroup/.../repo (at most 20 levels of subgroups)
-SEGMENT = r"[A-Za-z0-9_.-]{1,100}"
-PROJECT_PATTERN = rf"^{SEGMENT}(?:/{SEGMENT}){{1,21}}$"
-OWNER_PATTERN = rf"^{SEGMENT}(?:/{SEGMENT}){{0,20}}$"
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$"
-SHARD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.=+@-]{0,127}$"
+from codspeed_rules.names import OWNER_PATTERN, PROJECT_PATTERN, RUN_ID_PATTERN, SEGMENT, SHARD_PATTERN, has_dot_segment
+
+__all__ = ["Owner", "Project", "RunId", "Segment", "ShardName", "PROJECT_PATTERN", "RUN_ID_PATTERN", "SEGMENT",
+           "SHARD_PATTERN", "OWNER_PATTERN"]
 
 
 def _no_dot_segments(value: str) -> str:
-    if any(part in (".", "..") for part in value.split("/")):
+    if has_dot_segment(value):
         raise ValueError("must not contain '.' or '..' path segments")
     return value
 

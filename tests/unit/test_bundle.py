@@ -4,7 +4,8 @@ import tarfile
 
 import pytest
 
-from codspeed_aggregator.domain.bundle import BundleLimits, member_path, validate_bundle
+from codspeed_aggregator.domain.bundle import validate_bundle
+from codspeed_rules.bundle import BundleLimits, member_path
 from codspeed_aggregator.domain.errors import BadBundle
 from codspeed_aggregator.local.profiles import callgrind_text
 from tests.factories import bundle, profile_members, tar_gz

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codspeed_wire.callgrind import BenchmarkScanner, PidRewriter, header_pid
+from codspeed_rules.callgrind import BenchmarkScanner, PidRewriter, header_pid
 from codspeed_aggregator.local.profiles import callgrind_text
 
 

@@ -1,4 +1,9 @@
-"""Refusals the domain raises; handlers map each to one HTTP status."""
+"""Refusals the domain raises; handlers map each to one HTTP status. A bundle's refusal,
+``BadBundle``, is the shared rules' (``codspeed_rules.bundle``)."""
+
+from codspeed_rules.bundle import BadBundle
+
+__all__ = ["BadBundle", "Conflict", "NotFound", "Refused", "Unprocessable"]
 
 
 class Refused(Exception):
@@ -17,7 +22,3 @@ class Conflict(Refused):
 
 class Unprocessable(Refused):
     status = 422
-
-
-class BadBundle(Exception):
-    """A bundle that failed validation; the message is the reason shown in the report."""

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from . import gz
-from .bundle import CHUNK, BoundedTarInfo, is_gzip, member_path, unpacked
-from .errors import BadBundle
-from codspeed_wire.callgrind import OUT_NAME, PidRewriter
+from codspeed_rules.bundle import CHUNK, BadBundle, BoundedTarInfo, is_gzip, member_path
+
+from .bundle import unpacked
+from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 
 # The pid in a member's name: the first number of its base name, alone or after a word and
 # '-' or '.', and before '.' or '_' (4242.out, perf-4242.map, valgrind.4242.log, 4242_7f.._0.unwind_data).

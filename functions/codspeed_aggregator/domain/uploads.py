@@ -9,7 +9,8 @@ single shard is forwarded as it was sent, whatever its executor.
 
 from dataclasses import dataclass
 
-from .bundle import VALGRIND
+from codspeed_rules.bundle import VALGRIND
+
 from .ledger import ShardRecord
 from .merge import plan_uploads
 

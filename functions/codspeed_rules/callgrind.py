@@ -1,5 +1,7 @@
 """The callgrind format, as far as the wire contract goes: the pid header, benchmark triggers, pid rewriting."""
 
+from __future__ import annotations
+
 import re
 
 OUT_NAME = re.compile(r"^(?P<pid>[0-9]{1,10})\.out$")

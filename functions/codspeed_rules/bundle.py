@@ -1,0 +1,220 @@
+"""Validate a shard's bundle (a tar of a CodSpeed profile folder, gzip-compressed or plain)
+in one streaming pass, with the standard library only: the aggregator runs it on arrival
+(with a faster gzip decoder), codspeed-client before it sends a shard.
+
+What a valid bundle holds depends on the executor that made it: a valgrind folder has at
+least one ``<pid>.out`` callgrind file (or a Tracegrind ``<pid>.tgtrace``); walltime and
+memory folders hold results, perf data and maps, and no ``.out`` is required of them."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import math
+import re
+import tarfile
+import zlib
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable
+
+from .callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
+
+
+class BadBundle(Exception):
+    """A bundle that failed validation; the message is the reason shown in the report."""
+
+
+GUNZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
+def stdlib_gunzip(raw: BinaryIO):
+    return gzip.GzipFile(fileobj=raw, mode="rb")
+
+VALGRIND = "valgrind"
+TRACE_NAME = re.compile(r"^(?P<pid>[0-9]{1,10})\.tgtrace$")
+MAX_HEADER_BYTES = 64 * 1024  # a PAX header or GNU long name; real ones are a few hundred bytes
+MAX_MTIME = 8**11 - 1  # what a tar header's mtime field holds in octal
+_EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+# Anything a hostile archive makes the decoder raise: it is a bad bundle, not a failed invocation.
+DECODING_ERRORS = (tarfile.TarError, ValueError, OverflowError, UnicodeError, MemoryError, EOFError)
+
+
+class BoundedTarInfo(tarfile.TarInfo):
+    """``tarfile`` reads a whole PAX header or GNU long name into memory before anything counts
+    it (a 100 MiB header in a 102 KB bundle): its size is checked first, and sparse members,
+    which the merge could not write back, are refused."""
+
+    def _proc_member(self, tarfile_):
+        if self.type in _EXTENDED and self.size > MAX_HEADER_BYTES:
+            raise BadBundle(f"a tar extended header (PAX or GNU long name) of {self.size} bytes is over the "
+                            f"{MAX_HEADER_BYTES // 1024} KiB limit")
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise BadBundle(f"member {self.name!r} is a sparse file: only regular files and folders are accepted")
+        return super()._proc_member(tarfile_)
+
+CHUNK = 1 << 20
+NESTED_ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
+
+
+@dataclass(frozen=True)
+class BundleLimits:
+    max_members: int = 20_000
+    max_unpacked_bytes: int = 20 << 30
+    max_ratio: int = 200  # unpacked / packed, past the first 64 MiB: a gzip bomb guard
+    ratio_floor_bytes: int = 64 << 20
+
+
+@dataclass
+class BundleSummary:
+    pids: list[int] = field(default_factory=list)
+    benchmarks: int = 0
+    benchmark_names: list[str] = field(default_factory=list)
+    members: int = 0
+    unpacked_bytes: int = 0
+    gzipped: bool = True
+    files: set[str] = field(default_factory=set, repr=False)
+
+
+def member_path(name: str) -> str:
+    """The member's path inside the profile folder, or BadBundle when it could escape it."""
+    if not name or "\\" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise BadBundle(f"member name {name!r} has a backslash or control character")
+    if name.startswith("/"):
+        raise BadBundle(f"member {name!r} has an absolute path")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise BadBundle(f"member {name!r} points outside the profile folder")
+    return "/".join(parts)
+
+
+class _CountingReader:
+    """Counts the compressed bytes read and the bytes they unpacked to, for the ratio limit."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._pushed = b""
+        self.count = 0
+        self.unpacked = 0
+
+    def peek(self, n: int) -> bytes:
+        self._pushed = self._raw.read(n)
+        return self._pushed
+
+    def read(self, n: int = -1) -> bytes:
+        pushed, self._pushed = self._pushed, b""
+        data = pushed + self._raw.read(n if n < 0 else max(n - len(pushed), 0))
+        self.count += len(data)
+        return data
+
+
+def is_gzip(magic: bytes) -> bool:
+    return magic[:2] == b"\x1f\x8b"
+
+
+def unpacked(stream: BinaryIO, gzipped: bool, gunzip: Callable = stdlib_gunzip):
+    """The tar stream of a bundle: decompressed when it is gzip, as it is when it is a plain tar."""
+    return gunzip(stream) if gzipped else contextlib.nullcontext(stream)
+
+
+def validate_bundle(stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits(), *,
+                    gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS) -> BundleSummary:
+    counted = _CountingReader(stream)
+    magic = counted.peek(2)
+    if not magic:
+        raise BadBundle("the bundle is an empty file")
+    summary = BundleSummary(gzipped=is_gzip(magic))
+    try:
+        with unpacked(counted, summary.gzipped, gunzip) as tar_stream:
+            with tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, tarinfo=BoundedTarInfo) as tar:
+                for member in tar:
+                    _check_member(tar, member, summary, counted, limits)
+            while tar_stream.read(CHUNK):  # to the end, so that gzip checks its CRC and length
+                pass
+    except tarfile.ReadError as exc:
+        raise BadBundle(_read_error_reason(exc, summary.gzipped)) from exc
+    except (*gunzip_errors, tarfile.StreamError) as exc:
+        raise BadBundle(f"the gzip stream is truncated or corrupt ({exc})") from exc
+    except DECODING_ERRORS as exc:
+        raise BadBundle(f"the bundle cannot be decoded ({type(exc).__name__}: {str(exc)[:200]})") from exc
+    if summary.members == 0:
+        raise BadBundle("the bundle is an empty archive")
+    if executor == VALGRIND and not summary.pids:
+        raise BadBundle("the bundle holds no <pid>.out callgrind file (nor a <pid>.tgtrace), "
+                        "which every valgrind profile folder has")
+    return summary
+
+
+def _read_error_reason(exc: tarfile.ReadError, gzipped: bool) -> str:
+    text = str(exc)
+    if "empty file" in text:
+        return "the bundle is an empty archive"
+    if not gzipped:
+        return "the bundle is neither gzip-compressed nor a tar archive"
+    if "bad checksum" in text or "invalid header" in text or "truncated" in text:
+        return "the bundle is gzip but not a tar archive"
+    return f"the bundle is not a readable tar.gz ({text})"
+
+
+def _check_member(tar: tarfile.TarFile, member: tarfile.TarInfo, summary: BundleSummary, counted, limits) -> None:
+    path = member_path(member.name)
+    summary.members += 1
+    if summary.members > limits.max_members:
+        raise BadBundle(f"the bundle has more than {limits.max_members} members")
+    if not (isinstance(member.mtime, int) or math.isfinite(member.mtime)) or not 0 <= member.mtime <= MAX_MTIME:
+        raise BadBundle(f"member {path!r} has a modification time out of range ({member.mtime})")
+    if member.isdir():
+        return
+    if member.sparse is not None:
+        raise BadBundle(f"member {path!r} is a sparse file: only regular files and folders are accepted")
+    if not member.isreg():
+        kind = "symlink" if member.issym() else "hard link" if member.islnk() else "device or special file"
+        raise BadBundle(f"member {path!r} is a {kind}: only regular files and folders are accepted")
+    if path in summary.files:
+        raise BadBundle(f"{path} appears twice")
+    summary.files.add(path)
+    if path.lower().endswith(NESTED_ARCHIVES):
+        raise BadBundle(f"member {path!r} is an archive inside the archive")
+    summary.unpacked_bytes += member.size
+    if summary.unpacked_bytes > limits.max_unpacked_bytes:
+        raise BadBundle(f"the bundle unpacks to more than {limits.max_unpacked_bytes} bytes")
+    out = OUT_NAME.match(path)
+    if trace := TRACE_NAME.match(path):
+        _add_pid(path, int(trace["pid"]), summary)
+    reader = tar.extractfile(member)
+    scanner = BenchmarkScanner() if out else None
+    head = b""
+    while True:
+        chunk = reader.read(CHUNK)
+        if not chunk:
+            break
+        counted.unpacked += len(chunk)
+        if scanner:
+            if len(head) < HEADER_BYTES:
+                head += chunk[: HEADER_BYTES - len(head)]
+            scanner.feed(chunk)
+        if counted.unpacked > limits.ratio_floor_bytes:
+            if counted.unpacked / max(counted.count, 1) > limits.max_ratio:
+                raise BadBundle(f"the bundle expands more than {limits.max_ratio}x: refused as a gzip bomb")
+    if out:
+        _check_out(path, int(out["pid"]), head, summary)
+        summary.benchmarks += scanner.count
+        summary.benchmark_names.extend(scanner.names[: 500 - len(summary.benchmark_names)])
+
+
+def _check_out(path: str, pid: int, head: bytes, summary: BundleSummary) -> None:
+    if not looks_like_callgrind(head):
+        raise BadBundle(f"{path} is not a callgrind file (no '# callgrind format' or 'version:' first line)")
+    declared = header_pid(head)
+    if declared is None:
+        raise BadBundle(f"{path} has no 'pid:' header line")
+    if declared != str(pid):
+        if int(declared) == pid:  # the merge renumbers 'pid: N' lines, and could not find this one
+            raise BadBundle(f"{path} writes its pid as 'pid: {declared}', not as 'pid: {pid}'")
+        raise BadBundle(f"{path} declares 'pid: {declared}', which does not match its file name")
+    _add_pid(path, pid, summary)
+
+
+def _add_pid(path: str, pid: int, summary: BundleSummary) -> None:
+    """A pid the merge renumbers when it collides: named by a ``.out`` or a ``.tgtrace``."""
+    if pid not in summary.pids:
+        summary.pids.append(pid)
