@@ -1,6 +1,8 @@
 """The aggregator's API over HTTP: retries where a retry can help, and every failure
 turned into one clear sentence with its exit code."""
 
+from __future__ import annotations
+
 import random
 import time
 from collections.abc import Callable
@@ -78,10 +80,11 @@ class AggregatorApi:
     def report(self, project: str, run_id: str, fmt: str = "json") -> dict | str:
         return self._call("GET", f"/v1/runs/{project}/{run_id}", params={"format": fmt})
 
-    def put_bundle(self, url: str, headers: dict[str, str], path: Path, progress=None) -> None:
+    def put_bundle(self, url: str, headers: dict[str, str], path: Path, progress=None, guard=None) -> None:
         def send() -> requests.Response:
             with open(path, "rb") as body:
-                data = progress.wrap(body) if progress else body
+                data = guard(body) if guard else body
+                data = progress.wrap(data) if progress else data
                 return requests.put(url, data=data, headers=headers, timeout=max(self.timeout, 300))
 
         answer = self._send(send, "the bundle store")

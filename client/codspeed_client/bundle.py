@@ -1,12 +1,16 @@
 """A shard's bundle: the profile folder as a tar.gz whose members sit under ``./``.
 
 Each bundle carries the CRC32 that S3 checks the upload against (``x-amz-checksum-crc32``,
-signed into the upload URL). tarfile and the callgrind scanner are imported where a folder
-is packed or an archive inspected: pushing a ready archive does without them."""
+signed into the upload URL), and is checked with the aggregator's own rules
+(``codspeed_rules``) while it uploads. tarfile and the rules are imported where a folder is
+packed or an archive checked: the start-up of a push does without them."""
+
+from __future__ import annotations
 
 import base64
 import json
 import mmap
+import os
 import threading
 import zlib
 from collections.abc import Callable
@@ -18,30 +22,79 @@ CARRIED_METADATA = "metadata.json"  # a profile folder may carry its CodSpeed me
 
 
 class Bundle:
-    def __init__(self, path: Path, size: int, crc32: Callable[[], str], files: list[str], benchmarks: int = 0,
-                 carried_metadata: dict | None = None) -> None:
+    def __init__(self, path: Path, size: int, crc32: Callable[[], str], files: list[str],
+                 carried_metadata: dict | None = None, executor: str = "valgrind") -> None:
         self.path = path
         self.size = size
         self.crc32 = crc32  # S3's form: base64 of the big-endian CRC32; it may still be being taken
         self.files = files
-        self.benchmarks = benchmarks
         self.carried_metadata = carried_metadata
+        self.executor = executor
+
+
+class Verdict:
+    """The aggregator's rules applied to a bundle on a thread of its own, so that the check and
+    the upload overlap: a bad bundle is found at the push, not when the aggregator refuses it."""
+
+    def __init__(self, path: Path, executor: str) -> None:
+        self.path, self.executor = path, executor
+        self.reason: str | None = None
+        self.summary = None
+        self._thread = threading.Thread(target=self._check, name="bundle-check", daemon=True)
+        self._thread.start()
+
+    def _check(self) -> None:
+        from codspeed_rules.bundle import BadBundle, validate_bundle
+
+        try:
+            with open(self.path, "rb") as stream:
+                self.summary = validate_bundle(stream, self.executor)
+        except BadBundle as exc:
+            self.reason = str(exc)
+        except OSError as exc:
+            self.reason = f"cannot be read ({exc.strerror or exc})"
+
+    def guard(self, body):
+        """``body`` read as the upload reads it, stopped as soon as the check has failed."""
+        return _Guarded(body, self)
+
+    def result(self):
+        """The bundle's summary, once checked; ClientError (exit 7) naming the problem otherwise."""
+        self._thread.join()
+        if self.reason is not None:
+            raise ClientError(f"{self.path} would be refused by the aggregator: {self.reason}", INPUT)
+        return self.summary
+
+
+class _Guarded:
+    def __init__(self, body, verdict: Verdict) -> None:
+        self._body, self._verdict = body, verdict
+
+    def __len__(self) -> int:
+        return os.fstat(self._body.fileno()).st_size
+
+    def read(self, n: int = -1) -> bytes:
+        if self._verdict.reason is not None:
+            self._verdict.result()  # raises, naming the problem: the upload stops
+        return self._body.read(n)
 
 
 def s3_crc32(value: int) -> str:
     return base64.b64encode(value.to_bytes(4, "big")).decode()
 
 
-def from_folder(folder: Path) -> Bundle:
+def from_folder(folder: Path, executor: str | None = None) -> Bundle:
     import tarfile
     import tempfile
 
+    from codspeed_rules.bundle import executor_of
     from codspeed_rules.callgrind import OUT_NAME
 
     if not folder.is_dir():
         raise ClientError(f"profile folder {folder} does not exist: pass the folder CodSpeed wrote the profiles to", INPUT)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != CARRIED_METADATA)
-    if not any(f.endswith(".out") and "/" not in f for f in files):
+    executor = executor or executor_of(files)
+    if executor == "valgrind" and not any(OUT_NAME.match(f) or f.endswith(".tgtrace") for f in files):
         raise ClientError(
             f"profile folder {folder} holds no <pid>.out file: run the benchmarks under CodSpeed's instrumentation first",
             INPUT,
@@ -54,14 +107,18 @@ def from_folder(folder: Path) -> Bundle:
             raise ClientError(f"{folder / CARRIED_METADATA} is not JSON ({exc})", INPUT) from exc
     handle = tempfile.NamedTemporaryFile(prefix="codspeed-shard-", suffix=".tar.gz", delete=False)
     checksummed = _ChecksummedFile(handle)
-    with handle, tarfile.open(fileobj=checksummed, mode="w:gz", compresslevel=6) as tar:
-        for name in files:
-            tar.add(folder / name, arcname=f"./{name}", recursive=False)
+    try:
+        with handle, tarfile.open(fileobj=checksummed, mode="w:gz", compresslevel=6) as tar:
+            for name in files:
+                tar.add(folder / name, arcname=f"./{name}", recursive=False)
+    except OSError as exc:
+        Path(handle.name).unlink(missing_ok=True)
+        raise ClientError(f"cannot read {exc.filename or folder} ({exc.strerror or exc}): "
+                          "every file of the profile folder must be readable", INPUT) from exc
     path = Path(handle.name)
-    benchmarks = sum(_count(open(folder / name, "rb")) for name in files if OUT_NAME.match(name))
     crc32 = s3_crc32(checksummed.crc)
-    return Bundle(path=path, size=path.stat().st_size, crc32=lambda: crc32, files=files, benchmarks=benchmarks,
-                  carried_metadata=carried)
+    return Bundle(path=path, size=path.stat().st_size, crc32=lambda: crc32, files=files, carried_metadata=carried,
+                  executor=executor)
 
 
 class _ChecksummedFile:
@@ -74,16 +131,6 @@ class _ChecksummedFile:
     def write(self, data: bytes) -> int:
         self.crc = zlib.crc32(data, self.crc)
         return self._raw.write(data)
-
-
-def _count(stream) -> int:
-    from codspeed_rules.callgrind import BenchmarkScanner
-
-    scanner = BenchmarkScanner(keep_names=0)
-    with stream:
-        while chunk := stream.read(1 << 20):
-            scanner.feed(chunk)
-    return scanner.count
 
 
 def _crc32_meanwhile(path: Path) -> Callable[[], str]:
@@ -110,32 +157,15 @@ def _crc32_meanwhile(path: Path) -> Callable[[], str]:
     return result
 
 
-def from_archive(archive: Path, inspect: bool = False) -> Bundle:
-    """An already made archive. Only its gzip header is checked here (the aggregator validates
-    the rest on arrival); ``inspect`` (a dry run) also lists its files and counts its benchmarks."""
+def from_archive(archive: Path, executor: str = "valgrind") -> Bundle:
+    """An already made archive (a tar, gzip-compressed or plain)."""
+    if archive.is_dir():
+        raise ClientError(f"{archive} is a folder: pass it as --profile-folder, or an archive as --archive", INPUT)
     if not archive.is_file():
         raise ClientError(f"archive {archive} does not exist", INPUT)
-    with open(archive, "rb") as f:
-        magic = f.read(2)
-    if magic != b"\x1f\x8b":
-        raise ClientError(f"archive {archive} is not a tar.gz (no gzip header): make it with tar -czf from the profile folder", INPUT)
-    crc32 = _crc32_meanwhile(archive)
-    files, benchmarks = [], 0
-    if inspect:
-        import tarfile
-
-        from codspeed_rules.callgrind import OUT_NAME
-
-        try:
-            with tarfile.open(archive, mode="r|gz") as tar:
-                for member in tar:
-                    if member.isfile():
-                        name = member.name.removeprefix("./")
-                        files.append(name)
-                        if OUT_NAME.match(name):
-                            benchmarks += _count(tar.extractfile(member))
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise ClientError(f"archive {archive} is not a readable tar.gz ({exc}): make it with tar -czf from the profile folder", INPUT) from exc
-        if not files:
-            raise ClientError(f"archive {archive} is empty", INPUT)
-    return Bundle(path=archive, size=archive.stat().st_size, crc32=crc32, files=files, benchmarks=benchmarks)
+    try:
+        with open(archive, "rb") as f:
+            f.read(1)
+    except OSError as exc:
+        raise ClientError(f"cannot read archive {archive} ({exc.strerror or exc})", INPUT) from exc
+    return Bundle(path=archive, size=archive.stat().st_size, crc32=_crc32_meanwhile(archive), files=[], executor=executor)

@@ -1,5 +1,7 @@
 """What the CI (or git) says about this job: project, run id, commit, refs."""
 
+from __future__ import annotations
+
 import json
 import os
 

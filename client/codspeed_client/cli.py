@@ -1,5 +1,7 @@
 """The ``codspeed-client`` command. Imports stay inside the commands so ``--help`` starts fast."""
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -56,7 +58,10 @@ def parser() -> argparse.ArgumentParser:
     source = push.add_mutually_exclusive_group(required=True)
     source.add_argument("--profile-folder", help="the folder CodSpeed wrote its profiles to")
     source.add_argument("--archive", help="an already made tar.gz of the profile folder")
-    push.add_argument("--dry-run", action="store_true", help="show what would be sent (files, sizes, benchmarks, metadata), send nothing")
+    push.add_argument("--executor", choices=("valgrind", "walltime", "memory"),
+                      help="the CodSpeed executor that made the profiles (default: told by a folder's files; valgrind for an archive)")
+    push.add_argument("--dry-run", action="store_true",
+                      help="check the shard with the aggregator's rules and show what would be sent; send nothing")
     _common(push)
 
     close = command("close", "say that every shard that will come has come")
@@ -146,18 +151,24 @@ def push(args: argparse.Namespace) -> int:
     if not target.commit:
         raise ClientError("cannot tell the commit: pass --commit SHA", CONFIG)
     if args.profile_folder:
-        made = bundle.from_folder(Path(args.profile_folder))
+        made = bundle.from_folder(Path(args.profile_folder), args.executor)
     else:
-        made = bundle.from_archive(Path(args.archive), inspect=args.dry_run)
+        made = bundle.from_archive(Path(args.archive), args.executor or "valgrind")
     try:
+        verdict = bundle.Verdict(made.path, made.executor)  # the aggregator's rules, checked while the upload goes
         api = None if args.dry_run else target.api()  # loads the HTTP client while the archive's CRC32 is taken
         meta = metadata.build(target.ctx, project=target.project, run_id=target.run_id, commit=target.commit,
-                              shard=shard, carried=made.carried_metadata)
+                              shard=shard, carried=made.carried_metadata, executor=made.executor)
         request = {"project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
                    "size": made.size, "crc32": made.crc32(), "metadata": meta}
         if api is None:
-            return _dry_run(out, made, request)
-        grant = _upload(api, made, request, quiet=out.quiet or out.json)
+            return _dry_run(out, made, verdict.result(), request)
+        try:
+            grant = _upload(api, made, request, verdict, quiet=out.quiet or out.json)
+        except ClientError:
+            verdict.result()  # a shard the aggregator would refuse says more than the failure it caused
+            raise
+        verdict.result()
     finally:
         if args.profile_folder:
             made.path.unlink(missing_ok=True)
@@ -170,14 +181,15 @@ def push(args: argparse.Namespace) -> int:
     return 0
 
 
-def _upload(api, made, request: dict, quiet: bool) -> dict:
+def _upload(api, made, request: dict, verdict, quiet: bool) -> dict:
     from .api import UploadExpired
     from .progress import Progress
 
     for attempt in range(2):
         grant = api.request_upload(request)
         try:
-            api.put_bundle(grant["upload_url"], grant["headers"], made.path, None if quiet else Progress(made.size))
+            api.put_bundle(grant["upload_url"], grant["headers"], made.path, None if quiet else Progress(made.size),
+                           guard=verdict.guard)
             return grant
         except UploadExpired:
             if attempt:
@@ -185,11 +197,14 @@ def _upload(api, made, request: dict, quiet: bool) -> dict:
                                   "and the machine's clock", NETWORK) from None
 
 
-def _dry_run(out: Output, made, request: dict) -> int:
-    summary = {"files": made.files, "size": made.size, "benchmarks": made.benchmarks, "request": request}
+def _dry_run(out: Output, made, checked, request: dict) -> int:
+    files = made.files or sorted(checked.files)
+    summary = {"files": files, "size": made.size, "benchmarks": checked.benchmarks, "executor": made.executor,
+               "verdict": "valid", "request": request}
     lines = [f"would push shard {request['shard']} of run {request['run_id']} ({request['project']}): "
-             f"{made.size} bytes, {len(made.files)} files, {made.benchmarks} benchmarks"]
-    lines += [f"  {name}" for name in made.files]
+             f"{made.size} bytes, {len(files)} files, {checked.benchmarks} benchmarks ({made.executor}); "
+             "the aggregator's rules accept it"]
+    lines += [f"  {name}" for name in files]
     lines += ["metadata:", json.dumps(request["metadata"], indent=2)]
     out.result(summary, "\n".join(lines))
     return 0

@@ -1,5 +1,7 @@
 """Every failure the client reports: one sentence, one documented exit code."""
 
+from __future__ import annotations
+
 OK = 0
 UNEXPECTED = 1
 USAGE = 2

@@ -1,12 +1,15 @@
 """CodSpeed's upload metadata for a shard, built from the CI and git when the folder carries none."""
 
+from __future__ import annotations
+
 from . import __version__
 from .ci import CiContext
 
 METADATA_VERSION = 10
 
 
-def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str, carried: dict | None) -> dict:
+def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str, carried: dict | None,
+          executor: str = "valgrind") -> dict:
     owner, repository = project.rsplit("/", 1)  # GitLab: group/subgroup/repo
     if carried is not None:
         metadata = dict(carried)
@@ -17,7 +20,7 @@ def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str,
             "version": METADATA_VERSION,
             "tokenless": False,
             "profileEncoding": "gzip",
-            "runner": {"name": "codspeed-client", "version": __version__, "instruments": [], "executor": "valgrind"},
+            "runner": {"name": "codspeed-client", "version": __version__, "instruments": [], "executor": executor},
             "runEnvironment": ctx.provider,
             "allowEmpty": False,
             "event": ctx.event or "push",

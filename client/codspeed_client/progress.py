@@ -1,5 +1,7 @@
 """Upload progress: a live line (bytes, rate) on a terminal, nothing in CI logs."""
 
+from __future__ import annotations
+
 import sys
 import time
 

@@ -1,5 +1,7 @@
 """Show a run's report, and wait for it to be final."""
 
+from __future__ import annotations
+
 import time
 
 from .errors import FORWARD_FAILED, OK, SHARDS_MISSING, TIMEOUT

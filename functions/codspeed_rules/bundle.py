@@ -107,6 +107,21 @@ class _CountingReader:
         return data
 
 
+EXECUTORS = (VALGRIND, "walltime", "memory")
+
+
+def executor_of(paths: list[str]) -> str:
+    """Which CodSpeed executor made a profile folder, from its file names."""
+    names = [p.rsplit("/", 1)[-1] for p in paths]
+    if any(n.endswith(".MemtrackArtifact.msgpack") for n in names):
+        return "memory"
+    if any(OUT_NAME.match(n) or TRACE_NAME.match(n) for n in names):
+        return VALGRIND
+    if "perf.pipedata" in names or any(p.startswith("results/") and p.endswith(".json") for p in paths):
+        return "walltime"
+    return VALGRIND
+
+
 def is_gzip(magic: bytes) -> bool:
     return magic[:2] == b"\x1f\x8b"
 

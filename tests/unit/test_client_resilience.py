@@ -14,7 +14,7 @@ from codspeed_client.cli import main
 from codspeed_client.errors import ClientError
 from codspeed_client.progress import Progress
 from codspeed_wire.api import ShardUploadRequest
-from tests.factories import bundle, crc32_b64
+from tests.factories import bundle, crc32_b64, profile_members, tar_gz
 
 
 class Scripted:
@@ -125,7 +125,7 @@ def test_the_upload_is_asked_for_with_the_bundles_crc32_and_carries_it(scripted,
 
     if source == "archive":
         archive = tmp_path / "shard.tar.gz"
-        archive.write_bytes(bundle() + os.urandom(3 << 20))
+        archive.write_bytes(tar_gz({**profile_members(321, ["t::one"]), "./blob.bin": os.urandom(3 << 20)}))
         args = ["--archive", str(archive)]
     else:
         args = ["--profile-folder", str(make_profile_folder(tmp_path / "p", 321, ["t::one"]))]
@@ -169,11 +169,25 @@ def test_an_unreadable_archive_is_exit_7(tmp_path, capsys):
     code = main(["push", "--shard", "1/2", "--archive", str(archive), "--api-url", "http://127.0.0.1:9", "--token", "t",
                  "--project", "a/b", "--run-id", "1", "--commit", "a" * 40])
     err = capsys.readouterr().err
-    assert code == errors.INPUT and "is not a tar.gz (no gzip header)" in err and "Traceback" not in err
+    assert code == errors.INPUT and "Traceback" not in err
+    assert f"{archive} would be refused by the aggregator: the bundle is neither gzip-compressed nor a tar archive" in err
     archive.write_bytes(__import__("gzip").compress(b"gzip, but no tar inside" * 50))
     assert main(["push", "--shard", "1/2", "--archive", str(archive), "--project", "a/b", "--run-id", "1",
                  "--commit", "a" * 40, "--dry-run"]) == errors.INPUT
-    assert "is not a readable tar.gz" in capsys.readouterr().err
+
+
+def test_a_shard_the_aggregator_would_refuse_is_stopped_at_the_push(scripted, tmp_path, capsys):
+    members = profile_members(321, ["t::one"])
+    members["./321.out"] = b"# callgrind format\nversion: 1\ncmd: no pid line\n"
+    archive = tmp_path / "shard.tar.gz"
+    archive.write_bytes(tar_gz({**members, "./blob.bin": os.urandom(8 << 20)}))
+    server = scripted({("POST", "/v1/uploads"): [(201, _grant({}), {})], ("PUT", "/put/"): [(200, "", {})]})
+    assert _push(server, ["--archive", str(archive)]) == errors.INPUT
+    err = capsys.readouterr().err
+    assert err.strip() == f"codspeed-client: error: {archive} would be refused by the aggregator: 321.out has no 'pid:' header line"
+    dry = main(["push", "--shard", "1/2", "--archive", str(archive), "--project", "a/b", "--run-id", "1",
+                "--commit", "a" * 40, "--dry-run"])
+    assert dry == errors.INPUT and "321.out has no 'pid:' header line" in capsys.readouterr().err
 
 
 def test_an_archive_emptied_before_its_checksum_is_taken_is_exit_7_and_nothing_is_sent(scripted, tmp_path, monkeypatch, capsys):
