@@ -88,7 +88,7 @@ def main() -> int:
         archive = Path(tmp) / "shard.tar.gz"
         make_archive(archive, size_mb << 20)
         data_size = archive.stat().st_size
-        env = {**os.environ, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_TOKEN": stack.token}
+        env = {**os.environ, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": stack.token}
         common = ["--project", "acme/bench", "--commit", "b" * 40, "--quiet"]
 
         def client_push(counter=iter(range(10**6))) -> float:

@@ -65,7 +65,7 @@ class AggregatorApi:
             message = answer.text[:300]
         if answer.status_code in (401, 403):
             raise ClientError(f"the aggregator refused the token ({answer.status_code}): {message}; "
-                              "check CODSPEED_TOKEN", AUTH)
+                              "check CODSPEED_AGGREGATOR_TOKEN", AUTH)
         if answer.status_code < 500 and answer.status_code not in RETRY_STATUSES:
             raise ClientError(f"the aggregator refused the request ({answer.status_code}): {message}", REFUSED)
         raise ClientError(f"the aggregator failed ({answer.status_code}) after {self.attempts} tries: {message}; "

@@ -29,7 +29,7 @@ EXAMPLES = {
 def _common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("run and aggregator (detected from the CI and git when absent)")
     group.add_argument("--api-url", help="aggregator URL (env CODSPEED_AGGREGATOR_URL)")
-    group.add_argument("--token", help="aggregator token (env CODSPEED_TOKEN)")
+    group.add_argument("--token", help="aggregator token (env CODSPEED_AGGREGATOR_TOKEN; never CodSpeed's own CODSPEED_TOKEN)")
     group.add_argument("--project", help="owner/repo (GitLab: group/subgroup/repo)")
     group.add_argument("--run-id", help="the CI run every shard belongs to")
     group.add_argument("--commit", help="commit SHA")
@@ -100,7 +100,7 @@ class Target:
 
         self.ctx = detect()
         self.api_url = args.api_url or os.environ.get("CODSPEED_AGGREGATOR_URL")
-        self.token = args.token or os.environ.get("CODSPEED_TOKEN")
+        self.token = args.token or os.environ.get("CODSPEED_AGGREGATOR_TOKEN")
         self.project = args.project or self.ctx.project
         self.run_id = args.run_id or self.ctx.run_id
         self.commit = args.commit or self.ctx.commit
@@ -113,7 +113,7 @@ class Target:
         if need_api:
             required[:0] = [
                 (self.api_url, "no aggregator URL: pass --api-url or set CODSPEED_AGGREGATOR_URL"),
-                (self.token, "no token: pass --token or set CODSPEED_TOKEN"),
+                (self.token, "no token: pass --token or set CODSPEED_AGGREGATOR_TOKEN"),
             ]
         for value, what in required:
             if not value:

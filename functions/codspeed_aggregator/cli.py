@@ -16,7 +16,7 @@ def _local(args: argparse.Namespace) -> int:
         print(f"token:    {stack.token}")
         print(f"upstream: {args.upstream_url or f'stand-in, uploads kept in {stack.upstream_dir}'}")
         print("state:    in memory: stopping this forgets every run")
-        print(f"try:      CODSPEED_AGGREGATOR_URL={stack.api_url} CODSPEED_TOKEN={stack.token} codspeed-client push --shard 1/2 ...")
+        print(f"try:      CODSPEED_AGGREGATOR_URL={stack.api_url} CODSPEED_AGGREGATOR_TOKEN={stack.token} codspeed-client push --shard 1/2 ...")
         print("Ctrl-C stops it.", flush=True)
         try:
             import threading

@@ -1,41 +1,155 @@
-"""action.yml's script, run by bash as GitHub would run it (inputs substituted), against the local stack."""
+"""action.yml, run as GitHub's runner runs a composite action: each step's script written to a
+file and run with ``bash --noprofile --norc -eo pipefail``, its ``${{ }}`` expressions
+substituted, GITHUB_OUTPUT, RUNNER_TEMP and GITHUB_STEP_SUMMARY set, the step's
+working-directory honoured; once with this machine's externally managed system Python (as
+ubuntu-latest's), once with a bare venv's (as actions/setup-python's), against the local stack."""
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from codspeed_aggregator.local.profiles import make_profile_folder
+from tests.conftest import TOKEN
 
-ACTION = yaml.safe_load((Path(__file__).resolve().parents[2] / "action.yml").read_text())
-
-
-def _run_step(inputs: dict, workdir: Path, env: dict) -> subprocess.CompletedProcess:
-    step = ACTION["runs"]["steps"][1]
-    values = {name: str(spec.get("default", "")) for name, spec in ACTION["inputs"].items()} | inputs
-    step_env = {k: re.sub(r"\$\{\{ inputs\.([\w-]+) \}\}", lambda m: values[m[1]], v) for k, v in step["env"].items()}
-    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"  # codspeed-client as pip installs it
-    return subprocess.run(["bash", "-c", step["run"]], cwd=workdir, capture_output=True, text=True,
-                          env={**env, **step_env, "PATH": path}, timeout=120)
+ROOT = Path(__file__).resolve().parents[2]
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
+SYSTEM_PYTHON = Path("/usr/bin/python3")
 
 
-def test_the_action_pushes_closes_and_waits(stack, project, run_id, tmp_path):
+class Runner:
+    """One job: its environment, its runner.temp, and the outputs of the steps run so far."""
+
+    def __init__(self, tmp: Path, python_bin: Path, env: dict) -> None:
+        self.temp = tmp / "runner-temp"
+        self.workspace = tmp / "workspace"
+        for folder in (self.temp, self.workspace):
+            folder.mkdir(parents=True, exist_ok=True)
+        self.summary = tmp / "summary.md"
+        self.env = {"PATH": f"{python_bin}:/usr/bin:/bin", "HOME": str(tmp), "RUNNER_TEMP": str(self.temp),
+                    "GITHUB_STEP_SUMMARY": str(self.summary), "GITHUB_WORKSPACE": str(self.workspace), **env}
+
+    def use(self, inputs: dict) -> tuple[int, dict, str]:
+        """Run the action's steps in order; answers the last exit code, the action's outputs and stderr."""
+        values = {name: str(spec.get("default", "")) for name, spec in ACTION["inputs"].items()} | inputs
+        steps: dict[str, dict] = {}
+        code, err = 0, ""
+        for index, step in enumerate(ACTION["runs"]["steps"]):
+            output_file = self.temp / f"output-{index}"
+            output_file.write_text("")
+
+            def expand(text: str) -> str:
+                def value(match):
+                    expr = match[1].strip()
+                    if expr.startswith("inputs."):
+                        return values[expr.removeprefix("inputs.")]
+                    if expr == "github.action_path":
+                        return str(ROOT)
+                    if expr == "runner.temp":
+                        return str(self.temp)
+                    found = re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr)
+                    return steps.get(found[1], {}).get(found[2], "")
+                return re.sub(r"\$\{\{(.*?)\}\}", value, text)
+
+            script = self.temp / f"step-{index}.sh"
+            script.write_text(expand(step["run"]))
+            env = {**self.env, **{k: expand(v) for k, v in (step.get("env") or {}).items()}, "GITHUB_OUTPUT": str(output_file)}
+            cwd = self.workspace / expand(step.get("working-directory", "."))
+            done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=cwd, env=env,
+                                  capture_output=True, text=True, timeout=300)
+            code, err = done.returncode, done.stderr
+            steps[step.get("id", str(index))] = dict(line.split("=", 1) for line in output_file.read_text().splitlines() if "=" in line)
+            if code:
+                break
+        outputs = {name: re.sub(r"\$\{\{ steps\.([\w-]+)\.outputs\.([\w-]+) \}\}",
+                                lambda m: steps.get(m[1], {}).get(m[2], ""), spec["value"])
+                   for name, spec in ACTION["outputs"].items()}
+        return code, outputs, err
+
+
+def _bare_venv(tmp: Path) -> Path:
+    venv = tmp / "setup-python"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv / "bin"
+
+
+PYTHONS = {
+    "system python (externally managed)": lambda tmp: SYSTEM_PYTHON.parent,
+    "bare venv": _bare_venv,
+}
+
+
+@pytest.mark.parametrize("which", list(PYTHONS))
+def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack, project, run_id, tmp_path, which):
+    if which.startswith("system") and not (SYSTEM_PYTHON.exists() and list(Path("/usr/lib").glob("python3*/EXTERNALLY-MANAGED"))):
+        pytest.skip("no externally managed system Python on this machine")
     env = {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": run_id, "GITHUB_SHA": "a" * 40,
-           "GITHUB_REF": "refs/heads/feature", "GITHUB_JOB": "bench", "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
-    common = {"api-url": stack.api_url, "token": stack.token}
-    folder = make_profile_folder(tmp_path / "profiles", 4242, ["t::action"])
-    pushed = _run_step({**common, "shard": "1/2", "profile-folder": str(folder)}, tmp_path, env)
-    assert pushed.returncode == 0, pushed.stderr
-    assert _run_step({**common, "command": "close", "skip": "2"}, tmp_path, env).returncode == 0
-    waited = _run_step({**common, "command": "status", "timeout": "60"}, tmp_path, env)
-    assert waited.returncode == 0, waited.stdout + waited.stderr
-    summary = (tmp_path / "summary.md").read_text()
-    assert "forwarded, 1/2 shards in" in summary.splitlines()[0] and "Skipped: 2" in summary
+           "GITHUB_REF": "refs/heads/feature", "GITHUB_JOB": "bench", "GITHUB_ACTION_PATH": str(ROOT)}
+    job = Runner(tmp_path, PYTHONS[which](tmp_path), env)
+    make_profile_folder(job.workspace / "bench" / "profiles", 4242, ["t::action"])
+    before = sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*"))
+    common = {"api-url": stack.api_url, "token": TOKEN}
+
+    code, outputs, err = job.use({**common, "shard": "1/2", "profile-folder": "profiles", "working-directory": "bench"})
+    assert code == 0, err
+    assert outputs["run-id"] == run_id
+    venv = job.temp / "codspeed-client-venv"
+    installed = subprocess.run([str(venv / "bin" / "python"), "-c", "import sys, requests, urllib3, idna, certifi, "
+                                "codspeed_client, codspeed_rules; print(sorted({m.split('.')[0] for m in sys.modules} & "
+                                "{'boto3', 'pydantic', 'aws_lambda_powertools', 'isal', 'codspeed_aggregator'}))"],
+                               capture_output=True, text=True)
+    assert installed.stdout.strip() == "[]", installed.stderr  # requests complete, and nothing of the aggregator
+
+    assert job.use({**common, "command": "close", "skip": "2"})[0] == 0
+    code, outputs, err = job.use({**common, "command": "status", "timeout": "60"})
+    assert code == 0, err
+    assert outputs["state"] == "forwarded" and outputs["upstream-run-id"]
+    report = Path(outputs["report-path"])
+    assert report.parent.parent == job.temp and "forwarded, 1/2 shards in" in report.read_text().splitlines()[0]
+    assert "Skipped: 2" in job.summary.read_text()
+    assert sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*")) == before  # nothing written into the checkout
+
+
+def _installed(job: Runner) -> None:
+    """The client as the install step leaves it, from this test run's own environment (no second install)."""
+    venv = job.temp / "codspeed-client-venv" / "bin"
+    venv.mkdir(parents=True)
+    for name in ("python", "codspeed-client"):
+        (venv / name).symlink_to(Path(sys.executable).parent / name)
+
+
+def test_an_unreachable_aggregator_is_a_warning_for_push_unless_fail_on_error(tmp_path):
+    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
+                                                         "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
+    _installed(job)
+    make_profile_folder(job.workspace / "profiles", 7, ["t::x"])
+    inputs = {"api-url": "http://127.0.0.1:9", "token": "t", "shard": "1/1", "profile-folder": "profiles"}
+    job.env["CODSPEED_RETRIES"] = "1"
+    code, _, err = job.use(inputs)
+    assert code == 0
+    code, _, err = job.use({**inputs, "fail-on-error": "true"})
+    assert code == 6 and "cannot reach the aggregator" in err
+    code, _, err = job.use({**inputs, "shard": "3/2"})  # bad input always fails
+    assert code == 2 and "--shard 3/2" in err
 
 
 def test_the_action_refuses_an_unknown_command(tmp_path):
-    result = _run_step({"command": "deploy", "api-url": "http://127.0.0.1:9", "token": "t"}, tmp_path, {})
-    assert result.returncode == 2 and "command must be push, close or status, not 'deploy'" in result.stderr
+    job = Runner(tmp_path, Path(sys.executable).parent, {})
+    _installed(job)
+    code, _, err = job.use({"command": "deploy", "api-url": "http://127.0.0.1:9", "token": "t"})
+    assert code == 2 and "command must be push, close or status, not 'deploy'" in err
+
+
+def test_the_readme_workflow_uses_only_inputs_the_action_has():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"uses: acme/codspeed-shard-aggregator@main\n(?: +id: .*\n)? +with:\n((?: {10}[\w-]+:.*\n)+)", readme)
+    assert blocks
+    for block in blocks:
+        for name in re.findall(r"^\s+([\w-]+):", block, re.M):
+            assert name in ACTION["inputs"], name
+    assert json.loads(json.dumps(ACTION["outputs"]))  # outputs are declared

@@ -22,7 +22,7 @@ def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_p
             if line.startswith("Ctrl-C"):
                 break
         assert api_url, stack.stderr.read()
-        env = {**os.environ, "CODSPEED_AGGREGATOR_URL": api_url, "CODSPEED_TOKEN": "deadline-token"}
+        env = {**os.environ, "CODSPEED_AGGREGATOR_URL": api_url, "CODSPEED_AGGREGATOR_TOKEN": "deadline-token"}
         common = ["--project", "acme/deadline", "--run-id", "d1", "--commit", "d" * 40]
         folder = make_profile_folder(tmp_path / "shard", 99, ["t::deadline"])
         client = [sys.executable, "-m", "codspeed_client.cli"]

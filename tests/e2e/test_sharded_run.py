@@ -24,7 +24,7 @@ COMMIT = "5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6"
 
 def _env(stack) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB", "BUILDKITE"))}
-    return {**env, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_TOKEN": stack.token}
+    return {**env, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": stack.token}
 
 
 def _client(stack, *args) -> subprocess.Popen:

@@ -17,7 +17,7 @@ def _pushed_run(stack, project, run_id, tmp_path, total=2) -> dict:
     import sys
 
     folder = make_profile_folder(tmp_path / "shard", 4242, ["t::hook"])
-    env = {"CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}
+    env = {"CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-m", "codspeed_client.cli", "push", "--shard", f"1/{total}", "--profile-folder",
                     str(folder), "--project", project, "--run-id", run_id, "--commit", "e" * 40], env=env, check=True)
     return wait_for(lambda: (r := _report(stack, project, run_id)).get("arrived") == 1 and r)

@@ -159,7 +159,7 @@ def test_a_wrong_token_is_exit_4_in_one_sentence_and_json_on_request(scripted, c
     captured = capsys.readouterr()
     assert code == errors.AUTH
     assert captured.err.strip() == ("codspeed-client: error: the aggregator refused the token (403): "
-                                    "the token is not valid for this aggregator; check CODSPEED_TOKEN")
+                                    "the token is not valid for this aggregator; check CODSPEED_AGGREGATOR_TOKEN")
     assert json.loads(captured.out) == {"error": captured.err.strip().removeprefix("codspeed-client: error: "), "exit_code": 4}
 
 

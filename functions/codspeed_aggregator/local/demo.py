@@ -16,7 +16,7 @@ PROJECT, SHARDS = "acme/widgets", 3
 
 
 def _client(stack: LocalStack, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, CODSPEED_AGGREGATOR_URL=stack.api_url, CODSPEED_TOKEN=stack.token)
+    env = dict(os.environ, CODSPEED_AGGREGATOR_URL=stack.api_url, CODSPEED_AGGREGATOR_TOKEN=stack.token)
     return subprocess.run([sys.executable, "-m", "codspeed_client.cli", *args], env=env, capture_output=True, text=True)
 
 
