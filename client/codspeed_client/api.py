@@ -10,7 +10,7 @@ from pathlib import Path
 
 import requests
 
-from .errors import AUTH, NETWORK, REFUSED, ClientError
+from .errors import AUTH, CONFIG, NETWORK, REFUSED, ClientError
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 
@@ -54,15 +54,21 @@ class AggregatorApi:
             return answer
         raise AssertionError("unreachable")
 
-    def _call(self, method: str, path: str, **kwargs) -> dict | str:
+    def _call(self, method: str, path: str, missing_ok: bool = False, **kwargs) -> dict | str | None:
         answer = self._send(lambda: self.http.request(method, f"{self.url}{path}", timeout=self.timeout, **kwargs),
                             f"the aggregator at {self.url}")
         if answer.status_code < 300:
             return answer.json() if "json" in answer.headers.get("content-type", "") else answer.text
         try:
-            message = answer.json().get("error") or answer.text
-        except ValueError:
-            message = answer.text[:300]
+            message = answer.json()["error"]
+        except (ValueError, KeyError, TypeError):
+            message = None
+        if answer.status_code == 404 and message is None:
+            raise ClientError(f"{method} {self.url}{path} answered 404 not found: is {self.url} the aggregator's URL "
+                              "(the stack's ApiUrl)?", CONFIG)
+        if answer.status_code == 404 and missing_ok:
+            return None
+        message = message or answer.text[:300]
         if answer.status_code in (401, 403):
             raise ClientError(f"the aggregator refused the token ({answer.status_code}): {message}; "
                               "check CODSPEED_AGGREGATOR_TOKEN", AUTH)
@@ -77,8 +83,8 @@ class AggregatorApi:
     def close(self, project: str, run_id: str, skip: list[str]) -> dict:
         return self._call("POST", "/v1/runs/close", json={"project": project, "run_id": run_id, "skip": skip})
 
-    def report(self, project: str, run_id: str, fmt: str = "json") -> dict | str:
-        return self._call("GET", f"/v1/runs/{project}/{run_id}", params={"format": fmt})
+    def report(self, project: str, run_id: str, fmt: str = "json", missing_ok: bool = False) -> dict | str | None:
+        return self._call("GET", f"/v1/runs/{project}/{run_id}", missing_ok, params={"format": fmt})
 
     def put_bundle(self, url: str, headers: dict[str, str], path: Path, progress=None, guard=None) -> None:
         def send() -> requests.Response:

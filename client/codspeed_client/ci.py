@@ -13,12 +13,15 @@ class CiContext:
     def __init__(self, provider: str = "LOCAL", project: str | None = None, run_id: str | None = None,
                  commit: str | None = None, ref: str | None = None, head_ref: str | None = None,
                  base_ref: str | None = None, event: str | None = None, job: str | None = None,
-                 sender: dict | None = None, extra: dict | None = None, repository_root: str | None = None) -> None:
+                 sender: dict | None = None, extra: dict | None = None, repository_root: str | None = None,
+                 run_attempt: str | None = None, shard: str | None = None) -> None:
         self.provider, self.project, self.run_id, self.commit = provider, project, run_id, commit
         self.ref, self.head_ref, self.base_ref, self.event, self.job = ref, head_ref, base_ref, event, job
         self.sender = sender
         self.extra = extra or {}  # ghData / glData, as CodSpeed's metadata wants them
         self.repository_root = repository_root
+        self.run_attempt = run_attempt  # a CI re-run of the same run (GitHub's GITHUB_RUN_ATTEMPT)
+        self.shard = shard  # I/N when the CI splits the job itself (GitLab parallel, Buildkite parallelism)
 
 
 def _git(*args: str) -> str | None:
@@ -50,7 +53,7 @@ def _github(env: dict[str, str]) -> CiContext:
         base_ref=env.get("GITHUB_BASE_REF") or None, event=event_name, job=env.get("GITHUB_JOB"),
         sender={"login": env["GITHUB_ACTOR"], "id": env.get("GITHUB_ACTOR_ID", "")} if env.get("GITHUB_ACTOR") else None,
         extra={"ghData": {"runId": env.get("GITHUB_RUN_ID"), "job": env.get("GITHUB_JOB")}},
-        repository_root=env.get("GITHUB_WORKSPACE"),
+        repository_root=env.get("GITHUB_WORKSPACE"), run_attempt=env.get("GITHUB_RUN_ATTEMPT"),
     )
     if event_name in ("pull_request", "pull_request_target") and env.get("GITHUB_EVENT_PATH"):
         try:
@@ -62,35 +65,52 @@ def _github(env: dict[str, str]) -> CiContext:
     return ctx
 
 
+def _shard(index: str | None, total: str | None, first: int) -> str | None:
+    """``I/N`` from a CI's own parallelism (GitLab counts from 1, Buildkite from 0)."""
+    if not (index or "").isdigit() or not (total or "").isdigit():
+        return None
+    return f"{int(index) + 1 - first}/{total}"
+
+
 def _gitlab(env: dict[str, str]) -> CiContext:
+    tag = env.get("CI_COMMIT_TAG")
+    branch = env.get("CI_COMMIT_BRANCH") or env.get("CI_COMMIT_REF_NAME")
     return CiContext(
-        provider="GITLAB_CI", project=env.get("CI_PROJECT_PATH"), run_id=env.get("CI_PIPELINE_ID"),
-        commit=env.get("CI_COMMIT_SHA"), ref=env.get("CI_COMMIT_REF_NAME"),
+        provider="GITLAB_CI", project=env.get("CI_PROJECT_PATH"), run_id=env.get("CI_PIPELINE_ID"),  # group/subgroup/repo
+        commit=env.get("CI_COMMIT_SHA"), ref=f"refs/tags/{tag}" if tag else f"refs/heads/{branch}" if branch else None,
+        head_ref=env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME") or None,
         base_ref=env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME") or None, event=env.get("CI_PIPELINE_SOURCE"),
         job=env.get("CI_JOB_NAME"), extra={"glData": {"runId": env.get("CI_PIPELINE_ID"), "job": env.get("CI_JOB_NAME")}},
-        repository_root=env.get("CI_PROJECT_DIR"),
+        repository_root=env.get("CI_PROJECT_DIR"), shard=_shard(env.get("CI_NODE_INDEX"), env.get("CI_NODE_TOTAL"), 1),
     )
 
 
+def project_of_remote(remote: str) -> str | None:
+    """``owner/repo`` (or ``group/subgroup/repo``) of a git remote URL; None for a local path."""
+    remote = remote.strip().removesuffix("/").removesuffix(".git")
+    if remote.startswith(("/", ".", "file:")) or "://" not in remote and ":" not in remote:
+        return None
+    path = remote.split("://", 1)[1].split("/", 1)[-1] if "://" in remote else remote.split(":", 1)[1]
+    return path if path.count("/") >= 1 else None
+
+
 def _buildkite(env: dict[str, str]) -> CiContext:
-    repo = env.get("BUILDKITE_REPO", "")
-    project = repo.rsplit(":", 1)[-1].removesuffix(".git") if repo else None
-    if project and project.count("/") > 1:
-        project = "/".join(project.split("/")[-2:])
+    pull = env.get("BUILDKITE_PULL_REQUEST", "false")
+    pull_request = pull not in ("", "false")
     return CiContext(
-        provider="BUILDKITE", project=project, run_id=env.get("BUILDKITE_BUILD_ID"), commit=env.get("BUILDKITE_COMMIT"),
-        ref=env.get("BUILDKITE_BRANCH"), base_ref=env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") or None,
+        provider="BUILDKITE", project=project_of_remote(env.get("BUILDKITE_REPO", "")), run_id=env.get("BUILDKITE_BUILD_ID"),
+        commit=env.get("BUILDKITE_COMMIT"), ref=f"refs/pull/{pull}/head" if pull_request else
+        (f"refs/heads/{env['BUILDKITE_BRANCH']}" if env.get("BUILDKITE_BRANCH") else None),
+        head_ref=env.get("BUILDKITE_BRANCH") if pull_request else None,
+        base_ref=env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") or None, event="pull_request" if pull_request else "push",
         job=env.get("BUILDKITE_LABEL"), repository_root=env.get("BUILDKITE_BUILD_CHECKOUT_PATH"),
+        shard=_shard(env.get("BUILDKITE_PARALLEL_JOB"), env.get("BUILDKITE_PARALLEL_JOB_COUNT"), 0),
     )
 
 
 def _local() -> CiContext:
     remote = _git("config", "--get", "remote.origin.url") or ""
-    project = None
-    if remote:
-        tail = remote.removesuffix(".git").replace(":", "/").split("/")
-        if len(tail) >= 2:
-            project = f"{tail[-2]}/{tail[-1]}"
+    project = project_of_remote(remote) if remote else None
     # one git call for three answers: the top folder, the commit, the branch ("HEAD" when detached)
     answers = (_git("rev-parse", "--show-toplevel", "HEAD", "--symbolic-full-name", "HEAD") or "").splitlines()
     root, commit, ref = (answers + [None, None, None])[:3]

@@ -9,7 +9,7 @@ import re
 import sys
 
 from . import __version__
-from .errors import CONFIG, NETWORK, USAGE, ClientError
+from .errors import CONFIG, NETWORK, TIMEOUT, USAGE, ClientError
 
 EXIT_CODES = """\
 exit codes: 0 done; 2 usage; 3 configuration missing; 4 token refused; 5 request refused
@@ -53,7 +53,8 @@ def parser() -> argparse.ArgumentParser:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
     push = command("push", "upload this job's shard")
-    push.add_argument("--shard", required=True, help="I/N (shard I of N) or a shard name")
+    push.add_argument("--shard", help="I/N (shard I of N) or a shard name (default: GitLab's CI_NODE_INDEX/CI_NODE_TOTAL, "
+                                      "Buildkite's parallel job)")
     push.add_argument("--expect", help="comma-separated names of every shard of the run")
     source = push.add_mutually_exclusive_group(required=True)
     source.add_argument("--profile-folder", help="the folder CodSpeed wrote its profiles to")
@@ -93,9 +94,10 @@ class Output:
 
 
 class Target:
-    """Where to send, and which run: flags first, then the environment, then the CI and git."""
+    """Where to send, and which run: flags first, then the environment, then the CI and git.
+    Values the aggregator would refuse are usage errors here, said in a sentence."""
 
-    def __init__(self, args: argparse.Namespace, *, need_api: bool = True) -> None:
+    def __init__(self, args: argparse.Namespace, *, need_api: bool = True, check: bool = True) -> None:
         from .ci import detect
 
         self.ctx = detect()
@@ -106,36 +108,68 @@ class Target:
         self.commit = args.commit or self.ctx.commit
         self.ctx.ref = args.ref or self.ctx.ref
         self.ctx.base_ref = args.base_ref or self.ctx.base_ref
-        required = [
+        self.retries = os.environ.get("CODSPEED_RETRIES", "5")
+        if check:
+            self._check(need_api)
+
+    def missing(self, need_api: bool = True) -> list[str]:
+        found = [
             (self.project, "cannot tell the project: pass --project owner/repo"),
             (self.run_id, "cannot tell the run id: pass --run-id, the same in every shard of the run"),
         ]
         if need_api:
-            required[:0] = [
+            found[:0] = [
                 (self.api_url, "no aggregator URL: pass --api-url or set CODSPEED_AGGREGATOR_URL"),
                 (self.token, "no token: pass --token or set CODSPEED_AGGREGATOR_TOKEN"),
             ]
-        for value, what in required:
-            if not value:
-                raise ClientError(what, CONFIG)
+        return [what for value, what in found if not value]
+
+    def _check(self, need_api: bool) -> None:
+        from codspeed_rules.names import is_commit, is_project, is_run_id
+
+        if self.project and not is_project(self.project):
+            raise ClientError(f"--project {self.project!r} is not owner/repo (or group/subgroup/repo on GitLab)", USAGE)
+        if self.run_id and not is_run_id(str(self.run_id)):
+            raise ClientError(f"--run-id {self.run_id!r} is not a run id: letters, digits and _.:+- only", USAGE)
+        if self.commit and not is_commit(self.commit):
+            raise ClientError(f"--commit {self.commit!r} is not a commit SHA (7 to 64 hex digits)", USAGE)
+        if need_api and self.api_url and not re.match(r"^https?://[^/\s]+", self.api_url):
+            raise ClientError(f"--api-url {self.api_url!r} is not an http(s):// URL: give the aggregator's ApiUrl", USAGE)
+        if not self.retries.isdigit():
+            raise ClientError(f"CODSPEED_RETRIES={self.retries!r} is not a number of tries", USAGE)
+        missing = self.missing(need_api)
+        if missing:
+            raise ClientError(missing[0], CONFIG)
 
     def api(self):
         from .api import AggregatorApi
 
-        return AggregatorApi(self.api_url, self.token, attempts=int(os.environ.get("CODSPEED_RETRIES", 5)))
+        return AggregatorApi(self.api_url, self.token, attempts=int(self.retries))
 
 
 def _parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[str] | None]:
+    from codspeed_rules.names import is_shard_name
+
     indexed = re.fullmatch(r"([0-9]+)/([0-9]+)", shard)
     names = [n.strip() for n in expect.split(",") if n.strip()] if expect else None
     if indexed:
         index, total = int(indexed[1]), int(indexed[2])
-        if not 1 <= index <= total:
-            raise ClientError(f"--shard {shard}: the index must be between 1 and {total}", USAGE)
+        if total < 1 or not 1 <= index <= total:
+            raise ClientError(f"--shard {shard}: write I/N with 1 <= I <= N (shard 2 of 4 is --shard 2/4)", USAGE)
         if names:
             raise ClientError("--shard I/N already says how many shards there are: drop --expect", USAGE)
         return str(index), total, None
-    if names is not None and shard not in names:
+    if "/" in shard or not shard:
+        raise ClientError(f"--shard {shard!r} is neither I/N (shard 2 of 4 is --shard 2/4) nor a shard name", USAGE)
+    if names is None:
+        hint = f"--shard {shard}/N (shard {shard} of N)" if shard.isdigit() else f"--expect {shard},other,..."
+        raise ClientError(f"--shard {shard} says no total: write {hint}, so the run knows when every shard is in", USAGE)
+    for name in names:
+        if not is_shard_name(name):
+            raise ClientError(f"shard name {name!r} is not usable: letters, digits and _.=+@- only", USAGE)
+    if len(set(names)) != len(names):
+        raise ClientError(f"--expect {expect} names a shard twice", USAGE)
+    if shard not in names:
         raise ClientError(f"--shard {shard} is not among --expect {expect}", USAGE)
     return shard, None, names
 
@@ -146,8 +180,13 @@ def push(args: argparse.Namespace) -> int:
     from . import bundle, metadata
 
     out = Output(args)
-    shard, total, names = _parse_shard(args.shard, args.expect)
+    for flag, value in (("--profile-folder", args.profile_folder), ("--archive", args.archive)):
+        if value is not None and not value.strip():
+            raise ClientError(f"{flag} is empty: give the folder the profiles are in, or an archive of it", USAGE)
     target = Target(args, need_api=not args.dry_run)
+    if args.shard is None and target.ctx.shard is None:
+        raise ClientError("no --shard: pass --shard I/N (shard I of N), or a name with --expect", USAGE)
+    shard, total, names = _parse_shard(args.shard if args.shard is not None else target.ctx.shard, args.expect)
     if not target.commit:
         raise ClientError("cannot tell the commit: pass --commit SHA", CONFIG)
     if args.profile_folder:
@@ -221,10 +260,15 @@ def close(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     from .report import final_exit_code, render_text, wait_for_final
 
+    if args.timeout < 0 or args.interval <= 0:
+        raise ClientError("--timeout must be 0 or more seconds and --interval more than 0", USAGE)
     target = Target(args)
     api = target.api()
     if args.wait:
         report, timed_out = wait_for_final(api, target.project, target.run_id, args.timeout, args.interval)
+        if report is None:
+            raise ClientError(f"run {target.run_id} of {target.project} did not appear within {args.timeout:g} s: "
+                              "did any shard push to it?", TIMEOUT)
     elif args.format == "markdown" and not args.json:
         report, timed_out = None, False  # the Markdown is fetched as such below: no JSON read first
     else:
@@ -241,13 +285,18 @@ def status(args: argparse.Namespace) -> int:
 
 
 def env(args: argparse.Namespace) -> int:
-    target = Target(args, need_api=False)
+    """Everything detected, and what is missing for a push: always exit 0, it only tells."""
+    target = Target(args, check=False)
+    ctx = target.ctx
     detected = {
-        "provider": target.ctx.provider, "project": target.project, "run_id": target.run_id, "commit": target.commit,
-        "ref": target.ctx.ref, "head_ref": target.ctx.head_ref, "base_ref": target.ctx.base_ref,
-        "event": target.ctx.event, "job": target.ctx.job, "api_url": target.api_url, "token": "set" if target.token else None,
+        "provider": ctx.provider, "project": target.project, "run_id": target.run_id, "run_attempt": ctx.run_attempt,
+        "commit": target.commit, "ref": ctx.ref, "head_ref": ctx.head_ref, "base_ref": ctx.base_ref, "event": ctx.event,
+        "job": ctx.job, "shard": ctx.shard, "api_url": target.api_url, "token": "set" if target.token else None,
     }
-    Output(args).result(detected, "\n".join(f"{k}: {v if v is not None else '-'}" for k, v in detected.items()))
+    missing = target.missing() + ([] if target.commit else ["cannot tell the commit: pass --commit SHA"])
+    lines = [f"{k}: {v if v is not None else '- (not detected)'}" for k, v in detected.items()]
+    lines += [f"missing: {what}" for what in missing]
+    Output(args).result({**detected, "missing": missing}, "\n".join(lines))
     return 0
 
 

@@ -9,15 +9,19 @@ from .errors import FORWARD_FAILED, OK, SHARDS_MISSING, TIMEOUT
 FINAL = ("forwarded", "forward_failed", "closed_empty")
 
 
-def wait_for_final(api, project: str, run_id: str, timeout: float, interval: float) -> tuple[dict, bool]:
-    deadline = time.monotonic() + timeout
+def wait_for_final(api, project: str, run_id: str, timeout: float, interval: float,
+                   sleep=time.sleep, clock=time.monotonic) -> tuple[dict | None, bool]:
+    """Poll until the run is final, for ``timeout`` seconds exactly (the last poll at the end);
+    a run that does not exist yet (no shard has asked to upload) is waited for."""
+    deadline = clock() + timeout
     while True:
-        report = api.report(project, run_id)
-        if report["state"] in FINAL:
+        report = api.report(project, run_id, missing_ok=True)
+        if report is not None and report["state"] in FINAL:
             return report, False
-        if time.monotonic() + interval > deadline:
+        left = deadline - clock()
+        if left <= 0:
             return report, True
-        time.sleep(interval)
+        sleep(min(interval, left))
 
 
 def final_exit_code(report: dict, timed_out: bool) -> int:
@@ -30,20 +34,30 @@ def final_exit_code(report: dict, timed_out: bool) -> int:
     return OK
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def render_text(report: dict) -> str:
     expected = "?" if report.get("expected") is None else report["expected"]
-    partial = " (partial: more shards may come)" if report["partial"] else ""
-    lines = [f"run {report['run_id']} of {report['project']}: {report['state']}, {report['arrived']}/{expected} shards in{partial}"]
+    if report["state"] == "finalizing":
+        doing = " (finalizing: merging and forwarding)"
+    else:
+        doing = " (partial: more shards may come)" if report["partial"] else ""
+    attempt = f", attempt {report['attempt']}" if report.get("attempt", 1) > 1 else ""
+    lines = [f"run {report['run_id']} of {report['project']}{attempt}: {report['state']}, "
+             f"{report['arrived']}/{expected} shard{'' if expected == 1 else 's'} in{doing}"]
     for s in report["shards"]:
         detail = [s["state"]]
         if s.get("benchmarks") is not None:
-            detail.append(f"{s['benchmarks']} benchmarks")
+            detail.append(_plural(s["benchmarks"], "benchmark"))
         if s.get("attempt"):
             detail.append(f"attempt {s['attempt']}")
         if s.get("reason"):
             detail.append(s["reason"])
-        lines.append(f"  {s['name']}: " + ", ".join(detail))
+        lines.append(f"  {s.get('label') or s['name']}: " + ", ".join(detail))
     upstream = report.get("upstream")
     if upstream:
-        lines.append(f"upstream: {upstream['status']} (run {upstream.get('run_id') or '-'}) at {upstream['at']}")
+        why = f": {upstream['message']}" if upstream.get("message") else ""
+        lines.append(f"upstream: {upstream['status']} (run {upstream.get('run_id') or '-'}) at {upstream['at']}{why}")
     return "\n".join(lines) + "\n"

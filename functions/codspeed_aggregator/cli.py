@@ -1,7 +1,25 @@
-"""The ``codspeed-aggregator`` command: the local stack, the demo, and the offline merge."""
+"""The ``codspeed-aggregator`` command: the local stack, the demo, the offline merge, and the
+operator's tools. Every failure is one sentence on stderr and an exit code: 2 usage, 3
+configuration or environment (AWS settings, a secret, a port), 5 nothing to act on, 7 a bad file."""
 
 import argparse
+import errno
 import sys
+from importlib.metadata import PackageNotFoundError, version
+
+from .failure import CONFIG, EXIT_CODES, NOTHING, USAGE, Failure
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535; 0 picks a free one)")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (1 or more)")
+    return int(text)
 
 
 def _local(args: argparse.Namespace) -> int:
@@ -9,21 +27,33 @@ def _local(args: argparse.Namespace) -> int:
 
     stack = LocalStack(
         port=args.port, token=args.token, upstream_url=args.upstream_url, upstream_dir=args.upstream_dir,
-        deadline_seconds=args.deadline, webhook_secret=args.webhook_secret, sweep_every=min(5.0, args.deadline / 2) if args.deadline else 5.0,
+        deadline_seconds=args.deadline, webhook_secret=args.webhook_secret,
+        sweep_every=min(5.0, args.deadline / 2) if args.deadline else 5.0, log=lambda line: print(line, flush=True),
     )
-    with stack:
+    try:
+        stack.start()
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            raise Failure(f"cannot listen on port {args.port} ({exc.strerror}): pick another with --port, "
+                          "or --port 0 for a free one", CONFIG) from None
+        raise
+    try:
         print(f"API URL:  {stack.api_url}")
         print(f"token:    {stack.token}")
-        print(f"upstream: {args.upstream_url or f'stand-in, uploads kept in {stack.upstream_dir}'}")
+        kept = "kept there" if args.upstream_dir else "removed when this stops; keep them with --upstream-dir"
+        print(f"upstream: {args.upstream_url or f'stand-in, uploads in {stack.upstream_dir} ({kept})'}")
         print("state:    in memory: stopping this forgets every run")
         print(f"try:      CODSPEED_AGGREGATOR_URL={stack.api_url} CODSPEED_AGGREGATOR_TOKEN={stack.token} codspeed-client push --shard 1/2 ...")
         print("Ctrl-C stops it.", flush=True)
-        try:
-            import threading
+        import signal
+        import threading
 
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            print("stopped")
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops it as cleanly as Ctrl-C
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        print("stopped")
+    finally:
+        stack.stop()
     return 0
 
 
@@ -39,6 +69,35 @@ def _merge(args: argparse.Namespace) -> int:
     return merge_files(args.bundles, args.output)
 
 
+def _sample_profiles(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .local.profiles import make_profile_folder
+
+    folder = Path(args.folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise Failure(f"{folder} exists and is not an empty folder: give a new one", USAGE)
+    make_profile_folder(folder, args.pid, [f"tests/test_sample.py::test_bench_{i}" for i in range(args.benchmarks)])
+    print(f"made {folder}: {args.pid}.out with {args.benchmarks} benchmarks, as pytest-codspeed leaves a profile folder")
+    return 0
+
+
+def _aws_ledger():
+    """The deployed stack's ledger, or a Failure saying what configuration is missing."""
+    from botocore.exceptions import BotoCoreError
+
+    from .settings import settings
+    from .wiring import aggregator
+
+    if not settings().table_name:
+        raise Failure("no table: set TABLE_NAME to the stack's TableName output (and the usual AWS credentials "
+                      "and region)", CONFIG)
+    try:
+        return aggregator().ledger
+    except BotoCoreError as exc:
+        raise Failure(f"AWS is not configured: {exc}", CONFIG) from None
+
+
 def _redrive(args: argparse.Namespace) -> int:
     import os
 
@@ -48,9 +107,8 @@ def _redrive(args: argparse.Namespace) -> int:
     dead_letter = args.dead_letter_url or os.environ.get("FINALIZE_DLQ_URL")
     queue = args.queue_url or os.environ.get("FINALIZE_QUEUE_URL")
     if not dead_letter or not queue:
-        print("codspeed-aggregator: give --dead-letter-url and --queue-url (the stack's FinalizeDeadLetterQueueUrl "
-              "and FinalizeQueue outputs), or set FINALIZE_DLQ_URL and FINALIZE_QUEUE_URL", file=sys.stderr)
-        return 2
+        raise Failure("give --dead-letter-url and --queue-url (the stack's FinalizeDeadLetterQueueUrl and FinalizeQueue "
+                      "outputs), or set FINALIZE_DLQ_URL and FINALIZE_QUEUE_URL", USAGE)
     moved = redrive(client("sqs"), dead_letter, queue)
     print(f"redrove {moved} finalize message{'s' if moved != 1 else ''} to {queue}")
     return 0
@@ -61,24 +119,26 @@ def _token(args: argparse.Namespace) -> int:
 
     from codspeed_wire.names import Project
 
-    from . import tokens
-    from .wiring import aggregator
+    from botocore.exceptions import BotoCoreError, ClientError
 
-    ledger = aggregator().ledger
+    from . import tokens
+
     if args.action == "create":
         try:
             TypeAdapter(Project).validate_python(args.project or "")
         except ValidationError:
-            print(f"codspeed-aggregator: --project {args.project!r} is not owner/repo", file=sys.stderr)
-            return 2
-        print(tokens.create(ledger, args.project))
-        return 0
-    if not args.token:
-        print("codspeed-aggregator: token revoke needs --token", file=sys.stderr)
-        return 2
-    if not tokens.revoke(ledger, args.token):
-        print("codspeed-aggregator: no such token", file=sys.stderr)
-        return 1
+            raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE) from None
+    elif not args.token:
+        raise Failure("token revoke needs --token", USAGE)
+    ledger = _aws_ledger()
+    try:
+        if args.action == "create":
+            print(tokens.create(ledger, args.project))
+            return 0
+        if not tokens.revoke(ledger, args.token):
+            raise Failure("no such token", NOTHING)
+    except (BotoCoreError, ClientError) as exc:
+        raise Failure(f"AWS refused or could not be reached: {exc}", CONFIG) from None
     print("revoked")
     return 0
 
@@ -89,46 +149,66 @@ def _webhook_secret(args: argparse.Namespace) -> int:
 
     master = webhook_secret()
     if not master:
-        print("codspeed-aggregator: no webhook secret: set WEBHOOK_SECRET, or WEBHOOK_SECRET_PARAMETER and AWS "
-              "settings (the stack's WebhookSecretParameter)", file=sys.stderr)
-        return 3
+        raise Failure("no webhook secret: set WEBHOOK_SECRET, or WEBHOOK_SECRET_PARAMETER and AWS settings "
+                      "(the stack's WebhookSecretParameter)", CONFIG)
     print(github_webhook_secret(master, args.project or args.owner))
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="codspeed-aggregator", description="Run the shard aggregator locally, or merge offline.")
+    root = argparse.ArgumentParser(prog="codspeed-aggregator", description="Run the shard aggregator locally, or merge offline.",
+                                   epilog=EXIT_CODES)
+    try:
+        release = version("codspeed-shard-aggregator")
+    except PackageNotFoundError:
+        release = "unknown"
+    root.add_argument("--version", action="version", version=f"codspeed-aggregator {release}")
     commands = root.add_subparsers(dest="command", required=True)
-    local = commands.add_parser(
-        "local", help="run the whole aggregator on this machine (no Docker)",
+
+    def command(name: str, help: str, example: str, **kwargs) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help, epilog=f"example:\n  {example}\n\n{EXIT_CODES}",
+                                   formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+
+    local = command(
+        "local", "run the whole aggregator on this machine (no Docker)", "codspeed-aggregator local --port 8787 --token mytoken",
         description="Run the whole aggregator on this machine: moto's server for S3, SQS and DynamoDB, a local "
                     "API gateway, the handlers, and a stand-in upstream. Runs live in memory: stopping it forgets "
                     "every run (the stand-in's uploads stay in their folder). Its S3 checks no signature, expiry "
                     "or checksum of an upload URL; on AWS, S3 does.")
-    local.add_argument("--port", type=int, default=8787, help="API port (default 8787; 0 picks a free one)")
+    local.add_argument("--port", type=_port, default=8787, help="API port (default 8787; 0 picks a free one)")
     local.add_argument("--token", help="API token (default: a random one, printed)")
     upstream = local.add_mutually_exclusive_group()
     upstream.add_argument("--upstream-url", help="forward to this upload endpoint instead of the stand-in")
     upstream.add_argument("--upstream-dir", help="where the stand-in upstream keeps uploads")
-    local.add_argument("--deadline", type=int, help="close open runs after this many seconds")
+    local.add_argument("--deadline", type=_positive, help="close open runs after this many seconds")
     local.add_argument("--webhook-secret", help="HMAC secret of /webhooks/refresh and /webhooks/github")
     local.set_defaults(run=_local)
-    demo = commands.add_parser("demo", help="a three-shard run through the local stack, shown step by step")
+    demo = command("demo", "a three-shard run through the local stack, shown step by step", "codspeed-aggregator demo")
     demo.set_defaults(run=_demo)
-    merge = commands.add_parser("merge", help="merge shard bundles into one upload archive, offline")
+    sample = command("sample-profiles", "make a small CodSpeed profile folder to push by hand",
+                     "codspeed-aggregator sample-profiles profiles/")
+    sample.add_argument("folder", help="the folder to make (new, or empty)")
+    sample.add_argument("--pid", type=_positive, default=4242, help="the profile's pid (default 4242)")
+    sample.add_argument("--benchmarks", type=_positive, default=3, help="how many benchmarks (default 3)")
+    sample.set_defaults(run=_sample_profiles)
+    merge = command("merge", "merge shard bundles into one upload archive, offline",
+                    "codspeed-aggregator merge shard-1.tar.gz shard-2.tar.gz -o merged.tar.gz")
     merge.add_argument("bundles", nargs="+", help="shard bundles (tar.gz of a profile folder)")
     merge.add_argument("-o", "--output", required=True, help="the merged tar.gz")
     merge.set_defaults(run=_merge)
-    again = commands.add_parser("redrive", help="retry the forwards that failed every try (from the dead-letter queue)")
+    again = command("redrive", "retry the forwards that failed every try (from the dead-letter queue)",
+                    "codspeed-aggregator redrive --dead-letter-url $DLQ_URL --queue-url $QUEUE_URL")
     again.add_argument("--dead-letter-url", help="the finalize dead-letter queue (env FINALIZE_DLQ_URL)")
     again.add_argument("--queue-url", help="the finalize queue (env FINALIZE_QUEUE_URL)")
     again.set_defaults(run=_redrive)
-    token = commands.add_parser("token", help="create or revoke a per-project token (uses TABLE_NAME and AWS settings)")
+    token = command("token", "create or revoke a per-project token (uses TABLE_NAME and AWS settings)",
+                    "TABLE_NAME=<TableName> codspeed-aggregator token create --project acme/widgets")
     token.add_argument("action", choices=("create", "revoke"))
     token.add_argument("--project", help="owner/repo the token may touch (create)")
     token.add_argument("--token", help="the token to revoke (revoke)")
     token.set_defaults(run=_token)
-    secret = commands.add_parser("webhook-secret", help="the secret of one repository's (or organization's) GitHub webhook")
+    secret = command("webhook-secret", "the secret of one repository's (or organization's) GitHub webhook",
+                     "codspeed-aggregator webhook-secret --project acme/widgets")
     scope = secret.add_mutually_exclusive_group(required=True)
     scope.add_argument("--project", help="owner/repo: a repository webhook")
     scope.add_argument("--owner", help="an organization webhook, for all its repositories")
@@ -138,7 +218,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except Failure as exc:
+        print(f"codspeed-aggregator: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

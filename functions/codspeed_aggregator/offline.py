@@ -1,6 +1,8 @@
 """``codspeed-aggregator merge``: the finalizer's merge, on files, for a CI job without AWS."""
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from .domain.bundle import validate_bundle
@@ -9,6 +11,16 @@ from .domain.merge import ShardBundle, merge_bundles
 
 
 def merge_files(paths: list[str], output: str) -> int:
+    from .failure import INPUT, USAGE, Failure
+
+    target = Path(output)
+    if not output.strip() or target.is_dir():
+        raise Failure(f"-o {output!r} is not a file name: give the merged archive's path", USAGE)
+    if not target.parent.is_dir():
+        raise Failure(f"cannot write {output}: its folder {target.parent} does not exist", INPUT)
+    for name in paths:
+        if Path(name).exists() and target.exists() and os.path.samefile(name, target):
+            raise Failure(f"-o {output} is one of the bundles to merge: write the merged archive elsewhere", USAGE)
     shards = []
     for index, name in enumerate(paths, start=1):
         path = Path(name)
@@ -22,8 +34,14 @@ def merge_files(paths: list[str], output: str) -> int:
             print(f"codspeed-aggregator: {path} refused: {exc}", file=sys.stderr)
             return 7
         shards.append(ShardBundle(str(index), tuple(summary.pids), lambda p=path: open(p, "rb")))
-    with open(output, "wb") as out:
-        result = merge_bundles(shards, out)
+    # written beside the output, then renamed: a failed merge never leaves a half archive
+    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False) as out:
+        try:
+            result = merge_bundles(shards, out)
+        except BaseException:
+            os.unlink(out.name)
+            raise
+    os.replace(out.name, target)
     moved = sum(len(v) for v in result.renumbered.values())
     print(f"merged {len(shards)} bundles into {output}: {result.size} bytes, {moved} pids renumbered, md5 {result.md5}")
     return 0

@@ -251,7 +251,7 @@ class Aggregator:
                                message=f"run is already {state}: nothing to close")
         first = self.ledger.request_close(request.project, request.run_id, list(request.skip), reason)
         self.queue.request(request.project, request.run_id, reason)
-        message = "closing: the shards in so far will be merged and forwarded" if first else "already closing"
+        message = "the shards in so far will be merged and forwarded" if first else "a close was already under way"
         return CloseAnswer(project=request.project, run_id=request.run_id, state="closing", message=message)
 
     def finalize(self, project: str, run_id: str) -> str:

@@ -62,7 +62,7 @@ def test_a_revoked_token_is_refused(stack, project, run_id, project_token):
     answer = _call(stack, project_token, "GET", f"/v1/runs/{project}/{run_id}")
     assert answer.status_code == 403 and answer.json() == {"error": "the token is not valid for this aggregator"}
     again = _token("revoke", "--token", project_token)
-    assert again.returncode == 1 and "no such token" in again.stderr
+    assert again.returncode == 5 and "no such token" in again.stderr
 
 
 def test_token_create_refuses_a_bad_project():

@@ -101,7 +101,7 @@ def test_close_finishes_with_what_arrived_and_names_missing_and_skipped_shards(i
     agg.record_arrival(_push(agg, project, run_id, "1", bundle(), total=3)["key"])
     answer = agg.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
     assert answer.state == "closing"
-    assert agg.close(CloseRequest(project=project, run_id=run_id)).message == "already closing"
+    assert agg.close(CloseRequest(project=project, run_id=run_id)).message == "a close was already under way"
     assert agg.finalize(project, run_id) == "forwarded"
     report = _report(agg, project, run_id)
     assert {s.name: s.state for s in report.shards} == {"1": "arrived", "2": "missing", "3": "skipped"}

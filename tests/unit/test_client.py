@@ -20,9 +20,11 @@ GITHUB_PR = {
 def test_shard_forms():
     assert _parse_shard("2/4", None) == ("2", 4, None)
     assert _parse_shard("lint", "parse,lint") == ("lint", None, ["parse", "lint"])
-    assert _parse_shard("solo", None) == ("solo", None, None)
-    for shard, expect, message in (("5/4", None, "between 1 and 4"), ("0/4", None, "between 1 and 4"),
-                                   ("x", "a,b", "not among --expect"), ("1/2", "a,b", "drop --expect")):
+    for shard, expect, message in (("5/4", None, "1 <= I <= N"), ("0/4", None, "1 <= I <= N"), ("1/0", None, "1 <= I <= N"),
+                                   ("x", "a,b", "not among --expect"), ("1/2", "a,b", "drop --expect"),
+                                   ("3", None, "write --shard 3/N"), ("solo", None, "write --expect solo,other"),
+                                   ("1/3/5", None, "neither I/N"), ("", None, "neither I/N"),
+                                   ("a", "a,a", "names a shard twice"), ("a b", "a b,c", "is not usable")):
         with pytest.raises(ClientError, match=message) as caught:
             _parse_shard(shard, expect)
         assert caught.value.exit_code == errors.USAGE
@@ -38,12 +40,29 @@ def test_github_pull_request_detection_uses_the_head_commit(tmp_path):
 
 
 def test_gitlab_and_buildkite_detection():
-    gitlab = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_PIPELINE_ID": "88", "CI_COMMIT_SHA": "3" * 40,
-                     "CI_COMMIT_REF_NAME": "main", "CI_JOB_NAME": "bench 1/2"})
-    assert (gitlab.provider, gitlab.project, gitlab.run_id, gitlab.commit) == ("GITLAB_CI", "acme/widgets", "88", "3" * 40)
+    gitlab = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "platform/perf/widgets", "CI_PIPELINE_ID": "88",
+                     "CI_COMMIT_SHA": "3" * 40, "CI_COMMIT_REF_NAME": "feature", "CI_JOB_NAME": "bench 1/2",
+                     "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feature", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+                     "CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "2"})
+    assert (gitlab.provider, gitlab.project, gitlab.run_id, gitlab.commit) == ("GITLAB_CI", "platform/perf/widgets", "88", "3" * 40)
+    assert (gitlab.ref, gitlab.head_ref, gitlab.base_ref, gitlab.shard) == ("refs/heads/feature", "feature", "main", "1/2")
     buildkite = detect({"BUILDKITE": "true", "BUILDKITE_REPO": "git@github.com:acme/widgets.git", "BUILDKITE_BUILD_ID": "b-1",
-                        "BUILDKITE_COMMIT": "4" * 40, "BUILDKITE_BRANCH": "main"})
-    assert (buildkite.project, buildkite.run_id, buildkite.ref) == ("acme/widgets", "b-1", "main")
+                        "BUILDKITE_COMMIT": "4" * 40, "BUILDKITE_BRANCH": "main", "BUILDKITE_PARALLEL_JOB": "0",
+                        "BUILDKITE_PARALLEL_JOB_COUNT": "3", "BUILDKITE_PULL_REQUEST": "false"})
+    assert (buildkite.project, buildkite.run_id, buildkite.ref, buildkite.shard) == ("acme/widgets", "b-1", "refs/heads/main", "1/3")
+    pull = detect({"BUILDKITE": "true", "BUILDKITE_REPO": "https://gitlab.com/group/sub/app.git", "BUILDKITE_BRANCH": "fix",
+                   "BUILDKITE_PULL_REQUEST": "17", "BUILDKITE_PULL_REQUEST_BASE_BRANCH": "main"})
+    assert (pull.project, pull.event, pull.ref, pull.head_ref, pull.base_ref) == (
+        "group/sub/app", "pull_request", "refs/pull/17/head", "fix", "main")
+
+
+def test_a_remote_that_is_a_local_path_is_not_a_project():
+    from codspeed_client.ci import project_of_remote
+
+    assert project_of_remote("/srv/git/widgets.git") is None and project_of_remote("../widgets") is None
+    assert project_of_remote("file:///srv/git/widgets.git") is None
+    assert project_of_remote("git@github.com:acme/widgets.git") == "acme/widgets"
+    assert project_of_remote("https://github.com/acme/widgets") == "acme/widgets"
 
 
 def test_missing_configuration_is_one_sentence_and_exit_3(capsys, monkeypatch):

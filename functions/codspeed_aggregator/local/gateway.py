@@ -40,7 +40,8 @@ def http_api_event(method: str, target: str, headers: dict[str, str], body: byte
     }
 
 
-def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.1", port: int = 0,
+                  log: Callable[[str], None] | None = None) -> ThreadingHTTPServer:
     # A Lambda instance handles one event at a time, and the handler relies on it: powertools'
     # resolver keeps the current event on the app. Connections are served concurrently, events not.
     instance = threading.Lock()
@@ -68,6 +69,8 @@ def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.
             payload = result.get("body") or ""
             raw = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
             self._answer(result.get("statusCode", 200), result.get("headers") or {}, raw)
+            if log:
+                log(f"{self.command} {urlsplit(self.path).path} {result.get('statusCode', 200)}")
 
         def _answer(self, status: int, headers: dict, raw: bytes) -> None:
             self.send_response(status)

@@ -2,8 +2,11 @@
 
 import os
 import secrets
+import shutil
 import tempfile
 import threading
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import wiring
@@ -27,12 +30,15 @@ class LocalStack:
         sweep_every: float = 5.0,
         pollers: bool = True,
         env: dict[str, str] | None = None,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         self.port = port
         self.token = token or f"local-{secrets.token_urlsafe(12)}"
         self.upstream_token = upstream_token or f"upstream-{secrets.token_urlsafe(8)}"
         self.upstream_url = upstream_url
         self.upstream_dir = Path(upstream_dir) if upstream_dir else Path(tempfile.mkdtemp(prefix="codspeed-upstream-"))
+        self._own_upstream_dir = upstream_dir is None  # removed when the stack stops
+        self.log = log  # one line per API request
         self.deadline_seconds = deadline_seconds
         self.webhook_secret = webhook_secret
         self.sweep_every = sweep_every
@@ -48,6 +54,8 @@ class LocalStack:
         return f"http://{host}:{port}"
 
     def start(self) -> "LocalStack":
+        # the local stack disables metrics, so powertools would warn at every batch that it published none
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
         moto = start_moto()
         self._servers.append(moto)
         endpoint = f"http://127.0.0.1:{moto.server_address[1]}"
@@ -80,7 +88,7 @@ class LocalStack:
         from ..handlers import api, arrivals, finalizer
         from .gateway import start_gateway
 
-        self._gateway = start_gateway(api.handler, port=self.port)
+        self._gateway = start_gateway(api.handler, port=self.port, log=self.log)
         self._servers.append(self._gateway)
         sqs = client("sqs")
         self.arrivals = QueuePoller(sqs, self.resources.arrivals_queue_url, arrivals.handler, "codspeed-arrivals")
@@ -107,6 +115,8 @@ class LocalStack:
         for server in self._servers:
             server.shutdown()
             server.server_close()
+        if self._own_upstream_dir:
+            shutil.rmtree(self.upstream_dir, ignore_errors=True)
 
     def __enter__(self) -> "LocalStack":
         return self.start()

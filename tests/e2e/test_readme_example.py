@@ -1,0 +1,29 @@
+"""The README's hand-run example, run verbatim in a shell (with the ``.venv`` it names being the
+environment these tests run in), in a fresh folder inside a git repository."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_readmes_hand_run_example_runs_verbatim(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"To keep a local aggregator running and push to it yourself:\n\n```sh\n(.*?)```", readme, re.S)[1]
+    work = tmp_path / "repo"
+    work.mkdir()
+    (work / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CODSPEED_"))}
+    for command in (["git", "init", "-q"], ["git", "-c", "user.email=a@b.c", "-c", "user.name=a", "commit", "-q",
+                                                   "--allow-empty", "-m", "first"]):
+        subprocess.run(command, cwd=work, check=True, env=env)
+    script = "set -e\n" + block
+    done = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pushed shard 1 of 2 of run 1 (acme/widgets)" in done.stdout
+    assert "run 1 of acme/widgets: open, 1/2 shards in" in done.stdout
+    assert "POST /v1/uploads 201" in done.stdout  # the local aggregator's one line per request
+    assert "Traceback" not in done.stderr and "UserWarning" not in done.stderr
