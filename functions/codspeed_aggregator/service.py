@@ -31,7 +31,7 @@ from .domain.ledger import (
 from .domain.manifest import Manifest
 from .domain.merge import ShardBundle, merge_bundles
 from .domain.notification import commit_status
-from .domain.metadata import as_sent_metadata, check_identity, merged_metadata
+from .domain.metadata import as_sent_metadata, check_identity, ci_url, merged_metadata
 from .domain.uploads import plan_forward
 from .domain.report import build_report
 from .settings import Settings
@@ -99,7 +99,7 @@ class Aggregator:
             project=project, run_id=run_id, manifest=manifest, commit=metadata.commit_hash.lower(),
             ref=metadata.ref, base_ref=metadata.base_ref, identity=metadata.identity(),
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
-            variants=(variant,) if variant else (),
+            variants=(variant,) if variant else (), ci_url=ci_url(metadata),
         ))
         if run.closing:
             raise Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards "
@@ -197,7 +197,7 @@ class Aggregator:
         following = self._current_attempt(RunRecord(
             project=project, run_id=run.run_id.split("~", 1)[0], manifest=run.manifest, commit=run.commit, ref=run.ref,
             base_ref=run.base_ref, identity=run.identity, created_at=iso(now),
-            deadline_at=int(now) + self.settings.run_deadline_seconds, variants=run.variants,
+            deadline_at=int(now) + self.settings.run_deadline_seconds, variants=run.variants, ci_url=run.ci_url,
         ))
         self.ledger.copy_upload_metadata(project, run_id, following.run_id, upload_id)
         current = self.ledger.arrival_view(project, following.run_id, shard, upload_id).shard

@@ -30,6 +30,7 @@ class Report(BaseModel):
     run_id: str
     attempt: int = 1  # a run forwarded and then uploaded to again goes on as attempt 2, run id "<run>~2"
     commit: str | None = None
+    ci_url: str | None = None  # the CI run's page, when the CI says where it is
     state: str
     partial: bool
     version: int
@@ -74,32 +75,50 @@ def _size(n: int | None) -> str:
     return ""
 
 
+OPEN_SHARD_LIST = 10  # longer shard lists are folded
+
+
 def render_markdown(report: Report) -> str:
+    """The report for a pull request comment or a job summary: the outcome and what changed
+    first, the shard table folded when long, internal counters out of the way."""
     expected = "?" if report.expected is None else str(report.expected)
-    title = f"**CodSpeed shards for {md(report.project)} run {md(report.run_id)}: {report.state}, {report.arrived}/{expected} shards in**"
+    attempt = f" (attempt {report.attempt})" if report.attempt > 1 else ""
+    title = (f"**CodSpeed shards for {md(report.project)} run {md(report.run_id)}{attempt}: {report.state}, "
+             f"{report.arrived}/{expected} shards in**")
     if report.partial:
         title += " (partial report: more shards may still arrive)"
     lines = [title, ""]
-    if report.commit:
-        lines += [f"Commit {md(report.commit)} · report version {report.version} · {report.generated_at}", ""]
-    lines += ["| shard | state | attempt | benchmarks | size | arrived at | note |", "|---|---|---|---|---|---|---|"]
+    where = [f"commit {md(report.commit[:12])}"] if report.commit else []
+    if report.ci_url:
+        where.append(f"[CI run]({report.ci_url})")
+    if where:
+        line = " · ".join(where)
+        lines += [line[0].upper() + line[1:], ""]
+    for state in ("missing", "skipped", "carried", "rejected", "late"):
+        names = [s.label or s.name for s in report.shards if s.state == state]
+        if names:
+            lines += [f"{state.capitalize()}: " + ", ".join(md(n) for n in names), ""]
+    if report.baseline:
+        b = report.baseline
+        lines += [f"Baseline: run {md(b['run_id'])} on {md(b['branch'])} (commit {md((b.get('commit') or '?')[:12])})", ""]
+    if report.missing_benchmarks:
+        lines += [f"Benchmarks gone since the baseline ({len(report.missing_benchmarks)}): "
+                  + ", ".join(md(name) for name in report.missing_benchmarks[:20]), ""]
+    if report.upstream:
+        u = report.upstream
+        lines += [f"Upstream: {u.status} at {u.at}" + (f": {md(u.message)}" if u.message else ""), ""]
+    opened = " open" if len(report.shards) <= OPEN_SHARD_LIST else ""
+    lines += [f"<details{opened}><summary>{len(report.shards)} shard{'' if len(report.shards) == 1 else 's'}</summary>", "",
+              "| shard | state | attempt | benchmarks | size | arrived at | note |", "|---|---|---|---|---|---|---|"]
     for s in report.shards:
         bench = "" if s.benchmarks is None else str(s.benchmarks)
         lines.append(
             f"| {md(s.label or s.name)} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} "
             f"| {md(s.reason or '')} |"
         )
-    for state in ("missing", "skipped", "carried", "rejected", "late"):
-        names = [s.label or s.name for s in report.shards if s.state == state]
-        if names:
-            lines += ["", f"{state.capitalize()}: " + ", ".join(md(n) for n in names)]
-    if report.baseline:
-        b = report.baseline
-        lines += ["", f"Baseline: run {md(b['run_id'])} on {md(b['branch'])} (commit {md((b.get('commit') or '?')[:12])})"]
-    if report.missing_benchmarks:
-        lines += ["", f"Benchmarks gone since the baseline ({len(report.missing_benchmarks)}): "
-                  + ", ".join(md(name) for name in report.missing_benchmarks[:20])]
-    if report.upstream:
-        u = report.upstream
-        lines += ["", f"Upstream: {u.status} (run {md(u.run_id or '-')}) at {u.at}" + (f": {md(u.message)}" if u.message else "")]
+    lines += ["", "</details>", "", "<details><summary>Details</summary>", "",
+              f"Report version {report.version} · generated {report.generated_at}"
+              + (f" · commit {md(report.commit)}" if report.commit else "")
+              + (f" · upstream run {md(report.upstream.run_id)}" if report.upstream and report.upstream.run_id else ""),
+              "", "</details>"]
     return "\n".join(lines) + "\n"

@@ -60,3 +60,26 @@ def test_markdown_makes_whatever_came_from_a_bundle_or_a_request_inert():
     row = next(line for line in text.splitlines() if line.startswith("| x"))
     assert row.count("|") == 8  # seven cells: no '|' of the shard's breaks the table
     assert "&#64;acme/team" in row and "\\!\\[img\\]" in row and "\n" not in row
+
+
+def test_markdown_for_a_pull_request_leads_with_the_outcome_and_folds_the_rest():
+    from codspeed_wire.report import Report, ShardEntry, UpstreamEntry
+
+    def report(shards: int) -> str:
+        return render_markdown(Report(
+            project="acme/widgets", run_id="7044765741", commit="5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6", state="forwarded",
+            partial=False, version=42, expected=shards, arrived=shards - 1, generated_at="2026-11-30T10:00:00Z",
+            ci_url="https://github.com/acme/widgets/actions/runs/7044765741",
+            shards=[ShardEntry(name=str(i), state="arrived", attempt=1, benchmarks=5) for i in range(1, shards)]
+            + [ShardEntry(name=str(shards), state="missing")],
+            upstream=UpstreamEntry(run_id="9f8e7d6c5b4a39281706f5e4d3c2b1a0", status="success", at="2026-11-30T10:00:00Z")))
+
+    short, long = report(3), report(12)
+    first, second = short.splitlines()[:3:2]
+    assert first == "**CodSpeed shards for acme/widgets run 7044765741: forwarded, 2/3 shards in**"
+    assert second == "Commit 5f1c2e3d4b5a · [CI run](https://github.com/acme/widgets/actions/runs/7044765741)"
+    assert short.index("Missing: 3") < short.index("<details open><summary>3 shards</summary>")
+    assert "<details><summary>12 shards</summary>" in long  # a long list is folded
+    internals = short[short.index("<details><summary>Details</summary>"):]
+    assert "Report version 42" in internals and "9f8e7d6c5b4a39281706f5e4d3c2b1a0" in internals
+    assert "version 42" not in short[:short.index("<details")] and "9f8e7d6c" not in short[:short.index("<details")]

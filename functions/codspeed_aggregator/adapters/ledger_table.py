@@ -25,7 +25,7 @@ SNAPSHOT_ATTRIBUTES = (
     "deadline_at", "rev", "run_changes", "arrived_count", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
     "forwarded_parts", "announced_parts", "outcome", "attempt", "upload_id", "key", "size", "benchmarks", "pids", "arrived_at",
     "reason", "noted_upload", "requested_at", "run_attempt", "variants", "close_requested", "label", "executor",
-    "gzipped", "inherited_from", "version_id",
+    "gzipped", "inherited_from", "version_id", "ci_url",
 )
 # Every name aliased: DynamoDB reserves hundreds of words (state, key, size, project, ...).
 SNAPSHOT_PROJECTION = {
@@ -200,7 +200,7 @@ class DynamoLedger:
             "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
             "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
             "rev": run.rev, "run_changes": run.run_changes, "arrived_count": run.arrived_count, "forwarded_parts": {},
-            "announced_parts": {}, "run_attempt": run.attempt, "expires_at": self._expires_at(),
+            "announced_parts": {}, "run_attempt": run.attempt, "ci_url": run.ci_url, "expires_at": self._expires_at(),
         }
         if run.variants:
             item["variants"] = set(run.variants)
@@ -461,7 +461,7 @@ def _run_from(item: dict) -> RunRecord:
         arrived_count=item.get("arrived_count", 0),
         forwarded_parts=item.get("forwarded_parts") or {}, announced_parts=item.get("announced_parts") or {},
         outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=tuple(sorted(item.get("variants") or ())),
-        closing=bool(item.get("close_requested")),
+        closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"),
     )
 
 

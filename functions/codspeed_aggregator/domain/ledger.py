@@ -49,6 +49,7 @@ class RunRecord:
     attempt: int = 1  # a run forwarded and uploaded to again (a CI re-run) goes on as its next attempt
     variants: tuple[str, ...] = ()  # of CodSpeed runner uploads: the manifest's total is per variant
     closing: bool = False  # a close was accepted: no more uploads are granted
+    ci_url: str | None = None
 
     def complete(self, arrived: int) -> bool:
         return self.manifest.is_complete_count(arrived, len(self.variants))

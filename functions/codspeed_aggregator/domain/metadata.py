@@ -2,6 +2,8 @@
 
 import copy
 
+from codspeed_wire.upstream import UploadMetadata
+
 from .errors import Conflict
 
 
@@ -15,6 +17,16 @@ def check_identity(run_identity: dict | None, mine: dict | None) -> None:
                 f"metadata field {field} is {mine.get(field)!r} in this shard but {value!r} in the run: "
                 "every shard of a run must agree on it"
             )
+
+
+def ci_url(metadata: UploadMetadata) -> str | None:
+    """The CI run's page, where the metadata says enough to know it (GitHub Actions)."""
+    extra = metadata.model_extra or {}
+    gh = extra.get("ghData") if isinstance(extra.get("ghData"), dict) else {}
+    run = gh.get("runId") or (metadata.run_part.run_id if metadata.run_part else None)
+    if metadata.run_environment != "GITHUB_ACTIONS" or not metadata.project or not str(run or "").isdigit():
+        return None
+    return f"https://github.com/{metadata.project}/actions/runs/{run}"
 
 
 def as_sent_metadata(sent: dict, md5: str, gzipped: bool) -> dict:

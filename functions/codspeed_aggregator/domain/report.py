@@ -39,6 +39,7 @@ def build_report(snapshot: Snapshot, now: str) -> Report:
         run_id=run.run_id,
         attempt=run.attempt,
         commit=run.commit,
+        ci_url=run.ci_url,
         state=run.state,
         partial=run.state not in FINAL_STATES,
         version=run.rev,
