@@ -128,6 +128,12 @@ class Aggregator:
         for attempt in range(1, self.settings.max_attempts + 1):
             opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
             if previous is not None:
+                existing = self.ledger.run_record(opening.project, opening.run_id)  # one read, not a copy per upload
+                if existing is not None:
+                    if existing.state not in ENDED:
+                        return existing
+                    previous = existing
+                    continue
                 opening.manifest, opening.identity = previous.manifest, previous.identity
                 opening.variants = tuple(sorted({*previous.variants, *opening.variants}))
                 opening.arrived_count = self.ledger.inherit_arrived(opening.project, previous.run_id, opening.run_id)

@@ -5,7 +5,6 @@ working-directory honoured; once with this machine's externally managed system P
 ubuntu-latest's), once with a bare venv's (as actions/setup-python's), against the local stack."""
 
 import json
-import os
 import re
 import subprocess
 import sys

@@ -429,3 +429,22 @@ def test_bundles_are_tagged_for_expiry_only_once_their_run_is_final(isolated, pr
     assert tags(good) == [] and tags(bad) == []  # a failed forward keeps everything
     assert agg.finalize(project, run_id) == "forwarded"
     assert tags(good) == tags(bad) == [{"Key": "run-final", "Value": "true"}]
+
+
+def test_the_next_attempt_copies_the_earlier_shards_once_not_at_every_upload(isolated, project, run_id):
+    agg = isolated.aggregator
+    for shard in ("1", "2", "3"):
+        agg.record_arrival(_push(agg, project, run_id, shard, bundle(), total=3)["key"])
+    assert agg.finalize(project, run_id) == "forwarded"
+    calls = []
+    agg.ledger.db.meta.events.register("before-call.dynamodb.PutItem", lambda **kw: calls.append(1))
+    try:
+        _push(agg, project, run_id, "1", bundle(), total=3)  # opens attempt 2: copies 3 shards and their metadata
+        opened = len(calls)
+        calls.clear()
+        for shard in ("2", "3"):
+            _push(agg, project, run_id, shard, bundle(), total=3)
+    finally:
+        agg.ledger.db.meta.events.unregister("before-call.dynamodb.PutItem")
+    assert opened >= 6 and len(calls) == 2 * 3  # later uploads: the probe of the first attempt and their own two items
+    assert agg.report(project, f"{run_id}~2").arrived == 3

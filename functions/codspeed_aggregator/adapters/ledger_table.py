@@ -236,6 +236,10 @@ class DynamoLedger:
                                 "#state = :open AND attribute_not_exists(close_requested)",
                                 {":v": {variant}, ":open": OPEN})
 
+    def run_record(self, project: str, run_id: str) -> RunRecord | None:
+        item = self.db.get_item(TableName=self.table, Key=self._key(project, run_id, RUN_SK), ConsistentRead=True).get("Item")
+        return _run_from(_load(item)) if item else None
+
     def upload_metadata(self, project: str, run_id: str, upload_id: str) -> dict | None:
         item = self.db.get_item(TableName=self.table, Key=self._key(project, run_id, f"{META_PREFIX}{upload_id}"),
                                 ConsistentRead=True).get("Item")
