@@ -22,7 +22,7 @@ def _api(name: str) -> tuple[int, dict]:
 
 
 def test_every_event_file_is_exercised():
-    assert {p.name for p in EVENTS.glob("*.json")} == {
+    assert {p.name for p in EVENTS.glob("*.json")} - {"env.json"} == {
         "api-request-upload.json", "api-drop-in-upload.json", "api-close-run.json", "api-read-report.json",
         "arrivals-s3-object-created.json", "finalizer-finalize-run.json", "sweeper-scheduled.json",
         "api-webhook-refresh.json", "api-webhook-github-workflow-run.json",
@@ -136,3 +136,12 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
         assert actions <= LEAST_PRIVILEGE[function], (function, actions - LEAST_PRIVILEGE[function])
     assert set(RECORDER.actions) == set(LEAST_PRIVILEGE)
     assert {"dynamodb:GetItem", "dynamodb:PutItem", "s3:PutObjectTagging"} <= RECORDER.actions["FinalizerFunction"]
+
+
+def test_env_json_gives_sam_local_invoke_every_setting_the_code_requires():
+    import re
+
+    source = (EVENTS.parent / "functions/codspeed_aggregator/settings.py").read_text()
+    required = set(re.findall(r'env\.get\("([A-Z_]+)", ""\)', source)) - {"TOKENLESS_PROJECTS"}
+    parameters = _event("env.json")["Parameters"]
+    assert required <= set(parameters) and all(parameters[name] for name in required)

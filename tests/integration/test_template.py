@@ -104,7 +104,7 @@ LEAST_PRIVILEGE = {  # what each function's code calls, and nothing more
     "FinalizerFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:PutItem", "s3:GetObject",
                           "s3:GetObjectVersion",
                           "s3:PutObject", "s3:PutObjectTagging", "s3:ListBucket", "ssm:GetParameter"},
-    "SweeperFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage"},
+    "SweeperFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage", "ssm:GetParameter"},
 }
 
 
