@@ -132,3 +132,41 @@ def test_plain_git_is_detected_locally(tmp_path, monkeypatch):
     subprocess.run(["git", "-C", str(tmp_path), "checkout", "-q", "--detach"], check=True)
     detached = detect({})
     assert (detached.commit, detached.ref) == (ctx.commit, None)
+
+
+class _FakeApi:
+    def __init__(self, answers):
+        self.answers, self.calls = list(answers), 0
+
+    def report(self, project, run_id, missing_ok=False):
+        self.calls += 1
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_status_wait_waits_exactly_its_timeout_and_polls_at_the_end():
+    from codspeed_client.report import wait_for_final
+
+    clock = _Clock()
+    api = _FakeApi([{"state": "open"}])
+    report, timed_out = wait_for_final(api, "a/b", "1", timeout=12, interval=5, sleep=clock.sleep, clock=clock)
+    assert timed_out and clock.now == 12 and api.calls == 4  # at 0, 5, 10 and 12 seconds
+
+
+def test_status_wait_waits_for_a_run_that_does_not_exist_yet():
+    from codspeed_client.report import wait_for_final
+
+    clock = _Clock()
+    api = _FakeApi([None, None, {"state": "open"}, {"state": "forwarded", "shards": []}])
+    report, timed_out = wait_for_final(api, "a/b", "1", timeout=60, interval=1, sleep=clock.sleep, clock=clock)
+    assert not timed_out and report["state"] == "forwarded" and clock.now == 3
