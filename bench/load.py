@@ -79,7 +79,7 @@ def collect_events(stack, run_id: str, count: int) -> list[dict]:
     while len(events) < count and time.monotonic() < deadline:
         for message in sqs.receive_message(QueueUrl=stack.resources.arrivals_queue_url, MaxNumberOfMessages=10).get("Messages", []):
             body = json.loads(message["Body"])
-            if any(f"/{run_id}/" in key for key, _ in s3_objects(body)):
+            if any(f"/{run_id}/" in key for key, _, _ in s3_objects(body)):
                 events.append(body)
             sqs.delete_message(QueueUrl=stack.resources.arrivals_queue_url, ReceiptHandle=message["ReceiptHandle"])
     return events
@@ -102,8 +102,8 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
         if position == close_at:
             requests.post(f"{stack.api_url}/v1/runs/close", json={"project": PROJECT, "run_id": run_id},
                           headers={"Authorization": stack.token}, timeout=30).raise_for_status()
-        for key, size in s3_objects(event):
-            outcome, counts = counter.measure(lambda: agg.record_arrival(key, size))
+        for key, size, version_id in s3_objects(event):
+            outcome, counts = counter.measure(lambda: agg.record_arrival(key, size, version_id))
             with lock:
                 outcomes[outcome] += 1
                 if outcome == "recorded":
@@ -128,7 +128,7 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
     for shard in report.shards:
         if shard.state != "arrived":
             print(f"  shard {shard.name}: {shard.state} ({shard.reason})")
-    print(f"  distinct events collected: {len({k for e in events for k, _ in s3_objects(e)})}")
+    print(f"  distinct events collected: {len({k for e in events for k, _, _ in s3_objects(e)})}")
     uploads = stack.upstream.uploads(run_id)
     counted = report.arrived + sum(s.state == "late" for s in report.shards)
     worst = {s: max(c[s] for c in per_arrival) for s in ("dynamodb", "s3")}
