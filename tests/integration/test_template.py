@@ -116,3 +116,11 @@ def test_each_function_gets_exactly_the_actions_its_code_uses_on_scoped_resource
             actions |= set(listed)
             assert statement["Effect"] == "Allow" and statement["Resource"] != "*", (name, statement)
         assert actions == LEAST_PRIVILEGE[name], name
+
+
+def test_every_alarm_notifies_the_alarm_topic(template):
+    alarms = {name: r["Properties"] for name, r in template["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    assert {"ArrivalsDeadLetterAlarm", "FinalizeDeadLetterAlarm", "ArrivalsBacklogAlarm", "ForwardFailedAlarm",
+            "ApiServerErrorsAlarm", "FinalizerNearTimeoutAlarm", "FinalizerFunctionErrorsAlarm"} <= set(alarms)
+    for name, props in alarms.items():
+        assert props["AlarmActions"] == [{"Ref": "AlarmTopic"}], name
