@@ -5,10 +5,12 @@ BIN := $(VENV)/bin
 
 .PHONY: install demo local test bench bench-smoke clean
 
-$(BIN)/.installed: pyproject.toml
+# The functions' dependencies at the pins sam build deploys (functions/requirements.txt, made by
+# tools/lock.py): what the tests run against is what is deployed.
+$(BIN)/.installed: pyproject.toml functions/requirements.txt client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c functions/requirements.txt -e '.[test]'
 	touch $@
 
 install: $(BIN)/.installed

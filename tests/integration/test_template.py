@@ -124,3 +124,15 @@ def test_every_alarm_notifies_the_alarm_topic(template):
             "ApiServerErrorsAlarm", "FinalizerNearTimeoutAlarm", "FinalizerFunctionErrorsAlarm"} <= set(alarms)
     for name, props in alarms.items():
         assert props["AlarmActions"] == [{"Ref": "AlarmTopic"}], name
+
+
+def test_what_is_deployed_is_what_the_tests_ran_against():
+    import importlib.metadata
+
+    pins = [line.split("==") for line in (ROOT / "functions/requirements.txt").read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert pins and all(len(pin) == 2 for pin in pins), "every requirement is pinned with =="
+    for name, version in pins:
+        assert importlib.metadata.version(name) == version, f"{name}: tested {importlib.metadata.version(name)}, deployed {version}"
+    names = {name.lower().replace("_", "-") for name, _ in pins}
+    assert {"aws-lambda-powertools", "boto3", "pydantic", "requests", "isal", "pyjwt", "cryptography", "aws-xray-sdk"} <= names
