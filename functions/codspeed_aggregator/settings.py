@@ -28,6 +28,7 @@ class Settings:
     upstream_attempts: int
     max_benchmarks_per_upload: int
     max_attempts: int
+    arrival_reserve_seconds: int
     retention_days: int
     default_branch: str
     webhook_secret: str | None
@@ -61,6 +62,8 @@ class Settings:
             upstream_attempts=int(env.get("UPSTREAM_ATTEMPTS", 3)),
             max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
             max_attempts=int(env.get("MAX_ATTEMPTS", 20)),
+            # the longest one arrival may take (validating the largest bundle): a batch stops before
+            arrival_reserve_seconds=int(env.get("ARRIVAL_RESERVE_SECONDS", 20)),
             retention_days=int(env.get("RETENTION_DAYS", 30)),
             default_branch=env.get("DEFAULT_BRANCH", "main"),
             webhook_secret=env.get("WEBHOOK_SECRET") or None,

@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from codspeed_aggregator.domain.ledger import UploadRecord
 from codspeed_aggregator.local.lambda_context import LocalContext
 from tests.factories import bundle, wait_for
@@ -145,3 +147,33 @@ def test_env_json_gives_sam_local_invoke_every_setting_the_code_requires():
     required = set(re.findall(r'env\.get\("([A-Z_]+)", ""\)', source)) - {"TOKENLESS_PROJECTS"}
     parameters = _event("env.json")["Parameters"]
     assert required <= set(parameters) and all(parameters[name] for name in required)
+
+
+class _Context(LocalContext):
+    """A context whose remaining time goes down as the batch goes: one value per call."""
+
+    def __init__(self, *left_ms: int) -> None:
+        super().__init__("codspeed-arrivals")
+        self.left_ms = list(left_ms)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.left_ms.pop(0) if len(self.left_ms) > 1 else self.left_ms[0]
+
+
+def test_an_arrivals_batch_stops_before_the_invocation_runs_out_and_fails_the_rest_back(stack):
+    from codspeed_aggregator.handlers import arrivals
+
+    event = _event("arrivals-s3-object-created.json")
+    second = {**event["Records"][0], "messageId": "second-message"}
+    event["Records"].append(second)
+    body = json.loads(second["body"])
+    body["Records"][0]["s3"]["object"]["key"] = "bundles/acme/budget/run-1/1/nobody-granted-this.tar.gz"
+    for record in event["Records"]:
+        record["body"] = json.dumps(body)
+    running_out = arrivals.handler(event, _Context(60_000, 5_000))  # the first fits, the second would not
+    assert running_out == {"batchItemFailures": [{"itemIdentifier": "second-message"}]}
+    assert arrivals.handler(event, _Context(60_000)) == {"batchItemFailures": []}  # an ungranted key: ignored, done
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+    with pytest.raises(BatchProcessingError):  # none fits: the invocation fails and SQS delivers all again
+        arrivals.handler(event, _Context(5_000))

@@ -8,6 +8,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from ..domain.errors import BadBundle
 from ..domain.keys import BUNDLE_PREFIX, parse_bundle_key
+from ..settings import settings
 from ..wiring import aggregator
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
@@ -31,7 +32,15 @@ def s3_objects(body: dict) -> list[tuple[str, int | None, str | None]]:
     return objects
 
 
-def record_handler(record: SQSRecord) -> None:
+class OutOfTime(Exception):
+    """Too little of the invocation is left to validate one more bundle: the record goes back to
+    the queue (and every later one of the batch), instead of the whole batch timing out."""
+
+
+def record_handler(record: SQSRecord, lambda_context) -> None:
+    left = lambda_context.get_remaining_time_in_millis() / 1000
+    if left < settings().arrival_reserve_seconds:
+        raise OutOfTime(f"{left:.0f} s left, under the {settings().arrival_reserve_seconds} s one arrival may take")
     for key, size, version_id in s3_objects(record.json_body):
         try:
             project, run_id, shard, _ = parse_bundle_key(key)
