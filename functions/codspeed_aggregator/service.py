@@ -360,7 +360,7 @@ class Aggregator:
                     raise
                 announced = announce()  # the URL of an earlier try is dead (expired, or refused): ask for a new one
                 self.upstream.put(announced["upload_url"], spool, size, md5, gzipped=gzipped)
-        return {"run_id": announced["run_id"], "size": size, "md5": md5, "shards": names}
+        return {"run_id": announced["run_id"], "size": size, "md5": md5}
 
     def _announce(self, project: str, run_id: str, index: int, describe, md5: str) -> dict:
         """POST an upload's metadata and record the answer before the PUT (a retry re-PUTs there)."""

@@ -1,5 +1,6 @@
 """The use cases against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
 
+import json
 import tarfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -448,3 +449,23 @@ def test_the_next_attempt_copies_the_earlier_shards_once_not_at_every_upload(iso
         agg.ledger.db.meta.events.unregister("before-call.dynamodb.PutItem")
     assert opened >= 6 and len(calls) == 2 * 3  # later uploads: the probe of the first attempt and their own two items
     assert agg.report(project, f"{run_id}~2").arrived == 3
+
+
+def test_each_forwarded_part_is_an_item_of_its_own_and_the_run_item_stays_small(isolated, project, run_id):
+    from tests import runner
+
+    agg = isolated.aggregator
+    shards = 25
+    for index in range(1, shards + 1):
+        archive = runner.folder_archive(runner.walltime_folder(4000 + index, f"t{index}"), gzipped=False)
+        request = upload_request(project, run_id, str(index), archive, total=shards, runner={
+            "name": "codspeed-runner", "version": "5.0.2", "instruments": [], "executor": "walltime"})
+        grant = agg.request_upload(ShardUploadRequest.model_validate(request))
+        put(grant.model_dump(), archive)
+        assert agg.record_arrival(grant.key) == "recorded"
+    assert agg.finalize(project, run_id) == "forwarded"
+    assert len(isolated.upstream.uploads(run_id)) == shards  # walltime: one upload each, as sent
+    raw = agg.ledger.db.get_item(TableName=agg.ledger.table, Key=agg.ledger._key(project, run_id, "RUN"))["Item"]
+    assert "forwarded_parts" not in raw and "announced_parts" not in raw and len(json.dumps(raw)) < 4096
+    snapshot = agg.ledger.snapshot(project, run_id)
+    assert sorted(snapshot.run.forwarded_parts, key=int) == [str(i) for i in range(shards)] and snapshot.consistent()

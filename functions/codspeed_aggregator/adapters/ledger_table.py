@@ -16,6 +16,7 @@ from ..domain.ledger import (
 from ..domain.manifest import Manifest
 
 RUN_SK = "RUN"
+PART_PREFIX = "PART#"  # the upstream's answer about one upload of the run: an item each, so the run item stays small
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after every other item of a run
 OPEN_INDEX = "open-runs"  # runs still open (by deadline) and runs being finalized (by lease end)
@@ -25,7 +26,7 @@ SNAPSHOT_ATTRIBUTES = (
     "deadline_at", "rev", "run_changes", "arrived_count", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
     "forwarded_parts", "announced_parts", "outcome", "attempt", "upload_id", "key", "size", "benchmarks", "pids", "arrived_at",
     "reason", "noted_upload", "requested_at", "run_attempt", "variants", "close_requested", "label", "executor",
-    "gzipped", "inherited_from", "version_id", "ci_url",
+    "gzipped", "inherited_from", "version_id", "ci_url", "answer",
 )
 # Every name aliased: DynamoDB reserves hundreds of words (state, key, size, project, ...).
 SNAPSHOT_PROJECTION = {
@@ -142,14 +143,20 @@ class DynamoLedger:
 
     @staticmethod
     def _parse(items: list[dict]) -> Snapshot | None:
-        run, shards = None, {}
+        run, shards, parts = None, {}, {"announced": {}, "forwarded": {}}
         for item in items:
             if item["sk"] == RUN_SK:
                 run = _run_from(item)
             elif item["sk"].startswith("SHARD#"):
                 shard = _shard_from(item)
                 shards[shard.name] = shard
-        return Snapshot(run, shards) if run else None
+            elif item["sk"].startswith(PART_PREFIX):
+                _, kind, index = item["sk"].split("#")
+                parts[kind][str(int(index))] = json.loads(item["answer"])
+        if run is None:
+            return None
+        run.announced_parts, run.forwarded_parts = parts["announced"], parts["forwarded"]
+        return Snapshot(run, shards)
 
     def open_runs_past(self, now: int) -> list[tuple[str, str]]:
         """Open runs whose deadline passed."""
@@ -199,8 +206,8 @@ class DynamoLedger:
             "state": run.state, "manifest": run.manifest.to_item(), "commit": run.commit, "ref": run.ref,
             "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
             "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
-            "rev": run.rev, "run_changes": run.run_changes, "arrived_count": run.arrived_count, "forwarded_parts": {},
-            "announced_parts": {}, "run_attempt": run.attempt, "ci_url": run.ci_url, "expires_at": self._expires_at(),
+            "rev": run.rev, "run_changes": run.run_changes, "arrived_count": run.arrived_count,
+            "run_attempt": run.attempt, "ci_url": run.ci_url, "expires_at": self._expires_at(),
         }
         if run.variants:
             item["variants"] = set(run.variants)
@@ -390,17 +397,25 @@ class DynamoLedger:
 
     def record_announced_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
         """Remember the upstream's answer to upload ``index``'s POST, before its PUT."""
-        return self._record_part("announced_parts", project, run_id, index, answer)
+        return self._record_part("announced", project, run_id, index, answer)
 
     def record_forwarded_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
         """Remember that upload ``index`` of a run reached the upstream, so a retry skips it."""
-        return self._record_part("forwarded_parts", project, run_id, index, answer)
+        return self._record_part("forwarded", project, run_id, index, answer)
 
-    def _record_part(self, parts: str, project: str, run_id: str, index: int, answer: dict) -> bool:
-        return self._update_run(
-            project, run_id, f"SET {parts}.#part = :answer ADD rev :one, run_changes :one", "#state = :finalizing",
-            {":answer": answer, ":finalizing": FINALIZING}, names={"#part": str(index)},
-        )
+    def _record_part(self, kind: str, project: str, run_id: str, index: int, answer: dict) -> bool:
+        """The part's own item, written with the run's revision by the finalizer holding the claim
+        (a run of a thousand walltime shards has a thousand parts: never in the run item)."""
+        part = {"pk": _pk(project, run_id), "sk": f"{PART_PREFIX}{kind}#{index:06d}", "answer": json.dumps(answer),
+                "expires_at": self._expires_at()}
+        run_update = {
+            "TableName": self.table, "Key": self._key(project, run_id, RUN_SK),
+            "UpdateExpression": "ADD rev :one, run_changes :one", "ConditionExpression": "#state = :finalizing",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": _dump({":one": 1, ":finalizing": FINALIZING}),
+        }
+        return _transact(self.db, [{"Put": {"TableName": self.table, "Item": _dump(part)}}, {"Update": run_update}],
+                         self.sleep) is None
 
     def finish(self, project: str, run_id: str, state: str, upstream: dict | None = None,
                error: str | None = None, outcome: dict | None = None) -> bool:
@@ -463,7 +478,6 @@ def _run_from(item: dict) -> RunRecord:
         skipped=tuple(item.get("skipped") or ()), close_reason=item.get("close_reason"),
         upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
         arrived_count=item.get("arrived_count", 0),
-        forwarded_parts=item.get("forwarded_parts") or {}, announced_parts=item.get("announced_parts") or {},
         outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=tuple(sorted(item.get("variants") or ())),
         closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"),
     )
