@@ -109,12 +109,23 @@ def test_gnu_tar_reads_the_merged_archive(tmp_path):
 
 
 def test_uploads_are_planned_under_the_benchmark_limit_in_shard_order():
-    from codspeed_aggregator.domain.merge import plan_uploads
+    from codspeed_aggregator.domain.uploads import plan_uploads
 
-    assert plan_uploads([("a", 400), ("b", 400), ("c", 400)], 1000) == [["a", "b"], ["c"]]
-    assert plan_uploads([("a", 1000), ("b", 1)], 1000) == [["a"], ["b"]]
-    assert plan_uploads([("huge", 1500), ("b", 10)], 1000) == [["huge"], ["b"]]  # a shard is never split
-    assert plan_uploads([("a", 3), ("b", 4)], 1000) == [["a", "b"]]
+    assert plan_uploads([("a", 400, 1), ("b", 400, 1), ("c", 400, 1)], 1000) == [["a", "b"], ["c"]]
+    assert plan_uploads([("a", 1000, 1), ("b", 1, 1)], 1000) == [["a"], ["b"]]
+    assert plan_uploads([("huge", 1500, 1), ("b", 10, 1)], 1000) == [["huge"], ["b"]]  # a shard is never split
+    assert plan_uploads([("a", 3, 1), ("b", 4, 1)], 1000) == [["a", "b"]]
+
+
+def test_uploads_are_bounded_by_bytes_too():
+    from codspeed_aggregator.domain.uploads import MAX_UPLOAD_BYTES, plan_uploads
+
+    gib = 1 << 30
+    shards = [(f"s{i}", 10, gib // 5) for i in range(200)]  # 200 shards x 200 MiB: a 40 GB run
+    groups = plan_uploads(shards, 1000)
+    assert sum(len(g) for g in groups) == 200 and len(groups) == 10
+    assert all(sum(gib // 5 for _ in g) <= MAX_UPLOAD_BYTES < 5 * 10**9 for g in groups)
+    assert plan_uploads([("big", 1, 6 * gib), ("b", 1, 1)], 1000) == [["big"], ["b"]]
 
 
 def test_real_pytest_codspeed_folders_merge_with_each_pid_its_results_and_its_logs():

@@ -54,20 +54,6 @@ class MergeResult:
     renumbered: dict[str, dict[int, int]] = field(default_factory=dict)
 
 
-def plan_uploads(shards: list[tuple[str, int]], limit: int) -> list[list[str]]:
-    """Group shards (name, benchmark count), in order, into uploads of at most ``limit``
-    benchmarks each; a shard over the limit by itself is an upload of its own."""
-    groups: list[list[str]] = []
-    count = limit + 1
-    for name, benchmarks in shards:
-        if not groups or count + benchmarks > limit:
-            groups.append([])
-            count = 0
-        groups[-1].append(name)
-        count += benchmarks
-    return groups
-
-
 def plan_pids(shards: Iterable[tuple[str, Iterable[int]]]) -> dict[str, dict[int, int]]:
     """For each shard, the pids to renumber (old to new); the first shard to use a pid keeps it."""
     shards = [(name, list(pids)) for name, pids in shards]
