@@ -115,19 +115,15 @@ def _redrive(args: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> int:
-    from pydantic import TypeAdapter, ValidationError
-
-    from codspeed_wire.names import Project
+    from codspeed_rules.names import is_project
 
     from botocore.exceptions import BotoCoreError, ClientError
 
     from . import tokens
 
     if args.action == "create":
-        try:
-            TypeAdapter(Project).validate_python(args.project or "")
-        except ValidationError:
-            raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE) from None
+        if not is_project(args.project or ""):
+            raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE)
     elif not args.token:
         raise Failure("token revoke needs --token", USAGE)
     ledger = _aws_ledger()

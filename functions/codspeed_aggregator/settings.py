@@ -74,7 +74,7 @@ class Settings:
             github_token_parameter=env.get("GITHUB_TOKEN_PARAMETER") or None,
             oidc_audience=env.get("OIDC_AUDIENCE", "codspeed.io") or None,  # what CodSpeed's runner asks GitHub for
             oidc_jwks_url=env.get("OIDC_JWKS_URL") or None,
-            tokenless_projects=frozenset(p.strip() for p in env.get("TOKENLESS_PROJECTS", "-").split(",") if p.strip() not in ("", "-")),
+            tokenless_projects=frozenset(p.strip() for p in (env.get("TOKENLESS_PROJECTS") or "").split(",") if p.strip()),
         )
 
 

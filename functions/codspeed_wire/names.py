@@ -6,9 +6,6 @@ from pydantic import AfterValidator, StringConstraints
 
 from codspeed_rules.names import OWNER_PATTERN, PROJECT_PATTERN, RUN_ID_PATTERN, SEGMENT, SHARD_PATTERN, has_dot_segment
 
-__all__ = ["Owner", "Project", "RunId", "Segment", "ShardName", "PROJECT_PATTERN", "RUN_ID_PATTERN", "SEGMENT",
-           "SHARD_PATTERN", "OWNER_PATTERN"]
-
 
 def _no_dot_segments(value: str) -> str:
     if has_dot_segment(value):

@@ -7,7 +7,7 @@ import pytest
 from codspeed_aggregator.domain.drop_in import safe_key, shard_of
 from codspeed_aggregator.domain.errors import Unprocessable
 from codspeed_aggregator.domain.manifest import Manifest
-from codspeed_wire.names import SHARD_PATTERN
+from codspeed_rules.names import SHARD_PATTERN
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner
 

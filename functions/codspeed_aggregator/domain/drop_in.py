@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from codspeed_wire.api import MAX_SHARDS
-from codspeed_wire.names import RUN_ID_PATTERN
+from codspeed_rules.names import is_run_id
 from codspeed_wire.upstream import UploadMetadata
 
 from .errors import Unprocessable
@@ -29,7 +29,6 @@ from .manifest import Manifest
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=+]+")  # runs of anything else, "-" too, become one "-"
 _PARALLEL = re.compile(r"^(?P<job>.+?) (?P<index>[0-9]+)/(?P<total>[0-9]+)(?:-\{.*)?$", re.DOTALL)
-_RUN_ID = re.compile(RUN_ID_PATTERN)
 MAX_KEY = 100
 
 
@@ -53,7 +52,7 @@ def safe_key(text: str, limit: int = MAX_KEY) -> str:
 
 
 def _run_id(value: str) -> str:
-    return value if _RUN_ID.match(value) and ".." not in value else safe_key(value, 64)
+    return value if is_run_id(value) else safe_key(value, 64)
 
 
 def _single_part_run_id(metadata: UploadMetadata) -> str:

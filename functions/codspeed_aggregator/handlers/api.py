@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ValidationError
 
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
-from codspeed_wire.names import SEGMENT
+from codspeed_rules.names import SEGMENT
 from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
