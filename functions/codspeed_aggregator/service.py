@@ -3,9 +3,11 @@ and the adapters, and know nothing of Lambda events."""
 
 import logging
 import tempfile
+import threading
 import time
 import uuid
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from collections.abc import Callable
 from functools import partial
@@ -18,7 +20,7 @@ from .adapters.bundle_store import BundleStore
 from .adapters.finalize_queue import FinalizeQueue
 from .adapters.github_status import GitHubStatuses
 from .adapters.metrics import CloudWatchMetrics
-from .adapters.ledger_table import DynamoLedger
+from .adapters.ledger_table import DynamoLedger, SnapshotContended
 from .adapters.upstream_http import UpstreamClient, UpstreamError, UpstreamRefused
 from .domain.baseline import branch_of, complete
 from .domain.bundle import validate_bundle
@@ -26,7 +28,7 @@ from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
 from .domain.keys import bundle_key, parse_bundle_key, run_bundles_prefix
 from .domain.drop_in import shard_of
 from .domain.ledger import (
-    ARRIVED, CLOSED_EMPTY, ENDED, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot, UploadRecord, attempt_run_id,
+    ARRIVED, CLOSED_EMPTY, ENDED, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, UploadRecord, attempt_run_id,
 )
 from .domain.manifest import Manifest
 from .domain.merge import ShardBundle, merge_bundles
@@ -53,6 +55,7 @@ class Aggregator:
     statuses: GitHubStatuses | None = None  # commit statuses on GitHub, when configured
     metrics: CloudWatchMetrics | None = None
     clock: Callable[[], float] = time.time
+    _held: threading.local = field(default_factory=threading.local, init=False, repr=False)  # reports_held, per thread
 
     def _metric(self, name: str, value: float = 1, unit: str = "Count") -> None:
         if self.metrics:
@@ -175,6 +178,7 @@ class Aggregator:
         if self._seen(view.shard, upload):
             if view.run.state == OPEN and view.complete():
                 self.queue.request(project, run_id, "complete")  # in case the first delivery died before asking
+            self.publish(project, run_id)  # in case the first delivery died before publishing
             return "duplicate"  # absorbed before any download
         try:
             if size is not None and upload.size is not None and size != upload.size:
@@ -227,8 +231,9 @@ class Aggregator:
             outcome = self.ledger.record_arrival(project, run_id, record, upload.requested_at, shard)
         if outcome == "run_not_open":
             return outcome
-        after = self.publish(project, run_id)
-        if after.run.state == OPEN and after.complete():
+        self.publish(project, run_id)
+        after = self.ledger.run_record(project, run_id)
+        if after.state == OPEN and after.complete(after.arrived_count):
             self.queue.request(project, run_id, "complete")
         return outcome
 
@@ -383,12 +388,37 @@ class Aggregator:
 
     # -- reports ---------------------------------------------------------------------
 
-    def publish(self, project: str, run_id: str) -> Snapshot:
-        snapshot = self.ledger.snapshot(project, run_id)
+    @contextmanager
+    def reports_held(self):
+        """Within it (a batch of arrivals), each run's report is published once, at the end, from
+        a read after the batch's last change to it: under load a run's report is rebuilt once
+        per batch instead of once per arrival."""
+        self._held.runs = held = set()
+        try:
+            yield
+        finally:
+            self._held.runs = None
+        for project, run_id in sorted(held):
+            self._publish_now(project, run_id)
+
+    def publish(self, project: str, run_id: str) -> None:
+        held = getattr(self._held, "runs", None)
+        if held is not None:
+            held.add((project, run_id))
+        else:
+            self._publish_now(project, run_id)
+
+    def _publish_now(self, project: str, run_id: str) -> None:
+        try:
+            snapshot = self.ledger.snapshot(project, run_id)
+        except SnapshotContended as exc:
+            # Every read saw the run change under it: whoever changed it publishes after its change.
+            log.warning("report of %s %s not rebuilt: %s", project, run_id, exc)
+            self._metric("ReportsDeferred")
+            return
         report = build_report(snapshot, iso(self.clock()))
         if self.store.publish_report(project, run_id, report.version, report.model_dump_json(), render_markdown(report)):
             self._notify(report)
-        return snapshot
 
     def _notify(self, report: Report) -> None:
         status = commit_status(report) if self.statuses and report.commit else None

@@ -101,7 +101,7 @@ def test_queues_have_dead_letter_queues_and_the_local_stack_mirrors_the_table(te
 LEAST_PRIVILEGE = {  # what each function's code calls, and nothing more
     "ApiFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "s3:PutObject",
                     "s3:GetObject", "s3:ListBucket", "sqs:SendMessage", "ssm:GetParameter"},
-    "ArrivalsFunction": {"dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem", "s3:GetObject", "s3:GetObjectVersion",
+    "ArrivalsFunction": {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "s3:GetObject", "s3:GetObjectVersion",
                          "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
                          "s3:PutObject", "sqs:SendMessage", "ssm:GetParameter"},
     "FinalizerFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:PutItem", "s3:GetObject",

@@ -18,21 +18,10 @@ from ..domain.manifest import Manifest
 RUN_SK = "RUN"
 PART_PREFIX = "PART#"  # the upstream's answer about one upload of the run: an item each, so the run item stays small
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
-META_PREFIX = "~META#"  # sorts after every other item of a run
+META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
+BENCHMARKS_PREFIX = "~BENCH#"  # a shard's benchmark names, beside it: a snapshot's read units stay small
 OPEN_INDEX = "open-runs"  # runs still open (by deadline) and runs being finalized (by lease end)
 FINALIZING_PK = "finalizing"
-SNAPSHOT_ATTRIBUTES = (
-    "pk", "sk", "project", "run_id", "state", "manifest", "commit", "ref", "base_ref", "identity", "created_at",
-    "deadline_at", "rev", "run_changes", "arrived_count", "skipped", "close_reason", "upstream", "forward_error", "lease_until",
-    "forwarded_parts", "announced_parts", "outcome", "attempt", "upload_id", "key", "size", "benchmarks", "pids", "arrived_at",
-    "reason", "noted_upload", "requested_at", "run_attempt", "variants", "close_requested", "label", "executor",
-    "gzipped", "inherited_from", "version_id", "ci_url", "answer",
-)
-# Every name aliased: DynamoDB reserves hundreds of words (state, key, size, project, ...).
-SNAPSHOT_PROJECTION = {
-    "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(SNAPSHOT_ATTRIBUTES))),
-    "ExpressionAttributeNames": {f"#p{i}": name for i, name in enumerate(SNAPSHOT_ATTRIBUTES)},
-}
 _ser, _de = TypeSerializer(), TypeDeserializer()
 
 
@@ -79,6 +68,10 @@ class TransactionContended(Exception):
     on one item: TransactionConflict; ThrottlingError): the caller fails and is retried later."""
 
 
+class SnapshotContended(Exception):
+    """A run changed between the pages of every read tried: whoever changed it publishes after."""
+
+
 def _transact(db, items: list[dict], sleep=time.sleep) -> list[str] | None:
     """Run a transaction: None when it was written, else the per-item codes of the cancellation
     that came from a condition. Cancellations for any other reason (TransactionConflict, which
@@ -111,35 +104,36 @@ class DynamoLedger:
 
     # -- reading -----------------------------------------------------------------
 
-    def _query(self, project: str, run_id: str, with_names: bool = False) -> list[dict]:
-        """The run's record and its shards: its upload requests (``UPLOAD#``) and their metadata
-        (``~META#``) sort after them and are left out, and so are benchmark names unless asked
-        for, so that a report rebuild reads as little as the report needs."""
+    def _query(self, project: str, run_id: str, condition: str, values: dict) -> list[dict]:
         items, start = [], None
         while True:
-            kwargs = dict(
-                TableName=self.table, ConsistentRead=True,
-                KeyConditionExpression="pk = :pk AND sk < :uploads",
-                ExpressionAttributeValues=_dump({":pk": _pk(project, run_id), ":uploads": UPLOAD_PREFIX}),
-            )
-            if not with_names:
-                kwargs.update(SNAPSHOT_PROJECTION)
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            page = self.db.query(**kwargs)
+            page = self.db.query(
+                TableName=self.table, ConsistentRead=True, KeyConditionExpression=f"pk = :pk AND {condition}",
+                ExpressionAttributeValues=_dump({":pk": _pk(project, run_id), **values}),
+                **({"ExclusiveStartKey": start} if start else {}))
             items += [_load(i) for i in page["Items"]]
             start = page.get("LastEvaluatedKey")
             if not start:
                 return items
 
     def snapshot(self, project: str, run_id: str, with_names: bool = False, tries: int = 20) -> Snapshot | None:
-        """One consistent read of a run (see domain.ledger), or None when no such run."""
+        """One consistent read of a run (see domain.ledger), or None when no such run.
+
+        It reads the run's record, its shards and its parts, all small: upload requests
+        (``UPLOAD#``), their metadata and the shards' benchmark names sort after them and are
+        read only when asked for. A run that kept changing under every read raises
+        ``SnapshotContended``: nothing is ever built from a read that saw two instants."""
         for attempt in range(tries):
-            snap = self._parse(self._query(project, run_id, with_names))
+            snap = self._parse(self._query(project, run_id, "sk < :uploads", {":uploads": UPLOAD_PREFIX}))
             if snap is None or snap.consistent():
+                if snap is not None and with_names:
+                    for item in self._query(project, run_id, "begins_with(sk, :b)", {":b": BENCHMARKS_PREFIX}):
+                        shard = snap.shards.get(item["sk"].removeprefix(BENCHMARKS_PREFIX))
+                        if shard is not None and shard.upload_id == item.get("upload_id"):
+                            shard.benchmark_names = item.get("names") or []
                 return snap
-            time.sleep(0.005 * (attempt + 1))
-        return snap
+            self.sleep(random.uniform(0.5, 1.0) * 0.005 * (attempt + 1))
+        raise SnapshotContended(f"run {run_id} of {project} changed under each of {tries} reads")
 
     @staticmethod
     def _parse(items: list[dict]) -> Snapshot | None:
@@ -256,16 +250,9 @@ class DynamoLedger:
         """Copy the shards counted in an earlier attempt of a run (and their upload metadata) into
         ``run_id``, the next attempt, before that run is opened; answers how many there are.
         Each shard's copy is conditional, so one counted meanwhile in the new attempt is left as it is."""
-        items, start = [], None
-        while True:
-            page = self.db.query(TableName=self.table, ConsistentRead=True,
-                                 KeyConditionExpression="pk = :pk AND begins_with(sk, :shard)",
-                                 ExpressionAttributeValues=_dump({":pk": _pk(project, earlier), ":shard": "SHARD#"}),
-                                 **({"ExclusiveStartKey": start} if start else {}))
-            items += [_load(i) for i in page["Items"]]
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                break
+        items = self._query(project, earlier, "begins_with(sk, :shard)", {":shard": "SHARD#"})
+        names = {i["sk"].removeprefix(BENCHMARKS_PREFIX): i
+                 for i in self._query(project, earlier, "begins_with(sk, :b)", {":b": BENCHMARKS_PREFIX})}
         arrived = [i for i in items if i.get("state") == ARRIVED]
         for item in arrived:
             copy = {**item, "pk": _pk(project, run_id), "rev": 0, "inherited_from": item.get("inherited_from") or earlier}
@@ -274,6 +261,9 @@ class DynamoLedger:
             except ClientError as exc:
                 if not _condition_failed(exc):
                     raise
+                continue
+            if (found := names.get(item["sk"].removeprefix("SHARD#"))) is not None:
+                self.db.put_item(TableName=self.table, Item=_dump({**found, "pk": _pk(project, run_id)}))
             self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
         return len(arrived)
 
@@ -302,7 +292,7 @@ class DynamoLedger:
         replacing = previous is not None and previous.upload_id is not None
         values = {
             ":arrived": ARRIVED, ":u": shard.upload_id, ":k": shard.key, ":size": shard.size,
-            ":b": shard.benchmarks, ":names": shard.benchmark_names, ":pids": shard.pids,
+            ":b": shard.benchmarks, ":pids": shard.pids,
             ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":exp": self._expires_at(),
             ":label": shard.label, ":executor": shard.executor, ":gz": shard.gzipped, ":v": shard.version_id,
         }
@@ -312,7 +302,7 @@ class DynamoLedger:
             "TableName": self.table, "Key": self._key(project, run_id, f"SHARD#{shard.name}"),
             "UpdateExpression": (
                 "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
-                "benchmark_names = :names, pids = :pids, arrived_at = :at, requested_at = :req, "
+                "pids = :pids, arrived_at = :at, requested_at = :req, "
                 "label = :label, executor = :executor, gzipped = :gz, version_id = :v, "
                 "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from ADD attempt :one, rev :one"
             ),
@@ -327,7 +317,10 @@ class DynamoLedger:
             "ExpressionAttributeNames": {"#state": "state"},
             "ExpressionAttributeValues": _dump({":one": 1, ":count": 0 if replacing else 1, ":open": OPEN}),
         }
-        codes = _transact(self.db, [{"Update": shard_update}, {"Update": run_update}], self.sleep)
+        names = {"pk": _pk(project, run_id), "sk": f"{BENCHMARKS_PREFIX}{shard.name}", "upload_id": shard.upload_id,
+                 "names": shard.benchmark_names, "expires_at": self._expires_at()}
+        codes = _transact(self.db, [{"Update": shard_update}, {"Update": run_update},
+                                    {"Put": {"TableName": self.table, "Item": _dump(names)}}], self.sleep)
         if codes is None:
             return "recorded"
         return "run_not_open" if codes[1] == CONDITION_FAILED else "changed"
@@ -487,7 +480,7 @@ def _shard_from(item: dict) -> ShardRecord:
     return ShardRecord(
         name=item["sk"].removeprefix("SHARD#"), state=item["state"], attempt=item.get("attempt", 0),
         upload_id=item.get("upload_id"), key=item.get("key"), size=item.get("size"),
-        benchmarks=item.get("benchmarks"), benchmark_names=item.get("benchmark_names") or [],
+        benchmarks=item.get("benchmarks"),
         pids=item.get("pids") or [], arrived_at=item.get("arrived_at"), reason=item.get("reason"),
         rev=item.get("rev", 0), noted_upload=item.get("noted_upload"), requested_at=item.get("requested_at"),
         label=item.get("label"), executor=item.get("executor") or "valgrind", gzipped=item.get("gzipped", True),

@@ -55,4 +55,5 @@ def record_handler(record: SQSRecord, lambda_context) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict, context) -> dict:
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    with aggregator().reports_held():  # one report per run per batch
+        return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
