@@ -25,6 +25,16 @@ class Isolated:
                 self.sqs.delete_message(QueueUrl=self.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
 
 
+    def finalize_all(self, project: str, run_id: str, aggregator=None) -> str:
+        """Finalize a run as the finalizer's queue would: the run, then each part it queued."""
+        aggregator = aggregator or self.aggregator
+        state = aggregator.finalize(project, run_id)
+        for message in self.finalize_requests():
+            if message.get("part") is not None and message["run_id"] == run_id:
+                state = aggregator.finalize(project, run_id, message["part"])
+        return state
+
+
 def build(upstream_folder: Path, prefix: str = "isolated") -> Isolated:
     from codspeed_aggregator.adapters.aws import client
     from codspeed_aggregator.adapters.bundle_store import BundleStore

@@ -2,7 +2,6 @@
 and the adapters, and know nothing of Lambda events."""
 
 import logging
-import tempfile
 import threading
 import time
 import uuid
@@ -22,19 +21,20 @@ from .adapters.github_status import GitHubStatuses
 from .adapters.metrics import CloudWatchMetrics
 from .adapters.ledger_table import DynamoLedger, SnapshotContended
 from .adapters.upstream_http import UpstreamClient, UpstreamError, UpstreamRefused
-from .domain.baseline import branch_of, complete
+from .domain.baseline import Completion, branch_of, complete
 from .domain.bundle import validate_bundle
 from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
-from .domain.keys import bundle_key, parse_bundle_key, run_bundles_prefix
+from .domain.keys import bundle_key, parse_bundle_key, run_bundles_prefix, spool_key
 from .domain.drop_in import shard_of
 from .domain.ledger import (
-    ARRIVED, CLOSED_EMPTY, ENDED, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, UploadRecord, attempt_run_id,
+    ARRIVED, CLOSED_EMPTY, ENDED, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot,
+    UploadRecord, attempt_run_id,
 )
 from .domain.manifest import Manifest
 from .domain.merge import ShardBundle, merge_bundles
 from .domain.notification import commit_status
 from .domain.metadata import as_sent_metadata, check_identity, ci_url, merged_metadata
-from .domain.uploads import plan_forward
+from .domain.uploads import Upload, plan_forward
 from .domain.report import build_report
 from .settings import Settings
 
@@ -43,6 +43,16 @@ log = logging.getLogger(__name__)
 
 def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class ForwardPlan:
+    run: RunRecord
+    shards: dict[str, ShardRecord]  # arrived and carried, by name
+    completion: Completion
+    baseline_run: str | None
+    base_metadata: dict | None
+    uploads: list[Upload]
 
 
 @dataclass
@@ -265,69 +275,106 @@ class Aggregator:
         message = "the shards in so far will be merged and forwarded" if first else "a close was already under way"
         return CloseAnswer(project=request.project, run_id=request.run_id, state="closing", message=message)
 
-    def finalize(self, project: str, run_id: str) -> str:
+    def finalize(self, project: str, run_id: str, part: int | None = None) -> str:
         """Merge and forward a run, once; answers the run's state afterwards (or "not_claimed").
 
         Skipped shards are carried from the baseline run when it has them. Over CodSpeed's
-        benchmark limit the run goes as several uploads (run parts); each one that reached
-        the upstream is recorded, so a retry sends only the rest."""
-        now = int(self.clock())
-        if not self.ledger.claim_finalize(project, run_id, now, self.settings.finalize_lease_seconds):
+        benchmark limit, or the bytes one merge may take, the run goes as several uploads (run
+        parts): the first finalizer (``part`` None) plans them, forwards the first and queues one
+        message per other part, so parts merge in parallel, each in an invocation of its own.
+        Each part that reached the upstream is recorded, so a retry sends only the rest; whoever
+        records the last one finishes the run."""
+        now, lease = int(self.clock()), self.settings.finalize_lease_seconds
+        if part is None:
+            claimed = self.ledger.claim_finalize(project, run_id, now, lease)
+        else:
+            claimed = self.ledger.claim_part(project, run_id, part, now, lease)
+        if not claimed:
             return "not_claimed"
-        self.publish(project, run_id)  # the report says "finalizing" while it is
+        if part is None:
+            self.publish(project, run_id)  # the report says "finalizing" while it is
         try:
-            return self._finalize_claimed(project, run_id)
+            return self._finalize_claimed(project, run_id) if part is None else self._finalize_part(project, run_id, part)
         except Exception as exc:  # whatever it was, the attempt ends with its reason, and SQS retries it
             message = str(exc) if isinstance(exc, UpstreamError) else f"finalizing failed: {type(exc).__name__}: {exc}"
             self.ledger.finish(project, run_id, FORWARD_FAILED, error=message,
                                upstream={"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message})
+            if part is not None:
+                self.ledger.release_part(project, run_id, part)
             self._metric("ForwardFailed")
             self.publish(project, run_id)
             raise
 
     def _finalize_claimed(self, project: str, run_id: str) -> str:
         snapshot = self.ledger.snapshot(project, run_id, with_names=True)
-        arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
-        if not arrived:
+        if not snapshot.arrived():
             self.ledger.finish(project, run_id, CLOSED_EMPTY)
             self.store.mark_final(run_bundles_prefix(project, run_id))
             self.publish(project, run_id)
             return CLOSED_EMPTY
         branch = branch_of(snapshot.run.base_ref) or self.settings.default_branch
-        baseline_run = self.ledger.latest_baseline(project, branch)
-        baseline = self.ledger.snapshot(project, baseline_run, with_names=True) if baseline_run else None
-        completion = complete(snapshot.run, arrived, branch, baseline)
+        plan = self._plan(snapshot, self.ledger.latest_baseline(project, branch))
+        self.ledger.record_plan(project, run_id, {"baseline": plan.baseline_run, "parts": len(plan.uploads)})
+        todo = [i for i in range(len(plan.uploads)) if str(i) not in snapshot.run.forwarded_parts]
+        for index in todo[1:]:
+            self.queue.request(project, run_id, "part", part=index)
+        if todo:
+            self._forward_part(plan, project, run_id, todo[0], snapshot.run.announced_parts.get(str(todo[0])))
+        return self._finish_when_forwarded(plan, project, run_id)
+
+    def _finalize_part(self, project: str, run_id: str, index: int) -> str:
+        snapshot = self.ledger.snapshot(project, run_id, with_names=True)
+        plan = self._plan(snapshot, snapshot.run.plan["baseline"])
+        if str(index) not in snapshot.run.forwarded_parts:
+            self._forward_part(plan, project, run_id, index, snapshot.run.announced_parts.get(str(index)))
+        return self._finish_when_forwarded(plan, project, run_id)
+
+    def _plan(self, snapshot: Snapshot, baseline_run: str | None) -> "ForwardPlan":
+        """What a run forwards, the same for every finalizer of it: its arrived shards, the
+        ones carried from the baseline run chosen when it was claimed, in uploads."""
+        run = snapshot.run
+        arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
+        branch = branch_of(run.base_ref) or self.settings.default_branch
+        baseline = self.ledger.snapshot(run.project, baseline_run, with_names=True) if baseline_run else None
+        completion = complete(run, arrived, branch, baseline)
         shards = dict(sorted({**arrived, **completion.carried}.items()))
-        base_metadata = self._metadata(project, run_id, next(iter(arrived.values())))
-        groups = plan_forward(shards, self.settings.max_benchmarks_per_upload)
-        answers = dict(snapshot.run.forwarded_parts)
-        for index, upload in enumerate(groups):
-            if str(index) in answers:
-                continue
-            carried = {n: completion.outcome["carried"][n] for n in upload.shards if n in completion.carried}
-            announced = snapshot.run.announced_parts.get(str(index))
-            try:
-                answers[str(index)] = self._forward(
-                    [shards[n] for n in upload.shards], upload.merged, project, run_id, base_metadata, carried,
-                    index, len(groups), announced)
-            except UpstreamError as exc:
-                if len(groups) > 1:
-                    raise UpstreamError(f"upload {index + 1} of {len(groups)}: {exc}") from exc
-                raise
-            self.ledger.record_forwarded_part(project, run_id, index, answers[str(index)])
-        parts = [answers[str(i)] for i in range(len(groups))]
+        return ForwardPlan(
+            run=run, shards=shards, completion=completion, baseline_run=baseline_run,
+            base_metadata=self._metadata(run.project, run.run_id, next(iter(arrived.values()))),
+            uploads=plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes),
+        )
+
+    def _forward_part(self, plan: "ForwardPlan", project: str, run_id: str, index: int, announced: dict | None) -> None:
+        upload, parts = plan.uploads[index], len(plan.uploads)
+        carried = {n: plan.completion.outcome["carried"][n] for n in upload.shards if n in plan.completion.carried}
+        try:
+            answer = self._forward([plan.shards[n] for n in upload.shards], upload.merged, project, run_id,
+                                   plan.base_metadata, carried, index, parts, announced)
+        except UpstreamError as exc:
+            if parts > 1:
+                raise UpstreamError(f"upload {index + 1} of {parts}: {exc}") from exc
+            raise
+        self.ledger.record_forwarded_part(project, run_id, index, answer)
+
+    def _finish_when_forwarded(self, plan: "ForwardPlan", project: str, run_id: str) -> str:
+        now = self.ledger.snapshot(project, run_id).run
+        answers = now.forwarded_parts
+        if len(answers) < len(plan.uploads):
+            return now.state  # the finalizer of the last part to reach the upstream finishes the run
+        parts = [answers[str(i)] for i in range(len(plan.uploads))]
         size = sum(p["size"] for p in parts)
-        message = f"{len(shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
+        message = f"{len(plan.shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
         finished = self.clock()
-        self.ledger.finish(project, run_id, FORWARDED, outcome=completion.outcome, upstream={
+        if not self.ledger.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome, upstream={
             "run_id": ",".join(p["run_id"] for p in parts), "status": "success", "at": iso(finished), "message": message,
-        })
+        }):
+            return FORWARDED  # the finalizer of another part finished it first
         self._metric("ForwardSucceeded")
         self._metric("MergedBytes", size, "Bytes")
-        opened = datetime.fromisoformat(snapshot.run.created_at.replace("Z", "+00:00")).timestamp()
+        opened = datetime.fromisoformat(plan.run.created_at.replace("Z", "+00:00")).timestamp()
         self._metric("FinalizeLatency", finished - opened, "Seconds")
-        if own_branch := branch_of(snapshot.run.ref):
-            self.ledger.record_baseline(project, own_branch, run_id, snapshot.run.commit, finished)
+        if own_branch := branch_of(plan.run.ref):
+            self.ledger.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
         self.store.mark_final(run_bundles_prefix(project, run_id))
         self.publish(project, run_id)
         return FORWARDED
@@ -342,29 +389,35 @@ class Aggregator:
         already answered for the same bytes (the merge is deterministic) is not made again: the
         archive goes to the URL it gave."""
         names = [s.name for s in shards]
-        with tempfile.TemporaryFile() as spool:
-            if merged:
+        if merged:
+            # Spooled to S3 (a multipart upload), not to /tmp: a part's size is bounded by S3, and the
+            # MD5 the upstream wants before the PUT is taken while the merge writes.
+            with self.store.spool(spool_key(project, run_id, index)) as sink:
                 bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key, s.version_id)) for s in shards]
-                result = merge_bundles(bundles, spool, level=self.settings.merge_level)
-                size, md5, gzipped = result.size, result.md5, True
-                describe = partial(merged_metadata, run_id, base_metadata, names, md5, index + 1, parts, carried)
-            else:
-                [shard] = shards
-                size, md5 = self.store.copy_to(shard.key, spool, shard.version_id)
-                gzipped = shard.gzipped
-                sent = self._metadata(project, run_id, shard) or base_metadata
-                describe = partial(as_sent_metadata, sent, md5, gzipped)
-            announce = partial(self._announce, project, run_id, index, describe, md5)
-            fresh = announced is None or announced["md5"] != md5
+                result = merge_bundles(bundles, sink, level=self.settings.merge_level)
+            archive = self.store.reader(sink.key, sink.version_id)
+            size, md5, gzipped = result.size, result.md5, True
+            describe = partial(merged_metadata, run_id, base_metadata, names, md5, index + 1, parts, carried)
+        else:
+            [shard] = shards
+            archive = self.store.reader(shard.key, shard.version_id)
+            size, md5 = archive.digest()
+            gzipped = shard.gzipped
+            sent = self._metadata(project, run_id, shard) or base_metadata
+            describe = partial(as_sent_metadata, sent, md5, gzipped)
+        announce = partial(self._announce, project, run_id, index, describe, md5)
+        fresh = announced is None or announced["md5"] != md5
+        if fresh:
+            announced = announce()
+        try:
+            self.upstream.put(announced["upload_url"], archive, size, md5, gzipped=gzipped)
+        except UpstreamRefused:
             if fresh:
-                announced = announce()
-            try:
-                self.upstream.put(announced["upload_url"], spool, size, md5, gzipped=gzipped)
-            except UpstreamRefused:
-                if fresh:
-                    raise
-                announced = announce()  # the URL of an earlier try is dead (expired, or refused): ask for a new one
-                self.upstream.put(announced["upload_url"], spool, size, md5, gzipped=gzipped)
+                raise
+            announced = announce()  # the URL of an earlier try is dead (expired, or refused): ask for a new one
+            self.upstream.put(announced["upload_url"], archive, size, md5, gzipped=gzipped)
+        finally:
+            archive.close()
         return {"run_id": announced["run_id"], "size": size, "md5": md5}
 
     def _announce(self, project: str, run_id: str, index: int, describe, md5: str) -> dict:

@@ -27,6 +27,7 @@ class Settings:
     upstream_timeout_seconds: float
     upstream_attempts: int
     max_benchmarks_per_upload: int
+    max_part_bytes: int
     max_attempts: int
     arrival_reserve_seconds: int
     retention_days: int
@@ -61,6 +62,8 @@ class Settings:
             upstream_timeout_seconds=float(env.get("UPSTREAM_TIMEOUT_SECONDS", 60)),
             upstream_attempts=int(env.get("UPSTREAM_ATTEMPTS", 3)),
             max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
+            # bundle bytes merged into one upload: under S3's 5 GB PUT, and what one merge does in minutes
+            max_part_bytes=int(env.get("MAX_PART_BYTES", 4 << 30)),
             max_attempts=int(env.get("MAX_ATTEMPTS", 20)),
             # the longest one arrival may take (validating the largest bundle): a batch stops before
             arrival_reserve_seconds=int(env.get("ARRIVAL_RESERVE_SECONDS", 20)),

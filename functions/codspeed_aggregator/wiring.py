@@ -1,5 +1,6 @@
 """Build the Aggregator from the environment, once per process (a Lambda cold start)."""
 
+import threading
 from functools import cache
 
 from .adapters.aws import client, secret
@@ -14,8 +15,16 @@ from .service import Aggregator
 from .settings import settings
 
 
-@cache
+_LOCK = threading.RLock()
+
+
 def aggregator() -> Aggregator:
+    with _LOCK:  # one per process, even when threads (the local stack's) ask at once
+        return _aggregator()
+
+
+@cache
+def _aggregator() -> Aggregator:
     config = settings()
     return Aggregator(
         settings=config,
@@ -52,7 +61,8 @@ def webhook_secret() -> str | None:
 
 def reset() -> None:
     """Forget what was built from the environment (the local stack sets it, then calls this)."""
-    settings.cache_clear()
-    client.cache_clear()
-    aggregator.cache_clear()
-    oidc.cache_clear()
+    with _LOCK:
+        settings.cache_clear()
+        client.cache_clear()
+        _aggregator.cache_clear()
+        oidc.cache_clear()

@@ -9,6 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from codspeed_aggregator.local.upstream_stub import archive_of
+
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_aggregator.domain.errors import Conflict, NotFound, Unprocessable
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
@@ -309,16 +311,25 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
         return original_announce(metadata)
 
     monkeypatch.setattr(agg.upstream, "announce", fail_second)
-    with pytest.raises(UpstreamError):
-        agg.finalize(project, run_id)
+    isolated.finalize_requests()
+    assert agg.finalize(project, run_id) == "finalizing"  # part 1 sent; parts 2 and 3 queued, to merge in parallel
+    assert [(m["part"], m["reason"]) for m in isolated.finalize_requests()] == [(1, "part"), (2, "part")]
+    with pytest.raises(UpstreamError, match="upload 2 of 3: POST answered 503: injected"):
+        agg.finalize(project, run_id, 1)
     assert _report(agg, project, run_id).state == "forward_failed"
-    assert agg.finalize(project, run_id) == "forwarded"
-    assert calls == ["aggregated-part-1-of-3", "aggregated-part-2-of-3", "aggregated-part-2-of-3", "aggregated-part-3-of-3"]
+    assert agg.finalize(project, run_id, 2) == "forward_failed"  # recorded all the same; the run waits for part 2
+    assert agg.finalize(project, run_id, 1) == "forwarded"  # SQS delivers part 2's message again
+    assert agg.finalize(project, run_id, 1) == "not_claimed"  # and a duplicate delivery does nothing
+    assert calls == ["aggregated-part-1-of-3", "aggregated-part-2-of-3", "aggregated-part-3-of-3", "aggregated-part-2-of-3"]
     uploads = isolated.upstream.uploads(run_id)
-    assert len(uploads) == 3  # part 1 was not sent again
+    assert len(uploads) == 3  # parts 1 and 3 were not sent again
     parts = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in uploads)
     assert parts == [1, 2, 3]
     assert "in 3 uploads" in _report(agg, project, run_id).upstream.message
+    spooled = agg.store.s3.list_objects_v2(Bucket=agg.store.bucket, Prefix=f"spool/{project}/{run_id}/")["Contents"]
+    assert sorted((o["Key"].rsplit("/", 1)[1], o["Size"]) for o in spooled) == sorted(
+        (f"part-{json.loads((u / 'metadata.json').read_text())['runPart']['metadata']['part'] - 1:04d}.tar.gz",
+         archive_of(u).stat().st_size) for u in uploads)
 
 
 def test_every_record_of_a_run_carries_the_ttl_attribute(isolated, project, run_id):
@@ -463,7 +474,7 @@ def test_each_forwarded_part_is_an_item_of_its_own_and_the_run_item_stays_small(
         grant = agg.request_upload(ShardUploadRequest.model_validate(request))
         put(grant.model_dump(), archive)
         assert agg.record_arrival(grant.key) == "recorded"
-    assert agg.finalize(project, run_id) == "forwarded"
+    assert isolated.finalize_all(project, run_id) == "forwarded"
     assert len(isolated.upstream.uploads(run_id)) == shards  # walltime: one upload each, as sent
     raw = agg.ledger.db.get_item(TableName=agg.ledger.table, Key=agg.ledger._key(project, run_id, "RUN"))["Item"]
     assert "forwarded_parts" not in raw and "announced_parts" not in raw and len(json.dumps(raw)) < 4096

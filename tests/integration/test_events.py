@@ -35,7 +35,8 @@ class CallRecorder:
     """The IAM actions each function's calls need, recorded with botocore's hooks (this thread only)."""
 
     TRANSACT = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
-    S3 = {"HeadObject": "GetObject", "ListObjectsV2": "ListBucket"}
+    S3 = {"HeadObject": "GetObject", "ListObjectsV2": "ListBucket", "CreateMultipartUpload": "PutObject",
+          "UploadPart": "PutObject", "CompleteMultipartUpload": "PutObject"}
 
     def __init__(self):
         import threading
@@ -122,10 +123,11 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
     from codspeed_wire.api import ShardUploadRequest
     from tests.factories import put, upload_request
 
-    data = bundle()
-    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request("acme/iam", "iam-1", "1", data, total=2)))
-    put(grant.model_dump(), data)
-    agg.record_arrival(grant.key, len(data))
+    for shard in ("1", "2"):  # two valgrind shards: merged, spooled to S3, sent from there
+        data = bundle(pid=100 + int(shard))
+        grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request("acme/iam", "iam-1", shard, data, total=3)))
+        put(grant.model_dump(), data)
+        agg.record_arrival(grant.key, len(data))
     message = _event("finalizer-finalize-run.json")
     message["Records"][0]["body"] = json.dumps({"project": "acme/iam", "run_id": "iam-1", "reason": "close"})
     RECORDER.calling("FinalizerFunction", finalizer.handler, message, LocalContext("codspeed-finalizer"))
@@ -138,6 +140,7 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
         assert actions <= LEAST_PRIVILEGE[function], (function, actions - LEAST_PRIVILEGE[function])
     assert set(RECORDER.actions) == set(LEAST_PRIVILEGE)
     assert {"dynamodb:GetItem", "dynamodb:PutItem", "s3:PutObjectTagging"} <= RECORDER.actions["FinalizerFunction"]
+    assert "s3:PutObject" in RECORDER.actions["FinalizerFunction"]  # the spool's multipart upload
 
 
 def test_env_json_gives_sam_local_invoke_every_setting_the_code_requires():

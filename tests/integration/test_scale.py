@@ -63,3 +63,53 @@ def test_a_batch_of_arrivals_publishes_each_runs_report_once_after_its_last_chan
     with mock.patch.object(agg.store, "publish_report", wraps=agg.store.publish_report) as published:
         assert agg.record_arrival(keys[0]) == "duplicate"  # outside a batch: published at once (a retry's repair)
         assert published.call_count == 1
+
+
+def test_the_spool_writes_parts_of_its_size_and_a_failed_merge_leaves_nothing(isolated):
+    import os
+
+    from codspeed_aggregator.adapters.bundle_store import SpoolWriter
+
+    store = isolated.aggregator.store
+    data = os.urandom(12 << 20)
+    writer = SpoolWriter(store.s3, store.bucket, "spool/acme/x/run/part-0000.tar.gz", part_bytes=5 << 20)
+    for start in range(0, len(data), 1 << 20):
+        writer.write(data[start:start + (1 << 20)])
+        assert len(writer._buffer) < 5 << 20  # never more than one part held
+    writer.complete()
+    assert [p["PartNumber"] for p in writer._parts] == [1, 2, 3]
+    reader = store.reader(writer.key, writer.version_id)
+    assert reader.read() == data
+    reader.seek(0)
+    assert reader.read(10) == data[:10]  # a retried PUT reads it again from the start
+    reader.close()
+
+    with pytest.raises(RuntimeError, match="merge died"):
+        with store.spool("spool/acme/x/run/part-0001.tar.gz") as sink:
+            sink.write(b"half an archive")
+            raise RuntimeError("merge died")
+    listed = store.s3.list_objects_v2(Bucket=store.bucket, Prefix="spool/acme/x/run/part-0001")
+    assert listed.get("KeyCount") == 0
+    pending = store.s3.list_multipart_uploads(Bucket=store.bucket, Prefix="spool/acme/x/run/").get("Uploads", [])
+    assert pending == []
+
+
+def test_a_failed_finalize_comes_back_in_minutes_not_after_the_queues_90(stack):
+    import json
+
+    from codspeed_aggregator.handlers import finalizer
+    from codspeed_aggregator.local.lambda_context import LocalContext
+    from codspeed_aggregator.wiring import aggregator
+
+    assert [finalizer.retry_delay(n) for n in (1, 2, 3, 4, 5, 9)] == [60, 120, 240, 480, 900, 900]
+    agg = aggregator()
+    record = {"messageId": "m-1", "receiptHandle": "handle-1", "body": json.dumps({"project": "a/b", "run_id": "r", "reason": "close"}),
+              "attributes": {"ApproximateReceiveCount": "3"}, "messageAttributes": {}, "md5OfBody": "",
+              "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:finalize", "awsRegion": "us-east-1"}
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+    with mock.patch.object(agg, "finalize", side_effect=RuntimeError("upstream down")), \
+            mock.patch.object(agg.queue, "retry_in") as retry_in:
+        with pytest.raises(BatchProcessingError, match="All records failed"):  # SQS keeps the message
+            finalizer.handler({"Records": [record]}, LocalContext("codspeed-finalizer"))
+    retry_in.assert_called_once_with("handle-1", 240)

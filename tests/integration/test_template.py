@@ -106,7 +106,8 @@ LEAST_PRIVILEGE = {  # what each function's code calls, and nothing more
                          "s3:PutObject", "sqs:SendMessage", "ssm:GetParameter"},
     "FinalizerFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:PutItem", "s3:GetObject",
                           "s3:GetObjectVersion", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
-                          "s3:PutObject", "s3:PutObjectTagging", "s3:ListBucket", "ssm:GetParameter"},
+                          "s3:PutObject", "s3:PutObjectTagging", "s3:ListBucket", "ssm:GetParameter",
+                          "s3:AbortMultipartUpload", "sqs:ChangeMessageVisibility"},
     "SweeperFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage", "ssm:GetParameter"},
 }
 

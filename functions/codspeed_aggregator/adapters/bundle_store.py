@@ -3,7 +3,6 @@
 import base64
 import hashlib
 from contextlib import contextmanager
-from typing import BinaryIO
 
 from botocore.exceptions import ClientError
 
@@ -19,6 +18,83 @@ class _Body:
 
     def read(self, n: int = -1) -> bytes:
         return self._raw.read() if n is None or n < 0 else self._raw.read(n)
+
+
+SPOOL_PART_BYTES = 64 << 20  # S3 takes 10,000 parts of 5 MiB to 5 GiB: 64 MiB parts hold a 625 GiB object
+
+
+class SpoolWriter:
+    """A file-like sink that writes an object with a multipart upload, one part per 64 MiB:
+    memory stays at one part whatever the object's size, and nothing touches the disk."""
+
+    def __init__(self, s3, bucket: str, key: str, part_bytes: int = SPOOL_PART_BYTES) -> None:
+        self.s3, self.bucket, self.key, self.part_bytes = s3, bucket, key, part_bytes
+        self.upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        self.version_id: str | None = None
+        self._buffer = bytearray()
+        self._parts: list[dict] = []
+
+    def write(self, data: bytes) -> int:
+        self._buffer += data
+        while len(self._buffer) >= self.part_bytes:
+            self._send(bytes(self._buffer[: self.part_bytes]))
+            del self._buffer[: self.part_bytes]
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def _send(self, body: bytes) -> None:
+        number = len(self._parts) + 1
+        answer = self.s3.upload_part(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=body)
+        self._parts.append({"ETag": answer["ETag"], "PartNumber": number})
+
+    def complete(self) -> None:
+        if self._buffer or not self._parts:
+            self._send(bytes(self._buffer))
+            self._buffer.clear()
+        answer = self.s3.complete_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id,
+                                                   MultipartUpload={"Parts": self._parts})
+        self.version_id = answer.get("VersionId")
+
+    def abort(self) -> None:
+        self.s3.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id)
+
+
+class ObjectReader:
+    """One version of an object read like a file, from its start again after ``seek(0)`` (a
+    retried PUT streams it again): the finalizer sends what it spooled, or a bundle, without a copy."""
+
+    def __init__(self, store: "BundleStore", key: str, version_id: str | None) -> None:
+        self._store, self.key, self.version_id = store, key, version_id
+        self._body = None
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if (offset, whence) != (0, 0):
+            raise ValueError("an object stream seeks back to its start only")
+        self.close()
+        return 0
+
+    def read(self, n: int = -1) -> bytes:
+        if self._body is None:
+            self._body = self._store.s3.get_object(Bucket=self._store.bucket, Key=self.key,
+                                                   **({"VersionId": self.version_id} if self.version_id else {}))["Body"]
+        return self._body.read() if n is None or n < 0 else self._body.read(n)
+
+    def digest(self, chunk: int = 1 << 20) -> tuple[int, str]:
+        """The object's size and the base64 of its MD5, read through once."""
+        md5, size = hashlib.md5(), 0
+        self.seek(0)
+        while data := self.read(chunk):
+            md5.update(data)
+            size += len(data)
+        self.seek(0)
+        return size, base64.b64encode(md5.digest()).decode()
+
+    def close(self) -> None:
+        if self._body is not None:
+            self._body.close()
+            self._body = None
 
 
 class BundleStore:
@@ -58,15 +134,19 @@ class BundleStore:
         finally:
             answer["Body"].close()
 
-    def copy_to(self, key: str, out: BinaryIO, version_id: str | None = None, chunk: int = 1 << 20) -> tuple[int, str]:
-        """Copy an object into ``out``; answers its size and the base64 of its MD5."""
-        md5, size = hashlib.md5(), 0
-        with self.open(key, version_id) as body:
-            while data := body.read(chunk):
-                md5.update(data)
-                out.write(data)
-                size += len(data)
-        return size, base64.b64encode(md5.digest()).decode()
+    @contextmanager
+    def spool(self, key: str):
+        """A ``SpoolWriter`` for ``key``; the object exists once the block ends without an error."""
+        writer = SpoolWriter(self.s3, self.bucket, key)
+        try:
+            yield writer
+        except BaseException:
+            writer.abort()
+            raise
+        writer.complete()
+
+    def reader(self, key: str, version_id: str | None = None) -> ObjectReader:
+        return ObjectReader(self, key, version_id)
 
     def mark_final(self, prefix: str) -> int:
         """Tag every bundle under ``prefix`` ``run-final=true``: the bucket's lifecycle rule

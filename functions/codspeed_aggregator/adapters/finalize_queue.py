@@ -1,4 +1,4 @@
-"""The finalize queue: a message asks the finalizer to finish one run."""
+"""The finalize queue: a message asks the finalizer to finish one run, or one upload of it."""
 
 from pydantic import BaseModel
 
@@ -7,6 +7,7 @@ class FinalizeMessage(BaseModel):
     project: str
     run_id: str
     reason: str
+    part: int | None = None  # one upload of a run forwarded in several: merged in an invocation of its own
 
 
 class FinalizeQueue:
@@ -14,6 +15,11 @@ class FinalizeQueue:
         self.url = url
         self.sqs = client
 
-    def request(self, project: str, run_id: str, reason: str) -> None:
-        message = FinalizeMessage(project=project, run_id=run_id, reason=reason)
-        self.sqs.send_message(QueueUrl=self.url, MessageBody=message.model_dump_json())
+    def request(self, project: str, run_id: str, reason: str, part: int | None = None) -> None:
+        message = FinalizeMessage(project=project, run_id=run_id, reason=reason, part=part)
+        self.sqs.send_message(QueueUrl=self.url, MessageBody=message.model_dump_json(exclude_none=True))
+
+    def retry_in(self, receipt_handle: str, seconds: int) -> None:
+        """Bring a failed message back after ``seconds`` rather than the queue's visibility
+        timeout (which is long enough for a whole merge, 90 minutes)."""
+        self.sqs.change_message_visibility(QueueUrl=self.url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds)

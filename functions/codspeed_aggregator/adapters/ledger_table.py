@@ -146,7 +146,8 @@ class DynamoLedger:
                 shards[shard.name] = shard
             elif item["sk"].startswith(PART_PREFIX):
                 _, kind, index = item["sk"].split("#")
-                parts[kind][str(int(index))] = json.loads(item["answer"])
+                if kind in parts:  # not a part's claim
+                    parts[kind][str(int(index))] = json.loads(item["answer"])
         if run is None:
             return None
         run.announced_parts, run.forwarded_parts = parts["announced"], parts["forwarded"]
@@ -388,6 +389,37 @@ class DynamoLedger:
              ":lease": now + lease_seconds, ":now": now},
         )
 
+    def record_plan(self, project: str, run_id: str, plan: dict) -> bool:
+        """What the claiming finalizer decided (the baseline run, the number of uploads): every
+        part's finalizer makes the same plan from it."""
+        return self._update_run(project, run_id, "SET #plan = :plan ADD rev :one, run_changes :one",
+                                "#state = :finalizing", {":plan": json.dumps(plan), ":finalizing": FINALIZING},
+                                names={"#plan": "plan"})
+
+    def claim_part(self, project: str, run_id: str, index: int, now: int, lease_seconds: int) -> bool:
+        """Take one upload of a finalizing run: once, unless its finalizer's lease ran out. The
+        run's lease moves on with it, so the sweeper leaves a run alone while any part is worked on."""
+        claim = {
+            "TableName": self.table, "Key": self._key(project, run_id, f"{PART_PREFIX}claim#{index:06d}"),
+            "UpdateExpression": "SET lease_until = :lease, expires_at = :exp",
+            "ConditionExpression": "attribute_not_exists(lease_until) OR lease_until < :now",
+            "ExpressionAttributeValues": _dump({":lease": now + lease_seconds, ":now": now, ":exp": self._expires_at()}),
+        }
+        run_update = {
+            "TableName": self.table, "Key": self._key(project, run_id, RUN_SK),
+            "UpdateExpression": "SET lease_until = :lease, deadline_at = :lease ADD rev :one, run_changes :one",
+            "ConditionExpression": "#state IN (:finalizing, :failed) AND attribute_exists(#plan)",
+            "ExpressionAttributeNames": {"#state": "state", "#plan": "plan"},
+            "ExpressionAttributeValues": _dump({":lease": now + lease_seconds, ":one": 1, ":finalizing": FINALIZING,
+                                                ":failed": FORWARD_FAILED}),
+        }
+        return _transact(self.db, [{"Update": claim}, {"Update": run_update}], self.sleep) is None
+
+    def release_part(self, project: str, run_id: str, index: int) -> None:
+        """A part's finalizer failed: its retry may take the part at once."""
+        self.db.update_item(TableName=self.table, Key=self._key(project, run_id, f"{PART_PREFIX}claim#{index:06d}"),
+                            UpdateExpression="SET lease_until = :zero", ExpressionAttributeValues=_dump({":zero": 0}))
+
     def record_announced_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
         """Remember the upstream's answer to upload ``index``'s POST, before its PUT."""
         return self._record_part("announced", project, run_id, index, answer)
@@ -403,22 +435,25 @@ class DynamoLedger:
                 "expires_at": self._expires_at()}
         run_update = {
             "TableName": self.table, "Key": self._key(project, run_id, RUN_SK),
-            "UpdateExpression": "ADD rev :one, run_changes :one", "ConditionExpression": "#state = :finalizing",
+            # a part that failed made the run forward_failed: the parts still running are recorded all the same
+            "UpdateExpression": "ADD rev :one, run_changes :one", "ConditionExpression": "#state IN (:finalizing, :failed)",
             "ExpressionAttributeNames": {"#state": "state"},
-            "ExpressionAttributeValues": _dump({":one": 1, ":finalizing": FINALIZING}),
+            "ExpressionAttributeValues": _dump({":one": 1, ":finalizing": FINALIZING, ":failed": FORWARD_FAILED}),
         }
         return _transact(self.db, [{"Put": {"TableName": self.table, "Item": _dump(part)}}, {"Update": run_update}],
                          self.sleep) is None
 
     def finish(self, project: str, run_id: str, state: str, upstream: dict | None = None,
                error: str | None = None, outcome: dict | None = None) -> bool:
-        """Record how finalizing ended; only the finalizer holding the claim can."""
+        """Record how finalizing ended (or, for a run of parts, how one part failed): only a
+        finalizer holding the run or one of its parts can, once the run is forwarded no more."""
         return self._update_run(
             project, run_id,
             "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero "
             "REMOVE open_pk ADD rev :one, run_changes :one",
-            "#state = :finalizing",
-            {":s": state, ":up": upstream, ":err": error, ":outcome": outcome or {}, ":zero": 0, ":finalizing": FINALIZING},
+            "#state IN (:finalizing, :failed)",
+            {":s": state, ":up": upstream, ":err": error, ":outcome": outcome or {}, ":zero": 0, ":finalizing": FINALIZING,
+             ":failed": FORWARD_FAILED},
         )
 
     def touch(self, project: str, run_id: str) -> bool:
@@ -473,6 +508,7 @@ def _run_from(item: dict) -> RunRecord:
         arrived_count=item.get("arrived_count", 0),
         outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=tuple(sorted(item.get("variants") or ())),
         closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"),
+        plan=json.loads(item["plan"]) if item.get("plan") else None,
     )
 
 

@@ -13,6 +13,11 @@ def run_bundles_prefix(project: str, run_id: str) -> str:
     return f"{BUNDLE_PREFIX}{project}/{run_id}/"
 
 
+def spool_key(project: str, run_id: str, part: int) -> str:
+    """Where the finalizer writes a merged part before sending it (expired by the bucket's lifecycle)."""
+    return f"spool/{project}/{run_id}/part-{part:04d}.tar.gz"
+
+
 def parse_bundle_key(key: str) -> tuple[str, str, str, str]:
     """(project, run_id, shard, upload_id) of a bundle key; the project is ``owner/repo`` or, on
     GitLab, ``group/subgroup/.../repo``: run ids and shard names hold no ``/``, so it is the rest."""

@@ -50,6 +50,7 @@ class RunRecord:
     variants: tuple[str, ...] = ()  # of CodSpeed runner uploads: the manifest's total is per variant
     closing: bool = False  # a close was accepted: no more uploads are granted
     ci_url: str | None = None
+    plan: dict | None = None  # the claiming finalizer's: {"baseline": run id or None, "parts": uploads}
 
     def complete(self, arrived: int) -> bool:
         return self.manifest.is_complete_count(arrived, len(self.variants))

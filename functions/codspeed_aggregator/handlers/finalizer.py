@@ -13,10 +13,19 @@ metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
+def retry_delay(receive_count: int) -> int:
+    """1, 2, 4 ... minutes, at most 15, before a failed finalize is tried again."""
+    return min(900, 60 * 2 ** max(0, receive_count - 1))
+
+
 def record_handler(record: SQSRecord) -> None:
     message = FinalizeMessage.model_validate_json(record.body)
-    logger.append_keys(project=message.project, run_id=message.run_id)
-    state = aggregator().finalize(message.project, message.run_id)
+    logger.append_keys(project=message.project, run_id=message.run_id, part=message.part)
+    try:
+        state = aggregator().finalize(message.project, message.run_id, message.part)
+    except Exception:
+        aggregator().queue.retry_in(record.receipt_handle, retry_delay(int(record.attributes.approximate_receive_count)))
+        raise
     logger.info("finalize", extra={**message.model_dump(), "state": state})
 
 
