@@ -26,11 +26,13 @@ test: install
 
 bench: install
 	$(BIN)/python bench/merge.py
+	$(BIN)/python bench/scale.py
 
 bench-smoke: install
 	$(BIN)/python bench/merge.py --quick
 	$(BIN)/python bench/client.py --quick
 	$(BIN)/python bench/load.py --quick
+	$(BIN)/python bench/scale.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

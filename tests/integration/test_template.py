@@ -158,3 +158,16 @@ def test_the_deployed_roles_hold_no_managed_sqs_policy(translated):
     for role in roles:
         managed = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
         assert "SQS" not in managed, managed
+
+
+def test_functions_are_sized_for_the_cpu_their_work_takes_and_queues_outlast_them(template):
+    resources, parameters = template["Resources"], template["Parameters"]
+    arrivals, finalizer = resources["ArrivalsFunction"]["Properties"], resources["FinalizerFunction"]["Properties"]
+    assert arrivals["MemorySize"] >= 1769 and parameters["MergeMemorySize"]["MinValue"] >= 1769  # one vCPU each
+    reserve = int(arrivals["Environment"]["Variables"]["ARRIVAL_RESERVE_SECONDS"])
+    assert 0 < reserve <= arrivals["Timeout"] / 2
+    # Lambda asks an SQS source's visibility timeout to be six times the function's timeout
+    assert resources["ArrivalsQueue"]["Properties"]["VisibilityTimeout"] >= 6 * arrivals["Timeout"]
+    assert resources["FinalizeQueue"]["Properties"]["VisibilityTimeout"] >= 6 * finalizer["Timeout"]
+    assert int(finalizer["Environment"]["Variables"]["MAX_PART_BYTES"]) < 5 * 10**9  # S3's largest PUT
+    assert int(finalizer["Environment"]["Variables"]["FINALIZE_LEASE_SECONDS"]) > finalizer["Timeout"]

@@ -1,0 +1,142 @@
+"""What the deployed stack can take, modelled from throughput measured here and the settings
+template.yaml deploys.
+
+    python bench/scale.py            # measure on 4 bundles of 16 MB of callgrind text
+    python bench/scale.py --quick    # a small smoke for CI
+
+Measured (one core, this machine): validation (what an arrival does to each bundle) and the
+merge (what a finalizer does to each part), in MiB/s of compressed bundle. Lambda gives CPU in
+proportion to memory, one vCPU at 1769 MB; both steps are single-threaded, so a function's
+rate is the measured one times min(1, memory / 1769), times LAMBDA_CORE (a Lambda vCPU taken
+as half a core of this machine, to be safe).
+
+Modelled, for a run of SHARDS x SHARD_MB (default 200 x 200 MB, 40 GB):
+- parts: the run's merged uploads, planned by the code that plans them (``plan_uploads``);
+- max_part_minutes: one part's merge, plus moving its bytes three times at TRANSFER_MIB_S
+  (bundles read from S3, the merged part spooled to S3, then sent to the upstream);
+- arrivals_batch_seconds: a full arrivals batch of such bundles, validated one after another;
+- largest_run_gb: the largest run whose parts are all merged within an hour of its last shard,
+  at the finalizer's concurrency (parts in waves), each part within the function's timeout.
+The last line reads
+``scale: largest_run_gb=X parts=P max_part_minutes=M arrivals_batch_seconds=S``.
+"""
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "bench")]
+
+from merge import shards_from, write_bundle  # noqa: E402
+from samtranslator.yaml_helper import yaml_parse  # noqa: E402
+
+from codspeed_aggregator.domain.bundle import validate_bundle  # noqa: E402
+from codspeed_aggregator.domain.merge import merge_bundles  # noqa: E402
+from codspeed_aggregator.domain.uploads import plan_uploads  # noqa: E402
+from codspeed_aggregator.settings import Settings  # noqa: E402
+
+MIB = 1 << 20
+VCPU_MB = 1769  # Lambda: memory at which a function has one full vCPU
+TRANSFER_MIB_S = 80  # Lambda <-> S3 or the upstream, one stream: a conservative figure, not measured here
+LAMBDA_CORE = 0.5  # a Lambda (arm64) vCPU as a fraction of one of this machine's cores: assumed, on the safe side
+WITHIN_MINUTES = 60  # largest_run_gb: every part merged within this long after the last shard
+TARGETS = {"largest_run_gb": (">=", 40), "max_part_minutes": ("<=", 10)}
+
+
+def deployed() -> dict:
+    """The figures template.yaml deploys (the functions' memory, timeouts, batch and concurrency)."""
+    template = yaml_parse((ROOT / "template.yaml").read_text())
+    resources, parameters = template["Resources"], template["Parameters"]
+    arrivals = resources["ArrivalsFunction"]["Properties"]
+    finalizer = resources["FinalizerFunction"]["Properties"]
+    arrivals_source = resources["ArrivalsEventSource"]["Properties"]
+    finalize_source = resources["FinalizeEventSource"]["Properties"]
+    env = {**finalizer["Environment"]["Variables"], **arrivals["Environment"]["Variables"]}
+    code = Settings.from_env()
+    return {
+        "arrivals_memory": arrivals["MemorySize"], "arrivals_timeout": arrivals["Timeout"],
+        "arrivals_batch": arrivals_source["BatchSize"], "arrivals_reserve": int(env["ARRIVAL_RESERVE_SECONDS"]),
+        "merge_memory": parameters["MergeMemorySize"]["Default"], "merge_timeout": finalizer["Timeout"],
+        "finalize_concurrency": finalize_source["ScalingConfig"]["MaximumConcurrency"],
+        "part_bytes": int(env["MAX_PART_BYTES"]), "benchmark_limit": code.max_benchmarks_per_upload,
+        "bundle_cap": code.max_bundle_bytes,
+    }
+
+
+def measure(work: Path, bundles: int, mb: float) -> tuple[float, float]:
+    """MiB/s of compressed bundle for validation and for the merge, on one core."""
+    paths = [work / f"shard-{i}.tar.gz" for i in range(bundles)]
+    for seed, path in enumerate(paths):
+        write_bundle(path, int(mb * MIB), seed)
+    packed = sum(p.stat().st_size for p in paths) / MIB
+    started = time.perf_counter()
+    for path in paths:
+        with open(path, "rb") as stream:
+            validate_bundle(stream)
+    validate_rate = packed / (time.perf_counter() - started)
+    started = time.perf_counter()
+    with open(work / "merged.tar.gz", "wb") as out:
+        merge_bundles(shards_from(paths), out)
+    merge_rate = packed / (time.perf_counter() - started)
+    return validate_rate, merge_rate
+
+
+def vcpu(memory_mb: int) -> float:
+    return min(1.0, memory_mb / VCPU_MB) * LAMBDA_CORE
+
+
+def part_minutes(part_mib: float, merge_rate: float, stack: dict) -> float:
+    return (part_mib / (merge_rate * vcpu(stack["merge_memory"])) + 3 * part_mib / TRANSFER_MIB_S) / 60
+
+
+def model(shards: int, shard_mb: float, benchmarks: int, rates: tuple[float, float], stack: dict) -> dict:
+    validate_rate, merge_rate = rates
+    sizes = [(f"{i:04d}", benchmarks, int(shard_mb * MIB)) for i in range(shards)]
+    parts = plan_uploads(sizes, stack["benchmark_limit"], stack["part_bytes"])
+    biggest = max(sum(shard_mb for _ in part) for part in parts)
+    batch = stack["arrivals_batch"] * shard_mb / (validate_rate * vcpu(stack["arrivals_memory"]))
+    full_part = part_minutes(stack["part_bytes"] / MIB, merge_rate, stack)
+    waves = math.floor(WITHIN_MINUTES / full_part) if full_part * 60 < stack["merge_timeout"] else 0
+    largest = waves * stack["finalize_concurrency"] * stack["part_bytes"] / 1e9
+    largest_bundle = stack["bundle_cap"] / MIB / (validate_rate * vcpu(stack["arrivals_memory"]))
+    return {"parts": len(parts), "max_part_minutes": part_minutes(biggest, merge_rate, stack),
+            "arrivals_batch_seconds": batch, "largest_run_gb": largest, "largest_bundle_seconds": largest_bundle}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small inputs: a smoke run for CI")
+    parser.add_argument("--shards", type=int, default=200)
+    parser.add_argument("--shard-mb", type=float, default=200)
+    parser.add_argument("--benchmarks", type=int, default=25, help="benchmarks per shard")
+    args = parser.parse_args()
+    stack = deployed()
+    with tempfile.TemporaryDirectory() as folder:
+        rates = measure(Path(folder), 2 if args.quick else 4, 2 if args.quick else 16)
+    figures = model(args.shards, args.shard_mb, args.benchmarks, rates, stack)
+    print(f"measured: validate {rates[0]:.1f} MiB/s, merge {rates[1]:.1f} MiB/s of compressed bundle, one core")
+    print(f"deployed: arrivals {stack['arrivals_memory']} MB / {stack['arrivals_timeout']} s / batch {stack['arrivals_batch']}, "
+          f"finalizer {stack['merge_memory']} MB / {stack['merge_timeout']} s x {stack['finalize_concurrency']}, "
+          f"parts of {stack['part_bytes'] / MIB:.0f} MiB; assumed: a Lambda vCPU = {LAMBDA_CORE} core here, "
+          f"transfers at {TRANSFER_MIB_S} MiB/s")
+    print(f"largest bundle ({stack['bundle_cap'] / MIB:.0f} MiB) validates in {figures['largest_bundle_seconds']:.0f} s; "
+          f"arrivals stop a batch with {stack['arrivals_reserve']} s left")
+    checks = {**TARGETS, "arrivals_batch_seconds": ("<=", stack["arrivals_timeout"] / 2),
+              "largest_bundle_seconds": ("<=", stack["arrivals_reserve"])}
+    missed = []
+    for name, (op, target) in checks.items():
+        value = figures[name]
+        ok = value >= target if op == ">=" else value <= target
+        print(f"{name}: {value:.1f} (target {op} {target:g}){'' if ok else ', MISSED'}")
+        missed += [] if ok else [name]
+    print(f"scale: largest_run_gb={figures['largest_run_gb']:.0f} parts={figures['parts']} "
+          f"max_part_minutes={figures['max_part_minutes']:.1f} arrivals_batch_seconds={figures['arrivals_batch_seconds']:.0f}")
+    return 1 if missed and not args.quick else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
