@@ -5,9 +5,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .domain.bundle import validate_bundle
-from .domain.errors import BadBundle
-from .domain.merge import ShardBundle, merge_bundles
+from .domain.merge import ShardBundle, ShardRefused, merge_bundles
 
 
 def merge_files(paths: list[str], output: str) -> int:
@@ -21,23 +19,20 @@ def merge_files(paths: list[str], output: str) -> int:
     for name in paths:
         if Path(name).exists() and target.exists() and os.path.samefile(name, target):
             raise Failure(f"-o {output} is one of the bundles to merge: write the merged archive elsewhere", USAGE)
-    shards = []
-    for index, name in enumerate(paths, start=1):
-        path = Path(name)
-        try:
-            with open(path, "rb") as stream:
-                summary = validate_bundle(stream)
-        except OSError as exc:
-            print(f"codspeed-aggregator: cannot read {path}: {exc.strerror}", file=sys.stderr)
-            return 7
-        except BadBundle as exc:
-            print(f"codspeed-aggregator: {path} refused: {exc}", file=sys.stderr)
-            return 7
-        shards.append(ShardBundle(str(index), tuple(summary.pids), lambda p=path: open(p, "rb")))
+    # Each bundle is checked as it is merged (one read of each): its pids are planned as it streams.
+    shards = [ShardBundle(str(index), None, lambda p=Path(name): open(p, "rb")) for index, name in enumerate(paths, start=1)]
     # written beside the output, then renamed: a failed merge never leaves a half archive
     with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False) as out:
         try:
             result = merge_bundles(shards, out)
+        except ShardRefused as exc:
+            os.unlink(out.name)
+            print(f"codspeed-aggregator: {paths[int(exc.shard) - 1]} refused: {exc}", file=sys.stderr)
+            return 7
+        except OSError as exc:
+            os.unlink(out.name)
+            print(f"codspeed-aggregator: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+            return 7
         except BaseException:
             os.unlink(out.name)
             raise

@@ -133,30 +133,94 @@ def unpacked(stream: BinaryIO, gzipped: bool, gunzip: Callable = stdlib_gunzip):
 
 def validate_bundle(stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits(), *,
                     gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS) -> BundleSummary:
-    counted = _CountingReader(stream)
-    magic = counted.peek(2)
-    if not magic:
-        raise BadBundle("the bundle is an empty file")
-    summary = BundleSummary(gzipped=is_gzip(magic))
-    try:
-        with unpacked(counted, summary.gzipped, gunzip) as tar_stream:
-            with tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, tarinfo=BoundedTarInfo) as tar:
-                for member in tar:
-                    _check_member(tar, member, summary, counted, limits)
-            while tar_stream.read(CHUNK):  # to the end, so that gzip checks its CRC and length
-                pass
-    except tarfile.ReadError as exc:
-        raise BadBundle(_read_error_reason(exc, summary.gzipped)) from exc
-    except (*gunzip_errors, tarfile.StreamError) as exc:
-        raise BadBundle(f"the gzip stream is truncated or corrupt ({exc})") from exc
-    except DECODING_ERRORS as exc:
-        raise BadBundle(f"the bundle cannot be decoded ({type(exc).__name__}: {str(exc)[:200]})") from exc
-    if summary.members == 0:
-        raise BadBundle("the bundle is an empty archive")
-    if executor == VALGRIND and not summary.pids:
-        raise BadBundle("the bundle holds no <pid>.out callgrind file (nor a <pid>.tgtrace), "
-                        "which every valgrind profile folder has")
-    return summary
+    check = BundleCheck(stream, executor, limits, gunzip=gunzip, gunzip_errors=gunzip_errors)
+    with check.members() as members:
+        for member in members:
+            if (content := check.content(member)) is not None:
+                while content.read(CHUNK):
+                    pass
+                check.member_done()
+    return check.summary
+
+
+class BundleCheck:
+    """The checks of ``validate_bundle``, for a reader that does something else with each member
+    as it goes (the offline merge copies it): ``members()`` yields the tar members, ``content()``
+    gives a member's bytes, checked as they are read, and ``member_done()`` ends the member."""
+
+    def __init__(self, stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits(), *,
+                 gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS) -> None:
+        self.counted = _CountingReader(stream)
+        self.executor, self.limits = executor, limits
+        self.gunzip, self.gunzip_errors = gunzip, gunzip_errors
+        self.tar: tarfile.TarFile | None = None
+        self.summary = BundleSummary()
+        self._current: _CheckedContent | None = None
+
+    @contextlib.contextmanager
+    def members(self):
+        magic = self.counted.peek(2)
+        if not magic:
+            raise BadBundle("the bundle is an empty file")
+        self.summary.gzipped = is_gzip(magic)
+        try:
+            with unpacked(self.counted, self.summary.gzipped, self.gunzip) as tar_stream:
+                with tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, tarinfo=BoundedTarInfo) as tar:
+                    self.tar = tar
+                    yield self._checked(tar)
+                while tar_stream.read(CHUNK):  # to the end, so that gzip checks its CRC and length
+                    pass
+        except tarfile.ReadError as exc:
+            raise BadBundle(_read_error_reason(exc, self.summary.gzipped)) from exc
+        except (*self.gunzip_errors, tarfile.StreamError) as exc:
+            raise BadBundle(f"the gzip stream is truncated or corrupt ({exc})") from exc
+        except DECODING_ERRORS as exc:
+            raise BadBundle(f"the bundle cannot be decoded ({type(exc).__name__}: {str(exc)[:200]})") from exc
+        if self.summary.members == 0:
+            raise BadBundle("the bundle is an empty archive")
+        if self.executor == VALGRIND and not self.summary.pids:
+            raise BadBundle("the bundle holds no <pid>.out callgrind file (nor a <pid>.tgtrace), "
+                            "which every valgrind profile folder has")
+
+    def _checked(self, tar: tarfile.TarFile):
+        for member in tar:
+            _check_header(member, self.summary, self.limits)
+            yield member
+
+    def content(self, member: tarfile.TarInfo) -> "_CheckedContent | None":
+        """A regular member's bytes, read like a file and checked as they are (None for a folder)."""
+        if member.isdir():
+            return None
+        path = member_path(member.name)
+        self._current = _CheckedContent(self.tar.extractfile(member), path, self.counted, self.limits)
+        return self._current
+
+    def member_done(self) -> None:
+        current, self._current = self._current, None
+        out = OUT_NAME.match(current.path)
+        if out:
+            _check_out(current.path, int(out["pid"]), current.head, self.summary)
+            self.summary.benchmarks += current.scanner.count
+            self.summary.benchmark_names.extend(current.scanner.names[: 500 - len(self.summary.benchmark_names)])
+
+
+class _CheckedContent:
+    def __init__(self, reader, path: str, counted: "_CountingReader", limits: BundleLimits) -> None:
+        self._reader, self.path, self._counted, self._limits = reader, path, counted, limits
+        self.scanner = BenchmarkScanner() if OUT_NAME.match(path) else None
+        self.head = b""
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self._reader.read(n)
+        counted, limits = self._counted, self._limits
+        counted.unpacked += len(chunk)
+        if self.scanner and chunk:
+            if len(self.head) < HEADER_BYTES:
+                self.head += chunk[: HEADER_BYTES - len(self.head)]
+            self.scanner.feed(chunk)
+        if counted.unpacked > limits.ratio_floor_bytes and counted.unpacked / max(counted.count, 1) > limits.max_ratio:
+            raise BadBundle(f"the bundle expands more than {limits.max_ratio}x: refused as a gzip bomb")
+        return chunk
 
 
 def _read_error_reason(exc: tarfile.ReadError, gzipped: bool) -> str:
@@ -170,7 +234,7 @@ def _read_error_reason(exc: tarfile.ReadError, gzipped: bool) -> str:
     return f"the bundle is not a readable tar.gz ({text})"
 
 
-def _check_member(tar: tarfile.TarFile, member: tarfile.TarInfo, summary: BundleSummary, counted, limits) -> None:
+def _check_header(member: tarfile.TarInfo, summary: BundleSummary, limits: BundleLimits) -> None:
     path = member_path(member.name)
     summary.members += 1
     if summary.members > limits.max_members:
@@ -192,28 +256,8 @@ def _check_member(tar: tarfile.TarFile, member: tarfile.TarInfo, summary: Bundle
     summary.unpacked_bytes += member.size
     if summary.unpacked_bytes > limits.max_unpacked_bytes:
         raise BadBundle(f"the bundle unpacks to more than {limits.max_unpacked_bytes} bytes")
-    out = OUT_NAME.match(path)
     if trace := TRACE_NAME.match(path):
         _add_pid(path, int(trace["pid"]), summary)
-    reader = tar.extractfile(member)
-    scanner = BenchmarkScanner() if out else None
-    head = b""
-    while True:
-        chunk = reader.read(CHUNK)
-        if not chunk:
-            break
-        counted.unpacked += len(chunk)
-        if scanner:
-            if len(head) < HEADER_BYTES:
-                head += chunk[: HEADER_BYTES - len(head)]
-            scanner.feed(chunk)
-        if counted.unpacked > limits.ratio_floor_bytes:
-            if counted.unpacked / max(counted.count, 1) > limits.max_ratio:
-                raise BadBundle(f"the bundle expands more than {limits.max_ratio}x: refused as a gzip bomb")
-    if out:
-        _check_out(path, int(out["pid"]), head, summary)
-        summary.benchmarks += scanner.count
-        summary.benchmark_names.extend(scanner.names[: 500 - len(summary.benchmark_names)])
 
 
 def _check_out(path: str, pid: int, head: bytes, summary: BundleSummary) -> None:

@@ -40,13 +40,16 @@ class BenchmarkScanner:
         if cut < 0:  # mid-way through a long line that holds no trigger start
             self._tail = b"" if len(data) > self._MAX_TAIL else data
             return
-        for uri in self._LINE.findall(data, 0, cut):
-            uri = uri.strip()
-            if uri.startswith(METADATA_TRIGGER):
-                continue
-            self.count += 1
-            if len(self.names) < self._keep:
-                self.names.append(uri.decode("utf-8", "replace"))
+        if len(self.names) >= self._keep:  # names kept: counting is all that is left, at memchr speed
+            self.count += data.count(TRIGGER, 0, cut) - data.count(TRIGGER + METADATA_TRIGGER, 0, cut)
+        else:
+            for uri in self._LINE.findall(data, 0, cut):
+                uri = uri.strip()
+                if uri.startswith(METADATA_TRIGGER):
+                    continue
+                self.count += 1
+                if len(self.names) < self._keep:
+                    self.names.append(uri.decode("utf-8", "replace"))
         self._tail = data[cut:]
 
 
@@ -63,7 +66,9 @@ class PidRewriter:
         self._carry = b""
 
     def feed(self, chunk: bytes) -> bytes:
-        data = (self._carry + chunk).replace(self._old, self._new)
+        data = self._carry + chunk if self._carry else chunk
+        if self._old in data:
+            data = data.replace(self._old, self._new)
         keep = min(len(data), len(self._old) - 1)
         self._carry = data[len(data) - keep :]
         return data[: len(data) - keep]

@@ -175,3 +175,60 @@ def test_a_pid_near_the_top_of_its_width_is_chosen_in_constant_memory():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert plan["b"] == {9_999_999_999: 1_000_000_000 + 5} and peak < 1 << 20
+
+
+class _CountingOpens:
+    """A shard's opener that counts how often, and how many bytes, the merge read it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.opens, self.read = data, 0, 0
+
+    def __call__(self):
+        self.opens += 1
+        outer, stream = self, io.BytesIO(self.data)
+
+        class Counted(io.RawIOBase):
+            def read(self, n=-1):
+                chunk = stream.read(n)
+                outer.read += len(chunk)
+                return chunk
+
+        return Counted()
+
+
+def _unchecked(name: str, data: bytes) -> tuple[ShardBundle, "_CountingOpens"]:
+    opener = _CountingOpens(data)
+    return ShardBundle(name, None, opener), opener
+
+
+def test_bundles_not_validated_before_are_checked_and_read_once_while_merging():
+    datas = {"1": bundle(5, ["a::x"]), "2": tar_gz({**profile_members(5, ["b::x"]), **profile_members(6, ["b::y"])}),
+             "3": bundle(6, ["c::x"])}
+    pairs = {name: _unchecked(name, data) for name, data in datas.items()}
+    archive, result = _merge([shard for shard, _ in pairs.values()])
+    assert {name: (o.opens, o.read) for name, (_, o) in pairs.items()} == {n: (1, len(d)) for n, d in datas.items()}
+    members = _members(archive)
+    outs = sorted(n for n in members if n.endswith(".out"))
+    assert len(outs) == 4 and len(set(outs)) == 4
+    for name in outs:  # every file and pid line agree, whichever pids moved
+        pid = re.search(r"(\d+)\.out", name)[1]
+        assert re.findall(rb"^pid: (\d+)$", members[name], re.M) == [pid.encode()]
+        assert f"./results/{pid}.json" in members and f"./perf-{pid}.map" in members
+    # planned as they stream: 2's 5 took 6 before 2's own 6 came, which then moved on to 7
+    assert result.renumbered == {"2": {5: 6, 6: 7}, "3": {6: 8}}
+    eager, _ = _merge([_shard(n, d) for n, d in datas.items()])
+    assert sorted(_members(eager)) != [] and len(_members(eager)) == len(members)
+
+
+@pytest.mark.parametrize("bad, reason", [
+    (tar_gz({"./9.out": b"# callgrind format\nversion: 1\npid: 8\n"}), "9.out declares 'pid: 8'"),
+    (b"\x1f\x8b" + b"\x00" * 20, "gzip"),
+    (tar_gz({"./notes.txt": b"no profile"}), "holds no <pid>.out"),
+])
+def test_a_bundle_checked_while_merging_stops_the_merge_with_its_name_and_reason(bad, reason):
+    from codspeed_aggregator.domain.merge import ShardRefused
+
+    shards = [_unchecked("1", bundle(5, ["a::x"]))[0], _unchecked("2", bad)[0]]
+    with pytest.raises(ShardRefused, match=re.escape(reason)) as refused:
+        _merge(shards)
+    assert refused.value.shard == "2"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from . import gz
-from codspeed_rules.bundle import CHUNK, BadBundle, BoundedTarInfo, is_gzip, member_path
+from codspeed_rules.bundle import CHUNK, GUNZIP_ERRORS, BadBundle, BoundedTarInfo, BundleCheck, is_gzip, member_path
 
 from .bundle import unpacked
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
@@ -42,8 +42,16 @@ DEFAULT_LEVEL = gz.DEFAULT_LEVEL
 @dataclass(frozen=True)
 class ShardBundle:
     name: str
-    pids: tuple[int, ...]
+    pids: tuple[int, ...] | None  # None: not validated yet, so checked as it is merged (the offline merge)
     open: Callable[[], AbstractContextManager[BinaryIO]]
+
+
+class ShardRefused(BadBundle):
+    """A bundle checked while merging failed a check: the merge stops, its output is not an archive."""
+
+    def __init__(self, shard: str, reason: str) -> None:
+        super().__init__(reason)
+        self.shard = shard
 
 
 @dataclass
@@ -71,6 +79,29 @@ def plan_pids(shards: Iterable[tuple[str, Iterable[int]]]) -> dict[str, dict[int
             used.add(pid)
         plan[name] = moves
     return plan
+
+
+class _StreamedMoves:
+    """Pids planned as the bundles stream, for bundles not validated before (so read once): the
+    first shard to name a pid keeps it; a later one moves to a free pid of the same width. ``get``
+    answers a pid's new number, or None when it stays, as the plan's dict does."""
+
+    def __init__(self, used: set[int]) -> None:
+        self.used = used
+        self.moves: dict[int, int | None] = {}
+
+    def get(self, pid: int) -> int | None:
+        if pid not in self.moves:
+            if pid in self.used:
+                self.moves[pid] = _free_pid(pid, self.used)
+                self.used.add(self.moves[pid])
+            else:
+                self.used.add(pid)
+                self.moves[pid] = None
+        return self.moves[pid]
+
+    def moved(self) -> dict[int, int]:
+        return {old: new for old, new in self.moves.items() if new is not None}
 
 
 def _free_pid(pid: int, taken: set[int]) -> int:
@@ -107,7 +138,7 @@ class _RewritingReader:
     def __init__(self, source: BinaryIO, rewriter: PidRewriter) -> None:
         self._source = source
         self._rewriter = rewriter
-        self._buffer = b""
+        self._buffer = bytearray()  # appended to and cut from the front: no copy of what stays
         self._done = False
 
     def read(self, n: int = -1) -> bytes:
@@ -120,18 +151,17 @@ class _RewritingReader:
                 self._done = True
         if n < 0:
             n = len(self._buffer)
-        out, self._buffer = self._buffer[:n], self._buffer[n:]
+        out = bytes(self._buffer[:n])
+        del self._buffer[:n]
         return out
 
 
-def _rename(path: str, moves: dict[int, int]) -> str:
-    if not moves:
-        return path
+def _rename(path: str, moves) -> str:
     folder, base = posixpath.split(path)
     match = PID_IN_NAME.match(base)
-    if not match or int(match["pid"]) not in moves:
+    if not match or (new := moves.get(int(match["pid"]))) is None:
         return path
-    base = f"{match['head']}{moves[int(match['pid'])]}{base[match.end():]}"
+    base = f"{match['head']}{new}{base[match.end():]}"
     return posixpath.join(folder, base) if folder else base
 
 
@@ -181,23 +211,48 @@ class _Names:
 
 
 def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFAULT_LEVEL) -> MergeResult:
-    """Write the merged tar.gz to ``out`` (a single gzip member, members under ``./``)."""
-    plan = plan_pids((s.name, s.pids) for s in shards)
+    """Write the merged tar.gz to ``out`` (a single gzip member, members under ``./``).
+
+    Shards validated before (the finalizer's, at arrival) come with their pids, planned up
+    front; shards without (the offline command's) are checked as they are copied, with the
+    checks of validation, and their pids planned as they stream: each bundle is read once."""
+    known = [s for s in shards if s.pids is not None]
+    plan = plan_pids((s.name, s.pids) for s in known)
+    used = {p for s in known for p in s.pids}  # shared: a pid is taken whichever shard named it first
+    streamed = {s.name: _StreamedMoves(used) for s in shards if s.pids is None}
     sink = _HashingWriter(out)
     names = _Names()
-    result = MergeResult(md5="", size=0, renumbered={k: v for k, v in plan.items() if v})
     with gz.writer(sink, level) as packed:
         with tarfile.open(fileobj=packed, mode="w|", format=tarfile.GNU_FORMAT, bufsize=CHUNK, copybufsize=CHUNK) as merged:
             for shard in shards:
+                if shard.name in streamed:
+                    _copy_checked(shard, merged, streamed[shard.name], names)
+                    continue
                 with shard.open() as stream, _tar_stream(stream) as tar_stream, \
                         tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, copybufsize=CHUNK,
                                      tarinfo=BoundedTarInfo) as source:
                     for member in source:
-                        _copy_member(source, member, merged, shard.name, plan[shard.name], names)
-    result.md5 = base64.b64encode(sink.md5.digest()).decode()
-    result.size = sink.size
-    result.members = sorted(names.written)
-    return result
+                        content = source.extractfile(member) if member.isreg() else None
+                        _copy_member(member, content, merged, shard.name, plan[shard.name], names)
+    renumbered = {**{k: v for k, v in plan.items() if v}, **{k: m.moved() for k, m in streamed.items() if m.moved()}}
+    return MergeResult(md5=base64.b64encode(sink.md5.digest()).decode(), size=sink.size,
+                       members=sorted(names.written), renumbered=renumbered)
+
+
+def _copy_checked(shard: ShardBundle, merged: tarfile.TarFile, moves: _StreamedMoves, names: "_Names") -> None:
+    with shard.open() as stream:
+        check = BundleCheck(stream, gunzip=gz.reader, gunzip_errors=(*gz.ERRORS, *GUNZIP_ERRORS))
+        try:
+            with check.members() as members:
+                for member in members:
+                    content = check.content(member)
+                    _copy_member(member, content, merged, shard.name, moves, names)
+                    if content is not None:
+                        while content.read(CHUNK):  # what the copy left (none): the checks see every byte
+                            pass
+                        check.member_done()
+        except BadBundle as exc:
+            raise ShardRefused(shard.name, str(exc)) from exc
 
 
 class _Peeked:
@@ -219,7 +274,7 @@ def _tar_stream(stream: BinaryIO):
     return unpacked(peeked, is_gzip(peeked.head))
 
 
-def _copy_member(source, member, merged, shard, moves, names: _Names) -> None:
+def _copy_member(member, content, merged, shard, moves, names: _Names) -> None:
     path = member_path(member.name)
     if not path:
         return
@@ -230,12 +285,11 @@ def _copy_member(source, member, merged, shard, moves, names: _Names) -> None:
             merged.addfile(_copy_info(member, placed))
         return
     info = _copy_info(member, names.place(_rename(path, moves), shard))
-    content = source.extractfile(member)
     out = OUT_NAME.match(path)
     old_pid = int(out["pid"]) if out else None
-    if old_pid is not None and old_pid in moves:
-        rewriter = PidRewriter(old_pid, moves[old_pid])
-        if len(str(old_pid)) == len(str(moves[old_pid])):
+    if old_pid is not None and (new_pid := moves.get(old_pid)) is not None:
+        rewriter = PidRewriter(old_pid, new_pid)
+        if len(str(old_pid)) == len(str(new_pid)):
             merged.addfile(info, _RewritingReader(content, rewriter))
         else:
             with tempfile.TemporaryFile() as spool:
@@ -247,8 +301,8 @@ def _copy_member(source, member, merged, shard, moves, names: _Names) -> None:
                 merged.addfile(info, spool)
         return
     results = RESULTS_NAME.match(path)
-    if results and int(results["pid"]) in moves and member.size <= MAX_RESULTS_BYTES:
-        old, new = int(results["pid"]), moves[int(results["pid"])]
+    if results and moves.get(int(results["pid"])) is not None and member.size <= MAX_RESULTS_BYTES:
+        old, new = int(results["pid"]), moves.get(int(results["pid"]))
         data = CREATOR.sub(lambda m: m.group(1) + (b"%d" % new if int(m.group(2)) == old else m.group(2)), content.read())
         info.size = len(data)
         merged.addfile(info, io.BytesIO(data))
