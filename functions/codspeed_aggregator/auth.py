@@ -126,3 +126,34 @@ def check_github_signature(body: bytes, presented: str | None, master: str | Non
 def check_fresh(timestamp: int, now: float, max_age: int = SIGNATURE_MAX_AGE) -> None:
     if abs(now - timestamp) > max_age:
         raise Unauthorized(f"the signed timestamp is more than {max_age // 60} minutes away from now: refused as a replay")
+
+
+# -- signed links to run pages ----------------------------------------------------------
+
+def page_key(master: str) -> bytes:
+    """The key that signs run pages' links, derived from the webhook secret: nothing more to store."""
+    return hmac.new(master.encode(), b"run-page-links", hashlib.sha256).digest()
+
+
+def page_signature(key: bytes, project: str, run_id: str, expires: int) -> str:
+    """A link's signature: over the project, the run (empty for the project's list of runs) and the expiry."""
+    return hmac.new(key, f"{project}\n{run_id}\n{expires}".encode(), hashlib.sha256).hexdigest()
+
+
+def signed_query(key: bytes, project: str, run_id: str, expires: int) -> str:
+    return f"expires={expires}&sig={page_signature(key, project, run_id, expires)}"
+
+
+def check_page_link(key: bytes | None, project: str, run_id: str, expires: str | None, sig: str | None,
+                    now: float) -> None:
+    """A run page's link: 401 without a signature, 403 when it is altered, expired or another run's."""
+    if not sig:
+        raise Unauthorized("this page needs a signed link (the run's page_url) or a project token")
+    if key is None:
+        raise Forbidden("the aggregator has no webhook secret configured: it signs no page links")
+    if not (expires or "").isdigit():
+        raise Forbidden("the link's expiry is not a number: the link was altered")
+    if not hmac.compare_digest(sig.encode(), page_signature(key, project, run_id, int(expires)).encode()):
+        raise Forbidden("the link's signature does not match this page: it was altered or is another run's")
+    if int(expires) < now:
+        raise Forbidden("the link expired: take a fresh one from the run's report (page_url)")

@@ -4,6 +4,7 @@ and the adapters, and know nothing of Lambda events."""
 import logging
 import threading
 import time
+from urllib.parse import quote
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from .adapters.github_status import GitHubStatuses
 from .adapters.metrics import CloudWatchMetrics
 from .adapters.ledger_table import DynamoLedger, SnapshotContended
 from .adapters.upstream_http import UpstreamClient, UpstreamError, UpstreamRefused
+from .auth import signed_query
 from .domain.baseline import Completion, branch_of, complete
 from .domain.bundle import validate_bundle
 from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
@@ -36,6 +38,7 @@ from .domain.notification import commit_status
 from .domain.metadata import as_sent_metadata, check_identity, ci_url, merged_metadata
 from .domain.uploads import Upload, plan_forward
 from .domain.report import build_report
+from .domain.results import measured
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,8 @@ class Aggregator:
     statuses: GitHubStatuses | None = None  # commit statuses on GitHub, when configured
     metrics: CloudWatchMetrics | None = None
     clock: Callable[[], float] = time.time
+    page_key: bytes | None = None  # signs run pages' links (auth.page_key)
+    _baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its Report
     _held: threading.local = field(default_factory=threading.local, init=False, repr=False)  # reports_held, per thread
 
     def _metric(self, name: str, value: float = 1, unit: str = "Count") -> None:
@@ -204,6 +209,7 @@ class Aggregator:
         record = ShardRecord(
             name=shard, state=ARRIVED, upload_id=upload_id, key=key, size=size or upload.size,
             benchmarks=summary.benchmarks, benchmark_names=summary.benchmark_names, pids=summary.pids,
+            results=measured(summary.results),
             arrived_at=iso(self.clock()), label=upload.label, executor=upload.executor, gzipped=summary.gzipped,
             version_id=version_id,
         )
@@ -463,22 +469,54 @@ class Aggregator:
 
     def _publish_now(self, project: str, run_id: str) -> None:
         try:
-            snapshot = self.ledger.snapshot(project, run_id)
+            snapshot = self.ledger.snapshot(project, run_id, with_names=True)  # the report lists results
         except SnapshotContended as exc:
             # Every read saw the run change under it: whoever changed it publishes after its change.
             log.warning("report of %s %s not rebuilt: %s", project, run_id, exc)
             self._metric("ReportsDeferred")
             return
-        report = build_report(snapshot, iso(self.clock()))
+        report = self._build_report(snapshot)
         if self.store.publish_report(project, run_id, report.version, report.model_dump_json(), render_markdown(report)):
             self._notify(report)
+
+    def _build_report(self, snapshot: Snapshot) -> Report:
+        return build_report(snapshot, iso(self.clock()), baseline=self._baseline_report(snapshot.run),
+                            threshold=self.settings.regression_threshold,
+                            page_url=self.page_url(snapshot.run.project, snapshot.run.run_id))
+
+    def _baseline_report(self, run: RunRecord) -> Report | None:
+        """The report of the run this one compares with: the one its finalizer chose, or while it
+        is open the latest forwarded on its base branch. Read from the bucket (it holds the
+        baseline's results), and kept: a forwarded run's results do not change."""
+        chosen = (run.outcome or {}).get("baseline") or {}
+        baseline_id = chosen.get("run_id")
+        if baseline_id is None and run.state == OPEN:
+            baseline_id = self.ledger.latest_baseline(run.project, branch_of(run.base_ref) or self.settings.default_branch)
+        if baseline_id is None or baseline_id == run.run_id:
+            return None
+        key = (run.project, baseline_id)
+        if key not in self._baselines:
+            published = self.store.read_report(*key)
+            if published is None:
+                return None
+            self._baselines[key] = Report.model_validate_json(published)
+        return self._baselines[key]
+
+    def page_url(self, project: str, run_id: str = "", base: str | None = None) -> str | None:
+        """A signed link to a run's page (or, with no run, to the project's list of runs)."""
+        base = base or self.settings.public_url
+        if self.page_key is None or base is None:
+            return None
+        expires = int(self.clock()) + self.settings.page_link_days * 86400
+        path = f"/runs/{project}" + (f"/{quote(run_id, safe='~:+')}" if run_id else "")
+        return f"{base}{path}?{signed_query(self.page_key, project, run_id, expires)}"
 
     def _notify(self, report: Report) -> None:
         status = commit_status(report) if self.statuses and report.commit else None
         if status is None:
             return
         try:
-            self.statuses.post(report.project, report.commit, *status)
+            self.statuses.post(report.project, report.commit, *status, target_url=report.page_url)
         except Exception as exc:  # a status is a courtesy: it never fails an arrival or a forward
             log.warning("commit status for %s %s not posted: %s", report.project, report.run_id, exc)
 
@@ -501,7 +539,11 @@ class Aggregator:
         published = self.store.read_report(project, run_id)
         if published is not None:
             return Report.model_validate_json(published)
-        snapshot = self.ledger.snapshot(project, run_id)
+        snapshot = self.ledger.snapshot(project, run_id, with_names=True)
         if snapshot is None:
             raise NotFound(f"no run {run_id} for project {project}")
-        return build_report(snapshot, iso(self.clock()))
+        return self._build_report(snapshot)
+
+    def recent_runs(self, project: str, limit: int = 50) -> list[RunRecord]:
+        """A project's latest runs, newest first."""
+        return self.ledger.recent_runs(project, limit)

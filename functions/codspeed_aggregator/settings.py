@@ -41,6 +41,9 @@ class Settings:
     oidc_audience: str | None
     oidc_jwks_url: str | None
     tokenless_projects: frozenset[str]
+    public_url: str | None  # where the API answers (run pages' links); the API also knows it from a request
+    page_link_days: int
+    regression_threshold: float
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -77,6 +80,9 @@ class Settings:
             github_token_parameter=env.get("GITHUB_TOKEN_PARAMETER") or None,
             oidc_audience=env.get("OIDC_AUDIENCE", "codspeed.io") or None,  # what CodSpeed's runner asks GitHub for
             oidc_jwks_url=env.get("OIDC_JWKS_URL") or None,
+            public_url=(env.get("PUBLIC_URL") or "").rstrip("/") or None,
+            page_link_days=int(env.get("PAGE_LINK_DAYS", 30)),
+            regression_threshold=float(env.get("REGRESSION_THRESHOLD", 0.05)),
             tokenless_projects=frozenset(p.strip() for p in (env.get("TOKENLESS_PROJECTS") or "").split(",") if p.strip()),
         )
 

@@ -11,6 +11,7 @@ from .adapters.github_status import GitHubStatuses
 from .adapters.ledger_table import DynamoLedger
 from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
 from .adapters.upstream_http import UpstreamClient
+from .auth import page_key
 from .service import Aggregator
 from .settings import settings
 
@@ -39,6 +40,7 @@ def _aggregator() -> Aggregator:
         statuses=GitHubStatuses(config.github_api_url, secret(config.github_token, config.github_token_parameter))
         if config.commit_status else None,
         metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
+        page_key=page_key(master) if (master := webhook_secret()) else None,
     )
 
 

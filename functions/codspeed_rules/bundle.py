@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import math
 import re
 import tarfile
@@ -32,6 +33,10 @@ def stdlib_gunzip(raw: BinaryIO):
 
 VALGRIND = "valgrind"
 TRACE_NAME = re.compile(r"^(?P<pid>[0-9]{1,10})\.tgtrace$")
+RESULTS_NAME = re.compile(r"^results/(?P<pid>[0-9]{1,10})\.json$")
+MAX_RESULTS = 500  # benchmarks per bundle whose names and results are kept (all are counted)
+MAX_RESULTS_JSON = 16 << 20  # a results/<pid>.json read for its timings: larger ones are passed over
+WALLTIME_STATS = ("mean_ns", "stdev_ns", "median_ns", "rounds")
 MAX_HEADER_BYTES = 64 * 1024  # a PAX header or GNU long name; real ones are a few hundred bytes
 MAX_MTIME = 8**11 - 1  # what a tar header's mtime field holds in octal
 _EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
@@ -73,6 +78,8 @@ class BundleSummary:
     unpacked_bytes: int = 0
     gzipped: bool = True
     files: set[str] = field(default_factory=set, repr=False)
+    # per benchmark (the first MAX_RESULTS): callgrind costs {"Ir": ...} or walltime {"mean_ns": ...}
+    results: dict[str, dict] = field(default_factory=dict, repr=False)
 
 
 def member_path(name: str) -> str:
@@ -192,28 +199,56 @@ class BundleCheck:
         if member.isdir():
             return None
         path = member_path(member.name)
-        self._current = _CheckedContent(self.tar.extractfile(member), path, self.counted, self.limits)
+        keep = RESULTS_NAME.match(path) is not None and member.size <= MAX_RESULTS_JSON
+        self._current = _CheckedContent(self.tar.extractfile(member), path, self.counted, self.limits, keep)
         return self._current
 
     def member_done(self) -> None:
         current, self._current = self._current, None
         out = OUT_NAME.match(current.path)
+        summary = self.summary
         if out:
-            _check_out(current.path, int(out["pid"]), current.head, self.summary)
-            self.summary.benchmarks += current.scanner.count
-            self.summary.benchmark_names.extend(current.scanner.names[: 500 - len(self.summary.benchmark_names)])
+            _check_out(current.path, int(out["pid"]), current.head, summary)
+            summary.benchmarks += current.scanner.count
+            summary.benchmark_names.extend(current.scanner.names[: MAX_RESULTS - len(summary.benchmark_names)])
+            for name, costs in current.scanner.costs.items():
+                if len(summary.results) < MAX_RESULTS:
+                    summary.results[name] = costs
+        elif current.kept is not None:
+            for name, stats in walltime_results(bytes(current.kept)).items():
+                if len(summary.results) < MAX_RESULTS:
+                    summary.results.setdefault(name, stats)
+
+
+def walltime_results(document: bytes) -> dict[str, dict]:
+    """Each benchmark's timing stats in a ``results/<pid>.json`` (pytest-codspeed's walltime
+    output); nothing for one without (valgrind's) or that does not parse: it is not checked."""
+    try:
+        benchmarks = json.loads(document).get("benchmarks") or []
+    except (ValueError, AttributeError):
+        return {}
+    found = {}
+    for benchmark in benchmarks if isinstance(benchmarks, list) else []:
+        stats = benchmark.get("stats") if isinstance(benchmark, dict) else None
+        uri = benchmark.get("uri") or benchmark.get("name") if isinstance(benchmark, dict) else None
+        if isinstance(stats, dict) and isinstance(uri, str):
+            found[uri] = {k: stats[k] for k in WALLTIME_STATS if isinstance(stats.get(k), (int, float))}
+    return found
 
 
 class _CheckedContent:
-    def __init__(self, reader, path: str, counted: "_CountingReader", limits: BundleLimits) -> None:
+    def __init__(self, reader, path: str, counted: "_CountingReader", limits: BundleLimits, keep: bool = False) -> None:
         self._reader, self.path, self._counted, self._limits = reader, path, counted, limits
         self.scanner = BenchmarkScanner() if OUT_NAME.match(path) else None
         self.head = b""
+        self.kept = bytearray() if keep else None  # the member's bytes, when its content is read after
 
     def read(self, n: int = -1) -> bytes:
         chunk = self._reader.read(n)
         counted, limits = self._counted, self._limits
         counted.unpacked += len(chunk)
+        if self.kept is not None:
+            self.kept += chunk
         if self.scanner and chunk:
             if len(self.head) < HEADER_BYTES:
                 self.head += chunk[: HEADER_BYTES - len(self.head)]

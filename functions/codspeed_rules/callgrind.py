@@ -22,17 +22,26 @@ def looks_like_callgrind(head: bytes) -> bool:
     return first.startswith(b"# callgrind format") or first.startswith(b"version:")
 
 
-class BenchmarkScanner:
-    """Counts ``Client Request:`` triggers (the ``Metadata:`` one aside) over streamed chunks."""
+EVENTS = b"\nevents: "
+TOTALS = b"\ntotals: "
 
-    _LINE = re.compile(rb"\ndesc: Trigger: Client Request: ([^\n]*)")
+
+class BenchmarkScanner:
+    """Counts ``Client Request:`` triggers (the ``Metadata:`` one aside) over streamed chunks, and
+    keeps, for the first ``keep_names`` benchmarks, the name and the costs of its part: the
+    ``totals:`` line read against the ``events:`` line before it (``{"Ir": ..., "D1mr": ...}``).
+    Lines are found with ``bytes.find``: a callgrind file is mostly cost lines, never parsed."""
+
     _MAX_TAIL = 1 << 20
 
     def __init__(self, keep_names: int = 500) -> None:
         self.count = 0
         self.names: list[str] = []
+        self.costs: dict[str, dict[str, int]] = {}
         self._keep = keep_names
         self._tail = b"\n"
+        self._events: list[str] = []
+        self._pending: str | None = None  # a kept benchmark whose totals line is still to come
 
     def feed(self, chunk: bytes) -> None:
         data = self._tail + chunk
@@ -40,17 +49,46 @@ class BenchmarkScanner:
         if cut < 0:  # mid-way through a long line that holds no trigger start
             self._tail = b"" if len(data) > self._MAX_TAIL else data
             return
-        if len(self.names) >= self._keep:  # names kept: counting is all that is left, at memchr speed
+        if len(self.names) >= self._keep and self._pending is None:  # counting is all that is left: memchr speed
             self.count += data.count(TRIGGER, 0, cut) - data.count(TRIGGER + METADATA_TRIGGER, 0, cut)
         else:
-            for uri in self._LINE.findall(data, 0, cut):
-                uri = uri.strip()
+            self._scan(data, cut)
+        self._tail = data[cut:]
+
+    def _scan(self, data: bytes, end: int) -> None:
+        found: dict[bytes, int] = {}
+        pos = 0
+        while True:
+            for marker in (TRIGGER, EVENTS, TOTALS):
+                if marker not in found or 0 <= found[marker] < pos:
+                    found[marker] = data.find(marker, pos, end)
+            hits = [(at, marker) for marker, at in found.items() if at >= 0]
+            if not hits:
+                return
+            at, marker = min(hits)
+            start = at + len(marker)
+            eol = data.find(b"\n", start, end)
+            pos = end if eol < 0 else eol
+            value = data[start:pos]
+            if marker is EVENTS:
+                self._events = value.decode("ascii", "replace").split()
+            elif marker is TOTALS:
+                if self._pending is not None:
+                    numbers = [int(v) for v in value.split() if v.isdigit()]
+                    self.costs[self._pending] = dict(zip(self._events, numbers))
+                    self._pending = None
+            else:
+                self._pending = None
+                uri = value.strip()
                 if uri.startswith(METADATA_TRIGGER):
                     continue
                 self.count += 1
                 if len(self.names) < self._keep:
                     self.names.append(uri.decode("utf-8", "replace"))
-        self._tail = data[cut:]
+                    self._pending = self.names[-1]
+                elif self._pending is None:
+                    self.count += data.count(TRIGGER, pos, end) - data.count(TRIGGER + METADATA_TRIGGER, pos, end)
+                    return
 
 
 class PidRewriter:

@@ -18,6 +18,26 @@ class ShardEntry(BaseModel):
     source: dict | None = None  # for a carried shard: the run and commit its results come from
 
 
+class BenchmarkEntry(BaseModel):
+    """One benchmark's result in a run. ``value`` is the figure compared with the baseline: the
+    estimated cycles of a valgrind benchmark (instructions + 10 x L1 misses + 100 x LL misses),
+    or a walltime benchmark's mean time."""
+
+    name: str
+    shard: str
+    state: str  # measured (in a shard of this run), carried (from the baseline), missing
+    unit: str | None = None  # "cycles" or "ns"
+    value: float | None = None
+    instructions: int | None = None
+    l1_misses: int | None = None
+    ll_misses: int | None = None
+    stdev_ns: float | None = None
+    baseline: float | None = None
+    change: float | None = None  # (value - baseline) / baseline
+    flag: str | None = None  # "regression" or "improvement": the change is past the report's threshold
+    source: str | None = None  # for a carried or missing one: the run its value comes from
+
+
 class UpstreamEntry(BaseModel):
     run_id: str | None = None
     status: str
@@ -40,6 +60,9 @@ class Report(BaseModel):
     upstream: UpstreamEntry | None = None
     baseline: dict | None = None  # the run compared with and carried from: run_id, commit, branch
     missing_benchmarks: list[str] = []  # in the baseline, gone here, and no skipped shard explains it
+    benchmarks: list[BenchmarkEntry] = []  # regressions first, then by shard and name
+    threshold: float = 0.05  # a change past it (either way) is flagged
+    page_url: str | None = None  # the run's page: a signed link that needs no token
     generated_at: str
 
     @property
@@ -76,6 +99,18 @@ def _size(n: int | None) -> str:
 
 
 OPEN_SHARD_LIST = 10  # longer shard lists are folded
+MAX_FLAGGED = 30  # benchmarks listed in Markdown; the page lists them all
+
+
+def _figure(value: float | None, unit: str | None) -> str:
+    if value is None:
+        return ""
+    if unit == "ns":
+        for scale, name in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+            if value >= scale:
+                return f"{value / scale:.2f} {name}"
+        return f"{value:.0f} ns"
+    return f"{value:,.0f} {unit or ''}".strip()
 
 
 def render_markdown(report: Report) -> str:
@@ -104,6 +139,19 @@ def render_markdown(report: Report) -> str:
     if report.missing_benchmarks:
         lines += [f"Benchmarks gone since the baseline ({len(report.missing_benchmarks)}): "
                   + ", ".join(md(name) for name in report.missing_benchmarks[:20]), ""]
+    flagged = [b for b in report.benchmarks if b.flag]
+    if flagged:
+        lines += [f"Changes past {report.threshold:.0%} against the baseline ({len(flagged)}):", "",
+                  "| benchmark | shard | change | value | baseline |", "|---|---|---|---|---|"]
+        for b in flagged[:MAX_FLAGGED]:
+            lines.append(f"| {md(b.name)} | {md(b.shard)} | {b.change:+.1%} {b.flag} | {_figure(b.value, b.unit)} "
+                         f"| {_figure(b.baseline, b.unit)} |")
+        lines.append("")
+    elif report.benchmarks:
+        measured = sum(b.state == "measured" for b in report.benchmarks)
+        lines += [f"{measured} benchmarks measured, none past {report.threshold:.0%} against the baseline", ""]
+    if report.page_url:
+        lines += [f"[Run page]({report.page_url})", ""]
     if report.upstream:
         u = report.upstream
         lines += [f"Upstream: {u.status} at {u.at}" + (f": {md(u.message)}" if u.message else ""), ""]

@@ -15,9 +15,10 @@ class GitHubStatuses:
         })
         self.timeout = timeout
 
-    def post(self, project: str, commit: str, state: str, description: str) -> None:
-        answer = self.http.post(
-            f"{self.api_url}/repos/{project}/statuses/{commit}",
-            json={"state": state, "description": description, "context": CONTEXT}, timeout=self.timeout,
-        )
+    def post(self, project: str, commit: str, state: str, description: str, target_url: str | None = None) -> None:
+        """``target_url``: where the status links (the run's page)."""
+        body = {"state": state, "description": description, "context": CONTEXT}
+        if target_url:
+            body["target_url"] = target_url
+        answer = self.http.post(f"{self.api_url}/repos/{project}/statuses/{commit}", json=body, timeout=self.timeout)
         answer.raise_for_status()

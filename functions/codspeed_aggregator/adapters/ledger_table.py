@@ -16,6 +16,7 @@ from ..domain.ledger import (
 from ..domain.manifest import Manifest
 
 RUN_SK = "RUN"
+PROJECT_PREFIX = "PROJECT#"  # a project's runs, by when they opened: its page lists them
 PART_PREFIX = "PART#"  # the upstream's answer about one upload of the run: an item each, so the run item stays small
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
@@ -66,6 +67,21 @@ TRANSACTION_TRIES = 8
 class TransactionContended(Exception):
     """DynamoDB kept cancelling a transaction for reasons other than its conditions (two writers
     on one item: TransactionConflict; ThrottlingError): the caller fails and is retried later."""
+
+
+BENCHMARKS_ITEM_BYTES = 300_000  # under DynamoDB's 400 KB item, whatever the benchmarks' names
+
+
+def _within(limit: int, names: list[str], results: dict) -> tuple[list[str], dict]:
+    """A shard's benchmark names and results, the last ones left out until they fit one item."""
+    size = sum(len(n.encode()) + 3 for n in names) + len(json.dumps(results))
+    while size > limit and (names or results):
+        if results:
+            name, result = results.popitem()
+            size -= len(json.dumps({name: result}))
+        else:
+            size -= len(names.pop().encode()) + 3
+    return names, results
 
 
 class SnapshotContended(Exception):
@@ -131,6 +147,7 @@ class DynamoLedger:
                         shard = snap.shards.get(item["sk"].removeprefix(BENCHMARKS_PREFIX))
                         if shard is not None and shard.upload_id == item.get("upload_id"):
                             shard.benchmark_names = item.get("names") or []
+                            shard.results = json.loads(item.get("results") or "{}")
                 return snap
             self.sleep(random.uniform(0.5, 1.0) * 0.005 * (attempt + 1))
         raise SnapshotContended(f"run {run_id} of {project} changed under each of {tries} reads")
@@ -209,6 +226,9 @@ class DynamoLedger:
         try:
             self.db.put_item(TableName=self.table, Item=_dump(item), ConditionExpression="attribute_not_exists(pk)",
                              ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after
+            self.db.put_item(TableName=self.table, Item=_dump({  # the project's list of runs, newest last
+                "pk": f"{PROJECT_PREFIX}{run.project}", "sk": f"{run.created_at}#{run.run_id}", "run_id": run.run_id,
+                "expires_at": self._expires_at()}))
             return run, True
         except ClientError as exc:
             if not _condition_failed(exc):
@@ -237,6 +257,21 @@ class DynamoLedger:
         return self._update_run(project, run_id, "ADD variants :v, rev :one, run_changes :one",
                                 "#state = :open AND attribute_not_exists(close_requested)",
                                 {":v": {variant}, ":open": OPEN})
+
+    def recent_runs(self, project: str, limit: int) -> list[RunRecord]:
+        """A project's latest runs, newest first: its list, then its run items in one batch read."""
+        page = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
+                             Limit=limit, ExpressionAttributeValues=_dump({":pk": f"{PROJECT_PREFIX}{project}"}))
+        ids = [_load(i)["run_id"] for i in page["Items"]]
+        if not ids:
+            return []
+        found, keys = {}, [self._key(project, r, RUN_SK) for r in ids]
+        while keys:
+            answer = self.db.batch_get_item(RequestItems={self.table: {"Keys": keys[:100]}})
+            for item in map(_load, answer["Responses"].get(self.table, [])):
+                found[item["run_id"]] = _run_from(item)
+            keys = keys[100:] + answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return [found[r] for r in ids if r in found]
 
     def run_record(self, project: str, run_id: str) -> RunRecord | None:
         item = self.db.get_item(TableName=self.table, Key=self._key(project, run_id, RUN_SK), ConsistentRead=True).get("Item")
@@ -318,8 +353,9 @@ class DynamoLedger:
             "ExpressionAttributeNames": {"#state": "state"},
             "ExpressionAttributeValues": _dump({":one": 1, ":count": 0 if replacing else 1, ":open": OPEN}),
         }
+        names, results = _within(BENCHMARKS_ITEM_BYTES, shard.benchmark_names, shard.results)
         names = {"pk": _pk(project, run_id), "sk": f"{BENCHMARKS_PREFIX}{shard.name}", "upload_id": shard.upload_id,
-                 "names": shard.benchmark_names, "expires_at": self._expires_at()}
+                 "names": names, "results": json.dumps(results, separators=(",", ":")), "expires_at": self._expires_at()}
         codes = _transact(self.db, [{"Update": shard_update}, {"Update": run_update},
                                     {"Put": {"TableName": self.table, "Item": _dump(names)}}], self.sleep)
         if codes is None:

@@ -77,6 +77,7 @@ class ShardRecord:
     gzipped: bool = True
     inherited_from: str | None = None  # the earlier attempt this shard's bundle was counted in
     version_id: str | None = None  # the object version validated: the one merged
+    results: dict = field(default_factory=dict)  # benchmark -> its figures (domain.results), read with the names
 
 
 @dataclass

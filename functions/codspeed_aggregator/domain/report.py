@@ -3,9 +3,13 @@
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
 from .ledger import OPEN, Snapshot
+from .results import compare
 
 
-def build_report(snapshot: Snapshot, now: str) -> Report:
+def build_report(snapshot: Snapshot, now: str, *, baseline: Report | None = None, threshold: float = 0.05,
+                 page_url: str | None = None) -> Report:
+    """The report of one consistent read; its benchmarks compared with ``baseline`` (the
+    baseline run's report) when there is one, and needs the shards' results (read with their names)."""
     run = snapshot.run
     outcome = run.outcome or {}
     carried = outcome.get("carried") or {}
@@ -34,6 +38,13 @@ def build_report(snapshot: Snapshot, now: str) -> Report:
         else:
             entries.append(ShardEntry(name=name, state="missing"))
     upstream = UpstreamEntry(**run.upstream) if run.upstream else None
+    where = None
+    if baseline is not None:
+        where = f"run {baseline.run_id} (commit {(baseline.commit or '?')[:12]})"
+    arrived = snapshot.arrived()
+    carried_from = {name: f"carried from run {c['run_id']} (commit {(c['commit'] or '?')[:12]})" for name, c in carried.items()}
+    benchmarks = compare({name: s.results for name, s in sorted(arrived.items())}, run.state == OPEN, carried_from,
+                         baseline.benchmarks if baseline else [], where, threshold)
     return Report(
         project=run.project,
         run_id=run.run_id,
@@ -47,7 +58,11 @@ def build_report(snapshot: Snapshot, now: str) -> Report:
         arrived=len(snapshot.arrived()),
         shards=entries,
         upstream=upstream,
-        baseline=outcome.get("baseline"),
+        baseline=outcome.get("baseline") or (
+            {"run_id": baseline.run_id, "commit": baseline.commit, "branch": None} if baseline else None),
         missing_benchmarks=outcome.get("missing_benchmarks") or [],
+        benchmarks=benchmarks,
+        threshold=threshold,
+        page_url=page_url,
         generated_at=now,
     )
