@@ -50,6 +50,8 @@ class Report(BaseModel):
     run_id: str
     attempt: int = 1  # a run forwarded and then uploaded to again goes on as attempt 2, run id "<run>~2"
     commit: str | None = None
+    ref: str | None = None
+    opened_at: str | None = None  # when the run's first upload was granted
     ci_url: str | None = None  # the CI run's page, when the CI says where it is
     state: str
     partial: bool

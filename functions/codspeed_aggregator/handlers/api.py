@@ -1,9 +1,11 @@
 """HTTP API: request uploads, CodSpeed's drop-in ``POST /upload``, close, read reports."""
 
 import base64
+import hmac
 import json
 import re
 import time
+from urllib.parse import unquote, urlencode
 from http import HTTPStatus
 from typing import Annotated
 
@@ -14,17 +16,21 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ValidationError
 
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
-from codspeed_rules.names import SEGMENT
+from codspeed_rules.names import SEGMENT, is_project
 from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
 
-from ..auth import Principal, authenticate, check_fresh, check_github_signature, check_signature, tokenless
+from ..auth import (
+    Principal, authenticate, check_fresh, check_github_signature, check_page_link, check_signature, page_signature, tokenless,
+)
+from ..pages.run_page import render_list, render_main, render_run
 from ..domain.errors import Refused, Unprocessable
 from ..settings import settings
 from ..wiring import aggregator, api_token, oidc, webhook_secret
 
 WEBHOOKS = "/webhooks/"  # signed instead of carrying the API token
+PAGES = "/runs/"  # opened by a signed link (or a token)
 MAX_BODY = 256 * 1024  # metadata is a few KiB; bundles never pass through the API
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
@@ -37,8 +43,10 @@ class _Resolver(APIGatewayHttpResolver):
 
     @staticmethod
     def _compile_regex(rule: str, base_regex: str = "^{}$"):
-        compiled = APIGatewayHttpResolver._compile_regex(rule.replace("<project>", "PROJECT"), base_regex)
-        return re.compile(compiled.pattern.replace("PROJECT", rf"(?P<project>{SEGMENT}(?:/{SEGMENT})+)"))
+        compiled = APIGatewayHttpResolver._compile_regex(rule.replace("<project>", "PROJECT").replace("<page>", "PAGE"),
+                                                         base_regex)
+        return re.compile(compiled.pattern.replace("PROJECT", rf"(?P<project>{SEGMENT}(?:/{SEGMENT})+)")
+                          .replace("PAGE", r"(?P<page>[A-Za-z0-9_.:+~%/-]+)"))
 
 
 app = _Resolver(enable_validation=True)
@@ -102,6 +110,82 @@ def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern=
     return _json(HTTPStatus.OK, report.model_dump(mode="json"))
 
 
+# -- pages: a project's runs, and a run's page ------------------------------------------------
+
+def _html(status: int, body: str) -> Response:
+    return Response(status_code=status, content_type="text/html; charset=utf-8", body=body,
+                    headers={"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff",
+                             "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                                                        "script-src 'unsafe-inline'; connect-src 'self'; img-src 'self'"})
+
+
+def _query() -> dict[str, str]:
+    return {k: v for k, v in (app.current_event.query_string_parameters or {}).items()}
+
+
+def _base_url() -> str:
+    """Where this API answers, as the request reached it (or as configured)."""
+    context = app.current_event.request_context
+    host = app.current_event.headers.get("host") or context.domain_name
+    scheme = app.current_event.headers.get("x-forwarded-proto", "https")
+    return settings().public_url or f"{scheme}://{host}"
+
+
+def _page_access(project: str, run_id: str) -> None:
+    """A signed link for this page, or a token for its project (Authorization header)."""
+    query = _query()
+    if query.get("sig") or not app.current_event.headers.get("authorization"):
+        check_page_link(aggregator().page_key, project, run_id, query.get("expires"), query.get("sig"), time.time())
+        return
+    verifier = oidc()
+    authenticate(app.current_event.headers.get("authorization"), api_token(), aggregator().ledger.token_project,
+                 verifier.repository if verifier else None).allow(project)
+
+
+@app.get("/runs/<page>")
+def page(page: str):
+    """``/runs/{project}``: its latest runs; ``/runs/{project}/{run_id}``: the run. A GitLab
+    project's path has slashes of its own: the run is tried first, then the list."""
+    path = unquote(page).strip("/")
+    if not re.fullmatch(rf"{SEGMENT}(?:/{SEGMENT})+(?:/[A-Za-z0-9_.:+~-]+)?", path):
+        return _json(HTTPStatus.NOT_FOUND, {"error": f"no page at /runs/{page}"})
+    project, _, run_id = path.rpartition("/")
+    if is_project(project) and _is_run_page(project, run_id):
+        return _run_page(project, run_id)
+    if not is_project(path):
+        return _json(HTTPStatus.NOT_FOUND, {"error": f"no page at /runs/{page}"})
+    _page_access(path, "")
+    agg, base = aggregator(), _base_url()
+    runs = [(run, agg.page_url(path, run.run_id, base)) for run in agg.recent_runs(path)]
+    return _html(HTTPStatus.OK, render_list(path, runs))
+
+
+def _is_run_page(project: str, run_id: str) -> bool:
+    """Whether ``project``/``run_id`` names a run, or is a GitLab project's path (its list)."""
+    if not is_project(f"{project}/{run_id}"):
+        return True  # no project segment looks like that: a run id
+    query = _query()
+    if query.get("sig"):  # a signed link says which page it opens
+        key = aggregator().page_key
+        return key is not None and query.get("expires", "").isdigit() and hmac.compare_digest(
+            query["sig"].encode(), page_signature(key, project, run_id, int(query["expires"])).encode())
+    return aggregator().ledger.run_record(project, run_id) is not None
+
+
+def _run_page(project: str, run_id: str) -> Response:
+    _page_access(project, run_id)
+    agg, query = aggregator(), _query()
+    report = agg.report(project, run_id)
+    if query.get("format") == "json":
+        return _json(HTTPStatus.OK, report.model_dump(mode="json"))
+    base = _base_url()
+    refresh = "?" + urlencode({**{k: v for k, v in query.items() if k != "format"}, "format": "fragment"})
+    list_url = agg.page_url(project, "", base) if query.get("sig") else f"{base}/runs/{project}"
+    if query.get("format") == "fragment":
+        return _html(HTTPStatus.OK, render_main(report, query, refresh, list_url))
+    return _html(HTTPStatus.OK, render_run(report, query, refresh, list_url))
+
+
 def _raw_body() -> bytes:
     body = app.current_event.decoded_body or ""
     return body.encode() if isinstance(body, str) else body
@@ -160,7 +244,9 @@ def handler(event: dict, context) -> dict:
         return {"statusCode": 413, "headers": {"Content-Type": content_types.APPLICATION_JSON},
                 "body": json.dumps({"error": f"request body over {MAX_BODY} bytes: bundles go to the upload URL, not the API"})}
     try:
-        if path == "/upload" and not headers.get("authorization"):
+        if path.startswith(PAGES):
+            pass  # a signed link or a token: the page checks which (pages._page_access)
+        elif path == "/upload" and not headers.get("authorization"):
             app.append_context(principal=tokenless(app_body(event), settings().tokenless_projects))
         elif not path.startswith(WEBHOOKS):
             verifier = oidc()

@@ -40,7 +40,8 @@ class LocalStack:
         self._own_upstream_dir = upstream_dir is None  # removed when the stack stops
         self.log = log  # one line per API request
         self.deadline_seconds = deadline_seconds
-        self.webhook_secret = webhook_secret
+        # also what signs run pages' links: a stack always has one
+        self.webhook_secret = webhook_secret or f"local-{secrets.token_urlsafe(16)}"
         self.sweep_every = sweep_every
         self.run_pollers = pollers  # off: bundles land and wait in the queue (benchmarks of the upload path)
         self.extra_env = env or {}
@@ -81,7 +82,7 @@ class LocalStack:
             "FINALIZE_QUEUE_URL": self.resources.finalize_queue_url, "UPSTREAM_URL": upstream_url,
             "API_TOKEN": self.token, "UPSTREAM_TOKEN": self.upstream_token,
             **({"RUN_DEADLINE_SECONDS": str(self.deadline_seconds)} if self.deadline_seconds else {}),
-            **({"WEBHOOK_SECRET": self.webhook_secret} if self.webhook_secret else {}),
+            "WEBHOOK_SECRET": self.webhook_secret,
             **self.extra_env,
         })
         wiring.reset()
@@ -90,6 +91,8 @@ class LocalStack:
 
         self._gateway = start_gateway(api.handler, port=self.port, log=self.log)
         self._servers.append(self._gateway)
+        os.environ["PUBLIC_URL"] = self.api_url  # run pages' links, in reports made off a request
+        wiring.reset()
         sqs = client("sqs")
         self.arrivals = QueuePoller(sqs, self.resources.arrivals_queue_url, arrivals.handler, "codspeed-arrivals")
         self.finalizer = QueuePoller(sqs, self.resources.finalize_queue_url, finalizer.handler, "codspeed-finalizer")

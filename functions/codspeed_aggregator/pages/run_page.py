@@ -1,0 +1,230 @@
+"""The run page and a project's list of runs: server-rendered HTML with inline SVG and a little
+plain JavaScript (sorting, filtering and, while the run is open, refreshing its main part in
+place). No framework, no build step, nothing fetched from elsewhere; without JavaScript the
+same sorting and filtering are links and a form, answered by the server."""
+
+from datetime import datetime
+from html import escape
+from urllib.parse import urlencode
+
+from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report
+
+REFRESH_MS = 2000
+COLOURS = {"arrived": "#2e7d32", "expected": "#1565c0", "carried": "#6a1b9a", "skipped": "#757575",
+           "missing": "#c62828", "rejected": "#ef6c00", "late": "#f9a825"}
+SORTS = {  # column -> key of the rows, in the order the column shows first
+    "change": lambda b: (b.change is None, -(b.change or 0)),
+    "name": lambda b: b.name, "shard": lambda b: (b.shard, b.name), "state": lambda b: (b.state, b.name),
+    "value": lambda b: (b.value is None, -(b.value or 0)),
+}
+COLUMNS = (("name", "Benchmark"), ("shard", "Shard"), ("state", "State"), ("value", "Value"), ("baseline", "Baseline"),
+           ("change", "Change"))
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}
+header,main,footer{max-width:1100px;margin:0 auto;padding:12px 20px}
+h1{font-size:20px;margin:8px 0}dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}
+dt{color:#555}dd{margin:0}.state{font-weight:600}table{border-collapse:collapse;width:100%;background:#fff}
+th,td{padding:4px 8px;border-bottom:1px solid #e0e0e0;text-align:left;vertical-align:top}
+th a{color:inherit}td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.regression td{background:#ffebee}tr.improvement td{background:#e8f5e9}
+.flag{font-weight:600}.regression .flag{color:#b71c1c}.improvement .flag{color:#1b5e20}
+.controls{margin:10px 0}svg text{font-size:11px}.legend span{margin-right:12px}
+.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+@media print{.controls,.live{display:none}body{background:#fff}tr.regression td,tr.improvement td{background:none}}
+"""
+
+SCRIPT = """
+(function(){
+  var sortKey = null, shard = "";
+  function rows(){ return Array.prototype.slice.call(document.querySelectorAll("#benchmarks tbody tr")); }
+  function apply(){
+    var body = document.querySelector("#benchmarks tbody"); if(!body) return;
+    var list = rows();
+    if(sortKey){
+      list.sort(function(a,b){
+        var x = a.dataset[sortKey] || "", y = b.dataset[sortKey] || "";
+        var nx = parseFloat(x), ny = parseFloat(y);
+        if(!isNaN(nx) || !isNaN(ny)){ if(isNaN(nx)) return 1; if(isNaN(ny)) return -1; return ny - nx; }
+        return x < y ? -1 : x > y ? 1 : 0;
+      });
+      list.forEach(function(r){ body.appendChild(r); });
+    }
+    list.forEach(function(r){ r.hidden = !!shard && r.dataset.shard !== shard; });
+  }
+  function wire(){
+    document.querySelectorAll("#benchmarks th a[data-sort]").forEach(function(a){
+      a.addEventListener("click", function(e){ e.preventDefault(); sortKey = a.dataset.sort; apply(); });
+    });
+    var select = document.querySelector("#shard-filter");
+    if(select){
+      select.value = shard;
+      select.addEventListener("change", function(){ shard = select.value; apply(); });
+      var button = document.querySelector("#shard-filter-go"); if(button) button.hidden = true;
+    }
+    apply();
+  }
+  function refresh(){
+    var main = document.querySelector("main[data-refresh]");
+    if(!main || main.dataset.final === "true") return;
+    fetch(main.dataset.refresh, {credentials: "same-origin"}).then(function(r){
+      if(!r.ok) throw new Error(r.status); return r.text();
+    }).then(function(html){
+      main.outerHTML = html; wire();
+      var now = document.querySelector("main");
+      if(now && now.dataset.final !== "true") setTimeout(refresh, %(ms)d);
+    }).catch(function(){ setTimeout(refresh, %(ms)d * 2); });
+  }
+  wire();
+  setTimeout(refresh, %(ms)d);
+})();
+""" % {"ms": REFRESH_MS}
+
+
+def _epoch(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _figure(value: float | None, unit: str | None) -> str:
+    if value is None:
+        return ""
+    if unit == "ns":
+        for scale, name in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+            if value >= scale:
+                return f"{value / scale:.2f} {name}"
+        return f"{value:.0f} ns"
+    return f"{value:,.0f} cycles"
+
+
+def _timeline(report: Report) -> str:
+    """One strip per shard, from the run's opening to its arrival (or to now while it is out)."""
+    start, now = _epoch(report.opened_at), _epoch(report.generated_at)
+    shards = report.shards
+    if start is None or now is None or not shards:
+        return ""
+    span = max(now - start, 1.0)
+    width, label, row = 760, 180, 18
+    height = row * len(shards) + 24
+    out = [f'<svg id="timeline" role="img" aria-labelledby="timeline-title" width="100%" '
+           f'viewBox="0 0 {width + label} {height}" xmlns="http://www.w3.org/2000/svg">',
+           f'<title id="timeline-title">Shard timeline: {len(shards)} shards from the run\'s opening '
+           f'to {"its end" if report.final else "now"}</title>']
+    for i, shard in enumerate(shards):
+        y = 4 + i * row
+        arrived = _epoch(shard.arrived_at)
+        running = shard.state == "expected"
+        end = now if running or arrived is None else arrived
+        length = max(2.0, (end - start) / span * width) if (running or arrived is not None) else width
+        colour = COLOURS.get(shard.state, "#9e9e9e")
+        state = "running" if running else shard.state
+        when = f", arrived {shard.arrived_at}" if shard.arrived_at else ""
+        name = escape(shard.label or shard.name)
+        faded = ' opacity="0.55"' if running else ""
+        out.append(f'<g role="listitem" aria-label="shard {name}: {state}{escape(when)}">'
+                   f'<text x="0" y="{y + 12}">{escape((shard.label or shard.name)[:28])}</text>'
+                   f'<rect x="{label}" y="{y}" width="{length:.1f}" height="{row - 5}" fill="{colour}"'
+                   f'{faded}><title>{name}: {state}{escape(when)}</title></rect></g>')
+    out.append(f'<text x="{label}" y="{height - 4}">opened {escape(report.opened_at or "")}</text></svg>')
+    legend = "".join(f'<span><i class="swatch" style="background:{c}"></i>{"running" if s == "expected" else s}</span>'
+                     for s, c in COLOURS.items() if any(x.state == s for x in shards))
+    return "".join(out) + f'<p class="legend">{legend}</p>'
+
+
+def _row(b: BenchmarkEntry) -> str:
+    change = "" if b.change is None else f"{b.change:+.1%}"
+    flag = f' <span class="flag">{b.flag}</span>' if b.flag else ""
+    where = f' title="{escape(b.source)}"' if b.source else ""
+    data = (f'data-name="{escape(b.name)}" data-shard="{escape(b.shard)}" data-state="{b.state}" '
+            f'data-value="{"" if b.value is None else b.value}" data-change="{"" if b.change is None else b.change}"')
+    return (f'<tr class="{b.flag or b.state}" {data}><td>{escape(b.name)}</td><td>{escape(b.shard)}</td>'
+            f'<td{where}>{b.state}</td><td class="num">{_figure(b.value, b.unit)}</td>'
+            f'<td class="num">{_figure(b.baseline, b.unit)}</td><td class="num">{change}{flag}</td></tr>')
+
+
+def _table(report: Report, query: dict, sort: str | None, shard: str | None) -> str:
+    rows = [b for b in report.benchmarks if not shard or b.shard == shard]
+    if sort in SORTS:
+        rows.sort(key=SORTS[sort])
+    if not report.benchmarks:
+        return "<p>No benchmark results yet.</p>"
+    shards = sorted({b.shard for b in report.benchmarks})
+    options = "".join(f'<option value="{escape(s)}"{" selected" if s == shard else ""}>{escape(s)}</option>' for s in shards)
+    hidden = "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">' for k, v in query.items()
+                     if k not in ("shard", "format"))
+    heads = []
+    for key, title in COLUMNS:
+        if key in SORTS:
+            href = "?" + urlencode({**{k: v for k, v in query.items() if k != "format"}, "sort": key})
+            heads.append(f'<th scope="col"><a href="{escape(href)}" data-sort="{key}">{title}</a></th>')
+        else:
+            heads.append(f'<th scope="col">{title}</th>')
+    flagged = sum(1 for b in report.benchmarks if b.flag == "regression")
+    return (f'<form class="controls" method="get"><label>Shard <select id="shard-filter" name="shard">'
+            f'<option value="">all</option>{options}</select></label>{hidden} '
+            f'<button id="shard-filter-go" type="submit">Filter</button></form>'
+            f'<table id="benchmarks"><caption>{len(report.benchmarks)} benchmarks, {flagged} regressions past '
+            f'{report.threshold:.0%}</caption><thead><tr>{"".join(heads)}</tr></thead>'
+            f'<tbody>{"".join(_row(b) for b in rows)}</tbody></table>')
+
+
+def render_main(report: Report, query: dict, refresh_url: str | None, list_url: str | None) -> str:
+    """The part of the page that changes while the run is open (the live refresh swaps it)."""
+    final = report.state in FINAL_STATES
+    facts = [("Project", escape(report.project)), ("Run", escape(report.run_id)),
+             ("State", f'<span class="state" id="run-state">{escape(report.state)}</span>'),
+             ("Shards", f"{report.arrived}/{'?' if report.expected is None else report.expected} in")]
+    if report.attempt > 1:
+        facts.append(("Attempt", str(report.attempt)))
+    if report.commit:
+        facts.append(("Commit", escape(report.commit[:12])))
+    if report.ref:
+        facts.append(("Ref", escape(report.ref)))
+    if report.baseline:
+        facts.append(("Baseline", f"run {escape(str(report.baseline.get('run_id')))} "
+                                  f"(commit {escape((report.baseline.get('commit') or '?')[:12])})"))
+    if report.upstream:
+        up = report.upstream
+        text = escape(f"{up.status}" + (f": {up.message}" if up.message else "") + (f" (run {up.run_id})" if up.run_id else ""))
+        facts.append(("Upstream", text))
+    if report.ci_url:
+        facts.append(("CI", f'<a href="{escape(report.ci_url)}">CI run</a>'))
+    if list_url:
+        facts.append(("Runs", f'<a id="run-list" href="{escape(list_url)}">all runs of {escape(report.project)}</a>'))
+    live = "" if final else '<p class="live" role="status">Updating while the run is open…</p>'
+    refresh = f' data-refresh="{escape(refresh_url)}"' if refresh_url else ""
+    return (f'<main id="run" data-final="{"true" if final else "false"}" data-version="{report.version}"{refresh}>'
+            f'<dl>{"".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)}</dl>{live}'
+            f'<h2>Shards</h2>{_timeline(report)}<h2>Benchmarks</h2>'
+            f'{_table(report, query, query.get("sort"), query.get("shard"))}</main>')
+
+
+def _document(title: str, body: str, script: bool) -> str:
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+            f'content="width=device-width,initial-scale=1"><meta name="robots" content="noindex">'
+            f'<title>{escape(title)}</title><style>{STYLE}</style></head><body>{body}'
+            f'{f"<script>{SCRIPT}</script>" if script else ""}</body></html>')
+
+
+def render_run(report: Report, query: dict, refresh_url: str | None, list_url: str | None) -> str:
+    header = f'<header><h1>CodSpeed shards: {escape(report.project)} · run {escape(report.run_id)}</h1></header>'
+    footer = f'<footer>Report version {report.version} · generated {escape(report.generated_at)}</footer>'
+    return _document(f"{report.project} run {report.run_id}: {report.state}",
+                     header + render_main(report, query, refresh_url, list_url) + footer, script=True)
+
+
+def render_list(project: str, runs: list[tuple[object, str | None]]) -> str:
+    """A project's runs, newest first; each links to its page (``runs``: (RunRecord, link))."""
+    rows = "".join(
+        f'<tr><td><a href="{escape(link)}">{escape(run.run_id)}</a></td><td>{escape(run.state)}</td>'
+        f'<td>{escape((run.commit or "")[:12])}</td><td>{escape(run.ref or "")}</td><td>{escape(run.created_at)}</td></tr>'
+        if link else
+        f'<tr><td>{escape(run.run_id)}</td><td>{escape(run.state)}</td><td>{escape((run.commit or "")[:12])}</td>'
+        f'<td>{escape(run.ref or "")}</td><td>{escape(run.created_at)}</td></tr>'
+        for run, link in runs)
+    body = (f'<header><h1>CodSpeed shards: {escape(project)}</h1></header><main><table id="runs">'
+            f'<caption>{len(runs)} latest runs</caption><thead><tr><th scope="col">Run</th><th scope="col">State</th>'
+            f'<th scope="col">Commit</th><th scope="col">Ref</th><th scope="col">Opened</th></tr></thead>'
+            f'<tbody>{rows}</tbody></table></main>')
+    return _document(f"{project}: runs", body, script=False)
