@@ -21,18 +21,28 @@ demo: install
 local: install
 	$(BIN)/codspeed-aggregator local
 
-test: install
-	$(BIN)/python -m pytest -q
+# The run page's browser tests drive Debian's chromium-headless-shell (Playwright's own browser
+# download is not used): installed with apt when it is not there yet.
+BROWSER ?= /usr/bin/chromium-headless-shell
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+$(BROWSER):
+	$(SUDO) apt-get update -qq
+	$(SUDO) apt-get install -y -qq --no-install-recommends chromium-headless-shell
+
+test: install $(BROWSER)
+	CHROMIUM_HEADLESS_SHELL=$(BROWSER) $(BIN)/python -m pytest -q
 
 bench: install
 	$(BIN)/python bench/merge.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/page.py
 
 bench-smoke: install
 	$(BIN)/python bench/merge.py --quick
 	$(BIN)/python bench/client.py --quick
 	$(BIN)/python bench/load.py --quick
 	$(BIN)/python bench/scale.py --quick
+	$(BIN)/python bench/page.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -38,9 +38,9 @@ def tar_gz(members: dict[str, bytes | tarfile.TarInfo]) -> bytes:
     return raw.getvalue()
 
 
-def profile_members(pid: int, benchmarks: list[str], filler_lines: int = 5) -> dict[str, bytes]:
+def profile_members(pid: int, benchmarks: list[str], filler_lines: int = 5, costs: dict[str, int] | None = None) -> dict[str, bytes]:
     return {
-        f"./{pid}.out": callgrind_text(pid, benchmarks, filler_lines).encode(),
+        f"./{pid}.out": callgrind_text(pid, benchmarks, filler_lines, costs=costs).encode(),
         f"./perf-{pid}.map": f"7f0000 10 fn_{pid}\n".encode(),
         f"./valgrind.{pid}.log": f"=={pid}== callgrind\n".encode(),
         f"./results/{pid}.json": f'{{"pid": {pid}}}\n'.encode(),

@@ -60,4 +60,11 @@ def render_text(report: dict) -> str:
     if upstream:
         why = f": {upstream['message']}" if upstream.get("message") else ""
         lines.append(f"upstream: {upstream['status']} (run {upstream.get('run_id') or '-'}) at {upstream['at']}{why}")
+    flagged = [b for b in report.get("benchmarks") or [] if b.get("flag")]
+    if flagged:
+        lines.append(f"past {report.get('threshold', 0.05):.0%} against the baseline: "
+                     + ", ".join(f"{b['name']} {b['change']:+.1%}" for b in flagged[:10])
+                     + (f" and {len(flagged) - 10} more" if len(flagged) > 10 else ""))
+    if report.get("page_url"):
+        lines.append(f"page: {report['page_url']}")
     return "\n".join(lines) + "\n"

@@ -1,5 +1,6 @@
 """Build the Aggregator from the environment, once per process (a Lambda cold start)."""
 
+import logging
 import threading
 from functools import cache
 
@@ -40,8 +41,19 @@ def _aggregator() -> Aggregator:
         statuses=GitHubStatuses(config.github_api_url, secret(config.github_token, config.github_token_parameter))
         if config.commit_status else None,
         metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
-        page_key=page_key(master) if (master := webhook_secret()) else None,
+        page_key=_page_key(),
     )
+
+
+def _page_key() -> bytes | None:
+    """The key of run pages' links, or None (no links) when no webhook secret can be read: a
+    deployment without one still counts and forwards, its reports just carry no page_url."""
+    try:
+        master = webhook_secret()
+    except Exception as exc:  # powertools' GetParameterError: the parameter was never created
+        logging.getLogger(__name__).warning("run pages get no signed links: %s", exc)
+        return None
+    return page_key(master) if master else None
 
 
 def api_token() -> str | None:

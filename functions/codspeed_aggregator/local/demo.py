@@ -59,6 +59,7 @@ def _show_progress(stack, common, shown, out, until_version_above, timeout=15.0)
                 expected = report["expected"]
                 partial = "partial" if report["partial"] else "final"
                 out(f"  report v{report['version']}: {report['state']}, {report['arrived']}/{expected} shards in ({partial})")
+                out(f"  run page: {report['page_url']}")
                 return report["version"]
         time.sleep(0.2)
     return shown

@@ -4,7 +4,10 @@ import random
 from pathlib import Path
 
 
-def callgrind_text(pid: int, benchmarks: list[str], filler_lines: int = 20, seed: int = 0) -> str:
+def callgrind_text(pid: int, benchmarks: list[str], filler_lines: int = 20, seed: int = 0,
+                   costs: dict[str, int] | None = None) -> str:
+    """Callgrind text as valgrind writes it for pytest-codspeed: one part per benchmark, whose
+    ``totals:`` line is its instruction count (``costs``, 1000 unless given)."""
     rng = random.Random(seed or pid)
     parts = [
         "# callgrind format\nversion: 1\ncreator: callgrind-3.19.0\n"
@@ -18,17 +21,19 @@ def callgrind_text(pid: int, benchmarks: list[str], filler_lines: int = 20, seed
         )
         parts.append(
             f"\npart: {number}\n\ndesc: I1 cache:\ndesc: Trigger: Client Request: {name}\n\n"
-            f"positions: line\nevents: Ir\nsummary: 1000\ntotals: 1000\n\nfl=(2) bench.py\nfn=(2) {name.split('::')[-1]}\n{body}\n"
+            f"positions: line\nevents: Ir\nsummary: {(costs or {}).get(name, 1000)}\ntotals: {(costs or {}).get(name, 1000)}"
+            f"\n\nfl=(2) bench.py\nfn=(2) {name.split('::')[-1]}\n{body}\n"
         )
     return "".join(parts)
 
 
-def make_profile_folder(folder: Path, pid: int, benchmarks: list[str], *, filler_lines: int = 20, extra_pids: tuple[int, ...] = ()) -> Path:
+def make_profile_folder(folder: Path, pid: int, benchmarks: list[str], *, filler_lines: int = 20, extra_pids: tuple[int, ...] = (),
+                        costs: dict[str, int] | None = None) -> Path:
     """A folder as pytest-codspeed leaves it: ``<pid>.out``, ``perf-<pid>.map``, logs, results."""
     folder.mkdir(parents=True, exist_ok=True)
     for index, p in enumerate((pid, *extra_pids)):
         own = benchmarks if index == 0 else [f"{b}[child]" for b in benchmarks[:1]]
-        (folder / f"{p}.out").write_text(callgrind_text(p, own, filler_lines))
+        (folder / f"{p}.out").write_text(callgrind_text(p, own, filler_lines, costs=costs))
         (folder / f"perf-{p}.map").write_text(f"7f00000000 100 bench_fn_{p}\n")
         (folder / f"valgrind.{p}.log").write_text(f"=={p}== Callgrind, a call-graph generating cache profiler\n")
     (folder / "results").mkdir(exist_ok=True)

@@ -1,0 +1,145 @@
+"""The run page in a real browser: Debian's chromium-headless-shell driven by Playwright,
+against the local stack. Screenshots go under the pytest temp folder."""
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.factories import bundle, put, upload_request, wait_for
+
+BROWSER = os.environ.get("CHROMIUM_HEADLESS_SHELL", "/usr/bin/chromium-headless-shell")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(BROWSER).exists():
+        pytest.fail(f"no browser at {BROWSER}: apt-get install chromium-headless-shell "
+                    "(or set CHROMIUM_HEADLESS_SHELL to one)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=BROWSER)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser, tmp_path):
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    opened = context.new_page()
+    yield opened
+    opened.screenshot(path=str(tmp_path / "last.png"), full_page=True)  # the page as the test left it
+    context.close()
+
+
+def _push(stack, project: str, run_id: str, shard: str, data: bytes, total: int, **meta) -> None:
+    request = upload_request(project, run_id, shard, data, total=total, **meta)
+    answer = requests.post(f"{stack.api_url}/v1/uploads", json=request, timeout=10,
+                           headers={"Authorization": f"Bearer {stack.token}"})
+    assert answer.status_code == 201, answer.text
+    put(answer.json(), data)
+
+
+def _report(stack, project: str, run_id: str) -> dict:
+    answer = requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", timeout=10,
+                          headers={"Authorization": f"Bearer {stack.token}"})
+    return answer.json() if answer.status_code == 200 else {}
+
+
+def _shard_bundle(index: int, cost: int = 1000, benchmarks: int = 2) -> bytes:
+    names = [f"tests/test_part{index}.py::test_{j}" for j in range(benchmarks)]
+    return bundle(100 + index, names, costs={name: cost for name in names})
+
+
+def test_a_run_page_shows_shards_results_as_they_land_and_turns_final_by_itself(stack, page, tmp_path):
+    project, run_id = f"acme/page-{uuid.uuid4().hex[:6]}", "run-live"
+    for index in (1, 2):
+        _push(stack, project, run_id, str(index), _shard_bundle(index), total=3)
+    report = wait_for(lambda: (r := _report(stack, project, run_id)).get("arrived") == 2 and r)
+    assert report["page_url"].startswith(f"{stack.api_url}/runs/{project}/{run_id}?expires=")
+
+    page.goto(report["page_url"])
+    assert page.locator("#run-state").inner_text() == "open"
+    rows = page.locator("#benchmarks tbody tr")
+    assert sorted(rows.locator("td:nth-child(2)").all_inner_texts()) == ["1", "1", "2", "2"]
+    running = page.get_by_role("listitem", name="shard 3: running")
+    assert running.count() == 1
+    page.screenshot(path=str(tmp_path / "two-of-three.png"), full_page=True)
+
+    _push(stack, project, run_id, "3", _shard_bundle(3), total=3)
+    page.locator("#run-state", has_text="forwarded").wait_for(timeout=20_000)  # no reload: the page refreshed itself
+    assert sorted(set(rows.locator("td:nth-child(2)").all_inner_texts())) == ["1", "2", "3"]
+    assert page.get_by_role("listitem", name="shard 3: arrived").count() == 1
+    assert page.locator("main").get_attribute("data-final") == "true"
+    assert page.get_by_role("img", name="Shard timeline").count() == 1  # the chart has an accessible name
+    page.screenshot(path=str(tmp_path / "forwarded.png"), full_page=True)
+
+
+def test_a_regression_against_the_baseline_is_flagged_first_and_the_run_list_links_to_it(stack, page, tmp_path):
+    project = f"acme/regress-{uuid.uuid4().hex[:6]}"
+    for index in (1, 2):  # the baseline: forwarded on main
+        _push(stack, project, "main-1", str(index), _shard_bundle(index, cost=1000), total=2)
+    wait_for(lambda: _report(stack, project, "main-1").get("state") == "forwarded")
+    pull = {"ref": "refs/pull/7/merge", "base_ref": "main", "commit": "b" * 40}
+    _push(stack, project, "pr-1", "1", _shard_bundle(1, cost=1300), total=2, **pull)  # 30% slower
+    _push(stack, project, "pr-1", "2", _shard_bundle(2, cost=1000), total=2, **pull)
+    report = wait_for(lambda: (r := _report(stack, project, "pr-1")).get("state") == "forwarded" and r)
+    flagged = [b for b in report["benchmarks"] if b["flag"]]
+    assert [(b["name"], b["flag"], round(b["change"], 2)) for b in flagged] == [
+        ("tests/test_part1.py::test_0", "regression", 0.3), ("tests/test_part1.py::test_1", "regression", 0.3)]
+    assert report["baseline"]["run_id"] == "main-1"
+
+    page.goto(report["page_url"])
+    first = page.locator("#benchmarks tbody tr").first
+    assert "regression" in first.get_attribute("class") and "+30.0%" in first.inner_text()
+    page.screenshot(path=str(tmp_path / "regression.png"), full_page=True)
+
+    page.locator("#run-list").click()  # the project's list, by its own signed link
+    assert page.locator("#runs tbody tr").count() == 2
+    page.get_by_role("link", name="pr-1").click()
+    assert page.locator("#run-state").inner_text() == "forwarded"
+    assert page.url.startswith(f"{stack.api_url}/runs/{project}/pr-1?")
+
+
+def test_the_page_sorts_and_filters_with_javascript_off(stack, browser, tmp_path):
+    project, run_id = f"acme/nojs-{uuid.uuid4().hex[:6]}", "run-1"
+    _push(stack, project, run_id, "1", _shard_bundle(1, cost=500), total=2)
+    _push(stack, project, run_id, "2", _shard_bundle(2, cost=9000), total=2)
+    report = wait_for(lambda: (r := _report(stack, project, run_id)).get("state") == "forwarded" and r)
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(report["page_url"])
+    page.get_by_role("link", name="Value").click()  # a server-sorted page, the signed link kept
+    assert page.locator("#benchmarks tbody tr td:nth-child(2)").all_inner_texts() == ["2", "2", "1", "1"]
+    page.select_option("#shard-filter", "1")
+    page.get_by_role("button", name="Filter").click()
+    assert page.locator("#benchmarks tbody tr td:nth-child(2)").all_inner_texts() == ["1", "1"]
+    page.screenshot(path=str(tmp_path / "no-javascript.png"), full_page=True)
+    context.close()
+
+
+def test_a_tampered_expired_or_missing_link_is_refused_and_a_project_token_opens_the_page(stack):
+    project, run_id = f"acme/links-{uuid.uuid4().hex[:6]}", "run-1"
+    _push(stack, project, run_id, "1", _shard_bundle(1), total=2)
+    url = wait_for(lambda: _report(stack, project, run_id).get("page_url"))
+    base, query = url.split("?")
+    expires, sig = (part.split("=")[1] for part in query.split("&"))
+    cases = {
+        "altered signature": (f"{base}?expires={expires}&sig={sig[:-1]}{'0' if sig[-1] != '0' else '1'}", 403, "altered"),
+        "later expiry": (f"{base}?expires={int(expires) + 1}&sig={sig}", 403, "altered"),
+        "another run": (f"{stack.api_url}/runs/{project}/run-2?expires={expires}&sig={sig}", 403, "another run"),
+        "expired": (None, 403, "expired"),
+        "no signature": (base, 401, "signed link"),
+    }
+    from codspeed_aggregator.auth import page_key, signed_query
+
+    cases["expired"] = (f"{base}?{signed_query(page_key(stack.webhook_secret), project, run_id, 1000)}", 403, "expired")
+    for name, (link, status, words) in cases.items():
+        answer = requests.get(link, timeout=10)
+        assert (answer.status_code, words in answer.json()["error"]) == (status, True), name
+    answer = requests.get(base, headers={"Authorization": f"Bearer {stack.token}"}, timeout=10)
+    assert answer.status_code == 200 and "text/html" in answer.headers["content-type"]
+    assert requests.get(url, timeout=10).status_code == 200

@@ -1,0 +1,77 @@
+"""The run page's HTML: every text from a bundle or a request inert, links that keep the
+signature, a chart with accessible names."""
+
+import re
+from html.parser import HTMLParser
+
+from codspeed_aggregator.pages.run_page import render_list, render_main, render_run
+from codspeed_wire.report import BenchmarkEntry, Report, ShardEntry
+
+HOSTILE = '<script>alert("x")</script>&"\''
+
+
+def _report(**changes) -> Report:
+    fields = dict(
+        project="acme/widgets", run_id="r1", commit="c" * 40, state="open", partial=True, version=4, expected=3,
+        arrived=2, opened_at="2026-11-30T07:00:00Z", generated_at="2026-11-30T07:10:00Z", threshold=0.05,
+        shards=[ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:04:00Z"),
+                ShardEntry(name=HOSTILE, state="arrived", arrived_at="2026-11-30T07:08:00Z"),
+                ShardEntry(name="3", state="expected")],
+        benchmarks=[BenchmarkEntry(name=HOSTILE, shard="1", state="measured", unit="cycles", value=1300, baseline=1000,
+                                   change=0.3, flag="regression"),
+                    BenchmarkEntry(name="t::fast", shard=HOSTILE, state="measured", unit="ns", value=2500.0)],
+    )
+    return Report(**{**fields, **changes})
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.scripts, self.text = [], []
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        self._in_script = tag == "script"
+
+    def handle_endtag(self, tag):
+        self._in_script = False
+
+    def handle_data(self, data):
+        (self.scripts if self._in_script else self.text).append(data)
+
+
+def test_names_from_bundles_are_text_never_markup():
+    html = render_run(_report(), {"expires": "1", "sig": "ab"}, "?format=fragment", "/runs/acme/widgets")
+    parsed = _Collect()
+    parsed.feed(html)
+    assert len(parsed.scripts) == 1 and "alert" not in parsed.scripts[0]  # only the page's own script
+    assert HOSTILE in "".join(parsed.text)  # shown as written
+    assert "<script>alert" not in html
+
+
+def test_sort_links_and_the_filter_form_keep_the_signed_link_and_work_without_javascript():
+    main = render_main(_report(), {"expires": "99", "sig": "feed"}, "?x", None)
+    links = re.findall(r'<a href="([^"]+)" data-sort="(\w+)"', main)
+    assert {sort for _, sort in links} == {"name", "shard", "state", "value", "change"}
+    assert all("expires=99" in href and "sig=feed" in href for href, _ in links)
+    assert '<input type="hidden" name="expires" value="99">' in main and '<input type="hidden" name="sig" value="feed">' in main
+    by_value = render_main(_report(), {"sort": "value", "shard": "1"}, None, None)
+    assert by_value.count("<tr class=") == 1  # filtered on the server to shard 1
+
+
+def test_the_timeline_names_each_strip_and_the_page_stops_refreshing_once_final():
+    main = render_main(_report(), {}, "?format=fragment", None)
+    assert 'role="img" aria-labelledby="timeline-title"' in main
+    assert 'aria-label="shard 1: arrived, arrived 2026-11-30T07:04:00Z"' in main
+    assert 'aria-label="shard 3: running"' in main
+    assert 'data-final="false"' in main and 'data-refresh="?format=fragment"' in main
+    final = render_main(_report(state="forwarded", partial=False), {}, "?format=fragment", None)
+    assert 'data-final="true"' in final and "Updating while the run is open" not in final
+
+
+def test_the_run_list_links_each_run_and_escapes_what_it_shows():
+    class Run:
+        run_id, state, commit, ref, created_at = HOSTILE, "open", "abc", "refs/heads/main", "2026-11-30T07:00:00Z"
+
+    html = render_list("acme/widgets", [(Run(), "/runs/acme/widgets/x?sig=1")])
+    assert '<a href="/runs/acme/widgets/x?sig=1">' in html and "<script>alert" not in html
