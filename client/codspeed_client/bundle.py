@@ -105,12 +105,18 @@ def from_folder(folder: Path, executor: str | None = None) -> Bundle:
             carried = json.loads((folder / CARRIED_METADATA).read_text())
         except ValueError as exc:
             raise ClientError(f"{folder / CARRIED_METADATA} is not JSON ({exc})", INPUT) from exc
+    from codspeed_rules.normalize import Normalizer
+
     handle = tempfile.NamedTemporaryFile(prefix="codspeed-shard-", suffix=".tar.gz", delete=False)
     checksummed = _ChecksummedFile(handle)
     try:
-        with handle, tarfile.open(fileobj=checksummed, mode="w:gz", compresslevel=6) as tar:
-            for name in files:
-                tar.add(folder / name, arcname=f"./{name}", recursive=False)
+        # A normalized bundle (cut at every member): the aggregator's merge copies it as it is.
+        with handle:
+            normalizer = Normalizer(checksummed, level=6)
+            with tarfile.open(fileobj=_Feeding(normalizer), mode="w|", format=tarfile.GNU_FORMAT) as tar:
+                for name in files:
+                    tar.add(folder / name, arcname=f"./{name}", recursive=False)
+            normalizer.close()
     except OSError as exc:
         Path(handle.name).unlink(missing_ok=True)
         raise ClientError(f"cannot read {exc.filename or folder} ({exc.strerror or exc}): "
@@ -119,6 +125,17 @@ def from_folder(folder: Path, executor: str | None = None) -> Bundle:
     crc32 = s3_crc32(checksummed.crc)
     return Bundle(path=path, size=path.stat().st_size, crc32=lambda: crc32, files=files, carried_metadata=carried,
                   executor=executor)
+
+
+class _Feeding:
+    """The tar's bytes, as ``tarfile`` writes them, fed to the normalizer."""
+
+    def __init__(self, normalizer) -> None:
+        self._normalizer = normalizer
+
+    def write(self, data: bytes) -> int:
+        self._normalizer.feed(bytes(data))
+        return len(data)
 
 
 class _ChecksummedFile:

@@ -23,6 +23,7 @@ EXAMPLES = {
     "close": "example:\n  codspeed-client close --skip lint\n",
     "status": "example:\n  codspeed-client status --wait --timeout 1800 --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n",
     "env": "example:\n  codspeed-client env --json\n",
+    "pack": "example:\n  codspeed-client pack profiles/ -o shard.tar.gz\n",
 }
 
 
@@ -46,7 +47,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="".join(EXAMPLES.values()) + "\n" + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     root.add_argument("--version", action="version", version=f"codspeed-client {__version__}")
-    commands = root.add_subparsers(dest="command", required=True, metavar="{push,close,status,env}")
+    commands = root.add_subparsers(dest="command", required=True, metavar="{push,close,status,env,pack}")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=help, description=help, epilog=EXAMPLES[name] + "\n" + EXIT_CODES,
@@ -78,6 +79,11 @@ def parser() -> argparse.ArgumentParser:
 
     env = command("env", "print what was detected from the CI and git")
     _common(env)
+    pack = command("pack", "write the archive push would send (a normalized tar.gz) without sending it")
+    pack.add_argument("folder", help="the folder CodSpeed wrote its profiles to")
+    pack.add_argument("-o", "--output", required=True, help="the archive to write")
+    pack.add_argument("--executor", choices=("valgrind", "walltime", "memory"),
+                      help="what made the profiles (default: told from the folder's files)")
     return root
 
 
@@ -300,7 +306,25 @@ def env(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"push": push, "close": close, "status": status, "env": env}
+def pack(args: argparse.Namespace) -> int:
+    """The archive ``push --profile-folder`` sends, written to a file."""
+    import shutil
+    from pathlib import Path
+
+    from . import bundle
+
+    target = Path(args.output)
+    if not args.output.strip() or target.is_dir():
+        raise ClientError(f"-o {args.output!r} is not a file name: give the archive's path", USAGE)
+    if not target.parent.is_dir():
+        raise ClientError(f"cannot write {args.output}: its folder {target.parent} does not exist", USAGE)
+    made = bundle.from_folder(Path(args.folder), args.executor)
+    shutil.move(str(made.path), target)
+    print(f"packed {len(made.files)} files of {args.folder} into {target}: {made.size} bytes, crc32 {made.crc32()}")
+    return 0
+
+
+COMMANDS = {"push": push, "close": close, "status": status, "env": env, "pack": pack}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,8 @@ from datetime import datetime, timezone
 from collections.abc import Callable
 from functools import partial
 
+from codspeed_rules.bundle import VALGRIND
+from codspeed_rules.normalize import Normalizer
 from codspeed_wire.api import CloseAnswer, CloseRequest, ShardUploadRequest, UploadGrant
 from codspeed_wire.report import Report, render_markdown
 from codspeed_wire.upstream import UploadAccepted, UploadMetadata
@@ -26,7 +28,8 @@ from .auth import signed_query
 from .domain.baseline import Completion, branch_of, complete
 from .domain.bundle import validate_bundle
 from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
-from .domain.keys import bundle_key, parse_bundle_key, run_bundles_prefix, spool_key
+from .domain import gz
+from .domain.keys import bundle_key, index_key, normalized_key, parse_bundle_key, run_bundles_prefix, spool_key
 from .domain.drop_in import shard_of
 from .domain.ledger import (
     ARRIVED, CLOSED_EMPTY, ENDED, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot,
@@ -34,6 +37,7 @@ from .domain.ledger import (
 )
 from .domain.manifest import Manifest
 from .domain.merge import ShardBundle, merge_bundles
+from .domain.splice import IndexMismatch, NormalizedShard, splice
 from .domain.notification import commit_status
 from .domain.metadata import as_sent_metadata, check_identity, ci_url, merged_metadata
 from .domain.uploads import Upload, plan_forward
@@ -42,6 +46,9 @@ from .domain.results import measured
 from .settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+BASELINE_LOOKUP_SECONDS = 60
 
 
 def iso(epoch: float) -> str:
@@ -70,6 +77,7 @@ class Aggregator:
     clock: Callable[[], float] = time.time
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
     _baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its Report
+    _latest: dict = field(default_factory=dict, init=False, repr=False)  # (project, branch) -> (run, when looked up)
     _held: threading.local = field(default_factory=threading.local, init=False, repr=False)  # reports_held, per thread
 
     def _metric(self, name: str, value: float = 1, unit: str = "Count") -> None:
@@ -198,9 +206,7 @@ class Aggregator:
         try:
             if size is not None and upload.size is not None and size != upload.size:
                 raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
-            with self.store.open(key, version_id) as stream:
-                summary = validate_bundle(stream, upload.executor)
-                version_id = stream.version_id
+            summary, version_id, normalized = self._validate(key, version_id, upload.executor)
         except BadBundle as exc:
             if not self.ledger.record_rejection(project, run_id, shard, upload_id, str(exc)):
                 return "duplicate"
@@ -211,7 +217,7 @@ class Aggregator:
             benchmarks=summary.benchmarks, benchmark_names=summary.benchmark_names, pids=summary.pids,
             results=measured(summary.results),
             arrived_at=iso(self.clock()), label=upload.label, executor=upload.executor, gzipped=summary.gzipped,
-            version_id=version_id,
+            version_id=version_id, normalized=normalized,
         )
         outcome = self._count(project, run_id, record, upload, view.shard)
         if outcome != "run_not_open":
@@ -233,6 +239,23 @@ class Aggregator:
         noted = self.ledger.record_late(project, run_id, record, reason)
         self.publish(project, run_id)
         return "late" if noted else "duplicate"
+
+    def _validate(self, key: str, version_id: str | None, executor: str):
+        """Validate a bundle; a valgrind one is also normalized in the same pass (the copy the
+        finalizer splices, and its index): (summary, version validated, normalized versions)."""
+        with self.store.open(key, version_id) as stream:
+            if executor != VALGRIND:
+                return validate_bundle(stream, executor), stream.version_id, None
+            with self.store.spool(normalized_key(key)) as sink:
+                normalizer = Normalizer(sink, level=self.settings.merge_level, compressor=gz.raw_compressor)
+                summary = validate_bundle(stream, executor, tap=normalizer.feed)
+                if (index := normalizer.close()) is None:
+                    sink.abandon()  # valid, yet not cut (no end-of-archive, say): merged from the bundle itself
+            if index is None:
+                return summary, stream.version_id, None
+            index["bundle"] = {"key": key, "version": stream.version_id}
+            index_version = self.store.put_json(index_key(key), index)
+            return summary, stream.version_id, {"version": sink.version_id, "index_version": index_version}
 
     def _count(self, project: str, run_id: str, record: ShardRecord, upload: UploadRecord,
                shard: ShardRecord | None) -> str:
@@ -398,9 +421,8 @@ class Aggregator:
         if merged:
             # Spooled to S3 (a multipart upload), not to /tmp: a part's size is bounded by S3, and the
             # MD5 the upstream wants before the PUT is taken while the merge writes.
-            with self.store.spool(spool_key(project, run_id, index)) as sink:
-                bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key, s.version_id)) for s in shards]
-                result = merge_bundles(bundles, sink, level=self.settings.merge_level)
+            key = spool_key(project, run_id, index)
+            sink, result = self._merge_part(key, shards)
             archive = self.store.reader(sink.key, sink.version_id)
             size, md5, gzipped = result.size, result.md5, True
             describe = partial(merged_metadata, run_id, base_metadata, names, md5, index + 1, parts, carried)
@@ -425,6 +447,33 @@ class Aggregator:
         finally:
             archive.close()
         return {"run_id": announced["run_id"], "size": size, "md5": md5}
+
+    def _merge_part(self, key: str, shards: list[ShardRecord]):
+        """Splice the shards' normalized copies; merge their bundles when one has none, or when
+        a copy does not match its index (never trusted blindly)."""
+        if all(s.normalized for s in shards):
+            try:
+                with self.store.spool(key) as sink:
+                    result = splice([NormalizedShard(
+                        s.name, tuple(s.pids), self._index(s),
+                        partial(self.store.open, normalized_key(s.key), s.normalized["version"])) for s in shards],
+                        sink, level=self.settings.merge_level)
+                self._metric("PartsSpliced")
+                return sink, result
+            except IndexMismatch as exc:
+                log.warning("normalized copies of %s not spliced, merged instead: %s", key, exc)
+                self._metric("SpliceFallbacks")
+        with self.store.spool(key) as sink:
+            bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key, s.version_id)) for s in shards]
+            result = merge_bundles(bundles, sink, level=self.settings.merge_level)
+        return sink, result
+
+    def _index(self, shard: ShardRecord) -> dict:
+        index = self.store.read_json(index_key(shard.key), shard.normalized.get("index_version"))
+        made_from = index.get("bundle") or {}
+        if made_from.get("key") != shard.key or made_from.get("version") != shard.version_id:
+            raise IndexMismatch(f"the index of {shard.key} was made from another object ({made_from})")
+        return index
 
     def _announce(self, project: str, run_id: str, index: int, describe, md5: str) -> dict:
         """POST an upload's metadata and record the answer before the PUT (a retry re-PUTs there)."""
@@ -491,7 +540,7 @@ class Aggregator:
         chosen = (run.outcome or {}).get("baseline") or {}
         baseline_id = chosen.get("run_id")
         if baseline_id is None and run.state == OPEN:
-            baseline_id = self.ledger.latest_baseline(run.project, branch_of(run.base_ref) or self.settings.default_branch)
+            baseline_id = self._latest_baseline(run.project, branch_of(run.base_ref) or self.settings.default_branch)
         if baseline_id is None or baseline_id == run.run_id:
             return None
         key = (run.project, baseline_id)
@@ -501,6 +550,14 @@ class Aggregator:
                 return None
             self._baselines[key] = Report.model_validate_json(published)
         return self._baselines[key]
+
+    def _latest_baseline(self, project: str, branch: str) -> str | None:
+        """The branch's latest forwarded run, looked up at most once a minute per process: an open
+        run's report compares with it, and is rebuilt after every batch of arrivals."""
+        now, key = self.clock(), (project, branch)
+        if key not in self._latest or self._latest[key][1] < now - BASELINE_LOOKUP_SECONDS:
+            self._latest[key] = (self.ledger.latest_baseline(project, branch), now)
+        return self._latest[key][0]
 
     def page_url(self, project: str, run_id: str = "", base: str | None = None) -> str | None:
         """A signed link to a run's page (or, with no run, to the project's list of runs)."""

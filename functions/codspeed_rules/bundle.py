@@ -139,8 +139,11 @@ def unpacked(stream: BinaryIO, gzipped: bool, gunzip: Callable = stdlib_gunzip):
 
 
 def validate_bundle(stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits(), *,
-                    gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS) -> BundleSummary:
-    check = BundleCheck(stream, executor, limits, gunzip=gunzip, gunzip_errors=gunzip_errors)
+                    gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS,
+                    tap: Callable[[bytes], None] | None = None) -> BundleSummary:
+    """``tap``: given every byte of the tar as it is read (a ``normalize.Normalizer`` makes the
+    normalized copy in the same pass)."""
+    check = BundleCheck(stream, executor, limits, gunzip=gunzip, gunzip_errors=gunzip_errors, tap=tap)
     with check.members() as members:
         for member in members:
             if (content := check.content(member)) is not None:
@@ -156,8 +159,10 @@ class BundleCheck:
     gives a member's bytes, checked as they are read, and ``member_done()`` ends the member."""
 
     def __init__(self, stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits(), *,
-                 gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS) -> None:
+                 gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS,
+                 tap: Callable[[bytes], None] | None = None) -> None:
         self.counted = _CountingReader(stream)
+        self.tap = tap
         self.executor, self.limits = executor, limits
         self.gunzip, self.gunzip_errors = gunzip, gunzip_errors
         self.tar: tarfile.TarFile | None = None
@@ -172,6 +177,8 @@ class BundleCheck:
         self.summary.gzipped = is_gzip(magic)
         try:
             with unpacked(self.counted, self.summary.gzipped, self.gunzip) as tar_stream:
+                if self.tap is not None:
+                    tar_stream = _Tapped(tar_stream, self.tap)
                 with tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, tarinfo=BoundedTarInfo) as tar:
                     self.tar = tar
                     yield self._checked(tar)
@@ -234,6 +241,17 @@ def walltime_results(document: bytes) -> dict[str, dict]:
         if isinstance(stats, dict) and isinstance(uri, str):
             found[uri] = {k: stats[k] for k in WALLTIME_STATS if isinstance(stats.get(k), (int, float))}
     return found
+
+
+class _Tapped:
+    def __init__(self, raw: BinaryIO, tap: Callable[[bytes], None]) -> None:
+        self._raw, self._tap = raw, tap
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        if data:
+            self._tap(data)
+        return data
 
 
 class _CheckedContent:

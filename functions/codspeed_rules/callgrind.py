@@ -24,6 +24,7 @@ def looks_like_callgrind(head: bytes) -> bool:
 
 EVENTS = b"\nevents: "
 TOTALS = b"\ntotals: "
+EVENTS_WINDOW = 4096  # a part's events line follows its trigger within a few lines
 
 
 class BenchmarkScanner:
@@ -42,6 +43,7 @@ class BenchmarkScanner:
         self._tail = b"\n"
         self._events: list[str] = []
         self._pending: str | None = None  # a kept benchmark whose totals line is still to come
+        self._events_left = 0  # bytes after the last trigger still to look at for its events line
 
     def feed(self, chunk: bytes) -> None:
         data = self._tail + chunk
@@ -56,39 +58,65 @@ class BenchmarkScanner:
         self._tail = data[cut:]
 
     def _scan(self, data: bytes, end: int) -> None:
-        found: dict[bytes, int] = {}
+        """Two passes at most over the chunk: one finds triggers, one the pending benchmark's
+        ``totals:`` line; its ``events:`` line is looked for just after its trigger."""
         pos = 0
-        while True:
-            for marker in (TRIGGER, EVENTS, TOTALS):
-                if marker not in found or 0 <= found[marker] < pos:
-                    found[marker] = data.find(marker, pos, end)
-            hits = [(at, marker) for marker, at in found.items() if at >= 0]
-            if not hits:
-                return
-            at, marker = min(hits)
-            start = at + len(marker)
-            eol = data.find(b"\n", start, end)
-            pos = end if eol < 0 else eol
-            value = data[start:pos]
-            if marker is EVENTS:
-                self._events = value.decode("ascii", "replace").split()
-            elif marker is TOTALS:
-                if self._pending is not None:
-                    numbers = [int(v) for v in value.split() if v.isdigit()]
+        while pos < end:
+            if self._pending is not None:
+                self._read_events(data, pos, end)  # when the part's events line came after the last chunk
+                following = data.find(TRIGGER, pos, end)
+                totals = data.find(TOTALS, pos, following if following >= 0 else end)
+                if totals >= 0:
+                    line = _line(data, totals + len(TOTALS), end)
+                    numbers = [int(v) for v in line.split() if v.isdigit()]
                     self.costs[self._pending] = dict(zip(self._events, numbers))
                     self._pending = None
-            else:
-                self._pending = None
-                uri = value.strip()
-                if uri.startswith(METADATA_TRIGGER):
+                    pos = totals + len(TOTALS) + len(line)
                     continue
-                self.count += 1
-                if len(self.names) < self._keep:
-                    self.names.append(uri.decode("utf-8", "replace"))
-                    self._pending = self.names[-1]
-                elif self._pending is None:
-                    self.count += data.count(TRIGGER, pos, end) - data.count(TRIGGER + METADATA_TRIGGER, pos, end)
-                    return
+                if following < 0:
+                    return  # in a later chunk
+                self._pending = None  # a part without totals: on to the next benchmark
+                pos = following
+                continue
+            trigger = data.find(TRIGGER, pos, end)
+            if trigger < 0:
+                return
+            if not self._events:  # the file's header may name the events once, before any part
+                self._events_left = trigger - pos
+                self._read_events(data, pos, trigger)
+            start = trigger + len(TRIGGER)
+            uri = _line(data, start, end)
+            pos = start + len(uri)
+            uri = uri.strip()
+            if uri.startswith(METADATA_TRIGGER):
+                continue
+            self.count += 1
+            if len(self.names) < self._keep:
+                self.names.append(uri.decode("utf-8", "replace"))
+                self._pending = self.names[-1]
+                self._events_left = EVENTS_WINDOW
+                self._read_events(data, pos, end)
+            else:
+                self.count += data.count(TRIGGER, pos, end) - data.count(TRIGGER + METADATA_TRIGGER, pos, end)
+                return
+
+    def _read_events(self, data: bytes, start: int, end: int) -> None:
+        """Look for an ``events:`` line in the next ``_events_left`` bytes (a window that may
+        span chunks: what is passed counts down)."""
+        if self._events_left <= 0:
+            return
+        stop = min(end, start + self._events_left)
+        at = data.find(EVENTS, start, stop)
+        if at >= 0:
+            self._events = _line(data, at + len(EVENTS), end).decode("ascii", "replace").split()
+            self._events_left = 0
+        else:
+            self._events_left -= max(0, stop - start - len(EVENTS))  # the tail of this chunk comes again
+
+
+def _line(data: bytes, start: int, end: int) -> bytes:
+    eol = data.find(b"\n", start, end)
+    return data[start:end if eol < 0 else eol]
 
 
 class PidRewriter:

@@ -32,7 +32,7 @@ def test_a_finalize_failing_for_any_reason_ends_forward_failed_with_it_and_is_re
     for shard in ("1", "2"):
         agg.record_arrival(_push(agg, project, run_id, shard, bundle(), total=2)["key"])
     isolated.finalize_requests()
-    with mock.patch("codspeed_aggregator.service.merge_bundles", side_effect=OverflowError("cannot convert float infinity")):
+    with mock.patch("codspeed_aggregator.service.splice", side_effect=OverflowError("cannot convert float infinity")):
         with pytest.raises(OverflowError):
             agg.finalize(project, run_id)
     run = _state(agg, project, run_id)

@@ -103,7 +103,7 @@ LEAST_PRIVILEGE = {  # what each function's code calls, and nothing more
                     "s3:GetObject", "s3:ListBucket", "sqs:SendMessage", "ssm:GetParameter"},
     "ArrivalsFunction": {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "s3:GetObject", "s3:GetObjectVersion",
                          "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
-                         "s3:PutObject", "sqs:SendMessage", "ssm:GetParameter"},
+                         "s3:PutObject", "sqs:SendMessage", "ssm:GetParameter", "s3:AbortMultipartUpload"},
     "FinalizerFunction": {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:PutItem", "s3:GetObject",
                           "s3:GetObjectVersion", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
                           "s3:PutObject", "s3:PutObjectTagging", "s3:ListBucket", "ssm:GetParameter",

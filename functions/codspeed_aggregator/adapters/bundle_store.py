@@ -2,6 +2,7 @@
 
 import base64
 import hashlib
+import json
 from contextlib import contextmanager
 
 from botocore.exceptions import ClientError
@@ -25,14 +26,16 @@ SPOOL_PART_BYTES = 64 << 20  # S3 takes 10,000 parts of 5 MiB to 5 GiB: 64 MiB p
 
 class SpoolWriter:
     """A file-like sink that writes an object with a multipart upload, one part per 64 MiB:
-    memory stays at one part whatever the object's size, and nothing touches the disk."""
+    memory stays at one part whatever the object's size, and nothing touches the disk. An
+    object smaller than one part is written with one PUT."""
 
     def __init__(self, s3, bucket: str, key: str, part_bytes: int = SPOOL_PART_BYTES) -> None:
         self.s3, self.bucket, self.key, self.part_bytes = s3, bucket, key, part_bytes
-        self.upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        self.upload_id: str | None = None  # started with the first full part
         self.version_id: str | None = None
         self._buffer = bytearray()
         self._parts: list[dict] = []
+        self._abandoned = False
 
     def write(self, data: bytes) -> int:
         self._buffer += data
@@ -45,20 +48,33 @@ class SpoolWriter:
         pass
 
     def _send(self, body: bytes) -> None:
+        if self.upload_id is None:
+            self.upload_id = self.s3.create_multipart_upload(Bucket=self.bucket, Key=self.key)["UploadId"]
         number = len(self._parts) + 1
         answer = self.s3.upload_part(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=body)
         self._parts.append({"ETag": answer["ETag"], "PartNumber": number})
 
+    def abandon(self) -> None:
+        """Nothing of it is wanted after all: the upload is aborted, and the block makes no object."""
+        self.abort()
+        self._abandoned = True
+
     def complete(self) -> None:
-        if self._buffer or not self._parts:
-            self._send(bytes(self._buffer))
-            self._buffer.clear()
-        answer = self.s3.complete_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id,
-                                                   MultipartUpload={"Parts": self._parts})
+        if self._abandoned:
+            return
+        if self.upload_id is None:
+            answer = self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=bytes(self._buffer))
+        else:
+            if self._buffer:
+                self._send(bytes(self._buffer))
+            answer = self.s3.complete_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id,
+                                                       MultipartUpload={"Parts": self._parts})
+        self._buffer.clear()
         self.version_id = answer.get("VersionId")
 
     def abort(self) -> None:
-        self.s3.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id)
+        if self.upload_id is not None:
+            self.s3.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id)
 
 
 class ObjectReader:
@@ -144,6 +160,16 @@ class BundleStore:
             writer.abort()
             raise
         writer.complete()
+
+    def put_json(self, key: str, document: dict) -> str | None:
+        """Write a JSON object; answers its version."""
+        answer = self.s3.put_object(Bucket=self.bucket, Key=key, Body=json.dumps(document, separators=(",", ":")).encode(),
+                                    ContentType="application/json")
+        return answer.get("VersionId")
+
+    def read_json(self, key: str, version_id: str | None = None) -> dict:
+        with self.open(key, version_id) as body:
+            return json.loads(body.read())
 
     def reader(self, key: str, version_id: str | None = None) -> ObjectReader:
         return ObjectReader(self, key, version_id)

@@ -331,6 +331,7 @@ class DynamoLedger:
             ":b": shard.benchmarks, ":pids": shard.pids,
             ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":exp": self._expires_at(),
             ":label": shard.label, ":executor": shard.executor, ":gz": shard.gzipped, ":v": shard.version_id,
+            ":norm": shard.normalized,
         }
         if replacing:
             values[":prev"] = previous.upload_id
@@ -339,7 +340,7 @@ class DynamoLedger:
             "UpdateExpression": (
                 "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
                 "pids = :pids, arrived_at = :at, requested_at = :req, "
-                "label = :label, executor = :executor, gzipped = :gz, version_id = :v, "
+                "label = :label, executor = :executor, gzipped = :gz, version_id = :v, normalized = :norm, "
                 "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from ADD attempt :one, rev :one"
             ),
             "ConditionExpression": "upload_id = :prev AND requested_at < :req" if replacing
@@ -557,6 +558,7 @@ def _shard_from(item: dict) -> ShardRecord:
         rev=item.get("rev", 0), noted_upload=item.get("noted_upload"), requested_at=item.get("requested_at"),
         label=item.get("label"), executor=item.get("executor") or "valgrind", gzipped=item.get("gzipped", True),
         inherited_from=item.get("inherited_from"), version_id=item.get("version_id"),
+        normalized=item.get("normalized"),
     )
 
 

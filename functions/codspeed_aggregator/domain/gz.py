@@ -37,3 +37,8 @@ def writer(raw: BinaryIO, level: int = DEFAULT_LEVEL):
     """One gzip member (mtime 0: the same input makes the same bytes), compressed on a
     thread of its own so that reading the sources and compressing overlap on two cores."""
     return igzip_threaded.open(raw, "wb", compresslevel=level, threads=1)
+
+
+def raw_compressor(level: int = DEFAULT_LEVEL):
+    """A raw deflate compressor (no gzip framing): segments of a normalized bundle."""
+    return isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15)

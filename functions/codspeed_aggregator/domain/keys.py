@@ -13,6 +13,15 @@ def run_bundles_prefix(project: str, run_id: str) -> str:
     return f"{BUNDLE_PREFIX}{project}/{run_id}/"
 
 
+def normalized_key(bundle: str) -> str:
+    """The normalized copy of a bundle (``codspeed_rules.normalize``): what the finalizer splices."""
+    return f"normalized/{bundle.removeprefix(BUNDLE_PREFIX)}"
+
+
+def index_key(bundle: str) -> str:
+    return normalized_key(bundle).removesuffix(".tar.gz") + ".index.json"
+
+
 def spool_key(project: str, run_id: str, part: int) -> str:
     """Where the finalizer writes a merged part before sending it (expired by the bucket's lifecycle)."""
     return f"spool/{project}/{run_id}/part-{part:04d}.tar.gz"

@@ -1,0 +1,234 @@
+"""The merge without recompression: normalized bundles (``codspeed_rules.normalize``) spliced
+into one standard gzip member.
+
+Every segment that stays as it was (the bulk of each file) is copied compressed, byte for
+byte; only the small ones that change are encoded again: every member's header (its name may
+move, its mode loses setuid bits), the head of a ``<pid>.out`` whose pid moves (its ``pid:``
+line), and the end-of-archive. The CRC-32 of the whole is combined from the segments' without
+their data, and the MD5 taken while writing. A member that changes beyond that (a pid of
+another width, a callgrind file with more than one ``pid:`` line, a ``results/<pid>.json``
+whose ``creator.pid`` moves) is decoded and encoded again alone.
+
+The index is trusted only as far as it is bound to the object: segments must follow each
+other in the object, and the object read must have the CRC-32 and size the index names; else
+``IndexMismatch``, and the caller merges the original bundles instead.
+"""
+
+import base64
+import struct
+import tarfile
+import tempfile
+import zlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from isal import isal_zlib
+
+from codspeed_rules.bundle import CHUNK, BadBundle
+from codspeed_rules.callgrind import OUT_NAME, PidRewriter
+from codspeed_rules.normalize import BLOCK, FINAL_BLOCK, FORMAT, GZIP_HEADER
+
+from .merge import CREATOR, MAX_RESULTS_BYTES, RESULTS_NAME, MergeResult, _HashingWriter, _Names, _rename, plan_pids
+
+END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
+
+
+class IndexMismatch(Exception):
+    """A normalized bundle does not match its index: it is not spliced."""
+
+
+@dataclass(frozen=True)
+class NormalizedShard:
+    name: str
+    pids: tuple[int, ...]
+    index: dict
+    open: Callable[[], AbstractContextManager[BinaryIO]]  # the normalized object
+
+
+class _Cursor:
+    """Reads a normalized object front to back, hashing all of it, refusing to go backwards."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream, self.position, self._crc = stream, 0, 0
+
+    def _take(self, n: int) -> bytes:
+        data = self._stream.read(n)
+        if len(data) != n:
+            raise IndexMismatch(f"the object ends at byte {self.position + len(data)}, before its index says")
+        self._crc = isal_zlib.crc32(data, self._crc)
+        self.position += n
+        return data
+
+    def seek(self, offset: int) -> None:
+        if offset < self.position:
+            raise IndexMismatch(f"a segment at byte {offset} overlaps the one before it")
+        while self.position < offset:
+            self._take(min(CHUNK, offset - self.position))
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.seek(offset)
+        return self._take(length)
+
+    def copy(self, offset: int, length: int, sink) -> None:
+        self.seek(offset)
+        while length:
+            data = self._take(min(CHUNK, length))
+            sink.write(data)
+            length -= len(data)
+
+    def chunks(self, offset: int, length: int):
+        self.seek(offset)
+        while length:
+            data = self._take(min(CHUNK, length))
+            length -= len(data)
+            yield data
+
+    def finish(self, expected: dict) -> None:
+        while data := self._stream.read(CHUNK):
+            self._crc = isal_zlib.crc32(data, self._crc)
+            self.position += len(data)
+        if (self.position, self._crc) != (expected.get("size"), expected.get("crc32")):
+            raise IndexMismatch(f"the object read ({self.position} bytes, CRC-32 {self._crc}) is not the one indexed "
+                                f"({expected.get('size')} bytes, CRC-32 {expected.get('crc32')})")
+
+
+class _Spliced:
+    """The output: one gzip member whose deflate stream is the segments, in order."""
+
+    def __init__(self, out: BinaryIO, level: int) -> None:
+        self.sink = _HashingWriter(out)
+        self.sink.write(GZIP_HEADER)
+        self._comp = isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15)
+        self.crc, self.size = 0, 0
+
+    def encoded(self, data: bytes) -> None:
+        """Data encoded here, as a segment of its own."""
+        if data:
+            self.sink.write(self._comp.compress(data) + self._comp.flush(isal_zlib.Z_FULL_FLUSH))
+            self.crc = zlib.crc32(data, self.crc)
+            self.size += len(data)
+
+    def copied(self, cursor: _Cursor, segment: list) -> None:
+        """A segment of a normalized bundle, copied as it is."""
+        _, offset, length, unpacked, crc = segment
+        cursor.copy(offset, length, self.sink)
+        self.crc = isal_zlib.crc32_combine(self.crc, crc, unpacked)
+        self.size += unpacked
+
+    def close(self) -> None:
+        self.sink.write(FINAL_BLOCK + struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
+
+
+def splice(shards: list[NormalizedShard], out: BinaryIO, *, level: int = 1) -> MergeResult:
+    """Write the merged tar.gz of normalized bundles to ``out``; the same members, names and
+    contents as ``merge_bundles`` writes from the bundles themselves."""
+    plan = plan_pids((s.name, s.pids) for s in shards)
+    names = _Names()
+    spliced = _Spliced(out, level)
+    for shard in shards:
+        if shard.index.get("format") != FORMAT:
+            raise IndexMismatch(f"shard {shard.name}: index format {shard.index.get('format')!r} is not {FORMAT}")
+        with shard.open() as stream:
+            cursor = _Cursor(stream)
+            for member in shard.index["members"]:
+                _splice_member(member, cursor, spliced, shard.name, plan[shard.name], names)
+            cursor.finish(shard.index["object"])
+    spliced.encoded(END_OF_ARCHIVE)
+    spliced.close()
+    return MergeResult(md5=base64.b64encode(spliced.sink.md5.digest()).decode(), size=spliced.sink.size,
+                       members=sorted(names.written), renumbered={k: v for k, v in plan.items() if v})
+
+
+def _segments(member: dict) -> dict[str, list]:
+    return {segment[0]: segment for segment in member["segments"]}
+
+
+def _header(path: str, member: dict, size: int) -> bytes:
+    info = tarfile.TarInfo("./" + path)
+    info.type = tarfile.DIRTYPE if member["type"] == "dir" else tarfile.REGTYPE
+    info.size, info.mode, info.mtime = size, member["mode"] & 0o777, member["mtime"]
+    return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
+
+
+def _splice_member(member: dict, cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict, names: _Names) -> None:
+    path, segments = member["name"], _segments(member)
+    if not path:
+        return  # the archive's root folder: the merged archive has its own members only
+    if member["type"] not in ("file", "dir"):
+        raise BadBundle(f"shard {shard}: member {path!r} is not a regular file or folder")
+    if member["type"] == "dir":
+        if (placed := names.place(path, shard, folder=True)) is not None:
+            spliced.encoded(_header(placed, member, 0))
+        return
+    placed = names.place(_rename(path, moves), shard)
+    out, results = OUT_NAME.match(path), RESULTS_NAME.match(path)
+    old = int(out["pid"]) if out else int(results["pid"]) if results else None
+    new = moves.get(old) if old is not None else None
+    if new is None:
+        _copy_member(member, placed, segments, cursor, spliced)
+    elif out and len(str(old)) == len(str(new)) and member["pid_lines"] == 1 and "head" in segments:
+        spliced.encoded(_header(placed, member, member["size"]))
+        _, offset, length, unpacked, crc = segments["head"]
+        head = isal_zlib.decompressobj(-15).decompress(cursor.read(offset, length))
+        if len(head) != unpacked or zlib.crc32(head) != crc:
+            raise IndexMismatch(f"shard {shard}: the head of {path} does not match its index")
+        spliced.encoded(_rewrite_head(head, old, new))
+        for kind in ("body", "pad"):
+            if kind in segments:
+                spliced.copied(cursor, segments[kind])
+    elif results and member["size"] > MAX_RESULTS_BYTES:
+        _copy_member(member, placed, segments, cursor, spliced)  # as the merge leaves it: too large to rewrite
+    else:
+        _encode_member(member, placed, segments, cursor, spliced, old, new, bool(out))
+
+
+def _rewrite_head(head: bytes, old: int, new: int) -> bytes:
+    """A callgrind head ends with its ``pid:`` line (the only one in the file)."""
+    line = b"pid: %d\n" % old
+    if not head.endswith(line):
+        raise IndexMismatch(f"a callgrind head does not end with 'pid: {old}'")
+    return head[: -len(line)] + b"pid: %d\n" % new
+
+
+def _copy_member(member: dict, placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced) -> None:
+    spliced.encoded(_header(placed, member, member["size"]))
+    for kind in ("head", "body", "pad"):
+        if kind in segments:
+            spliced.copied(cursor, segments[kind])
+
+
+def _encode_member(member: dict, placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced,
+                   old: int, new: int, callgrind: bool) -> None:
+    """A member whose content changes beyond its head: decoded, rewritten, encoded again (rare:
+    the merge plans pids of the same width whenever one is free)."""
+    with tempfile.TemporaryFile() as spool:
+        inflate = isal_zlib.decompressobj(-15)
+        rewriter = PidRewriter(old, new) if callgrind else None
+        for kind in ("head", "body"):
+            if kind not in segments:
+                continue
+            _, offset, length, _, _ = segments[kind]
+            for chunk in cursor.chunks(offset, length):
+                data = inflate.decompress(chunk)
+                spool.write(rewriter.feed(data) if rewriter else data)
+        if rewriter:
+            spool.write(rewriter.close())
+        if "pad" in segments:
+            cursor.seek(segments["pad"][1] + segments["pad"][2])
+        size = spool.tell()
+        spool.seek(0)
+        if not callgrind:  # results/<pid>.json: its creator.pid moves with the pid
+            content = CREATOR.sub(lambda m: m.group(1) + (b"%d" % new if int(m.group(2)) == old else m.group(2)),
+                                  spool.read())
+            size = len(content)
+            spool.seek(0)
+            spool.truncate()
+            spool.write(content)
+            spool.seek(0)
+        spliced.encoded(_header(placed, member, size))
+        while data := spool.read(CHUNK):
+            spliced.encoded(data)
+        spliced.encoded(b"\0" * (-size % BLOCK))
+

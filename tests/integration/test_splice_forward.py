@@ -1,0 +1,81 @@
+"""The finalizer splices the normalized copies arrivals made, and merges the bundles when a
+copy does not match its index."""
+
+import base64
+import hashlib
+import json
+import tarfile
+from unittest import mock
+
+from codspeed_aggregator import service
+from codspeed_aggregator.domain.keys import index_key, normalized_key
+from codspeed_aggregator.local.upstream_stub import archive_of
+from codspeed_wire.api import ShardUploadRequest
+from tests.factories import bundle, put, upload_request
+
+
+def _run(agg, isolated, project, run_id, shards=3) -> list[str]:
+    keys = []
+    for i in range(1, shards + 1):
+        data = bundle(4242, [f"t{i}::a", f"t{i}::b"])
+        grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, str(i), data, total=shards)))
+        put(grant.model_dump(), data)
+        assert agg.record_arrival(grant.key) == "recorded"
+        keys.append(grant.key)
+    isolated.finalize_requests()
+    return keys
+
+
+def _outs(upload) -> dict[str, bytes]:
+    with tarfile.open(archive_of(upload)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.name.endswith(".out")}
+
+
+def test_arrivals_leave_a_normalized_copy_and_the_finalizer_splices_it(isolated, project, run_id):
+    agg = isolated.aggregator
+    keys = _run(agg, isolated, project, run_id)
+    shard = agg.ledger.snapshot(project, run_id).shards["1"]
+    assert set(shard.normalized) == {"version", "index_version"}
+    index = agg.store.read_json(index_key(keys[0]), shard.normalized["index_version"])
+    assert index["bundle"] == {"key": keys[0], "version": shard.version_id}
+    with mock.patch.object(service, "splice", wraps=service.splice) as spliced, \
+            mock.patch.object(service, "merge_bundles") as merged:
+        assert agg.finalize(project, run_id) == "forwarded"
+    assert spliced.call_count == 1 and merged.call_count == 0
+    [upload] = isolated.upstream.uploads(run_id)
+    outs = _outs(upload)
+    assert sorted(outs) == ["./4242.out", "./4243.out", "./4244.out"]
+    assert all(f"\npid: {name[2:6]}\n".encode() in body for name, body in outs.items())
+    metadata = json.loads((upload / "metadata.json").read_text())
+    assert metadata["profileMd5"] == base64.b64encode(hashlib.md5(archive_of(upload).read_bytes()).digest()).decode()
+
+
+def test_a_normalized_copy_that_does_not_match_its_index_is_merged_from_the_bundles_instead(isolated, project, run_id):
+    agg = isolated.aggregator
+    keys = _run(agg, isolated, project, run_id)
+    # the copy changed under its index (a new version at the key is never read: the recorded one is
+    # pinned; here the recorded version's index itself names another object)
+    original = agg.store.read_json
+
+    def read_json(key, version_id=None):
+        document = original(key, version_id)
+        if key == index_key(keys[1]):
+            document["object"]["crc32"] ^= 1
+        return document
+
+    with mock.patch.object(agg.store, "read_json", read_json):
+        assert agg.finalize(project, run_id) == "forwarded"
+    [upload] = isolated.upstream.uploads(run_id)
+    assert sorted(_outs(upload)) == ["./4242.out", "./4243.out", "./4244.out"]
+
+
+def test_an_index_made_from_another_bundle_is_refused(isolated, project, run_id):
+    agg = isolated.aggregator
+    keys = _run(agg, isolated, project, run_id, shards=2)
+    shard = agg.ledger.snapshot(project, run_id).shards["2"]
+    other = agg.store.read_json(index_key(keys[0]))  # shard 1's index, offered for shard 2
+    with mock.patch.object(agg.store, "read_json", return_value=other), \
+            mock.patch.object(service, "merge_bundles", wraps=service.merge_bundles) as merged:
+        assert agg.finalize(project, run_id) == "forwarded"
+    assert merged.call_count == 1 and shard.normalized is not None
+    assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=normalized_key(keys[1]))["ContentLength"] > 0

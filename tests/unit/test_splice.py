@@ -1,0 +1,141 @@
+"""Normalized bundles and the splice: the same archive as today's merge, without recompressing."""
+
+import gzip
+import io
+import subprocess
+import tarfile
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from codspeed_aggregator.domain import gz
+from codspeed_aggregator.domain.bundle import validate_bundle
+from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
+from codspeed_aggregator.domain.splice import IndexMismatch, NormalizedShard, splice
+from codspeed_rules.normalize import Normalizer
+from tests.factories import bundle, profile_members, tar_gz
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
+
+
+def normalized(data: bytes, chunk: int = 1 << 16) -> tuple[bytes, dict]:
+    """What an arrival makes of a bundle: its tar, read once, cut into segments."""
+    out = io.BytesIO()
+    normalizer = Normalizer(out, compressor=gz.raw_compressor)
+    summary = validate_bundle(io.BytesIO(data), tap=normalizer.feed)
+    index = normalizer.close()
+    assert summary.members > 0 and index is not None
+    return out.getvalue(), index
+
+
+def _both(datas: list[bytes]) -> tuple[bytes, object, bytes, object]:
+    shards, spliced = [], []
+    for i, data in enumerate(datas):
+        pids = tuple(validate_bundle(io.BytesIO(data)).pids)
+        shards.append(ShardBundle(str(i), pids, lambda d=data: io.BytesIO(d)))
+        copy, index = normalized(data)
+        spliced.append(NormalizedShard(str(i), pids, index, lambda c=copy: io.BytesIO(c)))
+    merged, spliced_out = io.BytesIO(), io.BytesIO()
+    merge_result = merge_bundles(shards, merged)
+    splice_result = splice(spliced, spliced_out)
+    return merged.getvalue(), merge_result, spliced_out.getvalue(), splice_result
+
+
+def _members(archive: bytes) -> dict:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        return {m.name: (m.type, m.mode, m.size, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()}
+
+
+def _first_member_only(archive: bytes) -> bytes:
+    """A reader that takes the first gzip member and nothing after it."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    data = inflate.decompress(archive)
+    assert inflate.eof and inflate.unused_data == b""  # one member, and nothing after it
+    return data
+
+
+def test_real_pytest_codspeed_shards_splice_to_the_merge_s_members_and_any_reader_accepts_it(tmp_path):
+    datas = [(FIXTURES / f"valgrind-shard-{i}.tar.gz").read_bytes() for i in (1, 2, 3)]
+    merged, merge_result, spliced, splice_result = _both(datas)
+    assert _members(spliced) == _members(merged)
+    assert splice_result.members == merge_result.members and splice_result.renumbered == merge_result.renumbered
+    assert gzip.decompress(spliced) == _first_member_only(spliced)
+    path = tmp_path / "spliced.tar.gz"
+    path.write_bytes(spliced)
+    assert subprocess.run(["gzip", "-t", str(path)]).returncode == 0
+    listed = subprocess.run(["tar", "-tzf", str(path)], capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(name.rstrip("/") for name in listed) == sorted(_members(merged))
+    assert splice_result.size == len(spliced)
+
+
+def test_colliding_pids_of_the_same_width_rewrite_only_the_head_and_wider_ones_the_whole_file():
+    same = [bundle(4242, [f"t{i}::a", f"t{i}::b"]) for i in range(3)]  # 4242 -> 4243, 4244: heads re-encoded
+    merged, _, spliced, result = _both(same)
+    assert _members(spliced) == _members(merged) and result.renumbered == {"1": {4242: 4243}, "2": {4242: 4244}}
+    wider = [bundle(5, [f"t{i}::a"]) for i in range(11)]  # the eleventh 5 finds no free one-digit pid: 10
+    merged, _, spliced, result = _both(wider)
+    assert _members(spliced) == _members(merged) and result.renumbered["10"] == {5: 10}
+    assert b"pid: 10\n" in _members(spliced)["./10.out"][3]
+
+
+def test_a_runner_gzip_and_a_plain_tar_normalize_alike():
+    runner = (FIXTURES / "valgrind-shard-1.tar.gz").read_bytes()
+    plain = gzip.decompress(runner)
+    copy_of_gzip, index_gzip = normalized(runner)
+    copy_of_plain, index_plain = normalized(plain)
+    assert copy_of_gzip == copy_of_plain and index_gzip == index_plain
+    assert gzip.decompress(copy_of_gzip) == plain
+    for member in index_gzip["members"]:  # every segment stands alone: a full flush ends each
+        for kind, offset, length, unpacked, crc in member["segments"]:
+            data = zlib.decompressobj(-15).decompress(copy_of_gzip[offset:offset + length])
+            assert (len(data), zlib.crc32(data)) == (unpacked, crc), (member["name"], kind)
+    out = next(m for m in index_gzip["members"] if m["name"].endswith(".out"))
+    assert [s[0] for s in out["segments"]] == ["header", "head", "body", "pad"] and out["pid_lines"] == 1
+
+
+def _spliced_with(copy: bytes, index: dict):
+    shard = NormalizedShard("1", (2,), index, lambda: io.BytesIO(copy))
+    return splice([shard], io.BytesIO())
+
+
+def test_an_index_that_does_not_match_its_object_is_refused_never_followed():
+    copy, index = normalized((FIXTURES / "valgrind-shard-1.tar.gz").read_bytes())
+    altered = bytearray(copy)
+    altered[len(copy) // 2] ^= 0xFF
+    with pytest.raises(IndexMismatch, match="is not the one indexed"):
+        _spliced_with(bytes(altered), index)
+    other_copy, other_index = normalized((FIXTURES / "valgrind-shard-2.tar.gz").read_bytes())
+    with pytest.raises(IndexMismatch):
+        _spliced_with(copy, other_index)
+    overlapping = {**index, "members": [*index["members"], index["members"][1]]}
+    with pytest.raises(IndexMismatch, match="overlaps"):
+        _spliced_with(copy, overlapping)
+    with pytest.raises(IndexMismatch, match="format"):
+        _spliced_with(copy, {**index, "format": 99})
+    assert _spliced_with(copy, index).size > 0  # the untouched pair splices
+
+
+def test_a_tar_the_normalizer_cannot_cut_gives_no_index_and_validation_says_why():
+    out = io.BytesIO()
+    normalizer = Normalizer(out)
+    normalizer.feed(b"this is not a tar header" * 30)
+    assert normalizer.close() is None
+
+
+names = st.lists(st.sampled_from(["a", "b", "c::d", "e f"]), min_size=1, max_size=3, unique=True)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from([7, 7, 42, 99, 1234]), names, st.booleans()), min_size=1, max_size=5))
+def test_splicing_normalized_bundles_extracts_to_what_the_merge_writes(shards):
+    datas = []
+    for index, (pid, benchmarks, with_log) in enumerate(shards):
+        members = profile_members(pid, [f"{b}{index}" for b in benchmarks])
+        if not with_log:
+            del members["./runner.log"]
+        datas.append(tar_gz(members))
+    merged, merge_result, spliced, splice_result = _both(datas)
+    assert _members(spliced) == _members(merged)
+    assert splice_result.renumbered == merge_result.renumbered
