@@ -4,17 +4,19 @@ template.yaml deploys.
     python bench/scale.py            # measure on 4 bundles of 16 MB of callgrind text
     python bench/scale.py --quick    # a small smoke for CI
 
-Measured (one core, this machine): validation (what an arrival does to each bundle) and the
-merge (what a finalizer does to each part), in MiB/s of compressed bundle. Lambda gives CPU in
+Measured (one core, this machine): what an arrival does to each bundle (validate it and, in
+the same pass, write its normalized copy) and what a finalizer does to each part (splice the
+normalized copies; the full merge, its fallback, is printed too), in MiB/s of compressed bundle. Lambda gives CPU in
 proportion to memory, one vCPU at 1769 MB; both steps are single-threaded, so a function's
 rate is the measured one times min(1, memory / 1769), times LAMBDA_CORE (a Lambda vCPU taken
 as half a core of this machine, to be safe).
 
 Modelled, for a run of SHARDS x SHARD_MB (default 200 x 200 MB, 40 GB):
 - parts: the run's merged uploads, planned by the code that plans them (``plan_uploads``);
-- max_part_minutes: one part's merge, plus moving its bytes three times at TRANSFER_MIB_S
-  (bundles read from S3, the merged part spooled to S3, then sent to the upstream);
-- arrivals_batch_seconds: a full arrivals batch of such bundles, validated one after another;
+- max_part_minutes: one part's splice, plus moving its bytes three times at TRANSFER_MIB_S
+  (normalized copies read from S3, the merged part spooled to S3, then sent to the upstream);
+- arrivals_batch_seconds: a full arrivals batch of such bundles, each read, validated and
+  normalized, and its normalized copy written to S3;
 - largest_run_gb: the largest run whose parts are all merged within an hour of its last shard,
   at the finalizer's concurrency (parts in waves), each part within the function's timeout.
 The last line reads
@@ -31,10 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "bench")]
 
-from merge import shards_from, write_bundle  # noqa: E402
+from merge import normalize_all, shards_from, splice_to, write_bundle  # noqa: E402
 from samtranslator.yaml_helper import yaml_parse  # noqa: E402
 
-from codspeed_aggregator.domain.bundle import validate_bundle  # noqa: E402
 from codspeed_aggregator.domain.merge import merge_bundles  # noqa: E402
 from codspeed_aggregator.domain.uploads import plan_uploads  # noqa: E402
 from codspeed_aggregator.settings import Settings  # noqa: E402
@@ -67,43 +68,47 @@ def deployed() -> dict:
     }
 
 
-def measure(work: Path, bundles: int, mb: float) -> tuple[float, float]:
-    """MiB/s of compressed bundle for validation and for the merge, on one core."""
+def measure(work: Path, bundles: int, mb: float) -> dict[str, float]:
+    """MiB/s of compressed bundle, on one core: an arrival's pass, a part's splice, a full merge."""
     paths = [work / f"shard-{i}.tar.gz" for i in range(bundles)]
     for seed, path in enumerate(paths):
         write_bundle(path, int(mb * MIB), seed)
     packed = sum(p.stat().st_size for p in paths) / MIB
     started = time.perf_counter()
-    for path in paths:
-        with open(path, "rb") as stream:
-            validate_bundle(stream)
-    validate_rate = packed / (time.perf_counter() - started)
+    normalized = normalize_all(paths, work)
+    arrival_rate = packed / (time.perf_counter() - started)
+    started = time.perf_counter()
+    splice_to(normalized, work / "spliced.tar.gz")
+    splice_rate = packed / (time.perf_counter() - started)
     started = time.perf_counter()
     with open(work / "merged.tar.gz", "wb") as out:
         merge_bundles(shards_from(paths), out)
     merge_rate = packed / (time.perf_counter() - started)
-    return validate_rate, merge_rate
+    return {"arrival": arrival_rate, "splice": splice_rate, "merge": merge_rate}
 
 
 def vcpu(memory_mb: int) -> float:
     return min(1.0, memory_mb / VCPU_MB) * LAMBDA_CORE
 
 
-def part_minutes(part_mib: float, merge_rate: float, stack: dict) -> float:
-    return (part_mib / (merge_rate * vcpu(stack["merge_memory"])) + 3 * part_mib / TRANSFER_MIB_S) / 60
+def part_minutes(part_mib: float, rate: float, stack: dict) -> float:
+    return (part_mib / (rate * vcpu(stack["merge_memory"])) + 3 * part_mib / TRANSFER_MIB_S) / 60
 
 
-def model(shards: int, shard_mb: float, benchmarks: int, rates: tuple[float, float], stack: dict) -> dict:
-    validate_rate, merge_rate = rates
+def model(shards: int, shard_mb: float, benchmarks: int, rates: dict[str, float], stack: dict) -> dict:
+    arrival_rate, merge_rate = rates["arrival"], rates["splice"]
     sizes = [(f"{i:04d}", benchmarks, int(shard_mb * MIB)) for i in range(shards)]
     parts = plan_uploads(sizes, stack["benchmark_limit"], stack["part_bytes"])
     biggest = max(sum(shard_mb for _ in part) for part in parts)
-    batch = stack["arrivals_batch"] * shard_mb / (validate_rate * vcpu(stack["arrivals_memory"]))
+    per_bundle = shard_mb / (arrival_rate * vcpu(stack["arrivals_memory"])) + 2 * shard_mb / TRANSFER_MIB_S
+    batch = stack["arrivals_batch"] * per_bundle
     full_part = part_minutes(stack["part_bytes"] / MIB, merge_rate, stack)
     waves = math.floor(WITHIN_MINUTES / full_part) if full_part * 60 < stack["merge_timeout"] else 0
     largest = waves * stack["finalize_concurrency"] * stack["part_bytes"] / 1e9
-    largest_bundle = stack["bundle_cap"] / MIB / (validate_rate * vcpu(stack["arrivals_memory"]))
+    cap = stack["bundle_cap"] / MIB
+    largest_bundle = cap / (arrival_rate * vcpu(stack["arrivals_memory"])) + 2 * cap / TRANSFER_MIB_S
     return {"parts": len(parts), "max_part_minutes": part_minutes(biggest, merge_rate, stack),
+            "max_part_minutes_merged": part_minutes(biggest, rates["merge"], stack),
             "arrivals_batch_seconds": batch, "largest_run_gb": largest, "largest_bundle_seconds": largest_bundle}
 
 
@@ -118,13 +123,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         rates = measure(Path(folder), 2 if args.quick else 4, 2 if args.quick else 16)
     figures = model(args.shards, args.shard_mb, args.benchmarks, rates, stack)
-    print(f"measured: validate {rates[0]:.1f} MiB/s, merge {rates[1]:.1f} MiB/s of compressed bundle, one core")
+    print(f"measured: arrival (validate + normalize) {rates['arrival']:.1f} MiB/s, splice {rates['splice']:.1f} MiB/s, "
+          f"full merge {rates['merge']:.1f} MiB/s of compressed bundle, one core")
     print(f"deployed: arrivals {stack['arrivals_memory']} MB / {stack['arrivals_timeout']} s / batch {stack['arrivals_batch']}, "
           f"finalizer {stack['merge_memory']} MB / {stack['merge_timeout']} s x {stack['finalize_concurrency']}, "
           f"parts of {stack['part_bytes'] / MIB:.0f} MiB; assumed: a Lambda vCPU = {LAMBDA_CORE} core here, "
           f"transfers at {TRANSFER_MIB_S} MiB/s")
-    print(f"largest bundle ({stack['bundle_cap'] / MIB:.0f} MiB) validates in {figures['largest_bundle_seconds']:.0f} s; "
-          f"arrivals stop a batch with {stack['arrivals_reserve']} s left")
+    print(f"largest bundle ({stack['bundle_cap'] / MIB:.0f} MiB) takes its arrival {figures['largest_bundle_seconds']:.0f} s; "
+          f"arrivals stop a batch with {stack['arrivals_reserve']} s left; a part merged without its normalized "
+          f"copies (the fallback) takes {figures['max_part_minutes_merged']:.1f} min")
     checks = {**TARGETS, "arrivals_batch_seconds": ("<=", stack["arrivals_timeout"] / 2),
               "largest_bundle_seconds": ("<=", stack["arrivals_reserve"])}
     missed = []
