@@ -104,7 +104,8 @@ OPEN_SHARD_LIST = 10  # longer shard lists are folded
 MAX_FLAGGED = 30  # benchmarks listed in Markdown; the page lists them all
 
 
-def _figure(value: float | None, unit: str | None) -> str:
+def figure(value: float | None, unit: str | None) -> str:
+    """A benchmark's figure for people: cycles with thousands separators, times in their unit."""
     if value is None:
         return ""
     if unit == "ns":
@@ -146,8 +147,8 @@ def render_markdown(report: Report) -> str:
         lines += [f"Changes past {report.threshold:.0%} against the baseline ({len(flagged)}):", "",
                   "| benchmark | shard | change | value | baseline |", "|---|---|---|---|---|"]
         for b in flagged[:MAX_FLAGGED]:
-            lines.append(f"| {md(b.name)} | {md(b.shard)} | {b.change:+.1%} {b.flag} | {_figure(b.value, b.unit)} "
-                         f"| {_figure(b.baseline, b.unit)} |")
+            lines.append(f"| {md(b.name)} | {md(b.shard)} | {b.change:+.1%} {b.flag} | {figure(b.value, b.unit)} "
+                         f"| {figure(b.baseline, b.unit)} |")
         lines.append("")
     elif report.benchmarks:
         measured = sum(b.state == "measured" for b in report.benchmarks)

@@ -7,7 +7,7 @@ from datetime import datetime
 from html import escape
 from urllib.parse import urlencode
 
-from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report
+from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, figure
 
 REFRESH_MS = 2000
 COLOURS = {"arrived": "#2e7d32", "expected": "#1565c0", "carried": "#6a1b9a", "skipped": "#757575",
@@ -87,17 +87,6 @@ def _epoch(stamp: str | None) -> float | None:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def _figure(value: float | None, unit: str | None) -> str:
-    if value is None:
-        return ""
-    if unit == "ns":
-        for scale, name in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-            if value >= scale:
-                return f"{value / scale:.2f} {name}"
-        return f"{value:.0f} ns"
-    return f"{value:,.0f} cycles"
-
-
 def _timeline(report: Report) -> str:
     """One strip per shard, from the run's opening to its arrival (or to now while it is out)."""
     start, now = _epoch(report.opened_at), _epoch(report.generated_at)
@@ -139,8 +128,8 @@ def _row(b: BenchmarkEntry) -> str:
     data = (f'data-name="{escape(b.name)}" data-shard="{escape(b.shard)}" data-state="{b.state}" '
             f'data-value="{"" if b.value is None else b.value}" data-change="{"" if b.change is None else b.change}"')
     return (f'<tr class="{b.flag or b.state}" {data}><td>{escape(b.name)}</td><td>{escape(b.shard)}</td>'
-            f'<td{where}>{b.state}</td><td class="num">{_figure(b.value, b.unit)}</td>'
-            f'<td class="num">{_figure(b.baseline, b.unit)}</td><td class="num">{change}{flag}</td></tr>')
+            f'<td{where}>{b.state}</td><td class="num">{figure(b.value, b.unit)}</td>'
+            f'<td class="num">{figure(b.baseline, b.unit)}</td><td class="num">{change}{flag}</td></tr>')
 
 
 def _table(report: Report, query: dict, sort: str | None, shard: str | None) -> str:
