@@ -18,7 +18,7 @@ from codspeed_wire.api import CloseAnswer, CloseRequest, ShardUploadRequest, Upl
 from codspeed_wire.report import Report, render_markdown
 from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 
-from .adapters.bundle_store import BundleStore
+from .adapters.bundle_store import BundleStore, MissingObject
 from .adapters.finalize_queue import FinalizeQueue
 from .adapters.github_status import GitHubStatuses
 from .adapters.metrics import CloudWatchMetrics
@@ -460,7 +460,7 @@ class Aggregator:
                         sink, level=self.settings.merge_level)
                 self._metric("PartsSpliced")
                 return sink, result
-            except IndexMismatch as exc:
+            except (IndexMismatch, MissingObject) as exc:  # MissingObject: a carried shard's copy expired
                 log.warning("normalized copies of %s not spliced, merged instead: %s", key, exc)
                 self._metric("SpliceFallbacks")
         with self.store.spool(key) as sink:

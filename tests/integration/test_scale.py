@@ -84,6 +84,12 @@ def test_the_spool_writes_parts_of_its_size_and_a_failed_merge_leaves_nothing(is
     assert reader.read(10) == data[:10]  # a retried PUT reads it again from the start
     reader.close()
 
+    with mock.patch.object(store.s3, "create_multipart_upload", wraps=store.s3.create_multipart_upload) as started:
+        with store.spool("spool/acme/x/run/part-0002.tar.gz") as small:
+            small.write(b"under one part")
+    assert started.call_count == 0  # one PUT
+    assert store.reader(small.key, small.version_id).read() == b"under one part"
+
     with pytest.raises(RuntimeError, match="merge died"):
         with store.spool("spool/acme/x/run/part-0001.tar.gz") as sink:
             sink.write(b"half an archive")

@@ -79,3 +79,15 @@ def test_an_index_made_from_another_bundle_is_refused(isolated, project, run_id)
         assert agg.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 1 and shard.normalized is not None
     assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=normalized_key(keys[1]))["ContentLength"] > 0
+
+
+def test_a_normalized_copy_gone_from_the_bucket_is_merged_from_the_bundle(isolated, project, run_id):
+    agg = isolated.aggregator
+    keys = _run(agg, isolated, project, run_id, shards=2)
+    shard = agg.ledger.snapshot(project, run_id).shards["1"]
+    agg.store.s3.delete_object(Bucket=agg.store.bucket, Key=normalized_key(keys[0]), VersionId=shard.normalized["version"])
+    with mock.patch.object(service, "merge_bundles", wraps=service.merge_bundles) as merged:
+        assert agg.finalize(project, run_id) == "forwarded"
+    assert merged.call_count == 1
+    [upload] = isolated.upstream.uploads(run_id)
+    assert sorted(_outs(upload)) == ["./4242.out", "./4243.out"]

@@ -12,6 +12,10 @@ from ..domain.keys import report_key, report_prefix
 FINAL_TAG = "run-final"  # template.yaml's lifecycle rule expires bundles carrying it
 
 
+class MissingObject(Exception):
+    """An object (or the version asked for) is not in the bucket: expired, or never written."""
+
+
 class _Body:
     def __init__(self, raw, version_id: str | None) -> None:
         self._raw = raw
@@ -143,7 +147,12 @@ class BundleStore:
         """A bundle's bytes: the version given (the bucket is versioned: a second PUT to a
         bundle's URL makes a new version and leaves the validated one as it was), else the
         current one; the stream's ``version_id`` says which was read."""
-        answer = self.s3.get_object(Bucket=self.bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
+        try:
+            answer = self.s3.get_object(Bucket=self.bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("NoSuchKey", "NoSuchVersion", "404"):
+                raise MissingObject(f"{key} (version {version_id or 'current'}) is not in the bucket") from exc
+            raise
         body = _Body(answer["Body"], answer.get("VersionId") or version_id)
         try:
             yield body
