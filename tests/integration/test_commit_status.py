@@ -25,8 +25,9 @@ def _push(agg, project, run_id, shard, data, total=2) -> str:
     return grant.key
 
 
-def test_statuses_go_pending_then_success_over_real_http(isolated, github, project, run_id):
-    agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"))
+def test_statuses_go_pending_then_success_over_real_http_and_link_the_run_page(isolated, github, project, run_id):
+    agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"), page_key=b"k" * 32,
+                  settings=replace(isolated.aggregator.settings, public_url="https://agg.example"))
     first = _push(agg, project, run_id, "1", bundle())
     assert github.statuses == []  # quiet until a shard arrives
     agg.record_arrival(first)
@@ -39,6 +40,7 @@ def test_statuses_go_pending_then_success_over_real_http(isolated, github, proje
     assert {s["path"] for s in github.statuses} == {f"/repos/{project}/statuses/{COMMIT}"}
     assert {s["authorization"] for s in github.statuses} == {"Bearer gh-token"}
     assert {s["context"] for s in github.statuses} == {"codspeed/shards"}
+    assert all(s["target_url"].startswith(f"https://agg.example/runs/{project}/{run_id}?expires=") for s in github.statuses)
 
 
 def test_a_failing_github_never_fails_an_arrival_or_a_forward(isolated, github, project, run_id):

@@ -147,16 +147,16 @@ def test_real_pytest_codspeed_folders_merge_with_each_pid_its_results_and_its_lo
 
 
 def test_only_the_pid_in_a_name_moves_never_other_digits():
-    from codspeed_aggregator.domain.merge import _rename
+    from codspeed_aggregator.domain.merge import renamed
 
     moves = {4242: 4243, 7: 8, 0: 1}
-    assert _rename("4242_7_7_0.unwind_data", moves) == "4243_7_7_0.unwind_data"
-    assert _rename("perf-4242.map", moves) == "perf-4243.map"
-    assert _rename("valgrind.4242.log", moves) == "valgrind.4243.log"
-    assert _rename("results/4242.MemtrackArtifact.msgpack", moves) == "results/4243.MemtrackArtifact.msgpack"
-    assert _rename("jit-7.dump", moves) == "jit-8.dump"
-    assert _rename("results/ExecutionTimestamps.msgpack", moves) == "results/ExecutionTimestamps.msgpack"
-    assert _rename("data_2024_7.csv", moves) == "data_2024_7.csv"
+    assert renamed("4242_7_7_0.unwind_data", moves) == "4243_7_7_0.unwind_data"
+    assert renamed("perf-4242.map", moves) == "perf-4243.map"
+    assert renamed("valgrind.4242.log", moves) == "valgrind.4243.log"
+    assert renamed("results/4242.MemtrackArtifact.msgpack", moves) == "results/4243.MemtrackArtifact.msgpack"
+    assert renamed("jit-7.dump", moves) == "jit-8.dump"
+    assert renamed("results/ExecutionTimestamps.msgpack", moves) == "results/ExecutionTimestamps.msgpack"
+    assert renamed("data_2024_7.csv", moves) == "data_2024_7.csv"
 
 
 def test_a_renamed_member_never_takes_a_name_another_shard_already_used():

@@ -117,7 +117,7 @@ def _free_pid(pid: int, taken: set[int]) -> int:
     return candidate
 
 
-class _HashingWriter:
+class HashingWriter:
     def __init__(self, out: BinaryIO) -> None:
         self._out = out
         self.md5 = hashlib.md5()
@@ -156,7 +156,7 @@ class _RewritingReader:
         return out
 
 
-def _rename(path: str, moves) -> str:
+def renamed(path: str, moves) -> str:
     folder, base = posixpath.split(path)
     match = PID_IN_NAME.match(base)
     if not match or (new := moves.get(int(match["pid"]))) is None:
@@ -165,7 +165,7 @@ def _rename(path: str, moves) -> str:
     return posixpath.join(folder, base) if folder else base
 
 
-class _Names:
+class MemberNames:
     """The member names written so far. No two members share a name, and no path is a file in
     one shard and a folder in another (GNU tar could extract only one of them): a member whose
     name is taken gets the shard's name added (``runner.shard-2.log``), and one under a path
@@ -220,8 +220,8 @@ def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFA
     plan = plan_pids((s.name, s.pids) for s in known)
     used = {p for s in known for p in s.pids}  # shared: a pid is taken whichever shard named it first
     streamed = {s.name: _StreamedMoves(used) for s in shards if s.pids is None}
-    sink = _HashingWriter(out)
-    names = _Names()
+    sink = HashingWriter(out)
+    names = MemberNames()
     with gz.writer(sink, level) as packed:
         with tarfile.open(fileobj=packed, mode="w|", format=tarfile.GNU_FORMAT, bufsize=CHUNK, copybufsize=CHUNK) as merged:
             for shard in shards:
@@ -239,7 +239,7 @@ def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFA
                        members=sorted(names.written), renumbered=renumbered)
 
 
-def _copy_checked(shard: ShardBundle, merged: tarfile.TarFile, moves: _StreamedMoves, names: "_Names") -> None:
+def _copy_checked(shard: ShardBundle, merged: tarfile.TarFile, moves: _StreamedMoves, names: "MemberNames") -> None:
     with shard.open() as stream:
         check = BundleCheck(stream, gunzip=gz.reader, gunzip_errors=(*gz.ERRORS, *GUNZIP_ERRORS))
         try:
@@ -274,7 +274,7 @@ def _tar_stream(stream: BinaryIO):
     return unpacked(peeked, is_gzip(peeked.head))
 
 
-def _copy_member(member, content, merged, shard, moves, names: _Names) -> None:
+def _copy_member(member, content, merged, shard, moves, names: MemberNames) -> None:
     path = member_path(member.name)
     if not path:
         return
@@ -284,7 +284,7 @@ def _copy_member(member, content, merged, shard, moves, names: _Names) -> None:
         if (placed := names.place(path, shard, folder=True)) is not None:
             merged.addfile(_copy_info(member, placed))
         return
-    info = _copy_info(member, names.place(_rename(path, moves), shard))
+    info = _copy_info(member, names.place(renamed(path, moves), shard))
     out = OUT_NAME.match(path)
     old_pid = int(out["pid"]) if out else None
     if old_pid is not None and (new_pid := moves.get(old_pid)) is not None:

@@ -30,7 +30,7 @@ from codspeed_rules.bundle import CHUNK, BadBundle
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 from codspeed_rules.normalize import BLOCK, FINAL_BLOCK, FORMAT, GZIP_HEADER
 
-from .merge import CREATOR, MAX_RESULTS_BYTES, RESULTS_NAME, MergeResult, _HashingWriter, _Names, _rename, plan_pids
+from .merge import CREATOR, MAX_RESULTS_BYTES, RESULTS_NAME, MergeResult, HashingWriter, MemberNames, renamed, plan_pids
 
 END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
 
@@ -98,7 +98,7 @@ class _Spliced:
     """The output: one gzip member whose deflate stream is the segments, in order."""
 
     def __init__(self, out: BinaryIO, level: int) -> None:
-        self.sink = _HashingWriter(out)
+        self.sink = HashingWriter(out)
         self.sink.write(GZIP_HEADER)
         self._comp = isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15)
         self.crc, self.size = 0, 0
@@ -125,7 +125,7 @@ def splice(shards: list[NormalizedShard], out: BinaryIO, *, level: int = 1) -> M
     """Write the merged tar.gz of normalized bundles to ``out``; the same members, names and
     contents as ``merge_bundles`` writes from the bundles themselves."""
     plan = plan_pids((s.name, s.pids) for s in shards)
-    names = _Names()
+    names = MemberNames()
     spliced = _Spliced(out, level)
     for shard in shards:
         if shard.index.get("format") != FORMAT:
@@ -152,7 +152,7 @@ def _header(path: str, member: dict, size: int) -> bytes:
     return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
 
 
-def _splice_member(member: dict, cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict, names: _Names) -> None:
+def _splice_member(member: dict, cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict, names: MemberNames) -> None:
     path, segments = member["name"], _segments(member)
     if not path:
         return  # the archive's root folder: the merged archive has its own members only
@@ -162,7 +162,7 @@ def _splice_member(member: dict, cursor: _Cursor, spliced: _Spliced, shard: str,
         if (placed := names.place(path, shard, folder=True)) is not None:
             spliced.encoded(_header(placed, member, 0))
         return
-    placed = names.place(_rename(path, moves), shard)
+    placed = names.place(renamed(path, moves), shard)
     out, results = OUT_NAME.match(path), RESULTS_NAME.match(path)
     old = int(out["pid"]) if out else int(results["pid"]) if results else None
     new = moves.get(old) if old is not None else None
