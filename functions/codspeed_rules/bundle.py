@@ -160,9 +160,10 @@ class BundleCheck:
 
     def __init__(self, stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits(), *,
                  gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS,
-                 tap: Callable[[bytes], None] | None = None) -> None:
+                 tap: Callable[[bytes], None] | None = None, keep: int = MAX_RESULTS) -> None:
+        """``keep``: how many benchmarks' names and results to keep (0: count them only, fastest)."""
         self.counted = _CountingReader(stream)
-        self.tap = tap
+        self.tap, self.keep = tap, keep
         self.executor, self.limits = executor, limits
         self.gunzip, self.gunzip_errors = gunzip, gunzip_errors
         self.tar: tarfile.TarFile | None = None
@@ -207,7 +208,7 @@ class BundleCheck:
             return None
         path = member_path(member.name)
         keep = RESULTS_NAME.match(path) is not None and member.size <= MAX_RESULTS_JSON
-        self._current = _CheckedContent(self.tar.extractfile(member), path, self.counted, self.limits, keep)
+        self._current = _CheckedContent(self.tar.extractfile(member), path, self.counted, self.limits, keep, self.keep)
         return self._current
 
     def member_done(self) -> None:
@@ -255,9 +256,10 @@ class _Tapped:
 
 
 class _CheckedContent:
-    def __init__(self, reader, path: str, counted: "_CountingReader", limits: BundleLimits, keep: bool = False) -> None:
+    def __init__(self, reader, path: str, counted: "_CountingReader", limits: BundleLimits, keep: bool = False,
+                 names: int = MAX_RESULTS) -> None:
         self._reader, self.path, self._counted, self._limits = reader, path, counted, limits
-        self.scanner = BenchmarkScanner() if OUT_NAME.match(path) else None
+        self.scanner = BenchmarkScanner(keep_names=names) if OUT_NAME.match(path) else None
         self.head = b""
         self.kept = bytearray() if keep else None  # the member's bytes, when its content is read after
 
