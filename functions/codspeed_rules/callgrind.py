@@ -51,8 +51,8 @@ class BenchmarkScanner:
         if cut < 0:  # mid-way through a long line that holds no trigger start
             self._tail = b"" if len(data) > self._MAX_TAIL else data
             return
-        if len(self.names) >= self._keep and self._pending is None:  # counting is all that is left: memchr speed
-            self.count += data.count(TRIGGER, 0, cut) - data.count(TRIGGER + METADATA_TRIGGER, 0, cut)
+        if len(self.names) >= self._keep and self._pending is None:  # counting is all that is left: one pass
+            self.count += _benchmark_triggers(data, 0, cut)
         else:
             self._scan(data, cut)
         self._tail = data[cut:]
@@ -97,7 +97,7 @@ class BenchmarkScanner:
                 self._events_left = EVENTS_WINDOW
                 self._read_events(data, pos, end)
             else:
-                self.count += data.count(TRIGGER, pos, end) - data.count(TRIGGER + METADATA_TRIGGER, pos, end)
+                self.count += _benchmark_triggers(data, pos, end)
                 return
 
     def _read_events(self, data: bytes, start: int, end: int) -> None:
@@ -112,6 +112,15 @@ class BenchmarkScanner:
             self._events_left = 0
         else:
             self._events_left -= max(0, stop - start - len(EVENTS))  # the tail of this chunk comes again
+
+
+def _benchmark_triggers(data: bytes, start: int, end: int) -> int:
+    """The benchmark triggers (not the ``Metadata:`` one) between ``start`` and ``end``."""
+    found, at = 0, data.find(TRIGGER, start, end)
+    while at >= 0:
+        found += not data.startswith(METADATA_TRIGGER, at + len(TRIGGER))
+        at = data.find(TRIGGER, at + len(TRIGGER), end)
+    return found
 
 
 def _line(data: bytes, start: int, end: int) -> bytes:
@@ -132,12 +141,15 @@ class PidRewriter:
         self._carry = b""
 
     def feed(self, chunk: bytes) -> bytes:
+        """The chunk rewritten; a tail that may begin a pid line is held back until the next one.
+        Most chunks come back as they are, not copied."""
         data = self._carry + chunk if self._carry else chunk
         if self._old in data:
             data = data.replace(self._old, self._new)
-        keep = min(len(data), len(self._old) - 1)
-        self._carry = data[len(data) - keep :]
-        return data[: len(data) - keep]
+        keep = next((size for size in range(min(len(self._old) - 1, len(data)), 0, -1)
+                     if data.endswith(self._old[:size])), 0)
+        self._carry = data[len(data) - keep:] if keep else b""
+        return data[: len(data) - keep] if keep else data
 
     def close(self) -> bytes:
         carry, self._carry = self._carry, b""

@@ -142,18 +142,24 @@ class _RewritingReader:
         self._done = False
 
     def read(self, n: int = -1) -> bytes:
+        if not self._buffer and not self._done and n > 0:  # the common case: a chunk as read, not copied
+            chunk = self._source.read(n)
+            piece = self._rewriter.feed(chunk) if chunk else self._end()
+            if len(piece) == n:
+                return piece
+            self._buffer += piece
         while not self._done and (n < 0 or len(self._buffer) < n):
             chunk = self._source.read(CHUNK)
-            if chunk:
-                self._buffer += self._rewriter.feed(chunk)
-            else:
-                self._buffer += self._rewriter.close()
-                self._done = True
+            self._buffer += self._rewriter.feed(chunk) if chunk else self._end()
         if n < 0:
             n = len(self._buffer)
         out = bytes(self._buffer[:n])
         del self._buffer[:n]
         return out
+
+    def _end(self) -> bytes:
+        self._done = True
+        return self._rewriter.close()
 
 
 def renamed(path: str, moves) -> str:
