@@ -137,6 +137,12 @@ CASES = [
     ("webhook secret without a secret", lambda f: _aggregator("webhook-secret", "--project", "a/b"), 3, "no webhook secret",
      {"WEBHOOK_SECRET": "", "WEBHOOK_SECRET_PARAMETER": ""}),
     ("webhook secret without a scope", lambda f: _aggregator("webhook-secret"), 2, "required", {}),
+    ("pack into a folder", lambda f: _client("pack", str(f["folder"]), "-o", str(f["tmp"])), 2, "is not a file name", {}),
+    ("pack into a missing folder", lambda f: _client("pack", str(f["folder"]), "-o", str(f["tmp"] / "no" / "x.tar.gz")), 2,
+     "does not exist", {}),
+    ("pack a missing folder", lambda f: _client("pack", str(f["tmp"] / "nowhere"), "-o", str(f["tmp"] / "x.tar.gz")), 7,
+     "does not exist", {}),
+    ("pack without -o", lambda f: _client("pack", str(f["folder"])), 2, "required", {}),
 ]
 
 

@@ -139,3 +139,19 @@ def test_splicing_normalized_bundles_extracts_to_what_the_merge_writes(shards):
     merged, merge_result, spliced, splice_result = _both(datas)
     assert _members(spliced) == _members(merged)
     assert splice_result.renumbered == merge_result.renumbered
+
+
+def test_the_client_packs_a_normalized_bundle(tmp_path):
+    from codspeed_aggregator.local.profiles import make_profile_folder
+    from codspeed_client.cli import main
+
+    folder = make_profile_folder(tmp_path / "profiles", 4242, ["t::a", "t::b"])
+    assert main(["pack", str(folder), "-o", str(tmp_path / "shard.tar.gz")]) == 0
+    packed = (tmp_path / "shard.tar.gz").read_bytes()
+    again = io.BytesIO()
+    normalizer = Normalizer(again, level=6)  # what the client uses: the standard library's zlib
+    normalizer.feed(gzip.decompress(packed))
+    index = normalizer.close()
+    assert again.getvalue() == packed  # cut exactly where a normalizer cuts
+    assert [m["name"] for m in index["members"]] == sorted(m["name"] for m in index["members"])
+    assert validate_bundle(io.BytesIO(packed)).pids == [4242]
