@@ -189,9 +189,10 @@ def main() -> int:
         rss_1x = peak_rss_of_merge(paths, work / "rss1.tar.gz")
         rss_4x = peak_rss_of_merge(paths * 4, work / "rss4.tar.gz")
         merged = (work / "merged.tar.gz").stat().st_size
+        spliced = (work / "spliced.tar.gz").stat().st_size
         print(f"floor: {floor:.3f} s, merge: {merge:.3f} s ({size * args.shards / merge / 2**20:.0f} MB/s), "
               f"offline merge: {offline:.3f} s, splice: {splice_time:.3f} s, copy: {copy:.3f} s, "
-              f"naive: {naive:.3f} s; merged archive {merged / 2**20:.1f} MB; peak RSS 1x {rss_1x / 1024:.0f} MB, "
+              f"naive: {naive:.3f} s; merged archive {merged / 2**20:.1f} MB, spliced {spliced / 2**20:.1f} MB; peak RSS 1x {rss_1x / 1024:.0f} MB, "
               f"4x {rss_4x / 1024:.0f} MB")
     figures = {"merge_vs_floor": merge / floor, "offline_merge_vs_floor": offline / floor,
                "splice_vs_floor": splice_time / floor, "splice_vs_copy": splice_time / copy, "naive_vs_merge": naive / merge, "rss_growth": rss_4x / rss_1x}

@@ -64,11 +64,11 @@ class Normalizer:
         self.members: list[dict] = []
         self._segment = {"start": self._offset, "ulen": 0, "crc": 0}
         self._member_segments: list[list] = []
-        self._end: list | None = None
         self._state, self._remaining = "header", 0
         self._block = bytearray()
         self._ext = bytearray()
-        self._ext_type = b""
+        self._ext_type, self._ext_size = b"", 0
+        self._callgrind, self._head_limit = False, 0
         self._long_name: str | None = None
         self._pax_path: str | None = None
         self._head: bytearray | None = None
@@ -159,8 +159,7 @@ class Normalizer:
         kind, size = block[156:157], _octal(block[124:136])
         self._write(block)
         if kind in EXTENDED:
-            self._state, self._remaining, self._ext_type = "ext", size + _padded(size), kind
-            self._ext_size = size
+            self._state, self._remaining, self._ext_type, self._ext_size = "ext", size + _padded(size), kind, size
             self._ext.clear()
             return
         name = self._long_name or self._pax_path
@@ -190,7 +189,7 @@ class Normalizer:
 
     def _extended_done(self) -> None:
         data = bytes(self._ext[: self._ext_size])
-        if self._ext_type in (b"L",):
+        if self._ext_type == b"L":
             self._long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
         elif self._ext_type == b"x":
             self._pax_path = _pax_path(data)
@@ -247,11 +246,11 @@ class Normalizer:
         not be cut (it ended inside a member, or a header did not parse)."""
         if self.broken or self._state not in ("end", "header") or self._block:
             return None
-        self._end = self._cut(END)
+        end = self._cut(END)
         tail = FINAL_BLOCK + struct.pack("<II", self.crc, self.size & 0xFFFFFFFF)
         self._emit(tail)
         return {
-            "format": FORMAT, "members": self.members, "end": self._end, "crc": self.crc, "size": self.size,
+            "format": FORMAT, "members": self.members, "end": end, "crc": self.crc, "size": self.size,
             "object": {"size": self._offset, "crc32": self._object_crc},
         }
 

@@ -1,7 +1,5 @@
 """Per-benchmark results: read from real profiles in the validating pass, compared with a baseline."""
 
-import gzip
-import io
 import tarfile
 from pathlib import Path
 
