@@ -404,6 +404,7 @@ class Aggregator:
         self._metric("FinalizeLatency", finished - opened, "Seconds")
         if own_branch := branch_of(plan.run.ref):
             self.ledger.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
+            self._latest[(project, own_branch)] = (run_id, finished)  # this process knows it at once
         self.store.mark_final(run_bundles_prefix(project, run_id))
         self.publish(project, run_id)
         return FORWARDED

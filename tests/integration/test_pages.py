@@ -1,5 +1,7 @@
 """Run pages' links and results as the aggregator publishes them (moto, no browser)."""
 
+from unittest import mock
+
 from codspeed_wire.api import ShardUploadRequest
 from codspeed_wire.report import render_markdown
 from tests.factories import bundle, put, upload_request
@@ -45,3 +47,37 @@ def test_the_markdown_report_lists_what_changed_past_the_threshold_and_links_the
     assert "Changes past 5% against the baseline (1):" in markdown
     assert r"| t\:\:slow&#124;er | 1 | +50.0% regression | 1,500 cycles | 1,000 cycles |" in markdown  # escaped
     assert f"[Run page]({report.page_url})" in markdown
+
+
+def test_an_open_run_compares_with_a_baseline_forwarded_elsewhere_within_a_minute(isolated, project, run_id):
+    from dataclasses import replace
+
+    now = [1_800_000_000.0]
+    agg = replace(isolated.aggregator, clock=lambda: now[0])
+    other = replace(isolated.aggregator, clock=lambda: now[0])  # another process: caches of its own
+    pull = {"ref": "refs/pull/9/merge", "base_ref": "main", "commit": "e" * 40}
+
+    def arrive(aggregator, run, shard, cost, **meta):
+        data = bundle(7 + int(shard), [f"t{shard}::x"], costs={f"t{shard}::x": cost})
+        grant = aggregator.request_upload(ShardUploadRequest.model_validate(
+            upload_request(project, run, shard, data, total=2, **meta)))
+        put(grant.model_dump(), data)
+        assert aggregator.record_arrival(grant.key) == "recorded"
+
+    arrive(agg, run_id, "1", 1200, **pull)  # no baseline yet: looked up, and kept for a minute
+    assert agg.report(project, run_id).baseline is None
+    for shard in ("1", "2"):
+        arrive(other, f"{run_id}-main", shard, 1000)
+    isolated.finalize_requests()
+    assert other.finalize(project, f"{run_id}-main") == "forwarded"
+    now[0] += 5
+    with mock.patch.object(agg.ledger, "latest_baseline", wraps=agg.ledger.latest_baseline) as looked_up:
+        agg.refresh(project, run_id)  # a new report version, within the minute: the lookup is not made again
+        assert looked_up.call_count == 0 and agg.report(project, run_id).baseline is None
+        now[0] += 60
+        arrive(agg, run_id, "2", 1000, **pull)  # the run's next change, a minute on: looked up again
+        assert looked_up.call_count == 1
+    report = agg.report(project, run_id)
+    assert report.baseline["run_id"] == f"{run_id}-main"
+    [entry] = [b for b in report.benchmarks if b.name == "t1::x"]
+    assert (entry.flag, round(entry.change, 2)) == ("regression", 0.2)
