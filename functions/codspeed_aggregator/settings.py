@@ -4,6 +4,8 @@ import os
 from dataclasses import dataclass
 from functools import cache
 
+from .domain.uploads import MAX_UPLOAD_BYTES
+
 
 def _flag(name: str, default: bool = False) -> bool:
     return os.environ.get(name, str(default)).lower() in ("1", "true", "yes")
@@ -66,7 +68,7 @@ class Settings:
             upstream_attempts=int(env.get("UPSTREAM_ATTEMPTS", 3)),
             max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
             # bundle bytes merged into one upload: under S3's 5 GB PUT, and what one merge does in minutes
-            max_part_bytes=int(env.get("MAX_PART_BYTES", 4 << 30)),
+            max_part_bytes=int(env.get("MAX_PART_BYTES", MAX_UPLOAD_BYTES)),
             max_attempts=int(env.get("MAX_ATTEMPTS", 20)),
             # the longest one arrival may take (validating the largest bundle): a batch stops before
             arrival_reserve_seconds=int(env.get("ARRIVAL_RESERVE_SECONDS", 20)),

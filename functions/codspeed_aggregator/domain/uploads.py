@@ -2,10 +2,11 @@
 
 valgrind profiles merge (pids renumbered, ``domain.merge``), in uploads of at most CodSpeed's
 benchmark limit each, and of at most ``max_bytes`` of bundles (an upload URL is an S3 PUT:
-5 GB at most; and the finalizer spools each merged upload to /tmp, 10 GiB at most). Other executors' profiles (walltime, memory) hold files that do not
-merge (``perf.pipedata``, ``perf.metadata``, msgpack artifacts), so each such shard goes as
-its own upload, as its uploader sent it: one run part of the same upstream run. A run of a
-single shard is forwarded as it was sent, whatever its executor.
+5 GB at most; and one finalizer invocation merges one upload). Other executors' profiles
+(walltime, memory) hold files that do not merge (``perf.pipedata``, ``perf.metadata``,
+msgpack artifacts), so each such shard goes as its own upload, as its uploader sent it: one
+run part of the same upstream run. A run of a single shard is forwarded as it was sent,
+whatever its executor.
 """
 
 from dataclasses import dataclass
