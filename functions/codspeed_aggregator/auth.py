@@ -144,6 +144,12 @@ def signed_query(key: bytes, project: str, run_id: str, expires: int) -> str:
     return f"expires={expires}&sig={page_signature(key, project, run_id, expires)}"
 
 
+def signed_for(key: bytes | None, project: str, run_id: str, expires: str | None, sig: str | None) -> bool:
+    """Whether a link's signature is that of this page (expired or not)."""
+    return bool(key and sig and (expires or "").isdigit()) and hmac.compare_digest(
+        sig.encode(), page_signature(key, project, run_id, int(expires)).encode())
+
+
 def check_page_link(key: bytes | None, project: str, run_id: str, expires: str | None, sig: str | None,
                     now: float) -> None:
     """A run page's link: 401 without a signature, 403 when it is altered, expired or another run's."""
@@ -153,7 +159,7 @@ def check_page_link(key: bytes | None, project: str, run_id: str, expires: str |
         raise Forbidden("the aggregator has no webhook secret configured: it signs no page links")
     if not (expires or "").isdigit():
         raise Forbidden("the link's expiry is not a number: the link was altered")
-    if not hmac.compare_digest(sig.encode(), page_signature(key, project, run_id, int(expires)).encode()):
+    if not signed_for(key, project, run_id, expires, sig):
         raise Forbidden("the link's signature does not match this page: it was altered or is another run's")
     if int(expires) < now:
         raise Forbidden("the link expired: take a fresh one from the run's report (page_url)")

@@ -1,7 +1,6 @@
 """HTTP API: request uploads, CodSpeed's drop-in ``POST /upload``, close, read reports."""
 
 import base64
-import hmac
 import json
 import re
 import time
@@ -22,7 +21,7 @@ from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
 
 from ..auth import (
-    Principal, authenticate, check_fresh, check_github_signature, check_page_link, check_signature, page_signature, tokenless,
+    Principal, authenticate, check_fresh, check_github_signature, check_page_link, check_signature, signed_for, tokenless,
 )
 from ..pages.run_page import render_list, render_main, render_run
 from ..domain.errors import Refused, Unprocessable
@@ -137,9 +136,14 @@ def _page_access(project: str, run_id: str) -> None:
     if query.get("sig") or not app.current_event.headers.get("authorization"):
         check_page_link(aggregator().page_key, project, run_id, query.get("expires"), query.get("sig"), time.time())
         return
+    _principal(app.current_event.headers.get("authorization")).allow(project)
+
+
+def _principal(authorization: str | None) -> Principal:
+    """Who a token is: the operator's, a project's, or a GitHub Actions OIDC token's repository."""
     verifier = oidc()
-    authenticate(app.current_event.headers.get("authorization"), api_token(), aggregator().ledger.token_project,
-                 verifier.repository if verifier else None).allow(project)
+    return authenticate(authorization, api_token(), aggregator().ledger.token_project,
+                        verifier.repository if verifier else None)
 
 
 @app.get("/runs/<page>")
@@ -166,9 +170,7 @@ def _is_run_page(project: str, run_id: str) -> bool:
         return True  # no project segment looks like that: a run id
     query = _query()
     if query.get("sig"):  # a signed link says which page it opens
-        key = aggregator().page_key
-        return key is not None and query.get("expires", "").isdigit() and hmac.compare_digest(
-            query["sig"].encode(), page_signature(key, project, run_id, int(query["expires"])).encode())
+        return signed_for(aggregator().page_key, project, run_id, query.get("expires"), query["sig"])
     return aggregator().ledger.run_record(project, run_id) is not None
 
 
@@ -245,14 +247,11 @@ def handler(event: dict, context) -> dict:
                 "body": json.dumps({"error": f"request body over {MAX_BODY} bytes: bundles go to the upload URL, not the API"})}
     try:
         if path.startswith(PAGES):
-            pass  # a signed link or a token: the page checks which (pages._page_access)
+            pass  # a signed link or a token: the page checks which (_page_access)
         elif path == "/upload" and not headers.get("authorization"):
             app.append_context(principal=tokenless(app_body(event), settings().tokenless_projects))
         elif not path.startswith(WEBHOOKS):
-            verifier = oidc()
-            principal = authenticate(headers.get("authorization"), api_token(), aggregator().ledger.token_project,
-                                     verifier.repository if verifier else None)
-            app.append_context(principal=principal)
+            app.append_context(principal=_principal(headers.get("authorization")))
     except Refused as exc:
         return {"statusCode": exc.status, "headers": {"Content-Type": content_types.APPLICATION_JSON},
                 "body": json.dumps({"error": str(exc)})}
