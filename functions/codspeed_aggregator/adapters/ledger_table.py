@@ -120,17 +120,20 @@ class DynamoLedger:
 
     # -- reading -----------------------------------------------------------------
 
-    def _query(self, project: str, run_id: str, condition: str, values: dict) -> list[dict]:
+    def _all(self, **query) -> list[dict]:
+        """Every item a Query answers, page after page."""
         items, start = [], None
         while True:
-            page = self.db.query(
-                TableName=self.table, ConsistentRead=True, KeyConditionExpression=f"pk = :pk AND {condition}",
-                ExpressionAttributeValues=_dump({":pk": _pk(project, run_id), **values}),
-                **({"ExclusiveStartKey": start} if start else {}))
+            page = self.db.query(TableName=self.table, **query, **({"ExclusiveStartKey": start} if start else {}))
             items += [_load(i) for i in page["Items"]]
             start = page.get("LastEvaluatedKey")
             if not start:
                 return items
+
+    def _query(self, project: str, run_id: str, condition: str, values: dict) -> list[dict]:
+        """Items of one run's partition, read consistently."""
+        return self._all(ConsistentRead=True, KeyConditionExpression=f"pk = :pk AND {condition}",
+                         ExpressionAttributeValues=_dump({":pk": _pk(project, run_id), **values}))
 
     def snapshot(self, project: str, run_id: str, with_names: bool = False, tries: int = 20) -> Snapshot | None:
         """One consistent read of a run (see domain.ledger), or None when no such run.
@@ -179,20 +182,9 @@ class DynamoLedger:
         return self._indexed(FINALIZING_PK, now)
 
     def _indexed(self, kind: str, now: int) -> list[tuple[str, str]]:
-        found, start = [], None
-        while True:
-            kwargs = dict(
-                TableName=self.table, IndexName=OPEN_INDEX,
-                KeyConditionExpression="open_pk = :o AND deadline_at <= :now",
-                ExpressionAttributeValues=_dump({":o": kind, ":now": now}),
-            )
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            page = self.db.query(**kwargs)
-            found += [(i["project"], i["run_id"]) for i in map(_load, page["Items"])]
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                return found
+        items = self._all(IndexName=OPEN_INDEX, KeyConditionExpression="open_pk = :o AND deadline_at <= :now",
+                          ExpressionAttributeValues=_dump({":o": kind, ":now": now}))
+        return [(i["project"], i["run_id"]) for i in items]
 
     # -- project tokens (stored as digests) ----------------------------------------
 
