@@ -341,9 +341,12 @@ class Aggregator:
             self.store.mark_final(run_bundles_prefix(project, run_id))
             self.publish(project, run_id)
             return CLOSED_EMPTY
-        branch = branch_of(snapshot.run.base_ref) or self.settings.default_branch
-        plan = self._plan(snapshot, self.ledger.latest_baseline(project, branch))
-        self.ledger.record_plan(project, run_id, {"baseline": plan.baseline_run, "parts": len(plan.uploads)})
+        if snapshot.run.plan is not None:  # a retry: the parts already sent were planned with this baseline
+            plan = self._plan(snapshot, snapshot.run.plan["baseline"])
+        else:
+            branch = branch_of(snapshot.run.base_ref) or self.settings.default_branch
+            plan = self._plan(snapshot, self.ledger.latest_baseline(project, branch))
+            self.ledger.record_plan(project, run_id, {"baseline": plan.baseline_run, "parts": len(plan.uploads)})
         todo = [i for i in range(len(plan.uploads)) if str(i) not in snapshot.run.forwarded_parts]
         for index in todo[1:]:
             self.queue.request(project, run_id, "part", part=index)

@@ -134,3 +134,23 @@ def test_the_largest_manifest_and_skip_list_fit_the_run_item_with_room_to_spare(
     size = len(json.dumps(raw))  # over-counts DynamoDB's own measure (type tags, quotes)
     assert size < 300 * 1024, size  # DynamoDB's limit is 400 KB
     assert len(agg.ledger.snapshot(project, run_id).run.skipped) == MAX_SHARDS - 1
+
+
+def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, project, run_id):
+    from dataclasses import replace
+
+    from codspeed_aggregator.adapters.upstream_http import UpstreamError
+
+    agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=3))
+    for i in (1, 2):
+        agg.record_arrival(_push(agg, project, run_id, str(i), bundle(40 + i, [f"t{i}::{j}" for j in range(3)]), total=2))
+    isolated.finalize_requests()
+    with mock.patch.object(agg.upstream, "announce", side_effect=UpstreamError("POST answered 503: injected")):
+        with pytest.raises(UpstreamError):
+            agg.finalize(project, run_id)  # planned with no baseline; nothing sent
+    for i in (1, 2):  # meanwhile another run of the branch is forwarded: a baseline now exists
+        agg.record_arrival(_push(agg, project, f"{run_id}-other", str(i), bundle(50 + i), total=2))
+    assert isolated.finalize_all(project, f"{run_id}-other", agg) == "forwarded"
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+    assert agg.ledger.snapshot(project, run_id).run.plan["baseline"] is None
+    assert agg.report(project, run_id).baseline is None
