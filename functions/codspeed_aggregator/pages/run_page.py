@@ -203,13 +203,14 @@ def render_run(report: Report, query: dict, refresh_url: str | None, list_url: s
                      header + render_main(report, query, refresh_url, list_url) + footer, script=True)
 
 
+def _linked(text: str, link: str | None) -> str:
+    return f'<a href="{escape(link)}">{escape(text)}</a>' if link else escape(text)
+
+
 def render_list(project: str, runs: list[tuple[object, str | None]]) -> str:
     """A project's runs, newest first; each links to its page (``runs``: (RunRecord, link))."""
     rows = "".join(
-        f'<tr><td><a href="{escape(link)}">{escape(run.run_id)}</a></td><td>{escape(run.state)}</td>'
-        f'<td>{escape((run.commit or "")[:12])}</td><td>{escape(run.ref or "")}</td><td>{escape(run.created_at)}</td></tr>'
-        if link else
-        f'<tr><td>{escape(run.run_id)}</td><td>{escape(run.state)}</td><td>{escape((run.commit or "")[:12])}</td>'
+        f'<tr><td>{_linked(run.run_id, link)}</td><td>{escape(run.state)}</td><td>{escape((run.commit or "")[:12])}</td>'
         f'<td>{escape(run.ref or "")}</td><td>{escape(run.created_at)}</td></tr>'
         for run, link in runs)
     body = (f'<header><h1>CodSpeed shards: {escape(project)}</h1></header><main><table id="runs">'
