@@ -1,8 +1,10 @@
 """Bundles, metadata and uploads for tests: real tar.gz bytes, real presigned PUTs."""
 
 import base64
+import gzip
 import hashlib
 import io
+import struct
 import tarfile
 import time
 import zlib
@@ -50,6 +52,26 @@ def profile_members(pid: int, benchmarks: list[str], filler_lines: int = 5, cost
 
 def bundle(pid: int = 4242, benchmarks: list[str] | None = None, **kwargs) -> bytes:
     return tar_gz(profile_members(pid, benchmarks or [f"tests/test_a.py::test_{pid}_{i}" for i in range(3)], **kwargs))
+
+
+def packed(data: bytes, level: int = 6) -> bytes:
+    """A bundle as ``codspeed-client pack`` writes it: normalized, and marked as such."""
+    from codspeed_rules.normalize import Normalizer
+
+    out = io.BytesIO()
+    normalizer = Normalizer(out, level=level)
+    normalizer.feed(gzip.decompress(data))
+    normalizer.close()
+    return out.getvalue()
+
+
+def marked_uncut(data: bytes) -> bytes:
+    """A bundle marked as normalized whose deflate stream is not cut at all."""
+    from codspeed_rules.normalize import NORMALIZED_HEADER
+
+    tar = gzip.decompress(data)
+    comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return NORMALIZED_HEADER + comp.compress(tar) + comp.flush() + struct.pack("<II", zlib.crc32(tar), len(tar))
 
 
 def metadata(md5: str, *, owner: str = "acme", repository: str = "widgets", commit: str = COMMIT,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 
 from codspeed_rules.bundle import VALGRIND
-from codspeed_rules.normalize import Normalizer
+from codspeed_rules.normalize import NotNormalized
 from codspeed_wire.api import CloseAnswer, CloseRequest, ShardUploadRequest, UploadGrant
 from codspeed_wire.report import Report, render_markdown
 from codspeed_wire.upstream import UploadAccepted, UploadMetadata
@@ -26,7 +26,7 @@ from .adapters.ledger_table import DynamoLedger, SnapshotContended
 from .adapters.upstream_http import UpstreamClient, UpstreamError, UpstreamRefused
 from .auth import signed_query
 from .domain.baseline import Completion, branch_of, complete
-from .domain.bundle import validate_bundle
+from .domain.bundle import normalizing, validate_bundle
 from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
 from .domain import gz
 from .domain.keys import bundle_key, index_key, normalized_key, parse_bundle_key, run_bundles_prefix, spool_key
@@ -241,21 +241,35 @@ class Aggregator:
         return "late" if noted else "duplicate"
 
     def _validate(self, key: str, version_id: str | None, executor: str):
-        """Validate a bundle; a valgrind one is also normalized in the same pass (the copy the
-        finalizer splices, and its index): (summary, version validated, normalized versions)."""
+        """Validate a bundle; a valgrind one is also made ready to splice in the same pass: one the
+        client normalized is verified (then it is its own normalized copy), any other is normalized
+        into a copy. Answers (summary, version validated, where the copy and its index are)."""
         with self.store.open(key, version_id) as stream:
             if executor != VALGRIND:
                 return validate_bundle(stream, executor), stream.version_id, None
-            with self.store.spool(normalized_key(key)) as sink:
-                normalizer = Normalizer(sink, level=self.settings.merge_level, compressor=gz.raw_compressor)
-                summary = validate_bundle(stream, executor, tap=normalizer.feed)
-                if (index := normalizer.close()) is None:
-                    sink.abandon()  # valid, yet not cut (no end-of-archive, say): merged from the bundle itself
-            if index is None:
-                return summary, stream.version_id, None
-            index["bundle"] = {"key": key, "version": stream.version_id}
-            index_version = self.store.put_json(index_key(key), index)
-            return summary, stream.version_id, {"version": sink.version_id, "index_version": index_version}
+            version_id = stream.version_id
+            try:
+                return self._validate_normalizing(key, stream, executor, verify=True)
+            except NotNormalized as exc:
+                log.warning("%s is marked as normalized and is not (%s): normalized again", key, exc)
+                self._metric("NormalizedBundlesRedone")
+        with self.store.open(key, version_id) as stream:
+            return self._validate_normalizing(key, stream, executor, verify=False)
+
+    def _validate_normalizing(self, key: str, stream, executor: str, verify: bool):
+        with self.store.spool(normalized_key(key)) as sink:
+            reading = normalizing(sink, self.settings.merge_level, verify=verify)
+            summary = validate_bundle(stream, executor, gunzip=reading.gunzip, tap=reading.tap)
+            index = reading.close()
+            if index is None or reading.verifier is not None:
+                sink.abandon()  # nothing to keep: a tar that could not be cut, or the bundle is its own copy
+        if index is None:
+            return summary, stream.version_id, None
+        index["bundle"] = {"key": key, "version": stream.version_id}
+        index_version = self.store.put_json(index_key(key), index)
+        copy = {"key": key, "version": stream.version_id} if reading.verifier is not None else \
+            {"key": normalized_key(key), "version": sink.version_id}
+        return summary, stream.version_id, {**copy, "index_version": index_version}
 
     def _count(self, project: str, run_id: str, record: ShardRecord, upload: UploadRecord,
                shard: ShardRecord | None) -> str:
@@ -460,7 +474,7 @@ class Aggregator:
                 with self.store.spool(key) as sink:
                     result = splice([NormalizedShard(
                         s.name, tuple(s.pids), self._index(s),
-                        partial(self.store.open, normalized_key(s.key), s.normalized["version"])) for s in shards],
+                        partial(self.store.open, s.normalized["key"], s.normalized["version"])) for s in shards],
                         sink, level=self.settings.merge_level)
                 self._metric("PartsSpliced")
                 return sink, result

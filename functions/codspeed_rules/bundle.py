@@ -94,6 +94,14 @@ def member_path(name: str) -> str:
     return "/".join(parts)
 
 
+def read_exactly(raw: BinaryIO, n: int) -> bytes:
+    """``n`` bytes, fewer only at the end: a stream may answer a read with less than asked."""
+    data = raw.read(n)
+    while len(data) < n and (more := raw.read(n - len(data))):
+        data += more
+    return data
+
+
 class _CountingReader:
     """Counts the compressed bytes read and the bytes they unpacked to, for the ratio limit."""
 
@@ -104,7 +112,7 @@ class _CountingReader:
         self.unpacked = 0
 
     def peek(self, n: int) -> bytes:
-        self._pushed = self._raw.read(n)
+        self._pushed = read_exactly(self._raw, n)
         return self._pushed
 
     def read(self, n: int = -1) -> bytes:

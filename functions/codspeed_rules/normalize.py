@@ -10,6 +10,11 @@ each member (name, type, mode, mtime, size, segments) and each segment (kind, co
 offset and length, uncompressed length, CRC-32), and the CRC-32 and size of the normalized
 object, which bind the index to it. Standard library only: the client writes normalized
 bundles too; the aggregator passes a faster compressor.
+
+A normalized bundle says so in its gzip header (an extra field), and the aggregator then
+verifies it instead of normalizing it again (``Verifier``): each segment is inflated alone and
+must end, with a complete byte-aligned block, exactly where a normalizer walking the same tar
+cuts. The index comes from what was verified, never from the bundle.
 """
 
 from __future__ import annotations
@@ -19,12 +24,16 @@ import struct
 import zlib
 from typing import BinaryIO, Callable
 
-from .bundle import member_path
+from .bundle import CHUNK, member_path, read_exactly
 from .callgrind import HEADER_BYTES, OUT_NAME
 
 FORMAT = 1
 BLOCK = 512
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, mtime 0, unknown OS
+# The same with an extra field (RFC 1952 2.3.1.1) saying "normalized, format 1"; gzip readers skip it.
+NORMALIZED_HEADER = b"\x1f\x8b\x08\x04\x00\x00\x00\x00\x00\xff\x06\x00Cn\x02\x00" + struct.pack("<H", FORMAT)
+FULL_FLUSH_END = b"\x00\x00\xff\xff"  # how a full flush ends: an empty stored block
+CLOSING_BLOCK = b"\x01\x00\x00\xff\xff"  # an empty final stored block: see closed()
 FINAL_BLOCK = b"\x03\x00"  # an empty final fixed-Huffman block: ends a deflate stream of full-flushed segments
 HEADER, HEAD, BODY, PAD, END = "header", "head", "body", "pad", "end"
 EXTENDED = (b"L", b"K", b"x", b"g", b"X")
@@ -51,15 +60,16 @@ def _padded(size: int) -> int:
 class Normalizer:
     """Fed a tar's bytes in order (``feed``), writes the normalized gzip to ``out``;
     ``close`` answers the index. Memory: one header block and, for a callgrind file, its first
-    64 KiB (where its ``pid:`` line is)."""
+    64 KiB (where its ``pid:`` line is). Without ``out`` it only walks the tar: each cut is then
+    listed in ``unplaced`` with the uncompressed offset it ends at, for a ``Verifier`` to place."""
 
-    def __init__(self, out: BinaryIO, level: int = 1, compressor: Callable = raw_compressor,
-                 full_flush: int = zlib.Z_FULL_FLUSH) -> None:
-        self._out, self._full_flush = out, full_flush
-        self._comp = compressor(level)
-        self._object_crc = zlib.crc32(GZIP_HEADER)
-        out.write(GZIP_HEADER)
-        self._offset = len(GZIP_HEADER)  # compressed bytes written
+    def __init__(self, out: BinaryIO | None, level: int = 1, compressor: Callable = raw_compressor,
+                 full_flush: int = zlib.Z_FULL_FLUSH, crc32: Callable = zlib.crc32) -> None:
+        self._out, self._full_flush, self._crc32 = out, full_flush, crc32
+        self._comp = compressor(level) if out is not None else None
+        self._object_crc, self._offset = 0, 0  # of the compressed bytes written
+        self._emit(NORMALIZED_HEADER)
+        self.unplaced: list[tuple[list, int]] = []
         self.crc, self.size = 0, 0
         self.members: list[dict] = []
         self._segment = {"start": self._offset, "ulen": 0, "crc": 0}
@@ -72,6 +82,7 @@ class Normalizer:
         self._long_name: str | None = None
         self._pax_path: str | None = None
         self._head: bytearray | None = None
+        self._pid_line = -1  # where the head's first pid: line starts, once found
         self._tail = b""  # the last bytes of a callgrind body, to find pid lines across chunks
         self.broken = False
 
@@ -80,16 +91,16 @@ class Normalizer:
     def _write(self, data) -> None:
         if not data:
             return
-        data = bytes(data)
         self._segment["ulen"] += len(data)
-        self._segment["crc"] = zlib.crc32(data, self._segment["crc"])
-        self.crc = zlib.crc32(data, self.crc)
+        self._segment["crc"] = self._crc32(data, self._segment["crc"])
+        self.crc = self._crc32(data, self.crc)
         self.size += len(data)
-        self._emit(self._comp.compress(data))
+        if self._comp is not None:
+            self._emit(self._comp.compress(data))
 
     def _emit(self, packed: bytes) -> None:
-        if packed:
-            self._object_crc = zlib.crc32(packed, self._object_crc)
+        if packed and self._out is not None:
+            self._object_crc = self._crc32(packed, self._object_crc)
             self._out.write(packed)
             self._offset += len(packed)
 
@@ -98,8 +109,12 @@ class Normalizer:
         segment = self._segment
         if segment["ulen"] == 0:
             return None
-        self._emit(self._comp.flush(self._full_flush))
-        cut = [kind, segment["start"], self._offset - segment["start"], segment["ulen"], segment["crc"]]
+        if self._comp is None:
+            cut = [kind, None, None, segment["ulen"], segment["crc"]]
+            self.unplaced.append((cut, self.size))
+        else:
+            self._emit(self._comp.flush(self._full_flush))
+            cut = [kind, segment["start"], self._offset - segment["start"], segment["ulen"], segment["crc"]]
         self._segment = {"start": self._offset, "ulen": 0, "crc": 0}
         return cut
 
@@ -181,7 +196,7 @@ class Normalizer:
             self._state, self._remaining = "body", size
             self._callgrind = OUT_NAME.match(path) is not None
             self._head = bytearray() if self._callgrind else None
-            self._head_limit = min(size, HEADER_BYTES)
+            self._head_limit, self._pid_line = min(size, HEADER_BYTES), -1
             self._tail = b""
         else:
             self._close_member()
@@ -196,19 +211,15 @@ class Normalizer:
         self._state = "header"
 
     def _body(self, chunk) -> None:
-        if self._head is not None:  # a callgrind file's head, held until its pid: line is found
-            room = self._head_limit - len(self._head)
-            self._head += chunk[:room]
-            chunk = chunk[room:]
-            if len(self._head) == self._head_limit:
-                self._end_head()
+        if self._head is not None:  # a callgrind file's head, held until its pid: line ends
+            chunk = self._grow_head(chunk)
         if self._head is None and len(chunk):
             if self._callgrind:
                 self._count_pid_lines(bytes(chunk))
             self._write(chunk)
         if not self._remaining:
             if self._head is not None:
-                self._end_head()
+                self._end_head(-1)
             self._cut_member(BODY)
             padding = _padded(self.members[-1]["size"])
             if padding:
@@ -217,10 +228,27 @@ class Normalizer:
                 self._close_member()
                 self._state = "header"
 
-    def _end_head(self) -> None:
+    def _grow_head(self, chunk):
+        """Takes a callgrind file's first bytes into its head; the head is cut as soon as its first
+        ``pid:`` line has ended (a verifier must know a cut when it reaches it). Answers the rest."""
+        held = len(self._head)
+        room = self._head_limit - held
+        self._head += chunk[:room]
+        rest = chunk[room:]
+        start = self._head.find(PID_LINE_START, max(0, held - len(PID_LINE_START) + 1))
+        if self._pid_line < 0 and start >= 0:
+            self._pid_line = start
+        if self._pid_line >= 0:
+            line_end = self._head.find(b"\n", max(self._pid_line + 1, held))
+            if line_end >= 0:
+                self._end_head(line_end)
+                return rest
+        if len(self._head) == self._head_limit:
+            self._end_head(-1)
+        return rest
+
+    def _end_head(self, line_end: int) -> None:
         head, self._head = bytes(self._head), None
-        start = head.find(PID_LINE_START)
-        line_end = head.find(b"\n", start + 1) if start >= 0 else -1
         if line_end < 0:  # no pid line in the head (validation refuses such a file): all body
             self._count_pid_lines(head)
             self._write(head)
@@ -234,9 +262,10 @@ class Normalizer:
         self._write(rest)
 
     def _count_pid_lines(self, data: bytes) -> None:
-        joined = self._tail + data
-        self.members[-1]["pid_lines"] += joined.count(PID_LINE_START)
-        self._tail = joined[-(len(PID_LINE_START) - 1):] if len(joined) >= len(PID_LINE_START) else joined
+        keep = len(PID_LINE_START) - 1
+        across = (self._tail + data[:keep]).count(PID_LINE_START)  # a line that starts in the last chunk
+        self.members[-1]["pid_lines"] += across + data.count(PID_LINE_START)
+        self._tail = (self._tail + data)[-keep:] if len(data) < keep else data[-keep:]
 
     def _close_member(self) -> None:
         self._member_segments = []  # the next member's; the last one's list stays in its entry
@@ -247,12 +276,194 @@ class Normalizer:
         if self.broken or self._state not in ("end", "header") or self._block:
             return None
         end = self._cut(END)
-        tail = FINAL_BLOCK + struct.pack("<II", self.crc, self.size & 0xFFFFFFFF)
-        self._emit(tail)
+        self._emit(FINAL_BLOCK)
+        if end is not None and end[1] is not None:
+            end[2] += len(FINAL_BLOCK)  # the end segment runs to the trailer
+        self._emit(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
         return {
             "format": FORMAT, "members": self.members, "end": end, "crc": self.crc, "size": self.size,
             "object": {"size": self._offset, "crc32": self._object_crc},
         }
+
+
+def raw_inflater():
+    return zlib.decompressobj(-15)
+
+
+def closed(inflate) -> bool:
+    """Whether what ``inflate`` (a raw inflater, used up by the test) was fed ends with a complete,
+    byte-aligned, non-final block, so that any other such segment may follow it. The test: an
+    empty final stored block appended must inflate to nothing and end the stream exactly. Its only
+    set bits are its first (BFINAL, where a block must begin: so a block ended at that byte
+    boundary) and its last sixteen, where any block header would read the invalid type 3; after
+    a final block it is left unused; a stored block still open takes it as data."""
+    try:
+        extra = inflate.decompress(CLOSING_BLOCK)
+    except Exception:  # zlib's or isal's error
+        return False
+    return not extra and inflate.eof and not inflate.unused_data
+
+
+class NotNormalized(Exception):
+    """A bundle marked as normalized is not cut where a normalizer cuts: read it as any other."""
+
+
+class Verifier:
+    """The tar inside a bundle marked as normalized (``raw`` is the rest of the object after its
+    gzip header), read like a gzip reader reads it, and checked to be cut exactly as a normalizer
+    cuts that tar: ``index`` is then that index, made from what was read, never from the bundle.
+
+    The compressed bytes are inflated segment by segment, each by a fresh inflater (a segment that
+    refers to bytes before it fails to inflate), while a normalizer without output walks what they
+    inflate to. Each cut of that walk must fall where a full flush ends in the stream (the bytes
+    00 00 FF FF), and there the segment must be ``closed``. Raises NotNormalized when it
+    is not so, and what gzip readers raise when the stream is corrupt."""
+
+    def __init__(self, raw: BinaryIO, inflater: Callable = raw_inflater, crc32: Callable = zlib.crc32) -> None:
+        self._raw, self._inflater, self._crc32 = raw, inflater, crc32
+        self._walker = Normalizer(None, crc32=crc32)
+        self._position = len(NORMALIZED_HEADER)  # object offset of the next compressed byte fed
+        self._object_crc = crc32(NORMALIZED_HEADER)
+        self._segment_start = self._position
+        self._inflate = inflater()
+        self._held = b""  # read, not yet fed: the last bytes of a read may begin a flush's end
+        self._trailer = b""
+        self._ready: list[bytes] = []
+        self._ended = False
+        self.index: dict | None = None
+
+    def __enter__(self) -> "Verifier":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._ready and not self._ended:
+            self._pump()
+        if not self._ready:
+            return b""
+        data = self._ready.pop(0)
+        if 0 <= n < len(data):
+            self._ready.insert(0, data[n:])
+            data = data[:n]
+        return data
+
+    def _pump(self) -> None:
+        chunk = self._raw.read(CHUNK)
+        if not chunk:
+            self._feed(self._held)
+            self._finish()
+            return
+        self._object_crc = self._crc32(chunk, self._object_crc)
+        data, at = self._held + chunk, 0
+        while (found := data.find(FULL_FLUSH_END, at)) >= 0:
+            self._feed(data[at:found + 4])
+            at = found + 4
+            self._at_flush()
+        keep = min(len(FULL_FLUSH_END) - 1, len(data) - at)
+        self._feed(data[at:len(data) - keep])
+        self._held = data[len(data) - keep:]
+
+    def _feed(self, packed: bytes) -> None:
+        if not packed:
+            return
+        self._position += len(packed)
+        if self._inflate.eof:
+            self._trailer += packed
+            return
+        try:
+            data = self._inflate.decompress(packed)
+        except Exception as exc:  # zlib's or isal's error: a segment refers to bytes before it, or worse
+            raise NotNormalized(f"a segment does not inflate alone ({exc})") from exc
+        if data:
+            self._walker.feed(data)
+            self._ready.append(data)
+        if self._inflate.eof:
+            self._trailer += self._inflate.unused_data
+
+    def _at_flush(self) -> None:
+        """A full flush may end here: where the walk has just cut, the segment ends."""
+        if self._walker.broken:
+            return
+        if not self._walker.unplaced or self._inflate.eof:
+            return
+        (cut, ends), *others = self._walker.unplaced
+        if others or ends != self._walker.size:
+            raise NotNormalized(f"a {cut[0]} segment does not end where the tar's member does (byte {ends})")
+        if not closed(self._inflate):
+            raise NotNormalized(f"a {cut[0]} segment does not end with a full flush (byte {ends})")
+        cut[1], cut[2] = self._segment_start, self._position - self._segment_start
+        self._walker.unplaced.clear()
+        self._inflate, self._segment_start = self._inflater(), self._position
+
+    def _finish(self) -> None:
+        self._ended = True
+        if not self._inflate.eof:
+            raise EOFError("the gzip stream ends before its last block")
+        if len(self._trailer) != 8:
+            raise NotNormalized("the gzip stream has bytes after its trailer")  # another member, maybe
+        crc, size = struct.unpack("<II", self._trailer)
+        if (crc, size) != (self._walker.crc, self._walker.size & 0xFFFFFFFF):
+            raise zlib.error("the gzip trailer's CRC-32 or length does not match the data")
+        index = self._walker.close()
+        if index is None or self._walker.broken:
+            return  # a tar the normalizer cannot cut: validation says why, or it is merged as it is
+        *others, (end, _) = self._walker.unplaced or [(index["end"], 0)]
+        if others:
+            raise NotNormalized(f"a {others[0][0][0]} segment does not end with a full flush")
+        if end is not None:
+            end[1], end[2] = self._segment_start, self._position - 8 - self._segment_start
+        index["object"] = {"size": self._position, "crc32": self._object_crc}
+        self.index = index
+
+
+class Normalizing:
+    """``validate_bundle``'s gunzip and tap for a bundle to splice: one marked as normalized is
+    verified as it is read (``Verifier``); any other is normalized by ``normalizer`` as it is
+    read, or, without one, refused with NotNormalized. ``verify=False``: the mark is not looked at
+    (the second read of a bundle marked as normalized that is not)."""
+
+    def __init__(self, normalizer: Normalizer | None, gunzip: Callable, inflater: Callable = raw_inflater,
+                 crc32: Callable = zlib.crc32, verify: bool = True) -> None:
+        self._normalizer, self._gunzip, self._inflater, self._crc32 = normalizer, gunzip, inflater, crc32
+        self._verify = verify
+        self.verifier: Verifier | None = None
+
+    def gunzip(self, raw: BinaryIO):
+        head = read_exactly(raw, len(NORMALIZED_HEADER))
+        if head == NORMALIZED_HEADER and self._verify:
+            self.verifier = Verifier(raw, self._inflater, self._crc32)
+            return self.verifier
+        if self._normalizer is None:
+            raise NotNormalized("the bundle is not marked as normalized")
+        return self._gunzip(_Prepended(head, raw))
+
+    def tap(self, data: bytes) -> None:
+        if self.verifier is None and self._normalizer is not None:
+            self._normalizer.feed(data)
+
+    def close(self) -> dict | None:
+        """The index: of the bundle itself when it was verified, else of the normalized copy."""
+        if self.verifier is not None:
+            return self.verifier.index
+        return self._normalizer.close() if self._normalizer is not None else None
+
+
+class _Prepended:
+    def __init__(self, head: bytes, raw: BinaryIO) -> None:
+        self._head, self._raw = head, raw
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._head:
+            return self._raw.read(n)
+        head, self._head = self._head, b""
+        if n < 0:
+            return head + self._raw.read()
+        if n <= len(head):
+            self._head = head[n:]
+            return head[:n]
+        return head + self._raw.read(n - len(head))
 
 
 def _pax_path(records: bytes) -> str | None:

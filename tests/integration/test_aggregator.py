@@ -15,7 +15,7 @@ from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_aggregator.domain.errors import Conflict, NotFound, Unprocessable
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
-from tests.factories import bundle, crc32_b64, metadata, md5_b64, put, upload_request
+from tests.factories import bundle, crc32_b64, marked_uncut, metadata, md5_b64, packed, put, upload_request
 
 
 
@@ -141,6 +141,8 @@ def test_refusals_name_the_problem_and_change_nothing(isolated, project, run_id)
     (b"not gzip", "neither gzip-compressed nor a tar archive"),
     (__import__("gzip").compress(b"not a tar" * 100), "gzip but not a tar archive"),
     (__import__("tests.factories", fromlist=["tar_gz"]).tar_gz({"../../etc/cron.d/x": b"x"}), "points outside the profile folder"),
+    (packed(bundle())[:-700], "truncated or corrupt"),  # marked as normalized: verified, and refused alike
+    (marked_uncut(__import__("gzip").compress(b"not a tar" * 100)), "gzip but not a tar archive"),
 ])
 def test_a_bad_bundle_is_rejected_with_its_reason_and_the_run_goes_on(isolated, project, run_id, data, reason):
     agg = isolated.aggregator

@@ -5,19 +5,23 @@ import base64
 import hashlib
 import json
 import tarfile
+from dataclasses import replace
 from unittest import mock
+
+import pytest
+from botocore.exceptions import ClientError
 
 from codspeed_aggregator import service
 from codspeed_aggregator.domain.keys import index_key, normalized_key
 from codspeed_aggregator.local.upstream_stub import archive_of
 from codspeed_wire.api import ShardUploadRequest
-from tests.factories import bundle, put, upload_request
+from tests.factories import bundle, marked_uncut, packed, put, upload_request
 
 
-def _run(agg, isolated, project, run_id, shards=3) -> list[str]:
+def _run(agg, isolated, project, run_id, shards=3, make=lambda data: data) -> list[str]:
     keys = []
     for i in range(1, shards + 1):
-        data = bundle(4242, [f"t{i}::a", f"t{i}::b"])
+        data = make(bundle(4242, [f"t{i}::a", f"t{i}::b"]))
         grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, str(i), data, total=shards)))
         put(grant.model_dump(), data)
         assert agg.record_arrival(grant.key) == "recorded"
@@ -35,7 +39,7 @@ def test_arrivals_leave_a_normalized_copy_and_the_finalizer_splices_it(isolated,
     agg = isolated.aggregator
     keys = _run(agg, isolated, project, run_id)
     shard = agg.ledger.snapshot(project, run_id).shards["1"]
-    assert set(shard.normalized) == {"version", "index_version"}
+    assert shard.normalized["key"] == normalized_key(keys[0]) and set(shard.normalized) == {"key", "version", "index_version"}
     index = agg.store.read_json(index_key(keys[0]), shard.normalized["index_version"])
     assert index["bundle"] == {"key": keys[0], "version": shard.version_id}
     with mock.patch.object(service, "splice", wraps=service.splice) as spliced, \
@@ -91,3 +95,63 @@ def test_a_normalized_copy_gone_from_the_bucket_is_merged_from_the_bundle(isolat
     assert merged.call_count == 1
     [upload] = isolated.upstream.uploads(run_id)
     assert sorted(_outs(upload)) == ["./4242.out", "./4243.out"]
+
+
+def _has(agg, key: str) -> bool:
+    try:
+        agg.store.s3.head_object(Bucket=agg.store.bucket, Key=key)
+    except ClientError:
+        return False
+    return True
+
+
+def test_a_bundle_the_client_normalized_is_verified_and_spliced_as_it_is(isolated, project, run_id):
+    agg = isolated.aggregator
+    with mock.patch.object(agg.store, "spool", wraps=agg.store.spool) as spooled:
+        keys = _run(agg, isolated, project, run_id, make=packed)
+    assert spooled.call_count == 3 and not any(_has(agg, normalized_key(key)) for key in keys)  # no copy written
+    shard = agg.ledger.snapshot(project, run_id).shards["2"]
+    assert shard.normalized["key"] == keys[1] and shard.normalized["version"] == shard.version_id
+    index = agg.store.read_json(index_key(keys[1]), shard.normalized["index_version"])
+    assert index["bundle"] == {"key": keys[1], "version": shard.version_id}
+    with mock.patch.object(service, "splice", wraps=service.splice) as spliced, \
+            mock.patch.object(service, "merge_bundles") as merged:
+        assert agg.finalize(project, run_id) == "forwarded"
+    assert spliced.call_count == 1 and merged.call_count == 0
+    [upload] = isolated.upstream.uploads(run_id)
+    outs = _outs(upload)
+    assert sorted(outs) == ["./4242.out", "./4243.out", "./4244.out"]
+    assert all(f"\npid: {name[2:6]}\n".encode() in body for name, body in outs.items())
+    assert b"t2::a" in outs["./4243.out"] and b"t3::b" in outs["./4244.out"]
+
+
+class _Recorder:
+    def __init__(self):
+        self.seen = []
+
+    def add(self, name, value, unit="Count"):
+        self.seen.append(name)
+
+
+def test_a_bundle_marked_as_normalized_but_not_cut_is_read_again_and_normalized(isolated, project, run_id):
+    agg = replace(isolated.aggregator, metrics=_Recorder())
+    keys = _run(agg, isolated, project, run_id, shards=2, make=marked_uncut)
+    assert agg.metrics.seen.count("NormalizedBundlesRedone") == 2 and agg.metrics.seen.count("ShardsCounted") == 2
+    shard = agg.ledger.snapshot(project, run_id).shards["1"]
+    assert shard.state == "arrived" and shard.normalized["key"] == normalized_key(keys[0])
+    with mock.patch.object(service, "merge_bundles") as merged:
+        assert agg.finalize(project, run_id) == "forwarded"
+    assert merged.call_count == 0
+    [upload] = isolated.upstream.uploads(run_id)
+    assert sorted(_outs(upload)) == ["./4242.out", "./4243.out"]
+
+
+@pytest.mark.parametrize("make", [packed, marked_uncut])
+def test_a_marked_bundle_gives_the_results_a_plain_one_gives(isolated, project, run_id, make):
+    agg = isolated.aggregator
+    _run(agg, isolated, project, run_id, shards=1, make=make)
+    plain_run = run_id + "-plain"
+    _run(agg, isolated, project, plain_run, shards=1)
+    marked, plain = agg.ledger.snapshot(project, run_id).shards["1"], agg.ledger.snapshot(project, plain_run).shards["1"]
+    assert (marked.pids, marked.benchmarks, marked.benchmark_names) == (plain.pids, plain.benchmarks, plain.benchmark_names)
+    assert marked.benchmarks == 2

@@ -42,3 +42,11 @@ def writer(raw: BinaryIO, level: int = DEFAULT_LEVEL):
 def raw_compressor(level: int = DEFAULT_LEVEL):
     """A raw deflate compressor (no gzip framing): segments of a normalized bundle."""
     return isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15)
+
+
+def raw_inflater():
+    """A raw deflate decompressor: a normalized bundle's segments are inflated one by one."""
+    return isal_zlib.decompressobj(-15)
+
+
+crc32 = isal_zlib.crc32

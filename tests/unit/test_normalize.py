@@ -1,0 +1,211 @@
+"""A bundle the client normalized is verified, never trusted: its index is made from what is read,
+and a bundle marked as normalized that is not cut as a normalizer cuts is refused for it."""
+
+import gzip
+import io
+import struct
+import subprocess
+import tarfile
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from codspeed_aggregator.domain import gz
+from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
+from codspeed_rules import bundle as rules
+from codspeed_rules.normalize import GZIP_HEADER, NORMALIZED_HEADER, Normalizer, Normalizing, NotNormalized, closed
+from tests.factories import profile_members, tar_gz
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
+REAL = ["valgrind-shard-1.tar.gz", "valgrind-shard-2.tar.gz", "walltime-shard-1.tar"]
+
+
+def packed(data: bytes, level: int = 6, **kwargs) -> tuple[bytes, dict]:
+    """What ``codspeed-client pack`` makes of a bundle's tar: normalized with the standard library."""
+    tar = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    out = io.BytesIO()
+    normalizer = Normalizer(out, level=level, **kwargs)
+    normalizer.feed(tar)
+    index = normalizer.close()
+    return out.getvalue(), index
+
+
+def shape(index: dict) -> dict:
+    """An index without where its segments sit in the object (several places can be right: a
+    stored block that ends with the bytes a full flush ends with closes its segment too)."""
+    return {**index, "object": None, "end": index["end"][::3] if index["end"] else None,
+            "members": [{**m, "segments": [[k, u, c] for k, _, _, u, c in m["segments"]]} for m in index["members"]]}
+
+
+def stand_alone(bundle: bytes, index: dict) -> bool:
+    """Every segment inflates alone to its length and CRC-32, and ends closed."""
+    for member in index["members"]:
+        for kind, offset, length, unpacked, crc in member["segments"]:
+            inflate = zlib.decompressobj(-15)
+            data = inflate.decompress(bundle[offset:offset + length])
+            if (len(data), zlib.crc32(data)) != (unpacked, crc) or not closed(inflate):
+                return False
+    return True
+
+
+def verified(data: bytes, executor: str = "valgrind") -> tuple[rules.BundleSummary, dict | None]:
+    reading = normalizing(None)
+    summary = validate_bundle(io.BytesIO(data), executor, gunzip=reading.gunzip, tap=reading.tap)
+    assert reading.verifier is not None
+    return summary, reading.close()
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_a_packed_real_bundle_verifies_to_the_index_its_normalizer_wrote(name, tmp_path):
+    executor = "walltime" if name.startswith("walltime") else "valgrind"
+    bundle, index = packed((FIXTURES / name).read_bytes())
+    summary, found = verified(bundle, executor)
+    assert found == index and stand_alone(bundle, found)
+    assert summary == validate_bundle(io.BytesIO(bundle), executor)  # what a plain read finds
+    # the standard library's inflater and CRC verify alike (the client's, and a reader without isal)
+    reading = Normalizing(None, rules.stdlib_gunzip)
+    rules.validate_bundle(io.BytesIO(bundle), executor, gunzip=reading.gunzip, tap=reading.tap)
+    assert reading.close() == index
+    # the mark is an extra field every gzip reader skips
+    assert bundle.startswith(NORMALIZED_HEADER) and gzip.decompress(bundle)
+    path = tmp_path / "packed.tar.gz"
+    path.write_bytes(bundle)
+    assert subprocess.run(["gzip", "-t", str(path)]).returncode == 0
+    assert subprocess.run(["tar", "-tzf", str(path)], capture_output=True, check=True).stdout
+
+
+def test_flush_bytes_inside_the_data_are_not_taken_for_cuts():
+    # level 0 stores the data as it is: the bytes a full flush ends with appear inside members
+    members = profile_members(4242, ["t::a"])
+    members["./perf-4242.map"] = b"\x00\x00\xff\xff" * 5000
+    members["./runner.log"] = b"x" * 511 + b"\x00\x00\xff\xff"
+    for level in (0, 1, 6, 9):
+        bundle, index = packed(tar_gz(members), level=level)
+        assert bundle.count(b"\x00\x00\xff\xff") > len(index["members"]) * 3
+        found = verified(bundle)[1]
+        assert shape(found) == shape(index) and stand_alone(bundle, found)
+
+
+def test_only_a_closed_segment_passes_the_closing_test():
+    comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+    data = b"callgrind cost lines " * 500
+    full = comp.compress(data) + comp.flush(zlib.Z_FULL_FLUSH)
+    open_block = zlib.compressobj(6, zlib.DEFLATED, -15)
+    partial = open_block.compress("".join(f"{i * 7919 % 100003} " for i in range(200_000)).encode())  # blocks unfinished
+    final = zlib.compressobj(6, zlib.DEFLATED, -15)
+    finished = final.compress(data) + final.flush()
+    stored_open = b"\x00" + struct.pack("<HH", 10, 0xFFFF ^ 10) + b"abc"  # a stored block of 10 bytes, 3 given
+
+    def fed(stream: bytes):
+        inflate = zlib.decompressobj(-15)
+        inflate.decompress(stream)
+        return inflate
+
+    assert closed(fed(full)) and closed(gz.raw_inflater()) is True
+    assert len(partial) > 0 and not closed(fed(partial))
+    assert not closed(fed(finished)) and not closed(fed(stored_open))
+    isal = gz.raw_inflater()
+    isal.decompress(stored_open)
+    assert not closed(isal)
+
+
+def _marked(deflate: bytes, tar: bytes) -> bytes:
+    return NORMALIZED_HEADER + deflate + struct.pack("<II", zlib.crc32(tar), len(tar))
+
+
+def _tar() -> bytes:
+    return gzip.decompress(tar_gz(profile_members(4242, ["t::a", "t::b"])))
+
+
+def test_a_marked_bundle_with_one_unbroken_deflate_stream_is_not_normalized():
+    tar = _tar()
+    comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+    with pytest.raises(NotNormalized, match="does not end with a full flush"):
+        verified(_marked(comp.compress(tar) + comp.flush(), tar))
+
+
+def test_a_marked_bundle_flushed_elsewhere_than_at_its_members_is_not_normalized():
+    tar = _tar()
+    comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+    deflate = b"".join(comp.compress(tar[at:at + 700]) + comp.flush(zlib.Z_FULL_FLUSH) for at in range(0, len(tar), 700))
+    with pytest.raises(NotNormalized, match="does not end where the tar's member does"):
+        verified(_marked(deflate + comp.flush(), tar))
+
+
+def test_segments_that_refer_to_the_one_before_them_are_not_normalized():
+    # a sync flush ends where a full flush would, but keeps the history: the same member twice
+    # is then coded as a reference to the first
+    tar = gzip.decompress(tar_gz({"./4242.out": profile_members(4242, ["t::a"])["./4242.out"],
+                                  "./copy.txt": b"the same bytes again and again\n" * 200,
+                                  "./again.txt": b"the same bytes again and again\n" * 200}))
+    bundle, _ = packed(tar, full_flush=zlib.Z_SYNC_FLUSH)
+    with pytest.raises(NotNormalized, match="does not inflate alone"):
+        verified(bundle)
+
+
+def test_a_marked_bundle_with_bytes_after_its_trailer_is_not_normalized():
+    bundle, _ = packed(_tar())
+    with pytest.raises(NotNormalized, match="after its trailer"):
+        verified(bundle + gzip.compress(b"more"))
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda b: b[:-8] + bytes([b[-8] ^ 1]) + b[-7:], "truncated or corrupt"),
+    (lambda b: b[: len(b) // 2], "truncated or corrupt"),
+])
+def test_a_damaged_marked_bundle_is_refused_as_any_damaged_bundle(damage, reason):
+    bundle, _ = packed(_tar())
+    with pytest.raises(rules.BadBundle, match=reason):
+        verified(damage(bundle))
+
+
+def test_an_unmarked_bundle_is_not_verified_and_without_a_normalizer_is_refused_for_it():
+    bundle, _ = packed(_tar())
+    plain = GZIP_HEADER + bundle[len(NORMALIZED_HEADER):]  # the same stream, without the mark
+    reading = normalizing(None)
+    with pytest.raises(NotNormalized, match="not marked"):
+        validate_bundle(io.BytesIO(plain), gunzip=reading.gunzip, tap=reading.tap)
+    out = io.BytesIO()
+    reading = normalizing(out)
+    summary = validate_bundle(io.BytesIO(plain), gunzip=reading.gunzip, tap=reading.tap)
+    assert reading.verifier is None and reading.close() is not None and summary.pids == [4242]
+    assert gzip.decompress(out.getvalue()) == _tar()
+
+
+def test_without_verifying_a_marked_bundle_is_normalized_again():
+    tar = _tar()
+    comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+    bundle = _marked(comp.compress(tar) + comp.flush(), tar)  # marked, not cut
+    out = io.BytesIO()
+    reading = normalizing(out, verify=False)
+    validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
+    index = reading.close()
+    assert reading.verifier is None and gzip.decompress(out.getvalue()) == tar
+    assert verified(out.getvalue())[1] == index  # the copy made is itself normalized
+
+
+members = st.dictionaries(
+    st.sampled_from(["./runner.log", "./a/b.txt", "./results/7.json", "./perf-7.map", "./x" * 60]),
+    st.binary(max_size=3000) | st.sampled_from([b"", b"\x00\x00\xff\xff" * 300, b"pid: 3\n" * 100]),
+    max_size=4)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(members, st.sampled_from([0, 1, 6, 9]), st.integers(min_value=1, max_value=5000))
+def test_any_packed_bundle_verifies_to_its_index_whatever_the_reads(extra, level, read_size):
+    files = {**profile_members(7, ["t::a"]), **extra}
+    bundle, index = packed(tar_gz(files), level=level)
+
+    class Trickling(io.BytesIO):  # reads of any size, as an S3 body may answer
+        def read(self, n=-1):
+            return super().read(min(n, read_size) if n >= 0 else read_size)
+
+    reading = normalizing(None)
+    validate_bundle(Trickling(bundle), gunzip=reading.gunzip, tap=reading.tap)
+    found = reading.close()
+    assert shape(found) == shape(index) and stand_alone(bundle, found)
+    with tarfile.open(fileobj=io.BytesIO(bundle)) as tar:
+        assert sorted(m.name for m in tar.getmembers()) == sorted(files)
+    assert found["object"] == index["object"] == {"size": len(bundle), "crc32": zlib.crc32(bundle)}
