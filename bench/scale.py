@@ -5,7 +5,8 @@ template.yaml deploys.
     python bench/scale.py --quick    # a small smoke for CI
 
 Measured (one core, this machine): what an arrival does to each bundle (validate it and, in
-the same pass, write its normalized copy) and what a finalizer does to each part (splice the
+the same pass, write its normalized copy; or, for a bundle ``codspeed-client`` normalized,
+verify it, which writes nothing: printed, the model keeps the runner's slower case) and what a finalizer does to each part (splice the
 normalized copies; the full merge, its fallback, is printed too), in MiB/s of compressed bundle. Lambda gives CPU in
 proportion to memory, one vCPU at 1769 MB; both steps are single-threaded, so a function's
 rate is the measured one times min(1, memory / 1769), times LAMBDA_CORE (a Lambda vCPU taken
@@ -33,9 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "bench")]
 
-from merge import normalize_all, shards_from, splice_to, write_bundle  # noqa: E402
+from merge import normalize_all, pack_bundle, shards_from, splice_to, write_bundle  # noqa: E402
 from samtranslator.yaml_helper import yaml_parse  # noqa: E402
 
+from codspeed_aggregator.domain.bundle import normalizing, validate_bundle  # noqa: E402
 from codspeed_aggregator.domain.merge import merge_bundles  # noqa: E402
 from codspeed_aggregator.domain.uploads import plan_uploads  # noqa: E402
 from codspeed_aggregator.settings import Settings  # noqa: E402
@@ -84,7 +86,17 @@ def measure(work: Path, bundles: int, mb: float) -> dict[str, float]:
     with open(work / "merged.tar.gz", "wb") as out:
         merge_bundles(shards_from(paths), out)
     merge_rate = packed / (time.perf_counter() - started)
-    return {"arrival": arrival_rate, "splice": splice_rate, "merge": merge_rate}
+    packs = [work / f"packed-{i}.tar.gz" for i in range(bundles)]
+    for path, pack in zip(paths, packs):
+        pack_bundle(path, pack)
+    started = time.perf_counter()
+    for pack in packs:
+        reading = normalizing(None)
+        with open(pack, "rb") as f:
+            validate_bundle(f, gunzip=reading.gunzip, tap=reading.tap)
+        assert reading.close() is not None
+    verify_rate = sum(p.stat().st_size for p in packs) / MIB / (time.perf_counter() - started)
+    return {"arrival": arrival_rate, "verify": verify_rate, "splice": splice_rate, "merge": merge_rate}
 
 
 def vcpu(memory_mb: int) -> float:
@@ -123,7 +135,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         rates = measure(Path(folder), 2 if args.quick else 4, 2 if args.quick else 16)
     figures = model(args.shards, args.shard_mb, args.benchmarks, rates, stack)
-    print(f"measured: arrival (validate + normalize) {rates['arrival']:.1f} MiB/s, splice {rates['splice']:.1f} MiB/s, "
+    print(f"measured: arrival (validate + normalize) {rates['arrival']:.1f} MiB/s, arrival of a packed bundle "
+          f"(validate + verify) {rates['verify']:.1f} MiB/s, splice {rates['splice']:.1f} MiB/s, "
           f"full merge {rates['merge']:.1f} MiB/s of compressed bundle, one core")
     print(f"deployed: arrivals {stack['arrivals_memory']} MB / {stack['arrivals_timeout']} s / batch {stack['arrivals_batch']}, "
           f"finalizer {stack['merge_memory']} MB / {stack['merge_timeout']} s x {stack['finalize_concurrency']}, "

@@ -28,7 +28,6 @@ from .auth import signed_query
 from .domain.baseline import Completion, branch_of, complete
 from .domain.bundle import normalizing, validate_bundle
 from .domain.errors import BadBundle, Conflict, NotFound, Unprocessable
-from .domain import gz
 from .domain.keys import bundle_key, index_key, normalized_key, parse_bundle_key, run_bundles_prefix, spool_key
 from .domain.drop_in import shard_of
 from .domain.ledger import (

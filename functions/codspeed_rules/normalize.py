@@ -326,10 +326,9 @@ class Verifier:
         self._object_crc = crc32(NORMALIZED_HEADER)
         self._segment_start = self._position
         self._inflate = inflater()
-        self._held = b""  # read, not yet fed: the last bytes of a read may begin a flush's end
         self._trailer = b""
-        self._ready: list[bytes] = []
-        self._ended = False
+        self._pieces = self._inflated_object()
+        self._rest = b""
         self.index: dict | None = None
 
     def __enter__(self) -> "Verifier":
@@ -339,48 +338,43 @@ class Verifier:
         return None
 
     def read(self, n: int = -1) -> bytes:
-        while not self._ready and not self._ended:
-            self._pump()
-        if not self._ready:
-            return b""
-        data = self._ready.pop(0)
+        data, self._rest = self._rest or next(self._pieces, b""), b""
         if 0 <= n < len(data):
-            self._ready.insert(0, data[n:])
-            data = data[:n]
+            data, self._rest = data[:n], data[n:]
         return data
 
-    def _pump(self) -> None:
-        chunk = self._raw.read(CHUNK)
-        if not chunk:
-            self._feed(self._held)
-            self._finish()
-            return
-        self._object_crc = self._crc32(chunk, self._object_crc)
-        data, at = self._held + chunk, 0
-        while (found := data.find(FULL_FLUSH_END, at)) >= 0:
-            self._feed(data[at:found + 4])
-            at = found + 4
-            self._at_flush()
-        keep = min(len(FULL_FLUSH_END) - 1, len(data) - at)
-        self._feed(data[at:len(data) - keep])
-        self._held = data[len(data) - keep:]
+    def _inflated_object(self):
+        """The tar's bytes, at most CHUNK at a time (a bomb never inflates at once)."""
+        held = b""  # the last bytes of a read may begin a flush's end
+        while chunk := self._raw.read(CHUNK):
+            self._object_crc = self._crc32(chunk, self._object_crc)
+            data, at = held + chunk, 0
+            while (found := data.find(FULL_FLUSH_END, at)) >= 0:
+                yield from self._inflated(data[at:found + 4])
+                at = found + 4
+                self._at_flush()
+            keep = min(len(FULL_FLUSH_END) - 1, len(data) - at)
+            yield from self._inflated(data[at:len(data) - keep])
+            held = data[len(data) - keep:]
+        yield from self._inflated(held)
+        self._finish()
 
-    def _feed(self, packed: bytes) -> None:
-        if not packed:
-            return
+    def _inflated(self, packed: bytes):
         self._position += len(packed)
-        if self._inflate.eof:
-            self._trailer += packed
-            return
-        try:
-            data = self._inflate.decompress(packed)
-        except Exception as exc:  # zlib's or isal's error: a segment refers to bytes before it, or worse
-            raise NotNormalized(f"a segment does not inflate alone ({exc})") from exc
-        if data:
-            self._walker.feed(data)
-            self._ready.append(data)
-        if self._inflate.eof:
-            self._trailer += self._inflate.unused_data
+        while True:
+            if self._inflate.eof:
+                self._trailer += packed
+                return
+            try:
+                data = self._inflate.decompress(packed, CHUNK)
+            except Exception as exc:  # zlib's or isal's error: a segment refers to bytes before it, or worse
+                raise NotNormalized(f"a segment does not inflate alone ({exc})") from exc
+            if data:
+                self._walker.feed(data)
+                yield data
+            packed = self._inflate.unused_data if self._inflate.eof else self._inflate.unconsumed_tail
+            if not packed and len(data) < CHUNK:  # a full answer may leave output behind
+                return
 
     def _at_flush(self) -> None:
         """A full flush may end here: where the walk has just cut, the segment ends."""
@@ -398,10 +392,11 @@ class Verifier:
         self._inflate, self._segment_start = self._inflater(), self._position
 
     def _finish(self) -> None:
-        self._ended = True
         if not self._inflate.eof:
             raise EOFError("the gzip stream ends before its last block")
-        if len(self._trailer) != 8:
+        if len(self._trailer) < 8:
+            raise EOFError("the gzip stream ends inside its trailer")
+        if len(self._trailer) > 8:
             raise NotNormalized("the gzip stream has bytes after its trailer")  # another member, maybe
         crc, size = struct.unpack("<II", self._trailer)
         if (crc, size) != (self._walker.crc, self._walker.size & 0xFFFFFFFF):

@@ -82,6 +82,8 @@ def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack,
         assert re.findall(rb"^pid: (\d+)$", content, re.M) == [name[2:-4].encode()]
     benchmarks = {b.decode() for content in outs.values() for b in re.findall(rb"Client Request: (tests/\S+)", content)}
     assert benchmarks == {f"tests/test_{i}.py::test_bench_{j}" for i in (1, 2, 3) for j in range(3)}
+    # the client's bundles were normalized by the client: verified at arrival, no copy written
+    assert _normalized(stack, project, run_id) == [".index.json"] * 3
 
 
 def test_an_archive_made_with_tar_is_pushed_as_it_is_and_merged_with_a_folder(stack, project, run_id, tmp_path):
@@ -96,6 +98,17 @@ def test_an_archive_made_with_tar_is_pushed_as_it_is_and_merged_with_a_folder(st
     [upload] = stack.upstream.uploads(run_id)
     with tarfile.open(upload / "archive.tar.gz", mode="r:gz") as tar:
         assert sorted(n for n in tar.getnames() if n.endswith(".out")) == ["./5151.out", "./5152.out"]
+    # tar's archive is not normalized: the arrival wrote a normalized copy of it, and only of it
+    assert sorted(_normalized(stack, project, run_id)) == [".index.json", ".index.json", ".tar.gz"]
+
+
+def _normalized(stack, project: str, run_id: str) -> list[str]:
+    """What the arrivals wrote under normalized/ for a run's bundles: each object's suffix."""
+    from codspeed_aggregator.adapters.aws import client
+    from codspeed_aggregator.domain.keys import normalized_key, run_bundles_prefix
+
+    listed = client("s3").list_objects_v2(Bucket=stack.resources.bucket, Prefix=normalized_key(run_bundles_prefix(project, run_id)))
+    return [".index.json" if o["Key"].endswith(".index.json") else ".tar.gz" for o in listed.get("Contents", [])]
 
 
 def test_a_shard_never_pushed_is_reported_missing_after_close(stack, project, run_id, tmp_path):

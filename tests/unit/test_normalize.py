@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from codspeed_aggregator.domain import gz
 from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
 from codspeed_rules import bundle as rules
-from codspeed_rules.normalize import GZIP_HEADER, NORMALIZED_HEADER, Normalizer, Normalizing, NotNormalized, closed
+from codspeed_rules.normalize import GZIP_HEADER, NORMALIZED_HEADER, Normalizer, Normalizing, NotNormalized, Verifier, closed
 from tests.factories import profile_members, tar_gz
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
@@ -209,3 +209,17 @@ def test_any_packed_bundle_verifies_to_its_index_whatever_the_reads(extra, level
     with tarfile.open(fileobj=io.BytesIO(bundle)) as tar:
         assert sorted(m.name for m in tar.getmembers()) == sorted(files)
     assert found["object"] == index["object"] == {"size": len(bundle), "crc32": zlib.crc32(bundle)}
+
+
+def test_a_verified_bundle_inflates_a_bounded_piece_at_a_time():
+    members = profile_members(4242, ["t::a"])
+    members["./zeros.bin"] = bytes(40 << 20)  # 40 MiB that deflate packs into about 40 KB
+    bundle, index = packed(tar_gz(members), level=9)
+    assert len(bundle) < 200_000
+    raw = io.BytesIO(bundle)
+    raw.read(len(NORMALIZED_HEADER))
+    verifier = Verifier(raw, gz.raw_inflater)
+    sizes = []
+    while piece := verifier.read():
+        sizes.append(len(piece))
+    assert max(sizes) <= rules.CHUNK and sum(sizes) == index["size"] and verifier.index == index

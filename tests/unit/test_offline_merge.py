@@ -1,7 +1,8 @@
 import tarfile
+from pathlib import Path
 
 from codspeed_aggregator.cli import main
-from tests.factories import bundle
+from tests.factories import bundle, marked_uncut, packed, tar_gz
 
 
 def test_merge_command_merges_bundles_with_colliding_pids(tmp_path, capsys):
@@ -27,3 +28,63 @@ def test_merge_command_refuses_a_bad_bundle_by_name_and_writes_nothing(tmp_path,
     assert capsys.readouterr().err.strip() == f"codspeed-aggregator: {bad} refused: the bundle is neither gzip-compressed nor a tar archive"
     assert not out.exists()
     assert main(["merge", str(tmp_path / "absent.tar.gz"), "-o", str(out)]) == 7
+
+
+def _write(tmp_path, datas: list[bytes]) -> list[str]:
+    paths = []
+    for i, data in enumerate(datas, start=1):
+        path = tmp_path / f"shard{i}.tar.gz"
+        path.write_bytes(data)
+        paths.append(str(path))
+    return paths
+
+
+def _outs(path) -> dict[str, bytes]:
+    with tarfile.open(path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_packed_bundles_are_verified_then_spliced_into_what_the_merge_writes(tmp_path, capsys):
+    datas = [bundle(4242, [f"t{i}::b"]) for i in (1, 2, 3)]
+    assert main(["merge", *_write(tmp_path, datas), "-o", str(tmp_path / "merged.tar.gz")]) == 0
+    assert capsys.readouterr().out.startswith("merged 3 bundles")
+    packed_dir = tmp_path / "packed"
+    packed_dir.mkdir()
+    assert main(["merge", *_write(packed_dir, [packed(d) for d in datas]), "-o", str(tmp_path / "spliced.tar.gz")]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("spliced 3 bundles") and "2 pids renumbered" in printed
+    assert _outs(tmp_path / "spliced.tar.gz") == _outs(tmp_path / "merged.tar.gz")
+
+
+def test_one_bundle_not_normalized_merges_them_all(tmp_path, capsys):
+    datas = [packed(bundle(4242, ["t1::b"])), marked_uncut(bundle(4242, ["t2::b"])), packed(bundle(4242, ["t3::b"]))]
+    assert main(["merge", *_write(tmp_path, datas), "-o", str(tmp_path / "merged.tar.gz")]) == 0
+    assert capsys.readouterr().out.startswith("merged 3 bundles")
+    assert sorted(n for n in _outs(tmp_path / "merged.tar.gz") if n.endswith(".out")) == ["./4242.out", "./4243.out", "./4244.out"]
+
+
+def test_a_packed_bundle_that_fails_a_check_is_refused_by_name_and_nothing_is_written(tmp_path, capsys):
+    bad = packed(tar_gz({"./4242.out": b"not callgrind\n", "./runner.log": b"log\n"}))
+    paths = _write(tmp_path, [packed(bundle()), bad])
+    out = tmp_path / "merged.tar.gz"
+    assert main(["merge", *paths, "-o", str(out)]) == 7
+    assert capsys.readouterr().err.strip() == (f"codspeed-aggregator: {paths[1]} refused: 4242.out is not a callgrind file "
+                                               "(no '# callgrind format' or 'version:' first line)")
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["shard1.tar.gz", "shard2.tar.gz"]
+
+
+def test_a_bundle_changed_after_it_was_verified_is_merged_as_it_is_now(tmp_path, capsys, monkeypatch):
+    from codspeed_aggregator import offline
+
+    paths = _write(tmp_path, [packed(bundle(4242, [f"t{i}::b"])) for i in (1, 2)])
+    verified = offline._verified
+
+    def then_changed(names):
+        shards = verified(names)
+        Path(names[1]).write_bytes(packed(bundle(4242, ["t9::z"])))
+        return shards
+
+    monkeypatch.setattr(offline, "_verified", then_changed)
+    assert main(["merge", *paths, "-o", str(tmp_path / "merged.tar.gz")]) == 0
+    assert capsys.readouterr().out.startswith("merged 2 bundles")
+    assert b"t9::z" in _outs(tmp_path / "merged.tar.gz")["./4243.out"]

@@ -78,7 +78,7 @@ class ShardRecord:
     inherited_from: str | None = None  # the earlier attempt this shard's bundle was counted in
     version_id: str | None = None  # the object version validated: the one merged
     results: dict = field(default_factory=dict)  # benchmark -> its figures (domain.results), read with the names
-    normalized: dict | None = None  # the normalized copy's and its index's object versions: what is spliced
+    normalized: dict | None = None  # the normalized copy (key, version: the bundle itself when verified) and its index version
 
 
 @dataclass

@@ -171,7 +171,7 @@ def _splice_member(member: dict, cursor: _Cursor, spliced: _Spliced, shard: str,
     elif out and len(str(old)) == len(str(new)) and member["pid_lines"] == 1 and "head" in segments:
         spliced.encoded(_header(placed, member, member["size"]))
         _, offset, length, unpacked, crc = segments["head"]
-        head = isal_zlib.decompressobj(-15).decompress(cursor.read(offset, length))
+        head = _inflated(isal_zlib.decompressobj(-15), cursor.read(offset, length), path)
         if len(head) != unpacked or zlib.crc32(head) != crc:
             raise IndexMismatch(f"shard {shard}: the head of {path} does not match its index")
         spliced.encoded(_rewrite_head(head, old, new))
@@ -182,6 +182,13 @@ def _splice_member(member: dict, cursor: _Cursor, spliced: _Spliced, shard: str,
         _copy_member(member, placed, segments, cursor, spliced)  # as the merge leaves it: too large to rewrite
     else:
         _encode_member(member, placed, segments, cursor, spliced, old, new, bool(out))
+
+
+def _inflated(inflate, packed: bytes, path: str) -> bytes:
+    try:
+        return inflate.decompress(packed)
+    except isal_zlib.error as exc:  # the object is not the one indexed: its CRC-32 would say so at its end
+        raise IndexMismatch(f"{path} does not inflate as indexed ({exc})") from exc
 
 
 def _rewrite_head(head: bytes, old: int, new: int) -> bytes:
@@ -211,7 +218,7 @@ def _encode_member(member: dict, placed: str, segments: dict, cursor: _Cursor, s
                 continue
             _, offset, length, _, _ = segments[kind]
             for chunk in cursor.chunks(offset, length):
-                data = inflate.decompress(chunk)
+                data = _inflated(inflate, chunk, placed)
                 spool.write(rewriter.feed(data) if rewriter else data)
         if rewriter:
             spool.write(rewriter.close())
