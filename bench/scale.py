@@ -93,8 +93,8 @@ def measure(work: Path, bundles: int, mb: float) -> dict[str, float]:
     for pack in packs:
         reading = normalizing(None)
         with open(pack, "rb") as f:
-            validate_bundle(f, gunzip=reading.gunzip, tap=reading.tap)
-        assert reading.close() is not None
+            summary = validate_bundle(f, gunzip=reading.gunzip, tap=reading.tap)
+        assert reading.close(summary.listing) is not None
     verify_rate = sum(p.stat().st_size for p in packs) / MIB / (time.perf_counter() - started)
     return {"arrival": arrival_rate, "verify": verify_rate, "splice": splice_rate, "merge": merge_rate}
 

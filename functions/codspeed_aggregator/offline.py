@@ -98,6 +98,6 @@ def _verify(path: str) -> tuple[tuple[int, ...], dict] | str | None:
         return None
     except BadBundle as exc:
         return str(exc)
-    index = reading.close()
+    index = reading.close(summary.listing)
     return (tuple(summary.pids), index) if index is not None else None
 

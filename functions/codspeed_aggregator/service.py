@@ -259,7 +259,7 @@ class Aggregator:
         with self.store.spool(normalized_key(key)) as sink:
             reading = normalizing(sink, self.settings.merge_level, verify=verify)
             summary = validate_bundle(stream, executor, gunzip=reading.gunzip, tap=reading.tap)
-            index = reading.close()
+            index = reading.close(summary.listing)
             if index is None or reading.verifier is not None:
                 sink.abandon()  # nothing to keep: a tar that could not be cut, or the bundle is its own copy
         if index is None:

@@ -78,6 +78,8 @@ class BundleSummary:
     unpacked_bytes: int = 0
     gzipped: bool = True
     files: set[str] = field(default_factory=set, repr=False)
+    # every member as read: (path, "file" or "dir", size, permission bits, mtime)
+    listing: list[tuple] = field(default_factory=list, repr=False)
     # per benchmark (the first MAX_RESULTS): callgrind costs {"Ir": ...} or walltime {"mean_ns": ...}
     results: dict[str, dict] = field(default_factory=dict, repr=False)
 
@@ -305,6 +307,7 @@ def _check_header(member: tarfile.TarInfo, summary: BundleSummary, limits: Bundl
     if not (isinstance(member.mtime, int) or math.isfinite(member.mtime)) or not 0 <= member.mtime <= MAX_MTIME:
         raise BadBundle(f"member {path!r} has a modification time out of range ({member.mtime})")
     if member.isdir():
+        summary.listing.append((path, "dir", 0, member.mode & 0o777, member.mtime))
         return
     if member.sparse is not None:
         raise BadBundle(f"member {path!r} is a sparse file: only regular files and folders are accepted")
@@ -314,6 +317,7 @@ def _check_header(member: tarfile.TarInfo, summary: BundleSummary, limits: Bundl
     if path in summary.files:
         raise BadBundle(f"{path} appears twice")
     summary.files.add(path)
+    summary.listing.append((path, "file", member.size, member.mode & 0o777, member.mtime))
     if path.lower().endswith(NESTED_ARCHIVES):
         raise BadBundle(f"member {path!r} is an archive inside the archive")
     summary.unpacked_bytes += member.size

@@ -438,11 +438,19 @@ class Normalizing:
         if self.verifier is None and self._normalizer is not None:
             self._normalizer.feed(data)
 
-    def close(self) -> dict | None:
-        """The index: of the bundle itself when it was verified, else of the normalized copy."""
+    def close(self, listing: list[tuple]) -> dict | None:
+        """The index (of the bundle itself when it was verified, else of the normalized copy), when
+        its members are exactly those validation read (``BundleSummary.listing``): the splice
+        writes the members the index lists, so a tar that ``tarfile`` reads otherwise than this
+        walk (a PAX header that overrides a size or an mtime, say) is not spliced, but merged
+        from what validation read. None otherwise, or when the tar could not be cut."""
         if self.verifier is not None:
-            return self.verifier.index
-        return self._normalizer.close() if self._normalizer is not None else None
+            index = self.verifier.index
+        else:
+            index = self._normalizer.close() if self._normalizer is not None else None
+        if index is None or [(m["name"], m["type"], m["size"], m["mode"], m["mtime"]) for m in index["members"]] != listing:
+            return None
+        return index
 
 
 class _Prepended:

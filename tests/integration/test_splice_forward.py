@@ -155,3 +155,21 @@ def test_a_marked_bundle_gives_the_results_a_plain_one_gives(isolated, project, 
     marked, plain = agg.ledger.snapshot(project, run_id).shards["1"], agg.ledger.snapshot(project, plain_run).shards["1"]
     assert (marked.pids, marked.benchmarks, marked.benchmark_names) == (plain.pids, plain.benchmarks, plain.benchmark_names)
     assert marked.benchmarks == 2
+
+
+def test_a_tar_whose_pax_records_override_its_headers_is_merged_as_validation_read_it(isolated, project, run_id):
+    from tests.unit.test_normalize import _pax_overridden
+
+    agg = isolated.aggregator
+    data = __import__("gzip").compress(_pax_overridden("size", "3"))
+    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=1)))
+    put(grant.model_dump(), data)
+    assert agg.record_arrival(grant.key) == "recorded"
+    assert agg.ledger.snapshot(project, run_id).shards["1"].normalized is None and not _has(agg, normalized_key(grant.key))
+    isolated.finalize_requests()
+    with mock.patch.object(service, "splice") as spliced:
+        assert agg.finalize(project, run_id) == "forwarded"
+    assert spliced.call_count == 0
+    [upload] = isolated.upstream.uploads(run_id)
+    with tarfile.open(archive_of(upload)) as tar:
+        assert tar.extractfile("./runner.log").read() == b"run"  # the 3 bytes validation read, not the header's 11

@@ -54,7 +54,7 @@ def verified(data: bytes, executor: str = "valgrind") -> tuple[rules.BundleSumma
     reading = normalizing(None)
     summary = validate_bundle(io.BytesIO(data), executor, gunzip=reading.gunzip, tap=reading.tap)
     assert reading.verifier is not None
-    return summary, reading.close()
+    return summary, reading.close(summary.listing)
 
 
 @pytest.mark.parametrize("name", REAL)
@@ -66,8 +66,8 @@ def test_a_packed_real_bundle_verifies_to_the_index_its_normalizer_wrote(name, t
     assert summary == validate_bundle(io.BytesIO(bundle), executor)  # what a plain read finds
     # the standard library's inflater and CRC verify alike (the client's, and a reader without isal)
     reading = Normalizing(None, rules.stdlib_gunzip)
-    rules.validate_bundle(io.BytesIO(bundle), executor, gunzip=reading.gunzip, tap=reading.tap)
-    assert reading.close() == index
+    plain = rules.validate_bundle(io.BytesIO(bundle), executor, gunzip=reading.gunzip, tap=reading.tap)
+    assert reading.close(plain.listing) == index
     # the mark is an extra field every gzip reader skips
     assert bundle.startswith(NORMALIZED_HEADER) and gzip.decompress(bundle)
     path = tmp_path / "packed.tar.gz"
@@ -170,7 +170,7 @@ def test_an_unmarked_bundle_is_not_verified_and_without_a_normalizer_is_refused_
     out = io.BytesIO()
     reading = normalizing(out)
     summary = validate_bundle(io.BytesIO(plain), gunzip=reading.gunzip, tap=reading.tap)
-    assert reading.verifier is None and reading.close() is not None and summary.pids == [4242]
+    assert reading.verifier is None and reading.close(summary.listing) is not None and summary.pids == [4242]
     assert gzip.decompress(out.getvalue()) == _tar()
 
 
@@ -180,8 +180,8 @@ def test_without_verifying_a_marked_bundle_is_normalized_again():
     bundle = _marked(comp.compress(tar) + comp.flush(), tar)  # marked, not cut
     out = io.BytesIO()
     reading = normalizing(out, verify=False)
-    validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
-    index = reading.close()
+    summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
+    index = reading.close(summary.listing)
     assert reading.verifier is None and gzip.decompress(out.getvalue()) == tar
     assert verified(out.getvalue())[1] == index  # the copy made is itself normalized
 
@@ -203,8 +203,8 @@ def test_any_packed_bundle_verifies_to_its_index_whatever_the_reads(extra, level
             return super().read(min(n, read_size) if n >= 0 else read_size)
 
     reading = normalizing(None)
-    validate_bundle(Trickling(bundle), gunzip=reading.gunzip, tap=reading.tap)
-    found = reading.close()
+    summary = validate_bundle(Trickling(bundle), gunzip=reading.gunzip, tap=reading.tap)
+    found = reading.close(summary.listing)
     assert shape(found) == shape(index) and stand_alone(bundle, found)
     with tarfile.open(fileobj=io.BytesIO(bundle)) as tar:
         assert sorted(m.name for m in tar.getmembers()) == sorted(files)
@@ -223,3 +223,32 @@ def test_a_verified_bundle_inflates_a_bounded_piece_at_a_time():
     while piece := verifier.read():
         sizes.append(len(piece))
     assert max(sizes) <= rules.CHUNK and sum(sizes) == index["size"] and verifier.index == index
+
+
+def _pax_overridden(field: str, value: str) -> bytes:
+    """A tar whose runner.log has a PAX record overriding its header's ``field``: tarfile reads
+    the record, a walk of the headers does not."""
+    members = profile_members(4242, ["t::a"])
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(content), 1_700_000_000
+            if name == "./runner.log":
+                info.pax_headers = {field: value}
+            tar.addfile(info, io.BytesIO(content))
+    return raw.getvalue()
+
+
+@pytest.mark.parametrize("field, value", [("size", "3"), ("mtime", "1700000000.5")])
+@pytest.mark.parametrize("marked", [True, False])
+def test_a_tar_read_otherwise_than_its_headers_say_is_not_indexed(field, value, marked):
+    tar = _pax_overridden(field, value)
+    bundle = packed(tar)[0] if marked else gzip.compress(tar)
+    out = io.BytesIO()
+    reading = normalizing(out)
+    summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
+    assert (reading.verifier is not None) == marked
+    assert reading.close(summary.listing) is None  # merged from what validation read, never spliced
+    listed = dict((path, rest) for path, *rest in summary.listing)
+    assert listed["runner.log"][1] == (3 if field == "size" else 11)  # "runner log\n": tarfile's view
