@@ -1,9 +1,11 @@
 """``codspeed-aggregator merge``: the finalizer's merge, on files, for a CI job without AWS.
 
-Bundles that ``codspeed-client pack`` (or ``push``) wrote are normalized and say so: each is
-verified (in parallel, one process per core), then they are spliced without recompressing.
-When any bundle is not marked as normalized, or its mark does not hold, every bundle is
-checked as it is merged, in one read of each."""
+Each bundle is made ready to splice in a process of its own (one per core), as an arrival
+does: one ``codspeed-client pack`` (or ``push``) wrote is verified, any other is normalized
+into a scratch copy; then all are spliced without recompressing. When a bundle cannot be
+indexed (a tar read otherwise than its headers say), every bundle is checked as it is merged,
+in one read of each.
+"""
 
 import os
 import sys
@@ -11,8 +13,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from codspeed_rules.bundle import read_exactly
-from codspeed_rules.normalize import NORMALIZED_HEADER, NotNormalized
+from codspeed_rules.normalize import NotNormalized
 
 from .domain.bundle import normalizing, validate_bundle
 from .domain.errors import BadBundle
@@ -48,56 +49,61 @@ def merge_files(paths: list[str], output: str) -> int:
             raise
     os.replace(out.name, target)
     moved = sum(len(v) for v in result.renumbered.values())
-    print(f"{how} {len(paths)} bundles into {output}: {result.size} bytes, {moved} pids renumbered, md5 {result.md5}")
+    print(f"merged {len(paths)} bundles into {output} ({how}): {result.size} bytes, {moved} pids renumbered, md5 {result.md5}")
     return 0
 
 
 def _merged(paths: list[str], out) -> tuple[MergeResult, str]:
-    shards = _verified(paths)
-    if shards is not None:
-        try:
-            return splice(shards, out), "spliced"
-        except IndexMismatch:  # a bundle changed since it was verified: merge what is there now
-            out.seek(0)
-            out.truncate()
+    with tempfile.TemporaryDirectory(prefix="codspeed-merge-") as scratch:
+        shards = _prepared(paths, Path(scratch))
+        if shards is not None:
+            try:
+                return splice(shards, out), "spliced"
+            except IndexMismatch:  # a bundle changed since it was read: merge what is there now
+                out.seek(0)
+                out.truncate()
     # Each bundle is checked as it is merged (one read of each): its pids are planned as it streams.
     bundles = [ShardBundle(str(index), None, lambda p=Path(name): open(p, "rb")) for index, name in enumerate(paths, start=1)]
-    return merge_bundles(bundles, out), "merged"
+    return merge_bundles(bundles, out), "recompressed"
 
 
-def _verified(paths: list[str]) -> list[NormalizedShard] | None:
-    """Every bundle verified as normalized, or None when one is not marked so or not cut so."""
-    for name in paths:
-        with open(name, "rb") as f:
-            if read_exactly(f, len(NORMALIZED_HEADER)) != NORMALIZED_HEADER:
-                return None
-    workers = min(len(paths), os.cpu_count() or 1)
+def _prepared(paths: list[str], scratch: Path) -> list[NormalizedShard] | None:
+    """Every bundle validated and ready to splice, or None when one cannot be indexed."""
+    jobs = [(name, scratch / f"{index}.tar.gz") for index, name in enumerate(paths, start=1)]
+    workers = min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
-            found = list(pool.map(_verify, paths))
+            found = list(pool.map(_prepare, jobs))
     else:
-        found = [_verify(name) for name in paths]
-    if any(f is None for f in found):
+        found = [_prepare(job) for job in jobs]
+    for index, ready in enumerate(found, start=1):
+        if isinstance(ready, str):
+            raise ShardRefused(str(index), ready)
+    if any(ready is None for ready in found):
         return None
-    shards = []
-    for index, (name, found_one) in enumerate(zip(paths, found), start=1):
-        if isinstance(found_one, str):
-            raise ShardRefused(str(index), found_one)
-        pids, index_doc = found_one
-        shards.append(NormalizedShard(str(index), pids, index_doc, lambda p=name: open(p, "rb")))
-    return shards
+    return [NormalizedShard(str(index), pids, index_doc, lambda c=copy: open(c, "rb"))
+            for index, (pids, index_doc, copy) in enumerate(found, start=1)]
 
 
-def _verify(path: str) -> tuple[tuple[int, ...], dict] | str | None:
-    """(pids, index) of a normalized bundle; the reason when it is refused; None when it is not normalized."""
-    reading = normalizing(None)
+def _prepare(job: tuple[str, Path]) -> tuple[tuple[int, ...], dict, str | Path] | str | None:
+    """(pids, index, the normalized object: the bundle itself or its copy); the reason a bundle
+    is refused; None when it cannot be indexed."""
+    source, copy = job
     try:
-        with open(path, "rb") as f:
-            summary = validate_bundle(f, gunzip=reading.gunzip, tap=reading.tap)
-    except NotNormalized:
-        return None
+        try:
+            return _normalized(source, copy, verify=True)
+        except NotNormalized:  # marked, and not cut so: normalized like any other
+            return _normalized(source, copy, verify=False)
     except BadBundle as exc:
         return str(exc)
-    index = reading.close(summary.listing)
-    return (tuple(summary.pids), index) if index is not None else None
 
+
+def _normalized(source: str, copy: Path, verify: bool):
+    with open(source, "rb") as raw, open(copy, "wb") as out:
+        reading = normalizing(out, verify=verify)
+        summary = validate_bundle(raw, gunzip=reading.gunzip, tap=reading.tap)
+        index = reading.close(summary.listing)
+    if reading.verifier is not None:
+        copy.unlink()
+        copy = source
+    return (tuple(summary.pids), index, copy) if index is not None else None

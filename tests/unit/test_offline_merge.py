@@ -1,3 +1,4 @@
+import gzip
 import tarfile
 from pathlib import Path
 
@@ -44,23 +45,40 @@ def _outs(path) -> dict[str, bytes]:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
-def test_packed_bundles_are_verified_then_spliced_into_what_the_merge_writes(tmp_path, capsys):
-    datas = [bundle(4242, [f"t{i}::b"]) for i in (1, 2, 3)]
-    assert main(["merge", *_write(tmp_path, datas), "-o", str(tmp_path / "merged.tar.gz")]) == 0
-    assert capsys.readouterr().out.startswith("merged 3 bundles")
-    packed_dir = tmp_path / "packed"
-    packed_dir.mkdir()
-    assert main(["merge", *_write(packed_dir, [packed(d) for d in datas]), "-o", str(tmp_path / "spliced.tar.gz")]) == 0
+def _merged_by_the_finalizer(datas: list[bytes], out: Path) -> None:
+    import io
+
+    from codspeed_aggregator.domain.bundle import validate_bundle
+    from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
+
+    shards = [ShardBundle(str(i), tuple(validate_bundle(io.BytesIO(d)).pids), lambda d=d: io.BytesIO(d))
+              for i, d in enumerate(datas, start=1)]
+    with open(out, "wb") as f:
+        merge_bundles(shards, f)
+
+
+def test_packed_runner_and_wrongly_marked_bundles_are_all_spliced_into_what_the_merge_writes(tmp_path, capsys):
+    runner = [bundle(4242, [f"t{i}::b"]) for i in (1, 2, 3)]
+    _merged_by_the_finalizer(runner, tmp_path / "expected.tar.gz")
+    # packed by the client (verified), as the runner makes them (normalized), marked but not cut (normalized)
+    datas = [packed(runner[0]), runner[1], marked_uncut(runner[2])]
+    assert main(["merge", *_write(tmp_path, datas), "-o", str(tmp_path / "spliced.tar.gz")]) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("spliced 3 bundles") and "2 pids renumbered" in printed
-    assert _outs(tmp_path / "spliced.tar.gz") == _outs(tmp_path / "merged.tar.gz")
+    assert printed.startswith("merged 3 bundles") and "(spliced)" in printed and "2 pids renumbered" in printed
+    assert _outs(tmp_path / "spliced.tar.gz") == _outs(tmp_path / "expected.tar.gz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["expected.tar.gz", "shard1.tar.gz", "shard2.tar.gz",
+                                                          "shard3.tar.gz", "spliced.tar.gz"]  # no scratch left
 
 
-def test_one_bundle_not_normalized_merges_them_all(tmp_path, capsys):
-    datas = [packed(bundle(4242, ["t1::b"])), marked_uncut(bundle(4242, ["t2::b"])), packed(bundle(4242, ["t3::b"]))]
+def test_a_bundle_that_cannot_be_indexed_recompresses_them_all_as_validation_read_them(tmp_path, capsys):
+    from tests.unit.test_normalize import _pax_overridden
+
+    datas = [packed(bundle(4242, ["t1::b"])), gzip.compress(_pax_overridden("size", "3"))]
     assert main(["merge", *_write(tmp_path, datas), "-o", str(tmp_path / "merged.tar.gz")]) == 0
-    assert capsys.readouterr().out.startswith("merged 3 bundles")
-    assert sorted(n for n in _outs(tmp_path / "merged.tar.gz") if n.endswith(".out")) == ["./4242.out", "./4243.out", "./4244.out"]
+    assert "(recompressed)" in capsys.readouterr().out
+    outs = _outs(tmp_path / "merged.tar.gz")
+    assert sorted(n for n in outs if n.endswith(".out")) == ["./4242.out", "./4243.out"]
+    assert outs["./runner.log"] == b"runner log\n" and outs["./runner.shard-2.log"] == b"run"
 
 
 def test_a_packed_bundle_that_fails_a_check_is_refused_by_name_and_nothing_is_written(tmp_path, capsys):
@@ -73,18 +91,18 @@ def test_a_packed_bundle_that_fails_a_check_is_refused_by_name_and_nothing_is_wr
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["shard1.tar.gz", "shard2.tar.gz"]
 
 
-def test_a_bundle_changed_after_it_was_verified_is_merged_as_it_is_now(tmp_path, capsys, monkeypatch):
+def test_a_bundle_changed_after_it_was_read_is_merged_as_it_is_now(tmp_path, capsys, monkeypatch):
     from codspeed_aggregator import offline
 
     paths = _write(tmp_path, [packed(bundle(4242, [f"t{i}::b"])) for i in (1, 2)])
-    verified = offline._verified
+    prepared = offline._prepared
 
-    def then_changed(names):
-        shards = verified(names)
+    def then_changed(names, scratch):
+        shards = prepared(names, scratch)
         Path(names[1]).write_bytes(packed(bundle(4242, ["t9::z"])))
         return shards
 
-    monkeypatch.setattr(offline, "_verified", then_changed)
+    monkeypatch.setattr(offline, "_prepared", then_changed)
     assert main(["merge", *paths, "-o", str(tmp_path / "merged.tar.gz")]) == 0
-    assert capsys.readouterr().out.startswith("merged 2 bundles")
+    assert "(recompressed)" in capsys.readouterr().out
     assert b"t9::z" in _outs(tmp_path / "merged.tar.gz")["./4243.out"]
