@@ -70,7 +70,7 @@ def _merged(paths: list[str], out) -> tuple[MergeResult, str]:
 def _prepared(paths: list[str], scratch: Path) -> list[NormalizedShard] | None:
     """Every bundle validated and ready to splice, or None when one cannot be indexed."""
     jobs = [(name, scratch / f"{index}.tar.gz") for index, name in enumerate(paths, start=1)]
-    workers = min(len(jobs), os.cpu_count() or 1)
+    workers = min(len(jobs), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
             found = list(pool.map(_prepare, jobs))
