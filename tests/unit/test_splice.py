@@ -155,3 +155,27 @@ def test_the_client_packs_a_normalized_bundle(tmp_path):
     assert again.getvalue() == packed  # cut exactly where a normalizer cuts
     assert [m["name"] for m in index["members"]] == sorted(m["name"] for m in index["members"])
     assert validate_bundle(io.BytesIO(packed)).pids == [4242]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from([7, 42, 1234]), names, st.sampled_from([1, 6, 9])), min_size=1, max_size=4))
+def test_splicing_bundles_the_client_packed_as_verified_extracts_to_what_the_merge_writes(shards):
+    from codspeed_aggregator.domain.bundle import normalizing
+    from tests.factories import packed
+
+    datas = [tar_gz(profile_members(pid, [f"{b}{i}" for b in benchmarks])) for i, (pid, benchmarks, _) in enumerate(shards)]
+    merged = io.BytesIO()
+    merge_result = merge_bundles([ShardBundle(str(i), tuple(validate_bundle(io.BytesIO(d)).pids), lambda d=d: io.BytesIO(d))
+                                  for i, d in enumerate(datas)], merged)
+    verified = []
+    for i, (data, (_, _, level)) in enumerate(zip(datas, shards)):
+        bundle = packed(data, level=level)
+        reading = normalizing(None)
+        summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
+        index = reading.close(summary.listing)
+        verified.append(NormalizedShard(str(i), tuple(summary.pids), index, lambda b=bundle: io.BytesIO(b)))
+    spliced = io.BytesIO()
+    splice_result = splice(verified, spliced)
+    assert _members(spliced.getvalue()) == _members(merged.getvalue())
+    assert splice_result.renumbered == merge_result.renumbered
+    assert gzip.decompress(spliced.getvalue()) == _first_member_only(spliced.getvalue())
