@@ -19,7 +19,6 @@ cuts. The index comes from what was verified, never from the bundle.
 
 from __future__ import annotations
 
-import re
 import struct
 import zlib
 from typing import BinaryIO, Callable
@@ -38,7 +37,6 @@ FINAL_BLOCK = b"\x03\x00"  # an empty final fixed-Huffman block: ends a deflate 
 HEADER, HEAD, BODY, PAD, END = "header", "head", "body", "pad", "end"
 EXTENDED = (b"L", b"K", b"x", b"g", b"X")
 PID_LINE_START = b"\npid: "
-PAX_PATH = re.compile(rb"(\d+) path=")
 
 
 def raw_compressor(level: int):
