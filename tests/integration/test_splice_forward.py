@@ -35,13 +35,8 @@ def _outs(upload) -> dict[str, bytes]:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.name.endswith(".out")}
 
 
-def test_arrivals_leave_a_normalized_copy_and_the_finalizer_splices_it(isolated, project, run_id):
-    agg = isolated.aggregator
-    keys = _run(agg, isolated, project, run_id)
-    shard = agg.ledger.snapshot(project, run_id).shards["1"]
-    assert shard.normalized["key"] == normalized_key(keys[0]) and set(shard.normalized) == {"key", "version", "index_version"}
-    index = agg.store.read_json(index_key(keys[0]), shard.normalized["index_version"])
-    assert index["bundle"] == {"key": keys[0], "version": shard.version_id}
+def _spliced(agg, isolated, project, run_id):
+    """Finalize a run of three shards of pid 4242: spliced, never merged; its upload and callgrind files."""
     with mock.patch.object(service, "splice", wraps=service.splice) as spliced, \
             mock.patch.object(service, "merge_bundles") as merged:
         assert agg.finalize(project, run_id) == "forwarded"
@@ -50,6 +45,17 @@ def test_arrivals_leave_a_normalized_copy_and_the_finalizer_splices_it(isolated,
     outs = _outs(upload)
     assert sorted(outs) == ["./4242.out", "./4243.out", "./4244.out"]
     assert all(f"\npid: {name[2:6]}\n".encode() in body for name, body in outs.items())
+    return upload, outs
+
+
+def test_arrivals_leave_a_normalized_copy_and_the_finalizer_splices_it(isolated, project, run_id):
+    agg = isolated.aggregator
+    keys = _run(agg, isolated, project, run_id)
+    shard = agg.ledger.snapshot(project, run_id).shards["1"]
+    assert shard.normalized["key"] == normalized_key(keys[0]) and set(shard.normalized) == {"key", "version", "index_version"}
+    index = agg.store.read_json(index_key(keys[0]), shard.normalized["index_version"])
+    assert index["bundle"] == {"key": keys[0], "version": shard.version_id}
+    upload, outs = _spliced(agg, isolated, project, run_id)
     metadata = json.loads((upload / "metadata.json").read_text())
     assert metadata["profileMd5"] == base64.b64encode(hashlib.md5(archive_of(upload).read_bytes()).digest()).decode()
 
@@ -114,14 +120,7 @@ def test_a_bundle_the_client_normalized_is_verified_and_spliced_as_it_is(isolate
     assert shard.normalized["key"] == keys[1] and shard.normalized["version"] == shard.version_id
     index = agg.store.read_json(index_key(keys[1]), shard.normalized["index_version"])
     assert index["bundle"] == {"key": keys[1], "version": shard.version_id}
-    with mock.patch.object(service, "splice", wraps=service.splice) as spliced, \
-            mock.patch.object(service, "merge_bundles") as merged:
-        assert agg.finalize(project, run_id) == "forwarded"
-    assert spliced.call_count == 1 and merged.call_count == 0
-    [upload] = isolated.upstream.uploads(run_id)
-    outs = _outs(upload)
-    assert sorted(outs) == ["./4242.out", "./4243.out", "./4244.out"]
-    assert all(f"\npid: {name[2:6]}\n".encode() in body for name, body in outs.items())
+    _, outs = _spliced(agg, isolated, project, run_id)
     assert b"t2::a" in outs["./4243.out"] and b"t3::b" in outs["./4244.out"]
 
 
