@@ -55,7 +55,7 @@ def test_arrivals_leave_a_normalized_copy_and_the_finalizer_splices_it(isolated,
     assert shard.normalized["key"] == normalized_key(keys[0]) and set(shard.normalized) == {"key", "version", "index_version"}
     index = agg.store.read_json(index_key(keys[0]), shard.normalized["index_version"])
     assert index["bundle"] == {"key": keys[0], "version": shard.version_id}
-    upload, outs = _spliced(agg, isolated, project, run_id)
+    upload, _ = _spliced(agg, isolated, project, run_id)
     metadata = json.loads((upload / "metadata.json").read_text())
     assert metadata["profileMd5"] == base64.b64encode(hashlib.md5(archive_of(upload).read_bytes()).digest()).decode()
 

@@ -97,8 +97,7 @@ class ObjectReader:
 
     def read(self, n: int = -1) -> bytes:
         if self._body is None:
-            self._body = self._store.s3.get_object(Bucket=self._store.bucket, Key=self.key,
-                                                   **({"VersionId": self.version_id} if self.version_id else {}))["Body"]
+            self._body = self._store.get(self.key, self.version_id)["Body"]
         return self._body.read() if n is None or n < 0 else self._body.read(n)
 
     def digest(self, chunk: int = 1 << 20) -> tuple[int, str]:
@@ -147,17 +146,21 @@ class BundleStore:
         """A bundle's bytes: the version given (the bucket is versioned: a second PUT to a
         bundle's URL makes a new version and leaves the validated one as it was), else the
         current one; the stream's ``version_id`` says which was read."""
-        try:
-            answer = self.s3.get_object(Bucket=self.bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("NoSuchKey", "NoSuchVersion", "404"):
-                raise MissingObject(f"{key} (version {version_id or 'current'}) is not in the bucket") from exc
-            raise
+        answer = self.get(key, version_id)
         body = _Body(answer["Body"], answer.get("VersionId") or version_id)
         try:
             yield body
         finally:
             answer["Body"].close()
+
+    def get(self, key: str, version_id: str | None = None) -> dict:
+        """S3's GetObject answer for the version given, else the current one; MissingObject when absent."""
+        try:
+            return self.s3.get_object(Bucket=self.bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("NoSuchKey", "NoSuchVersion", "404"):
+                raise MissingObject(f"{key} (version {version_id or 'current'}) is not in the bucket") from exc
+            raise
 
     @contextmanager
     def spool(self, key: str):
