@@ -30,7 +30,7 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers 
 from codspeed_aggregator.adapters.aws import client  # noqa: E402
 from codspeed_aggregator.handlers.arrivals import s3_objects  # noqa: E402
 from codspeed_aggregator.local.stack import LocalStack  # noqa: E402
-from codspeed_aggregator.wiring import aggregator  # noqa: E402
+from codspeed_aggregator import wiring  # noqa: E402
 from tests.factories import bundle, upload_request  # noqa: E402
 
 PROJECT = "acme/load"
@@ -42,8 +42,9 @@ class RequestCounter:
     def __init__(self) -> None:
         self.local = threading.local()
         self.total = Counter()
-        for service in ("dynamodb", "s3", "sqs"):
-            client(service).meta.events.register("before-call.*.*", self._count(service))
+        for function in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER):  # each function's own clients
+            for service in ("dynamodb", "s3", "sqs"):
+                client(service, function).meta.events.register("before-call.*.*", self._count(service))
 
     def _count(self, service):
         def hook(**_):
@@ -96,7 +97,7 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
     events = collect_events(stack, run_id, shards)
     deliveries = [e for e in events for _ in range(3)]
     random.Random(42).shuffle(deliveries)
-    agg = aggregator()
+    agg = wiring.arrivals()
     outcomes, per_arrival, lock = Counter(), [], threading.Lock()
     close_at = len(deliveries) - max(5, len(deliveries) // 50)
 
@@ -106,13 +107,13 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
     def deliver(batch):
         """One arrivals invocation: a batch of events, each run's report published once at its end."""
         def arrivals():
-            with agg.reports_held():
+            with agg.reports.held():
                 for position, event in batch:
                     if position == close_at:
                         requests.post(f"{stack.api_url}/v1/runs/close", json={"project": PROJECT, "run_id": run_id},
                                       headers={"Authorization": stack.token}, timeout=30).raise_for_status()
                     for key, size, version_id in s3_objects(event):
-                        outcome, counts = counter.measure(lambda: agg.record_arrival(key, size, version_id))
+                        outcome, counts = counter.measure(lambda: agg.arrivals.record(key, size, version_id))
                         with lock:
                             outcomes[outcome] += 1
                             if outcome == "recorded":
@@ -136,10 +137,11 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
         messages += batch
         for m in batch:
             sqs.delete_message(QueueUrl=stack.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
+    finalizing = wiring.finalizer().finalizing
     with ThreadPoolExecutor(4) as pool:  # the finalize messages (complete, close) race each other too
-        for state in pool.map(lambda m: agg.finalize(**{k: v for k, v in json.loads(m["Body"]).items() if k != "reason"}), messages):
+        for state in pool.map(lambda m: finalizing.finalize(**{k: v for k, v in json.loads(m["Body"]).items() if k != "reason"}), messages):
             finalizations[state] += 1
-    report = agg.report(PROJECT, run_id)
+    report = agg.reports.report(PROJECT, run_id)
     for shard in report.shards:
         if shard.state != "arrived":
             print(f"  shard {shard.name}: {shard.state} ({shard.reason})")
@@ -203,9 +205,9 @@ def main() -> int:
             *[(step, lambda s=step: faults.finalize_scenario(side, s)) for step in faults.FINALIZE_FAULTS],
             *[(step, lambda s=step: faults.arrival_scenario(side, s)) for step in faults.ARRIVAL_FAULTS],
         ])
-        target = bad_inputs.Target(stack.api_url, stack.token, aggregator())
+        target = bad_inputs.Target(stack.api_url, stack.token, wiring.arrivals())
         tried, refused = survived("bad input", [(name, lambda n=name, f=refuse: f(target, n)) for name, refuse in bad_inputs.CASES])
-        checks = auth_cases.cases(stack, aggregator().ledger, "bench-secret")
+        checks = auth_cases.cases(stack, wiring.operator().tokens, "bench-secret")
         auth_total, auth_ok = survived("auth", [
             (name, lambda c=call, st=st, n=name: _expect(c().status_code, st, n)) for name, call, st in checks])
         side.upstream.stop()

@@ -28,15 +28,15 @@ TARGET_MS = 300
 
 
 def make_run(agg, project: str, run_id: str, shards: int, benchmarks: int, slower: float, **meta) -> None:
-    with agg.reports_held():
+    with agg.reports.held():
         for index in range(shards):
             names = [f"tests/test_module_{index:03d}.py::test_case_{j:02d}" for j in range(benchmarks)]
             costs = {name: int(10_000 * (1 + j) * (slower if j == 0 else 1)) for j, name in enumerate(names)}
             data = bundle(1000 + index, names, costs=costs, filler_lines=2)
             request = upload_request(project, run_id, str(index + 1), data, total=shards, **meta)
-            grant = agg.request_upload(ShardUploadRequest.model_validate(request))
+            grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
             put(grant.model_dump(), data)
-            agg.record_arrival(grant.key, len(data))
+            agg.arrivals.record(grant.key, len(data))
 
 
 def finalize(agg, stack, project: str, run_id: str) -> None:
@@ -45,15 +45,15 @@ def finalize(agg, stack, project: str, run_id: str) -> None:
 
     from codspeed_aggregator.adapters.aws import client
 
-    agg.finalize(project, run_id)
+    agg.finalizing.finalize(project, run_id)
     sqs, url = client("sqs"), stack.resources.finalize_queue_url
     while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
         for message in messages:
             body = json.loads(message["Body"])
             if body.get("part") is not None:
-                agg.finalize(body["project"], body["run_id"], body["part"])
+                agg.finalizing.finalize(body["project"], body["run_id"], body["part"])
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    assert agg.report(project, run_id).state == "forwarded"
+    assert agg.reports.report(project, run_id).state == "forwarded"
 
 
 def main() -> int:
@@ -65,15 +65,15 @@ def main() -> int:
     shards = args.shards or (20 if args.quick else 200)
     project = "acme/page-bench"
     with LocalStack(pollers=False) as stack:
-        from codspeed_aggregator.wiring import aggregator
+        from codspeed_aggregator.wiring import finalizer
 
-        agg = aggregator()
+        agg = finalizer()  # it grants, counts and forwards here: the finalizer's adapters hold every one
         started = time.perf_counter()
         make_run(agg, project, "main-1", shards, args.benchmarks, 1.0)
         finalize(agg, stack, project, "main-1")
         make_run(agg, project, "pr-1", shards, args.benchmarks, 1.2, ref="refs/pull/1/merge", base_ref="main",
                  commit="b" * 40)
-        report = agg.report(project, "pr-1")
+        report = agg.reports.report(project, "pr-1")
         setup = time.perf_counter() - started
         session = requests.Session()
         session.get(report.page_url, timeout=30).raise_for_status()  # warm: the first request builds the clients

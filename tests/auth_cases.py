@@ -6,7 +6,6 @@ import uuid
 
 import requests
 
-from codspeed_aggregator import tokens
 from codspeed_aggregator.auth import signature
 
 
@@ -22,11 +21,12 @@ def _signed(stack, secret, body: dict, tamper: bool = False) -> requests.Respons
     return requests.post(f"{stack.api_url}/webhooks/refresh", data=sent, headers=headers, timeout=10)
 
 
-def cases(stack, ledger, webhook_secret: str) -> list[tuple[str, callable, int]]:
+def cases(stack, tokens, webhook_secret: str) -> list[tuple[str, callable, int]]:
+    """``tokens``: the stack's ProjectTokens use case (the operator's ``token`` command)."""
     project, other = f"acme/auth-{uuid.uuid4().hex[:6]}", f"acme/auth-other-{uuid.uuid4().hex[:6]}"
-    token = tokens.create(ledger, project)
-    revoked = tokens.create(ledger, project)
-    tokens.revoke(ledger, revoked)
+    token = tokens.create(project)
+    revoked = tokens.create(project)
+    tokens.revoke(revoked)
     refresh = {"project": project, "run_id": "r1", "timestamp": int(time.time())}
     return [
         ("no token", lambda: _get(stack, None, project), 401),

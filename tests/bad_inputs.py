@@ -126,12 +126,12 @@ def _run_with_one_shard(target: Target) -> tuple[str, str, dict]:
     data = bundle(4242, ["t::good"])
     grant = target.call("POST", "/v1/uploads", json=upload_request(project, run_id, "1", data, total=2)).json()
     requests.put(grant["upload_url"], data=data, headers=grant["headers"], timeout=30).raise_for_status()
-    target.aggregator.record_arrival(grant["key"], len(data))
+    target.aggregator.arrivals.record(grant["key"], len(data))
     return project, run_id, _state(target, project, run_id)
 
 
 def _state(target, project, run_id) -> dict:
-    snapshot = target.aggregator.ledger.snapshot(project, run_id)
+    snapshot = target.aggregator.ledger.reads.snapshot(project, run_id)
     return {"run": (snapshot.run.state, snapshot.run.manifest, snapshot.run.commit),
             "shard 1": (snapshot.shards["1"].state, snapshot.shards["1"].attempt, snapshot.shards["1"].upload_id)}
 
@@ -143,8 +143,8 @@ def refuse_bundle(target: Target, name: str) -> None:
     grant = target.call("POST", "/v1/uploads", json=upload_request(project, run_id, "2", data or b"-", total=2)).json()
     requests.put(grant["upload_url"], data=data, timeout=60,
                  headers={k: v for k, v in grant["headers"].items() if k != "Content-Length"}).raise_for_status()
-    target.aggregator.record_arrival(grant["key"], len(data))
-    shard = target.aggregator.ledger.snapshot(project, run_id).shards["2"]
+    target.aggregator.arrivals.record(grant["key"], len(data))
+    shard = target.aggregator.ledger.reads.snapshot(project, run_id).shards["2"]
     assert shard.state == "rejected" and reason in (shard.reason or ""), f"{name}: {shard}"
     assert _state(target, project, run_id) == before, f"{name}: the run changed"
 
@@ -154,7 +154,7 @@ def refuse_request(target: Target, name: str) -> None:
     project, run_id, before = _run_with_one_shard(target)
     answer = target.call(method, path or f"/v1/runs/{project}/{run_id}", **make(project, run_id))
     assert answer.status_code == status and says in answer.json()["error"], f"{name}: {answer.status_code} {answer.text[:300]}"
-    snapshot = target.aggregator.ledger.snapshot(project, run_id)
+    snapshot = target.aggregator.ledger.reads.snapshot(project, run_id)
     assert _state(target, project, run_id) == before and "2" not in snapshot.shards, f"{name}: the run changed"
 
 

@@ -62,19 +62,19 @@ def _mid_merge(agg):
 
 
 FINALIZE_FAULTS = {
-    "after the claim": lambda agg: mock.patch.object(agg.ledger, "snapshot", once(agg.ledger.snapshot)),
+    "after the claim": lambda agg: mock.patch.object(agg.ledger.reads, "snapshot", once(agg.ledger.reads.snapshot)),
     "mid-merge": _mid_merge,
     "after the upstream POST, before it is recorded": lambda agg: mock.patch.object(
-        agg.ledger, "record_announced_part", once(agg.ledger.record_announced_part)),
+        agg.ledger.parts, "record_announced_part", once(agg.ledger.parts.record_announced_part)),
     "after the upstream POST, before the PUT": lambda agg: mock.patch.object(agg.upstream, "put", once(agg.upstream.put)),
     "after the PUT": lambda agg: mock.patch.object(agg.upstream, "put", once(agg.upstream.put, before=False)),
     "before recording the result": lambda agg: mock.patch.object(
-        agg.ledger, "record_forwarded_part", once(agg.ledger.record_forwarded_part)),
-    "after recording the result, before finishing": lambda agg: mock.patch.object(agg.ledger, "finish", once(agg.ledger.finish)),
+        agg.ledger.parts, "record_forwarded_part", once(agg.ledger.parts.record_forwarded_part)),
+    "after recording the result, before finishing": lambda agg: mock.patch.object(agg.ledger.runs, "finish", once(agg.ledger.runs.finish)),
 }
 ARRIVAL_FAULTS = {
-    "after validation, before counting": lambda agg: mock.patch.object(agg.ledger, "record_arrival", once(agg.ledger.record_arrival)),
-    "after counting, before publishing": lambda agg: mock.patch.object(agg, "publish", once(agg.publish)),
+    "after validation, before counting": lambda agg: mock.patch.object(agg.ledger.shards, "record_arrival", once(agg.ledger.shards.record_arrival)),
+    "after counting, before publishing": lambda agg: mock.patch.object(agg.reports, "publish", once(agg.reports.publish)),
     "after publishing, before asking to finalize": lambda agg: mock.patch.object(agg.queue, "request", once(agg.queue.request)),
 }
 
@@ -83,7 +83,7 @@ def _pushed(agg, project, run_id, shards=2) -> list[str]:
     keys = []
     for shard in range(1, shards + 1):
         data = bundle(4242, [f"{shard}::bench"])
-        grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, str(shard), data, total=shards)))
+        grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, str(shard), data, total=shards)))
         put(grant.model_dump(), data)
         keys.append(grant.key)
     return keys
@@ -96,16 +96,16 @@ def _after_lease(agg):
 def finalize_scenario(isolated, name: str) -> None:
     agg, project, run_id = isolated.aggregator, f"acme/faults-{uuid.uuid4().hex[:6]}", f"f-{uuid.uuid4().hex[:8]}"
     for key in _pushed(agg, project, run_id):
-        agg.record_arrival(key)
+        agg.arrivals.record(key)
     with FINALIZE_FAULTS[name](agg):
         try:
-            agg.finalize(project, run_id)
+            agg.finalizing.finalize(project, run_id)
             raise AssertionError(f"no crash was injected {name}")
         except Crash:
             pass
-    assert agg.finalize(project, run_id) == "not_claimed"  # the dead finalizer's lease still holds the run
-    assert _after_lease(agg).finalize(project, run_id) == "forwarded"  # SQS redelivers after the lease
-    report = agg.report(project, run_id)
+    assert agg.finalizing.finalize(project, run_id) == "not_claimed"  # the dead finalizer's lease still holds the run
+    assert _after_lease(agg).finalizing.finalize(project, run_id) == "forwarded"  # SQS redelivers after the lease
+    report = agg.reports.report(project, run_id)
     assert report.state == "forwarded" and report.arrived == 2, report
     assert len(isolated.upstream.uploads(run_id)) == 1, f"{name}: not exactly one upload"
 
@@ -113,19 +113,19 @@ def finalize_scenario(isolated, name: str) -> None:
 def arrival_scenario(isolated, name: str) -> None:
     agg, project, run_id = isolated.aggregator, f"acme/faults-{uuid.uuid4().hex[:6]}", f"a-{uuid.uuid4().hex[:8]}"
     first, last = _pushed(agg, project, run_id)
-    agg.record_arrival(first)
+    agg.arrivals.record(first)
     isolated.finalize_requests()
     with ARRIVAL_FAULTS[name](agg):
         try:
-            agg.record_arrival(last)
+            agg.arrivals.record(last)
             raise AssertionError(f"no crash was injected {name}")
         except Crash:
             pass
-    agg.record_arrival(last)  # SQS delivers the event again
+    agg.arrivals.record(last)  # SQS delivers the event again
     messages = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
     assert messages, f"{name}: the complete run was never sent to the finalizer"
     for _ in messages:
-        agg.finalize(project, run_id)
-    report = agg.report(project, run_id)
+        agg.finalizing.finalize(project, run_id)
+    report = agg.reports.report(project, run_id)
     assert report.state == "forwarded" and report.arrived == 2, report
     assert len(isolated.upstream.uploads(run_id)) == 1

@@ -28,10 +28,10 @@ class Isolated:
     def finalize_all(self, project: str, run_id: str, aggregator=None) -> str:
         """Finalize a run as the finalizer's queue would: the run, then each part it queued."""
         aggregator = aggregator or self.aggregator
-        state = aggregator.finalize(project, run_id)
+        state = aggregator.finalizing.finalize(project, run_id)
         for message in self.finalize_requests():
             if message.get("part") is not None and message["run_id"] == run_id:
-                state = aggregator.finalize(project, run_id, message["part"])
+                state = aggregator.finalizing.finalize(project, run_id, message["part"])
         return state
 
 
@@ -39,11 +39,11 @@ def build(upstream_folder: Path, prefix: str = "isolated") -> Isolated:
     from codspeed_aggregator.adapters.aws import client
     from codspeed_aggregator.adapters.bundle_store import BundleStore
     from codspeed_aggregator.adapters.finalize_queue import FinalizeQueue
-    from codspeed_aggregator.adapters.ledger_table import DynamoLedger
+    from codspeed_aggregator.adapters.ledger import Ledger
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
     from codspeed_aggregator.local.resources import create
     from codspeed_aggregator.local.upstream_stub import StubUpstream
-    from codspeed_aggregator.service import Aggregator
+    from codspeed_aggregator.use_cases import Aggregator
     from codspeed_aggregator.settings import Settings
 
     resources = create(client("s3"), client("sqs"), client("dynamodb"), prefix=prefix)
@@ -55,7 +55,7 @@ def build(upstream_folder: Path, prefix: str = "isolated") -> Isolated:
     )
     aggregator = Aggregator(
         settings=settings,
-        ledger=DynamoLedger(resources.table, client("dynamodb")),
+        ledger=Ledger.on(resources.table, client("dynamodb")),
         store=BundleStore(resources.bucket, client("s3")),
         queue=FinalizeQueue(resources.finalize_queue_url, client("sqs")),
         upstream=UpstreamClient(settings.upstream_url, "upstream-secret", timeout=10, attempts=3, sleep=lambda s: None),

@@ -82,18 +82,18 @@ def _sample_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-def _aws_ledger():
-    """The deployed stack's ledger, or a Failure saying what configuration is missing."""
+def _project_tokens():
+    """The deployed stack's project tokens, or a Failure saying what configuration is missing."""
     from botocore.exceptions import BotoCoreError
 
     from .settings import settings
-    from .wiring import aggregator
+    from .wiring import operator
 
     if not settings().table_name:
         raise Failure("no table: set TABLE_NAME to the stack's TableName output (and the usual AWS credentials "
                       "and region)", CONFIG)
     try:
-        return aggregator().ledger
+        return operator().tokens
     except BotoCoreError as exc:
         raise Failure(f"AWS is not configured: {exc}", CONFIG) from None
 
@@ -119,19 +119,17 @@ def _token(args: argparse.Namespace) -> int:
 
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from . import tokens
-
     if args.action == "create":
         if not is_project(args.project or ""):
             raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE)
     elif not args.token:
         raise Failure("token revoke needs --token", USAGE)
-    ledger = _aws_ledger()
+    tokens = _project_tokens()
     try:
         if args.action == "create":
-            print(tokens.create(ledger, args.project))
+            print(tokens.create(args.project))
             return 0
-        if not tokens.revoke(ledger, args.token):
+        if not tokens.revoke(args.token):
             raise Failure("no such token", NOTHING)
     except (BotoCoreError, ClientError) as exc:
         raise Failure(f"AWS refused or could not be reached: {exc}", CONFIG) from None
@@ -141,9 +139,10 @@ def _token(args: argparse.Namespace) -> int:
 
 def _webhook_secret(args: argparse.Namespace) -> int:
     from .auth import github_webhook_secret
+    from .adapters.aws import OPERATOR
     from .wiring import webhook_secret
 
-    master = webhook_secret()
+    master = webhook_secret(OPERATOR)
     if not master:
         raise Failure("no webhook secret: set WEBHOOK_SECRET, or WEBHOOK_SECRET_PARAMETER and AWS settings "
                       "(the stack's WebhookSecretParameter)", CONFIG)

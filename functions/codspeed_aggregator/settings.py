@@ -11,6 +11,16 @@ def _flag(name: str, default: bool = False) -> bool:
     return os.environ.get(name, str(default)).lower() in ("1", "true", "yes")
 
 
+class MissingSetting(RuntimeError):
+    """A variable a function cannot run without is not set: said when the function's adapters are
+    first built (a cold start), not later as an empty name in an AWS call."""
+
+
+# What each setting is called in the environment, for the ones a function may require.
+VARIABLES = {"table_name": "TABLE_NAME", "bucket_name": "BUCKET_NAME", "finalize_queue_url": "FINALIZE_QUEUE_URL",
+             "upstream_url": "UPSTREAM_URL"}
+
+
 @dataclass(frozen=True)
 class Settings:
     table_name: str
@@ -46,6 +56,14 @@ class Settings:
     public_url: str | None  # where the API answers (run pages' links); the API also knows it from a request
     page_link_days: int
     regression_threshold: float
+
+    def require(self, function: str, *names: str) -> None:
+        """Refuse to build ``function`` without the settings it needs, naming the variables."""
+        missing = [VARIABLES[name] for name in names if not getattr(self, name)]
+        if missing:
+            raise MissingSetting(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: "
+                                 f"the {function} function needs {'it' if len(missing) == 1 else 'them'} "
+                                 "(template.yaml sets them on every function; the local stack sets them too)")
 
     @classmethod
     def from_env(cls) -> "Settings":

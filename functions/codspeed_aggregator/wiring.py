@@ -1,55 +1,94 @@
-"""Build the Aggregator from the environment, once per process (a Lambda cold start)."""
+"""Build each Lambda function's use cases from the environment, once per process (a cold start).
+
+Each function gets only the adapters its use cases touch, on boto3 clients of its own (its
+role's credentials): the api, arrivals, finalizer and sweeper functions of template.yaml, and
+the operator's commands."""
 
 import logging
 import threading
 from functools import cache
 
-from .adapters.aws import client, secret
+from .adapters import aws
 from .adapters.bundle_store import BundleStore
 from .adapters.finalize_queue import FinalizeQueue
 from .adapters.github_oidc import GitHubOidc
 from .adapters.github_status import GitHubStatuses
-from .adapters.ledger_table import DynamoLedger
+from .adapters.ledger import Ledger
 from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
 from .adapters.upstream_http import UpstreamClient
 from .auth import page_key
-from .service import Aggregator
 from .settings import settings
+from .use_cases import Aggregator
 
+API, ARRIVALS, FINALIZER, SWEEPER = "api", "arrivals", "finalizer", "sweeper"
+# What each function builds: the table always; the bucket, the queue, the upstream, and whether
+# it publishes reports (which may post commit statuses and sign page links).
+_NEEDS = {
+    API: {"bucket", "queue", "reports"},
+    ARRIVALS: {"bucket", "queue", "reports"},
+    FINALIZER: {"bucket", "queue", "upstream", "reports"},
+    SWEEPER: {"queue"},
+    aws.OPERATOR: set(),
+}
+_SETTINGS = {"bucket": "bucket_name", "queue": "finalize_queue_url", "upstream": "upstream_url"}
 
 _LOCK = threading.RLock()
 
 
-def aggregator() -> Aggregator:
-    with _LOCK:  # one per process, even when threads (the local stack's) ask at once
-        return _aggregator()
+def api() -> Aggregator:
+    return function(API)
+
+
+def arrivals() -> Aggregator:
+    return function(ARRIVALS)
+
+
+def finalizer() -> Aggregator:
+    return function(FINALIZER)
+
+
+def sweeper() -> Aggregator:
+    return function(SWEEPER)
+
+
+def operator() -> Aggregator:
+    """The operator's commands (``codspeed-aggregator token``): the table only."""
+    return function(aws.OPERATOR)
+
+
+def function(name: str) -> Aggregator:
+    with _LOCK:  # one per function and process, even when threads (the local stack's) ask at once
+        return _function(name)
 
 
 @cache
-def _aggregator() -> Aggregator:
-    config = settings()
+def _function(name: str) -> Aggregator:
+    config, needs = settings(), _NEEDS[name]
+    config.require(name, "table_name", *(_SETTINGS[n] for n in sorted(needs) if n in _SETTINGS))
+    client = lambda service: aws.client(service, name)  # noqa: E731
+    reports = "reports" in needs
     return Aggregator(
         settings=config,
-        ledger=DynamoLedger(config.table_name, client("dynamodb"), config.retention_days * 86400),
-        store=BundleStore(config.bucket_name, client("s3")),
-        queue=FinalizeQueue(config.finalize_queue_url, client("sqs")),
+        ledger=Ledger.on(config.table_name, client("dynamodb"), config.retention_days * 86400),
+        store=BundleStore(config.bucket_name, client("s3")) if "bucket" in needs else None,
+        queue=FinalizeQueue(config.finalize_queue_url, client("sqs")) if "queue" in needs else None,
         upstream=UpstreamClient(
-            config.upstream_url,
-            secret(config.upstream_token, config.upstream_token_parameter),
+            config.upstream_url, aws.secret(config.upstream_token, config.upstream_token_parameter, name),
             timeout=config.upstream_timeout_seconds, attempts=config.upstream_attempts,
-        ),
-        statuses=GitHubStatuses(config.github_api_url, secret(config.github_token, config.github_token_parameter))
-        if config.commit_status else None,
+        ) if "upstream" in needs else None,
+        statuses=GitHubStatuses(config.github_api_url,
+                                aws.secret(config.github_token, config.github_token_parameter, name))
+        if reports and config.commit_status else None,
         metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
-        page_key=_page_key(),
+        page_key=_page_key(name) if reports else None,
     )
 
 
-def _page_key() -> bytes | None:
+def _page_key(function: str) -> bytes | None:
     """The key of run pages' links, or None (no links) when no webhook secret can be read: a
     deployment without one still counts and forwards, its reports just carry no page_url."""
     try:
-        master = webhook_secret()
+        master = webhook_secret(function)
     except Exception as exc:  # powertools' GetParameterError: the parameter was never created
         logging.getLogger(__name__).warning("run pages get no signed links: %s", exc)
         return None
@@ -58,7 +97,7 @@ def _page_key() -> bytes | None:
 
 def api_token() -> str | None:
     config = settings()
-    return secret(config.api_token, config.api_token_parameter)
+    return aws.secret(config.api_token, config.api_token_parameter, API)
 
 
 @cache
@@ -68,15 +107,15 @@ def oidc() -> GitHubOidc | None:
     return GitHubOidc(config.oidc_audience, jwks_url=config.oidc_jwks_url) if config.oidc_audience else None
 
 
-def webhook_secret() -> str | None:
+def webhook_secret(function: str = API) -> str | None:
     config = settings()
-    return secret(config.webhook_secret, config.webhook_secret_parameter)
+    return aws.secret(config.webhook_secret, config.webhook_secret_parameter, function)
 
 
 def reset() -> None:
     """Forget what was built from the environment (the local stack sets it, then calls this)."""
     with _LOCK:
         settings.cache_clear()
-        client.cache_clear()
-        _aggregator.cache_clear()
+        aws.cache_clear()
+        _function.cache_clear()
         oidc.cache_clear()

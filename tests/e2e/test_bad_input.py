@@ -7,9 +7,9 @@ from tests.bad_inputs import CASES, Target
 
 @pytest.fixture(scope="module")
 def target(stack):
-    from codspeed_aggregator.wiring import aggregator
+    from codspeed_aggregator.wiring import arrivals
 
-    return Target(stack.api_url, stack.token, aggregator())
+    return Target(stack.api_url, stack.token, arrivals())
 
 
 def test_there_are_at_least_thirty_kinds():

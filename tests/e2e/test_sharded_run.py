@@ -144,9 +144,9 @@ def test_duplicate_events_and_a_shard_pushed_twice_count_once_and_forward_once(s
     for _ in range(2):
         assert _run(stack, "push", "--shard", "1/2", "--profile-folder", str(folders[0]), *_common(project, run_id)).returncode == 0
     shard = wait_for(lambda: (s := _report(stack, project, run_id)["shards"][0])["attempt"] == 2 and s)
-    from codspeed_aggregator.wiring import aggregator
+    from codspeed_aggregator.wiring import arrivals
 
-    snapshot = aggregator().ledger.snapshot(project, run_id)
+    snapshot = arrivals().ledger.reads.snapshot(project, run_id)
     current = snapshot.shards["1"]
     for _ in range(3):
         _resend_s3_event(stack, current.key, current.size)

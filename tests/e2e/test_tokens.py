@@ -29,13 +29,13 @@ def _call(stack, token, method, path, **kwargs) -> requests.Response:
 
 
 def test_a_project_token_works_for_its_project_and_is_stored_as_a_digest(stack, project, run_id, project_token):
-    from codspeed_aggregator.wiring import aggregator
+    from codspeed_aggregator.wiring import operator
 
     answer = _call(stack, project_token, "POST", "/v1/uploads", json=upload_request(project, run_id, "1", b"x", total=2))
     assert answer.status_code == 201, answer.text
     assert _call(stack, project_token, "GET", f"/v1/runs/{project}/{run_id}").status_code == 200
-    ledger = aggregator().ledger
-    assert ledger.token_project(token_digest(project_token)) == project
+    ledger = operator().ledger
+    assert ledger.tokens.token_project(token_digest(project_token)) == project
     stored = ledger.db.scan(TableName=ledger.table)["Items"]
     assert not any(project_token in str(item) for item in stored)  # the token itself is nowhere
 

@@ -41,11 +41,13 @@ class CallRecorder:
     def __init__(self):
         import threading
 
+        from codspeed_aggregator import wiring
         from codspeed_aggregator.adapters.aws import client
 
         self.local, self.actions = threading.local(), {}
-        for service in ("dynamodb", "s3", "sqs", "ssm"):
-            client(service).meta.events.register("before-parameter-build.*.*", self._hook(service))
+        for function in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER, wiring.SWEEPER):
+            for service in ("dynamodb", "s3", "sqs", "ssm"):
+                client(service, function).meta.events.register("before-parameter-build.*.*", self._hook(service))
 
     def _hook(self, service):
         def hook(params, model, **_):
@@ -73,8 +75,8 @@ RECORDER = None
 
 
 def test_the_sample_events_walk_a_run_through_every_handler(stack):
+    from codspeed_aggregator import wiring
     from codspeed_aggregator.handlers import arrivals, finalizer, sweeper
-    from codspeed_aggregator.wiring import aggregator
 
     global RECORDER
     RECORDER = CallRecorder()
@@ -97,8 +99,8 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
     record = _event("arrivals-s3-object-created.json")
     key = json.loads(record["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"]
     upload_id = key.rsplit("/", 1)[1].removesuffix(".tar.gz")
-    agg = aggregator()
-    agg.ledger.add_upload("acme/widgets", "7044765741", UploadRecord("2", upload_id, None, "0.5", metadata={"profileMd5": "x"}))
+    agg = wiring.finalizer()  # not recorded: this thread calls as no function
+    agg.ledger.shards.add_upload("acme/widgets", "7044765741", UploadRecord("2", upload_id, None, "0.5", metadata={"profileMd5": "x"}))
     agg.store.s3.put_object(Bucket=agg.store.bucket, Key=key, Body=bundle())
     answer = RECORDER.calling("ArrivalsFunction", arrivals.handler, record, LocalContext("codspeed-arrivals"))
     assert answer == {"batchItemFailures": []}
@@ -125,13 +127,13 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     for shard in ("1", "2"):  # two valgrind shards: merged, spooled to S3, sent from there
         data = bundle(pid=100 + int(shard))
-        grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request("acme/iam", "iam-1", shard, data, total=3)))
+        grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request("acme/iam", "iam-1", shard, data, total=3)))
         put(grant.model_dump(), data)
-        agg.record_arrival(grant.key, len(data))
+        agg.arrivals.record(grant.key, len(data))
     message = _event("finalizer-finalize-run.json")
     message["Records"][0]["body"] = json.dumps({"project": "acme/iam", "run_id": "iam-1", "reason": "close"})
     RECORDER.calling("FinalizerFunction", finalizer.handler, message, LocalContext("codspeed-finalizer"))
-    assert agg.report("acme/iam", "iam-1").state == "forwarded"
+    assert agg.reports.report("acme/iam", "iam-1").state == "forwarded"
 
     # Every call each function made is one its policy in template.yaml allows.
     from tests.integration.test_template import LEAST_PRIVILEGE

@@ -33,7 +33,7 @@ def machine_for(isolated):
             self.seen_version, self.seen_arrived = 0, 0
 
         def _state(self):
-            snapshot = agg.ledger.snapshot(self.project, self.run_id)
+            snapshot = agg.ledger.reads.snapshot(self.project, self.run_id)
             return snapshot.run.state if snapshot else None
 
         @rule(shard=st.sampled_from(SHARDS), good=st.booleans())
@@ -41,18 +41,18 @@ def machine_for(isolated):
             benchmark = f"s{shard}::upload{len(self.pushed)}"
             data = bundle(4242, [benchmark]) if good else b"definitely not a tar.gz"
             request = ShardUploadRequest.model_validate(upload_request(self.project, self.run_id, shard, data, total=len(SHARDS)))
-            snapshot = agg.ledger.snapshot(self.project, self.run_id)
+            snapshot = agg.ledger.reads.snapshot(self.project, self.run_id)
             if snapshot is not None and snapshot.run.state == "open" and snapshot.run.closing:
                 with pytest.raises(Conflict, match="is closing: it takes no more shards"):
-                    agg.request_upload(request)
+                    agg.uploads.grant(request)
                 return
             if snapshot is not None and snapshot.run.state != "open":
                 try:  # the next attempt: a run of its own, not modelled here (it may be closing by now)
-                    assert agg.request_upload(request).run_id == f"{self.run_id}~2"
+                    assert agg.uploads.grant(request).run_id == f"{self.run_id}~2"
                 except Conflict as exc:
                     assert f"run {self.run_id}~2 of {self.project} is closing" in str(exc)
                 return
-            grant = agg.request_upload(request)
+            grant = agg.uploads.grant(request)
             put(grant.model_dump(), data)
             self.pushed.append((shard, grant.key, benchmark if good else None))
 
@@ -61,12 +61,12 @@ def machine_for(isolated):
         def deliver(self, pick, times):
             """An S3 event, delivered once or more (SQS duplicates), in any order."""
             shard, key, benchmark = self.pushed[pick % len(self.pushed)]
-            before = agg.ledger.snapshot(self.project, self.run_id)
-            outcomes = [agg.record_arrival(key) for _ in range(times)]
+            before = agg.ledger.reads.snapshot(self.project, self.run_id)
+            outcomes = [agg.arrivals.record(key) for _ in range(times)]
             first = outcomes[0]
             if benchmark is None:
                 assert outcomes[0] in ("rejected", "duplicate") and outcomes[1:] == ["duplicate"] * (times - 1)
-                after = agg.ledger.snapshot(self.project, self.run_id)
+                after = agg.ledger.reads.snapshot(self.project, self.run_id)
                 others = lambda snap: {n: (s.state, s.upload_id) for n, s in snap.shards.items() if n != shard}  # noqa: E731
                 assert others(after) == others(before)  # a bad bundle changes nothing else
             else:
@@ -79,28 +79,28 @@ def machine_for(isolated):
         @rule(skip=st.lists(st.sampled_from(SHARDS), unique=True, max_size=2))
         def close(self, skip):
             if self._state() is not None:
-                agg.close(CloseRequest(project=self.project, run_id=self.run_id, skip=skip))
+                agg.closing.close(CloseRequest(project=self.project, run_id=self.run_id, skip=skip))
 
         @rule()
         def deadline(self):
-            replace(agg, clock=lambda: time.time() + agg.settings.run_deadline_seconds + 60).sweep()
+            replace(agg, clock=lambda: time.time() + agg.settings.run_deadline_seconds + 60).closing.sweep()
 
         @rule()
         def finalize(self):
             for message in isolated.finalize_requests():
                 if message["run_id"] == self.run_id:
-                    agg.finalize(self.project, self.run_id)
+                    agg.finalizing.finalize(self.project, self.run_id)
 
         @invariant()
         def counted_once_and_never_backwards(self):
-            snapshot = agg.ledger.snapshot(self.project, self.run_id, with_names=True)
+            snapshot = agg.ledger.reads.snapshot(self.project, self.run_id, with_names=True)
             if snapshot is None:
                 return
             arrived = snapshot.arrived()
             assert set(arrived) == set(self.current)  # invariant 1: the distinct shards accepted
             assert snapshot.run.arrived_count == len(arrived)  # the run's own count is as exact
             assert {n: s.benchmark_names for n, s in arrived.items()} == {n: [b] for n, b in self.current.items()}
-            report = agg.report(self.project, self.run_id)
+            report = agg.reports.report(self.project, self.run_id)
             assert report.version >= self.seen_version and report.arrived >= self.seen_arrived  # invariant 4
             self.seen_version, self.seen_arrived = report.version, report.arrived
 

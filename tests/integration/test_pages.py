@@ -14,13 +14,13 @@ def test_without_a_readable_webhook_secret_runs_still_count_and_reports_carry_no
     monkeypatch.setenv("WEBHOOK_SECRET_PARAMETER", "/codspeed-aggregator/never-created")
     wiring.reset()
     try:
-        agg = wiring.aggregator()
+        agg = wiring.arrivals()
         assert agg.page_key is None and "run pages get no signed links" in caplog.text
         data = bundle()
-        grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request("acme/nosecret", "r1", "1", data, total=2)))
+        grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request("acme/nosecret", "r1", "1", data, total=2)))
         put(grant.model_dump(), data)
-        assert agg.record_arrival(grant.key) == "recorded"
-        report = agg.report("acme/nosecret", "r1")
+        assert agg.arrivals.record(grant.key) == "recorded"
+        report = agg.reports.report("acme/nosecret", "r1")
         assert report.page_url is None and report.arrived == 1 and "Run page" not in render_markdown(report)
     finally:
         monkeypatch.undo()
@@ -36,12 +36,12 @@ def test_the_markdown_report_lists_what_changed_past_the_threshold_and_links_the
     for run, cost, meta in ((f"{run_id}-main", 1000, {}),
                             (run_id, 1500, {"ref": "refs/pull/3/merge", "base_ref": "main", "commit": "d" * 40})):
         data = bundle(7, names, costs={"t::steady": 1000, "t::slow|er": cost})
-        grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run, "1", data, total=1, **meta)))
+        grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run, "1", data, total=1, **meta)))
         put(grant.model_dump(), data)
-        agg.record_arrival(grant.key)
+        agg.arrivals.record(grant.key)
         isolated.finalize_requests()
-        assert agg.finalize(project, run) == "forwarded"
-    report = agg.report(project, run_id)
+        assert agg.finalizing.finalize(project, run) == "forwarded"
+    report = agg.reports.report(project, run_id)
     assert report.page_url.startswith(f"https://agg.example/runs/{project}/{run_id}?expires=")
     markdown = render_markdown(report)
     assert "Changes past 5% against the baseline (1):" in markdown
@@ -59,25 +59,25 @@ def test_an_open_run_compares_with_a_baseline_forwarded_elsewhere_within_a_minut
 
     def arrive(aggregator, run, shard, cost, **meta):
         data = bundle(7 + int(shard), [f"t{shard}::x"], costs={f"t{shard}::x": cost})
-        grant = aggregator.request_upload(ShardUploadRequest.model_validate(
+        grant = aggregator.uploads.grant(ShardUploadRequest.model_validate(
             upload_request(project, run, shard, data, total=2, **meta)))
         put(grant.model_dump(), data)
-        assert aggregator.record_arrival(grant.key) == "recorded"
+        assert aggregator.arrivals.record(grant.key) == "recorded"
 
     arrive(agg, run_id, "1", 1200, **pull)  # no baseline yet: looked up, and kept for a minute
-    assert agg.report(project, run_id).baseline is None
+    assert agg.reports.report(project, run_id).baseline is None
     for shard in ("1", "2"):
         arrive(other, f"{run_id}-main", shard, 1000)
     isolated.finalize_requests()
-    assert other.finalize(project, f"{run_id}-main") == "forwarded"
+    assert other.finalizing.finalize(project, f"{run_id}-main") == "forwarded"
     now[0] += 5
-    with mock.patch.object(agg.ledger, "latest_baseline", wraps=agg.ledger.latest_baseline) as looked_up:
-        agg.refresh(project, run_id)  # a new report version, within the minute: the lookup is not made again
-        assert looked_up.call_count == 0 and agg.report(project, run_id).baseline is None
+    with mock.patch.object(agg.ledger.baselines, "latest_baseline", wraps=agg.ledger.baselines.latest_baseline) as looked_up:
+        agg.reports.refresh(project, run_id)  # a new report version, within the minute: the lookup is not made again
+        assert looked_up.call_count == 0 and agg.reports.report(project, run_id).baseline is None
         now[0] += 60
         arrive(agg, run_id, "2", 1000, **pull)  # the run's next change, a minute on: looked up again
         assert looked_up.call_count == 1
-    report = agg.report(project, run_id)
+    report = agg.reports.report(project, run_id)
     assert report.baseline["run_id"] == f"{run_id}-main"
     [entry] = [b for b in report.benchmarks if b.name == "t1::x"]
     assert (entry.flag, round(entry.change, 2)) == ("regression", 0.2)

@@ -10,7 +10,7 @@ from tests.factories import bundle, put, upload_request
 
 def _grant(agg, project, run_id, shard, total=2):
     data = bundle(4242, [f"{shard}::b"])
-    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total)))
+    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total)))
     put(grant.model_dump(), data)
     return grant.key
 
@@ -33,28 +33,28 @@ def _race(*calls):
 
 def _finalize_all(isolated, project, run_id) -> list[str]:
     requests = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
-    return [isolated.aggregator.finalize(project, run_id) for _ in requests]
+    return [isolated.aggregator.finalizing.finalize(project, run_id) for _ in requests]
 
 
 def test_close_racing_the_last_arrival(isolated, project):
     agg = isolated.aggregator
     for attempt in range(4):
         run_id = f"race-close-arrival-{attempt}-{time.time_ns()}"
-        agg.record_arrival(_grant(agg, project, run_id, "1"))
+        agg.arrivals.record(_grant(agg, project, run_id, "1"))
         last = _grant(agg, project, run_id, "2")
-        outcome, _ = _race(lambda: agg.record_arrival(last), lambda: agg.close(CloseRequest(project=project, run_id=run_id)))
+        outcome, _ = _race(lambda: agg.arrivals.record(last), lambda: agg.closing.close(CloseRequest(project=project, run_id=run_id)))
         states = _finalize_all(isolated, project, run_id)
         assert states.count("forwarded") == 1 and len(isolated.upstream.uploads(run_id)) == 1
-        shard = {s.name: s.state for s in agg.report(project, run_id).shards}["2"]
+        shard = {s.name: s.state for s in agg.reports.report(project, run_id).shards}["2"]
         assert (outcome, shard) in (("recorded", "arrived"), ("late", "late"))
 
 
 def test_two_closes_and_the_sweeper_racing(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.record_arrival(_grant(agg, project, run_id, "1"))
+    agg.arrivals.record(_grant(agg, project, run_id, "1"))
     late_clock = replace(agg, clock=lambda: time.time() + agg.settings.run_deadline_seconds + 60)
-    close = lambda: agg.close(CloseRequest(project=project, run_id=run_id))  # noqa: E731
-    _race(close, close, late_clock.sweep)
+    close = lambda: agg.closing.close(CloseRequest(project=project, run_id=run_id))  # noqa: E731
+    _race(close, close, late_clock.closing.sweep)
     states = _finalize_all(isolated, project, run_id)
     assert len(states) >= 2 and states.count("forwarded") == 1 and set(states) <= {"forwarded", "not_claimed"}
     assert len(isolated.upstream.uploads(run_id)) == 1
@@ -63,8 +63,8 @@ def test_two_closes_and_the_sweeper_racing(isolated, project, run_id):
 def test_duplicate_finalize_messages_in_parallel_forward_once(isolated, project, run_id):
     agg = isolated.aggregator
     for shard in ("1", "2"):
-        agg.record_arrival(_grant(agg, project, run_id, shard))
-    results = _race(*[lambda: agg.finalize(project, run_id)] * 6)
+        agg.arrivals.record(_grant(agg, project, run_id, shard))
+    results = _race(*[lambda: agg.finalizing.finalize(project, run_id)] * 6)
     assert results.count("forwarded") == 1 and len(isolated.upstream.uploads(run_id)) == 1
 
 
@@ -73,8 +73,8 @@ def test_two_arrivals_publishing_at_once_leave_the_report_with_both(isolated, pr
     for attempt in range(5):
         run_id = f"race-publish-{attempt}-{time.time_ns()}"
         keys = [_grant(agg, project, run_id, shard, total=3) for shard in ("1", "2")]
-        before = agg.report(project, run_id).version
-        assert _race(*[lambda k=k: agg.record_arrival(k) for k in keys]) == ["recorded", "recorded"]
-        report = agg.report(project, run_id)
+        before = agg.reports.report(project, run_id).version
+        assert _race(*[lambda k=k: agg.arrivals.record(k) for k in keys]) == ["recorded", "recorded"]
+        report = agg.reports.report(project, run_id)
         assert report.arrived == 2 and report.version > before
-        assert report.version == agg.ledger.snapshot(project, run_id).run.rev  # the newest version is the one published
+        assert report.version == agg.ledger.reads.snapshot(project, run_id).run.rev  # the newest version is the one published

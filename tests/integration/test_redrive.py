@@ -4,14 +4,14 @@ dead-letter queue, and `codspeed-aggregator redrive` later gets it forwarded, on
 import subprocess
 import sys
 
-from codspeed_aggregator.adapters.finalize_queue import FinalizeMessage
+from codspeed_wire.queue import FinalizeMessage
 from tests.faults import _pushed
 
 
 def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_once(isolated, project, run_id):
     agg, sqs, queues = isolated.aggregator, isolated.sqs, isolated.resources
     for key in _pushed(agg, project, run_id):
-        agg.record_arrival(key)
+        agg.arrivals.record(key)
     isolated.finalize_requests()
     agg.queue.request(project, run_id, "complete")
     sqs.set_queue_attributes(QueueUrl=queues.finalize_queue_url, Attributes={"VisibilityTimeout": "0"})
@@ -25,14 +25,14 @@ def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_on
             message = FinalizeMessage.model_validate_json(messages[0]["Body"])
             isolated.upstream.failures.extend([502] * agg.upstream.attempts)
             try:
-                agg.finalize(message.project, message.run_id)
+                agg.finalizing.finalize(message.project, message.run_id)
             except Exception:
                 pass
     finally:
         sqs.set_queue_attributes(QueueUrl=queues.finalize_queue_url, Attributes={"VisibilityTimeout": "5"})
         isolated.upstream.failures.clear()
     assert receives == 3  # maxReceiveCount
-    report = agg.report(project, run_id)
+    report = agg.reports.report(project, run_id)
     assert report.state == "forward_failed" and "502" in report.upstream.message and len(isolated.upstream.uploads(run_id)) == 0
 
     env = {"FINALIZE_DLQ_URL": queues.finalize_dlq_url, "FINALIZE_QUEUE_URL": queues.finalize_queue_url}
@@ -40,8 +40,8 @@ def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_on
                            env={**__import__("os").environ, **env}, check=True)
     assert moved.stdout.strip() == f"redrove 1 finalize message to {queues.finalize_queue_url}"
     [message] = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
-    assert agg.finalize(message["project"], message["run_id"]) == "forwarded"
-    assert len(isolated.upstream.uploads(run_id)) == 1 and agg.report(project, run_id).state == "forwarded"
+    assert agg.finalizing.finalize(message["project"], message["run_id"]) == "forwarded"
+    assert len(isolated.upstream.uploads(run_id)) == 1 and agg.reports.report(project, run_id).state == "forwarded"
 
 
 def test_redrive_without_queues_says_what_to_give():

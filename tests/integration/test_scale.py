@@ -5,14 +5,15 @@ from unittest import mock
 
 import pytest
 
-from codspeed_aggregator.adapters.ledger_table import UPLOAD_PREFIX, SnapshotContended, _dump
+from codspeed_aggregator.adapters.ledger import SnapshotContended
+from codspeed_aggregator.adapters.ledger.codec import UPLOAD_PREFIX, dump
 from codspeed_aggregator.domain.ledger import Snapshot
 from codspeed_wire.api import ShardUploadRequest
 from tests.factories import bundle, put, upload_request
 
 
 def _push(agg, project, run_id, shard, data, **kwargs) -> str:
-    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs)))
+    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs)))
     put(grant.model_dump(), data)
     return grant.key
 
@@ -24,15 +25,15 @@ def _item_bytes(item: dict) -> int:
 def test_a_snapshot_reads_small_items_and_the_benchmark_names_only_when_asked(isolated, project, run_id):
     agg = isolated.aggregator
     names = [f"tests/test_{'x' * 150}.py::test_{i}" for i in range(400)]
-    agg.record_arrival(_push(agg, project, run_id, "1", bundle(benchmarks=names), total=2))
+    agg.arrivals.record(_push(agg, project, run_id, "1", bundle(benchmarks=names), total=2))
     ledger = agg.ledger
     page = ledger.db.query(TableName=ledger.table, ConsistentRead=True, KeyConditionExpression="pk = :pk AND sk < :u",
-                           ExpressionAttributeValues=_dump({":pk": f"RUN#{project}#{run_id}", ":u": UPLOAD_PREFIX}))
+                           ExpressionAttributeValues=dump({":pk": f"RUN#{project}#{run_id}", ":u": UPLOAD_PREFIX}))
     read = {i["sk"]["S"]: _item_bytes(i) for i in page["Items"]}
     assert set(read) == {"RUN", "SHARD#1"}
     assert read["SHARD#1"] < 1024, read  # 400 names of 170 characters live elsewhere (about 68 KB)
-    assert ledger.snapshot(project, run_id).shards["1"].benchmark_names == []
-    assert ledger.snapshot(project, run_id, with_names=True).shards["1"].benchmark_names == names
+    assert ledger.reads.snapshot(project, run_id).shards["1"].benchmark_names == []
+    assert ledger.reads.snapshot(project, run_id, with_names=True).shards["1"].benchmark_names == names
 
 
 def test_a_run_changing_under_every_read_gets_no_report_built_from_it(isolated, project, run_id):
@@ -40,14 +41,14 @@ def test_a_run_changing_under_every_read_gets_no_report_built_from_it(isolated, 
     key = _push(agg, project, run_id, "1", bundle(), total=2)
     before = agg.store.read_report(project, run_id)
     with mock.patch.object(Snapshot, "consistent", return_value=False), \
-            mock.patch.object(agg.ledger, "sleep", lambda s: None):
+            mock.patch.object(agg.ledger.reads, "sleep", lambda s: None):
         with pytest.raises(SnapshotContended, match=f"run {run_id} of {project} changed under each of 20 reads"):
-            agg.ledger.snapshot(project, run_id)
-        assert agg.record_arrival(key) == "recorded"  # counted; its report waits for a read of one instant
+            agg.ledger.reads.snapshot(project, run_id)
+        assert agg.arrivals.record(key) == "recorded"  # counted; its report waits for a read of one instant
     assert agg.store.read_report(project, run_id) == before
-    assert agg.ledger.snapshot(project, run_id).run.arrived_count == 1
-    agg.publish(project, run_id)
-    assert [s.name for s in agg.report(project, run_id).shards if s.state == "arrived"] == ["1"]
+    assert agg.ledger.reads.snapshot(project, run_id).run.arrived_count == 1
+    agg.reports.publish(project, run_id)
+    assert [s.name for s in agg.reports.report(project, run_id).shards if s.state == "arrived"] == ["1"]
 
 
 def test_a_batch_of_arrivals_publishes_each_runs_report_once_after_its_last_change(isolated, project, run_id):
@@ -55,13 +56,13 @@ def test_a_batch_of_arrivals_publishes_each_runs_report_once_after_its_last_chan
     keys = [_push(agg, project, run_id, str(i), bundle(pid=100 + i), total=4) for i in range(1, 4)]
     other = _push(agg, project, f"{run_id}-b", "1", bundle(), total=2)
     with mock.patch.object(agg.store, "publish_report", wraps=agg.store.publish_report) as published:
-        with agg.reports_held():
-            assert [agg.record_arrival(k) for k in [*keys, other]] == ["recorded"] * 4
+        with agg.reports.held():
+            assert [agg.arrivals.record(k) for k in [*keys, other]] == ["recorded"] * 4
             assert published.call_count == 0
         assert sorted(c.args[1] for c in published.call_args_list) == [run_id, f"{run_id}-b"]
-    assert sorted(s.name for s in agg.report(project, run_id).shards if s.state == "arrived") == ["1", "2", "3"]
+    assert sorted(s.name for s in agg.reports.report(project, run_id).shards if s.state == "arrived") == ["1", "2", "3"]
     with mock.patch.object(agg.store, "publish_report", wraps=agg.store.publish_report) as published:
-        assert agg.record_arrival(keys[0]) == "duplicate"  # outside a batch: published at once (a retry's repair)
+        assert agg.arrivals.record(keys[0]) == "duplicate"  # outside a batch: published at once (a retry's repair)
         assert published.call_count == 1
 
 
@@ -103,18 +104,19 @@ def test_the_spool_writes_parts_of_its_size_and_a_failed_merge_leaves_nothing(is
 def test_a_failed_finalize_comes_back_in_minutes_not_after_the_queues_90(stack):
     import json
 
+    from codspeed_aggregator import wiring
     from codspeed_aggregator.handlers import finalizer
     from codspeed_aggregator.local.lambda_context import LocalContext
-    from codspeed_aggregator.wiring import aggregator
+    from codspeed_aggregator.use_cases.finalize_run import retry_delay
 
-    assert [finalizer.retry_delay(n) for n in (1, 2, 3, 4, 5, 9)] == [60, 120, 240, 480, 900, 900]
-    agg = aggregator()
+    assert [retry_delay(n) for n in (1, 2, 3, 4, 5, 9)] == [60, 120, 240, 480, 900, 900]
+    agg = wiring.finalizer()
     record = {"messageId": "m-1", "receiptHandle": "handle-1", "body": json.dumps({"project": "a/b", "run_id": "r", "reason": "close"}),
               "attributes": {"ApproximateReceiveCount": "3"}, "messageAttributes": {}, "md5OfBody": "",
               "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:finalize", "awsRegion": "us-east-1"}
     from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-    with mock.patch.object(agg, "finalize", side_effect=RuntimeError("upstream down")), \
+    with mock.patch.object(agg.finalizing, "finalize", side_effect=RuntimeError("upstream down")), \
             mock.patch.object(agg.queue, "retry_in") as retry_in:
         with pytest.raises(BatchProcessingError, match="All records failed"):  # SQS keeps the message
             finalizer.handler({"Records": [record]}, LocalContext("codspeed-finalizer"))
@@ -129,11 +131,11 @@ def test_the_largest_manifest_and_skip_list_fit_the_run_item_with_room_to_spare(
     agg = isolated.aggregator
     names = [f"{i:04d}" + "x" * 124 for i in range(MAX_SHARDS)]  # the longest names, as many as a run may expect
     _push(agg, project, run_id, names[0], bundle(), expect=names)
-    agg.close(CloseRequest(project=project, run_id=run_id, skip=names[1:]))
-    raw = agg.ledger.db.get_item(TableName=agg.ledger.table, Key=agg.ledger._key(project, run_id, "RUN"))["Item"]
+    agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=names[1:]))
+    raw = agg.ledger.db.get_item(TableName=agg.ledger.table, Key=agg.ledger.runs.key(project, run_id, "RUN"))["Item"]
     size = len(json.dumps(raw))  # over-counts DynamoDB's own measure (type tags, quotes)
     assert size < 300 * 1024, size  # DynamoDB's limit is 400 KB
-    assert len(agg.ledger.snapshot(project, run_id).run.skipped) == MAX_SHARDS - 1
+    assert len(agg.ledger.reads.snapshot(project, run_id).run.skipped) == MAX_SHARDS - 1
 
 
 def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, project, run_id):
@@ -143,14 +145,14 @@ def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, p
 
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=3))
     for i in (1, 2):
-        agg.record_arrival(_push(agg, project, run_id, str(i), bundle(40 + i, [f"t{i}::{j}" for j in range(3)]), total=2))
+        agg.arrivals.record(_push(agg, project, run_id, str(i), bundle(40 + i, [f"t{i}::{j}" for j in range(3)]), total=2))
     isolated.finalize_requests()
     with mock.patch.object(agg.upstream, "announce", side_effect=UpstreamError("POST answered 503: injected")):
         with pytest.raises(UpstreamError):
-            agg.finalize(project, run_id)  # planned with no baseline; nothing sent
+            agg.finalizing.finalize(project, run_id)  # planned with no baseline; nothing sent
     for i in (1, 2):  # meanwhile another run of the branch is forwarded: a baseline now exists
-        agg.record_arrival(_push(agg, project, f"{run_id}-other", str(i), bundle(50 + i), total=2))
+        agg.arrivals.record(_push(agg, project, f"{run_id}-other", str(i), bundle(50 + i), total=2))
     assert isolated.finalize_all(project, f"{run_id}-other", agg) == "forwarded"
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
-    assert agg.ledger.snapshot(project, run_id).run.plan["baseline"] is None
-    assert agg.report(project, run_id).baseline is None
+    assert agg.ledger.reads.snapshot(project, run_id).run.plan["baseline"] is None
+    assert agg.reports.report(project, run_id).baseline is None

@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 from botocore.exceptions import ClientError
 
-from codspeed_aggregator import service
+from codspeed_aggregator.use_cases import forward_part
 from codspeed_aggregator.domain.keys import index_key, normalized_key
 from codspeed_aggregator.local.upstream_stub import archive_of
 from codspeed_wire.api import ShardUploadRequest
@@ -22,9 +22,9 @@ def _run(agg, isolated, project, run_id, shards=3, make=lambda data: data) -> li
     keys = []
     for i in range(1, shards + 1):
         data = make(bundle(4242, [f"t{i}::a", f"t{i}::b"]))
-        grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, str(i), data, total=shards)))
+        grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, str(i), data, total=shards)))
         put(grant.model_dump(), data)
-        assert agg.record_arrival(grant.key) == "recorded"
+        assert agg.arrivals.record(grant.key) == "recorded"
         keys.append(grant.key)
     isolated.finalize_requests()
     return keys
@@ -37,9 +37,9 @@ def _outs(upload) -> dict[str, bytes]:
 
 def _spliced(agg, isolated, project, run_id):
     """Finalize a run of three shards of pid 4242: spliced, never merged; its upload and callgrind files."""
-    with mock.patch.object(service, "splice", wraps=service.splice) as spliced, \
-            mock.patch.object(service, "merge_bundles") as merged:
-        assert agg.finalize(project, run_id) == "forwarded"
+    with mock.patch.object(forward_part, "splice", wraps=forward_part.splice) as spliced, \
+            mock.patch.object(forward_part, "merge_bundles") as merged:
+        assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert spliced.call_count == 1 and merged.call_count == 0
     [upload] = isolated.upstream.uploads(run_id)
     outs = _outs(upload)
@@ -51,7 +51,7 @@ def _spliced(agg, isolated, project, run_id):
 def test_arrivals_leave_a_normalized_copy_and_the_finalizer_splices_it(isolated, project, run_id):
     agg = isolated.aggregator
     keys = _run(agg, isolated, project, run_id)
-    shard = agg.ledger.snapshot(project, run_id).shards["1"]
+    shard = agg.ledger.reads.snapshot(project, run_id).shards["1"]
     assert shard.normalized["key"] == normalized_key(keys[0]) and set(shard.normalized) == {"key", "version", "index_version"}
     index = agg.store.read_json(index_key(keys[0]), shard.normalized["index_version"])
     assert index["bundle"] == {"key": keys[0], "version": shard.version_id}
@@ -74,7 +74,7 @@ def test_a_normalized_copy_that_does_not_match_its_index_is_merged_from_the_bund
         return document
 
     with mock.patch.object(agg.store, "read_json", read_json):
-        assert agg.finalize(project, run_id) == "forwarded"
+        assert agg.finalizing.finalize(project, run_id) == "forwarded"
     [upload] = isolated.upstream.uploads(run_id)
     assert sorted(_outs(upload)) == ["./4242.out", "./4243.out", "./4244.out"]
 
@@ -82,11 +82,11 @@ def test_a_normalized_copy_that_does_not_match_its_index_is_merged_from_the_bund
 def test_an_index_made_from_another_bundle_is_refused(isolated, project, run_id):
     agg = isolated.aggregator
     keys = _run(agg, isolated, project, run_id, shards=2)
-    shard = agg.ledger.snapshot(project, run_id).shards["2"]
+    shard = agg.ledger.reads.snapshot(project, run_id).shards["2"]
     other = agg.store.read_json(index_key(keys[0]))  # shard 1's index, offered for shard 2
     with mock.patch.object(agg.store, "read_json", return_value=other), \
-            mock.patch.object(service, "merge_bundles", wraps=service.merge_bundles) as merged:
-        assert agg.finalize(project, run_id) == "forwarded"
+            mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged:
+        assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 1 and shard.normalized is not None
     assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=normalized_key(keys[1]))["ContentLength"] > 0
 
@@ -94,10 +94,10 @@ def test_an_index_made_from_another_bundle_is_refused(isolated, project, run_id)
 def test_a_normalized_copy_gone_from_the_bucket_is_merged_from_the_bundle(isolated, project, run_id):
     agg = isolated.aggregator
     keys = _run(agg, isolated, project, run_id, shards=2)
-    shard = agg.ledger.snapshot(project, run_id).shards["1"]
+    shard = agg.ledger.reads.snapshot(project, run_id).shards["1"]
     agg.store.s3.delete_object(Bucket=agg.store.bucket, Key=normalized_key(keys[0]), VersionId=shard.normalized["version"])
-    with mock.patch.object(service, "merge_bundles", wraps=service.merge_bundles) as merged:
-        assert agg.finalize(project, run_id) == "forwarded"
+    with mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged:
+        assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 1
     [upload] = isolated.upstream.uploads(run_id)
     assert sorted(_outs(upload)) == ["./4242.out", "./4243.out"]
@@ -116,7 +116,7 @@ def test_a_bundle_the_client_normalized_is_verified_and_spliced_as_it_is(isolate
     with mock.patch.object(agg.store, "spool", wraps=agg.store.spool) as spooled:
         keys = _run(agg, isolated, project, run_id, make=packed)
     assert spooled.call_count == 3 and not any(_has(agg, normalized_key(key)) for key in keys)  # no copy written
-    shard = agg.ledger.snapshot(project, run_id).shards["2"]
+    shard = agg.ledger.reads.snapshot(project, run_id).shards["2"]
     assert shard.normalized["key"] == keys[1] and shard.normalized["version"] == shard.version_id
     index = agg.store.read_json(index_key(keys[1]), shard.normalized["index_version"])
     assert index["bundle"] == {"key": keys[1], "version": shard.version_id}
@@ -136,10 +136,10 @@ def test_a_bundle_marked_as_normalized_but_not_cut_is_read_again_and_normalized(
     agg = replace(isolated.aggregator, metrics=_Recorder())
     keys = _run(agg, isolated, project, run_id, shards=2, make=marked_uncut)
     assert agg.metrics.seen.count("NormalizedBundlesRedone") == 2 and agg.metrics.seen.count("ShardsCounted") == 2
-    shard = agg.ledger.snapshot(project, run_id).shards["1"]
+    shard = agg.ledger.reads.snapshot(project, run_id).shards["1"]
     assert shard.state == "arrived" and shard.normalized["key"] == normalized_key(keys[0])
-    with mock.patch.object(service, "merge_bundles") as merged:
-        assert agg.finalize(project, run_id) == "forwarded"
+    with mock.patch.object(forward_part, "merge_bundles") as merged:
+        assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 0
     [upload] = isolated.upstream.uploads(run_id)
     assert sorted(_outs(upload)) == ["./4242.out", "./4243.out"]
@@ -151,7 +151,7 @@ def test_a_marked_bundle_gives_the_results_a_plain_one_gives(isolated, project, 
     _run(agg, isolated, project, run_id, shards=1, make=make)
     plain_run = run_id + "-plain"
     _run(agg, isolated, project, plain_run, shards=1)
-    marked, plain = agg.ledger.snapshot(project, run_id).shards["1"], agg.ledger.snapshot(project, plain_run).shards["1"]
+    marked, plain = agg.ledger.reads.snapshot(project, run_id).shards["1"], agg.ledger.reads.snapshot(project, plain_run).shards["1"]
     assert (marked.pids, marked.benchmarks, marked.benchmark_names) == (plain.pids, plain.benchmarks, plain.benchmark_names)
     assert marked.benchmarks == 2
 
@@ -161,13 +161,13 @@ def test_a_tar_whose_pax_records_override_its_headers_is_merged_as_validation_re
 
     agg = isolated.aggregator
     data = __import__("gzip").compress(_pax_overridden("size", "3"))
-    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=1)))
+    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=1)))
     put(grant.model_dump(), data)
-    assert agg.record_arrival(grant.key) == "recorded"
-    assert agg.ledger.snapshot(project, run_id).shards["1"].normalized is None and not _has(agg, normalized_key(grant.key))
+    assert agg.arrivals.record(grant.key) == "recorded"
+    assert agg.ledger.reads.snapshot(project, run_id).shards["1"].normalized is None and not _has(agg, normalized_key(grant.key))
     isolated.finalize_requests()
-    with mock.patch.object(service, "splice") as spliced:
-        assert agg.finalize(project, run_id) == "forwarded"
+    with mock.patch.object(forward_part, "splice") as spliced:
+        assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert spliced.call_count == 0
     [upload] = isolated.upstream.uploads(run_id)
     with tarfile.open(archive_of(upload)) as tar:

@@ -90,7 +90,7 @@ def test_policies_grant_no_wildcard_actions_and_no_deletes(template):
 
 
 def test_queues_have_dead_letter_queues_and_the_local_stack_mirrors_the_table(template):
-    from codspeed_aggregator.adapters.ledger_table import OPEN_INDEX
+    from codspeed_aggregator.adapters.ledger.codec import OPEN_INDEX
 
     for name in ("ArrivalsQueue", "FinalizeQueue"):
         assert "deadLetterTargetArn" in template["Resources"][name]["Properties"]["RedrivePolicy"]

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from codspeed_aggregator.adapters.ledger_table import DynamoLedger, TransactionContended
+from codspeed_aggregator.adapters.ledger import Ledger, TransactionContended
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from tests.factories import bundle, put, upload_request
 
@@ -50,13 +50,13 @@ def cancelled(client, reasons: list[list[str]]):
 def agg(isolated):
     """The isolated aggregator on a DynamoDB client of its own (the hook stays on it) that never sleeps."""
     client = boto3.session.Session().client("dynamodb")
-    ledger = DynamoLedger(isolated.aggregator.ledger.table, client, sleep=lambda s: None)
+    ledger = Ledger.on(isolated.aggregator.ledger.table, client, sleep=lambda s: None)
     return replace(isolated.aggregator, ledger=ledger)
 
 
 def _grant(agg, project, run_id, shard, total=2) -> str:
     data = bundle(4000 + int(shard))
-    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total)))
+    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total)))
     put(grant.model_dump(), data)
     return grant.key
 
@@ -68,38 +68,38 @@ def test_an_arrival_cancelled_for_a_conflict_or_a_throttle_is_retried_and_counte
     codes = ["None", "None"]
     codes[position] = reason
     with cancelled(agg.ledger.db, [codes, codes]) as calls:
-        assert agg.record_arrival(key) == "recorded"
+        assert agg.arrivals.record(key) == "recorded"
     assert len(calls) == 3  # two cancelled, the third written
-    snapshot = agg.ledger.snapshot(project, run_id)
+    snapshot = agg.ledger.reads.snapshot(project, run_id)
     assert snapshot.shards["1"].state == "arrived" and snapshot.run.arrived_count == 1 and snapshot.run.state == "open"
 
 
 def test_only_a_failed_condition_on_the_run_item_means_the_run_is_closed(agg, project, run_id):
-    agg.record_arrival(_grant(agg, project, run_id, "1"))
+    agg.arrivals.record(_grant(agg, project, run_id, "1"))
     straggler = _grant(agg, project, run_id, "2")
-    agg.close(CloseRequest(project=project, run_id=run_id))
-    assert agg.finalize(project, run_id) == "forwarded"
+    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
     with cancelled(agg.ledger.db, [["None", "TransactionConflict"]]) as calls:
-        assert agg.record_arrival(straggler) == "late"  # then the run item's real condition: the run is closed
+        assert agg.arrivals.record(straggler) == "late"  # then the run item's real condition: the run is closed
     assert len(calls) >= 3  # the conflict retried, the closed run's refusal, the count in the next attempt, the note
-    assert agg.report(project, f"{run_id}~2").arrived == 2
+    assert agg.reports.report(project, f"{run_id}~2").arrived == 2
 
 
 def test_a_transaction_cancelled_every_time_fails_the_message_back_and_changes_nothing(agg, project, run_id):
     key = _grant(agg, project, run_id, "1")
-    before = agg.ledger.snapshot(project, run_id)
+    before = agg.ledger.reads.snapshot(project, run_id)
     with cancelled(agg.ledger.db, [["TransactionConflict", "None"]] * 50):
         with pytest.raises(TransactionContended, match="cancelled 8 times for other reasons than its conditions"):
-            agg.record_arrival(key)
-    after = agg.ledger.snapshot(project, run_id)
+            agg.arrivals.record(key)
+    after = agg.ledger.reads.snapshot(project, run_id)
     assert after.shards == before.shards and after.run.arrived_count == 0 and after.run.rev == before.run.rev
-    assert agg.record_arrival(key) == "recorded"  # SQS delivers it again: counted once
+    assert agg.arrivals.record(key) == "recorded"  # SQS delivers it again: counted once
 
 
 @pytest.mark.parametrize("reason", DOCUMENTED)
 def test_a_rejection_cancelled_for_a_conflict_is_retried_and_recorded(agg, project, run_id, reason):
-    grant = agg.request_upload(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", b"not a tar", total=2)))
+    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", b"not a tar", total=2)))
     put(grant.model_dump(), b"not a tar")
     with cancelled(agg.ledger.db, [[reason, "None"]]):
-        assert agg.record_arrival(grant.key) == "rejected"
-    assert agg.ledger.snapshot(project, run_id).shards["1"].state == "rejected"
+        assert agg.arrivals.record(grant.key) == "rejected"
+    assert agg.ledger.reads.snapshot(project, run_id).shards["1"].state == "rejected"

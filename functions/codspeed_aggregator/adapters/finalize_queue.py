@@ -1,13 +1,6 @@
 """The finalize queue: a message asks the finalizer to finish one run, or one upload of it."""
 
-from pydantic import BaseModel
-
-
-class FinalizeMessage(BaseModel):
-    project: str
-    run_id: str
-    reason: str
-    part: int | None = None  # one upload of a run forwarded in several: merged in an invocation of its own
+from codspeed_wire.queue import FinalizeMessage
 
 
 class FinalizeQueue:

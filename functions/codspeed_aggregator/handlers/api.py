@@ -26,7 +26,7 @@ from ..auth import (
 from ..pages.run_page import render_list, render_main, render_run
 from ..domain.errors import Refused, Unprocessable
 from ..settings import settings
-from ..wiring import aggregator, api_token, oidc, webhook_secret
+from ..wiring import api, api_token, oidc, webhook_secret
 
 WEBHOOKS = "/webhooks/"  # signed instead of carrying the API token
 PAGES = "/runs/"  # opened by a signed link (or a token)
@@ -81,7 +81,7 @@ def _field(detail: dict) -> str:
 @app.post("/v1/uploads")
 def request_upload(request: ShardUploadRequest):
     _allow(request.project)
-    grant = aggregator().request_upload(request)
+    grant = api().uploads.grant(request)
     logger.info("upload granted", extra={"project": request.project, "run_id": request.run_id, "shard": request.shard})
     return _json(HTTPStatus.CREATED, grant.model_dump())
 
@@ -89,21 +89,21 @@ def request_upload(request: ShardUploadRequest):
 @app.post("/upload")
 def drop_in_upload(metadata: UploadMetadata):
     _allow(metadata.project or "")
-    accepted = aggregator().accept_drop_in(metadata)
+    accepted = api().uploads.accept_drop_in(metadata)
     return _json(HTTPStatus.OK, accepted.model_dump())
 
 
 @app.post("/v1/runs/close")
 def close_run(request: CloseRequest):
     _allow(request.project)
-    answer = aggregator().close(request)
+    answer = api().closing.close(request)
     return _json(HTTPStatus.ACCEPTED, answer.model_dump())
 
 
 @app.get("/v1/runs/<project>/<run_id>")
 def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json"):
     _allow(project)
-    report = aggregator().report(project, run_id)
+    report = api().reports.report(project, run_id)
     if format == "markdown":
         return Response(status_code=200, content_type="text/markdown; charset=utf-8", body=render_markdown(report))
     return _json(HTTPStatus.OK, report.model_dump(mode="json"))
@@ -134,7 +134,7 @@ def _page_access(project: str, run_id: str) -> None:
     """A signed link for this page, or a token for its project (Authorization header)."""
     query = _query()
     if query.get("sig") or not app.current_event.headers.get("authorization"):
-        check_page_link(aggregator().page_key, project, run_id, query.get("expires"), query.get("sig"), time.time())
+        check_page_link(api().page_key, project, run_id, query.get("expires"), query.get("sig"), time.time())
         return
     _principal(app.current_event.headers.get("authorization")).allow(project)
 
@@ -142,7 +142,7 @@ def _page_access(project: str, run_id: str) -> None:
 def _principal(authorization: str | None) -> Principal:
     """Who a token is: the operator's, a project's, or a GitHub Actions OIDC token's repository."""
     verifier = oidc()
-    return authenticate(authorization, api_token(), aggregator().ledger.token_project,
+    return authenticate(authorization, api_token(), api().tokens.project_of,
                         verifier.repository if verifier else None)
 
 
@@ -159,8 +159,8 @@ def page(page: str):
     if not is_project(path):
         return _json(HTTPStatus.NOT_FOUND, {"error": f"no page at /runs/{page}"})
     _page_access(path, "")
-    agg, base = aggregator(), _base_url()
-    runs = [(run, agg.page_url(path, run.run_id, base)) for run in agg.recent_runs(path)]
+    reports, base = api().reports, _base_url()
+    runs = [(run, reports.page_url(path, run.run_id, base)) for run in reports.recent_runs(path)]
     return _html(HTTPStatus.OK, render_list(path, runs))
 
 
@@ -170,19 +170,19 @@ def _is_run_page(project: str, run_id: str) -> bool:
         return True  # no project segment looks like that: a run id
     query = _query()
     if query.get("sig"):  # a signed link says which page it opens
-        return signed_for(aggregator().page_key, project, run_id, query.get("expires"), query["sig"])
-    return aggregator().ledger.run_record(project, run_id) is not None
+        return signed_for(api().page_key, project, run_id, query.get("expires"), query["sig"])
+    return api().reports.has_run(project, run_id)
 
 
 def _run_page(project: str, run_id: str) -> Response:
     _page_access(project, run_id)
-    agg, query = aggregator(), _query()
-    report = agg.report(project, run_id)
+    reports, query = api().reports, _query()
+    report = reports.report(project, run_id)
     if query.get("format") == "json":
         return _json(HTTPStatus.OK, report.model_dump(mode="json"))
     base = _base_url()
     refresh = "?" + urlencode({**{k: v for k, v in query.items() if k != "format"}, "format": "fragment"})
-    list_url = agg.page_url(project, "", base) if query.get("sig") else f"{base}/runs/{project}"
+    list_url = reports.page_url(project, "", base) if query.get("sig") else f"{base}/runs/{project}"
     if query.get("format") == "fragment":
         return _html(HTTPStatus.OK, render_main(report, query, refresh, list_url))
     return _html(HTTPStatus.OK, render_run(report, query, refresh, list_url))
@@ -211,7 +211,7 @@ def refresh_webhook():
     check_signature(raw, _signature(), webhook_secret())  # nothing is parsed before
     request = _parse(RefreshRequest, raw)
     check_fresh(request.timestamp, time.time())
-    report = aggregator().refresh(request.project, request.run_id)
+    report = api().reports.refresh(request.project, request.run_id)
     return _json(HTTPStatus.OK, {"project": report.project, "run_id": report.run_id, "version": report.version})
 
 
@@ -227,7 +227,7 @@ def github_webhook():
     event = _parse(WorkflowRunEvent, raw)
     if event.action != "completed":
         return _json(HTTPStatus.ACCEPTED, {"ignored": f"workflow_run {event.action}"})
-    closed = aggregator().close_finished_ci_run(project, str(event.workflow_run.id))
+    closed = api().closing.close_finished_ci_run(project, str(event.workflow_run.id))
     return _json(HTTPStatus.OK, {"closed": closed})
 
 

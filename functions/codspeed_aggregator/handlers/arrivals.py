@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from ..domain.errors import BadBundle
 from ..domain.keys import BUNDLE_PREFIX, parse_bundle_key
 from ..settings import settings
-from ..wiring import aggregator
+from ..wiring import arrivals
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 tracer = Tracer()
@@ -47,7 +47,7 @@ def record_handler(record: SQSRecord, lambda_context) -> None:
             logger.append_keys(project=project, run_id=run_id, shard=shard)
         except BadBundle:
             pass  # the use case says why it ignores it
-        outcome = aggregator().record_arrival(key, size, version_id)
+        outcome = arrivals().arrivals.record(key, size, version_id)
         logger.info("bundle arrival", extra={"key": key, "outcome": outcome})
 
 
@@ -55,5 +55,5 @@ def record_handler(record: SQSRecord, lambda_context) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict, context) -> dict:
-    with aggregator().reports_held():  # one report per run per batch
+    with arrivals().reports.held():  # one report per run per batch
         return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

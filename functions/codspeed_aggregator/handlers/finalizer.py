@@ -4,8 +4,8 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from ..adapters.finalize_queue import FinalizeMessage
-from ..wiring import aggregator
+from codspeed_wire.queue import FinalizeMessage
+from ..wiring import finalizer
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 tracer = Tracer()
@@ -13,18 +13,13 @@ metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
-def retry_delay(receive_count: int) -> int:
-    """1, 2, 4 ... minutes, at most 15, before a failed finalize is tried again."""
-    return min(900, 60 * 2 ** max(0, receive_count - 1))
-
-
 def record_handler(record: SQSRecord) -> None:
     message = FinalizeMessage.model_validate_json(record.body)
     logger.append_keys(project=message.project, run_id=message.run_id, part=message.part)
     try:
-        state = aggregator().finalize(message.project, message.run_id, message.part)
+        state = finalizer().finalizing.finalize(message.project, message.run_id, message.part)
     except Exception:
-        aggregator().queue.retry_in(record.receipt_handle, retry_delay(int(record.attributes.approximate_receive_count)))
+        finalizer().finalizing.retry_later(record.receipt_handle, int(record.attributes.approximate_receive_count))
         raise
     logger.info("finalize", extra={**message.model_dump(), "state": state})
 

@@ -1,0 +1,21 @@
+"""Baseline items: the runs forwarded on each branch, the latest last; later runs carry results
+from, and compare with, them."""
+
+from .codec import TableItems, dump, load
+
+
+class Baselines(TableItems):
+    def record_baseline(self, project: str, branch: str, run_id: str, commit: str | None, at: float) -> None:
+        """Remember a run forwarded on a branch. Sorted by the microsecond it was forwarded at (two
+        runs forwarded within one second must not fall back to the order of their ids)."""
+        item = {"pk": f"BASELINE#{project}#{branch}", "sk": f"{at:017.6f}#{run_id}", "run_id": run_id, "commit": commit,
+                "expires_at": self.expires_at()}
+        self.db.put_item(TableName=self.table, Item=dump(item))
+
+    def latest_baseline(self, project: str, branch: str) -> str | None:
+        """The run id of the latest run forwarded on ``branch``, or None."""
+        page = self.db.query(
+            TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False, Limit=1,
+            ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}"}),
+        )
+        return load(page["Items"][0])["run_id"] if page["Items"] else None

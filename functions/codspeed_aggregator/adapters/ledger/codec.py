@@ -1,0 +1,162 @@
+"""What every item kind of the ledger shares: the one table's key layout, (de)serialisation,
+transactions and the cancellation reasons DynamoDB answers them with."""
+
+import json
+import random
+import time
+from decimal import Decimal
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from ...domain.ledger import RunRecord, ShardRecord, UploadRecord
+from ...domain.manifest import Manifest
+
+# A run record, its shards and its upload requests share a partition, so one consistent Query
+# reads a whole run. Sort keys, in the order they sort:
+RUN_SK = "RUN"
+PART_PREFIX = "PART#"  # the upstream's answer about one upload of the run: an item each, so the run item stays small
+SHARD_PREFIX = "SHARD#"
+UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
+META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
+BENCHMARKS_PREFIX = "~BENCH#"  # a shard's benchmark names, beside it: a snapshot's read units stay small
+# Partitions of their own:
+PROJECT_PREFIX = "PROJECT#"  # a project's runs, by when they opened: its page lists them
+OPEN_INDEX = "open-runs"  # runs still open (by deadline) and runs being finalized (by lease end)
+FINALIZING_PK = "finalizing"
+
+CONDITION_FAILED = "ConditionalCheckFailed"
+TRANSACTION_TRIES = 8
+_ser, _de = TypeSerializer(), TypeDeserializer()
+
+
+def _plain(value):
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def dump(values: dict) -> dict:
+    return {k: _ser.serialize(v) for k, v in values.items()}
+
+
+def load(item: dict) -> dict:
+    return {k: _plain(_de.deserialize(v)) for k, v in item.items()}
+
+
+def run_pk(project: str, run_id: str) -> str:
+    return f"RUN#{project}#{run_id}"
+
+
+def cancelled(exc: ClientError) -> list[str] | None:
+    """The per-item codes of a cancelled transaction, or None for any other error."""
+    if exc.response["Error"]["Code"] != "TransactionCanceledException":
+        return None
+    reasons = exc.response.get("CancellationReasons") or []
+    return [r.get("Code", "None") for r in reasons]
+
+
+def condition_failed(exc: ClientError) -> bool:
+    return exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+class TransactionContended(Exception):
+    """DynamoDB kept cancelling a transaction for reasons other than its conditions (two writers
+    on one item: TransactionConflict; ThrottlingError): the caller fails and is retried later."""
+
+
+class TableItems:
+    """One kind of item in the ledger's table; every kind reads and writes through these."""
+
+    def __init__(self, table_name: str, client, retention_seconds: int = 30 * 86400, sleep=time.sleep) -> None:
+        self.table = table_name
+        self.db = client
+        self.retention_seconds = retention_seconds
+        self.sleep = sleep
+
+    def expires_at(self) -> int:
+        """Every item carries the table's TTL attribute: the run's records go with its bundles."""
+        return int(time.time()) + self.retention_seconds
+
+    def key(self, project: str, run_id: str, sk: str) -> dict:
+        return dump({"pk": run_pk(project, run_id), "sk": sk})
+
+    def query_all(self, **query) -> list[dict]:
+        """Every item a Query answers, page after page."""
+        paginator = self.db.get_paginator("query")
+        return [load(i) for page in paginator.paginate(TableName=self.table, **query) for i in page["Items"]]
+
+    def query_run(self, project: str, run_id: str, condition: str, values: dict) -> list[dict]:
+        """Items of one run's partition, read consistently."""
+        return self.query_all(ConsistentRead=True, KeyConditionExpression=f"pk = :pk AND {condition}",
+                              ExpressionAttributeValues=dump({":pk": run_pk(project, run_id), **values}))
+
+    def run_update(self, project: str, run_id: str, expression: str, condition: str, values: dict,
+                   names: dict | None = None) -> dict:
+        """The run item's part of a transaction: every change to a run's items bumps its revision."""
+        names = {**({"#state": "state"} if "#state" in condition else {}), **(names or {})}
+        return {
+            "TableName": self.table, "Key": self.key(project, run_id, RUN_SK),
+            "UpdateExpression": expression, "ConditionExpression": condition,
+            **({"ExpressionAttributeNames": names} if names else {}),
+            "ExpressionAttributeValues": dump({":one": 1, **values}),
+        }
+
+    def transact(self, items: list[dict]) -> list[str] | None:
+        """Run a transaction: None when it was written, else the per-item codes of the cancellation
+        that came from a condition. Cancellations for any other reason (TransactionConflict, which
+        real DynamoDB answers whenever two transactions touch one item at once, ThrottlingError,
+        ...) say nothing about the conditions: the transaction is tried again, with jitter."""
+        for attempt in range(TRANSACTION_TRIES):
+            try:
+                self.db.transact_write_items(TransactItems=items)
+                return None
+            except ClientError as exc:
+                codes = cancelled(exc)
+                if codes is None:
+                    raise
+                if CONDITION_FAILED in codes:
+                    return codes
+                self.sleep(random.uniform(0.5, 1.0) * min(1.0, 0.02 * 2**attempt))
+        raise TransactionContended(
+            f"a transaction was cancelled {TRANSACTION_TRIES} times for other reasons than its conditions")
+
+
+def run_from(item: dict) -> RunRecord:
+    identity = item.get("identity")
+    return RunRecord(
+        project=item["project"], run_id=item["run_id"], manifest=Manifest.from_item(item.get("manifest")),
+        state=item["state"], commit=item.get("commit"), ref=item.get("ref"), base_ref=item.get("base_ref"),
+        identity=json.loads(identity) if identity else None, created_at=item.get("created_at", ""),
+        deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0), run_changes=item.get("run_changes", 0),
+        skipped=tuple(item.get("skipped") or ()), close_reason=item.get("close_reason"),
+        upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
+        arrived_count=item.get("arrived_count", 0),
+        outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=tuple(sorted(item.get("variants") or ())),
+        closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"),
+        plan=json.loads(item["plan"]) if item.get("plan") else None,
+    )
+
+
+def shard_from(item: dict) -> ShardRecord:
+    return ShardRecord(
+        name=item["sk"].removeprefix(SHARD_PREFIX), state=item["state"], attempt=item.get("attempt", 0),
+        upload_id=item.get("upload_id"), key=item.get("key"), size=item.get("size"),
+        benchmarks=item.get("benchmarks"),
+        pids=item.get("pids") or [], arrived_at=item.get("arrived_at"), reason=item.get("reason"),
+        rev=item.get("rev", 0), noted_upload=item.get("noted_upload"), requested_at=item.get("requested_at"),
+        label=item.get("label"), executor=item.get("executor") or "valgrind", gzipped=item.get("gzipped", True),
+        inherited_from=item.get("inherited_from"), version_id=item.get("version_id"),
+        normalized=item.get("normalized"),
+    )
+
+
+def upload_from(item: dict) -> UploadRecord:
+    return UploadRecord(
+        shard=item["shard"], upload_id=item["upload_id"], size=item.get("size"),
+        requested_at=item["requested_at"], label=item.get("label"), executor=item.get("executor") or "valgrind",
+    )

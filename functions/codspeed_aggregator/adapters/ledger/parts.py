@@ -1,0 +1,47 @@
+"""Part items: one upload of a run forwarded in several, its claim and what the upstream answered."""
+
+import json
+
+from ...domain.ledger import FINALIZING, FORWARD_FAILED
+from .codec import PART_PREFIX, TableItems, dump, run_pk
+
+
+class Parts(TableItems):
+    def claim_part(self, project: str, run_id: str, index: int, now: int, lease_seconds: int) -> bool:
+        """Take one upload of a finalizing run: once, unless its finalizer's lease ran out. One
+        transaction on the part's claim item and the run item: the run's lease moves on with it,
+        so the sweeper leaves a run alone while any part is worked on."""
+        claim = {
+            "TableName": self.table, "Key": self.key(project, run_id, f"{PART_PREFIX}claim#{index:06d}"),
+            "UpdateExpression": "SET lease_until = :lease, expires_at = :exp",
+            "ConditionExpression": "attribute_not_exists(lease_until) OR lease_until < :now",
+            "ExpressionAttributeValues": dump({":lease": now + lease_seconds, ":now": now, ":exp": self.expires_at()}),
+        }
+        run_update = self.run_update(
+            project, run_id, "SET lease_until = :lease, deadline_at = :lease ADD rev :one, run_changes :one",
+            "#state IN (:finalizing, :failed) AND attribute_exists(#plan)",
+            {":lease": now + lease_seconds, ":finalizing": FINALIZING, ":failed": FORWARD_FAILED}, names={"#plan": "plan"})
+        return self.transact([{"Update": claim}, {"Update": run_update}]) is None
+
+    def release_part(self, project: str, run_id: str, index: int) -> None:
+        """A part's finalizer failed: its retry may take the part at once."""
+        self.db.update_item(TableName=self.table, Key=self.key(project, run_id, f"{PART_PREFIX}claim#{index:06d}"),
+                            UpdateExpression="SET lease_until = :zero", ExpressionAttributeValues=dump({":zero": 0}))
+
+    def record_announced_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
+        """Remember the upstream's answer to upload ``index``'s POST, before its PUT."""
+        return self._record_part("announced", project, run_id, index, answer)
+
+    def record_forwarded_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
+        """Remember that upload ``index`` of a run reached the upstream, so a retry skips it."""
+        return self._record_part("forwarded", project, run_id, index, answer)
+
+    def _record_part(self, kind: str, project: str, run_id: str, index: int, answer: dict) -> bool:
+        """One transaction on the part's own item and the run item (its revision), by the finalizer
+        holding the claim (a run of a thousand walltime shards has a thousand parts: never in the run item)."""
+        part = {"pk": run_pk(project, run_id), "sk": f"{PART_PREFIX}{kind}#{index:06d}",
+                "answer": json.dumps(answer), "expires_at": self.expires_at()}
+        # a part that failed made the run forward_failed: the parts still running are recorded all the same
+        run_update = self.run_update(project, run_id, "ADD rev :one, run_changes :one", "#state IN (:finalizing, :failed)",
+                                     {":finalizing": FINALIZING, ":failed": FORWARD_FAILED})
+        return self.transact([{"Put": {"TableName": self.table, "Item": dump(part)}}, {"Update": run_update}]) is None

@@ -1,0 +1,136 @@
+"""Run items: a run's record (state, manifest, close, claim, plan, outcome), the project's list
+of runs, and the index of runs that are open or being finalized."""
+
+import json
+
+from botocore.exceptions import ClientError
+
+from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN, RunRecord
+from .codec import (
+    FINALIZING_PK, OPEN_INDEX, PROJECT_PREFIX, RUN_SK, TableItems, condition_failed, dump, load, run_from, run_pk,
+)
+
+
+class Runs(TableItems):
+    def open_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Create the run if it is new; either way answer the run as stored and whether it was created.
+        Touches the run item and, when it creates the run, the project's list."""
+        item = {
+            "pk": run_pk(run.project, run.run_id), "sk": RUN_SK, "project": run.project, "run_id": run.run_id,
+            "state": run.state, "manifest": run.manifest.to_item(), "commit": run.commit, "ref": run.ref,
+            "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
+            "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
+            "rev": run.rev, "run_changes": run.run_changes, "arrived_count": run.arrived_count,
+            "run_attempt": run.attempt, "ci_url": run.ci_url, "expires_at": self.expires_at(),
+        }
+        if run.variants:
+            item["variants"] = set(run.variants)
+        try:
+            self.db.put_item(TableName=self.table, Item=dump(item), ConditionExpression="attribute_not_exists(pk)",
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after
+            self.db.put_item(TableName=self.table, Item=dump({  # the project's list of runs, newest last
+                "pk": f"{PROJECT_PREFIX}{run.project}", "sk": f"{run.created_at}#{run.run_id}", "run_id": run.run_id,
+                "expires_at": self.expires_at()}))
+            return run, True
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return run_from(load(exc.response["Item"])), False
+
+    def run_record(self, project: str, run_id: str) -> RunRecord | None:
+        item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, RUN_SK), ConsistentRead=True).get("Item")
+        return run_from(load(item)) if item else None
+
+    def recent_runs(self, project: str, limit: int) -> list[RunRecord]:
+        """A project's latest runs, newest first: its list, then its run items in one batch read."""
+        page = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
+                             Limit=limit, ExpressionAttributeValues=dump({":pk": f"{PROJECT_PREFIX}{project}"}))
+        ids = [load(i)["run_id"] for i in page["Items"]]
+        if not ids:
+            return []
+        found, keys = {}, [self.key(project, r, RUN_SK) for r in ids]
+        while keys:
+            answer = self.db.batch_get_item(RequestItems={self.table: {"Keys": keys[:100]}})
+            for item in map(load, answer["Responses"].get(self.table, [])):
+                found[item["run_id"]] = run_from(item)
+            keys = keys[100:] + answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return [found[r] for r in ids if r in found]
+
+    def open_runs_past(self, now: int) -> list[tuple[str, str]]:
+        """Open runs whose deadline passed."""
+        return self._indexed(OPEN, now)
+
+    def stalled_finalizing(self, now: int) -> list[tuple[str, str]]:
+        """Runs still finalizing whose finalizer's lease ran out."""
+        return self._indexed(FINALIZING_PK, now)
+
+    def _indexed(self, kind: str, now: int) -> list[tuple[str, str]]:
+        items = self.query_all(IndexName=OPEN_INDEX, KeyConditionExpression="open_pk = :o AND deadline_at <= :now",
+                               ExpressionAttributeValues=dump({":o": kind, ":now": now}))
+        return [(i["project"], i["run_id"]) for i in items]
+
+    def add_variant(self, project: str, run_id: str, variant: str) -> bool:
+        """Note a kind of upload the run had not seen (another executor): its manifest now expects it
+        too. False when the run is no longer open or is closing."""
+        return self._update_run(project, run_id, "ADD variants :v, rev :one, run_changes :one",
+                                "#state = :open AND attribute_not_exists(close_requested)",
+                                {":v": {variant}, ":open": OPEN})
+
+    def request_close(self, project: str, run_id: str, skip: list[str], reason: str) -> bool:
+        """Mark an open run closed by hand (first close wins); False when it was not open or already closing."""
+        return self._update_run(
+            project, run_id,
+            "SET close_requested = :true, skipped = :skip, close_reason = :reason ADD rev :one, run_changes :one",
+            "#state = :open AND attribute_not_exists(close_requested)",
+            {":true": True, ":skip": skip, ":reason": reason, ":open": OPEN},
+        )
+
+    def claim_finalize(self, project: str, run_id: str, now: int, lease_seconds: int) -> bool:
+        """Take the run for finalizing: once, unless an earlier finalizer's lease ran out or its forward failed."""
+        return self._update_run(
+            project, run_id,
+            "SET #state = :finalizing, lease_until = :lease, open_pk = :stalled, deadline_at = :lease "
+            "ADD rev :one, run_changes :one",
+            "#state = :open OR #state = :failed OR (#state = :finalizing AND lease_until < :now)",
+            {":finalizing": FINALIZING, ":failed": FORWARD_FAILED, ":open": OPEN, ":stalled": FINALIZING_PK,
+             ":lease": now + lease_seconds, ":now": now},
+        )
+
+    def record_plan(self, project: str, run_id: str, plan: dict) -> bool:
+        """What the claiming finalizer decided (the baseline run, the number of uploads): every
+        part's finalizer makes the same plan from it."""
+        return self._update_run(project, run_id, "SET #plan = :plan ADD rev :one, run_changes :one",
+                                "#state = :finalizing", {":plan": json.dumps(plan), ":finalizing": FINALIZING},
+                                names={"#plan": "plan"})
+
+    def finish(self, project: str, run_id: str, state: str, upstream: dict | None = None,
+               error: str | None = None, outcome: dict | None = None) -> bool:
+        """Record how finalizing ended (or, for a run of parts, how one part failed): only a
+        finalizer holding the run or one of its parts can, once the run is forwarded no more."""
+        return self._update_run(
+            project, run_id,
+            "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero "
+            "REMOVE open_pk ADD rev :one, run_changes :one",
+            "#state IN (:finalizing, :failed)",
+            {":s": state, ":up": upstream, ":err": error, ":outcome": outcome or {}, ":zero": 0, ":finalizing": FINALIZING,
+             ":failed": FORWARD_FAILED},
+        )
+
+    def touch(self, project: str, run_id: str) -> bool:
+        """A change that changes nothing but the revision: the next report gets a new version."""
+        return self._update_run(project, run_id, "ADD rev :one, run_changes :one", "attribute_exists(sk)", {})
+
+    def _update_run(self, project, run_id, expression, condition, values, names=None) -> bool:
+        names = {**({"#state": "state"} if "#state" in expression + condition else {}), **(names or {})}
+        try:
+            self.db.update_item(
+                TableName=self.table, Key=self.key(project, run_id, RUN_SK),
+                UpdateExpression=expression, ConditionExpression=f"attribute_exists(pk) AND ({condition})",
+                **({"ExpressionAttributeNames": names} if names else {}),
+                ExpressionAttributeValues=dump({**values, ":one": 1}),
+            )
+            return True
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise

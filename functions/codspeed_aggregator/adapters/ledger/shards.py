@@ -1,0 +1,137 @@
+"""Shard and upload items: the upload requests a run granted (with the CodSpeed metadata they
+came with) and each shard's state, counted exactly once."""
+
+import json
+
+from botocore.exceptions import ClientError
+
+from ...domain.ledger import ARRIVED, LATE, OPEN, REJECTED, ShardRecord, UploadRecord
+from .codec import (
+    BENCHMARKS_PREFIX, CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed, dump,
+    load, run_pk,
+)
+from .results import results_item
+
+
+class Shards(TableItems):
+    def add_upload(self, project: str, run_id: str, upload: UploadRecord) -> None:
+        """The upload request, and beside it (out of snapshots) the CodSpeed metadata it came with.
+        Two plain writes, not a transaction: nobody can upload (so nothing can arrive) before the
+        grant is answered, which is after both; a grant that fails between them leaves an item
+        that expires. (Half the write units of a transaction.)"""
+        expires = self.expires_at()
+        meta = {"pk": run_pk(project, run_id), "sk": f"{META_PREFIX}{upload.upload_id}",
+                "metadata": json.dumps(upload.metadata), "expires_at": expires}
+        item = {
+            "pk": run_pk(project, run_id), "sk": f"{UPLOAD_PREFIX}{upload.shard}#{upload.upload_id}", "shard": upload.shard,
+            "upload_id": upload.upload_id, "size": upload.size, "label": upload.label, "executor": upload.executor,
+            "requested_at": upload.requested_at, "expires_at": expires,
+        }
+        for written in (meta, item):
+            self.db.put_item(TableName=self.table, Item=dump(written))
+
+    def upload_metadata(self, project: str, run_id: str, upload_id: str) -> dict | None:
+        item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, f"{META_PREFIX}{upload_id}"),
+                                ConsistentRead=True).get("Item")
+        return json.loads(load(item)["metadata"]) if item else None
+
+    def copy_upload_metadata(self, project: str, earlier: str, run_id: str, upload_id: str) -> None:
+        """An upload's CodSpeed metadata, beside the run's next attempt that counts its bundle."""
+        meta = self.upload_metadata(project, earlier, upload_id)
+        if meta is not None:
+            self.db.put_item(TableName=self.table, Item=dump({
+                "pk": run_pk(project, run_id), "sk": f"{META_PREFIX}{upload_id}", "metadata": json.dumps(meta),
+                "expires_at": self.expires_at()}))
+
+    def inherit_arrived(self, project: str, earlier: str, run_id: str) -> int:
+        """Copy the shards counted in an earlier attempt of a run (their results and upload metadata
+        too) into ``run_id``, the next attempt, before that run is opened; answers how many there are.
+        Each shard's copy is conditional, so one counted meanwhile in the new attempt is left as it is."""
+        items = self.query_run(project, earlier, "begins_with(sk, :shard)", {":shard": SHARD_PREFIX})
+        names = {i["sk"].removeprefix(BENCHMARKS_PREFIX): i
+                 for i in self.query_run(project, earlier, "begins_with(sk, :b)", {":b": BENCHMARKS_PREFIX})}
+        arrived = [i for i in items if i.get("state") == ARRIVED]
+        for item in arrived:
+            copy = {**item, "pk": run_pk(project, run_id), "rev": 0, "inherited_from": item.get("inherited_from") or earlier}
+            try:
+                self.db.put_item(TableName=self.table, Item=dump(copy), ConditionExpression="attribute_not_exists(pk)")
+            except ClientError as exc:
+                if not condition_failed(exc):
+                    raise
+                continue
+            if (found := names.get(item["sk"].removeprefix(SHARD_PREFIX))) is not None:
+                self.db.put_item(TableName=self.table, Item=dump({**found, "pk": run_pk(project, run_id)}))
+            self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
+        return len(arrived)
+
+    def record_arrival(self, project: str, run_id: str, shard: ShardRecord, requested_at: str,
+                       previous: ShardRecord | None) -> str:
+        """Count an accepted bundle once, replacing ``previous`` (the shard as read): "recorded",
+        "changed" (the shard is no longer as read: read again) or "run_not_open". One transaction
+        on the shard item, the run item and the shard's results item.
+
+        The run's ``arrived_count`` grows only when the shard had no accepted bundle, and the
+        condition on the shard makes that exact under any interleaving."""
+        replacing = previous is not None and previous.upload_id is not None
+        values = {
+            ":arrived": ARRIVED, ":u": shard.upload_id, ":k": shard.key, ":size": shard.size,
+            ":b": shard.benchmarks, ":pids": shard.pids,
+            ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":exp": self.expires_at(),
+            ":label": shard.label, ":executor": shard.executor, ":gz": shard.gzipped, ":v": shard.version_id,
+            ":norm": shard.normalized,
+        }
+        if replacing:
+            values[":prev"] = previous.upload_id
+        shard_update = {
+            "TableName": self.table, "Key": self.key(project, run_id, f"{SHARD_PREFIX}{shard.name}"),
+            "UpdateExpression": (
+                "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
+                "pids = :pids, arrived_at = :at, requested_at = :req, "
+                "label = :label, executor = :executor, gzipped = :gz, version_id = :v, normalized = :norm, "
+                "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from ADD attempt :one, rev :one"
+            ),
+            "ConditionExpression": "upload_id = :prev AND requested_at < :req" if replacing
+            else "attribute_not_exists(upload_id)",
+            "ExpressionAttributeNames": {"#state": "state", "#key": "key", "#size": "size"},
+            "ExpressionAttributeValues": dump(values),
+        }
+        run_update = self.run_update(project, run_id, "ADD rev :one, arrived_count :count", "#state = :open",
+                                     {":count": 0 if replacing else 1, ":open": OPEN})
+        results = results_item(project, run_id, shard, self.expires_at())
+        codes = self.transact([{"Update": shard_update}, {"Update": run_update},
+                               {"Put": {"TableName": self.table, "Item": dump(results)}}])
+        if codes is None:
+            return "recorded"
+        return "run_not_open" if codes[1] == CONDITION_FAILED else "changed"
+
+    def record_rejection(self, project: str, run_id: str, name: str, upload_id: str, reason: str) -> bool:
+        """Note a refused bundle; a shard that already has an accepted bundle keeps it."""
+        return self._shard_note(
+            project, run_id, name, upload_id,
+            "SET #state = if_not_exists(#state, :rejected), reason = :r, noted_upload = :u, "
+            "expires_at = if_not_exists(expires_at, :exp) ADD rev :one",
+            {":rejected": REJECTED, ":r": reason},
+        )
+
+    def record_late(self, project: str, run_id: str, shard: ShardRecord, reason: str) -> bool:
+        """Note a bundle that arrived after finalizing: shown in this run, counted in its next attempt."""
+        return self._shard_note(
+            project, run_id, shard.name, shard.upload_id,
+            "SET #state = if_not_exists(#state, :late), reason = :r, noted_upload = :u, "
+            "late_key = :k, arrived_at = if_not_exists(arrived_at, :at), expires_at = if_not_exists(expires_at, :exp) "
+            "ADD rev :one",
+            {":late": LATE, ":r": reason, ":k": shard.key, ":at": shard.arrived_at},
+        )
+
+    def _shard_note(self, project, run_id, name, upload_id, expression, values) -> bool:
+        """One transaction on the shard item (noted once per upload) and the run item (its revision)."""
+        shard_update = {
+            "TableName": self.table, "Key": self.key(project, run_id, f"{SHARD_PREFIX}{name}"),
+            "UpdateExpression": expression,
+            "ConditionExpression": "(attribute_not_exists(noted_upload) OR noted_upload <> :u) "
+                                   "AND (attribute_not_exists(upload_id) OR upload_id <> :u)",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": dump({**values, ":u": upload_id, ":one": 1, ":exp": self.expires_at()}),
+        }
+        run_update = self.run_update(project, run_id, "ADD rev :one", "attribute_exists(pk)", {})
+        return self.transact([{"Update": shard_update}, {"Update": run_update}]) is None

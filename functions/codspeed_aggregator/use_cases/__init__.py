@@ -1,0 +1,72 @@
+"""The aggregator's use cases, one module each; handlers call exactly one of them.
+
+``Aggregator`` is what one function runs on: the adapters wiring built for it, and each use
+case built on those when first asked for. A use case names the adapters it touches in its own
+fields, so what a change may need in IAM is read at the top of its module."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..adapters.bundle_store import BundleStore
+from ..adapters.finalize_queue import FinalizeQueue
+from ..adapters.github_status import GitHubStatuses
+from ..adapters.ledger import Ledger
+from ..adapters.metrics import Metrics, NoMetrics
+from ..adapters.upstream_http import UpstreamClient
+from ..settings import Settings
+from .close_run import CloseRun
+from .finalize_run import FinalizeRun
+from .forward_part import ForwardPart
+from .project_tokens import ProjectTokens
+from .record_arrival import RecordArrival
+from .reports import Reports
+from .request_upload import RequestUpload
+
+
+@dataclass
+class Aggregator:
+    settings: Settings
+    ledger: Ledger  # DynamoDB
+    store: BundleStore | None = None  # S3
+    queue: FinalizeQueue | None = None  # SQS
+    upstream: UpstreamClient | None = None  # the finalizer's only
+    statuses: GitHubStatuses | None = None  # commit statuses on GitHub, when configured
+    metrics: Metrics | None = None
+    clock: Callable[[], float] = time.time
+    page_key: bytes | None = None  # signs run pages' links (auth.page_key)
+
+    @cached_property
+    def _metrics(self) -> Metrics:
+        return self.metrics or NoMetrics()
+
+    @cached_property
+    def reports(self) -> Reports:
+        return Reports(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.baselines, self.store,
+                       self.statuses, self._metrics, self.clock, self.page_key)
+
+    @cached_property
+    def uploads(self) -> RequestUpload:
+        return RequestUpload(self.settings, self.ledger.runs, self.ledger.shards, self.store, self.clock)
+
+    @cached_property
+    def arrivals(self) -> RecordArrival:
+        return RecordArrival(self.settings, self.ledger.reads, self.ledger.shards, self.ledger.runs, self.store,
+                             self.queue, self.uploads, self.reports, self._metrics, self.clock)
+
+    @cached_property
+    def closing(self) -> CloseRun:
+        return CloseRun(self.ledger.reads, self.ledger.runs, self.queue, self.clock)
+
+    @cached_property
+    def finalizing(self) -> FinalizeRun:
+        forwarder = ForwardPart(self.settings, self.ledger.shards, self.ledger.parts, self.store, self.upstream,
+                                self._metrics)
+        return FinalizeRun(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.parts,
+                           self.ledger.baselines, self.store, self.queue, forwarder, self.reports, self._metrics,
+                           self.clock)
+
+    @cached_property
+    def tokens(self) -> ProjectTokens:
+        return ProjectTokens(self.ledger.tokens, self.clock)

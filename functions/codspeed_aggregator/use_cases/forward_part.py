@@ -1,0 +1,103 @@
+"""Forward one upload of a run: splice (or merge) its shards into a spooled archive, or take a
+lone shard's archive as it was sent, announce it upstream (POST) and send it (PUT)."""
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+
+from ..adapters.bundle_store import BundleStore, MissingObject
+from ..adapters.ledger import Parts, Shards
+from ..adapters.metrics import Metrics
+from ..adapters.upstream_http import UpstreamClient, UpstreamRefused
+from ..domain.keys import index_key, spool_key
+from ..domain.ledger import ShardRecord
+from ..domain.merge import ShardBundle, merge_bundles
+from ..domain.metadata import as_sent_metadata, merged_metadata
+from ..domain.splice import IndexMismatch, NormalizedShard, splice
+from ..settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ForwardPart:
+    settings: Settings
+    shards: Shards  # DynamoDB: the CodSpeed metadata each shard was uploaded with
+    parts: Parts  # DynamoDB: the upstream's answer to a part's POST, recorded before its PUT
+    store: BundleStore  # S3: bundles/ and normalized/ read; spool/ written and read back
+    upstream: UpstreamClient  # the upstream (CodSpeed): POST metadata, PUT archive
+    metrics: Metrics
+
+    def sent_metadata(self, project: str, run_id: str, shard: ShardRecord) -> dict | None:
+        """The CodSpeed metadata a shard was uploaded with (None for a shard carried from another run)."""
+        return self.shards.upload_metadata(project, run_id, shard.upload_id) if shard.upload_id else None
+
+    def forward(self, shards: list[ShardRecord], merged: bool, project: str, run_id: str, base_metadata: dict,
+                carried: dict, index: int, parts: int, announced: dict | None) -> dict:
+        """Send one upload: the shards merged, or one shard's archive as it was sent. A POST
+        already answered for the same bytes (the merge is deterministic) is not made again: the
+        archive goes to the URL it gave."""
+        names = [s.name for s in shards]
+        if merged:
+            # Spooled to S3 (a multipart upload), not to /tmp: a part's size is bounded by S3, and the
+            # MD5 the upstream wants before the PUT is taken while the merge writes.
+            key = spool_key(project, run_id, index)
+            sink, result = self._merge_part(key, shards)
+            archive = self.store.reader(sink.key, sink.version_id)
+            size, md5, gzipped = result.size, result.md5, True
+            describe = partial(merged_metadata, run_id, base_metadata, names, md5, index + 1, parts, carried)
+        else:
+            [shard] = shards
+            archive = self.store.reader(shard.key, shard.version_id)
+            size, md5 = archive.digest()
+            gzipped = shard.gzipped
+            sent = self.sent_metadata(project, run_id, shard) or base_metadata
+            describe = partial(as_sent_metadata, sent, md5, gzipped)
+        announce = partial(self._announce, project, run_id, index, describe, md5)
+        fresh = announced is None or announced["md5"] != md5
+        if fresh:
+            announced = announce()
+        try:
+            self.upstream.put(announced["upload_url"], archive, size, md5, gzipped=gzipped)
+        except UpstreamRefused:
+            if fresh:
+                raise
+            announced = announce()  # the URL of an earlier try is dead (expired, or refused): ask for a new one
+            self.upstream.put(announced["upload_url"], archive, size, md5, gzipped=gzipped)
+        finally:
+            archive.close()
+        return {"run_id": announced["run_id"], "size": size, "md5": md5}
+
+    def _merge_part(self, key: str, shards: list[ShardRecord]):
+        """Splice the shards' normalized copies; merge their bundles when one has none, or when
+        a copy does not match its index (never trusted blindly)."""
+        if all(s.normalized for s in shards):
+            try:
+                with self.store.spool(key) as sink:
+                    result = splice([NormalizedShard(
+                        s.name, tuple(s.pids), self._index(s),
+                        partial(self.store.open, s.normalized["key"], s.normalized["version"])) for s in shards],
+                        sink, level=self.settings.merge_level)
+                self.metrics.add("PartsSpliced", 1, "Count")
+                return sink, result
+            except (IndexMismatch, MissingObject) as exc:  # MissingObject: a carried shard's copy expired
+                log.warning("normalized copies of %s not spliced, merged instead: %s", key, exc)
+                self.metrics.add("SpliceFallbacks", 1, "Count")
+        with self.store.spool(key) as sink:
+            bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key, s.version_id)) for s in shards]
+            result = merge_bundles(bundles, sink, level=self.settings.merge_level)
+        return sink, result
+
+    def _index(self, shard: ShardRecord) -> dict:
+        index = self.store.read_json(index_key(shard.key), shard.normalized.get("index_version"))
+        made_from = index.get("bundle") or {}
+        if made_from.get("key") != shard.key or made_from.get("version") != shard.version_id:
+            raise IndexMismatch(f"the index of {shard.key} was made from another object ({made_from})")
+        return index
+
+    def _announce(self, project: str, run_id: str, index: int, describe, md5: str) -> dict:
+        """POST an upload's metadata and record the answer before the PUT (a retry re-PUTs there)."""
+        accepted = self.upstream.announce(describe())
+        announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": md5}
+        self.parts.record_announced_part(project, run_id, index, announced)
+        return announced

@@ -1,0 +1,167 @@
+"""Record an arrival: a bundle landed in the bucket (an S3 event). Validate it, make it ready to
+splice, count it once in its run (or, after the run was finalized, in its next attempt), publish
+the partial report, and ask to finalize when the run is complete."""
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from codspeed_rules.bundle import VALGRIND
+from codspeed_rules.normalize import NotNormalized
+
+from ..adapters.bundle_store import BundleStore
+from ..adapters.finalize_queue import FinalizeQueue
+from ..adapters.ledger import Reads, Runs, Shards
+from ..adapters.metrics import Metrics
+from ..domain.bundle import normalizing, validate_bundle
+from ..domain.errors import BadBundle, Conflict
+from ..domain.keys import index_key, normalized_key, parse_bundle_key
+from ..domain.ledger import ARRIVED, OPEN, ArrivalView, RunRecord, ShardRecord, UploadRecord
+from ..domain.results import measured
+from ..domain.timestamps import iso
+from ..settings import Settings
+from .reports import Reports
+from .request_upload import RequestUpload
+
+log = logging.getLogger(__name__)
+
+ARRIVAL_METRICS = {"recorded": "ShardsCounted", "duplicate": "DuplicatesAbsorbed", "rejected": "BundlesRejected",
+                   "late": "LateBundles", "ignored": "ObjectsIgnored"}
+
+
+@dataclass
+class RecordArrival:
+    settings: Settings
+    reads: Reads  # DynamoDB: the run, shard and upload request an arrival needs
+    shards: Shards  # DynamoDB: the shard counted, rejected or noted late
+    runs: Runs  # DynamoDB: the run after the count (complete?)
+    store: BundleStore  # S3: the bundle read; its normalized copy and index written under normalized/
+    queue: FinalizeQueue  # SQS: finalize, once complete
+    attempts: RequestUpload  # the run's next attempt, for a bundle that came after the forward
+    reports: Reports
+    metrics: Metrics
+    clock: Callable[[], float] = time.time
+
+    def record(self, key: str, size: int | None = None, version_id: str | None = None) -> str:
+        """Validate and count one bundle that landed in the bucket; answers what happened.
+        The object version validated is the one recorded, and the only one ever merged."""
+        outcome = self._arrival(key, size, version_id)
+        self.metrics.add(ARRIVAL_METRICS[outcome], 1, "Count")
+        return outcome
+
+    def _arrival(self, key: str, size: int | None, version_id: str | None) -> str:
+        try:
+            project, run_id, shard, upload_id = parse_bundle_key(key)
+        except BadBundle as exc:
+            log.warning("ignored object: %s", exc)
+            return "ignored"
+        view = self.reads.arrival_view(project, run_id, shard, upload_id)
+        if view.run is None or view.upload is None:
+            log.warning("ignored object %s: no upload was granted for it", key)
+            return "ignored"
+        upload = view.upload
+        if _seen(view.shard, upload):
+            if view.run.state == OPEN and view.complete():
+                self.queue.request(project, run_id, "complete")  # in case the first delivery died before asking
+            self.reports.publish(project, run_id)  # in case the first delivery died before publishing
+            return "duplicate"  # absorbed before any download
+        try:
+            if size is not None and upload.size is not None and size != upload.size:
+                raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
+            summary, version_id, normalized = self._validate(key, version_id, upload.executor)
+        except BadBundle as exc:
+            if not self.shards.record_rejection(project, run_id, shard, upload_id, str(exc)):
+                return "duplicate"
+            self.reports.publish(project, run_id)
+            return "rejected"
+        record = ShardRecord(
+            name=shard, state=ARRIVED, upload_id=upload_id, key=key, size=size or upload.size,
+            benchmarks=summary.benchmarks, benchmark_names=summary.benchmark_names, pids=summary.pids,
+            results=measured(summary.results),
+            arrived_at=iso(self.clock()), label=upload.label, executor=upload.executor, gzipped=summary.gzipped,
+            version_id=version_id, normalized=normalized,
+        )
+        outcome = self._count(project, run_id, record, upload, view.shard)
+        if outcome != "run_not_open":
+            return outcome
+        return self._late(view, record, upload)
+
+    def _late(self, view: ArrivalView, record: ShardRecord, upload: UploadRecord) -> str:
+        """Granted before the run's close, in after it was finalized: never a yes and a drop. The
+        bundle counts in the run's next attempt (forwarded again once complete), and shows late
+        in this one."""
+        run, now = view.run, self.clock()
+        project, run_id = run.project, run.run_id
+        following = self.attempts.current_attempt(RunRecord(
+            project=project, run_id=run.run_id.split("~", 1)[0], manifest=run.manifest, commit=run.commit, ref=run.ref,
+            base_ref=run.base_ref, identity=run.identity, created_at=iso(now),
+            deadline_at=int(now) + self.settings.run_deadline_seconds, variants=run.variants, ci_url=run.ci_url,
+        ))
+        self.shards.copy_upload_metadata(project, run_id, following.run_id, upload.upload_id)
+        current = self.reads.arrival_view(project, following.run_id, record.name, upload.upload_id).shard
+        if self._count(project, following.run_id, record, upload, current) == "run_not_open":
+            raise Conflict(f"run {following.run_id} of {project} ended while a late bundle was counted in it: retried")
+        reason = f"arrived after the run was finalized: counted in attempt {following.attempt} ({following.run_id})"
+        noted = self.shards.record_late(project, run_id, record, reason)
+        self.reports.publish(project, run_id)
+        return "late" if noted else "duplicate"
+
+    def _validate(self, key: str, version_id: str | None, executor: str):
+        """Validate a bundle; a valgrind one is also made ready to splice in the same pass: one the
+        client normalized is verified (then it is its own normalized copy), any other is normalized
+        into a copy. Answers (summary, version validated, where the copy and its index are)."""
+        with self.store.open(key, version_id) as stream:
+            if executor != VALGRIND:
+                return validate_bundle(stream, executor), stream.version_id, None
+            version_id = stream.version_id
+            try:
+                return self._validate_normalizing(key, stream, executor, verify=True)
+            except NotNormalized as exc:
+                log.warning("%s is marked as normalized and is not (%s): normalized again", key, exc)
+                self.metrics.add("NormalizedBundlesRedone", 1, "Count")
+        with self.store.open(key, version_id) as stream:
+            return self._validate_normalizing(key, stream, executor, verify=False)
+
+    def _validate_normalizing(self, key: str, stream, executor: str, verify: bool):
+        with self.store.spool(normalized_key(key)) as sink:
+            reading = normalizing(sink, self.settings.merge_level, verify=verify)
+            summary = validate_bundle(stream, executor, gunzip=reading.gunzip, tap=reading.tap)
+            index = reading.close(summary.listing)
+            if index is None or reading.verifier is not None:
+                sink.abandon()  # nothing to keep: a tar that could not be cut, or the bundle is its own copy
+        if index is None:
+            return summary, stream.version_id, None
+        index["bundle"] = {"key": key, "version": stream.version_id}
+        index_version = self.store.put_json(index_key(key), index)
+        copy = {"key": key, "version": stream.version_id} if reading.verifier is not None else \
+            {"key": normalized_key(key), "version": sink.version_id}
+        return summary, stream.version_id, {**copy, "index_version": index_version}
+
+    def _count(self, project: str, run_id: str, record: ShardRecord, upload: UploadRecord,
+               shard: ShardRecord | None) -> str:
+        """Count a validated bundle in a run, once; publish; ask to finalize when it completed the run."""
+        if _seen(shard, upload):
+            return "duplicate"
+        outcome = self.shards.record_arrival(project, run_id, record, upload.requested_at, shard)
+        while outcome == "changed":  # another upload of this shard was counted meanwhile: look again
+            shard = self.reads.arrival_view(project, run_id, record.name, upload.upload_id).shard
+            if _seen(shard, upload):
+                return "duplicate"
+            outcome = self.shards.record_arrival(project, run_id, record, upload.requested_at, shard)
+        if outcome == "run_not_open":
+            return outcome
+        self.reports.publish(project, run_id)
+        after = self.runs.run_record(project, run_id)
+        if after.state == OPEN and after.complete(after.arrived_count):
+            self.queue.request(project, run_id, "complete")
+        return outcome
+
+
+def _seen(shard: ShardRecord | None, upload: UploadRecord) -> bool:
+    """This upload was handled already, or a later one of the same shard was counted."""
+    if shard is None:
+        return False
+    if upload.upload_id in (shard.upload_id, shard.noted_upload):
+        return True
+    return shard.requested_at is not None and shard.requested_at >= upload.requested_at

@@ -1,0 +1,120 @@
+"""Grant an upload: a shard pushed by ``codspeed-client`` (``POST /v1/uploads``) or a CodSpeed
+runner pointed at us (``POST /upload``, answered as CodSpeed answers). Opens the run, or its
+next attempt, on the first upload."""
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from codspeed_wire.api import ShardUploadRequest, UploadGrant
+from codspeed_wire.upstream import UploadAccepted, UploadMetadata
+
+from ..adapters.bundle_store import BundleStore
+from ..adapters.ledger import Runs, Shards
+from ..domain.drop_in import shard_of
+from ..domain.errors import Conflict, Unprocessable
+from ..domain.keys import bundle_key
+from ..domain.ledger import ENDED, RunRecord, UploadRecord, attempt_run_id
+from ..domain.manifest import Manifest
+from ..domain.metadata import check_identity, ci_url
+from ..domain.timestamps import iso
+from ..settings import Settings
+
+
+@dataclass
+class RequestUpload:
+    settings: Settings
+    runs: Runs  # DynamoDB: the run item, opened here
+    shards: Shards  # DynamoDB: upload requests, and shards an attempt inherits
+    store: BundleStore  # S3: presigned PUTs under bundles/
+    clock: Callable[[], float] = time.time
+
+    def grant(self, request: ShardUploadRequest) -> UploadGrant:
+        if request.size > self.settings.max_bundle_bytes:
+            raise Unprocessable(f"size {request.size} is over the limit of {self.settings.max_bundle_bytes} bytes")
+        if request.metadata.project and request.metadata.project != request.project:
+            raise Unprocessable(
+                f"metadata names project {request.metadata.project!r} but the request is for {request.project!r}"
+            )
+        if request.expect is not None:
+            manifest = Manifest(names=tuple(request.expect))
+        elif request.total is not None:
+            manifest = Manifest(total=request.total, indexed=True)
+        else:
+            manifest = Manifest()
+        return self._grant(
+            request.project, request.run_id, request.shard, manifest, request.metadata,
+            size=request.size, content_type="application/gzip", crc32=request.crc32,
+        )
+
+    def accept_drop_in(self, metadata: UploadMetadata) -> UploadAccepted:
+        """``POST /upload`` as CodSpeed answers it: a runner pointed at us becomes a shard
+        (which run and which shard: ``domain.drop_in``). Its upload URL signs the runner's MD5,
+        and only that: the runner sends the archive's own type and encoding."""
+        project = metadata.project
+        if not project:
+            raise Unprocessable("metadata has no owner and repository: the aggregator keys runs by project")
+        if not metadata.profile_md5:
+            raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
+        place = shard_of(metadata)
+        grant = self._grant(project, place.run_id, place.shard, place.manifest, metadata, size=None, content_type=None,
+                            crc32=None, label=place.label, variant=place.variant)
+        return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
+
+    def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32,
+               label=None, variant=None) -> UploadGrant:
+        now = self.clock()
+        run = self.current_attempt(RunRecord(
+            project=project, run_id=run_id, manifest=manifest, commit=metadata.commit_hash.lower(),
+            ref=metadata.ref, base_ref=metadata.base_ref, identity=metadata.identity(),
+            created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
+            variants=(variant,) if variant else (), ci_url=ci_url(metadata),
+        ))
+        if run.closing:
+            raise Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards "
+                           "(a shard pushed after the run is forwarded starts its next attempt)")
+        run.manifest.admit(shard)
+        if variant and variant not in run.variants and not self.runs.add_variant(project, run.run_id, variant):
+            raise Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards")
+        upload_id = uuid.uuid4().hex
+        self.shards.add_upload(project, run.run_id, UploadRecord(
+            shard=shard, upload_id=upload_id, metadata=metadata.wire(), size=size, requested_at=f"{now:.6f}",
+            label=label if label != shard else None, executor=metadata.executor,
+        ))
+        key = bundle_key(project, run.run_id, shard, upload_id)
+        expires = self.settings.presign_expiry_seconds
+        url, headers = self.store.presign_put(key, expires, size=size, content_type=content_type,
+                                              md5=metadata.profile_md5, crc32=crc32)
+        return UploadGrant(upload_url=url, headers=headers, key=key, upload_id=upload_id, expires_in=expires,
+                           run_id=run.run_id, attempt=run.attempt)
+
+    def current_attempt(self, opening: RunRecord) -> RunRecord:
+        """The run an upload goes to: the run as first opened, or when that one has ended
+        (forwarded, or being finalized: a CI re-run, or a shard that came too late), its next
+        attempt. A next attempt keeps the manifest and starts with the shards counted before,
+        so it is complete, and forwarded again, as soon as the re-run shards are in."""
+        base_id, previous = opening.run_id, None
+        for attempt in range(1, self.settings.max_attempts + 1):
+            opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
+            if previous is not None:
+                existing = self.runs.run_record(opening.project, opening.run_id)  # one read, not a copy per upload
+                if existing is not None:
+                    if existing.state not in ENDED:
+                        return existing
+                    previous = existing
+                    continue
+                opening.manifest, opening.identity = previous.manifest, previous.identity
+                opening.variants = tuple(sorted({*previous.variants, *opening.variants}))
+                opening.arrived_count = self.shards.inherit_arrived(opening.project, previous.run_id, opening.run_id)
+            run, created = self.runs.open_run(opening)
+            if created:
+                return run
+            if attempt == 1:
+                opening.manifest.agree(run.manifest)
+                check_identity(run.identity, opening.identity)
+            if run.state not in ENDED:
+                return run
+            previous = run
+        raise Conflict(f"run {base_id} of {opening.project} was forwarded {self.settings.max_attempts} times: "
+                       "it takes no more attempts")

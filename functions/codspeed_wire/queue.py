@@ -1,0 +1,10 @@
+"""The finalize queue's message: finish one run, or one upload (run part) of it."""
+
+from pydantic import BaseModel
+
+
+class FinalizeMessage(BaseModel):
+    project: str
+    run_id: str
+    reason: str
+    part: int | None = None  # one upload of a run forwarded in several: merged in an invocation of its own
