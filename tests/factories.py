@@ -124,3 +124,12 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+def push(agg, project: str, run_id: str, shard: str, data: bytes, **kwargs) -> dict:
+    """Grant an upload through the use case and PUT the bundle to its URL: the grant, as JSON."""
+    from codspeed_wire.api import ShardUploadRequest
+
+    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs)))
+    put(grant.model_dump(), data)
+    return grant.model_dump()

@@ -17,10 +17,10 @@ from .adapters.ledger import Ledger
 from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
 from .adapters.upstream_http import UpstreamClient
 from .auth import page_key
-from .settings import settings
+from .settings import Settings, settings
 from .use_cases import Aggregator
 
-API, ARRIVALS, FINALIZER, SWEEPER = "api", "arrivals", "finalizer", "sweeper"
+API, ARRIVALS, FINALIZER, SWEEPER, OPERATOR = "api", "arrivals", "finalizer", "sweeper", aws.OPERATOR
 # What each function builds: the table always; the bucket, the queue, the upstream, and whether
 # it publishes reports (which may post commit statuses and sign page links).
 _NEEDS = {
@@ -28,7 +28,7 @@ _NEEDS = {
     ARRIVALS: {"bucket", "queue", "reports"},
     FINALIZER: {"bucket", "queue", "upstream", "reports"},
     SWEEPER: {"queue"},
-    aws.OPERATOR: set(),
+    OPERATOR: set(),
 }
 _SETTINGS = {"bucket": "bucket_name", "queue": "finalize_queue_url", "upstream": "upstream_url"}
 
@@ -53,7 +53,7 @@ def sweeper() -> Aggregator:
 
 def operator() -> Aggregator:
     """The operator's commands (``codspeed-aggregator token``): the table only."""
-    return function(aws.OPERATOR)
+    return function(OPERATOR)
 
 
 def function(name: str) -> Aggregator:
@@ -63,7 +63,13 @@ def function(name: str) -> Aggregator:
 
 @cache
 def _function(name: str) -> Aggregator:
-    config, needs = settings(), _NEEDS[name]
+    return build(name, settings())
+
+
+def build(name: str, config: Settings) -> Aggregator:
+    """Function ``name``'s use cases on ``config``: refused, before any client is made, when a
+    setting it needs is missing."""
+    needs = _NEEDS[name]
     config.require(name, "table_name", *(_SETTINGS[n] for n in sorted(needs) if n in _SETTINGS))
     client = lambda service: aws.client(service, name)  # noqa: E731
     reports = "reports" in needs

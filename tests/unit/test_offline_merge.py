@@ -106,3 +106,18 @@ def test_a_bundle_changed_after_it_was_read_is_merged_as_it_is_now(tmp_path, cap
     assert main(["merge", *paths, "-o", str(tmp_path / "merged.tar.gz")]) == 0
     assert "(recompressed)" in capsys.readouterr().out
     assert b"t9::z" in _outs(tmp_path / "merged.tar.gz")["./4243.out"]
+
+
+def test_the_merge_command_needs_no_aws_setting(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    paths = _write(tmp_path, [bundle(4242, ["t1::b"]), bundle(4242, ["t2::b"])])
+    bare = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLE_", "BUCKET_", "FINALIZE_", "UPSTREAM_"))}
+    out = tmp_path / "merged.tar.gz"
+    done = subprocess.run([sys.executable, "-m", "codspeed_aggregator.cli", "merge", *paths, "-o", str(out)],
+                          env=bare, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "merged 2 bundles" in done.stdout, done.stderr
+    with tarfile.open(out) as tar:
+        assert sorted(n for n in tar.getnames() if n.endswith(".out")) == ["./4242.out", "./4243.out"]

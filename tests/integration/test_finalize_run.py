@@ -1,0 +1,190 @@
+"""Finalizing: one forward per part, retries, run parts, shards carried from the baseline, metrics, expiry. Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
+
+import json
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pytest
+
+from codspeed_aggregator.local.upstream_stub import archive_of
+
+from codspeed_aggregator.adapters.upstream_http import UpstreamError
+from codspeed_wire.api import CloseRequest
+from tests.factories import bundle, push
+
+
+def test_finalizing_forwards_one_merged_upload_whatever_the_duplicates(isolated, project, run_id):
+    agg = isolated.aggregator
+    keys = [push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b"]), total=3)["key"] for i in (1, 2, 3)]
+    for key in keys:
+        agg.arrivals.record(key)
+    with ThreadPoolExecutor(4) as pool:
+        states = list(pool.map(lambda _: agg.finalizing.finalize(project, run_id), range(4)))
+    assert sorted(states) == ["forwarded", "not_claimed", "not_claimed", "not_claimed"]
+    uploads = isolated.upstream.uploads(run_id)
+    assert len(uploads) == 1
+    report = agg.reports.report(project, run_id)
+    assert (report.state, report.partial, report.upstream.status) == ("forwarded", False, "success")
+
+
+def test_a_failed_forward_keeps_everything_and_a_retry_forwards_once(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=1)["key"])
+    isolated.upstream.failures.extend([500, 429])  # retried with backoff: the third try gets through
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert len(isolated.upstream.uploads(run_id)) == 1
+
+
+def test_after_the_last_try_the_run_is_forward_failed_and_keeps_its_bundles(isolated, project, run_id):
+    agg = isolated.aggregator
+    key = push(agg, project, run_id, "1", bundle(), total=1)["key"]
+    agg.arrivals.record(key)
+    isolated.upstream.failures.extend([503, 503, 503])
+    with pytest.raises(UpstreamError, match=r"answered 503: .* \(after 3 tries\)"):
+        agg.finalizing.finalize(project, run_id)
+    report = agg.reports.report(project, run_id)
+    assert report.state == "forward_failed" and "after 3 tries" in report.upstream.message
+    assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=key)["ContentLength"] > 0  # nothing accepted is lost
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert len(isolated.upstream.uploads(run_id)) == 1
+
+
+def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_the_rest(isolated, project, run_id, monkeypatch):
+
+    agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
+    for i in (1, 2, 3):
+        agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"])
+    original_announce = agg.upstream.announce
+    calls = []
+
+    def fail_second(metadata):
+        calls.append(metadata["runPart"]["runPartId"])
+        if len(calls) == 2:
+            raise UpstreamError("POST answered 503: injected")
+        return original_announce(metadata)
+
+    monkeypatch.setattr(agg.upstream, "announce", fail_second)
+    isolated.finalize_requests()
+    assert agg.finalizing.finalize(project, run_id) == "finalizing"  # part 1 sent; parts 2 and 3 queued, to merge in parallel
+    assert [(m["part"], m["reason"]) for m in isolated.finalize_requests()] == [(1, "part"), (2, "part")]
+    with pytest.raises(UpstreamError, match="upload 2 of 3: POST answered 503: injected"):
+        agg.finalizing.finalize(project, run_id, 1)
+    assert agg.reports.report(project, run_id).state == "forward_failed"
+    assert agg.finalizing.finalize(project, run_id, 2) == "forward_failed"  # recorded all the same; the run waits for part 2
+    assert agg.finalizing.finalize(project, run_id, 1) == "forwarded"  # SQS delivers part 2's message again
+    assert agg.finalizing.finalize(project, run_id, 1) == "not_claimed"  # and a duplicate delivery does nothing
+    assert calls == ["aggregated-part-1-of-3", "aggregated-part-2-of-3", "aggregated-part-3-of-3", "aggregated-part-2-of-3"]
+    uploads = isolated.upstream.uploads(run_id)
+    assert len(uploads) == 3  # parts 1 and 3 were not sent again
+    parts = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in uploads)
+    assert parts == [1, 2, 3]
+    assert "in 3 uploads" in agg.reports.report(project, run_id).upstream.message
+    spooled = agg.store.s3.list_objects_v2(Bucket=agg.store.bucket, Prefix=f"spool/{project}/{run_id}/")["Contents"]
+    assert sorted((o["Key"].rsplit("/", 1)[1], o["Size"]) for o in spooled) == sorted(
+        (f"part-{json.loads((u / 'metadata.json').read_text())['runPart']['metadata']['part'] - 1:04d}.tar.gz",
+         archive_of(u).stat().st_size) for u in uploads)
+
+
+def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_every_shard(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242), total=2)["key"])
+    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    again = push(agg, project, run_id, "2", bundle(4242), total=2)  # a CI re-run of the job
+    assert (again["run_id"], again["attempt"]) == (f"{run_id}~2", 2)
+    assert agg.arrivals.record(again["key"]) == "recorded"
+    second = agg.reports.report(project, f"{run_id}~2")
+    assert second.attempt == 2 and second.arrived == 2 and second.partial
+    assert {s.name: s.state for s in second.shards} == {"1": "arrived", "2": "arrived"}
+    assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
+    first_upload, second_upload = isolated.upstream.uploads(run_id)  # both name the CI's run id
+    with tarfile.open(second_upload / "archive.tar.gz") as tar:
+        assert sorted(n for n in tar.getnames() if n.endswith(".out")) == ["./4242.out", "./4243.out"]
+    assert agg.reports.report(project, run_id).state == "forwarded"  # the first attempt is left as it was
+
+
+def _forwarded_main_run(agg, project, shards: dict[str, list[str]]) -> str:
+    run_id = f"main-{__import__('uuid').uuid4().hex[:8]}"
+    for name, benchmarks in shards.items():
+        agg.arrivals.record(push(agg, project, run_id, name, bundle(4242, benchmarks), total=len(shards))["key"])
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    return run_id
+
+
+def test_a_skipped_shard_is_carried_from_the_latest_forwarded_run_on_the_base_branch(isolated, project, run_id):
+    import io
+    import tarfile
+
+    agg = isolated.aggregator
+    _forwarded_main_run(agg, project, {"1": ["old::1"], "2": ["old::2"], "3": ["old::3"]})
+    baseline = _forwarded_main_run(agg, project, {"1": ["t1::a", "t1::gone"], "2": ["t2::a"], "3": ["t3::a"]})
+    pr = {"ref": "refs/pull/7/merge", "baseRef": "main"}
+    agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=3, **pr)["key"])
+    agg.arrivals.record(push(agg, project, run_id, "2", bundle(4242, ["t2::a"]), total=3, **pr)["key"])
+    agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+
+    report = agg.reports.report(project, run_id)
+    carried = {s.name: s for s in report.shards}["3"]
+    assert carried.state == "carried" and carried.source == {"run_id": baseline, "commit": report.commit}
+    assert f"carried from run {baseline}" in carried.reason and carried.benchmarks == 1
+    assert report.baseline["run_id"] == baseline and report.missing_benchmarks == ["t1::gone"]
+    assert "Benchmarks gone since the baseline (1): t1\\:\\:gone" in __import__("codspeed_wire.report", fromlist=["x"]).render_markdown(report)
+
+    [upload] = isolated.upstream.uploads(run_id)
+    meta = json.loads((upload / "metadata.json").read_text())
+    assert meta["runPart"]["metadata"]["carriedShards"] == {"3": {"runId": baseline, "commitHash": report.commit}}
+    assert meta["ref"] == "refs/pull/7/merge"  # the run's own metadata, not the baseline's
+    with tarfile.open(fileobj=io.BytesIO((upload / "archive.tar.gz").read_bytes())) as tar:
+        text = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.name.endswith(".out"))
+    assert b"Client Request: t3::a" in text and b"old::3" not in text
+
+
+def test_with_no_baseline_a_skipped_shard_stays_skipped_and_says_so(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2, ref="refs/pull/7/merge", baseRef="main")["key"])
+    agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=["2"]))
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    report = agg.reports.report(project, run_id)
+    skipped = {s.name: s for s in report.shards}["2"]
+    assert skipped.state == "skipped" and "no forwarded run on main yet" in skipped.reason
+    assert report.baseline is None and report.missing_benchmarks == []
+
+
+def test_metrics_count_arrivals_duplicates_and_the_forward(isolated, project, run_id):
+    class Recorder:
+        def __init__(self):
+            self.seen = []
+
+        def add(self, name, value, unit="Count"):
+            self.seen.append((name, value, unit))
+
+    agg = replace(isolated.aggregator, metrics=Recorder())
+    key = push(agg, project, run_id, "1", bundle(), total=1)["key"]
+    agg.arrivals.record(key)
+    agg.arrivals.record(key)
+    agg.arrivals.record(push(agg, project, run_id, "1", b"junk", total=1)["key"])
+    agg.finalizing.finalize(project, run_id)
+    names = [name for name, _, _ in agg.metrics.seen]
+    assert names[:3] == ["ShardsCounted", "DuplicatesAbsorbed", "BundlesRejected"]
+    assert {"ForwardSucceeded", "MergedBytes", "FinalizeLatency"} <= set(names)
+    sizes = {name: (value, unit) for name, value, unit in agg.metrics.seen}
+    assert sizes["MergedBytes"][0] > 0 and sizes["MergedBytes"][1] == "Bytes"
+    assert 0 <= sizes["FinalizeLatency"][0] < 120 and sizes["FinalizeLatency"][1] == "Seconds"
+
+
+def test_bundles_are_tagged_for_expiry_only_once_their_run_is_final(isolated, project, run_id):
+    agg = isolated.aggregator
+    good = push(agg, project, run_id, "1", bundle(), total=2)["key"]
+    bad = push(agg, project, run_id, "2", b"junk", total=2)["key"]
+    agg.arrivals.record(good)
+    agg.arrivals.record(bad)
+    tags = lambda key: agg.store.s3.get_object_tagging(Bucket=agg.store.bucket, Key=key)["TagSet"]  # noqa: E731
+    isolated.upstream.failures.extend([500, 500, 500])
+    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    with pytest.raises(UpstreamError):
+        agg.finalizing.finalize(project, run_id)
+    assert tags(good) == [] and tags(bad) == []  # a failed forward keeps everything
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert tags(good) == tags(bad) == [{"Key": "run-final", "Value": "true"}]

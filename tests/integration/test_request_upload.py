@@ -1,0 +1,92 @@
+"""Granting uploads: presigned URLs, refusals, drop-in runs and attempts. Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
+
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+
+from codspeed_aggregator.domain.errors import Conflict, NotFound, Unprocessable
+from codspeed_wire.api import CloseRequest, ShardUploadRequest
+from codspeed_wire.upstream import UploadMetadata
+from tests.factories import bundle, crc32_b64, metadata, md5_b64, push, put, upload_request
+
+
+def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expiry(isolated, project, run_id):
+    data = bundle()
+    grant = isolated.aggregator.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=2)))
+    query = parse_qs(urlsplit(grant.upload_url).query)
+    assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
+    assert int(query["X-Amz-Expires"][0]) <= 900
+    assert set(query["X-Amz-SignedHeaders"][0].split(";")) >= {"content-md5", "content-length", "content-type", "host"}
+    assert grant.key.startswith(f"bundles/{project}/{run_id}/1/")
+    assert grant.headers == {"Content-MD5": md5_b64(data), "Content-Length": str(len(data)), "Content-Type": "application/gzip"}
+
+
+def test_the_clients_crc32_is_signed_in_place_of_an_md5_and_the_bundle_counts(isolated, project, run_id):
+    agg, data = isolated.aggregator, bundle()
+    request = upload_request(project, run_id, "1", data, total=1, checksum="crc32")
+    grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
+    signed = set(parse_qs(urlsplit(grant.upload_url).query)["X-Amz-SignedHeaders"][0].split(";"))
+    assert signed == {"x-amz-checksum-crc32", "content-length", "content-type", "host"}
+    assert grant.headers == {"x-amz-checksum-crc32": crc32_b64(data), "Content-Length": str(len(data)),
+                             "Content-Type": "application/gzip"}
+    put(grant.model_dump(), data)
+    assert agg.arrivals.record(grant.key) == "recorded"
+    report = agg.reports.report(project, run_id)
+    assert (report.arrived, report.shards[0].state) == (1, "arrived")
+
+
+def test_refusals_name_the_problem_and_change_nothing(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    before = agg.reports.report(project, run_id)
+    with pytest.raises(Conflict, match="expects 3 shards, but the run was opened expecting 2 shards"):
+        push(agg, project, run_id, "2", bundle(), total=3)
+    with pytest.raises(Conflict, match=r"commitHash is '1{40}' in this shard but '5f1c"):
+        push(agg, project, run_id, "2", bundle(), total=2, commit="1" * 40)
+    with pytest.raises(Unprocessable, match="shard '7' is not in the run's manifest"):
+        push(agg, project, run_id, "7", bundle(), total=2)
+    with pytest.raises(Unprocessable, match="cannot skip 9"):
+        agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=["9"]))
+    with pytest.raises(NotFound):
+        agg.closing.close(CloseRequest(project=project, run_id="no-such-run"))
+    after = agg.reports.report(project, run_id)
+    assert after.model_dump(exclude={"generated_at"}) == before.model_dump(exclude={"generated_at"})
+
+
+def test_a_push_while_closing_is_refused_and_nothing_changes(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    before = agg.reports.report(project, run_id)
+    with pytest.raises(Conflict, match=f"run {run_id} of {project} is closing: it takes no more shards"):
+        push(agg, project, run_id, "2", bundle(), total=2)
+    after = agg.reports.report(project, run_id)
+    assert after.version == before.version and [s.state for s in after.shards] == ["arrived", "expected"]
+
+
+def test_drop_in_metadata_without_run_part_is_a_run_of_one_shard(isolated):
+    data = bundle()
+    meta = UploadMetadata.model_validate(metadata(md5_b64(data)))
+    accepted = isolated.aggregator.uploads.accept_drop_in(meta)
+    assert accepted.runId.startswith("5f1c2e3d4b5a-")
+    assert "X-Amz-Signature" in accepted.uploadUrl
+
+
+def test_the_next_attempt_copies_the_earlier_shards_once_not_at_every_upload(isolated, project, run_id):
+    agg = isolated.aggregator
+    for shard in ("1", "2", "3"):
+        agg.arrivals.record(push(agg, project, run_id, shard, bundle(), total=3)["key"])
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    calls = []
+    agg.ledger.db.meta.events.register("before-call.dynamodb.PutItem", lambda **kw: calls.append(1))
+    try:
+        push(agg, project, run_id, "1", bundle(), total=3)  # opens attempt 2: copies 3 shards and their metadata
+        opened = len(calls)
+        calls.clear()
+        for shard in ("2", "3"):
+            push(agg, project, run_id, shard, bundle(), total=3)
+    finally:
+        agg.ledger.db.meta.events.unregister("before-call.dynamodb.PutItem")
+    assert opened >= 6 and len(calls) == 2 * 3  # later uploads: the probe of the first attempt and their own two items
+    assert agg.reports.report(project, f"{run_id}~2").arrived == 3

@@ -1,0 +1,82 @@
+"""Each Lambda function is built with only the adapters its use cases touch, on boto3 clients of
+its own (the seam its IAM role is enforced at), and refuses at its cold start to run without a
+setting it needs."""
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from codspeed_aggregator import wiring
+from codspeed_aggregator.adapters import aws
+from codspeed_aggregator.local.lambda_context import LocalContext
+from codspeed_aggregator.settings import MissingSetting, Settings
+
+
+def test_each_function_builds_only_what_its_use_cases_touch(stack):
+    api, arrivals, finalizer, sweeper = wiring.api(), wiring.arrivals(), wiring.finalizer(), wiring.sweeper()
+    assert api.store and api.queue and api.upstream is None and api.page_key
+    assert arrivals.store and arrivals.queue and arrivals.upstream is None and arrivals.page_key
+    assert finalizer.store and finalizer.queue and finalizer.upstream and finalizer.page_key
+    assert sweeper.queue and sweeper.store is None and sweeper.upstream is None and sweeper.page_key is None
+    assert wiring.api() is api  # once per process
+
+
+def test_each_function_calls_aws_with_clients_of_its_own(stack):
+    built = {name: wiring.function(name) for name in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER, wiring.SWEEPER)}
+    tables = {name: agg.ledger.db for name, agg in built.items()}
+    assert len({id(db) for db in tables.values()}) == 4
+    assert all(db is aws.client("dynamodb", name) for name, db in tables.items())
+    assert built[wiring.API].store.s3 is aws.client("s3", wiring.API) is not built[wiring.FINALIZER].store.s3
+    assert aws.session(wiring.API) is not aws.session(wiring.SWEEPER)
+
+    from codspeed_aggregator.handlers import sweeper
+
+    seen = {name: [] for name in built}
+    for name in built:
+        aws.client("dynamodb", name).meta.events.register(
+            "before-call.dynamodb.*", lambda model, _n=name, **_: seen[_n].append(model.name), unique_id=f"seen-{name}")
+    try:
+        sweeper.handler({"source": "aws.events"}, LocalContext("codspeed-sweeper"))
+    finally:
+        for name in built:
+            aws.client("dynamodb", name).meta.events.unregister("before-call.dynamodb.*", unique_id=f"seen-{name}")
+    assert seen[wiring.SWEEPER] == ["Query", "Query"]  # the open-runs index: runs past their deadline, stalled ones
+    assert not seen[wiring.API] and not seen[wiring.ARRIVALS] and not seen[wiring.FINALIZER]
+
+
+@pytest.mark.parametrize("unset, function, says", [
+    (["table_name"], wiring.SWEEPER, "TABLE_NAME is not set: the sweeper function needs it"),
+    (["bucket_name"], wiring.API, "BUCKET_NAME is not set: the api function needs it"),
+    (["bucket_name"], wiring.ARRIVALS, "BUCKET_NAME is not set: the arrivals function needs it"),
+    (["upstream_url", "finalize_queue_url"], wiring.FINALIZER,
+     "FINALIZE_QUEUE_URL and UPSTREAM_URL are not set: the finalizer function needs them"),
+])
+def test_a_function_missing_a_setting_is_refused_naming_the_variable_before_any_client(stack, unset, function, says):
+    config = replace(Settings.from_env(), **{name: "" for name in unset})
+    clients = aws._client.cache_info().currsize
+    with pytest.raises(MissingSetting) as refused:
+        wiring.build(function, config)
+    assert str(refused.value).startswith(says) and "template.yaml" in str(refused.value)
+    assert aws._client.cache_info().currsize == clients  # nothing was built before the refusal
+
+
+def test_a_setting_one_function_needs_does_not_stop_another(stack):
+    config = replace(Settings.from_env(), bucket_name="", upstream_url="")
+    sweeper = wiring.build(wiring.SWEEPER, config)  # the sweeper reads no bucket and sends nothing upstream
+    assert sweeper.store is None and isinstance(sweeper.closing.sweep(), list)
+    assert wiring.build(wiring.OPERATOR, replace(config, finalize_queue_url="")).tokens
+
+
+def test_a_handler_missing_a_setting_fails_its_cold_start_with_that_sentence(stack):
+    environment = {k: v for k, v in os.environ.items() if k != "FINALIZE_QUEUE_URL"}
+    cold_start = ("from codspeed_aggregator.handlers import sweeper\n"
+                  "from codspeed_aggregator.local.lambda_context import LocalContext\n"
+                  "sweeper.handler({'source': 'aws.events'}, LocalContext('codspeed-sweeper'))\n")
+    failed = subprocess.run([sys.executable, "-c", cold_start], env=environment, capture_output=True, text=True,
+                            timeout=60)
+    assert failed.returncode == 1
+    assert ("MissingSetting: FINALIZE_QUEUE_URL is not set: the sweeper function needs it"
+            in failed.stderr.strip().splitlines()[-1]), failed.stderr[-2000:]

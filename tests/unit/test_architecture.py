@@ -1,0 +1,62 @@
+"""The layers as the code must keep them: handlers over wiring over use cases over the domain and
+the adapters. Read from the source with ``ast``, so a change that breaks a rule fails here."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "functions" / "codspeed_aggregator"
+ADAPTER_FIELDS = {"ledger", "store", "queue", "upstream", "statuses", "metrics"}  # what Aggregator holds of AWS
+
+
+def _modules(folder: str = "") -> list[Path]:
+    return sorted((PACKAGE / folder).rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, relative imports resolved against the package."""
+    found, here = set(), path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = list(here[:len(here) - node.level]) if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+    return found
+
+
+@pytest.mark.parametrize("handler", _modules("handlers"), ids=lambda p: p.name)
+def test_a_handler_imports_no_adapter_and_reaches_none_through_the_use_cases(handler):
+    adapters = sorted(m for m in _imports(handler) if m.startswith("codspeed_aggregator.adapters"))
+    assert not adapters, f"{handler.name} imports {adapters}: call a use case"
+    reached = sorted({node.attr for node in ast.walk(ast.parse(handler.read_text()))
+                      if isinstance(node, ast.Attribute) and node.attr in ADAPTER_FIELDS})
+    assert not reached, f"{handler.name} reaches .{', .'.join(reached)}: call a use case"
+
+
+def test_the_domain_knows_nothing_of_aws_lambda_or_the_wire():
+    for path in _modules("domain"):
+        outside = sorted(m for m in _imports(path) if m.split(".")[0] in {"boto3", "botocore", "aws_lambda_powertools",
+                                                                         "requests", "pydantic"}
+                         or m.startswith(("codspeed_aggregator.adapters", "codspeed_aggregator.use_cases")))
+        assert not outside, f"{path.name} imports {outside}"
+
+
+def test_use_cases_call_no_handler_and_build_no_adapter_from_settings():
+    for path in _modules("use_cases"):
+        upward = sorted(m for m in _imports(path) if m.startswith(("codspeed_aggregator.handlers", "codspeed_aggregator.wiring",
+                                                                  "codspeed_aggregator.adapters.aws", "boto3")))
+        assert not upward, f"{path.name} imports {upward}"
+
+
+def test_no_room_is_too_big_to_read_whole():
+    """A module of at most 350 lines and a class of at most 250: what a change reads stays small."""
+    for path in _modules():
+        lines = len(path.read_text().splitlines())
+        assert lines <= 350, f"{path.relative_to(PACKAGE)}: {lines} lines"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                size = node.end_lineno - node.lineno + 1
+                assert size <= 250, f"{path.relative_to(PACKAGE)}: class {node.name} has {size} lines"
