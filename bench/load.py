@@ -200,7 +200,7 @@ def main() -> int:
 
     with LocalStack(pollers=False, webhook_secret="bench-secret") as stack, tempfile.TemporaryDirectory() as tmp:
         line, load_ok = load(stack, RequestCounter(), shards)
-        side = isolated.build(Path(tmp), prefix="bench-faults")
+        side = isolated.build(Path(tmp), prefix="bench-faults", enforcer=stack.enforcer)
         injected, fault_ok = survived("fault", [
             *[(step, lambda s=step: faults.finalize_scenario(side, s)) for step in faults.FINALIZE_FAULTS],
             *[(step, lambda s=step: faults.arrival_scenario(side, s)) for step in faults.ARRIVAL_FAULTS],

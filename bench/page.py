@@ -65,9 +65,9 @@ def main() -> int:
     shards = args.shards or (20 if args.quick else 200)
     project = "acme/page-bench"
     with LocalStack(pollers=False) as stack:
-        from codspeed_aggregator.wiring import finalizer
+        from tests.isolated import on_stack
 
-        agg = finalizer()  # it grants, counts and forwards here: the finalizer's adapters hold every one
+        agg = on_stack()  # each use case it drives is held to the role of the function that runs it
         started = time.perf_counter()
         make_run(agg, project, "main-1", shards, args.benchmarks, 1.0)
         finalize(agg, stack, project, "main-1")

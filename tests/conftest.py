@@ -20,6 +20,9 @@ def oidc_issuer():
     issuer.stop()
 
 
+_ENFORCERS = []  # the stack's, for the session's report of what each function's role was asked
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory, oidc_issuer):
     from codspeed_aggregator.local.stack import LocalStack
@@ -27,7 +30,18 @@ def stack(tmp_path_factory, oidc_issuer):
     env = {"OIDC_JWKS_URL": oidc_issuer.jwks_url, "TOKENLESS_PROJECTS": TOKENLESS_PROJECT}
     with LocalStack(token=TOKEN, webhook_secret=WEBHOOK_SECRET, upstream_dir=tmp_path_factory.mktemp("upstream"),
                     sweep_every=3600, env=env) as running:
+        _ENFORCERS.append(running.enforcer)
         yield running
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every (function, action, resource) the tests made the functions ask for, and IAM's verdict."""
+    for enforcer in _ENFORCERS:
+        terminalreporter.section("IAM: each function's calls against its role in template.yaml")
+        for line in enforcer.report():
+            terminalreporter.write_line(line)
+        refused = enforcer.refusals()
+        terminalreporter.write_line(f"{len(enforcer.seen)} (function, action, resource) seen, {len(refused)} refused")
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +49,7 @@ def isolated(stack, tmp_path_factory):
     """An Aggregator on its own bucket, table and queues that no poller reads: tests drive every step."""
     from tests.isolated import build
 
-    built = build(tmp_path_factory.mktemp("isolated-upstream"))
+    built = build(tmp_path_factory.mktemp("isolated-upstream"), enforcer=stack.enforcer)
     yield built
     built.upstream.stop()
 

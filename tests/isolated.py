@@ -35,10 +35,11 @@ class Isolated:
         return state
 
 
-def build(upstream_folder: Path, prefix: str = "isolated") -> Isolated:
+def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Isolated:
+    """``enforcer``: the local stack's, which then holds this stack's calls to the template's roles too."""
     from codspeed_aggregator.adapters.aws import client
     from codspeed_aggregator.adapters.bundle_store import BundleStore
-    from codspeed_aggregator.adapters.finalize_queue import FinalizeQueue
+    from codspeed_aggregator.adapters.queues import FinalizeQueue, Queue
     from codspeed_aggregator.adapters.ledger import Ledger
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
     from codspeed_aggregator.local.resources import create
@@ -47,10 +48,15 @@ def build(upstream_folder: Path, prefix: str = "isolated") -> Isolated:
     from codspeed_aggregator.settings import Settings
 
     resources = create(client("s3"), client("sqs"), client("dynamodb"), prefix=prefix)
+    if enforcer is not None:
+        from codspeed_aggregator.local.iam.roles import local_policies
+
+        enforcer.add(local_policies(resources))
     upstream = StubUpstream(upstream_folder, token="upstream-secret").start()
     settings = replace(
         Settings.from_env(), table_name=resources.table, bucket_name=resources.bucket,
-        finalize_queue_url=resources.finalize_queue_url, upstream_url=f"{upstream.url}/upload",
+        finalize_queue_url=resources.finalize_queue_url, arrivals_queue_url=resources.arrivals_queue_url,
+        upstream_url=f"{upstream.url}/upload",
         upstream_token="upstream-secret",
     )
     aggregator = Aggregator(
@@ -58,6 +64,27 @@ def build(upstream_folder: Path, prefix: str = "isolated") -> Isolated:
         ledger=Ledger.on(resources.table, client("dynamodb")),
         store=BundleStore(resources.bucket, client("s3")),
         queue=FinalizeQueue(resources.finalize_queue_url, client("sqs")),
+        arrivals_queue=Queue(resources.arrivals_queue_url, client("sqs")),
         upstream=UpstreamClient(settings.upstream_url, "upstream-secret", timeout=10, attempts=3, sleep=lambda s: None),
     )
     return Isolated(aggregator, resources, upstream, client("sqs"))
+
+
+def on_stack():
+    """The running local stack's use cases on the operator's clients: a test's own set-up and reads
+    are held to no role, and each use case it drives to the role of the function that runs it."""
+    from codspeed_aggregator.adapters.aws import client
+    from codspeed_aggregator.adapters.bundle_store import BundleStore
+    from codspeed_aggregator.adapters.ledger import Ledger
+    from codspeed_aggregator.adapters.queues import FinalizeQueue, Queue
+    from codspeed_aggregator.adapters.upstream_http import UpstreamClient
+    from codspeed_aggregator.use_cases import Aggregator
+    from codspeed_aggregator.wiring import settings
+
+    config = settings()
+    return Aggregator(
+        settings=config, ledger=Ledger.on(config.table_name, client("dynamodb")),
+        store=BundleStore(config.bucket_name, client("s3")), queue=FinalizeQueue(config.finalize_queue_url, client("sqs")),
+        arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")),
+        upstream=UpstreamClient(config.upstream_url, config.upstream_token, timeout=10, attempts=3),
+    )

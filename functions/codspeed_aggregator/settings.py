@@ -18,7 +18,7 @@ class MissingSetting(RuntimeError):
 
 # What each setting is called in the environment, for the ones a function may require.
 VARIABLES = {"table_name": "TABLE_NAME", "bucket_name": "BUCKET_NAME", "finalize_queue_url": "FINALIZE_QUEUE_URL",
-             "upstream_url": "UPSTREAM_URL"}
+             "arrivals_queue_url": "ARRIVALS_QUEUE_URL", "upstream_url": "UPSTREAM_URL"}
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Settings:
     table_name: str
     bucket_name: str
     finalize_queue_url: str
+    arrivals_queue_url: str
     upstream_url: str
     api_token: str | None
     api_token_parameter: str | None
@@ -72,6 +73,7 @@ class Settings:
             table_name=env.get("TABLE_NAME", ""),
             bucket_name=env.get("BUCKET_NAME", ""),
             finalize_queue_url=env.get("FINALIZE_QUEUE_URL", ""),
+            arrivals_queue_url=env.get("ARRIVALS_QUEUE_URL", ""),
             upstream_url=env.get("UPSTREAM_URL", ""),
             api_token=env.get("API_TOKEN") or None,
             api_token_parameter=env.get("API_TOKEN_PARAMETER") or None,

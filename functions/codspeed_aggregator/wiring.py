@@ -10,7 +10,7 @@ from functools import cache
 
 from .adapters import aws
 from .adapters.bundle_store import BundleStore
-from .adapters.finalize_queue import FinalizeQueue
+from .adapters.queues import FinalizeQueue, Queue
 from .adapters.github_oidc import GitHubOidc
 from .adapters.github_status import GitHubStatuses
 from .adapters.ledger import Ledger
@@ -25,12 +25,13 @@ API, ARRIVALS, FINALIZER, SWEEPER, OPERATOR = "api", "arrivals", "finalizer", "s
 # it publishes reports (which may post commit statuses and sign page links).
 _NEEDS = {
     API: {"bucket", "queue", "reports"},
-    ARRIVALS: {"bucket", "queue", "reports"},
+    ARRIVALS: {"bucket", "queue", "arrivals_queue", "reports"},
     FINALIZER: {"bucket", "queue", "upstream", "reports"},
     SWEEPER: {"queue"},
     OPERATOR: set(),
 }
-_SETTINGS = {"bucket": "bucket_name", "queue": "finalize_queue_url", "upstream": "upstream_url"}
+_SETTINGS = {"bucket": "bucket_name", "queue": "finalize_queue_url", "arrivals_queue": "arrivals_queue_url",
+             "upstream": "upstream_url"}
 
 _LOCK = threading.RLock()
 
@@ -78,6 +79,7 @@ def build(name: str, config: Settings) -> Aggregator:
         ledger=Ledger.on(config.table_name, client("dynamodb"), config.retention_days * 86400),
         store=BundleStore(config.bucket_name, client("s3")) if "bucket" in needs else None,
         queue=FinalizeQueue(config.finalize_queue_url, client("sqs")) if "queue" in needs else None,
+        arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")) if "arrivals_queue" in needs else None,
         upstream=UpstreamClient(
             config.upstream_url, aws.secret(config.upstream_token, config.upstream_token_parameter, name),
             timeout=config.upstream_timeout_seconds, attempts=config.upstream_attempts,

@@ -11,13 +11,13 @@ def test_without_a_readable_webhook_secret_runs_still_count_and_reports_carry_no
     from codspeed_aggregator import wiring
 
     monkeypatch.delenv("WEBHOOK_SECRET", raising=False)
-    monkeypatch.setenv("WEBHOOK_SECRET_PARAMETER", "/codspeed-aggregator/never-created")
+    monkeypatch.setenv("WEBHOOK_SECRET_PARAMETER", "/codspeed-aggregator/webhook-secret")  # the template's, never created
     wiring.reset()
     try:
         agg = wiring.arrivals()
         assert agg.page_key is None and "run pages get no signed links" in caplog.text
         data = bundle()
-        grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request("acme/nosecret", "r1", "1", data, total=2)))
+        grant = wiring.api().uploads.grant(ShardUploadRequest.model_validate(upload_request("acme/nosecret", "r1", "1", data, total=2)))
         put(grant.model_dump(), data)
         assert agg.arrivals.record(grant.key) == "recorded"
         report = agg.reports.report("acme/nosecret", "r1")

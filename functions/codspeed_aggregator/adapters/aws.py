@@ -2,6 +2,7 @@
 ``AWS_ENDPOINT_URL`` points them at the local stack."""
 
 import threading
+from collections.abc import Callable
 from functools import cache
 
 import boto3
@@ -11,6 +12,14 @@ _CONFIG = Config(signature_version="s3v4", retries={"mode": "standard", "max_att
 OPERATOR = "operator"  # the operator's commands and the local stack's set-up: no function's role
 
 _LOCK = threading.Lock()
+_SESSION_HOOKS: list[Callable] = []  # called with (function, session) as each session is made
+
+
+def on_session(hook: Callable) -> Callable[[], None]:
+    """Have ``hook(function, session)`` see every session made from now on (the local stack holds
+    each function's calls to its role there); answers what takes the hook off again."""
+    _SESSION_HOOKS.append(hook)
+    return lambda: _SESSION_HOOKS.remove(hook)
 
 
 def client(service: str, function: str = OPERATOR):
@@ -22,7 +31,10 @@ def client(service: str, function: str = OPERATOR):
 
 @cache
 def session(function: str) -> boto3.session.Session:
-    return boto3.session.Session()
+    made = boto3.session.Session()
+    for hook in _SESSION_HOOKS:
+        hook(function, made)
+    return made
 
 
 @cache

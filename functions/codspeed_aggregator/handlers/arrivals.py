@@ -4,6 +4,7 @@ from urllib.parse import unquote_plus
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from ..domain.errors import BadBundle
@@ -20,35 +21,41 @@ processor = BatchProcessor(event_type=EventType.SQS)
 def s3_objects(body: dict) -> list[tuple[str, int | None, str | None]]:
     """(key, size, version id) of each created bundle in an S3 notification; S3's test event has none.
 
-    Keys arrive URL-encoded in S3 events (``/`` as ``%2F`` from some senders), so each is decoded."""
+    S3 URL-encodes keys in events (a space as ``+``, ``%`` as ``%25``); powertools decodes only
+    the first record's ``object_key``, so each record's key is decoded here."""
+    if not body.get("Records"):
+        return []
     objects = []
-    for record in body.get("Records") or []:
-        if not str(record.get("eventName", "")).startswith("ObjectCreated"):
+    for record in S3Event(body).records:
+        if not record.event_name.startswith("ObjectCreated"):
             continue
-        obj = record.get("s3", {}).get("object", {})
-        key = unquote_plus(obj.get("key", ""))
+        created = record.s3.get_object
+        key = unquote_plus(created.key)
         if key.startswith(BUNDLE_PREFIX):
-            objects.append((key, obj.get("size"), obj.get("versionId")))
+            objects.append((key, created.get("size"), created.version_id))
     return objects
-
-
-class OutOfTime(Exception):
-    """Too little of the invocation is left to validate one more bundle: the record goes back to
-    the queue (and every later one of the batch), instead of the whole batch timing out."""
 
 
 def record_handler(record: SQSRecord, lambda_context) -> None:
     left = lambda_context.get_remaining_time_in_millis() / 1000
     if left < settings().arrival_reserve_seconds:
-        raise OutOfTime(f"{left:.0f} s left, under the {settings().arrival_reserve_seconds} s one arrival may take")
-    for key, size, version_id in s3_objects(record.json_body):
-        try:
-            project, run_id, shard, _ = parse_bundle_key(key)
-            logger.append_keys(project=project, run_id=run_id, shard=shard)
-        except BadBundle:
-            pass  # the use case says why it ignores it
-        outcome = arrivals().arrivals.record(key, size, version_id)
-        logger.info("bundle arrival", extra={"key": key, "outcome": outcome})
+        # Too little of the invocation is left to validate one more bundle: the event goes back
+        # to the queue as a new message (this one is done), instead of the batch timing out.
+        arrivals().arrivals.defer(record.body)
+        logger.info("arrival deferred", extra={"seconds_left": round(left), "reserve": settings().arrival_reserve_seconds})
+        return
+    try:
+        for key, size, version_id in s3_objects(record.json_body):
+            try:
+                project, run_id, shard, _ = parse_bundle_key(key)
+                logger.append_keys(project=project, run_id=run_id, shard=shard)
+            except BadBundle:
+                pass  # the use case says why it ignores it
+            outcome = arrivals().arrivals.record(key, size, version_id)
+            logger.info("bundle arrival", extra={"key": key, "outcome": outcome})
+    except Exception:
+        arrivals().arrivals.retry_later(record.receipt_handle, int(record.attributes.approximate_receive_count or 1))
+        raise
 
 
 @logger.inject_lambda_context(clear_state=True)

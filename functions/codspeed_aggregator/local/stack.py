@@ -10,6 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import wiring
+from ..adapters import aws
+from .iam import RoleEnforcer
+from .iam.roles import local_policies
 from .moto_server import start_moto
 from .pollers import QueuePoller
 from .resources import create
@@ -31,6 +34,7 @@ class LocalStack:
         pollers: bool = True,
         env: dict[str, str] | None = None,
         log: Callable[[str], None] | None = None,
+        roles: bool = True,
     ) -> None:
         self.port = port
         self.token = token or f"local-{secrets.token_urlsafe(12)}"
@@ -45,6 +49,9 @@ class LocalStack:
         self.sweep_every = sweep_every
         self.run_pollers = pollers  # off: bundles land and wait in the queue (benchmarks of the upload path)
         self.extra_env = env or {}
+        # Each function's calls held against its role in template.yaml (local.iam), as in AWS.
+        self.enforcer = RoleEnforcer({}) if roles else None
+        self._unhook = None
         self.upstream: StubUpstream | None = None
         self._servers, self._pollers = [], []
         self._stop = threading.Event()
@@ -57,7 +64,9 @@ class LocalStack:
     def start(self) -> "LocalStack":
         # the local stack disables metrics, so powertools would warn at every batch that it published none
         warnings.filterwarnings("ignore", message="No application metrics to publish")
-        moto = start_moto()
+        if self.enforcer is not None:
+            self._unhook = aws.on_session(self.enforcer.attach)
+        moto = start_moto(refused=self.enforcer.presign_refusal if self.enforcer else None)
         self._servers.append(moto)
         endpoint = f"http://127.0.0.1:{moto.server_address[1]}"
         if self.upstream_url is None:
@@ -74,12 +83,14 @@ class LocalStack:
             "POWERTOOLS_METRICS_NAMESPACE": "CodSpeedAggregatorLocal",
         })
         wiring.reset()
-        from ..adapters.aws import client
-
+        client = aws.client
         self.resources = create(client("s3"), client("sqs"), client("dynamodb"))
+        if self.enforcer is not None:
+            self.enforcer.policies = local_policies(self.resources)
         os.environ.update({
             "TABLE_NAME": self.resources.table, "BUCKET_NAME": self.resources.bucket,
             "FINALIZE_QUEUE_URL": self.resources.finalize_queue_url, "UPSTREAM_URL": upstream_url,
+            "ARRIVALS_QUEUE_URL": self.resources.arrivals_queue_url,
             "API_TOKEN": self.token, "UPSTREAM_TOKEN": self.upstream_token,
             **({"RUN_DEADLINE_SECONDS": str(self.deadline_seconds)} if self.deadline_seconds else {}),
             "WEBHOOK_SECRET": self.webhook_secret,
@@ -113,6 +124,8 @@ class LocalStack:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._unhook is not None:
+            self._unhook()
         for poller in self._pollers:
             poller.stop()
         for server in self._servers:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..adapters.bundle_store import BundleStore
-from ..adapters.finalize_queue import FinalizeQueue
+from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.github_status import GitHubStatuses
 from ..adapters.ledger import Ledger
 from ..adapters.metrics import Metrics, NoMetrics
@@ -31,6 +31,7 @@ class Aggregator:
     ledger: Ledger  # DynamoDB
     store: BundleStore | None = None  # S3
     queue: FinalizeQueue | None = None  # SQS
+    arrivals_queue: Queue | None = None  # SQS: the arrivals function's own
     upstream: UpstreamClient | None = None  # the finalizer's only
     statuses: GitHubStatuses | None = None  # commit statuses on GitHub, when configured
     metrics: Metrics | None = None
@@ -53,7 +54,7 @@ class Aggregator:
     @cached_property
     def arrivals(self) -> RecordArrival:
         return RecordArrival(self.settings, self.ledger.reads, self.ledger.shards, self.ledger.runs, self.store,
-                             self.queue, self.uploads, self.reports, self._metrics, self.clock)
+                             self.queue, self.arrivals_queue, self.uploads, self.reports, self._metrics, self.clock)
 
     @cached_property
     def closing(self) -> CloseRun:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from codspeed_wire.api import CloseAnswer, CloseRequest
 
-from ..adapters.finalize_queue import FinalizeQueue
+from ..adapters.queues import FinalizeQueue
 from ..adapters.ledger import Reads, Runs
 from ..domain.errors import NotFound, Unprocessable
 from ..domain.ledger import OPEN

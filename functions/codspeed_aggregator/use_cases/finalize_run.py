@@ -6,23 +6,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..adapters.bundle_store import BundleStore
-from ..adapters.finalize_queue import FinalizeQueue
+from ..adapters.queues import FinalizeQueue
 from ..adapters.ledger import Baselines, Parts, Reads, Runs
 from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamError
 from ..domain.baseline import Completion, branch_of, complete
 from ..domain.keys import run_bundles_prefix
+from ..domain.retries import retry_delay
 from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, RunRecord, ShardRecord, Snapshot
 from ..domain.timestamps import epoch, iso
 from ..domain.uploads import Upload, plan_forward
 from ..settings import Settings
 from .forward_part import ForwardPart
 from .reports import Reports
-
-
-def retry_delay(receive_count: int) -> int:
-    """1, 2, 4 ... minutes, at most 15, before a failed finalize is tried again."""
-    return min(900, 60 * 2 ** max(0, receive_count - 1))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from codspeed_rules.bundle import VALGRIND
 from codspeed_rules.normalize import NotNormalized
 
 from ..adapters.bundle_store import BundleStore
-from ..adapters.finalize_queue import FinalizeQueue
+from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.ledger import Reads, Runs, Shards
 from ..adapters.metrics import Metrics
 from ..domain.bundle import normalizing, validate_bundle
@@ -19,6 +19,7 @@ from ..domain.errors import BadBundle, Conflict
 from ..domain.keys import index_key, normalized_key, parse_bundle_key
 from ..domain.ledger import ARRIVED, OPEN, ArrivalView, RunRecord, ShardRecord, UploadRecord
 from ..domain.results import measured
+from ..domain.retries import retry_delay
 from ..domain.timestamps import iso
 from ..settings import Settings
 from .reports import Reports
@@ -38,6 +39,7 @@ class RecordArrival:
     runs: Runs  # DynamoDB: the run after the count (complete?)
     store: BundleStore  # S3: the bundle read; its normalized copy and index written under normalized/
     queue: FinalizeQueue  # SQS: finalize, once complete
+    arrivals_queue: Queue  # SQS: an event deferred or failed, handed back
     attempts: RequestUpload  # the run's next attempt, for a bundle that came after the forward
     reports: Reports
     metrics: Metrics
@@ -49,6 +51,17 @@ class RecordArrival:
         outcome = self._arrival(key, size, version_id)
         self.metrics.add(ARRIVAL_METRICS[outcome], 1, "Count")
         return outcome
+
+    def defer(self, event: str) -> None:
+        """An event this invocation has no time left for: sent again as a new message, so that
+        a bundle deferred batch after batch never reaches the dead-letter queue unvalidated."""
+        self.arrivals_queue.send(event)
+        self.metrics.add("ArrivalsDeferred", 1, "Count")
+
+    def retry_later(self, receipt_handle: str, receive_count: int) -> None:
+        """An event whose arrival failed comes back in minutes (``retry_delay``), not after the
+        queue's visibility timeout."""
+        self.arrivals_queue.retry_in(receipt_handle, retry_delay(receive_count))
 
     def _arrival(self, key: str, size: int | None, version_id: str | None) -> str:
         try:

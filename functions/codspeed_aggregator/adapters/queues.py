@@ -1,0 +1,24 @@
+"""The SQS queues the functions send to: the finalize queue (a message asks the finalizer to
+finish one run, or one upload of it) and the arrivals queue (S3's events of bundles)."""
+
+from codspeed_wire.queue import FinalizeMessage
+
+
+class Queue:
+    def __init__(self, url: str, client) -> None:
+        self.url = url
+        self.sqs = client
+
+    def send(self, body: str) -> None:
+        self.sqs.send_message(QueueUrl=self.url, MessageBody=body)
+
+    def retry_in(self, receipt_handle: str, seconds: int) -> None:
+        """Bring a message that failed back after ``seconds`` rather than the queue's visibility
+        timeout (which is long enough for a whole merge, 90 minutes)."""
+        self.sqs.change_message_visibility(QueueUrl=self.url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds)
+
+
+class FinalizeQueue(Queue):
+    def request(self, project: str, run_id: str, reason: str, part: int | None = None) -> None:
+        message = FinalizeMessage(project=project, run_id=run_id, reason=reason, part=part)
+        self.send(message.model_dump_json(exclude_none=True))

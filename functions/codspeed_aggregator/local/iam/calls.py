@@ -1,0 +1,83 @@
+"""What IAM authorizes for each AWS call the functions make, as AWS's service authorization
+reference documents it: the action (or actions) and the resource ARN each one needs, and the
+condition keys the request carries."""
+
+from urllib.parse import urlsplit
+
+from .policy import Need
+
+
+class Unmapped(Exception):
+    """A call with no IAM mapping here: add it, rather than let it through unchecked."""
+
+
+_S3_OBJECT = {  # operation -> (action, action when the request names a VersionId)
+    "GetObject": ("s3:GetObject", "s3:GetObjectVersion"),
+    "HeadObject": ("s3:GetObject", "s3:GetObjectVersion"),
+    "PutObject": ("s3:PutObject", "s3:PutObject"),
+    "CreateMultipartUpload": ("s3:PutObject", "s3:PutObject"),
+    "UploadPart": ("s3:PutObject", "s3:PutObject"),
+    "CompleteMultipartUpload": ("s3:PutObject", "s3:PutObject"),
+    "AbortMultipartUpload": ("s3:AbortMultipartUpload", "s3:AbortMultipartUpload"),
+    "PutObjectTagging": ("s3:PutObjectTagging", "s3:PutObjectVersionTagging"),
+    "GetObjectTagging": ("s3:GetObjectTagging", "s3:GetObjectVersionTagging"),
+    "DeleteObject": ("s3:DeleteObject", "s3:DeleteObjectVersion"),
+}
+_S3_BUCKET = {  # operation -> action on the bucket; a listing carries s3:prefix
+    "ListObjectsV2": "s3:ListBucket", "ListObjects": "s3:ListBucket", "ListObjectVersions": "s3:ListBucketVersions",
+    "ListMultipartUploads": "s3:ListBucketMultipartUploads",
+}
+_SQS = {"SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteMessage",
+        "ChangeMessageVisibilityBatch": "ChangeMessageVisibility"}
+_TRANSACT = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
+_DYNAMODB_SIMPLE = {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "DescribeTable"}
+
+
+def needs(service: str, operation: str, params: dict, region: str, account: str,
+          parameters_key: str | None = None) -> list[Need]:
+    """The IAM needs of one call. ``parameters_key``: the customer-managed KMS key of the SSM
+    parameters, whose decryption SSM asks KMS for on the caller's behalf (kms:Decrypt)."""
+    if service == "dynamodb":
+        return _dynamodb(operation, params, f"arn:aws:dynamodb:{region}:{account}:table/")
+    if service == "s3":
+        return _s3(operation, params)
+    if service == "sqs":
+        return [Need(f"sqs:{_SQS.get(operation, operation)}", queue_arn(params["QueueUrl"], region))]
+    if service == "ssm" and operation == "GetParameter":
+        name = params["Name"] if params["Name"].startswith("/") else f"/{params['Name']}"
+        found = [Need("ssm:GetParameter", f"arn:aws:ssm:{region}:{account}:parameter{name}")]
+        if params.get("WithDecryption") and parameters_key:
+            found.append(Need("kms:Decrypt", parameters_key, {"kms:ViaService": f"ssm.{region}.amazonaws.com"}))
+        return found
+    raise Unmapped(f"no IAM mapping for {service}.{operation}: add it to {__name__}")
+
+
+def _dynamodb(operation: str, params: dict, tables: str) -> list[Need]:
+    if operation in _DYNAMODB_SIMPLE:
+        index = f"/index/{params['IndexName']}" if params.get("IndexName") else ""
+        return [Need(f"dynamodb:{operation}", f"{tables}{params['TableName']}{index}")]
+    if operation in ("BatchGetItem", "BatchWriteItem"):
+        return [Need(f"dynamodb:{operation}", f"{tables}{table}") for table in params["RequestItems"]]
+    if operation == "TransactWriteItems":  # each item is authorized as its own write
+        return [Need(f"dynamodb:{_TRANSACT[kind]}", f"{tables}{item[kind]['TableName']}")
+                for item in params["TransactItems"] for kind in item]
+    raise Unmapped(f"no IAM mapping for dynamodb.{operation}: add it to {__name__}")
+
+
+def _s3(operation: str, params: dict) -> list[Need]:
+    bucket = f"arn:aws:s3:::{params['Bucket']}"
+    if operation in _S3_OBJECT:
+        plain, versioned = _S3_OBJECT[operation]
+        found = [Need(versioned if params.get("VersionId") else plain, f"{bucket}/{params['Key']}")]
+        if params.get("Tagging") and operation in ("PutObject", "CreateMultipartUpload"):
+            found.append(Need("s3:PutObjectTagging", f"{bucket}/{params['Key']}"))
+        return found
+    if operation in _S3_BUCKET:
+        context = {"s3:prefix": params["Prefix"]} if "Prefix" in params else {}
+        return [Need(_S3_BUCKET[operation], bucket, context)]
+    raise Unmapped(f"no IAM mapping for s3.{operation}: add it to {__name__}")
+
+
+def queue_arn(url: str, region: str) -> str:
+    account, name = urlsplit(url).path.strip("/").split("/")[-2:]
+    return f"arn:aws:sqs:{region}:{account}:{name}"

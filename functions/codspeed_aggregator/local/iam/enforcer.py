@@ -1,0 +1,118 @@
+"""Every AWS call a function makes, held against its role before it is sent, and refused with
+AccessDenied as AWS refuses it.
+
+A call is the function's whose boto3 session makes it (``adapters.aws.session``): each
+Lambda function has its own. The operator's session (the local stack's set-up, tests driving
+use cases by hand) has no role: its calls made inside a use case are held against the role of
+the function that runs that use case in AWS (``USE_CASE_FUNCTIONS``), the rest are not held."""
+
+import sys
+import threading
+from collections import Counter
+from botocore.awsrequest import AWSResponse
+
+from ...adapters.aws import OPERATOR
+from .calls import needs
+from .policy import ALLOWED, Need, Policy
+from .roles import ACCOUNT, REGION
+
+FUNCTIONS = {"api": "ApiFunction", "arrivals": "ArrivalsFunction", "finalizer": "FinalizerFunction",
+             "sweeper": "SweeperFunction"}
+_USE_CASES = "codspeed_aggregator.use_cases."
+# use case module (or module.function) -> the template's function that runs it
+USE_CASE_FUNCTIONS = {
+    "request_upload": "ApiFunction", "reports": "ApiFunction", "close_run": "ApiFunction",
+    "close_run.sweep": "SweeperFunction", "record_arrival": "ArrivalsFunction", "finalize_run": "FinalizerFunction",
+    "forward_part": "FinalizerFunction", "project_tokens": None,
+}
+_JSON_SERVICES = {"dynamodb", "sqs", "ssm"}
+
+
+def acting_function() -> str | None:
+    """The function whose use case this thread is in: the outermost use case on the stack."""
+    frame, outermost = sys._getframe(1), None
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith(_USE_CASES):
+            outermost = (module.removeprefix(_USE_CASES), frame.f_code.co_name)
+        frame = frame.f_back
+    if outermost is None:
+        return None
+    module, name = outermost
+    return USE_CASE_FUNCTIONS.get(f"{module}.{name}", USE_CASE_FUNCTIONS.get(module))
+
+
+def resource_family(resource: str) -> str:
+    """An object's ARN as its key prefix (``bucket/reports/*``): what a role grants, what a report lists."""
+    if resource.startswith("arn:aws:s3:::") and "/" in resource:
+        bucket, _, key = resource.removeprefix("arn:aws:s3:::").partition("/")
+        return f"arn:aws:s3:::{bucket}/{key.split('/', 1)[0]}/*"
+    return resource
+
+
+class RoleEnforcer:
+    def __init__(self, policies: dict[str, Policy], parameters_key: str | None = None) -> None:
+        self.policies = policies
+        self.parameters_key = parameters_key
+        self.seen: Counter = Counter()  # (function, action, resource family, verdict) -> calls
+        self._denied_presigns: dict[str, str] = {}  # /bucket/key presigned by a role that may not: why
+        self._lock = threading.Lock()
+
+    def attach(self, function: str, session) -> None:
+        """Hold every client made from ``session`` (of ``function``) to its role."""
+        role = FUNCTIONS.get(function)
+        if role is None and function != OPERATOR:
+            return
+        session.events.register("before-parameter-build", lambda **kw: self._check(role, **kw))
+        session.events.register("before-call", self._refuse)
+
+    def _check(self, role: str | None, params: dict, model, context: dict, **_) -> None:
+        role = role or acting_function()
+        if role is None:
+            return
+        service = model.service_model.service_name
+        for need in needs(service, model.name, params, REGION, ACCOUNT, self.parameters_key):
+            verdict = self.policies[role].decide(need)
+            with self._lock:
+                self.seen[(role, need.action, resource_family(need.resource), verdict)] += 1
+            if verdict == ALLOWED:
+                continue
+            if context.get("is_presign_request"):  # nothing is sent now: the URL is refused when used
+                self._denied_presigns[f"/{params['Bucket']}/{params['Key']}"] = \
+                    _refusal(role, need, verdict, service)[1]["Error"]["Message"]
+            else:
+                context["iam_refusal"] = _refusal(role, need, verdict, service)
+            return
+
+    def add(self, policies: dict[str, Policy]) -> None:
+        """Another deployment of the template beside the first (its own table, bucket, queues):
+        each function's role reaches both, as two stacks' roles would each reach their own."""
+        for role, policy in policies.items():
+            known = self.policies.get(role)
+            self.policies[role] = Policy([*(known.statements if known else []), *policy.statements])
+
+    def presign_refusal(self, path: str) -> str | None:
+        """Why S3 refuses a request to ``path`` (``/bucket/key``) made with a presigned URL, or None."""
+        return self._denied_presigns.get(path)
+
+    @staticmethod
+    def _refuse(context: dict, **_):
+        return context.get("iam_refusal")
+
+    def report(self) -> list[str]:
+        """One line per (function, action, resource) seen, with its verdict and how many calls."""
+        return [f"{role:18} {action:32} {resource}  {verdict} x{count}"
+                for (role, action, resource, verdict), count in sorted(self.seen.items())]
+
+    def refusals(self) -> list[tuple]:
+        return [key for key in self.seen if key[3] != ALLOWED]
+
+
+def _refusal(role: str, need: Need, verdict: str, service: str):
+    why = ("with an explicit deny in an identity-based policy" if verdict == "denied"
+           else f"because no identity-based policy allows the {need.action} action")
+    message = (f"User: arn:aws:sts::{ACCOUNT}:assumed-role/{role}Role/{role} is not authorized to perform: "
+               f"{need.action} on resource: {need.resource} {why}")
+    code, status = ("AccessDeniedException", 400) if service in _JSON_SERVICES else ("AccessDenied", 403)
+    return AWSResponse(f"https://{service}.{REGION}.amazonaws.com", status, {}, None), {
+        "Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}

@@ -1,0 +1,97 @@
+"""IAM's evaluation of an identity policy, for what the template's roles use: Allow and Deny
+statements, actions and resources with wildcards, and condition operators on request keys.
+An explicit deny wins; anything not allowed is denied (AWS's default)."""
+
+import re
+from dataclasses import dataclass, field
+
+ALLOWED, DENIED, NOT_ALLOWED = "allowed", "denied", "not allowed"
+
+
+@dataclass(frozen=True)
+class Need:
+    """One IAM action a call needs on one resource, with the request's condition keys."""
+
+    action: str
+    resource: str
+    context: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+def _pattern(glob: str, ignore_case: bool = False) -> re.Pattern:
+    """IAM wildcards: ``*`` any run of characters (``/`` and ``:`` too), ``?`` one character."""
+    body = re.escape(glob).replace(r"\*", ".*").replace(r"\?", ".")
+    return re.compile(f"^{body}$", re.IGNORECASE if ignore_case else 0)
+
+
+def _listed(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _strings(expected: list, actual: str, like: bool, ignore_case: bool = False) -> bool:
+    if like:
+        return any(_pattern(str(e), ignore_case).match(actual) for e in expected)
+    return any((str(e).lower() == actual.lower()) if ignore_case else str(e) == actual for e in expected)
+
+
+# operator -> (matches(expected values, actual value), negated)
+_OPERATORS = {
+    "StringEquals": (lambda e, a: _strings(e, a, like=False), False),
+    "StringNotEquals": (lambda e, a: _strings(e, a, like=False), True),
+    "StringEqualsIgnoreCase": (lambda e, a: _strings(e, a, like=False, ignore_case=True), False),
+    "StringNotEqualsIgnoreCase": (lambda e, a: _strings(e, a, like=False, ignore_case=True), True),
+    "StringLike": (lambda e, a: _strings(e, a, like=True), False),
+    "StringNotLike": (lambda e, a: _strings(e, a, like=True), True),
+    "ArnEquals": (lambda e, a: _strings(e, a, like=False), False),
+    "ArnNotEquals": (lambda e, a: _strings(e, a, like=False), True),
+    "ArnLike": (lambda e, a: _strings(e, a, like=True), False),
+    "ArnNotLike": (lambda e, a: _strings(e, a, like=True), True),
+    "Bool": (lambda e, a: any(str(v).lower() == str(a).lower() for v in e), False),
+}
+
+
+class UnsupportedCondition(Exception):
+    """A condition this evaluator does not know: it refuses to guess what AWS would answer."""
+
+
+def _condition_holds(operator: str, key: str, expected, context: dict) -> bool:
+    if operator == "Null":  # "true": the key must be absent
+        return all((key not in context) == (str(v).lower() == "true") for v in _listed(expected))
+    if operator.startswith(("ForAnyValue:", "ForAllValues:")):  # multivalued keys: none in these policies
+        raise UnsupportedCondition(f"condition operator {operator} on {key}")
+    name, if_exists = (operator[:-8], True) if operator.endswith("IfExists") else (operator, False)
+    if name not in _OPERATORS:
+        raise UnsupportedCondition(f"condition operator {operator} on {key}")
+    matches, negated = _OPERATORS[name]
+    if key not in context:  # AWS: a key absent from the request matches only IfExists and negated operators
+        return if_exists or negated
+    hit = any(matches(_listed(expected), str(value)) for value in _listed(context[key]))
+    return not hit if negated else hit
+
+
+class Policy:
+    """The statements of one role's policies."""
+
+    def __init__(self, statements: list[dict]) -> None:
+        self.statements = [s for s in statements if s]
+
+    def decide(self, need: Need) -> str:
+        allowed = False
+        for statement in self.statements:
+            if not self._applies(statement, need):
+                continue
+            if statement["Effect"] == "Deny":
+                return DENIED
+            allowed = True
+        return ALLOWED if allowed else NOT_ALLOWED
+
+    @staticmethod
+    def _applies(statement: dict, need: Need) -> bool:
+        if "NotAction" in statement or "NotResource" in statement:
+            raise UnsupportedCondition("NotAction and NotResource are not evaluated here")
+        if not any(_pattern(a, ignore_case=True).match(need.action) for a in _listed(statement["Action"])):
+            return False
+        if not any(_pattern(r).match(need.resource) for r in _listed(statement.get("Resource", "*"))):
+            return False
+        return all(_condition_holds(operator, key, expected, need.context)
+                   for operator, keys in (statement.get("Condition") or {}).items()
+                   for key, expected in keys.items())
