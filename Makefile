@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install demo local test bench bench-smoke clean
+.PHONY: install demo local test bench bench-smoke sam-build clean
 
 # The functions' dependencies at the pins sam build deploys (functions/requirements.txt, made by
 # tools/lock.py): what the tests run against is what is deployed.
@@ -44,5 +44,16 @@ bench-smoke: install
 	$(BIN)/python bench/scale.py --quick
 	$(BIN)/python bench/page.py --quick
 
+# What `sam deploy` ships: the functions built for arm64 from functions/requirements.txt, with the
+# SAM CLI in a virtual environment of its own (it pins packages the tests need newer).
+SAM_VENV ?= .sam-venv
+$(SAM_VENV)/bin/sam:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli
+
+sam-build: $(SAM_VENV)/bin/sam
+	$(SAM_VENV)/bin/sam build --no-cached
+	test -n "$$(find .aws-sam/build/FinalizerFunction/isal -name '*aarch64*.so')"  # native wheels for arm64
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .hypothesis

@@ -16,6 +16,12 @@ def _port(text: str) -> int:
     return int(text)
 
 
+def _seconds(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more)")
+    return int(text)
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (1 or more)")
@@ -109,8 +115,19 @@ def _redrive(args: argparse.Namespace) -> int:
     if not dead_letter or not queue:
         raise Failure("give --dead-letter-url and --queue-url (the stack's FinalizeDeadLetterQueueUrl and FinalizeQueue "
                       "outputs), or set FINALIZE_DLQ_URL and FINALIZE_QUEUE_URL", USAGE)
-    moved = redrive(client("sqs"), dead_letter, queue)
-    print(f"redrove {moved} finalize message{'s' if moved != 1 else ''} to {queue}")
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        task = redrive(client("sqs"), dead_letter, queue, wait_seconds=args.wait)
+    except (BotoCoreError, ClientError) as exc:
+        raise Failure(f"SQS refused the redrive: {exc}", CONFIG) from None
+    if task.status == "FAILED":
+        raise Failure(f"the redrive failed after moving {task.moved} of {task.to_move} messages: {task.failure}", CONFIG)
+    plural = "s" if task.to_move != 1 else ""
+    if task.status == "RUNNING":
+        print(f"redriving {task.to_move} finalize message{plural} to {queue}: {task.moved} moved so far, SQS goes on")
+    else:
+        print(f"redrove {task.moved} of {task.to_move} finalize message{plural} to {queue} ({task.status.lower()})")
     return 0
 
 
@@ -195,6 +212,8 @@ def parser() -> argparse.ArgumentParser:
                     "codspeed-aggregator redrive --dead-letter-url $DLQ_URL --queue-url $QUEUE_URL")
     again.add_argument("--dead-letter-url", help="the finalize dead-letter queue (env FINALIZE_DLQ_URL)")
     again.add_argument("--queue-url", help="the finalize queue (env FINALIZE_QUEUE_URL)")
+    again.add_argument("--wait", type=_seconds, default=120,
+                       help="seconds to follow SQS's move before leaving it to go on (default 120; 0: do not wait)")
     again.set_defaults(run=_redrive)
     token = command("token", "create or revoke a per-project token (uses TABLE_NAME and AWS settings)",
                     "TABLE_NAME=<TableName> codspeed-aggregator token create --project acme/widgets")

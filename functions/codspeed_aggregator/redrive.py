@@ -1,18 +1,28 @@
-"""``codspeed-aggregator redrive``: send finalize messages that failed every retry (in the
-dead-letter queue) back to the finalize queue, once the upstream is healthy again."""
+"""``codspeed-aggregator redrive``: SQS moves the finalize messages that failed every retry (in
+the dead-letter queue) back to the finalize queue, once the upstream is healthy again. SQS's own
+message move task does it (StartMessageMoveTask): no message passes through this machine."""
+
+import time
+from dataclasses import dataclass
 
 
-def redrive(sqs, dead_letter_url: str, queue_url: str, limit: int = 1000) -> int:
-    """Move up to ``limit`` messages; answers how many moved. Each is sent before it is deleted,
-    so a crash in between leaves a duplicate (which the finalizer's claim absorbs), never a loss."""
-    moved = 0
-    while moved < limit:
-        messages = sqs.receive_message(QueueUrl=dead_letter_url, MaxNumberOfMessages=min(10, limit - moved),
-                                       WaitTimeSeconds=0).get("Messages", [])
-        if not messages:
-            return moved
-        for message in messages:
-            sqs.send_message(QueueUrl=queue_url, MessageBody=message["Body"])
-            sqs.delete_message(QueueUrl=dead_letter_url, ReceiptHandle=message["ReceiptHandle"])
-            moved += 1
-    return moved
+@dataclass(frozen=True)
+class Redriven:
+    status: str  # the task's: RUNNING, COMPLETED, CANCELLING, CANCELLED, FAILED
+    moved: int
+    to_move: int
+    failure: str | None = None
+
+
+def redrive(sqs, dead_letter_url: str, queue_url: str, wait_seconds: float = 120, sleep=time.sleep) -> Redriven:
+    """Start the move and follow it until it ends or ``wait_seconds`` pass (it goes on in SQS then)."""
+    source, destination = (sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+                           for url in (dead_letter_url, queue_url))
+    sqs.start_message_move_task(SourceArn=source, DestinationArn=destination)
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        task = sqs.list_message_move_tasks(SourceArn=source, MaxResults=1)["Results"][0]  # the latest: this one
+        if task["Status"] != "RUNNING" or time.monotonic() >= deadline:
+            return Redriven(task["Status"], task.get("ApproximateNumberOfMessagesMoved", 0),
+                            task.get("ApproximateNumberOfMessagesToMove", 0), task.get("FailureReason"))
+        sleep(1)

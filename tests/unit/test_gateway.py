@@ -45,3 +45,31 @@ def test_the_event_is_an_http_api_v2_event():
     event = seen[0]
     assert (event["version"], event["rawPath"], event["queryStringParameters"]) == ("2.0", "/v1/runs/a/b/c", {"format": "markdown"})
     assert event["requestContext"]["http"]["method"] == "GET" and event["headers"]["authorization"] == "t"
+
+
+def test_a_response_over_lambdas_6_mb_payload_is_the_500_api_gateway_answers():
+    from codspeed_aggregator.local.limits import LAMBDA_SYNC_PAYLOAD
+
+    sizes = {"under": LAMBDA_SYNC_PAYLOAD - 1024, "over": LAMBDA_SYNC_PAYLOAD + 1}
+    server = start_gateway(lambda event, context: {"statusCode": 200, "headers": {"content-type": "text/plain"},
+                                                   "body": "x" * sizes[event["rawPath"].strip("/")]})
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        under, over = requests.get(f"{base}/under", timeout=30), requests.get(f"{base}/over", timeout=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert under.status_code == 200 and len(under.content) == sizes["under"]
+    assert over.status_code == 500 and over.json() == {"message": "Internal Server Error"}
+
+
+def test_a_request_whose_event_is_over_6_mb_never_reaches_the_handler():
+    seen = []
+    server = start_gateway(lambda event, context: seen.append(1) or {"statusCode": 200, "body": ""})
+    try:
+        answer = requests.post(f"http://127.0.0.1:{server.server_address[1]}/v1/uploads", data=b"\x00" * (5 << 20),
+                               headers={"content-type": "application/octet-stream"}, timeout=30)  # base64: over 6 MB
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answer.status_code == 413 and answer.json() == {"message": "Request Entity Too Large"} and not seen

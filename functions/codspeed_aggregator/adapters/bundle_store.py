@@ -189,16 +189,16 @@ class BundleStore:
     def mark_final(self, prefix: str) -> int:
         """Tag every bundle under ``prefix`` ``run-final=true``: the bucket's lifecycle rule
         expires only tagged bundles, so nothing of a run not yet forwarded is ever deleted."""
-        tagged, token = 0, None
-        while True:
-            page = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix, **({"ContinuationToken": token} if token else {}))
-            for obj in page.get("Contents", []):
-                self.s3.put_object_tagging(Bucket=self.bucket, Key=obj["Key"],
-                                           Tagging={"TagSet": [{"Key": FINAL_TAG, "Value": "true"}]})
-                tagged += 1
-            token = page.get("NextContinuationToken")
-            if not token:
-                return tagged
+        tagged = 0
+        for key in self._keys(prefix):
+            self.s3.put_object_tagging(Bucket=self.bucket, Key=key, Tagging={"TagSet": [{"Key": FINAL_TAG, "Value": "true"}]})
+            tagged += 1
+        return tagged
+
+    def _keys(self, prefix: str):
+        """Every key under ``prefix``, page after page."""
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            yield from (o["Key"] for o in page.get("Contents", []))
 
     def publish_report(self, project: str, run_id: str, version: int, json_body: str, markdown: str) -> bool:
         """Publish a report version (JSON and Markdown); False when that version was already there.
@@ -218,15 +218,7 @@ class BundleStore:
 
     def read_report(self, project: str, run_id: str) -> str | None:
         """The highest published version of a run's report, or None."""
-        latest, token = None, None
-        while True:
-            page = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=report_prefix(project, run_id),
-                                           **({"ContinuationToken": token} if token else {}))
-            keys = [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(".json")]
-            latest = max([latest, *keys], key=lambda k: k or "") if keys else latest
-            token = page.get("NextContinuationToken")
-            if not token:
-                break
+        latest = max((k for k in self._keys(report_prefix(project, run_id)) if k.endswith(".json")), default=None)
         if latest is None:
             return None
         return self.s3.get_object(Bucket=self.bucket, Key=latest)["Body"].read().decode()

@@ -11,8 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from .lambda_context import LocalContext
+from .limits import HTTP_API_PAYLOAD, LAMBDA_SYNC_PAYLOAD, payload_bytes
 
-MAX_BODY = 10 * 1024 * 1024  # API Gateway's payload limit
+MAX_BODY = HTTP_API_PAYLOAD
+SERVER_ERROR = {"statusCode": 500, "headers": {"content-type": "application/json"},
+                "body": json.dumps({"message": "Internal Server Error"})}  # what API Gateway answers when the function fails
 TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
 
 
@@ -59,13 +62,21 @@ def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.
             body = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
             event = http_api_event(self.command, self.path, headers, body, self.client_address[0])
+            if payload_bytes(event) > LAMBDA_SYNC_PAYLOAD:  # Lambda refuses the invocation: API Gateway says 413
+                self._answer(413, {"content-type": "application/json"},
+                             json.dumps({"message": "Request Entity Too Large"}).encode())
+                return
             try:
                 with instance:
                     result = handler(event, LocalContext("codspeed-api"))
-            except Exception:  # what API Gateway answers when the function fails
+            except Exception:
                 logging.getLogger(__name__).exception("api handler failed")
-                result = {"statusCode": 500, "headers": {"content-type": "application/json"},
-                          "body": json.dumps({"message": "Internal Server Error"})}
+                result = SERVER_ERROR
+            if payload_bytes(result) > LAMBDA_SYNC_PAYLOAD:
+                logging.getLogger(__name__).error(
+                    "api response of %d bytes is over Lambda's %d-byte payload limit: API Gateway answers 500",
+                    payload_bytes(result), LAMBDA_SYNC_PAYLOAD)
+                result = SERVER_ERROR
             payload = result.get("body") or ""
             raw = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
             self._answer(result.get("statusCode", 200), result.get("headers") or {}, raw)

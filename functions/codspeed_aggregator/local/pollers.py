@@ -4,6 +4,7 @@ deleting what succeeded and leaving failed items to come back after the visibili
 import threading
 
 from .lambda_context import LocalContext
+from .limits import LAMBDA_SYNC_PAYLOAD, payload_bytes
 
 
 def sqs_event(messages: list[dict], queue_arn: str) -> dict:
@@ -39,8 +40,14 @@ class QueuePoller:
         ).get("Messages", [])
         if not messages:
             return 0
+        event = sqs_event(messages, self.arn)
+        while len(messages) > 1 and payload_bytes(event) > LAMBDA_SYNC_PAYLOAD:  # Lambda's batch stays under 6 MB
+            left = messages.pop()
+            self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=left["ReceiptHandle"],
+                                               VisibilityTimeout=0)
+            event = sqs_event(messages, self.arn)
         try:
-            result = self.handler(sqs_event(messages, self.arn), self.context) or {}
+            result = self.handler(event, self.context) or {}
         except Exception:  # a crashed invocation: every message comes back, as in Lambda
             return len(messages)
         failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}

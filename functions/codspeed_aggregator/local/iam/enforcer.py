@@ -55,7 +55,7 @@ class RoleEnforcer:
         self.policies = policies
         self.parameters_key = parameters_key
         self.seen: Counter = Counter()  # (function, action, resource family, verdict) -> calls
-        self._denied_presigns: dict[str, str] = {}  # /bucket/key presigned by a role that may not: why
+        self._denied_presigns: dict[str, str] = {}  # /bucket/key last presigned by a role that may not: why
         self._lock = threading.Lock()
 
     def attach(self, function: str, session) -> None:
@@ -71,6 +71,8 @@ class RoleEnforcer:
         if role is None:
             return
         service = model.service_model.service_name
+        if context.get("is_presign_request"):  # the latest presign of a key decides (keys are one per upload)
+            self._denied_presigns.pop(f"/{params['Bucket']}/{params['Key']}", None)
         for need in needs(service, model.name, params, REGION, ACCOUNT, self.parameters_key):
             verdict = self.policies[role].decide(need)
             with self._lock:

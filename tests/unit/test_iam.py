@@ -1,0 +1,124 @@
+"""The local stack's IAM: a policy evaluated as AWS evaluates identity policies, and each call
+mapped to the actions AWS's service authorization reference documents for it."""
+
+import pytest
+
+from codspeed_aggregator.local.iam import ALLOWED, DENIED, NOT_ALLOWED, Need, Policy, Unmapped, needs
+from codspeed_aggregator.local.iam.policy import UnsupportedCondition
+
+BUCKET = "arn:aws:s3:::b"
+
+
+def _allow(action, resource, condition=None):
+    return {"Effect": "Allow", "Action": action, "Resource": resource, **({"Condition": condition} if condition else {})}
+
+
+def test_actions_and_resources_match_with_iams_wildcards_and_nothing_else():
+    policy = Policy([_allow(["s3:Get*"], f"{BUCKET}/reports/*"), _allow("sqs:SendMessage", "arn:aws:sqs:us-east-1:1:q?")])
+    assert policy.decide(Need("s3:GetObject", f"{BUCKET}/reports/a/b/v1.json")) == ALLOWED
+    assert policy.decide(Need("S3:getobject", f"{BUCKET}/reports/x")) == ALLOWED  # actions ignore case
+    assert policy.decide(Need("s3:GetObject", f"{BUCKET}/Reports/x")) == NOT_ALLOWED  # resources do not
+    assert policy.decide(Need("s3:PutObject", f"{BUCKET}/reports/x")) == NOT_ALLOWED
+    assert policy.decide(Need("sqs:SendMessage", "arn:aws:sqs:us-east-1:1:q1")) == ALLOWED
+    assert policy.decide(Need("sqs:SendMessage", "arn:aws:sqs:us-east-1:1:q12")) == NOT_ALLOWED
+    assert Policy([_allow("s3:GetObject", f"{BUCKET}/a[b]/*")]).decide(Need("s3:GetObject", f"{BUCKET}/ab/x")) == NOT_ALLOWED
+
+
+def test_an_explicit_deny_wins_over_any_allow():
+    policy = Policy([_allow("s3:*", f"{BUCKET}/*"), {"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "*"}])
+    assert policy.decide(Need("s3:DeleteObject", f"{BUCKET}/x")) == DENIED
+    assert policy.decide(Need("s3:GetObject", f"{BUCKET}/x")) == ALLOWED
+
+
+def test_a_listing_is_allowed_only_under_the_prefixes_its_condition_names():
+    policy = Policy([_allow("s3:ListBucket", BUCKET, {"StringLike": {"s3:prefix": ["bundles/*", "reports/*"]}})])
+    assert policy.decide(Need("s3:ListBucket", BUCKET, {"s3:prefix": "reports/acme/w/run/v"})) == ALLOWED
+    assert policy.decide(Need("s3:ListBucket", BUCKET, {"s3:prefix": "spool/acme"})) == NOT_ALLOWED
+    assert policy.decide(Need("s3:ListBucket", BUCKET)) == NOT_ALLOWED  # no prefix: the key is absent, no match
+
+
+@pytest.mark.parametrize("operator, present, absent", [
+    ("StringEquals", True, False), ("StringNotEquals", False, True), ("StringEqualsIfExists", True, True),
+    ("StringLike", True, False), ("StringNotLike", False, True), ("ArnLike", True, False),
+])
+def test_condition_operators_match_as_aws_documents_including_absent_keys(operator, present, absent):
+    policy = Policy([_allow("kms:Decrypt", "*", {operator: {"kms:ViaService": "ssm.us-east-1.amazonaws.com"}})])
+    holds = policy.decide(Need("kms:Decrypt", "k", {"kms:ViaService": "ssm.us-east-1.amazonaws.com"})) == ALLOWED
+    assert holds is present
+    assert (policy.decide(Need("kms:Decrypt", "k")) == ALLOWED) is absent
+
+
+def test_null_and_bool_conditions():
+    null = Policy([_allow("s3:PutObject", "*", {"Null": {"s3:x-amz-server-side-encryption": "true"}})])
+    assert null.decide(Need("s3:PutObject", "o")) == ALLOWED
+    assert null.decide(Need("s3:PutObject", "o", {"s3:x-amz-server-side-encryption": "aws:kms"})) == NOT_ALLOWED
+    tls = Policy([_allow("s3:GetObject", "*", {"Bool": {"aws:SecureTransport": "true"}})])
+    assert tls.decide(Need("s3:GetObject", "o", {"aws:SecureTransport": "true"})) == ALLOWED
+    assert tls.decide(Need("s3:GetObject", "o", {"aws:SecureTransport": "false"})) == NOT_ALLOWED
+
+
+def test_what_this_evaluator_does_not_know_is_refused_not_guessed():
+    with pytest.raises(UnsupportedCondition, match="ForAnyValue:StringLike on aws:TagKeys"):
+        Policy([_allow("s3:GetObject", "*", {"ForAnyValue:StringLike": {"aws:TagKeys": "a*"}})]).decide(Need("s3:GetObject", "o"))
+    with pytest.raises(UnsupportedCondition, match="DateGreaterThan"):
+        Policy([_allow("s3:GetObject", "*", {"DateGreaterThan": {"aws:CurrentTime": "2026"}})]).decide(Need("s3:GetObject", "o"))
+    with pytest.raises(UnsupportedCondition, match="NotAction"):
+        Policy([{"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"}]).decide(Need("s3:GetObject", "o"))
+
+
+def _actions(service, operation, params, key=None):
+    return [(n.action, n.resource, n.context) for n in needs(service, operation, params, "us-east-1", "123", key)]
+
+
+def test_an_object_read_at_a_version_needs_get_object_version():
+    assert _actions("s3", "GetObject", {"Bucket": "b", "Key": "spool/a.tar.gz"}) == [("s3:GetObject", f"{BUCKET}/spool/a.tar.gz", {})]
+    assert _actions("s3", "GetObject", {"Bucket": "b", "Key": "k", "VersionId": "v"}) == [("s3:GetObjectVersion", f"{BUCKET}/k", {})]
+    assert _actions("s3", "HeadObject", {"Bucket": "b", "Key": "k", "VersionId": "v"})[0][0] == "s3:GetObjectVersion"
+    assert _actions("s3", "PutObjectTagging", {"Bucket": "b", "Key": "k", "VersionId": "v"})[0][0] == "s3:PutObjectVersionTagging"
+
+
+def test_multipart_uploads_are_put_object_and_a_tagged_put_also_needs_tagging():
+    for op in ("CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"):
+        assert _actions("s3", op, {"Bucket": "b", "Key": "k"}) == [("s3:PutObject", f"{BUCKET}/k", {})]
+    assert [a for a, _, _ in _actions("s3", "PutObject", {"Bucket": "b", "Key": "k", "Tagging": "a=b"})] == [
+        "s3:PutObject", "s3:PutObjectTagging"]
+    assert _actions("s3", "AbortMultipartUpload", {"Bucket": "b", "Key": "k"})[0][0] == "s3:AbortMultipartUpload"
+
+
+def test_a_listing_is_list_bucket_on_the_bucket_with_its_prefix():
+    assert _actions("s3", "ListObjectsV2", {"Bucket": "b", "Prefix": "reports/x/"}) == [
+        ("s3:ListBucket", BUCKET, {"s3:prefix": "reports/x/"})]
+    assert _actions("s3", "ListObjectsV2", {"Bucket": "b"}) == [("s3:ListBucket", BUCKET, {})]
+
+
+def test_a_transaction_needs_each_items_own_write():
+    items = [{"Update": {"TableName": "t"}}, {"Put": {"TableName": "t"}}, {"ConditionCheck": {"TableName": "u"}}]
+    assert [(a, r) for a, r, _ in _actions("dynamodb", "TransactWriteItems", {"TransactItems": items})] == [
+        ("dynamodb:UpdateItem", "arn:aws:dynamodb:us-east-1:123:table/t"), ("dynamodb:PutItem", "arn:aws:dynamodb:us-east-1:123:table/t"),
+        ("dynamodb:ConditionCheckItem", "arn:aws:dynamodb:us-east-1:123:table/u")]
+    assert _actions("dynamodb", "Query", {"TableName": "t", "IndexName": "open-runs"})[0][1] == \
+        "arn:aws:dynamodb:us-east-1:123:table/t/index/open-runs"
+    assert _actions("dynamodb", "BatchGetItem", {"RequestItems": {"t": {}}})[0][:2] == (
+        "dynamodb:BatchGetItem", "arn:aws:dynamodb:us-east-1:123:table/t")
+
+
+def test_queue_calls_name_the_queue_arn_and_batches_their_single_action():
+    url = "http://127.0.0.1:5000/123456789012/codspeed-finalize"
+    assert _actions("sqs", "SendMessageBatch", {"QueueUrl": url}) == [
+        ("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:codspeed-finalize", {})]
+    assert _actions("sqs", "ChangeMessageVisibility", {"QueueUrl": url})[0][0] == "sqs:ChangeMessageVisibility"
+
+
+def test_a_secure_string_read_with_a_customer_key_also_needs_kms_decrypt_through_ssm():
+    params = {"Name": "/codspeed-aggregator/api-token", "WithDecryption": True}
+    assert _actions("ssm", "GetParameter", params) == [
+        ("ssm:GetParameter", "arn:aws:ssm:us-east-1:123:parameter/codspeed-aggregator/api-token", {})]
+    assert _actions("ssm", "GetParameter", params, key="arn:aws:kms:us-east-1:123:key/k")[1] == (
+        "kms:Decrypt", "arn:aws:kms:us-east-1:123:key/k", {"kms:ViaService": "ssm.us-east-1.amazonaws.com"})
+
+
+def test_a_call_with_no_mapping_is_refused_by_name():
+    with pytest.raises(Unmapped, match=r"no IAM mapping for s3.CopyObject: add it to codspeed_aggregator.local.iam.calls"):
+        needs("s3", "CopyObject", {"Bucket": "b", "Key": "k"}, "us-east-1", "123")
+    with pytest.raises(Unmapped, match="dynamodb.TransactGetItems"):
+        needs("dynamodb", "TransactGetItems", {}, "us-east-1", "123")
