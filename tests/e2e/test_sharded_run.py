@@ -86,6 +86,27 @@ def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack,
     assert _normalized(stack, project, run_id) == [".index.json"] * 3
 
 
+def test_a_run_over_the_benchmark_limit_reaches_the_upstream_in_parts_each_merged_by_its_own_finalizer(
+        stack, project, run_id, tmp_path):
+    """CodSpeed takes at most 1000 benchmarks an upload: 3 shards of 400 go as 2 parts, the second
+    queued by the first finalizer and merged by another invocation, each under the finalizer's role."""
+    folders = [make_profile_folder(tmp_path / f"shard-{i}", 4242, [f"tests/test_{i}.py::test_bench_{j}" for j in range(400)])
+               for i in range(1, 4)]
+    pushes = [_client(stack, "push", "--shard", f"{i}/3", "--profile-folder", str(folder), *_common(project, run_id))
+              for i, folder in enumerate(folders, start=1)]
+    assert [p.wait(timeout=120) for p in pushes] == [0, 0, 0]
+    final = _final(stack, project, run_id)
+    assert final["state"] == "forwarded" and "in 2 uploads" in final["upstream"]["message"], final["upstream"]
+    uploads = stack.upstream.uploads(run_id)
+    counted = []
+    for upload in uploads:
+        with tarfile.open(upload / "archive.tar.gz") as tar:
+            counted.append(sum(len(re.findall(rb"Client Request: tests/", tar.extractfile(m).read()))
+                               for m in tar.getmembers() if m.name.endswith(".out")))
+    assert len(uploads) == 2 and sorted(counted) == [400, 800] and all(c <= 1000 for c in counted)
+    assert not [r for r in stack.enforcer.refusals() if r[0] == "FinalizerFunction"]
+
+
 def test_an_archive_made_with_tar_is_pushed_as_it_is_and_merged_with_a_folder(stack, project, run_id, tmp_path):
     folder, packed = _folders(tmp_path, 2, pid=5151)
     archive = tmp_path / "shard-2.tar.gz"
