@@ -324,6 +324,7 @@ class Verifier:
         self._object_crc = crc32(NORMALIZED_HEADER)
         self._segment_start = self._position
         self._inflate = inflater()
+        self._inflated_bytes, self._inflated_crc = 0, 0  # what the current segment inflated to
         self._trailer = b""
         self._pieces = self._inflated_object()
         self._rest = b""
@@ -368,6 +369,8 @@ class Verifier:
             except Exception as exc:  # zlib's or isal's error: a segment refers to bytes before it, or worse
                 raise NotNormalized(f"a segment does not inflate alone ({exc})") from exc
             if data:
+                self._inflated_bytes += len(data)
+                self._inflated_crc = self._crc32(data, self._inflated_crc)
                 self._walker.feed(data)
                 yield data
             packed = self._inflate.unused_data if self._inflate.eof else self._inflate.unconsumed_tail
@@ -383,11 +386,23 @@ class Verifier:
         (cut, ends), *others = self._walker.unplaced
         if others or ends != self._walker.size:
             raise NotNormalized(f"a {cut[0]} segment does not end where the tar's member does (byte {ends})")
+        self._check_inflated(cut, ends)
         if not closed(self._inflate):
             raise NotNormalized(f"a {cut[0]} segment does not end with a full flush (byte {ends})")
-        cut[1], cut[2] = self._segment_start, self._position - self._segment_start
+        self._place(cut, self._position)
         self._walker.unplaced.clear()
-        self._inflate, self._segment_start = self._inflater(), self._position
+        self._inflate = self._inflater()
+
+    def _check_inflated(self, cut: list, ends: int) -> None:
+        """The compressed bytes placed for a cut inflate, alone, to exactly its bytes: a walk that
+        holds bytes back (a callgrind head until its pid: line) must not let a segment run past them."""
+        if (self._inflated_bytes, self._inflated_crc) != (cut[3], cut[4]):
+            raise NotNormalized(f"a {cut[0]} segment inflates to {self._inflated_bytes} bytes where the tar's "
+                                f"{cut[0]} is {cut[3]} (byte {ends})")
+
+    def _place(self, cut: list, end: int) -> None:
+        cut[1], cut[2] = self._segment_start, end - self._segment_start
+        self._segment_start, self._inflated_bytes, self._inflated_crc = end, 0, 0
 
     def _finish(self) -> None:
         if not self._inflate.eof:
@@ -402,11 +417,17 @@ class Verifier:
         index = self._walker.close()
         if index is None or self._walker.broken:
             return  # a tar the normalizer cannot cut: validation says why, or it is merged as it is
-        *others, (end, _) = self._walker.unplaced or [(index["end"], 0)]
-        if others:
-            raise NotNormalized(f"a {others[0][0][0]} segment does not end with a full flush")
-        if end is not None:
-            end[1], end[2] = self._segment_start, self._position - 8 - self._segment_start
+        # Only the end-of-archive segment may hold the final block: a splice re-encodes it, and
+        # copies every member's segments into the middle of another stream.
+        unplaced = self._walker.unplaced
+        if unplaced and unplaced[-1][0] is not index["end"] or len(unplaced) > 1:
+            cut = unplaced[0][0]
+            raise NotNormalized(f"a {cut[0]} segment ends the deflate stream: it cannot be copied into another")
+        if unplaced:
+            self._check_inflated(*unplaced[0])
+            self._place(index["end"], self._position - 8)
+        elif self._inflated_bytes:
+            raise NotNormalized("the deflate stream holds bytes after the tar's last segment")
         index["object"] = {"size": self._position, "crc32": self._object_crc}
         self.index = index
 
@@ -440,13 +461,16 @@ class Normalizing:
         """The index (of the bundle itself when it was verified, else of the normalized copy), when
         its members are exactly those validation read (``BundleSummary.listing``): the splice
         writes the members the index lists, so a tar that ``tarfile`` reads otherwise than this
-        walk (a PAX header that overrides a size or an mtime, say) is not spliced, but merged
-        from what validation read. None otherwise, or when the tar could not be cut."""
+        walk (a PAX header that overrides a size, or an mtime by a second or more) is not spliced,
+        but merged from what validation read. A sub-second mtime (Python's tarfile writes one in
+        PAX) is harmless: the merged archive's GNU headers hold whole seconds either way. None
+        otherwise, or when the tar could not be cut."""
         if self.verifier is not None:
             index = self.verifier.index
         else:
             index = self._normalizer.close() if self._normalizer is not None else None
-        if index is None or [(m["name"], m["type"], m["size"], m["mode"], m["mtime"]) for m in index["members"]] != listing:
+        if index is None or [(m["name"], m["type"], m["size"], m["mode"], m["mtime"]) for m in index["members"]] != \
+                [(name, kind, size, mode, int(mtime)) for name, kind, size, mode, mtime in listing]:
             return None
         return index
 

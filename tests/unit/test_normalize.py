@@ -122,7 +122,7 @@ def _tar() -> bytes:
 def test_a_marked_bundle_with_one_unbroken_deflate_stream_is_not_normalized():
     tar = _tar()
     comp = zlib.compressobj(6, zlib.DEFLATED, -15)
-    with pytest.raises(NotNormalized, match="does not end with a full flush"):
+    with pytest.raises(NotNormalized, match="a header segment ends the deflate stream: it cannot be copied into another"):
         verified(_marked(comp.compress(tar) + comp.flush(), tar))
 
 
@@ -240,7 +240,7 @@ def _pax_overridden(field: str, value: str) -> bytes:
     return raw.getvalue()
 
 
-@pytest.mark.parametrize("field, value", [("size", "3"), ("mtime", "1700000000.5")])
+@pytest.mark.parametrize("field, value", [("size", "3"), ("mtime", "1700000005")])
 @pytest.mark.parametrize("marked", [True, False])
 def test_a_tar_read_otherwise_than_its_headers_say_is_not_indexed(field, value, marked):
     tar = _pax_overridden(field, value)
@@ -252,3 +252,86 @@ def test_a_tar_read_otherwise_than_its_headers_say_is_not_indexed(field, value, 
     assert reading.close(summary.listing) is None  # merged from what validation read, never spliced
     listed = dict((path, rest) for path, *rest in summary.listing)
     assert listed["runner.log"][1] == (3 if field == "size" else 11)  # "runner log\n": tarfile's view
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_a_sub_second_pax_mtime_is_harmless_the_bundle_is_indexed_and_spliced_as_the_merge_writes_it(marked):
+    from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
+    from codspeed_aggregator.domain.splice import NormalizedShard, splice
+
+    tar = _pax_overridden("mtime", "1700000000.5")  # what Python's tarfile writes for a file modified mid-second
+    bundle = packed(tar)[0] if marked else gzip.compress(tar)
+    out = io.BytesIO()
+    reading = normalizing(out)
+    summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
+    index = reading.close(summary.listing)
+    assert index is not None
+    copy = bundle if marked else out.getvalue()
+    spliced, merged = io.BytesIO(), io.BytesIO()
+    splice([NormalizedShard("1", tuple(summary.pids), index, lambda: io.BytesIO(copy))], spliced)
+    merge_bundles([ShardBundle("1", tuple(summary.pids), lambda: io.BytesIO(bundle))], merged)
+    with tarfile.open(fileobj=io.BytesIO(spliced.getvalue())) as a, tarfile.open(fileobj=io.BytesIO(merged.getvalue())) as b:
+        assert [(m.name, m.size, m.mtime) for m in a.getmembers()] == [(m.name, m.size, m.mtime) for m in b.getmembers()]
+
+
+def _cut_at(tar: bytes, cuts: list[int], finish_last: bool) -> bytes:
+    """A marked bundle of ``tar`` full-flushed at each offset of ``cuts``; the last piece ends the
+    stream with Z_FINISH (a final block of data) or, as a normalizer writes, an empty final block."""
+    comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+    pieces = [tar[a:b] for a, b in zip([0, *cuts], [*cuts, len(tar)])]
+    deflate = b"".join(comp.compress(p) + comp.flush(zlib.Z_FULL_FLUSH) for p in pieces[:-1])
+    deflate += comp.compress(pieces[-1]) + (comp.flush() if finish_last else comp.flush(zlib.Z_FULL_FLUSH) + b"\x03\x00")
+    return _marked(deflate, tar)
+
+
+def _member_cuts(tar: bytes) -> list[int]:
+    """Where a normalizer cuts ``tar``: the end of each of its segments."""
+    _, index = packed(tar)
+    ends, at = [], 0
+    for member in index["members"]:
+        for segment in member["segments"]:
+            at += segment[3]
+            ends.append(at)
+    return ends
+
+
+def _splice_after_arrival(bundle: bytes) -> bytes:
+    """What an arrival and a splice make of a bundle: verified, or normalized again when it is not."""
+    from codspeed_aggregator.domain.splice import NormalizedShard, splice
+
+    try:
+        summary, index = verified(bundle)
+        copy = bundle
+    except NotNormalized:
+        out = io.BytesIO()
+        reading = normalizing(out, verify=False)
+        summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
+        index, copy = reading.close(summary.listing), out.getvalue()
+    spliced = io.BytesIO()
+    splice([NormalizedShard("1", tuple(summary.pids), index, lambda: io.BytesIO(copy))], spliced)
+    return spliced.getvalue()
+
+
+def test_a_bundle_without_end_of_archive_whose_last_segment_finishes_the_stream_is_normalized_again():
+    tar = _tar()
+    without_end = tar[: _member_cuts(tar)[-1]]  # GNU tar reads it; its last member's padding ends it
+    bad = _cut_at(without_end, _member_cuts(without_end)[:-1], finish_last=True)
+    with pytest.raises(NotNormalized, match="a pad segment ends the deflate stream: it cannot be copied into another"):
+        verified(bad)
+    spliced = _splice_after_arrival(bad)
+    members = _members_of(gzip.decompress(spliced))  # gzip's CRC-32 and length check pass
+    assert members == _members_of(without_end)
+
+
+def test_a_header_segment_that_runs_into_the_callgrind_head_is_normalized_again():
+    tar = _tar()
+    cuts = _member_cuts(tar)
+    bad = _cut_at(tar, [cuts[0] + 13, *cuts[1:-1]], finish_last=False)  # the first flush 13 bytes into the .out head
+    with pytest.raises(NotNormalized, match="a header segment inflates to 525 bytes where the tar's header is 512"):
+        verified(bad)
+    assert _members_of(gzip.decompress(_splice_after_arrival(bad))) == _members_of(tar)
+
+
+def _members_of(tar: bytes) -> dict:
+    with tarfile.open(fileobj=io.BytesIO(tar)) as opened:
+        return {m.name.removeprefix("./"): opened.extractfile(m).read() for m in opened.getmembers() if m.isfile()}

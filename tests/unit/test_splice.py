@@ -179,3 +179,12 @@ def test_splicing_bundles_the_client_packed_as_verified_extracts_to_what_the_mer
     assert _members(spliced.getvalue()) == _members(merged.getvalue())
     assert splice_result.renumbered == merge_result.renumbered
     assert gzip.decompress(spliced.getvalue()) == _first_member_only(spliced.getvalue())
+
+
+def test_a_splice_whose_output_would_not_inflate_to_what_the_indexes_promise_is_refused_before_it_is_sent():
+    copy, index = normalized(bundle(4242, ["t::a", "t::b"]))
+    out = next(m for m in index["members"] if m["name"].endswith(".out"))
+    body = next(s for s in out["segments"] if s[0] == "body")
+    body[4] ^= 1  # the index promises other bytes than the object's: its object CRC-32 still matches
+    with pytest.raises(IndexMismatch, match=r"the spliced archive inflates to \d+ bytes \(CRC-32 \d+\), not to the \d+ bytes"):
+        splice([NormalizedShard("1", (4242,), index, lambda: io.BytesIO(copy))], io.BytesIO())

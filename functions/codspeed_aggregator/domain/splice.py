@@ -94,31 +94,66 @@ class _Cursor:
                                 f"({expected.get('size')} bytes, CRC-32 {expected.get('crc32')})")
 
 
+class _Inflated:
+    """What the spliced deflate stream inflates to, a bounded piece at a time: its CRC-32 and length."""
+
+    def __init__(self) -> None:
+        self._inflate = isal_zlib.decompressobj(-15)
+        self.crc, self.size = 0, 0
+
+    def feed(self, packed: bytes) -> None:
+        while packed:
+            try:
+                data = self._inflate.decompress(packed, CHUNK)
+            except isal_zlib.error as exc:
+                raise IndexMismatch(f"the spliced archive does not inflate ({exc})") from exc
+            self.crc, self.size = isal_zlib.crc32(data, self.crc), self.size + len(data)
+            packed = self._inflate.unconsumed_tail
+        while not self._inflate.eof and (data := self._inflate.decompress(b"", CHUNK)):
+            self.crc, self.size = isal_zlib.crc32(data, self.crc), self.size + len(data)
+
+    @property
+    def ended(self) -> bool:
+        return self._inflate.eof and not self._inflate.unused_data
+
+
 class _Spliced:
-    """The output: one gzip member whose deflate stream is the segments, in order."""
+    """The output: one gzip member whose deflate stream is the segments, in order. It is inflated
+    as it is written and must come to what the segments' indexes promise, or it is refused
+    (``IndexMismatch``) before anything is forwarded."""
 
     def __init__(self, out: BinaryIO, level: int) -> None:
         self.sink = HashingWriter(out)
         self.sink.write(GZIP_HEADER)
         self._comp = isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15)
+        self._inflated = _Inflated()
         self.crc, self.size = 0, 0
+
+    def write(self, packed: bytes) -> None:
+        self.sink.write(packed)
+        self._inflated.feed(packed)
 
     def encoded(self, data: bytes) -> None:
         """Data encoded here, as a segment of its own."""
         if data:
-            self.sink.write(self._comp.compress(data) + self._comp.flush(isal_zlib.Z_FULL_FLUSH))
+            self.write(self._comp.compress(data) + self._comp.flush(isal_zlib.Z_FULL_FLUSH))
             self.crc = zlib.crc32(data, self.crc)
             self.size += len(data)
 
     def copied(self, cursor: _Cursor, segment: list) -> None:
         """A segment of a normalized bundle, copied as it is."""
         _, offset, length, unpacked, crc = segment
-        cursor.copy(offset, length, self.sink)
+        cursor.copy(offset, length, self)
         self.crc = isal_zlib.crc32_combine(self.crc, crc, unpacked)
         self.size += unpacked
 
     def close(self) -> None:
-        self.sink.write(FINAL_BLOCK + struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
+        self.write(FINAL_BLOCK)
+        inflated = self._inflated
+        if not inflated.ended or (inflated.crc, inflated.size) != (self.crc, self.size):
+            raise IndexMismatch(f"the spliced archive inflates to {inflated.size} bytes (CRC-32 {inflated.crc}), not to "
+                                f"the {self.size} bytes (CRC-32 {self.crc}) its segments' indexes promise")
+        self.sink.write(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
 
 
 def splice(shards: list[NormalizedShard], out: BinaryIO, *, level: int = 1) -> MergeResult:
