@@ -66,11 +66,13 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
 
     monkeypatch.setattr(agg.upstream, "announce", fail_second)
     isolated.finalize_requests()
-    assert agg.finalizing.finalize(project, run_id) == "finalizing"  # part 1 sent; parts 2 and 3 queued, to merge in parallel
-    assert [(m["part"], m["reason"]) for m in isolated.finalize_requests()] == [(1, "part"), (2, "part")]
+    assert agg.finalizing.finalize(project, run_id) == "finalizing"  # planned: the 3 parts queued, to merge in parallel
+    assert [(m["part"], m["reason"]) for m in isolated.finalize_requests()] == [(0, "part"), (1, "part"), (2, "part")]
+    assert agg.finalizing.finalize(project, run_id, 0) == "finalizing"
     with pytest.raises(UpstreamError, match="upload 2 of 3: POST answered 503: injected"):
         agg.finalizing.finalize(project, run_id, 1)
     assert agg.reports.report(project, run_id).state == "forward_failed"
+    assert agg.finalizing.finalize(project, run_id) == "not_claimed"  # a part's lease holds the run: no re-plan
     assert agg.finalizing.finalize(project, run_id, 2) == "forward_failed"  # recorded all the same; the run waits for part 2
     assert agg.finalizing.finalize(project, run_id, 1) == "forwarded"  # SQS delivers part 2's message again
     assert agg.finalizing.finalize(project, run_id, 1) == "not_claimed"  # and a duplicate delivery does nothing
@@ -188,3 +190,71 @@ def test_bundles_are_tagged_for_expiry_only_once_their_run_is_final(isolated, pr
     assert tags(good) == [] and tags(bad) == []  # a failed forward keeps everything
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert tags(good) == tags(bad) == [{"Key": "run-final", "Value": "true"}]
+
+
+def test_a_part_is_never_forwarded_twice_whatever_retry_arrives_while_its_finalizer_merges(isolated, project, run_id, monkeypatch):
+    agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
+    for i in (1, 2, 3):
+        agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"])
+    isolated.finalize_requests()
+    original, raced = agg.upstream.announce, []
+
+    def announce(metadata):
+        part = metadata["runPart"]["runPartId"]
+        if part == "aggregated-part-3-of-3":
+            raise UpstreamError("POST answered 503: injected")  # the run is forward_failed while part 2 merges
+        if part == "aggregated-part-2-of-3" and not raced:
+            raced.append([agg.finalizing.finalize(project, run_id),  # the first message's retry, a minute later
+                          agg.finalizing.finalize(project, run_id, 1)])  # and a second delivery of part 2's
+        return original(metadata)
+
+    monkeypatch.setattr(agg.upstream, "announce", announce)
+    agg.finalizing.finalize(project, run_id)
+    assert agg.finalizing.finalize(project, run_id, 0) == "finalizing"
+    with pytest.raises(UpstreamError):
+        agg.finalizing.finalize(project, run_id, 2)
+    assert agg.finalizing.finalize(project, run_id, 1) == "forward_failed"  # part 2 sent, while the retries raced it
+    assert raced == [["not_claimed", "not_claimed"]]
+    monkeypatch.setattr(agg.upstream, "announce", original)
+    assert agg.finalizing.finalize(project, run_id, 2) == "forwarded"  # SQS delivers part 3's message again
+    parts = [json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in isolated.upstream.uploads(run_id)]
+    assert sorted(parts) == [1, 2, 3]  # each part once
+
+
+def test_a_run_every_part_of_which_reached_the_upstream_ends_forwarded_when_a_ledger_write_is_throttled(isolated, project, run_id):
+    from botocore.awsrequest import AWSResponse
+
+    class Recorder:
+        def __init__(self):
+            self.seen = []
+
+        def add(self, name, value, unit="Count"):
+            self.seen.append(name)
+
+    metrics = Recorder()
+    agg = replace(isolated.aggregator, metrics=metrics)
+    for i in (1, 2):
+        agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4242 + i), total=2)["key"])
+    throttled = []
+
+    def note(params, context, **_):
+        values = params.get("ExpressionAttributeValues") or {}
+        context["throttle"] = values.get(":s") == {"S": "forwarded"} and not throttled
+
+    def throttle(context, **_):
+        if context.get("throttle"):
+            throttled.append(1)
+            return AWSResponse("https://dynamodb.us-east-1.amazonaws.com", 400, {}, None), {
+                "Error": {"Code": "ThrottlingException", "Message": "Rate of requests exceeds the allowed throughput."},
+                "ResponseMetadata": {"HTTPStatusCode": 400}}
+
+    events = agg.ledger.db.meta.events
+    events.register("before-parameter-build.dynamodb.UpdateItem", note, unique_id="throttle-note")
+    events.register_first("before-call.dynamodb.UpdateItem", throttle, unique_id="throttle")
+    try:
+        assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    finally:
+        events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="throttle-note")
+        events.unregister("before-call.dynamodb.UpdateItem", unique_id="throttle")
+    assert throttled == [1] and "ForwardFailed" not in metrics.seen and "ForwardSucceeded" in metrics.seen
+    assert agg.reports.report(project, run_id).state == "forwarded" and len(isolated.upstream.uploads(run_id)) == 1

@@ -147,12 +147,15 @@ def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, p
     for i in (1, 2):
         agg.arrivals.record(_push(agg, project, run_id, str(i), bundle(40 + i, [f"t{i}::{j}" for j in range(3)]), total=2))
     isolated.finalize_requests()
+    assert agg.finalizing.finalize(project, run_id) == "finalizing"  # planned with no baseline; its 2 parts queued
+    parts = [m["part"] for m in isolated.finalize_requests() if m["run_id"] == run_id]
     with mock.patch.object(agg.upstream, "announce", side_effect=UpstreamError("POST answered 503: injected")):
-        with pytest.raises(UpstreamError):
-            agg.finalizing.finalize(project, run_id)  # planned with no baseline; nothing sent
+        for part in parts:
+            with pytest.raises(UpstreamError):
+                agg.finalizing.finalize(project, run_id, part)  # nothing sent
     for i in (1, 2):  # meanwhile another run of the branch is forwarded: a baseline now exists
         agg.arrivals.record(_push(agg, project, f"{run_id}-other", str(i), bundle(50 + i), total=2))
     assert isolated.finalize_all(project, f"{run_id}-other", agg) == "forwarded"
-    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+    assert [agg.finalizing.finalize(project, run_id, part) for part in parts][-1] == "forwarded"  # SQS redelivers each
     assert agg.ledger.reads.snapshot(project, run_id).run.plan["baseline"] is None
     assert agg.reports.report(project, run_id).baseline is None

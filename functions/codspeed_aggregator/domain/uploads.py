@@ -9,6 +9,7 @@ run part of the same upstream run. A run of a single shard is forwarded as it wa
 whatever its executor.
 """
 
+import hashlib
 from dataclasses import dataclass
 
 from codspeed_rules.bundle import VALGRIND
@@ -20,6 +21,13 @@ from .ledger import ShardRecord
 class Upload:
     shards: tuple[str, ...]
     merged: bool  # False: one shard's archive and metadata, forwarded as its uploader sent them
+
+
+def part_id(upload: Upload, shards: dict[str, ShardRecord]) -> str:
+    """A stable id of what an upload holds (its shards, at the objects validated), not of where it
+    stands in a plan: a part is claimed, and forwarded, under it."""
+    held = "\n".join(f"{name}={shards[name].key}@{shards[name].version_id}" for name in upload.shards)
+    return hashlib.sha256(held.encode()).hexdigest()[:24]
 
 
 MAX_UPLOAD_BYTES = 4 << 30  # under S3's 5 GB PUT, with room for the merge's own bytes

@@ -5,6 +5,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from botocore.exceptions import ClientError
+
 from ..adapters.bundle_store import BundleStore
 from ..adapters.queues import FinalizeQueue
 from ..adapters.ledger import Baselines, Parts, Reads, Runs
@@ -15,10 +17,13 @@ from ..domain.keys import run_bundles_prefix
 from ..domain.retries import retry_delay
 from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, RunRecord, ShardRecord, Snapshot
 from ..domain.timestamps import epoch, iso
-from ..domain.uploads import Upload, plan_forward
+from ..domain.uploads import Upload, part_id, plan_forward
 from ..settings import Settings
 from .forward_part import ForwardPart
 from .reports import Reports
+
+
+WRITE_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,7 @@ class ForwardPlan:
     baseline_run: str | None
     base_metadata: dict | None
     uploads: list[Upload]
+    part_ids: list[str]  # what each upload holds, as it is claimed
 
 
 @dataclass
@@ -50,35 +56,69 @@ class FinalizeRun:
 
         Skipped shards are carried from the baseline run when it has them. Over CodSpeed's
         benchmark limit, or the bytes one merge may take, the run goes as several uploads (run
-        parts): the first finalizer (``part`` None) plans them, forwards the first and queues one
-        message per other part, so parts merge in parallel, each in an invocation of its own.
-        Each part that reached the upstream is recorded, so a retry sends only the rest; whoever
-        records the last one finishes the run."""
-        now, lease = int(self.clock()), self.settings.finalize_lease_seconds
+        parts): the first finalizer (``part`` None) plans them and queues one message per part, so
+        parts merge in parallel, each in an invocation of its own, and each is retried alone.
+        Every part is forwarded under a claim of its own (keyed by what it holds), so no part is
+        ever sent by two finalizers at once; each part that reached the upstream is recorded, so a
+        retry sends only the rest; whoever records the last one finishes the run."""
         if part is None:
-            claimed = self.runs.claim_finalize(project, run_id, now, lease)
-        else:
-            claimed = self.parts.claim_part(project, run_id, part, now, lease)
-        if not claimed:
-            return "not_claimed"
-        if part is None:
+            if not self.runs.claim_finalize(project, run_id, int(self.clock()), self.settings.finalize_lease_seconds):
+                return "not_claimed"
             self.reports.publish(project, run_id)  # the report says "finalizing" while it is
-        try:
-            return self._finalize_claimed(project, run_id) if part is None else self._finalize_part(project, run_id, part)
-        except Exception as exc:  # whatever it was, the attempt ends with its reason, and SQS retries it
-            message = str(exc) if isinstance(exc, UpstreamError) else f"finalizing failed: {type(exc).__name__}: {exc}"
-            self.runs.finish(project, run_id, FORWARD_FAILED, error=message,
-                             upstream={"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message})
-            if part is not None:
-                self.parts.release_part(project, run_id, part)
-            self.metrics.add("ForwardFailed", 1, "Count")
-            self.reports.publish(project, run_id)
-            raise
+            return self._failing_with_reason(project, run_id, lambda: self._finalize_claimed(project, run_id))
+        snapshot = self.reads.snapshot(project, run_id, with_names=True)
+        if snapshot is None or snapshot.run.plan is None:
+            return "not_claimed"
+        plan = self._plan(snapshot, snapshot.run.plan["baseline"])
+        if not self._claim(plan, project, run_id, part):
+            return "not_claimed"
+
+        def forward() -> str:
+            if str(part) not in snapshot.run.forwarded_parts:
+                self._forward_part(plan, project, run_id, part, snapshot.run.announced_parts.get(str(part)))
+            return self._finish_when_forwarded(plan, project, run_id)
+        return self._failing_with_reason(project, run_id, forward)
 
     def retry_later(self, receipt_handle: str, receive_count: int) -> None:
         """A finalize message that failed comes back in minutes (``retry_delay``), not after the
         queue's visibility timeout."""
         self.queue.retry_in(receipt_handle, retry_delay(receive_count))
+
+    def _failing_with_reason(self, project: str, run_id: str, work) -> str:
+        """Whatever fails, the attempt ends with its reason and SQS retries it; a run of several
+        parts keeps its lease (a part may still be at work), and a run every part of which reached
+        the upstream is never marked failed."""
+        try:
+            return work()
+        except Exception as exc:
+            message = str(exc) if isinstance(exc, UpstreamError) else f"finalizing failed: {type(exc).__name__}: {exc}"
+            now = self.reads.snapshot(project, run_id).run
+            parts = (now.plan or {}).get("parts", 1)
+            if now.plan and len(now.forwarded_parts) >= parts:
+                raise  # forwarded in full: only the ledger's last write failed, and the retry makes it
+            upstream = {"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message}
+            if parts > 1:
+                self.runs.fail_held(project, run_id, upstream, message)
+            else:
+                self.runs.finish(project, run_id, FORWARD_FAILED, error=message, upstream=upstream)
+            self.metrics.add("ForwardFailed", 1, "Count")
+            self.reports.publish(project, run_id)
+            raise
+
+    def _written(self, write, tries: int = WRITE_TRIES):
+        """A ledger write retried while DynamoDB fails it (throttled, or a server error), so that a
+        run whose every part reached the upstream ends forwarded, not failed."""
+        for attempt in range(tries):
+            try:
+                return write()
+            except ClientError:
+                if attempt == tries - 1:
+                    raise
+                self.runs.sleep(min(2.0, 0.1 * 2**attempt))
+
+    def _claim(self, plan: ForwardPlan, project: str, run_id: str, index: int) -> bool:
+        return self.parts.claim_part(project, run_id, plan.part_ids[index], int(self.clock()),
+                                     self.settings.finalize_lease_seconds)
 
     def _finalize_claimed(self, project: str, run_id: str) -> str:
         snapshot = self.reads.snapshot(project, run_id, with_names=True)
@@ -94,17 +134,11 @@ class FinalizeRun:
             plan = self._plan(snapshot, self.baselines.latest_baseline(project, branch))
             self.runs.record_plan(project, run_id, {"baseline": plan.baseline_run, "parts": len(plan.uploads)})
         todo = [i for i in range(len(plan.uploads)) if str(i) not in snapshot.run.forwarded_parts]
-        for index in todo[1:]:
-            self.queue.request(project, run_id, "part", part=index)
-        if todo:
-            self._forward_part(plan, project, run_id, todo[0], snapshot.run.announced_parts.get(str(todo[0])))
-        return self._finish_when_forwarded(plan, project, run_id)
-
-    def _finalize_part(self, project: str, run_id: str, index: int) -> str:
-        snapshot = self.reads.snapshot(project, run_id, with_names=True)
-        plan = self._plan(snapshot, snapshot.run.plan["baseline"])
-        if str(index) not in snapshot.run.forwarded_parts:
-            self._forward_part(plan, project, run_id, index, snapshot.run.announced_parts.get(str(index)))
+        if len(plan.uploads) > 1:  # each part on a message of its own: merged in parallel, retried alone
+            for index in todo:
+                self.queue.request(project, run_id, "part", part=index)
+        elif todo and self._claim(plan, project, run_id, 0):
+            self._forward_part(plan, project, run_id, 0, snapshot.run.announced_parts.get("0"))
         return self._finish_when_forwarded(plan, project, run_id)
 
     def _plan(self, snapshot: Snapshot, baseline_run: str | None) -> ForwardPlan:
@@ -116,20 +150,23 @@ class FinalizeRun:
         baseline = self.reads.snapshot(run.project, baseline_run, with_names=True) if baseline_run else None
         completion = complete(run, arrived, branch, baseline)
         shards = dict(sorted({**arrived, **completion.carried}.items()))
+        uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes)
         return ForwardPlan(
             run=run, shards=shards, completion=completion, baseline_run=baseline_run,
             base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, next(iter(arrived.values()))),
-            uploads=plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes),
+            uploads=uploads, part_ids=[part_id(upload, shards) for upload in uploads],
         )
 
     def _forward_part(self, plan: ForwardPlan, project: str, run_id: str, index: int, announced: dict | None) -> None:
+        """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once."""
         upload, parts = plan.uploads[index], len(plan.uploads)
         carried = {n: plan.completion.outcome["carried"][n] for n in upload.shards if n in plan.completion.carried}
         try:
             answer = self.forwarder.forward([plan.shards[n] for n in upload.shards], upload.merged, project, run_id,
                                             plan.base_metadata, carried, index, parts, announced)
-        except UpstreamError as exc:
-            if parts > 1:
+        except Exception as exc:
+            self.parts.release_part(project, run_id, plan.part_ids[index])
+            if parts > 1 and isinstance(exc, UpstreamError):
                 raise UpstreamError(f"upload {index + 1} of {parts}: {exc}") from exc
             raise
         self.parts.record_forwarded_part(project, run_id, index, answer)
@@ -143,9 +180,10 @@ class FinalizeRun:
         size = sum(p["size"] for p in parts)
         message = f"{len(plan.shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
         finished = self.clock()
-        if not self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome, upstream={
-            "run_id": ",".join(p["run_id"] for p in parts), "status": "success", "at": iso(finished), "message": message,
-        }):
+        upstream = {"run_id": ",".join(p["run_id"] for p in parts), "status": "success", "at": iso(finished),
+                    "message": message}
+        if not self._written(lambda: self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome,
+                                                      upstream=upstream)):
             return FORWARDED  # the finalizer of another part finished it first
         self.metrics.add("ForwardSucceeded", 1, "Count")
         self.metrics.add("MergedBytes", size, "Bytes")

@@ -7,12 +7,13 @@ from .codec import PART_PREFIX, TableItems, dump, run_pk
 
 
 class Parts(TableItems):
-    def claim_part(self, project: str, run_id: str, index: int, now: int, lease_seconds: int) -> bool:
-        """Take one upload of a finalizing run: once, unless its finalizer's lease ran out. One
-        transaction on the part's claim item and the run item: the run's lease moves on with it,
-        so the sweeper leaves a run alone while any part is worked on."""
+    def claim_part(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> bool:
+        """Take one upload (``part``: its id, ``domain.uploads.part_id``) of a finalizing run: once,
+        unless its finalizer's lease ran out. One transaction on the part's claim item and the run
+        item: the run's lease moves on with it, so neither the sweeper nor a retry takes the run
+        again while any part is worked on."""
         claim = {
-            "TableName": self.table, "Key": self.key(project, run_id, f"{PART_PREFIX}claim#{index:06d}"),
+            "TableName": self.table, "Key": self.key(project, run_id, f"{PART_PREFIX}claim#{part}"),
             "UpdateExpression": "SET lease_until = :lease, expires_at = :exp",
             "ConditionExpression": "attribute_not_exists(lease_until) OR lease_until < :now",
             "ExpressionAttributeValues": dump({":lease": now + lease_seconds, ":now": now, ":exp": self.expires_at()}),
@@ -23,9 +24,9 @@ class Parts(TableItems):
             {":lease": now + lease_seconds, ":finalizing": FINALIZING, ":failed": FORWARD_FAILED}, names={"#plan": "plan"})
         return self.transact([{"Update": claim}, {"Update": run_update}]) is None
 
-    def release_part(self, project: str, run_id: str, index: int) -> None:
+    def release_part(self, project: str, run_id: str, part: str) -> None:
         """A part's finalizer failed: its retry may take the part at once."""
-        self.db.update_item(TableName=self.table, Key=self.key(project, run_id, f"{PART_PREFIX}claim#{index:06d}"),
+        self.db.update_item(TableName=self.table, Key=self.key(project, run_id, f"{PART_PREFIX}claim#{part}"),
                             UpdateExpression="SET lease_until = :zero", ExpressionAttributeValues=dump({":zero": 0}))
 
     def record_announced_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:

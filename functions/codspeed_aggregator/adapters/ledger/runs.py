@@ -86,12 +86,13 @@ class Runs(TableItems):
         )
 
     def claim_finalize(self, project: str, run_id: str, now: int, lease_seconds: int) -> bool:
-        """Take the run for finalizing: once, unless an earlier finalizer's lease ran out or its forward failed."""
+        """Take the run for finalizing: once, unless an earlier finalizer's lease ran out or its
+        forward failed; never while a part of it holds a live lease (claims move the run's lease)."""
         return self._update_run(
             project, run_id,
             "SET #state = :finalizing, lease_until = :lease, open_pk = :stalled, deadline_at = :lease "
             "ADD rev :one, run_changes :one",
-            "#state = :open OR #state = :failed OR (#state = :finalizing AND lease_until < :now)",
+            "#state = :open OR ((#state = :failed OR #state = :finalizing) AND lease_until < :now)",
             {":finalizing": FINALIZING, ":failed": FORWARD_FAILED, ":open": OPEN, ":stalled": FINALIZING_PK,
              ":lease": now + lease_seconds, ":now": now},
         )
@@ -114,6 +115,16 @@ class Runs(TableItems):
             "#state IN (:finalizing, :failed)",
             {":s": state, ":up": upstream, ":err": error, ":outcome": outcome or {}, ":zero": 0, ":finalizing": FINALIZING,
              ":failed": FORWARD_FAILED},
+        )
+
+    def fail_held(self, project: str, run_id: str, upstream: dict, error: str) -> bool:
+        """Record that a part of a run forwarded in several failed, keeping the run's lease and its
+        place among the runs being finalized: no retry takes the run while another part may still
+        be at work, and the sweeper brings it back once the last lease has run out."""
+        return self._update_run(
+            project, run_id, "SET #state = :s, upstream = :up, forward_error = :err ADD rev :one, run_changes :one",
+            "#state IN (:finalizing, :failed)",
+            {":s": FORWARD_FAILED, ":up": upstream, ":err": error, ":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
         )
 
     def touch(self, project: str, run_id: str) -> bool:
