@@ -330,7 +330,10 @@ def _check_header(member: tarfile.TarInfo, summary: BundleSummary, limits: Bundl
 def _check_out(path: str, pid: int, head: bytes, summary: BundleSummary) -> None:
     if not looks_like_callgrind(head):
         raise BadBundle(f"{path} is not a callgrind file (no '# callgrind format' or 'version:' first line)")
-    declared = header_pid(head)
+    whole = len(head) < HEADER_BYTES  # else the file goes on past its head, and so may the head's last line
+    declared = header_pid(head, whole)
+    if declared is None and header_pid(head) is not None:
+        raise BadBundle(f"{path}'s 'pid:' line runs past its first {HEADER_BYTES // 1024} KiB: its pid cannot be read whole")
     if declared is None:
         raise BadBundle(f"{path} has no 'pid:' header line")
     if declared != str(pid):

@@ -11,9 +11,11 @@ METADATA_TRIGGER = b"Metadata:"
 HEADER_BYTES = 64 * 1024
 
 
-def header_pid(head: bytes) -> str | None:
-    """The pid the file's header declares, as written, or None when it has no ``pid:`` line."""
-    match = PID_LINE.search(head)
+def header_pid(head: bytes, whole: bool = True) -> str | None:
+    """The pid the file's header declares, as written, or None when it has no ``pid:`` line.
+    ``whole``: ``head`` is the whole file; else its last line may go on past it, and is not read
+    (a ``pid:`` line cut there would read as another pid)."""
+    match = PID_LINE.search(head if whole else head[: head.rfind(b"\n") + 1])
     return match.group(1).decode() if match else None
 
 

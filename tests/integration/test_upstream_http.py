@@ -89,3 +89,78 @@ def test_a_gzip_encoded_answer_is_read_as_json():
         assert client.announce({"version": 10}).runId == "r1"
     finally:
         server.shutdown()
+
+
+class _Redirecting(BaseHTTPRequestHandler):
+    """Answers 307 to ``target`` (as S3 does for a bucket new outside us-east-1), reading nothing."""
+
+    target = ""
+
+    def _redirect(self) -> None:
+        self.send_response(307)
+        self.send_header("Location", self.target + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_PUT = _redirect
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+class _Receiving(BaseHTTPRequestHandler):
+    """Keeps what it is sent: method, path, headers, body."""
+
+    received = []
+
+    def _keep(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.received.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        answer = json.dumps(GRANT).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    do_POST = do_PUT = _keep
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_307_is_followed_with_the_whole_body_and_no_token_goes_to_another_host():
+    import base64
+    import hashlib
+
+    receiver = _serve(_Receiving)
+    _Redirecting.target = f"http://localhost:{receiver.server_address[1]}"  # another host name, on loopback
+    redirecting = _serve(_Redirecting)
+    try:
+        client = UpstreamClient(f"http://127.0.0.1:{redirecting.server_address[1]}/upload", "secret-token", timeout=5)
+        accepted = client.announce({"version": 10})
+        archive = b"\x1f\x8b" + bytes(range(256)) * 400
+        md5 = base64.b64encode(hashlib.md5(archive).digest()).decode()
+        client.put(f"http://127.0.0.1:{redirecting.server_address[1]}/archive/x", io.BytesIO(archive), len(archive), md5)
+    finally:
+        redirecting.shutdown()
+        receiver.shutdown()
+    (post, post_path, post_headers, _), (put, put_path, put_headers, body) = _Receiving.received[-2:]
+    assert accepted.runId == "r1" and (post, post_path, put, put_path) == ("POST", "/upload", "PUT", "/archive/x")
+    assert "authorization" not in post_headers  # the token was for 127.0.0.1, not for localhost
+    assert body == archive and put_headers["content-md5"] == md5
+
+
+def test_a_redirect_to_plain_http_elsewhere_or_past_three_hops_is_refused():
+    from codspeed_aggregator.adapters.upstream_http import UpstreamRefused
+
+    _Redirecting.target = "http://upstream.example"
+    redirecting = _serve(_Redirecting)
+    try:
+        client = UpstreamClient(f"http://127.0.0.1:{redirecting.server_address[1]}/upload", "t", timeout=5, attempts=1)
+        with pytest.raises(UpstreamRefused, match=r"redirected to http://upstream.example/upload: a redirect is followed to https only"):
+            client.announce({"version": 10})
+        _Redirecting.target = f"http://127.0.0.1:{redirecting.server_address[1]}"  # to itself, for ever
+        with pytest.raises(UpstreamError, match="redirected more than 3 times"):
+            client.announce({"version": 10})
+    finally:
+        redirecting.shutdown()

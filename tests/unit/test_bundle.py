@@ -110,3 +110,17 @@ def test_a_plain_tar_is_checked_as_strictly_as_a_gzip_one():
         validate_bundle(io.BytesIO(plain))
     with pytest.raises(BadBundle, match="neither gzip-compressed nor a tar archive"):
         validate_bundle(io.BytesIO(b"x" * 1024), "walltime")
+
+
+def test_a_pid_line_cut_by_the_64_kib_head_is_refused_not_read_as_another_pid():
+    from codspeed_rules.callgrind import HEADER_BYTES
+
+    head = b"# callgrind format\nversion: 1\ncreator: callgrind-3.19.0\ncmd: python\n"
+    filler = b"# " + b"x" * (HEADER_BYTES - len(head) - 2 - 1 - len(b"pid: 42")) + b"\n"
+    content = head + filler + b"pid: 4242\n" + b"fl=a.py\n"  # the head ends inside the line: 'pid: 42'
+    assert len(head + filler) + len(b"pid: 42") == HEADER_BYTES
+    # named 42.out, it would pass as pid 42, and its real 'pid: 4242' line would never be renumbered
+    with pytest.raises(BadBundle, match=r"42.out's 'pid:' line runs past its first 64 KiB: its pid cannot be read whole"):
+        validate_bundle(io.BytesIO(tar_gz({"./42.out": content})))
+    whole = head + b"pid: 42\n" + filler  # a pid line within the head: read
+    assert validate_bundle(io.BytesIO(tar_gz({"./42.out": whole}))).pids == [42]

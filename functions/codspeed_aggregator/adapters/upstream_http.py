@@ -9,6 +9,7 @@ import random
 import time
 from collections.abc import Callable
 from typing import BinaryIO
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
@@ -17,6 +18,7 @@ from codspeed_wire.upstream import UploadAccepted
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 MIN_PUT_RATE = 512 * 1024  # bytes per second: an upload slower than this has stalled
 MAX_ANSWER = 1 << 20  # an upload grant is a few hundred bytes
+MAX_REDIRECTS = 3
 
 
 class TooSlow(requests.Timeout):
@@ -43,6 +45,17 @@ class UpstreamRefused(UpstreamError):
     """A 4xx other than 429: asking again the same way will not help."""
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _check_redirect(origin: str, target: str) -> None:
+    """Follow only to https (or, from the local stand-in on loopback, to loopback)."""
+    to = urlsplit(target)
+    local = urlsplit(origin).hostname in LOOPBACK and to.hostname in LOOPBACK
+    if to.scheme != "https" and not (local and to.scheme == "http"):
+        raise UpstreamRefused(f"the upstream redirected to {target}: a redirect is followed to https only")
+
+
 class UpstreamClient:
     def __init__(self, url: str, token: str | None, timeout: float = 60, attempts: int = 3, backoff: float = 1.0,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -54,14 +67,29 @@ class UpstreamClient:
         self.sleep = sleep
         self.http = requests.Session()
 
-    def _bounded(self, method: str, url: str, budget: float, **kwargs) -> requests.Response:
+    def _bounded(self, method: str, url: str, budget: float, *, data: BinaryIO | None = None,
+                 headers: dict | None = None, **kwargs) -> requests.Response:
         """One request that ends within ``budget`` seconds however slowly the peer reads or
         answers (``timeout`` alone bounds each read: an upstream trickling a byte at a time
-        would hold the finalizer until the function's own timeout)."""
-        deadline = time.monotonic() + budget
-        if hasattr(kwargs.get("data"), "read"):
-            kwargs["data"] = _Deadline(kwargs["data"], deadline, budget)
-        answer = self.http.request(method, url, stream=True, timeout=self.timeout, **kwargs)
+        would hold the finalizer until the function's own timeout). A 307 or 308 is followed,
+        the body sent again from its start (S3 answers 307 for a new bucket outside us-east-1)."""
+        deadline, headers = time.monotonic() + budget, dict(headers or {})
+        for hop in range(MAX_REDIRECTS + 1):
+            if data is not None and hop:
+                data.seek(0)
+            body = _Deadline(data, deadline, budget) if data is not None else None
+            answer = self.http.request(method, url, stream=True, timeout=self.timeout, allow_redirects=False,
+                                       data=body, headers=headers, **kwargs)
+            if answer.status_code not in (307, 308) or not answer.headers.get("location"):
+                break
+            answer.close()
+            if hop == MAX_REDIRECTS:
+                raise UpstreamError(f"{method} {url} redirected more than {MAX_REDIRECTS} times")
+            target = urljoin(url, answer.headers["location"])
+            _check_redirect(url, target)
+            if urlsplit(target).netloc != urlsplit(url).netloc:
+                headers.pop("Authorization", None)  # the token is the upstream's, never another host's
+            url = target
         content = bytearray()
         with answer:
             while chunk := answer.raw.read1(65536, decode_content=True):
