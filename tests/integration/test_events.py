@@ -2,6 +2,7 @@
 
 import json
 from pathlib import Path
+from urllib.parse import unquote_plus
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     refused_before = set(stack.enforcer.refusals())
     status, grant = _api("api-request-upload.json")
-    assert status == 201 and grant["key"].startswith("bundles/acme/widgets/7044765741/2/")
+    assert status == 201 and grant["key"].startswith("bundles/acme%2Fwidgets/7044765741/2/")  # the project: one segment
 
     status, accepted = _api("api-drop-in-upload.json")
     assert status == 200 and accepted["status"] == "success" and accepted["runId"] == "7044765742"
@@ -51,7 +52,7 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     # The arrival event names a bundle key: make that bundle and its upload record real.
     record = _event("arrivals-s3-object-created.json")
-    key = json.loads(record["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"]
+    key = unquote_plus(json.loads(record["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"])  # as S3 encodes it
     upload_id = key.rsplit("/", 1)[1].removesuffix(".tar.gz")
     from tests.isolated import on_stack
 
@@ -152,7 +153,7 @@ def test_an_arrivals_batch_out_of_time_sends_the_rest_again_as_new_messages_not_
               "attributes": {**event["Records"][0]["attributes"], "ApproximateReceiveCount": "5"}}
     event["Records"].append(second)
     body = json.loads(second["body"])
-    body["Records"][0]["s3"]["object"]["key"] = "bundles/acme/budget/run-1/1/nobody-granted-this.tar.gz"
+    body["Records"][0]["s3"]["object"]["key"] = "bundles/acme%252Fbudget/run-1/1/nobody-granted-this.tar.gz"
     for record in event["Records"]:
         record["body"] = json.dumps(body)
     with _Sent("arrivals", "sqs", "SendMessage") as sent:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from codspeed_aggregator.domain.keys import spool_key
 from codspeed_aggregator.local.upstream_stub import archive_of
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
@@ -82,7 +83,7 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
     parts = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in uploads)
     assert parts == [1, 2, 3]
     assert "in 3 uploads" in agg.reports.report(project, run_id).upstream.message
-    spooled = agg.store.s3.list_objects_v2(Bucket=agg.store.bucket, Prefix=f"spool/{project}/{run_id}/")["Contents"]
+    spooled = agg.store.s3.list_objects_v2(Bucket=agg.store.bucket, Prefix=spool_key(project, run_id, 0).rsplit("/", 1)[0] + "/")["Contents"]
     assert sorted((o["Key"].rsplit("/", 1)[1], o["Size"]) for o in spooled) == sorted(
         (f"part-{json.loads((u / 'metadata.json').read_text())['runPart']['metadata']['part'] - 1:04d}.tar.gz",
          archive_of(u).stat().st_size) for u in uploads)

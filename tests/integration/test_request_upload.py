@@ -18,7 +18,7 @@ def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expi
     assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
     assert int(query["X-Amz-Expires"][0]) <= 900
     assert set(query["X-Amz-SignedHeaders"][0].split(";")) >= {"content-md5", "content-length", "content-type", "host"}
-    assert grant.key.startswith(f"bundles/{project}/{run_id}/1/")
+    assert grant.key.startswith(f"bundles/{project.replace('/', '%2F')}/{run_id}/1/")  # the project: one key segment
     assert grant.headers == {"Content-MD5": md5_b64(data), "Content-Length": str(len(data)), "Content-Type": "application/gzip"}
 
 

@@ -53,6 +53,7 @@ def test_a_url_presigned_by_a_role_that_may_not_put_is_refused_when_used(stack):
 def test_a_use_case_driven_by_hand_is_held_to_the_role_of_the_function_that_runs_it(isolated, project, run_id):
     from unittest import mock
 
+    from codspeed_aggregator.domain.keys import bundle_key
     from codspeed_aggregator.local.iam import acting_function
     from codspeed_wire.api import CloseRequest
 
@@ -70,5 +71,5 @@ def test_a_use_case_driven_by_hand_is_held_to_the_role_of_the_function_that_runs
         with pytest.raises(Exception, match="no run"):
             agg.closing.close(CloseRequest(project=project, run_id=run_id))
         with pytest.raises(ZeroDivisionError):
-            agg.arrivals.record(f"bundles/{project}/{run_id}/1/0123abcd.tar.gz")
+            agg.arrivals.record(bundle_key(project, run_id, "1", "0123abcd"))
     assert seen == ["SweeperFunction", "SweeperFunction", "ApiFunction", "ArrivalsFunction"]

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from botocore.exceptions import ClientError
 
-from ..domain.keys import report_key, report_prefix
+from ..domain.keys import is_report_key, legacy_report_prefix, report_key, report_prefix
 
 FINAL_TAG = "run-final"  # template.yaml's lifecycle rule expires bundles carrying it
 
@@ -218,7 +218,11 @@ class BundleStore:
 
     def read_report(self, project: str, run_id: str) -> str | None:
         """The highest published version of a run's report, or None."""
-        latest = max((k for k in self._keys(report_prefix(project, run_id)) if k.endswith(".json")), default=None)
+        latest = None
+        for prefix in (report_prefix(project, run_id), legacy_report_prefix(project, run_id)):  # the latter for one release
+            latest = max((k for k in self._keys(prefix) if is_report_key(prefix, k)), default=None)
+            if latest is not None:
+                break
         if latest is None:
             return None
         return self.s3.get_object(Bucket=self.bucket, Key=latest)["Body"].read().decode()

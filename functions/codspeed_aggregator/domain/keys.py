@@ -1,16 +1,29 @@
-"""Where things live in the bucket."""
+"""Where things live in the bucket.
+
+A project is one key segment, its ``/`` percent-encoded (``grp%2Fsub``: ``%`` is in no project
+name), so no project's keys are a prefix of another's: ``grp/sub`` and ``grp/sub/repo`` never
+share a key, a prefix or a listing, whatever their run ids. Keys of the layout before it
+(the project's own slashes in the key) are still read for one release: see ``LEGACY``."""
+
+from urllib.parse import quote, unquote
+
+from codspeed_rules.names import is_project
 
 from .errors import BadBundle
 
 BUNDLE_PREFIX = "bundles/"
 
 
+def project_segment(project: str) -> str:
+    return quote(project, safe="")
+
+
 def bundle_key(project: str, run_id: str, shard: str, upload_id: str) -> str:
-    return f"{BUNDLE_PREFIX}{project}/{run_id}/{shard}/{upload_id}.tar.gz"
+    return f"{run_bundles_prefix(project, run_id)}{shard}/{upload_id}.tar.gz"
 
 
 def run_bundles_prefix(project: str, run_id: str) -> str:
-    return f"{BUNDLE_PREFIX}{project}/{run_id}/"
+    return f"{BUNDLE_PREFIX}{project_segment(project)}/{run_id}/"
 
 
 def normalized_key(bundle: str) -> str:
@@ -24,23 +37,39 @@ def index_key(bundle: str) -> str:
 
 def spool_key(project: str, run_id: str, part: int) -> str:
     """Where the finalizer writes a merged part before sending it (expired by the bucket's lifecycle)."""
-    return f"spool/{project}/{run_id}/part-{part:04d}.tar.gz"
+    return f"spool/{project_segment(project)}/{run_id}/part-{part:04d}.tar.gz"
 
 
 def parse_bundle_key(key: str) -> tuple[str, str, str, str]:
-    """(project, run_id, shard, upload_id) of a bundle key; the project is ``owner/repo`` or, on
-    GitLab, ``group/subgroup/.../repo``: run ids and shard names hold no ``/``, so it is the rest."""
+    """(project, run_id, shard, upload_id) of a bundle key. A key of the layout before this one
+    (``bundles/grp/sub/run/shard/upload``: uploads granted before a deploy) is read too: run ids
+    and shard names hold no ``/``, so the project is the rest."""
     parts = key.split("/")
-    if len(parts) < 6 or parts[0] + "/" != BUNDLE_PREFIX or not parts[-1].endswith(".tar.gz") or "" in parts:
+    if len(parts) < 5 or parts[0] + "/" != BUNDLE_PREFIX or not parts[-1].endswith(".tar.gz") or "" in parts:
         raise BadBundle(f"object key {key!r} is not a bundle key")
-    *project, run_id, shard, name = parts[1:]
-    return "/".join(project), run_id, shard, name.removesuffix(".tar.gz")
+    *segments, run_id, shard, name = parts[1:]
+    project = unquote(segments[0]) if len(segments) == 1 else "/".join(segments)
+    if not is_project(project):
+        raise BadBundle(f"object key {key!r} is not a bundle key")
+    return project, run_id, shard, name.removesuffix(".tar.gz")
 
 
 def report_prefix(project: str, run_id: str) -> str:
-    return f"reports/{project}/{run_id}/v"
+    return f"reports/{project_segment(project)}/{run_id}/v"
 
 
 def report_key(project: str, run_id: str, version: int, ext: str = "json") -> str:
     """Each report version is its own object: the highest one is the run's report."""
     return f"{report_prefix(project, run_id)}{version:010d}.{ext}"
+
+
+def legacy_report_prefix(project: str, run_id: str) -> str:
+    """Where reports were published before this layout; ``is_report_key`` tells this run's from a
+    longer project's that shares the prefix (``grp/sub`` run ``repo`` and ``grp/sub/repo``)."""
+    return f"reports/{project}/{run_id}/v"
+
+
+def is_report_key(prefix: str, key: str) -> bool:
+    """A report version directly under ``prefix`` (``v0000000012.json``), nothing deeper."""
+    rest = key.removeprefix(prefix)
+    return key.startswith(prefix) and rest.endswith(".json") and rest[:-5].isdigit() and len(rest) == 15

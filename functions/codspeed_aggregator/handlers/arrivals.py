@@ -3,19 +3,19 @@
 from urllib.parse import unquote_plus
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from ..domain.errors import BadBundle
 from ..domain.keys import BUNDLE_PREFIX, parse_bundle_key
 from ..settings import settings
+from . import sqs_batch
 from ..wiring import arrivals
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 tracer = Tracer()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def s3_objects(body: dict) -> list[tuple[str, int | None, str | None]]:
@@ -63,4 +63,5 @@ def record_handler(record: SQSRecord, lambda_context) -> None:
 @metrics.log_metrics
 def handler(event: dict, context) -> dict:
     with arrivals().reports.held():  # one report per run per batch
-        return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+        return process_partial_response(event=event, record_handler=record_handler,
+                                        processor=sqs_batch(), context=context)

@@ -1,16 +1,16 @@
 """Finalize queue: merge a run's shards and forward one upload upstream, once."""
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from codspeed_wire.queue import FinalizeMessage
+from . import sqs_batch
 from ..wiring import finalizer
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 tracer = Tracer()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def record_handler(record: SQSRecord) -> None:
@@ -28,4 +28,5 @@ def record_handler(record: SQSRecord) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict, context) -> dict:
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    return process_partial_response(event=event, record_handler=record_handler,
+                                        processor=sqs_batch(), context=context)
