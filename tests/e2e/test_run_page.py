@@ -97,9 +97,14 @@ def test_a_regression_against_the_baseline_is_flagged_first_and_the_run_list_lin
     assert "regression" in first.get_attribute("class") and "+30.0%" in first.inner_text()
     page.screenshot(path=str(tmp_path / "regression.png"), full_page=True)
 
-    page.locator("#run-list").click()  # the project's list, by its own signed link
+    assert page.locator("#run-list").count() == 0  # a run's signed link opens that run only
+
+    page.set_extra_http_headers({"Authorization": stack.token})  # a token's holder has the list
+    page.goto(f"{stack.api_url}/runs/{project}/pr-1")
+    page.locator("#run-list").click()
     assert page.locator("#runs tbody tr").count() == 2
-    page.get_by_role("link", name="pr-1").click()
+    page.set_extra_http_headers({})
+    page.get_by_role("link", name="pr-1").click()  # each run of the list by its own signed link
     assert page.locator("#run-state").inner_text() == "forwarded"
     assert page.url.startswith(f"{stack.api_url}/runs/{project}/pr-1?")
 
@@ -143,3 +148,33 @@ def test_a_tampered_expired_or_missing_link_is_refused_and_a_project_token_opens
     answer = requests.get(base, headers={"Authorization": f"Bearer {stack.token}"}, timeout=10)
     assert answer.status_code == 200 and "text/html" in answer.headers["content-type"]
     assert requests.get(url, timeout=10).status_code == 200
+
+
+def test_a_projects_list_is_its_own_even_when_a_shorter_project_has_a_run_of_its_name(stack):
+    from codspeed_aggregator.wiring import operator
+
+    group = f"grp{uuid.uuid4().hex[:6]}"
+    short, longer = f"{group}/sub", f"{group}/sub/repo"
+    _push(stack, short, "repo", "1", bundle(), total=2)  # grp/sub's run "repo": /runs/grp/sub/repo names it too
+    _push(stack, longer, "r1", "1", bundle(), total=2)
+    tokens = operator().tokens
+    listed = requests.get(f"{stack.api_url}/runs/{longer}", headers={"Authorization": tokens.create(longer)}, timeout=10)
+    assert listed.status_code == 200 and ">r1<" in listed.text
+    run = requests.get(f"{stack.api_url}/runs/{short}/repo", headers={"Authorization": tokens.create(short)}, timeout=10)
+    assert run.status_code == 200 and 'id="run-state"' in run.text
+
+
+def test_a_signed_list_link_hands_out_run_links_that_end_with_it(stack):
+    import re
+    import time
+
+    from codspeed_aggregator.auth import page_key, signed_query
+
+    project = f"acme/links-{uuid.uuid4().hex[:6]}"
+    _push(stack, project, "r1", "1", bundle(), total=2)
+    expires = int(time.time()) + 120
+    listed = requests.get(f"{stack.api_url}/runs/{project}?{signed_query(page_key(stack.webhook_secret), project, '', expires)}",
+                          timeout=10)
+    assert listed.status_code == 200
+    handed = [int(e) for e in re.findall(r"expires=(\d+)", listed.text)]
+    assert handed and all(e <= expires for e in handed)

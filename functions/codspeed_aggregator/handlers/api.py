@@ -159,8 +159,9 @@ def page(page: str):
     if not is_project(path):
         return _json(HTTPStatus.NOT_FOUND, {"error": f"no page at /runs/{page}"})
     _page_access(path, "")
-    reports, base = api().reports, _base_url()
-    runs = [(run, reports.page_url(path, run.run_id, base)) for run in reports.recent_runs(path)]
+    reports, base, query = api().reports, _base_url(), _query()
+    until = int(query["expires"]) if query.get("sig") else None  # a list's links never outlive the link it came by
+    runs = [(run, reports.page_url(path, run.run_id, base, until)) for run in reports.recent_runs(path)]
     return _html(HTTPStatus.OK, render_list(path, runs))
 
 
@@ -171,6 +172,9 @@ def _is_run_page(project: str, run_id: str) -> bool:
     query = _query()
     if query.get("sig"):  # a signed link says which page it opens
         return signed_for(api().page_key, project, run_id, query.get("expires"), query["sig"])
+    authorization = app.current_event.headers.get("authorization")
+    if authorization and _principal(authorization).project == f"{project}/{run_id}":
+        return False  # the token's own project: its list, whatever run a shorter project has of that name
     return api().reports.has_run(project, run_id)
 
 
@@ -182,7 +186,8 @@ def _run_page(project: str, run_id: str) -> Response:
         return _json(HTTPStatus.OK, report.model_dump(mode="json"))
     base = _base_url()
     refresh = "?" + urlencode({**{k: v for k, v in query.items() if k != "format"}, "format": "fragment"})
-    list_url = reports.page_url(project, "", base) if query.get("sig") else f"{base}/runs/{project}"
+    # A run's signed link opens that run only: the list is linked for a token's holder.
+    list_url = None if query.get("sig") else f"{base}/runs/{project}"
     if query.get("format") == "fragment":
         return _html(HTTPStatus.OK, render_main(report, query, refresh, list_url))
     return _html(HTTPStatus.OK, render_run(report, query, refresh, list_url))

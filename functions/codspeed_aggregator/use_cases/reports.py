@@ -111,12 +111,14 @@ class Reports:
         """A run was forwarded on ``branch`` by this process: its reports compare with it at once."""
         self._latest[(project, branch)] = (run_id, at)
 
-    def page_url(self, project: str, run_id: str = "", base: str | None = None) -> str | None:
-        """A signed link to a run's page (or, with no run, to the project's list of runs)."""
+    def page_url(self, project: str, run_id: str = "", base: str | None = None, until: int | None = None) -> str | None:
+        """A signed link to a run's page (or, with no run, to the project's list of runs), good for
+        ``PageLinkDays`` or until ``until``, whichever comes first."""
         base = base or self.settings.public_url
         if self.page_key is None or base is None:
             return None
         expires = int(self.clock()) + self.settings.page_link_days * 86400
+        expires = min(expires, until) if until is not None else expires
         path = f"/runs/{project}" + (f"/{quote(run_id, safe='~:+')}" if run_id else "")
         return f"{base}{path}?{signed_query(self.page_key, project, run_id, expires)}"
 
