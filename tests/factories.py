@@ -133,3 +133,37 @@ def push(agg, project: str, run_id: str, shard: str, data: bytes, **kwargs) -> d
     grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs)))
     put(grant.model_dump(), data)
     return grant.model_dump()
+
+
+def segment_ends(tar: bytes) -> list[int]:
+    """Where a normalizer cuts ``tar`` (the end of each of its segments), or none when it cannot."""
+    from codspeed_rules.normalize import Normalizer
+
+    normalizer = Normalizer(io.BytesIO())
+    normalizer.feed(tar)
+    index = normalizer.close()
+    ends, at = [], 0
+    for member in (index or {}).get("members", []):
+        for segment in member["segments"]:
+            at += segment[3]
+            ends.append(at)
+    return ends
+
+
+def arrival(bundle: bytes):
+    """What an arrival makes of a bundle, as record_arrival does: (pids, index, the object to
+    splice): the bundle itself when it verifies, else a normalized copy of it."""
+    from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
+    from codspeed_rules.normalize import NotNormalized
+
+    try:
+        reading = normalizing(None)
+        summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
+        if reading.verifier is not None:
+            return summary.pids, reading.close(summary.listing), bundle
+    except NotNormalized:
+        pass
+    out = io.BytesIO()
+    reading = normalizing(out, verify=False)
+    summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
+    return summary.pids, reading.close(summary.listing), out.getvalue()

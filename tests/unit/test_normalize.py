@@ -16,7 +16,7 @@ from codspeed_aggregator.domain import gz
 from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
 from codspeed_rules import bundle as rules
 from codspeed_rules.normalize import GZIP_HEADER, NORMALIZED_HEADER, Normalizer, Normalizing, NotNormalized, Verifier, closed
-from tests.factories import profile_members, tar_gz
+from tests.factories import arrival, profile_members, segment_ends, tar_gz
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
 REAL = ["valgrind-shard-1.tar.gz", "valgrind-shard-2.tar.gz", "walltime-shard-1.tar"]
@@ -284,38 +284,20 @@ def _cut_at(tar: bytes, cuts: list[int], finish_last: bool) -> bytes:
     return _marked(deflate, tar)
 
 
-def _member_cuts(tar: bytes) -> list[int]:
-    """Where a normalizer cuts ``tar``: the end of each of its segments."""
-    _, index = packed(tar)
-    ends, at = [], 0
-    for member in index["members"]:
-        for segment in member["segments"]:
-            at += segment[3]
-            ends.append(at)
-    return ends
-
-
 def _splice_after_arrival(bundle: bytes) -> bytes:
-    """What an arrival and a splice make of a bundle: verified, or normalized again when it is not."""
+    """What an arrival and a splice make of a bundle."""
     from codspeed_aggregator.domain.splice import NormalizedShard, splice
 
-    try:
-        summary, index = verified(bundle)
-        copy = bundle
-    except NotNormalized:
-        out = io.BytesIO()
-        reading = normalizing(out, verify=False)
-        summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
-        index, copy = reading.close(summary.listing), out.getvalue()
+    pids, index, copy = arrival(bundle)
     spliced = io.BytesIO()
-    splice([NormalizedShard("1", tuple(summary.pids), index, lambda: io.BytesIO(copy))], spliced)
+    splice([NormalizedShard("1", tuple(pids), index, lambda: io.BytesIO(copy))], spliced)
     return spliced.getvalue()
 
 
 def test_a_bundle_without_end_of_archive_whose_last_segment_finishes_the_stream_is_normalized_again():
     tar = _tar()
-    without_end = tar[: _member_cuts(tar)[-1]]  # GNU tar reads it; its last member's padding ends it
-    bad = _cut_at(without_end, _member_cuts(without_end)[:-1], finish_last=True)
+    without_end = tar[: segment_ends(tar)[-1]]  # GNU tar reads it; its last member's padding ends it
+    bad = _cut_at(without_end, segment_ends(without_end)[:-1], finish_last=True)
     with pytest.raises(NotNormalized, match="a pad segment ends the deflate stream: it cannot be copied into another"):
         verified(bad)
     spliced = _splice_after_arrival(bad)
@@ -325,7 +307,7 @@ def test_a_bundle_without_end_of_archive_whose_last_segment_finishes_the_stream_
 
 def test_a_header_segment_that_runs_into_the_callgrind_head_is_normalized_again():
     tar = _tar()
-    cuts = _member_cuts(tar)
+    cuts = segment_ends(tar)
     bad = _cut_at(tar, [cuts[0] + 13, *cuts[1:-1]], finish_last=False)  # the first flush 13 bytes into the .out head
     with pytest.raises(NotNormalized, match="a header segment inflates to 525 bytes where the tar's header is 512"):
         verified(bad)

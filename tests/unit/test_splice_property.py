@@ -20,7 +20,8 @@ from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
 from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
 from codspeed_aggregator.domain.splice import IndexMismatch, NormalizedShard, splice
 from codspeed_rules.bundle import BadBundle
-from codspeed_rules.normalize import GZIP_HEADER, NORMALIZED_HEADER, Normalizer, NotNormalized
+from codspeed_rules.normalize import GZIP_HEADER, NORMALIZED_HEADER, NotNormalized
+from tests.factories import arrival, segment_ends
 
 FLUSHES = [zlib.Z_NO_FLUSH, zlib.Z_SYNC_FLUSH, zlib.Z_FULL_FLUSH, zlib.Z_BLOCK, zlib.Z_PARTIAL_FLUSH]
 
@@ -56,26 +57,11 @@ def tars(draw) -> bytes:
     return data
 
 
-def _normalizer_cuts(tar: bytes) -> list[int]:
-    """Where a normalizer cuts ``tar`` (the end of each segment), or none when it cannot cut it."""
-    normalizer = Normalizer(io.BytesIO())
-    normalizer.feed(tar)
-    index = normalizer.close()
-    if index is None:
-        return []
-    ends, at = [], 0
-    for member in index["members"]:
-        for segment in member["segments"]:
-            at += segment[3]
-            ends.append(at)
-    return ends
-
-
 @st.composite
 def bundles(draw) -> bytes:
     tar = draw(tars())
     cuts = set()
-    for cut in _normalizer_cuts(tar):  # mostly where a normalizer cuts, so that verification is what is tested
+    for cut in segment_ends(tar):  # mostly where a normalizer cuts, so that verification is what is tested
         move = draw(st.sampled_from(["keep"] * 6 + ["drop", "shift"]))
         if move != "drop":
             cuts.add(min(len(tar), max(0, cut + (draw(st.integers(-40, 40)) if move == "shift" else 0))))
@@ -100,21 +86,6 @@ def bundles(draw) -> bytes:
     return first + struct.pack("<II", zlib.crc32(head), len(head)) + gzip.compress(tar[finished_at:], mtime=0)
 
 
-def _arrival(bundle: bytes):
-    """What an arrival makes of a bundle: (pids, index, the object spliced), as record_arrival does."""
-    try:
-        reading = normalizing(None)
-        summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
-        if reading.verifier is not None:
-            return summary.pids, reading.close(summary.listing), bundle
-    except NotNormalized:
-        pass
-    out = io.BytesIO()
-    reading = normalizing(out, verify=False)
-    summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
-    return summary.pids, reading.close(summary.listing), out.getvalue()
-
-
 def _members(tar: bytes) -> list:
     with tarfile.open(fileobj=io.BytesIO(tar)) as opened:
         return [(m.name, m.type, m.mode, m.mtime, opened.extractfile(m).read() if m.isfile() else None)
@@ -132,7 +103,7 @@ def test_whatever_deflate_stream_a_bundle_holds_the_splice_writes_the_merges_mem
         return  # a tar validation refuses is never spliced
     shards = []
     for i, data in enumerate(datas):
-        pids, index, copy = _arrival(data)
+        pids, index, copy = arrival(data)
         if index is None:
             return  # not spliceable: the finalizer merges the bundles (what `merged` is)
         shards.append(NormalizedShard(str(i), tuple(pids), index, lambda c=copy: io.BytesIO(c)))
@@ -159,7 +130,7 @@ def test_streams_the_fuzz_found_are_normalized_again_and_spliced_whole(name, say
     reading = normalizing(None)
     with pytest.raises(NotNormalized, match=says):
         validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
-    pids, index, copy = _arrival(bundle)
+    pids, index, copy = arrival(bundle)
     assert copy is not bundle  # normalized into a copy of its own
     spliced = io.BytesIO()
     splice([NormalizedShard("1", tuple(pids), index, lambda: io.BytesIO(copy))], spliced)
