@@ -78,12 +78,14 @@ def on_stack():
     from codspeed_aggregator.adapters.ledger import Ledger
     from codspeed_aggregator.adapters.queues import FinalizeQueue, Queue
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
+    from codspeed_aggregator.adapters.aws import OPERATOR
+    from codspeed_aggregator.auth import page_key
     from codspeed_aggregator.use_cases import Aggregator
-    from codspeed_aggregator.wiring import settings
+    from codspeed_aggregator.wiring import settings, webhook_secret
 
-    config = settings()
+    config, master = settings(), webhook_secret(OPERATOR)
     return Aggregator(
-        settings=config, ledger=Ledger.on(config.table_name, client("dynamodb")),
+        settings=config, ledger=Ledger.on(config.table_name, client("dynamodb")), page_key=page_key(master) if master else None,
         store=BundleStore(config.bucket_name, client("s3")), queue=FinalizeQueue(config.finalize_queue_url, client("sqs")),
         arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")),
         upstream=UpstreamClient(config.upstream_url, config.upstream_token, timeout=10, attempts=3),
