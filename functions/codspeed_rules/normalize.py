@@ -420,7 +420,7 @@ class Verifier:
         # Only the end-of-archive segment may hold the final block: a splice re-encodes it, and
         # copies every member's segments into the middle of another stream.
         unplaced = self._walker.unplaced
-        if unplaced and unplaced[-1][0] is not index["end"] or len(unplaced) > 1:
+        if len(unplaced) > 1 or (unplaced and unplaced[-1][0] is not index["end"]):
             cut = unplaced[0][0]
             raise NotNormalized(f"a {cut[0]} segment ends the deflate stream: it cannot be copied into another")
         if unplaced:

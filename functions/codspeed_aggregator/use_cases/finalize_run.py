@@ -45,7 +45,7 @@ class FinalizeRun:
     parts: Parts  # DynamoDB: each part's claim and the upstream's answer
     baselines: Baselines  # DynamoDB: the branch's latest forwarded run, read and recorded
     store: BundleStore  # S3: the run's bundles tagged final once forwarded
-    queue: FinalizeQueue  # SQS: one message per other part; a failed message's retry
+    queue: FinalizeQueue  # SQS: one message per part of a run in several; a failed message's retry
     forwarder: ForwardPart
     reports: Reports
     metrics: Metrics
