@@ -80,7 +80,7 @@ REQUESTS = [
     ("bundle over the size limit", "POST", "/v1/uploads", _req(size=6 << 30), 422, "over the limit"),
     ("md5 not base64", "POST", "/v1/uploads", _req(md5="zz"), 422, "md5"),
     ("unknown field", "POST", "/v1/uploads", _req(force=True), 422, "force"),
-    ("disagreeing manifest", "POST", "/v1/uploads", _req(total=3), 409, "the run keeps its first manifest"),
+    ("disagreeing manifest", "POST", "/v1/uploads", _req(total=3), 409, "the run was opened expecting 2 shards; it keeps its first manifest"),
     ("shard outside the manifest", "POST", "/v1/uploads", _req(shard="9"), 422, "not in the run's manifest"),
     ("conflicting commit", "POST", "/v1/uploads",
      lambda p, r: {"json": upload_request(p, r, "2", b"data", total=2, commit="0" * 40)}, 409, "commitHash"),
@@ -132,7 +132,7 @@ def _run_with_one_shard(target: Target) -> tuple[str, str, dict]:
 
 def _state(target, project, run_id) -> dict:
     snapshot = target.aggregator.ledger.reads.snapshot(project, run_id)
-    return {"run": (snapshot.run.state, snapshot.run.manifest, snapshot.run.commit),
+    return {"run": (snapshot.run.state, snapshot.run.groups, snapshot.run.commit),
             "shard 1": (snapshot.shards["1"].state, snapshot.shards["1"].attempt, snapshot.shards["1"].upload_id)}
 
 

@@ -162,3 +162,16 @@ def recorded(shard: int) -> bytes:
 
 def recorded_walltime() -> bytes:
     return (FIXTURES / "walltime-shard-1.tar").read_bytes()
+
+
+def valgrind_folder(pid: int, benchmarks: list[str]) -> dict[str, bytes]:
+    """A valgrind profile folder of ``benchmarks`` (for workflows needing more distinct benchmarks
+    than the recorded folders hold): callgrind parts as pytest-codspeed's, the runner's logs."""
+    from codspeed_aggregator.local.profiles import callgrind_text
+
+    return {
+        f"{pid}.out": callgrind_text(pid, benchmarks, 5).encode(),
+        f"valgrind.{pid}.log": f"=={pid}== Callgrind, a call-graph generating cache profiler\n".encode(),
+        f"perf-{pid}.map": f"7f3a2c001000 40 {benchmarks[0]}\n".encode(),
+        "runner.log": b"INFO codspeed-runner: benchmarks ran under valgrind\n",
+    }

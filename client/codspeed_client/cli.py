@@ -131,12 +131,12 @@ class Target:
         return [what for value, what in found if not value]
 
     def _check(self, need_api: bool) -> None:
-        from codspeed_rules.names import is_commit, is_project, is_run_id
+        from codspeed_rules.names import is_commit, is_project, run_id_problem
 
         if self.project and not is_project(self.project):
             raise ClientError(f"--project {self.project!r} is not owner/repo (or group/subgroup/repo on GitLab)", USAGE)
-        if self.run_id and not is_run_id(str(self.run_id)):
-            raise ClientError(f"--run-id {self.run_id!r} is not a run id: letters, digits and _.:+- only", USAGE)
+        if self.run_id and (problem := run_id_problem(str(self.run_id))):
+            raise ClientError(f"--run-id {problem}", USAGE)
         if self.commit and not is_commit(self.commit):
             raise ClientError(f"--commit {self.commit!r} is not a commit SHA (7 to 64 hex digits)", USAGE)
         if need_api and self.api_url and not re.match(r"^https?://[^/\s]+", self.api_url):
@@ -259,7 +259,8 @@ def close(args: argparse.Namespace) -> int:
     target = Target(args)
     skip = [name.strip() for value in args.skip for name in value.split(",") if name.strip()]
     answer = target.api().close(target.project, target.run_id, skip)
-    Output(args).result(answer, f"run {target.run_id} ({target.project}): {answer['state']}: {answer['message']}")
+    closed = answer.get("run_id") or target.run_id  # the attempt closed: the run's latest, or the one named
+    Output(args).result(answer, f"run {closed} ({target.project}): {answer['state']}: {answer['message']}")
     return 0
 
 

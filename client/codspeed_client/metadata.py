@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import __version__
 from .ci import CiContext
+from .system import machine
 
 METADATA_VERSION = 10
 
@@ -20,12 +21,14 @@ def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str,
             "version": METADATA_VERSION,
             "tokenless": False,
             "profileEncoding": "gzip",
-            "runner": {"name": "codspeed-client", "version": __version__, "instruments": [], "executor": executor},
+            "runner": {"name": "codspeed-client", "version": __version__, "instruments": [], "executor": executor,
+                       **machine()},
             "runEnvironment": ctx.provider,
             "allowEmpty": False,
             "event": ctx.event or "push",
             "sender": ctx.sender,
             "repositoryRootPath": (ctx.repository_root or "").rstrip("/") + "/",
+            "ghData": None, "glData": None, "localData": None,  # the runner sends each, null when absent
             **ctx.extra,
         }
     metadata.update({

@@ -55,7 +55,7 @@ def render_text(report: dict) -> str:
             detail.append(f"attempt {s['attempt']}")
         if s.get("reason"):
             detail.append(s["reason"])
-        lines.append(f"  {s.get('label') or s['name']}: " + ", ".join(detail))
+        lines.append(f"  {s.get('display') or s.get('label') or s['name']}: " + ", ".join(detail))
     upstream = report.get("upstream")
     if upstream:
         why = f": {upstream['message']}" if upstream.get("message") else ""

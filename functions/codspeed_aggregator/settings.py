@@ -32,6 +32,7 @@ class Settings:
     api_token_parameter: str | None
     upstream_token: str | None
     upstream_token_parameter: str | None
+    upstream_tokens_path: str | None  # SSM: one upstream token per project, <path>/<owner>/<repo>
     run_deadline_seconds: int
     presign_expiry_seconds: int
     max_bundle_bytes: int
@@ -79,6 +80,7 @@ class Settings:
             api_token_parameter=env.get("API_TOKEN_PARAMETER") or None,
             upstream_token=env.get("UPSTREAM_TOKEN") or None,
             upstream_token_parameter=env.get("UPSTREAM_TOKEN_PARAMETER") or None,
+            upstream_tokens_path=env.get("UPSTREAM_TOKENS_PATH") or None,
             run_deadline_seconds=int(env.get("RUN_DEADLINE_SECONDS", 3 * 3600)),
             presign_expiry_seconds=min(int(env.get("PRESIGN_EXPIRY_SECONDS", 600)), 900),
             max_bundle_bytes=int(env.get("MAX_BUNDLE_BYTES", 5 << 30)),

@@ -16,6 +16,7 @@ from .adapters.github_status import GitHubStatuses
 from .adapters.ledger import Ledger
 from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
 from .adapters.upstream_http import UpstreamClient
+from .adapters.upstream_tokens import UpstreamTokens
 from .auth import page_key
 from .settings import Settings, settings
 from .use_cases import Aggregator
@@ -80,16 +81,20 @@ def build(name: str, config: Settings) -> Aggregator:
         store=BundleStore(config.bucket_name, client("s3")) if "bucket" in needs else None,
         queue=FinalizeQueue(config.finalize_queue_url, client("sqs")) if "queue" in needs else None,
         arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")) if "arrivals_queue" in needs else None,
-        upstream=UpstreamClient(
-            config.upstream_url, aws.secret(config.upstream_token, config.upstream_token_parameter, name),
-            timeout=config.upstream_timeout_seconds, attempts=config.upstream_attempts,
-        ) if "upstream" in needs else None,
+        upstream=_upstream(name, config) if "upstream" in needs else None,
         statuses=GitHubStatuses(config.github_api_url,
                                 aws.secret(config.github_token, config.github_token_parameter, name))
         if reports and config.commit_status else None,
         metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
         page_key=_page_key(name) if reports else None,
     )
+
+
+def _upstream(function: str, config: Settings) -> UpstreamClient:
+    token = aws.secret(config.upstream_token, config.upstream_token_parameter, function)
+    tokens = UpstreamTokens(config.upstream_tokens_path, token, lambda parameter: aws.secret(None, parameter, function))
+    return UpstreamClient(config.upstream_url, token, timeout=config.upstream_timeout_seconds,
+                          attempts=config.upstream_attempts, tokens=tokens)
 
 
 def _page_key(function: str) -> bytes | None:

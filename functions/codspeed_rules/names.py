@@ -8,7 +8,7 @@ import re
 SEGMENT = r"[A-Za-z0-9_.-]{1,100}"
 PROJECT_PATTERN = rf"^{SEGMENT}(?:/{SEGMENT}){{1,21}}$"
 OWNER_PATTERN = rf"^{SEGMENT}(?:/{SEGMENT}){{0,20}}$"
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$"
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}(?:~[1-9][0-9]{0,3})?$"  # ~N: the run's attempt N
 SHARD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.=+@-]{0,127}$"
 COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
 
@@ -23,6 +23,20 @@ def is_project(value: str) -> bool:
 
 def is_run_id(value: str) -> bool:
     return bool(re.match(RUN_ID_PATTERN, value)) and not has_dot_segment(value)
+
+
+def run_id_problem(value: str) -> str | None:
+    """What is wrong with a run id, in one sentence; None when it is one."""
+    if is_run_id(value):
+        return None
+    base, tilde, attempt = value.partition("~")
+    if tilde and is_run_id(base):
+        if not attempt:
+            return f"{value!r} ends with '~' but names no attempt: give <run>~N, N from 1"
+        if attempt.isdigit() and int(attempt) == 0:
+            return f"{value!r} names attempt 0: attempts count from 1 (<run> itself is attempt 1)"
+        return f"{value!r} names attempt {attempt!r}: an attempt is a number from 1 to 9999"
+    return f"{value!r} is not a run id: letters, digits and _.:+- only (up to 128), then ~N for attempt N"
 
 
 def is_shard_name(value: str) -> bool:

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, StringConstraints
 
-from codspeed_rules.names import OWNER_PATTERN, PROJECT_PATTERN, RUN_ID_PATTERN, SEGMENT, SHARD_PATTERN, has_dot_segment
+from codspeed_rules.names import OWNER_PATTERN, PROJECT_PATTERN, SEGMENT, SHARD_PATTERN, has_dot_segment, run_id_problem
 
 
 def _no_dot_segments(value: str) -> str:
@@ -16,5 +16,11 @@ def _no_dot_segments(value: str) -> str:
 Owner = Annotated[str, StringConstraints(pattern=OWNER_PATTERN), AfterValidator(_no_dot_segments)]
 Segment = Annotated[str, StringConstraints(pattern=rf"^{SEGMENT}$"), AfterValidator(_no_dot_segments)]
 Project = Annotated[str, StringConstraints(pattern=PROJECT_PATTERN), AfterValidator(_no_dot_segments)]
-RunId = Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN), AfterValidator(_no_dot_segments)]
+def _run_id(value: str) -> str:
+    if problem := run_id_problem(value):
+        raise ValueError(problem)
+    return value
+
+
+RunId = Annotated[str, AfterValidator(_run_id)]
 ShardName = Annotated[str, StringConstraints(pattern=SHARD_PATTERN), AfterValidator(_no_dot_segments)]

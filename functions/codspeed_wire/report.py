@@ -8,6 +8,7 @@ FINAL_STATES = ("forwarded", "forward_failed", "closed_empty")
 class ShardEntry(BaseModel):
     name: str
     label: str | None = None  # what the uploader called it (a CodSpeed runner's runPartId), when not its name
+    display: str | None = None  # a readable form of the label: "bench [shard 1, job 1/3]"
     executor: str | None = None
     state: str
     attempt: int = 0
@@ -133,7 +134,7 @@ def render_markdown(report: Report) -> str:
         line = " · ".join(where)
         lines += [line[0].upper() + line[1:], ""]
     for state in ("missing", "skipped", "carried", "rejected", "late"):
-        names = [s.label or s.name for s in report.shards if s.state == state]
+        names = [s.display or s.label or s.name for s in report.shards if s.state == state]
         if names:
             lines += [f"{state.capitalize()}: " + ", ".join(md(n) for n in names), ""]
     if report.baseline:
@@ -164,7 +165,7 @@ def render_markdown(report: Report) -> str:
     for s in report.shards:
         bench = "" if s.benchmarks is None else str(s.benchmarks)
         lines.append(
-            f"| {md(s.label or s.name)} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} "
+            f"| {md(s.display or s.label or s.name)} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} "
             f"| {md(s.reason or '')} |"
         )
     lines += ["", "</details>", "", "<details><summary>Details</summary>", "",

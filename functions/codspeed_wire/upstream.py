@@ -17,6 +17,19 @@ OLDEST_VERSION = 5
 MAX_RUN_PART_ID = 4096  # opaque, matrix values are free text: hundreds of characters are normal
 
 
+RUNNER_ORDER = (  # the runner's own field order (src/upload/interfaces.rs)
+    "repositoryProvider", "version", "tokenless", "profileMd5", "profileEncoding", "runner", "runEnvironment", "runPart",
+    "commitHash", "allowEmpty", "ref", "headRef", "baseRef", "owner", "repository", "event", "sender", "ghData", "glData",
+    "localData", "repositoryRootPath",
+)
+
+
+def in_runner_order(metadata: dict) -> dict:
+    """Metadata with its fields in the runner's order; fields the runner does not send last, as they came."""
+    return {**{k: metadata[k] for k in RUNNER_ORDER if k in metadata},
+            **{k: v for k, v in metadata.items() if k not in RUNNER_ORDER}}
+
+
 class _Camel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
 
@@ -73,6 +86,9 @@ class UploadMetadata(_Camel):
     owner: Owner | None = None  # GitLab: group/subgroup
     repository: Segment | None = None
     event: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        return in_runner_order(super().wire())
 
     @property
     def project(self) -> str | None:

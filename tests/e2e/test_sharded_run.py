@@ -71,7 +71,8 @@ def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack,
     md5 = base64.b64encode(hashlib.md5(archive).digest()).decode()
     assert put_headers["content-md5"] == md5 == meta["profileMd5"]
     assert post_headers["authorization"] == stack.upstream_token  # the configured token, bare
-    assert meta["runPart"]["runPartId"] == "aggregated-3-shards" and meta["commitHash"] == COMMIT
+    assert meta["runPart"]["runPartId"] == 'codspeed-shard-aggregator-{"aggregated-part":1}' and meta["commitHash"] == COMMIT
+    assert [s["runPartId"] for s in meta["runPart"]["metadata"]["aggregatedShards"]] == ["1", "2", "3"]
 
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         names = tar.getnames()
@@ -147,9 +148,11 @@ def test_a_shard_never_pushed_is_reported_missing_after_close(stack, project, ru
     assert late.returncode == 0, late.stderr
     assert json.loads(late.stdout)["run_id"] == f"{run_id}~2"  # the run's next attempt: shards 1 and 2 come along
     assert _final(stack, project, f"{run_id}~2")["arrived"] == 3
-    first, again = stack.upstream.uploads(run_id)
+    first, again = stack.upstream.uploads(run_id)  # only what the upstream lacked: shard 3, as the group's next part
+    assert [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in (first, again)] == [
+        'codspeed-shard-aggregator-{"aggregated-part":1}', 'codspeed-shard-aggregator-{"aggregated-part":2}']
     with tarfile.open(again / "archive.tar.gz") as tar:
-        assert sum(n.endswith(".out") for n in tar.getnames()) == 3
+        assert sum(n.endswith(".out") for n in tar.getnames()) == 1
 
 
 def _resend_s3_event(stack, key: str, size: int) -> None:

@@ -39,3 +39,30 @@ def test_the_sweeper_closes_runs_past_their_deadline(isolated, project, run_id):
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert {s.name: s.state for s in agg.reports.report(project, run_id).shards}["2"] == "missing"
     assert (project, run_id) not in late.closing.sweep()
+
+
+def test_the_next_attempt_keeps_the_skip_list_so_its_deadline_reports_the_skip_not_a_loss(isolated, project, run_id):
+    agg = isolated.aggregator
+    for name in ("1", "2"):
+        agg.arrivals.record(push(agg, project, run_id, name, bundle(4242, [f"t{name}::a"]), total=3)["key"])
+    agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    again = push(agg, project, run_id, "2", bundle(4242, ["t2::b"]), total=3)  # a re-run of job 2
+    assert agg.arrivals.record(again["key"]) == "recorded" and again["run_id"] == f"{run_id}~2"
+    late = replace(agg, clock=lambda: __import__("time").time() + agg.settings.run_deadline_seconds + 60)
+    assert (project, f"{run_id}~2") in late.closing.sweep()  # shard 3 never comes: the deadline closes it
+    assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
+    report = agg.reports.report(project, run_id)
+    assert report.run_id == f"{run_id}~2" and {s.name: s.state for s in report.shards}["3"] == "skipped"
+
+
+def test_close_and_the_ci_webhook_act_on_the_latest_attempt_and_a_named_one_on_that_one(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2)["key"])
+    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242, ["t1::b"]), total=2)["key"])  # attempt 2, open
+    named = agg.closing.close(CloseRequest(project=project, run_id=f"{run_id}~1"))
+    assert (named.run_id, named.state, named.message) == (run_id, "forwarded", "run is already forwarded: nothing to close")
+    assert agg.closing.close_finished_ci_run(project, run_id) == [f"{run_id}~2"]
+    assert agg.closing.close(CloseRequest(project=project, run_id=run_id)).message == "a close was already under way"

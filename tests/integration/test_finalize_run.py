@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from codspeed_aggregator.domain.keys import spool_key
+from codspeed_aggregator.domain.uploads import merged_part_id
 from codspeed_aggregator.local.upstream_stub import archive_of
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
@@ -77,7 +78,7 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
     assert agg.finalizing.finalize(project, run_id, 2) == "forward_failed"  # recorded all the same; the run waits for part 2
     assert agg.finalizing.finalize(project, run_id, 1) == "forwarded"  # SQS delivers part 2's message again
     assert agg.finalizing.finalize(project, run_id, 1) == "not_claimed"  # and a duplicate delivery does nothing
-    assert calls == ["aggregated-part-1-of-3", "aggregated-part-2-of-3", "aggregated-part-3-of-3", "aggregated-part-2-of-3"]
+    assert calls == [merged_part_id("", 1), merged_part_id("", 2), merged_part_id("", 3), merged_part_id("", 2)]
     uploads = isolated.upstream.uploads(run_id)
     assert len(uploads) == 3  # parts 1 and 3 were not sent again
     parts = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in uploads)
@@ -89,22 +90,26 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
          archive_of(u).stat().st_size) for u in uploads)
 
 
-def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_every_shard(isolated, project, run_id):
+def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_only_what_the_upstream_lacks(isolated, project,
+                                                                                                    run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242), total=2)["key"])
+    agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2)["key"])
     agg.closing.close(CloseRequest(project=project, run_id=run_id))
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
-    again = push(agg, project, run_id, "2", bundle(4242), total=2)  # a CI re-run of the job
+    again = push(agg, project, run_id, "2", bundle(4242, ["t2::a"]), total=2)  # the job that came late
     assert (again["run_id"], again["attempt"]) == (f"{run_id}~2", 2)
     assert agg.arrivals.record(again["key"]) == "recorded"
     second = agg.reports.report(project, f"{run_id}~2")
     assert second.attempt == 2 and second.arrived == 2 and second.partial
     assert {s.name: s.state for s in second.shards} == {"1": "arrived", "2": "arrived"}
+    assert agg.reports.report(project, run_id).run_id == f"{run_id}~2"  # a run's report is its latest attempt's
     assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
     first_upload, second_upload = isolated.upstream.uploads(run_id)  # both name the CI's run id
-    with tarfile.open(second_upload / "archive.tar.gz") as tar:
-        assert sorted(n for n in tar.getnames() if n.endswith(".out")) == ["./4242.out", "./4243.out"]
-    assert agg.reports.report(project, run_id).state == "forwarded"  # the first attempt is left as it was
+    assert [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in (first_upload, second_upload)] \
+        == ["1", "2"]  # each shard once: the upstream held shard 1 already
+    assert "1 part the upstream holds already" in agg.reports.report(project, f"{run_id}~2").upstream.message
+    assert agg.reports.report(project, f"{run_id}~1").state == "forwarded"  # the first attempt is left as it was
+    assert isolated.upstream.benchmarks_twice() == {}
 
 
 def _forwarded_main_run(agg, project, shards: dict[str, list[str]]) -> str:
@@ -117,7 +122,6 @@ def _forwarded_main_run(agg, project, shards: dict[str, list[str]]) -> str:
 
 def test_a_skipped_shard_is_carried_from_the_latest_forwarded_run_on_the_base_branch(isolated, project, run_id):
     import io
-    import tarfile
 
     agg = isolated.aggregator
     _forwarded_main_run(agg, project, {"1": ["old::1"], "2": ["old::2"], "3": ["old::3"]})
@@ -202,9 +206,9 @@ def test_a_part_is_never_forwarded_twice_whatever_retry_arrives_while_its_finali
 
     def announce(metadata):
         part = metadata["runPart"]["runPartId"]
-        if part == "aggregated-part-3-of-3":
+        if part == merged_part_id("", 3):
             raise UpstreamError("POST answered 503: injected")  # the run is forward_failed while part 2 merges
-        if part == "aggregated-part-2-of-3" and not raced:
+        if part == merged_part_id("", 2) and not raced:
             raced.append([agg.finalizing.finalize(project, run_id),  # the first message's retry, a minute later
                           agg.finalizing.finalize(project, run_id, 1)])  # and a second delivery of part 2's
         return original(metadata)

@@ -1,11 +1,11 @@
 """Counting arrivals: once, replaced on a retry, rejected with a reason, late into the next attempt. Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
 
-import tarfile
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 
+from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
 from codspeed_wire.api import CloseRequest
 from tests.factories import bundle, marked_uncut, packed, push
 
@@ -88,13 +88,12 @@ def test_a_bundle_granted_before_the_close_and_in_after_the_forward_counts_in_th
     isolated.finalize_requests()
     for _ in range(2):  # its event, delivered twice
         assert agg.arrivals.record(straggler["key"]) in ("late", "duplicate")
-    shard = {s.name: s for s in agg.reports.report(project, run_id).shards}["2"]
+    shard = {s.name: s for s in agg.reports.report(project, f"{run_id}~1").shards}["2"]
     assert shard.state == "late" and shard.reason == f"arrived after the run was finalized: counted in attempt 2 ({run_id}~2)"
     second = agg.reports.report(project, f"{run_id}~2")
     assert second.attempt == 2 and second.arrived == 2 and [s.state for s in second.shards] == ["arrived", "arrived"]
     assert [m["run_id"] for m in isolated.finalize_requests()] == [f"{run_id}~2"]  # complete: asked once
     assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
-    first_upload, second_upload = isolated.upstream.uploads(run_id)
-    with tarfile.open(second_upload / "archive.tar.gz") as tar:
-        text = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.name.endswith(".out"))
-    assert b"Client Request: a::one\n" in text and b"Client Request: b::two\n" in text  # never a yes and a drop
+    [parts] = [p for (_, run), p in isolated.upstream.combined().items() if run == run_id]
+    held = {part: benchmarks_in(archive_of(upload)) for part, upload in parts.items()}
+    assert held == {"1": {"a::one"}, "2": {"b::two"}}  # never a yes and a drop, and shard 1 not sent twice

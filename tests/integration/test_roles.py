@@ -85,8 +85,11 @@ CALLS = {
         *_spooled("spool"), _object("GetObject", f"spool/{RUN}/part-0000.tar.gz", VersionId="v1"),
         ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": f"bundles/{RUN}/"}),
         _object("PutObjectTagging", f"bundles/{RUN}/1/0123abcd.tar.gz"), *_reports(),
+        _object("PutObject", f"plans/{RUN}/plan.json"), _object("GetObject", f"plans/{RUN}/plan.json", VersionId="v1"),
         ("sqs", "SendMessage", {"QueueUrl": FINALIZE}), ("sqs", "ChangeMessageVisibility", {"QueueUrl": FINALIZE}),
         _secret("upstream"), _secret("webhook"), _secret("github"),
+        ("ssm", "GetParameter", {"Name": "/codspeed-aggregator/upstream-tokens/platform/perf/engine",  # a project's own
+                                 "WithDecryption": True}),
     ],
     "SweeperFunction": [
         ("dynamodb", "Query", {"TableName": TABLE, "IndexName": "open-runs"}), ("dynamodb", "UpdateItem", {"TableName": TABLE}),

@@ -84,7 +84,9 @@ def test_an_index_made_from_another_bundle_is_refused(isolated, project, run_id)
     keys = _run(agg, isolated, project, run_id, shards=2)
     shard = agg.ledger.reads.snapshot(project, run_id).shards["2"]
     other = agg.store.read_json(index_key(keys[0]))  # shard 1's index, offered for shard 2
-    with mock.patch.object(agg.store, "read_json", return_value=other), \
+    read_json = agg.store.read_json
+    offered = lambda key, version=None: other if key == index_key(keys[1]) else read_json(key, version)  # noqa: E731
+    with mock.patch.object(agg.store, "read_json", side_effect=offered), \
             mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged:
         assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 1 and shard.normalized is not None

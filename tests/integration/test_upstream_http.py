@@ -164,3 +164,42 @@ def test_a_redirect_to_plain_http_elsewhere_or_past_three_hops_is_refused():
             client.announce({"version": 10})
     finally:
         redirecting.shutdown()
+
+
+def test_each_project_is_forwarded_with_its_own_token_and_a_tokenless_run_with_none(tmp_path):
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
+    from codspeed_aggregator.local.upstream_stub import StubUpstream
+
+    stub = StubUpstream(tmp_path, token="stack-token").start()
+    stub.project_tokens["acme/own"] = "own-token"
+    reads = []
+
+    def read(parameter):
+        reads.append(parameter)
+        if parameter != "/tokens/acme/own":
+            raise GetParameterError(f"ParameterNotFound: {parameter}")
+        return "own-token"
+
+    now = [0.0]
+    client = UpstreamClient(f"{stub.url}/upload", "stack-token", timeout=5, attempts=1,
+                            tokens=UpstreamTokens("/tokens/", "stack-token", read, clock=lambda: now[0]))
+    try:
+        meta = {"version": 10, "owner": "acme", "repository": "own", "tokenless": False}
+        for repository in ("own", "other", "other"):
+            client.announce({**meta, "repository": repository})
+        client.announce({**meta, "repository": "fork", "tokenless": True})
+        headers = [json.loads((u / "post-headers.json").read_text()) for u in
+                   sorted(tmp_path.iterdir(), key=lambda p: (p / "metadata.json").stat().st_mtime_ns)]
+        assert [h.get("Authorization") for h in headers] == ["own-token", "stack-token", "stack-token", None]
+        assert {h["User-Agent"] for h in headers} == {"codspeed-shard-aggregator/0.1.0"}
+        assert reads == ["/tokens/acme/own", "/tokens/acme/other"]  # a project with none is not asked again at once
+        now[0] += 301
+        client.announce({**meta, "repository": "other"})
+        assert reads[-1] == "/tokens/acme/other"
+        stub.project_tokens["acme/other"] = "other-token"  # the stand-in refuses another project's token, as CodSpeed
+        with pytest.raises(UpstreamError, match="answered 401: .*check that owner and repository are correct"):
+            client.announce({**meta, "repository": "other"})
+    finally:
+        stub.stop()

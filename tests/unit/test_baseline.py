@@ -8,11 +8,11 @@ def _shard(name, *benchmarks):
 
 
 def _run(run_id="new", skipped=()):
-    return RunRecord(project="a/b", run_id=run_id, manifest=Manifest(total=3, indexed=True), skipped=tuple(skipped), commit="c" * 40)
+    return RunRecord(project="a/b", run_id=run_id, groups={"": Manifest(total=3, indexed=True)}, skipped=tuple(skipped), commit="c" * 40)
 
 
 BASELINE = Snapshot(
-    RunRecord(project="a/b", run_id="base", manifest=Manifest(total=3, indexed=True), state=FORWARDED, commit="b" * 40),
+    RunRecord(project="a/b", run_id="base", groups={"": Manifest(total=3, indexed=True)}, state=FORWARDED, commit="b" * 40),
     {"1": _shard("1", "t1::a", "t1::b"), "2": _shard("2", "t2::a"), "3": _shard("3", "t3::a")},
 )
 

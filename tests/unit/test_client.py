@@ -170,3 +170,39 @@ def test_status_wait_waits_for_a_run_that_does_not_exist_yet():
     api = _FakeApi([None, None, {"state": "open"}, {"state": "forwarded", "shards": []}])
     report, timed_out = wait_for_final(api, "a/b", "1", timeout=60, interval=1, sleep=clock.sleep, clock=clock)
     assert not timed_out and report["state"] == "forwarded" and clock.now == 3
+
+
+def test_the_metadata_describes_the_machine_with_the_runners_fields(tmp_path, monkeypatch):
+    from codspeed_client import system
+
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "etc/os-release").write_text('NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="24.04"\n')
+    (tmp_path / "proc/cpuinfo").write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763 64-Core Processor\nflags\t\t: sse4_2 avx2 bmi2\n\n"
+        "processor\t: 1\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763 64-Core Processor\nflags\t\t: sse4_2 avx2 bmi2\n")
+    (tmp_path / "proc/meminfo").write_text("MemTotal:       16375000 kB\nMemFree:         1000 kB\n")
+    monkeypatch.setattr(system.platform, "system", lambda: "Linux")
+    monkeypatch.setenv("USER", "runner")
+    found = system.machine(str(tmp_path))
+    assert {k: found[k] for k in ("os", "osVersion", "user", "cpuBrand", "cpuName", "cpuVendorId", "totalMemoryGb",
+                                  "cpuFlags")} == {
+        "os": "ubuntu", "osVersion": "24.04", "user": "runner", "cpuBrand": "AMD EPYC 7763 64-Core Processor",
+        "cpuName": "cpu0", "cpuVendorId": "AuthenticAMD", "totalMemoryGb": 16, "cpuFlags": ["avx2", "bmi2", "sse4_2"]}
+    assert isinstance(found["cpuCores"], int) and found["arch"] and found["host"]
+    for other, name in (("Darwin", "macos"), ("Windows", "windows")):  # no /proc there: what the platform says, no crash
+        monkeypatch.setattr(system.platform, "system", lambda other=other: other)
+        answer = system.machine(str(tmp_path / "nowhere"))
+        assert answer["os"] == name and "cpuFlags" not in answer and "totalMemoryGb" not in answer
+
+
+def test_pushed_metadata_has_every_field_the_runner_sends():
+    from codspeed_client.ci import CiContext
+    from codspeed_client.metadata import build
+    from tests import runner
+
+    built = build(CiContext(provider="GITHUB_ACTIONS", ref="refs/heads/main"), project="acme/app", run_id="1",
+                  commit="a" * 40, shard="1", carried=None)
+    expected = runner.metadata(b"", executor="valgrind", owner="acme", repository="app", commit="a" * 40, run_part=None)
+    assert set(expected) - {"profileMd5"} <= set(built)
+    assert set(runner.MACHINE) - {"user"} <= set(built["runner"])

@@ -22,7 +22,7 @@ def _meta(run_part, executor="valgrind", **kwargs) -> UploadMetadata:
 def test_a_github_matrix_job_is_a_shard_of_the_workflow_run_with_the_matrix_size_as_manifest():
     part = runner.github_run_part("7044765741", "bench", "valgrind", matrix={"shard": 1}, job_index=0, job_total=2)
     place = shard_of(_meta(part))
-    assert place.run_id == "7044765741" and place.manifest == Manifest(total=2)
+    assert place.run_id == "7044765741" and place.manifest == Manifest(total=2) and place.group == "bench"
     assert place.label == 'bench-{"shard":1}-{"job-index":0,"job-total":2}-{"executor":"valgrind","run-index":0}'
     assert place.shard.startswith("bench-shard-1-job-index-0-job-total-2-executor-valgrind-run-index-0@")
     assert place.variant == "valgrind/0"
@@ -55,9 +55,10 @@ def test_gitlab_jobs_of_one_pipeline_are_grouped_by_commit_and_ref_with_parallel
 
     one, two = place(1), place(2)
     assert one.run_id == two.run_id and one.run_id.startswith(f"gl-{COMMIT[:12]}-") and one.shard != two.shard
-    assert one.manifest == Manifest(total=3)
+    assert one.manifest == Manifest(total=3) and one.group == two.group == "bench"
     assert place(1, ref="refs/heads/other").run_id != one.run_id
-    assert place(1, name="bench").manifest == Manifest()  # not a parallel job: closed by hand or at the deadline
+    plain = place(1, name="lint-bench")  # not a parallel job: a group of one, in the pipeline's run
+    assert (plain.manifest, plain.group, plain.run_id) == (Manifest(total=1), "lint-bench", one.run_id)
 
 
 def test_without_a_run_part_an_upload_is_a_run_of_one():
@@ -76,3 +77,27 @@ def test_a_run_id_that_is_not_a_usable_name_is_made_one():
     part = runner.github_run_part("run id/../with spaces", "bench", "valgrind")
     run_id = shard_of(_meta(part)).run_id
     assert run_id.startswith("run-id-..-with-spaces@") and "/" not in run_id
+
+
+def test_each_job_of_a_workflow_is_a_group_and_a_plain_job_is_a_group_of_one():
+    plain = shard_of(_meta(runner.github_run_part("9", "lint-bench", "walltime"), executor="walltime"))
+    matrix = shard_of(_meta(runner.github_run_part("9", "bench", "valgrind", matrix={"shard": 2}, job_index=1,
+                                                   job_total=3)))
+    assert (plain.run_id, plain.group, plain.manifest) == ("9", "lint-bench", Manifest(total=1))
+    assert (matrix.run_id, matrix.group, matrix.manifest) == ("9", "bench", Manifest(total=3))
+    odd = shard_of(_meta(runner.github_run_part("9", "bench|py 3.12 ünï" * 8, "valgrind")))
+    assert "|" not in odd.group and len(odd.group) <= 64  # a group is a key: no separator, bounded
+
+
+def test_a_runner_label_reads_as_its_job_and_matrix_and_the_raw_id_is_kept_beside_it():
+    from codspeed_aggregator.domain.drop_in import display_label
+
+    matrix = runner.github_run_part("1", "bench", "valgrind", matrix={"shard": 1}, job_index=0, job_total=3)
+    assert display_label(matrix["runPartId"]) == "bench [shard 1, job 1/3]"
+    other = runner.github_run_part("1", "bench", "walltime", matrix={"python": "3.12"}, job_index=1, job_total=2,
+                                   run_index=1)
+    assert display_label(other["runPartId"]) == "bench [python 3.12, job 2/2, walltime, run-index 1]"
+    assert display_label(runner.github_run_part("1", "lint", "valgrind")["runPartId"]) == "lint"
+    assert display_label(runner.gitlab_run_part("9", "bench 2/4", "valgrind")["runPartId"]) == "bench 2/4"
+    for not_a_runners in (None, "3", "shard-{not json", 'a-{"x":1}-[1]'):
+        assert display_label(not_a_runners) is None

@@ -7,24 +7,36 @@ from codspeed_aggregator.domain.manifest import Manifest
 def test_count_manifest_names_its_shards_and_completes_when_all_arrive():
     manifest = Manifest(total=3, indexed=True)
     assert manifest.expected_names() == ("1", "2", "3")
-    assert not manifest.is_complete({"1", "3"})
-    assert manifest.is_complete({"1", "2", "3"})
+    assert not manifest.is_complete_count(2) and manifest.is_complete_count(3)
 
 
 def test_names_manifest_completes_on_its_names_only():
     manifest = Manifest(names=("parse", "lint"))
-    assert not manifest.is_complete({"parse", "other"})
-    assert manifest.is_complete({"parse", "lint"})
+    with pytest.raises(Unprocessable):  # an outsider never uploads, so a count of distinct shards is a count of names
+        manifest.admit("other")
+    assert not manifest.is_complete_count(1) and manifest.is_complete_count(2)
 
 
-def test_run_part_count_completes_on_the_number_of_distinct_shards():
+def test_run_part_count_completes_on_the_number_of_distinct_shards_per_variant():
     manifest = Manifest(total=2)
     assert manifest.expected_names() is None
-    assert manifest.is_complete({"bench-a", "bench-b"})
+    assert manifest.is_complete_count(2) and not manifest.is_complete_count(3, variants=2)
 
 
 def test_no_manifest_never_completes_by_itself():
-    assert not Manifest().is_complete({"a", "b", "c"})
+    assert not Manifest().is_complete_count(3)
+
+
+def test_a_run_is_complete_when_every_group_seen_is():
+    from codspeed_aggregator.domain.ledger import RunRecord, variant_key
+
+    run = RunRecord(project="a/b", run_id="1", groups={"a": Manifest(total=3), "b": Manifest(total=1)},
+                    variants=(variant_key("a", "valgrind/0"), variant_key("b", "valgrind/0"), variant_key("b", "walltime/1")),
+                    group_counts={"a": 3, "b": 1})
+    assert not run.complete() and run.expected_count() == 5  # b: one job, two executors
+    run.group_counts["b"] = 2
+    assert run.complete() and "3 shards in job a; 1 shards in job b" == run.describe()
+    assert not RunRecord(project="a/b", run_id="1", groups={}).complete()
 
 
 def test_a_shard_outside_the_manifest_is_refused_by_name():

@@ -5,7 +5,7 @@ from codspeed_wire.report import Report, render_markdown
 
 
 def _snapshot(state=OPEN, skipped=(), upstream=None) -> Snapshot:
-    run = RunRecord(project="acme/widgets", run_id="42", manifest=Manifest(total=4, indexed=True), state=state,
+    run = RunRecord(project="acme/widgets", run_id="42", groups={"": Manifest(total=4, indexed=True)}, state=state,
                     commit="abc1234", rev=7, skipped=tuple(skipped), upstream=upstream)
     shards = {
         "1": ShardRecord("1", "arrived", attempt=2, size=1000, benchmarks=3, arrived_at="2026-11-29T19:00:00Z"),

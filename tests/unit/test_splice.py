@@ -68,6 +68,10 @@ def test_real_pytest_codspeed_shards_splice_to_the_merge_s_members_and_any_reade
     listed = subprocess.run(["tar", "-tzf", str(path)], capture_output=True, text=True, check=True).stdout.split()
     assert sorted(name.rstrip("/") for name in listed) == sorted(_members(merged))
     assert splice_result.size == len(spliced)
+    for archive in (merged, spliced):  # each opens with the "." folder, as the runner's own archives do
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            first = tar.next()
+            assert (first.name, first.isdir()) == (".", True)
 
 
 def test_colliding_pids_of_the_same_width_rewrite_only_the_head_and_wider_ones_the_whole_file():

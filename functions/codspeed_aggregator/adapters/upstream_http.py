@@ -56,11 +56,16 @@ def _check_redirect(origin: str, target: str) -> None:
         raise UpstreamRefused(f"the upstream redirected to {target}: a redirect is followed to https only")
 
 
+USER_AGENT = "codspeed-shard-aggregator/0.1.0"  # like the runner's codspeed-runner, with our own name
+
+
 class UpstreamClient:
     def __init__(self, url: str, token: str | None, timeout: float = 60, attempts: int = 3, backoff: float = 1.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 tokens: Callable[[str | None], str | None] | None = None) -> None:
         self.url = url
         self.token = token
+        self.tokens = tokens  # a project's own token (adapters.upstream_tokens); else ``token``
         self.timeout = timeout
         self.attempts = max(1, attempts)
         self.backoff = backoff
@@ -123,11 +128,21 @@ class UpstreamClient:
                 failure = f"{step} answered a body that is not an upload grant: {answer.text[:300]}"
         raise UpstreamError(f"{failure} (after {self.attempts} tries)")
 
+    def token_for(self, metadata: dict) -> str | None:
+        """The token a run's upload goes with: none for a tokenless one (a fork's pull request: the
+        runner sends no Authorization then), else its project's."""
+        if metadata.get("tokenless"):
+            return None
+        owner, repository = metadata.get("owner"), metadata.get("repository")
+        project = f"{owner}/{repository}" if owner and repository else None
+        return self.tokens(project) if self.tokens else self.token
+
     def announce(self, metadata: dict) -> UploadAccepted:
-        """Step 1: POST the metadata; the answer says where to PUT the archive."""
-        headers = {"Content-Type": "application/json"}
-        if self.token:
-            headers["Authorization"] = self.token  # CodSpeed wants the bare token, no "Bearer"
+        """Step 1: POST the metadata (in the runner's field order, as given); the answer says where
+        to PUT the archive."""
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+        if token := self.token_for(metadata):
+            headers["Authorization"] = token  # CodSpeed wants the bare token, no "Bearer"
         return self._retrying(
             f"POST {self.url}", lambda: self._bounded("POST", self.url, self.timeout, json=metadata, headers=headers),
             lambda answer: UploadAccepted.model_validate_json(answer.content),
@@ -136,7 +151,8 @@ class UpstreamClient:
     def put(self, upload_url: str, archive: BinaryIO, size: int, md5: str, gzipped: bool = True) -> None:
         """Step 2: PUT the archive with the runner's headers: a tar, its Content-MD5, and
         ``Content-Encoding: gzip`` when it is compressed."""
-        headers = {"Content-Type": "application/x-tar", "Content-Length": str(size), "Content-MD5": md5}
+        headers = {"Content-Type": "application/x-tar", "Content-Length": str(size), "Content-MD5": md5,
+                   "User-Agent": USER_AGENT}
         if gzipped:
             headers["Content-Encoding"] = "gzip"
 

@@ -3,11 +3,12 @@
 - GitHub Actions: ``runPart.runId`` is the workflow run and each ``runPartId`` (the job, its
   matrix, then the runner's JSON suffix with the executor and run index) is one shard. A
   re-run of a job sends the same runPartId, so it replaces the job's earlier upload. A job
-  that runs two executors sends two runPartIds: two shards, both forwarded. The manifest is
-  ``job-total`` jobs for every variant (executor, run index) seen.
+  that runs two executors sends two runPartIds: two shards, both forwarded. The jobs of one
+  ``jobName`` are a group: a matrix expects ``job-total`` jobs for every variant (executor,
+  run index) seen, a plain job is a group of one. A workflow's groups can differ in shape.
 - GitLab CI: ``runPart.runId`` is the job's own id, so the jobs of one pipeline share only
   the project, commit and ref: they are grouped by those. ``parallel: N`` jobs are named
-  ``NAME i/N``, which gives the manifest.
+  ``NAME i/N``: a group NAME of N; any other job is a group of one.
 - No runPart (Buildkite, older runners): a run of one shard, keyed by its commit and CI run,
   forwarded as it arrived.
 
@@ -17,6 +18,7 @@ label, and a short, safe key derived from it names the shard in storage.
 
 import base64
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 
@@ -29,6 +31,7 @@ from .manifest import Manifest
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=+]+")  # runs of anything else, "-" too, become one "-"
 _PARALLEL = re.compile(r"^(?P<job>.+?) (?P<index>[0-9]+)/(?P<total>[0-9]+)(?:-\{.*)?$", re.DOTALL)
+_UNSAFE_GROUP = re.compile(r"[^A-Za-z0-9_.=+ -]")
 MAX_KEY = 100
 
 
@@ -37,8 +40,9 @@ class DropInShard:
     run_id: str
     shard: str  # the storage key
     label: str  # what the runner called it (its runPartId)
-    manifest: Manifest
+    manifest: Manifest  # of its group
     variant: str  # executor and run index: the manifest counts jobs per variant
+    group: str = ""  # the job group (jobName): its manifest is its own
 
 
 def _digest(text: str, length: int) -> str:
@@ -77,11 +81,49 @@ def shard_of(metadata: UploadMetadata) -> DropInShard:
     label = part.run_part_id
     if metadata.run_environment == "GITLAB_CI":
         run_id = f"gl-{metadata.commit_hash[:12].lower()}-{_digest(metadata.ref or '', 8)}"
-        parallel = _PARALLEL.match(part.job_name or label) or _PARALLEL.match(label)
-        total = int(parallel["total"]) if parallel else None
-        manifest = Manifest(total=total) if total and 1 <= int(parallel["index"]) <= total else Manifest()
-        return DropInShard(run_id, safe_key(label), label, manifest, variant)
+        name = part.job_name or label
+        parallel = _PARALLEL.match(name) or _PARALLEL.match(label)
+        if parallel and 1 <= int(parallel["index"]) <= int(parallel["total"]) <= MAX_SHARDS:
+            return DropInShard(run_id, safe_key(label), label, Manifest(total=int(parallel["total"])), variant,
+                               group_of(parallel["job"]))
+        return DropInShard(run_id, safe_key(label), label, Manifest(total=1), variant, group_of(name))
     total = part.total_parts()
     if total is not None and not 1 <= total <= MAX_SHARDS:
         raise Unprocessable(f"runPart.metadata job-total is {total}: a matrix has 1 to {MAX_SHARDS} jobs")
-    return DropInShard(_run_id(part.run_id), safe_key(label), label, Manifest(total=total) if total else Manifest(), variant)
+    return DropInShard(_run_id(part.run_id), safe_key(label), label, Manifest(total=total or 1), variant,
+                       group_of(part.job_name or label.split("-{", 1)[0]))
+
+
+_STRATEGY = ("job-index", "job-total")
+_SUFFIX = ("executor", "run-index", "run-part-index")
+
+
+def display_label(label: str | None) -> str | None:
+    """A runPartId as a reader says it: ``bench-{"shard":1}-{"job-index":0,"job-total":3}-{"executor":
+    "valgrind","run-index":0}`` is ``bench [shard 1, job 1/3]`` (another executor or run index is
+    named too); a label that is not a runner's is left as it is."""
+    if not label or "-{" not in label:
+        return None
+    job, rest = label.split("-{", 1)
+    rest, found, decoder = "{" + rest, {}, json.JSONDecoder()
+    while rest:
+        try:
+            value, end = decoder.raw_decode(rest)
+        except ValueError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        found.update(value)
+        rest = rest[end:].removeprefix("-")
+    words = [f"{k} {v}" for k, v in found.items() if k not in _STRATEGY + _SUFFIX]
+    if isinstance(found.get("job-index"), int) and found.get("job-total"):
+        words.append(f"job {found['job-index'] + 1}/{found['job-total']}")
+    if found.get("executor") not in (None, "valgrind"):
+        words.append(str(found["executor"]))
+    words += [f"{k} {found[k]}" for k in ("run-index", "run-part-index") if found.get(k)]
+    return f"{job} [{', '.join(words)}]" if words else job
+
+
+def group_of(job_name: str) -> str:
+    """A job group's key: the job's name when it is short and plain, else a safe key of it."""
+    return job_name if job_name and len(job_name) <= 64 and not _UNSAFE_GROUP.search(job_name) else safe_key(job_name, 64)

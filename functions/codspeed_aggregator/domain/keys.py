@@ -40,6 +40,12 @@ def spool_key(project: str, run_id: str, part: int) -> str:
     return f"spool/{project_segment(project)}/{run_id}/part-{part:04d}.tar.gz"
 
 
+def plan_key(project: str, run_id: str) -> str:
+    """Where a run's forward plan is written once, by its claiming finalizer: its parts and their
+    shards, read by each part's finalizer and by the run's next attempt (kept as long as bundles)."""
+    return f"plans/{project_segment(project)}/{run_id}/plan.json"
+
+
 def parse_bundle_key(key: str) -> tuple[str, str, str, str]:
     """(project, run_id, shard, upload_id) of a bundle key. A key of the layout before this one
     (``bundles/grp/sub/run/shard/upload``: uploads granted before a deploy) is read too: run ids

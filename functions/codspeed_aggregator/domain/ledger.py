@@ -9,6 +9,7 @@ reads, and ``run.rev`` is their version, so a later version never shows less.
 
 from dataclasses import dataclass, field
 
+from .errors import Unprocessable
 from .manifest import Manifest
 
 OPEN, FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY = (
@@ -19,15 +20,41 @@ ENDED = (FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY)  # an upload for s
 
 
 def attempt_run_id(run_id: str, attempt: int) -> str:
-    """The run id of a run's later attempt ('~' is in no run id a client can give)."""
+    """The run id of a run's later attempt: ``<run>~N`` (attempt 1 is the run id itself)."""
     return run_id if attempt == 1 else f"{run_id}~{attempt}"
+
+
+def base_run_id(run_id: str) -> str:
+    """The run id an attempt belongs to (``7002~2`` -> ``7002``)."""
+    return run_id.split("~", 1)[0]
+
+
+def named_attempt(run_id: str, max_attempts: int) -> int | None:
+    """The attempt a run id names (``7002~2``: 2), None when it names none (``7002``: the latest).
+    An attempt past the limit is refused: no run ever has it."""
+    _, tilde, attempt = run_id.partition("~")
+    if not tilde:
+        return None
+    if int(attempt) > max_attempts:
+        raise Unprocessable(f"run {run_id} names attempt {attempt}, but a run has at most {max_attempts} attempts")
+    return int(attempt)
+
+
+def variant_key(group: str, variant: str) -> str:
+    """A kind of upload (``domain.drop_in``'s variant) within one job group."""
+    return f"{group}|{variant}"
 
 
 @dataclass
 class RunRecord:
+    """A run (one attempt of it). A run is a set of job groups, each with its own manifest: a
+    client's ``--shard I/N`` or ``--expect`` is the group "", a CodSpeed workflow's jobs are one
+    group per job name (a matrix, or a plain job: a group of one). The run is complete when
+    every group seen is."""
+
     project: str
     run_id: str
-    manifest: Manifest
+    groups: dict[str, Manifest]
     state: str = OPEN
     commit: str | None = None
     ref: str | None = None
@@ -47,13 +74,35 @@ class RunRecord:
     announced_parts: dict = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not done
     outcome: dict = field(default_factory=dict)  # baseline, carried shards, missing benchmarks (domain.baseline)
     attempt: int = 1  # a run forwarded and uploaded to again (a CI re-run) goes on as its next attempt
-    variants: tuple[str, ...] = ()  # of CodSpeed runner uploads: the manifest's total is per variant
+    variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
+    group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)
     closing: bool = False  # a close was accepted: no more uploads are granted
     ci_url: str | None = None
     plan: dict | None = None  # the claiming finalizer's: {"baseline": run id or None, "parts": uploads}
 
-    def complete(self, arrived: int) -> bool:
-        return self.manifest.is_complete_count(arrived, len(self.variants))
+    def variants_of(self, group: str) -> int:
+        return sum(1 for v in self.variants if v.partition("|")[0] == group)
+
+    def complete(self) -> bool:
+        """Every group seen has all its shards (outside its manifest they are refused at upload)."""
+        return bool(self.groups) and all(
+            manifest.is_complete_count(self.group_counts.get(group, 0), self.variants_of(group))
+            for group, manifest in self.groups.items())
+
+    def expected_count(self) -> int | None:
+        counts = [m.expected_count() for m in self.groups.values()]
+        if not counts or None in counts:
+            return None
+        return sum(c * max(1, self.variants_of(g)) for g, c in zip(self.groups, counts))
+
+    def expected_names(self) -> tuple[str, ...] | None:
+        """The shard names the run's manifests list (``--expect``, ``--shard I/N``), if any do."""
+        named = [m.expected_names() for m in self.groups.values()]
+        return tuple(n for names in named if names for n in names) if any(named) else None
+
+    def describe(self) -> str:
+        return "; ".join(f"{m.describe()}" + (f" in job {g}" if g else "") for g, m in sorted(self.groups.items())) \
+            or "no manifest"
 
 
 @dataclass
@@ -79,6 +128,7 @@ class ShardRecord:
     version_id: str | None = None  # the object version validated: the one merged
     results: dict = field(default_factory=dict)  # benchmark -> its figures (domain.results), read with the names
     normalized: dict | None = None  # the normalized copy (key, version: the bundle itself when verified) and its index version
+    group: str = ""  # the job group it belongs to (RunRecord)
 
 
 @dataclass
@@ -90,6 +140,7 @@ class UploadRecord:
     metadata: dict | None = None  # stored beside the record, read only when forwarding
     label: str | None = None
     executor: str = "valgrind"
+    group: str = ""
 
 
 @dataclass
@@ -104,7 +155,7 @@ class Snapshot:
         return {name: s for name, s in self.shards.items() if s.state == ARRIVED}
 
     def complete(self) -> bool:
-        return self.run.manifest.is_complete(set(self.arrived()), len(self.run.variants))
+        return self.run.complete()
 
 
 @dataclass
@@ -116,4 +167,4 @@ class ArrivalView:
     upload: UploadRecord | None
 
     def complete(self) -> bool:
-        return self.run.complete(self.run.arrived_count)
+        return self.run.complete()

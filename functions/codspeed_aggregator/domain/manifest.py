@@ -52,19 +52,14 @@ class Manifest:
         if expected is not None and shard not in expected:
             raise Unprocessable(f"shard '{shard}' is not in the run's manifest ({self.describe()})")
 
-    def agree(self, first: "Manifest") -> None:
-        """A shard that states a manifest must state the run's first one."""
+    def agree(self, first: "Manifest", group: str = "") -> None:
+        """A shard that states a manifest must state its group's first one."""
         if self.said and self != first:
+            where = f"job {group} of the run" if group else "the run"
             raise Conflict(
                 f"manifest mismatch: this shard expects {self.describe()}, "
-                f"but the run was opened expecting {first.describe()}; the run keeps its first manifest"
+                f"but {where} was opened expecting {first.describe()}; it keeps its first manifest"
             )
-
-    def is_complete(self, arrived: set[str], variants: int = 1) -> bool:
-        expected = self.expected_names()
-        if expected is not None:
-            return set(expected) <= arrived
-        return self.is_complete_count(len(arrived), variants)
 
     def is_complete_count(self, arrived: int, variants: int = 1) -> bool:
         """Complete by count alone: shards outside the manifest are refused before they upload.

@@ -230,6 +230,7 @@ def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFA
     names = MemberNames()
     with gz.writer(sink, level) as packed:
         with tarfile.open(fileobj=packed, mode="w|", format=tarfile.GNU_FORMAT, bufsize=CHUNK, copybufsize=CHUNK) as merged:
+            merged.addfile(root_entry())
             for shard in shards:
                 if shard.name in streamed:
                     _copy_checked(shard, merged, streamed[shard.name], names)
@@ -314,6 +315,14 @@ def _copy_member(member, content, merged, shard, moves, names: MemberNames) -> N
         merged.addfile(info, io.BytesIO(data))
         return
     merged.addfile(info, content)
+
+
+def root_entry() -> tarfile.TarInfo:
+    """The ``.`` folder the runner's archives open with (its own archive of a profile folder):
+    a merged archive opens with one too, fixed so that a merge is the same bytes every time."""
+    info = tarfile.TarInfo(".")
+    info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+    return info
 
 
 def _copy_info(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:

@@ -1,10 +1,13 @@
 """The CodSpeed metadata of a run: who it is for, and what the merged upload says."""
 
 import copy
+from dataclasses import dataclass
 
-from codspeed_wire.upstream import UploadMetadata
+from codspeed_wire.upstream import UploadMetadata, in_runner_order
 
 from .errors import Conflict
+from .ledger import ShardRecord
+from .uploads import AGGREGATOR_JOB
 
 
 def check_identity(run_identity: dict | None, mine: dict | None) -> None:
@@ -35,24 +38,59 @@ def as_sent_metadata(sent: dict, md5: str, gzipped: bool) -> dict:
     metadata = copy.deepcopy(sent)
     metadata["profileMd5"] = md5
     metadata["profileEncoding"] = "gzip" if gzipped else None
-    return metadata
+    return in_runner_order(metadata)
 
 
-def merged_metadata(run_id: str, base: dict, shards: list[str], md5: str, part: int = 1, parts: int = 1,
-                    carried: dict | None = None) -> dict:
-    """A merged upload's metadata: ``base`` (the run's first arrived shard's metadata, unknown
-    fields kept) with the recomputed profileMd5, gzip encoding and a runPart that describes the merged run:
-    its shards, the part it is when the benchmarks had to be split, and the shards carried
-    from a baseline run."""
-    merged = as_sent_metadata(base, md5, gzipped=True)
-    run_part = merged.get("runPart") or {}
-    details = {"aggregatedShards": shards, "part": part, "parts": parts}
-    if carried:
-        details["carriedShards"] = {name: {"runId": c["run_id"], "commitHash": c["commit"]} for name, c in carried.items()}
+SYSTEM_FIELDS = ("os", "osVersion", "arch", "host", "user", "cpuBrand", "cpuName", "cpuVendorId", "cpuCores",
+                 "totalMemoryGb")  # the runner's machine (cpuFlags left out: a hundred flags per shard)
+
+
+@dataclass(frozen=True)
+class MergedPart:
+    """What one merged upload holds: its runPartId, its job group and its place among the
+    group's merged parts, each shard with the CodSpeed metadata it was uploaded with (None for
+    a shard carried from another run), and the shards carried."""
+
+    run_id: str  # the run's, without its attempt: the upstream run when no shard names one
+    run_part_id: str
+    group: str
+    number: int
+    group_parts: int
+    shards: list[tuple[ShardRecord, dict | None]]
+    carried: dict
+
+
+def shard_identity(shard: ShardRecord, sent: dict | None) -> dict:
+    """Who a merged shard was: its runner's runPartId and job, executor, run index and matrix keys
+    (the runPart's metadata), its machine and its CI job."""
+    sent = sent or {}
+    part, runner = sent.get("runPart") or {}, sent.get("runner") or {}
+    identity = {"shard": shard.name, "runPartId": part.get("runPartId") or shard.label or shard.name,
+                "jobName": part.get("jobName"), "executor": runner.get("executor") or shard.executor,
+                "metadata": part.get("metadata") or {}, "system": {k: runner[k] for k in SYSTEM_FIELDS if k in runner}}
+    if ci := {k: sent[k] for k in ("ghData", "glData") if sent.get(k)}:
+        identity["ci"] = ci
+    return identity
+
+
+def merged_metadata(base: dict, part: MergedPart, md5: str) -> dict:
+    """A merged upload's metadata: the metadata of its first arrived shard (the top-level
+    ``runner`` is that shard's, and ``runnerOf`` says which; unknown fields kept), with the
+    recomputed profileMd5, gzip encoding and a runPart that describes the part: the run's
+    runId (``base``, the run's first arrived shard's: every part of the run goes to one upstream
+    run), the part's stable runPartId, and every shard's identity."""
+    uploaded = sorted(((s, m) for s, m in part.shards if m is not None), key=lambda sm: (sm[0].arrived_at or "", sm[0].name))
+    first, sent = uploaded[0] if uploaded else (None, base)
+    merged = as_sent_metadata(sent, md5, gzipped=True)
+    own_part = sent.get("runPart") or {}
+    details = {"aggregatedShards": [shard_identity(s, m) for s, m in part.shards],
+               "runnerOf": first.name if first else None, "part": part.number, "parts": part.group_parts}
+    if part.carried:
+        details["carriedShards"] = {name: {"runId": c["run_id"], "commitHash": c["commit"]} for name, c in part.carried.items()}
     merged["runPart"] = {
-        "runId": run_part.get("runId", run_id),
-        "runPartId": f"aggregated-{len(shards)}-shards" if parts == 1 else f"aggregated-part-{part}-of-{parts}",
-        "jobName": run_part.get("jobName", "codspeed-shard-aggregator"),
+        "runId": (base.get("runPart") or {}).get("runId") or own_part.get("runId") or part.run_id,
+        "runPartId": part.run_part_id,
+        "jobName": own_part.get("jobName") or part.group or AGGREGATOR_JOB,
         "metadata": details,
     }
-    return merged
+    return in_runner_order(merged)

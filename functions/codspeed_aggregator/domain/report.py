@@ -2,6 +2,7 @@
 
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
+from .drop_in import display_label
 from .ledger import OPEN, Snapshot
 from .results import compare
 
@@ -13,7 +14,7 @@ def build_report(snapshot: Snapshot, now: str, *, baseline: Report | None = None
     run = snapshot.run
     outcome = run.outcome or {}
     carried = outcome.get("carried") or {}
-    names = list(run.manifest.expected_names() or ())
+    names = list(run.expected_names() or ())
     names += sorted(n for n in {*snapshot.shards, *run.skipped} if n not in names)
     entries = []
     for name in names:
@@ -21,7 +22,7 @@ def build_report(snapshot: Snapshot, now: str, *, baseline: Report | None = None
         if shard is not None:
             entries.append(
                 ShardEntry(
-                    name=name, label=shard.label, executor=shard.executor, state=shard.state, attempt=shard.attempt,
+                    name=name, label=shard.label, display=display_label(shard.label), executor=shard.executor, state=shard.state, attempt=shard.attempt,
                     size=shard.size, benchmarks=shard.benchmarks,
                     reason=shard.reason, arrived_at=shard.arrived_at,
                 )
@@ -56,7 +57,7 @@ def build_report(snapshot: Snapshot, now: str, *, baseline: Report | None = None
         state=run.state,
         partial=run.state not in FINAL_STATES,
         version=run.rev,
-        expected=None if (count := run.manifest.expected_count()) is None else count * max(1, len(run.variants)),
+        expected=run.expected_count(),
         arrived=len(snapshot.arrived()),
         shards=entries,
         upstream=upstream,

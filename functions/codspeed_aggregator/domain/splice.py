@@ -30,7 +30,9 @@ from codspeed_rules.bundle import CHUNK, BadBundle
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 from codspeed_rules.normalize import BLOCK, FINAL_BLOCK, FORMAT, GZIP_HEADER
 
-from .merge import CREATOR, MAX_RESULTS_BYTES, RESULTS_NAME, MergeResult, HashingWriter, MemberNames, renamed, plan_pids
+from .merge import (
+    CREATOR, MAX_RESULTS_BYTES, RESULTS_NAME, HashingWriter, MemberNames, MergeResult, plan_pids, renamed, root_entry,
+)
 
 END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
 
@@ -162,6 +164,7 @@ def splice(shards: list[NormalizedShard], out: BinaryIO, *, level: int = 1) -> M
     plan = plan_pids((s.name, s.pids) for s in shards)
     names = MemberNames()
     spliced = _Spliced(out, level)
+    spliced.encoded(root_entry().tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
     for shard in shards:
         if shard.index.get("format") != FORMAT:
             raise IndexMismatch(f"shard {shard.name}: index format {shard.index.get('format')!r} is not {FORMAT}")

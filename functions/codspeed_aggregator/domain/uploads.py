@@ -5,11 +5,12 @@ benchmark limit each, and of at most ``max_bytes`` of bundles (an upload URL is 
 5 GB at most; and one finalizer invocation merges one upload). Other executors' profiles
 (walltime, memory) hold files that do not merge (``perf.pipedata``, ``perf.metadata``,
 msgpack artifacts), so each such shard goes as its own upload, as its uploader sent it: one
-run part of the same upstream run. A run of a single shard is forwarded as it was sent,
-whatever its executor.
+run part of the same upstream run. A job group's lone valgrind shard is forwarded as it was
+sent too.
 """
 
 import hashlib
+import itertools
 from dataclasses import dataclass
 
 from codspeed_rules.bundle import VALGRIND
@@ -17,15 +18,43 @@ from codspeed_rules.bundle import VALGRIND
 from .ledger import ShardRecord
 
 
+AGGREGATOR_JOB = "codspeed-shard-aggregator"  # the jobName of a merged part of the group "" (pushed shards)
+
+
 @dataclass(frozen=True)
 class Upload:
+    """One run part forwarded upstream. A merged part goes under ``run_part_id``, stable for
+    what it holds (its group, and its place among the group's merged parts), so a part sent
+    again replaces itself upstream; a shard sent as it was keeps its uploader's runPartId."""
+
     shards: tuple[str, ...]
     merged: bool  # False: one shard's archive and metadata, forwarded as its uploader sent them
+    group: str = ""
+    run_part_id: str | None = None  # merged parts only
+
+    @property
+    def key(self) -> str:
+        """What the upstream knows this part as: its runPartId, or the shard forwarded as sent."""
+        return self.run_part_id if self.merged else f"shard:{self.shards[0]}"
+
+    def to_item(self) -> dict:
+        return {"shards": list(self.shards), "merged": self.merged, "group": self.group, "id": self.run_part_id}
+
+    @classmethod
+    def from_item(cls, item: dict) -> "Upload":
+        return cls(tuple(item["shards"]), bool(item["merged"]), item.get("group") or "", item.get("id"))
+
+
+def merged_part_id(group: str, number: int) -> str:
+    """The runPartId of a group's ``number``-th merged part. The runner ends each of its own ids
+    with a JSON object holding the executor, so this never equals one of them."""
+    return f"{group or AGGREGATOR_JOB}-{{\"aggregated-part\":{number}}}"
 
 
 def part_id(upload: Upload, shards: dict[str, ShardRecord]) -> str:
     """A stable id of what an upload holds (its shards, at the objects validated), not of where it
-    stands in a plan: a part is claimed, and forwarded, under it."""
+    stands in a plan: a part is claimed under it, and an attempt sends again only the parts
+    whose id changed (a shard re-run)."""
     held = "\n".join(f"{name}={shards[name].key}@{shards[name].version_id}" for name in upload.shards)
     return hashlib.sha256(held.encode()).hexdigest()[:24]
 
@@ -48,11 +77,30 @@ def plan_uploads(shards: list[tuple[str, int, int]], limit: int, max_bytes: int 
     return groups
 
 
-def plan_forward(shards: dict[str, ShardRecord], limit: int, max_bytes: int = MAX_UPLOAD_BYTES) -> list[Upload]:
-    """The uploads of a run, in a stable order (a retry makes the same plan)."""
-    if len(shards) == 1:
-        return [Upload(tuple(shards), merged=False)]
-    names = sorted(shards)
-    valgrind = [(n, shards[n].benchmarks or 0, shards[n].size or 0) for n in names if shards[n].executor == VALGRIND]
-    uploads = [Upload(tuple(group), merged=True) for group in plan_uploads(valgrind, limit, max_bytes)]
-    return uploads + [Upload((n,), merged=False) for n in names if shards[n].executor != VALGRIND]
+def plan_forward(shards: dict[str, ShardRecord], limit: int, max_bytes: int = MAX_UPLOAD_BYTES,
+                 kept: list[Upload] = ()) -> list[Upload]:
+    """The uploads of a run, in a stable order (a retry makes the same plan).
+
+    ``kept`` are the parts of the run's earlier attempt: each keeps its shards (those still in
+    the run) under its id, so that the upstream, which holds them, gets each benchmark once
+    whatever the attempt; only shards in none of them are planned here, group by group: valgrind
+    shards merged (in parts of at most ``limit`` benchmarks and ``max_bytes``), others each as
+    sent, and a group's lone valgrind shard as sent too (as its uploader would have)."""
+    uploads, placed = [], set()
+    for part in kept:
+        held = tuple(n for n in part.shards if n in shards and n not in placed)
+        if held:
+            uploads.append(Upload(held, part.merged, part.group, part.run_part_id))
+            placed.update(held)
+    rest = sorted(n for n in shards if n not in placed)
+    for group in sorted({shards[n].group for n in rest}):
+        names = [n for n in rest if shards[n].group == group]
+        valgrind = [(n, shards[n].benchmarks or 0, shards[n].size or 0) for n in names if shards[n].executor == VALGRIND]
+        taken = {u.run_part_id for u in uploads if u.merged and u.group == group}
+        if len(valgrind) == 1 and not taken:
+            uploads.append(Upload((valgrind[0][0],), merged=False, group=group))
+        else:
+            free = (merged_part_id(group, n) for n in itertools.count(1) if merged_part_id(group, n) not in taken)
+            uploads += [Upload(tuple(chosen), True, group, next(free)) for chosen in plan_uploads(valgrind, limit, max_bytes)]
+        uploads += [Upload((n,), merged=False, group=group) for n in names if shards[n].executor != VALGRIND]
+    return uploads

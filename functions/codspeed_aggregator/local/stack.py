@@ -19,6 +19,9 @@ from .resources import create
 from .upstream_stub import StubUpstream
 
 
+UPSTREAM_TOKENS_PATH = "/codspeed-aggregator/upstream-tokens"  # the template's default: its grant covers it
+
+
 class LocalStack:
     def __init__(
         self,
@@ -92,6 +95,7 @@ class LocalStack:
             "FINALIZE_QUEUE_URL": self.resources.finalize_queue_url, "UPSTREAM_URL": upstream_url,
             "ARRIVALS_QUEUE_URL": self.resources.arrivals_queue_url,
             "API_TOKEN": self.token, "UPSTREAM_TOKEN": self.upstream_token,
+            "UPSTREAM_TOKENS_PATH": UPSTREAM_TOKENS_PATH,
             **({"RUN_DEADLINE_SECONDS": str(self.deadline_seconds)} if self.deadline_seconds else {}),
             "WEBHOOK_SECRET": self.webhook_secret,
             **self.extra_env,

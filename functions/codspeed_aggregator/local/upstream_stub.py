@@ -1,14 +1,22 @@
-"""A stand-in upstream speaking CodSpeed's upload protocol; it keeps each upload in a folder.
+"""A stand-in upstream speaking CodSpeed's upload protocol; it keeps each upload in a folder,
+and combines them into runs as CodSpeed does.
 
 ``POST /upload`` (metadata, ``Authorization: <token>``) answers an ``uploadUrl`` on this
 server; ``PUT`` there stores the archive after checking its Content-MD5. Each upload is
 a folder: ``metadata.json``, ``post-headers.json``, ``put-headers.json``, and the archive:
 ``archive.tar.gz`` when it came with ``Content-Encoding: gzip``, else ``archive.tar``.
+
+CodSpeed combines the uploads ("run parts") of one run by ``runPart.runId``; a ``runPartId``
+"uniquely identifies a RunPart within a Run" (the runner's ``src/run_environment/interfaces.rs``),
+so a part sent again replaces itself, and two parts holding one benchmark count it twice.
+``combined`` and ``benchmarks_twice`` answer what CodSpeed would then hold.
 """
 
 import base64
 import hashlib
 import json
+import re
+import tarfile
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,11 +31,36 @@ def archive_of(upload: Path) -> Path | None:
     return next((upload / name for name in ARCHIVES if (upload / name).exists()), None)
 
 
+_CLIENT_REQUEST = re.compile(rb"^desc: Trigger: Client Request: (?!Metadata: )(.+)$", re.M)
+
+
+def benchmarks_in(archive: Path) -> set[str]:
+    """The benchmarks an archive holds: each callgrind part's client request, and each entry of
+    the integrations' ``results/<pid>.json`` (walltime holds only those)."""
+    found = set()
+    with tarfile.open(archive, "r:*") as tar:
+        for member in tar:
+            if not member.isfile() or not (member.name.endswith(".out") or re.search(r"results/[^/]+\.json$", member.name)):
+                continue
+            data = tar.extractfile(member).read()
+            if member.name.endswith(".out"):
+                found.update(b.decode(errors="replace").strip() for b in _CLIENT_REQUEST.findall(data))
+                continue
+            try:
+                entries = json.loads(data).get("benchmarks")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(entries, list):
+                found.update(str(e.get("uri") or e.get("name")) for e in entries if isinstance(e, dict))
+    return found
+
+
 class StubUpstream:
     def __init__(self, folder: Path, token: str | None, host: str = "127.0.0.1", port: int = 0) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.token = token
+        self.project_tokens: dict[str, str] = {}  # owner/repo -> its own token (CodSpeed's are per repository)
         self.failures: list[int] = []  # status codes to answer the next POSTs with (fault injection)
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer((host, port), self._handler_class())
@@ -56,6 +89,30 @@ class StubUpstream:
             done = [p for p in done if json.loads((p / "metadata.json").read_text()).get("commitHash") == commit]
         return sorted(done, key=lambda p: archive_of(p).stat().st_mtime_ns)
 
+    def combined(self) -> dict[tuple[str, str], dict[str, Path]]:
+        """The runs CodSpeed would hold: (project, runPart.runId) -> runPartId -> its last upload.
+        An upload with no runPart is a run of its own."""
+        runs: dict[tuple[str, str], dict[str, Path]] = {}
+        for upload in self.uploads():  # oldest first: the last one of a runPartId wins
+            meta = json.loads((upload / "metadata.json").read_text())
+            part = meta.get("runPart")
+            run, part_id = (part["runId"], part["runPartId"]) if part else (upload.name, "")
+            runs.setdefault((f"{meta.get('owner')}/{meta.get('repository')}", run), {})[part_id] = upload
+        return runs
+
+    def benchmarks_twice(self) -> dict[str, list[str]]:
+        """Every benchmark (of one executor) that stands in two parts of one run, with the parts'
+        runPartIds: what CodSpeed would count twice. Empty when each stands once."""
+        twice = {}
+        for (project, run), parts in self.combined().items():
+            seen: dict[tuple[str, str], list[str]] = {}
+            for part_id, upload in parts.items():
+                executor = json.loads((upload / "metadata.json").read_text())["runner"].get("executor") or "valgrind"
+                for benchmark in benchmarks_in(archive_of(upload)):
+                    seen.setdefault((executor, benchmark), []).append(part_id)
+            twice.update({f"{project} run {run}: {executor} {b}": ids for (executor, b), ids in seen.items() if len(ids) > 1})
+        return twice
+
     def _handler_class(self):
         stub = self
 
@@ -82,12 +139,18 @@ class StubUpstream:
                     return self._reply(failure, {"error": f"injected failure {failure}"})
                 if self.path != "/upload":
                     return self._reply(404, {"error": "not found"})
-                if stub.token and self.headers.get("authorization") != stub.token:
-                    return self._reply(401, {"error": "Invalid token"})
                 try:
                     metadata = json.loads(body)
                 except ValueError:
                     return self._reply(400, {"error": "metadata is not JSON"})
+                authorization = self.headers.get("authorization")
+                if metadata.get("tokenless"):
+                    if authorization is not None:  # the runner sends one or the other, never both
+                        return self._reply(400, {"error": "a tokenless upload came with an Authorization header"})
+                else:
+                    expected = stub.project_tokens.get(f"{metadata.get('owner')}/{metadata.get('repository')}", stub.token)
+                    if expected and authorization != expected:
+                        return self._reply(401, {"error": "Invalid token: check that owner and repository are correct"})
                 upload_id = uuid.uuid4().hex
                 folder = stub.folder / upload_id
                 folder.mkdir()

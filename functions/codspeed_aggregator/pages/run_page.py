@@ -109,10 +109,10 @@ def _timeline(report: Report) -> str:
         colour = COLOURS.get(shard.state, "#9e9e9e")
         state = "running" if running else shard.state
         when = f", arrived {shard.arrived_at}" if shard.arrived_at else ""
-        name = escape(shard.label or shard.name)
+        name = escape(shard.label or shard.name)  # the raw runPartId, in the tooltip
         faded = ' opacity="0.55"' if running else ""
         out.append(f'<g role="listitem" aria-label="shard {name}: {state}{escape(when)}">'
-                   f'<text x="0" y="{y + 12}">{escape((shard.label or shard.name)[:28])}</text>'
+                   f'<text x="0" y="{y + 12}">{escape((shard.display or shard.label or shard.name)[:28])}</text>'
                    f'<rect x="{label}" y="{y}" width="{length:.1f}" height="{row - 5}" fill="{colour}"'
                    f'{faded}><title>{name}: {state}{escape(when)}</title></rect></g>')
     out.append(f'<text x="{label}" y="{height - 4}">opened {escape(report.opened_at or "")}</text></svg>')

@@ -58,7 +58,7 @@ class Aggregator:
 
     @cached_property
     def closing(self) -> CloseRun:
-        return CloseRun(self.ledger.reads, self.ledger.runs, self.queue, self.clock)
+        return CloseRun(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.baselines, self.queue, self.clock)
 
     @cached_property
     def finalizing(self) -> FinalizeRun:

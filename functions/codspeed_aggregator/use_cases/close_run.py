@@ -1,5 +1,6 @@
 """Close a run: ``close`` from a client, a CI webhook saying the workflow finished, or the
-sweeper at a run's deadline. Each marks the run closing and asks the finalizer to forward it."""
+sweeper at a run's deadline. Each marks the run closing and asks the finalizer to forward it.
+A close names a run (its latest attempt) or one attempt of it (``<run>~N``)."""
 
 import time
 from collections.abc import Callable
@@ -8,37 +9,58 @@ from dataclasses import dataclass
 from codspeed_wire.api import CloseAnswer, CloseRequest
 
 from ..adapters.queues import FinalizeQueue
-from ..adapters.ledger import Reads, Runs
+from ..adapters.ledger import Baselines, Reads, Runs
+from ..domain.baseline import branch_of
 from ..domain.errors import NotFound, Unprocessable
-from ..domain.ledger import OPEN
+from ..domain.ledger import OPEN, Snapshot
+from ..settings import Settings
 
 
 @dataclass
 class CloseRun:
-    reads: Reads  # DynamoDB: the run as it stands
-    runs: Runs  # DynamoDB: the close, and the open-runs index the sweeper reads
+    settings: Settings
+    reads: Reads  # DynamoDB: the run as it stands, and the baseline's shards a skip may name
+    runs: Runs  # DynamoDB: the close, the run's attempts, and the open-runs index the sweeper reads
+    baselines: Baselines  # DynamoDB: the branch's latest forwarded run (what a skipped shard is carried from)
     queue: FinalizeQueue  # SQS: finalize
     clock: Callable[[], float] = time.time
 
     def close(self, request: CloseRequest, reason: str = "close") -> CloseAnswer:
-        snapshot = self.reads.snapshot(request.project, request.run_id)
+        run_id = self.runs.attempt_of(request.project, request.run_id, self.settings.max_attempts)
+        snapshot = self.reads.snapshot(request.project, run_id)
         if snapshot is None:
             raise NotFound(f"no run {request.run_id} for project {request.project}")
-        expected = snapshot.run.manifest.expected_names()
-        unknown = [name for name in request.skip if expected is not None and name not in expected]
-        if unknown:
-            raise Unprocessable(f"cannot skip {', '.join(unknown)}: not in the run's manifest ({snapshot.run.manifest.describe()})")
+        self._check_skips(snapshot, request.skip)
         state = snapshot.run.state
         if state != OPEN:
-            return CloseAnswer(project=request.project, run_id=request.run_id, state=state,
+            return CloseAnswer(project=request.project, run_id=run_id, state=state,
                                message=f"run is already {state}: nothing to close")
-        first = self.runs.request_close(request.project, request.run_id, list(request.skip), reason)
-        self.queue.request(request.project, request.run_id, reason)
+        first = self.runs.request_close(request.project, run_id, list(request.skip), reason)
+        self.queue.request(request.project, run_id, reason)
         message = "the shards in so far will be merged and forwarded" if first else "a close was already under way"
-        return CloseAnswer(project=request.project, run_id=request.run_id, state="closing", message=message)
+        return CloseAnswer(project=request.project, run_id=run_id, state="closing", message=message)
+
+    def _check_skips(self, snapshot: Snapshot, skip: list[str]) -> None:
+        """A skipped shard must be one the run can hold: one its manifest names, or, for a
+        manifest by count (a CodSpeed workflow's jobs), one the run or its baseline run has seen."""
+        if not skip:
+            return
+        run = snapshot.run
+        known = run.expected_names()
+        if known is None:
+            baseline = self.baselines.latest_baseline(run.project, branch_of(run.base_ref) or self.settings.default_branch)
+            seen = self.reads.snapshot(run.project, baseline) if baseline else None
+            known = (*snapshot.shards, *run.skipped, *(seen.shards if seen else ()))
+            where = "shards of this run or of its baseline run" + (f" {baseline}" if baseline else " (none yet)")
+        else:
+            where = f"the run's manifest ({run.describe()})"
+        unknown = [name for name in skip if name not in known]
+        if unknown:
+            raise Unprocessable(f"cannot skip {', '.join(unknown)}: not among the {where}")
 
     def close_finished_ci_run(self, project: str, run_id: str) -> list[str]:
-        """CI says the workflow run finished: close its run, if it has one still open."""
+        """CI says the workflow run finished: close its latest attempt, if that one is still open."""
+        run_id = self.runs.attempt_of(project, run_id, self.settings.max_attempts)
         snapshot = self.reads.snapshot(project, run_id)
         if snapshot is None or snapshot.run.state != OPEN:
             return []

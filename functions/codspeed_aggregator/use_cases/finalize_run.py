@@ -7,15 +7,17 @@ from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
 
-from ..adapters.bundle_store import BundleStore
+from ..adapters.bundle_store import BundleStore, MissingObject
 from ..adapters.queues import FinalizeQueue
 from ..adapters.ledger import Baselines, Parts, Reads, Runs
 from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamError
 from ..domain.baseline import Completion, branch_of, complete
-from ..domain.keys import run_bundles_prefix
+from ..domain.keys import plan_key, run_bundles_prefix
 from ..domain.retries import retry_delay
-from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, RunRecord, ShardRecord, Snapshot
+from ..domain.ledger import (
+    CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id,
+)
 from ..domain.timestamps import epoch, iso
 from ..domain.uploads import Upload, part_id, plan_forward
 from ..settings import Settings
@@ -35,6 +37,7 @@ class ForwardPlan:
     base_metadata: dict | None
     uploads: list[Upload]
     part_ids: list[str]  # what each upload holds, as it is claimed
+    todo: list[int]  # the uploads this attempt sends: the others the upstream holds, as they are, from an earlier one
 
 
 @dataclass
@@ -44,7 +47,7 @@ class FinalizeRun:
     runs: Runs  # DynamoDB: the claim, the plan, how it ended
     parts: Parts  # DynamoDB: each part's claim and the upstream's answer
     baselines: Baselines  # DynamoDB: the branch's latest forwarded run, read and recorded
-    store: BundleStore  # S3: the run's bundles tagged final once forwarded
+    store: BundleStore  # S3: the plan written and read (plans/); the run's bundles tagged final once forwarded
     queue: FinalizeQueue  # SQS: one message per part of a run in several; a failed message's retry
     forwarder: ForwardPart
     reports: Reports
@@ -69,7 +72,7 @@ class FinalizeRun:
         snapshot = self.reads.snapshot(project, run_id, with_names=True)
         if snapshot is None or snapshot.run.plan is None:
             return "not_claimed"
-        plan = self._plan(snapshot, snapshot.run.plan["baseline"])
+        plan = self._plan(snapshot, snapshot.run.plan)
         if not self._claim(plan, project, run_id, part):
             return "not_claimed"
 
@@ -93,11 +96,11 @@ class FinalizeRun:
         except Exception as exc:
             message = str(exc) if isinstance(exc, UpstreamError) else f"finalizing failed: {type(exc).__name__}: {exc}"
             now = self.reads.snapshot(project, run_id).run
-            parts = (now.plan or {}).get("parts", 1)
-            if now.plan and len(now.forwarded_parts) >= parts:
+            sends = (now.plan or {}).get("sends", (now.plan or {}).get("parts", 1))
+            if now.plan and len(now.forwarded_parts) >= sends:
                 raise  # forwarded in full: only the ledger's last write failed, and the retry makes it
             upstream = {"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message}
-            if parts > 1:
+            if sends > 1:
                 self.runs.fail_held(project, run_id, upstream, message)
             else:
                 self.runs.finish(project, run_id, FORWARD_FAILED, error=message, upstream=upstream)
@@ -127,43 +130,89 @@ class FinalizeRun:
             self.store.mark_final(run_bundles_prefix(project, run_id))
             self.reports.publish(project, run_id)
             return CLOSED_EMPTY
-        if snapshot.run.plan is not None:  # a retry: the parts already sent were planned with this baseline
-            plan = self._plan(snapshot, snapshot.run.plan["baseline"])
-        else:
-            branch = branch_of(snapshot.run.base_ref) or self.settings.default_branch
-            plan = self._plan(snapshot, self.baselines.latest_baseline(project, branch))
-            self.runs.record_plan(project, run_id, {"baseline": plan.baseline_run, "parts": len(plan.uploads)})
-        todo = [i for i in range(len(plan.uploads)) if str(i) not in snapshot.run.forwarded_parts]
-        if len(plan.uploads) > 1:  # each part on a message of its own: merged in parallel, retried alone
+        recorded = snapshot.run.plan  # a retry's: the parts already sent were planned with it
+        if recorded is None or "version" not in recorded:
+            whole = self._new_plan(snapshot)
+            version = self.store.put_json(plan_key(project, run_id), whole)
+            recorded = {"baseline": whole["baseline"], "parts": len(whole["uploads"]), "sends": len(whole["todo"]),
+                        "version": version}
+            self.runs.record_plan(project, run_id, recorded)
+        plan = self._plan(snapshot, recorded)
+        todo = [i for i in plan.todo if str(i) not in snapshot.run.forwarded_parts]
+        if len(plan.todo) > 1:  # each part on a message of its own: merged in parallel, retried alone
             for index in todo:
                 self.queue.request(project, run_id, "part", part=index)
-        elif todo and self._claim(plan, project, run_id, 0):
-            self._forward_part(plan, project, run_id, 0, snapshot.run.announced_parts.get("0"))
+        elif todo and self._claim(plan, project, run_id, todo[0]):
+            self._forward_part(plan, project, run_id, todo[0], snapshot.run.announced_parts.get(str(todo[0])))
         return self._finish_when_forwarded(plan, project, run_id)
 
-    def _plan(self, snapshot: Snapshot, baseline_run: str | None) -> ForwardPlan:
-        """What a run forwards, the same for every finalizer of it: its arrived shards, the
-        ones carried from the baseline run chosen when it was claimed, in uploads."""
+    def _new_plan(self, snapshot: Snapshot) -> dict:
+        """What this attempt forwards, decided once by its claiming finalizer. The run's earlier
+        attempt's parts are kept (the upstream holds them); only parts it does not hold as they
+        are now are sent: a shard re-run, a group that came late, a part that failed."""
+        run = snapshot.run
+        earlier, held = self._earlier_plan(run)
+        if earlier is not None:
+            baseline = earlier["baseline"]  # what the earlier attempt carried stays carried from the same run
+        else:
+            baseline = self.baselines.latest_baseline(run.project, branch_of(run.base_ref) or self.settings.default_branch)
+        kept = [Upload.from_item(u) for u in earlier["uploads"]] if earlier else []
+        shards, _ = self._shards(snapshot, baseline)
+        uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept)
+        ids = [part_id(upload, shards) for upload in uploads]
+        return {"baseline": baseline, "uploads": [u.to_item() for u in uploads], "ids": ids, "held": held,
+                "todo": [i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]]}
+
+    def _earlier_plan(self, run: RunRecord) -> tuple[dict | None, dict]:
+        """The plan of the run's latest earlier attempt that made one, and what the upstream holds
+        after it: each part's key and what it held when it got there."""
+        for attempt in range(run.attempt - 1, 0, -1):
+            earlier_id = attempt_run_id(base_run_id(run.run_id), attempt)
+            earlier = self.reads.snapshot(run.project, earlier_id)
+            recorded = earlier.run.plan if earlier else None
+            if recorded and "version" in recorded:
+                try:
+                    plan = self.store.read_json(plan_key(run.project, earlier_id), recorded["version"])
+                except MissingObject:  # expired with the earlier attempt's bundles: planned afresh (same ids)
+                    return None, {}
+                held = dict(plan.get("held") or {})
+                for index in earlier.run.forwarded_parts:
+                    held[Upload.from_item(plan["uploads"][int(index)]).key] = plan["ids"][int(index)]
+                return plan, held
+        return None, {}
+
+    def _shards(self, snapshot: Snapshot, baseline_run: str | None) -> tuple[dict[str, ShardRecord], Completion]:
+        """A run's arrived shards and those carried from its baseline run, by name."""
         run = snapshot.run
         arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
         branch = branch_of(run.base_ref) or self.settings.default_branch
         baseline = self.reads.snapshot(run.project, baseline_run, with_names=True) if baseline_run else None
         completion = complete(run, arrived, branch, baseline)
-        shards = dict(sorted({**arrived, **completion.carried}.items()))
-        uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes)
+        return dict(sorted({**arrived, **completion.carried}.items())), completion
+
+    def _plan(self, snapshot: Snapshot, recorded: dict) -> ForwardPlan:
+        """What a run forwards, the same for every finalizer of it: the plan its claiming
+        finalizer wrote, over the shards it names."""
+        run = snapshot.run
+        shards, completion = self._shards(snapshot, recorded["baseline"])
+        recorded = self.store.read_json(plan_key(run.project, run.run_id), recorded["version"])
+        first = min(snapshot.arrived().values(), key=lambda s: (s.arrived_at or "", s.name))
         return ForwardPlan(
-            run=run, shards=shards, completion=completion, baseline_run=baseline_run,
-            base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, next(iter(arrived.values()))),
-            uploads=uploads, part_ids=[part_id(upload, shards) for upload in uploads],
+            run=run, shards=shards, completion=completion, baseline_run=recorded["baseline"],
+            base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, first),
+            uploads=[Upload.from_item(u) for u in recorded["uploads"]], part_ids=list(recorded["ids"]),
+            todo=list(recorded["todo"]),
         )
 
     def _forward_part(self, plan: ForwardPlan, project: str, run_id: str, index: int, announced: dict | None) -> None:
         """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once."""
-        upload, parts = plan.uploads[index], len(plan.uploads)
+        upload, parts = plan.uploads[index], len(plan.todo)
         carried = {n: plan.completion.outcome["carried"][n] for n in upload.shards if n in plan.completion.carried}
+        merged = [u for u in plan.uploads if u.merged and u.group == upload.group]
         try:
-            answer = self.forwarder.forward([plan.shards[n] for n in upload.shards], upload.merged, project, run_id,
-                                            plan.base_metadata, carried, index, parts, announced)
+            answer = self.forwarder.forward([plan.shards[n] for n in upload.shards], upload, project, run_id,
+                                            plan.base_metadata, carried, index, merged.index(upload) + 1 if upload.merged
+                                            else 0, len(merged), announced)
         except Exception as exc:
             self.parts.release_part(project, run_id, plan.part_ids[index])
             if parts > 1 and isinstance(exc, UpstreamError):
@@ -174,13 +223,15 @@ class FinalizeRun:
     def _finish_when_forwarded(self, plan: ForwardPlan, project: str, run_id: str) -> str:
         now = self.reads.snapshot(project, run_id).run
         answers = now.forwarded_parts
-        if len(answers) < len(plan.uploads):
+        if any(str(i) not in answers for i in plan.todo):
             return now.state  # the finalizer of the last part to reach the upstream finishes the run
-        parts = [answers[str(i)] for i in range(len(plan.uploads))]
+        parts = [answers[str(i)] for i in plan.todo]
         size = sum(p["size"] for p in parts)
         message = f"{len(plan.shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
+        if held := len(plan.uploads) - len(plan.todo):
+            message += f"; {held} part{'s' if held > 1 else ''} the upstream holds already, not sent again"
         finished = self.clock()
-        upstream = {"run_id": ",".join(p["run_id"] for p in parts), "status": "success", "at": iso(finished),
+        upstream = {"run_id": ",".join(p["run_id"] for p in parts) or None, "status": "success", "at": iso(finished),
                     "message": message}
         if not self._written(lambda: self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome,
                                                       upstream=upstream)):
@@ -194,3 +245,4 @@ class FinalizeRun:
         self.store.mark_final(run_bundles_prefix(project, run_id))
         self.reports.publish(project, run_id)
         return FORWARDED
+

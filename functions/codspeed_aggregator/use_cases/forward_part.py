@@ -10,10 +10,11 @@ from ..adapters.ledger import Parts, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamClient, UpstreamRefused
 from ..domain.keys import index_key, spool_key
-from ..domain.ledger import ShardRecord
+from ..domain.ledger import ShardRecord, base_run_id
 from ..domain.merge import ShardBundle, merge_bundles
-from ..domain.metadata import as_sent_metadata, merged_metadata
+from ..domain.metadata import MergedPart, as_sent_metadata, merged_metadata
 from ..domain.splice import IndexMismatch, NormalizedShard, splice
+from ..domain.uploads import Upload
 from ..settings import Settings
 
 log = logging.getLogger(__name__)
@@ -32,20 +33,21 @@ class ForwardPart:
         """The CodSpeed metadata a shard was uploaded with (None for a shard carried from another run)."""
         return self.shards.upload_metadata(project, run_id, shard.upload_id) if shard.upload_id else None
 
-    def forward(self, shards: list[ShardRecord], merged: bool, project: str, run_id: str, base_metadata: dict,
-                carried: dict, index: int, parts: int, announced: dict | None) -> dict:
-        """Send one upload: the shards merged, or one shard's archive as it was sent. A POST
-        already answered for the same bytes (the merge is deterministic) is not made again: the
-        archive goes to the URL it gave."""
-        names = [s.name for s in shards]
-        if merged:
+    def forward(self, shards: list[ShardRecord], upload: Upload, project: str, run_id: str, base_metadata: dict,
+                carried: dict, index: int, number: int, group_parts: int, announced: dict | None) -> dict:
+        """Send one upload: the shards merged (merged part ``number`` of its group's ``group_parts``), or
+        one shard's archive as it was sent. A POST already answered for the same bytes (the merge
+        is deterministic) is not made again: the archive goes to the URL it gave."""
+        if upload.merged:
             # Spooled to S3 (a multipart upload), not to /tmp: a part's size is bounded by S3, and the
             # MD5 the upstream wants before the PUT is taken while the merge writes.
             key = spool_key(project, run_id, index)
             sink, result = self._merge_part(key, shards)
             archive = self.store.reader(sink.key, sink.version_id)
             size, md5, gzipped = result.size, result.md5, True
-            describe = partial(merged_metadata, run_id, base_metadata, names, md5, index + 1, parts, carried)
+            sent = [(s, self.sent_metadata(project, run_id, s)) for s in shards]
+            part = MergedPart(base_run_id(run_id), upload.run_part_id, upload.group, number, group_parts, sent, carried)
+            describe = partial(merged_metadata, base_metadata, part, md5)
         else:
             [shard] = shards
             archive = self.store.reader(shard.key, shard.version_id)

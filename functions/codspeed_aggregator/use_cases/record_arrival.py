@@ -17,7 +17,7 @@ from ..adapters.metrics import Metrics
 from ..domain.bundle import normalizing, validate_bundle
 from ..domain.errors import BadBundle, Conflict
 from ..domain.keys import index_key, normalized_key, parse_bundle_key
-from ..domain.ledger import ARRIVED, OPEN, ArrivalView, RunRecord, ShardRecord, UploadRecord
+from ..domain.ledger import ARRIVED, OPEN, ArrivalView, RunRecord, ShardRecord, UploadRecord, base_run_id
 from ..domain.results import measured
 from ..domain.retries import retry_delay
 from ..domain.timestamps import iso
@@ -93,7 +93,7 @@ class RecordArrival:
             benchmarks=summary.benchmarks, benchmark_names=summary.benchmark_names, pids=summary.pids,
             results=measured(summary.results),
             arrived_at=iso(self.clock()), label=upload.label, executor=upload.executor, gzipped=summary.gzipped,
-            version_id=version_id, normalized=normalized,
+            version_id=version_id, normalized=normalized, group=upload.group,
         )
         outcome = self._count(project, run_id, record, upload, view.shard)
         if outcome != "run_not_open":
@@ -107,7 +107,7 @@ class RecordArrival:
         run, now = view.run, self.clock()
         project, run_id = run.project, run.run_id
         following = self.attempts.current_attempt(RunRecord(
-            project=project, run_id=run.run_id.split("~", 1)[0], manifest=run.manifest, commit=run.commit, ref=run.ref,
+            project=project, run_id=base_run_id(run.run_id), groups=dict(run.groups), commit=run.commit, ref=run.ref,
             base_ref=run.base_ref, identity=run.identity, created_at=iso(now),
             deadline_at=int(now) + self.settings.run_deadline_seconds, variants=run.variants, ci_url=run.ci_url,
         ))
@@ -166,7 +166,7 @@ class RecordArrival:
             return outcome
         self.reports.publish(project, run_id)
         after = self.runs.run_record(project, run_id)
-        if after.state == OPEN and after.complete(after.arrived_count):
+        if after.state == OPEN and after.complete():
             self.queue.request(project, run_id, "complete")
         return outcome
 

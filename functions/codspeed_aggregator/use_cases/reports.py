@@ -139,6 +139,8 @@ class Reports:
         return self.report(project, run_id)
 
     def report(self, project: str, run_id: str) -> Report:
+        """A run's latest report: of the attempt ``run_id`` names, or of the run's latest attempt."""
+        run_id = self.runs.attempt_of(project, run_id, self.settings.max_attempts)
         published = self.store.read_report(project, run_id)
         if published is not None:
             return Report.model_validate_json(published)
@@ -152,4 +154,4 @@ class Reports:
         return self.runs.recent_runs(project, limit)
 
     def has_run(self, project: str, run_id: str) -> bool:
-        return self.runs.run_record(project, run_id) is not None
+        return self.runs.run_record(project, self.runs.attempt_of(project, run_id, self.settings.max_attempts)) is not None

@@ -15,7 +15,7 @@ from ..adapters.ledger import Runs, Shards
 from ..domain.drop_in import shard_of
 from ..domain.errors import Conflict, Unprocessable
 from ..domain.keys import bundle_key
-from ..domain.ledger import ENDED, RunRecord, UploadRecord, attempt_run_id
+from ..domain.ledger import ENDED, RunRecord, UploadRecord, attempt_run_id, variant_key
 from ..domain.manifest import Manifest
 from ..domain.metadata import check_identity, ci_url
 from ..domain.timestamps import iso
@@ -59,28 +59,39 @@ class RequestUpload:
             raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
         place = shard_of(metadata)
         grant = self._grant(project, place.run_id, place.shard, place.manifest, metadata, size=None, content_type=None,
-                            crc32=None, label=place.label, variant=place.variant)
+                            crc32=None, label=place.label, variant=place.variant, group=place.group)
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
     def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32,
-               label=None, variant=None) -> UploadGrant:
+               label=None, variant=None, group="") -> UploadGrant:
         now = self.clock()
+        variants = (variant_key(group, variant),) if variant else ()
         run = self.current_attempt(RunRecord(
-            project=project, run_id=run_id, manifest=manifest, commit=metadata.commit_hash.lower(),
+            project=project, run_id=run_id, groups={group: manifest}, commit=metadata.commit_hash.lower(),
             ref=metadata.ref, base_ref=metadata.base_ref, identity=metadata.identity(),
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
-            variants=(variant,) if variant else (), ci_url=ci_url(metadata),
+            variants=variants, ci_url=ci_url(metadata),
         ))
-        if run.closing:
-            raise Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards "
+        closing = Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards "
                            "(a shard pushed after the run is forwarded starts its next attempt)")
-        run.manifest.admit(shard)
-        if variant and variant not in run.variants and not self.runs.add_variant(project, run.run_id, variant):
-            raise Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards")
+        if run.closing:
+            raise closing
+        if group not in run.groups:
+            if self.runs.add_group(project, run.run_id, group, manifest):
+                run.groups[group] = manifest
+            else:  # another upload added it meanwhile (its manifest stands), or the run is closing now
+                run = self.runs.run_record(project, run.run_id)
+                if group not in run.groups:
+                    raise closing
+        manifest.agree(run.groups[group], group)
+        run.groups[group].admit(shard)
+        for kind in variants:
+            if kind not in run.variants and not self.runs.add_variant(project, run.run_id, kind):
+                raise closing
         upload_id = uuid.uuid4().hex
         self.shards.add_upload(project, run.run_id, UploadRecord(
             shard=shard, upload_id=upload_id, metadata=metadata.wire(), size=size, requested_at=f"{now:.6f}",
-            label=label if label != shard else None, executor=metadata.executor,
+            label=label if label != shard else None, executor=metadata.executor, group=group,
         ))
         key = bundle_key(project, run.run_id, shard, upload_id)
         expires = self.settings.presign_expiry_seconds
@@ -92,8 +103,9 @@ class RequestUpload:
     def current_attempt(self, opening: RunRecord) -> RunRecord:
         """The run an upload goes to: the run as first opened, or when that one has ended
         (forwarded, or being finalized: a CI re-run, or a shard that came too late), its next
-        attempt. A next attempt keeps the manifest and starts with the shards counted before,
-        so it is complete, and forwarded again, as soon as the re-run shards are in."""
+        attempt. A next attempt keeps the groups, their manifests and the shards skipped, and
+        starts with the shards counted before, so it is complete, and forwarded, as soon as the
+        re-run shards (or a group that came late) are in."""
         base_id, previous = opening.run_id, None
         for attempt in range(1, self.settings.max_attempts + 1):
             opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
@@ -104,14 +116,17 @@ class RequestUpload:
                         return existing
                     previous = existing
                     continue
-                opening.manifest, opening.identity = previous.manifest, previous.identity
+                opening.groups = {**opening.groups, **previous.groups}
+                opening.identity, opening.skipped = previous.identity, previous.skipped
+                # A run's report is its latest attempt's: its versions go on from the previous one's.
+                opening.rev = opening.run_changes = previous.rev + 1
                 opening.variants = tuple(sorted({*previous.variants, *opening.variants}))
-                opening.arrived_count = self.shards.inherit_arrived(opening.project, previous.run_id, opening.run_id)
+                opening.group_counts = self.shards.inherit_arrived(opening.project, previous.run_id, opening.run_id)
+                opening.arrived_count = sum(opening.group_counts.values())
             run, created = self.runs.open_run(opening)
             if created:
                 return run
             if attempt == 1:
-                opening.manifest.agree(run.manifest)
                 check_identity(run.identity, opening.identity)
             if run.state not in ENDED:
                 return run

@@ -9,7 +9,7 @@ from decimal import Decimal
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from ...domain.ledger import RunRecord, ShardRecord, UploadRecord
+from ...domain.ledger import RunRecord, ShardRecord, UploadRecord, variant_key
 from ...domain.manifest import Manifest
 
 # A run record, its shards and its upload requests share a partition, so one consistent Query
@@ -126,17 +126,39 @@ class TableItems:
             f"a transaction was cancelled {TRANSACTION_TRIES} times for other reasons than its conditions")
 
 
+GROUP_PREFIX, COUNT_PREFIX = "group@", "arrived@"  # top-level attributes: one per job group (ADD needs top level)
+
+
+def group_attribute(group: str) -> str:
+    return f"{GROUP_PREFIX}{group}"
+
+
+def count_attribute(group: str) -> str:
+    return f"{COUNT_PREFIX}{group}"
+
+
+def _groups(item: dict) -> tuple[dict, dict, tuple]:
+    """A run item's groups, their counts and variants; a run stored before groups is the group ""."""
+    groups = {k.removeprefix(GROUP_PREFIX): Manifest.from_item(v) for k, v in item.items() if k.startswith(GROUP_PREFIX)}
+    counts = {k.removeprefix(COUNT_PREFIX): int(v) for k, v in item.items() if k.startswith(COUNT_PREFIX)}
+    variants = tuple(sorted(v if "|" in v else variant_key("", v) for v in item.get("variants") or ()))
+    if not groups and "manifest" in item:
+        groups, counts = {"": Manifest.from_item(item["manifest"])}, {"": int(item.get("arrived_count", 0))}
+    return groups, counts, variants
+
+
 def run_from(item: dict) -> RunRecord:
     identity = item.get("identity")
+    groups, counts, variants = _groups(item)
     return RunRecord(
-        project=item["project"], run_id=item["run_id"], manifest=Manifest.from_item(item.get("manifest")),
+        project=item["project"], run_id=item["run_id"], groups=groups, group_counts=counts,
         state=item["state"], commit=item.get("commit"), ref=item.get("ref"), base_ref=item.get("base_ref"),
         identity=json.loads(identity) if identity else None, created_at=item.get("created_at", ""),
         deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0), run_changes=item.get("run_changes", 0),
-        skipped=tuple(item.get("skipped") or ()), close_reason=item.get("close_reason"),
+        skipped=tuple(dict.fromkeys(item.get("skipped") or ())), close_reason=item.get("close_reason"),
         upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
         arrived_count=item.get("arrived_count", 0),
-        outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=tuple(sorted(item.get("variants") or ())),
+        outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=variants,
         closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"),
         plan=json.loads(item["plan"]) if item.get("plan") else None,
     )
@@ -151,7 +173,7 @@ def shard_from(item: dict) -> ShardRecord:
         rev=item.get("rev", 0), noted_upload=item.get("noted_upload"), requested_at=item.get("requested_at"),
         label=item.get("label"), executor=item.get("executor") or "valgrind", gzipped=item.get("gzipped", True),
         inherited_from=item.get("inherited_from"), version_id=item.get("version_id"),
-        normalized=item.get("normalized"),
+        normalized=item.get("normalized"), group=item.get("group") or "",
     )
 
 
@@ -159,4 +181,5 @@ def upload_from(item: dict) -> UploadRecord:
     return UploadRecord(
         shard=item["shard"], upload_id=item["upload_id"], size=item.get("size"),
         requested_at=item["requested_at"], label=item.get("label"), executor=item.get("executor") or "valgrind",
+        group=item.get("group") or "",
     )

@@ -5,9 +5,10 @@ import json
 
 from botocore.exceptions import ClientError
 
-from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN, RunRecord
+from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN, RunRecord, attempt_run_id, base_run_id, named_attempt
 from .codec import (
-    FINALIZING_PK, OPEN_INDEX, PROJECT_PREFIX, RUN_SK, TableItems, condition_failed, dump, load, run_from, run_pk,
+    FINALIZING_PK, OPEN_INDEX, PROJECT_PREFIX, RUN_SK, TableItems, condition_failed, count_attribute, dump,
+    group_attribute, load, run_from, run_pk,
 )
 
 
@@ -17,12 +18,16 @@ class Runs(TableItems):
         Touches the run item and, when it creates the run, the project's list."""
         item = {
             "pk": run_pk(run.project, run.run_id), "sk": RUN_SK, "project": run.project, "run_id": run.run_id,
-            "state": run.state, "manifest": run.manifest.to_item(), "commit": run.commit, "ref": run.ref,
+            "state": run.state, "commit": run.commit, "ref": run.ref,
             "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
             "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
             "rev": run.rev, "run_changes": run.run_changes, "arrived_count": run.arrived_count,
             "run_attempt": run.attempt, "ci_url": run.ci_url, "expires_at": self.expires_at(),
         }
+        item.update({group_attribute(g): m.to_item() for g, m in run.groups.items()})
+        item.update({count_attribute(g): n for g, n in run.group_counts.items()})
+        if run.skipped:
+            item["skipped"] = list(run.skipped)
         if run.variants:
             item["variants"] = set(run.variants)
         try:
@@ -40,6 +45,20 @@ class Runs(TableItems):
     def run_record(self, project: str, run_id: str) -> RunRecord | None:
         item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, RUN_SK), ConsistentRead=True).get("Item")
         return run_from(load(item)) if item else None
+
+    def attempt_of(self, project: str, run_id: str, max_attempts: int) -> str:
+        """The run id a request for ``run_id`` acts on: the attempt it names (``7002~2``, and
+        ``7002~1`` is ``7002``), or, when it names none, the run's latest attempt (one read per
+        attempt after the first)."""
+        base, named = base_run_id(run_id), named_attempt(run_id, max_attempts)
+        if named is not None:
+            return attempt_run_id(base, named)
+        latest = 1
+        while latest < max_attempts and self.db.get_item(
+                TableName=self.table, Key=self.key(project, attempt_run_id(base, latest + 1), RUN_SK),
+                ProjectionExpression="pk", ConsistentRead=True).get("Item"):
+            latest += 1
+        return attempt_run_id(base, latest)
 
     def recent_runs(self, project: str, limit: int) -> list[RunRecord]:
         """A project's latest runs, newest first: its list, then its run items in one batch read."""
@@ -69,6 +88,14 @@ class Runs(TableItems):
                                ExpressionAttributeValues=dump({":o": kind, ":now": now}))
         return [(i["project"], i["run_id"]) for i in items]
 
+    def add_group(self, project: str, run_id: str, group: str, manifest) -> bool:
+        """Note a job group the run had not seen, with its manifest. False when the group is
+        there already (read the run: its manifest stands) or the run is no longer open or is closing."""
+        return self._update_run(project, run_id, "SET #group = :m ADD rev :one, run_changes :one",
+                                "#state = :open AND attribute_not_exists(close_requested) "
+                                "AND attribute_not_exists(#group)",
+                                {":m": manifest.to_item(), ":open": OPEN}, names={"#group": group_attribute(group)})
+
     def add_variant(self, project: str, run_id: str, variant: str) -> bool:
         """Note a kind of upload the run had not seen (another executor): its manifest now expects it
         too. False when the run is no longer open or is closing."""
@@ -77,12 +104,14 @@ class Runs(TableItems):
                                 {":v": {variant}, ":open": OPEN})
 
     def request_close(self, project: str, run_id: str, skip: list[str], reason: str) -> bool:
-        """Mark an open run closed by hand (first close wins); False when it was not open or already closing."""
+        """Mark an open run closed (first close wins), adding ``skip`` to the shards it skips (an
+        attempt starts with its previous one's); False when it was not open or already closing."""
         return self._update_run(
             project, run_id,
-            "SET close_requested = :true, skipped = :skip, close_reason = :reason ADD rev :one, run_changes :one",
+            "SET close_requested = :true, skipped = list_append(if_not_exists(skipped, :none), :skip), "
+            "close_reason = :reason ADD rev :one, run_changes :one",
             "#state = :open AND attribute_not_exists(close_requested)",
-            {":true": True, ":skip": skip, ":reason": reason, ":open": OPEN},
+            {":true": True, ":skip": skip, ":none": [], ":reason": reason, ":open": OPEN},
         )
 
     def claim_finalize(self, project: str, run_id: str, now: int, lease_seconds: int) -> bool:
@@ -98,8 +127,9 @@ class Runs(TableItems):
         )
 
     def record_plan(self, project: str, run_id: str, plan: dict) -> bool:
-        """What the claiming finalizer decided (the baseline run, the number of uploads): every
-        part's finalizer makes the same plan from it."""
+        """What the claiming finalizer decided: the baseline run, how many parts and how many of them
+        it sends, and the version of the whole plan it wrote to S3 (``keys.plan_key``), which every
+        part's finalizer and the run's next attempt read."""
         return self._update_run(project, run_id, "SET #plan = :plan ADD rev :one, run_changes :one",
                                 "#state = :finalizing", {":plan": json.dumps(plan), ":finalizing": FINALIZING},
                                 names={"#plan": "plan"})

@@ -7,8 +7,8 @@ from botocore.exceptions import ClientError
 
 from ...domain.ledger import ARRIVED, LATE, OPEN, REJECTED, ShardRecord, UploadRecord
 from .codec import (
-    BENCHMARKS_PREFIX, CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed, dump,
-    load, run_pk,
+    BENCHMARKS_PREFIX, CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed,
+    count_attribute, dump, load, run_pk,
 )
 from .results import results_item
 
@@ -25,7 +25,7 @@ class Shards(TableItems):
         item = {
             "pk": run_pk(project, run_id), "sk": f"{UPLOAD_PREFIX}{upload.shard}#{upload.upload_id}", "shard": upload.shard,
             "upload_id": upload.upload_id, "size": upload.size, "label": upload.label, "executor": upload.executor,
-            "requested_at": upload.requested_at, "expires_at": expires,
+            "group": upload.group, "requested_at": upload.requested_at, "expires_at": expires,
         }
         for written in (meta, item):
             self.db.put_item(TableName=self.table, Item=dump(written))
@@ -43,10 +43,11 @@ class Shards(TableItems):
                 "pk": run_pk(project, run_id), "sk": f"{META_PREFIX}{upload_id}", "metadata": json.dumps(meta),
                 "expires_at": self.expires_at()}))
 
-    def inherit_arrived(self, project: str, earlier: str, run_id: str) -> int:
+    def inherit_arrived(self, project: str, earlier: str, run_id: str) -> dict[str, int]:
         """Copy the shards counted in an earlier attempt of a run (their results and upload metadata
-        too) into ``run_id``, the next attempt, before that run is opened; answers how many there are.
-        Each shard's copy is conditional, so one counted meanwhile in the new attempt is left as it is."""
+        too) into ``run_id``, the next attempt, before that run is opened; answers how many there are
+        per job group. Each shard's copy is conditional, so one counted meanwhile in the new attempt
+        is left as it is."""
         items = self.query_run(project, earlier, "begins_with(sk, :shard)", {":shard": SHARD_PREFIX})
         names = {i["sk"].removeprefix(BENCHMARKS_PREFIX): i
                  for i in self.query_run(project, earlier, "begins_with(sk, :b)", {":b": BENCHMARKS_PREFIX})}
@@ -62,7 +63,10 @@ class Shards(TableItems):
             if (found := names.get(item["sk"].removeprefix(SHARD_PREFIX))) is not None:
                 self.db.put_item(TableName=self.table, Item=dump({**found, "pk": run_pk(project, run_id)}))
             self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
-        return len(arrived)
+        counts: dict[str, int] = {}
+        for item in arrived:
+            counts[item.get("group") or ""] = counts.get(item.get("group") or "", 0) + 1
+        return counts
 
     def record_arrival(self, project: str, run_id: str, shard: ShardRecord, requested_at: str,
                        previous: ShardRecord | None) -> str:
@@ -78,7 +82,7 @@ class Shards(TableItems):
             ":b": shard.benchmarks, ":pids": shard.pids,
             ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":exp": self.expires_at(),
             ":label": shard.label, ":executor": shard.executor, ":gz": shard.gzipped, ":v": shard.version_id,
-            ":norm": shard.normalized,
+            ":norm": shard.normalized, ":group": shard.group,
         }
         if replacing:
             values[":prev"] = previous.upload_id
@@ -87,16 +91,17 @@ class Shards(TableItems):
             "UpdateExpression": (
                 "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
                 "pids = :pids, arrived_at = :at, requested_at = :req, "
-                "label = :label, executor = :executor, gzipped = :gz, version_id = :v, normalized = :norm, "
+                "label = :label, executor = :executor, gzipped = :gz, version_id = :v, normalized = :norm, #group = :group, "
                 "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from ADD attempt :one, rev :one"
             ),
             "ConditionExpression": "upload_id = :prev AND requested_at < :req" if replacing
             else "attribute_not_exists(upload_id)",
-            "ExpressionAttributeNames": {"#state": "state", "#key": "key", "#size": "size"},
+            "ExpressionAttributeNames": {"#state": "state", "#key": "key", "#size": "size", "#group": "group"},
             "ExpressionAttributeValues": dump(values),
         }
-        run_update = self.run_update(project, run_id, "ADD rev :one, arrived_count :count", "#state = :open",
-                                     {":count": 0 if replacing else 1, ":open": OPEN})
+        run_update = self.run_update(project, run_id, "ADD rev :one, arrived_count :count, #counted :count",
+                                     "#state = :open", {":count": 0 if replacing else 1, ":open": OPEN},
+                                     names={"#counted": count_attribute(shard.group)})
         results = results_item(project, run_id, shard, self.expires_at())
         codes = self.transact([{"Update": shard_update}, {"Update": run_update},
                                {"Put": {"TableName": self.table, "Item": dump(results)}}])

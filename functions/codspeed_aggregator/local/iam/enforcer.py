@@ -43,10 +43,15 @@ def acting_function() -> str | None:
 
 
 def resource_family(resource: str) -> str:
-    """An object's ARN as its key prefix (``bucket/reports/*``): what a role grants, what a report lists."""
+    """An object's ARN as its key prefix (``bucket/reports/*``), a per-project SSM parameter's as its
+    path (``parameter/codspeed-aggregator/upstream-tokens/*``): what a role grants, what a report lists."""
     if resource.startswith("arn:aws:s3:::") and "/" in resource:
         bucket, _, key = resource.removeprefix("arn:aws:s3:::").partition("/")
         return f"arn:aws:s3:::{bucket}/{key.split('/', 1)[0]}/*"
+    if resource.startswith("arn:aws:ssm:") and ":parameter/" in resource:
+        head, _, name = resource.partition(":parameter/")
+        if name.count("/") >= 2:
+            return f"{head}:parameter/{'/'.join(name.split('/')[:2])}/*"
     return resource
 
 

@@ -1,0 +1,40 @@
+"""Run ids, attempts included (``<run>~N``), as the client and the API check them."""
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from codspeed_aggregator.domain.errors import Unprocessable
+from codspeed_aggregator.domain.ledger import named_attempt
+from codspeed_rules.names import run_id_problem
+from codspeed_wire.names import RunId
+
+
+class _Named(BaseModel):
+    run_id: RunId
+
+
+@pytest.mark.parametrize("value", ["7044765741", "7044765741~2", "run-1.2:3+4", "a~9999", "gl-0123abcd-ef~12"])
+def test_run_ids_and_their_attempts_are_accepted(value):
+    assert run_id_problem(value) is None and _Named(run_id=value).run_id == value
+
+
+@pytest.mark.parametrize("value, says", [
+    ("7002~0", "'7002~0' names attempt 0: attempts count from 1 (<run> itself is attempt 1)"),
+    ("7002~", "'7002~' ends with '~' but names no attempt: give <run>~N, N from 1"),
+    ("7002~x", "'7002~x' names attempt 'x': an attempt is a number from 1 to 9999"),
+    ("7002~10000", "'7002~10000' names attempt '10000': an attempt is a number from 1 to 9999"),
+    ("7002~2~3", "'7002~2~3' names attempt '2~3': an attempt is a number from 1 to 9999"),
+    ("run 1", "'run 1' is not a run id: letters, digits and _.:+- only (up to 128), then ~N for attempt N"),
+    ("~2", "'~2' is not a run id"),
+])
+def test_a_bad_run_id_or_attempt_is_refused_in_one_sentence_naming_it(value, says):
+    assert run_id_problem(value).startswith(says)
+    with pytest.raises(ValidationError, match="run_id") as caught:
+        _Named(run_id=value)
+    assert says in str(caught.value)
+
+
+def test_an_attempt_past_the_limit_is_refused_and_none_names_the_latest():
+    assert named_attempt("7002", 20) is None and named_attempt("7002~1", 20) == 1 and named_attempt("7002~20", 20) == 20
+    with pytest.raises(Unprocessable, match="run 7002~21 names attempt 21, but a run has at most 20 attempts"):
+        named_attempt("7002~21", 20)
