@@ -72,17 +72,25 @@ def _benchmarks(held: dict) -> list[str]:
     return sorted(b for _, found in held.values() for b in found)
 
 
-def test_a_plain_job_then_a_matrix_are_two_groups_each_forwarded_as_its_own_part(stack, workflow):
-    workflow.job(stack, "lint-bench", ["lint::a"])  # a plain job: a group of one, complete at once
-    assert workflow.final(stack)["state"] == "forwarded"
-    for shard in (1, 2):  # then a matrix of 2 in the same workflow run
-        workflow.job(stack, "bench", [f"bench::s{shard}"], shard=shard, total=2)
+@pytest.mark.parametrize("plain_first", [True, False], ids=["plain-then-matrix", "matrix-then-plain"])
+def test_a_plain_job_and_a_matrix_are_two_groups_each_forwarded_as_its_own_part(stack, workflow, plain_first):
+    def plain():
+        workflow.job(stack, "lint-bench", ["lint::a"])  # a plain job: a group of one, complete at once
+        assert workflow.final(stack)["state"] == "forwarded"
+
+    def matrix():
+        for shard in (1, 2):
+            workflow.job(stack, "bench", [f"bench::s{shard}"], shard=shard, total=2)
+        assert workflow.final(stack)["state"] == "forwarded"
+
+    for group in (plain, matrix) if plain_first else (matrix, plain):
+        group()
     report = workflow.final(stack)  # the run's report is its latest attempt's
     assert report["run_id"] == f"{workflow.run_id}~2" and report["state"] == "forwarded" and report["expected"] == 3
     held = workflow.upstream(stack)
     assert _benchmarks(held) == ["bench::s1", "bench::s2", "lint::a"]  # each once
     assert sorted(held) == ['bench-{"aggregated-part":1}', 'lint-bench-{"executor":"valgrind","run-index":0}']
-    assert len(stack.upstream.uploads(workflow.run_id)) == 2  # the plain job was not sent again
+    assert len(stack.upstream.uploads(workflow.run_id)) == 2  # the group forwarded first was not sent again
 
 
 def test_interleaved_matrices_of_three_and_two_are_refused_nothing_and_forwarded_once(stack, workflow):

@@ -9,7 +9,7 @@ import pytest
 
 from codspeed_aggregator.domain.keys import spool_key
 from codspeed_aggregator.domain.uploads import merged_part_id
-from codspeed_aggregator.local.upstream_stub import archive_of
+from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_wire.api import CloseRequest
@@ -263,3 +263,28 @@ def test_a_run_every_part_of_which_reached_the_upstream_ends_forwarded_when_a_le
         events.unregister("before-call.dynamodb.UpdateItem", unique_id="throttle")
     assert throttled == [1] and "ForwardFailed" not in metrics.seen and "ForwardSucceeded" in metrics.seen
     assert agg.reports.report(project, run_id).state == "forwarded" and len(isolated.upstream.uploads(run_id)) == 1
+
+
+def test_over_three_attempts_each_benchmark_stands_in_one_part_upstream(isolated, project, run_id):
+    """Attempt 1 merges shards 1 and 2; attempt 2 re-runs 2 and brings 3 (the group's next part);
+    attempt 3 re-runs 1. The
+    upstream (as CodSpeed combines it: the last upload of each runPartId) holds each shard's
+    latest benchmark, once."""
+    agg = isolated.aggregator
+
+    def attempt(pushes: dict[str, str]) -> str:
+        for shard, benchmark in pushes.items():
+            grant = push(agg, project, run_id, shard, bundle(4242, [benchmark]), total=4)
+            agg.arrivals.record(grant["key"])
+        agg.closing.close(CloseRequest(project=project, run_id=run_id))
+        assert isolated.finalize_all(project, grant["run_id"]) == "forwarded"
+        return grant["run_id"]
+
+    attempt({"1": "t1::a", "2": "t2::a"})
+    assert attempt({"2": "t2::b", "3": "t3::a"}) == f"{run_id}~2"
+    assert attempt({"1": "t1::b"}) == f"{run_id}~3"
+    [parts] = [p for (_, run), p in isolated.upstream.combined(project).items() if run == run_id]
+    held = {part: sorted(benchmarks_in(archive_of(upload))) for part, upload in parts.items()}
+    assert held == {merged_part_id("", 1): ["t1::b", "t2::b"], merged_part_id("", 2): ["t3::a"]}
+    assert isolated.upstream.benchmarks_twice(project) == {}
+    assert len(isolated.upstream.uploads(run_id)) == 4  # part 1 in each attempt (replacing itself), part 2 once

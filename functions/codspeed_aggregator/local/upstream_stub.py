@@ -61,6 +61,7 @@ class StubUpstream:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.token = token
         self.project_tokens: dict[str, str] = {}  # owner/repo -> its own token (CodSpeed's are per repository)
+        self._held: dict[Path, set[str]] = {}  # an upload's benchmarks, read once (an archive never changes)
         self.failures: list[int] = []  # status codes to answer the next POSTs with (fault injection)
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer((host, port), self._handler_class())
@@ -89,26 +90,30 @@ class StubUpstream:
             done = [p for p in done if json.loads((p / "metadata.json").read_text()).get("commitHash") == commit]
         return sorted(done, key=lambda p: archive_of(p).stat().st_mtime_ns)
 
-    def combined(self) -> dict[tuple[str, str], dict[str, Path]]:
-        """The runs CodSpeed would hold: (project, runPart.runId) -> runPartId -> its last upload.
-        An upload with no runPart is a run of its own."""
+    def combined(self, project: str | None = None) -> dict[tuple[str, str], dict[str, Path]]:
+        """The runs CodSpeed would hold (of one project, or all): (project, runPart.runId) ->
+        runPartId -> its last upload. An upload with no runPart is a run of its own."""
         runs: dict[tuple[str, str], dict[str, Path]] = {}
         for upload in self.uploads():  # oldest first: the last one of a runPartId wins
             meta = json.loads((upload / "metadata.json").read_text())
+            if project is not None and f"{meta.get('owner')}/{meta.get('repository')}" != project:
+                continue
             part = meta.get("runPart")
             run, part_id = (part["runId"], part["runPartId"]) if part else (upload.name, "")
             runs.setdefault((f"{meta.get('owner')}/{meta.get('repository')}", run), {})[part_id] = upload
         return runs
 
-    def benchmarks_twice(self) -> dict[str, list[str]]:
+    def benchmarks_twice(self, project: str | None = None) -> dict[str, list[str]]:
         """Every benchmark (of one executor) that stands in two parts of one run, with the parts'
         runPartIds: what CodSpeed would count twice. Empty when each stands once."""
         twice = {}
-        for (project, run), parts in self.combined().items():
+        for (project, run), parts in self.combined(project).items():
             seen: dict[tuple[str, str], list[str]] = {}
             for part_id, upload in parts.items():
                 executor = json.loads((upload / "metadata.json").read_text())["runner"].get("executor") or "valgrind"
-                for benchmark in benchmarks_in(archive_of(upload)):
+                if upload not in self._held:
+                    self._held[upload] = benchmarks_in(archive_of(upload))
+                for benchmark in self._held[upload]:
                     seen.setdefault((executor, benchmark), []).append(part_id)
             twice.update({f"{project} run {run}: {executor} {b}": ids for (executor, b), ids in seen.items() if len(ids) > 1})
         return twice
