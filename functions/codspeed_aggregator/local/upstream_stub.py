@@ -31,27 +31,30 @@ def archive_of(upload: Path) -> Path | None:
     return next((upload / name for name in ARCHIVES if (upload / name).exists()), None)
 
 
-_CLIENT_REQUEST = re.compile(rb"^desc: Trigger: Client Request: (?!Metadata: )(.+)$", re.M)
+CLIENT_REQUEST = b"desc: Trigger: Client Request: "
+MAX_RESULTS = 16 << 20  # a results file larger than this is not an integration's
 
 
 def benchmarks_in(archive: Path) -> set[str]:
-    """The benchmarks an archive holds: each callgrind part's client request, and each entry of
-    the integrations' ``results/<pid>.json`` (walltime holds only those)."""
+    """The benchmarks an archive holds: each callgrind part's client request (read line by line:
+    a .out can be gigabytes), and each entry of the integrations' ``results/<pid>.json`` (walltime
+    holds only those)."""
     found = set()
     with tarfile.open(archive, "r:*") as tar:
         for member in tar:
-            if not member.isfile() or not (member.name.endswith(".out") or re.search(r"results/[^/]+\.json$", member.name)):
+            if not member.isfile():
                 continue
-            data = tar.extractfile(member).read()
             if member.name.endswith(".out"):
-                found.update(b.decode(errors="replace").strip() for b in _CLIENT_REQUEST.findall(data))
-                continue
-            try:
-                entries = json.loads(data).get("benchmarks")
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(entries, list):
-                found.update(str(e.get("uri") or e.get("name")) for e in entries if isinstance(e, dict))
+                for line in tar.extractfile(member):
+                    if line.startswith(CLIENT_REQUEST) and not line.startswith(CLIENT_REQUEST + b"Metadata: "):
+                        found.add(line[len(CLIENT_REQUEST):].decode(errors="replace").strip())
+            elif re.search(r"results/[^/]+\.json$", member.name) and member.size <= MAX_RESULTS:
+                try:
+                    entries = json.loads(tar.extractfile(member).read()).get("benchmarks")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(entries, list):
+                    found.update(str(e.get("uri") or e.get("name")) for e in entries if isinstance(e, dict))
     return found
 
 
