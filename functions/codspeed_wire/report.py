@@ -135,11 +135,12 @@ def render_markdown(report: Report) -> str:
         lines += [line[0].upper() + line[1:], ""]
     for state in ("missing", "skipped", "carried", "rejected", "late"):
         names = [s.display or s.label or s.name for s in report.shards if s.state == state]
-        if names:
-            lines += [f"{state.capitalize()}: " + ", ".join(md(n) for n in names), ""]
+        if names:  # names, not a count: "Skipped: 3" would read as three shards
+            lines += [f"{state.capitalize()} shard{'s' if len(names) > 1 else ''}: " + ", ".join(md(n) for n in names), ""]
     if report.baseline:
         b = report.baseline
-        lines += [f"Baseline: run {md(b['run_id'])} on {md(b['branch'])} (commit {md((b.get('commit') or '?')[:12])})", ""]
+        branch = f" on {md(b['branch'])}" if b.get("branch") else ""
+        lines += [f"Baseline: run {md(b['run_id'])}{branch} (commit {md((b.get('commit') or '?')[:12])})", ""]
     if report.missing_benchmarks:
         lines += [f"Benchmarks gone since the baseline ({len(report.missing_benchmarks)}): "
                   + ", ".join(md(name) for name in report.missing_benchmarks[:20]), ""]

@@ -110,7 +110,7 @@ def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack,
     assert outputs["state"] == "forwarded" and outputs["upstream-run-id"]
     report = Path(outputs["report-path"])
     assert report.parent.parent == job.temp and "forwarded, 1/2 shards in" in report.read_text().splitlines()[0]
-    assert "Skipped: 2" in job.summary.read_text()
+    assert "Skipped shard: 2" in job.summary.read_text()
     assert sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*")) == before  # nothing written into the checkout
 
 

@@ -35,7 +35,7 @@ def test_markdown_says_partial_and_lists_the_shards():
     assert "open, 1/4 shards in" in first and "partial report" in first
     assert "| 3 | rejected |" in text and "the bundle is not gzip-compressed" in text
     final = render_markdown(build_report(_snapshot(FORWARDED, upstream={"run_id": "u", "status": "success", "at": "t"}), "now"))
-    assert "partial" not in final.splitlines()[0] and "Missing: 2, 4" in final and "Upstream: success" in final
+    assert "partial" not in final.splitlines()[0] and "Missing shards: 2, 4" in final and "Upstream: success" in final
 
 
 def test_report_json_round_trips_with_its_stable_keys():
@@ -78,8 +78,31 @@ def test_markdown_for_a_pull_request_leads_with_the_outcome_and_folds_the_rest()
     first, second = short.splitlines()[:3:2]
     assert first == "**CodSpeed shards for acme/widgets run 7044765741: forwarded, 2/3 shards in**"
     assert second == "Commit 5f1c2e3d4b5a · [CI run](https://github.com/acme/widgets/actions/runs/7044765741)"
-    assert short.index("Missing: 3") < short.index("<details open><summary>3 shards</summary>")
+    assert short.index("Missing shard: 3") < short.index("<details open><summary>3 shards</summary>")
     assert "<details><summary>12 shards</summary>" in long  # a long list is folded
     internals = short[short.index("<details><summary>Details</summary>"):]
     assert "Report version 42" in internals and "9f8e7d6c5b4a39281706f5e4d3c2b1a0" in internals
     assert "version 42" not in short[:short.index("<details")] and "9f8e7d6c" not in short[:short.index("<details")]
+
+
+def test_markdown_names_shards_readably_and_never_says_on_none():
+    snapshot = _snapshot()
+    snapshot.shards["1"].label = 'bench-{"shard":1}-{"job-index":0,"job-total":4}-{"executor":"valgrind","run-index":0}'
+    baseline = Report(**{**build_report(_snapshot(FORWARDED), "now").model_dump(), "run_id": "41", "commit": "def5678"})
+    text = render_markdown(build_report(snapshot, "now", baseline=baseline))
+    assert "| bench \\[shard 1, job 1/4\\] | arrived |" in text  # the raw runPartId stays in the JSON's label
+    assert "Baseline: run 41 (commit def5678)" in text and "None" not in text
+    skipped = render_markdown(build_report(_snapshot(FORWARDED, skipped=["2", "4"]), "now"))
+    assert "Skipped shards: 2, 4" in skipped
+
+
+def test_a_skipped_shard_always_says_why_it_has_no_results():
+    def reason(outcome, state=FORWARDED):
+        snapshot = _snapshot(state, skipped=["4"])
+        snapshot.run.outcome = outcome
+        return {s.name: s.reason for s in build_report(snapshot, "now").shards}["4"]
+
+    source = {"run_id": "41", "commit": "def5678", "branch": "main"}
+    assert reason({"baseline": source, "carried": {}}) == "skipped, not carried: baseline run 41 has no results of it"
+    assert reason({"baseline": None, "note": "no forwarded run on main yet"}) == "no forwarded run on main yet"
+    assert reason({}, "finalizing").startswith("skipped at close: carried from the baseline run")

@@ -35,7 +35,10 @@ def build_report(snapshot: Snapshot, now: str, *, baseline: Report | None = None
                                       reason=f"carried from run {c['run_id']} (commit {(c['commit'] or '?')[:12]})",
                                       source={"run_id": c["run_id"], "commit": c["commit"]}))
         elif name in run.skipped:
-            entries.append(ShardEntry(name=name, state="skipped", reason=outcome.get("note")))
+            source = outcome.get("baseline")
+            reason = (f"skipped, not carried: baseline run {source['run_id']} has no results of it" if source else
+                      outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded")
+            entries.append(ShardEntry(name=name, state="skipped", reason=reason))
         else:
             entries.append(ShardEntry(name=name, state="missing"))
     upstream = UpstreamEntry(**run.upstream) if run.upstream else None
