@@ -57,6 +57,7 @@ class Settings:
     tokenless_projects: frozenset[str]
     public_url: str | None  # where the API answers (run pages' links); the API also knows it from a request
     page_link_days: int
+    report_inline_bytes: int  # a report answered inline up to this; larger, by a presigned S3 link
     regression_threshold: float
 
     def require(self, function: str, *names: str) -> None:
@@ -106,6 +107,7 @@ class Settings:
             oidc_jwks_url=env.get("OIDC_JWKS_URL") or None,
             public_url=(env.get("PUBLIC_URL") or "").rstrip("/") or None,
             page_link_days=int(env.get("PAGE_LINK_DAYS", 30)),
+            report_inline_bytes=int(env.get("REPORT_INLINE_BYTES", 5 << 20)),  # under Lambda's 6 MB answer
             regression_threshold=float(env.get("REGRESSION_THRESHOLD", 0.05)),
             tokenless_projects=frozenset(p.strip() for p in (env.get("TOKENLESS_PROJECTS") or "").split(",") if p.strip()),
         )

@@ -268,3 +268,30 @@ def test_a_skipped_shard_is_carried_from_the_main_branch_run(stack, project, tmp
     assert json.loads((upload / "metadata.json").read_text())["runPart"]["metadata"]["carriedShards"] == {
         "3": {"runId": main_run, "commitHash": "1" * 40}}
 
+
+
+def test_a_report_too_large_to_answer_inline_is_served_from_s3_and_the_client_follows(stack, project, run_id, tmp_path,
+                                                                                       monkeypatch):
+    from dataclasses import replace
+
+    from codspeed_aggregator import wiring
+
+    folders = _folders(tmp_path, 2)
+    for i in (1, 2):
+        assert _run(stack, "push", "--shard", f"{i}/2", "--profile-folder", str(folders[i - 1]), *_common(project, run_id)).returncode == 0
+    inline = _final(stack, project, run_id)
+    api = wiring.api()
+    monkeypatch.setattr(api, "settings", replace(api.settings, report_inline_bytes=200))  # both formats are over
+    for fmt, content_type in (("json", "application/json"), ("markdown", "text/markdown")):
+        answer = requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", params={"format": fmt},
+                              headers={"Authorization": TOKEN}, allow_redirects=False, timeout=10)
+        assert answer.status_code == 303 and "X-Amz-Signature=" in answer.headers["Location"]
+        assert not answer.headers["Location"].startswith(stack.api_url)  # the bucket, not Lambda, sends the bytes
+        followed = requests.get(answer.headers["Location"], timeout=10)
+        assert followed.status_code == 200 and followed.headers["content-type"].startswith(content_type)
+        if fmt == "json":
+            assert followed.json()["version"] == inline["version"] and followed.json()["arrived"] == 2
+    status = _run(stack, "status", "--format", "json", *_common(project, run_id))  # the client follows the link
+    assert status.returncode == 0 and json.loads(status.stdout)["version"] == inline["version"], status.stderr
+    markdown = _run(stack, "status", "--format", "markdown", *_common(project, run_id))
+    assert markdown.returncode == 0 and markdown.stdout.startswith("**CodSpeed shards for"), markdown.stderr

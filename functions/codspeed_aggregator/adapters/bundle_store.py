@@ -216,13 +216,19 @@ class BundleStore:
                            ContentType="text/markdown; charset=utf-8")
         return True
 
-    def read_report(self, project: str, run_id: str) -> str | None:
-        """The highest published version of a run's report, or None."""
-        latest = None
+    def latest_report_key(self, project: str, run_id: str) -> str | None:
+        """The key of the highest published version of a run's report (its JSON), or None."""
         for prefix in (report_prefix(project, run_id), legacy_report_prefix(project, run_id)):  # the latter for one release
             latest = max((k for k in self._keys(prefix) if is_report_key(prefix, k)), default=None)
             if latest is not None:
-                break
-        if latest is None:
-            return None
-        return self.s3.get_object(Bucket=self.bucket, Key=latest)["Body"].read().decode()
+                return latest
+        return None
+
+    def read_report(self, project: str, run_id: str) -> str | None:
+        """The highest published version of a run's report, or None."""
+        latest = self.latest_report_key(project, run_id)
+        return None if latest is None else self.s3.get_object(Bucket=self.bucket, Key=latest)["Body"].read().decode()
+
+    def presign_get(self, key: str, expires: int) -> str:
+        """A presigned GET of one object (a report too large for Lambda's answer)."""
+        return self.s3.generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires)

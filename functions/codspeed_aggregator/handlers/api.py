@@ -103,10 +103,15 @@ def close_run(request: CloseRequest):
 @app.get("/v1/runs/<project>/<run_id>")
 def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json"):
     _allow(project)
-    report = api().reports.report(project, run_id)
+    reports = api().reports
+    report = reports.report(project, run_id)
+    body = render_markdown(report) if format == "markdown" else report.model_dump_json()
+    if len(body.encode()) > api().settings.report_inline_bytes and (link := reports.report_link(project, run_id, format)):
+        # over what Lambda may answer (6 MB): the published report itself, from S3
+        return Response(status_code=HTTPStatus.SEE_OTHER, headers={"Location": link}, body="")
     if format == "markdown":
-        return Response(status_code=200, content_type="text/markdown; charset=utf-8", body=render_markdown(report))
-    return _json(HTTPStatus.OK, report.model_dump(mode="json"))
+        return Response(status_code=200, content_type="text/markdown; charset=utf-8", body=body)
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
 
 
 # -- pages: a project's runs, and a run's page ------------------------------------------------

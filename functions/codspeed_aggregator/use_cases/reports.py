@@ -27,6 +27,7 @@ from ..settings import Settings
 log = logging.getLogger(__name__)
 
 BASELINE_LOOKUP_SECONDS = 60
+REPORT_LINK_SECONDS = 300  # a report too large to answer inline is fetched from S3 at once
 
 
 @dataclass
@@ -148,6 +149,14 @@ class Reports:
         if snapshot is None:
             raise NotFound(f"no run {run_id} for project {project}")
         return self._build(snapshot)
+
+    def report_link(self, project: str, run_id: str, fmt: str = "json") -> str | None:
+        """A presigned link to a run's latest published report (JSON or Markdown), for an answer
+        too large for Lambda's 6 MB; None when none was published yet."""
+        key = self.store.latest_report_key(project, self.runs.attempt_of(project, run_id, self.settings.max_attempts))
+        if key is None:
+            return None
+        return self.store.presign_get(key if fmt == "json" else key.removesuffix(".json") + ".md", REPORT_LINK_SECONDS)
 
     def recent_runs(self, project: str, limit: int = 50) -> list[RunRecord]:
         """A project's latest runs, newest first."""
