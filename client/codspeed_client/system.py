@@ -44,9 +44,9 @@ def machine(root: str = "/") -> dict:
     brand = cpu.get("model name") or cpu.get("Model") or platform.processor() or None
     info.update({"cpuBrand": brand, "cpuName": "cpu0" if cpu else None, "cpuVendorId": cpu.get("vendor_id") or cpu.get("CPU implementer"),
                  "cpuCores": os.cpu_count()})
-    memory = _fields(_read(os.path.join(root, "proc/meminfo")), ":").get("MemTotal", "")
-    if memory.split()[:1] and memory.split()[0].isdigit():
-        info["totalMemoryGb"] = round(int(memory.split()[0]) / (1 << 20))
+    kilobytes = _fields(_read(os.path.join(root, "proc/meminfo")), ":").get("MemTotal", "").removesuffix("kB").strip()
+    if kilobytes.isdigit():
+        info["totalMemoryGb"] = round(int(kilobytes) / (1 << 20))
     flags = cpu.get("flags") or cpu.get("Features")
     if flags:
         info["cpuFlags"] = sorted(set(flags.split()))

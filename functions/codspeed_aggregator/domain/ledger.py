@@ -78,7 +78,7 @@ class RunRecord:
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)
     closing: bool = False  # a close was accepted: no more uploads are granted
     ci_url: str | None = None
-    plan: dict | None = None  # the claiming finalizer's: {"baseline": run id or None, "parts": uploads}
+    plan: dict | None = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
 
     def variants_of(self, group: str) -> int:
         return sum(1 for v in self.variants if v.partition("|")[0] == group)
@@ -154,9 +154,6 @@ class Snapshot:
     def arrived(self) -> dict[str, ShardRecord]:
         return {name: s for name, s in self.shards.items() if s.state == ARRIVED}
 
-    def complete(self) -> bool:
-        return self.run.complete()
-
 
 @dataclass
 class ArrivalView:
@@ -165,6 +162,3 @@ class ArrivalView:
     run: RunRecord | None
     shard: ShardRecord | None
     upload: UploadRecord | None
-
-    def complete(self) -> bool:
-        return self.run.complete()

@@ -99,11 +99,12 @@ class StubUpstream:
         runs: dict[tuple[str, str], dict[str, Path]] = {}
         for upload in self.uploads():  # oldest first: the last one of a runPartId wins
             meta = json.loads((upload / "metadata.json").read_text())
-            if project is not None and f"{meta.get('owner')}/{meta.get('repository')}" != project:
+            owner = f"{meta.get('owner')}/{meta.get('repository')}"
+            if project is not None and owner != project:
                 continue
             part = meta.get("runPart")
             run, part_id = (part["runId"], part["runPartId"]) if part else (upload.name, "")
-            runs.setdefault((f"{meta.get('owner')}/{meta.get('repository')}", run), {})[part_id] = upload
+            runs.setdefault((owner, run), {})[part_id] = upload
         return runs
 
     def benchmarks_twice(self, project: str | None = None) -> dict[str, list[str]]:

@@ -75,7 +75,7 @@ class RecordArrival:
             return "ignored"
         upload = view.upload
         if _seen(view.shard, upload):
-            if view.run.state == OPEN and view.complete():
+            if view.run.state == OPEN and view.run.complete():
                 self.queue.request(project, run_id, "complete")  # in case the first delivery died before asking
             self.reports.publish(project, run_id)  # in case the first delivery died before publishing
             return "duplicate"  # absorbed before any download

@@ -2,6 +2,7 @@
 came with) and each shard's state, counted exactly once."""
 
 import json
+from collections import Counter
 
 from botocore.exceptions import ClientError
 
@@ -63,10 +64,7 @@ class Shards(TableItems):
             if (found := names.get(item["sk"].removeprefix(SHARD_PREFIX))) is not None:
                 self.db.put_item(TableName=self.table, Item=dump({**found, "pk": run_pk(project, run_id)}))
             self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
-        counts: dict[str, int] = {}
-        for item in arrived:
-            counts[item.get("group") or ""] = counts.get(item.get("group") or "", 0) + 1
-        return counts
+        return dict(Counter(item.get("group") or "" for item in arrived))
 
     def record_arrival(self, project: str, run_id: str, shard: ShardRecord, requested_at: str,
                        previous: ShardRecord | None) -> str:
