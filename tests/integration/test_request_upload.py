@@ -90,3 +90,14 @@ def test_the_next_attempt_copies_the_earlier_shards_once_not_at_every_upload(iso
         agg.ledger.db.meta.events.unregister("before-call.dynamodb.PutItem")
     assert opened >= 6 and len(calls) == 2 * 3  # later uploads: the probe of the first attempt and their own two items
     assert agg.reports.report(project, f"{run_id}~2").arrived == 3
+
+
+def test_a_push_naming_an_attempt_counts_in_the_runs_current_attempt(isolated, project, run_id):
+    agg = isolated.aggregator
+    assert push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2)["run_id"] == run_id
+    assert push(agg, project, f"{run_id}~2", "2", bundle(4242, ["t2::a"]), total=2)["run_id"] == run_id  # still open
+    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalizing.finalize(project, run_id) == "closed_empty"  # nothing was PUT: no bundle arrived
+    again = push(agg, project, f"{run_id}~1", "1", bundle(4242, ["t1::b"]), total=2)
+    assert (again["run_id"], again["attempt"]) == (f"{run_id}~2", 2)  # never a run of its own, "<run>~1~2"
+    assert agg.ledger.runs.run_record(project, f"{run_id}~2").attempt == 2

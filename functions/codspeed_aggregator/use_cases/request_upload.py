@@ -15,7 +15,7 @@ from ..adapters.ledger import Runs, Shards
 from ..domain.drop_in import shard_of
 from ..domain.errors import Conflict, Unprocessable
 from ..domain.keys import bundle_key
-from ..domain.ledger import ENDED, RunRecord, UploadRecord, attempt_run_id, variant_key
+from ..domain.ledger import ENDED, RunRecord, UploadRecord, attempt_run_id, base_run_id, variant_key
 from ..domain.manifest import Manifest
 from ..domain.metadata import check_identity, ci_url
 from ..domain.timestamps import iso
@@ -106,7 +106,7 @@ class RequestUpload:
         attempt. A next attempt keeps the groups, their manifests and the shards skipped, and
         starts with the shards counted before, so it is complete, and forwarded, as soon as the
         re-run shards (or a group that came late) are in."""
-        base_id, previous = opening.run_id, None
+        base_id, previous = base_run_id(opening.run_id), None  # a push naming an attempt counts in the current one
         for attempt in range(1, self.settings.max_attempts + 1):
             opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
             if previous is not None:
