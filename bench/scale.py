@@ -110,18 +110,66 @@ def part_minutes(part_mib: float, rate: float, stack: dict) -> float:
 def model(shards: int, shard_mb: float, benchmarks: int, rates: dict[str, float], stack: dict) -> dict:
     arrival_rate, merge_rate = rates["arrival"], rates["splice"]
     sizes = [(f"{i:04d}", benchmarks, int(shard_mb * MIB)) for i in range(shards)]
-    parts = plan_uploads(sizes, stack["benchmark_limit"], stack["part_bytes"])
-    biggest = max(sum(shard_mb for _ in part) for part in parts)
+    limit = stack["benchmark_limit"]
+    if benchmarks > limit:  # each shard goes alone, as sent: no merge, its bytes read and sent once
+        parts = [[name] for name, _, _ in sizes]
+        per_part = shard_mb
+        one_part = lambda mib: 2 * mib / TRANSFER_MIB_S / 60  # noqa: E731
+    else:  # merged parts, cut by both limits: benchmarks and bytes
+        parts = plan_uploads(sizes, limit, stack["part_bytes"])
+        per_part = min(stack["part_bytes"] / MIB, max(1, limit // max(benchmarks, 1)) * shard_mb)
+        one_part = lambda mib: part_minutes(mib, merge_rate, stack)  # noqa: E731
+    biggest = max(len(part) * shard_mb for part in parts)
     per_bundle = shard_mb / (arrival_rate * vcpu(stack["arrivals_memory"])) + 2 * shard_mb / TRANSFER_MIB_S
     batch = stack["arrivals_batch"] * per_bundle
-    full_part = part_minutes(stack["part_bytes"] / MIB, merge_rate, stack)
+    full_part = one_part(per_part)
     waves = math.floor(WITHIN_MINUTES / full_part) if full_part * 60 < stack["merge_timeout"] else 0
-    largest = waves * stack["finalize_concurrency"] * stack["part_bytes"] / 1e9
+    largest = waves * stack["finalize_concurrency"] * per_part * MIB / 1e9
     cap = stack["bundle_cap"] / MIB
     largest_bundle = cap / (arrival_rate * vcpu(stack["arrivals_memory"])) + 2 * cap / TRANSFER_MIB_S
-    return {"parts": len(parts), "max_part_minutes": part_minutes(biggest, merge_rate, stack),
+    return {"parts": len(parts), "max_part_minutes": one_part(biggest), "part_mib": per_part,
             "max_part_minutes_merged": part_minutes(biggest, rates["merge"], stack),
             "arrivals_batch_seconds": batch, "largest_run_gb": largest, "largest_bundle_seconds": largest_bundle}
+
+
+# DynamoDB, from the requests the code makes (bench/growth.py counts them) and the item sizes it
+# measures; read units: 4 KB strongly consistent, write units: 1 KB, a transaction's items twice.
+SHARD_ITEM_KB = 0.3  # a shard item as written (bench/growth.py: ~300 B a shard, all items of a run)
+RUN_ITEM_KB = 1.0  # the run item: its groups, counts, plan pointer (grows with groups, not shards)
+UPLOAD_ITEMS_KB = 2.5  # an upload request and its CodSpeed metadata (the runner's metadata is ~2 KB)
+CONFLICT_RATE = 0.1  # assumed: share of arrival transactions cancelled once by TransactionConflict (not measured)
+
+
+def ledger(shards: int, parts: int, batch: int) -> dict[str, float]:
+    """Read and write units per counted arrival, per report rebuild (a batch), per part, per run."""
+    arrival_read = 3 * 1  # the run, the shard, the upload request: one BatchGetItem, each item under 4 KB
+    arrival_read += 1  # the run read again after the count (complete?)
+    arrival_write = (2 * (math.ceil(SHARD_ITEM_KB) + math.ceil(RUN_ITEM_KB))) * (1 + CONFLICT_RATE)
+    rebuild_read = math.ceil((RUN_ITEM_KB + shards * SHARD_ITEM_KB) / 4)  # one consistent Query of the small items
+    # the run and its part items, the first shard's metadata, and each of its own shards' metadata
+    part_read = math.ceil(RUN_ITEM_KB / 4) + (1 + math.ceil(shards / parts)) * math.ceil(UPLOAD_ITEMS_KB / 4)
+    part_write = 3  # its claim, the upstream's answer before the PUT, the forwarded record
+    grants = shards * (1 + math.ceil(UPLOAD_ITEMS_KB))  # the run item's touch, the upload request and metadata
+    run_reads = shards * arrival_read + math.ceil(shards / batch) * rebuild_read + parts * part_read
+    run_writes = grants + shards * arrival_write + parts * part_write
+    return {"arrival_read": arrival_read, "arrival_write": arrival_write, "rebuild_read": rebuild_read,
+            "part_read": part_read, "part_write": part_write, "run_reads": run_reads, "run_writes": run_writes}
+
+
+def sensitivity(shards: int, shard_mb: float, benchmarks: int, rates: dict[str, float], stack: dict) -> str:
+    """largest_run_gb and max_part_minutes at the corners of what is not measured here."""
+    global LAMBDA_CORE, TRANSFER_MIB_S
+    saved, cells = (LAMBDA_CORE, TRANSFER_MIB_S), []
+    try:
+        for core in (0.5, 1.0):
+            for transfer in (40, 160):
+                LAMBDA_CORE, TRANSFER_MIB_S = core, transfer
+                f = model(shards, shard_mb, benchmarks, rates, stack)
+                cells.append(f"vcpu={core} transfer={transfer}: largest_run_gb={f['largest_run_gb']:.0f} "
+                             f"max_part_minutes={f['max_part_minutes']:.1f}")
+    finally:
+        LAMBDA_CORE, TRANSFER_MIB_S = saved
+    return "; ".join(cells)
 
 
 def main() -> int:
@@ -135,6 +183,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         rates = measure(Path(folder), 2 if args.quick else 4, 2 if args.quick else 16)
     figures = model(args.shards, args.shard_mb, args.benchmarks, rates, stack)
+    units = ledger(args.shards, figures["parts"], stack["arrivals_batch"])
     print(f"measured: arrival (validate + normalize) {rates['arrival']:.1f} MiB/s, arrival of a packed bundle "
           f"(validate + verify) {rates['verify']:.1f} MiB/s, splice {rates['splice']:.1f} MiB/s, "
           f"full merge {rates['merge']:.1f} MiB/s of compressed bundle, one core")
@@ -145,6 +194,15 @@ def main() -> int:
     print(f"largest bundle ({stack['bundle_cap'] / MIB:.0f} MiB) takes its arrival {figures['largest_bundle_seconds']:.0f} s; "
           f"arrivals stop a batch with {stack['arrivals_reserve']} s left; a part merged without its normalized "
           f"copies (the fallback) takes {figures['max_part_minutes_merged']:.1f} min")
+    print(f"parts: {figures['parts']} of at most {figures['part_mib']:.0f} MiB (both limits: {stack['benchmark_limit']} "
+          f"benchmarks, {stack['part_bytes'] / MIB:.0f} MiB; {args.benchmarks} benchmarks a shard"
+          + (", each shard over the limit sent alone" if args.benchmarks > stack["benchmark_limit"] else "") + ")")
+    print(f"dynamodb: per arrival {units['arrival_read']} read units, {units['arrival_write']:.1f} write units "
+          f"(assumed: {CONFLICT_RATE:.0%} of transactions retried once); per report rebuild "
+          f"{units['rebuild_read']} read units (assumed: {SHARD_ITEM_KB} KB a shard item, measured by bench/growth.py); "
+          f"per part {units['part_read']} read, {units['part_write']} write units; per run "
+          f"{units['run_reads']:.0f} read and {units['run_writes']:.0f} write units")
+    print(f"sensitivity: {sensitivity(args.shards, args.shard_mb, args.benchmarks, rates, stack)}")
     checks = {**TARGETS, "arrivals_batch_seconds": ("<=", stack["arrivals_timeout"] / 2),
               "largest_bundle_seconds": ("<=", stack["arrivals_reserve"])}
     missed = []

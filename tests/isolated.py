@@ -41,6 +41,7 @@ def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Iso
     from codspeed_aggregator.adapters.bundle_store import BundleStore
     from codspeed_aggregator.adapters.queues import FinalizeQueue, Queue
     from codspeed_aggregator.adapters.ledger import Ledger
+    from codspeed_aggregator.adapters.results_store import ResultsStore
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
     from codspeed_aggregator.local.resources import create
     from codspeed_aggregator.local.upstream_stub import StubUpstream
@@ -63,6 +64,7 @@ def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Iso
         settings=settings,
         ledger=Ledger.on(resources.table, client("dynamodb")),
         store=BundleStore(resources.bucket, client("s3")),
+        results=ResultsStore(resources.bucket, client("s3")),
         queue=FinalizeQueue(resources.finalize_queue_url, client("sqs")),
         arrivals_queue=Queue(resources.arrivals_queue_url, client("sqs")),
         upstream=UpstreamClient(settings.upstream_url, "upstream-secret", timeout=10, attempts=3, sleep=lambda s: None),
@@ -77,6 +79,7 @@ def on_stack():
     from codspeed_aggregator.adapters.bundle_store import BundleStore
     from codspeed_aggregator.adapters.ledger import Ledger
     from codspeed_aggregator.adapters.queues import FinalizeQueue, Queue
+    from codspeed_aggregator.adapters.results_store import ResultsStore
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
     from codspeed_aggregator.adapters.aws import OPERATOR
     from codspeed_aggregator.auth import page_key
@@ -86,7 +89,8 @@ def on_stack():
     config, master = settings(), webhook_secret(OPERATOR)
     return Aggregator(
         settings=config, ledger=Ledger.on(config.table_name, client("dynamodb")), page_key=page_key(master) if master else None,
-        store=BundleStore(config.bucket_name, client("s3")), queue=FinalizeQueue(config.finalize_queue_url, client("sqs")),
+        store=BundleStore(config.bucket_name, client("s3")), results=ResultsStore(config.bucket_name, client("s3")),
+        queue=FinalizeQueue(config.finalize_queue_url, client("sqs")),
         arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")),
         upstream=UpstreamClient(config.upstream_url, config.upstream_token, timeout=10, attempts=3),
     )

@@ -86,6 +86,10 @@ class AggregatorApi:
     def report(self, project: str, run_id: str, fmt: str = "json", missing_ok: bool = False) -> dict | str | None:
         return self._call("GET", f"/v1/runs/{project}/{run_id}", missing_ok, params={"format": fmt})
 
+    def shard_benchmarks(self, project: str, run_id: str, shard: str) -> dict:
+        """Every benchmark of one shard of a run (the report itself names only the worst changes)."""
+        return self._call("GET", f"/v1/runs/{project}/{run_id}", params={"shard": shard})
+
     def put_bundle(self, url: str, headers: dict[str, str], path: Path, progress=None, guard=None) -> None:
         def send() -> requests.Response:
             with open(path, "rb") as body:

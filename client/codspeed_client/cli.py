@@ -75,6 +75,8 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--timeout", type=float, default=1800, help="seconds to wait at most (default 1800)")
     status.add_argument("--interval", type=float, default=5, help="seconds between polls (default 5)")
     status.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    status.add_argument("--benchmarks", action="store_true",
+                        help="list every benchmark (read shard by shard), not only the worst changes")
     _common(status)
 
     env = command("env", "print what was detected from the CI and git")
@@ -265,10 +267,13 @@ def close(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    from .report import final_exit_code, render_text, wait_for_final
+    from .report import every_benchmark, final_exit_code, render_text, wait_for_final
 
     if args.timeout < 0 or args.interval <= 0:
         raise ClientError("--timeout must be 0 or more seconds and --interval more than 0", USAGE)
+    if args.benchmarks and args.format == "markdown":
+        raise ClientError("--benchmarks lists benchmarks in text or JSON: the Markdown names the worst changes only, "
+                          "and links the run's page", USAGE)
     target = Target(args)
     api = target.api()
     if args.wait:
@@ -280,12 +285,14 @@ def status(args: argparse.Namespace) -> int:
         report, timed_out = None, False  # the Markdown is fetched as such below: no JSON read first
     else:
         report, timed_out = api.report(target.project, target.run_id), False
+    if args.benchmarks:
+        report["benchmarks"] = every_benchmark(api, report)
     if args.json or args.format == "json":
         print(json.dumps(report, indent=2))
     elif args.format == "markdown":
         print(api.report(target.project, target.run_id, "markdown"), end="")
     elif not args.quiet:
-        print(render_text(report), end="")
+        print(render_text(report, every=args.benchmarks), end="")
     if timed_out:
         print(f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final", file=sys.stderr)
     return final_exit_code(report, timed_out) if args.wait else 0

@@ -24,6 +24,12 @@ def wait_for_final(api, project: str, run_id: str, timeout: float, interval: flo
         sleep(min(interval, left))
 
 
+def every_benchmark(api, report: dict) -> list[dict]:
+    """Every benchmark of a run, shard after shard: a report names only the worst changes."""
+    return [b for s in report["shards"]
+            for b in api.shard_benchmarks(report["project"], report["run_id"], s["name"])["benchmarks"]]
+
+
 def final_exit_code(report: dict, timed_out: bool) -> int:
     if timed_out:
         return TIMEOUT
@@ -38,7 +44,9 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def render_text(report: dict) -> str:
+def render_text(report: dict, every: bool = False) -> str:
+    """The report for people; with ``every``, one line per benchmark (``report["benchmarks"]``
+    holds all of them: ``every_benchmark``)."""
     expected = "?" if report.get("expected") is None else report["expected"]
     if report["state"] == "finalizing":
         doing = " (finalizing: merging and forwarding)"
@@ -60,11 +68,17 @@ def render_text(report: dict) -> str:
     if upstream:
         why = f": {upstream['message']}" if upstream.get("message") else ""
         lines.append(f"upstream: {upstream['status']} (run {upstream.get('run_id') or '-'}) at {upstream['at']}{why}")
+    from codspeed_rules.summary import counts_line
+
+    counts = report.get("counts") or {}
+    if counts.get("measured"):
+        lines.append(f"benchmarks: {counts_line(counts)} (threshold {report.get('threshold', 0.05):.0%})")
     flagged = [b for b in report.get("benchmarks") or [] if b.get("flag")]
     if flagged:
-        lines.append(f"past {report.get('threshold', 0.05):.0%} against the baseline: "
-                     + ", ".join(f"{b['name']} {b['change']:+.1%}" for b in flagged[:10])
-                     + (f" and {len(flagged) - 10} more" if len(flagged) > 10 else ""))
+        lines.append("worst: " + ", ".join(f"{b['name']} {b['change']:+.1%}" for b in flagged[:10]))
+    if every:
+        lines += [f"  {b['name']} ({b['shard']}): {b['state']}"
+                  + (f", {b['change']:+.1%}" if b.get("change") is not None else "") for b in report["benchmarks"]]
     if report.get("page_url"):
         lines.append(f"page: {report['page_url']}")
     return "\n".join(lines) + "\n"

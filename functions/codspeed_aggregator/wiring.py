@@ -15,6 +15,7 @@ from .adapters.github_oidc import GitHubOidc
 from .adapters.github_status import GitHubStatuses
 from .adapters.ledger import Ledger
 from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
+from .adapters.results_store import ResultsStore
 from .adapters.upstream_http import UpstreamClient
 from .adapters.upstream_tokens import UpstreamTokens
 from .auth import page_key
@@ -79,6 +80,7 @@ def build(name: str, config: Settings) -> Aggregator:
         settings=config,
         ledger=Ledger.on(config.table_name, client("dynamodb"), config.retention_days * 86400),
         store=BundleStore(config.bucket_name, client("s3")) if "bucket" in needs else None,
+        results=ResultsStore(config.bucket_name, client("s3")) if "bucket" in needs else None,
         queue=FinalizeQueue(config.finalize_queue_url, client("sqs")) if "queue" in needs else None,
         arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")) if "arrivals_queue" in needs else None,
         upstream=_upstream(name, config) if "upstream" in needs else None,

@@ -37,7 +37,7 @@ class BenchmarkScanner:
 
     _MAX_TAIL = 1 << 20
 
-    def __init__(self, keep_names: int = 500) -> None:
+    def __init__(self, keep_names: int = 1_000_000) -> None:
         self.count = 0
         self.names: list[str] = []
         self.costs: dict[str, dict[str, int]] = {}

@@ -2,6 +2,8 @@
 
 from pydantic import BaseModel
 
+from codspeed_rules.summary import counts_line
+
 FINAL_STATES = ("forwarded", "forward_failed", "closed_empty")
 
 
@@ -39,6 +41,34 @@ class BenchmarkEntry(BaseModel):
     source: str | None = None  # for a carried or missing one: the run its value comes from
 
 
+class BenchmarkCounts(BaseModel):
+    """How many of a run's benchmarks are of each kind: the summary a report keeps whatever the
+    run's size (the benchmarks themselves are on each shard's page)."""
+
+    measured: int = 0  # in a shard of this run
+    regressions: int = 0  # measured, past the threshold against the baseline
+    improvements: int = 0
+    unchanged: int = 0  # measured and compared, within the threshold
+    new: int = 0  # measured, with nothing to compare with
+    carried: int = 0  # of the baseline's skipped shards, carried forward
+    running: int = 0  # in the baseline, in a shard of this run that is not in yet
+    missing: int = 0  # in the baseline, not in this run, and no skipped shard explains it
+    worst_regression: float | None = None  # the largest change of a regression
+    worst_improvement: float | None = None  # the largest (most negative) change of an improvement
+
+
+class ShardBenchmarks(BaseModel):
+    """One shard's page of a run's results: every benchmark of it, compared with the baseline."""
+
+    project: str
+    run_id: str
+    shard: str
+    state: str  # the shard's, as in the report
+    baseline: dict | None = None  # the run compared with: run_id, commit
+    threshold: float = 0.05
+    benchmarks: list[BenchmarkEntry] = []  # regressions first, the largest first; improvements last
+
+
 class UpstreamEntry(BaseModel):
     run_id: str | None = None
     status: str
@@ -62,8 +92,12 @@ class Report(BaseModel):
     shards: list[ShardEntry]
     upstream: UpstreamEntry | None = None
     baseline: dict | None = None  # the run compared with and carried from: run_id, commit, branch
-    missing_benchmarks: list[str] = []  # in the baseline, gone here, and no skipped shard explains it
-    benchmarks: list[BenchmarkEntry] = []  # regressions first, then by shard and name
+    missing_benchmarks: list[str] = []  # in the baseline, gone here, and no skipped shard explains it (the first 200)
+    counts: BenchmarkCounts = BenchmarkCounts()
+    # The changes past the threshold, the worst first: at most 50 regressions, then at most 50
+    # improvements (``counts`` has how many there are). Every benchmark is on its shard's page:
+    # GET /v1/runs/{project}/{run_id}/benchmarks?shard=NAME (ShardBenchmarks).
+    benchmarks: list[BenchmarkEntry] = []
     threshold: float = 0.05  # a change past it (either way) is flagged
     page_url: str | None = None  # the run's page: a signed link that needs no token
     generated_at: str
@@ -144,17 +178,20 @@ def render_markdown(report: Report) -> str:
     if report.missing_benchmarks:
         lines += [f"Benchmarks gone since the baseline ({len(report.missing_benchmarks)}): "
                   + ", ".join(md(name) for name in report.missing_benchmarks[:20]), ""]
+    counts = report.counts
+    if counts.measured:
+        lines += [f"Benchmarks: {counts_line(counts.model_dump())} (threshold {report.threshold:.0%})", ""]
     flagged = [b for b in report.benchmarks if b.flag]
     if flagged:
-        lines += [f"Changes past {report.threshold:.0%} against the baseline ({len(flagged)}):", "",
-                  "| benchmark | shard | change | value | baseline |", "|---|---|---|---|---|"]
+        total = counts.regressions + counts.improvements
+        shown = min(len(flagged), MAX_FLAGGED)
+        lines += [f"Changes past {report.threshold:.0%} against the baseline"
+                  + (f" (the worst {shown} of {total}; every benchmark is on the run page):" if shown < total else ":"),
+                  "", "| benchmark | shard | change | value | baseline |", "|---|---|---|---|---|"]
         for b in flagged[:MAX_FLAGGED]:
             lines.append(f"| {md(b.name)} | {md(b.shard)} | {b.change:+.1%} {b.flag} | {figure(b.value, b.unit)} "
                          f"| {figure(b.baseline, b.unit)} |")
         lines.append("")
-    elif report.benchmarks:
-        measured = sum(b.state == "measured" for b in report.benchmarks)
-        lines += [f"{measured} benchmarks measured, none past {report.threshold:.0%} against the baseline", ""]
     if report.page_url:
         lines += [f"[Run page]({report.page_url})", ""]
     if report.upstream:

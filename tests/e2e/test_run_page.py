@@ -63,15 +63,21 @@ def test_a_run_page_shows_shards_results_as_they_land_and_turns_final_by_itself(
 
     page.goto(report["page_url"])
     assert page.locator("#run-state").inner_text() == "open"
-    rows = page.locator("#benchmarks tbody tr")
-    assert sorted(rows.locator("td:nth-child(2)").all_inner_texts()) == ["1", "1", "2", "2"]
+    caption = page.locator("#benchmarks caption")
+    assert "0 regressions, 0 improvements, 0 unchanged, 4 new" in caption.inner_text()  # every benchmark counted
     running = page.get_by_role("listitem", name="shard 3: running")
     assert running.count() == 1
     page.screenshot(path=str(tmp_path / "two-of-three.png"), full_page=True)
+    page.select_option("#shard-filter", "2")  # a shard's page, from the server: every benchmark of it
+    page.wait_for_url("**shard=2**")
+    rows = page.locator("#benchmarks tbody tr")
+    assert rows.locator("td:nth-child(2)").all_inner_texts() == ["2", "2"] and "2 benchmarks of shard 2" in caption.inner_text()
 
     _push(stack, project, run_id, "3", _shard_bundle(3), total=3)
     page.locator("#run-state", has_text="forwarded").wait_for(timeout=20_000)  # no reload: the page refreshed itself
-    assert sorted(set(rows.locator("td:nth-child(2)").all_inner_texts())) == ["1", "2", "3"]
+    page.select_option("#shard-filter", "3")
+    page.wait_for_url("**shard=3**")
+    assert rows.locator("td:nth-child(2)").all_inner_texts() == ["3", "3"]
     assert page.get_by_role("listitem", name="shard 3: arrived").count() == 1
     assert page.locator("main").get_attribute("data-final") == "true"
     assert page.get_by_role("img", name="Shard timeline").count() == 1  # the chart has an accessible name
@@ -117,11 +123,12 @@ def test_the_page_sorts_and_filters_with_javascript_off(stack, browser, tmp_path
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
     page.goto(report["page_url"])
-    page.get_by_role("link", name="Value").click()  # a server-sorted page, the signed link kept
-    assert page.locator("#benchmarks tbody tr td:nth-child(2)").all_inner_texts() == ["2", "2", "1", "1"]
-    page.select_option("#shard-filter", "1")
-    page.get_by_role("button", name="Filter").click()
-    assert page.locator("#benchmarks tbody tr td:nth-child(2)").all_inner_texts() == ["1", "1"]
+    page.select_option("#shard-filter", "2")
+    page.get_by_role("button", name="Show").click()  # the shard's page, from the server
+    assert page.locator("#benchmarks tbody tr td:nth-child(2)").all_inner_texts() == ["2", "2"]
+    page.get_by_role("link", name="Value").click()  # server-sorted, the shard and the signed link kept
+    assert "shard=2" in page.url and "sort=value" in page.url and "sig=" in page.url
+    assert page.locator("#benchmarks tbody tr td:nth-child(2)").all_inner_texts() == ["2", "2"]
     page.screenshot(path=str(tmp_path / "no-javascript.png"), full_page=True)
     context.close()
 

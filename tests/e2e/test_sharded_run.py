@@ -295,3 +295,21 @@ def test_a_report_too_large_to_answer_inline_is_served_from_s3_and_the_client_fo
     assert status.returncode == 0 and json.loads(status.stdout)["version"] == inline["version"], status.stderr
     markdown = _run(stack, "status", "--format", "markdown", *_common(project, run_id))
     assert markdown.returncode == 0 and markdown.stdout.startswith("**CodSpeed shards for"), markdown.stderr
+
+
+def test_status_lists_every_benchmark_shard_by_shard_with_benchmarks(stack, project, run_id, tmp_path):
+    for i, folder in enumerate(_folders(tmp_path, 2), start=1):
+        assert _run(stack, "push", "--shard", f"{i}/2", "--profile-folder", str(folder), *_common(project, run_id)).returncode == 0
+    assert _final(stack, project, run_id)["state"] == "forwarded"
+    plain = json.loads(_run(stack, "status", "--format", "json", *_common(project, run_id)).stdout)
+    assert plain["benchmarks"] == [] and plain["counts"]["measured"] == 6 and plain["counts"]["new"] == 6  # a summary
+    listed = json.loads(_run(stack, "status", "--format", "json", "--benchmarks", *_common(project, run_id)).stdout)
+    names = [f"tests/test_{i}.py::test_bench_{j}" for i in (1, 2) for j in range(3)]
+    assert sorted(b["name"] for b in listed["benchmarks"]) == names
+    assert {(b["shard"], b["state"]) for b in listed["benchmarks"]} == {("1", "measured"), ("2", "measured")}
+    text = _run(stack, "status", "--benchmarks", *_common(project, run_id)).stdout
+    assert "benchmarks: 0 regressions, 0 improvements, 0 unchanged, 6 new (threshold 5%)" in text
+    assert all(f"  {name} ({name[11]}): measured" in text for name in names)
+    refused = _run(stack, "status", "--benchmarks", "--format", "markdown", *_common(project, run_id))
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "--benchmarks lists benchmarks in text or JSON" in refused.stderr

@@ -19,7 +19,7 @@ def test_every_record_of_a_run_carries_the_ttl_attribute(isolated, project, run_
     items = [load(i) for i in agg.ledger.db.query(
         TableName=agg.ledger.table, KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}})["Items"]]
-    assert {i["sk"].split("#")[0] for i in items} == {"RUN", "SHARD", "UPLOAD", "~META", "~BENCH"}
+    assert {i["sk"].split("#")[0] for i in items} == {"RUN", "SHARD", "UPLOAD", "~META"}
     horizon = time.time() + agg.settings.retention_days * 86400
     assert all(horizon - 120 < i["expires_at"] <= horizon + 1 for i in items)
 

@@ -106,13 +106,13 @@ def machine_for(isolated):
 
         @invariant()
         def counted_once_and_never_backwards(self):
-            snapshot = agg.ledger.reads.snapshot(self.project, self.run_id, with_names=True)
+            snapshot = agg.ledger.reads.snapshot(self.project, self.run_id)
             if snapshot is None:
                 return
             arrived = snapshot.arrived()
             assert set(arrived) == set(self.current)  # invariant 1: the distinct shards accepted
             assert snapshot.run.arrived_count == len(arrived)  # the run's own count is as exact
-            assert {n: s.benchmark_names for n, s in arrived.items()} == {n: [b] for n, b in self.current.items()}
+            assert {n: agg.results.read(s.key).names for n, s in arrived.items()} == {n: [b] for n, b in self.current.items()}
             report = agg.reports.report(self.project, self.run_id)
             assert report.version >= self.seen_version and report.arrived >= self.seen_arrived  # invariant 4
             self.seen_version, self.seen_arrived = report.version, report.arrived
@@ -124,10 +124,11 @@ def machine_for(isolated):
             assert not isolated.upstream.benchmarks_twice(self.project)  # invariant 2: whatever the attempts
             latest = agg.reports.report(self.project, self.run_id) if self._state() else None
             if latest is not None and latest.state == "forwarded":  # invariant 3: nothing accepted is lost
-                forwarded = agg.ledger.reads.snapshot(self.project, latest.run_id, with_names=True)
+                forwarded = agg.ledger.reads.snapshot(self.project, latest.run_id)
                 upstream = {b for found in held.values() for b in found}
                 for shard in forwarded.arrived().values():
-                    assert set(shard.benchmark_names) <= upstream, (shard.name, shard.benchmark_names, held)
+                    names = agg.results.read(shard.key).names
+                    assert set(names) <= upstream, (shard.name, names, held)
 
     return RunLifecycle
 

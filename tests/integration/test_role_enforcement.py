@@ -73,3 +73,17 @@ def test_a_use_case_driven_by_hand_is_held_to_the_role_of_the_function_that_runs
         with pytest.raises(ZeroDivisionError):
             agg.arrivals.record(bundle_key(project, run_id, "1", "0123abcd"))
     assert seen == ["SweeperFunction", "SweeperFunction", "ApiFunction", "ArrivalsFunction"]
+
+
+def test_a_read_of_an_absent_key_is_access_denied_to_a_role_that_may_not_list_it(stack):
+    """S3 answers 404 only to whoever may list the bucket: to the others an absent key is 403,
+    so a function must not read results it has no reason to believe exist."""
+    bucket, key = stack.resources.bucket, "results/acme%2Fnone/run/1/absent.json.gz"
+    with pytest.raises(ClientError) as refused:
+        client("s3", wiring.API).get_object(Bucket=bucket, Key=key)
+    assert refused.value.response["Error"]["Code"] == "AccessDenied"
+    with pytest.raises(ClientError) as absent:
+        client("s3").get_object(Bucket=bucket, Key=key)  # the operator's own credentials may list
+    assert absent.value.response["Error"]["Code"] == "NoSuchKey"
+    client("s3").put_object(Bucket=bucket, Key=key, Body=b"{}")
+    assert client("s3", wiring.API).get_object(Bucket=bucket, Key=key)["Body"].read() == b"{}"  # granted: it exists

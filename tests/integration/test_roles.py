@@ -56,6 +56,10 @@ def _reports():  # publish, and read the latest version back (a baseline's repor
             ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": f"reports/{RUN}/v"})]
 
 
+def _results():  # each shard's benchmarks, read for a report's summaries, a shard's page, the benchmarks lost
+    return _object("GetObject", f"results/{RUN}/1/0123abcd.json.gz")
+
+
 def _secret(name):
     return ("ssm", "GetParameter", {"Name": SECRETS[name], "WithDecryption": True})
 
@@ -65,7 +69,7 @@ CALLS = {
     "ApiFunction": [
         *_ledger(), ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}),
         _object("PutObject", f"bundles/{RUN}/1/0123abcd.tar.gz"),  # the presigned upload URL
-        *_reports(), ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
+        *_reports(), _results(), ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
         _secret("api"), _secret("webhook"), _secret("github"),
     ],
     "ArrivalsFunction": [
@@ -73,6 +77,7 @@ CALLS = {
         _object("GetObject", f"bundles/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),
         _object("GetObject", f"bundles/{RUN}/1/0123abcd.tar.gz"),
         *_spooled("normalized"), _object("PutObject", f"normalized/{RUN}/1/0123abcd.index.json"), *_reports(),
+        _object("PutObject", f"results/{RUN}/1/0123abcd.json.gz"), _results(),
         ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
         ("sqs", "SendMessage", {"QueueUrl": ARRIVALS}), ("sqs", "ChangeMessageVisibility", {"QueueUrl": ARRIVALS}),
         _secret("webhook"), _secret("github"),
@@ -84,7 +89,7 @@ CALLS = {
         _object("GetObject", f"normalized/{RUN}/1/0123abcd.index.json", VersionId="v1"),
         *_spooled("spool"), _object("GetObject", f"spool/{RUN}/part-0000.tar.gz", VersionId="v1"),
         ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": f"bundles/{RUN}/"}),
-        _object("PutObjectTagging", f"bundles/{RUN}/1/0123abcd.tar.gz"), *_reports(),
+        _object("PutObjectTagging", f"bundles/{RUN}/1/0123abcd.tar.gz"), *_reports(), _results(),
         _object("PutObject", f"plans/{RUN}/plan.json"), _object("GetObject", f"plans/{RUN}/plan.json", VersionId="v1"),
         ("sqs", "SendMessage", {"QueueUrl": FINALIZE}), ("sqs", "ChangeMessageVisibility", {"QueueUrl": FINALIZE}),
         _secret("upstream"), _secret("webhook"), _secret("github"),

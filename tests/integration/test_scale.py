@@ -6,7 +6,7 @@ from unittest import mock
 import pytest
 
 from codspeed_aggregator.adapters.ledger import SnapshotContended
-from codspeed_aggregator.adapters.ledger.codec import UPLOAD_PREFIX, dump
+from codspeed_aggregator.adapters.ledger.codec import dump
 from codspeed_aggregator.domain.ledger import Snapshot
 from codspeed_wire.api import ShardUploadRequest
 from tests.factories import bundle, put, upload_request
@@ -22,18 +22,36 @@ def _item_bytes(item: dict) -> int:
     return sum(len(k) + len(str(v)) for k, v in item.items())
 
 
-def test_a_snapshot_reads_small_items_and_the_benchmark_names_only_when_asked(isolated, project, run_id):
+def test_a_snapshot_reads_small_items_and_the_benchmarks_are_in_the_bucket(isolated, project, run_id):
     agg = isolated.aggregator
     names = [f"tests/test_{'x' * 150}.py::test_{i}" for i in range(400)]
     agg.arrivals.record(_push(agg, project, run_id, "1", bundle(benchmarks=names), total=2))
     ledger = agg.ledger
-    page = ledger.db.query(TableName=ledger.table, ConsistentRead=True, KeyConditionExpression="pk = :pk AND sk < :u",
-                           ExpressionAttributeValues=dump({":pk": f"RUN#{project}#{run_id}", ":u": UPLOAD_PREFIX}))
+    page = ledger.db.query(TableName=ledger.table, ConsistentRead=True, KeyConditionExpression="pk = :pk",
+                           ExpressionAttributeValues=dump({":pk": f"RUN#{project}#{run_id}"}))
     read = {i["sk"]["S"]: _item_bytes(i) for i in page["Items"]}
-    assert set(read) == {"RUN", "SHARD#1"}
-    assert read["SHARD#1"] < 1024, read  # 400 names of 170 characters live elsewhere (about 68 KB)
-    assert ledger.reads.snapshot(project, run_id).shards["1"].benchmark_names == []
-    assert ledger.reads.snapshot(project, run_id, with_names=True).shards["1"].benchmark_names == names
+    assert {sk.split("#")[0] for sk in read} == {"RUN", "SHARD", "UPLOAD", "~META"}  # no names in the table
+    assert max(read.values()) < 4096, read  # 400 names of 170 characters live in the bucket (about 68 KB)
+    shard = ledger.reads.snapshot(project, run_id).shards["1"]
+    assert shard.results_kept and agg.results.read(shard.key).names == names
+
+
+@pytest.mark.parametrize("sizes", [(5000, 3), (20000, 1)])
+def test_every_benchmark_of_a_large_shard_is_reachable_from_the_report(isolated, project, run_id, sizes):
+    """A DynamoDB item holds about 2000 results: a shard's 5000 or 20000 are counted in the
+    report's summary and listed, every one, on the shard's page."""
+    agg = isolated.aggregator
+    large, small = sizes
+    shards = {"1": [f"tests/test_big.py::test_{i}" for i in range(large)], "2": [f"tests/test_small.py::t{i}" for i in range(small)]}
+    for shard, names in shards.items():
+        agg.arrivals.record(_push(agg, project, run_id, shard, bundle(pid=4000 + int(shard), benchmarks=names, filler_lines=1),
+                                  total=2))
+    report = agg.reports.report(project, run_id)
+    assert report.counts.measured == large + small == sum(s.benchmarks for s in report.shards)
+    assert len(report.model_dump_json()) < 20_000  # a summary, whatever the shards hold
+    for shard, names in shards.items():
+        page = agg.reports.shard_benchmarks(project, run_id, shard)
+        assert {b.name for b in page.benchmarks} == set(names) and len(page.benchmarks) == len(names) and all(b.state == "measured" and b.value for b in page.benchmarks)
 
 
 def test_a_run_changing_under_every_read_gets_no_report_built_from_it(isolated, project, run_id):
@@ -159,3 +177,14 @@ def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, p
     assert [agg.finalizing.finalize(project, run_id, part) for part in parts][-1] == "forwarded"  # SQS redelivers each
     assert agg.ledger.reads.snapshot(project, run_id).run.plan["baseline"] is None
     assert agg.reports.report(project, run_id).baseline is None
+
+
+def test_a_report_rebuilt_after_an_arrival_reads_the_new_shards_results_only(isolated, project, run_id):
+    agg = isolated.aggregator
+    keys = [_push(agg, project, run_id, str(i), bundle(pid=4000 + i), total=8) for i in range(1, 7)]
+    for key in keys[:5]:
+        agg.arrivals.record(key)
+    with mock.patch.object(agg.results, "read", wraps=agg.results.read) as read:
+        agg.arrivals.record(keys[5])
+    assert [c.args[0] for c in read.call_args_list] == [keys[5]]  # the five before are summed up already
+    assert agg.reports.report(project, run_id).counts.measured == 6 * 3

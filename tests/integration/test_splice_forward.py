@@ -154,7 +154,8 @@ def test_a_marked_bundle_gives_the_results_a_plain_one_gives(isolated, project, 
     plain_run = run_id + "-plain"
     _run(agg, isolated, project, plain_run, shards=1)
     marked, plain = agg.ledger.reads.snapshot(project, run_id).shards["1"], agg.ledger.reads.snapshot(project, plain_run).shards["1"]
-    assert (marked.pids, marked.benchmarks, marked.benchmark_names) == (plain.pids, plain.benchmarks, plain.benchmark_names)
+    assert (marked.pids, marked.benchmarks, agg.results.read(marked.key)) == \
+        (plain.pids, plain.benchmarks, agg.results.read(plain.key))
     assert marked.benchmarks == 2
 
 

@@ -1,10 +1,14 @@
-from codspeed_aggregator.domain.baseline import branch_of, complete
+from codspeed_aggregator.domain.baseline import branch_of, complete, result_sources
 from codspeed_aggregator.domain.ledger import FORWARDED, RunRecord, ShardRecord, Snapshot
 from codspeed_aggregator.domain.manifest import Manifest
 
+NAMES: dict[str, list[str]] = {}  # each bundle's benchmark names, by key, as the results in the bucket hold them
 
-def _shard(name, *benchmarks):
-    return ShardRecord(name, "arrived", benchmarks=len(benchmarks), benchmark_names=list(benchmarks), size=10, key=f"k/{name}")
+
+def _shard(name, *benchmarks, run="k"):
+    key = f"{run}/{name}"
+    NAMES[key] = list(benchmarks)
+    return ShardRecord(name, "arrived", benchmarks=len(benchmarks), size=10, key=key, results_kept=True)
 
 
 def _run(run_id="new", skipped=()):
@@ -24,20 +28,31 @@ def test_branch_of_refs():
 
 
 def test_skipped_shards_the_baseline_has_are_carried_with_their_source():
-    completion = complete(_run(skipped=["3"]), {"1": _shard("1", "t1::a", "t1::b"), "2": _shard("2", "t2::a")}, "main", BASELINE)
+    arrived = {"1": _shard("1", "t1::a", "t1::b", run="r"), "2": _shard("2", "t2::a", run="r")}
+    completion = complete(_run(skipped=["3"]), arrived, "main", BASELINE, NAMES)
     assert list(completion.carried) == ["3"] and completion.carried["3"].key == "k/3"
-    assert completion.outcome["carried"]["3"] == {"run_id": "base", "commit": "b" * 40, "branch": "main", "benchmarks": 1, "size": 10}
-    assert completion.outcome["missing_benchmarks"] == []
+    assert completion.outcome["carried"]["3"] == {"run_id": "base", "commit": "b" * 40, "branch": "main", "benchmarks": 1,
+                                                  "size": 10, "key": "k/3"}
+    assert completion.outcome["missing_benchmarks"] == [] and completion.outcome["missing_benchmarks_total"] == 0
+
+
+def test_a_carried_shards_results_are_found_where_its_source_run_kept_them():
+    run = Snapshot(_run(skipped=["3"]), {"1": _shard("1", "t1::a", run="r")})
+    run.run.outcome = complete(run.run, run.arrived(), "main", BASELINE, NAMES).outcome
+    assert result_sources(run) == {"1": ("r/1", 1), "3": ("k/3", 1)}
+    legacy = Snapshot(run.run, {"1": ShardRecord("1", "arrived", key="old/1", benchmarks=4)})  # counted before results/
+    assert result_sources(legacy) == {"3": ("k/3", 1)}
 
 
 def test_benchmarks_gone_are_listed_unless_a_skipped_shard_explains_them():
     run = _run(skipped=["2"])
     baseline = Snapshot(BASELINE.run, {"1": BASELINE.shards["1"], "3": BASELINE.shards["3"]})  # shard 2 not in it
-    completion = complete(run, {"1": _shard("1", "t1::a"), "3": _shard("3")}, "main", baseline)
+    completion = complete(run, {"1": _shard("1", "t1::a", run="r"), "3": _shard("3", run="r")}, "main", baseline, NAMES)
     assert completion.carried == {}
     assert completion.outcome["missing_benchmarks"] == ["t1::b", "t3::a"]
-    explained = complete(_run(skipped=["3"]), {"1": _shard("1", "t1::a", "t1::b")},
-                         "main", Snapshot(BASELINE.run, {"1": BASELINE.shards["1"]}))
+    assert completion.outcome["missing_benchmarks_total"] == 2
+    explained = complete(_run(skipped=["3"]), {"1": _shard("1", "t1::a", "t1::b", run="r")},
+                         "main", Snapshot(BASELINE.run, {"1": BASELINE.shards["1"]}), NAMES)
     assert explained.outcome["missing_benchmarks"] == []
 
 

@@ -1,6 +1,7 @@
 from codspeed_aggregator.domain.ledger import FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.report import build_report
+from codspeed_aggregator.domain.results import LISTED, summarize
 from codspeed_wire.report import Report, render_markdown
 
 
@@ -88,7 +89,8 @@ def test_markdown_for_a_pull_request_leads_with_the_outcome_and_folds_the_rest()
 def test_markdown_names_shards_readably_and_never_says_on_none():
     snapshot = _snapshot()
     snapshot.shards["1"].label = 'bench-{"shard":1}-{"job-index":0,"job-total":4}-{"executor":"valgrind","run-index":0}'
-    baseline = Report(**{**build_report(_snapshot(FORWARDED), "now").model_dump(), "run_id": "41", "commit": "def5678"})
+    baseline = _snapshot(FORWARDED)
+    baseline.run.run_id, baseline.run.commit = "41", "def5678"
     text = render_markdown(build_report(snapshot, "now", baseline=baseline))
     assert "| bench \\[shard 1, job 1/4\\] | arrived |" in text  # the raw runPartId stays in the JSON's label
     assert "Baseline: run 41 (commit def5678)" in text and "None" not in text
@@ -106,3 +108,23 @@ def test_a_skipped_shard_always_says_why_it_has_no_results():
     assert reason({"baseline": source, "carried": {}}) == "skipped, not carried: baseline run 41 has no results of it"
     assert reason({"baseline": None, "note": "no forwarded run on main yet"}) == "no forwarded run on main yet"
     assert reason({}, "finalizing").startswith("skipped at close: carried from the baseline run")
+
+
+def test_a_report_counts_every_benchmark_and_names_only_the_worst_changes_whatever_the_runs_size():
+    snapshot = _snapshot()
+    for n in range(5, 45):
+        snapshot.shards[str(n)] = ShardRecord(str(n), "arrived", benchmarks=1000, size=10)
+    before = {f"t::{i}": {"unit": "cycles", "value": 1000} for i in range(1000)}
+    summaries = {name: summarize(name, {b: {"unit": "cycles", "value": 1000 + int(name) + i % 7}
+                                        for i, b in enumerate(before)}, before, 0.005)
+                 for name in snapshot.arrived() if name != "1"}
+    baseline = Snapshot(RunRecord(project="acme/widgets", run_id="41", groups={}, state=FORWARDED, commit="def5678"),
+                        {"2": ShardRecord("2", "arrived", benchmarks=12), "5": ShardRecord("5", "arrived", benchmarks=3)})
+    report = build_report(snapshot, "now", summaries=summaries, baseline=baseline, threshold=0.005)
+    assert report.counts.measured == 40_000 == sum(s.counts["measured"] for s in summaries.values())
+    assert report.counts.regressions + report.counts.unchanged == 40_000 and report.counts.running == 12  # shard 2 not in
+    assert len(report.benchmarks) == LISTED and report.benchmarks[0].shard == "44"  # the worst change first
+    assert len(report.model_dump_json()) < 60_000  # 40,000 benchmarks, a summary's size
+    text = render_markdown(report)
+    assert f"Benchmarks: {report.counts.regressions} regressions (worst +5.0%), 0 improvements" in text
+    assert f"the worst 30 of {report.counts.regressions}; every benchmark is on the run page" in text

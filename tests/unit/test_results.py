@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from codspeed_aggregator.domain.bundle import validate_bundle
-from codspeed_aggregator.domain.results import compare, measured
+from codspeed_aggregator.domain.results import (
+    LISTED, ShardResults, absent_entries, combine, measured, shard_entries, summarize,
+)
 from codspeed_rules.callgrind import BenchmarkScanner
-from codspeed_wire.report import BenchmarkEntry
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
 
@@ -63,30 +64,55 @@ def test_past_the_kept_names_benchmarks_are_still_counted():
     assert scanner.count == 8 and scanner.names == ["t::0", "t::1", "t::2"] and list(scanner.costs) == scanner.names
 
 
-def _base(name, shard, value, unit="cycles"):
-    return BenchmarkEntry(name=name, shard=shard, state="measured", unit=unit, value=value)
+def _c(value, unit="cycles"):
+    return {"unit": unit, "value": value}
 
 
-def test_changes_past_the_threshold_are_flagged_regressions_first_and_absent_ones_say_where_they_are():
-    baseline = [_base("a", "1", 1000), _base("b", "1", 1000), _base("c", "2", 1000), _base("d", "3", 500),
-                _base("e", "4", 700), _base("f", "1", 100)]
-    shards = {"1": {"a": {"unit": "cycles", "value": 1300}, "b": {"unit": "cycles", "value": 900},
-                    "g": {"unit": "cycles", "value": 5}},
-              "2": {"c": {"unit": "cycles", "value": 1040}}}
-    entries = compare(shards, True, {"3": "carried from run main-1"}, baseline, "run main-1", 0.05)
+BEFORE = {"a": _c(1000), "b": _c(1000), "c": _c(1000), "f": _c(100)}
+SHARD = {"a": _c(1300), "b": _c(900), "c": _c(1040), "g": _c(5)}
+
+
+def test_a_shards_changes_past_the_threshold_are_flagged_regressions_first_improvements_last():
+    entries = shard_entries("1", SHARD, BEFORE, 0.05)
     by_name = {e.name: e for e in entries}
-    assert [e.name for e in entries][:1] == ["a"] and entries[-1].name == "b"  # regression first, improvement last
+    assert [e.name for e in entries] == ["a", "c", "g", "b"]
     assert (by_name["a"].flag, round(by_name["a"].change, 2)) == ("regression", 0.3)
     assert (by_name["b"].flag, round(by_name["b"].change, 2)) == ("improvement", -0.1)
     assert by_name["c"].flag is None and round(by_name["c"].change, 2) == 0.04  # under 5%
-    assert (by_name["d"].state, by_name["d"].value, by_name["d"].source) == ("carried", 500, "carried from run main-1")
-    assert (by_name["e"].state, by_name["e"].baseline) == ("running", 700)  # shard 4 is not in yet
-    assert (by_name["f"].state, by_name["f"].source) == ("missing", "run main-1")  # its shard came without it
     assert by_name["g"].baseline is None and by_name["g"].flag is None  # new: nothing to compare with
-    closed = {e.name: e.state for e in compare(shards, False, {}, baseline, "run main-1", 0.05)}
-    assert closed["e"] == "missing" and closed["d"] == "missing"
+
+
+def test_a_summary_counts_every_benchmark_and_names_the_same_changes_as_the_full_list():
+    summary = summarize("1", SHARD, BEFORE, 0.05)
+    assert dict(summary.counts) == {"measured": 4, "regressions": 1, "improvements": 1, "unchanged": 1, "new": 1}
+    full = {e.name: e for e in shard_entries("1", SHARD, BEFORE, 0.05)}
+    assert [e.name for e in summary.regressions] == ["a"] and summary.regressions[0] == full["a"]
+    assert [e.name for e in summary.improvements] == ["b"] and summary.improvements[0] == full["b"]
+
+
+def test_a_runs_summary_keeps_the_worst_changes_of_all_its_shards_and_counts_the_rest():
+    many = {f"t{i}": _c(1000 + 10 * i) for i in range(200)}
+    summaries = [summarize(str(n), {k: _c(v["value"] * (1 + n / 10)) for k, v in many.items()}, many, 0.05)
+                 for n in range(1, 4)]
+    counts, listed = combine(summaries, carried=7, running=3, missing=2)
+    assert counts.measured == 600 and counts.regressions == 600 and (counts.carried, counts.running, counts.missing) == (7, 3, 2)
+    assert len(listed) == LISTED and all(e.shard == "3" for e in listed)  # the worst: shard 3's +30%
+    assert counts.worst_regression == pytest.approx(0.3) and counts.worst_improvement is None
+
+
+def test_the_baselines_benchmarks_of_an_absent_shard_say_where_they_stand():
+    [carried] = absent_entries("3", {"d": {**_c(500), "instructions": 400}}, "carried", "carried from run main-1")
+    assert (carried.state, carried.value, carried.instructions, carried.source) == ("carried", 500, 400, "carried from run main-1")
+    [running] = absent_entries("4", {"e": _c(700)}, "running", "run main-1")
+    assert (running.state, running.value, running.baseline) == ("running", None, 700)
 
 
 def test_a_walltime_figure_is_never_compared_with_a_cycles_one():
-    [entry] = compare({"1": {"a": {"unit": "ns", "value": 2000.0}}}, False, {}, [_base("a", "1", 1000)], None, 0.05)
+    [entry] = shard_entries("1", {"a": _c(2000.0, "ns")}, {"a": _c(1000)}, 0.05)
     assert entry.baseline is None and entry.change is None and entry.flag is None
+    assert summarize("1", {"a": _c(2000.0, "ns")}, {"a": _c(1000)}, 0.05).counts["new"] == 1
+
+
+def test_results_round_trip_as_the_bucket_keeps_them():
+    kept = ShardResults(["a", "b"], {"a": _c(1.5)})
+    assert ShardResults.from_json(kept.to_json()) == kept

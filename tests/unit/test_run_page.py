@@ -5,7 +5,7 @@ import re
 from html.parser import HTMLParser
 
 from codspeed_aggregator.pages.run_page import render_list, render_main, render_run
-from codspeed_wire.report import BenchmarkEntry, Report, ShardEntry
+from codspeed_wire.report import BenchmarkCounts, BenchmarkEntry, Report, ShardBenchmarks, ShardEntry
 
 HOSTILE = '<script>alert("x")</script>&"\''
 
@@ -20,6 +20,7 @@ def _report(**changes) -> Report:
         benchmarks=[BenchmarkEntry(name=HOSTILE, shard="1", state="measured", unit="cycles", value=1300, baseline=1000,
                                    change=0.3, flag="regression"),
                     BenchmarkEntry(name="t::fast", shard=HOSTILE, state="measured", unit="ns", value=2500.0)],
+        counts=BenchmarkCounts(measured=2, regressions=1, new=1, worst_regression=0.3),
     )
     return Report(**{**fields, **changes})
 
@@ -55,8 +56,14 @@ def test_sort_links_and_the_filter_form_keep_the_signed_link_and_work_without_ja
     assert {sort for _, sort in links} == {"name", "shard", "state", "value", "change"}
     assert all("expires=99" in href and "sig=feed" in href for href, _ in links)
     assert '<input type="hidden" name="expires" value="99">' in main and '<input type="hidden" name="sig" value="feed">' in main
-    by_value = render_main(_report(), {"sort": "value", "shard": "1"}, None, None)
-    assert by_value.count("<tr class=") == 1  # filtered on the server to shard 1
+    shard = ShardBenchmarks(project="acme/widgets", run_id="r1", shard="1", state="arrived", benchmarks=[
+        BenchmarkEntry(name=f"t::{i}", shard="1", state="measured", unit="cycles", value=1000 - i) for i in range(3)])
+    by_value = render_main(_report(), {"sort": "value", "shard": "1"}, None, None, shard)
+    assert by_value.count("<tr class=") == 3 and "3 benchmarks of shard 1" in by_value  # the shard's page, every one
+    assert by_value.index("t::0") < by_value.index("t::2")  # sorted on the server, the largest value first
+    assert '<option value="1" selected>' in by_value
+    summary = render_main(_report(), {}, None, None)
+    assert "1 regression (worst +30.0%), 0 improvements, 0 unchanged, 1 new" in summary
 
 
 def test_the_timeline_names_each_strip_and_the_page_stops_refreshing_once_final():

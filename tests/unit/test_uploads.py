@@ -81,3 +81,11 @@ def test_a_kept_part_left_with_no_shard_frees_its_id_and_no_id_is_given_twice():
     later = plan_forward(_shards(*(_shard(n, benchmarks=3) for n in "bcde")), limit=3, kept=first)
     ids = [u.run_part_id for u in later]
     assert ids[:2] == [merged_part_id("", 2), merged_part_id("", 3)] and len(set(ids)) == len(ids) == 4
+
+
+def test_a_shard_over_the_limit_goes_alone_as_sent_and_merged_parts_stay_under_it():
+    shards = _shards(_shard("big", benchmarks=5000), _shard("1", benchmarks=600), _shard("2", benchmarks=600),
+                     _shard("3", benchmarks=300))
+    plan = plan_forward(shards, limit=1000)
+    assert [(u.shards, u.merged) for u in plan] == [(("big",), False), (("1",), True), (("2", "3"), True)]
+    assert all(sum(shards[n].benchmarks for n in u.shards) <= 1000 for u in plan if u.merged)

@@ -17,6 +17,14 @@ def branch_of(ref: str | None) -> str | None:
     return None if ref.startswith("refs/") else ref
 
 
+def result_sources(snapshot: Snapshot) -> dict[str, tuple[str, int]]:
+    """Where a run's results are, by shard: the bundle (key) each shard's results were kept for,
+    and its benchmark count; a carried shard's are its source run's bundle's."""
+    carried = (snapshot.run.outcome or {}).get("carried") or {}
+    sources = {name: (c["key"], c.get("benchmarks") or 0) for name, c in carried.items() if c.get("key")}
+    return {**sources, **{name: (s.key, s.benchmarks or 0) for name, s in snapshot.arrived().items() if s.results_kept}}
+
+
 @dataclass
 class Completion:
     """The shards carried from the baseline, and the outcome stored on the run for its report."""
@@ -25,7 +33,11 @@ class Completion:
     outcome: dict = field(default_factory=dict)
 
 
-def complete(run: RunRecord, arrived: dict[str, ShardRecord], branch: str, baseline: Snapshot | None) -> Completion:
+def complete(run: RunRecord, arrived: dict[str, ShardRecord], branch: str, baseline: Snapshot | None,
+             names: dict[str, list[str]] | None = None) -> Completion:
+    """What a run takes from its baseline; ``names`` has the benchmark names of each shard's
+    bundle (by key, of this run's and the baseline's), to tell which benchmarks the run lost
+    (without it, none are looked for)."""
     if baseline is None:
         return Completion(outcome={
             "baseline": None, "carried": {}, "missing_benchmarks": [],
@@ -34,12 +46,16 @@ def complete(run: RunRecord, arrived: dict[str, ShardRecord], branch: str, basel
     source = {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": branch}
     available = baseline.arrived()
     carried = {name: available[name] for name in run.skipped if name in available and name not in arrived}
-    explained = {b for name in run.skipped if name not in carried for b in available.get(name, ShardRecord(name, "")).benchmark_names}
-    present = {b for shard in (*arrived.values(), *carried.values()) for b in shard.benchmark_names}
-    gone = sorted({b for shard in available.values() for b in shard.benchmark_names} - present - explained)
+    gone = []
+    if names is not None:
+        of = lambda shard: names.get(shard.key) or ()  # noqa: E731
+        explained = {b for name in run.skipped if name not in carried and name in available for b in of(available[name])}
+        present = {b for shard in (*arrived.values(), *carried.values()) for b in of(shard)}
+        gone = sorted({b for shard in available.values() for b in of(shard)} - present - explained)
     return Completion(carried=carried, outcome={
         "baseline": source,
-        "carried": {name: {**source, "benchmarks": s.benchmarks, "size": s.size} for name, s in carried.items()},
+        "carried": {name: {**source, "benchmarks": s.benchmarks, "size": s.size,
+                           **({"key": s.key} if s.results_kept else {})} for name, s in carried.items()},
         "missing_benchmarks": gone[:MAX_LISTED],
         "missing_benchmarks_total": len(gone),
     })

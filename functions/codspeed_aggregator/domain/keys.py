@@ -35,6 +35,13 @@ def index_key(bundle: str) -> str:
     return normalized_key(bundle).removesuffix(".tar.gz") + ".index.json"
 
 
+def results_key(bundle: str) -> str:
+    """A counted bundle's benchmark names and figures (``domain.results.ShardResults``), gzipped
+    JSON written once by the arrival that validated it: the key follows the bundle's, so every
+    attempt that counts the bundle finds them."""
+    return f"results/{bundle.removeprefix(BUNDLE_PREFIX).removesuffix('.tar.gz')}.json.gz"
+
+
 def spool_key(project: str, run_id: str, part: int) -> str:
     """Where the finalizer writes a merged part before sending it (expired by the bucket's lifecycle)."""
     return f"spool/{project_segment(project)}/{run_id}/part-{part:04d}.tar.gz"

@@ -114,7 +114,6 @@ class ShardRecord:
     key: str | None = None
     size: int | None = None
     benchmarks: int | None = None
-    benchmark_names: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     arrived_at: str | None = None
     reason: str | None = None
@@ -126,9 +125,9 @@ class ShardRecord:
     gzipped: bool = True
     inherited_from: str | None = None  # the earlier attempt this shard's bundle was counted in
     version_id: str | None = None  # the object version validated: the one merged
-    results: dict = field(default_factory=dict)  # benchmark -> its figures (domain.results), read with the names
     normalized: dict | None = None  # the normalized copy (key, version: the bundle itself when verified) and its index version
     group: str = ""  # the job group it belongs to (RunRecord)
+    results_kept: bool = False  # its bundle's benchmarks are in the bucket (results/): counted by this release or later
 
 
 @dataclass

@@ -1,54 +1,63 @@
-"""Build a run's report (the wire contract) from one consistent read of its records."""
+"""Build a run's report (the wire contract) from one consistent read of its records and the
+summaries of its shards' benchmarks."""
 
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
 from .drop_in import display_label
 from .ledger import OPEN, Snapshot
-from .results import compare
+from .results import ShardSummary, combine
 
 
-def build_report(snapshot: Snapshot, now: str, *, baseline: Report | None = None, threshold: float = 0.05,
-                 page_url: str | None = None) -> Report:
-    """The report of one consistent read; its benchmarks compared with ``baseline`` (the
-    baseline run's report) when there is one, and needs the shards' results (read with their names)."""
+def carried_from(carried: dict) -> str:
+    return f"carried from run {carried['run_id']} (commit {(carried['commit'] or '?')[:12]})"
+
+
+def shard_names(snapshot: Snapshot) -> list[str]:
+    """A run's shards in the report's order: the manifest's, then the others by name."""
+    run = snapshot.run
+    names = list(run.expected_names() or ())
+    return names + sorted(n for n in {*snapshot.shards, *run.skipped} if n not in names)
+
+
+def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
+    """One shard of a run, as its report shows it."""
     run = snapshot.run
     outcome = run.outcome or {}
-    carried = outcome.get("carried") or {}
-    names = list(run.expected_names() or ())
-    names += sorted(n for n in {*snapshot.shards, *run.skipped} if n not in names)
-    entries = []
-    for name in names:
-        shard = snapshot.shards.get(name)
-        if shard is not None:
-            entries.append(
-                ShardEntry(
-                    name=name, label=shard.label, display=display_label(shard.label), executor=shard.executor, state=shard.state, attempt=shard.attempt,
-                    size=shard.size, benchmarks=shard.benchmarks,
-                    reason=shard.reason, arrived_at=shard.arrived_at,
-                )
-            )
-        elif run.state == OPEN:
-            entries.append(ShardEntry(name=name, state="expected"))
-        elif name in carried:
-            c = carried[name]
-            entries.append(ShardEntry(name=name, state="carried", benchmarks=c.get("benchmarks"), size=c.get("size"),
-                                      reason=f"carried from run {c['run_id']} (commit {(c['commit'] or '?')[:12]})",
-                                      source={"run_id": c["run_id"], "commit": c["commit"]}))
-        elif name in run.skipped:
-            source = outcome.get("baseline")
-            reason = (f"skipped, not carried: baseline run {source['run_id']} has no results of it" if source else
-                      outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded")
-            entries.append(ShardEntry(name=name, state="skipped", reason=reason))
-        else:
-            entries.append(ShardEntry(name=name, state="missing"))
-    upstream = UpstreamEntry(**run.upstream) if run.upstream else None
-    where = None
-    if baseline is not None:
-        where = f"run {baseline.run_id} (commit {(baseline.commit or '?')[:12]})"
+    shard = snapshot.shards.get(name)
+    if shard is not None:
+        return ShardEntry(name=name, label=shard.label, display=display_label(shard.label), executor=shard.executor,
+                          state=shard.state, attempt=shard.attempt, size=shard.size, benchmarks=shard.benchmarks,
+                          reason=shard.reason, arrived_at=shard.arrived_at)
+    if run.state == OPEN:
+        return ShardEntry(name=name, state="expected")
+    if (c := (outcome.get("carried") or {}).get(name)) is not None:
+        return ShardEntry(name=name, state="carried", benchmarks=c.get("benchmarks"), size=c.get("size"),
+                          reason=carried_from(c), source={"run_id": c["run_id"], "commit": c["commit"]})
+    if name in run.skipped:
+        source = outcome.get("baseline")
+        reason = (f"skipped, not carried: baseline run {source['run_id']} has no results of it" if source else
+                  outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded")
+        return ShardEntry(name=name, state="skipped", reason=reason)
+    return ShardEntry(name=name, state="missing")
+
+
+def build_report(snapshot: Snapshot, now: str, *, summaries: dict[str, ShardSummary] | None = None,
+                 baseline: Snapshot | None = None,
+                 threshold: float = 0.05, page_url: str | None = None) -> Report:
+    """The report of one consistent read: ``summaries`` has each arrived shard's benchmarks
+    summed up against ``baseline`` (the baseline run's read), when there is one."""
+    run = snapshot.run
+    outcome = run.outcome or {}
     arrived = snapshot.arrived()
-    carried_from = {name: f"carried from run {c['run_id']} (commit {(c['commit'] or '?')[:12]})" for name, c in carried.items()}
-    benchmarks = compare({name: s.results for name, s in sorted(arrived.items())}, run.state == OPEN, carried_from,
-                         baseline.benchmarks if baseline else [], where, threshold)
+    carried = sum((c.get("benchmarks") or 0) for c in (outcome.get("carried") or {}).values())
+    running = 0
+    if baseline is not None and run.state == OPEN:  # the baseline's benchmarks of shards not in yet
+        running = sum(s.benchmarks or 0 for name, s in baseline.arrived().items() if name not in arrived)
+    missing = outcome.get("missing_benchmarks_total", len(outcome.get("missing_benchmarks") or ()))
+    summaries = summaries or {}
+    counts, listed = combine((summaries[n] for n in sorted(arrived) if n in summaries), carried, running, missing)
+    chosen = outcome.get("baseline") or (
+        {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": None} if baseline else None)
     return Report(
         project=run.project,
         run_id=run.run_id,
@@ -61,13 +70,13 @@ def build_report(snapshot: Snapshot, now: str, *, baseline: Report | None = None
         partial=run.state not in FINAL_STATES,
         version=run.rev,
         expected=run.expected_count(),
-        arrived=len(snapshot.arrived()),
-        shards=entries,
-        upstream=upstream,
-        baseline=outcome.get("baseline") or (
-            {"run_id": baseline.run_id, "commit": baseline.commit, "branch": None} if baseline else None),
+        arrived=len(arrived),
+        shards=[shard_entry(snapshot, name) for name in shard_names(snapshot)],
+        upstream=UpstreamEntry(**run.upstream) if run.upstream else None,
+        baseline=chosen,
         missing_benchmarks=outcome.get("missing_benchmarks") or [],
-        benchmarks=benchmarks,
+        counts=counts,
+        benchmarks=listed,
         threshold=threshold,
         page_url=page_url,
         generated_at=now,

@@ -1,15 +1,43 @@
-"""Per-benchmark results: what an arrival keeps of a shard's profiles, and how a run's
+"""Per-benchmark results: what an arrival keeps of a shard's profiles, and how a shard's
 benchmarks compare with its baseline run's.
 
 A valgrind benchmark's figure is its estimated cycles, weighing cache misses as valgrind's
 documentation suggests (an L1 miss costs about 10 cycles, a last-level miss up to 200):
 ``Ir + 10 x (I1mr + D1mr + D1mw) + 100 x (ILmr + DLmr + DLmw)``. A walltime benchmark's is its
-mean time per round."""
+mean time per round.
 
-from codspeed_wire.report import BenchmarkEntry
+A report never lists every benchmark: each shard is summed up once (``summarize``: counts and
+its worst changes), and the run's summary adds those up, so a report stays small and cheap
+whatever the run's size; a shard's page lists all of its benchmarks (``shard_entries``)."""
+
+import heapq
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from codspeed_wire.report import BenchmarkCounts, BenchmarkEntry
 
 L1_WEIGHT, LL_WEIGHT = 10, 100
-FLAGS = ("regression", "improvement")
+REGRESSION, IMPROVEMENT = "regression", "improvement"
+LISTED = 50  # regressions and improvements a summary names, the worst of each: a shard's page has them all
+
+
+@dataclass(frozen=True)
+class ShardResults:
+    """Every benchmark a shard's bundle holds (its names, in order) and the figures of each
+    (``measured``), as the arrival that counted it stored them."""
+
+    names: list[str]
+    results: dict[str, dict]
+
+    def to_json(self) -> bytes:
+        return json.dumps({"names": self.names, "results": self.results}, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "ShardResults":
+        document = json.loads(data)
+        return cls(list(document.get("names") or []), dict(document.get("results") or {}))
 
 
 def measured(raw: dict[str, dict]) -> dict[str, dict]:
@@ -26,36 +54,94 @@ def measured(raw: dict[str, dict]) -> dict[str, dict]:
     return kept
 
 
-def compare(shards: dict[str, dict[str, dict]], still_open: bool, carried: dict[str, str],
-            baseline: list[BenchmarkEntry], source: str | None, threshold: float) -> list[BenchmarkEntry]:
-    """The run's benchmarks: ``shards`` maps each arrived shard to its results, ``carried`` the
-    shards whose results come from the baseline (to a description of where). A baseline
-    benchmark found nowhere is running while the run is open and its shard is not in, else
-    missing. Regressions first, the largest first; improvements last."""
-    before = {b.name: b for b in baseline if b.value is not None}
-    entries, seen = [], set()
-    for shard, results in shards.items():
-        for name, result in results.items():
-            seen.add(name)
-            entry = BenchmarkEntry(name=name, shard=shard, state="measured", **result)
-            base = before.get(name)
-            if base is not None and base.unit == entry.unit and base.value:
-                entry.baseline = base.value
-                entry.change = (entry.value - base.value) / base.value
-                if abs(entry.change) > threshold:
-                    entry.flag = FLAGS[0] if entry.change > 0 else FLAGS[1]
-            entries.append(entry)
-    for name, base in before.items():
-        if name in seen:
-            continue
-        if base.shard in carried:
-            state, where = "carried", carried[base.shard]
-        elif still_open and base.shard not in shards:
-            state, where = "running", source
-        else:
-            state, where = "missing", source
-        entries.append(BenchmarkEntry(name=name, shard=base.shard, state=state, unit=base.unit,
-                                      value=base.value if state == "carried" else None, baseline=base.value,
-                                      instructions=base.instructions if state == "carried" else None, source=where))
-    rank = {"regression": 0, "improvement": 2, None: 1}
-    return sorted(entries, key=lambda e: (rank[e.flag], -(e.change or 0) if e.flag == "regression" else 0, e.shard, e.name))
+def change(result: dict, base: dict | None) -> float | None:
+    """(value - baseline) / baseline, when both are figures of one unit; a walltime figure is
+    never compared with a cycles one."""
+    if base is None or base.get("unit") != result.get("unit") or not base.get("value") or result.get("value") is None:
+        return None
+    return (result["value"] - base["value"]) / base["value"]
+
+
+def flag(delta: float | None, threshold: float) -> str | None:
+    if delta is None or abs(delta) <= threshold:
+        return None
+    return REGRESSION if delta > 0 else IMPROVEMENT
+
+
+def _entry(shard: str, name: str, result: dict, base: dict | None, threshold: float) -> BenchmarkEntry:
+    delta = change(result, base)
+    return BenchmarkEntry(name=name, shard=shard, state="measured", **result,
+                          baseline=base["value"] if delta is not None else None, change=delta, flag=flag(delta, threshold))
+
+
+def ranked(entries: Iterable[BenchmarkEntry]) -> list[BenchmarkEntry]:
+    """Regressions first, the largest first; then the rest by shard and name; improvements last,
+    the largest first."""
+    def key(e: BenchmarkEntry):
+        if e.flag == REGRESSION:
+            return (0, -e.change, e.shard, e.name)
+        if e.flag == IMPROVEMENT:
+            return (2, e.change, e.shard, e.name)
+        return (1, 0.0, e.shard, e.name)
+    return sorted(entries, key=key)
+
+
+def shard_entries(shard: str, results: dict[str, dict], before: Mapping[str, dict], threshold: float) -> list[BenchmarkEntry]:
+    """Every measured benchmark of a shard, compared with its figure in the baseline (``before``:
+    name -> its figures there), ranked."""
+    return ranked(_entry(shard, name, result, before.get(name), threshold) for name, result in results.items())
+
+
+def absent_entries(shard: str, baseline: dict[str, dict], state: str, source: str | None) -> list[BenchmarkEntry]:
+    """The baseline's benchmarks of a shard that has none in this run: ``carried`` (their figures
+    stand for this run's), ``running`` (the shard is not in yet) or ``missing``."""
+    carried = state == "carried"
+    return [BenchmarkEntry(name=name, shard=shard, state=state, unit=r.get("unit"),
+                           value=r.get("value") if carried else None, baseline=r.get("value"),
+                           instructions=r.get("instructions") if carried else None, source=source)
+            for name, r in sorted(baseline.items())]
+
+
+@dataclass
+class ShardSummary:
+    """What a report keeps of one shard's benchmarks: how many of each kind, and the worst
+    ``LISTED`` changes each way."""
+
+    counts: Counter = field(default_factory=Counter)  # measured, regressions, improvements, unchanged, new
+    regressions: list[BenchmarkEntry] = field(default_factory=list)
+    improvements: list[BenchmarkEntry] = field(default_factory=list)
+
+
+def summarize(shard: str, results: dict[str, dict], before: Mapping[str, dict], threshold: float) -> ShardSummary:
+    """A shard's summary, in one pass over its results: a model is made only for the changes it names."""
+    counts, worse, better = Counter(), [], []
+    for name, result in results.items():
+        delta = change(result, before.get(name))
+        kind = flag(delta, threshold)
+        counts["measured"] += 1
+        counts["new" if delta is None else {REGRESSION: "regressions", IMPROVEMENT: "improvements", None: "unchanged"}[kind]] += 1
+        if kind == REGRESSION:
+            worse.append((delta, name))
+        elif kind == IMPROVEMENT:
+            better.append((delta, name))
+    make = lambda picked: [_entry(shard, n, results[n], before.get(n), threshold) for _, n in picked]  # noqa: E731
+    worst = heapq.nsmallest(LISTED, worse, key=lambda c: (-c[0], c[1]))
+    return ShardSummary(counts, make(worst), make(heapq.nsmallest(LISTED, better)))
+
+
+def combine(summaries: Iterable[ShardSummary], carried: int = 0, running: int = 0, missing: int = 0
+            ) -> tuple[BenchmarkCounts, list[BenchmarkEntry]]:
+    """A run's counts and the changes its report names (the worst ``LISTED`` each way, regressions
+    first), from its shards' summaries."""
+    total, worse, better = Counter(), [], []
+    for summary in summaries:
+        total.update(summary.counts)
+        worse += summary.regressions
+        better += summary.improvements
+    worse = heapq.nsmallest(LISTED, worse, key=lambda e: (-e.change, e.shard, e.name))
+    better = heapq.nsmallest(LISTED, better, key=lambda e: (e.change, e.shard, e.name))
+    counts = BenchmarkCounts(**{k: total[k] for k in ("measured", "regressions", "improvements", "unchanged", "new")},
+                             carried=carried, running=running, missing=missing,
+                             worst_regression=worse[0].change if worse else None,
+                             worst_improvement=better[0].change if better else None)
+    return counts, worse + better

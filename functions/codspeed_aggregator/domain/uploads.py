@@ -85,7 +85,8 @@ def plan_forward(shards: dict[str, ShardRecord], limit: int, max_bytes: int = MA
     the run) under its id, so that the upstream, which holds them, gets each benchmark once
     whatever the attempt; only shards in none of them are planned here, group by group: valgrind
     shards merged (in parts of at most ``limit`` benchmarks and ``max_bytes``), others each as
-    sent, and a group's lone valgrind shard as sent too (as its uploader would have)."""
+    sent, and a group's lone valgrind shard, or one over ``limit`` by itself, as sent too (as
+    its uploader would have)."""
     uploads, placed = [], set()
     for part in kept:
         held = tuple(n for n in part.shards if n in shards and n not in placed)
@@ -95,7 +96,12 @@ def plan_forward(shards: dict[str, ShardRecord], limit: int, max_bytes: int = MA
     rest = sorted(n for n in shards if n not in placed)
     for group in sorted({shards[n].group for n in rest}):
         names = [n for n in rest if shards[n].group == group]
-        valgrind = [(n, shards[n].benchmarks or 0, shards[n].size or 0) for n in names if shards[n].executor == VALGRIND]
+        valgrind = [(n, shards[n].benchmarks or 0, shards[n].size or 0) for n in names
+                    if shards[n].executor == VALGRIND and (shards[n].benchmarks or 0) <= limit]
+        # A shard over the limit by itself goes as its uploader sent it (as the runner would have):
+        # a merged part never holds more than the limit.
+        uploads += [Upload((n,), merged=False, group=group) for n in names
+                    if shards[n].executor == VALGRIND and (shards[n].benchmarks or 0) > limit]
         taken = {u.run_part_id for u in uploads if u.merged and u.group == group}
         if len(valgrind) == 1 and not taken:
             uploads.append(Upload((valgrind[0][0],), merged=False, group=group))

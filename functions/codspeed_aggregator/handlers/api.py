@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ValidationError
 
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
-from codspeed_rules.names import SEGMENT, is_project
+from codspeed_rules.names import SEGMENT, SHARD_PATTERN, is_project, is_shard_name
 from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
@@ -100,10 +100,14 @@ def close_run(request: CloseRequest):
     return _json(HTTPStatus.ACCEPTED, answer.model_dump())
 
 
-@app.get("/v1/runs/<project>/<run_id>")
-def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json"):
+@app.get("/v1/runs/<project>/<run_id>", compress=True)  # gzipped when asked (Accept-Encoding): a shard's page can be MBs
+def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json",
+                shard: Annotated[str | None, Query(pattern=SHARD_PATTERN)] = None):
+    """The run's report (a summary whatever its size), or with ``shard`` every benchmark of that shard."""
     _allow(project)
     reports = api().reports
+    if shard is not None:
+        return _json(HTTPStatus.OK, reports.shard_benchmarks(project, run_id, shard).model_dump_json())
     report = reports.report(project, run_id)
     body = render_markdown(report) if format == "markdown" else report.model_dump_json()
     if len(body.encode()) > api().settings.report_inline_bytes and (link := reports.report_link(project, run_id, format)):
@@ -189,13 +193,18 @@ def _run_page(project: str, run_id: str) -> Response:
     report = reports.report(project, run_id)
     if query.get("format") == "json":
         return _json(HTTPStatus.OK, report.model_dump(mode="json"))
+    shard = None
+    if query.get("shard"):  # one shard's page: all its benchmarks
+        if not is_shard_name(query["shard"]):
+            return _json(HTTPStatus.NOT_FOUND, {"error": f"run {run_id} of {project} has no shard {query['shard']!r}"})
+        shard = reports.shard_benchmarks(project, run_id, query["shard"])
     base = _base_url()
     refresh = "?" + urlencode({**{k: v for k, v in query.items() if k != "format"}, "format": "fragment"})
     # A run's signed link opens that run only: the list is linked for a token's holder.
     list_url = None if query.get("sig") else f"{base}/runs/{project}"
     if query.get("format") == "fragment":
-        return _html(HTTPStatus.OK, render_main(report, query, refresh, list_url))
-    return _html(HTTPStatus.OK, render_run(report, query, refresh, list_url))
+        return _html(HTTPStatus.OK, render_main(report, query, refresh, list_url, shard))
+    return _html(HTTPStatus.OK, render_run(report, query, refresh, list_url, shard))
 
 
 def _raw_body() -> bytes:

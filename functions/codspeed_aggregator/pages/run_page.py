@@ -7,7 +7,8 @@ from datetime import datetime
 from html import escape
 from urllib.parse import urlencode
 
-from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, figure
+from codspeed_rules.summary import counts_line
+from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, figure
 
 REFRESH_MS = 2000
 COLOURS = {"arrived": "#2e7d32", "expected": "#1565c0", "carried": "#6a1b9a", "skipped": "#757575",
@@ -36,7 +37,7 @@ tr.regression td{background:#ffebee}tr.improvement td{background:#e8f5e9}
 
 SCRIPT = """
 (function(){
-  var sortKey = null, shard = "";
+  var sortKey = null;
   function rows(){ return Array.prototype.slice.call(document.querySelectorAll("#benchmarks tbody tr")); }
   function apply(){
     var body = document.querySelector("#benchmarks tbody"); if(!body) return;
@@ -50,7 +51,6 @@ SCRIPT = """
       });
       list.forEach(function(r){ body.appendChild(r); });
     }
-    list.forEach(function(r){ r.hidden = !!shard && r.dataset.shard !== shard; });
   }
   function wire(){
     document.querySelectorAll("#benchmarks th a[data-sort]").forEach(function(a){
@@ -58,8 +58,8 @@ SCRIPT = """
     });
     var select = document.querySelector("#shard-filter");
     if(select){
-      select.value = shard;
-      select.addEventListener("change", function(){ shard = select.value; apply(); });
+      // a shard's benchmarks come from the server (a report names only the worst changes)
+      select.addEventListener("change", function(){ select.form.submit(); });
       var button = document.querySelector("#shard-filter-go"); if(button) button.hidden = true;
     }
     apply();
@@ -132,14 +132,14 @@ def _row(b: BenchmarkEntry) -> str:
             f'<td class="num">{figure(b.baseline, b.unit)}</td><td class="num">{change}{flag}</td></tr>')
 
 
-def _table(report: Report, query: dict, sort: str | None, shard: str | None) -> str:
-    rows = [b for b in report.benchmarks if not shard or b.shard == shard]
+def _table(report: Report, query: dict, sort: str | None, shard: ShardBenchmarks | None) -> str:
+    """The benchmarks: of one shard (all of them), or the run's worst changes, with the counts of all."""
+    rows = list(shard.benchmarks if shard else report.benchmarks)
     if sort in SORTS:
         rows.sort(key=SORTS[sort])
-    if not report.benchmarks:
-        return "<p>No benchmark results yet.</p>"
-    shards = sorted({b.shard for b in report.benchmarks})
-    options = "".join(f'<option value="{escape(s)}"{" selected" if s == shard else ""}>{escape(s)}</option>' for s in shards)
+    names = [s.name for s in report.shards]
+    chosen = shard.shard if shard else None
+    options = "".join(f'<option value="{escape(n)}"{" selected" if n == chosen else ""}>{escape(n)}</option>' for n in names)
     hidden = "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">' for k, v in query.items()
                      if k not in ("shard", "format"))
     heads = []
@@ -149,16 +149,22 @@ def _table(report: Report, query: dict, sort: str | None, shard: str | None) -> 
             heads.append(f'<th scope="col"><a href="{escape(href)}" data-sort="{key}">{title}</a></th>')
         else:
             heads.append(f'<th scope="col">{title}</th>')
-    flagged = sum(1 for b in report.benchmarks if b.flag == "regression")
+    if shard:
+        caption = f"{len(rows)} benchmarks of shard {escape(shard.shard)}"
+    elif report.counts.measured:
+        caption = (f"{escape(counts_line(report.counts.model_dump()))} (threshold {report.threshold:.0%})"
+                   + ("; the worst changes below, every benchmark shard by shard" if rows else ""))
+    else:
+        return "<p>No benchmark results yet.</p>" if not report.arrived else "<p>No benchmark results in its shards.</p>"
     return (f'<form class="controls" method="get"><label>Shard <select id="shard-filter" name="shard">'
-            f'<option value="">all</option>{options}</select></label>{hidden} '
-            f'<button id="shard-filter-go" type="submit">Filter</button></form>'
-            f'<table id="benchmarks"><caption>{len(report.benchmarks)} benchmarks, {flagged} regressions past '
-            f'{report.threshold:.0%}</caption><thead><tr>{"".join(heads)}</tr></thead>'
+            f'<option value="">worst changes</option>{options}</select></label>{hidden} '
+            f'<button id="shard-filter-go" type="submit">Show</button></form>'
+            f'<table id="benchmarks"><caption>{caption}</caption><thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(_row(b) for b in rows)}</tbody></table>')
 
 
-def render_main(report: Report, query: dict, refresh_url: str | None, list_url: str | None) -> str:
+def render_main(report: Report, query: dict, refresh_url: str | None, list_url: str | None,
+                shard: ShardBenchmarks | None = None) -> str:
     """The part of the page that changes while the run is open (the live refresh swaps it)."""
     final = report.state in FINAL_STATES
     facts = [("Project", escape(report.project)), ("Run", escape(report.run_id)),
@@ -186,7 +192,7 @@ def render_main(report: Report, query: dict, refresh_url: str | None, list_url: 
     return (f'<main id="run" data-final="{"true" if final else "false"}" data-version="{report.version}"{refresh}>'
             f'<dl>{"".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)}</dl>{live}'
             f'<h2>Shards</h2>{_timeline(report)}<h2>Benchmarks</h2>'
-            f'{_table(report, query, query.get("sort"), query.get("shard"))}</main>')
+            f'{_table(report, query, query.get("sort"), shard)}</main>')
 
 
 def _document(title: str, body: str, script: bool) -> str:
@@ -196,11 +202,12 @@ def _document(title: str, body: str, script: bool) -> str:
             f'{f"<script>{SCRIPT}</script>" if script else ""}</body></html>')
 
 
-def render_run(report: Report, query: dict, refresh_url: str | None, list_url: str | None) -> str:
+def render_run(report: Report, query: dict, refresh_url: str | None, list_url: str | None,
+               shard: ShardBenchmarks | None = None) -> str:
     header = f'<header><h1>CodSpeed shards: {escape(report.project)} · run {escape(report.run_id)}</h1></header>'
     footer = f'<footer>Report version {report.version} · generated {escape(report.generated_at)}</footer>'
     return _document(f"{report.project} run {report.run_id}: {report.state}",
-                     header + render_main(report, query, refresh_url, list_url) + footer, script=True)
+                     header + render_main(report, query, refresh_url, list_url, shard) + footer, script=True)
 
 
 def _linked(text: str, link: str | None) -> str:

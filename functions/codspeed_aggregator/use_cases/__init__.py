@@ -14,6 +14,7 @@ from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.github_status import GitHubStatuses
 from ..adapters.ledger import Ledger
 from ..adapters.metrics import Metrics, NoMetrics
+from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamClient
 from ..settings import Settings
 from .close_run import CloseRun
@@ -30,6 +31,7 @@ class Aggregator:
     settings: Settings
     ledger: Ledger  # DynamoDB
     store: BundleStore | None = None  # S3
+    results: ResultsStore | None = None  # S3: the shards' benchmarks
     queue: FinalizeQueue | None = None  # SQS
     arrivals_queue: Queue | None = None  # SQS: the arrivals function's own
     upstream: UpstreamClient | None = None  # the finalizer's only
@@ -45,7 +47,7 @@ class Aggregator:
     @cached_property
     def reports(self) -> Reports:
         return Reports(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.baselines, self.store,
-                       self.statuses, self._metrics, self.clock, self.page_key)
+                       self.results, self.statuses, self._metrics, self.clock, self.page_key)
 
     @cached_property
     def uploads(self) -> RequestUpload:
@@ -54,7 +56,7 @@ class Aggregator:
     @cached_property
     def arrivals(self) -> RecordArrival:
         return RecordArrival(self.settings, self.ledger.reads, self.ledger.shards, self.ledger.runs, self.store,
-                             self.queue, self.arrivals_queue, self.uploads, self.reports, self._metrics, self.clock)
+                             self.results, self.queue, self.arrivals_queue, self.uploads, self.reports, self._metrics, self.clock)
 
     @cached_property
     def closing(self) -> CloseRun:
@@ -65,7 +67,7 @@ class Aggregator:
         forwarder = ForwardPart(self.settings, self.ledger.shards, self.ledger.parts, self.store, self.upstream,
                                 self._metrics)
         return FinalizeRun(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.parts,
-                           self.ledger.baselines, self.store, self.queue, forwarder, self.reports, self._metrics,
+                           self.ledger.baselines, self.store, self.results, self.queue, forwarder, self.reports, self._metrics,
                            self.clock)
 
     @cached_property

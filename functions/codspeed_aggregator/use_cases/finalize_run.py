@@ -3,7 +3,7 @@ baseline, forward each part (``forward_part``), and record how it ended."""
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from botocore.exceptions import ClientError
 
@@ -11,6 +11,7 @@ from ..adapters.bundle_store import BundleStore, MissingObject
 from ..adapters.queues import FinalizeQueue
 from ..adapters.ledger import Baselines, Parts, Reads, Runs
 from ..adapters.metrics import Metrics
+from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamError
 from ..domain.baseline import Completion, branch_of, complete
 from ..domain.keys import plan_key, run_bundles_prefix
@@ -48,6 +49,7 @@ class FinalizeRun:
     parts: Parts  # DynamoDB: each part's claim and the upstream's answer
     baselines: Baselines  # DynamoDB: the branch's latest forwarded run, read and recorded
     store: BundleStore  # S3: the plan written and read (plans/); the run's bundles tagged final once forwarded
+    results: ResultsStore  # S3: the benchmark names of the run's and its baseline's shards, read once, to plan
     queue: FinalizeQueue  # SQS: one message per part of a run in several; a failed message's retry
     forwarder: ForwardPart
     reports: Reports
@@ -69,16 +71,16 @@ class FinalizeRun:
                 return "not_claimed"
             self.reports.publish(project, run_id)  # the report says "finalizing" while it is
             return self._failing_with_reason(project, run_id, lambda: self._finalize_claimed(project, run_id))
-        snapshot = self.reads.snapshot(project, run_id, with_names=True)
-        if snapshot is None or snapshot.run.plan is None:
+        run = self.reads.run_with_parts(project, run_id)  # a part reads no shard item: the plan has its own
+        if run is None or run.plan is None:
             return "not_claimed"
-        plan = self._plan(snapshot, snapshot.run.plan)
+        plan = self._plan(run, run.plan)
         if not self._claim(plan, project, run_id, part):
             return "not_claimed"
 
         def forward() -> str:
-            if str(part) not in snapshot.run.forwarded_parts:
-                self._forward_part(plan, project, run_id, part, snapshot.run.announced_parts.get(str(part)))
+            if str(part) not in run.forwarded_parts:
+                self._forward_part(plan, project, run_id, part, run.announced_parts.get(str(part)))
             return self._finish_when_forwarded(plan, project, run_id)
         return self._failing_with_reason(project, run_id, forward)
 
@@ -95,7 +97,7 @@ class FinalizeRun:
             return work()
         except Exception as exc:
             message = str(exc) if isinstance(exc, UpstreamError) else f"finalizing failed: {type(exc).__name__}: {exc}"
-            now = self.reads.snapshot(project, run_id).run
+            now = self.reads.run_with_parts(project, run_id)
             sends = (now.plan or {}).get("sends", (now.plan or {}).get("parts", 1))
             if now.plan and len(now.forwarded_parts) >= sends:
                 raise  # forwarded in full: only the ledger's last write failed, and the retry makes it
@@ -124,7 +126,7 @@ class FinalizeRun:
                                      self.settings.finalize_lease_seconds)
 
     def _finalize_claimed(self, project: str, run_id: str) -> str:
-        snapshot = self.reads.snapshot(project, run_id, with_names=True)
+        snapshot = self.reads.snapshot(project, run_id)
         if not snapshot.arrived():
             self.runs.finish(project, run_id, CLOSED_EMPTY)
             self.store.mark_final(run_bundles_prefix(project, run_id))
@@ -137,7 +139,7 @@ class FinalizeRun:
             recorded = {"baseline": whole["baseline"], "parts": len(whole["uploads"]), "sends": len(whole["todo"]),
                         "version": version}
             self.runs.record_plan(project, run_id, recorded)
-        plan = self._plan(snapshot, recorded)
+        plan = self._plan(snapshot.run, recorded)
         todo = [i for i in plan.todo if str(i) not in snapshot.run.forwarded_parts]
         if len(plan.todo) > 1:  # each part on a message of its own: merged in parallel, retried alone
             for index in todo:
@@ -157,11 +159,15 @@ class FinalizeRun:
         else:
             baseline = self.baselines.latest_baseline(run.project, branch_of(run.base_ref) or self.settings.default_branch)
         kept = [Upload.from_item(u) for u in earlier["uploads"]] if earlier else []
-        shards, _ = self._shards(snapshot, baseline)
+        shards, completion = self._shards(snapshot, baseline, lost=True)
         uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept)
         ids = [part_id(upload, shards) for upload in uploads]
+        first = min(snapshot.arrived().values(), key=lambda s: (s.arrived_at or "", s.name))
         return {"baseline": baseline, "uploads": [u.to_item() for u in uploads], "ids": ids, "held": held,
-                "todo": [i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]]}
+                "todo": [i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]], "outcome": completion.outcome,
+                # what each part's finalizer needs, so that it reads no shard item (and no baseline) itself
+                "shards": {name: asdict(s) for name, s in shards.items()}, "carried": sorted(completion.carried),
+                "first": first.name}
 
     def _earlier_plan(self, run: RunRecord) -> tuple[dict | None, dict]:
         """The plan of the run's latest earlier attempt that made one, and what the upstream holds
@@ -181,22 +187,35 @@ class FinalizeRun:
                 return plan, held
         return None, {}
 
-    def _shards(self, snapshot: Snapshot, baseline_run: str | None) -> tuple[dict[str, ShardRecord], Completion]:
-        """A run's arrived shards and those carried from its baseline run, by name."""
+    def _shards(self, snapshot: Snapshot, baseline_run: str | None, lost: bool = False
+                ) -> tuple[dict[str, ShardRecord], Completion]:
+        """A run's arrived shards and those carried from its baseline run, by name; with ``lost``,
+        the benchmarks of the baseline the run lost are looked for (in every shard's results:
+        once, by the claiming finalizer, whose plan keeps what it found for the parts)."""
         run = snapshot.run
         arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
         branch = branch_of(run.base_ref) or self.settings.default_branch
-        baseline = self.reads.snapshot(run.project, baseline_run, with_names=True) if baseline_run else None
-        completion = complete(run, arrived, branch, baseline)
+        baseline = self.reads.snapshot(run.project, baseline_run) if baseline_run else None
+        names = None
+        if lost and baseline is not None:
+            found = self.results.read_many(s.key for s in (*arrived.values(), *baseline.arrived().values())
+                                           if s.results_kept)
+            names = {key: results.names for key, results in found.items() if results}
+        completion = complete(run, arrived, branch, baseline, names)
         return dict(sorted({**arrived, **completion.carried}.items())), completion
 
-    def _plan(self, snapshot: Snapshot, recorded: dict) -> ForwardPlan:
+    def _plan(self, run: RunRecord, recorded: dict) -> ForwardPlan:
         """What a run forwards, the same for every finalizer of it: the plan its claiming
-        finalizer wrote, over the shards it names."""
-        run = snapshot.run
-        shards, completion = self._shards(snapshot, recorded["baseline"])
+        finalizer wrote, with the shards it names as they were counted."""
         recorded = self.store.read_json(plan_key(run.project, run.run_id), recorded["version"])
-        first = min(snapshot.arrived().values(), key=lambda s: (s.arrived_at or "", s.name))
+        if "shards" in recorded:
+            shards = {name: ShardRecord(**s) for name, s in recorded["shards"].items()}
+            completion = Completion({name: shards[name] for name in recorded["carried"]}, recorded["outcome"])
+            first = shards[recorded["first"]]
+        else:  # planned by the release before: its shards are read as they are now
+            snapshot = self.reads.snapshot(run.project, run.run_id)
+            shards, completion = self._shards(snapshot, recorded["baseline"])
+            first = min(snapshot.arrived().values(), key=lambda s: (s.arrived_at or "", s.name))
         return ForwardPlan(
             run=run, shards=shards, completion=completion, baseline_run=recorded["baseline"],
             base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, first),
@@ -221,7 +240,7 @@ class FinalizeRun:
         self.parts.record_forwarded_part(project, run_id, index, answer)
 
     def _finish_when_forwarded(self, plan: ForwardPlan, project: str, run_id: str) -> str:
-        now = self.reads.snapshot(project, run_id).run
+        now = self.reads.run_with_parts(project, run_id)
         answers = now.forwarded_parts
         if any(str(i) not in answers for i in plan.todo):
             return now.state  # the finalizer of the last part to reach the upstream finishes the run

@@ -14,11 +14,12 @@ from ..adapters.bundle_store import BundleStore
 from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.ledger import Reads, Runs, Shards
 from ..adapters.metrics import Metrics
+from ..adapters.results_store import ResultsStore
 from ..domain.bundle import normalizing, validate_bundle
 from ..domain.errors import BadBundle, Conflict
 from ..domain.keys import index_key, normalized_key, parse_bundle_key
 from ..domain.ledger import ARRIVED, OPEN, ArrivalView, RunRecord, ShardRecord, UploadRecord, base_run_id
-from ..domain.results import measured
+from ..domain.results import ShardResults, measured
 from ..domain.retries import retry_delay
 from ..domain.timestamps import iso
 from ..settings import Settings
@@ -38,6 +39,7 @@ class RecordArrival:
     shards: Shards  # DynamoDB: the shard counted, rejected or noted late
     runs: Runs  # DynamoDB: the run after the count (complete?)
     store: BundleStore  # S3: the bundle read; its normalized copy and index written under normalized/
+    results: ResultsStore  # S3: the bundle's benchmark names and figures written under results/
     queue: FinalizeQueue  # SQS: finalize, once complete
     arrivals_queue: Queue  # SQS: an event deferred or failed, handed back
     attempts: RequestUpload  # the run's next attempt, for a bundle that came after the forward
@@ -88,12 +90,12 @@ class RecordArrival:
                 return "duplicate"
             self.reports.publish(project, run_id)
             return "rejected"
+        self.results.write(key, ShardResults(summary.benchmark_names, measured(summary.results)))
         record = ShardRecord(
             name=shard, state=ARRIVED, upload_id=upload_id, key=key, size=size or upload.size,
-            benchmarks=summary.benchmarks, benchmark_names=summary.benchmark_names, pids=summary.pids,
-            results=measured(summary.results),
-            arrived_at=iso(self.clock()), label=upload.label, executor=upload.executor, gzipped=summary.gzipped,
-            version_id=version_id, normalized=normalized, group=upload.group,
+            benchmarks=summary.benchmarks, pids=summary.pids, arrived_at=iso(self.clock()), label=upload.label,
+            executor=upload.executor, gzipped=summary.gzipped, version_id=version_id, normalized=normalized, group=upload.group,
+            results_kept=True,
         )
         outcome = self._count(project, run_id, record, upload, view.shard)
         if outcome != "run_not_open":

@@ -4,29 +4,34 @@ on a signed webhook, read it, list a project's runs, sign links to their pages."
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections import ChainMap
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from codspeed_wire.report import Report, render_markdown
+from codspeed_wire.report import Report, ShardBenchmarks, render_markdown
 
 from ..adapters.bundle_store import BundleStore
 from ..adapters.github_status import GitHubStatuses
 from ..adapters.ledger import Baselines, Reads, Runs, SnapshotContended
 from ..adapters.metrics import Metrics
+from ..adapters.results_store import ResultsStore
 from ..auth import signed_query
-from ..domain.baseline import branch_of
+from ..domain.baseline import branch_of, result_sources
 from ..domain.errors import NotFound
 from ..domain.ledger import OPEN, RunRecord, Snapshot
 from ..domain.notification import commit_status
-from ..domain.report import build_report
+from ..domain.report import build_report, carried_from, shard_entry, shard_names
+from ..domain.results import ShardSummary, absent_entries, shard_entries, summarize
 from ..domain.timestamps import iso
 from ..settings import Settings
 
 log = logging.getLogger(__name__)
 
 BASELINE_LOOKUP_SECONDS = 60
+CACHED_SUMMARIES = 20_000  # shard summaries a process keeps (a few KB each)
+CACHED_WHOLE_BASELINES = 4  # baselines read whole (benchmarks moved between shards), by name
 REPORT_LINK_SECONDS = 300  # a report too large to answer inline is fetched from S3 at once
 
 
@@ -36,12 +41,16 @@ class Reports:
     reads: Reads  # DynamoDB: run snapshots
     runs: Runs  # DynamoDB: a refresh's revision, the project's list of runs
     baselines: Baselines  # DynamoDB: the latest forwarded run of a branch
-    store: BundleStore  # S3: reports/ (published, and the baselines' read back)
+    store: BundleStore  # S3: reports/ published and read back
+    results: ResultsStore  # S3: results/, each shard's benchmarks
     statuses: GitHubStatuses | None  # GitHub: commit statuses, when configured
     metrics: Metrics
     clock: Callable[[], float] = time.time
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
-    _baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its Report
+    _baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its read
+    _summary_cache: dict = field(default_factory=dict, init=False, repr=False)  # (bundle, baseline, threshold) -> ShardSummary
+    _whole_baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> every figure of it
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _latest: dict = field(default_factory=dict, init=False, repr=False)  # (project, branch) -> (run, when looked up)
     _held: threading.local = field(default_factory=threading.local, init=False, repr=False)  # held(), per thread
 
@@ -67,7 +76,7 @@ class Reports:
 
     def _publish_now(self, project: str, run_id: str) -> None:
         try:
-            snapshot = self.reads.snapshot(project, run_id, with_names=True)  # the report lists results
+            snapshot = self.reads.snapshot(project, run_id)
         except SnapshotContended as exc:
             # Every read saw the run change under it: whoever changed it publishes after its change.
             log.warning("report of %s %s not rebuilt: %s", project, run_id, exc)
@@ -78,14 +87,60 @@ class Reports:
             self._notify(report)
 
     def _build(self, snapshot: Snapshot) -> Report:
-        return build_report(snapshot, iso(self.clock()), baseline=self._baseline_report(snapshot.run),
-                            threshold=self.settings.regression_threshold,
+        baseline = self._baseline(snapshot.run)
+        return build_report(snapshot, iso(self.clock()), summaries=self._summaries(snapshot, baseline),
+                            baseline=baseline, threshold=self.settings.regression_threshold,
                             page_url=self.page_url(snapshot.run.project, snapshot.run.run_id))
 
-    def _baseline_report(self, run: RunRecord) -> Report | None:
-        """The report of the run this one compares with: the one its finalizer chose, or while it
-        is open the latest forwarded on its base branch. Read from the bucket (it holds the
-        baseline's results), and kept: a forwarded run's results do not change."""
+    def _summaries(self, snapshot: Snapshot, baseline: Snapshot | None) -> dict[str, ShardSummary]:
+        """Each arrived shard's benchmarks summed up against the baseline. A shard's summary is
+        made once per process and baseline (its bundle's results never change), so a report
+        rebuilt after an arrival reads the results of the shards new since the last one only."""
+        against = baseline.run.run_id if baseline else None
+        keys = {name: (s.key, against, self.settings.regression_threshold) for name, s in snapshot.arrived().items()
+                if s.results_kept}
+        with self._lock:
+            todo = [name for name, key in keys.items() if key not in self._summary_cache]
+        found = self.results.read_many(snapshot.shards[n].key for n in todo)
+        made = {}
+        for name in todo:
+            results = found[snapshot.shards[name].key]
+            figures = results.results if results else {}
+            made[keys[name]] = summarize(name, figures, self._before(baseline, name, figures),
+                                         self.settings.regression_threshold)
+        with self._lock:
+            self._summary_cache.update(made)
+            while len(self._summary_cache) > CACHED_SUMMARIES:
+                self._summary_cache.pop(next(iter(self._summary_cache)))
+            summaries = {name: made.get(key) or self._summary_cache.get(key) for name, key in keys.items()}
+        return {name: summary for name, summary in summaries.items() if summary is not None}
+
+    def _before(self, baseline: Snapshot | None, shard: str, figures: dict) -> Mapping[str, dict]:
+        """The baseline's figures of a shard's benchmarks: those of its shard of the same name, and
+        for a benchmark not there (moved to another shard since), the baseline's whole set."""
+        if baseline is None:
+            return {}
+        sources = result_sources(baseline)
+        same = self.results.read(sources[shard][0]) if shard in sources else None
+        before = same.results if same else {}
+        if len(sources) <= (shard in sources) or all(name in before for name in figures):
+            return before  # every one found in its own shard, or nowhere else to look
+        key = (baseline.run.project, baseline.run.run_id)
+        with self._lock:
+            whole = self._whole_baselines.get(key)
+        if whole is None:
+            whole = {}
+            for found in self.results.read_many(k for k, _ in sources.values()).values():
+                whole.update(found.results if found else {})
+            with self._lock:
+                self._whole_baselines[key] = whole
+                while len(self._whole_baselines) > CACHED_WHOLE_BASELINES:
+                    self._whole_baselines.pop(next(iter(self._whole_baselines)))
+        return ChainMap(before, whole)
+
+    def _baseline(self, run: RunRecord) -> Snapshot | None:
+        """The run this one compares with: the one its finalizer chose, or while it is open the
+        latest forwarded on its base branch. Its read is kept: a forwarded run does not change."""
         chosen = (run.outcome or {}).get("baseline") or {}
         baseline_id = chosen.get("run_id")
         if baseline_id is None and run.state == OPEN:
@@ -94,10 +149,10 @@ class Reports:
             return None
         key = (run.project, baseline_id)
         if key not in self._baselines:
-            published = self.store.read_report(*key)
-            if published is None:
+            found = self.reads.snapshot(*key)
+            if found is None:
                 return None
-            self._baselines[key] = Report.model_validate_json(published)
+            self._baselines[key] = found
         return self._baselines[key]
 
     def _latest_baseline(self, project: str, branch: str) -> str | None:
@@ -145,10 +200,39 @@ class Reports:
         published = self.store.read_report(project, run_id)
         if published is not None:
             return Report.model_validate_json(published)
-        snapshot = self.reads.snapshot(project, run_id, with_names=True)
+        snapshot = self.reads.snapshot(project, run_id)
         if snapshot is None:
             raise NotFound(f"no run {run_id} for project {project}")
         return self._build(snapshot)
+
+    def shard_benchmarks(self, project: str, run_id: str, shard: str) -> ShardBenchmarks:
+        """Every benchmark of one shard of a run (its latest attempt, or the one ``run_id`` names),
+        compared with the baseline: measured in this run, or the baseline's carried, running or
+        missing."""
+        run_id = self.runs.attempt_of(project, run_id, self.settings.max_attempts)
+        snapshot = self.reads.snapshot(project, run_id)
+        if snapshot is None:
+            raise NotFound(f"no run {run_id} for project {project}")
+        if shard not in shard_names(snapshot):
+            raise NotFound(f"run {run_id} of {project} has no shard {shard!r}")
+        run, threshold, baseline = snapshot.run, self.settings.regression_threshold, self._baseline(snapshot.run)
+        carried = ((run.outcome or {}).get("carried") or {}).get(shard)
+        sources = result_sources(baseline) if baseline else {}
+        if (record := snapshot.arrived().get(shard)) is not None:
+            found = self.results.read(record.key) if record.results_kept else None
+            figures = found.results if found else {}
+            benchmarks = shard_entries(shard, figures, self._before(baseline, shard, figures), threshold)
+        elif carried is not None and carried.get("key") and (found := self.results.read(carried["key"])):
+            benchmarks = absent_entries(shard, found.results, "carried", carried_from(carried))
+        elif shard in sources and (found := self.results.read(sources[shard][0])):
+            benchmarks = absent_entries(shard, found.results, "running" if run.state == OPEN else "missing",
+                                        f"run {baseline.run.run_id}")
+        else:
+            benchmarks = []
+        chosen = (run.outcome or {}).get("baseline") or (
+            {"run_id": baseline.run.run_id, "commit": baseline.run.commit} if baseline else None)
+        return ShardBenchmarks(project=project, run_id=run_id, shard=shard, state=shard_entry(snapshot, shard).state,
+                               baseline=chosen, threshold=threshold, benchmarks=benchmarks)
 
     def report_link(self, project: str, run_id: str, fmt: str = "json") -> str | None:
         """A presigned link to a run's latest published report (JSON or Markdown), for an answer

@@ -19,7 +19,6 @@ PART_PREFIX = "PART#"  # the upstream's answer about one upload of the run: an i
 SHARD_PREFIX = "SHARD#"
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
-BENCHMARKS_PREFIX = "~BENCH#"  # a shard's benchmark names, beside it: a snapshot's read units stay small
 # Partitions of their own:
 PROJECT_PREFIX = "PROJECT#"  # a project's runs, by when they opened: its page lists them
 OPEN_INDEX = "open-runs"  # runs still open (by deadline) and runs being finalized (by lease end)
@@ -173,7 +172,7 @@ def shard_from(item: dict) -> ShardRecord:
         rev=item.get("rev", 0), noted_upload=item.get("noted_upload"), requested_at=item.get("requested_at"),
         label=item.get("label"), executor=item.get("executor") or "valgrind", gzipped=item.get("gzipped", True),
         inherited_from=item.get("inherited_from"), version_id=item.get("version_id"),
-        normalized=item.get("normalized"), group=item.get("group") or "",
+        normalized=item.get("normalized"), group=item.get("group") or "", results_kept=bool(item.get("results_kept")),
     )
 
 

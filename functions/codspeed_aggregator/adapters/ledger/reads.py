@@ -3,12 +3,11 @@
 import json
 import random
 
-from ...domain.ledger import ArrivalView, Snapshot
+from ...domain.ledger import ArrivalView, RunRecord, Snapshot
 from .codec import (
-    BENCHMARKS_PREFIX, PART_PREFIX, RUN_SK, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, load, run_from, shard_from,
+    PART_PREFIX, RUN_SK, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, load, run_from, shard_from,
     upload_from,
 )
-from .results import attach_results
 
 
 class SnapshotContended(Exception):
@@ -16,21 +15,25 @@ class SnapshotContended(Exception):
 
 
 class Reads(TableItems):
-    def snapshot(self, project: str, run_id: str, with_names: bool = False, tries: int = 20) -> Snapshot | None:
+    def snapshot(self, project: str, run_id: str, tries: int = 20) -> Snapshot | None:
         """One consistent read of a run (see domain.ledger), or None when no such run.
 
         It reads the run's record, its shards and its parts, all small: upload requests
-        (``UPLOAD#``), their metadata and the shards' benchmark names sort after them and are
-        read only when asked for. A run that kept changing under every read raises
+        (``UPLOAD#``) and their metadata sort after them, and the shards' benchmarks are in the
+        bucket (``results/``). A run that kept changing under every read raises
         ``SnapshotContended``: nothing is ever built from a read that saw two instants."""
         for attempt in range(tries):
             snap = _parse(self.query_run(project, run_id, "sk < :uploads", {":uploads": UPLOAD_PREFIX}))
             if snap is None or snap.consistent():
-                if snap is not None and with_names:
-                    attach_results(snap, self.query_run(project, run_id, "begins_with(sk, :b)", {":b": BENCHMARKS_PREFIX}))
                 return snap
             self.sleep(random.uniform(0.5, 1.0) * 0.005 * (attempt + 1))
         raise SnapshotContended(f"run {run_id} of {project} changed under each of {tries} reads")
+
+    def run_with_parts(self, project: str, run_id: str) -> RunRecord | None:
+        """The run's record and its parts' items (which the upstream announced and holds), none of
+        its shards: what a part's finalizer reads, however many shards the run has."""
+        snap = _parse(self.query_run(project, run_id, "sk < :shards", {":shards": SHARD_PREFIX}))
+        return snap.run if snap else None
 
     def arrival_view(self, project: str, run_id: str, shard: str, upload_id: str) -> ArrivalView:
         """The three items an arrival needs (run, shard, upload request) in one small consistent read,

@@ -8,10 +8,9 @@ from botocore.exceptions import ClientError
 
 from ...domain.ledger import ARRIVED, LATE, OPEN, REJECTED, ShardRecord, UploadRecord
 from .codec import (
-    BENCHMARKS_PREFIX, CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed,
+    CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed,
     count_attribute, dump, load, run_pk,
 )
-from .results import results_item
 
 
 class Shards(TableItems):
@@ -45,13 +44,11 @@ class Shards(TableItems):
                 "expires_at": self.expires_at()}))
 
     def inherit_arrived(self, project: str, earlier: str, run_id: str) -> dict[str, int]:
-        """Copy the shards counted in an earlier attempt of a run (their results and upload metadata
-        too) into ``run_id``, the next attempt, before that run is opened; answers how many there are
+        """Copy the shards counted in an earlier attempt of a run (their upload metadata too; their
+        results are the bundle's, in the bucket) into ``run_id``, the next attempt, before that run is opened; answers how many there are
         per job group. Each shard's copy is conditional, so one counted meanwhile in the new attempt
         is left as it is."""
         items = self.query_run(project, earlier, "begins_with(sk, :shard)", {":shard": SHARD_PREFIX})
-        names = {i["sk"].removeprefix(BENCHMARKS_PREFIX): i
-                 for i in self.query_run(project, earlier, "begins_with(sk, :b)", {":b": BENCHMARKS_PREFIX})}
         arrived = [i for i in items if i.get("state") == ARRIVED]
         for item in arrived:
             copy = {**item, "pk": run_pk(project, run_id), "rev": 0, "inherited_from": item.get("inherited_from") or earlier}
@@ -61,8 +58,6 @@ class Shards(TableItems):
                 if not condition_failed(exc):
                     raise
                 continue
-            if (found := names.get(item["sk"].removeprefix(SHARD_PREFIX))) is not None:
-                self.db.put_item(TableName=self.table, Item=dump({**found, "pk": run_pk(project, run_id)}))
             self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
         return dict(Counter(item.get("group") or "" for item in arrived))
 
@@ -70,7 +65,7 @@ class Shards(TableItems):
                        previous: ShardRecord | None) -> str:
         """Count an accepted bundle once, replacing ``previous`` (the shard as read): "recorded",
         "changed" (the shard is no longer as read: read again) or "run_not_open". One transaction
-        on the shard item, the run item and the shard's results item.
+        on the shard item and the run item (the shard's results are in the bucket already).
 
         The run's ``arrived_count`` grows only when the shard had no accepted bundle, and the
         condition on the shard makes that exact under any interleaving."""
@@ -80,7 +75,7 @@ class Shards(TableItems):
             ":b": shard.benchmarks, ":pids": shard.pids,
             ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":exp": self.expires_at(),
             ":label": shard.label, ":executor": shard.executor, ":gz": shard.gzipped, ":v": shard.version_id,
-            ":norm": shard.normalized, ":group": shard.group,
+            ":norm": shard.normalized, ":group": shard.group, ":kept": shard.results_kept,
         }
         if replacing:
             values[":prev"] = previous.upload_id
@@ -90,6 +85,7 @@ class Shards(TableItems):
                 "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
                 "pids = :pids, arrived_at = :at, requested_at = :req, "
                 "label = :label, executor = :executor, gzipped = :gz, version_id = :v, normalized = :norm, #group = :group, "
+                "results_kept = :kept, "
                 "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from ADD attempt :one, rev :one"
             ),
             "ConditionExpression": "upload_id = :prev AND requested_at < :req" if replacing
@@ -100,9 +96,7 @@ class Shards(TableItems):
         run_update = self.run_update(project, run_id, "ADD rev :one, arrived_count :count, #counted :count",
                                      "#state = :open", {":count": 0 if replacing else 1, ":open": OPEN},
                                      names={"#counted": count_attribute(shard.group)})
-        results = results_item(project, run_id, shard, self.expires_at())
-        codes = self.transact([{"Update": shard_update}, {"Update": run_update},
-                               {"Put": {"TableName": self.table, "Item": dump(results)}}])
+        codes = self.transact([{"Update": shard_update}, {"Update": run_update}])
         if codes is None:
             return "recorded"
         return "run_not_open" if codes[1] == CONDITION_FAILED else "changed"

@@ -70,12 +70,15 @@ class RoleEnforcer:
             return
         session.events.register("before-parameter-build", lambda **kw: self._check(role, **kw))
         session.events.register("before-call", self._refuse)
+        session.events.register("after-call.s3", lambda **kw: self._hide_absence(role, **kw))
 
     def _check(self, role: str | None, params: dict, model, context: dict, **_) -> None:
         role = role or acting_function()
         if role is None:
             return
         service = model.service_model.service_name
+        if service == "s3" and "Bucket" in params:
+            context["iam_bucket"] = params["Bucket"]  # an absent key's answer depends on the role's ListBucket
         if context.get("is_presign_request"):  # the latest presign of a key decides (keys are one per upload)
             self._denied_presigns.pop(f"/{params['Bucket']}/{params['Key']}", None)
         for need in needs(service, model.name, params, REGION, ACCOUNT, self.parameters_key):
@@ -90,6 +93,22 @@ class RoleEnforcer:
             else:
                 context["iam_refusal"] = _refusal(role, need, verdict, service)
             return
+
+    def _hide_absence(self, role: str | None, parsed: dict, model, context: dict, **_) -> None:
+        """S3 answers a read of a key that does not exist 403 AccessDenied, not 404 NoSuchKey, to
+        whoever may not list the bucket (s3:ListBucket, whose s3:prefix conditions a GetObject
+        request does not carry): a role may not learn what it cannot list."""
+        role = role or acting_function()
+        if role is None or model.name not in ("GetObject", "HeadObject"):
+            return
+        error = parsed.get("Error") or {}
+        if error.get("Code") not in ("NoSuchKey", "404"):
+            return
+        bucket = f"arn:aws:s3:::{context.get('iam_bucket')}"
+        if self.policies[role].decide(Need("s3:ListBucket", bucket, {})) == ALLOWED:
+            return
+        parsed["Error"] = {"Code": "AccessDenied", "Message": "Access Denied"}
+        parsed.setdefault("ResponseMetadata", {})["HTTPStatusCode"] = 403
 
     def add(self, policies: dict[str, Policy]) -> None:
         """Another deployment of the template beside the first (its own table, bucket, queues):

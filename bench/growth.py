@@ -1,0 +1,206 @@
+"""Does what a run costs per arrival grow with the run? The same small real bundles through
+the local stack at two sizes, one S3 event per shard, delivered in the arrivals function's
+batches of 10 (each run's report published once per batch, as SQS drives it).
+
+    python bench/growth.py            # 10 and 1000 shards
+    python bench/growth.py --quick    # 10 and 100 shards (tests/e2e/test_growth.py holds the same smoke)
+
+Printed for each size: AWS requests per counted arrival (DynamoDB, S3), for a runner's bundle
+and for one ``codspeed-client pack`` normalized; per batch's report rebuild, its requests,
+bytes read (DynamoDB, S3) and handler time; per run, the table's items and bytes and the
+results' objects and bytes in the bucket; the time from the last arrival to the forward.
+The last line reads ``growth: shards=A->B arrival_requests_ratio=R rebuild_s3_bytes_ratio=R
+rebuild_dynamodb_bytes_ratio=R rebuild_cpu_seconds_max=S``, each ratio the larger run's figure
+over the smaller's (target: <= 1.2 for the first two; the DynamoDB one is the shard items a
+snapshot reads, which grow with the run: see the README's limits). A rebuild's time is the
+publishing thread's own CPU (its code and boto3's): the wall time around it is mostly waiting
+on moto, whose Query and transactions walk the whole table, as DynamoDB's do not.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "functions"), str(ROOT), str(ROOT / "bench")]
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers make their loggers
+
+from load import BATCH, RequestCounter, collect_events  # noqa: E402
+
+from codspeed_aggregator import wiring  # noqa: E402
+from codspeed_aggregator.adapters.aws import client  # noqa: E402
+from codspeed_aggregator.adapters.ledger.codec import dump  # noqa: E402
+from codspeed_aggregator.domain.keys import project_segment  # noqa: E402
+from codspeed_aggregator.handlers.arrivals import s3_objects  # noqa: E402
+from codspeed_aggregator.local.stack import LocalStack  # noqa: E402
+from tests.factories import bundle, packed, upload_request  # noqa: E402
+
+PROJECT = "acme/growth"
+TARGET_RATIO = 1.2
+
+
+class ByteCounter:
+    """Bytes each function's clients read: a DynamoDB answer's body, an S3 object's length."""
+
+    def __init__(self) -> None:
+        self.read = Counter()
+        for function in (wiring.ARRIVALS, wiring.FINALIZER):
+            for service in ("dynamodb", "s3"):
+                client(service, function).meta.events.register("after-call.*.*", self._count(service))
+
+    def _count(self, service):
+        def hook(http_response, parsed, model, **_):
+            if service == "s3":
+                if model.name == "GetObject":
+                    self.read[service] += parsed.get("ContentLength") or 0
+            else:
+                self.read[service] += len(http_response.content or b"")
+        return hook
+
+
+def push(stack, run_id: str, shards: int) -> dict[str, str]:
+    """Every shard pushed as a shard job would (a grant, then the PUT); answers each shard's kind."""
+    session = requests.Session()
+    session.headers["Authorization"] = stack.token
+    kinds = {str(i): "packed" if i % 2 else "runner" for i in range(1, shards + 1)}
+
+    def one(shard: str) -> None:
+        data = bundle(4242, [f"tests/test_{shard}.py::bench_{j}" for j in range(3)])
+        data = packed(data) if kinds[shard] == "packed" else data
+        grant = session.post(f"{stack.api_url}/v1/uploads", timeout=30,
+                             json=upload_request(PROJECT, run_id, shard, data, total=shards)).json()
+        requests.put(grant["upload_url"], data=data, headers=grant["headers"], timeout=30).raise_for_status()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, kinds))
+    return kinds
+
+
+def measure(stack, counter: RequestCounter, nbytes: ByteCounter, shards: int) -> dict:
+    run_id = f"growth-{shards}-{int(time.time() * 1000)}"
+    kinds = push(stack, run_id, shards)
+    events = collect_events(stack, run_id, shards)
+    agg = wiring.arrivals()
+    per_arrival = {"runner": [], "packed": []}
+    rebuilds, last_arrival = [], 0.0
+    for start in range(0, len(events), BATCH):
+        batch = events[start:start + BATCH]
+        with agg.reports.held():
+            for event in batch:
+                for key, size, version_id in s3_objects(event):
+                    made = Counter(counter.total)  # all threads' (a report reads results in parallel): one driver here
+                    outcome = agg.arrivals.record(key, size, version_id)
+                    assert outcome == "recorded", outcome
+                    per_arrival[kinds[key.split("/")[-2]]].append(counter.total - made)
+            before, made, began, cpu = dict(nbytes.read), Counter(counter.total), time.perf_counter(), time.thread_time()
+        elapsed = time.perf_counter() - began  # the batch's publish, at the end of held()
+        rebuilds.append({"requests": counter.total - made, "seconds": elapsed, "cpu": time.thread_time() - cpu,
+                         "bytes": {s: nbytes.read[s] - before.get(s, 0) for s in ("dynamodb", "s3")}})
+        last_arrival = time.perf_counter()
+    forwarded_after = finalize(stack, run_id, last_arrival)
+    report = agg.reports.report(PROJECT, run_id)
+    assert report.arrived == shards and report.state == "forwarded", (report.arrived, report.state)
+    assert report.counts.measured == 3 * shards, report.counts
+    items, item_bytes = table_footprint(stack, run_id)
+    objects, object_bytes = results_footprint(stack, run_id)
+    mean = lambda rows, key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
+    return {
+        "shards": shards,
+        "arrival": {kind: {s: mean(rows, s) for s in ("dynamodb", "s3")} for kind, rows in per_arrival.items() if rows},
+        "rebuild_requests": {s: max(r["requests"][s] for r in rebuilds) for s in ("dynamodb", "s3")},
+        "rebuild_bytes": {s: sum(r["bytes"][s] for r in rebuilds) / len(rebuilds) for s in ("dynamodb", "s3")},
+        "rebuild_seconds": {"mean": mean(rebuilds, "seconds"), "max": max(r["seconds"] for r in rebuilds)},
+        "rebuild_cpu": {"mean": mean(rebuilds, "cpu"), "max": max(r["cpu"] for r in rebuilds)},
+        "table": {"items": items, "bytes": item_bytes}, "results": {"objects": objects, "bytes": object_bytes},
+        "forwarded_after": forwarded_after,
+    }
+
+
+def finalize(stack, run_id: str, last_arrival: float) -> float:
+    """The finalize messages handled as the finalizer function would; seconds from the last arrival."""
+    sqs, finalizing = client("sqs"), wiring.finalizer().finalizing
+    for _ in range(50):
+        messages = sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        if not messages:
+            break
+        for m in messages:
+            sqs.delete_message(QueueUrl=stack.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
+            body = json.loads(m["Body"])
+            if body["run_id"] == run_id:
+                finalizing.finalize(body["project"], run_id, body.get("part"))
+    return time.perf_counter() - last_arrival
+
+
+def table_footprint(stack, run_id: str) -> tuple[int, int]:
+    """The run's items and their bytes as DynamoDB sizes them (names and values, UTF-8)."""
+    db = client("dynamodb")
+    pages = db.get_paginator("query").paginate(TableName=stack.resources.table, KeyConditionExpression="pk = :pk",
+                                               ExpressionAttributeValues=dump({":pk": f"RUN#{PROJECT}#{run_id}"}))
+    items = [i for page in pages for i in page["Items"]]
+    return len(items), sum(len(json.dumps(i)) for i in items)
+
+
+def results_footprint(stack, run_id: str) -> tuple[int, int]:
+    s3 = client("s3")
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=stack.resources.bucket,
+                                                           Prefix=f"results/{project_segment(PROJECT)}/{run_id}/")
+    objects = [o for page in pages for o in page.get("Contents", [])]
+    return len(objects), sum(o["Size"] for o in objects)
+
+
+def ratio(big: float, small: float) -> float:
+    return big / small if small else (1.0 if not big else float("inf"))
+
+
+def compare(small: dict, big: dict) -> dict:
+    per = lambda m: sum(sum(v.values()) for v in m["arrival"].values()) / len(m["arrival"])  # noqa: E731
+    return {
+        "arrival_requests_ratio": ratio(per(big), per(small)),
+        "rebuild_s3_bytes_ratio": ratio(big["rebuild_bytes"]["s3"], small["rebuild_bytes"]["s3"]),
+        "rebuild_dynamodb_bytes_ratio": ratio(big["rebuild_bytes"]["dynamodb"], small["rebuild_bytes"]["dynamodb"]),
+        "rebuild_cpu_seconds_max": big["rebuild_cpu"]["max"],
+    }
+
+
+def run(sizes: tuple[int, int]) -> tuple[list[dict], dict]:
+    with LocalStack(pollers=False, webhook_secret="bench-secret") as stack:
+        counter, nbytes = RequestCounter(), ByteCounter()
+        found = [measure(stack, counter, nbytes, n) for n in sizes]
+    return found, compare(*found)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="10 and 100 shards")
+    parser.add_argument("--shards", type=int, help="the larger run's shards (default 1000)")
+    args = parser.parse_args()
+    sizes = (10, args.shards or (100 if args.quick else 1000))
+    found, ratios = run(sizes)
+    for m in found:
+        arrival = ", ".join(f"{kind}: dynamodb {c['dynamodb']:.2f} s3 {c['s3']:.2f}" for kind, c in m["arrival"].items())
+        print(f"{m['shards']} shards: requests per counted arrival ({arrival}); per report rebuild (a batch of {BATCH}): "
+              f"at most {m['rebuild_requests']['dynamodb']} DynamoDB and {m['rebuild_requests']['s3']} S3 requests, "
+              f"{m['rebuild_bytes']['dynamodb'] / 1024:.1f} KiB read from DynamoDB and "
+              f"{m['rebuild_bytes']['s3'] / 1024:.1f} KiB from S3; the handler's own CPU "
+              f"{m['rebuild_cpu']['mean'] * 1000:.0f} ms mean {m['rebuild_cpu']['max'] * 1000:.0f} ms max, "
+              f"{m['rebuild_seconds']['max'] * 1000:.0f} ms max with the waits on moto")
+        print(f"  per run: {m['table']['items']} items, {m['table']['bytes'] / 1024:.0f} KiB in the table; "
+              f"{m['results']['objects']} results objects, {m['results']['bytes'] / 1024:.0f} KiB in the bucket; "
+              f"forwarded {m['forwarded_after']:.2f} s after the last arrival")
+    print(f"growth: shards={sizes[0]}->{sizes[1]} " + " ".join(
+        f"{k}={v:.2f}" for k, v in ratios.items()))
+    missed = [k for k in ("arrival_requests_ratio", "rebuild_s3_bytes_ratio") if ratios[k] > TARGET_RATIO]
+    for k in missed:
+        print(f"  growth MISSED: {k} over {TARGET_RATIO}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Shard results in the bucket (``results/``): each counted bundle's benchmark names and figures,
+one gzipped JSON object beside the bundle, however many benchmarks it holds (a DynamoDB item
+holds 400 KB: about 2000 of them)."""
+
+import gzip
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+
+from botocore.exceptions import ClientError
+
+from ..domain.keys import results_key
+from ..domain.results import ShardResults
+
+LEVEL = 6  # a few hundred KB at most, written once
+READERS = 16  # GETs in flight when a report reads many shards' results (a cold process, a shard's page)
+CACHED_BENCHMARKS = 1_000_000  # what a process keeps read (a bundle's results never change): ~300 MB at most
+
+
+class ResultsStore:
+    def __init__(self, bucket: str, client, cached_benchmarks: int = CACHED_BENCHMARKS) -> None:
+        self.bucket = bucket
+        self.s3 = client
+        self._cache: OrderedDict[str, ShardResults | None] = OrderedDict()
+        self._cached, self._limit = 0, cached_benchmarks
+        self._lock = threading.Lock()
+
+    def write(self, bundle_key: str, results: ShardResults) -> None:
+        """Written before the arrival is counted: whoever sees the shard counted finds its results.
+        An arrival delivered twice writes the same bytes again."""
+        self.s3.put_object(Bucket=self.bucket, Key=results_key(bundle_key), Body=gzip.compress(results.to_json(), LEVEL),
+                           ContentType="application/json", ContentEncoding="gzip")
+
+    def read(self, bundle_key: str) -> ShardResults | None:
+        """A bundle's results; None when there are none (expired, or counted before results were
+        kept in the bucket). Kept in memory, the least recently read let go first."""
+        with self._lock:
+            if bundle_key in self._cache:
+                self._cache.move_to_end(bundle_key)
+                return self._cache[bundle_key]
+        found = self._get(bundle_key)
+        with self._lock:
+            if bundle_key not in self._cache:
+                self._cache[bundle_key] = found
+                self._cached += len(found.names) if found else 0
+            while self._cached > self._limit and len(self._cache) > 1:
+                _, dropped = self._cache.popitem(last=False)
+                self._cached -= len(dropped.names) if dropped else 0
+        return found
+
+    def read_many(self, bundle_keys: Iterable[str]) -> dict[str, ShardResults | None]:
+        """Many bundles' results, read in parallel."""
+        keys = list(dict.fromkeys(bundle_keys))
+        if len(keys) <= 1:
+            return {key: self.read(key) for key in keys}
+        with ThreadPoolExecutor(min(READERS, len(keys))) as pool:
+            return dict(zip(keys, pool.map(self.read, keys)))
+
+    def _get(self, bundle_key: str) -> ShardResults | None:
+        try:
+            body = self.s3.get_object(Bucket=self.bucket, Key=results_key(bundle_key))["Body"]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
+                return None
+            raise
+        with body:
+            return ShardResults.from_json(gzip.decompress(body.read()))

@@ -1,0 +1,22 @@
+"""A run's cost per arrival does not grow with the run: the load of bench/growth.py at 10 and
+100 shards (1000 on demand: ``python bench/growth.py``), in a process of its own (its own
+local stack), through the real handlers with small real bundles."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_requests_and_report_bytes_per_arrival_stay_flat_from_10_to_100_shards():
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "growth.py"), "--quick"], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    figures = dict(re.findall(r"(\w+)=([0-9.]+)", last))
+    assert last.startswith("growth: shards=10->100"), last
+    assert float(figures["arrival_requests_ratio"]) <= 1.2 and float(figures["rebuild_s3_bytes_ratio"]) <= 1.2, last
+    assert float(figures["rebuild_cpu_seconds_max"]) < 1.0, last  # a partial report's rebuild, at 100 shards
+    assert "100 shards: requests per counted arrival (runner: dynamodb" in done.stdout and "packed: dynamodb" in done.stdout
