@@ -469,9 +469,12 @@ class Normalizing:
             index = self.verifier.index
         else:
             index = self._normalizer.close() if self._normalizer is not None else None
-        if index is None or [(m["name"], m["type"], m["size"], m["mode"], m["mtime"]) for m in index["members"]] != \
-                [(name, kind, size, mode, int(mtime)) for name, kind, size, mode, mtime in listing]:
+        if index is None or len(index["members"]) != len(listing):
             return None
+        for m, (name, kind, size, mode, mtime) in zip(index["members"], listing):
+            # tarfile rounds a sub-second mtime into the ustar field and keeps the exact one in PAX
+            if (m["name"], m["type"], m["size"], m["mode"]) != (name, kind, size, mode) or abs(m["mtime"] - mtime) >= 1:
+                return None
         return index
 
 

@@ -317,3 +317,23 @@ def test_a_header_segment_that_runs_into_the_callgrind_head_is_normalized_again(
 def _members_of(tar: bytes) -> dict:
     with tarfile.open(fileobj=io.BytesIO(tar)) as opened:
         return {m.name.removeprefix("./"): opened.extractfile(m).read() for m in opened.getmembers() if m.isfile()}
+
+
+def test_a_bundle_tarfile_writes_with_sub_second_mtimes_and_a_folder_entry_is_indexed():
+    """tarfile keeps the exact mtime in a PAX record and rounds it into the ustar field (up, past
+    the half second): the index and validation's listing then differ by under a second."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        folder = tarfile.TarInfo("./")
+        folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, 1_700_000_000.25
+        tar.addfile(folder)
+        for name, content in profile_members(4242, ["t::a"]).items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(content), 1_700_000_000.75
+            tar.addfile(info, io.BytesIO(content))
+    out = io.BytesIO()
+    reading = normalizing(out)
+    summary = validate_bundle(io.BytesIO(gzip.compress(raw.getvalue())), gunzip=reading.gunzip, tap=reading.tap)
+    index = reading.close(summary.listing)
+    assert index is not None and {m["mtime"] for m in index["members"][1:]} == {1_700_000_001}  # rounded up
+    assert {mtime for *_, mtime in summary.listing[1:]} == {1_700_000_000.75}
