@@ -36,8 +36,8 @@ class Verdict:
     """The aggregator's rules applied to a bundle on a thread of its own, so that the check and
     the upload overlap: a bad bundle is found at the push, not when the aggregator refuses it."""
 
-    def __init__(self, path: Path, executor: str) -> None:
-        self.path, self.executor = path, executor
+    def __init__(self, path: Path, executor: str, shown: str | None = None) -> None:
+        self.path, self.executor, self.shown = path, executor, shown or str(path)  # shown: what messages call it
         self.reason: str | None = None
         self.summary = None
         self._thread = threading.Thread(target=self._check, name="bundle-check", daemon=True)
@@ -62,7 +62,7 @@ class Verdict:
         """The bundle's summary, once checked; ClientError (exit 7) naming the problem otherwise."""
         self._thread.join()
         if self.reason is not None:
-            raise ClientError(f"{self.path} would be refused by the aggregator: {self.reason}", INPUT)
+            raise ClientError(f"{self.shown} would be refused by the aggregator: {self.reason}", INPUT)
         return self.summary
 
 
@@ -90,6 +90,9 @@ def from_folder(folder: Path, executor: str | None = None) -> Bundle:
     from codspeed_rules.bundle import executor_of
     from codspeed_rules.callgrind import OUT_NAME
 
+    if folder.is_file():
+        raise ClientError(f"profile folder {folder} is a file: pass the folder CodSpeed wrote the profiles to "
+                          "(an archive goes with push --archive)", INPUT)
     if not folder.is_dir():
         raise ClientError(f"profile folder {folder} does not exist: pass the folder CodSpeed wrote the profiles to", INPUT)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != CARRIED_METADATA)

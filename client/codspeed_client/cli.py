@@ -327,6 +327,11 @@ def pack(args: argparse.Namespace) -> int:
     if not target.parent.is_dir():
         raise ClientError(f"cannot write {args.output}: its folder {target.parent} does not exist", USAGE)
     made = bundle.from_folder(Path(args.folder), args.executor)
+    try:  # what push would refuse, pack refuses too
+        bundle.Verdict(made.path, made.executor, shown=f"the archive of {args.folder}").result()
+    except ClientError:
+        made.path.unlink(missing_ok=True)
+        raise
     shutil.move(str(made.path), target)
     print(f"packed {len(made.files)} files of {args.folder} into {target}: {made.size} bytes, crc32 {made.crc32()}")
     return 0

@@ -4,6 +4,7 @@ configuration or environment (AWS settings, a secret, a port), 5 nothing to act 
 
 import argparse
 import errno
+import re
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
@@ -22,10 +23,29 @@ def _seconds(text: str) -> int:
     return int(text)
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (1 or more)")
-    return int(text)
+def _positive(what: str):
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} (1 or more)")
+        return int(text)
+    return parse
+
+
+def _url(text: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s):// URL")
+    return text
+
+
+def _folder(text: str) -> str:
+    from pathlib import Path
+
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder: give a folder for the stand-in's uploads")
+    return text
 
 
 def _local(args: argparse.Namespace) -> int:
@@ -137,7 +157,9 @@ def _token(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     if args.action == "create":
-        if not is_project(args.project or ""):
+        if args.project is None:
+            raise Failure("token create needs --project owner/repo: the project the token may touch", USAGE)
+        if not is_project(args.project):
             raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE)
     elif not args.token:
         raise Failure("token revoke needs --token", USAGE)
@@ -155,10 +177,16 @@ def _token(args: argparse.Namespace) -> int:
 
 
 def _webhook_secret(args: argparse.Namespace) -> int:
+    from codspeed_rules.names import OWNER_PATTERN, has_dot_segment, is_project
+
     from .auth import github_webhook_secret
     from .adapters.aws import OPERATOR
     from .wiring import webhook_secret
 
+    if args.project is not None and not is_project(args.project):
+        raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE)
+    if args.owner is not None and (not re.match(OWNER_PATTERN, args.owner) or has_dot_segment(args.owner)):
+        raise Failure(f"--owner {args.owner!r} is not an organization or user name", USAGE)
     master = webhook_secret(OPERATOR)
     if not master:
         raise Failure("no webhook secret: set WEBHOOK_SECRET, or WEBHOOK_SECRET_PARAMETER and AWS settings "
@@ -190,9 +218,9 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument("--port", type=_port, default=8787, help="API port (default 8787; 0 picks a free one)")
     local.add_argument("--token", help="API token (default: a random one, printed)")
     upstream = local.add_mutually_exclusive_group()
-    upstream.add_argument("--upstream-url", help="forward to this upload endpoint instead of the stand-in")
-    upstream.add_argument("--upstream-dir", help="where the stand-in upstream keeps uploads")
-    local.add_argument("--deadline", type=_positive, help="close open runs after this many seconds")
+    upstream.add_argument("--upstream-url", type=_url, help="forward to this upload endpoint instead of the stand-in")
+    upstream.add_argument("--upstream-dir", type=_folder, help="where the stand-in upstream keeps uploads")
+    local.add_argument("--deadline", type=_positive("a number of seconds"), help="close open runs after this many seconds")
     local.add_argument("--webhook-secret", help="HMAC secret of /webhooks/refresh and /webhooks/github")
     local.set_defaults(run=_local)
     demo = command("demo", "a three-shard run through the local stack, shown step by step", "codspeed-aggregator demo")
@@ -200,8 +228,8 @@ def parser() -> argparse.ArgumentParser:
     sample = command("sample-profiles", "make a small CodSpeed profile folder to push by hand",
                      "codspeed-aggregator sample-profiles profiles/")
     sample.add_argument("folder", help="the folder to make (new, or empty)")
-    sample.add_argument("--pid", type=_positive, default=4242, help="the profile's pid (default 4242)")
-    sample.add_argument("--benchmarks", type=_positive, default=3, help="how many benchmarks (default 3)")
+    sample.add_argument("--pid", type=_positive("a pid"), default=4242, help="the profile's pid (default 4242)")
+    sample.add_argument("--benchmarks", type=_positive("a number of benchmarks"), default=3, help="how many benchmarks (default 3)")
     sample.set_defaults(run=_sample_profiles)
     merge = command("merge", "merge shard bundles into one upload archive, offline",
                     "codspeed-aggregator merge shard-1.tar.gz shard-2.tar.gz -o merged.tar.gz")

@@ -98,7 +98,7 @@ CASES = [
      7, "does not exist", {}),
     ("a folder as --archive", lambda f: _client("push", "--shard", "1/2", "--archive", str(f["folder"]), *API, *RUN), 7, "is a folder", {}),
     ("a file as --profile-folder", lambda f: _client("push", "--shard", "1/2", "--profile-folder", str(f["tmp"] / "good.tar.gz"), *API, *RUN),
-     7, "does not exist", {}),
+     7, "is a file: pass the folder CodSpeed wrote the profiles to (an archive goes with push --archive)", {}),
     ("missing archive", lambda f: _client("push", "--shard", "1/2", "--archive", str(f["tmp"] / "nope.tar.gz"), *API, *RUN),
      7, "does not exist", {}),
     ("an empty .out", lambda f: _client("push", "--shard", "1/2", "--profile-folder", str(f["tmp"] / "empty-out"), *RUN, "--dry-run"),
@@ -119,6 +119,14 @@ CASES = [
     ("local on an invalid port", lambda f: _aggregator("local", "--port", "99999"), 2, "is not a port", {}),
     ("local on a busy port", lambda f: _aggregator("local", "--port", str(f["busy"])), 3, "cannot listen on port", {}),
     ("local with a deadline of 0", lambda f: _aggregator("local", "--deadline", "0"), 2, "is not a number of seconds", {}),
+    ("local with a file as --upstream-dir", lambda f: _aggregator("local", "--port", "0", "--upstream-dir", str(f["tmp"] / "good.tar.gz")),
+     2, "is a file, not a folder", {}),
+    ("local with an upstream URL that is not one", lambda f: _aggregator("local", "--port", "0", "--upstream-url", "notaurl"),
+     2, "'notaurl' is not an http(s):// URL", {}),
+    ("sample profiles of 0 benchmarks", lambda f: _aggregator("sample-profiles", str(f["tmp"] / "new"), "--benchmarks", "0"),
+     2, "'0' is not a number of benchmarks (1 or more)", {}),
+    ("sample profiles with pid 0", lambda f: _aggregator("sample-profiles", str(f["tmp"] / "new"), "--pid", "0"),
+     2, "'0' is not a pid (1 or more)", {}),
     ("merge into a missing folder", lambda f: _aggregator("merge", str(f["tmp"] / "good.tar.gz"), "-o", str(f["tmp"] / "no/such/m.tar.gz")),
      7, "does not exist", {}),
     ("merge into an empty name", lambda f: _aggregator("merge", str(f["tmp"] / "good.tar.gz"), "-o", ""), 2, "is not a file name", {}),
@@ -133,6 +141,11 @@ CASES = [
      {"TABLE_NAME": ""}),
     ("token create for a bad project", lambda f: _aggregator("token", "create", "--project", "widgets"), 2, "is not owner/repo", {}),
     ("token revoke without a token", lambda f: _aggregator("token", "revoke"), 2, "needs --token", {}),
+    ("token create without a project", lambda f: _aggregator("token", "create"), 2, "token create needs --project owner/repo", {}),
+    ("webhook secret for a bad project", lambda f: _aggregator("webhook-secret", "--project", "bad"), 2,
+     "--project 'bad' is not owner/repo", {"WEBHOOK_SECRET": "s"}),
+    ("webhook secret for a bad owner", lambda f: _aggregator("webhook-secret", "--owner", ".."), 2,
+     "--owner '..' is not an organization or user name", {"WEBHOOK_SECRET": "s"}),
     ("redrive without queues", lambda f: _aggregator("redrive"), 2, "give --dead-letter-url", {"FINALIZE_QUEUE_URL": "", "FINALIZE_DLQ_URL": ""}),
     ("webhook secret without a secret", lambda f: _aggregator("webhook-secret", "--project", "a/b"), 3, "no webhook secret",
      {"WEBHOOK_SECRET": "", "WEBHOOK_SECRET_PARAMETER": ""}),
@@ -143,6 +156,8 @@ CASES = [
     ("pack a missing folder", lambda f: _client("pack", str(f["tmp"] / "nowhere"), "-o", str(f["tmp"] / "x.tar.gz")), 7,
      "does not exist", {}),
     ("pack without -o", lambda f: _client("pack", str(f["folder"])), 2, "required", {}),
+    ("pack an empty .out", lambda f: _client("pack", str(f["tmp"] / "empty-out"), "-o", str(f["tmp"] / "empty.tar.gz")), 7,
+     "is not a callgrind file", {}),
 ]
 
 
@@ -178,3 +193,9 @@ def test_each_mistake_is_one_sentence_its_exit_code_and_no_traceback(files, what
     assert words in lines[-1], (what, done.stderr)
     if what == "merge into one of its inputs":
         assert (files["tmp"] / "copy.tar.gz").read_bytes() == before  # the input is left whole
+    if what.startswith(("webhook secret for", "token create")):
+        assert done.stdout == ""  # no secret, no token printed
+    if what == "pack an empty .out":
+        assert not (files["tmp"] / "empty.tar.gz").exists()  # nothing written
+    if what.startswith("sample profiles"):
+        assert not (files["tmp"] / "new").exists()
