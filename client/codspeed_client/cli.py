@@ -9,13 +9,13 @@ import re
 import sys
 
 from . import __version__
-from .errors import CONFIG, NETWORK, TIMEOUT, USAGE, ClientError
+from .errors import CONFIG, NETWORK, REGRESSED, TIMEOUT, USAGE, ClientError
 
 EXIT_CODES = """\
 exit codes: 0 done; 2 usage; 3 configuration missing; 4 token refused; 5 request refused
 (conflict, invalid, run already final); 6 network or aggregator failure; 7 bad input
 (folder, archive); status --wait: 10 forward failed, 11 shards missing or nothing sent,
-12 timed out.
+12 timed out; status --fail-on-regression: 13 a benchmark regressed past the threshold.
 """
 EXAMPLES = {
     "push": "example:\n  codspeed-client push --shard 2/4 --profile-folder profiles/\n"
@@ -25,6 +25,20 @@ EXAMPLES = {
     "env": "example:\n  codspeed-client env --json\n",
     "pack": "example:\n  codspeed-client pack profiles/ -o shard.tar.gz\n",
 }
+
+
+def _percent(text: str) -> str | float:
+    """``5`` or ``5%`` as 0.05; "report": the report's own threshold."""
+    if text == "report":
+        return text
+    number = text.strip().removesuffix("%")
+    try:
+        value = float(number) / 100
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (5 or 5%)") from None
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 (5 or 5%)")
+    return value
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +89,8 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--timeout", type=float, default=1800, help="seconds to wait at most (default 1800)")
     status.add_argument("--interval", type=float, default=5, help="seconds between polls (default 5)")
     status.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    status.add_argument("--fail-on-regression", nargs="?", const="report", type=_percent, metavar="PCT",
+                        help="exit 13 when a benchmark regressed past PCT (5 or 5%%; alone: the stack's threshold)")
     status.add_argument("--benchmarks", action="store_true",
                         help="list every benchmark (read shard by shard), not only the worst changes")
     _common(status)
@@ -110,7 +126,8 @@ class Target:
 
         self.ctx = detect()
         self.api_url = args.api_url or os.environ.get("CODSPEED_AGGREGATOR_URL")
-        self.token = args.token or os.environ.get("CODSPEED_AGGREGATOR_TOKEN")
+        # a secret pasted with its line break (a CI secret, a file read into the variable) is the token
+        self.token = (args.token or os.environ.get("CODSPEED_AGGREGATOR_TOKEN") or "").strip() or None
         self.project = args.project or self.ctx.project
         self.run_id = args.run_id or self.ctx.run_id
         self.commit = args.commit or self.ctx.commit
@@ -145,6 +162,9 @@ class Target:
             raise ClientError(f"--api-url {self.api_url!r} is not an http(s):// URL: give the aggregator's ApiUrl", USAGE)
         if not self.retries.isdigit():
             raise ClientError(f"CODSPEED_RETRIES={self.retries!r} is not a number of tries", USAGE)
+        if need_api and self.token and not re.fullmatch(r"[\x21-\x7e]+", self.token):
+            raise ClientError("the token holds a space, a control or a non-ASCII character, which an HTTP header cannot "
+                              "carry: check CODSPEED_AGGREGATOR_TOKEN (or --token) for a pasted line break", CONFIG)
         missing = self.missing(need_api)
         if missing:
             raise ClientError(missing[0], CONFIG)
@@ -267,7 +287,7 @@ def close(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    from .report import every_benchmark, final_exit_code, render_text, wait_for_final
+    from .report import every_benchmark, final_exit_code, regressions_past, render_text, wait_for_final
 
     if args.timeout < 0 or args.interval <= 0:
         raise ClientError("--timeout must be 0 or more seconds and --interval more than 0", USAGE)
@@ -287,6 +307,9 @@ def status(args: argparse.Namespace) -> int:
         report, timed_out = api.report(target.project, target.run_id), False
     if args.benchmarks:
         report["benchmarks"] = every_benchmark(api, report)
+    regressed = None
+    if args.fail_on_regression is not None and report is not None:
+        regressed = regressions_past(api, report, args.fail_on_regression)
     if args.json or args.format == "json":
         print(json.dumps(report, indent=2))
     elif args.format == "markdown":
@@ -295,7 +318,11 @@ def status(args: argparse.Namespace) -> int:
         print(render_text(report, every=args.benchmarks), end="")
     if timed_out:
         print(f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final", file=sys.stderr)
-    return final_exit_code(report, timed_out) if args.wait else 0
+    code = final_exit_code(report, timed_out) if args.wait else 0
+    if regressed and code == 0:
+        print(f"codspeed-client: {regressed}", file=sys.stderr)
+        return REGRESSED
+    return code
 
 
 def env(args: argparse.Namespace) -> int:

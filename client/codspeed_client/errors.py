@@ -13,6 +13,7 @@ INPUT = 7
 FORWARD_FAILED = 10
 SHARDS_MISSING = 11
 TIMEOUT = 12
+REGRESSED = 13
 
 
 class ClientError(Exception):

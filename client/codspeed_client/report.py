@@ -30,6 +30,24 @@ def every_benchmark(api, report: dict) -> list[dict]:
             for b in api.shard_benchmarks(report["project"], report["run_id"], s["name"])["benchmarks"]]
 
 
+def regressions_past(api, report: dict, threshold) -> str | None:
+    """What regressed past ``threshold`` (a fraction, or "report": the report's own), in one
+    sentence; None when nothing did. Another threshold than the report's reads every shard's page."""
+    own = report.get("threshold", 0.05)
+    limit = own if threshold == "report" else threshold
+    if limit == own:  # the report flags them and counts them all
+        past = [b for b in report.get("benchmarks") or [] if b.get("flag") == "regression"]
+        count = (report.get("counts") or {}).get("regressions", len(past))
+    else:
+        past = [b for b in every_benchmark(api, report) if b.get("change") is not None and b["change"] > limit]
+        count = len(past)
+    if not past:
+        return None
+    worst = max(past, key=lambda b: b["change"])
+    return (f"{count} benchmark{'' if count == 1 else 's'} regressed past {limit:.0%} against the baseline: "
+            f"worst {worst['name']} {worst['change']:+.1%}")
+
+
 def final_exit_code(report: dict, timed_out: bool) -> int:
     if timed_out:
         return TIMEOUT

@@ -113,6 +113,10 @@ CASES = [
                                                               *RUN, "--dry-run"), 7, "neither gzip-compressed nor a tar archive", {}),
     ("gzip with no tar inside", lambda f: _client("push", "--shard", "1/2", "--archive", str(f["tmp"] / "gzip-no-tar.tar.gz"),
                                                   *RUN, "--dry-run"), 7, "gzip but not a tar archive", {}),
+    ("a gate that is not a percentage", lambda f: _client("status", "--fail-on-regression", "lots", *API, "--project", "a/b",
+                                                          "--run-id", "1"), 2, "'lots' is not a percentage (5 or 5%)", {}),
+    ("a token with a space inside", lambda f: _client("close", "--api-url", "http://127.0.0.1:9", "--token", "to ken",
+                                                      "--project", "a/b", "--run-id", "1"), 3, "which an HTTP header cannot carry", {}),
     ("an aggregator that is not there", lambda f: _client("close", *API, "--project", "a/b", "--run-id", "1"), 6, "cannot reach",
      {"CODSPEED_RETRIES": "1"}),
     # codspeed-aggregator

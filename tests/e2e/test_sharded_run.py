@@ -17,7 +17,7 @@ import requests
 
 from codspeed_aggregator.local.profiles import make_profile_folder
 from tests.conftest import TOKEN
-from tests.factories import metadata, tar_gz, wait_for
+from tests.factories import bundle, metadata, put, tar_gz, upload_request, wait_for
 
 COMMIT = "5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6"
 
@@ -313,3 +313,47 @@ def test_status_lists_every_benchmark_shard_by_shard_with_benchmarks(stack, proj
     refused = _run(stack, "status", "--benchmarks", "--format", "markdown", *_common(project, run_id))
     assert refused.returncode == 2 and refused.stdout == ""
     assert "--benchmarks lists benchmarks in text or JSON" in refused.stderr
+
+
+def _push_bundle(stack, project, run_id, shard, data, total, **meta) -> None:
+    answer = requests.post(f"{stack.api_url}/v1/uploads", json=upload_request(project, run_id, shard, data, total=total, **meta),
+                           headers={"Authorization": stack.token}, timeout=30)
+    assert answer.status_code == 201, answer.text
+    put(answer.json(), data)
+
+
+def _costed(index: int, cost: int) -> bytes:
+    names = [f"tests/test_gate{index}.py::test_{j}" for j in range(2)]
+    return bundle(200 + index, names, costs={name: cost for name in names})
+
+
+def test_status_fails_on_a_regression_past_the_threshold_with_its_own_exit_code(stack, project):
+    for index in (1, 2):  # the baseline, forwarded on main
+        _push_bundle(stack, project, "main-gate", str(index), _costed(index, 1000), 2)
+    assert _final(stack, project, "main-gate")["state"] == "forwarded"
+    pull = {"ref": "refs/pull/3/merge", "base_ref": "main", "commit": "c" * 40}
+    _push_bundle(stack, project, "pr-gate", "1", _costed(1, 1300), 2, **pull)  # 30% slower
+    _push_bundle(stack, project, "pr-gate", "2", _costed(2, 1030), 2, **pull)  # 3%: under the stack's 5%
+    pr = ["--project", project, "--run-id", "pr-gate", "--commit", "c" * 40]
+    gated = _run(stack, "status", "--wait", "--timeout", "60", "--interval", "0.2", "--fail-on-regression", *pr)
+    assert gated.returncode == 13, gated.stdout + gated.stderr
+    assert gated.stderr.strip() == ("codspeed-client: 2 benchmarks regressed past 5% against the baseline: "
+                                    "worst tests/test_gate1.py::test_0 +30.0%")
+    assert "2 regressions (worst +30.0%), 0 improvements, 2 unchanged" in gated.stdout
+    strict = _run(stack, "status", "--fail-on-regression", "1%", *pr)  # under the stack's threshold: every shard's page
+    assert strict.returncode == 13 and "4 benchmarks regressed past 1%" in strict.stderr, strict.stderr
+    assert _run(stack, "status", "--fail-on-regression", "40", *pr).returncode == 0
+    assert _run(stack, "status", "--fail-on-regression", *["--project", project, "--run-id", "main-gate"]).returncode == 0
+
+
+def test_a_token_pasted_with_its_line_break_works_and_one_no_header_can_carry_is_refused(stack, project, run_id):
+    env = _env(stack)
+    pasted = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "close", *_common(project, run_id)],
+                            env={**env, "CODSPEED_AGGREGATOR_TOKEN": stack.token + "\n"}, capture_output=True, text=True,
+                            timeout=60)
+    assert pasted.returncode not in (3, 4, 6) and "token" not in pasted.stderr, pasted.stderr  # it reached the aggregator
+    for bad in ("to ken", "tök\u00e9n", "tok\u2028en"):
+        refused = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "close", *_common(project, run_id)],
+                                 env={**env, "CODSPEED_AGGREGATOR_TOKEN": bad}, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 3 and "Traceback" not in refused.stderr, refused.stderr
+        assert "which an HTTP header cannot carry" in refused.stderr
