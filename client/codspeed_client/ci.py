@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 
 class CiContext:
@@ -77,7 +78,9 @@ def _gitlab(env: dict[str, str]) -> CiContext:
     branch = env.get("CI_COMMIT_BRANCH") or env.get("CI_COMMIT_REF_NAME")
     return CiContext(
         provider="GITLAB_CI", project=env.get("CI_PROJECT_PATH"), run_id=env.get("CI_PIPELINE_ID"),  # group/subgroup/repo
-        commit=env.get("CI_COMMIT_SHA"), ref=f"refs/tags/{tag}" if tag else f"refs/heads/{branch}" if branch else None,
+        # in a merged results pipeline CI_COMMIT_SHA is GitLab's internal merge commit: the source branch's head is the change
+        commit=env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_SHA") or env.get("CI_COMMIT_SHA"),
+        ref=f"refs/tags/{tag}" if tag else f"refs/heads/{branch}" if branch else None,
         head_ref=env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME") or None,
         base_ref=env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME") or None, event=env.get("CI_PIPELINE_SOURCE"),
         job=env.get("CI_JOB_NAME"), extra={"glData": {"runId": env.get("CI_PIPELINE_ID"), "job": env.get("CI_JOB_NAME")}},
@@ -99,13 +102,21 @@ def _buildkite(env: dict[str, str]) -> CiContext:
     pull_request = pull not in ("", "false")
     return CiContext(
         provider="BUILDKITE", project=project_of_remote(env.get("BUILDKITE_REPO", "")), run_id=env.get("BUILDKITE_BUILD_ID"),
-        commit=env.get("BUILDKITE_COMMIT"), ref=f"refs/pull/{pull}/head" if pull_request else
+        commit=_resolved(env.get("BUILDKITE_COMMIT")), ref=f"refs/pull/{pull}/head" if pull_request else
         (f"refs/heads/{env['BUILDKITE_BRANCH']}" if env.get("BUILDKITE_BRANCH") else None),
         head_ref=env.get("BUILDKITE_BRANCH") if pull_request else None,
         base_ref=env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") or None, event="pull_request" if pull_request else "push",
         job=env.get("BUILDKITE_LABEL"), repository_root=env.get("BUILDKITE_BUILD_CHECKOUT_PATH"),
         shard=_shard(env.get("BUILDKITE_PARALLEL_JOB"), env.get("BUILDKITE_PARALLEL_JOB_COUNT"), 0),
     )
+
+
+def _resolved(commit: str | None) -> str | None:
+    """A commit the CI may name symbolically (Buildkite's ``HEAD`` for a build started by hand) as
+    its SHA, read from the checkout; None when git cannot tell."""
+    if not commit or re.fullmatch(r"[0-9a-fA-F]{7,64}", commit):
+        return commit
+    return _git("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
 
 
 def _local() -> CiContext:

@@ -206,3 +206,27 @@ def test_pushed_metadata_has_every_field_the_runner_sends():
     expected = runner.metadata(b"", executor="valgrind", owner="acme", repository="app", commit="a" * 40, run_part=None)
     assert set(expected) - {"profileMd5"} <= set(built)
     assert set(runner.MACHINE) - {"user"} <= set(built["runner"])
+
+
+def test_a_merged_results_pipeline_names_the_source_branch_head_not_gitlabs_merge_commit():
+    merged = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_PIPELINE_ID": "90",
+                     "CI_COMMIT_SHA": "9" * 40, "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA": "5" * 40})
+    assert merged.commit == "5" * 40
+    detached = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_PIPELINE_ID": "91",
+                       "CI_COMMIT_SHA": "6" * 40, "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA": ""})  # empty in MR pipelines
+    assert detached.commit == "6" * 40
+
+
+def test_a_buildkite_build_started_by_hand_names_head_which_is_read_from_the_checkout(tmp_path, monkeypatch):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    monkeypatch.chdir(tmp_path)
+    env = {"BUILDKITE": "true", "BUILDKITE_REPO": "git@github.com:acme/widgets.git", "BUILDKITE_BUILD_ID": "b-2"}
+    assert detect({**env, "BUILDKITE_COMMIT": "HEAD"}).commit == head
+    assert detect({**env, "BUILDKITE_COMMIT": "4" * 40}).commit == "4" * 40  # a SHA is taken as it is
+    monkeypatch.chdir(tmp_path.parent)  # no checkout here: git cannot tell, and the client says to pass --commit
+    assert detect({**env, "BUILDKITE_COMMIT": "HEAD"}).commit is None
