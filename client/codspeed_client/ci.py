@@ -15,7 +15,7 @@ class CiContext:
                  commit: str | None = None, ref: str | None = None, head_ref: str | None = None,
                  base_ref: str | None = None, event: str | None = None, job: str | None = None,
                  sender: dict | None = None, extra: dict | None = None, repository_root: str | None = None,
-                 run_attempt: str | None = None, shard: str | None = None) -> None:
+                 run_attempt: str | None = None, shard: str | None = None, ci_url: str | None = None) -> None:
         self.provider, self.project, self.run_id, self.commit = provider, project, run_id, commit
         self.ref, self.head_ref, self.base_ref, self.event, self.job = ref, head_ref, base_ref, event, job
         self.sender = sender
@@ -23,6 +23,7 @@ class CiContext:
         self.repository_root = repository_root
         self.run_attempt = run_attempt  # a CI re-run of the same run (GitHub's GITHUB_RUN_ATTEMPT)
         self.shard = shard  # I/N when the CI splits the job itself (GitLab parallel, Buildkite parallelism)
+        self.ci_url = ci_url  # the CI run's page, as the CI names it
 
 
 def _git(*args: str) -> str | None:
@@ -55,6 +56,8 @@ def _github(env: dict[str, str]) -> CiContext:
         sender={"login": env["GITHUB_ACTOR"], "id": env.get("GITHUB_ACTOR_ID", "")} if env.get("GITHUB_ACTOR") else None,
         extra={"ghData": {"runId": env.get("GITHUB_RUN_ID"), "job": env.get("GITHUB_JOB")}},
         repository_root=env.get("GITHUB_WORKSPACE"), run_attempt=env.get("GITHUB_RUN_ATTEMPT"),
+        ci_url=f"{env.get('GITHUB_SERVER_URL') or 'https://github.com'}/{env['GITHUB_REPOSITORY']}/actions/runs/"
+               f"{env['GITHUB_RUN_ID']}" if env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID") else None,
     )
     if event_name in ("pull_request", "pull_request_target") and env.get("GITHUB_EVENT_PATH"):
         try:
@@ -85,6 +88,7 @@ def _gitlab(env: dict[str, str]) -> CiContext:
         base_ref=env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME") or None, event=env.get("CI_PIPELINE_SOURCE"),
         job=env.get("CI_JOB_NAME"), extra={"glData": {"runId": env.get("CI_PIPELINE_ID"), "job": env.get("CI_JOB_NAME")}},
         repository_root=env.get("CI_PROJECT_DIR"), shard=_shard(env.get("CI_NODE_INDEX"), env.get("CI_NODE_TOTAL"), 1),
+        ci_url=env.get("CI_PIPELINE_URL") or None,
     )
 
 
@@ -108,6 +112,7 @@ def _buildkite(env: dict[str, str]) -> CiContext:
         base_ref=env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") or None, event="pull_request" if pull_request else "push",
         job=env.get("BUILDKITE_LABEL"), repository_root=env.get("BUILDKITE_BUILD_CHECKOUT_PATH"),
         shard=_shard(env.get("BUILDKITE_PARALLEL_JOB"), env.get("BUILDKITE_PARALLEL_JOB_COUNT"), 0),
+        ci_url=env.get("BUILDKITE_BUILD_URL") or None,
     )
 
 

@@ -205,6 +205,8 @@ def _parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[
 def push(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from codspeed_rules.names import is_ci_url
+
     from . import bundle, metadata
 
     out = Output(args)
@@ -228,6 +230,8 @@ def push(args: argparse.Namespace) -> int:
                               shard=shard, carried=made.carried_metadata, executor=made.executor)
         request = {"project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
                    "size": made.size, "crc32": made.crc32(), "metadata": meta}
+        if target.ctx.ci_url and is_ci_url(target.ctx.ci_url):  # sent only when known: a stack before it takes none
+            request["ci_url"] = target.ctx.ci_url
         if api is None:
             return _dry_run(out, made, verdict.result(), request)
         try:

@@ -11,6 +11,8 @@ OWNER_PATTERN = rf"^{SEGMENT}(?:/{SEGMENT}){{0,20}}$"
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}(?:~[1-9][0-9]{0,3})?$"  # ~N: the run's attempt N
 SHARD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.=+@-]{0,127}$"
 COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
+# a CI run's page, linked from reports: no space, bracket, parenthesis or quote, so one inert link in Markdown
+CI_URL_PATTERN = r"^https?://[^\s()<>\[\]\"'`]{1,2040}$"
 
 
 def has_dot_segment(value: str) -> bool:
@@ -41,6 +43,10 @@ def run_id_problem(value: str) -> str | None:
 
 def is_shard_name(value: str) -> bool:
     return bool(re.match(SHARD_PATTERN, value)) and not has_dot_segment(value)
+
+
+def is_ci_url(value: str) -> bool:
+    return bool(re.match(CI_URL_PATTERN, value))
 
 
 def is_commit(value: str) -> bool:

@@ -2,6 +2,8 @@
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from codspeed_rules.names import CI_URL_PATTERN
+
 from .names import Project, RunId, ShardName
 from .upstream import UploadMetadata
 
@@ -25,6 +27,8 @@ class ShardUploadRequest(BaseModel):
                               description="base64 of the bundle's big-endian CRC32, as S3's x-amz-checksum-crc32")
     md5: str | None = Field(default=None, pattern=r"^[A-Za-z0-9+/]{22}==$", description="base64 of the bundle's raw MD5")
     metadata: UploadMetadata
+    # the CI run's page (GitLab's CI_PIPELINE_URL, Buildkite's BUILDKITE_BUILD_URL), linked from the report
+    ci_url: str | None = Field(default=None, pattern=CI_URL_PATTERN)
 
     @model_validator(mode="after")
     def _manifest_is_one_kind(self) -> "ShardUploadRequest":

@@ -6,6 +6,8 @@ import pytest
 
 
 from codspeed_aggregator.domain.errors import Conflict, NotFound, Unprocessable
+from pydantic import ValidationError
+
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
 from tests.factories import bundle, crc32_b64, metadata, md5_b64, push, put, upload_request
@@ -101,3 +103,16 @@ def test_a_push_naming_an_attempt_counts_in_the_runs_current_attempt(isolated, p
     again = push(agg, project, f"{run_id}~1", "1", bundle(4242, ["t1::b"]), total=2)
     assert (again["run_id"], again["attempt"]) == (f"{run_id}~2", 2)  # never a run of its own, "<run>~1~2"
     assert agg.ledger.runs.run_record(project, f"{run_id}~2").attempt == 2
+
+
+def test_a_ci_run_page_named_by_the_push_is_the_reports_link_and_one_that_would_not_stay_a_link_is_refused(
+        isolated, project, run_id):
+    agg, data = isolated.aggregator, bundle()
+    page = "https://gitlab.example.com/platform/perf/widgets/-/pipelines/88"
+    agg.uploads.grant(ShardUploadRequest.model_validate({**upload_request(project, run_id, "1", data, total=2),
+                                                         "ci_url": page}))
+    assert agg.reports.report(project, run_id).ci_url == page
+    for bad in ("javascript:alert(1)", "https://e.example/a) [x](https://evil.example", "https://e.example/a b"):
+        with pytest.raises(ValidationError, match="ci_url"):
+            ShardUploadRequest.model_validate({**upload_request(project, run_id + "-x", "1", data, total=2), "ci_url": bad})
+    assert agg.ledger.runs.run_record(project, run_id + "-x") is None  # refused before anything was written

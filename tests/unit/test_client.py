@@ -230,3 +230,13 @@ def test_a_buildkite_build_started_by_hand_names_head_which_is_read_from_the_che
     assert detect({**env, "BUILDKITE_COMMIT": "4" * 40}).commit == "4" * 40  # a SHA is taken as it is
     monkeypatch.chdir(tmp_path.parent)  # no checkout here: git cannot tell, and the client says to pass --commit
     assert detect({**env, "BUILDKITE_COMMIT": "HEAD"}).commit is None
+
+
+def test_each_ci_names_its_run_page_for_the_report_to_link():
+    github = detect({"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "7",
+                     "GITHUB_SERVER_URL": "https://ghe.example.com"})
+    assert github.ci_url == "https://ghe.example.com/acme/widgets/actions/runs/7"
+    gitlab = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "g/s/app", "CI_PIPELINE_URL": "https://gitlab.example.com/g/s/app/-/pipelines/88"})
+    assert gitlab.ci_url == "https://gitlab.example.com/g/s/app/-/pipelines/88"
+    buildkite = detect({"BUILDKITE": "true", "BUILDKITE_BUILD_URL": "https://buildkite.com/acme/widgets/builds/12"})
+    assert buildkite.ci_url == "https://buildkite.com/acme/widgets/builds/12"
