@@ -185,3 +185,18 @@ def test_a_signed_list_link_hands_out_run_links_that_end_with_it(stack):
     assert listed.status_code == 200
     handed = [int(e) for e in re.findall(r"expires=(\d+)", listed.text)]
     assert handed and all(e <= expires for e in handed)
+
+
+def test_on_a_phone_the_page_keeps_its_width_and_its_text_readable(stack, browser, tmp_path):
+    project, run_id = f"acme/phone-{uuid.uuid4().hex[:6]}", "run-1"
+    _push(stack, project, run_id, "1", _shard_bundle(1, benchmarks=4), total=3)
+    url = wait_for(lambda: (r := _report(stack, project, run_id)).get("arrived") == 1 and r["page_url"])
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    phone = context.new_page()
+    phone.goto(url)
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390  # the timeline and table scroll inside
+    tick = phone.locator("#timeline text.tick").first.bounding_box()
+    assert tick["height"] >= 10, tick  # the time axis at its own size, not shrunk to 4 px
+    assert phone.locator("#verdict").inner_text().startswith("0 regressions, 0 improvements, 0 unchanged, 4 new")
+    phone.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
+    context.close()

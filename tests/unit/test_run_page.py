@@ -69,7 +69,7 @@ def test_sort_links_and_the_filter_form_keep_the_signed_link_and_work_without_ja
 def test_the_timeline_names_each_strip_and_the_page_stops_refreshing_once_final():
     main = render_main(_report(), {}, "?format=fragment", None)
     assert 'role="img" aria-labelledby="timeline-title"' in main
-    assert 'aria-label="shard 1: arrived, arrived 2026-11-30T07:04:00Z"' in main
+    assert 'aria-label="shard 1: arrived, arrived 2026-11-30T07:04:00Z (4m 00s after the opening)"' in main
     assert 'aria-label="shard 3: running"' in main
     assert 'data-final="false"' in main and 'data-refresh="?format=fragment"' in main
     final = render_main(_report(state="forwarded", partial=False), {}, "?format=fragment", None)
@@ -82,3 +82,18 @@ def test_the_run_list_links_each_run_and_escapes_what_it_shows():
 
     html = render_list("acme/widgets", [(Run(), "/runs/acme/widgets/x?sig=1")])
     assert '<a href="/runs/acme/widgets/x?sig=1">' in html and "<script>alert" not in html
+
+
+def test_the_page_leads_with_the_verdict_and_draws_time_as_it_passed():
+    shards = [ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:04:00Z"),
+              ShardEntry(name="2", state="carried"), ShardEntry(name="3", state="expected")]
+    main = render_main(_report(shards=shards, baseline={"run_id": "main-1", "commit": "b" * 40}), {}, None, None)
+    verdict = re.search(r'<p id="verdict" class="verdict regression" role="status">([^<]+)</p>', main)
+    assert verdict and verdict.group(1) == "1 regression (worst +30.0%), 0 improvements, 0 unchanged, 1 new against run main-1 so far"
+    assert main.index('id="verdict"') < main.index("<dl>")  # before everything else
+    ticks = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', main)
+    assert ticks == ["opened", "+2m 30s", "+5m 00s", "+7m 30s", "+10m 00s"]  # opened 07:00, generated 07:10
+    carried = re.search(r'aria-label="shard 2: carried">.*?</g>', main).group(0)
+    assert 'fill="none"' in carried and 'width="13"' in carried  # a mark, not a bar across the run
+    assert "background:#1565c0;opacity:0.55" in main  # the running swatch is faded like its bar
+    assert '<div class="scroll"><svg id="timeline"' in main and '<div class="scroll"><table id="benchmarks">' in main

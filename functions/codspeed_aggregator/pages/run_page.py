@@ -32,6 +32,9 @@ tr.regression td{background:#ffebee}tr.improvement td{background:#e8f5e9}
 .flag{font-weight:600}.regression .flag{color:#b71c1c}.improvement .flag{color:#1b5e20}
 .controls{margin:10px 0}svg text{font-size:11px}.legend span{margin-right:12px}
 .swatch{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+.scroll{overflow-x:auto;max-width:100%}#timeline{min-width:940px}
+.verdict{font-size:16px;font-weight:600;padding:8px 12px;margin:0 0 10px;border-left:4px solid #757575;background:#fff}
+.verdict.regression{border-color:#b71c1c;background:#ffebee}.verdict.improvement{border-color:#1b5e20;background:#e8f5e9}
 @media print{.controls,.live{display:none}body{background:#fff}tr.regression td,tr.improvement td{background:none}}
 """
 
@@ -95,7 +98,7 @@ def _timeline(report: Report) -> str:
         return ""
     span = max(now - start, 1.0)
     width, label, row = 760, 180, 18
-    height = row * len(shards) + 24
+    height = row * len(shards) + 40
     out = [f'<svg id="timeline" role="img" aria-labelledby="timeline-title" width="100%" '
            f'viewBox="0 0 {width + label} {height}" xmlns="http://www.w3.org/2000/svg">',
            f'<title id="timeline-title">Shard timeline: {len(shards)} shards from the run\'s opening '
@@ -104,21 +107,54 @@ def _timeline(report: Report) -> str:
         y = 4 + i * row
         arrived = _epoch(shard.arrived_at)
         running = shard.state == "expected"
-        end = now if running or arrived is None else arrived
-        length = max(2.0, (end - start) / span * width) if (running or arrived is not None) else width
         colour = COLOURS.get(shard.state, "#9e9e9e")
         state = "running" if running else shard.state
-        when = f", arrived {shard.arrived_at}" if shard.arrived_at else ""
+        when = f", arrived {shard.arrived_at} ({_duration(arrived - start)} after the opening)" if arrived else ""
         name = escape(shard.label or shard.name)  # the raw runPartId, in the tooltip
-        faded = ' opacity="0.55"' if running else ""
+        if running or arrived is not None:
+            length = max(2.0, ((now if running else arrived) - start) / span * width)
+            faded = ' opacity="0.55"' if running else ""
+            bar = (f'<rect x="{label}" y="{y}" width="{length:.1f}" height="{row - 5}" fill="{colour}"'
+                   f'{faded}><title>{name}: {state}{escape(when)}</title></rect>')
+        else:  # never ran in this run (carried, skipped, missing): a mark, not a bar that spans the run
+            bar = (f'<rect x="{label}" y="{y}" width="{row - 5}" height="{row - 5}" fill="none" stroke="{colour}" '
+                   f'stroke-width="2"><title>{name}: {state}</title></rect>'
+                   f'<text x="{label + row + 2}" y="{y + 12}" fill="{colour}">{state}</text>')
         out.append(f'<g role="listitem" aria-label="shard {name}: {state}{escape(when)}">'
-                   f'<text x="0" y="{y + 12}">{escape((shard.display or shard.label or shard.name)[:28])}</text>'
-                   f'<rect x="{label}" y="{y}" width="{length:.1f}" height="{row - 5}" fill="{colour}"'
-                   f'{faded}><title>{name}: {state}{escape(when)}</title></rect></g>')
-    out.append(f'<text x="{label}" y="{height - 4}">opened {escape(report.opened_at or "")}</text></svg>')
-    legend = "".join(f'<span><i class="swatch" style="background:{c}"></i>{"running" if s == "expected" else s}</span>'
+                   f'<text x="0" y="{y + 12}">{escape((shard.display or shard.label or shard.name)[:28])}</text>{bar}</g>')
+    axis = height - 20
+    out.append(f'<line x1="{label}" y1="{axis}" x2="{label + width}" y2="{axis}" stroke="#9e9e9e"/>')
+    for tick in range(5):  # a time axis: from the opening to the end (or now)
+        x = label + tick * width / 4
+        anchor = "start" if tick == 0 else "end" if tick == 4 else "middle"
+        out.append(f'<line x1="{x:.1f}" y1="{axis}" x2="{x:.1f}" y2="{axis + 4}" stroke="#9e9e9e"/>'
+                   f'<text class="tick" x="{x:.1f}" y="{axis + 16}" text-anchor="{anchor}">'
+                   f'{"opened" if tick == 0 else "+" + _duration(span * tick / 4)}</text>')
+    out.append("</svg>")
+    legend = "".join(f'<span><i class="swatch" style="background:{c}{";opacity:0.55" if s == "expected" else ""}">'
+                     f'</i>{"running" if s == "expected" else s}</span>'
                      for s, c in COLOURS.items() if any(x.state == s for x in shards))
-    return "".join(out) + f'<p class="legend">{legend}</p>'
+    return f'<div class="scroll">{"".join(out)}</div><p class="legend">{legend}</p>'
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+def _verdict(report: Report) -> str:
+    """What a reviewer asks first, at the top: the changes against the baseline, or why there are none yet."""
+    counts = report.counts
+    if not counts.measured:
+        return ""
+    kind = "regression" if counts.regressions else "improvement" if counts.improvements else "clean"
+    against = f" against run {escape(str(report.baseline['run_id']))}" if report.baseline else ", no baseline yet"
+    partial = " so far" if report.partial else ""
+    return f'<p id="verdict" class="verdict {kind}" role="status">{escape(counts_line(counts.model_dump()))}{against}{partial}</p>'
 
 
 def _row(b: BenchmarkEntry) -> str:
@@ -159,8 +195,8 @@ def _table(report: Report, query: dict, sort: str | None, shard: ShardBenchmarks
     return (f'<form class="controls" method="get"><label>Shard <select id="shard-filter" name="shard">'
             f'<option value="">worst changes</option>{options}</select></label>{hidden} '
             f'<button id="shard-filter-go" type="submit">Show</button></form>'
-            f'<table id="benchmarks"><caption>{caption}</caption><thead><tr>{"".join(heads)}</tr></thead>'
-            f'<tbody>{"".join(_row(b) for b in rows)}</tbody></table>')
+            f'<div class="scroll"><table id="benchmarks"><caption>{caption}</caption><thead><tr>{"".join(heads)}</tr></thead>'
+            f'<tbody>{"".join(_row(b) for b in rows)}</tbody></table></div>')
 
 
 def render_main(report: Report, query: dict, refresh_url: str | None, list_url: str | None,
@@ -190,7 +226,7 @@ def render_main(report: Report, query: dict, refresh_url: str | None, list_url: 
     live = "" if final else '<p class="live" role="status">Updating while the run is open…</p>'
     refresh = f' data-refresh="{escape(refresh_url)}"' if refresh_url else ""
     return (f'<main id="run" data-final="{"true" if final else "false"}" data-version="{report.version}"{refresh}>'
-            f'<dl>{"".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)}</dl>{live}'
+            f'{_verdict(report)}<dl>{"".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)}</dl>{live}'
             f'<h2>Shards</h2>{_timeline(report)}<h2>Benchmarks</h2>'
             f'{_table(report, query, query.get("sort"), shard)}</main>')
 
