@@ -15,7 +15,8 @@ class CiContext:
                  commit: str | None = None, ref: str | None = None, head_ref: str | None = None,
                  base_ref: str | None = None, event: str | None = None, job: str | None = None,
                  sender: dict | None = None, extra: dict | None = None, repository_root: str | None = None,
-                 run_attempt: str | None = None, shard: str | None = None, ci_url: str | None = None) -> None:
+                 run_attempt: str | None = None, shard: str | None = None, ci_url: str | None = None,
+                 base_commit: str | None = None) -> None:
         self.provider, self.project, self.run_id, self.commit = provider, project, run_id, commit
         self.ref, self.head_ref, self.base_ref, self.event, self.job = ref, head_ref, base_ref, event, job
         self.sender = sender
@@ -24,6 +25,7 @@ class CiContext:
         self.run_attempt = run_attempt  # a CI re-run of the same run (GitHub's GITHUB_RUN_ATTEMPT)
         self.shard = shard  # I/N when the CI splits the job itself (GitLab parallel, Buildkite parallelism)
         self.ci_url = ci_url  # the CI run's page, as the CI names it
+        self.base_commit = base_commit  # the base branch's commit a pull request's code is built on
 
 
 def _git(*args: str) -> str | None:
@@ -64,6 +66,7 @@ def _github(env: dict[str, str]) -> CiContext:
             with open(env["GITHUB_EVENT_PATH"]) as f:
                 pr = json.load(f).get("pull_request") or {}
             ctx.commit = (pr.get("head") or {}).get("sha") or ctx.commit  # the PR head, not the merge commit
+            ctx.base_commit = (pr.get("base") or {}).get("sha")  # what the merge ref merged the head onto
         except (OSError, ValueError):
             pass
     return ctx
@@ -89,6 +92,8 @@ def _gitlab(env: dict[str, str]) -> CiContext:
         job=env.get("CI_JOB_NAME"), extra={"glData": {"runId": env.get("CI_PIPELINE_ID"), "job": env.get("CI_JOB_NAME")}},
         repository_root=env.get("CI_PROJECT_DIR"), shard=_shard(env.get("CI_NODE_INDEX"), env.get("CI_NODE_TOTAL"), 1),
         ci_url=env.get("CI_PIPELINE_URL") or None,
+        # merged results: the target's tip the merge was built on; a merge request pipeline: the diff's merge base
+        base_commit=env.get("CI_MERGE_REQUEST_TARGET_BRANCH_SHA") or env.get("CI_MERGE_REQUEST_DIFF_BASE_SHA") or None,
     )
 
 

@@ -50,6 +50,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--commit", help="commit SHA")
     group.add_argument("--ref", help="git ref, e.g. refs/heads/main")
     group.add_argument("--base-ref", help="the branch a pull request targets")
+    group.add_argument("--base-commit", help="the base branch's commit the change is built on: its run is the baseline "
+                                             "(detected from GitHub's and GitLab's pull requests)")
     out = parser.add_argument_group("output")
     out.add_argument("--quiet", action="store_true", help="print errors only")
     out.add_argument("--json", action="store_true", help="print one JSON object (errors too)")
@@ -133,6 +135,7 @@ class Target:
         self.commit = args.commit or self.ctx.commit
         self.ctx.ref = args.ref or self.ctx.ref
         self.ctx.base_ref = args.base_ref or self.ctx.base_ref
+        self.ctx.base_commit = getattr(args, "base_commit", None) or self.ctx.base_commit
         self.retries = os.environ.get("CODSPEED_RETRIES", "5")
         if check:
             self._check(need_api)
@@ -158,6 +161,8 @@ class Target:
             raise ClientError(f"--run-id {problem}", USAGE)
         if self.commit and not is_commit(self.commit):
             raise ClientError(f"--commit {self.commit!r} is not a commit SHA (7 to 64 hex digits)", USAGE)
+        if self.ctx.base_commit and not is_commit(self.ctx.base_commit):
+            raise ClientError(f"--base-commit {self.ctx.base_commit!r} is not a commit SHA (7 to 64 hex digits)", USAGE)
         if need_api and self.api_url and not re.match(r"^https?://[^/\s]+", self.api_url):
             raise ClientError(f"--api-url {self.api_url!r} is not an http(s):// URL: give the aggregator's ApiUrl", USAGE)
         if not self.retries.isdigit():
@@ -232,6 +237,8 @@ def push(args: argparse.Namespace) -> int:
                    "size": made.size, "crc32": made.crc32(), "metadata": meta}
         if target.ctx.ci_url and is_ci_url(target.ctx.ci_url):  # sent only when known: a stack before it takes none
             request["ci_url"] = target.ctx.ci_url
+        if target.ctx.base_commit:
+            request["base_commit"] = target.ctx.base_commit
         if api is None:
             return _dry_run(out, made, verdict.result(), request)
         try:
@@ -335,7 +342,8 @@ def env(args: argparse.Namespace) -> int:
     ctx = target.ctx
     detected = {
         "provider": ctx.provider, "project": target.project, "run_id": target.run_id, "run_attempt": ctx.run_attempt,
-        "commit": target.commit, "ref": ctx.ref, "head_ref": ctx.head_ref, "base_ref": ctx.base_ref, "event": ctx.event,
+        "commit": target.commit, "ref": ctx.ref, "head_ref": ctx.head_ref, "base_ref": ctx.base_ref,
+        "base_commit": ctx.base_commit, "event": ctx.event,
         "job": ctx.job, "shard": ctx.shard, "api_url": target.api_url, "token": "set" if target.token else None,
     }
     missing = target.missing() + ([] if target.commit else ["cannot tell the commit: pass --commit SHA"])

@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from codspeed_rules.names import CI_URL_PATTERN
+from codspeed_rules.names import CI_URL_PATTERN, COMMIT_PATTERN
 
 from .names import Project, RunId, ShardName
 from .upstream import UploadMetadata
@@ -29,6 +29,8 @@ class ShardUploadRequest(BaseModel):
     metadata: UploadMetadata
     # the CI run's page (GitLab's CI_PIPELINE_URL, Buildkite's BUILDKITE_BUILD_URL), linked from the report
     ci_url: str | None = Field(default=None, pattern=CI_URL_PATTERN)
+    # the base branch's commit the change was built on (a pull request's base): its run is the baseline
+    base_commit: str | None = Field(default=None, pattern=COMMIT_PATTERN)
 
     @model_validator(mode="after")
     def _manifest_is_one_kind(self) -> "ShardUploadRequest":

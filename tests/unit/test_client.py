@@ -240,3 +240,13 @@ def test_each_ci_names_its_run_page_for_the_report_to_link():
     assert gitlab.ci_url == "https://gitlab.example.com/g/s/app/-/pipelines/88"
     buildkite = detect({"BUILDKITE": "true", "BUILDKITE_BUILD_URL": "https://buildkite.com/acme/widgets/builds/12"})
     assert buildkite.ci_url == "https://buildkite.com/acme/widgets/builds/12"
+
+
+def test_a_pull_requests_base_commit_is_detected_for_its_baseline(tmp_path):
+    event = tmp_path / "event.json"  # GitHub's pull_request payload: the merge ref merges head onto base.sha
+    event.write_text(json.dumps({"pull_request": {"head": {"sha": "2" * 40}, "base": {"sha": "1" * 40}}}))
+    assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event)}).base_commit == "1" * 40
+    gitlab = {"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_MERGE_REQUEST_DIFF_BASE_SHA": "7" * 40}
+    assert detect(gitlab).base_commit == "7" * 40  # a merge request pipeline: the diff's merge base
+    assert detect({**gitlab, "CI_MERGE_REQUEST_TARGET_BRANCH_SHA": "8" * 40}).base_commit == "8" * 40  # merged results
+    assert detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets"}).base_commit is None  # a branch pipeline

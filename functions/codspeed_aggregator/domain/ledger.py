@@ -59,6 +59,7 @@ class RunRecord:
     commit: str | None = None
     ref: str | None = None
     base_ref: str | None = None
+    base_commit: str | None = None  # the base branch's commit the change was built on: its run is the baseline
     identity: dict | None = None
     created_at: str = ""
     deadline_at: int = 0

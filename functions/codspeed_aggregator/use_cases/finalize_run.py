@@ -157,7 +157,8 @@ class FinalizeRun:
         if earlier is not None:
             baseline = earlier["baseline"]  # what the earlier attempt carried stays carried from the same run
         else:
-            baseline = self.baselines.latest_baseline(run.project, branch_of(run.base_ref) or self.settings.default_branch)
+            baseline = self.baselines.baseline_for(run.project, branch_of(run.base_ref) or self.settings.default_branch,
+                                                   run.base_commit)
         kept = [Upload.from_item(u) for u in earlier["uploads"]] if earlier else []
         shards, completion = self._shards(snapshot, baseline, lost=True)
         uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept)
@@ -258,9 +259,11 @@ class FinalizeRun:
         self.metrics.add("ForwardSucceeded", 1, "Count")
         self.metrics.add("MergedBytes", size, "Bytes")
         self.metrics.add("FinalizeLatency", finished - epoch(plan.run.created_at), "Seconds")
-        if own_branch := branch_of(plan.run.ref):
+        expected = plan.run.expected_count()
+        whole = expected is None or len(plan.shards) >= expected  # a run forwarded with shards missing is no baseline
+        if (own_branch := branch_of(plan.run.ref)) and whole:
             self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
-            self.reports.baseline_moved(project, own_branch, run_id, finished)  # this process knows it at once
+            self.reports.baseline_moved(project, own_branch, run_id, plan.run.commit, finished)  # known here at once
         self.store.mark_final(run_bundles_prefix(project, run_id))
         self.reports.publish(project, run_id)
         return FORWARDED

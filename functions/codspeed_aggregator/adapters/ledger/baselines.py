@@ -12,6 +12,18 @@ class Baselines(TableItems):
                 "expires_at": self.expires_at()}
         self.db.put_item(TableName=self.table, Item=dump(item))
 
+    def baseline_for(self, project: str, branch: str, base_commit: str | None) -> str | None:
+        """The run a change compares with: the branch's latest run forwarded at ``base_commit`` (the
+        commit the pull request's code was built on), else the branch's latest."""
+        if base_commit:
+            found = self.query_all(
+                KeyConditionExpression="pk = :pk", ScanIndexForward=False,
+                FilterExpression="#commit = :c", ExpressionAttributeNames={"#commit": "commit"},
+                ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}", ":c": base_commit.lower()}))
+            if found:
+                return found[0]["run_id"]
+        return self.latest_baseline(project, branch)
+
     def latest_baseline(self, project: str, branch: str) -> str | None:
         """The run id of the latest run forwarded on ``branch``, or None."""
         page = self.db.query(

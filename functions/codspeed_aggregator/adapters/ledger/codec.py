@@ -152,6 +152,7 @@ def run_from(item: dict) -> RunRecord:
     return RunRecord(
         project=item["project"], run_id=item["run_id"], groups=groups, group_counts=counts,
         state=item["state"], commit=item.get("commit"), ref=item.get("ref"), base_ref=item.get("base_ref"),
+        base_commit=item.get("base_commit"),
         identity=json.loads(identity) if identity else None, created_at=item.get("created_at", ""),
         deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0), run_changes=item.get("run_changes", 0),
         skipped=tuple(dict.fromkeys(item.get("skipped") or ())), close_reason=item.get("close_reason"),

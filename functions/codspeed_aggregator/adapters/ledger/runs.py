@@ -19,7 +19,7 @@ class Runs(TableItems):
         item = {
             "pk": run_pk(run.project, run.run_id), "sk": RUN_SK, "project": run.project, "run_id": run.run_id,
             "state": run.state, "commit": run.commit, "ref": run.ref,
-            "base_ref": run.base_ref, "identity": json.dumps(run.identity, sort_keys=True),
+            "base_ref": run.base_ref, "base_commit": run.base_commit, "identity": json.dumps(run.identity, sort_keys=True),
             "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
             "rev": run.rev, "run_changes": run.run_changes, "arrived_count": run.arrived_count,
             "run_attempt": run.attempt, "ci_url": run.ci_url, "expires_at": self.expires_at(),
