@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 
 class CiContext:
@@ -124,7 +123,9 @@ def _buildkite(env: dict[str, str]) -> CiContext:
 def _resolved(commit: str | None) -> str | None:
     """A commit the CI may name symbolically (Buildkite's ``HEAD`` for a build started by hand) as
     its SHA, read from the checkout; None when git cannot tell."""
-    if not commit or re.fullmatch(r"[0-9a-fA-F]{7,64}", commit):
+    from codspeed_rules.names import is_commit
+
+    if not commit or is_commit(commit):
         return commit
     return _git("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
 

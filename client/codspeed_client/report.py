@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from codspeed_rules.summary import counts_line, plural
+
 from .errors import FORWARD_FAILED, OK, SHARDS_MISSING, TIMEOUT
 
 FINAL = ("forwarded", "forward_failed", "closed_empty")
@@ -44,7 +46,7 @@ def regressions_past(api, report: dict, threshold) -> str | None:
     if not past:
         return None
     worst = max(past, key=lambda b: b["change"])
-    return (f"{count} benchmark{'' if count == 1 else 's'} regressed past {limit:.0%} against the baseline: "
+    return (f"{plural(count, 'benchmark')} regressed past {limit:.0%} against the baseline: "
             f"worst {worst['name']} {worst['change']:+.1%}")
 
 
@@ -56,10 +58,6 @@ def final_exit_code(report: dict, timed_out: bool) -> int:
     if report["state"] == "closed_empty" or any(s["state"] == "missing" for s in report["shards"]):
         return SHARDS_MISSING
     return OK
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def render_text(report: dict, every: bool = False) -> str:
@@ -76,7 +74,7 @@ def render_text(report: dict, every: bool = False) -> str:
     for s in report["shards"]:
         detail = [s["state"]]
         if s.get("benchmarks") is not None:
-            detail.append(_plural(s["benchmarks"], "benchmark"))
+            detail.append(plural(s["benchmarks"], "benchmark"))
         if s.get("attempt"):
             detail.append(f"attempt {s['attempt']}")
         if s.get("reason"):
@@ -86,8 +84,6 @@ def render_text(report: dict, every: bool = False) -> str:
     if upstream:
         why = f": {upstream['message']}" if upstream.get("message") else ""
         lines.append(f"upstream: {upstream['status']} (run {upstream.get('run_id') or '-'}) at {upstream['at']}{why}")
-    from codspeed_rules.summary import counts_line
-
     counts = report.get("counts") or {}
     if counts.get("measured"):
         lines.append(f"benchmarks: {counts_line(counts)} (threshold {report.get('threshold', 0.05):.0%})")

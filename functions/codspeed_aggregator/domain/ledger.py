@@ -154,6 +154,10 @@ class Snapshot:
     def arrived(self) -> dict[str, ShardRecord]:
         return {name: s for name, s in self.shards.items() if s.state == ARRIVED}
 
+    def first_arrived(self) -> ShardRecord:
+        """The shard counted first (its metadata is the run's, upstream)."""
+        return min(self.arrived().values(), key=lambda s: (s.arrived_at or "", s.name))
+
 
 @dataclass
 class ArrivalView:

@@ -4,12 +4,18 @@ summaries of its shards' benchmarks."""
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
 from .drop_in import display_label
-from .ledger import OPEN, Snapshot
+from .ledger import OPEN, RunRecord, Snapshot
 from .results import ShardSummary, combine
 
 
 def carried_from(carried: dict) -> str:
     return f"carried from run {carried['run_id']} (commit {(carried['commit'] or '?')[:12]})"
+
+
+def compared_with(run: RunRecord, baseline: Snapshot | None) -> dict | None:
+    """The baseline a run's report names: the one its finalizer chose, else the one it compares with while open."""
+    return (run.outcome or {}).get("baseline") or (
+        {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": None} if baseline else None)
 
 
 def shard_names(snapshot: Snapshot) -> list[str]:
@@ -56,8 +62,6 @@ def build_report(snapshot: Snapshot, now: str, *, summaries: dict[str, ShardSumm
     missing = outcome.get("missing_benchmarks_total", len(outcome.get("missing_benchmarks") or ()))
     summaries = summaries or {}
     counts, listed = combine((summaries[n] for n in sorted(arrived) if n in summaries), carried, running, missing)
-    chosen = outcome.get("baseline") or (
-        {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": None} if baseline else None)
     return Report(
         project=run.project,
         run_id=run.run_id,
@@ -73,7 +77,7 @@ def build_report(snapshot: Snapshot, now: str, *, summaries: dict[str, ShardSumm
         arrived=len(arrived),
         shards=[shard_entry(snapshot, name) for name in shard_names(snapshot)],
         upstream=UpstreamEntry(**run.upstream) if run.upstream else None,
-        baseline=chosen,
+        baseline=compared_with(run, baseline),
         missing_benchmarks=outcome.get("missing_benchmarks") or [],
         counts=counts,
         benchmarks=listed,

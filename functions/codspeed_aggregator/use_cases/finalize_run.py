@@ -132,14 +132,14 @@ class FinalizeRun:
             self.store.mark_final(run_bundles_prefix(project, run_id))
             self.reports.publish(project, run_id)
             return CLOSED_EMPTY
-        recorded = snapshot.run.plan  # a retry's: the parts already sent were planned with it
+        recorded, whole = snapshot.run.plan, None  # a retry's: the parts already sent were planned with it
         if recorded is None or "version" not in recorded:
             whole = self._new_plan(snapshot)
             version = self.store.put_json(plan_key(project, run_id), whole)
             recorded = {"baseline": whole["baseline"], "parts": len(whole["uploads"]), "sends": len(whole["todo"]),
                         "version": version}
             self.runs.record_plan(project, run_id, recorded)
-        plan = self._plan(snapshot.run, recorded)
+        plan = self._plan(snapshot.run, recorded, whole)
         todo = [i for i in plan.todo if str(i) not in snapshot.run.forwarded_parts]
         if len(plan.todo) > 1:  # each part on a message of its own: merged in parallel, retried alone
             for index in todo:
@@ -163,12 +163,11 @@ class FinalizeRun:
         shards, completion = self._shards(snapshot, baseline, lost=True)
         uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept)
         ids = [part_id(upload, shards) for upload in uploads]
-        first = min(snapshot.arrived().values(), key=lambda s: (s.arrived_at or "", s.name))
         return {"baseline": baseline, "uploads": [u.to_item() for u in uploads], "ids": ids, "held": held,
                 "todo": [i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]], "outcome": completion.outcome,
                 # what each part's finalizer needs, so that it reads no shard item (and no baseline) itself
                 "shards": {name: asdict(s) for name, s in shards.items()}, "carried": sorted(completion.carried),
-                "first": first.name}
+                "first": snapshot.first_arrived().name}
 
     def _earlier_plan(self, run: RunRecord) -> tuple[dict | None, dict]:
         """The plan of the run's latest earlier attempt that made one, and what the upstream holds
@@ -205,10 +204,10 @@ class FinalizeRun:
         completion = complete(run, arrived, branch, baseline, names)
         return dict(sorted({**arrived, **completion.carried}.items())), completion
 
-    def _plan(self, run: RunRecord, recorded: dict) -> ForwardPlan:
+    def _plan(self, run: RunRecord, recorded: dict, written: dict | None = None) -> ForwardPlan:
         """What a run forwards, the same for every finalizer of it: the plan its claiming
-        finalizer wrote, with the shards it names as they were counted."""
-        recorded = self.store.read_json(plan_key(run.project, run.run_id), recorded["version"])
+        finalizer wrote (``written``, when it is this one), with the shards it names as they were counted."""
+        recorded = written or self.store.read_json(plan_key(run.project, run.run_id), recorded["version"])
         if "shards" in recorded:
             shards = {name: ShardRecord(**s) for name, s in recorded["shards"].items()}
             completion = Completion({name: shards[name] for name in recorded["carried"]}, recorded["outcome"])
@@ -216,7 +215,7 @@ class FinalizeRun:
         else:  # planned by the release before: its shards are read as they are now
             snapshot = self.reads.snapshot(run.project, run.run_id)
             shards, completion = self._shards(snapshot, recorded["baseline"])
-            first = min(snapshot.arrived().values(), key=lambda s: (s.arrived_at or "", s.name))
+            first = snapshot.first_arrived()
         return ForwardPlan(
             run=run, shards=shards, completion=completion, baseline_run=recorded["baseline"],
             base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, first),

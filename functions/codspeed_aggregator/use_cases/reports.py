@@ -22,7 +22,7 @@ from ..domain.baseline import branch_of, result_sources
 from ..domain.errors import NotFound
 from ..domain.ledger import OPEN, RunRecord, Snapshot
 from ..domain.notification import commit_status
-from ..domain.report import build_report, carried_from, shard_entry, shard_names
+from ..domain.report import build_report, carried_from, compared_with, shard_entry, shard_names
 from ..domain.results import ShardSummary, absent_entries, shard_entries, summarize
 from ..domain.timestamps import iso
 from ..settings import Settings
@@ -51,7 +51,7 @@ class Reports:
     _summary_cache: dict = field(default_factory=dict, init=False, repr=False)  # (bundle, baseline, threshold) -> ShardSummary
     _whole_baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> every figure of it
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _latest: dict = field(default_factory=dict, init=False, repr=False)  # (project, branch) -> (run, when looked up)
+    _latest: dict = field(default_factory=dict, init=False, repr=False)  # (project, branch, base commit) -> (run, when looked up)
     _held: threading.local = field(default_factory=threading.local, init=False, repr=False)  # held(), per thread
 
     @contextmanager
@@ -102,25 +102,25 @@ class Reports:
         with self._lock:
             todo = [name for name, key in keys.items() if key not in self._summary_cache]
         found = self.results.read_many(snapshot.shards[n].key for n in todo)
+        sources = result_sources(baseline) if baseline and todo else {}
         made = {}
         for name in todo:
             results = found[snapshot.shards[name].key]
             figures = results.results if results else {}
-            made[keys[name]] = summarize(name, figures, self._before(baseline, name, figures),
+            made[keys[name]] = summarize(name, figures, self._before(baseline, sources, name, figures),
                                          self.settings.regression_threshold)
         with self._lock:
             self._summary_cache.update(made)
-            while len(self._summary_cache) > CACHED_SUMMARIES:
-                self._summary_cache.pop(next(iter(self._summary_cache)))
+            _trim(self._summary_cache, CACHED_SUMMARIES)
             summaries = {name: made.get(key) or self._summary_cache.get(key) for name, key in keys.items()}
         return {name: summary for name, summary in summaries.items() if summary is not None}
 
-    def _before(self, baseline: Snapshot | None, shard: str, figures: dict) -> Mapping[str, dict]:
-        """The baseline's figures of a shard's benchmarks: those of its shard of the same name, and
-        for a benchmark not there (moved to another shard since), the baseline's whole set."""
+    def _before(self, baseline: Snapshot | None, sources: dict, shard: str, figures: dict) -> Mapping[str, dict]:
+        """The baseline's figures of a shard's benchmarks (``sources``: where the baseline's results
+        are): those of its shard of the same name, and for a benchmark not there (moved to another
+        shard since), the baseline's whole set."""
         if baseline is None:
             return {}
-        sources = result_sources(baseline)
         same = self.results.read(sources[shard][0]) if shard in sources else None
         before = same.results if same else {}
         if len(sources) <= (shard in sources) or all(name in before for name in figures):
@@ -134,8 +134,7 @@ class Reports:
                 whole.update(found.results if found else {})
             with self._lock:
                 self._whole_baselines[key] = whole
-                while len(self._whole_baselines) > CACHED_WHOLE_BASELINES:
-                    self._whole_baselines.pop(next(iter(self._whole_baselines)))
+                _trim(self._whole_baselines, CACHED_WHOLE_BASELINES)
         return ChainMap(before, whole)
 
     def _baseline(self, run: RunRecord) -> Snapshot | None:
@@ -225,7 +224,7 @@ class Reports:
         if (record := snapshot.arrived().get(shard)) is not None:
             found = self.results.read(record.key) if record.results_kept else None
             figures = found.results if found else {}
-            benchmarks = shard_entries(shard, figures, self._before(baseline, shard, figures), threshold)
+            benchmarks = shard_entries(shard, figures, self._before(baseline, sources, shard, figures), threshold)
         elif carried is not None and carried.get("key") and (found := self.results.read(carried["key"])):
             benchmarks = absent_entries(shard, found.results, "carried", carried_from(carried))
         elif shard in sources and (found := self.results.read(sources[shard][0])):
@@ -233,10 +232,8 @@ class Reports:
                                         f"run {baseline.run.run_id}")
         else:
             benchmarks = []
-        chosen = (run.outcome or {}).get("baseline") or (
-            {"run_id": baseline.run.run_id, "commit": baseline.run.commit} if baseline else None)
         return ShardBenchmarks(project=project, run_id=run_id, shard=shard, state=shard_entry(snapshot, shard).state,
-                               baseline=chosen, threshold=threshold, benchmarks=benchmarks)
+                               baseline=compared_with(run, baseline), threshold=threshold, benchmarks=benchmarks)
 
     def report_link(self, project: str, run_id: str, fmt: str = "json") -> str | None:
         """A presigned link to a run's latest published report (JSON or Markdown), for an answer
@@ -252,3 +249,9 @@ class Reports:
 
     def has_run(self, project: str, run_id: str) -> bool:
         return self.runs.run_record(project, self.runs.attempt_of(project, run_id, self.settings.max_attempts)) is not None
+
+
+def _trim(cache: dict, limit: int) -> None:
+    """Let go of the oldest entries of a process's cache beyond ``limit``."""
+    while len(cache) > limit:
+        cache.pop(next(iter(cache)))

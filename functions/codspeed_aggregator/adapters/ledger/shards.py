@@ -45,8 +45,8 @@ class Shards(TableItems):
 
     def inherit_arrived(self, project: str, earlier: str, run_id: str) -> dict[str, int]:
         """Copy the shards counted in an earlier attempt of a run (their upload metadata too; their
-        results are the bundle's, in the bucket) into ``run_id``, the next attempt, before that run is opened; answers how many there are
-        per job group. Each shard's copy is conditional, so one counted meanwhile in the new attempt
+        results are the bundle's, in the bucket) into ``run_id``, the next attempt, before that run
+        is opened; answers how many there are per job group. Each shard's copy is conditional, so one counted meanwhile in the new attempt
         is left as it is."""
         items = self.query_run(project, earlier, "begins_with(sk, :shard)", {":shard": SHARD_PREFIX})
         arrived = [i for i in items if i.get("state") == ARRIVED]
