@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from codspeed_aggregator.domain.keys import spool_key
+from codspeed_aggregator.domain.keys import part_plan_key, spool_key
 from codspeed_aggregator.domain.uploads import merged_part_id
 from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
 
@@ -88,6 +88,41 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
     assert sorted((o["Key"].rsplit("/", 1)[1], o["Size"]) for o in spooled) == sorted(
         (f"part-{json.loads((u / 'metadata.json').read_text())['runPart']['metadata']['part'] - 1:04d}.tar.gz",
          archive_of(u).stat().st_size) for u in uploads)
+
+
+def test_each_part_reads_its_own_slice_of_the_plan_and_only_the_last_reads_it_whole(isolated, project, run_id):
+    agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
+    for i in (1, 2, 3):
+        agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"])
+    isolated.finalize_requests()
+    assert agg.finalizing.finalize(project, run_id) == "finalizing"
+    read = []
+    s3 = agg.finalizing.store.s3
+    s3.meta.events.register("before-parameter-build.s3.GetObject",
+                            lambda params, **_: read.append(params["Key"].rsplit("/", 1)[1]), unique_id="plan-reads")
+    try:
+        states = [agg.finalizing.finalize(project, run_id, part) for part in (0, 1, 2)]
+    finally:
+        s3.meta.events.unregister("before-parameter-build.s3.GetObject", unique_id="plan-reads")
+    assert states == ["finalizing", "finalizing", "forwarded"]
+    plan_reads = [key for key in read if key.endswith(".json") and not key.endswith("index.json")]
+    assert plan_reads == ["part-000000.json", "part-000001.json", "part-000002.json", "plan.json"]
+    recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
+    slice_ = agg.store.read_json(part_plan_key(project, run_id, recorded["parts_at"], 1))
+    assert list(slice_["shards"]) == slice_["upload"]["shards"] and len(slice_["shards"]) == 1
+    assert len(isolated.upstream.uploads(run_id)) == 3
+
+
+def test_a_part_of_a_plan_recorded_without_slices_reads_the_plan_whole(isolated, project, run_id):
+    agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
+    for i in (1, 2):
+        agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=2)["key"])
+    assert agg.finalizing.finalize(project, run_id) == "finalizing"
+    recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
+    assert agg.ledger.runs.record_plan(project, run_id, {k: v for k, v in recorded.items() if k != "parts_at"})
+    assert [agg.finalizing.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
+    assert sorted(sorted(benchmarks_in(archive_of(u))) for u in isolated.upstream.uploads(run_id)) == [
+        [f"t1::b{j}" for j in range(3)], [f"t2::b{j}" for j in range(3)]]
 
 
 def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_only_what_the_upstream_lacks(isolated, project,

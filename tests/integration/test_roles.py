@@ -91,6 +91,7 @@ CALLS = {
         ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": f"bundles/{RUN}/"}),
         _object("PutObjectTagging", f"bundles/{RUN}/1/0123abcd.tar.gz"), *_reports(), _results(),
         _object("PutObject", f"plans/{RUN}/plan.json"), _object("GetObject", f"plans/{RUN}/plan.json", VersionId="v1"),
+        _object("GetObject", f"plans/{RUN}/0123abcd/part-000001.json"),
         ("sqs", "SendMessage", {"QueueUrl": FINALIZE}), ("sqs", "ChangeMessageVisibility", {"QueueUrl": FINALIZE}),
         _secret("upstream"), _secret("webhook"), _secret("github"),
         ("ssm", "GetParameter", {"Name": "/codspeed-aggregator/upstream-tokens/platform/perf/engine",  # a project's own

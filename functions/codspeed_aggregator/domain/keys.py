@@ -53,6 +53,12 @@ def plan_key(project: str, run_id: str) -> str:
     return f"plans/{project_segment(project)}/{run_id}/plan.json"
 
 
+def part_plan_key(project: str, run_id: str, plan: str, index: int) -> str:
+    """Where the claiming finalizer writes what one part of the plan ``plan`` (its nonce) needs:
+    a part's finalizer reads that, not the whole plan, however many shards the run has."""
+    return f"plans/{project_segment(project)}/{run_id}/{plan}/part-{index:06d}.json"
+
+
 def parse_bundle_key(key: str) -> tuple[str, str, str, str]:
     """(project, run_id, shard, upload_id) of a bundle key. A key of the layout before this one
     (``bundles/grp/sub/run/shard/upload``: uploads granted before a deploy) is read too: run ids

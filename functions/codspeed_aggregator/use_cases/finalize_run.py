@@ -2,6 +2,7 @@
 baseline, forward each part (``forward_part``), and record how it ended."""
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -14,7 +15,8 @@ from ..adapters.metrics import Metrics
 from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamError
 from ..domain.baseline import Completion, branch_of, complete
-from ..domain.keys import plan_key, run_bundles_prefix
+from ..domain.forward_plan import ForwardPlan, PartPlan
+from ..domain.keys import part_plan_key, plan_key, run_bundles_prefix
 from ..domain.retries import retry_delay
 from ..domain.ledger import (
     CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id,
@@ -27,18 +29,6 @@ from .reports import Reports
 
 
 WRITE_TRIES = 5
-
-
-@dataclass(frozen=True)
-class ForwardPlan:
-    run: RunRecord
-    shards: dict[str, ShardRecord]  # arrived and carried, by name
-    completion: Completion
-    baseline_run: str | None
-    base_metadata: dict | None
-    uploads: list[Upload]
-    part_ids: list[str]  # what each upload holds, as it is claimed
-    todo: list[int]  # the uploads this attempt sends: the others the upstream holds, as they are, from an earlier one
 
 
 @dataclass
@@ -71,17 +61,17 @@ class FinalizeRun:
                 return "not_claimed"
             self.reports.publish(project, run_id)  # the report says "finalizing" while it is
             return self._failing_with_reason(project, run_id, lambda: self._finalize_claimed(project, run_id))
-        run = self.reads.run_with_parts(project, run_id)  # a part reads no shard item: the plan has its own
+        run = self.reads.run_with_parts(project, run_id)  # a part reads no shard item: its plan has its own
         if run is None or run.plan is None:
             return "not_claimed"
-        plan = self._plan(run, run.plan)
-        if not self._claim(plan, project, run_id, part):
+        own = self._part_plan(run, part)
+        if not self._claim(project, run_id, own.part_id):
             return "not_claimed"
 
         def forward() -> str:
             if str(part) not in run.forwarded_parts:
-                self._forward_part(plan, project, run_id, part, run.announced_parts.get(str(part)))
-            return self._finish_when_forwarded(plan, project, run_id)
+                self._forward_part(own, project, run_id, run.announced_parts.get(str(part)))
+            return self._finish_when_forwarded(project, run_id)
         return self._failing_with_reason(project, run_id, forward)
 
     def retry_later(self, receipt_handle: str, receive_count: int) -> None:
@@ -98,7 +88,7 @@ class FinalizeRun:
         except Exception as exc:
             message = str(exc) if isinstance(exc, UpstreamError) else f"finalizing failed: {type(exc).__name__}: {exc}"
             now = self.reads.run_with_parts(project, run_id)
-            sends = (now.plan or {}).get("sends", (now.plan or {}).get("parts", 1))
+            sends = _sends(now.plan or {})
             if now.plan and len(now.forwarded_parts) >= sends:
                 raise  # forwarded in full: only the ledger's last write failed, and the retry makes it
             upstream = {"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message}
@@ -121,9 +111,8 @@ class FinalizeRun:
                     raise
                 self.runs.sleep(min(2.0, 0.1 * 2**attempt))
 
-    def _claim(self, plan: ForwardPlan, project: str, run_id: str, index: int) -> bool:
-        return self.parts.claim_part(project, run_id, plan.part_ids[index], int(self.clock()),
-                                     self.settings.finalize_lease_seconds)
+    def _claim(self, project: str, run_id: str, part_id: str) -> bool:
+        return self.parts.claim_part(project, run_id, part_id, int(self.clock()), self.settings.finalize_lease_seconds)
 
     def _finalize_claimed(self, project: str, run_id: str) -> str:
         snapshot = self.reads.snapshot(project, run_id)
@@ -135,18 +124,23 @@ class FinalizeRun:
         recorded, whole = snapshot.run.plan, None  # a retry's: the parts already sent were planned with it
         if recorded is None or "version" not in recorded:
             whole = self._new_plan(snapshot)
-            version = self.store.put_json(plan_key(project, run_id), whole)
-            recorded = {"baseline": whole["baseline"], "parts": len(whole["uploads"]), "sends": len(whole["todo"]),
-                        "version": version}
+            recorded = {"baseline": whole["baseline"], "parts": len(whole["uploads"]), "sends": len(whole["todo"])}
+            plan = self._plan(snapshot.run, recorded, whole)
+            if len(plan.todo) > 1:  # what each part's finalizer reads: its slice, written before the plan is recorded
+                recorded["parts_at"] = uuid.uuid4().hex[:16]
+                self.store.put_json_many({part_plan_key(project, run_id, recorded["parts_at"], i): plan.part(i).to_item()
+                                          for i in plan.todo})
+            recorded["version"] = self.store.put_json(plan_key(project, run_id), whole)
             self.runs.record_plan(project, run_id, recorded)
-        plan = self._plan(snapshot.run, recorded, whole)
+        else:
+            plan = self._plan(snapshot.run, recorded)
         todo = [i for i in plan.todo if str(i) not in snapshot.run.forwarded_parts]
         if len(plan.todo) > 1:  # each part on a message of its own: merged in parallel, retried alone
             for index in todo:
                 self.queue.request(project, run_id, "part", part=index)
-        elif todo and self._claim(plan, project, run_id, todo[0]):
-            self._forward_part(plan, project, run_id, todo[0], snapshot.run.announced_parts.get(str(todo[0])))
-        return self._finish_when_forwarded(plan, project, run_id)
+        elif todo and self._claim(project, run_id, plan.part_ids[todo[0]]):
+            self._forward_part(plan.part(todo[0]), project, run_id, snapshot.run.announced_parts.get(str(todo[0])))
+        return self._finish_when_forwarded(project, run_id, plan)
 
     def _new_plan(self, snapshot: Snapshot) -> dict:
         """What this attempt forwards, decided once by its claiming finalizer. The run's earlier
@@ -223,27 +217,34 @@ class FinalizeRun:
             todo=list(recorded["todo"]),
         )
 
-    def _forward_part(self, plan: ForwardPlan, project: str, run_id: str, index: int, announced: dict | None) -> None:
-        """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once."""
-        upload, parts = plan.uploads[index], len(plan.todo)
-        carried = {n: plan.completion.outcome["carried"][n] for n in upload.shards if n in plan.completion.carried}
-        merged = [u for u in plan.uploads if u.merged and u.group == upload.group]
-        try:
-            answer = self.forwarder.forward([plan.shards[n] for n in upload.shards], upload, project, run_id,
-                                            plan.base_metadata, carried, index, merged.index(upload) + 1 if upload.merged
-                                            else 0, len(merged), announced)
-        except Exception as exc:
-            self.parts.release_part(project, run_id, plan.part_ids[index])
-            if parts > 1 and isinstance(exc, UpstreamError):
-                raise UpstreamError(f"upload {index + 1} of {parts}: {exc}") from exc
-            raise
-        self.parts.record_forwarded_part(project, run_id, index, answer)
+    def _part_plan(self, run: RunRecord, index: int) -> PartPlan:
+        """What one part's finalizer forwards: its slice of the plan (the plan of a release before
+        this one has none: read whole)."""
+        if "parts_at" in run.plan:
+            return PartPlan.from_item(self.store.read_json(part_plan_key(run.project, run.run_id, run.plan["parts_at"], index)))
+        return self._plan(run, run.plan).part(index)
 
-    def _finish_when_forwarded(self, plan: ForwardPlan, project: str, run_id: str) -> str:
+    def _forward_part(self, part: PartPlan, project: str, run_id: str, announced: dict | None) -> None:
+        """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once."""
+        try:
+            answer = self.forwarder.forward([part.shards[n] for n in part.upload.shards], part.upload, project, run_id,
+                                            part.base_metadata, part.carried, part.index, part.number,
+                                            part.group_parts, announced)
+        except Exception as exc:
+            self.parts.release_part(project, run_id, part.part_id)
+            if part.sends > 1 and isinstance(exc, UpstreamError):
+                raise UpstreamError(f"upload {part.index + 1} of {part.sends}: {exc}") from exc
+            raise
+        self.parts.record_forwarded_part(project, run_id, part.index, answer)
+
+    def _finish_when_forwarded(self, project: str, run_id: str, plan: ForwardPlan | None = None) -> str:
+        """Finish the run once every upload it sends reached the upstream; the plan is read whole
+        (once a run) only then, by a part's finalizer that does not have it."""
         now = self.reads.run_with_parts(project, run_id)
         answers = now.forwarded_parts
-        if any(str(i) not in answers for i in plan.todo):
+        if len(answers) < _sends(now.plan):
             return now.state  # the finalizer of the last part to reach the upstream finishes the run
+        plan = plan or self._plan(now, now.plan)
         parts = [answers[str(i)] for i in plan.todo]
         size = sum(p["size"] for p in parts)
         message = f"{len(plan.shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
@@ -267,3 +268,8 @@ class FinalizeRun:
         self.reports.publish(project, run_id)
         return FORWARDED
 
+
+
+def _sends(recorded: dict) -> int:
+    """How many uploads a recorded plan sends (a plan of an early release says only how many parts)."""
+    return recorded.get("sends", recorded.get("parts", 1))

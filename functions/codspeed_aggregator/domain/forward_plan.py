@@ -1,0 +1,60 @@
+"""A run's forward plan, decided once by its claiming finalizer, and the slice of it one part's
+finalizer needs: its upload, its own shards, what of them was carried, and the run's metadata."""
+
+from dataclasses import asdict, dataclass
+
+from .baseline import Completion
+from .ledger import RunRecord, ShardRecord
+from .uploads import Upload
+
+
+@dataclass(frozen=True)
+class PartPlan:
+    """One upload of a run forwarded in several: all its finalizer reads (never the whole plan)."""
+
+    index: int
+    upload: Upload
+    part_id: str  # claimed under it (``uploads.part_id``)
+    shards: dict[str, ShardRecord]  # its own, by name
+    carried: dict[str, dict]  # the outcome's entry of each of its shards carried from the baseline
+    number: int  # its place among its group's merged parts (0: a shard sent as it was)
+    group_parts: int  # its group's merged parts
+    sends: int  # how many uploads this attempt sends
+    base_metadata: dict | None  # the run's CodSpeed metadata (its first shard's)
+
+    def to_item(self) -> dict:
+        return {"index": self.index, "upload": self.upload.to_item(), "id": self.part_id,
+                "shards": {name: asdict(s) for name, s in self.shards.items()}, "carried": self.carried,
+                "number": self.number, "group_parts": self.group_parts, "sends": self.sends,
+                "base_metadata": self.base_metadata}
+
+    @classmethod
+    def from_item(cls, item: dict) -> "PartPlan":
+        return cls(index=item["index"], upload=Upload.from_item(item["upload"]), part_id=item["id"],
+                   shards={name: ShardRecord(**s) for name, s in item["shards"].items()}, carried=item["carried"],
+                   number=item["number"], group_parts=item["group_parts"], sends=item["sends"],
+                   base_metadata=item["base_metadata"])
+
+
+@dataclass(frozen=True)
+class ForwardPlan:
+    run: RunRecord
+    shards: dict[str, ShardRecord]  # arrived and carried, by name
+    completion: Completion
+    baseline_run: str | None
+    base_metadata: dict | None
+    uploads: list[Upload]
+    part_ids: list[str]  # what each upload holds, as it is claimed
+    todo: list[int]  # the uploads this attempt sends: the others the upstream holds, as they are, from an earlier one
+
+    def part(self, index: int) -> PartPlan:
+        upload = self.uploads[index]
+        merged = [u for u in self.uploads if u.merged and u.group == upload.group]
+        carried = self.completion.outcome.get("carried") or {}
+        return PartPlan(
+            index=index, upload=upload, part_id=self.part_ids[index],
+            shards={name: self.shards[name] for name in upload.shards},
+            carried={name: carried[name] for name in upload.shards if name in self.completion.carried},
+            number=merged.index(upload) + 1 if upload.merged else 0, group_parts=len(merged), sends=len(self.todo),
+            base_metadata=self.base_metadata,
+        )

@@ -1,0 +1,32 @@
+"""A part's slice of a forward plan: its own shards, its carried entries, its place in its group."""
+
+import json
+
+from codspeed_aggregator.domain.baseline import Completion
+from codspeed_aggregator.domain.forward_plan import ForwardPlan, PartPlan
+from codspeed_aggregator.domain.ledger import ARRIVED, RunRecord, ShardRecord
+from codspeed_aggregator.domain.uploads import Upload
+
+
+def _plan() -> ForwardPlan:
+    shards = {name: ShardRecord(name=name, state=ARRIVED, key=f"bundles/p/r/{name}/u.tar.gz", pids=[1], group=group)
+              for name, group in (("a", ""), ("b", ""), ("c", ""), ("w", "wall"))}
+    carried = {"c": {"from_run": "7001", "key": shards["c"].key}}
+    uploads = [Upload(("a",), True, "", "g-1"), Upload(("w",), False, "wall"), Upload(("b", "c"), True, "", "g-2")]
+    return ForwardPlan(run=RunRecord(project="p", run_id="r", groups={}), shards=shards,
+                       completion=Completion({"c": shards["c"]}, {"carried": carried}), baseline_run="7001",
+                       base_metadata={"commitHash": "abc"}, uploads=uploads, part_ids=["i0", "i1", "i2"], todo=[0, 2])
+
+
+def test_a_part_holds_only_its_own_shards_and_its_place_among_its_groups_merged_parts():
+    plan = _plan()
+    last = plan.part(2)
+    assert (list(last.shards), last.number, last.group_parts, last.sends, last.part_id) == (["b", "c"], 2, 2, 2, "i2")
+    assert last.carried == {"c": {"from_run": "7001", "key": "bundles/p/r/c/u.tar.gz"}}
+    as_sent = plan.part(1)
+    assert (as_sent.number, as_sent.group_parts, as_sent.carried) == (0, 0, {})
+
+
+def test_a_part_comes_back_from_its_json_as_it_was_written():
+    part = _plan().part(2)
+    assert PartPlan.from_item(json.loads(json.dumps(part.to_item()))) == part
