@@ -135,17 +135,20 @@ def model(shards: int, shard_mb: float, benchmarks: int, rates: dict[str, float]
 # DynamoDB, from the requests the code makes (bench/growth.py counts them) and the item sizes it
 # measures; read units: 4 KB strongly consistent, write units: 1 KB, a transaction's items twice.
 SHARD_ITEM_KB = 0.3  # a shard item as written (bench/growth.py: ~300 B a shard, all items of a run)
-RUN_ITEM_KB = 1.0  # the run item: its groups, counts, plan pointer (grows with groups, not shards)
+RUN_ITEM_KB = 1.0  # the run item: its groups, inherited counts, plan pointer (grows with groups, not shards)
+TALLIES, TALLY_ITEM_KB = 16, 0.1  # the run's tallies: what an arrival's transaction writes beside its shard
 UPLOAD_ITEMS_KB = 2.5  # an upload request and its CodSpeed metadata (the runner's metadata is ~2 KB)
-CONFLICT_RATE = 0.1  # assumed: share of arrival transactions cancelled once by TransactionConflict (not measured)
+CONFLICT_RATE = 0.1 / TALLIES  # assumed: share of arrival transactions cancelled once by TransactionConflict
+# (not measured: 0.1 were all arrivals to meet on one item; they meet on one of 16 tallies)
 
 
 def ledger(shards: int, parts: int, batch: int) -> dict[str, float]:
     """Read and write units per counted arrival, per report rebuild (a batch), per part, per run."""
-    arrival_read = 3 * 1  # the run, the shard, the upload request: one BatchGetItem, each item under 4 KB
-    arrival_read += 1  # the run read again after the count (complete?)
-    arrival_write = (2 * (math.ceil(SHARD_ITEM_KB) + math.ceil(RUN_ITEM_KB))) * (1 + CONFLICT_RATE)
-    rebuild_read = math.ceil((RUN_ITEM_KB + shards * SHARD_ITEM_KB) / 4)  # one consistent Query of the small items
+    # the run, its tallies, the shard, the upload request: one BatchGetItem, each item rounded up to 4 KB
+    arrival_read = 3 + TALLIES
+    arrival_read += math.ceil((RUN_ITEM_KB + TALLIES * TALLY_ITEM_KB) / 4)  # the run read again after the count: a Query
+    arrival_write = (2 * (math.ceil(SHARD_ITEM_KB) + math.ceil(TALLY_ITEM_KB))) * (1 + CONFLICT_RATE)
+    rebuild_read = math.ceil((RUN_ITEM_KB + TALLIES * TALLY_ITEM_KB + shards * SHARD_ITEM_KB) / 4)  # one consistent Query
     # the run and its part items, the first shard's metadata, and each of its own shards' metadata
     part_read = math.ceil(RUN_ITEM_KB / 4) + (1 + math.ceil(shards / parts)) * math.ceil(UPLOAD_ITEMS_KB / 4)
     part_write = 3  # its claim, the upstream's answer before the PUT, the forwarded record
@@ -198,7 +201,7 @@ def main() -> int:
           f"benchmarks, {stack['part_bytes'] / MIB:.0f} MiB; {args.benchmarks} benchmarks a shard"
           + (", each shard over the limit sent alone" if args.benchmarks > stack["benchmark_limit"] else "") + ")")
     print(f"dynamodb: per arrival {units['arrival_read']} read units, {units['arrival_write']:.1f} write units "
-          f"(assumed: {CONFLICT_RATE:.0%} of transactions retried once); per report rebuild "
+          f"(assumed: {CONFLICT_RATE:.1%} of transactions retried once); per report rebuild "
           f"{units['rebuild_read']} read units (assumed: {SHARD_ITEM_KB} KB a shard item, measured by bench/growth.py); "
           f"per part {units['part_read']} read, {units['part_write']} write units; per run "
           f"{units['run_reads']:.0f} read and {units['run_writes']:.0f} write units")

@@ -50,3 +50,46 @@ def test_each_forwarded_part_is_an_item_of_its_own_and_the_run_item_stays_small(
     assert "forwarded_parts" not in raw and "announced_parts" not in raw and len(json.dumps(raw)) < 4096
     snapshot = agg.ledger.reads.snapshot(project, run_id)
     assert sorted(snapshot.run.forwarded_parts, key=int) == [str(i) for i in range(shards)] and snapshot.consistent()
+
+
+def test_arrivals_write_their_shard_and_its_tally_never_the_run_item(isolated, project, run_id):
+    """Concurrent arrivals meet on one of the run's 16 tallies, not all on the run item; the run's
+    counts and revision are its item's plus its tallies', and the last arrival still completes it."""
+    agg = isolated.aggregator
+    keys = [push(agg, project, run_id, str(i), bundle(4000 + i), total=8)["key"] for i in range(1, 9)]
+    written = []
+
+    def note(params, event_name, **_):
+        operation = event_name.rsplit(".", 1)[1]
+        if operation == "TransactWriteItems":
+            written.extend(next(iter(i.values())).get("Key", {}).get("sk", {}).get("S") for i in params["TransactItems"])
+        elif operation in ("PutItem", "UpdateItem", "DeleteItem"):
+            written.append((params.get("Key") or params.get("Item"))["sk"]["S"])
+
+    db = agg.arrivals.shards.db
+    db.meta.events.register("before-parameter-build.dynamodb", note, unique_id="writes")
+    try:
+        outcomes = [agg.arrivals.record(key) for key in keys[:-1]]
+    finally:
+        db.meta.events.unregister("before-parameter-build.dynamodb", unique_id="writes")
+    assert outcomes == ["recorded"] * 7
+    assert written and "RUN" not in written
+    assert {sk.split("#", 1)[0] for sk in written} == {"SHARD", "RUN"}  # the shard, and RUN#TALLY#NN
+    assert len({sk for sk in written if sk.startswith("RUN#TALLY#")}) > 1
+    snapshot = agg.ledger.reads.snapshot(project, run_id)
+    assert snapshot.consistent() and snapshot.run.arrived_count == 7 and snapshot.run.rev == snapshot.run.run_changes + 7
+    assert isolated.finalize_requests() == []
+    assert agg.arrivals.record(keys[-1]) == "recorded"
+    assert [m["reason"] for m in isolated.finalize_requests()] == ["complete"]
+
+
+def test_a_run_counted_on_its_item_before_tallies_goes_on_counting_on_them():
+    from codspeed_aggregator.adapters.ledger.codec import run_from
+
+    item = {"sk": "RUN", "project": "acme/widgets", "run_id": "7001", "state": "open", "rev": 5, "run_changes": 3,
+            "group@": {"total": 4, "names": None, "indexed": False}, "arrived@": 2}  # 2 shards counted by the release before
+    tallies = [{"sk": "RUN#TALLY#03", "rev": 1, "arrived@": 1}, {"sk": "RUN#TALLY#09", "rev": 2, "arrived@": 0}]
+    run = run_from(item, tallies)
+    assert (run.rev, run.run_changes, run.group_counts, run.arrived_count) == (8, 3, {"": 3}, 3)
+    assert not run.complete()
+    assert run_from(item, [*tallies, {"sk": "RUN#TALLY#11", "rev": 1, "arrived@": 1}]).complete()

@@ -1,9 +1,11 @@
 """Real DynamoDB cancels a transaction with ``TransactionConflict`` whenever two writers touch one
-item at once (every busy run: each arrival updates the run item), and with ``ThrottlingError``
-under load; moto never does. These reasons are injected into the botocore client with an event
-hook, on every transaction the ledger writes: only ``ConditionalCheckFailed`` on the run item
-means the run is closed; any other cancellation is retried, and never turns a shard late."""
+item at once (a busy run: two arrivals on one of its tallies, an arrival and the claim that closes
+them), and with ``ThrottlingError`` under load; moto never does. These reasons are injected into
+the botocore client with an event hook, on every transaction the ledger writes: only
+``ConditionalCheckFailed`` on the shard's tally means the run is closed; any other cancellation
+is retried, and never turns a shard late."""
 
+import json
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -62,7 +64,7 @@ def _grant(agg, project, run_id, shard, total=2) -> str:
 
 
 @pytest.mark.parametrize("reason", DOCUMENTED)
-@pytest.mark.parametrize("position", [0, 1])  # on the shard item, or on the run item
+@pytest.mark.parametrize("position", [0, 1])  # on the shard item, or on its tally
 def test_an_arrival_cancelled_for_a_conflict_or_a_throttle_is_retried_and_counted(agg, project, run_id, reason, position):
     key = _grant(agg, project, run_id, "1")
     codes = ["None", "None"]
@@ -74,14 +76,27 @@ def test_an_arrival_cancelled_for_a_conflict_or_a_throttle_is_retried_and_counte
     assert snapshot.shards["1"].state == "arrived" and snapshot.run.arrived_count == 1 and snapshot.run.state == "open"
 
 
-def test_only_a_failed_condition_on_the_run_item_means_the_run_is_closed(agg, project, run_id):
+def test_only_a_failed_condition_on_the_tally_means_the_run_is_closed(agg, project, run_id):
     agg.arrivals.record(_grant(agg, project, run_id, "1"))
     straggler = _grant(agg, project, run_id, "2")
     agg.closing.close(CloseRequest(project=project, run_id=run_id))
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
     with cancelled(agg.ledger.db, [["None", "TransactionConflict"]]) as calls:
-        assert agg.arrivals.record(straggler) == "late"  # then the run item's real condition: the run is closed
+        assert agg.arrivals.record(straggler) == "late"  # then the tally's real condition: the claim closed it
     assert len(calls) >= 3  # the conflict retried, the closed run's refusal, the count in the next attempt, the note
+    assert agg.reports.report(project, f"{run_id}~2").arrived == 2
+
+
+@pytest.mark.parametrize("reason", DOCUMENTED)
+def test_a_claim_cancelled_on_a_tally_is_retried_and_no_shard_is_counted_after_it(agg, project, run_id, reason):
+    agg.arrivals.record(_grant(agg, project, run_id, "1"))
+    straggler = _grant(agg, project, run_id, "2")
+    on_a_tally = ["None", reason] + ["None"] * 15  # the run item, then the 16 tallies the claim closes
+    with cancelled(agg.ledger.db, [on_a_tally]) as calls:
+        assert agg.ledger.runs.claim_finalize(project, run_id, 1_000, 900)
+    assert len(calls) == 2 and len(json.loads(calls[0]["body"])["TransactItems"]) == 17
+    assert agg.arrivals.record(straggler) == "late"  # granted before the claim, in after it: the next attempt's
+    assert agg.ledger.reads.snapshot(project, run_id).run.arrived_count == 1
     assert agg.reports.report(project, f"{run_id}~2").arrived == 2
 
 

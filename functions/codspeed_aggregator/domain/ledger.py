@@ -2,9 +2,10 @@
 
 Every change bumps a revision counter: ``run.rev`` counts all changes to the run,
 ``run.run_changes`` those made to the run record itself and ``shard.rev`` those made to
-one shard. A read sees one instant of the run exactly when
-``run.rev == run.run_changes + sum(shard.rev)``; reports are built only from such
-reads, and ``run.rev`` is their version, so a later version never shows less.
+one shard (each counted, where the ledger stores it, in the same write as the shard's change).
+A read sees one instant of the run exactly when ``run.rev == run.run_changes + sum(shard.rev)``;
+reports are built only from such reads, and ``run.rev`` is their version, so a later version
+never shows less.
 """
 
 from dataclasses import dataclass, field

@@ -4,6 +4,7 @@ transactions and the cancellation reasons DynamoDB answers them with."""
 import json
 import random
 import time
+import zlib
 from decimal import Decimal
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -15,14 +16,18 @@ from ...domain.manifest import Manifest
 # A run record, its shards and its upload requests share a partition, so one consistent Query
 # reads a whole run. Sort keys, in the order they sort:
 RUN_SK = "RUN"
+TALLY_PREFIX = "RUN#TALLY#"  # the run's counts of its shards' changes, spread over TALLIES items (see tally_sk)
 PART_PREFIX = "PART#"  # the upstream's answer about one upload of the run: an item each, so the run item stays small
 SHARD_PREFIX = "SHARD#"
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
+COMMENT_PREFIX = "~COMMENT#"  # a run's sticky comment on one pull request: out of snapshots too
 # Partitions of their own:
 PROJECT_PREFIX = "PROJECT#"  # a project's runs, by when they opened: its page lists them
 OPEN_INDEX = "open-runs"  # runs still open (by deadline) and runs being finalized (by lease end)
 FINALIZING_PK = "finalizing"
+
+TALLIES = 16
 
 CONDITION_FAILED = "ConditionalCheckFailed"
 TRANSACTION_TRIES = 8
@@ -49,6 +54,18 @@ def load(item: dict) -> dict:
 
 def run_pk(project: str, run_id: str) -> str:
     return f"RUN#{project}#{run_id}"
+
+
+def tally_sk(shard: str) -> str:
+    """The tally that counts a shard's changes (its revisions, and per job group the shards
+    accepted). A shard's transaction updates its tally, never the run item: concurrent arrivals
+    meet on one of 16 items, not all on one, and the run item is written by the run's own
+    changes only. The claim closes every tally in the transaction that claims the run."""
+    return f"{TALLY_PREFIX}{zlib.crc32(shard.encode()) % TALLIES:02d}"
+
+
+def tally_sks() -> list[str]:
+    return [f"{TALLY_PREFIX}{i:02d}" for i in range(TALLIES)]
 
 
 def cancelled(exc: ClientError) -> list[str] | None:
@@ -96,13 +113,24 @@ class TableItems:
 
     def run_update(self, project: str, run_id: str, expression: str, condition: str, values: dict,
                    names: dict | None = None) -> dict:
-        """The run item's part of a transaction: every change to a run's items bumps its revision."""
+        """The run item's part of a transaction: every change to the run's own record bumps its revision."""
         names = {**({"#state": "state"} if "#state" in condition else {}), **(names or {})}
         return {
             "TableName": self.table, "Key": self.key(project, run_id, RUN_SK),
             "UpdateExpression": expression, "ConditionExpression": condition,
             **({"ExpressionAttributeNames": names} if names else {}),
             "ExpressionAttributeValues": dump({":one": 1, **values}),
+        }
+
+    def tally_update(self, project: str, run_id: str, shard: str, expression: str, condition: str | None,
+                     values: dict, names: dict | None = None) -> dict:
+        """A shard's tally's part of a transaction: every change to a shard bumps its tally's revision."""
+        return {
+            "TableName": self.table, "Key": self.key(project, run_id, tally_sk(shard)),
+            "UpdateExpression": f"{expression} SET expires_at = if_not_exists(expires_at, :exp)",
+            **({"ConditionExpression": condition} if condition else {}),
+            **({"ExpressionAttributeNames": names} if names else {}),
+            "ExpressionAttributeValues": dump({":one": 1, ":exp": self.expires_at(), **values}),
         }
 
     def transact(self, items: list[dict]) -> list[str] | None:
@@ -136,28 +164,39 @@ def count_attribute(group: str) -> str:
     return f"{COUNT_PREFIX}{group}"
 
 
-def _groups(item: dict) -> tuple[dict, dict, tuple]:
-    """A run item's groups, their counts and variants; a run stored before groups is the group ""."""
+def _counts(item: dict) -> dict[str, int]:
+    return {k.removeprefix(COUNT_PREFIX): int(v) for k, v in item.items() if k.startswith(COUNT_PREFIX)}
+
+
+def _groups(item: dict, tallies: list[dict]) -> tuple[dict, dict, tuple]:
+    """A run's groups, their counts (its item's: shards counted before tallies, or inherited by a
+    next attempt; plus its tallies') and variants; a run stored before groups is the group ""."""
     groups = {k.removeprefix(GROUP_PREFIX): Manifest.from_item(v) for k, v in item.items() if k.startswith(GROUP_PREFIX)}
-    counts = {k.removeprefix(COUNT_PREFIX): int(v) for k, v in item.items() if k.startswith(COUNT_PREFIX)}
-    variants = tuple(sorted(v if "|" in v else variant_key("", v) for v in item.get("variants") or ()))
+    counts = {"": int(item.get("arrived_count", 0))} if not groups and "manifest" in item else _counts(item)
     if not groups and "manifest" in item:
-        groups, counts = {"": Manifest.from_item(item["manifest"])}, {"": int(item.get("arrived_count", 0))}
+        groups = {"": Manifest.from_item(item["manifest"])}
+    for tally in tallies:
+        for group, n in _counts(tally).items():
+            counts[group] = counts.get(group, 0) + n
+    variants = tuple(sorted(v if "|" in v else variant_key("", v) for v in item.get("variants") or ()))
     return groups, counts, variants
 
 
-def run_from(item: dict) -> RunRecord:
+def run_from(item: dict, tallies: list[dict]) -> RunRecord:
+    """A run's record from its item and its tallies (those written so far). Its revision counts
+    the run's own changes (its item's) and its shards' (its tallies')."""
     identity = item.get("identity")
-    groups, counts, variants = _groups(item)
+    groups, counts, variants = _groups(item, tallies)
     return RunRecord(
         project=item["project"], run_id=item["run_id"], groups=groups, group_counts=counts,
         state=item["state"], commit=item.get("commit"), ref=item.get("ref"), base_ref=item.get("base_ref"),
         base_commit=item.get("base_commit"),
         identity=json.loads(identity) if identity else None, created_at=item.get("created_at", ""),
-        deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0), run_changes=item.get("run_changes", 0),
+        deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0) + sum(t.get("rev", 0) for t in tallies),
+        run_changes=item.get("run_changes", 0),
         skipped=tuple(dict.fromkeys(item.get("skipped") or ())), close_reason=item.get("close_reason"),
         upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
-        arrived_count=item.get("arrived_count", 0),
+        arrived_count=sum(counts.values()),
         outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=variants,
         closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"),
         plan=json.loads(item["plan"]) if item.get("plan") else None,

@@ -5,8 +5,8 @@ import random
 
 from ...domain.ledger import ArrivalView, RunRecord, Snapshot
 from .codec import (
-    PART_PREFIX, RUN_SK, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, load, run_from, shard_from,
-    upload_from,
+    PART_PREFIX, RUN_SK, SHARD_PREFIX, TALLY_PREFIX, UPLOAD_PREFIX, TableItems, load, run_from, shard_from,
+    tally_sks, upload_from,
 )
 
 
@@ -18,7 +18,7 @@ class Reads(TableItems):
     def snapshot(self, project: str, run_id: str, tries: int = 20) -> Snapshot | None:
         """One consistent read of a run (see domain.ledger), or None when no such run.
 
-        It reads the run's record, its shards and its parts, all small: upload requests
+        It reads the run's record, its tallies, its shards and its parts, all small: upload requests
         (``UPLOAD#``) and their metadata sort after them, and the shards' benchmarks are in the
         bucket (``results/``). A run that kept changing under every read raises
         ``SnapshotContended``: nothing is ever built from a read that saw two instants."""
@@ -36,26 +36,31 @@ class Reads(TableItems):
         return snap.run if snap else None
 
     def arrival_view(self, project: str, run_id: str, shard: str, upload_id: str) -> ArrivalView:
-        """The three items an arrival needs (run, shard, upload request) in one small consistent read,
-        however many shards the run has."""
-        keys = {RUN_SK: None, f"{SHARD_PREFIX}{shard}": None, f"{UPLOAD_PREFIX}{shard}#{upload_id}": None}
-        answer = self.db.batch_get_item(RequestItems={self.table: {
-            "Keys": [self.key(project, run_id, sk) for sk in keys], "ConsistentRead": True}})
-        for item in map(load, answer["Responses"].get(self.table, [])):
-            keys[item["sk"]] = item
-        run, shard_item, upload = keys.values()
+        """What an arrival needs (the run with its tallies, the shard, the upload request) in one
+        small consistent read, however many shards the run has."""
+        keys = {RUN_SK: None, f"{SHARD_PREFIX}{shard}": None, f"{UPLOAD_PREFIX}{shard}#{upload_id}": None,
+                **dict.fromkeys(tally_sks())}
+        wanted = [self.key(project, run_id, sk) for sk in keys]
+        while wanted:
+            answer = self.db.batch_get_item(RequestItems={self.table: {"Keys": wanted, "ConsistentRead": True}})
+            for item in map(load, answer["Responses"].get(self.table, [])):
+                keys[item["sk"]] = item
+            wanted = answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        run, shard_item, upload = (keys.pop(sk) for sk in list(keys)[:3])
         return ArrivalView(
-            run=run_from(run) if run else None,
+            run=run_from(run, [t for t in keys.values() if t]) if run else None,
             shard=shard_from(shard_item) if shard_item else None,
             upload=upload_from(upload) if upload else None,
         )
 
 
 def _parse(items: list[dict]) -> Snapshot | None:
-    run, shards, parts = None, {}, {"announced": {}, "forwarded": {}}
+    run, tallies, shards, parts = None, [], {}, {"announced": {}, "forwarded": {}}
     for item in items:
         if item["sk"] == RUN_SK:
-            run = run_from(item)
+            run = item
+        elif item["sk"].startswith(TALLY_PREFIX):
+            tallies.append(item)
         elif item["sk"].startswith(SHARD_PREFIX):
             shard = shard_from(item)
             shards[shard.name] = shard
@@ -65,5 +70,6 @@ def _parse(items: list[dict]) -> Snapshot | None:
                 parts[kind][str(int(index))] = json.loads(item["answer"])
     if run is None:
         return None
+    run = run_from(run, tallies)
     run.announced_parts, run.forwarded_parts = parts["announced"], parts["forwarded"]
     return Snapshot(run, shards)

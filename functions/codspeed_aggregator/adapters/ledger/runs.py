@@ -5,10 +5,10 @@ import json
 
 from botocore.exceptions import ClientError
 
-from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN, RunRecord, attempt_run_id, base_run_id, named_attempt
+from ...domain.ledger import ENDED, FINALIZING, FORWARD_FAILED, OPEN, RunRecord, attempt_run_id, base_run_id, named_attempt
 from .codec import (
     FINALIZING_PK, OPEN_INDEX, PROJECT_PREFIX, RUN_SK, TableItems, condition_failed, count_attribute, dump,
-    group_attribute, load, run_from, run_pk,
+    group_attribute, load, run_from, run_pk, tally_sks,
 )
 
 
@@ -21,7 +21,7 @@ class Runs(TableItems):
             "state": run.state, "commit": run.commit, "ref": run.ref,
             "base_ref": run.base_ref, "base_commit": run.base_commit, "identity": json.dumps(run.identity, sort_keys=True),
             "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
-            "rev": run.rev, "run_changes": run.run_changes, "arrived_count": run.arrived_count,
+            "rev": run.rev, "run_changes": run.run_changes,
             "run_attempt": run.attempt, "ci_url": run.ci_url, "expires_at": self.expires_at(),
         }
         item.update({group_attribute(g): m.to_item() for g, m in run.groups.items()})
@@ -40,11 +40,16 @@ class Runs(TableItems):
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            return run_from(load(exc.response["Item"])), False
+            stored = load(exc.response["Item"])
+            if stored["state"] in ENDED:  # its next attempt goes on from its revision and counts: read whole
+                return self.run_record(run.project, run.run_id), False
+            return run_from(stored, []), False  # an open run as a grant needs it: its counts are not read
 
     def run_record(self, project: str, run_id: str) -> RunRecord | None:
-        item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, RUN_SK), ConsistentRead=True).get("Item")
-        return run_from(load(item)) if item else None
+        """The run's item and its tallies, in one small consistent read."""
+        items = self.query_run(project, run_id, "begins_with(sk, :run)", {":run": RUN_SK})
+        run = next((i for i in items if i["sk"] == RUN_SK), None)
+        return run_from(run, [i for i in items if i["sk"] != RUN_SK]) if run else None
 
     def attempt_of(self, project: str, run_id: str, max_attempts: int) -> str:
         """The run id a request for ``run_id`` acts on: the attempt it names (``7002~2``, and
@@ -61,7 +66,8 @@ class Runs(TableItems):
         return attempt_run_id(base, latest)
 
     def recent_runs(self, project: str, limit: int) -> list[RunRecord]:
-        """A project's latest runs, newest first: its list, then its run items in one batch read."""
+        """A project's latest runs, newest first: its list, then its run items in one batch read
+        (not their tallies: the records hold no counts of shards, which the list shows none of)."""
         page = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
                              Limit=limit, ExpressionAttributeValues=dump({":pk": f"{PROJECT_PREFIX}{project}"}))
         ids = [load(i)["run_id"] for i in page["Items"]]
@@ -71,7 +77,7 @@ class Runs(TableItems):
         while keys:
             answer = self.db.batch_get_item(RequestItems={self.table: {"Keys": keys[:100]}})
             for item in map(load, answer["Responses"].get(self.table, [])):
-                found[item["run_id"]] = run_from(item)
+                found[item["run_id"]] = run_from(item, [])
             keys = keys[100:] + answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
         return [found[r] for r in ids if r in found]
 
@@ -116,15 +122,22 @@ class Runs(TableItems):
 
     def claim_finalize(self, project: str, run_id: str, now: int, lease_seconds: int) -> bool:
         """Take the run for finalizing: once, unless an earlier finalizer's lease ran out or its
-        forward failed; never while a part of it holds a live lease (claims move the run's lease)."""
-        return self._update_run(
+        forward failed; never while a part of it holds a live lease (claims move the run's lease).
+        The same transaction closes every tally, so no shard is counted in the run after it."""
+        claim = self.run_update(
             project, run_id,
             "SET #state = :finalizing, lease_until = :lease, open_pk = :stalled, deadline_at = :lease "
             "ADD rev :one, run_changes :one",
-            "#state = :open OR ((#state = :failed OR #state = :finalizing) AND lease_until < :now)",
+            "attribute_exists(pk) AND (#state = :open OR "
+            "((#state = :failed OR #state = :finalizing) AND lease_until < :now))",
             {":finalizing": FINALIZING, ":failed": FORWARD_FAILED, ":open": OPEN, ":stalled": FINALIZING_PK,
              ":lease": now + lease_seconds, ":now": now},
         )
+        closes = [{"Update": {"TableName": self.table, "Key": self.key(project, run_id, sk),
+                              "UpdateExpression": "SET closed = :true, expires_at = if_not_exists(expires_at, :exp)",
+                              "ExpressionAttributeValues": dump({":true": True, ":exp": self.expires_at()})}}
+                  for sk in tally_sks()]
+        return self.transact([{"Update": claim}, *closes]) is None
 
     def record_plan(self, project: str, run_id: str, plan: dict) -> bool:
         """What the claiming finalizer decided: the baseline run, how many parts and how many of them

@@ -6,7 +6,7 @@ from collections import Counter
 
 from botocore.exceptions import ClientError
 
-from ...domain.ledger import ARRIVED, LATE, OPEN, REJECTED, ShardRecord, UploadRecord
+from ...domain.ledger import ARRIVED, LATE, REJECTED, ShardRecord, UploadRecord
 from .codec import (
     CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed,
     count_attribute, dump, load, run_pk,
@@ -65,10 +65,12 @@ class Shards(TableItems):
                        previous: ShardRecord | None) -> str:
         """Count an accepted bundle once, replacing ``previous`` (the shard as read): "recorded",
         "changed" (the shard is no longer as read: read again) or "run_not_open". One transaction
-        on the shard item and the run item (the shard's results are in the bucket already).
+        on the shard item and its tally (``codec.tally_sk``; the shard's results are in the bucket
+        already), never the run item.
 
-        The run's ``arrived_count`` grows only when the shard had no accepted bundle, and the
-        condition on the shard makes that exact under any interleaving."""
+        The group's count in the tally grows only when the shard had no accepted bundle, and the
+        condition on the shard makes that exact under any interleaving; a tally the claim closed
+        refuses it."""
         replacing = previous is not None and previous.upload_id is not None
         values = {
             ":arrived": ARRIVED, ":u": shard.upload_id, ":k": shard.key, ":size": shard.size,
@@ -93,10 +95,10 @@ class Shards(TableItems):
             "ExpressionAttributeNames": {"#state": "state", "#key": "key", "#size": "size", "#group": "group"},
             "ExpressionAttributeValues": dump(values),
         }
-        run_update = self.run_update(project, run_id, "ADD rev :one, arrived_count :count, #counted :count",
-                                     "#state = :open", {":count": 0 if replacing else 1, ":open": OPEN},
-                                     names={"#counted": count_attribute(shard.group)})
-        codes = self.transact([{"Update": shard_update}, {"Update": run_update}])
+        tally = self.tally_update(project, run_id, shard.name, "ADD rev :one, #counted :count",
+                                  "attribute_not_exists(closed)", {":count": 0 if replacing else 1},
+                                  names={"#counted": count_attribute(shard.group)})
+        codes = self.transact([{"Update": shard_update}, {"Update": tally}])
         if codes is None:
             return "recorded"
         return "run_not_open" if codes[1] == CONDITION_FAILED else "changed"
@@ -121,7 +123,7 @@ class Shards(TableItems):
         )
 
     def _shard_note(self, project, run_id, name, upload_id, expression, values) -> bool:
-        """One transaction on the shard item (noted once per upload) and the run item (its revision)."""
+        """One transaction on the shard item (noted once per upload) and its tally (its revision)."""
         shard_update = {
             "TableName": self.table, "Key": self.key(project, run_id, f"{SHARD_PREFIX}{name}"),
             "UpdateExpression": expression,
@@ -130,5 +132,5 @@ class Shards(TableItems):
             "ExpressionAttributeNames": {"#state": "state"},
             "ExpressionAttributeValues": dump({**values, ":u": upload_id, ":one": 1, ":exp": self.expires_at()}),
         }
-        run_update = self.run_update(project, run_id, "ADD rev :one", "attribute_exists(pk)", {})
-        return self.transact([{"Update": shard_update}, {"Update": run_update}]) is None
+        tally = self.tally_update(project, run_id, name, "ADD rev :one", None, {})
+        return self.transact([{"Update": shard_update}, {"Update": tally}]) is None
