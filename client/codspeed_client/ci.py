@@ -15,7 +15,7 @@ class CiContext:
                  base_ref: str | None = None, event: str | None = None, job: str | None = None,
                  sender: dict | None = None, extra: dict | None = None, repository_root: str | None = None,
                  run_attempt: str | None = None, shard: str | None = None, ci_url: str | None = None,
-                 base_commit: str | None = None) -> None:
+                 base_commit: str | None = None, fork: str | None = None) -> None:
         self.provider, self.project, self.run_id, self.commit = provider, project, run_id, commit
         self.ref, self.head_ref, self.base_ref, self.event, self.job = ref, head_ref, base_ref, event, job
         self.sender = sender
@@ -25,6 +25,7 @@ class CiContext:
         self.shard = shard  # I/N when the CI splits the job itself (GitLab parallel, Buildkite parallelism)
         self.ci_url = ci_url  # the CI run's page, as the CI names it
         self.base_commit = base_commit  # the base branch's commit a pull request's code is built on
+        self.fork = fork  # the repository a pull request comes from, when not the project's own (no secrets there)
 
 
 def _git(*args: str) -> str | None:
@@ -66,9 +67,20 @@ def _github(env: dict[str, str]) -> CiContext:
                 pr = json.load(f).get("pull_request") or {}
             ctx.commit = (pr.get("head") or {}).get("sha") or ctx.commit  # the PR head, not the merge commit
             ctx.base_commit = (pr.get("base") or {}).get("sha")  # what the merge ref merged the head onto
+            ctx.fork = _fork(pr)
         except (OSError, ValueError):
             pass
     return ctx
+
+
+def _fork(pr: dict) -> str | None:
+    """The head repository of a pull request from a fork (GitHub's event payload: ``head.repo``
+    is another repository than ``base.repo``, or null once the fork is deleted), else None."""
+    base = ((pr.get("base") or {}).get("repo") or {}).get("full_name")
+    if not base or not pr.get("head"):
+        return None
+    head = (pr["head"].get("repo") or {}).get("full_name")
+    return None if head == base else head or "a deleted fork"
 
 
 def _shard(index: str | None, total: str | None, first: int) -> str | None:

@@ -9,7 +9,7 @@ import re
 import sys
 
 from . import __version__
-from .errors import CONFIG, NETWORK, REGRESSED, TIMEOUT, USAGE, ClientError
+from .errors import CONFIG, NETWORK, OK, REGRESSED, TIMEOUT, USAGE, ClientError, Skipped
 
 EXIT_CODES = """\
 exit codes: 0 done; 2 usage; 3 configuration missing; 4 token refused; 5 request refused
@@ -170,6 +170,10 @@ class Target:
         if need_api and self.token and not re.fullmatch(r"[\x21-\x7e]+", self.token):
             raise ClientError("the token holds a space, a control or a non-ASCII character, which an HTTP header cannot "
                               "carry: check CODSPEED_AGGREGATOR_TOKEN (or --token) for a pasted line break", CONFIG)
+        if need_api and not self.token and self.ctx.fork:
+            raise Skipped(f"this pull request comes from a fork ({self.ctx.fork}), whose jobs GitHub gives no "
+                          "secrets: with no aggregator token nothing was sent (runs of the project's own branches "
+                          "are not affected)")
         missing = self.missing(need_api)
         if missing:
             raise ClientError(missing[0], CONFIG)
@@ -343,7 +347,7 @@ def env(args: argparse.Namespace) -> int:
     detected = {
         "provider": ctx.provider, "project": target.project, "run_id": target.run_id, "run_attempt": ctx.run_attempt,
         "commit": target.commit, "ref": ctx.ref, "head_ref": ctx.head_ref, "base_ref": ctx.base_ref,
-        "base_commit": ctx.base_commit, "event": ctx.event,
+        "base_commit": ctx.base_commit, "event": ctx.event, "fork": ctx.fork,
         "job": ctx.job, "shard": ctx.shard, "api_url": target.api_url, "token": "set" if target.token else None,
     }
     missing = target.missing() + ([] if target.commit else ["cannot tell the commit: pass --commit SHA"])
@@ -388,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "json", False):
             print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
         return exc.exit_code
+    except Skipped as exc:
+        print(f"::warning title=codspeed-client {args.command} skipped::{exc}")  # an annotation on the job
+        return OK
     except KeyboardInterrupt:
         return 130
 

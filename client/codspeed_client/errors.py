@@ -16,6 +16,10 @@ TIMEOUT = 12
 REGRESSED = 13
 
 
+class Skipped(Exception):
+    """Nothing to do, and nothing wrong: said as a CI warning, exit 0 (a fork's pull request)."""
+
+
 class ClientError(Exception):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)

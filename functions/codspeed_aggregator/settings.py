@@ -49,6 +49,8 @@ class Settings:
     webhook_secret: str | None
     webhook_secret_parameter: str | None
     commit_status: bool
+    pr_comments: bool  # the sticky pull-request comment (GitHub)
+    comment_seconds: int  # a partial report edits the comment at most this often
     github_api_url: str
     github_token: str | None
     github_token_parameter: str | None
@@ -100,6 +102,8 @@ class Settings:
             webhook_secret=env.get("WEBHOOK_SECRET") or None,
             webhook_secret_parameter=env.get("WEBHOOK_SECRET_PARAMETER") or None,
             commit_status=_flag("COMMIT_STATUS"),
+            pr_comments=_flag("PR_COMMENTS"),
+            comment_seconds=int(env.get("COMMENT_SECONDS", 30)),
             github_api_url=env.get("GITHUB_API_URL", "https://api.github.com"),
             github_token=env.get("GITHUB_TOKEN") or None,
             github_token_parameter=env.get("GITHUB_TOKEN_PARAMETER") or None,

@@ -12,6 +12,7 @@ from .adapters import aws
 from .adapters.bundle_store import BundleStore
 from .adapters.queues import FinalizeQueue, Queue
 from .adapters.github_oidc import GitHubOidc
+from .adapters.github_comments import GitHubComments
 from .adapters.github_status import GitHubStatuses
 from .adapters.ledger import Ledger
 from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
@@ -84,12 +85,17 @@ def build(name: str, config: Settings) -> Aggregator:
         queue=FinalizeQueue(config.finalize_queue_url, client("sqs")) if "queue" in needs else None,
         arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")) if "arrivals_queue" in needs else None,
         upstream=_upstream(name, config) if "upstream" in needs else None,
-        statuses=GitHubStatuses(config.github_api_url,
-                                aws.secret(config.github_token, config.github_token_parameter, name))
+        statuses=GitHubStatuses(config.github_api_url, _github_token(name, config))
         if reports and config.commit_status else None,
+        github_comments=GitHubComments(config.github_api_url, _github_token(name, config))
+        if reports and config.pr_comments else None,
         metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
         page_key=_page_key(name) if reports else None,
     )
+
+
+def _github_token(function: str, config: Settings) -> str:
+    return aws.secret(config.github_token, config.github_token_parameter, function)
 
 
 def _upstream(function: str, config: Settings) -> UpstreamClient:

@@ -151,9 +151,13 @@ def figure(value: float | None, unit: str | None) -> str:
     return f"{value:,.0f} {unit or ''}".strip()
 
 
-def render_markdown(report: Report) -> str:
+NAMED_SHARDS = 20  # shards named per state (missing, skipped, ...); the table and the page have them all
+
+
+def render_markdown(report: Report, shard_rows: int | None = None) -> str:
     """The report for a pull request comment or a job summary: the outcome and what changed
-    first, the shard table folded when long, internal counters out of the way."""
+    first, the shard table folded when long (and cut to ``shard_rows``: a comment has a limit),
+    internal counters out of the way."""
     expected = "?" if report.expected is None else str(report.expected)
     attempt = f" (attempt {report.attempt})" if report.attempt > 1 else ""
     title = (f"**CodSpeed shards for {md(report.project)} run {md(report.run_id)}{attempt}: {report.state}, "
@@ -170,7 +174,9 @@ def render_markdown(report: Report) -> str:
     for state in ("missing", "skipped", "carried", "rejected", "late"):
         names = [s.display or s.label or s.name for s in report.shards if s.state == state]
         if names:  # names, not a count: "Skipped: 3" would read as three shards
-            lines += [f"{state.capitalize()} shard{'s' if len(names) > 1 else ''}: " + ", ".join(md(n) for n in names), ""]
+            more = f" and {len(names) - NAMED_SHARDS} more" if len(names) > NAMED_SHARDS else ""
+            lines += [f"{state.capitalize()} shard{'s' if len(names) > 1 else ''}: "
+                      + ", ".join(md(n) for n in names[:NAMED_SHARDS]) + more, ""]
     if report.baseline:
         b = report.baseline
         branch = f" on {md(b['branch'])}" if b.get("branch") else ""
@@ -200,12 +206,15 @@ def render_markdown(report: Report) -> str:
     opened = " open" if len(report.shards) <= OPEN_SHARD_LIST else ""
     lines += [f"<details{opened}><summary>{len(report.shards)} shard{'' if len(report.shards) == 1 else 's'}</summary>", "",
               "| shard | state | attempt | benchmarks | size | arrived at | note |", "|---|---|---|---|---|---|---|"]
-    for s in report.shards:
+    rows = report.shards if shard_rows is None else report.shards[:shard_rows]
+    for s in rows:
         bench = "" if s.benchmarks is None else str(s.benchmarks)
         lines.append(
             f"| {md(s.display or s.label or s.name)} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} "
             f"| {md(s.reason or '')} |"
         )
+    if len(rows) < len(report.shards):
+        lines.append(f"| … | {len(report.shards) - len(rows)} more shards on the run page | | | | | |")
     lines += ["", "</details>", "", "<details><summary>Details</summary>", "",
               f"Report version {report.version} · generated {report.generated_at}"
               + (f" · commit {md(report.commit)}" if report.commit else "")

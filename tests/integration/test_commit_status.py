@@ -7,7 +7,7 @@ import pytest
 from codspeed_aggregator.adapters.github_status import GitHubStatuses
 from codspeed_aggregator.domain.notification import commit_status
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
-from codspeed_wire.report import Report, ShardEntry
+from codspeed_wire.report import BenchmarkCounts, Report, ShardEntry
 from tests.factories import COMMIT, bundle, put, upload_request
 from tests.fake_github import FakeGitHub
 
@@ -52,9 +52,9 @@ def test_a_failing_github_never_fails_an_arrival_or_a_forward(isolated, github, 
     assert len(github.statuses) >= 2
 
 
-def _report(state, arrived, shards):
+def _report(state, arrived, shards, **fields):
     return Report(project="a/b", run_id="1", commit="c", state=state, partial=state == "open", version=1, expected=3,
-                  arrived=arrived, shards=[ShardEntry(name=n, state=s) for n, s in shards], generated_at="t")
+                  arrived=arrived, shards=[ShardEntry(name=n, state=s) for n, s in shards], generated_at="t", **fields)
 
 
 def test_what_the_status_says():
@@ -64,3 +64,12 @@ def test_what_the_status_says():
     assert commit_status(_report("forwarded", 2, [("3", "missing")])) == ("failure", "forwarded 2/3 shards; missing: 3")
     assert commit_status(_report("forward_failed", 3, []))[0] == "failure"
     assert commit_status(_report("closed_empty", 0, []))[0] == "failure"
+
+
+def test_a_forwarded_run_with_regressions_past_the_threshold_fails_its_status_with_the_reason():
+    regressed = BenchmarkCounts(measured=20, regressions=3, improvements=1, unchanged=16, worst_regression=0.3)
+    assert commit_status(_report("forwarded", 3, [], counts=regressed, threshold=0.05)) == (
+        "failure", "3 regressions past 5% (worst +30.0%); forwarded 3/3 shards")
+    improved = BenchmarkCounts(measured=20, improvements=4, unchanged=16, worst_improvement=-0.2)
+    assert commit_status(_report("forwarded", 3, [], counts=improved)) == ("success", "forwarded 3/3 shards")
+    assert commit_status(_report("open", 2, [], counts=regressed)) == ("pending", "2/3 shards in")  # gated once final

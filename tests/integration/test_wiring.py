@@ -24,6 +24,16 @@ def test_each_function_builds_only_what_its_use_cases_touch(stack):
     assert wiring.api() is api  # once per process
 
 
+def test_pull_request_comments_are_built_where_reports_are_published_only_when_asked_for(stack):
+    config = Settings.from_env()
+    assert wiring.build(wiring.ARRIVALS, config).reports.comments is None  # off by default
+    asked = replace(config, pr_comments=True, github_token="gh-token")
+    for name in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER):
+        comments = wiring.build(name, asked).reports.comments
+        assert comments.github.http.headers["Authorization"] == "Bearer gh-token" and comments.quiet_seconds == 30
+    assert wiring.build(wiring.SWEEPER, asked).github_comments is None
+
+
 def test_each_function_calls_aws_with_clients_of_its_own(stack):
     built = {name: wiring.function(name) for name in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER, wiring.SWEEPER)}
     tables = {name: agg.ledger.db for name, agg in built.items()}

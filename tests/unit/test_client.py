@@ -120,6 +120,43 @@ def test_github_fork_pull_request_rerun_and_matrix_keep_the_base_project_and_the
     assert ctx.commit == "9" * 40 and ctx.head_ref == "someone:patch-1"
 
 
+def _fork_event(tmp_path, head: dict | None) -> str:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"head": {"sha": "9" * 40, **({"repo": head} if head else {"repo": None})},
+                                                  "base": {"sha": "1" * 40, "repo": {"full_name": "acme/widgets"}}}}))
+    return str(event)
+
+
+def test_a_pull_request_from_a_fork_is_told_from_one_of_the_projects_own_branches(tmp_path):
+    assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "someone/widgets"})}).fork \
+        == "someone/widgets"
+    assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, None)}).fork == "a deleted fork"
+    assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "acme/widgets"})}).fork is None
+    assert detect({**GITHUB_PR, "GITHUB_EVENT_NAME": "push"}).fork is None
+
+
+@pytest.mark.parametrize("argv", [["push", "--shard", "1/2", "--profile-folder", "profiles"], ["close"],
+                                  ["status", "--wait"]])
+def test_a_forks_pull_request_without_a_token_warns_once_and_exits_0_sending_nothing(tmp_path, capsys, monkeypatch, argv):
+    for name, value in {**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "someone/widgets"}),
+                        "CODSPEED_AGGREGATOR_URL": "http://127.0.0.1:9", "CODSPEED_AGGREGATOR_TOKEN": ""}.items():
+        monkeypatch.setenv(name, value)
+    assert main(argv) == errors.OK
+    out, err = capsys.readouterr()
+    assert out == (f"::warning title=codspeed-client {argv[0]} skipped::this pull request comes from a fork "
+                   "(someone/widgets), whose jobs GitHub gives no secrets: with no aggregator token nothing was sent "
+                   "(runs of the project's own branches are not affected)\n")
+    assert err == ""
+
+
+def test_a_pull_request_of_the_projects_own_branch_without_a_token_is_still_exit_3(tmp_path, capsys, monkeypatch):
+    for name, value in {**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "acme/widgets"}),
+                        "CODSPEED_AGGREGATOR_URL": "http://127.0.0.1:9", "CODSPEED_AGGREGATOR_TOKEN": ""}.items():
+        monkeypatch.setenv(name, value)
+    assert main(["close"]) == errors.CONFIG
+    assert "no token" in capsys.readouterr().err
+
+
 def test_plain_git_is_detected_locally(tmp_path, monkeypatch):
     subprocess.run(["git", "init", "-q", "-b", "feature", str(tmp_path)], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",

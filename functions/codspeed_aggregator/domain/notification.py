@@ -1,5 +1,7 @@
-"""What a run's commit status says on GitHub: pending while shards come in, then the outcome."""
+"""What a run's commit status says on GitHub: pending while shards come in, then the outcome
+(a failure when shards are missing, the forward failed, or benchmarks regressed past the threshold)."""
 
+from codspeed_rules.summary import plural
 from codspeed_wire.report import Report
 
 CONTEXT = "codspeed/shards"
@@ -20,4 +22,9 @@ def commit_status(report: Report) -> tuple[str, str] | None:
         return "failure", "closed with no shard arrived: nothing sent"
     if missing:
         return "failure", f"forwarded {report.arrived}/{expected} shards; missing: {', '.join(missing)}"[:140]
+    if report.counts.regressions:  # the regression gate: the stack's RegressionThreshold
+        worst = report.counts.worst_regression
+        return "failure", (f"{plural(report.counts.regressions, 'regression')} past {report.threshold:.0%}"
+                           + (f" (worst {worst:+.1%})" if worst is not None else "")
+                           + f"; forwarded {report.arrived}/{expected} shards")[:140]
     return "success", f"forwarded {report.arrived}/{expected} shards"

@@ -11,6 +11,7 @@ from functools import cached_property
 
 from ..adapters.bundle_store import BundleStore
 from ..adapters.queues import FinalizeQueue, Queue
+from ..adapters.github_comments import GitHubComments
 from ..adapters.github_status import GitHubStatuses
 from ..adapters.ledger import Ledger
 from ..adapters.metrics import Metrics, NoMetrics
@@ -20,6 +21,7 @@ from ..settings import Settings
 from .close_run import CloseRun
 from .finalize_run import FinalizeRun
 from .forward_part import ForwardPart
+from .pr_comments import PullRequestComments
 from .project_tokens import ProjectTokens
 from .record_arrival import RecordArrival
 from .reports import Reports
@@ -36,6 +38,7 @@ class Aggregator:
     arrivals_queue: Queue | None = None  # SQS: the arrivals function's own
     upstream: UpstreamClient | None = None  # the finalizer's only
     statuses: GitHubStatuses | None = None  # commit statuses on GitHub, when configured
+    github_comments: GitHubComments | None = None  # pull-request comments on GitHub, when configured
     metrics: Metrics | None = None
     clock: Callable[[], float] = time.time
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
@@ -46,8 +49,10 @@ class Aggregator:
 
     @cached_property
     def reports(self) -> Reports:
+        comments = PullRequestComments(self.ledger.comments, self.github_comments, self.settings.comment_seconds,
+                                       self.clock) if self.github_comments else None
         return Reports(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.baselines, self.store,
-                       self.results, self.statuses, self._metrics, self.clock, self.page_key)
+                       self.results, self.statuses, self._metrics, self.clock, self.page_key, comments)
 
     @cached_property
     def uploads(self) -> RequestUpload:

@@ -26,6 +26,7 @@ from ..domain.report import build_report, carried_from, compared_with, shard_ent
 from ..domain.results import ShardSummary, absent_entries, shard_entries, summarize
 from ..domain.timestamps import iso
 from ..settings import Settings
+from .pr_comments import PullRequestComments
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class Reports:
     metrics: Metrics
     clock: Callable[[], float] = time.time
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
+    comments: PullRequestComments | None = None  # GitHub: the sticky pull-request comment, when configured
     _baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its read
     _summary_cache: dict = field(default_factory=dict, init=False, repr=False)  # (bundle, baseline, threshold) -> ShardSummary
     _whole_baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> every figure of it
@@ -182,13 +184,19 @@ class Reports:
         return f"{base}{path}?{signed_query(self.page_key, project, run_id, expires)}"
 
     def _notify(self, report: Report) -> None:
+        """The commit status and the pull-request comment: courtesies, which never fail an arrival
+        or a forward."""
         status = commit_status(report) if self.statuses and report.commit else None
-        if status is None:
-            return
-        try:
-            self.statuses.post(report.project, report.commit, *status, target_url=report.page_url)
-        except Exception as exc:  # a status is a courtesy: it never fails an arrival or a forward
-            log.warning("commit status for %s %s not posted: %s", report.project, report.run_id, exc)
+        if status is not None:
+            try:
+                self.statuses.post(report.project, report.commit, *status, target_url=report.page_url)
+            except Exception as exc:
+                log.warning("commit status for %s %s not posted: %s", report.project, report.run_id, exc)
+        if self.comments is not None:
+            try:
+                self.comments.show(report)
+            except Exception as exc:
+                log.warning("pull-request comment for %s %s not posted: %s", report.project, report.run_id, exc)
 
     def refresh(self, project: str, run_id: str) -> Report:
         """Re-render and republish a run's report (a signed webhook asks for it)."""

@@ -5,13 +5,14 @@ from dataclasses import dataclass
 
 from .baselines import Baselines
 from .codec import TransactionContended
+from .comments import Comments
 from .parts import Parts
 from .reads import Reads, SnapshotContended
 from .runs import Runs
 from .shards import Shards
 from .tokens import Tokens
 
-__all__ = ["Baselines", "Ledger", "Parts", "Reads", "Runs", "Shards", "SnapshotContended", "Tokens",
+__all__ = ["Baselines", "Comments", "Ledger", "Parts", "Reads", "Runs", "Shards", "SnapshotContended", "Tokens",
            "TransactionContended"]
 
 
@@ -25,11 +26,12 @@ class Ledger:
     baselines: Baselines
     tokens: Tokens
     reads: Reads
+    comments: Comments
 
     @classmethod
     def on(cls, table_name: str, client, retention_seconds: int = 30 * 86400, sleep=time.sleep) -> "Ledger":
         return cls(*(kind(table_name, client, retention_seconds, sleep)
-                     for kind in (Runs, Shards, Parts, Baselines, Tokens, Reads)))
+                     for kind in (Runs, Shards, Parts, Baselines, Tokens, Reads, Comments)))
 
     @property
     def table(self) -> str:

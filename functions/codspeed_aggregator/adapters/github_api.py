@@ -1,0 +1,19 @@
+"""GitHub's REST API, as the aggregator calls it: one session with the stack's token."""
+
+import requests
+
+
+class GitHubApi:
+    def __init__(self, api_url: str, token: str, timeout: float = 10) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.http = requests.Session()
+        self.http.headers.update({
+            "Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28",
+        })
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, body: dict) -> dict:
+        answer = self.http.request(method, f"{self.api_url}{path}", json=body, timeout=self.timeout)
+        answer.raise_for_status()
+        return answer.json() if answer.content else {}

@@ -1,0 +1,78 @@
+"""The sticky pull-request comment: posted once per pull request and run (found again by its
+id, stored with a conditional write, so concurrent publishers never post two), then edited in
+place as the run goes: at most once per ``quiet_seconds`` while the report is partial (GitHub's
+secondary rate limits: a 1000-shard run is not 1000 edits), and always for the final report."""
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from requests import HTTPError
+
+from codspeed_wire.report import Report
+
+from ..adapters.github_comments import GitHubComments
+from ..adapters.ledger import Comments
+from ..domain.pr_comment import comment_body, pull_request
+
+log = logging.getLogger(__name__)
+
+CLAIM_SECONDS = 60  # a claim with no comment posted after this was its poster's last act: taken over
+POSTED_WAIT_SECONDS = 10  # the final report waits this long for a concurrent first post, to edit it
+
+
+@dataclass
+class PullRequestComments:
+    comments: Comments  # DynamoDB: who posts, the comment's id, the report version it shows
+    github: GitHubComments  # GitHub: the comment posted, then edited
+    quiet_seconds: int
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    _refused: set = field(default_factory=set, init=False, repr=False)  # projects whose token may not comment
+
+    def show(self, report: Report) -> None:
+        """Post or edit the comment of the pull request ``report``'s run belongs to (none for a
+        run of a branch). A token GitHub refuses (403, 404: no "pull requests: write" or
+        "issues: write" on the repository) is warned about once and the project left alone."""
+        number = pull_request(report.ref)
+        if number is None or report.project in self._refused:
+            return
+        try:
+            self._show(report, number)
+        except HTTPError as exc:
+            if exc.response is None or exc.response.status_code not in (401, 403, 404):
+                raise
+            self._refused.add(report.project)
+            log.warning("pull-request comments on %s are off: GitHub answered %s (the token needs "
+                        "pull requests: write)", report.project, exc.response.status_code)
+
+    def _show(self, report: Report, number: int) -> None:
+        project, run_id, now = report.project, report.run_id, self.clock()
+        stored = self.comments.comment(project, run_id, number)
+        if stored is None or "comment_id" not in stored:
+            if self.comments.claim(project, run_id, number, now, now - CLAIM_SECONDS):
+                comment_id = self.github.create(project, number, comment_body(report))
+                self.comments.posted(project, run_id, number, comment_id, report.version, self.clock())
+                return
+            if not report.final:
+                return  # another publisher is posting it: a later report edits it
+            stored = self._posted(project, run_id, number)
+            if stored is None:
+                log.warning("the comment of %s run %s on #%s was not posted in %ss: the final report is not in it",
+                            project, run_id, number, POSTED_WAIT_SECONDS)
+                return
+        quiet_since = None if report.final else now - self.quiet_seconds
+        if self.comments.take_edit(project, run_id, number, report.version, now, quiet_since):
+            self.github.edit(project, int(stored["comment_id"]), comment_body(report))
+
+    def _posted(self, project: str, run_id: str, number: int) -> dict | None:
+        """The comment once a concurrent first post recorded its id (None after the wait)."""
+        waited = 0.0
+        while waited < POSTED_WAIT_SECONDS:
+            self.sleep(0.5)
+            waited += 0.5
+            stored = self.comments.comment(project, run_id, number)
+            if stored and "comment_id" in stored:
+                return stored
+        return None

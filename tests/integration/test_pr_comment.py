@@ -1,0 +1,117 @@
+"""The sticky pull-request comment (optional): posted once per pull request and run, edited in
+place as shards arrive (debounced while partial), the final report always in it; over real HTTP
+against a GitHub stand-in that checks the requests as GitHub documents them."""
+
+import threading
+from dataclasses import replace
+
+import pytest
+
+from codspeed_aggregator.adapters.github_comments import GitHubComments
+from codspeed_aggregator.domain.pr_comment import marker
+from codspeed_wire.api import CloseRequest, ShardUploadRequest
+from tests.factories import bundle, put, upload_request
+from tests.fake_github import FakeGitHub
+
+PULL = "refs/pull/42/merge"
+
+
+@pytest.fixture
+def github():
+    fake = FakeGitHub()
+    yield fake
+    fake.stop()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _commenting(isolated, github, clock=None, quiet=30):
+    base = isolated.aggregator
+    return replace(base, github_comments=GitHubComments(github.url, "gh-token"),
+                   settings=replace(base.settings, comment_seconds=quiet), **({"clock": clock} if clock else {}))
+
+
+def _push(agg, project, run_id, shard, total=3, ref=PULL) -> str:
+    data = bundle(4000 + int(shard))
+    request = upload_request(project, run_id, shard, data, total=total, ref=ref, event="pull_request")
+    grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
+    put(grant.model_dump(), data)
+    return grant.key
+
+
+def test_one_comment_is_posted_then_edited_and_the_final_report_lands_within_the_quiet_time(isolated, github, project,
+                                                                                            run_id):
+    clock = Clock()
+    agg = _commenting(isolated, github, clock)
+    keys = [_push(agg, project, run_id, str(i)) for i in (1, 2, 3)]
+    agg.arrivals.record(keys[0])
+    [(comment_id, comment)] = github.comments.items()
+    assert (comment["project"], comment["number"], comment["edits"]) == (project, 42, 0)
+    assert comment["body"].startswith(marker(project, run_id) + "\n")
+    assert "1/3 shards in" in comment["body"]
+    clock.now += 5
+    agg.arrivals.record(keys[1])  # within the quiet time: not edited
+    assert comment["edits"] == 0 and "1/3 shards in" in comment["body"]
+    clock.now += 30
+    agg.arrivals.record(keys[2])  # past it: edited (3/3 in)
+    assert comment["edits"] == 1 and "3/3 shards in" in comment["body"]
+    clock.now += 1
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"  # final: edited at once, quiet time or not
+    assert len(github.comments) == 1 and "forwarded, 3/3 shards in" in github.comments[comment_id]["body"]
+    assert [m for m, _ in github.requests].count("POST") == 1
+
+
+def test_publishers_racing_on_a_new_comment_post_it_once(isolated, github, project, run_id, monkeypatch):
+    agg = _commenting(isolated, github)
+    db, lock = agg.ledger.db, threading.Lock()
+    call = db._make_api_call
+
+    def one_at_a_time(*args):  # moto's DynamoDB is not thread-safe: each call alone, as DynamoDB's are atomic
+        with lock:
+            return call(*args)
+
+    monkeypatch.setattr(db, "_make_api_call", one_at_a_time)
+    key = _push(agg, project, run_id, "1")
+    agg.arrivals.record(key)
+    github.comments.clear()
+    github.requests.clear()
+    agg.ledger.db.delete_item(TableName=agg.ledger.table, Key={"pk": {"S": f"RUN#{project}#{run_id}"},
+                                                               "sk": {"S": "~COMMENT#42"}})
+    report = agg.reports.report(project, run_id)
+    start = threading.Barrier(6)
+
+    def publish():
+        start.wait()
+        agg.reports.comments.show(report)
+
+    threads = [threading.Thread(target=publish) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [m for m, _ in github.requests] == ["POST"] and len(github.comments) == 1
+
+
+def test_a_branch_run_posts_no_comment(isolated, github, project, run_id):
+    agg = _commenting(isolated, github)
+    agg.arrivals.record(_push(agg, project, run_id, "1", total=1, ref="refs/heads/main"))
+    assert github.requests == [] and github.comments == {}
+
+
+def test_a_token_github_refuses_is_warned_about_once_and_nothing_fails(isolated, github, project, run_id, caplog):
+    github.fail_with = 403
+    agg = _commenting(isolated, github, quiet=0)
+    assert agg.arrivals.record(_push(agg, project, run_id, "1", total=2)) == "recorded"
+    assert agg.arrivals.record(_push(agg, project, run_id, "2", total=2)) == "recorded"
+    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert github.requests == [("POST", f"/repos/{project}/issues/42/comments")]  # then left alone
+    warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
+    assert warned == [f"pull-request comments on {project} are off: GitHub answered 403 "
+                      "(the token needs pull requests: write)"]
