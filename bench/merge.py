@@ -14,6 +14,10 @@ splice: the finalizer's merge of the same bundles normalized (as arrivals leave 
 member boundaries), copying segments instead of recompressing; copy: reading those normalized
 bytes and writing them out with their MD5, the least any merge can do.
 naive: extract every bundle to disk, repack with tarfile "w:gz" at its defaults.
+final_job: the last CI job as a user runs it: the ``codspeed-aggregator merge`` process on the
+packed bundles, then a PUT of its archive over HTTP to a local stand-in that reads every byte;
+against the floor of the same bundles plus the PUT of its output (final_job_rss_growth: the
+merge process's peak RSS at 4x the bundles over 1x).
 rss_growth: peak RSS of a process merging 4x the input over one merging 1x.
 Prints one line per figure; the full run exits 1 when a target is missed.
 """
@@ -21,6 +25,7 @@ Prints one line per figure; the full run exits 1 when a target is missed.
 import argparse
 import contextlib
 import hashlib
+import http.server
 import io
 import random
 import resource
@@ -29,7 +34,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +52,8 @@ from codspeed_rules.normalize import Normalizer  # noqa: E402
 TARGETS = {"merge_vs_floor": ("<=", 1.3), "offline_merge_vs_floor": ("<=", 0.5), "offline_unpacked_vs_floor": ("<=", 1.3),
            "offline_pax_vs_floor": ("<=", 1.3), "offline_gnu_vs_floor": ("<=", 1.3),
            "splice_vs_floor": ("<=", 0.3),
-           "splice_vs_copy": ("<=", 2.0), "naive_vs_merge": (">=", 10.0), "rss_growth": ("<=", 1.15)}
+           "splice_vs_copy": ("<=", 2.0), "naive_vs_merge": (">=", 10.0), "rss_growth": ("<=", 1.15),
+           "final_job_vs_floor_upload": ("<=", 1.3), "final_job_rss_growth": ("<=", 1.15)}
 PID = 4242
 
 
@@ -162,6 +170,62 @@ def naive_to(paths: list[Path], out: Path, work: Path) -> None:
         tar.add(work, arcname=".")
 
 
+class _Sink(http.server.BaseHTTPRequestHandler):
+    """The upload's stand-in: reads every byte of a PUT, keeps none."""
+
+    def do_PUT(self) -> None:
+        left = int(self.headers["Content-Length"])
+        while left:
+            left -= len(self.rfile.read(min(left, 1 << 20)))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def upload(path: Path, url: str) -> None:
+    with open(path, "rb") as body:
+        request = urllib.request.Request(url, data=body, method="PUT",
+                                         headers={"Content-Length": str(path.stat().st_size),
+                                                  "Content-Type": "application/gzip"})
+        urllib.request.urlopen(request, timeout=300).read()
+
+
+def merge_process(paths: list[Path], out: Path) -> int:
+    """``codspeed-aggregator merge`` as a CI job runs it, a process of its own; answers its peak RSS (KiB)."""
+    # its own peak (VmHWM: ru_maxrss survives exec) or its largest worker's, whichever is larger
+    command = [sys.executable, "-c", "import resource, sys; from codspeed_aggregator.cli import main; code = main(sys.argv[1:]); "
+               "own = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]; "
+               "print(max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(code)",
+               "merge", *map(str, paths), "-o", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "functions")})
+    assert "(spliced)" in done.stdout, done.stdout
+    return int(done.stdout.split()[-1])
+
+
+def final_job(packs: list[Path], work: Path, packed_floor: float) -> tuple[float, float]:
+    """(final job / floor plus upload, the merge process's RSS at 4x over 1x)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/upload"
+    try:
+        floor_to(packs, work / "floor.tar.gz")
+        floor_upload = min(timed(lambda: upload(work / "floor.tar.gz", url)) for _ in range(3))
+        job = min(timed(lambda: (merge_process(packs, work / "job.tar.gz"), upload(work / "job.tar.gz", url)))
+                  for _ in range(3))
+    finally:
+        server.shutdown()
+        server.server_close()
+    rss_1x = merge_process(packs, work / "job.tar.gz")
+    rss_4x = merge_process(packs * 4, work / "job.tar.gz")
+    print(f"final job: merge process and upload {job:.3f} s; floor {packed_floor:.3f} s + upload {floor_upload:.3f} s; "
+          f"merge process peak RSS 1x {rss_1x / 1024:.0f} MB, 4x {rss_4x / 1024:.0f} MB")
+    return job / (packed_floor + floor_upload), rss_4x / rss_1x
+
+
 def peak_rss_kib() -> int:
     """This process's peak RSS. Not ru_maxrss: on Linux that survives exec, so a child
     would report its parent's peak."""
@@ -226,6 +290,7 @@ def main() -> int:
         with contextlib.redirect_stdout(out):
             offline = min(timed(lambda: merge_files([str(p) for p in packs], str(work / "offline.tar.gz"))) for _ in range(3))
         assert "(spliced)" in out.getvalue(), out.getvalue()
+        job_ratio, job_rss = final_job(packs, work, packed_floor)
         normalized = normalize_all(paths, work)
         splice_time = min(timed(lambda: splice_to(normalized, work / "spliced.tar.gz")) for _ in range(3))
         copies = [work / f"normalized-{i}.tar.gz" for i in range(len(paths))]
@@ -243,7 +308,8 @@ def main() -> int:
     figures = {"merge_vs_floor": merge / floor, "offline_merge_vs_floor": offline / packed_floor,
                "offline_unpacked_vs_floor": unpacked / floor, "offline_pax_vs_floor": kinds["pax"],
                "offline_gnu_vs_floor": kinds["gnu"],
-               "splice_vs_floor": splice_time / floor, "splice_vs_copy": splice_time / copy, "naive_vs_merge": naive / merge, "rss_growth": rss_4x / rss_1x}
+               "splice_vs_floor": splice_time / floor, "splice_vs_copy": splice_time / copy, "naive_vs_merge": naive / merge, "rss_growth": rss_4x / rss_1x,
+               "final_job_vs_floor_upload": job_ratio, "final_job_rss_growth": job_rss}
     missed = []
     for name, value in figures.items():
         if TARGETS[name] is None:

@@ -9,6 +9,8 @@ import json
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from codspeed_rules.names import pull_request
+
 from .adapters.github_oidc import OidcRefused
 from .domain.errors import Refused
 
@@ -63,7 +65,9 @@ def authenticate(presented: str | None, operator_token: str | None, project_of: 
 
 def tokenless(body: str, allowed: Collection[str]) -> Principal:
     """A CodSpeed runner with no token (a pull request from a fork gets none) says so in its
-    metadata: accepted only for the projects the operator lists."""
+    metadata: accepted only for the projects the operator lists, and only for a pull request's
+    ref. Anyone can send a tokenless upload: one claiming a branch could put its figures in the
+    branch's run, which becomes the baseline of every pull request after it."""
     try:
         metadata = json.loads(body)
     except ValueError:
@@ -75,6 +79,10 @@ def tokenless(body: str, allowed: Collection[str]) -> Principal:
         raise Unauthorized(
             f"tokenless upload for {project} refused (a pull request from a fork has no token): "
             "to accept them, add the project to the aggregator's TokenlessProjects parameter")
+    ref = metadata.get("ref")
+    if not isinstance(ref, str) or not pull_request(ref):
+        raise Forbidden(f"a tokenless upload is taken for a pull request's ref only (refs/pull/N/merge), not {ref!r}: "
+                        "a branch's run may become the baseline, and needs the aggregator's token")
     return Principal(project)
 
 

@@ -51,3 +51,12 @@ def is_ci_url(value: str) -> bool:
 
 def is_commit(value: str) -> bool:
     return bool(re.match(COMMIT_PATTERN, value))
+
+
+_PULL = re.compile(r"^refs/pull/(\d+)/(?:merge|head)$")
+
+
+def pull_request(ref: str | None) -> int | None:
+    """The pull request a run's ref names (GitHub's ``refs/pull/N/merge``), or None."""
+    found = _PULL.match(ref or "")
+    return int(found.group(1)) if found else None

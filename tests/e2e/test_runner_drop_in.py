@@ -243,6 +243,20 @@ def test_tokenless_uploads_are_refused_with_how_to_allow_them_unless_the_project
 
     owner, repository = TOKENLESS_PROJECT.split("/")
     meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
-                           run_part=part, tokenless=True, event="pull_request")
+                           run_part=part, tokenless=True, event="pull_request", ref="refs/pull/9/merge")
     _send(stack, meta, archive, token=None)
     assert _final(stack, TOKENLESS_PROJECT, gh_run)["state"] == "forwarded"
+
+
+def test_a_tokenless_upload_claiming_a_branch_is_refused_and_opens_nothing(stack, gh_run):
+    owner, repository = TOKENLESS_PROJECT.split("/")
+    archive = runner.recorded(2)
+    part = runner.github_run_part(gh_run, "bench", "valgrind", matrix={"shard": 1}, job_index=0, job_total=1)
+    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
+                           run_part=part, tokenless=True, event="push", ref="refs/heads/main")
+    refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=None))
+    assert refused.post.status_code == 403
+    assert refused.post.json()["error"] == (
+        "a tokenless upload is taken for a pull request's ref only (refs/pull/N/merge), not 'refs/heads/main': "
+        "a branch's run may become the baseline, and needs the aggregator's token")
+    assert _report(stack, TOKENLESS_PROJECT, gh_run) == {}  # nothing was opened

@@ -93,3 +93,27 @@ def test_a_run_counted_on_its_item_before_tallies_goes_on_counting_on_them():
     assert (run.rev, run.run_changes, run.group_counts, run.arrived_count) == (8, 3, {"": 3}, 3)
     assert not run.complete()
     assert run_from(item, [*tallies, {"sk": "RUN#TALLY#11", "rev": 1, "arrived@": 1}]).complete()
+
+
+def test_a_transaction_cancelled_by_a_condition_changes_none_of_its_items(isolated, run_id):
+    """The local stack backs each table up once per transaction (moto did once per item): a
+    cancelled transaction still rolls back every item it wrote before the failed condition."""
+    import pytest
+    from botocore.exceptions import ClientError
+    from moto.dynamodb.models import DynamoDBBackend
+
+    assert DynamoDBBackend.transact_write_items.copies_once  # the stack this runs on serves the patched moto
+    db, table = isolated.aggregator.ledger.db, isolated.aggregator.ledger.table
+    key = {"pk": {"S": f"TEST#{run_id}"}}
+    db.put_item(TableName=table, Item={**key, "sk": {"S": "a"}, "n": {"N": "1"}})
+    with pytest.raises(ClientError) as cancelled:
+        db.transact_write_items(TransactItems=[
+            {"Update": {"TableName": table, "Key": {**key, "sk": {"S": "a"}}, "UpdateExpression": "SET n = :two",
+                        "ExpressionAttributeValues": {":two": {"N": "2"}}}},
+            {"Put": {"TableName": table, "Item": {**key, "sk": {"S": "b"}}}},
+            {"ConditionCheck": {"TableName": table, "Key": {**key, "sk": {"S": "c"}},
+                                "ConditionExpression": "attribute_exists(pk)"}}])
+    assert cancelled.value.response["Error"]["Code"] == "TransactionCanceledException"
+    items = db.query(TableName=table, KeyConditionExpression="pk = :pk",
+                     ExpressionAttributeValues={":pk": key["pk"]})["Items"]
+    assert items == [{**key, "sk": {"S": "a"}, "n": {"N": "1"}}]

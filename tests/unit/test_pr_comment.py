@@ -1,7 +1,8 @@
 """The sticky comment's pull request, marker and body: within GitHub's 65,536 characters whatever
 the run's size, the summary and the worst changes kept, the shard table cut first."""
 
-from codspeed_aggregator.domain.pr_comment import BODY_LIMIT, comment_body, marker, pull_request
+from codspeed_aggregator.domain.pr_comment import BODY_LIMIT, comment_body, marker
+from codspeed_rules.names import pull_request
 from codspeed_wire.report import BenchmarkCounts, BenchmarkEntry, Report, ShardEntry
 
 

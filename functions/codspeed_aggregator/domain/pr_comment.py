@@ -1,18 +1,9 @@
-"""The sticky pull-request comment: which pull request a run belongs to, the hidden marker that
-finds its comment again, and a body within GitHub's limit whatever the run's size."""
-
-import re
+"""The sticky pull-request comment: the hidden marker that finds it again, and a body within
+GitHub's limit whatever the run's size."""
 
 from codspeed_wire.report import Report, render_markdown
 
 BODY_LIMIT = 65_536  # GitHub's: a longer comment body is refused (422)
-_PULL = re.compile(r"^refs/pull/(\d+)/(?:merge|head)$")
-
-
-def pull_request(ref: str | None) -> int | None:
-    """The pull request a run's ref names (GitHub's ``refs/pull/N/merge``), or None."""
-    found = _PULL.match(ref or "")
-    return int(found.group(1)) if found else None
 
 
 def marker(project: str, run_id: str) -> str:

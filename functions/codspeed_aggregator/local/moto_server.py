@@ -5,6 +5,7 @@ threads. Serializing each call keeps every call atomic, as it is in DynamoDB, wh
 callers still interleave between calls.
 """
 
+import copy
 import threading
 from collections.abc import Callable
 
@@ -16,6 +17,7 @@ def start_moto(host: str = "127.0.0.1", port: int = 0, refused: Callable[[str], 
     moto checks no presigned signature, so the local stack says which presigner had no right."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
+    _back_up_each_table_once()
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
 
@@ -35,3 +37,44 @@ def start_moto(host: str = "127.0.0.1", port: int = 0, refused: Callable[[str], 
     server = make_server(host, port, serialized, threaded=True, request_handler=QuietHandler)
     threading.Thread(target=server.serve_forever, name="moto", daemon=True).start()
     return server
+
+
+class _TablesCopiedOnce:
+    """``copy`` as moto's DynamoDB sees it during one transaction: a table deep-copied once."""
+
+    def __init__(self, table_type) -> None:
+        self._table_type, self._copies = table_type, {}
+
+    def deepcopy(self, value, memo=None):
+        if not isinstance(value, self._table_type):
+            return copy.deepcopy(value, memo)
+        if id(value) not in self._copies:
+            self._copies[id(value)] = copy.deepcopy(value, memo)
+        return self._copies[id(value)]
+
+    def __getattr__(self, name):
+        return getattr(copy, name)
+
+
+def _back_up_each_table_once() -> None:
+    """moto backs a table up (a deep copy of all its items, to roll back) once per item of a
+    transaction: a claim of 17 items copied the whole table 17 times, and the suite's table
+    grows with every run. Once per table is the same rollback. (Calls are serialized: the
+    module's ``copy`` is swapped for one call at a time.)"""
+    from moto.dynamodb import models
+    from moto.dynamodb.models.table import Table
+
+    backend = models.DynamoDBBackend
+    if getattr(backend.transact_write_items, "copies_once", False):
+        return
+    original = backend.transact_write_items
+
+    def transact_write_items(self, transact_items):
+        models.copy = _TablesCopiedOnce(Table)
+        try:
+            return original(self, transact_items)
+        finally:
+            models.copy = copy
+
+    transact_write_items.copies_once = True
+    backend.transact_write_items = transact_write_items

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 
 from requests import HTTPError
 
+from codspeed_rules.names import pull_request
 from codspeed_wire.report import Report
 
 from ..adapters.github_comments import GitHubComments
 from ..adapters.ledger import Comments
-from ..domain.pr_comment import comment_body, pull_request
+from ..domain.pr_comment import comment_body
 
 log = logging.getLogger(__name__)
 
