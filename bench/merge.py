@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import http.server
 import io
+import os
 import random
 import resource
 import shutil
@@ -201,7 +202,7 @@ def merge_process(paths: list[Path], out: Path) -> int:
                "print(max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(code)",
                "merge", *map(str, paths), "-o", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, check=True,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "functions")})
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "functions")})
     assert "(spliced)" in done.stdout, done.stdout
     return int(done.stdout.split()[-1])
 

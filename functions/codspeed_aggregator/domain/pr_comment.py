@@ -3,12 +3,14 @@ GitHub's limit whatever the run's size."""
 
 from codspeed_wire.report import Report, render_markdown
 
+from .ledger import base_run_id
+
 BODY_LIMIT = 65_536  # GitHub's: a longer comment body is refused (422)
 
 
 def marker(project: str, run_id: str) -> str:
     """A line GitHub renders as nothing: one comment per pull request and run, every attempt's."""
-    return f"<!-- codspeed-aggregator {project} {run_id.split('~', 1)[0]} -->"
+    return f"<!-- codspeed-aggregator {project} {base_run_id(run_id)} -->"
 
 
 def comment_body(report: Report, limit: int = BODY_LIMIT) -> str:

@@ -61,7 +61,7 @@ def tally_sk(shard: str) -> str:
     accepted). A shard's transaction updates its tally, never the run item: concurrent arrivals
     meet on one of 16 items, not all on one, and the run item is written by the run's own
     changes only. The claim closes every tally in the transaction that claims the run."""
-    return f"{TALLY_PREFIX}{zlib.crc32(shard.encode()) % TALLIES:02d}"
+    return tally_sks()[zlib.crc32(shard.encode()) % TALLIES]
 
 
 def tally_sks() -> list[str]:
@@ -172,9 +172,9 @@ def _groups(item: dict, tallies: list[dict]) -> tuple[dict, dict, tuple]:
     """A run's groups, their counts (its item's: shards counted before tallies, or inherited by a
     next attempt; plus its tallies') and variants; a run stored before groups is the group ""."""
     groups = {k.removeprefix(GROUP_PREFIX): Manifest.from_item(v) for k, v in item.items() if k.startswith(GROUP_PREFIX)}
-    counts = {"": int(item.get("arrived_count", 0))} if not groups and "manifest" in item else _counts(item)
+    counts = _counts(item)
     if not groups and "manifest" in item:
-        groups = {"": Manifest.from_item(item["manifest"])}
+        groups, counts = {"": Manifest.from_item(item["manifest"])}, {"": int(item.get("arrived_count", 0))}
     for tally in tallies:
         for group, n in _counts(tally).items():
             counts[group] = counts.get(group, 0) + n

@@ -3,12 +3,13 @@ and the last report version it shows. Beside the run's first attempt, out of sna
 
 from botocore.exceptions import ClientError
 
+from ...domain.ledger import base_run_id
 from .codec import COMMENT_PREFIX, TableItems, condition_failed, dump, load
 
 
 class Comments(TableItems):
     def _key(self, project: str, run_id: str, number: int) -> dict:
-        return self.key(project, run_id.split("~", 1)[0], f"{COMMENT_PREFIX}{number}")
+        return self.key(project, base_run_id(run_id), f"{COMMENT_PREFIX}{number}")
 
     def comment(self, project: str, run_id: str, number: int) -> dict | None:
         item = self.db.get_item(TableName=self.table, Key=self._key(project, run_id, number), ConsistentRead=True).get("Item")
