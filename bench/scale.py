@@ -137,6 +137,7 @@ def model(shards: int, shard_mb: float, benchmarks: int, rates: dict[str, float]
 SHARD_ITEM_KB = 0.3  # a shard item as written (bench/growth.py: ~300 B a shard, all items of a run)
 RUN_ITEM_KB = 1.0  # the run item: its groups, inherited counts, plan pointer (grows with groups, not shards)
 TALLIES, TALLY_ITEM_KB = 16, 0.1  # the run's tallies: what an arrival's transaction writes beside its shard
+NOTE_ITEM_KB = 0.1  # the tally's note of which shard the change changed, in the same transaction
 UPLOAD_ITEMS_KB = 2.5  # an upload request and its CodSpeed metadata (the runner's metadata is ~2 KB)
 CONFLICT_RATE = 0.1 / TALLIES  # assumed: share of arrival transactions cancelled once by TransactionConflict
 # (not measured: 0.1 were all arrivals to meet on one item; they meet on one of 16 tallies)
@@ -144,11 +145,15 @@ CONFLICT_RATE = 0.1 / TALLIES  # assumed: share of arrival transactions cancelle
 
 def ledger(shards: int, parts: int, batch: int) -> dict[str, float]:
     """Read and write units per counted arrival, per report rebuild (a batch), per part, per run."""
-    # the run, its tallies, the shard, the upload request: one BatchGetItem, each item rounded up to 4 KB
-    arrival_read = 3 + TALLIES
+    # the run, its tallies, the shard, the upload request: one BatchGetItem, each item rounded up to 4 KB; the
+    # tally's revision just before the transaction
+    arrival_read = 3 + TALLIES + 1
     arrival_read += math.ceil((RUN_ITEM_KB + TALLIES * TALLY_ITEM_KB) / 4)  # the run read again after the count: a Query
-    arrival_write = (2 * (math.ceil(SHARD_ITEM_KB) + math.ceil(TALLY_ITEM_KB))) * (1 + CONFLICT_RATE)
-    rebuild_read = math.ceil((RUN_ITEM_KB + TALLIES * TALLY_ITEM_KB + shards * SHARD_ITEM_KB) / 4)  # one consistent Query
+    items = math.ceil(SHARD_ITEM_KB) + math.ceil(TALLY_ITEM_KB) + math.ceil(NOTE_ITEM_KB)
+    arrival_write = 2 * items * (1 + CONFLICT_RATE)
+    # the run's item, tallies and parts (one consistent Query), then the batch's notes and shard items
+    # (BatchGetItems, each item rounded up to 4 KB); a process's first rebuild reads the run whole
+    rebuild_read = math.ceil((RUN_ITEM_KB + TALLIES * TALLY_ITEM_KB) / 4) + 2 * min(batch, shards)
     # the run and its part items, the first shard's metadata, and each of its own shards' metadata
     part_read = math.ceil(RUN_ITEM_KB / 4) + (1 + math.ceil(shards / parts)) * math.ceil(UPLOAD_ITEMS_KB / 4)
     part_write = 3  # its claim, the upstream's answer before the PUT, the forwarded record

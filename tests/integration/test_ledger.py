@@ -19,7 +19,7 @@ def test_every_record_of_a_run_carries_the_ttl_attribute(isolated, project, run_
     items = [load(i) for i in agg.ledger.db.query(
         TableName=agg.ledger.table, KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}})["Items"]]
-    assert {i["sk"].split("#")[0] for i in items} == {"RUN", "SHARD", "UPLOAD", "~META"}
+    assert {i["sk"].split("#")[0] for i in items} == {"RUN", "SHARD", "UPLOAD", "~META", "~NOTE"}
     horizon = time.time() + agg.settings.retention_days * 86400
     assert all(horizon - 120 < i["expires_at"] <= horizon + 1 for i in items)
 
@@ -62,7 +62,7 @@ def test_arrivals_write_their_shard_and_its_tally_never_the_run_item(isolated, p
     def note(params, event_name, **_):
         operation = event_name.rsplit(".", 1)[1]
         if operation == "TransactWriteItems":
-            written.extend(next(iter(i.values())).get("Key", {}).get("sk", {}).get("S") for i in params["TransactItems"])
+            written.extend((op.get("Key") or op["Item"])["sk"]["S"] for i in params["TransactItems"] for op in i.values())
         elif operation in ("PutItem", "UpdateItem", "DeleteItem"):
             written.append((params.get("Key") or params.get("Item"))["sk"]["S"])
 
@@ -74,7 +74,7 @@ def test_arrivals_write_their_shard_and_its_tally_never_the_run_item(isolated, p
         db.meta.events.unregister("before-parameter-build.dynamodb", unique_id="writes")
     assert outcomes == ["recorded"] * 7
     assert written and "RUN" not in written
-    assert {sk.split("#", 1)[0] for sk in written} == {"SHARD", "RUN"}  # the shard, and RUN#TALLY#NN
+    assert {sk.split("#", 1)[0] for sk in written} == {"SHARD", "RUN", "~NOTE"}  # the shard, RUN#TALLY#NN, its note
     assert len({sk for sk in written if sk.startswith("RUN#TALLY#")}) > 1
     snapshot = agg.ledger.reads.snapshot(project, run_id)
     assert snapshot.consistent() and snapshot.run.arrived_count == 7 and snapshot.run.rev == snapshot.run.run_changes + 7

@@ -78,3 +78,22 @@ def test_two_arrivals_publishing_at_once_leave_the_report_with_both(isolated, pr
         report = agg.reports.report(project, run_id)
         assert report.arrived == 2 and report.version > before
         assert report.version == agg.ledger.reads.snapshot(project, run_id).run.rev  # the newest version is the one published
+
+
+def test_arrivals_in_parallel_leave_each_process_reading_the_run_as_it_is(isolated, project, run_id):
+    """Sixteen arrivals at once, each publishing after its own (reading only what changed since the
+    process's last read): the last report holds every shard, and what the process knows of the run
+    is what a whole read finds."""
+    from codspeed_aggregator.adapters.ledger import Reads
+
+    agg = isolated.aggregator
+    keys = [_grant(agg, project, run_id, str(i), total=17) for i in range(1, 17)]
+    assert _race(*(lambda k=k: agg.arrivals.record(k) for k in keys)) == ["recorded"] * 16
+    agg.reports.publish(project, run_id)
+    report = agg.reports.report(project, run_id)
+    assert report.arrived == 16 and sorted(s.name for s in report.shards if s.state == "arrived") == sorted(
+        str(i) for i in range(1, 17))
+    known, whole = agg.ledger.reads.changed_snapshot(project, run_id), Reads(agg.ledger.table, agg.ledger.db).snapshot(
+        project, run_id)
+    assert known.run.rev == whole.run.rev and {n: s.rev for n, s in known.shards.items()} == {
+        n: s.rev for n, s in whole.shards.items()}

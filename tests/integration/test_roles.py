@@ -83,7 +83,7 @@ CALLS = {
         _secret("webhook"), _secret("github"),
     ],
     "FinalizerFunction": [
-        *_ledger(), _transaction(),
+        *_ledger(), ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}), _transaction(),
         _object("GetObject", f"bundles/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),
         _object("GetObject", f"normalized/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),
         _object("GetObject", f"normalized/{RUN}/1/0123abcd.index.json", VersionId="v1"),

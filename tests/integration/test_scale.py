@@ -30,7 +30,7 @@ def test_a_snapshot_reads_small_items_and_the_benchmarks_are_in_the_bucket(isola
     page = ledger.db.query(TableName=ledger.table, ConsistentRead=True, KeyConditionExpression="pk = :pk",
                            ExpressionAttributeValues=dump({":pk": f"RUN#{project}#{run_id}"}))
     read = {i["sk"]["S"]: _item_bytes(i) for i in page["Items"]}
-    assert {sk.split("#")[0] for sk in read} == {"RUN", "SHARD", "UPLOAD", "~META"}  # no names in the table
+    assert {sk.split("#")[0] for sk in read} == {"RUN", "SHARD", "UPLOAD", "~META", "~NOTE"}  # no names in the table
     assert max(read.values()) < 4096, read  # 400 names of 170 characters live in the bucket (about 68 KB)
     shard = ledger.reads.snapshot(project, run_id).shards["1"]
     assert shard.results_kept and agg.results.read(shard.key).names == names

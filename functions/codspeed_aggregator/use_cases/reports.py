@@ -78,7 +78,7 @@ class Reports:
 
     def _publish_now(self, project: str, run_id: str) -> None:
         try:
-            snapshot = self.reads.snapshot(project, run_id)
+            snapshot = self.reads.changed_snapshot(project, run_id)
         except SnapshotContended as exc:
             # Every read saw the run change under it: whoever changed it publishes after its change.
             log.warning("report of %s %s not rebuilt: %s", project, run_id, exc)

@@ -22,12 +22,14 @@ SHARD_PREFIX = "SHARD#"
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
 COMMENT_PREFIX = "~COMMENT#"  # a run's sticky comment on one pull request: out of snapshots too
+NOTE_PREFIX = "~NOTE#"  # which shard a tally's recent change changed (note_sk): read by key only
 # Partitions of their own:
 PROJECT_PREFIX = "PROJECT#"  # a project's runs, by when they opened: its page lists them
 OPEN_INDEX = "open-runs"  # runs still open (by deadline) and runs being finalized (by lease end)
 FINALIZING_PK = "finalizing"
 
 TALLIES = 16
+CHANGE_NOTES = 64  # notes a tally keeps of its latest changes (which shard each changed): reports read only those
 
 CONDITION_FAILED = "ConditionalCheckFailed"
 TRANSACTION_TRIES = 8
@@ -66,6 +68,39 @@ def tally_sk(shard: str) -> str:
 
 def tally_sks() -> list[str]:
     return [f"{TALLY_PREFIX}{i:02d}" for i in range(TALLIES)]
+
+
+def note_sk(tally: str, rev: int) -> str:
+    """Where a tally's change number ``rev`` notes the shard it changed: the tally's notes are
+    CHANGE_NOTES items, each change overwriting the note CHANGE_NOTES changes before it."""
+    return f"{NOTE_PREFIX}{tally.removeprefix(TALLY_PREFIX)}#{rev % CHANGE_NOTES:02d}"
+
+
+def notes_wanted(tally: str, since: int, rev: int) -> dict[str, int] | None:
+    """The notes that name the shards a tally's changes after ``since`` (up to ``rev``) changed, by
+    sort key, with the change each must be the note of; None when they are more than it keeps."""
+    if rev < since or rev - since > CHANGE_NOTES:
+        return None
+    return {note_sk(tally, at): at for at in range(since + 1, rev + 1)}
+
+
+def noted_shards(wanted: dict[str, int], notes: dict[str, dict]) -> set[str] | None:
+    """The shards the ``wanted`` notes (read: ``notes``, by sort key) name, or None when they do not
+    name every change.
+
+    A writer notes its change at the revision it expects (the tally's, read just before its
+    transaction, plus one); two writers that read the same revision write the same note, and one
+    is lost. Every note is at or below its own change's revision, so a note wanted for change p
+    that says p was written by a change after the last read: when each one wanted says its own
+    change, the changes since (as many as the notes) wrote one each, and every shard they changed
+    is named."""
+    named = set()
+    for sk, at in wanted.items():
+        note = notes.get(sk)
+        if note is None or note.get("rev") != at:
+            return None
+        named.add(note["shard"])
+    return named
 
 
 def cancelled(exc: ClientError) -> list[str] | None:
@@ -132,6 +167,14 @@ class TableItems:
             **({"ExpressionAttributeNames": names} if names else {}),
             "ExpressionAttributeValues": dump({":one": 1, ":exp": self.expires_at(), **values}),
         }
+
+    def change_note(self, project: str, run_id: str, shard: str, tally_rev: int) -> dict:
+        """The note of a shard's change, in the transaction that changes it: where its tally's next
+        revision after ``tally_rev`` (as read just before) notes it (``noted_shards``)."""
+        rev = tally_rev + 1
+        return {"TableName": self.table, "Item": dump({
+            "pk": run_pk(project, run_id), "sk": note_sk(tally_sk(shard), rev), "rev": rev, "shard": shard,
+            "expires_at": self.expires_at()})}
 
     def transact(self, items: list[dict]) -> list[str] | None:
         """Run a transaction: None when it was written, else the per-item codes of the cancellation

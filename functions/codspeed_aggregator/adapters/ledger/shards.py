@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 from ...domain.ledger import ARRIVED, LATE, REJECTED, ShardRecord, UploadRecord
 from .codec import (
     CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed,
-    count_attribute, dump, load, run_pk,
+    count_attribute, dump, load, run_pk, tally_sk,
 )
 
 
@@ -61,6 +61,15 @@ class Shards(TableItems):
             self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
         return dict(Counter(item.get("group") or "" for item in arrived))
 
+    def tally_rev(self, project: str, run_id: str, shard: str) -> int:
+        """The revision of a shard's tally, read just before the transaction that notes its change
+        (``codec.noted_shards``): a change the arrival's own read (seconds before, ahead of
+        validating the bundle) missed would put its note where another's is."""
+        item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, tally_sk(shard)),
+                                ProjectionExpression="#rev", ExpressionAttributeNames={"#rev": "rev"},
+                                ConsistentRead=True).get("Item")
+        return load(item).get("rev", 0) if item else 0
+
     def record_arrival(self, project: str, run_id: str, shard: ShardRecord, requested_at: str,
                        previous: ShardRecord | None) -> str:
         """Count an accepted bundle once, replacing ``previous`` (the shard as read): "recorded",
@@ -98,7 +107,8 @@ class Shards(TableItems):
         tally = self.tally_update(project, run_id, shard.name, "ADD rev :one, #counted :count",
                                   "attribute_not_exists(closed)", {":count": 0 if replacing else 1},
                                   names={"#counted": count_attribute(shard.group)})
-        codes = self.transact([{"Update": shard_update}, {"Update": tally}])
+        note = self.change_note(project, run_id, shard.name, self.tally_rev(project, run_id, shard.name))
+        codes = self.transact([{"Update": shard_update}, {"Update": tally}, {"Put": note}])
         if codes is None:
             return "recorded"
         return "run_not_open" if codes[1] == CONDITION_FAILED else "changed"
@@ -133,4 +143,5 @@ class Shards(TableItems):
             "ExpressionAttributeValues": dump({**values, ":u": upload_id, ":one": 1, ":exp": self.expires_at()}),
         }
         tally = self.tally_update(project, run_id, name, "ADD rev :one", None, {})
-        return self.transact([{"Update": shard_update}, {"Update": tally}]) is None
+        note = self.change_note(project, run_id, name, self.tally_rev(project, run_id, name))
+        return self.transact([{"Update": shard_update}, {"Update": tally}, {"Put": note}]) is None

@@ -1,0 +1,133 @@
+"""A report rebuilt after a batch of arrivals reads the run's record, tallies and parts, then only
+the shards changed since the process's last read of the run; and the same snapshot as a whole read
+whenever the tallies' notes cannot name every change. Against moto's server."""
+
+from contextlib import contextmanager
+from unittest import mock
+
+import pytest
+
+from codspeed_aggregator.adapters.ledger import Reads
+from codspeed_aggregator.adapters.ledger.codec import CHANGE_NOTES, tally_sk
+from tests.factories import bundle, push
+
+
+@contextmanager
+def dynamodb_requests(db):
+    """Each DynamoDB request made meanwhile: (operation, its parameters)."""
+    seen = []
+
+    def note(params, event_name, **_):
+        seen.append((event_name.rsplit(".", 1)[1], params))
+
+    db.meta.events.register("before-parameter-build.dynamodb", note, unique_id="changed-snapshots")
+    try:
+        yield seen
+    finally:
+        db.meta.events.unregister("before-parameter-build.dynamodb", unique_id="changed-snapshots")
+
+
+def _shard_keys(requests, prefix: str = "SHARD#") -> list[str]:
+    """The sort keys starting with ``prefix`` that BatchGetItems asked for."""
+    return sorted(sk for op, p in requests if op == "BatchGetItem"
+                  for k in next(iter(p["RequestItems"].values()))["Keys"] if (sk := k["sk"]["S"]).startswith(prefix))
+
+
+def _same(a, b) -> None:
+    assert a.run.rev == b.run.rev and a.run.arrived_count == b.run.arrived_count
+    assert {n: (s.state, s.rev, s.upload_id) for n, s in a.shards.items()} == \
+        {n: (s.state, s.rev, s.upload_id) for n, s in b.shards.items()}
+
+
+def _fresh(agg) -> Reads:
+    """Another process's reads: nothing known of any run."""
+    return Reads(agg.ledger.table, agg.ledger.db)
+
+
+def test_a_rebuild_after_a_batch_reads_only_the_shards_it_changed(isolated, project, run_id):
+    agg = isolated.aggregator
+    keys = [push(agg, project, run_id, str(i), bundle(4000 + i), total=20)["key"] for i in range(1, 13)]
+    for key in keys[:8]:
+        assert agg.arrivals.record(key) == "recorded"  # each publishes: the process knows the run
+    with dynamodb_requests(agg.ledger.db) as seen:
+        with agg.reports.held():
+            for key in keys[8:11]:
+                assert agg.arrivals.record(key) == "recorded"
+    last_write = max(i for i, (op, _) in enumerate(seen) if op == "TransactWriteItems")
+    publish = seen[last_write + 1:]  # the last arrival's check for completeness, then the batch's report
+    assert [op for op, _ in publish] == ["Query", "Query", "BatchGetItem", "BatchGetItem"]
+    assert publish[1][1]["KeyConditionExpression"].endswith("sk < :shards")  # the run, its tallies and parts
+    assert len(_shard_keys(publish[2:3], "~NOTE#")) == 3  # the notes of the 3 changes since
+    assert _shard_keys(publish[3:]) == ["SHARD#10", "SHARD#11", "SHARD#9"]
+    with dynamodb_requests(agg.ledger.db) as seen:
+        snapshot = agg.ledger.reads.changed_snapshot(project, run_id)
+    assert [op for op, _ in seen] == ["Query"]  # nothing changed since the batch's report
+    with dynamodb_requests(agg.ledger.db) as seen:
+        assert agg.ledger.shards.record_rejection(project, run_id, "13", "u-13", "not gzip")
+        snapshot = agg.ledger.reads.changed_snapshot(project, run_id)
+    assert _shard_keys(seen) == ["SHARD#13"]
+    _same(snapshot, _fresh(agg).snapshot(project, run_id))
+    assert snapshot.run.arrived_count == 11 and snapshot.shards["13"].state == "rejected"
+    assert sorted(snapshot.shards, key=int) == [str(i) for i in range(1, 12)] + ["13"]
+
+
+def _whole_reads(requests) -> int:
+    return sum(1 for op, p in requests if op == "Query" and p["KeyConditionExpression"].endswith("sk < :uploads"))
+
+
+@pytest.mark.parametrize("how", ["too many changes for the notes", "two writers read one revision",
+                                 "a writer of the release before"])
+def test_changes_the_notes_cannot_name_are_read_whole(isolated, project, run_id, how):
+    agg = isolated.aggregator
+    shards = agg.ledger.shards
+    one_tally = [str(i) for i in range(1, 2000) if tally_sk(str(i)) == tally_sk("1")][:CHANGE_NOTES + 2]
+    assert agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=100)["key"]) == "recorded"
+    reads = _fresh(agg)
+    reads.snapshot(project, run_id)
+    rev = shards.tally_rev(project, run_id, "1")
+    if how == "too many changes for the notes":
+        for shard in one_tally[1:]:
+            assert shards.record_rejection(project, run_id, shard, f"u-{shard}", "refused")
+    elif how == "two writers read one revision":  # both read the tally before either wrote
+        with mock.patch.object(shards, "tally_rev", return_value=rev):
+            for shard in one_tally[1:3]:
+                assert shards.record_rejection(project, run_id, shard, f"u-{shard}", "refused")
+    else:  # its transaction has the shard and its tally, no note
+        write = shards.transact
+        with mock.patch.object(shards, "transact", side_effect=lambda items: write(items[:2])):
+            assert shards.record_rejection(project, run_id, one_tally[1], "u-x", "refused")
+    with dynamodb_requests(agg.ledger.db) as seen:
+        snapshot = reads.changed_snapshot(project, run_id)
+    assert _whole_reads(seen) == 1
+    _same(snapshot, _fresh(agg).snapshot(project, run_id))
+    with dynamodb_requests(agg.ledger.db) as seen:
+        again = reads.changed_snapshot(project, run_id)
+    assert _whole_reads(seen) == 0 and _shard_keys(seen) == []
+    _same(again, snapshot)
+
+
+def test_a_process_that_never_read_the_run_reads_it_whole(isolated, project, run_id):
+    agg = isolated.aggregator
+    assert agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"]) == "recorded"
+    reads = _fresh(agg)
+    with dynamodb_requests(agg.ledger.db) as seen:
+        snapshot = reads.changed_snapshot(project, run_id)
+    assert _whole_reads(seen) == 1 and snapshot.run.arrived_count == 1
+    assert reads.changed_snapshot(project, "no-such-run") is None
+
+
+def test_the_finalizer_reads_the_shards_changed_since_under_its_own_role(stack, isolated, project, run_id):
+    """A bundle refused while the run closes: the finalizer's report reads that shard alone, with a
+    call its role in template.yaml allows (the local stack holds it to the role)."""
+    agg = isolated.aggregator
+    for shard in ("1", "2"):
+        assert agg.arrivals.record(push(agg, project, run_id, shard, bundle(4100 + int(shard)), total=2)["key"]) == "recorded"
+    assert agg.ledger.shards.record_rejection(project, run_id, "3", "u-3", "not gzip")  # no report after it
+    refused = set(stack.enforcer.refusals())
+    with dynamodb_requests(agg.ledger.db) as seen:
+        assert isolated.finalize_all(project, run_id) == "forwarded"
+    claim = next(i for i, (op, _) in enumerate(seen) if op == "TransactWriteItems")
+    assert _shard_keys(seen[claim:claim + 4]) == ["SHARD#3"]  # the claim, then its report: the run, its note, shard 3
+    assert set(stack.enforcer.refusals()) == refused
+    assert any(call[:2] == ("FinalizerFunction", "dynamodb:BatchGetItem") for call in stack.enforcer.seen)
+    assert agg.reports.report(project, run_id).shards[2].state == "rejected"
