@@ -37,9 +37,9 @@ def _commenting(isolated, github, clock=None, quiet=30):
                    settings=replace(base.settings, comment_seconds=quiet), **({"clock": clock} if clock else {}))
 
 
-def _push(agg, project, run_id, shard, total=3, ref=PULL) -> str:
+def _push(agg, project, run_id, shard, total=3, ref=PULL, tokenless=False) -> str:
     data = bundle(4000 + int(shard))
-    request = upload_request(project, run_id, shard, data, total=total, ref=ref, event="pull_request")
+    request = upload_request(project, run_id, shard, data, total=total, ref=ref, event="pull_request", tokenless=tokenless)
     grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
     put(grant.model_dump(), data)
     return grant.key
@@ -102,6 +102,34 @@ def test_a_branch_run_posts_no_comment(isolated, github, project, run_id):
     agg = _commenting(isolated, github)
     agg.arrivals.record(_push(agg, project, run_id, "1", total=1, ref="refs/heads/main"))
     assert github.requests == [] and github.comments == {}
+
+
+@pytest.mark.parametrize("which", ["first", "second"])
+def test_a_run_an_upload_of_which_came_without_a_token_posts_no_comment(isolated, github, project, run_id, which):
+    """Anyone can send a tokenless upload (a fork's pull request has no secrets), naming any pull
+    request: the stack's token never speaks for it. A tokenless upload joining a run marks it too."""
+    agg = _commenting(isolated, github, quiet=0)
+    first = _push(agg, project, run_id, "1", total=2, tokenless=which == "first")
+    second = _push(agg, project, run_id, "2", total=2, tokenless=which == "second")
+    assert agg.ledger.runs.run_record(project, run_id).tokenless
+    assert [agg.arrivals.record(k) for k in (first, second)] == ["recorded", "recorded"]
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert github.requests == [] and github.comments == {}
+    assert agg.reports.report(project, run_id).state == "forwarded"  # reported as any other run
+
+
+def test_a_tokenless_run_of_a_branch_never_becomes_its_baseline(isolated, project, run_id):
+    """The API refuses a tokenless upload for a branch's ref (tests/e2e/test_runner_drop_in.py); a
+    run marked tokenless is no baseline even so."""
+    agg = isolated.aggregator
+    assert agg.arrivals.record(_push(agg, project, run_id, "1", total=1, ref="refs/heads/main", tokenless=True)) == \
+        "recorded"
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.ledger.baselines.latest_baseline(project, "main") is None
+    trusted = f"{run_id}-b"
+    assert agg.arrivals.record(_push(agg, project, trusted, "1", total=1, ref="refs/heads/main")) == "recorded"
+    assert agg.finalizing.finalize(project, trusted) == "forwarded"
+    assert agg.ledger.baselines.latest_baseline(project, "main") == trusted
 
 
 def test_a_token_github_refuses_is_warned_about_once_and_nothing_fails(isolated, github, project, run_id, caplog):

@@ -79,6 +79,7 @@ class RunRecord:
     variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)
     closing: bool = False  # a close was accepted: no more uploads are granted
+    tokenless: bool = False  # an upload of it came without a token (a fork's pull request): no comment, no baseline
     ci_url: str | None = None
     plan: dict | None = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
 

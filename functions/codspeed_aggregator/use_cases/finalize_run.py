@@ -261,7 +261,7 @@ class FinalizeRun:
         self.metrics.add("FinalizeLatency", finished - epoch(plan.run.created_at), "Seconds")
         expected = plan.run.expected_count()
         whole = expected is None or len(plan.shards) >= expected  # a run forwarded with shards missing is no baseline
-        if (own_branch := branch_of(plan.run.ref)) and whole:
+        if (own_branch := branch_of(plan.run.ref)) and whole and not plan.run.tokenless:
             self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
             self.reports.baseline_moved(project, own_branch, run_id, plan.run.commit, finished)  # known here at once
         self.store.mark_final(run_bundles_prefix(project, run_id))

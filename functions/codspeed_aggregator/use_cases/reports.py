@@ -86,7 +86,7 @@ class Reports:
             return
         report = self._build(snapshot)
         if self.store.publish_report(project, run_id, report.version, report.model_dump_json(), render_markdown(report)):
-            self._notify(report)
+            self._notify(report, snapshot.run)
 
     def _build(self, snapshot: Snapshot) -> Report:
         baseline = self._baseline(snapshot.run)
@@ -183,16 +183,17 @@ class Reports:
         path = f"/runs/{project}" + (f"/{quote(run_id, safe='~:+')}" if run_id else "")
         return f"{base}{path}?{signed_query(self.page_key, project, run_id, expires)}"
 
-    def _notify(self, report: Report) -> None:
+    def _notify(self, report: Report, run: RunRecord) -> None:
         """The commit status and the pull-request comment: courtesies, which never fail an arrival
-        or a forward."""
+        or a forward. A run an upload of which came without a token posts no comment: anyone can
+        send one, naming any pull request."""
         status = commit_status(report) if self.statuses and report.commit else None
         if status is not None:
             try:
                 self.statuses.post(report.project, report.commit, *status, target_url=report.page_url)
             except Exception as exc:
                 log.warning("commit status for %s %s not posted: %s", report.project, report.run_id, exc)
-        if self.comments is not None:
+        if self.comments is not None and not run.tokenless:
             try:
                 self.comments.show(report)
             except Exception as exc:

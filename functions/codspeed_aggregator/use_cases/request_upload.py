@@ -72,12 +72,14 @@ class RequestUpload:
             ref=metadata.ref, base_ref=metadata.base_ref, base_commit=base_commit.lower() if base_commit else None,
             identity=metadata.identity(),
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
-            variants=variants, ci_url=page or ci_url(metadata),
+            variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless,
         ))
         closing = Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards "
                            "(a shard pushed after the run is forwarded starts its next attempt)")
         if run.closing:
             raise closing
+        if metadata.tokenless and not run.tokenless:  # anyone may send one: it may not speak on a pull request
+            self.runs.mark_tokenless(project, run.run_id)
         if group not in run.groups:
             if self.runs.add_group(project, run.run_id, group, manifest):
                 run.groups[group] = manifest

@@ -241,7 +241,7 @@ def run_from(item: dict, tallies: list[dict]) -> RunRecord:
         upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
         arrived_count=sum(counts.values()),
         outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=variants,
-        closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"),
+        closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"), tokenless=bool(item.get("tokenless")),
         plan=json.loads(item["plan"]) if item.get("plan") else None,
     )
 

@@ -30,6 +30,8 @@ class Runs(TableItems):
             item["skipped"] = list(run.skipped)
         if run.variants:
             item["variants"] = set(run.variants)
+        if run.tokenless:
+            item["tokenless"] = True
         try:
             self.db.put_item(TableName=self.table, Item=dump(item), ConditionExpression="attribute_not_exists(pk)",
                              ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after
@@ -108,6 +110,12 @@ class Runs(TableItems):
         return self._update_run(project, run_id, "ADD variants :v, rev :one, run_changes :one",
                                 "#state = :open AND attribute_not_exists(close_requested)",
                                 {":v": {variant}, ":open": OPEN})
+
+    def mark_tokenless(self, project: str, run_id: str) -> bool:
+        """Note that an upload of the run came without a token: the run never posts a pull-request
+        comment nor becomes a baseline. False when it was noted already."""
+        return self._update_run(project, run_id, "SET tokenless = :true ADD rev :one, run_changes :one",
+                                "attribute_not_exists(tokenless)", {":true": True})
 
     def request_close(self, project: str, run_id: str, skip: list[str], reason: str) -> bool:
         """Mark an open run closed (first close wins), adding ``skip`` to the shards it skips (an
