@@ -29,7 +29,7 @@ class CiContext:
 
 
 def _git(*args: str) -> str | None:
-    import subprocess  # here, not above: in a CI job git is never asked, and the import alone costs 4 ms
+    import subprocess  # here, not above: a CI job asks git for a pull request's merge base only, and the import costs 4 ms
 
     try:
         out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
@@ -65,12 +65,22 @@ def _github(env: dict[str, str]) -> CiContext:
         try:
             with open(env["GITHUB_EVENT_PATH"]) as f:
                 pr = json.load(f).get("pull_request") or {}
-            ctx.commit = (pr.get("head") or {}).get("sha") or ctx.commit  # the PR head, not the merge commit
-            ctx.base_commit = (pr.get("base") or {}).get("sha")  # what the merge ref merged the head onto
+            head, tip = (pr.get("head") or {}).get("sha"), (pr.get("base") or {}).get("sha")
+            ctx.commit = head or ctx.commit  # the PR head, not the merge commit
+            ctx.base_commit = _merge_base(ctx.repository_root, tip, head) or tip
             ctx.fork = _fork(pr)
         except (OSError, ValueError):
             pass
     return ctx
+
+
+def _merge_base(root: str | None, tip: str | None, head: str | None) -> str | None:
+    """Where a pull request's head left its base branch, when the clone holds both histories
+    (actions/checkout's default depth-1 clone does not: then the base branch's tip, which
+    ``pull_request.base.sha`` is, stands in)."""
+    if not tip or not head:
+        return None
+    return _git(*(("-C", root) if root else ()), "merge-base", tip, head)
 
 
 def _fork(pr: dict) -> str | None:
@@ -103,8 +113,8 @@ def _gitlab(env: dict[str, str]) -> CiContext:
         job=env.get("CI_JOB_NAME"), extra={"glData": {"runId": env.get("CI_PIPELINE_ID"), "job": env.get("CI_JOB_NAME")}},
         repository_root=env.get("CI_PROJECT_DIR"), shard=_shard(env.get("CI_NODE_INDEX"), env.get("CI_NODE_TOTAL"), 1),
         ci_url=env.get("CI_PIPELINE_URL") or None,
-        # merged results: the target's tip the merge was built on; a merge request pipeline: the diff's merge base
-        base_commit=env.get("CI_MERGE_REQUEST_TARGET_BRANCH_SHA") or env.get("CI_MERGE_REQUEST_DIFF_BASE_SHA") or None,
+        # the merge request's merge base (its diff's base); else, in a merged results pipeline, the target's tip
+        base_commit=env.get("CI_MERGE_REQUEST_DIFF_BASE_SHA") or env.get("CI_MERGE_REQUEST_TARGET_BRANCH_SHA") or None,
     )
 
 

@@ -91,7 +91,7 @@ class Report(BaseModel):
     arrived: int
     shards: list[ShardEntry]
     upstream: UpstreamEntry | None = None
-    baseline: dict | None = None  # the run compared with and carried from: run_id, commit, branch
+    baseline: dict | None = None  # the run compared with and carried from: run_id, commit, branch, why
     missing_benchmarks: list[str] = []  # in the baseline, gone here, and no skipped shard explains it (the first 200)
     counts: BenchmarkCounts = BenchmarkCounts()
     # The changes past the threshold, the worst first: at most 50 regressions, then at most 50
@@ -180,7 +180,8 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
     if report.baseline:
         b = report.baseline
         branch = f" on {md(b['branch'])}" if b.get("branch") else ""
-        lines += [f"Baseline: run {md(b['run_id'])}{branch} (commit {md((b.get('commit') or '?')[:12])})", ""]
+        why = f": {md(b['why'])}" if b.get("why") else ""
+        lines += [f"Baseline: run {md(b['run_id'])}{branch} (commit {md((b.get('commit') or '?')[:12])}){why}", ""]
     if report.missing_benchmarks:
         lines += [f"Benchmarks gone since the baseline ({len(report.missing_benchmarks)}): "
                   + ", ".join(md(name) for name in report.missing_benchmarks[:20]), ""]

@@ -21,10 +21,13 @@ def test_a_pull_request_compares_with_the_run_at_its_base_commit_not_the_latest(
     _run(agg, isolated, project, f"{run_id}-pr", "c" * 40, {"1": 1100, "2": 1100}, **pull, base_commit=old)
     report = agg.reports.report(project, f"{run_id}-pr")
     assert report.baseline["run_id"] == f"{run_id}-main-1" and report.baseline["commit"] == old
+    assert report.baseline["why"] == "main's run at the change's base commit aaaaaaaaaaaa"
     assert report.counts.regressions == 2 and round(report.counts.worst_regression, 2) == 0.1  # +10%, not -45%
     _run(agg, isolated, project, f"{run_id}-pr-2", "d" * 40, {"1": 1100, "2": 1100}, **pull,
          base_commit="9" * 40)  # a base commit no run was forwarded at: the latest
-    assert agg.reports.report(project, f"{run_id}-pr-2").baseline["run_id"] == f"{run_id}-main-2"
+    fallback = agg.reports.report(project, f"{run_id}-pr-2").baseline
+    assert fallback["run_id"] == f"{run_id}-main-2"
+    assert fallback["why"] == "main's latest run: none was forwarded at the change's base commit 999999999999"
 
 
 def test_a_run_forwarded_with_a_shard_missing_is_never_the_baseline(isolated, project, run_id):

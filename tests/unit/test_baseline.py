@@ -60,3 +60,17 @@ def test_without_a_baseline_skipped_shards_stay_skipped_and_the_report_says_why(
     completion = complete(_run(skipped=["3"]), {"1": _shard("1", "t1::a")}, "main", None)
     assert completion.carried == {} and completion.outcome["baseline"] is None
     assert "no forwarded run on main yet" in completion.outcome["note"]
+
+
+def test_the_report_says_why_it_compares_with_its_baseline():
+    from codspeed_aggregator.domain.baseline import baseline_why
+    from codspeed_aggregator.domain.ledger import RunRecord
+
+    change = RunRecord(project="acme/widgets", run_id="7", groups={}, ref="refs/pull/4/merge", base_commit="ab" * 20)
+    assert baseline_why(change, "AB" * 20, "main") == "main's run at the change's base commit abababababab"
+    assert baseline_why(change, "cd" * 20, "main") == (
+        "main's latest run: none was forwarded at the change's base commit abababababab")
+    change.base_commit = None
+    assert baseline_why(change, "cd" * 20, "main") == "main's latest run: the change names no base commit"
+    push = RunRecord(project="acme/widgets", run_id="8", groups={}, ref="refs/heads/main")
+    assert baseline_why(push, "cd" * 20, "main") == "main's latest run before this one"

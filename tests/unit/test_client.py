@@ -279,11 +279,33 @@ def test_each_ci_names_its_run_page_for_the_report_to_link():
     assert buildkite.ci_url == "https://buildkite.com/acme/widgets/builds/12"
 
 
-def test_a_pull_requests_base_commit_is_detected_for_its_baseline(tmp_path):
-    event = tmp_path / "event.json"  # GitHub's pull_request payload: the merge ref merges head onto base.sha
-    event.write_text(json.dumps({"pull_request": {"head": {"sha": "2" * 40}, "base": {"sha": "1" * 40}}}))
-    assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event)}).base_commit == "1" * 40
+def _commit(repo, message: str) -> str:
+    git = ["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_pull_requests_base_commit_is_its_merge_base_when_the_clone_has_the_history(tmp_path):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    fork_point = _commit(repo, "a")
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "feature"], check=True)
+    head = _commit(repo, "f")
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
+    tip = _commit(repo, "c")  # main moved on after the branch left it
+    event = tmp_path / "event.json"  # GitHub's pull_request payload: base.sha is the base branch's tip
+    event.write_text(json.dumps({"pull_request": {"head": {"sha": head}, "base": {"sha": tip}}}))
+    found = detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event), "GITHUB_WORKSPACE": str(repo)})
+    assert (found.commit, found.base_commit) == (head, fork_point)
+    shallow = tmp_path / "shallow"  # actions/checkout's depth-1 clone: neither commit is there
+    subprocess.run(["git", "init", "-q", str(shallow)], check=True)
+    assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event), "GITHUB_WORKSPACE": str(shallow)}).base_commit == tip
+
+
+def test_a_merge_requests_base_commit_is_its_diffs_merge_base():
     gitlab = {"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_MERGE_REQUEST_DIFF_BASE_SHA": "7" * 40}
-    assert detect(gitlab).base_commit == "7" * 40  # a merge request pipeline: the diff's merge base
-    assert detect({**gitlab, "CI_MERGE_REQUEST_TARGET_BRANCH_SHA": "8" * 40}).base_commit == "8" * 40  # merged results
+    assert detect(gitlab).base_commit == "7" * 40
+    assert detect({**gitlab, "CI_MERGE_REQUEST_TARGET_BRANCH_SHA": "8" * 40}).base_commit == "7" * 40  # merged results
+    assert detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_MERGE_REQUEST_TARGET_BRANCH_SHA": "8" * 40}
+                  ).base_commit == "8" * 40  # only the target's tip given
     assert detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets"}).base_commit is None  # a branch pipeline

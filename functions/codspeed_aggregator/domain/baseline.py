@@ -25,6 +25,18 @@ def result_sources(snapshot: Snapshot) -> dict[str, tuple[str, int]]:
     return {**sources, **{name: (s.key, s.benchmarks or 0) for name, s in snapshot.arrived().items() if s.results_kept}}
 
 
+def baseline_why(run: RunRecord, baseline_commit: str | None, branch: str) -> str:
+    """Why a run compares with the baseline it does, as its report says it."""
+    if run.base_commit:
+        at = run.base_commit[:12]
+        if baseline_commit and baseline_commit.lower() == run.base_commit:
+            return f"{branch}'s run at the change's base commit {at}"
+        return f"{branch}'s latest run: none was forwarded at the change's base commit {at}"
+    if branch_of(run.ref) == branch:
+        return f"{branch}'s latest run before this one"
+    return f"{branch}'s latest run: the change names no base commit"
+
+
 @dataclass
 class Completion:
     """The shards carried from the baseline, and the outcome stored on the run for its report."""
@@ -53,7 +65,7 @@ def complete(run: RunRecord, arrived: dict[str, ShardRecord], branch: str, basel
         present = {b for shard in (*arrived.values(), *carried.values()) for b in of(shard)}
         gone = sorted({b for shard in available.values() for b in of(shard)} - present - explained)
     return Completion(carried=carried, outcome={
-        "baseline": source,
+        "baseline": {**source, "why": baseline_why(run, baseline.run.commit, branch)},
         "carried": {name: {**source, "benchmarks": s.benchmarks, "size": s.size,
                            **({"key": s.key} if s.results_kept else {})} for name, s in carried.items()},
         "missing_benchmarks": gone[:MAX_LISTED],

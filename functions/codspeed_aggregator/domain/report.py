@@ -3,6 +3,7 @@ summaries of its shards' benchmarks."""
 
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
+from .baseline import baseline_why
 from .drop_in import display_label
 from .ledger import OPEN, RunRecord, Snapshot
 from .results import ShardSummary, combine
@@ -12,10 +13,12 @@ def carried_from(carried: dict) -> str:
     return f"carried from run {carried['run_id']} (commit {(carried['commit'] or '?')[:12]})"
 
 
-def compared_with(run: RunRecord, baseline: Snapshot | None) -> dict | None:
-    """The baseline a run's report names: the one its finalizer chose, else the one it compares with while open."""
+def compared_with(run: RunRecord, baseline: Snapshot | None, branch: str) -> dict | None:
+    """The baseline a run's report names: the one its finalizer chose, else the one it compares with
+    while open (the latest forwarded on ``branch``, its base branch), and why."""
     return (run.outcome or {}).get("baseline") or (
-        {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": None} if baseline else None)
+        {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": branch,
+         "why": baseline_why(run, baseline.run.commit, branch)} if baseline else None)
 
 
 def shard_names(snapshot: Snapshot) -> list[str]:
@@ -48,10 +51,10 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
 
 
 def build_report(snapshot: Snapshot, now: str, *, summaries: dict[str, ShardSummary] | None = None,
-                 baseline: Snapshot | None = None,
+                 baseline: Snapshot | None = None, branch: str = "main",
                  threshold: float = 0.05, page_url: str | None = None) -> Report:
     """The report of one consistent read: ``summaries`` has each arrived shard's benchmarks
-    summed up against ``baseline`` (the baseline run's read), when there is one."""
+    summed up against ``baseline`` (the baseline run's read, of ``branch``), when there is one."""
     run = snapshot.run
     outcome = run.outcome or {}
     arrived = snapshot.arrived()
@@ -77,7 +80,7 @@ def build_report(snapshot: Snapshot, now: str, *, summaries: dict[str, ShardSumm
         arrived=len(arrived),
         shards=[shard_entry(snapshot, name) for name in shard_names(snapshot)],
         upstream=UpstreamEntry(**run.upstream) if run.upstream else None,
-        baseline=compared_with(run, baseline),
+        baseline=compared_with(run, baseline, branch),
         missing_benchmarks=outcome.get("missing_benchmarks") or [],
         counts=counts,
         benchmarks=listed,

@@ -213,8 +213,10 @@ def render_main(report: Report, query: dict, refresh_url: str | None, list_url: 
     if report.ref:
         facts.append(("Ref", escape(report.ref)))
     if report.baseline:
+        why = report.baseline.get("why")
         facts.append(("Baseline", f"run {escape(str(report.baseline.get('run_id')))} "
-                                  f"(commit {escape((report.baseline.get('commit') or '?')[:12])})"))
+                                  f"(commit {escape((report.baseline.get('commit') or '?')[:12])})"
+                                  + (f": {escape(why)}" if why else "")))
     if report.upstream:
         up = report.upstream
         text = escape(f"{up.status}" + (f": {up.message}" if up.message else "") + (f" (run {up.run_id})" if up.run_id else ""))

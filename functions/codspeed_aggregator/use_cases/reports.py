@@ -91,7 +91,8 @@ class Reports:
     def _build(self, snapshot: Snapshot) -> Report:
         baseline = self._baseline(snapshot.run)
         return build_report(snapshot, iso(self.clock()), summaries=self._summaries(snapshot, baseline),
-                            baseline=baseline, threshold=self.settings.regression_threshold,
+                            baseline=baseline, branch=self._branch(snapshot.run),
+                            threshold=self.settings.regression_threshold,
                             page_url=self.page_url(snapshot.run.project, snapshot.run.run_id))
 
     def _summaries(self, snapshot: Snapshot, baseline: Snapshot | None) -> dict[str, ShardSummary]:
@@ -145,8 +146,7 @@ class Reports:
         chosen = (run.outcome or {}).get("baseline") or {}
         baseline_id = chosen.get("run_id")
         if baseline_id is None and run.state == OPEN:
-            baseline_id = self._latest_baseline(run.project, branch_of(run.base_ref) or self.settings.default_branch,
-                                                run.base_commit)
+            baseline_id = self._latest_baseline(run.project, self._branch(run), run.base_commit)
         if baseline_id is None or baseline_id == run.run_id:
             return None
         key = (run.project, baseline_id)
@@ -156,6 +156,10 @@ class Reports:
                 return None
             self._baselines[key] = found
         return self._baselines[key]
+
+    def _branch(self, run: RunRecord) -> str:
+        """The branch a run compares with: its base branch, else the stack's default."""
+        return branch_of(run.base_ref) or self.settings.default_branch
 
     def _latest_baseline(self, project: str, branch: str, base_commit: str | None) -> str | None:
         """The branch's run at the change's base commit, else its latest forwarded run, looked up at
@@ -242,7 +246,8 @@ class Reports:
         else:
             benchmarks = []
         return ShardBenchmarks(project=project, run_id=run_id, shard=shard, state=shard_entry(snapshot, shard).state,
-                               baseline=compared_with(run, baseline), threshold=threshold, benchmarks=benchmarks)
+                               baseline=compared_with(run, baseline, self._branch(run)), threshold=threshold,
+                               benchmarks=benchmarks)
 
     def report_link(self, project: str, run_id: str, fmt: str = "json") -> str | None:
         """A presigned link to a run's latest published report (JSON or Markdown), for an answer
