@@ -357,3 +357,42 @@ def test_a_token_pasted_with_its_line_break_works_and_one_no_header_can_carry_is
                                  env={**env, "CODSPEED_AGGREGATOR_TOKEN": bad}, capture_output=True, text=True, timeout=60)
         assert refused.returncode == 3 and "Traceback" not in refused.stderr, refused.stderr
         assert "which an HTTP header cannot carry" in refused.stderr
+
+
+def _git_commit(repo: Path, message: str) -> str:
+    git = ["git", "-C", str(repo), "-c", "user.email=ci@example.com", "-c", "user.name=ci"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_pull_request_compares_with_main_at_its_merge_base_while_main_moved_on(stack, project, tmp_path):
+    """The client in a GitHub Actions pull-request job whose clone holds the history: the event's
+    base.sha is main's tip, and the baseline is main's run where the branch left it."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    fork_point = _git_commit(repo, "main before the branch")
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "feature"], check=True)
+    head = _git_commit(repo, "the change")
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
+    tip = _git_commit(repo, "main moved on")
+    for run_id, commit, cost in ((f"mb-main-1-{os.getpid()}", fork_point, 1000), (f"mb-main-2-{os.getpid()}", tip, 2000)):
+        _push_bundle(stack, project, run_id, "1", _costed(1, cost), 1, commit=commit)
+        assert _final(stack, project, run_id)["state"] == "forwarded"
+    event = tmp_path / "event.json"  # GitHub's pull_request payload, as the runner's job reads it
+    owner = {"full_name": project}
+    event.write_text(json.dumps({"pull_request": {"number": 5, "head": {"sha": head, "ref": "feature", "repo": owner},
+                                                  "base": {"sha": tip, "ref": "main", "repo": owner}}}))
+    pr_run = f"mb-pr-{os.getpid()}"
+    env = {**_env(stack), "GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": pr_run,
+           "GITHUB_SHA": "e" * 40, "GITHUB_REF": "refs/pull/5/merge", "GITHUB_HEAD_REF": "feature",
+           "GITHUB_BASE_REF": "main", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
+           "GITHUB_JOB": "bench", "GITHUB_WORKSPACE": str(repo)}
+    names = [f"tests/test_gate1.py::test_{j}" for j in range(2)]
+    folder = make_profile_folder(tmp_path / "shard", 201, names, costs={n: 1100 for n in names})
+    pushed = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "push", "--shard", "1/1", "--profile-folder",
+                             str(folder)], env=env, capture_output=True, text=True, timeout=120)
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    report = _final(stack, project, pr_run)
+    assert report["commit"] == head and report["baseline"]["commit"] == fork_point
+    assert report["baseline"]["why"] == f"main's run at the change's base commit {fork_point[:12]}"
+    assert report["counts"]["regressions"] == 2 and round(report["counts"]["worst_regression"], 2) == 0.1  # not -45%
