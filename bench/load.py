@@ -75,12 +75,15 @@ def push_all(stack, run_id: str, shards: int) -> None:
 
 
 def collect_events(stack, run_id: str, count: int) -> list[dict]:
-    """The S3 notifications moto sent to the arrivals queue for this run (its test event skipped)."""
-    sqs, events, deadline = client("sqs"), [], time.monotonic() + 120
+    """The S3 notifications moto sent to the arrivals queue for this run (its test event skipped),
+    each object's once: SQS delivers at least once, and the benches deliver them as they choose."""
+    sqs, events, seen, deadline = client("sqs"), [], set(), time.monotonic() + 120
     while len(events) < count and time.monotonic() < deadline:
         for message in sqs.receive_message(QueueUrl=stack.resources.arrivals_queue_url, MaxNumberOfMessages=10).get("Messages", []):
             body = json.loads(message["Body"])
-            if any(f"/{run_id}/" in key for key, _, _ in s3_objects(body)):
+            objects = tuple(s3_objects(body))
+            if any(f"/{run_id}/" in key for key, _, _ in objects) and objects not in seen:
+                seen.add(objects)
                 events.append(body)
             sqs.delete_message(QueueUrl=stack.resources.arrivals_queue_url, ReceiptHandle=message["ReceiptHandle"])
     return events
