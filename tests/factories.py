@@ -170,3 +170,12 @@ def arrival(bundle: bytes):
     reading = normalizing(out, verify=False)
     summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
     return summary.pids, reading.close(summary.listing), out.getvalue()
+
+
+def git_commit(repo, message: str) -> str:
+    """An empty commit in ``repo``; answers its SHA."""
+    import subprocess
+
+    git = ["git", "-C", str(repo), "-c", "user.email=ci@example.com", "-c", "user.name=ci"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()

@@ -17,7 +17,7 @@ import requests
 
 from codspeed_aggregator.local.profiles import make_profile_folder
 from tests.conftest import TOKEN
-from tests.factories import bundle, metadata, put, tar_gz, upload_request, wait_for
+from tests.factories import bundle, git_commit, metadata, put, tar_gz, upload_request, wait_for
 
 COMMIT = "5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6"
 
@@ -359,22 +359,16 @@ def test_a_token_pasted_with_its_line_break_works_and_one_no_header_can_carry_is
         assert "which an HTTP header cannot carry" in refused.stderr
 
 
-def _git_commit(repo: Path, message: str) -> str:
-    git = ["git", "-C", str(repo), "-c", "user.email=ci@example.com", "-c", "user.name=ci"]
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
-    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-
-
 def test_a_pull_request_compares_with_main_at_its_merge_base_while_main_moved_on(stack, project, tmp_path):
     """The client in a GitHub Actions pull-request job whose clone holds the history: the event's
     base.sha is main's tip, and the baseline is main's run where the branch left it."""
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    fork_point = _git_commit(repo, "main before the branch")
+    fork_point = git_commit(repo, "main before the branch")
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "feature"], check=True)
-    head = _git_commit(repo, "the change")
+    head = git_commit(repo, "the change")
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
-    tip = _git_commit(repo, "main moved on")
+    tip = git_commit(repo, "main moved on")
     for run_id, commit, cost in ((f"mb-main-1-{os.getpid()}", fork_point, 1000), (f"mb-main-2-{os.getpid()}", tip, 2000)):
         _push_bundle(stack, project, run_id, "1", _costed(1, cost), 1, commit=commit)
         assert _final(stack, project, run_id)["state"] == "forwarded"

@@ -9,6 +9,7 @@ from codspeed_client import errors
 from codspeed_client.ci import detect
 from codspeed_client.cli import _parse_shard, main
 from codspeed_client.errors import ClientError
+from tests.factories import git_commit
 
 GITHUB_PR = {
     "GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "7044765741",
@@ -279,20 +280,14 @@ def test_each_ci_names_its_run_page_for_the_report_to_link():
     assert buildkite.ci_url == "https://buildkite.com/acme/widgets/builds/12"
 
 
-def _commit(repo, message: str) -> str:
-    git = ["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a"]
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
-    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-
-
 def test_a_pull_requests_base_commit_is_its_merge_base_when_the_clone_has_the_history(tmp_path):
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    fork_point = _commit(repo, "a")
+    fork_point = git_commit(repo, "a")
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "feature"], check=True)
-    head = _commit(repo, "f")
+    head = git_commit(repo, "f")
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
-    tip = _commit(repo, "c")  # main moved on after the branch left it
+    tip = git_commit(repo, "c")  # main moved on after the branch left it
     event = tmp_path / "event.json"  # GitHub's pull_request payload: base.sha is the base branch's tip
     event.write_text(json.dumps({"pull_request": {"head": {"sha": head}, "base": {"sha": tip}}}))
     found = detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event), "GITHUB_WORKSPACE": str(repo)})
