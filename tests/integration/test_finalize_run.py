@@ -183,6 +183,62 @@ def test_a_skipped_shard_is_carried_from_the_latest_forwarded_run_on_the_base_br
     assert b"Client Request: t3::a" in text and b"old::3" not in text
 
 
+def _main_skips_shard_3_after_receiving_it(agg, project, run_id) -> tuple[str, str]:
+    """Main's run that received shard 3, then main's next run that skipped it; a pull request
+    (``run_id``) skipping it too, closed. Answers the two main runs."""
+    received = _forwarded_main_run(agg, project, {"1": ["t1::a"], "2": ["t2::a"], "3": ["t3::received"]})
+    skipped_on_main = f"main-skips-{run_id}"
+    for name in ("1", "2"):
+        agg.arrivals.record(push(agg, project, skipped_on_main, name, bundle(4242, [f"t{name}::a"]), total=3)["key"])
+    agg.closing.close(CloseRequest(project=project, run_id=skipped_on_main, skip=["3"]))
+    assert agg.finalizing.finalize(project, skipped_on_main) == "forwarded"
+    pr = {"ref": "refs/pull/7/merge", "baseRef": "main"}
+    for name in ("1", "2"):
+        agg.arrivals.record(push(agg, project, run_id, name, bundle(4242, [f"t{name}::a"]), total=3, **pr)["key"])
+    agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
+    return received, skipped_on_main
+
+
+def _forwarded_text(isolated, run_id) -> tuple[dict, bytes]:
+    """The one upload of a run the upstream holds: its metadata, and its profiles' text."""
+    import io
+
+    [upload] = isolated.upstream.uploads(run_id)
+    with tarfile.open(fileobj=io.BytesIO((upload / "archive.tar.gz").read_bytes())) as tar:
+        text = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.name.endswith(".out"))
+    return json.loads((upload / "metadata.json").read_text()), text
+
+
+def test_a_shard_skipped_on_main_twice_in_a_row_is_carried_from_the_run_that_last_received_it(isolated, project, run_id):
+    agg = isolated.aggregator
+    received, skipped_on_main = _main_skips_shard_3_after_receiving_it(agg, project, run_id)
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+
+    report, received_commit = agg.reports.report(project, run_id), agg.reports.report(project, received).commit
+    carried = {s.name: s for s in report.shards}["3"]
+    assert report.baseline["run_id"] == skipped_on_main  # compared with main's latest run, its shard 3 from where it ran
+    assert carried.state == "carried" and carried.source == {"run_id": received, "commit": received_commit}
+    assert f"carried from run {received}" in carried.reason
+    meta, text = _forwarded_text(isolated, run_id)
+    assert meta["runPart"]["metadata"]["carriedShards"] == {"3": {"runId": received, "commitHash": received_commit}}
+    assert b"Client Request: t3::received" in text
+
+
+def test_a_shard_last_received_past_the_retention_is_not_carried_and_the_report_says_so(isolated, project, run_id):
+    import time
+
+    agg = isolated.aggregator
+    _, skipped_on_main = _main_skips_shard_3_after_receiving_it(agg, project, run_id)
+    later = time.time() + agg.settings.retention_days * 86400  # the bucket is about to delete that bundle
+    assert replace(agg.finalizing, clock=lambda: later).finalize(project, run_id) == "forwarded"
+
+    skipped = {s.name: s for s in agg.reports.report(project, run_id).shards}["3"]
+    assert skipped.state == "skipped"
+    assert skipped.reason == f"skipped, not carried: no run of main up to baseline run {skipped_on_main} still keeps results of it"
+    meta, text = _forwarded_text(isolated, run_id)
+    assert "carriedShards" not in meta["runPart"]["metadata"] and b"t3::received" not in text
+
+
 def test_with_no_baseline_a_skipped_shard_stays_skipped_and_says_so(isolated, project, run_id):
     agg = isolated.aggregator
     agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2, ref="refs/pull/7/merge", baseRef="main")["key"])

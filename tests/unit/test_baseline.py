@@ -36,6 +36,19 @@ def test_skipped_shards_the_baseline_has_are_carried_with_their_source():
     assert completion.outcome["missing_benchmarks"] == [] and completion.outcome["missing_benchmarks_total"] == 0
 
 
+def test_a_skipped_shard_the_baseline_did_not_receive_comes_from_the_run_that_last_did():
+    older = RunRecord(project="a/b", run_id="older", groups={}, state=FORWARDED, commit="a" * 40)
+    without_3 = Snapshot(BASELINE.run, {n: BASELINE.shards[n] for n in ("1", "2")})
+    earlier = {"3": (older, _shard("3", "t3::a", run="o")), "2": (older, _shard("2", "t2::old", run="o"))}
+    completion = complete(_run(skipped=["2", "3"]), {"1": _shard("1", "t1::a", "t1::b", run="r")}, "main", without_3,
+                          NAMES, earlier)
+    assert {name: s.key for name, s in completion.carried.items()} == {"2": "k/2", "3": "o/3"}  # the baseline's first
+    assert completion.outcome["carried"]["3"] == {"run_id": "older", "commit": "a" * 40, "branch": "main",
+                                                  "benchmarks": 1, "size": 10, "key": "o/3"}
+    assert completion.outcome["carried"]["2"]["run_id"] == "base"
+    assert completion.outcome["baseline"]["run_id"] == "base" and completion.outcome["missing_benchmarks"] == []
+
+
 def test_a_carried_shards_results_are_found_where_its_source_run_kept_them():
     run = Snapshot(_run(skipped=["3"]), {"1": _shard("1", "t1::a", run="r")})
     run.run.outcome = complete(run.run, run.arrived(), "main", BASELINE, NAMES).outcome

@@ -107,7 +107,8 @@ def test_a_skipped_shard_always_says_why_it_has_no_results():
         return {s.name: s.reason for s in build_report(snapshot, "now").shards}["4"]
 
     source = {"run_id": "41", "commit": "def5678", "branch": "main"}
-    assert reason({"baseline": source, "carried": {}}) == "skipped, not carried: baseline run 41 has no results of it"
+    assert reason({"baseline": source, "carried": {}}) == (
+        "skipped, not carried: no run of main up to baseline run 41 still keeps results of it")
     assert reason({"baseline": None, "note": "no forwarded run on main yet"}) == "no forwarded run on main yet"
     assert reason({}, "finalizing").startswith("skipped at close: carried from the baseline run")
 

@@ -1,11 +1,13 @@
-"""What a closing run takes from its baseline run (the latest forwarded run of the project
-on the baseline branch): results for the shards it skipped, and the benchmarks it lost."""
+"""What a closing run takes from its baseline run (the base branch's run at the change's base
+commit, else its latest): results for the shards it skipped, each from the branch's latest run
+that received it, and the benchmarks it lost."""
 
 from dataclasses import dataclass, field
 
 from .ledger import RunRecord, ShardRecord, Snapshot
 
 MAX_LISTED = 200
+LOOKBACK = 20  # the branch's runs searched before the baseline for where a skipped shard was last received
 
 
 def branch_of(ref: str | None) -> str | None:
@@ -46,28 +48,33 @@ class Completion:
 
 
 def complete(run: RunRecord, arrived: dict[str, ShardRecord], branch: str, baseline: Snapshot | None,
-             names: dict[str, list[str]] | None = None) -> Completion:
+             names: dict[str, list[str]] | None = None,
+             earlier: dict[str, tuple[RunRecord, ShardRecord]] | None = None) -> Completion:
     """What a run takes from its baseline; ``names`` has the benchmark names of each shard's
     bundle (by key, of this run's and the baseline's), to tell which benchmarks the run lost
-    (without it, none are looked for)."""
+    (without it, none are looked for). A skipped shard the baseline run did not receive (it
+    was carried or missing there) is carried from ``earlier``: the branch's latest run before
+    it that received it, by shard."""
     if baseline is None:
         return Completion(outcome={
             "baseline": None, "carried": {}, "missing_benchmarks": [],
             "note": f"no forwarded run on {branch} yet: skipped shards stay skipped, nothing to compare with",
         })
-    source = {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": branch}
-    available = baseline.arrived()
-    carried = {name: available[name] for name in run.skipped if name in available and name not in arrived}
+    received = baseline.arrived()
+    sources = {**(earlier or {}), **{name: (baseline.run, s) for name, s in received.items()}}
+    carried = {name: sources[name] for name in run.skipped if name in sources and name not in arrived}
     gone = []
     if names is not None:
         of = lambda shard: names.get(shard.key) or ()  # noqa: E731
-        explained = {b for name in run.skipped if name not in carried and name in available for b in of(available[name])}
-        present = {b for shard in (*arrived.values(), *carried.values()) for b in of(shard)}
-        gone = sorted({b for shard in available.values() for b in of(shard)} - present - explained)
-    return Completion(carried=carried, outcome={
-        "baseline": {**source, "why": baseline_why(run, baseline.run.commit, branch)},
-        "carried": {name: {**source, "benchmarks": s.benchmarks, "size": s.size,
-                           **({"key": s.key} if s.results_kept else {})} for name, s in carried.items()},
+        explained = {b for name in run.skipped if name not in carried and name in received for b in of(received[name])}
+        present = {b for shard in (*arrived.values(), *(s for _, s in carried.values())) for b in of(shard)}
+        gone = sorted({b for shard in received.values() for b in of(shard)} - present - explained)
+    return Completion(carried={name: s for name, (_, s) in carried.items()}, outcome={
+        "baseline": {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": branch,
+                     "why": baseline_why(run, baseline.run.commit, branch)},
+        "carried": {name: {"run_id": source.run_id, "commit": source.commit, "branch": branch, "benchmarks": s.benchmarks,
+                           "size": s.size, **({"key": s.key} if s.results_kept else {})}
+                    for name, (source, s) in carried.items()},
         "missing_benchmarks": gone[:MAX_LISTED],
         "missing_benchmarks_total": len(gone),
     })

@@ -44,7 +44,8 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
                           reason=carried_from(c), source={"run_id": c["run_id"], "commit": c["commit"]})
     if name in run.skipped:
         source = outcome.get("baseline")
-        reason = (f"skipped, not carried: baseline run {source['run_id']} has no results of it" if source else
+        reason = (f"skipped, not carried: no run of {source.get('branch') or 'the base branch'} up to baseline run "
+                  f"{source['run_id']} still keeps results of it" if source else
                   outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded")
         return ShardEntry(name=name, state="skipped", reason=reason)
     return ShardEntry(name=name, state="missing")

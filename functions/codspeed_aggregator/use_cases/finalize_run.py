@@ -14,7 +14,7 @@ from ..adapters.ledger import Baselines, Parts, Reads, Runs
 from ..adapters.metrics import Metrics
 from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamError
-from ..domain.baseline import Completion, branch_of, complete
+from ..domain.baseline import LOOKBACK, Completion, branch_of, complete
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, plan_key, run_bundles_prefix
 from ..domain.retries import retry_delay
@@ -195,8 +195,26 @@ class FinalizeRun:
             found = self.results.read_many(s.key for s in (*arrived.values(), *baseline.arrived().values())
                                            if s.results_kept)
             names = {key: results.names for key, results in found.items() if results}
-        completion = complete(run, arrived, branch, baseline, names)
+        completion = complete(run, arrived, branch, baseline, names, self._received_before(run, arrived, branch, baseline))
         return dict(sorted({**arrived, **completion.carried}.items())), completion
+
+    def _received_before(self, run: RunRecord, arrived: dict, branch: str, baseline: Snapshot | None
+                         ) -> dict[str, tuple[RunRecord, ShardRecord]]:
+        """Where each skipped shard the baseline run did not receive was last received: the
+        branch's runs before it, the latest first (``LOOKBACK`` of them at most), while the bucket
+        still keeps that bundle (a day's margin on the retention: the forward must find it)."""
+        wanted = {n for n in run.skipped if n not in arrived and n not in baseline.arrived()} if baseline else set()
+        kept_since = self.clock() - (self.settings.retention_days - 1) * 86400
+        found = {}
+        for earlier_id in self.baselines.earlier_runs(run.project, branch, baseline.run.run_id, LOOKBACK) if wanted else ():
+            earlier = self.reads.snapshot(run.project, earlier_id)
+            for name, shard in (earlier.arrived() if earlier else {}).items():
+                if name in wanted and shard.arrived_at and epoch(shard.arrived_at) > kept_since:
+                    found[name] = (earlier.run, shard)
+            wanted -= set(found)
+            if not wanted:
+                break
+        return found
 
     def _plan(self, run: RunRecord, recorded: dict, written: dict | None = None) -> ForwardPlan:
         """What a run forwards, the same for every finalizer of it: the plan its claiming

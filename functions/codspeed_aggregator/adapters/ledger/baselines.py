@@ -24,6 +24,21 @@ class Baselines(TableItems):
                 return found[0]["run_id"]
         return self.latest_baseline(project, branch)
 
+    def earlier_runs(self, project: str, branch: str, run_id: str, limit: int) -> list[str]:
+        """Up to ``limit`` runs forwarded on ``branch`` before ``run_id``, the latest first (where
+        a shard the baseline run did not receive was last received)."""
+        found, seen = [], False
+        for page in self.db.get_paginator("query").paginate(
+                TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
+                ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}"})):
+            for item in map(load, page["Items"]):
+                if seen and len(found) < limit:
+                    found.append(item["run_id"])
+                seen = seen or item["run_id"] == run_id
+            if len(found) >= limit:
+                break
+        return found
+
     def latest_baseline(self, project: str, branch: str) -> str | None:
         """The run id of the latest run forwarded on ``branch``, or None."""
         page = self.db.query(
