@@ -91,7 +91,7 @@ def metadata(md5: str, *, owner: str = "acme", repository: str = "widgets", comm
 
 def upload_request(project: str, run_id: str, shard: str, data: bytes, *, total: int | None = None,
                    expect: list[str] | None = None, checksum: str = "md5", base_commit: str | None = None,
-                   **meta_extra) -> dict:
+                   base_ancestors: list[str] | None = None, **meta_extra) -> dict:
     """``checksum="crc32"`` asks as codspeed-client does: a CRC32, no MD5 (the default keeps
     CodSpeed's MD5 in the metadata). The metadata names the run part as the client's does."""
     owner, repository = project.rsplit("/", 1)
@@ -108,6 +108,8 @@ def upload_request(project: str, run_id: str, shard: str, data: bytes, *, total:
         request["expect"] = expect
     if base_commit is not None:
         request["base_commit"] = base_commit
+    if base_ancestors is not None:
+        request["base_ancestors"] = base_ancestors
     return request
 
 

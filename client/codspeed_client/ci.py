@@ -83,6 +83,14 @@ def _merge_base(root: str | None, tip: str | None, head: str | None) -> str | No
     return _git(*(("-C", root) if root else ()), "merge-base", tip, head)
 
 
+def ancestors(root: str | None, commit: str, count: int) -> list[str]:
+    """Up to ``count`` first-parent ancestors of ``commit``, the nearest first, as far as the
+    clone holds them (none in a depth-1 clone): where the baseline is looked for when no run
+    was forwarded at the base commit itself."""
+    found = _git(*(("-C", root) if root else ()), "rev-list", "--first-parent", f"--max-count={count + 1}", commit)
+    return found.split()[1:] if found else []
+
+
 def _fork(pr: dict) -> str | None:
     """The head repository of a pull request from a fork (GitHub's event payload: ``head.repo``
     is another repository than ``base.repo``, or null once the fork is deleted), else None."""

@@ -214,9 +214,10 @@ def _parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[
 def push(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from codspeed_rules.names import is_ci_url
+    from codspeed_rules.names import MAX_ANCESTORS, is_ci_url
 
     from . import bundle, metadata
+    from .ci import ancestors
 
     out = Output(args)
     for flag, value in (("--profile-folder", args.profile_folder), ("--archive", args.archive)):
@@ -243,6 +244,8 @@ def push(args: argparse.Namespace) -> int:
             request["ci_url"] = target.ctx.ci_url
         if target.ctx.base_commit:
             request["base_commit"] = target.ctx.base_commit
+            if before := ancestors(target.ctx.repository_root, target.ctx.base_commit, MAX_ANCESTORS):
+                request["base_ancestors"] = before
         if api is None:
             return _dry_run(out, made, verdict.result(), request)
         try:

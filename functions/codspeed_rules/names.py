@@ -11,6 +11,7 @@ OWNER_PATTERN = rf"^{SEGMENT}(?:/{SEGMENT}){{0,20}}$"
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}(?:~[1-9][0-9]{0,3})?$"  # ~N: the run's attempt N
 SHARD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.=+@-]{0,127}$"
 COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
+MAX_ANCESTORS = 50  # of a base commit, sent for the baseline: about two weeks of a busy main
 # a CI run's page, linked from reports: no space, bracket, parenthesis or quote, so one inert link in Markdown
 CI_URL_PATTERN = r"^https?://[^\s()<>\[\]\"'`]{1,2040}$"
 

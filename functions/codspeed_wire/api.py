@@ -1,8 +1,10 @@
 """The aggregator's own API: what ``codspeed-client`` sends and receives."""
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from codspeed_rules.names import CI_URL_PATTERN, COMMIT_PATTERN
+from codspeed_rules.names import CI_URL_PATTERN, COMMIT_PATTERN, MAX_ANCESTORS
 
 from .names import Project, RunId, ShardName
 from .upstream import UploadMetadata
@@ -31,6 +33,10 @@ class ShardUploadRequest(BaseModel):
     ci_url: str | None = Field(default=None, pattern=CI_URL_PATTERN)
     # the base branch's commit the change was built on (a pull request's base): its run is the baseline
     base_commit: str | None = Field(default=None, pattern=COMMIT_PATTERN)
+    # its first-parent ancestors, the nearest first, where the clone holds them: without a run at the
+    # base commit, the nearest of these with one is the baseline
+    base_ancestors: list[Annotated[str, Field(pattern=COMMIT_PATTERN)]] = Field(default_factory=list,
+                                                                               max_length=MAX_ANCESTORS)
 
     @model_validator(mode="after")
     def _manifest_is_one_kind(self) -> "ShardUploadRequest":

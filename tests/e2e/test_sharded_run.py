@@ -372,21 +372,32 @@ def test_a_pull_request_compares_with_main_at_its_merge_base_while_main_moved_on
     for run_id, commit, cost in ((f"mb-main-1-{os.getpid()}", fork_point, 1000), (f"mb-main-2-{os.getpid()}", tip, 2000)):
         _push_bundle(stack, project, run_id, "1", _costed(1, cost), 1, commit=commit)
         assert _final(stack, project, run_id)["state"] == "forwarded"
-    event = tmp_path / "event.json"  # GitHub's pull_request payload, as the runner's job reads it
+    report = _pull_request_run(stack, project, tmp_path, repo, f"mb-pr-{os.getpid()}", head, tip)
+    assert report["commit"] == head and report["baseline"]["commit"] == fork_point
+    assert report["baseline"]["why"] == f"main's run at the change's base commit {fork_point[:12]}"
+    assert report["counts"]["regressions"] == 2 and round(report["counts"]["worst_regression"], 2) == 0.1  # not -45%
+    unbenchmarked = git_commit(repo, "main, never benchmarked")  # a branch leaves from here: its parent has a run
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "later"], check=True)
+    later = _pull_request_run(stack, project, tmp_path, repo, f"mb-pr-2-{os.getpid()}", git_commit(repo, "another"),
+                              unbenchmarked)
+    assert later["baseline"]["commit"] == tip and later["baseline"]["why"] == (
+        f"main's run at {tip[:12]}, 1 commit before the change's base commit {unbenchmarked[:12]}: the nearest with a run")
+
+
+def _pull_request_run(stack, project, tmp_path, repo, run_id: str, head: str, tip: str) -> dict:
+    """The client pushing a GitHub pull request's one shard, from a clone that holds the history
+    (``repo``; ``tip`` is its base.sha): the run's final report."""
+    event = tmp_path / f"{run_id}.json"  # GitHub's pull_request payload, as the runner's job reads it
     owner = {"full_name": project}
     event.write_text(json.dumps({"pull_request": {"number": 5, "head": {"sha": head, "ref": "feature", "repo": owner},
                                                   "base": {"sha": tip, "ref": "main", "repo": owner}}}))
-    pr_run = f"mb-pr-{os.getpid()}"
-    env = {**_env(stack), "GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": pr_run,
+    env = {**_env(stack), "GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": run_id,
            "GITHUB_SHA": "e" * 40, "GITHUB_REF": "refs/pull/5/merge", "GITHUB_HEAD_REF": "feature",
            "GITHUB_BASE_REF": "main", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
            "GITHUB_JOB": "bench", "GITHUB_WORKSPACE": str(repo)}
     names = [f"tests/test_gate1.py::test_{j}" for j in range(2)]
-    folder = make_profile_folder(tmp_path / "shard", 201, names, costs={n: 1100 for n in names})
+    folder = make_profile_folder(tmp_path / run_id, 201, names, costs={n: 1100 for n in names})
     pushed = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "push", "--shard", "1/1", "--profile-folder",
                              str(folder)], env=env, capture_output=True, text=True, timeout=120)
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
-    report = _final(stack, project, pr_run)
-    assert report["commit"] == head and report["baseline"]["commit"] == fork_point
-    assert report["baseline"]["why"] == f"main's run at the change's base commit {fork_point[:12]}"
-    assert report["counts"]["regressions"] == 2 and round(report["counts"]["worst_regression"], 2) == 0.1  # not -45%
+    return _final(stack, project, run_id)

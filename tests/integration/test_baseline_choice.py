@@ -30,6 +30,27 @@ def test_a_pull_request_compares_with_the_run_at_its_base_commit_not_the_latest(
     assert fallback["why"] == "main's latest run: none was forwarded at the change's base commit 999999999999"
 
 
+def test_without_a_run_at_its_base_commit_a_change_compares_with_the_nearest_ancestor_that_has_one(
+        isolated, project, run_id):
+    agg = isolated.aggregator
+    older, nearest, newer = "a" * 40, "b" * 40, "c" * 40
+    for number, (commit, cost) in enumerate(((older, 3000), (nearest, 1000), (newer, 2000)), start=1):
+        assert _run(agg, isolated, project, f"{run_id}-main-{number}", commit, {"1": cost, "2": cost}) == "forwarded"
+    pull = {"ref": "refs/pull/4/merge", "base_ref": "main"}
+    base = "9" * 40  # main's commit the branch left from, never benchmarked; its parents as git lists them
+    _run(agg, isolated, project, f"{run_id}-pr", "d" * 40, {"1": 1100, "2": 1100}, **pull, base_commit=base,
+         base_ancestors=["8" * 40, nearest, older])
+    report = agg.reports.report(project, f"{run_id}-pr")
+    assert report.baseline["run_id"] == f"{run_id}-main-2" and report.baseline["commit"] == nearest
+    assert report.baseline["why"] == ("main's run at bbbbbbbbbbbb, 2 commits before the change's base commit "
+                                      "999999999999: the nearest with a run")
+    assert report.counts.regressions == 2 and round(report.counts.worst_regression, 2) == 0.1  # not -45%, not -63%
+    _run(agg, isolated, project, f"{run_id}-pr-2", "e" * 40, {"1": 1100, "2": 1100}, **pull, base_commit=base,
+         base_ancestors=["8" * 40, "7" * 40])  # none of them has a run: main's latest
+    assert agg.reports.report(project, f"{run_id}-pr-2").baseline["why"] == (
+        "main's latest run: none was forwarded at the change's base commit 999999999999 or the 2 commits before it")
+
+
 def test_a_run_forwarded_with_a_shard_missing_is_never_the_baseline(isolated, project, run_id):
     agg = isolated.aggregator
     assert _run(agg, isolated, project, f"{run_id}-main-1", "a" * 40, {"1": 1000, "2": 1000}) == "forwarded"

@@ -297,6 +297,27 @@ def test_a_pull_requests_base_commit_is_its_merge_base_when_the_clone_has_the_hi
     assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event), "GITHUB_WORKSPACE": str(shallow)}).base_commit == tip
 
 
+def test_a_base_commits_ancestors_are_its_first_parents_the_nearest_first_as_far_as_the_clone_holds_them(tmp_path):
+    from codspeed_client.ci import ancestors
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    first, second = git_commit(repo, "a"), git_commit(repo, "b")
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "side"], check=True)
+    side = git_commit(repo, "on a side branch")
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=ci@example.com", "-c", "user.name=ci", "merge", "-q",
+                    "--no-ff", "-m", "merged", "side"], check=True)
+    merged = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    base = git_commit(repo, "the base")
+    assert ancestors(str(repo), base, 50) == [merged, second, first]  # the side branch's commit is no first parent
+    assert ancestors(str(repo), base, 2) == [merged, second] and side not in ancestors(str(repo), merged, 50)
+    assert ancestors(str(repo), first, 50) == []
+    shallow = tmp_path / "shallow"  # actions/checkout's depth-1 clone holds none
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
+    assert ancestors(str(shallow), base, 50) == [] and ancestors(str(tmp_path / "nowhere"), base, 50) == []
+
+
 def test_a_merge_requests_base_commit_is_its_diffs_merge_base():
     gitlab = {"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_MERGE_REQUEST_DIFF_BASE_SHA": "7" * 40}
     assert detect(gitlab).base_commit == "7" * 40

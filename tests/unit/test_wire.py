@@ -52,6 +52,8 @@ def test_a_request_with_codspeeds_md5_is_accepted_too():
         ({"md5": "not-base64"}, "md5"),
         ({"crc32": "AAAAAAAA"}, "crc32"),
         ({"unexpected": 1}, "unexpected"),
+        ({"base_ancestors": ["HEAD"]}, "base_ancestors"),
+        ({"base_ancestors": ["a" * 40] * 51}, "base_ancestors"),
     ],
 )
 def test_bad_upload_requests_name_the_field(change, field):

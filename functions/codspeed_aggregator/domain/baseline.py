@@ -31,9 +31,15 @@ def baseline_why(run: RunRecord, baseline_commit: str | None, branch: str) -> st
     """Why a run compares with the baseline it does, as its report says it."""
     if run.base_commit:
         at = run.base_commit[:12]
-        if baseline_commit and baseline_commit.lower() == run.base_commit:
+        found = (baseline_commit or "").lower()
+        if found == run.base_commit:
             return f"{branch}'s run at the change's base commit {at}"
-        return f"{branch}'s latest run: none was forwarded at the change's base commit {at}"
+        if found in run.base_ancestors:
+            back = run.base_ancestors.index(found) + 1
+            return (f"{branch}'s run at {found[:12]}, {back} commit{'s' * (back > 1)} before the change's base commit "
+                    f"{at}: the nearest with a run")
+        among = f" or the {len(run.base_ancestors)} commits before it" if run.base_ancestors else ""
+        return f"{branch}'s latest run: none was forwarded at the change's base commit {at}{among}"
     if branch_of(run.ref) == branch:
         return f"{branch}'s latest run before this one"
     return f"{branch}'s latest run: the change names no base commit"

@@ -61,6 +61,7 @@ class RunRecord:
     ref: str | None = None
     base_ref: str | None = None
     base_commit: str | None = None  # the base branch's commit the change was built on: its run is the baseline
+    base_ancestors: tuple[str, ...] = ()  # its first-parent ancestors, the nearest first: else the nearest with a run
     identity: dict | None = None
     created_at: str = ""
     deadline_at: int = 0
@@ -97,6 +98,10 @@ class RunRecord:
         if not counts or None in counts:
             return None
         return sum(c * max(1, self.variants_of(g)) for g, c in zip(self.groups, counts))
+
+    def base_commits(self) -> tuple[str, ...]:
+        """Where the baseline is looked for: the change's base commit, then its ancestors."""
+        return (self.base_commit, *self.base_ancestors) if self.base_commit else ()
 
     def expected_names(self) -> tuple[str, ...] | None:
         """The shard names the run's manifests list (``--expect``, ``--shard I/N``), if any do."""

@@ -49,7 +49,7 @@ class CloseRun:
         known = run.expected_names()
         if known is None:
             baseline = self.baselines.baseline_for(run.project, branch_of(run.base_ref) or self.settings.default_branch,
-                                                   run.base_commit)
+                                                   run.base_commits())
             seen = self.reads.snapshot(run.project, baseline) if baseline else None
             known = (*snapshot.shards, *run.skipped, *(seen.shards if seen else ()))
             where = "shards of this run or of its baseline run" + (f" {baseline}" if baseline else " (none yet)")

@@ -152,7 +152,7 @@ class FinalizeRun:
             baseline = earlier["baseline"]  # what the earlier attempt carried stays carried from the same run
         else:
             baseline = self.baselines.baseline_for(run.project, branch_of(run.base_ref) or self.settings.default_branch,
-                                                   run.base_commit)
+                                                   run.base_commits())
         kept = [Upload.from_item(u) for u in earlier["uploads"]] if earlier else []
         shards, completion = self._shards(snapshot, baseline, lost=True)
         uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept)
@@ -195,26 +195,10 @@ class FinalizeRun:
             found = self.results.read_many(s.key for s in (*arrived.values(), *baseline.arrived().values())
                                            if s.results_kept)
             names = {key: results.names for key, results in found.items() if results}
-        completion = complete(run, arrived, branch, baseline, names, self._received_before(run, arrived, branch, baseline))
+        kept_since = self.clock() - (self.settings.retention_days - 1) * 86400  # a day's margin: the forward must find it
+        earlier = received_before(self.reads, self.baselines, run, arrived, branch, baseline, kept_since)
+        completion = complete(run, arrived, branch, baseline, names, earlier)
         return dict(sorted({**arrived, **completion.carried}.items())), completion
-
-    def _received_before(self, run: RunRecord, arrived: dict, branch: str, baseline: Snapshot | None
-                         ) -> dict[str, tuple[RunRecord, ShardRecord]]:
-        """Where each skipped shard the baseline run did not receive was last received: the
-        branch's runs before it, the latest first (``LOOKBACK`` of them at most), while the bucket
-        still keeps that bundle (a day's margin on the retention: the forward must find it)."""
-        wanted = {n for n in run.skipped if n not in arrived and n not in baseline.arrived()} if baseline else set()
-        kept_since = self.clock() - (self.settings.retention_days - 1) * 86400
-        found = {}
-        for earlier_id in self.baselines.earlier_runs(run.project, branch, baseline.run.run_id, LOOKBACK) if wanted else ():
-            earlier = self.reads.snapshot(run.project, earlier_id)
-            for name, shard in (earlier.arrived() if earlier else {}).items():
-                if name in wanted and shard.arrived_at and epoch(shard.arrived_at) > kept_since:
-                    found[name] = (earlier.run, shard)
-            wanted -= set(found)
-            if not wanted:
-                break
-        return found
 
     def _plan(self, run: RunRecord, recorded: dict, written: dict | None = None) -> ForwardPlan:
         """What a run forwards, the same for every finalizer of it: the plan its claiming
@@ -291,3 +275,21 @@ class FinalizeRun:
 def _sends(recorded: dict) -> int:
     """How many uploads a recorded plan sends (a plan of an early release says only how many parts)."""
     return recorded.get("sends", recorded.get("parts", 1))
+
+
+def received_before(reads: Reads, baselines: Baselines, run: RunRecord, arrived: dict, branch: str,
+                    baseline: Snapshot | None, kept_since: float) -> dict[str, tuple[RunRecord, ShardRecord]]:
+    """Where each skipped shard the baseline run did not receive was last received: the branch's
+    runs before it, the latest first (``LOOKBACK`` of them at most), received since ``kept_since``
+    (the bucket still keeps that bundle)."""
+    wanted = {n for n in run.skipped if n not in arrived and n not in baseline.arrived()} if baseline else set()
+    found = {}
+    for earlier_id in baselines.earlier_runs(run.project, branch, baseline.run.run_id, LOOKBACK) if wanted else ():
+        earlier = reads.snapshot(run.project, earlier_id)
+        for name, shard in (earlier.arrived() if earlier else {}).items():
+            if name in wanted and shard.arrived_at and epoch(shard.arrived_at) > kept_since:
+                found[name] = (earlier.run, shard)
+        wanted -= set(found)
+        if not wanted:
+            break
+    return found

@@ -146,7 +146,7 @@ class Reports:
         chosen = (run.outcome or {}).get("baseline") or {}
         baseline_id = chosen.get("run_id")
         if baseline_id is None and run.state == OPEN:
-            baseline_id = self._latest_baseline(run.project, self._branch(run), run.base_commit)
+            baseline_id = self._latest_baseline(run.project, self._branch(run), run.base_commits())
         if baseline_id is None or baseline_id == run.run_id:
             return None
         key = (run.project, baseline_id)
@@ -161,20 +161,20 @@ class Reports:
         """The branch a run compares with: its base branch, else the stack's default."""
         return branch_of(run.base_ref) or self.settings.default_branch
 
-    def _latest_baseline(self, project: str, branch: str, base_commit: str | None) -> str | None:
-        """The branch's run at the change's base commit, else its latest forwarded run, looked up at
+    def _latest_baseline(self, project: str, branch: str, commits: tuple[str, ...]) -> str | None:
+        """The branch's run at the change's base commit (or its nearest ancestor with one), else its latest forwarded run, looked up at
         most once a minute per process: an open run's report compares with it, and is rebuilt
         after every batch of arrivals."""
-        now, key = self.clock(), (project, branch, base_commit)
+        now, key = self.clock(), (project, branch, commits[:1])  # a base commit's ancestors are always the same
         if key not in self._latest or self._latest[key][1] < now - BASELINE_LOOKUP_SECONDS:
-            self._latest[key] = (self.baselines.baseline_for(project, branch, base_commit), now)
+            self._latest[key] = (self.baselines.baseline_for(project, branch, commits), now)
         return self._latest[key][0]
 
     def baseline_moved(self, project: str, branch: str, run_id: str, commit: str | None, at: float) -> None:
         """A run was forwarded on ``branch`` by this process: its reports compare with it at once."""
-        self._latest[(project, branch, None)] = (run_id, at)
+        self._latest[(project, branch, ())] = (run_id, at)
         if commit:
-            self._latest[(project, branch, commit)] = (run_id, at)
+            self._latest[(project, branch, (commit,))] = (run_id, at)
 
     def page_url(self, project: str, run_id: str = "", base: str | None = None, until: int | None = None) -> str | None:
         """A signed link to a run's page (or, with no run, to the project's list of runs), good for

@@ -46,7 +46,7 @@ class RequestUpload:
         return self._grant(
             request.project, request.run_id, request.shard, manifest, request.metadata,
             size=request.size, content_type="application/gzip", crc32=request.crc32, page=request.ci_url,
-            base_commit=request.base_commit,
+            base_commit=request.base_commit, base_ancestors=request.base_ancestors,
         )
 
     def accept_drop_in(self, metadata: UploadMetadata) -> UploadAccepted:
@@ -64,13 +64,13 @@ class RequestUpload:
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
     def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32,
-               label=None, variant=None, group="", page=None, base_commit=None) -> UploadGrant:
+               label=None, variant=None, group="", page=None, base_commit=None, base_ancestors=()) -> UploadGrant:
         now = self.clock()
         variants = (variant_key(group, variant),) if variant else ()
         run = self.current_attempt(RunRecord(
             project=project, run_id=run_id, groups={group: manifest}, commit=metadata.commit_hash.lower(),
             ref=metadata.ref, base_ref=metadata.base_ref, base_commit=base_commit.lower() if base_commit else None,
-            identity=metadata.identity(),
+            base_ancestors=tuple(c.lower() for c in base_ancestors) if base_commit else (), identity=metadata.identity(),
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
             variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless,
         ))

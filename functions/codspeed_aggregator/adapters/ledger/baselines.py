@@ -12,16 +12,22 @@ class Baselines(TableItems):
                 "expires_at": self.expires_at()}
         self.db.put_item(TableName=self.table, Item=dump(item))
 
-    def baseline_for(self, project: str, branch: str, base_commit: str | None) -> str | None:
-        """The run a change compares with: the branch's latest run forwarded at ``base_commit`` (the
-        commit the pull request's code was built on), else the branch's latest."""
-        if base_commit:
+    def baseline_for(self, project: str, branch: str, commits: tuple[str, ...]) -> str | None:
+        """The run a change compares with: the branch's latest run forwarded at the first of
+        ``commits`` that has one (the change's base commit, then its ancestors, the nearest
+        first), else the branch's latest."""
+        if commits:
+            values = {f":c{i}": commit.lower() for i, commit in enumerate(commits)}
             found = self.query_all(
-                KeyConditionExpression="pk = :pk", ScanIndexForward=False,
-                FilterExpression="#commit = :c", ExpressionAttributeNames={"#commit": "commit"},
-                ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}", ":c": base_commit.lower()}))
-            if found:
-                return found[0]["run_id"]
+                KeyConditionExpression="pk = :pk", ScanIndexForward=False, FilterExpression=f"#commit IN ({', '.join(values)})",
+                ExpressionAttributeNames={"#commit": "commit"},
+                ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}", **values}))
+            latest = {}
+            for item in found:  # the latest first
+                latest.setdefault(item["commit"], item["run_id"])
+            for commit in values.values():
+                if commit in latest:
+                    return latest[commit]
         return self.latest_baseline(project, branch)
 
     def earlier_runs(self, project: str, branch: str, run_id: str, limit: int) -> list[str]:

@@ -233,7 +233,7 @@ def run_from(item: dict, tallies: list[dict]) -> RunRecord:
     return RunRecord(
         project=item["project"], run_id=item["run_id"], groups=groups, group_counts=counts,
         state=item["state"], commit=item.get("commit"), ref=item.get("ref"), base_ref=item.get("base_ref"),
-        base_commit=item.get("base_commit"),
+        base_commit=item.get("base_commit"), base_ancestors=tuple(item.get("base_ancestors") or ()),
         identity=json.loads(identity) if identity else None, created_at=item.get("created_at", ""),
         deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0) + sum(t.get("rev", 0) for t in tallies),
         run_changes=item.get("run_changes", 0),
