@@ -1,14 +1,20 @@
 """A fake of GitHub's REST API on loopback, keeping what it is sent: commit statuses, and issue
-comments (a pull request's), checked as GitHub documents them."""
+comments (a pull request's), checked as GitHub documents them; and a repository's history
+(``commits``: each commit's parents, the first first; ``pulls``: each pull request's base branch
+and head) as its pulls, compare and commits endpoints answer it."""
 
 import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
 
 BODY_LIMIT = 65_536  # GitHub refuses a longer comment body: 422 "body is too long (maximum is 65536 characters)"
 _CREATE = re.compile(r"^/repos/([^/]+/[^/]+)/issues/(\d+)/comments$")
 _EDIT = re.compile(r"^/repos/([^/]+/[^/]+)/issues/comments/(\d+)$")
+_PULL = re.compile(r"^/repos/([^/]+/[^/]+)/pulls/(\d+)$")
+_COMPARE = re.compile(r"^/repos/([^/]+/[^/]+)/compare/(.+)\.\.\.([0-9a-f]{40})$")  # BASE...HEAD
+_COMMITS = re.compile(r"^/repos/([^/]+/[^/]+)/commits$")
 
 
 class FakeGitHub:
@@ -17,6 +23,10 @@ class FakeGitHub:
         self.comments: dict[int, dict] = {}  # id -> project, number, body, edits
         self.requests: list[tuple[str, str]] = []  # (method, path) of every comment call
         self.fail_with: int | None = None
+        self.commits: dict[str, list[str]] = {}  # sha -> its parents, the first first
+        self.branches: dict[str, str] = {}  # name -> its tip
+        self.pulls: dict[int, tuple[str, str]] = {}  # number -> (base branch, head sha)
+        self.reads: list[str] = []  # the path of every GET
         fake, lock = self, threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
@@ -46,6 +56,34 @@ class FakeGitHub:
                     fake.comments[comment_id] = {"project": created.group(1), "number": int(created.group(2)),
                                                  "body": body["body"], "edits": 0}
                 self._answer(201, {"id": comment_id, "body": body["body"]})
+
+            def do_GET(self) -> None:
+                url = urlsplit(self.path)
+                fake.reads.append(url.path)
+                if fake.fail_with:
+                    return self._answer(fake.fail_with, {"message": "Resource not accessible by integration"})
+                if not (self.headers.get("authorization") or "").startswith("Bearer "):
+                    return self._answer(401, {"message": "Requires authentication"})
+                if pull := _PULL.match(url.path):
+                    if int(pull.group(2)) not in fake.pulls:
+                        return self._answer(404, {"message": "Not Found"})
+                    base, head = fake.pulls[int(pull.group(2))]
+                    return self._answer(200, {"number": int(pull.group(2)), "base": {"ref": base, "sha": fake.branches[base]},
+                                              "head": {"sha": head}})
+                if compare := _COMPARE.match(url.path):
+                    base = fake.branches.get(unquote(compare.group(2)), unquote(compare.group(2)))
+                    if base not in fake.commits or compare.group(3) not in fake.commits:
+                        return self._answer(404, {"message": "Not Found"})
+                    ours = fake.history(base)
+                    found = next(c for c in fake.history(compare.group(3)) if c in ours)
+                    return self._answer(200, {"merge_base_commit": fake.commit(found), "status": "diverged"})
+                if _COMMITS.match(url.path):
+                    query = parse_qs(url.query)
+                    per_page = int(query.get("per_page", ["30"])[0])
+                    if per_page > 100:
+                        return self._answer(422, {"message": "per_page is at most 100"})
+                    return self._answer(200, [fake.commit(c) for c in fake.history(query["sha"][0])[:per_page]])
+                self._answer(404, {"message": "Not Found"})
 
             def do_PATCH(self) -> None:
                 body, edited = self._body(), _EDIT.match(self.path)
@@ -81,6 +119,25 @@ class FakeGitHub:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def commit_on(self, branch: str, sha: str, *parents: str) -> str:
+        """A commit of the fake repository, ``branch``'s tip now."""
+        self.commits[sha] = list(parents or ([self.branches[branch]] if branch in self.branches else []))
+        self.branches[branch] = sha
+        return sha
+
+    def history(self, sha: str) -> list[str]:
+        """``sha`` and every commit before it, the nearest first (as GitHub lists them)."""
+        found, todo = [], [sha]
+        while todo:
+            at = todo.pop(0)
+            if at not in found:
+                found.append(at)
+                todo.extend(self.commits.get(at, []))
+        return found
+
+    def commit(self, sha: str) -> dict:
+        return {"sha": sha, "parents": [{"sha": p} for p in self.commits[sha]]}
 
     @property
     def url(self) -> str:

@@ -13,6 +13,7 @@ from .adapters.bundle_store import BundleStore
 from .adapters.queues import FinalizeQueue, Queue
 from .adapters.github_oidc import GitHubOidc
 from .adapters.github_comments import GitHubComments
+from .adapters.github_commits import GitHubCommits
 from .adapters.github_status import GitHubStatuses
 from .adapters.ledger import Ledger
 from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
@@ -89,6 +90,8 @@ def build(name: str, config: Settings) -> Aggregator:
         if reports and config.commit_status else None,
         github_comments=GitHubComments(config.github_api_url, _github_token(name, config))
         if reports and config.pr_comments else None,
+        github_commits=GitHubCommits(config.github_api_url, _github_token(name, config))
+        if name == FINALIZER and (config.commit_status or config.pr_comments) else None,
         metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
         page_key=_page_key(name) if reports else None,
     )

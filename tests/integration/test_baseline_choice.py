@@ -1,15 +1,28 @@
 """Which run a change compares with: the base branch's run at the commit the change was built on
 (a pull request's base), else the branch's latest; never a run forwarded with shards missing."""
 
+from dataclasses import replace
+
+import pytest
+
+from codspeed_aggregator.adapters.github_commits import GitHubCommits
 from codspeed_wire.api import CloseRequest
 from tests.factories import bundle, push
+from tests.fake_github import FakeGitHub
 
 
 def _run(agg, isolated, project, run_id, commit, costs, **meta):
     for shard, cost in costs.items():
         data = bundle(10 + int(shard), [f"t{shard}::x"], costs={f"t{shard}::x": cost})
         agg.arrivals.record(push(agg, project, run_id, shard, data, total=2, commit=commit, **meta)["key"])
-    return isolated.finalize_all(project, run_id) if len(costs) == 2 else None
+    return isolated.finalize_all(project, run_id, agg) if len(costs) == 2 else None
+
+
+@pytest.fixture
+def github():
+    fake = FakeGitHub()
+    yield fake
+    fake.stop()
 
 
 def test_a_pull_request_compares_with_the_run_at_its_base_commit_not_the_latest(isolated, project, run_id):
@@ -58,3 +71,48 @@ def test_a_run_forwarded_with_a_shard_missing_is_never_the_baseline(isolated, pr
     agg.closing.close(CloseRequest(project=project, run_id=f"{run_id}-main-2"))
     assert isolated.finalize_all(project, f"{run_id}-main-2") == "forwarded"
     assert agg.ledger.baselines.latest_baseline(project, "main") == f"{run_id}-main-1"
+
+
+def test_a_pull_request_whose_upload_could_not_tell_its_merge_base_takes_githubs(isolated, github, project, run_id):
+    """A depth-1 clone sends the base branch's tip (``pull_request.base.sha``) and no ancestors;
+    the finalizer asks GitHub where the pull request left main, and the commits before."""
+    before, fork_point = github.commit_on("main", "a" * 40), github.commit_on("main", "b" * 40)
+    head = github.commit_on("feature", "c" * 40, fork_point)
+    tip = github.commit_on("main", "d" * 40)  # main moved on
+    github.pulls[4] = ("main", head)
+    agg = replace(isolated.aggregator, github_commits=GitHubCommits(github.url, "gh-token"))
+    assert _run(agg, isolated, project, f"{run_id}-main-1", before, {"1": 1000, "2": 1000}) == "forwarded"
+    assert _run(agg, isolated, project, f"{run_id}-main-2", tip, {"1": 2000, "2": 2000}) == "forwarded"
+    pull = {"ref": "refs/pull/4/merge", "base_ref": "main"}
+    assert github.reads == []  # a branch's runs ask nothing
+    _run(agg, isolated, project, f"{run_id}-pr", head, {"1": 1100, "2": 1100}, **pull, base_commit=tip)
+    report = agg.reports.report(project, f"{run_id}-pr")
+    assert report.baseline["run_id"] == f"{run_id}-main-1" and report.baseline["why"] == (
+        "main's run at aaaaaaaaaaaa, 1 commit before the change's base commit bbbbbbbbbbbb: the nearest with a run")
+    assert github.reads == [f"/repos/{project}/pulls/4", f"/repos/{project}/compare/main...{head}", f"/repos/{project}/commits"]
+    assert report.counts.regressions == 2 and round(report.counts.worst_regression, 2) == 0.1  # not -45% against the tip
+
+
+def test_a_token_github_refuses_leaves_the_uploads_base_commit_and_is_asked_no_more(isolated, github, project, run_id, caplog):
+    github.pulls[4] = ("main", github.commit_on("feature", "c" * 40))
+    github.fail_with = 403
+    agg = replace(isolated.aggregator, github_commits=GitHubCommits(github.url, "gh-token"))
+    assert _run(agg, isolated, project, f"{run_id}-main", "d" * 40, {"1": 1000, "2": 1000}) == "forwarded"
+    pull = {"ref": "refs/pull/4/merge", "base_ref": "main"}
+    for attempt in ("pr-1", "pr-2"):
+        assert _run(agg, isolated, project, f"{run_id}-{attempt}", "c" * 40, {"1": 1100, "2": 1100}, **pull,
+                    base_commit="d" * 40) == "forwarded"
+        assert agg.reports.report(project, f"{run_id}-{attempt}").baseline["why"] == (
+            "main's run at the change's base commit dddddddddddd")
+    assert github.reads == [f"/repos/{project}/pulls/4"]
+    assert f"GitHub did not tell the merge base of {project}#4 (403)" in caplog.text
+
+
+def test_githubs_merge_base_comes_with_its_first_parents_only(github):
+    root = github.commit_on("main", "1" * 40)
+    side = github.commit_on("side", "2" * 40, root)
+    merged = github.commit_on("main", "3" * 40, root, side)  # a merge commit: main first, the side branch second
+    base = github.commit_on("main", "4" * 40)
+    github.pulls[9] = ("main", github.commit_on("feature", "5" * 40, base))
+    assert GitHubCommits(github.url, "t").merge_base("acme/widgets", 9, 50) == (base, [merged, root])
+    assert GitHubCommits(github.url, "t").merge_base("acme/widgets", 9, 1) == (base, [merged])

@@ -13,7 +13,7 @@ class GitHubApi:
         })
         self.timeout = timeout
 
-    def call(self, method: str, path: str, body: dict) -> dict:
-        answer = self.http.request(method, f"{self.api_url}{path}", json=body, timeout=self.timeout)
+    def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None):
+        answer = self.http.request(method, f"{self.api_url}{path}", json=body, params=params, timeout=self.timeout)
         answer.raise_for_status()
         return answer.json() if answer.content else {}

@@ -12,6 +12,7 @@ from functools import cached_property
 from ..adapters.bundle_store import BundleStore
 from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.github_comments import GitHubComments
+from ..adapters.github_commits import GitHubCommits
 from ..adapters.github_status import GitHubStatuses
 from ..adapters.ledger import Ledger
 from ..adapters.metrics import Metrics, NoMetrics
@@ -21,6 +22,7 @@ from ..settings import Settings
 from .close_run import CloseRun
 from .finalize_run import FinalizeRun
 from .forward_part import ForwardPart
+from .merge_bases import MergeBases
 from .pr_comments import PullRequestComments
 from .project_tokens import ProjectTokens
 from .record_arrival import RecordArrival
@@ -39,6 +41,7 @@ class Aggregator:
     upstream: UpstreamClient | None = None  # the finalizer's only
     statuses: GitHubStatuses | None = None  # commit statuses on GitHub, when configured
     github_comments: GitHubComments | None = None  # pull-request comments on GitHub, when configured
+    github_commits: GitHubCommits | None = None  # a pull request's merge base, asked of GitHub when configured
     metrics: Metrics | None = None
     clock: Callable[[], float] = time.time
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
@@ -73,7 +76,7 @@ class Aggregator:
                                 self._metrics)
         return FinalizeRun(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.parts,
                            self.ledger.baselines, self.store, self.results, self.queue, forwarder, self.reports, self._metrics,
-                           self.clock)
+                           self.clock, MergeBases(self.github_commits))
 
     @cached_property
     def tokens(self) -> ProjectTokens:

@@ -4,7 +4,7 @@ baseline, forward each part (``forward_part``), and record how it ended."""
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 
 from botocore.exceptions import ClientError
 
@@ -25,6 +25,7 @@ from ..domain.timestamps import epoch, iso
 from ..domain.uploads import Upload, part_id, plan_forward
 from ..settings import Settings
 from .forward_part import ForwardPart
+from .merge_bases import MergeBases
 from .reports import Reports
 
 
@@ -45,6 +46,7 @@ class FinalizeRun:
     reports: Reports
     metrics: Metrics
     clock: Callable[[], float] = time.time
+    merge_bases: MergeBases = field(default_factory=lambda: MergeBases(None))  # GitHub: a pull request's, untold
 
     def finalize(self, project: str, run_id: str, part: int | None = None) -> str:
         """Merge and forward a run, once; answers the run's state afterwards (or "not_claimed").
@@ -151,8 +153,9 @@ class FinalizeRun:
         if earlier is not None:
             baseline = earlier["baseline"]  # what the earlier attempt carried stays carried from the same run
         else:
+            snapshot = replace(snapshot, run=self.merge_bases.resolved(run))
             baseline = self.baselines.baseline_for(run.project, branch_of(run.base_ref) or self.settings.default_branch,
-                                                   run.base_commits())
+                                                   snapshot.run.base_commits())
         kept = [Upload.from_item(u) for u in earlier["uploads"]] if earlier else []
         shards, completion = self._shards(snapshot, baseline, lost=True)
         uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept)
