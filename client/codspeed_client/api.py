@@ -80,6 +80,9 @@ class AggregatorApi:
     def request_upload(self, request: dict) -> dict:
         return self._call("POST", "/v1/uploads", json=request)
 
+    def open(self, request: dict) -> dict:
+        return self._call("POST", "/v1/runs/open", json=request)
+
     def close(self, project: str, run_id: str, skip: list[str]) -> dict:
         return self._call("POST", "/v1/runs/close", json={"project": project, "run_id": run_id, "skip": skip})
 

@@ -20,6 +20,7 @@ exit codes: 0 done; 2 usage; 3 configuration missing; 4 token refused; 5 request
 EXAMPLES = {
     "push": "example:\n  codspeed-client push --shard 2/4 --profile-folder profiles/\n"
             "  codspeed-client push --shard parse --expect parse,lint,codegen --archive shard.tar.gz --dry-run\n",
+    "open": "example:\n  codspeed-client open --shards 4 --skip 3\n  codspeed-client open --expect parse,lint,codegen\n",
     "close": "example:\n  codspeed-client close --skip lint\n",
     "status": "example:\n  codspeed-client status --wait --timeout 1800 --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n",
     "env": "example:\n  codspeed-client env --json\n",
@@ -81,6 +82,13 @@ def parser() -> argparse.ArgumentParser:
     push.add_argument("--dry-run", action="store_true",
                       help="check the shard with the aggregator's rules and show what would be sent; send nothing")
     _common(push)
+
+    opening = command("open", "declare the run before any shard runs: its shards, and those skipped on purpose")
+    opening.add_argument("--shards", type=int, help="the run has shards 1 to N")
+    opening.add_argument("--expect", help="the run's shard names, comma-separated")
+    opening.add_argument("--skip", action="append", default=[],
+                         help="a shard skipped on purpose, carried from the baseline run (repeat, or comma-separate)")
+    _common(opening)
 
     close = command("close", "say that every shard that will come has come")
     close.add_argument("--skip", action="append", default=[], help="a shard skipped on purpose (repeat, or comma-separate)")
@@ -185,8 +193,6 @@ class Target:
 
 
 def _parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[str] | None]:
-    from codspeed_rules.names import is_shard_name
-
     indexed = re.fullmatch(r"([0-9]+)/([0-9]+)", shard)
     names = [n.strip() for n in expect.split(",") if n.strip()] if expect else None
     if indexed:
@@ -201,23 +207,67 @@ def _parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[
     if names is None:
         hint = f"--shard {shard}/N (shard {shard} of N)" if shard.isdigit() else f"--expect {shard},other,..."
         raise ClientError(f"--shard {shard} says no total: write {hint}, so the run knows when every shard is in", USAGE)
-    for name in names:
-        if not is_shard_name(name):
-            raise ClientError(f"shard name {name!r} is not usable: letters, digits and _.=+@- only", USAGE)
-    if len(set(names)) != len(names):
-        raise ClientError(f"--expect {expect} names a shard twice", USAGE)
+    names = _names("--expect", expect)
     if shard not in names:
         raise ClientError(f"--shard {shard} is not among --expect {expect}", USAGE)
     return shard, None, names
 
 
+def _where_from(ctx) -> dict:
+    """What a run's first request says of its CI run and its base, each only when known (a stack
+    before it takes none): the CI run's page, the base commit and the commits before it."""
+    from codspeed_rules.names import MAX_ANCESTORS, is_ci_url
+
+    from .ci import ancestors
+
+    found = {"ci_url": ctx.ci_url} if ctx.ci_url and is_ci_url(ctx.ci_url) else {}
+    if ctx.base_commit:
+        found["base_commit"] = ctx.base_commit
+        if before := ancestors(ctx.repository_root, ctx.base_commit, MAX_ANCESTORS):
+            found["base_ancestors"] = before
+    return found
+
+
+def open_run(args: argparse.Namespace) -> int:
+    target = Target(args)
+    if not target.commit:
+        raise ClientError("cannot tell the commit: pass --commit SHA", CONFIG)
+    if (args.shards is None) == (args.expect is None):
+        raise ClientError("say which shards the run has: --shards N (shards 1 to N) or --expect a,b,c", USAGE)
+    if args.shards is not None and args.shards < 1:
+        raise ClientError(f"--shards {args.shards}: a run has 1 shard or more", USAGE)
+    names = _names("--expect", args.expect) if args.expect is not None else [str(i) for i in range(1, args.shards + 1)]
+    skip = _names("--skip", ",".join(args.skip)) if args.skip else []
+    outside = [name for name in skip if name not in names]
+    if outside:
+        raise ClientError(f"--skip {','.join(outside)}: not among the run's shards ({','.join(names[:20])})", USAGE)
+    request = {"project": target.project, "run_id": target.run_id, "skip": skip, "commit": target.commit,
+               "ref": target.ctx.ref, "base_ref": target.ctx.base_ref, **_where_from(target.ctx),
+               **({"total": args.shards} if args.shards is not None else {"expect": names})}
+    answer = target.api().open(request)
+    Output(args).result(answer, f"run {answer['run_id']} ({target.project}): {answer['state']}: {answer['message']}")
+    return 0
+
+
+def _names(flag: str, value: str) -> list[str]:
+    """Comma-separated shard names, each usable, none twice."""
+    from codspeed_rules.names import is_shard_name
+
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    for name in names:
+        if not is_shard_name(name):
+            raise ClientError(f"shard name {name!r} is not usable: letters, digits and _.=+@- only", USAGE)
+    if not names:
+        raise ClientError(f"{flag} {value!r} names no shard", USAGE)
+    if len(set(names)) != len(names):
+        raise ClientError(f"{flag} {value} names a shard twice", USAGE)
+    return names
+
+
 def push(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from codspeed_rules.names import MAX_ANCESTORS, is_ci_url
-
     from . import bundle, metadata
-    from .ci import ancestors
 
     out = Output(args)
     for flag, value in (("--profile-folder", args.profile_folder), ("--archive", args.archive)):
@@ -240,12 +290,7 @@ def push(args: argparse.Namespace) -> int:
                               shard=shard, carried=made.carried_metadata, executor=made.executor)
         request = {"project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
                    "size": made.size, "crc32": made.crc32(), "metadata": meta}
-        if target.ctx.ci_url and is_ci_url(target.ctx.ci_url):  # sent only when known: a stack before it takes none
-            request["ci_url"] = target.ctx.ci_url
-        if target.ctx.base_commit:
-            request["base_commit"] = target.ctx.base_commit
-            if before := ancestors(target.ctx.repository_root, target.ctx.base_commit, MAX_ANCESTORS):
-                request["base_ancestors"] = before
+        request.update(_where_from(target.ctx))
         if api is None:
             return _dry_run(out, made, verdict.result(), request)
         try:
@@ -383,7 +428,7 @@ def pack(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"push": push, "close": close, "status": status, "env": env, "pack": pack}
+COMMANDS = {"push": push, "open": open_run, "close": close, "status": status, "env": env, "pack": pack}
 
 
 def main(argv: list[str] | None = None) -> int:

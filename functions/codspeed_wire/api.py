@@ -63,6 +63,44 @@ class UploadGrant(BaseModel):
     attempt: int = 1
 
 
+class OpenRequest(BaseModel):
+    """Declare a run before any shard runs (``codspeed-client open``): its manifest, the shards
+    skipped on purpose (carried from the baseline, never missing), and what its shards' pushes
+    will state (commit, ref): a later push must agree with all of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: Project
+    run_id: RunId
+    total: int | None = Field(default=None, ge=1, le=MAX_SHARDS, description="expected shard count")
+    expect: list[ShardName] | None = Field(default=None, min_length=1, max_length=MAX_SHARDS)
+    skip: list[ShardName] = Field(default=[], max_length=MAX_SHARDS)
+    commit: str = Field(pattern=COMMIT_PATTERN)
+    ref: str | None = Field(default=None, max_length=1000)
+    base_ref: str | None = Field(default=None, max_length=1000)
+    ci_url: str | None = Field(default=None, pattern=CI_URL_PATTERN)
+    base_commit: str | None = Field(default=None, pattern=COMMIT_PATTERN)
+    base_ancestors: list[Annotated[str, Field(pattern=COMMIT_PATTERN)]] = Field(default_factory=list,
+                                                                               max_length=MAX_ANCESTORS)
+
+    @model_validator(mode="after")
+    def _manifest_holds_the_skips(self) -> "OpenRequest":
+        if (self.total is None) == (self.expect is None):
+            raise ValueError("give either total (a shard count) or expect (shard names)")
+        names = self.manifest_names()
+        if len(set(names)) != len(names):
+            raise ValueError("expect lists a shard name twice")
+        outside = [name for name in self.skip if name not in names]
+        if outside:
+            raise ValueError(f"skip names {', '.join(outside)}, not among the run's shards ({', '.join(names[:20])}"
+                             f"{', …' if len(names) > 20 else ''})")
+        return self
+
+    def manifest_names(self) -> list[str]:
+        """The run's shards: those ``expect`` names, or 1 to ``total``."""
+        return self.expect or [str(i) for i in range(1, (self.total or 0) + 1)]
+
+
 class CloseRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

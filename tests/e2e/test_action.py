@@ -61,7 +61,7 @@ class Runner:
             cwd = self.workspace / expand(step.get("working-directory", "."))
             done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=cwd, env=env,
                                   capture_output=True, text=True, timeout=300)
-            code, err = done.returncode, done.stderr
+            code, err, self.last_out = done.returncode, done.stderr, done.stdout
             steps[step.get("id", str(index))] = dict(line.split("=", 1) for line in output_file.read_text().splitlines() if "=" in line)
             if code:
                 break
@@ -94,7 +94,9 @@ def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack,
     before = sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*"))
     common = {"api-url": stack.api_url, "token": TOKEN}
 
-    code, outputs, err = job.use({**common, "shard": "1/2", "profile-folder": "profiles", "working-directory": "bench"})
+    code, _, err = job.use({**common, "command": "open", "shards": "3", "skip": "3"})
+    assert code == 0 and f"run {run_id} ({project}): open: opened: 3 shards expected, 1 skipped" in job.last_out, err
+    code, outputs, err = job.use({**common, "shard": "1/3", "profile-folder": "profiles", "working-directory": "bench"})
     assert code == 0, err
     assert outputs["run-id"] == run_id
     venv = job.temp / "codspeed-client-venv"
@@ -109,8 +111,8 @@ def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack,
     assert code == 0, err
     assert outputs["state"] == "forwarded" and outputs["upstream-run-id"]
     report = Path(outputs["report-path"])
-    assert report.parent.parent == job.temp and "forwarded, 1/2 shards in" in report.read_text().splitlines()[0]
-    assert "Skipped shard: 2" in job.summary.read_text()
+    assert report.parent.parent == job.temp and "forwarded, 1/3 shards in" in report.read_text().splitlines()[0]
+    assert "Skipped shards: 2, 3" in job.summary.read_text()
     assert sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*")) == before  # nothing written into the checkout
 
 
@@ -141,7 +143,7 @@ def test_the_action_refuses_an_unknown_command(tmp_path):
     job = Runner(tmp_path, Path(sys.executable).parent, {})
     _installed(job)
     code, _, err = job.use({"command": "deploy", "api-url": "http://127.0.0.1:9", "token": "t"})
-    assert code == 2 and "command must be push, close or status, not 'deploy'" in err
+    assert code == 2 and "command must be open, push, close or status, not 'deploy'" in err
 
 
 def test_the_readme_workflow_uses_only_inputs_the_action_has():

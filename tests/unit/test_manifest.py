@@ -39,6 +39,16 @@ def test_a_run_is_complete_when_every_group_seen_is():
     assert not RunRecord(project="a/b", run_id="1", groups={}).complete()
 
 
+def test_a_run_opened_with_skips_is_complete_when_the_others_are_in():
+    from codspeed_aggregator.domain.ledger import RunRecord
+
+    run = RunRecord(project="a/b", run_id="1", groups={"": Manifest(total=4, indexed=True), "job": Manifest(total=1)},
+                    skipped=("3", "9"), group_counts={"": 2, "job": 1})
+    assert not run.complete() and run.skipped_in("", run.groups[""]) == 1  # 9 is none of its shards
+    run.group_counts[""] = 3
+    assert run.complete() and run.skipped_in("job", run.groups["job"]) == 0  # a runner's job group names no skips
+
+
 def test_a_shard_outside_the_manifest_is_refused_by_name():
     with pytest.raises(Unprocessable, match="shard '5' is not in the run's manifest \\(4 shards\\)"):
         Manifest(total=4, indexed=True).admit("5")

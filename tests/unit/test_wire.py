@@ -1,3 +1,4 @@
+import re
 """Each wire contract from both sides: what the client (or CodSpeed's runner) sends, the server parses."""
 
 import pytest
@@ -100,3 +101,19 @@ def test_close_request_refuses_unknown_fields_and_bad_names():
         CloseRequest.model_validate({"project": "a/b", "run_id": "1", "skip": ["../x"]})
     with pytest.raises(ValidationError):
         CloseRequest.model_validate({"project": "a/b", "run_id": "1", "force": True})
+
+
+@pytest.mark.parametrize("change, says", [
+    ({}, "give either total (a shard count) or expect (shard names)"),
+    ({"total": 2, "expect": ["a", "b"]}, "give either total"),
+    ({"total": 3, "skip": ["4"]}, "skip names 4, not among the run's shards (1, 2, 3)"),
+    ({"expect": ["a", "a"]}, "expect lists a shard name twice"),
+    ({"total": 2, "commit": "HEAD"}, "String should match pattern"),
+])
+def test_an_open_request_names_what_it_cannot_declare(change, says):
+    from codspeed_wire.api import OpenRequest
+
+    with pytest.raises(ValidationError, match=re.escape(says)):
+        OpenRequest.model_validate({"project": "acme/widgets", "run_id": "r1", "commit": "a" * 40, **change})
+    assert OpenRequest.model_validate({"project": "acme/widgets", "run_id": "r1", "commit": "a" * 40, "total": 3,
+                                       "skip": ["3"]}).manifest_names() == ["1", "2", "3"]

@@ -88,10 +88,16 @@ class RunRecord:
         return sum(1 for v in self.variants if v.partition("|")[0] == group)
 
     def complete(self) -> bool:
-        """Every group seen has all its shards (outside its manifest they are refused at upload)."""
+        """Every group seen has all its shards (outside its manifest they are refused at upload),
+        its shards skipped on purpose aside (a push of one is refused: ``codspeed-client open``)."""
         return bool(self.groups) and all(
-            manifest.is_complete_count(self.group_counts.get(group, 0), self.variants_of(group))
+            manifest.is_complete_count(self.group_counts.get(group, 0) + self.skipped_in(group, manifest),
+                                       self.variants_of(group))
             for group, manifest in self.groups.items())
+
+    def skipped_in(self, group: str, manifest: Manifest) -> int:
+        """How many of a group's shards are skipped (the client's group only: skips name its shards)."""
+        return len(set(self.skipped) & set(manifest.expected_names() or ())) if group == "" else 0
 
     def expected_count(self) -> int | None:
         counts = [m.expected_count() for m in self.groups.values()]

@@ -38,6 +38,9 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
                           state=shard.state, attempt=shard.attempt, size=shard.size, benchmarks=shard.benchmarks,
                           reason=shard.reason, arrived_at=shard.arrived_at)
     if run.state == OPEN:
+        if name in run.skipped:  # declared when the run was opened
+            return ShardEntry(name=name, state="skipped", reason="skipped on purpose when the run was opened: carried "
+                                                                "from the baseline run when the run is forwarded")
         return ShardEntry(name=name, state="expected")
     if (c := (outcome.get("carried") or {}).get(name)) is not None:
         return ShardEntry(name=name, state="carried", benchmarks=c.get("benchmarks"), size=c.get("size"),
@@ -61,8 +64,10 @@ def build_report(snapshot: Snapshot, now: str, *, summaries: dict[str, ShardSumm
     arrived = snapshot.arrived()
     carried = sum((c.get("benchmarks") or 0) for c in (outcome.get("carried") or {}).values())
     running = 0
-    if baseline is not None and run.state == OPEN:  # the baseline's benchmarks of shards not in yet
-        running = sum(s.benchmarks or 0 for name, s in baseline.arrived().items() if name not in arrived)
+    if baseline is not None and run.state == OPEN:  # the baseline's benchmarks of shards not in yet, or skipped
+        pending = {name: s.benchmarks or 0 for name, s in baseline.arrived().items() if name not in arrived}
+        running = sum(n for name, n in pending.items() if name not in run.skipped)
+        carried += sum(n for name, n in pending.items() if name in run.skipped)
     missing = outcome.get("missing_benchmarks_total", len(outcome.get("missing_benchmarks") or ()))
     summaries = summaries or {}
     counts, listed = combine((summaries[n] for n in sorted(arrived) if n in summaries), carried, running, missing)

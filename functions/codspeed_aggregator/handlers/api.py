@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ValidationError
 
-from codspeed_wire.api import CloseRequest, ShardUploadRequest
+from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
 from codspeed_rules.names import SEGMENT, SHARD_PATTERN, is_project
 from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
@@ -91,6 +91,13 @@ def drop_in_upload(metadata: UploadMetadata):
     _allow(metadata.project or "")
     accepted = api().uploads.accept_drop_in(metadata)
     return _json(HTTPStatus.OK, accepted.model_dump())
+
+
+@app.post("/v1/runs/open")
+def open_run(request: OpenRequest):
+    _allow(request.project)
+    answer = api().opening.open(request)
+    return _json(HTTPStatus.OK, answer.model_dump())
 
 
 @app.post("/v1/runs/close")

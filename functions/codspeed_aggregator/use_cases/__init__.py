@@ -23,6 +23,7 @@ from .close_run import CloseRun
 from .finalize_run import FinalizeRun
 from .forward_part import ForwardPart
 from .merge_bases import MergeBases
+from .open_run import OpenRun
 from .pr_comments import PullRequestComments
 from .project_tokens import ProjectTokens
 from .record_arrival import RecordArrival
@@ -65,6 +66,10 @@ class Aggregator:
     def arrivals(self) -> RecordArrival:
         return RecordArrival(self.settings, self.ledger.reads, self.ledger.shards, self.ledger.runs, self.store,
                              self.results, self.queue, self.arrivals_queue, self.uploads, self.reports, self._metrics, self.clock)
+
+    @cached_property
+    def opening(self) -> OpenRun:
+        return OpenRun(self.settings, self.ledger.runs, self.queue, self.reports, self.clock)
 
     @cached_property
     def closing(self) -> CloseRun:

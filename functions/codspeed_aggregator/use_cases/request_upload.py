@@ -78,6 +78,9 @@ class RequestUpload:
                            "(a shard pushed after the run is forwarded starts its next attempt)")
         if run.closing:
             raise closing
+        if group == "" and shard in run.skipped and run.attempt == 1:
+            raise Conflict(f"shard {shard} was declared skipped when run {run.run_id} of {project} was opened: "
+                           "it is carried from the baseline run, not pushed")
         if metadata.tokenless and not run.tokenless:  # anyone may send one: it may not speak on a pull request
             self.runs.mark_tokenless(project, run.run_id)
         if group not in run.groups:
