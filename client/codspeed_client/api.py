@@ -80,6 +80,9 @@ class AggregatorApi:
     def request_upload(self, request: dict) -> dict:
         return self._call("POST", "/v1/uploads", json=request)
 
+    def costs(self, project: str, branch: str | None) -> dict:
+        return self._call("GET", "/v1/costs", params={"project": project, **({"branch": branch} if branch else {})})
+
     def open(self, request: dict) -> dict:
         return self._call("POST", "/v1/runs/open", json=request)
 

@@ -21,6 +21,8 @@ EXAMPLES = {
     "push": "example:\n  codspeed-client push --shard 2/4 --profile-folder profiles/\n"
             "  codspeed-client push --shard parse --expect parse,lint,codegen --archive shard.tar.gz --dry-run\n",
     "open": "example:\n  codspeed-client open --shards 4 --skip 3\n  codspeed-client open --expect parse,lint,codegen\n",
+    "durations": "example:\n  codspeed-client durations -o .test_durations && pytest --splits 4 --group 1 --durations-path .test_durations\n",
+    "split": "example:\n  codspeed-client split --shards 4 --json\n",
     "close": "example:\n  codspeed-client close --skip lint\n",
     "status": "example:\n  codspeed-client status --wait --timeout 1800 --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n",
     "env": "example:\n  codspeed-client env --json\n",
@@ -90,6 +92,19 @@ def parser() -> argparse.ArgumentParser:
                          help="a shard skipped on purpose, carried from the baseline run (repeat, or comma-separate)")
     _common(opening)
 
+    durations = command("durations", "write what each benchmark cost on the base branch's latest run")
+    durations.add_argument("--branch", help="the branch whose latest forwarded run is read (default: the stack's)")
+    durations.add_argument("--format", choices=("pytest-split", "json"), default="pytest-split",
+                           help="pytest-split's durations file (node id: seconds), or the aggregator's answer")
+    durations.add_argument("-o", "--output", help="the file to write (default: standard output)")
+    _common(durations)
+
+    splitting = command("split", "say which benchmarks go to which shard, balanced on their recorded costs")
+    splitting.add_argument("--shards", type=int, required=True, help="how many shards")
+    splitting.add_argument("--branch", help="the branch whose latest forwarded run's costs are used")
+    splitting.add_argument("--names", help="a file of the benchmarks to split, one a line (default: those recorded)")
+    _common(splitting)
+
     close = command("close", "say that every shard that will come has come")
     close.add_argument("--skip", action="append", default=[], help="a shard skipped on purpose (repeat, or comma-separate)")
     _common(close)
@@ -131,10 +146,11 @@ class Target:
     """Where to send, and which run: flags first, then the environment, then the CI and git.
     Values the aggregator would refuse are usage errors here, said in a sentence."""
 
-    def __init__(self, args: argparse.Namespace, *, need_api: bool = True, check: bool = True) -> None:
+    def __init__(self, args: argparse.Namespace, *, need_api: bool = True, check: bool = True,
+                 need_run: bool = True) -> None:
         from .ci import detect
 
-        self.ctx = detect()
+        self.ctx, self.need_run = detect(), need_run
         self.api_url = args.api_url or os.environ.get("CODSPEED_AGGREGATOR_URL")
         # a secret pasted with its line break (a CI secret, a file read into the variable) is the token
         self.token = (args.token or os.environ.get("CODSPEED_AGGREGATOR_TOKEN") or "").strip() or None
@@ -151,7 +167,7 @@ class Target:
     def missing(self, need_api: bool = True) -> list[str]:
         found = [
             (self.project, "cannot tell the project: pass --project owner/repo"),
-            (self.run_id, "cannot tell the run id: pass --run-id, the same in every shard of the run"),
+            (self.run_id or not self.need_run, "cannot tell the run id: pass --run-id, the same in every shard of the run"),
         ]
         if need_api:
             found[:0] = [
@@ -340,6 +356,49 @@ def _dry_run(out: Output, made, checked, request: dict) -> int:
     return 0
 
 
+def durations(args: argparse.Namespace) -> int:
+    from .balance import seconds_by_name
+
+    target = Target(args, need_run=False)
+    answer = target.api().costs(target.project, args.branch)
+    body = answer if args.format == "json" else seconds_by_name(answer["benchmarks"])
+    text = json.dumps(body, indent=1, sort_keys=True) + "\n"
+    if args.output:
+        try:
+            with open(args.output, "w") as out:
+                out.write(text)
+        except OSError as exc:
+            raise ClientError(f"cannot write {args.output}: {exc.strerror}", USAGE) from exc
+        print(f"{len(answer['benchmarks'])} benchmarks' costs of run {answer['run_id']} on {answer['branch']} "
+              f"written to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def split_shards(args: argparse.Namespace) -> int:
+    from .balance import seconds_by_name, split
+
+    if args.shards < 1:
+        raise ClientError(f"--shards {args.shards}: split into 1 shard or more", USAGE)
+    names = None
+    if args.names:
+        try:
+            with open(args.names) as listed:
+                names = list(dict.fromkeys(line.strip() for line in listed if line.strip()))
+        except OSError as exc:
+            raise ClientError(f"cannot read --names {args.names}: {exc.strerror}", USAGE) from exc
+    target = Target(args, need_run=False)
+    answer = target.api().costs(target.project, args.branch)
+    costs = seconds_by_name(answer["benchmarks"], names)
+    groups = split(costs, args.shards)
+    out = Output(args)
+    summary = {str(i): {"seconds": round(sum(costs[n] for n in g), 6), "benchmarks": g} for i, g in enumerate(groups, 1)}
+    out.result(summary, "\n".join(f"shard {i}: {s['seconds']:.3f} s, {len(s['benchmarks'])} benchmarks: "
+                                  f"{' '.join(s['benchmarks'])}" for i, s in summary.items()))
+    return 0
+
+
 def close(args: argparse.Namespace) -> int:
     target = Target(args)
     skip = [name.strip() for value in args.skip for name in value.split(",") if name.strip()]
@@ -428,7 +487,7 @@ def pack(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"push": push, "open": open_run, "close": close, "status": status, "env": env, "pack": pack}
+COMMANDS = {"push": push, "open": open_run, "durations": durations, "split": split_shards, "close": close, "status": status, "env": env, "pack": pack}
 
 
 def main(argv: list[str] | None = None) -> int:

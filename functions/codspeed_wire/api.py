@@ -101,6 +101,22 @@ class OpenRequest(BaseModel):
         return self.expect or [str(i) for i in range(1, (self.total or 0) + 1)]
 
 
+class BenchmarkCost(BaseModel):
+    seconds: float | None  # None: its figures recorded no time (a walltime result from before total times were kept)
+    shard: str
+
+
+class CostsAnswer(BaseModel):
+    """What each benchmark of a branch's latest forwarded run cost (``GET /v1/costs``): what
+    ``codspeed-client durations`` and ``split`` balance shards with."""
+
+    project: str
+    branch: str
+    run_id: str
+    commit: str | None = None
+    benchmarks: dict[str, BenchmarkCost] = {}
+
+
 class CloseRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

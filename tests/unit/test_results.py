@@ -33,13 +33,14 @@ def test_a_real_valgrind_shard_gives_each_benchmark_its_totals_and_estimated_cyc
                     "ll_misses": 881 + 830 + 253, "value": 148928 + 10 * (1189 + 1015 + 318) + 100 * (881 + 830 + 253)}
 
 
-def test_a_real_walltime_shard_gives_each_benchmark_its_mean_and_spread():
+def test_a_real_walltime_shard_gives_each_benchmark_its_mean_spread_and_total_time():
     with open(FIXTURES / "walltime-shard-1.tar", "rb") as stream:
         summary = validate_bundle(stream, "walltime")
     assert len(summary.results) == 3
     fib = next(v for k, v in summary.results.items() if k.endswith("::test_fib_10"))
     assert fib["rounds"] == 2993 and fib["mean_ns"] == pytest.approx(8466.14, abs=0.01)
-    assert measured({"t": fib})["t"] == {"unit": "ns", "value": fib["mean_ns"], "stdev_ns": fib["stdev_ns"]}
+    assert measured({"t": fib})["t"] == {"unit": "ns", "value": fib["mean_ns"], "stdev_ns": fib["stdev_ns"],
+                                         "total_s": 2.977257264}  # what it cost to run: what shards balance on
 
 
 @settings(deadline=None, max_examples=50)

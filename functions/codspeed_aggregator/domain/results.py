@@ -50,7 +50,8 @@ def measured(raw: dict[str, dict]) -> dict[str, dict]:
             kept[name] = {"unit": "cycles", "value": r["Ir"] + L1_WEIGHT * l1 + LL_WEIGHT * ll,
                           "instructions": r["Ir"], "l1_misses": l1, "ll_misses": ll}
         elif "mean_ns" in r:
-            kept[name] = {"unit": "ns", "value": r["mean_ns"], "stdev_ns": r.get("stdev_ns")}
+            kept[name] = {"unit": "ns", "value": r["mean_ns"], "stdev_ns": r.get("stdev_ns"),
+                          **({"total_s": r["total_time"]} if "total_time" in r else {})}
     return kept
 
 

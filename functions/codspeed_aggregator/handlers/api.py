@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ValidationError
 
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
-from codspeed_rules.names import SEGMENT, SHARD_PATTERN, is_project
+from codspeed_rules.names import PROJECT_PATTERN, SEGMENT, SHARD_PATTERN, is_project
 from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
@@ -122,6 +122,19 @@ def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern=
         return Response(status_code=HTTPStatus.SEE_OTHER, headers={"Location": link}, body="")
     if format == "markdown":
         return Response(status_code=200, content_type="text/markdown; charset=utf-8", body=body)
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
+
+
+@app.get("/v1/costs", compress=True)
+def benchmark_costs(project: Annotated[str, Query(pattern=PROJECT_PATTERN)],
+                    branch: Annotated[str | None, Query(max_length=255)] = None):
+    """What each benchmark of the branch's latest forwarded run cost, in seconds."""
+    _allow(project)
+    answer = api().costs.latest(project, branch)
+    body = answer.model_dump_json()
+    if len(body.encode()) > api().settings.report_inline_bytes:
+        raise Unprocessable(f"the costs of run {answer.run_id} ({len(answer.benchmarks)} benchmarks) are "
+                            f"{len(body.encode())} bytes, over what one answer holds ({api().settings.report_inline_bytes})")
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
 
 

@@ -19,6 +19,7 @@ from ..adapters.metrics import Metrics, NoMetrics
 from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamClient
 from ..settings import Settings
+from .benchmark_costs import BenchmarkCosts
 from .close_run import CloseRun
 from .finalize_run import FinalizeRun
 from .forward_part import ForwardPart
@@ -66,6 +67,10 @@ class Aggregator:
     def arrivals(self) -> RecordArrival:
         return RecordArrival(self.settings, self.ledger.reads, self.ledger.shards, self.ledger.runs, self.store,
                              self.results, self.queue, self.arrivals_queue, self.uploads, self.reports, self._metrics, self.clock)
+
+    @cached_property
+    def costs(self) -> BenchmarkCosts:
+        return BenchmarkCosts(self.settings, self.ledger.reads, self.ledger.baselines, self.results)
 
     @cached_property
     def opening(self) -> OpenRun:

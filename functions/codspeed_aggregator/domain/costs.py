@@ -1,0 +1,26 @@
+"""What each benchmark costs to run, in seconds, from what its shard's arrival recorded: a
+walltime benchmark's measured total time; a valgrind one's instructions at one documented rate
+(callgrind runs a benchmark once, at about ``VALGRIND_INSTRUCTIONS_PER_SECOND``), relative
+seconds, which is what balancing shards needs."""
+
+VALGRIND_INSTRUCTIONS_PER_SECOND = 20e6  # callgrind's pace on a CI core, about 50 times slower than native
+
+
+def cost_seconds(result: dict) -> float | None:
+    """A benchmark's cost in seconds, or None when its figures say none (a walltime result
+    recorded before its total time was)."""
+    if result.get("unit") == "cycles" and result.get("instructions") is not None:
+        return result["instructions"] / VALGRIND_INSTRUCTIONS_PER_SECOND
+    if result.get("unit") == "ns" and result.get("total_s") is not None:
+        return float(result["total_s"])
+    return None
+
+
+def run_costs(results_by_shard: dict[str, dict[str, dict]]) -> dict[str, dict]:
+    """Each benchmark's cost and shard, by name, over a run's shards' results (a benchmark in two
+    shards is the later shard's, by name)."""
+    costs = {}
+    for shard in sorted(results_by_shard):
+        for name, result in results_by_shard[shard].items():
+            costs[name] = {"seconds": cost_seconds(result), "shard": shard}
+    return costs

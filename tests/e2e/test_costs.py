@@ -1,0 +1,48 @@
+"""End to end: what each benchmark cost on main, recorded at arrival, exported for pytest-split
+(``codspeed-client durations``) and balanced into shards (``split``), with the real client."""
+
+import json
+import os
+from pathlib import Path
+
+from codspeed_aggregator.local.profiles import make_profile_folder
+from tests.e2e.test_sharded_run import _final, _run
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
+MAIN = ["--commit", "1" * 40, "--ref", "refs/heads/main"]
+COSTS = {"tests/test_a.py::heavy": 80_000_000, "tests/test_a.py::light": 20_000_000, "tests/test_b.py::mid": 40_000_000}
+
+
+def test_costs_recorded_on_main_are_exported_for_pytest_split_and_balance_a_split(stack, project, tmp_path):
+    run_id = f"costs-main-{os.getpid()}"
+    folder = make_profile_folder(tmp_path / "valgrind", 4242, list(COSTS), costs=COSTS)
+    common = ["--project", project, "--run-id", run_id, *MAIN]
+    assert _run(stack, "push", "--shard", "1/2", "--profile-folder", str(folder), *common).returncode == 0
+    walltime = _run(stack, "push", "--shard", "2/2", "--archive", str(FIXTURES / "walltime-shard-1.tar"),
+                    "--executor", "walltime", *common)  # pytest-codspeed's own walltime results, as a real run wrote them
+    assert walltime.returncode == 0, walltime.stderr
+    assert _final(stack, project, run_id)["state"] == "forwarded"
+
+    written = tmp_path / ".test_durations"
+    exported = _run(stack, "durations", "--project", project, "-o", str(written))
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.strip().endswith(f"costs of run {run_id} on main written to {written}")
+    durations = json.loads(written.read_text())
+    assert {n: durations[n] for n in COSTS} == {"tests/test_a.py::heavy": 4.0, "tests/test_a.py::light": 1.0,
+                                                "tests/test_b.py::mid": 2.0}  # instructions at 20 M a second
+    timed = sorted(s for n, s in durations.items() if n not in COSTS)
+    assert timed == [2.970836946, 2.977257264, 3.000068246]  # pytest-codspeed's total_time of each, in seconds
+
+    names = tmp_path / "names.txt"
+    names.write_text("\n".join([*COSTS, "tests/test_c.py::new"]) + "\n")  # never run: the median cost, 2.974 s
+    split = _run(stack, "split", "--shards", "2", "--names", str(names), "--project", project, "--json")
+    assert split.returncode == 0, split.stderr
+    assert {k: (round(v["seconds"], 3), v["benchmarks"]) for k, v in json.loads(split.stdout).items()} == {
+        "1": (5.0, ["tests/test_a.py::heavy", "tests/test_a.py::light"]),
+        "2": (4.974, ["tests/test_c.py::new", "tests/test_b.py::mid"])}
+
+
+def test_costs_of_a_branch_with_no_forwarded_run_are_refused_in_one_sentence(stack, project):
+    refused = _run(stack, "durations", "--project", project, "--branch", "nowhere")
+    assert refused.returncode == 5 and f"no run of {project} was forwarded on nowhere yet" in refused.stderr, refused.stderr
+    assert _run(stack, "split", "--shards", "0", "--project", project).returncode == 2

@@ -1,0 +1,36 @@
+"""What a benchmark costs, from what its shard's arrival recorded, and shards balanced on it."""
+
+import pytest
+
+from codspeed_aggregator.domain.costs import VALGRIND_INSTRUCTIONS_PER_SECOND, cost_seconds, run_costs
+from codspeed_aggregator.domain.results import measured
+from codspeed_client.balance import seconds_by_name, split
+
+
+def test_a_benchmarks_cost_is_its_walltime_total_or_its_instructions_at_callgrinds_pace():
+    walltime = measured({"w": {"mean_ns": 8466.1, "stdev_ns": 470.6, "median_ns": 8427.4, "rounds": 2993,
+                               "total_time": 2.977257264}})["w"]  # pytest-codspeed's stats, as a real run wrote them
+    assert cost_seconds(walltime) == 2.977257264
+    valgrind = measured({"v": {"Ir": 40_000_000, "I1mr": 10, "D1mr": 5, "D1mw": 1}})["v"]
+    assert cost_seconds(valgrind) == 40_000_000 / VALGRIND_INSTRUCTIONS_PER_SECOND == 2.0
+    assert cost_seconds(measured({"old": {"mean_ns": 10.0}})["old"]) is None  # recorded before total times were
+    assert run_costs({"2": {"x": valgrind}, "1": {"x": walltime, "y": walltime}}) == {
+        "x": {"seconds": 2.0, "shard": "2"}, "y": {"seconds": 2.977257264, "shard": "1"}}
+
+
+def test_shards_are_balanced_longest_first_onto_the_least_loaded():
+    costs = {"a": 7, "b": 5, "c": 4, "d": 3, "e": 3, "f": 2}
+    assert split(costs, 2) == [["a", "d", "f"], ["b", "c", "e"]]  # 12 and 12
+    assert split(costs, 1) == [["a", "b", "c", "d", "e", "f"]]
+    assert split({"a": 1}, 3) == [["a"], [], []]
+    assert split({"y": 2, "x": 2, "z": 2}, 2) == [["x", "z"], ["y"]]  # equal costs: by name, whatever the order given
+
+
+@pytest.mark.parametrize("names, expected", [
+    (None, {"a": 4.0, "b": 1.0, "c": 2.5}),  # c recorded no time: the median of the others
+    (["a", "new"], {"a": 4.0, "new": 2.5}),  # a benchmark never recorded: the median too
+])
+def test_a_benchmark_with_no_recorded_cost_gets_the_median(names, expected):
+    recorded = {"a": {"seconds": 4.0, "shard": "1"}, "b": {"seconds": 1.0, "shard": "1"}, "c": {"seconds": None, "shard": "2"}}
+    assert seconds_by_name(recorded, names) == expected
+    assert seconds_by_name({}, ["x"]) == {"x": 1.0}
