@@ -91,6 +91,16 @@ def ancestors(root: str | None, commit: str, count: int) -> list[str]:
     return found.split()[1:] if found else []
 
 
+def changed_files(root: str | None, base: str) -> list[str] | None:
+    """The paths changed since ``base`` (the merge base: what the change touches), None when the
+    clone cannot tell."""
+    found = _git(*(("-C", root) if root else ()), "diff", "--name-only", f"{base}...HEAD")
+    if found is None:
+        listed = _git(*(("-C", root) if root else ()), "rev-parse", "--verify", f"{base}^{{commit}}")
+        return [] if listed else None  # no output: nothing changed, when git knows the base
+    return found.splitlines()
+
+
 def _fork(pr: dict) -> str | None:
     """The head repository of a pull request from a fork (GitHub's event payload: ``head.repo``
     is another repository than ``base.repo``, or null once the fork is deleted), else None."""

@@ -21,6 +21,7 @@ EXAMPLES = {
     "push": "example:\n  codspeed-client push --shard 2/4 --profile-folder profiles/\n"
             "  codspeed-client push --shard parse --expect parse,lint,codegen --archive shard.tar.gz --dry-run\n",
     "open": "example:\n  codspeed-client open --shards 4 --skip 3\n  codspeed-client open --expect parse,lint,codegen\n",
+    "plan": "example:\n  codspeed-client plan --open     # in a job before the matrix: writes matrix= to GITHUB_OUTPUT\n",
     "durations": "example:\n  codspeed-client durations -o .test_durations && pytest --splits 4 --group 1 --durations-path .test_durations\n",
     "split": "example:\n  codspeed-client split --shards 4 --json\n",
     "close": "example:\n  codspeed-client close --skip lint\n",
@@ -91,6 +92,18 @@ def parser() -> argparse.ArgumentParser:
     opening.add_argument("--skip", action="append", default=[],
                          help="a shard skipped on purpose, carried from the baseline run (repeat, or comma-separate)")
     _common(opening)
+
+    planning = command("plan", "say which shards a change affects, from the repository's shard config and the "
+                                "changed files; with --open, open the run with that plan")
+    planning.add_argument("--config", help=".codspeed/shards.toml at the repository's root by default")
+    planning.add_argument("--changed", help="a file listing the changed paths, one a line ('-': standard input); "
+                                            "default: git diff --name-only against the merge base")
+    planning.add_argument("--base", help="the commit to diff against (default: the pull request's merge base)")
+    planning.add_argument("--default-branch", default="main", help="a push to it runs each shard marked so (default main)")
+    planning.add_argument("--dotenv", help="also write CODSPEED_SHARDS, CODSPEED_SKIP, CODSPEED_EXPECT, CODSPEED_MATRIX "
+                                           "here (a GitLab dotenv report)")
+    planning.add_argument("--open", action="store_true", help="open the run with exactly these shards and skips")
+    _common(planning)
 
     durations = command("durations", "write what each benchmark cost on the base branch's latest run")
     durations.add_argument("--branch", help="the branch whose latest forwarded run is read (default: the stack's)")
@@ -257,11 +270,51 @@ def open_run(args: argparse.Namespace) -> int:
     outside = [name for name in skip if name not in names]
     if outside:
         raise ClientError(f"--skip {','.join(outside)}: not among the run's shards ({','.join(names[:20])})", USAGE)
+    _open(args, target, {"total": args.shards} if args.shards is not None else {"expect": names}, skip)
+    return 0
+
+
+def _open(args: argparse.Namespace, target: "Target", manifest: dict, skip: list[str]) -> None:
     request = {"project": target.project, "run_id": target.run_id, "skip": skip, "commit": target.commit,
-               "ref": target.ctx.ref, "base_ref": target.ctx.base_ref, **_where_from(target.ctx),
-               **({"total": args.shards} if args.shards is not None else {"expect": names})}
+               "ref": target.ctx.ref, "base_ref": target.ctx.base_ref, **_where_from(target.ctx), **manifest}
     answer = target.api().open(request)
     Output(args).result(answer, f"run {answer['run_id']} ({target.project}): {answer['state']}: {answer['message']}")
+
+
+def plan(args: argparse.Namespace) -> int:
+    from . import plan as planning
+    from .ci import changed_files
+
+    target = Target(args, check=args.open)  # only an open sends anything
+    root = target.ctx.repository_root or "."
+    config = planning.load(args.config or os.path.join(root, planning.CONFIG_PATH))
+    if args.changed:
+        try:
+            with (sys.stdin if args.changed == "-" else open(args.changed)) as listed:
+                changed = [line.strip() for line in listed if line.strip()]
+        except OSError as exc:
+            raise ClientError(f"cannot read --changed {args.changed}: {exc.strerror}", USAGE) from exc
+    else:
+        base = args.base or target.ctx.base_commit
+        changed = changed_files(root, base) if base else None
+        if base and changed is None:
+            raise ClientError(f"git cannot tell what changed since {base} here: fetch it (actions/checkout's "
+                              "fetch-depth: 0) or pass --changed FILE", CONFIG)
+    shards = config.plan(changed, target.ctx.ref == f"refs/heads/{args.default_branch}")
+    for name, why in shards.runs.items():
+        print(f"runs {name}: {why}")
+    for name, why in shards.skips.items():
+        print(f"skips {name}: {why}")
+    lines = {"matrix": json.dumps({"include": [{"shard": name} for name in shards.runs]}),
+             "shards": ",".join(shards.runs), "skip": ",".join(shards.skips), "expect": ",".join(shards.names)}
+    for path, form in ((os.environ.get("GITHUB_OUTPUT"), "{k}={v}"), (args.dotenv, "CODSPEED_{K}={v}")):
+        if path:
+            with open(path, "a") as out:
+                out.writelines(form.format(k=k, K=k.upper(), v=v) + "\n" for k, v in lines.items())
+    if args.open:
+        if not target.commit:
+            raise ClientError("cannot tell the commit: pass --commit SHA", CONFIG)
+        _open(args, target, {"expect": shards.names}, list(shards.skips))
     return 0
 
 
@@ -487,7 +540,7 @@ def pack(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"push": push, "open": open_run, "durations": durations, "split": split_shards, "close": close, "status": status, "env": env, "pack": pack}
+COMMANDS = {"push": push, "open": open_run, "plan": plan, "durations": durations, "split": split_shards, "close": close, "status": status, "env": env, "pack": pack}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -143,7 +143,7 @@ def test_the_action_refuses_an_unknown_command(tmp_path):
     job = Runner(tmp_path, Path(sys.executable).parent, {})
     _installed(job)
     code, _, err = job.use({"command": "deploy", "api-url": "http://127.0.0.1:9", "token": "t"})
-    assert code == 2 and "command must be open, push, close or status, not 'deploy'" in err
+    assert code == 2 and "command must be plan, open, push, close or status, not 'deploy'" in err
 
 
 def test_the_readme_workflow_uses_only_inputs_the_action_has():

@@ -1,0 +1,97 @@
+"""Which shards a change can affect, from a config in the repository (``.codspeed/shards.toml``):
+each shard's path patterns (gitignore-style, matched by pathspec), the paths that affect every
+shard, and whether a shard always runs on the default branch.
+
+    always = ["Cargo.lock", ".github/workflows/bench.yml"]   # a change here runs every shard
+
+    [shards.linter]
+    paths = ["crates/oxc_linter/**", "crates/oxc_semantic/**"]
+
+    [shards.parser]
+    paths = ["crates/oxc_parser/**"]
+    on_default_branch = false      # default true: a push to the default branch runs it whatever changed
+"""
+
+from __future__ import annotations
+
+from .errors import CONFIG, ClientError
+
+CONFIG_PATH = ".codspeed/shards.toml"
+
+
+class ShardPlan:
+    """The shards a change runs and those it skips, each with the reason, in the config's order."""
+
+    def __init__(self, runs: dict[str, str], skips: dict[str, str]) -> None:
+        self.runs, self.skips = runs, skips
+
+    @property
+    def names(self) -> list[str]:
+        return [*self.runs, *self.skips]
+
+
+class ShardConfig:
+    def __init__(self, path: str, document: dict) -> None:
+        import pathspec
+        from codspeed_rules.names import is_shard_name
+
+        shards = document.get("shards")
+        if not isinstance(shards, dict) or not shards:
+            raise ClientError(f"{path} names no shards: give each a [shards.NAME] table with its paths", CONFIG)
+        self.always = self._spec(pathspec, path, "always", document.get("always", []))
+        self.shards: dict[str, tuple[list[str], object, bool]] = {}
+        for name, shard in shards.items():
+            if not is_shard_name(name):
+                raise ClientError(f"{path}: shard name {name!r} is not usable: letters, digits and _.=+@- only", CONFIG)
+            if not isinstance(shard, dict) or not isinstance(shard.get("on_default_branch", True), bool):
+                raise ClientError(f"{path}: [shards.{name}] takes paths (a list) and on_default_branch (true or false)",
+                                  CONFIG)
+            patterns = shard.get("paths", [])
+            self.shards[name] = (patterns, self._spec(pathspec, path, f"shards.{name}.paths", patterns),
+                                 shard.get("on_default_branch", True))
+
+    @staticmethod
+    def _spec(pathspec, path: str, where: str, patterns):
+        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+            raise ClientError(f"{path}: {where} must be a list of path patterns", CONFIG)
+        for pattern in patterns:
+            try:
+                pathspec.patterns.GitWildMatchPattern(pattern)
+            except (ValueError, TypeError) as exc:
+                raise ClientError(f"{path}: {where} pattern {pattern!r} does not parse as a gitignore pattern ({exc})",
+                                  CONFIG) from exc
+        return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+
+    def plan(self, changed: list[str] | None, on_default_branch: bool) -> ShardPlan:
+        """``changed``: the files the change touches, None when there is nothing to compare with
+        (every shard runs)."""
+        runs, skips = {}, {}
+        everything = next((f for f in changed if self.always.match_file(f)), None) if changed is not None else None
+        for name, (patterns, spec, on_default) in self.shards.items():
+            hit = next((f for f in changed if spec.match_file(f)), None) if changed is not None else None
+            if changed is None:
+                runs[name] = "no base to compare with: every shard runs"
+            elif everything is not None:
+                runs[name] = f"{everything} changed, which affects every shard"
+            elif on_default_branch and on_default:
+                runs[name] = "the default branch runs it always"
+            elif hit is not None:
+                runs[name] = f"{hit} changed"
+            else:
+                skips[name] = f"no change under {', '.join(patterns) or 'its paths (it lists none)'}"
+        return ShardPlan(runs, skips)
+
+
+def load(path: str) -> ShardConfig:
+    try:
+        import tomllib
+    except ImportError:  # Python before 3.11
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            return ShardConfig(path, tomllib.load(f))
+    except FileNotFoundError as exc:
+        raise ClientError(f"no shard config at {path}: write one (see codspeed-client plan --help) or pass --config",
+                          CONFIG) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ClientError(f"{path} is not valid TOML: {exc}", CONFIG) from exc

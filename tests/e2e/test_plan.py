@@ -1,0 +1,90 @@
+"""End to end: ``codspeed-client plan`` in a GitHub pull-request job, on a fixture repository with
+a shard config: the matrix and the skip list from what the change touched, the run opened with
+them, and the matrix's shards forwarded with the others carried from main."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.e2e.test_sharded_run import _env, _final, _folders, _report, _run
+from tests.factories import git_commit
+
+SHARDS = ["linter", "parser", "codegen", "minifier"]
+CONFIG = """
+always = ["Cargo.lock"]
+
+[shards.linter]
+paths = ["crates/oxc_linter/**"]
+
+[shards.parser]
+paths = ["crates/oxc_parser/**"]
+
+[shards.codegen]
+paths = ["crates/oxc_codegen/**"]
+
+[shards.minifier]
+paths = ["crates/oxc_minifier/**"]
+"""
+
+
+def _repository(tmp_path):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / ".codspeed").mkdir()
+    (repo / ".codspeed" / "shards.toml").write_text(CONFIG)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    fork_point = git_commit(repo, "the shard config")
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "feature"], check=True)
+    for path in ("crates/oxc_linter/src/rules.rs", "crates/oxc_parser/src/lexer.rs", "README.md"):  # 3 changed paths
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("changed\n")
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    head = git_commit(repo, "the change")
+    return repo, fork_point, head
+
+
+def test_plan_gives_the_matrix_and_the_skips_of_a_change_and_opens_the_run_with_them(stack, project, tmp_path):
+    folders = dict(zip(SHARDS, _folders(tmp_path, len(SHARDS))))
+    main_run, pr_run = f"plan-main-{os.getpid()}", f"plan-pr-{os.getpid()}"
+    for name, folder in folders.items():
+        assert _run(stack, "push", "--shard", name, "--expect", ",".join(SHARDS), "--profile-folder", str(folder),
+                    "--project", project, "--run-id", main_run, "--commit", "1" * 40, "--ref", "refs/heads/main"
+                    ).returncode == 0
+    assert _final(stack, project, main_run)["state"] == "forwarded"
+
+    repo, fork_point, head = _repository(tmp_path)
+    event, outputs = tmp_path / "event.json", tmp_path / "github-output"
+    owner = {"full_name": project}
+    event.write_text(json.dumps({"pull_request": {"number": 8, "head": {"sha": head, "ref": "feature", "repo": owner},
+                                                  "base": {"sha": fork_point, "ref": "main", "repo": owner}}}))
+    env = {**_env(stack), "GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": pr_run,
+           "GITHUB_SHA": "e" * 40, "GITHUB_REF": "refs/pull/8/merge", "GITHUB_HEAD_REF": "feature",
+           "GITHUB_BASE_REF": "main", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
+           "GITHUB_JOB": "plan", "GITHUB_WORKSPACE": str(repo), "GITHUB_OUTPUT": str(outputs)}
+    planned = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "plan", "--open"], env=env, cwd=repo,
+                             capture_output=True, text=True, timeout=120)
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert planned.stdout.splitlines() == [
+        "runs linter: crates/oxc_linter/src/rules.rs changed", "runs parser: crates/oxc_parser/src/lexer.rs changed",
+        "skips codegen: no change under crates/oxc_codegen/**", "skips minifier: no change under crates/oxc_minifier/**",
+        f"run {pr_run} ({project}): open: opened: shards linter,parser,codegen,minifier expected, 2 skipped (carried "
+        "from the baseline run)"]
+    written = dict(line.split("=", 1) for line in outputs.read_text().splitlines())
+    assert json.loads(written["matrix"]) == {"include": [{"shard": "linter"}, {"shard": "parser"}]}
+    assert (written["shards"], written["skip"], written["expect"]) == (
+        "linter,parser", "codegen,minifier", "linter,parser,codegen,minifier")
+    opened = _report(stack, project, pr_run)
+    assert {s["name"]: s["state"] for s in opened["shards"]} == {
+        "linter": "expected", "parser": "expected", "codegen": "skipped", "minifier": "skipped"}
+
+    for matrix in json.loads(written["matrix"])["include"]:  # each matrix job pushes its shard
+        shard = matrix["shard"]
+        pushed = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "push", "--shard", shard, "--expect",
+                                 written["expect"], "--profile-folder", str(folders[shard])],
+                                env={**env, "GITHUB_JOB": "bench"}, cwd=repo, capture_output=True, text=True, timeout=120)
+        assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    final = _final(stack, project, pr_run)
+    assert final["state"] == "forwarded" and final["commit"] == head
+    assert {s["name"]: s["state"] for s in final["shards"]} == {
+        "linter": "arrived", "parser": "arrived", "codegen": "carried", "minifier": "carried"}

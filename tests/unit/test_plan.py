@@ -1,0 +1,63 @@
+"""Which shards a change affects: the repository's shard config against the changed files."""
+
+import pytest
+
+from codspeed_client.errors import CONFIG, ClientError
+from codspeed_client.plan import load
+
+CONFIG_TEXT = """
+always = ["Cargo.lock", ".github/workflows/bench.yml"]
+
+[shards.linter]
+paths = ["crates/oxc_linter/**", "crates/oxc_semantic/**"]
+
+[shards.parser]
+paths = ["crates/oxc_parser/**", "!crates/oxc_parser/README.md"]
+on_default_branch = false
+
+[shards.codegen]
+paths = ["crates/oxc_codegen/**"]
+"""
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "shards.toml"
+    path.write_text(CONFIG_TEXT)
+    return load(str(path))
+
+
+def test_a_change_runs_the_shards_whose_paths_it_touches_and_says_why_it_skips_the_others(config):
+    plan = config.plan(["crates/oxc_semantic/src/scope.rs", "crates/oxc_parser/README.md", "docs/intro.md"], False)
+    assert plan.runs == {"linter": "crates/oxc_semantic/src/scope.rs changed"}
+    assert plan.skips == {"parser": "no change under crates/oxc_parser/**, !crates/oxc_parser/README.md",
+                          "codegen": "no change under crates/oxc_codegen/**"}
+    assert plan.names == ["linter", "parser", "codegen"]
+
+
+def test_a_global_path_runs_every_shard_and_the_default_branch_runs_those_marked(config):
+    assert set(config.plan(["Cargo.lock"], False).runs.values()) == {"Cargo.lock changed, which affects every shard"}
+    pushed = config.plan(["docs/intro.md"], True)
+    assert pushed.runs == {"linter": "the default branch runs it always", "codegen": "the default branch runs it always"}
+    assert list(pushed.skips) == ["parser"]
+    assert config.plan(None, False).runs["parser"] == "no base to compare with: every shard runs"
+    nothing = config.plan([], False)
+    assert nothing.runs == {} and list(nothing.skips) == ["linter", "parser", "codegen"]
+
+
+@pytest.mark.parametrize("text, says", [
+    ("always = []\n", "names no shards: give each a [shards.NAME] table with its paths"),
+    ("[shards.a]\npaths = ['src/\\']\n", "shards.a.paths pattern 'src/\\\\' does not parse as a gitignore pattern"),
+    ("[shards.a]\npaths = 'src/**'\n", "shards.a.paths must be a list of path patterns"),
+    ("[shards.'a b']\npaths = []\n", "shard name 'a b' is not usable"),
+    ("[shards.a]\non_default_branch = 'yes'\n", "[shards.a] takes paths (a list) and on_default_branch (true or false)"),
+    ("[shards.a\n", "is not valid TOML"),
+])
+def test_a_config_that_cannot_plan_is_one_sentence_with_the_configuration_exit_code(tmp_path, text, says):
+    path = tmp_path / "shards.toml"
+    path.write_text(text)
+    with pytest.raises(ClientError) as refused:
+        load(str(path))
+    assert says in str(refused.value) and refused.value.exit_code == CONFIG and "\n" not in str(refused.value)
+    with pytest.raises(ClientError, match="no shard config at"):
+        load(str(tmp_path / "none.toml"))
