@@ -97,3 +97,21 @@ def test_the_page_leads_with_the_verdict_and_draws_time_as_it_passed():
     assert 'fill="none"' in carried and 'width="13"' in carried  # a mark, not a bar across the run
     assert "background:#1565c0;opacity:0.55" in main  # the running swatch is faded like its bar
     assert '<div class="scroll"><svg id="timeline"' in main and '<div class="scroll"><table id="benchmarks">' in main
+
+
+def test_the_page_says_which_shard_the_run_waited_for_and_by_how_much():
+    main = render_main(_report(), {}, None, None)  # shard 1 at 07:04, the hostile one at 07:08, opened 07:00
+    assert re.search(r'<p id="critical-path">([^<]*)', main).group(1).startswith(
+        "Critical path: shard &lt;script&gt;")
+    text = "".join(_text(main))
+    assert f"Critical path: shard {HOSTILE} arrived last, 8m 00s after the opening, 4m 00s after shard 1, the one before it." in text
+    alone = render_main(_report(shards=[ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:00:05Z"),
+                                        ShardEntry(name="2", state="expected")]), {}, None, None)
+    assert "Critical path: shard 1 arrived last, 5s after the opening." in "".join(_text(alone))
+    assert 'id="critical-path"' not in render_main(_report(shards=[ShardEntry(name="1", state="expected")]), {}, None, None)
+
+
+def _text(html: str) -> list[str]:
+    collect = _Collect()
+    collect.feed(html)
+    return collect.text

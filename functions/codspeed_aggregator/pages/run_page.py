@@ -137,6 +137,18 @@ def _timeline(report: Report) -> str:
     return f'<div class="scroll">{"".join(out)}</div><p class="legend">{legend}</p>'
 
 
+def _critical_path(report: Report) -> str:
+    """Which shard the run waited for: the last to arrive, and by how much it trailed the one before."""
+    start = _epoch(report.opened_at)
+    arrived = sorted((_epoch(s.arrived_at), s.display or s.label or s.name) for s in report.shards if s.arrived_at)
+    if start is None or not arrived:
+        return ""
+    (last_at, last), before = arrived[-1], arrived[-2] if len(arrived) > 1 else None
+    trailing = f", {_duration(last_at - before[0])} after shard {escape(before[1])}, the one before it" if before else ""
+    return (f'<p id="critical-path">Critical path: shard {escape(last)} arrived last, '
+            f'{_duration(last_at - start)} after the opening{trailing}.</p>')
+
+
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     if seconds < 60:
@@ -229,7 +241,7 @@ def render_main(report: Report, query: dict, refresh_url: str | None, list_url: 
     refresh = f' data-refresh="{escape(refresh_url)}"' if refresh_url else ""
     return (f'<main id="run" data-final="{"true" if final else "false"}" data-version="{report.version}"{refresh}>'
             f'{_verdict(report)}<dl>{"".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)}</dl>{live}'
-            f'<h2>Shards</h2>{_timeline(report)}<h2>Benchmarks</h2>'
+            f'<h2>Shards</h2>{_timeline(report)}{_critical_path(report)}<h2>Benchmarks</h2>'
             f'{_table(report, query, query.get("sort"), shard)}</main>')
 
 
