@@ -118,19 +118,32 @@ def _shard(index: str | None, total: str | None, first: int) -> str | None:
     return f"{int(index) + 1 - first}/{total}"
 
 
+GITLAB_EVENTS = {"merge_request_event": "pull_request", "push": "push", "schedule": "schedule",
+                 "trigger": "workflow_dispatch", "web": "workflow_dispatch", "api": "workflow_dispatch"}
+
+
 def _gitlab(env: dict[str, str]) -> CiContext:
-    tag = env.get("CI_COMMIT_TAG")
-    branch = env.get("CI_COMMIT_BRANCH") or env.get("CI_COMMIT_REF_NAME")
+    """A GitLab job, described as CodSpeed's runner describes it (its gitlab_ci provider): a merge
+    request is ``refs/pull/IID/merge`` against its target branch, a fork's head named
+    ``owner:branch``; a push, a schedule or a pipeline started by hand is the branch (or tag)."""
+    tag, branch, source = env.get("CI_COMMIT_TAG"), env.get("CI_COMMIT_REF_NAME"), env.get("CI_PIPELINE_SOURCE")
+    ref = f"refs/tags/{tag}" if tag else f"refs/heads/{branch}" if branch else None
+    head_ref, base_ref, fork = None, branch or None, None
+    if source == "merge_request_event" and env.get("CI_MERGE_REQUEST_IID"):
+        ref, base_ref = f"refs/pull/{env['CI_MERGE_REQUEST_IID']}/merge", env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME")
+        head_ref = env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME") or None
+        origin = env.get("CI_MERGE_REQUEST_SOURCE_PROJECT_PATH")
+        if origin and origin != env.get("CI_PROJECT_PATH"):
+            fork, head_ref = origin, f"{origin.split('/')[0]}:{head_ref}"
+    sender = {"id": env.get("GITLAB_USER_ID", ""), "login": env["GITLAB_USER_LOGIN"]} if env.get("GITLAB_USER_LOGIN") else None
     return CiContext(
         provider="GITLAB_CI", project=env.get("CI_PROJECT_PATH"), run_id=env.get("CI_PIPELINE_ID"),  # group/subgroup/repo
         # in a merged results pipeline CI_COMMIT_SHA is GitLab's internal merge commit: the source branch's head is the change
         commit=env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_SHA") or env.get("CI_COMMIT_SHA"),
-        ref=f"refs/tags/{tag}" if tag else f"refs/heads/{branch}" if branch else None,
-        head_ref=env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME") or None,
-        base_ref=env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME") or None, event=env.get("CI_PIPELINE_SOURCE"),
-        job=env.get("CI_JOB_NAME"), extra={"glData": {"runId": env.get("CI_PIPELINE_ID"), "job": env.get("CI_JOB_NAME")}},
+        ref=ref, head_ref=head_ref, base_ref=base_ref, event=GITLAB_EVENTS.get(source or "", source), sender=sender,
+        job=env.get("CI_JOB_NAME"), extra={"glData": {"runId": env.get("CI_JOB_ID"), "job": env.get("CI_JOB_NAME")}},
         repository_root=env.get("CI_PROJECT_DIR"), shard=_shard(env.get("CI_NODE_INDEX"), env.get("CI_NODE_TOTAL"), 1),
-        ci_url=env.get("CI_PIPELINE_URL") or None,
+        ci_url=env.get("CI_PIPELINE_URL") or None, fork=fork,
         # the merge request's merge base (its diff's base); else, in a merged results pipeline, the target's tip
         base_commit=env.get("CI_MERGE_REQUEST_DIFF_BASE_SHA") or env.get("CI_MERGE_REQUEST_TARGET_BRANCH_SHA") or None,
     )

@@ -27,7 +27,9 @@ def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str,
             "allowEmpty": False,
             "event": ctx.event or "push",
             "sender": ctx.sender,
-            "repositoryRootPath": (ctx.repository_root or "").rstrip("/") + "/",
+            # the runner's: the checkout with a trailing slash, GitLab's CI_PROJECT_DIR as it is
+            "repositoryRootPath": ctx.repository_root or "" if ctx.provider == "GITLAB_CI"
+            else (ctx.repository_root or "").rstrip("/") + "/",
             "ghData": None, "glData": None, "localData": None,  # the runner sends each, null when absent
             **ctx.extra,
         }

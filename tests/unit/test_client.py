@@ -44,9 +44,10 @@ def test_gitlab_and_buildkite_detection():
     gitlab = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "platform/perf/widgets", "CI_PIPELINE_ID": "88",
                      "CI_COMMIT_SHA": "3" * 40, "CI_COMMIT_REF_NAME": "feature", "CI_JOB_NAME": "bench 1/2",
                      "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feature", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+                     "CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "3",
                      "CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "2"})
     assert (gitlab.provider, gitlab.project, gitlab.run_id, gitlab.commit) == ("GITLAB_CI", "platform/perf/widgets", "88", "3" * 40)
-    assert (gitlab.ref, gitlab.head_ref, gitlab.base_ref, gitlab.shard) == ("refs/heads/feature", "feature", "main", "1/2")
+    assert (gitlab.ref, gitlab.head_ref, gitlab.base_ref, gitlab.shard) == ("refs/pull/3/merge", "feature", "main", "1/2")
     buildkite = detect({"BUILDKITE": "true", "BUILDKITE_REPO": "git@github.com:acme/widgets.git", "BUILDKITE_BUILD_ID": "b-1",
                         "BUILDKITE_COMMIT": "4" * 40, "BUILDKITE_BRANCH": "main", "BUILDKITE_PARALLEL_JOB": "0",
                         "BUILDKITE_PARALLEL_JOB_COUNT": "3", "BUILDKITE_PULL_REQUEST": "false"})
@@ -325,3 +326,41 @@ def test_a_merge_requests_base_commit_is_its_diffs_merge_base():
     assert detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_MERGE_REQUEST_TARGET_BRANCH_SHA": "8" * 40}
                   ).base_commit == "8" * 40  # only the target's tip given
     assert detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets"}).base_commit is None  # a branch pipeline
+
+
+RUNNER_GITLAB_JOB = {  # the CodSpeed runner's own GitLab test environment (its gitlab_ci provider's tests)
+    "GITLAB_CI": "true", "CI_PROJECT_DIR": "/builds/owner/repository", "GITLAB_USER_ID": "19605940",
+    "GITLAB_USER_LOGIN": "actor", "CI_PROJECT_NAME": "repository", "CI_PROJECT_NAMESPACE": "owner",
+    "CI_PROJECT_PATH": "owner/repository", "CI_JOB_NAME": "build-job", "CI_JOB_ID": "6957110437",
+    "CI_PIPELINE_ID": "1200", "CI_COMMIT_SHA": "3" * 40,
+}
+RUNNER_MERGE_REQUEST = {**RUNNER_GITLAB_JOB, "CI_PIPELINE_SOURCE": "merge_request_event", "CI_COMMIT_REF_NAME": "main",
+                        "CI_MERGE_REQUEST_IID": "5", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+                        "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feat/awesome-feature",
+                        "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "owner/repository"}
+
+
+@pytest.mark.parametrize("env, expected", [
+    (RUNNER_MERGE_REQUEST, {"ref": "refs/pull/5/merge", "headRef": "feat/awesome-feature", "baseRef": "main",
+                            "event": "pull_request"}),
+    ({**RUNNER_MERGE_REQUEST, "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "fork-owner/repository"},
+     {"ref": "refs/pull/5/merge", "headRef": "fork-owner:feat/awesome-feature", "baseRef": "main", "event": "pull_request"}),
+    ({**RUNNER_GITLAB_JOB, "CI_PIPELINE_SOURCE": "push", "CI_COMMIT_REF_NAME": "main"},
+     {"ref": "refs/heads/main", "headRef": None, "baseRef": "main", "event": "push"}),
+    ({**RUNNER_GITLAB_JOB, "CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_REF_NAME": "main", "CI_COMMIT_TAG": "v1"},
+     {"ref": "refs/tags/v1", "headRef": None, "baseRef": "main", "event": "schedule"}),
+    ({**RUNNER_GITLAB_JOB, "CI_PIPELINE_SOURCE": "web", "CI_COMMIT_REF_NAME": "main"},
+     {"ref": "refs/heads/main", "headRef": None, "baseRef": "main", "event": "workflow_dispatch"}),
+])
+def test_gitlab_metadata_is_what_codspeeds_runner_sends_in_the_same_job(env, expected):
+    from codspeed_client import metadata
+
+    ctx = detect(env)
+    sent = metadata.build(ctx, project=ctx.project, run_id=ctx.run_id, commit=ctx.commit, shard="1", carried=None)
+    common = {"owner": "owner", "repository": "repository", "sender": {"id": "19605940", "login": "actor"},
+              "ghData": None, "glData": {"runId": "6957110437", "job": "build-job"},
+              "repositoryRootPath": "/builds/owner/repository"}
+    assert {k: sent[k] for k in (*expected, *common)} == {**expected, **common}
+    assert ctx.run_id == "1200"  # the run is the pipeline, its jobs its shards
+    assert ctx.fork == ("fork-owner/repository" if expected["headRef"].startswith("fork-owner:") else None) \
+        if expected["headRef"] else ctx.fork is None
