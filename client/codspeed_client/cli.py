@@ -276,7 +276,8 @@ def open_run(args: argparse.Namespace) -> int:
 
 def _open(args: argparse.Namespace, target: "Target", manifest: dict, skip: list[str]) -> None:
     request = {"project": target.project, "run_id": target.run_id, "skip": skip, "commit": target.commit,
-               "ref": target.ctx.ref, "base_ref": target.ctx.base_ref, **_where_from(target.ctx), **manifest}
+               "ref": target.ctx.ref, "base_ref": target.ctx.base_ref, **_where_from(target.ctx), **manifest,
+               **({"provider": "GITLAB"} if target.ctx.provider == "GITLAB_CI" else {})}
     answer = target.api().open(request)
     Output(args).result(answer, f"run {answer['run_id']} ({target.project}): {answer['state']}: {answer['message']}")
 

@@ -1,6 +1,6 @@
 """The aggregator's own API: what ``codspeed-client`` sends and receives."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -82,6 +82,7 @@ class OpenRequest(BaseModel):
     base_commit: str | None = Field(default=None, pattern=COMMIT_PATTERN)
     base_ancestors: list[Annotated[str, Field(pattern=COMMIT_PATTERN)]] = Field(default_factory=list,
                                                                                max_length=MAX_ANCESTORS)
+    provider: Literal["GITHUB", "GITLAB"] = "GITHUB"  # the metadata's repositoryProvider: where to notify
 
     @model_validator(mode="after")
     def _manifest_holds_the_skips(self) -> "OpenRequest":

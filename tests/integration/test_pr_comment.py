@@ -37,9 +37,10 @@ def _commenting(isolated, github, clock=None, quiet=30):
                    settings=replace(base.settings, comment_seconds=quiet), **({"clock": clock} if clock else {}))
 
 
-def _push(agg, project, run_id, shard, total=3, ref=PULL, tokenless=False) -> str:
+def _push(agg, project, run_id, shard, total=3, ref=PULL, tokenless=False, **meta) -> str:
     data = bundle(4000 + int(shard))
-    request = upload_request(project, run_id, shard, data, total=total, ref=ref, event="pull_request", tokenless=tokenless)
+    request = upload_request(project, run_id, shard, data, total=total, ref=ref, event="pull_request", tokenless=tokenless,
+                             **meta)
     grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
     put(grant.model_dump(), data)
     return grant.key
@@ -143,3 +144,17 @@ def test_a_token_github_refuses_is_warned_about_once_and_nothing_fails(isolated,
     warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
     assert warned == [f"pull-request comments on {project} are off: GitHub answered 403 "
                       "(the token needs pull requests: write)"]
+
+
+def test_a_gitlab_merge_requests_run_asks_github_nothing(isolated, github, project, run_id):
+    """CodSpeed's runner names a GitLab merge request refs/pull/IID/merge too: GitHub is no place to comment on it."""
+    from codspeed_aggregator.adapters.github_commits import GitHubCommits
+    from codspeed_aggregator.adapters.github_status import GitHubStatuses
+
+    agg = replace(_commenting(isolated, github), statuses=GitHubStatuses(github.url, "gh-token"),
+                  github_commits=GitHubCommits(github.url, "gh-token"))
+    for shard in ("1", "2"):
+        agg.arrivals.record(_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB"))
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+    assert agg.reports.report(project, run_id).ref == PULL
+    assert (github.comments, github.statuses, github.reads, github.requests) == ({}, [], [], [])

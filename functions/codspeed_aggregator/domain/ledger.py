@@ -81,6 +81,7 @@ class RunRecord:
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)
     closing: bool = False  # a close was accepted: no more uploads are granted
     tokenless: bool = False  # an upload of it came without a token (a fork's pull request): no comment, no baseline
+    provider: str | None = None  # where the repository lives, as its metadata says (GITHUB, GITLAB): whom to notify
     ci_url: str | None = None
     plan: dict | None = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
 

@@ -25,7 +25,8 @@ class MergeBases:
         and that commit's ancestors; as it is when its upload sent the ancestors (the clone had
         the history), when it is no pull request, or when GitHub cannot answer (warned)."""
         number = pull_request(run.ref)
-        if self.github is None or number is None or run.base_ancestors or run.project in self._refused:
+        if self.github is None or number is None or run.base_ancestors or run.project in self._refused \
+                or run.provider not in (None, "GITHUB"):
             return run
         try:
             base, ancestors = self.github.merge_base(run.project, number, MAX_ANCESTORS)

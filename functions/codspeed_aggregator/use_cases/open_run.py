@@ -39,7 +39,7 @@ class OpenRun:
             base_ancestors=tuple(c.lower() for c in request.base_ancestors) if request.base_commit else (),
             identity={"commitHash": commit, "owner": owner, "repository": repository, "ref": request.ref},
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
-            skipped=tuple(dict.fromkeys(request.skip)), ci_url=request.ci_url,
+            skipped=tuple(dict.fromkeys(request.skip)), ci_url=request.ci_url, provider=request.provider,
         )
         run, created = self.runs.open_run(declared)  # as stored, when it was there
         if not created:

@@ -191,6 +191,8 @@ class Reports:
         """The commit status and the pull-request comment: courtesies, which never fail an arrival
         or a forward. A run an upload of which came without a token posts no comment: anyone can
         send one, naming any pull request."""
+        if run.provider not in (None, "GITHUB"):  # a GitLab project's run: GitHub knows nothing of it
+            return
         status = commit_status(report) if self.statuses and report.commit else None
         if status is not None:
             try:

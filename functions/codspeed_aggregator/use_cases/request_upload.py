@@ -73,6 +73,7 @@ class RequestUpload:
             base_ancestors=tuple(c.lower() for c in base_ancestors) if base_commit else (), identity=metadata.identity(),
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
             variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless,
+            provider=metadata.repository_provider,
         ))
         closing = Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards "
                            "(a shard pushed after the run is forwarded starts its next attempt)")

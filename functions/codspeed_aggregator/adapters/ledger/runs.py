@@ -34,6 +34,8 @@ class Runs(TableItems):
             item["tokenless"] = True
         if run.base_ancestors:
             item["base_ancestors"] = list(run.base_ancestors)
+        if run.provider:
+            item["provider"] = run.provider
         try:
             self.db.put_item(TableName=self.table, Item=dump(item), ConditionExpression="attribute_not_exists(pk)",
                              ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after
