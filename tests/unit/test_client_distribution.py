@@ -1,4 +1,5 @@
-"""codspeed-client ships alone (client/pyproject.toml): requests only, Python 3.9 and up, and the
+"""codspeed-client ships alone (client/pyproject.toml): requests (pathspec and, before 3.11, tomli
+for plan), Python 3.9 and up, and the
 shared rules (codspeed_rules) in its wheel. No Python 3.9 is on this machine: every module the
 client's wheel holds is parsed with 3.9's grammar, and annotations are never evaluated."""
 
@@ -17,9 +18,10 @@ def _modules():
         yield from sorted((CLIENT / package).glob("*.py"))
 
 
-def test_the_client_distribution_needs_requests_only_and_python_3_9():
+def test_the_client_distribution_needs_requests_and_plans_matcher_only_and_python_3_9():
     project = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]
-    assert project["dependencies"] == ["requests>=2.25"] and project["requires-python"] == ">=3.9"
+    assert project["dependencies"] == ["requests>=2.25", "pathspec>=0.10", "tomli>=1.1; python_version < '3.11'"]
+    assert project["requires-python"] == ">=3.9"
     assert (CLIENT / "codspeed_rules").resolve() == ROOT / "functions" / "codspeed_rules"  # one copy of the rules
 
 
