@@ -36,6 +36,7 @@ bench: install
 	$(BIN)/python bench/merge.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/page.py
+	$(BIN)/python bench/balance.py
 
 bench-smoke: install
 	$(BIN)/python bench/merge.py --quick
@@ -43,6 +44,7 @@ bench-smoke: install
 	$(BIN)/python bench/load.py --quick
 	$(BIN)/python bench/scale.py --quick
 	$(BIN)/python bench/page.py --quick
+	$(BIN)/python bench/balance.py --quick
 
 # What `sam deploy` ships: the functions built for arm64 from functions/requirements.txt, with the
 # SAM CLI in a virtual environment of its own (it pins packages the tests need newer).

@@ -37,7 +37,7 @@ RESULTS_NAME = re.compile(r"^results/(?P<pid>[0-9]{1,10})\.json$")
 MAX_RESULTS = 1_000_000  # benchmarks per bundle whose names and results are kept (all are counted): every
 # real one (CodSpeed advises under 1000 per shard), at ~0.3 KB of memory each while validating
 MAX_RESULTS_JSON = 16 << 20  # a results/<pid>.json read for its timings: larger ones are passed over
-WALLTIME_STATS = ("mean_ns", "stdev_ns", "median_ns", "rounds", "total_time")  # total_time: seconds measured
+WALLTIME_STATS = ("mean_ns", "stdev_ns", "median_ns", "rounds", "total_time", "warmup_iters")  # total_time: seconds
 MAX_HEADER_BYTES = 64 * 1024  # a PAX header or GNU long name; real ones are a few hundred bytes
 MAX_MTIME = 8**11 - 1  # what a tar header's mtime field holds in octal
 _EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)

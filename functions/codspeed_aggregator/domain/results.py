@@ -51,8 +51,14 @@ def measured(raw: dict[str, dict]) -> dict[str, dict]:
                           "instructions": r["Ir"], "l1_misses": l1, "ll_misses": ll}
         elif "mean_ns" in r:
             kept[name] = {"unit": "ns", "value": r["mean_ns"], "stdev_ns": r.get("stdev_ns"),
-                          **({"total_s": r["total_time"]} if "total_time" in r else {})}
+                          **({"total_s": _walltime_cost(r)} if "total_time" in r else {})}
     return kept
+
+
+def _walltime_cost(stats: dict) -> float:
+    """What a walltime benchmark took to run, in seconds, as pytest-codspeed runs one: a call for
+    its result, the warm-up's calls, then the measured rounds (``total_time``)."""
+    return stats["total_time"] + (1 + stats.get("warmup_iters", 0)) * stats["mean_ns"] / 1e9
 
 
 def change(result: dict, base: dict | None) -> float | None:
