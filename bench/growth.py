@@ -43,7 +43,7 @@ from load import BATCH, RequestCounter, collect_events  # noqa: E402
 from codspeed_aggregator import wiring  # noqa: E402
 from codspeed_aggregator.adapters.aws import client  # noqa: E402
 from codspeed_aggregator.adapters.ledger.codec import dump  # noqa: E402
-from codspeed_aggregator.domain.keys import project_segment  # noqa: E402
+from codspeed_aggregator.domain.keys import parse_bundle_key, project_segment  # noqa: E402
 from codspeed_aggregator.handlers.arrivals import s3_objects  # noqa: E402
 from codspeed_aggregator.local.stack import LocalStack  # noqa: E402
 from tests.factories import bundle, packed, upload_request  # noqa: E402
@@ -109,7 +109,8 @@ def measure(stack, counter: RequestCounter, nbytes: ByteCounter, shards: int, pr
                 for key, size, version_id in s3_objects(event):
                     made = Counter(counter.total)  # all threads' (a report reads results in parallel): one driver here
                     outcome = agg.arrivals.record(key, size, version_id)
-                    assert outcome == "recorded", outcome
+                    assert outcome == "recorded", (outcome, key, size, version_id,
+                                                   agg.ledger.reads.arrival_view(*parse_bundle_key(key)))
                     per_arrival[kinds[key.split("/")[-2]]].append(counter.total - made)
             before, made, began, cpu = dict(nbytes.read), Counter(counter.total), time.perf_counter(), time.thread_time()
             whole_before = nbytes.whole_reads
