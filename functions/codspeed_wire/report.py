@@ -188,16 +188,19 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
     counts = report.counts
     if counts.measured:
         lines += [f"Benchmarks: {counts_line(counts.model_dump())} (threshold {report.threshold:.0%})", ""]
-    flagged = [b for b in report.benchmarks if b.flag]
-    if flagged:
-        total = counts.regressions + counts.improvements
-        shown = min(len(flagged), MAX_FLAGGED)
-        lines += [f"Changes past {report.threshold:.0%} against the baseline"
-                  + (f" (the worst {shown} of {total}; every benchmark is on the run page):" if shown < total else ":"),
+    room = MAX_FLAGGED
+    for flag, heading, total in (("regression", "Regressions", counts.regressions),
+                                 ("improvement", "Improvements", counts.improvements)):
+        flagged = [b for b in report.benchmarks if b.flag == flag][:room]  # the reviewer's first question first
+        if not flagged:
+            continue
+        room -= len(flagged)
+        lines += [f"{heading} past {report.threshold:.0%} against the baseline"
+                  + (f" (the worst {len(flagged)} of {total}; every benchmark is on the run page):"
+                     if len(flagged) < total else ":"),
                   "", "| benchmark | shard | change | value | baseline |", "|---|---|---|---|---|"]
-        for b in flagged[:MAX_FLAGGED]:
-            lines.append(f"| {md(b.name)} | {md(b.shard)} | {b.change:+.1%} {b.flag} | {figure(b.value, b.unit)} "
-                         f"| {figure(b.baseline, b.unit)} |")
+        lines += [f"| {md(b.name)} | {md(b.shard)} | {b.change:+.1%} | {figure(b.value, b.unit)} | {figure(b.baseline, b.unit)} |"
+                  for b in flagged]
         lines.append("")
     if report.page_url:
         lines += [f"[Run page]({report.page_url})", ""]

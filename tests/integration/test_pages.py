@@ -44,8 +44,8 @@ def test_the_markdown_report_lists_what_changed_past_the_threshold_and_links_the
     report = agg.reports.report(project, run_id)
     assert report.page_url.startswith(f"https://agg.example/runs/{project}/{run_id}?expires=")
     markdown = render_markdown(report)
-    assert "Changes past 5% against the baseline:" in markdown and "1 regression (worst +50.0%)" in markdown
-    assert r"| t\:\:slow&#124;er | 1 | +50.0% regression | 1,500 cycles | 1,000 cycles |" in markdown  # escaped
+    assert "Regressions past 5% against the baseline:" in markdown and "1 regression (worst +50.0%)" in markdown
+    assert r"| t\:\:slow&#124;er | 1 | +50.0% | 1,500 cycles | 1,000 cycles |" in markdown  # escaped
     assert f"[Run page]({report.page_url})" in markdown
 
 

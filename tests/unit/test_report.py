@@ -131,3 +131,21 @@ def test_a_report_counts_every_benchmark_and_names_only_the_worst_changes_whatev
     text = render_markdown(report)
     assert f"Benchmarks: {report.counts.regressions} regressions (worst +5.0%), 0 improvements" in text
     assert f"the worst 30 of {report.counts.regressions}; every benchmark is on the run page" in text
+
+
+def test_the_markdown_lists_regressions_in_their_own_table_before_improvements():
+    from codspeed_wire.report import BenchmarkCounts, BenchmarkEntry
+
+    entry = lambda name, change, flag: BenchmarkEntry(name=name, shard="1", state="measured", unit="cycles",  # noqa: E731
+                                                      value=1000 * (1 + change), baseline=1000, change=change, flag=flag)
+    report = Report(project="a/b", run_id="r", state="forwarded", partial=False, version=3, arrived=1, shards=[],
+                    generated_at="now", counts=BenchmarkCounts(measured=5, regressions=2, improvements=1, unchanged=2),
+                    benchmarks=[entry("t::slow", 0.3, "regression"), entry("t::slower", 0.1, "regression"),
+                                entry("t::fast", -0.2, "improvement")])
+    markdown = render_markdown(report)
+    regressions, improvements = markdown.index("Regressions past 5% against the baseline:"), markdown.index(
+        "Improvements past 5% against the baseline:")
+    assert regressions < markdown.index("t\\:\\:slow |") < markdown.index("t\\:\\:slower |") < improvements < markdown.index(
+        "| t\\:\\:fast | 1 | -20.0% |")
+    cut = render_markdown(report.model_copy(update={"counts": report.counts.model_copy(update={"regressions": 40})}))
+    assert "Regressions past 5% against the baseline (the worst 2 of 40; every benchmark is on the run page):" in cut
