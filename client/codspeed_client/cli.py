@@ -275,9 +275,11 @@ def open_run(args: argparse.Namespace) -> int:
 
 
 def _open(args: argparse.Namespace, target: "Target", manifest: dict, skip: list[str]) -> None:
+    from .metadata import repository_provider
+
     request = {"project": target.project, "run_id": target.run_id, "skip": skip, "commit": target.commit,
                "ref": target.ctx.ref, "base_ref": target.ctx.base_ref, **_where_from(target.ctx), **manifest,
-               **({"provider": "GITLAB"} if target.ctx.provider == "GITLAB_CI" else {})}
+               "provider": repository_provider(target.ctx)}
     answer = target.api().open(request)
     Output(args).result(answer, f"run {answer['run_id']} ({target.project}): {answer['state']}: {answer['message']}")
 
@@ -290,11 +292,7 @@ def plan(args: argparse.Namespace) -> int:
     root = target.ctx.repository_root or "."
     config = planning.load(args.config or os.path.join(root, planning.CONFIG_PATH))
     if args.changed:
-        try:
-            with (sys.stdin if args.changed == "-" else open(args.changed)) as listed:
-                changed = [line.strip() for line in listed if line.strip()]
-        except OSError as exc:
-            raise ClientError(f"cannot read --changed {args.changed}: {exc.strerror}", USAGE) from exc
+        changed = _listed("--changed", args.changed)
     else:
         base = args.base or target.ctx.base_commit
         changed = changed_files(root, base) if base else None
@@ -317,6 +315,15 @@ def plan(args: argparse.Namespace) -> int:
             raise ClientError("cannot tell the commit: pass --commit SHA", CONFIG)
         _open(args, target, {"expect": shards.names}, list(shards.skips))
     return 0
+
+
+def _listed(flag: str, path: str) -> list[str]:
+    """A file's lines, one item each, blank ones left out ('-': standard input)."""
+    try:
+        with (sys.stdin if path == "-" else open(path)) as listed:
+            return [line.strip() for line in listed if line.strip()]
+    except OSError as exc:
+        raise ClientError(f"cannot read {flag} {path}: {exc.strerror}", USAGE) from exc
 
 
 def _names(flag: str, value: str) -> list[str]:
@@ -435,13 +442,7 @@ def split_shards(args: argparse.Namespace) -> int:
 
     if args.shards < 1:
         raise ClientError(f"--shards {args.shards}: split into 1 shard or more", USAGE)
-    names = None
-    if args.names:
-        try:
-            with open(args.names) as listed:
-                names = list(dict.fromkeys(line.strip() for line in listed if line.strip()))
-        except OSError as exc:
-            raise ClientError(f"cannot read --names {args.names}: {exc.strerror}", USAGE) from exc
+    names = list(dict.fromkeys(_listed("--names", args.names))) if args.names else None
     target = Target(args, need_run=False)
     answer = target.api().costs(target.project, args.branch)
     costs = seconds_by_name(answer["benchmarks"], names)

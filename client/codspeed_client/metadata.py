@@ -9,6 +9,11 @@ from .system import machine
 METADATA_VERSION = 10
 
 
+def repository_provider(ctx: CiContext) -> str:
+    """Where the repository lives, as CodSpeed's metadata names it."""
+    return "GITLAB" if ctx.provider == "GITLAB_CI" else "GITHUB"
+
+
 def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str, carried: dict | None,
           executor: str = "valgrind") -> dict:
     owner, repository = project.rsplit("/", 1)  # GitLab: group/subgroup/repo
@@ -17,7 +22,7 @@ def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str,
         metadata.pop("profileMd5", None)  # the runner's own archive's; S3 checks this bundle's CRC32 instead
     else:
         metadata = {
-            "repositoryProvider": "GITLAB" if ctx.provider == "GITLAB_CI" else "GITHUB",
+            "repositoryProvider": repository_provider(ctx),
             "version": METADATA_VERSION,
             "tokenless": False,
             "profileEncoding": "gzip",

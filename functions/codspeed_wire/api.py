@@ -2,7 +2,7 @@
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from codspeed_rules.names import CI_URL_PATTERN, COMMIT_PATTERN, MAX_ANCESTORS
 
@@ -10,6 +10,7 @@ from .names import Project, RunId, ShardName
 from .upstream import UploadMetadata
 
 MAX_SHARDS = 1000
+Commit = Annotated[str, Field(pattern=COMMIT_PATTERN), AfterValidator(str.lower)]  # as the ledger keeps it
 
 
 class ShardUploadRequest(BaseModel):
@@ -32,11 +33,10 @@ class ShardUploadRequest(BaseModel):
     # the CI run's page (GitLab's CI_PIPELINE_URL, Buildkite's BUILDKITE_BUILD_URL), linked from the report
     ci_url: str | None = Field(default=None, pattern=CI_URL_PATTERN)
     # the base branch's commit the change was built on (a pull request's base): its run is the baseline
-    base_commit: str | None = Field(default=None, pattern=COMMIT_PATTERN)
+    base_commit: Commit | None = None
     # its first-parent ancestors, the nearest first, where the clone holds them: without a run at the
     # base commit, the nearest of these with one is the baseline
-    base_ancestors: list[Annotated[str, Field(pattern=COMMIT_PATTERN)]] = Field(default_factory=list,
-                                                                               max_length=MAX_ANCESTORS)
+    base_ancestors: list[Commit] = Field(default_factory=list, max_length=MAX_ANCESTORS)
 
     @model_validator(mode="after")
     def _manifest_is_one_kind(self) -> "ShardUploadRequest":
@@ -75,13 +75,12 @@ class OpenRequest(BaseModel):
     total: int | None = Field(default=None, ge=1, le=MAX_SHARDS, description="expected shard count")
     expect: list[ShardName] | None = Field(default=None, min_length=1, max_length=MAX_SHARDS)
     skip: list[ShardName] = Field(default=[], max_length=MAX_SHARDS)
-    commit: str = Field(pattern=COMMIT_PATTERN)
+    commit: Commit
     ref: str | None = Field(default=None, max_length=1000)
     base_ref: str | None = Field(default=None, max_length=1000)
     ci_url: str | None = Field(default=None, pattern=CI_URL_PATTERN)
-    base_commit: str | None = Field(default=None, pattern=COMMIT_PATTERN)
-    base_ancestors: list[Annotated[str, Field(pattern=COMMIT_PATTERN)]] = Field(default_factory=list,
-                                                                               max_length=MAX_ANCESTORS)
+    base_commit: Commit | None = None
+    base_ancestors: list[Commit] = Field(default_factory=list, max_length=MAX_ANCESTORS)
     provider: Literal["GITHUB", "GITLAB"] = "GITHUB"  # the metadata's repositoryProvider: where to notify
 
     @model_validator(mode="after")

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from tests.e2e.test_sharded_run import _env, _final, _folders, _report, _run
+from tests.e2e.test_sharded_run import _final, _folders, _report, _run, pull_request_env
 from tests.factories import git_commit
 
 SHARDS = ["linter", "parser", "codegen", "minifier"]
@@ -54,14 +54,9 @@ def test_plan_gives_the_matrix_and_the_skips_of_a_change_and_opens_the_run_with_
     assert _final(stack, project, main_run)["state"] == "forwarded"
 
     repo, fork_point, head = _repository(tmp_path)
-    event, outputs = tmp_path / "event.json", tmp_path / "github-output"
-    owner = {"full_name": project}
-    event.write_text(json.dumps({"pull_request": {"number": 8, "head": {"sha": head, "ref": "feature", "repo": owner},
-                                                  "base": {"sha": fork_point, "ref": "main", "repo": owner}}}))
-    env = {**_env(stack), "GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": pr_run,
-           "GITHUB_SHA": "e" * 40, "GITHUB_REF": "refs/pull/8/merge", "GITHUB_HEAD_REF": "feature",
-           "GITHUB_BASE_REF": "main", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
-           "GITHUB_JOB": "plan", "GITHUB_WORKSPACE": str(repo), "GITHUB_OUTPUT": str(outputs)}
+    outputs = tmp_path / "github-output"
+    env = {**pull_request_env(stack, tmp_path, project, pr_run, repo, head, fork_point, number=8, job="plan"),
+           "GITHUB_OUTPUT": str(outputs)}
     planned = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "plan", "--open"], env=env, cwd=repo,
                              capture_output=True, text=True, timeout=120)
     assert planned.returncode == 0, planned.stdout + planned.stderr

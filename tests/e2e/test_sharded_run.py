@@ -384,17 +384,23 @@ def test_a_pull_request_compares_with_main_at_its_merge_base_while_main_moved_on
         f"main's run at {tip[:12]}, 1 commit before the change's base commit {unbenchmarked[:12]}: the nearest with a run")
 
 
+def pull_request_env(stack, tmp_path, project, run_id: str, repo, head: str, base_sha: str, number: int, job: str) -> dict:
+    """A GitHub Actions pull_request job's environment, its checkout ``repo`` (``base_sha`` is the
+    event's base.sha, the base branch's tip), with its event payload written under ``tmp_path``."""
+    event = tmp_path / f"{run_id}-{job}.json"  # GitHub's pull_request payload, as the job reads it
+    owner = {"full_name": project}
+    event.write_text(json.dumps({"pull_request": {"number": number, "head": {"sha": head, "ref": "feature", "repo": owner},
+                                                  "base": {"sha": base_sha, "ref": "main", "repo": owner}}}))
+    return {**_env(stack), "GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": run_id,
+            "GITHUB_SHA": "e" * 40, "GITHUB_REF": f"refs/pull/{number}/merge", "GITHUB_HEAD_REF": "feature",
+            "GITHUB_BASE_REF": "main", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_JOB": job, "GITHUB_WORKSPACE": str(repo)}
+
+
 def _pull_request_run(stack, project, tmp_path, repo, run_id: str, head: str, tip: str) -> dict:
     """The client pushing a GitHub pull request's one shard, from a clone that holds the history
     (``repo``; ``tip`` is its base.sha): the run's final report."""
-    event = tmp_path / f"{run_id}.json"  # GitHub's pull_request payload, as the runner's job reads it
-    owner = {"full_name": project}
-    event.write_text(json.dumps({"pull_request": {"number": 5, "head": {"sha": head, "ref": "feature", "repo": owner},
-                                                  "base": {"sha": tip, "ref": "main", "repo": owner}}}))
-    env = {**_env(stack), "GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": run_id,
-           "GITHUB_SHA": "e" * 40, "GITHUB_REF": "refs/pull/5/merge", "GITHUB_HEAD_REF": "feature",
-           "GITHUB_BASE_REF": "main", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
-           "GITHUB_JOB": "bench", "GITHUB_WORKSPACE": str(repo)}
+    env = pull_request_env(stack, tmp_path, project, run_id, repo, head, tip, number=5, job="bench")
     names = [f"tests/test_gate1.py::test_{j}" for j in range(2)]
     folder = make_profile_folder(tmp_path / run_id, 201, names, costs={n: 1100 for n in names})
     pushed = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "push", "--shard", "1/1", "--profile-folder",

@@ -29,14 +29,14 @@ class OpenRun:
     clock: Callable[[], float] = time.time
 
     def open(self, request: OpenRequest) -> CloseAnswer:
-        project, commit, now = request.project, request.commit.lower(), self.clock()
+        project, commit, now = request.project, request.commit, self.clock()
         run_id = self.runs.attempt_of(project, request.run_id, self.settings.max_attempts)
         manifest = Manifest(names=tuple(request.expect)) if request.expect else Manifest(total=request.total, indexed=True)
         owner, repository = project.rsplit("/", 1)
         declared = RunRecord(
             project=project, run_id=run_id, groups={"": manifest}, commit=commit, ref=request.ref,
-            base_ref=request.base_ref, base_commit=request.base_commit.lower() if request.base_commit else None,
-            base_ancestors=tuple(c.lower() for c in request.base_ancestors) if request.base_commit else (),
+            base_ref=request.base_ref, base_commit=request.base_commit,
+            base_ancestors=tuple(request.base_ancestors) if request.base_commit else (),
             identity={"commitHash": commit, "owner": owner, "repository": repository, "ref": request.ref},
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
             skipped=tuple(dict.fromkeys(request.skip)), ci_url=request.ci_url, provider=request.provider,

@@ -69,8 +69,8 @@ class RequestUpload:
         variants = (variant_key(group, variant),) if variant else ()
         run = self.current_attempt(RunRecord(
             project=project, run_id=run_id, groups={group: manifest}, commit=metadata.commit_hash.lower(),
-            ref=metadata.ref, base_ref=metadata.base_ref, base_commit=base_commit.lower() if base_commit else None,
-            base_ancestors=tuple(c.lower() for c in base_ancestors) if base_commit else (), identity=metadata.identity(),
+            ref=metadata.ref, base_ref=metadata.base_ref, base_commit=base_commit,
+            base_ancestors=tuple(base_ancestors) if base_commit else (), identity=metadata.identity(),
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
             variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless,
             provider=metadata.repository_provider,
