@@ -19,7 +19,8 @@ def test_without_a_readable_webhook_secret_runs_still_count_and_reports_carry_no
         data = bundle()
         grant = wiring.api().uploads.grant(ShardUploadRequest.model_validate(upload_request("acme/nosecret", "r1", "1", data, total=2)))
         put(grant.model_dump(), data)
-        assert agg.arrivals.record(grant.key) == "recorded"
+        # the shared stack's own arrivals poller takes the same S3 event: whichever comes first counts it, once
+        assert agg.arrivals.record(grant.key) in ("recorded", "duplicate")
         report = agg.reports.report("acme/nosecret", "r1")
         assert report.page_url is None and report.arrived == 1 and "Run page" not in render_markdown(report)
     finally:
