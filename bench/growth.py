@@ -8,7 +8,8 @@ batches of 10 (each run's report published once per batch, as SQS drives it).
 Both sizes go through one arrivals process; then the larger again with its batches round-robin
 over 4 processes (``--processes``), each with what it read of the run before, as Lambda spreads
 a queue's batches over its instances: each process reads each change once, and its first
-rebuild of a run reads it whole (and its baseline, and every shard's results), printed apart.
+rebuild of a run reads it whole (and its baseline) from DynamoDB, and from S3 the digest the last
+published report left and the results of the shards it does not cover, printed apart.
 
 Printed for each size: AWS requests per counted arrival (DynamoDB, S3), for a runner's bundle
 and for one ``codspeed-client pack`` normalized; per batch's report rebuild, its requests,
@@ -223,7 +224,7 @@ def main() -> int:
                   f"{m['rebuild_bytes']['dynamodb'] * m['rebuilds'] / arrivals / 1024:.2f} KiB from DynamoDB per arrival "
                   f"per process; a process's first rebuild reads the run and its baseline whole: "
                   f"{m['first_bytes']['dynamodb'] / 1024:.1f} KiB from DynamoDB, {m['first_bytes']['s3'] / 1024:.1f} KiB "
-                  f"from S3 (every shard's results)")
+                  f"from S3 (the last report's digest and the shards it does not cover)")
         print(f"  per run: {m['table']['items']} items, {m['table']['bytes'] / 1024:.0f} KiB in the table; "
               f"{m['results']['objects']} results objects, {m['results']['bytes'] / 1024:.0f} KiB in the bucket; "
               f"forwarded {m['forwarded_after']:.2f} s after the last arrival")

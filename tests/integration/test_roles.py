@@ -50,10 +50,12 @@ def _spooled(prefix):  # SpoolWriter: one PUT, or a multipart upload, or its abo
                                         "AbortMultipartUpload")]
 
 
-def _reports():  # publish, and read the latest version back (a baseline's report, or the run's own)
-    key = f"reports/{RUN}/v00000001.json"
+def _reports():  # publish, and read the latest version back (a baseline's report, or the run's own); its digest
+    key, digest = f"reports/{RUN}/v00000001.json", f"reports/{RUN}/summaries.json.gz"
     return [_object("PutObject", key), _object("GetObject", key),
-            ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": f"reports/{RUN}/v"})]
+            ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": f"reports/{RUN}/v"}),
+            _object("PutObject", digest), _object("GetObject", digest),
+            ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": digest})]
 
 
 def _results():  # each shard's benchmarks, read for a report's summaries, a shard's page, the benchmarks lost

@@ -1,7 +1,7 @@
 from codspeed_aggregator.domain.ledger import FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.report import build_report
-from codspeed_aggregator.domain.results import LISTED, summarize
+from codspeed_aggregator.domain.results import LISTED, merged, summarize
 from codspeed_wire.report import Report, render_markdown
 
 
@@ -123,7 +123,7 @@ def test_a_report_counts_every_benchmark_and_names_only_the_worst_changes_whatev
                  for name in snapshot.arrived() if name != "1"}
     baseline = Snapshot(RunRecord(project="acme/widgets", run_id="41", groups={}, state=FORWARDED, commit="def5678"),
                         {"2": ShardRecord("2", "arrived", benchmarks=12), "5": ShardRecord("5", "arrived", benchmarks=3)})
-    report = build_report(snapshot, "now", summaries=summaries, baseline=baseline, threshold=0.005)
+    report = build_report(snapshot, "now", summary=merged(summaries.values()), baseline=baseline, threshold=0.005)
     assert report.counts.measured == 40_000 == sum(s.counts["measured"] for s in summaries.values())
     assert report.counts.regressions + report.counts.unchanged == 40_000 and report.counts.running == 12  # shard 2 not in
     assert len(report.benchmarks) == LISTED and report.benchmarks[0].shard == "44"  # the worst change first

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from codspeed_aggregator.domain.bundle import validate_bundle
 from codspeed_aggregator.domain.results import (
-    LISTED, ShardResults, absent_entries, combine, measured, shard_entries, summarize,
+    LISTED, ShardResults, SummaryDigest, absent_entries, combine, measured, merged, shard_entries, summarize,
 )
 from codspeed_rules.callgrind import BenchmarkScanner
 
@@ -95,10 +95,33 @@ def test_a_runs_summary_keeps_the_worst_changes_of_all_its_shards_and_counts_the
     many = {f"t{i}": _c(1000 + 10 * i) for i in range(200)}
     summaries = [summarize(str(n), {k: _c(v["value"] * (1 + n / 10)) for k, v in many.items()}, many, 0.05)
                  for n in range(1, 4)]
-    counts, listed = combine(summaries, carried=7, running=3, missing=2)
+    counts, listed = combine(merged(summaries), carried=7, running=3, missing=2)
     assert counts.measured == 600 and counts.regressions == 600 and (counts.carried, counts.running, counts.missing) == (7, 3, 2)
     assert len(listed) == LISTED and all(e.shard == "3" for e in listed)  # the worst: shard 3's +30%
     assert counts.worst_regression == pytest.approx(0.3) and counts.worst_improvement is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from([f"t{i}" for i in range(120)]), st.integers(1, 3000), max_size=120),
+                min_size=1, max_size=6),
+       st.integers(0, 6))
+def test_a_digest_of_some_shards_merged_with_the_others_is_the_summary_of_them_all(shards, split):
+    """What a cold process does: the published digest (its shards merged, through its JSON) merged
+    with the shards it does not cover gives the report what every shard's summary would."""
+    base = {f"t{i}": _c(1000) for i in range(120)}
+    summaries = [summarize(str(n), {k: _c(v) for k, v in figures.items()}, base, 0.05) for n, figures in enumerate(shards)]
+    covered, rest = summaries[:split], summaries[split:]
+    digest = SummaryDigest(frozenset(f"k{n}" for n in range(len(covered))), "main-1", 0.05, merged(covered))
+    again = SummaryDigest.from_json(digest.to_json())
+    assert again == digest
+    assert combine(merged([again.summary, *rest])) == combine(merged(summaries))
+
+
+def test_a_digest_covers_a_run_only_at_its_baseline_and_threshold_and_while_it_counts_every_bundle_it_did():
+    digest = SummaryDigest(frozenset({"a", "b"}), "main-1", 0.05, merged([]))
+    assert digest.covers({"a", "b", "c"}, "main-1", 0.05)
+    assert not digest.covers({"a", "c"}, "main-1", 0.05)  # b's shard uploaded again: its results are no longer the run's
+    assert not digest.covers({"a", "b"}, "main-2", 0.05) and not digest.covers({"a", "b"}, "main-1", 0.1)
 
 
 def test_the_baselines_benchmarks_of_an_absent_shard_say_where_they_stand():

@@ -1,6 +1,7 @@
 """Shard results in the bucket (``results/``): each counted bundle's benchmark names and figures,
 one gzipped JSON object beside the bundle, however many benchmarks it holds (a DynamoDB item
-holds 400 KB: about 2000 of them)."""
+holds 400 KB: about 2000 of them); and beside a run's reports, what the latest one summed up of
+them (its digest)."""
 
 import gzip
 import threading
@@ -10,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from botocore.exceptions import ClientError
 
-from ..domain.keys import results_key
-from ..domain.results import ShardResults
+from ..domain.keys import digest_key, results_key
+from ..domain.results import ShardResults, SummaryDigest
 
 LEVEL = 6  # a few hundred KB at most, written once
 READERS = 16  # GETs in flight when a report reads many shards' results (a cold process, a shard's page)
@@ -57,12 +58,30 @@ class ResultsStore:
         with ThreadPoolExecutor(min(READERS, len(keys))) as pool:
             return dict(zip(keys, pool.map(self.read, keys)))
 
+    def write_digest(self, project: str, run_id: str, digest: SummaryDigest) -> None:
+        """The last writer's stands: any digest stands for the bundles it names."""
+        self.s3.put_object(Bucket=self.bucket, Key=digest_key(project, run_id), Body=gzip.compress(digest.to_json(), LEVEL),
+                           ContentType="application/json", ContentEncoding="gzip")
+
+    def read_digest(self, project: str, run_id: str) -> SummaryDigest | None:
+        """Listed first: S3 answers the GET of an absent key 403, not 404, to a role that may list
+        the bucket only under a prefix (as the functions may, under ``reports/``)."""
+        key = digest_key(project, run_id)
+        if not self.s3.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1).get("KeyCount"):
+            return None
+        data = self._read(key)
+        return None if data is None else SummaryDigest.from_json(data)
+
     def _get(self, bundle_key: str) -> ShardResults | None:
+        data = self._read(results_key(bundle_key))
+        return None if data is None else ShardResults.from_json(data)
+
+    def _read(self, key: str) -> bytes | None:
         try:
-            body = self.s3.get_object(Bucket=self.bucket, Key=results_key(bundle_key))["Body"]
+            body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"]
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
                 return None
             raise
         with body:
-            return ShardResults.from_json(gzip.decompress(body.read()))
+            return gzip.decompress(body.read())

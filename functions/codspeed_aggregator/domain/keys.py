@@ -77,6 +77,12 @@ def report_prefix(project: str, run_id: str) -> str:
     return f"reports/{project_segment(project)}/{run_id}/v"
 
 
+def digest_key(project: str, run_id: str) -> str:
+    """What the latest published report summed up of its shards' results (``results.SummaryDigest``),
+    beside its versions (``is_report_key`` lists none of it) and expired with them."""
+    return f"reports/{project_segment(project)}/{run_id}/summaries.json.gz"
+
+
 def report_key(project: str, run_id: str, version: int, ext: str = "json") -> str:
     """Each report version is its own object: the highest one is the run's report."""
     return f"{report_prefix(project, run_id)}{version:010d}.{ext}"

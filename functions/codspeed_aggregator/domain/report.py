@@ -54,11 +54,11 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     return ShardEntry(name=name, state="missing")
 
 
-def build_report(snapshot: Snapshot, now: str, *, summaries: dict[str, ShardSummary] | None = None,
+def build_report(snapshot: Snapshot, now: str, *, summary: ShardSummary | None = None,
                  baseline: Snapshot | None = None, branch: str = "main",
                  threshold: float = 0.05, page_url: str | None = None) -> Report:
-    """The report of one consistent read: ``summaries`` has each arrived shard's benchmarks
-    summed up against ``baseline`` (the baseline run's read, of ``branch``), when there is one."""
+    """The report of one consistent read: ``summary`` has its arrived shards' benchmarks summed up
+    against ``baseline`` (the baseline run's read, of ``branch``), when there is one."""
     run = snapshot.run
     outcome = run.outcome or {}
     arrived = snapshot.arrived()
@@ -69,8 +69,7 @@ def build_report(snapshot: Snapshot, now: str, *, summaries: dict[str, ShardSumm
         running = sum(n for name, n in pending.items() if name not in run.skipped)
         carried += sum(n for name, n in pending.items() if name in run.skipped)
     missing = outcome.get("missing_benchmarks_total", len(outcome.get("missing_benchmarks") or ()))
-    summaries = summaries or {}
-    counts, listed = combine((summaries[n] for n in sorted(arrived) if n in summaries), carried, running, missing)
+    counts, listed = combine(summary or ShardSummary(), carried, running, missing)
     return Report(
         project=run.project,
         run_id=run.run_id,

@@ -7,8 +7,8 @@ documentation suggests (an L1 miss costs about 10 cycles, a last-level miss up t
 mean time per round.
 
 A report never lists every benchmark: each shard is summed up once (``summarize``: counts and
-its worst changes), and the run's summary adds those up, so a report stays small and cheap
-whatever the run's size; a shard's page lists all of its benchmarks (``shard_entries``)."""
+its worst changes), and the run's summary adds those up (``merged``), so a report stays small and
+cheap whatever the run's size; a shard's page lists all of its benchmarks (``shard_entries``)."""
 
 import heapq
 import json
@@ -136,19 +136,56 @@ def summarize(shard: str, results: dict[str, dict], before: Mapping[str, dict], 
     return ShardSummary(counts, make(worst), make(heapq.nsmallest(LISTED, better)))
 
 
-def combine(summaries: Iterable[ShardSummary], carried: int = 0, running: int = 0, missing: int = 0
-            ) -> tuple[BenchmarkCounts, list[BenchmarkEntry]]:
-    """A run's counts and the changes its report names (the worst ``LISTED`` each way, regressions
-    first), from its shards' summaries."""
+def merged(summaries: Iterable[ShardSummary]) -> ShardSummary:
+    """Summaries as one: their counts added, and the worst ``LISTED`` changes each way of them all.
+    A merged summary merges again with others into what its parts would have."""
     total, worse, better = Counter(), [], []
     for summary in summaries:
         total.update(summary.counts)
         worse += summary.regressions
         better += summary.improvements
-    worse = heapq.nsmallest(LISTED, worse, key=lambda e: (-e.change, e.shard, e.name))
-    better = heapq.nsmallest(LISTED, better, key=lambda e: (e.change, e.shard, e.name))
+    return ShardSummary(total, heapq.nsmallest(LISTED, worse, key=lambda e: (-e.change, e.shard, e.name)),
+                        heapq.nsmallest(LISTED, better, key=lambda e: (e.change, e.shard, e.name)))
+
+
+def combine(summary: ShardSummary, carried: int = 0, running: int = 0, missing: int = 0
+            ) -> tuple[BenchmarkCounts, list[BenchmarkEntry]]:
+    """A run's counts and the changes its report names (the worst ``LISTED`` each way, regressions
+    first), from its shards' summaries merged."""
+    total, worse, better = summary.counts, summary.regressions, summary.improvements
     counts = BenchmarkCounts(**{k: total[k] for k in ("measured", "regressions", "improvements", "unchanged", "new")},
                              carried=carried, running=running, missing=missing,
                              worst_regression=worse[0].change if worse else None,
                              worst_improvement=better[0].change if better else None)
     return counts, worse + better
+
+
+@dataclass(frozen=True)
+class SummaryDigest:
+    """What a published report summed up: the bundles whose results it counted, against which
+    baseline run and threshold, merged into one summary. A process that has not read the run
+    yet starts from it and reads the results of only the bundles it does not cover: one object
+    instead of every shard's."""
+
+    bundles: frozenset[str]
+    against: str | None
+    threshold: float
+    summary: ShardSummary
+
+    def covers(self, bundles: set[str], against: str | None, threshold: float) -> bool:
+        """It stands for part of a run whose counted bundles are ``bundles``: a bundle it counted
+        and the run no longer does (its shard uploaded again) would be counted twice."""
+        return self.against == against and self.threshold == threshold and self.bundles <= bundles
+
+    def to_json(self) -> bytes:
+        entries = lambda listed: [e.model_dump(exclude_none=True) for e in listed]  # noqa: E731
+        return json.dumps({"bundles": sorted(self.bundles), "against": self.against, "threshold": self.threshold,
+                           "counts": dict(self.summary.counts), "regressions": entries(self.summary.regressions),
+                           "improvements": entries(self.summary.improvements)}, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "SummaryDigest":
+        d = json.loads(data)
+        summary = ShardSummary(Counter(d["counts"]), [BenchmarkEntry(**e) for e in d["regressions"]],
+                               [BenchmarkEntry(**e) for e in d["improvements"]])
+        return cls(frozenset(d["bundles"]), d["against"], d["threshold"], summary)

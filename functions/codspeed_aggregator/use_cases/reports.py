@@ -4,8 +4,7 @@ on a signed webhook, read it, list a project's runs, sign links to their pages."
 import logging
 import threading
 import time
-from collections import ChainMap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -23,16 +22,15 @@ from ..domain.errors import NotFound
 from ..domain.ledger import OPEN, RunRecord, Snapshot
 from ..domain.notification import commit_status
 from ..domain.report import build_report, carried_from, compared_with, shard_entry, shard_names
-from ..domain.results import ShardSummary, absent_entries, shard_entries, summarize
+from ..domain.results import SummaryDigest, absent_entries, shard_entries
 from ..domain.timestamps import iso
 from ..settings import Settings
 from .pr_comments import PullRequestComments
+from .shard_summaries import ShardSummaries
 
 log = logging.getLogger(__name__)
 
 BASELINE_LOOKUP_SECONDS = 60
-CACHED_SUMMARIES = 20_000  # shard summaries a process keeps (a few KB each)
-CACHED_WHOLE_BASELINES = 4  # baselines read whole (benchmarks moved between shards), by name
 REPORT_LINK_SECONDS = 300  # a report too large to answer inline is fetched from S3 at once
 
 
@@ -50,11 +48,11 @@ class Reports:
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
     comments: PullRequestComments | None = None  # GitHub: the sticky pull-request comment, when configured
     _baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its read
-    _summary_cache: dict = field(default_factory=dict, init=False, repr=False)  # (bundle, baseline, threshold) -> ShardSummary
-    _whole_baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> every figure of it
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _latest: dict = field(default_factory=dict, init=False, repr=False)  # (project, branch, base commit) -> (run, when looked up)
     _held: threading.local = field(default_factory=threading.local, init=False, repr=False)  # held(), per thread
+
+    def __post_init__(self) -> None:
+        self._summaries = ShardSummaries(self.results, self.settings.regression_threshold)
 
     @contextmanager
     def held(self):
@@ -84,61 +82,18 @@ class Reports:
             log.warning("report of %s %s not rebuilt: %s", project, run_id, exc)
             self.metrics.add("ReportsDeferred", 1)
             return
-        report = self._build(snapshot)
+        report, digest = self._build(snapshot)
         if self.store.publish_report(project, run_id, report.version, report.model_dump_json(), render_markdown(report)):
+            self._summaries.published(project, run_id, digest)
             self._notify(report, snapshot.run)
 
-    def _build(self, snapshot: Snapshot) -> Report:
+    def _build(self, snapshot: Snapshot) -> tuple[Report, SummaryDigest]:
         baseline = self._baseline(snapshot.run)
-        return build_report(snapshot, iso(self.clock()), summaries=self._summaries(snapshot, baseline),
+        digest = self._summaries.summed(snapshot, baseline)
+        return build_report(snapshot, iso(self.clock()), summary=digest.summary,
                             baseline=baseline, branch=self._branch(snapshot.run),
                             threshold=self.settings.regression_threshold,
-                            page_url=self.page_url(snapshot.run.project, snapshot.run.run_id))
-
-    def _summaries(self, snapshot: Snapshot, baseline: Snapshot | None) -> dict[str, ShardSummary]:
-        """Each arrived shard's benchmarks summed up against the baseline. A shard's summary is
-        made once per process and baseline (its bundle's results never change), so a report
-        rebuilt after an arrival reads the results of the shards new since the last one only."""
-        against = baseline.run.run_id if baseline else None
-        keys = {name: (s.key, against, self.settings.regression_threshold) for name, s in snapshot.arrived().items()
-                if s.results_kept}
-        with self._lock:
-            todo = [name for name, key in keys.items() if key not in self._summary_cache]
-        found = self.results.read_many(snapshot.shards[n].key for n in todo)
-        sources = result_sources(baseline) if baseline and todo else {}
-        made = {}
-        for name in todo:
-            results = found[snapshot.shards[name].key]
-            figures = results.results if results else {}
-            made[keys[name]] = summarize(name, figures, self._before(baseline, sources, name, figures),
-                                         self.settings.regression_threshold)
-        with self._lock:
-            self._summary_cache.update(made)
-            _trim(self._summary_cache, CACHED_SUMMARIES)
-            summaries = {name: made.get(key) or self._summary_cache.get(key) for name, key in keys.items()}
-        return {name: summary for name, summary in summaries.items() if summary is not None}
-
-    def _before(self, baseline: Snapshot | None, sources: dict, shard: str, figures: dict) -> Mapping[str, dict]:
-        """The baseline's figures of a shard's benchmarks (``sources``: where the baseline's results
-        are): those of its shard of the same name, and for a benchmark not there (moved to another
-        shard since), the baseline's whole set."""
-        if baseline is None:
-            return {}
-        same = self.results.read(sources[shard][0]) if shard in sources else None
-        before = same.results if same else {}
-        if len(sources) <= (shard in sources) or all(name in before for name in figures):
-            return before  # every one found in its own shard, or nowhere else to look
-        key = (baseline.run.project, baseline.run.run_id)
-        with self._lock:
-            whole = self._whole_baselines.get(key)
-        if whole is None:
-            whole = {}
-            for found in self.results.read_many(k for k, _ in sources.values()).values():
-                whole.update(found.results if found else {})
-            with self._lock:
-                self._whole_baselines[key] = whole
-                _trim(self._whole_baselines, CACHED_WHOLE_BASELINES)
-        return ChainMap(before, whole)
+                            page_url=self.page_url(snapshot.run.project, snapshot.run.run_id)), digest
 
     def _baseline(self, run: RunRecord) -> Snapshot | None:
         """The run this one compares with: the one its finalizer chose, or while it is open the
@@ -221,7 +176,7 @@ class Reports:
         snapshot = self.reads.snapshot(project, run_id)
         if snapshot is None:
             raise NotFound(f"no run {run_id} for project {project}")
-        return self._build(snapshot)
+        return self._build(snapshot)[0]
 
     def shard_benchmarks(self, project: str, run_id: str, shard: str) -> ShardBenchmarks:
         """Every benchmark of one shard of a run (its latest attempt, or the one ``run_id`` names),
@@ -239,7 +194,7 @@ class Reports:
         if (record := snapshot.arrived().get(shard)) is not None:
             found = self.results.read(record.key) if record.results_kept else None
             figures = found.results if found else {}
-            benchmarks = shard_entries(shard, figures, self._before(baseline, sources, shard, figures), threshold)
+            benchmarks = shard_entries(shard, figures, self._summaries.before(baseline, sources, shard, figures), threshold)
         elif carried is not None and carried.get("key") and (found := self.results.read(carried["key"])):
             benchmarks = absent_entries(shard, found.results, "carried", carried_from(carried))
         elif shard in sources and (found := self.results.read(sources[shard][0])):
@@ -265,9 +220,3 @@ class Reports:
 
     def has_run(self, project: str, run_id: str) -> bool:
         return self.runs.run_record(project, self.runs.attempt_of(project, run_id, self.settings.max_attempts)) is not None
-
-
-def _trim(cache: dict, limit: int) -> None:
-    """Let go of the oldest entries of a process's cache beyond ``limit``."""
-    while len(cache) > limit:
-        cache.pop(next(iter(cache)))

@@ -1,0 +1,112 @@
+"""A run's shards summed up for its report: each arrived shard's benchmarks against the baseline's,
+merged into one summary, at the cost of what changed since the process's last report of the run.
+
+A shard's summary is made once per process and baseline (its bundle's results never change), and
+the run's merged summary is kept as a digest of the bundles it covers: a rebuild after a batch
+merges that with the batch's shards only. A process new to a big run starts from the digest the
+last published report left beside it (one object, not one per shard)."""
+
+import threading
+from collections import ChainMap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..adapters.results_store import ResultsStore
+from ..domain.baseline import result_sources
+from ..domain.ledger import Snapshot
+from ..domain.results import SummaryDigest, merged, summarize
+
+CACHED_SUMMARIES = 20_000  # shard summaries a process keeps (a few KB each)
+CACHED_DIGESTS = 32  # runs whose merged summary a process keeps
+CACHED_WHOLE_BASELINES = 4  # baselines read whole (benchmarks moved between shards), by name
+DIGEST_WORTH = 16  # results one rebuild reads itself (one round of GETs) before it reads the run's digest instead
+
+
+@dataclass
+class ShardSummaries:
+    results: ResultsStore  # S3: results/, each shard's benchmarks; the runs' digests
+    threshold: float
+    _summaries: dict = field(default_factory=dict, init=False, repr=False)  # (bundle, baseline, threshold) -> ShardSummary
+    _digests: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> SummaryDigest
+    _whole_baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> every figure of it
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def summed(self, snapshot: Snapshot, baseline: Snapshot | None) -> SummaryDigest:
+        """The run's arrived shards summed up against ``baseline``, as a digest of their bundles."""
+        against, threshold = (baseline.run.run_id if baseline else None), self.threshold
+        bundles = {name: s.key for name, s in snapshot.arrived().items() if s.results_kept}
+        seed = self._seed(snapshot, set(bundles.values()), against)
+        keys = {name: (key, against, threshold) for name, key in bundles.items() if seed is None or key not in seed.bundles}
+        with self._lock:
+            known = {key: self._summaries[key] for key in keys.values() if key in self._summaries}
+        todo = [name for name, key in keys.items() if key not in known]
+        sources = result_sources(baseline) if baseline and todo else {}
+        # the baseline's results of the same shards read with them, in parallel: ``before`` finds them read
+        found = self.results.read_many([*(bundles[n] for n in todo), *(sources[n][0] for n in todo if n in sources)])
+        made = {}
+        for name in todo:
+            results = found[bundles[name]]
+            figures = results.results if results else {}
+            made[keys[name]] = summarize(name, figures, self.before(baseline, sources, name, figures), threshold)
+        with self._lock:
+            self._summaries.update(made)
+            _trim(self._summaries, CACHED_SUMMARIES)
+        parts = [*known.values(), *made.values()]
+        digest = SummaryDigest(frozenset(bundles.values()), against, threshold,
+                               merged([*([seed.summary] if seed else []), *parts]))
+        with self._lock:
+            self._digests.pop(run := (snapshot.run.project, snapshot.run.run_id), None)  # the newest last
+            self._digests[run] = digest
+            _trim(self._digests, CACHED_DIGESTS)
+        return digest
+
+    def published(self, project: str, run_id: str, digest: SummaryDigest) -> None:
+        """A report made of ``digest`` was published: left beside it for processes new to the run,
+        when it spares them more than one round of reads."""
+        if len(digest.bundles) > DIGEST_WORTH:
+            self.results.write_digest(project, run_id, digest)
+
+    def _seed(self, snapshot: Snapshot, bundles: set[str], against: str | None) -> SummaryDigest | None:
+        """A digest that covers part of the run as it is now: this process's last, or the last
+        published when that one spares reading more than ``DIGEST_WORTH`` shards' results (a
+        process publishes one batch in several: the others published the rest)."""
+        key = (snapshot.run.project, snapshot.run.run_id)
+        with self._lock:
+            held = self._digests.get(key)
+            best = held if held is not None and held.covers(bundles, against, self.threshold) else None
+            covered = best.bundles if best else frozenset()
+            uncached = sum(b not in covered and (b, against, self.threshold) not in self._summaries for b in bundles)
+        if uncached <= DIGEST_WORTH:
+            return best
+        found = self.results.read_digest(*key)
+        if found is None or not found.covers(bundles, against, self.threshold) or len(found.bundles) <= len(covered):
+            return best
+        return found
+
+    def before(self, baseline: Snapshot | None, sources: dict, shard: str, figures: dict) -> Mapping[str, dict]:
+        """The baseline's figures of a shard's benchmarks (``sources``: where the baseline's results
+        are): those of its shard of the same name, and for a benchmark not there (moved to another
+        shard since), the baseline's whole set."""
+        if baseline is None:
+            return {}
+        same = self.results.read(sources[shard][0]) if shard in sources else None
+        before = same.results if same else {}
+        if len(sources) <= (shard in sources) or all(name in before for name in figures):
+            return before  # every one found in its own shard, or nowhere else to look
+        key = (baseline.run.project, baseline.run.run_id)
+        with self._lock:
+            whole = self._whole_baselines.get(key)
+        if whole is None:
+            whole = {}
+            for found in self.results.read_many(k for k, _ in sources.values()).values():
+                whole.update(found.results if found else {})
+            with self._lock:
+                self._whole_baselines[key] = whole
+                _trim(self._whole_baselines, CACHED_WHOLE_BASELINES)
+        return ChainMap(before, whole)
+
+
+def _trim(cache: dict, limit: int) -> None:
+    """Let go of the oldest entries of a process's cache beyond ``limit``."""
+    while len(cache) > limit:
+        cache.pop(next(iter(cache)))

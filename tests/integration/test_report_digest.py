@@ -1,0 +1,109 @@
+"""A process new to a big run starts its report from the digest the last published report left
+beside it (one S3 object), not from every shard's results; and never from one that counts a bundle
+the run no longer does. Against moto's server."""
+
+from contextlib import contextmanager
+from dataclasses import replace
+from unittest import mock
+
+from codspeed_aggregator.adapters.aws import client
+from codspeed_aggregator.adapters.ledger import Reads
+from codspeed_aggregator.adapters.results_store import ResultsStore
+from codspeed_aggregator.domain.keys import digest_key, project_segment
+from codspeed_aggregator.use_cases import shard_summaries
+from tests.factories import bundle, push
+
+SHARDS = 24
+FIRST = 18  # recorded by one process; the rest by another, new to the run (over DIGEST_WORTH either way)
+PULL = {"ref": "refs/pull/4/merge", "base_ref": "main"}
+
+
+def _data(shard: int, cost: int) -> bytes:
+    names = [f"t{shard}::a", f"t{shard}::b"]
+    return bundle(100 + shard, names, costs={names[0]: cost, names[1]: 1000})
+
+
+def _main_run(agg, isolated, project, run_id) -> None:
+    for shard in range(1, SHARDS + 1):
+        agg.arrivals.record(push(agg, project, run_id, str(shard), _data(shard, 1000), total=SHARDS)["key"])
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+
+
+def _pushed(agg, project, run_id, shards) -> list[str]:
+    """The keys of a pull request's shards, each slower than on main by its own amount (+1% to +24%)."""
+    return [push(agg, project, run_id, str(s), _data(s, 1000 + 10 * s), total=SHARDS + 5, **PULL)["key"] for s in shards]
+
+
+def _fresh(agg):
+    """Another process's arrivals and reports: nothing read of any run yet."""
+    reports = replace(agg.reports, reads=Reads(agg.ledger.table, agg.ledger.db),
+                      results=ResultsStore(agg.results.bucket, client("s3")))
+    return replace(agg.arrivals, reports=reports), reports
+
+
+@contextmanager
+def gets(s3):
+    """The keys of each S3 GetObject made meanwhile."""
+    seen = []
+    note = lambda params, **_: seen.append(params["Key"])  # noqa: E731
+    s3.meta.events.register("before-parameter-build.s3.GetObject", note, unique_id="digest-gets")
+    try:
+        yield seen
+    finally:
+        s3.meta.events.unregister("before-parameter-build.s3.GetObject", unique_id="digest-gets")
+
+
+def _whole(agg, project, run_id):
+    """The report a process that reads every shard's results builds."""
+    _, reports = _fresh(agg)
+    with mock.patch.object(shard_summaries, "DIGEST_WORTH", 10**9):
+        return reports._build(reports.reads.snapshot(project, run_id))[0]
+
+
+def _same(a, b) -> None:
+    assert a.counts == b.counts and a.benchmarks == b.benchmarks
+
+
+def test_a_process_new_to_a_run_reads_its_digest_and_only_the_results_of_shards_new_since(isolated, project, run_id):
+    agg = isolated.aggregator
+    _main_run(agg, isolated, project, f"{run_id}-main")
+    keys = _pushed(agg, project, run_id, range(1, SHARDS + 1))
+    for key in keys[:FIRST]:
+        assert agg.arrivals.record(key) == "recorded"  # each publishes, and leaves its digest
+    arrivals, reports = _fresh(agg)
+    own = f"results/{project_segment(project)}/{run_id}/"
+    with gets(client("s3")) as seen:
+        with reports.held():
+            for key in keys[FIRST:]:
+                assert arrivals.record(key) == "recorded"
+    assert seen.count(digest_key(project, run_id)) == 1
+    assert len([k for k in seen if k.startswith(own)]) == SHARDS - FIRST  # the batch's; every shard's without the digest
+    report = reports.report(project, run_id)
+    assert report.arrived == SHARDS and report.counts.measured == 2 * SHARDS
+    assert report.counts.regressions == SHARDS - 5  # +6% and more: past the 5% threshold
+    assert report.benchmarks[0].name == f"t{SHARDS}::a" and round(report.benchmarks[0].change, 2) == 0.24
+    _same(report, _whole(agg, project, run_id))
+
+
+def test_a_digest_that_counted_a_bundle_the_run_no_longer_counts_is_not_used(isolated, project, run_id):
+    agg = isolated.aggregator
+    _main_run(agg, isolated, project, f"{run_id}-main")
+    for key in _pushed(agg, project, run_id, range(1, FIRST + 1)):
+        assert agg.arrivals.record(key) == "recorded"
+    arrivals, reports = _fresh(agg)
+    [again] = _pushed(agg, project, run_id, [3])  # shard 3 uploaded again: the digest counted its first bundle
+    with gets(client("s3")) as seen:
+        assert arrivals.record(again) == "recorded"
+    own = f"results/{project_segment(project)}/{run_id}/"
+    assert seen.count(digest_key(project, run_id)) == 1 and len([k for k in seen if k.startswith(own)]) == FIRST
+    report = reports.report(project, run_id)
+    assert report.arrived == FIRST and report.counts.measured == 2 * FIRST  # shard 3's benchmarks counted once
+    _same(report, _whole(agg, project, run_id))
+
+
+def test_a_small_run_leaves_no_digest_and_a_cold_process_reads_its_shards(isolated, project, run_id):
+    agg = isolated.aggregator
+    for key in _pushed(agg, project, run_id, range(1, shard_summaries.DIGEST_WORTH + 1)):
+        assert agg.arrivals.record(key) == "recorded"
+    assert agg.results.read_digest(project, run_id) is None  # one round of reads: a digest would spare nothing
+    _same(agg.reports.report(project, run_id), _whole(agg, project, run_id))
