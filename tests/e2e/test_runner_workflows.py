@@ -187,6 +187,27 @@ def test_a_skip_in_the_runner_route_must_name_a_shard_the_run_can_hold(stack, wo
             assert shard["label"].startswith('bench-{"shard":') and shard["display"].startswith("bench [shard ")
 
 
+def test_a_shard_main_skipped_can_be_skipped_again_and_is_carried_from_the_run_that_ran_it(stack, workflow):
+    """Main ran shard 3, then skipped it (carried); a pull request skips it too: its baseline (main's
+    latest) never saw shard 3 but skipped it, so the skip is one the run can hold."""
+    for shard in (1, 2, 3):
+        workflow.job(stack, "bench", [f"bench::s{shard}"], shard=shard, total=3)
+    ran = workflow.final(stack)
+    [third] = [s["name"] for s in ran["shards"] if '"shard":3' in (s["label"] or "")]
+    skipping = Workflow(str(int(workflow.run_id) + 1), workflow.owner, workflow.repository)
+    pull = Workflow(str(int(workflow.run_id) + 2), workflow.owner, workflow.repository)
+    for flow, meta in ((skipping, {}), (pull, {"event": "pull_request", "ref": "refs/pull/9/merge", "base_ref": "main"})):
+        for shard in (1, 2):
+            flow.job(stack, "bench", [f"bench::s{shard}"], shard=shard, total=3, **meta)
+        wait_for(lambda f=flow: f.report(stack).get("arrived") == 2)
+        closed = requests.post(f"{stack.api_url}/v1/runs/close", headers={"Authorization": TOKEN}, timeout=10,
+                               json={"project": flow.project, "run_id": flow.run_id, "skip": [third]})
+        assert closed.status_code == 202, closed.text
+        report = flow.final(stack)
+        carried = {s["name"]: s for s in report["shards"]}[third]
+        assert (report["state"], carried["state"], carried["source"]["run_id"]) == ("forwarded", "carried", workflow.run_id)
+
+
 def test_gitlab_parallel_jobs_in_a_subgroup_and_a_plain_job_are_groups_of_one_pipeline(stack):
     group, repository = "platform/perf", f"engine-{uuid.uuid4().hex[:6]}"
     project, accepted, pid = f"{group}/{repository}", [], 6000

@@ -42,7 +42,8 @@ class CloseRun:
 
     def _check_skips(self, snapshot: Snapshot, skip: list[str]) -> None:
         """A skipped shard must be one the run can hold: one its manifest names, or, for a
-        manifest by count (a CodSpeed workflow's jobs), one the run or its baseline run has seen."""
+        manifest by count (a CodSpeed workflow's jobs), one the run or its baseline run has seen
+        or skipped (the baseline carried it from the run before, as this run will)."""
         if not skip:
             return
         run = snapshot.run
@@ -51,7 +52,7 @@ class CloseRun:
             baseline = self.baselines.baseline_for(run.project, branch_of(run.base_ref) or self.settings.default_branch,
                                                    run.base_commits())
             seen = self.reads.snapshot(run.project, baseline) if baseline else None
-            known = (*snapshot.shards, *run.skipped, *(seen.shards if seen else ()))
+            known = (*snapshot.shards, *run.skipped, *(seen.shards if seen else ()), *(seen.run.skipped if seen else ()))
             where = "shards of this run or of its baseline run" + (f" {baseline}" if baseline else " (none yet)")
         else:
             where = f"the run's manifest ({run.describe()})"
