@@ -13,7 +13,7 @@ MAIN = ["--commit", "1" * 40, "--ref", "refs/heads/main"]
 COSTS = {"tests/test_a.py::heavy": 80_000_000, "tests/test_a.py::light": 20_000_000, "tests/test_b.py::mid": 40_000_000}
 
 
-def test_costs_recorded_on_main_are_exported_for_pytest_split_and_balance_a_split(stack, project, tmp_path):
+def test_costs_recorded_on_main_are_exported_for_pytest_split_and_balance_a_split(stack, project, tmp_path, monkeypatch):
     run_id = f"costs-main-{os.getpid()}"
     folder = make_profile_folder(tmp_path / "valgrind", 4242, list(COSTS), costs=COSTS)
     common = ["--project", project, "--run-id", run_id, *MAIN]
@@ -40,6 +40,17 @@ def test_costs_recorded_on_main_are_exported_for_pytest_split_and_balance_a_spli
     assert {k: (round(v["seconds"], 3), v["benchmarks"]) for k, v in json.loads(split.stdout).items()} == {
         "1": (5.0, ["tests/test_a.py::heavy", "tests/test_a.py::light"]),
         "2": (5.95, ["tests/test_c.py::new", "tests/test_b.py::mid"])}
+
+    from dataclasses import replace
+
+    from codspeed_aggregator import wiring
+
+    api = wiring.api()
+    monkeypatch.setattr(api, "settings", replace(api.settings, report_inline_bytes=200))  # Lambda's 6 MB, made small
+    before = written.read_bytes()
+    refused = _run(stack, "durations", "--project", project, "-o", str(written))
+    assert refused.returncode == 5 and f"the costs of run {run_id} (6 benchmarks) are" in refused.stderr, refused.stderr
+    assert "over what one answer holds (200)" in refused.stderr and written.read_bytes() == before
 
 
 def test_costs_of_a_branch_with_no_forwarded_run_are_refused_in_one_sentence(stack, project):

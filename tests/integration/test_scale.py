@@ -141,19 +141,22 @@ def test_a_failed_finalize_comes_back_in_minutes_not_after_the_queues_90(stack):
     retry_in.assert_called_once_with("handle-1", 240)
 
 
-def test_the_largest_manifest_and_skip_list_fit_the_run_item_with_room_to_spare(isolated, project, run_id):
+def test_the_largest_manifest_skip_list_and_ancestry_fit_the_run_item_with_room_to_spare(isolated, project, run_id):
     import json
 
+    from codspeed_rules.names import MAX_ANCESTORS
     from codspeed_wire.api import MAX_SHARDS, CloseRequest
 
     agg = isolated.aggregator
     names = [f"{i:04d}" + "x" * 124 for i in range(MAX_SHARDS)]  # the longest names, as many as a run may expect
-    _push(agg, project, run_id, names[0], bundle(), expect=names)
+    ancestors = [f"{i:040x}" for i in range(MAX_ANCESTORS)]  # and as many base commits as a run may name
+    _push(agg, project, run_id, names[0], bundle(), expect=names, base_commit="f" * 40, base_ancestors=ancestors)
     agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=names[1:]))
     raw = agg.ledger.db.get_item(TableName=agg.ledger.table, Key=agg.ledger.runs.key(project, run_id, "RUN"))["Item"]
     size = len(json.dumps(raw))  # over-counts DynamoDB's own measure (type tags, quotes)
     assert size < 300 * 1024, size  # DynamoDB's limit is 400 KB
-    assert len(agg.ledger.reads.snapshot(project, run_id).run.skipped) == MAX_SHARDS - 1
+    run = agg.ledger.reads.snapshot(project, run_id).run
+    assert len(run.skipped) == MAX_SHARDS - 1 and len(run.base_commits()) == 1 + MAX_ANCESTORS
 
 
 def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, project, run_id):
