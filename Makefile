@@ -32,19 +32,27 @@ $(BROWSER):
 test: install $(BROWSER)
 	CHROMIUM_HEADLESS_SHELL=$(BROWSER) $(BIN)/python -m pytest -q
 
-bench: install
+# bench/valgrind_rate.py runs a pytest-codspeed suite under valgrind, as CodSpeed's runner does
+VALGRIND ?= /usr/bin/valgrind
+$(VALGRIND):
+	$(SUDO) apt-get update -qq
+	$(SUDO) apt-get install -y -qq --no-install-recommends valgrind
+
+bench: install $(VALGRIND)
 	$(BIN)/python bench/merge.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/page.py
 	$(BIN)/python bench/balance.py
+	$(BIN)/python bench/valgrind_rate.py
 
-bench-smoke: install
+bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/merge.py --quick
 	$(BIN)/python bench/client.py --quick
 	$(BIN)/python bench/load.py --quick
 	$(BIN)/python bench/scale.py --quick
 	$(BIN)/python bench/page.py --quick
 	$(BIN)/python bench/balance.py --quick
+	$(BIN)/python bench/valgrind_rate.py --quick
 
 # What `sam deploy` ships: the functions built for arm64 from functions/requirements.txt, with the
 # SAM CLI in a virtual environment of its own (it pins packages the tests need newer).

@@ -3,7 +3,9 @@ walltime benchmark's measured total time; a valgrind one's instructions at one d
 (callgrind runs a benchmark once, at about ``VALGRIND_INSTRUCTIONS_PER_SECOND``), relative
 seconds, which is what balancing shards needs."""
 
-VALGRIND_INSTRUCTIONS_PER_SECOND = 20e6  # callgrind's pace on a CI core, about 50 times slower than native
+# callgrind's pace, the runner's options, pytest-codspeed's warm-up included: 41-57 M a second measured
+# on one core here (python bench/valgrind_rate.py), about 50 times slower than native
+VALGRIND_INSTRUCTIONS_PER_SECOND = 50e6
 
 
 def cost_seconds(result: dict) -> float | None:
