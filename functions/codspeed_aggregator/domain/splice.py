@@ -15,9 +15,11 @@ other in the object, and the object read must have the CRC-32 and size the index
 """
 
 import base64
+import queue
 import struct
 import tarfile
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -35,6 +37,7 @@ from .merge import (
 )
 
 END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
+INFLATING = 16  # pieces written and not yet checked (of at most CHUNK each)
 
 
 class IndexMismatch(Exception):
@@ -97,26 +100,50 @@ class _Cursor:
 
 
 class _Inflated:
-    """What the spliced deflate stream inflates to, a bounded piece at a time: its CRC-32 and length."""
+    """What the spliced deflate stream inflates to, a bounded piece at a time: its CRC-32 and
+    length. Inflated on a thread of its own (ISA-L lets go of the GIL while it inflates), so that
+    the check runs on another core beside the copying and hashing; ``result`` waits for it."""
 
     def __init__(self) -> None:
         self._inflate = isal_zlib.decompressobj(-15)
-        self.crc, self.size = 0, 0
+        self._crc, self._size, self._error = 0, 0, None
+        self._pieces: queue.Queue = queue.Queue(maxsize=INFLATING)
+        self._worker = threading.Thread(target=self._run, name="splice-inflate", daemon=True)
+        self._worker.start()
+        self._stopped = False
 
     def feed(self, packed: bytes) -> None:
+        self._pieces.put(packed)
+
+    def _run(self) -> None:
+        while (packed := self._pieces.get()) is not None:
+            if self._error is None:  # once it failed, what follows is let go
+                try:
+                    self._inflated(packed)
+                except isal_zlib.error as exc:
+                    self._error = IndexMismatch(f"the spliced archive does not inflate ({exc})")
+
+    def _inflated(self, packed: bytes) -> None:
         while packed:
-            try:
-                data = self._inflate.decompress(packed, CHUNK)
-            except isal_zlib.error as exc:
-                raise IndexMismatch(f"the spliced archive does not inflate ({exc})") from exc
-            self.crc, self.size = isal_zlib.crc32(data, self.crc), self.size + len(data)
+            data = self._inflate.decompress(packed, CHUNK)
+            self._crc, self._size = isal_zlib.crc32(data, self._crc), self._size + len(data)
             packed = self._inflate.unconsumed_tail
         while not self._inflate.eof and (data := self._inflate.decompress(b"", CHUNK)):
-            self.crc, self.size = isal_zlib.crc32(data, self.crc), self.size + len(data)
+            self._crc, self._size = isal_zlib.crc32(data, self._crc), self._size + len(data)
 
-    @property
-    def ended(self) -> bool:
-        return self._inflate.eof and not self._inflate.unused_data
+    def stop(self) -> None:
+        """The thread ends, whatever happened to the splice (idempotent)."""
+        if not self._stopped:
+            self._stopped = True
+            self._pieces.put(None)
+            self._worker.join()
+
+    def result(self) -> tuple[bool, int, int]:
+        """(whether the stream ended, with nothing after it; its CRC-32; its length), once all fed is inflated."""
+        self.stop()
+        if self._error is not None:
+            raise self._error
+        return self._inflate.eof and not self._inflate.unused_data, self._crc, self._size
 
 
 class _Spliced:
@@ -151,11 +178,14 @@ class _Spliced:
 
     def close(self) -> None:
         self.write(FINAL_BLOCK)
-        inflated = self._inflated
-        if not inflated.ended or (inflated.crc, inflated.size) != (self.crc, self.size):
-            raise IndexMismatch(f"the spliced archive inflates to {inflated.size} bytes (CRC-32 {inflated.crc}), not to "
+        ended, crc, size = self._inflated.result()
+        if not ended or (crc, size) != (self.crc, self.size):
+            raise IndexMismatch(f"the spliced archive inflates to {size} bytes (CRC-32 {crc}), not to "
                                 f"the {self.size} bytes (CRC-32 {self.crc}) its segments' indexes promise")
         self.sink.write(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
+
+    def abandon(self) -> None:
+        self._inflated.stop()
 
 
 def splice(shards: list[NormalizedShard], out: BinaryIO, *, level: int = 1) -> MergeResult:
@@ -164,17 +194,20 @@ def splice(shards: list[NormalizedShard], out: BinaryIO, *, level: int = 1) -> M
     plan = plan_pids((s.name, s.pids) for s in shards)
     names = MemberNames()
     spliced = _Spliced(out, level)
-    spliced.encoded(root_entry().tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
-    for shard in shards:
-        if shard.index.get("format") != FORMAT:
-            raise IndexMismatch(f"shard {shard.name}: index format {shard.index.get('format')!r} is not {FORMAT}")
-        with shard.open() as stream:
-            cursor = _Cursor(stream)
-            for member in shard.index["members"]:
-                _splice_member(member, cursor, spliced, shard.name, plan[shard.name], names)
-            cursor.finish(shard.index["object"])
-    spliced.encoded(END_OF_ARCHIVE)
-    spliced.close()
+    try:
+        spliced.encoded(root_entry().tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
+        for shard in shards:
+            if shard.index.get("format") != FORMAT:
+                raise IndexMismatch(f"shard {shard.name}: index format {shard.index.get('format')!r} is not {FORMAT}")
+            with shard.open() as stream:
+                cursor = _Cursor(stream)
+                for member in shard.index["members"]:
+                    _splice_member(member, cursor, spliced, shard.name, plan[shard.name], names)
+                cursor.finish(shard.index["object"])
+        spliced.encoded(END_OF_ARCHIVE)
+        spliced.close()
+    finally:
+        spliced.abandon()
     return MergeResult(md5=base64.b64encode(spliced.sink.md5.digest()).decode(), size=spliced.sink.size,
                        members=sorted(names.written), renumbered={k: v for k, v in plan.items() if v})
 
