@@ -19,6 +19,8 @@ class ShardEntry(BaseModel):
     reason: str | None = None
     arrived_at: str | None = None
     source: dict | None = None  # for a carried shard: the run and commit its results come from
+    cost_s: float | None = None  # what its benchmarks cost to run, recorded at arrival (seconds: see /v1/costs)
+    longest_s: float | None = None  # its costliest benchmark's
 
 
 class BenchmarkEntry(BaseModel):

@@ -82,3 +82,19 @@ def test_an_open_run_compares_with_a_baseline_forwarded_elsewhere_within_a_minut
     assert report.baseline["run_id"] == f"{run_id}-main"
     [entry] = [b for b in report.benchmarks if b.name == "t1::x"]
     assert (entry.flag, round(entry.change, 2)) == ("regression", 0.2)
+
+
+def test_each_arrival_records_what_its_benchmarks_cost_and_the_page_predicts_the_longest_shard_balanced(
+        isolated, project, run_id):
+    from codspeed_aggregator.pages.run_page import render_main
+    from tests.factories import push
+
+    agg = isolated.aggregator
+    for shard, costs in (("1", {"t1::a": 100_000_000, "t1::b": 50_000_000}), ("2", {"t2::a": 50_000_000})):
+        data = bundle(20 + int(shard), list(costs), costs=costs)  # instructions: 50 M a second under callgrind
+        assert agg.arrivals.record(push(agg, project, run_id, shard, data, total=3)["key"]) == "recorded"
+    report = agg.reports.report(project, run_id)
+    assert [(s.name, s.cost_s, s.longest_s) for s in report.shards] == [("1", 3.0, 2.0), ("2", 1.0, 1.0), ("3", None, None)]
+    page = render_main(report, {}, None, None)
+    assert ('Recorded costs: 4.0s of benchmarks in 2 shards; balanced on them (<code>codspeed-client split --shards 2'
+            '</code>), the longest shard would run about 2.0s, against 3.0s for shard 1 here.') in page

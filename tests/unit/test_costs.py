@@ -2,7 +2,7 @@
 
 import pytest
 
-from codspeed_aggregator.domain.costs import VALGRIND_INSTRUCTIONS_PER_SECOND, cost_seconds, run_costs
+from codspeed_aggregator.domain.costs import VALGRIND_INSTRUCTIONS_PER_SECOND, cost_seconds, run_costs, shard_cost
 from codspeed_aggregator.domain.results import measured
 from codspeed_client.balance import seconds_by_name, split
 
@@ -34,3 +34,9 @@ def test_a_benchmark_with_no_recorded_cost_gets_the_median(names, expected):
     recorded = {"a": {"seconds": 4.0, "shard": "1"}, "b": {"seconds": 1.0, "shard": "1"}, "c": {"seconds": None, "shard": "2"}}
     assert seconds_by_name(recorded, names) == expected
     assert seconds_by_name({}, ["x"]) == {"x": 1.0}
+
+
+def test_a_shards_cost_is_its_benchmarks_in_all_and_its_costliest_ones_in_milliseconds():
+    figures = measured({"a": {"Ir": 100_000_000}, "b": {"Ir": 25_000_000}, "old": {"mean_ns": 10.0}})
+    assert shard_cost(figures) == (2500, 2000)  # 2 s and 0.5 s at 50 M a second; the walltime one says no cost
+    assert shard_cost(measured({"old": {"mean_ns": 10.0}})) is None and shard_cost({}) is None

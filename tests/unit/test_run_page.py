@@ -111,6 +111,20 @@ def test_the_page_says_which_shard_the_run_waited_for_and_by_how_much():
     assert 'id="critical-path"' not in render_main(_report(shards=[ShardEntry(name="1", state="expected")]), {}, None, None)
 
 
+def test_the_page_says_what_the_recorded_costs_predict_for_the_longest_shard_balanced():
+    shards = [ShardEntry(name="1", state="arrived", cost_s=50.0, longest_s=4.0),
+              ShardEntry(name=HOSTILE, state="arrived", cost_s=10.0, longest_s=2.0),
+              ShardEntry(name="3", state="carried")]  # no cost of its own in this run
+    text = "".join(_text(render_main(_report(shards=shards), {}, None, None)))
+    assert ("Recorded costs: 1m 00s of benchmarks in 2 shards; balanced on them (codspeed-client split --shards 2), "
+            "the longest shard would run about 30.0s, against 50.0s for shard 1 here.") in text
+    heavy = [ShardEntry(name="1", state="arrived", cost_s=100.0, longest_s=90.0),
+             ShardEntry(name="2", state="arrived", cost_s=20.0, longest_s=1.0)]  # one benchmark is most of it
+    assert "would run about 1m 30s, against 1m 40s for shard 1 here" in "".join(_text(render_main(_report(shards=heavy), {}, None, None)))
+    one = render_main(_report(shards=shards[:1]), {}, None, None)
+    assert 'id="predicted"' not in one and 'id="predicted"' not in render_main(_report(), {}, None, None)
+
+
 def _text(html: str) -> list[str]:
     collect = _Collect()
     collect.feed(html)

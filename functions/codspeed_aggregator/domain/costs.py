@@ -18,6 +18,13 @@ def cost_seconds(result: dict) -> float | None:
     return None
 
 
+def shard_cost(results: dict[str, dict]) -> tuple[int, int] | None:
+    """What a shard's benchmarks cost to run in all, and its costliest one's, in milliseconds;
+    None when no figure says (walltime results recorded before total times were)."""
+    seconds = [s for s in map(cost_seconds, results.values()) if s is not None]
+    return (round(sum(seconds) * 1000), round(max(seconds) * 1000)) if seconds else None
+
+
 def run_costs(results_by_shard: dict[str, dict[str, dict]]) -> dict[str, dict]:
     """Each benchmark's cost and shard, by name, over a run's shards' results (a benchmark in two
     shards is the later shard's, by name)."""

@@ -143,6 +143,8 @@ class ShardRecord:
     normalized: dict | None = None  # the normalized copy (key, version: the bundle itself when verified) and its index version
     group: str = ""  # the job group it belongs to (RunRecord)
     results_kept: bool = False  # its bundle's benchmarks are in the bucket (results/): counted by this release or later
+    cost_ms: int | None = None  # what its benchmarks cost to run, in all (domain.costs), recorded at arrival
+    longest_ms: int | None = None  # and its costliest benchmark's
 
 
 @dataclass

@@ -36,7 +36,9 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     if shard is not None:
         return ShardEntry(name=name, label=shard.label, display=display_label(shard.label), executor=shard.executor,
                           state=shard.state, attempt=shard.attempt, size=shard.size, benchmarks=shard.benchmarks,
-                          reason=shard.reason, arrived_at=shard.arrived_at)
+                          reason=shard.reason, arrived_at=shard.arrived_at,
+                          cost_s=None if shard.cost_ms is None else shard.cost_ms / 1000,
+                          longest_s=None if shard.longest_ms is None else shard.longest_ms / 1000)
     if run.state == OPEN:
         if name in run.skipped:  # declared when the run was opened
             return ShardEntry(name=name, state="skipped", reason="skipped on purpose when the run was opened: carried "

@@ -149,6 +149,26 @@ def _critical_path(report: Report) -> str:
             f'{_duration(last_at - start)} after the opening{trailing}.</p>')
 
 
+def _predicted(report: Report) -> str:
+    """What the recorded costs predict for the longest shard with the run's benchmarks balanced over
+    as many shards (no shorter than the total over the shards, nor than the costliest benchmark),
+    against the longest here."""
+    costed = [s for s in report.shards if s.cost_s is not None]
+    if len(costed) < 2:
+        return ""
+    total = sum(s.cost_s for s in costed)
+    balanced = max(total / len(costed), max(s.longest_s or 0.0 for s in costed))
+    longest = max(costed, key=lambda s: s.cost_s)
+    return (f'<p id="predicted">Recorded costs: {_cost(total)} of benchmarks in {len(costed)} shards; balanced on '
+            f'them (<code>codspeed-client split --shards {len(costed)}</code>), the longest shard would run about '
+            f'{_cost(balanced)}, against {_cost(longest.cost_s)} for shard '
+            f'{escape(longest.display or longest.label or longest.name)} here.</p>')
+
+
+def _cost(seconds: float) -> str:
+    return f"{seconds:.1f}s" if seconds < 60 else _duration(seconds)
+
+
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     if seconds < 60:
@@ -241,7 +261,7 @@ def render_main(report: Report, query: dict, refresh_url: str | None, list_url: 
     refresh = f' data-refresh="{escape(refresh_url)}"' if refresh_url else ""
     return (f'<main id="run" data-final="{"true" if final else "false"}" data-version="{report.version}"{refresh}>'
             f'{_verdict(report)}<dl>{"".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)}</dl>{live}'
-            f'<h2>Shards</h2>{_timeline(report)}{_critical_path(report)}<h2>Benchmarks</h2>'
+            f'<h2>Shards</h2>{_timeline(report)}{_critical_path(report)}{_predicted(report)}<h2>Benchmarks</h2>'
             f'{_table(report, query, query.get("sort"), shard)}</main>')
 
 

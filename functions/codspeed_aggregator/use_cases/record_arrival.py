@@ -16,6 +16,7 @@ from ..adapters.ledger import Reads, Runs, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.results_store import ResultsStore
 from ..domain.bundle import normalizing, validate_bundle
+from ..domain.costs import shard_cost
 from ..domain.errors import BadBundle, Conflict
 from ..domain.keys import index_key, normalized_key, parse_bundle_key
 from ..domain.ledger import ARRIVED, OPEN, ArrivalView, RunRecord, ShardRecord, UploadRecord, base_run_id
@@ -90,12 +91,14 @@ class RecordArrival:
                 return "duplicate"
             self.reports.publish(project, run_id)
             return "rejected"
-        self.results.write(key, ShardResults(summary.benchmark_names, measured(summary.results)))
+        figures = measured(summary.results)
+        self.results.write(key, ShardResults(summary.benchmark_names, figures))
+        cost_ms, longest_ms = shard_cost(figures) or (None, None)
         record = ShardRecord(
             name=shard, state=ARRIVED, upload_id=upload_id, key=key, size=size or upload.size,
             benchmarks=summary.benchmarks, pids=summary.pids, arrived_at=iso(self.clock()), label=upload.label,
             executor=upload.executor, gzipped=summary.gzipped, version_id=version_id, normalized=normalized, group=upload.group,
-            results_kept=True,
+            results_kept=True, cost_ms=cost_ms, longest_ms=longest_ms,
         )
         outcome = self._count(project, run_id, record, upload, view.shard)
         if outcome != "run_not_open":

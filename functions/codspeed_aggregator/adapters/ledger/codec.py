@@ -257,6 +257,7 @@ def shard_from(item: dict) -> ShardRecord:
         label=item.get("label"), executor=item.get("executor") or "valgrind", gzipped=item.get("gzipped", True),
         inherited_from=item.get("inherited_from"), version_id=item.get("version_id"),
         normalized=item.get("normalized"), group=item.get("group") or "", results_kept=bool(item.get("results_kept")),
+        cost_ms=item.get("cost_ms"), longest_ms=item.get("longest_ms"),
     )
 
 

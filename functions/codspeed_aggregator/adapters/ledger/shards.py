@@ -87,6 +87,7 @@ class Shards(TableItems):
             ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":exp": self.expires_at(),
             ":label": shard.label, ":executor": shard.executor, ":gz": shard.gzipped, ":v": shard.version_id,
             ":norm": shard.normalized, ":group": shard.group, ":kept": shard.results_kept,
+            ":cost": shard.cost_ms, ":longest": shard.longest_ms,
         }
         if replacing:
             values[":prev"] = previous.upload_id
@@ -96,7 +97,7 @@ class Shards(TableItems):
                 "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
                 "pids = :pids, arrived_at = :at, requested_at = :req, "
                 "label = :label, executor = :executor, gzipped = :gz, version_id = :v, normalized = :norm, #group = :group, "
-                "results_kept = :kept, "
+                "results_kept = :kept, cost_ms = :cost, longest_ms = :longest, "
                 "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from ADD attempt :one, rev :one"
             ),
             "ConditionExpression": "upload_id = :prev AND requested_at < :req" if replacing
