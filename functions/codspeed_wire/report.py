@@ -22,6 +22,11 @@ class ShardEntry(BaseModel):
     cost_s: float | None = None  # what its benchmarks cost to run, recorded at arrival (seconds: see /v1/costs)
     longest_s: float | None = None  # its costliest benchmark's
 
+    @property
+    def shown(self) -> str:
+        """What a reader is shown it as: its readable label, else its label, else its name."""
+        return self.display or self.label or self.name
+
 
 class BenchmarkEntry(BaseModel):
     """One benchmark's result in a run. ``value`` is the figure compared with the baseline: the
@@ -174,7 +179,7 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
         line = " · ".join(where)
         lines += [line[0].upper() + line[1:], ""]
     for state in ("missing", "skipped", "carried", "rejected", "late"):
-        names = [s.display or s.label or s.name for s in report.shards if s.state == state]
+        names = [s.shown for s in report.shards if s.state == state]
         if names:  # names, not a count: "Skipped: 3" would read as three shards
             more = f" and {len(names) - NAMED_SHARDS} more" if len(names) > NAMED_SHARDS else ""
             lines += [f"{state.capitalize()} shard{'s' if len(names) > 1 else ''}: "
@@ -216,7 +221,7 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
     for s in rows:
         bench = "" if s.benchmarks is None else str(s.benchmarks)
         lines.append(
-            f"| {md(s.display or s.label or s.name)} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} "
+            f"| {md(s.shown)} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} "
             f"| {md(s.reason or '')} |"
         )
     if len(rows) < len(report.shards):

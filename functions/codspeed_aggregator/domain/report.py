@@ -28,6 +28,10 @@ def shard_names(snapshot: Snapshot) -> list[str]:
     return names + sorted(n for n in {*snapshot.shards, *run.skipped} if n not in names)
 
 
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
 def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     """One shard of a run, as its report shows it."""
     run = snapshot.run
@@ -37,8 +41,7 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
         return ShardEntry(name=name, label=shard.label, display=display_label(shard.label), executor=shard.executor,
                           state=shard.state, attempt=shard.attempt, size=shard.size, benchmarks=shard.benchmarks,
                           reason=shard.reason, arrived_at=shard.arrived_at,
-                          cost_s=None if shard.cost_ms is None else shard.cost_ms / 1000,
-                          longest_s=None if shard.longest_ms is None else shard.longest_ms / 1000)
+                          cost_s=_seconds(shard.cost_ms), longest_s=_seconds(shard.longest_ms))
     if run.state == OPEN:
         if name in run.skipped:  # declared when the run was opened
             return ShardEntry(name=name, state="skipped", reason="skipped on purpose when the run was opened: carried "

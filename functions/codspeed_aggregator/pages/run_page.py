@@ -121,7 +121,7 @@ def _timeline(report: Report) -> str:
                    f'stroke-width="2"><title>{name}: {state}</title></rect>'
                    f'<text x="{label + row + 2}" y="{y + 12}" fill="{colour}">{state}</text>')
         out.append(f'<g role="listitem" aria-label="shard {name}: {state}{escape(when)}">'
-                   f'<text x="0" y="{y + 12}">{escape((shard.display or shard.label or shard.name)[:28])}</text>{bar}</g>')
+                   f'<text x="0" y="{y + 12}">{escape(shard.shown[:28])}</text>{bar}</g>')
     axis = height - 20
     out.append(f'<line x1="{label}" y1="{axis}" x2="{label + width}" y2="{axis}" stroke="#9e9e9e"/>')
     for tick in range(5):  # a time axis: from the opening to the end (or now)
@@ -140,7 +140,7 @@ def _timeline(report: Report) -> str:
 def _critical_path(report: Report) -> str:
     """Which shard the run waited for: the last to arrive, and by how much it trailed the one before."""
     start = _epoch(report.opened_at)
-    arrived = sorted((_epoch(s.arrived_at), s.display or s.label or s.name) for s in report.shards if s.arrived_at)
+    arrived = sorted((_epoch(s.arrived_at), s.shown) for s in report.shards if s.arrived_at)
     if start is None or not arrived:
         return ""
     (last_at, last), before = arrived[-1], arrived[-2] if len(arrived) > 1 else None
@@ -162,7 +162,7 @@ def _predicted(report: Report) -> str:
     return (f'<p id="predicted">Recorded costs: {_cost(total)} of benchmarks in {len(costed)} shards; balanced on '
             f'them (<code>codspeed-client split --shards {len(costed)}</code>), the longest shard would run about '
             f'{_cost(balanced)}, against {_cost(longest.cost_s)} for shard '
-            f'{escape(longest.display or longest.label or longest.name)} here.</p>')
+            f'{escape(longest.shown)} here.</p>')
 
 
 def _cost(seconds: float) -> str:
