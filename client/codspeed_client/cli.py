@@ -20,7 +20,8 @@ exit codes: 0 done; 2 usage; 3 configuration missing; 4 token refused; 5 request
 EXAMPLES = {
     "push": "example:\n  codspeed-client push --shard 2/4 --profile-folder profiles/\n"
             "  codspeed-client push --shard parse --expect parse,lint,codegen --archive shard.tar.gz --dry-run\n",
-    "open": "example:\n  codspeed-client open --shards 4 --skip 3\n  codspeed-client open --expect parse,lint,codegen\n",
+    "open": "example:\n  codspeed-client open --shards 4 --skip 3\n  codspeed-client open --expect parse,lint,codegen\n"
+            "  codspeed-client open --job benchmarks=4 --job memory   # a CodSpeed workflow's jobs, by their job name\n",
     "plan": "example:\n  codspeed-client plan --open     # in a job before the matrix: writes matrix= to GITHUB_OUTPUT\n",
     "durations": "example:\n  codspeed-client durations -o .test_durations && pytest --splits 4 --group 1 --durations-path .test_durations\n",
     "split": "example:\n  codspeed-client split --shards 4 --json\n",
@@ -91,6 +92,9 @@ def parser() -> argparse.ArgumentParser:
     opening.add_argument("--expect", help="the run's shard names, comma-separated")
     opening.add_argument("--skip", action="append", default=[],
                          help="a shard skipped on purpose, carried from the baseline run (repeat, or comma-separate)")
+    opening.add_argument("--job", action="append", default=[], metavar="NAME[=N]",
+                         help="a job of the workflow whose CodSpeed runner uploads to the aggregator, by its job name, "
+                              "and how many of it run (a matrix's size; 1 by default); repeat for each job")
     _common(opening)
 
     planning = command("plan", "say which shards a change affects, from the repository's shard config and the "
@@ -261,25 +265,53 @@ def open_run(args: argparse.Namespace) -> int:
     target = Target(args)
     if not target.commit:
         raise ClientError("cannot tell the commit: pass --commit SHA", CONFIG)
-    if (args.shards is None) == (args.expect is None):
-        raise ClientError("say which shards the run has: --shards N (shards 1 to N) or --expect a,b,c", USAGE)
+    jobs = _jobs(args.job)
+    if (args.shards is not None and args.expect is not None) or (args.shards is None and args.expect is None and not jobs):
+        raise ClientError("say which shards the run has: --shards N (shards 1 to N) or --expect a,b,c, and "
+                          "--job NAME=N for each job whose CodSpeed runner uploads to the aggregator", USAGE)
     if args.shards is not None and args.shards < 1:
         raise ClientError(f"--shards {args.shards}: a run has 1 shard or more", USAGE)
-    names = _names("--expect", args.expect) if args.expect is not None else [str(i) for i in range(1, args.shards + 1)]
     skip = _names("--skip", ",".join(args.skip)) if args.skip else []
+    manifest = {"jobs": jobs} if jobs else {}
+    if args.shards is None and args.expect is None:
+        if skip:
+            raise ClientError("--skip names shards of --shards or --expect: a job that does not run is left out of "
+                              "--job", USAGE)
+        names = []
+    else:
+        names = _names("--expect", args.expect) if args.expect is not None else [str(i) for i in range(1, args.shards + 1)]
+        manifest.update({"total": args.shards} if args.shards is not None else {"expect": names})
     outside = [name for name in skip if name not in names]
     if outside:
         raise ClientError(f"--skip {','.join(outside)}: not among the run's shards ({','.join(names[:20])})", USAGE)
-    _open(args, target, {"total": args.shards} if args.shards is not None else {"expect": names}, skip)
+    _open(args, target, manifest, skip)
     return 0
 
 
+def _jobs(values: list[str]) -> dict[str, int]:
+    """``--job NAME[=N]``s: each job's name (as its CodSpeed runner sends it) and how many of it run."""
+    jobs: dict[str, int] = {}
+    for value in values:
+        name, equals, count = value.strip().rpartition("=")
+        if not equals or not count.strip().isdigit():
+            name, count = value.strip(), "1"
+        if not name.strip() or int(count) < 1:
+            raise ClientError(f"--job {value!r}: give a job's name, and how many of it run (NAME=N, N at least 1)", USAGE)
+        if name.strip() in jobs:
+            raise ClientError(f"--job {name.strip()} is given twice", USAGE)
+        jobs[name.strip()] = int(count)
+    return jobs
+
+
 def _open(args: argparse.Namespace, target: "Target", manifest: dict, skip: list[str]) -> None:
-    from .metadata import repository_provider
+    from . import metadata
 
     request = {"project": target.project, "run_id": target.run_id, "skip": skip, "commit": target.commit,
                "ref": target.ctx.ref, "base_ref": target.ctx.base_ref, **_where_from(target.ctx), **manifest,
-               "provider": repository_provider(target.ctx)}
+               "provider": metadata.repository_provider(target.ctx),
+               # what a run whose every shard is skipped is forwarded under: this job's, as a push states it
+               "metadata": metadata.build(target.ctx, project=target.project, run_id=target.run_id, commit=target.commit,
+                                          shard=target.ctx.job or "open", carried=None)}
     answer = target.api().open(request)
     Output(args).result(answer, f"run {answer['run_id']} ({target.project}): {answer['state']}: {answer['message']}")
 

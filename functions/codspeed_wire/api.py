@@ -2,7 +2,7 @@
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from codspeed_rules.names import CI_URL_PATTERN, COMMIT_PATTERN, MAX_ANCESTORS
 
@@ -63,10 +63,15 @@ class UploadGrant(BaseModel):
     attempt: int = 1
 
 
+JobName = Annotated[str, StringConstraints(min_length=1, max_length=255)]  # a CodSpeed runner's runPart.jobName
+MAX_JOBS = 100
+
+
 class OpenRequest(BaseModel):
-    """Declare a run before any shard runs (``codspeed-client open``): its manifest, the shards
-    skipped on purpose (carried from the baseline, never missing), and what its shards' pushes
-    will state (commit, ref): a later push must agree with all of it."""
+    """Declare a run before any shard runs (``codspeed-client open``): its manifest (shards
+    pushed by the client, and the jobs of a CodSpeed workflow whose runners upload to us), the
+    shards skipped on purpose (carried from the baseline, never missing), and what its shards'
+    pushes will state (commit, ref): a later push must agree with all of it."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -82,11 +87,28 @@ class OpenRequest(BaseModel):
     base_commit: Commit | None = None
     base_ancestors: list[Commit] = Field(default_factory=list, max_length=MAX_ANCESTORS)
     provider: Literal["GITHUB", "GITLAB"] = "GITHUB"  # the metadata's repositoryProvider: where to notify
+    # the jobs of a CodSpeed workflow (the runner's jobName) and how many of each run (a matrix's
+    # size, 1 for a plain job): their runners' uploads (POST /upload) count in this run
+    jobs: dict[JobName, int] | None = Field(default=None, min_length=1, max_length=MAX_JOBS)
+    # what the run's shards would send upstream, but the archive's (the CI job that opened it):
+    # a run whose every shard is skipped is forwarded with it, carried shards alone
+    metadata: UploadMetadata | None = None
 
     @model_validator(mode="after")
     def _manifest_holds_the_skips(self) -> "OpenRequest":
-        if (self.total is None) == (self.expect is None):
-            raise ValueError("give either total (a shard count) or expect (shard names)")
+        if self.total is not None and self.expect is not None:
+            raise ValueError("give either total (a shard count) or expect (shard names), not both")
+        if self.total is None and self.expect is None and not self.jobs:
+            raise ValueError("give total (a shard count), expect (shard names) or jobs (a CodSpeed workflow's)")
+        if bad := [f"{job}={n}" for job, n in (self.jobs or {}).items() if not 1 <= n <= MAX_SHARDS]:
+            raise ValueError(f"jobs {', '.join(bad)}: a job runs 1 to {MAX_SHARDS} times")
+        if self.metadata is not None and self.metadata.project not in (None, self.project):
+            raise ValueError(f"metadata names project {self.metadata.project}, not {self.project}")
+        if self.metadata is not None and self.metadata.commit_hash.lower() != self.commit:
+            raise ValueError(f"metadata names commit {self.metadata.commit_hash}, not {self.commit}")
+        if self.skip and self.total is None and self.expect is None:
+            raise ValueError("skip names shards of total or expect; this open declares jobs only (a job that does "
+                             "not run is left out of jobs)")
         names = self.manifest_names()
         if len(set(names)) != len(names):
             raise ValueError("expect lists a shard name twice")

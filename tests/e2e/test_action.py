@@ -115,6 +115,10 @@ def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack,
     assert "Skipped shards: 2, 3" in job.summary.read_text()
     assert sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*")) == before  # nothing written into the checkout
 
+    code, _, err = job.use({**common, "command": "open", "run-id": f"{run_id}-jobs", "jobs": "bench=2\n\nmemory\n"})
+    assert code == 0 and job.last_out.strip() == (f"run {run_id}-jobs ({project}): open: opened: 2 shards in job bench; "
+                                                  "1 shard in job memory expected"), job.last_out + err
+
 
 def _installed(job: Runner) -> None:
     """The client as the install step leaves it, from this test run's own environment (no second install)."""

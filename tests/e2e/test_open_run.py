@@ -4,7 +4,11 @@ client, through the local stack."""
 import json
 import os
 
+from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
+from tests import runner
+from tests.conftest import TOKEN
 from tests.e2e.test_sharded_run import _final, _folders, _report, _run
+from tests.factories import wait_for
 
 MAIN = ["--commit", "1" * 40, "--ref", "refs/heads/main"]
 PR = ["--commit", "2" * 40, "--ref", "refs/pull/9/merge", "--base-ref", "main"]
@@ -59,7 +63,12 @@ def test_a_run_opened_with_a_skip_shows_every_shard_before_any_push_and_is_forwa
 def test_open_refuses_what_it_cannot_declare_in_one_sentence(stack, project, run_id):
     common = ["--project", project, "--run-id", run_id, *PR]
     for args, says in [
-        ([], "say which shards the run has: --shards N (shards 1 to N) or --expect a,b,c"),
+        ([], "say which shards the run has: --shards N (shards 1 to N) or --expect a,b,c, and --job NAME=N for each "
+             "job whose CodSpeed runner uploads to the aggregator"),
+        (["--job", "bench=2", "--skip", "1"], "--skip names shards of --shards or --expect: a job that does not run "
+                                              "is left out of --job"),
+        (["--job", "bench=0"], "--job 'bench=0': give a job's name, and how many of it run (NAME=N, N at least 1)"),
+        (["--job", "bench", "--job", "bench=2"], "--job bench is given twice"),
         (["--shards", "2", "--expect", "a,b"], "say which shards the run has"),
         (["--shards", "0"], "--shards 0: a run has 1 shard or more"),
         (["--shards", "3", "--skip", "4"], "--skip 4: not among the run's shards (1,2,3)"),
@@ -68,3 +77,74 @@ def test_open_refuses_what_it_cannot_declare_in_one_sentence(stack, project, run
         refused = _run(stack, "open", *args, *common)
         assert refused.returncode == 2 and says in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
     assert _report(stack, project, run_id).get("state") is None  # nothing was opened
+
+
+def test_a_run_of_every_shard_skipped_with_nothing_to_carry_says_so_when_opened_and_ends_empty(stack, project, run_id):
+    opened = _run(stack, "open", "--shards", "2", "--skip", "1,2", "--project", project, "--run-id", run_id, *PR)
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.strip() == (
+        f"run {run_id} ({project}): open: opened: 2 shards expected, all 2 skipped: no run of main was forwarded to "
+        "carry them from, so nothing is forwarded (closed_empty)")
+    final = _final(stack, project, run_id)
+    assert final["state"] == "closed_empty" and final["arrived"] == 0, final
+    assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "skipped", "2": "skipped"}
+    assert stack.upstream.uploads(run_id) == []
+
+
+def _runner_upload(stack, gh_run: str, project: str, job: str, index: int | None = None, total: int | None = None):
+    """One job's upload as CodSpeed's runner sends it (tests/runner.py): a matrix job's when ``total``."""
+    owner, repository = project.rsplit("/", 1)
+    archive = runner.recorded(3 if index is None else index + 1)  # three recordings, a benchmark each
+    matrix = {"matrix": {"shard": index}, "job_index": index, "job_total": total} if total else {}
+    part = runner.github_run_part(gh_run, job, "valgrind", **matrix)
+    return runner.upload(stack.api_url, runner.Upload(runner.metadata(
+        archive, executor="valgrind", owner=owner, repository=repository, commit=MAIN[1], run_part=part), archive,
+        token=TOKEN))
+
+
+def test_a_codspeed_workflows_jobs_declared_by_name_are_waited_for_and_another_job_is_refused(stack, project):
+    gh_run = str(7_100_000_000 + os.getpid())
+    opened = _run(stack, "open", "--job", "bench=2", "--job", "memory", "--project", project, "--run-id", gh_run, *MAIN)
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.strip() == f"run {gh_run} ({project}): open: opened: 2 shards in job bench; 1 shard in job memory expected"
+    assert _report(stack, project, gh_run)["expected"] == 3
+
+    assert _runner_upload(stack, gh_run, project, "memory").put.status_code == 200  # a group of one, complete alone
+    arrived = wait_for(lambda: (r := _report(stack, project, gh_run))["arrived"] == 1 and r)
+    assert arrived["state"] == "open"  # undeclared, the run would be forwarded now with one job of two in
+    before = arrived["version"]
+    other = _runner_upload(stack, gh_run, project, "lint")
+    assert other.post.status_code == 409 and other.post.json() == {"error": (
+        f"job lint is not among what run {gh_run} of {project} was opened expecting (2 shards in job bench; "
+        "1 shard in job memory)")}, other.post.text
+    assert _report(stack, project, gh_run)["version"] == before  # refused: nothing changed
+
+    for index in (0, 1):
+        assert _runner_upload(stack, gh_run, project, "bench", index, 2).put.status_code == 200
+    final = _final(stack, project, gh_run)
+    assert final["state"] == "forwarded" and final["arrived"] == 3, final
+    assert stack.upstream.uploads(gh_run)
+
+
+def test_a_shard_carried_alone_beside_a_job_goes_under_its_own_run_part_not_the_jobs(stack, project, tmp_path):
+    [folder] = _folders(tmp_path, 1, pid=777)
+    main_run, gh_run = f"alone-main-{os.getpid()}", str(7_200_000_000 + os.getpid())
+    assert _run(stack, "push", "--shard", "1/1", "--profile-folder", str(folder), "--project", project, "--run-id",
+                main_run, *MAIN).returncode == 0
+    assert _final(stack, project, main_run)["state"] == "forwarded"
+
+    opened = _run(stack, "open", "--shards", "1", "--skip", "1", "--job", "bench", "--project", project, "--run-id", gh_run,
+                  "--commit", MAIN[1], "--ref", "refs/heads/feature", "--base-ref", "main")
+    assert opened.returncode == 0, opened.stderr
+    owner, repository = project.rsplit("/", 1)
+    archive = runner.recorded(1)
+    part = runner.github_run_part(gh_run, "bench", "valgrind")
+    assert runner.upload(stack.api_url, runner.Upload(runner.metadata(
+        archive, executor="valgrind", owner=owner, repository=repository, commit=MAIN[1], ref="refs/heads/feature",
+        run_part=part), archive, token=TOKEN)).put.status_code == 200
+    final = _final(stack, project, gh_run)
+    assert final["state"] == "forwarded" and {s["state"] for s in final["shards"]} == {"arrived", "carried"}, final
+    parts = stack.upstream.combined(project)[(project, gh_run)]  # as CodSpeed holds the run: the last of each runPartId
+    assert sorted(parts) == ["1", part["runPartId"]]
+    held = {part_id: benchmarks_in(archive_of(upload)) for part_id, upload in parts.items()}
+    assert held["1"] == {f"tests/test_1.py::test_bench_{j}" for j in range(3)} and len(held[part["runPartId"]]) == 1

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
 from tests.e2e.test_sharded_run import _final, _folders, _report, _run, pull_request_env
 from tests.factories import git_commit
 
@@ -83,3 +84,36 @@ def test_plan_gives_the_matrix_and_the_skips_of_a_change_and_opens_the_run_with_
     assert final["state"] == "forwarded" and final["commit"] == head
     assert {s["name"]: s["state"] for s in final["shards"]} == {
         "linter": "arrived", "parser": "arrived", "codegen": "carried", "minifier": "carried"}
+
+
+def test_an_empty_plan_opens_a_run_of_every_shard_carried_and_forwards_it_at_once_under_its_own_ci_run(
+        stack, project, tmp_path):
+    folders = dict(zip(SHARDS, _folders(tmp_path, len(SHARDS))))
+    main_run, pr_run = f"plan-main-{os.getpid()}-e", f"plan-pr-{os.getpid()}-e"
+    for name, folder in folders.items():
+        assert _run(stack, "push", "--shard", name, "--expect", ",".join(SHARDS), "--profile-folder", str(folder),
+                    "--project", project, "--run-id", main_run, "--commit", "1" * 40, "--ref", "refs/heads/main"
+                    ).returncode == 0
+    assert _final(stack, project, main_run)["state"] == "forwarded"
+
+    repo, fork_point, head = _repository(tmp_path)
+    changed = tmp_path / "changed.txt"
+    changed.write_text("docs/guide.md\n")  # under no shard's paths: nothing to run
+    env = pull_request_env(stack, tmp_path, project, pr_run, repo, head, fork_point, number=9, job="plan")
+    planned = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "plan", "--open", "--changed", str(changed)],
+                             env=env, cwd=repo, capture_output=True, text=True, timeout=120)
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert planned.stdout.splitlines()[-1] == (
+        f"run {pr_run} ({project}): open: opened: shards linter,parser,codegen,minifier expected, all 4 skipped: "
+        "forwarded now, each carried from the latest run of main that has it")
+
+    final = _final(stack, project, pr_run)  # no push, no close
+    assert final["state"] == "forwarded" and final["arrived"] == 0 and final["commit"] == head, final
+    assert {s["name"]: s["state"] for s in final["shards"]} == dict.fromkeys(SHARDS, "carried")
+    [upload] = stack.upstream.uploads(pr_run)
+    meta = json.loads((upload / "metadata.json").read_text())
+    assert (meta["commitHash"], meta["ref"], meta["runPart"]["runId"], meta["ghData"]) == (
+        head, "refs/pull/9/merge", pr_run, {"runId": pr_run, "job": "plan"})  # this CI run's, not main's
+    assert meta["runPart"]["metadata"]["carriedShards"] == {
+        name: {"runId": main_run, "commitHash": "1" * 40} for name in SHARDS}
+    assert benchmarks_in(archive_of(upload)) == benchmarks_in(archive_of(stack.upstream.uploads(main_run)[0]))

@@ -35,7 +35,7 @@ def test_a_run_is_complete_when_every_group_seen_is():
                     group_counts={"a": 3, "b": 1})
     assert not run.complete() and run.expected_count() == 5  # b: one job, two executors
     run.group_counts["b"] = 2
-    assert run.complete() and "3 shards in job a; 1 shards in job b" == run.describe()
+    assert run.complete() and "3 shards in job a; 1 shard in job b" == run.describe()
     assert not RunRecord(project="a/b", run_id="1", groups={}).complete()
 
 

@@ -104,11 +104,16 @@ def test_close_request_refuses_unknown_fields_and_bad_names():
 
 
 @pytest.mark.parametrize("change, says", [
-    ({}, "give either total (a shard count) or expect (shard names)"),
-    ({"total": 2, "expect": ["a", "b"]}, "give either total"),
+    ({}, "give total (a shard count), expect (shard names) or jobs (a CodSpeed workflow's)"),
+    ({"total": 2, "expect": ["a", "b"]}, "give either total (a shard count) or expect (shard names), not both"),
     ({"total": 3, "skip": ["4"]}, "skip names 4, not among the run's shards (1, 2, 3)"),
     ({"expect": ["a", "a"]}, "expect lists a shard name twice"),
     ({"total": 2, "commit": "HEAD"}, "String should match pattern"),
+    ({"jobs": {"bench": 0}}, "jobs bench=0: a job runs 1 to 1000 times"),
+    ({"jobs": {}}, "jobs"),
+    ({"jobs": {"bench": 2}, "skip": ["1"]}, "skip names shards of total or expect; this open declares jobs only"),
+    ({"total": 2, "metadata": metadata(None, owner="other")}, "metadata names project other/widgets, not acme/widgets"),
+    ({"total": 2, "metadata": metadata(None, commit="b" * 40)}, f"metadata names commit {'b' * 40}, not {'a' * 40}"),
 ])
 def test_an_open_request_names_what_it_cannot_declare(change, says):
     from codspeed_wire.api import OpenRequest
@@ -117,3 +122,12 @@ def test_an_open_request_names_what_it_cannot_declare(change, says):
         OpenRequest.model_validate({"project": "acme/widgets", "run_id": "r1", "commit": "a" * 40, **change})
     assert OpenRequest.model_validate({"project": "acme/widgets", "run_id": "r1", "commit": "a" * 40, "total": 3,
                                        "skip": ["3"]}).manifest_names() == ["1", "2", "3"]
+
+
+def test_an_open_request_may_declare_a_codspeed_workflows_jobs_alone_with_the_metadata_its_shards_send():
+    from codspeed_wire.api import OpenRequest
+
+    request = OpenRequest.model_validate({"project": "acme/widgets", "run_id": "r1", "commit": "a" * 40,
+                                          "jobs": {"bench": 4, "memory": 1}, "metadata": metadata(None, commit="A" * 40)})
+    assert (request.jobs, request.manifest_names(), request.metadata.commit_hash) == (
+        {"bench": 4, "memory": 1}, [], "A" * 40)

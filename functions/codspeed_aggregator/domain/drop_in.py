@@ -73,6 +73,11 @@ def _single_part_run_id(metadata: UploadMetadata) -> str:
     return f"{metadata.commit_hash[:12].lower()}-{safe}"
 
 
+def gitlab_run_id(commit: str, ref: str | None) -> str:
+    """The run of a GitLab pipeline's jobs: their runners name no run they share, so its commit and ref."""
+    return f"gl-{commit[:12].lower()}-{_digest(ref or '', 8)}"
+
+
 def shard_of(metadata: UploadMetadata) -> DropInShard:
     part = metadata.run_part
     if part is None:
@@ -80,7 +85,7 @@ def shard_of(metadata: UploadMetadata) -> DropInShard:
     variant = part.variant(metadata.executor)
     label = part.run_part_id
     if metadata.run_environment == "GITLAB_CI":
-        run_id = f"gl-{metadata.commit_hash[:12].lower()}-{_digest(metadata.ref or '', 8)}"
+        run_id = gitlab_run_id(metadata.commit_hash, metadata.ref)
         name = part.job_name or label
         parallel = _PARALLEL.match(name) or _PARALLEL.match(label)
         if parallel and 1 <= int(parallel["index"]) <= int(parallel["total"]) <= MAX_SHARDS:

@@ -18,6 +18,7 @@ OPEN, FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY = (
 )
 ARRIVED, REJECTED, LATE = "arrived", "rejected", "late"
 ENDED = (FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY)  # an upload for such a run starts its next attempt
+OPENED = "opened"  # where an opened run keeps the metadata its CI job stated, as an upload keeps its own (never a uuid)
 
 
 def attempt_run_id(run_id: str, attempt: int) -> str:
@@ -84,6 +85,7 @@ class RunRecord:
     provider: str | None = None  # where the repository lives, as its metadata says (GITHUB, GITLAB): whom to notify
     ci_url: str | None = None
     plan: dict | None = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
+    declared: bool = False  # opened by ``codspeed-client open``: its groups are all it takes, no other is added
 
     def variants_of(self, group: str) -> int:
         return sum(1 for v in self.variants if v.partition("|")[0] == group)
@@ -170,9 +172,9 @@ class Snapshot:
     def arrived(self) -> dict[str, ShardRecord]:
         return {name: s for name, s in self.shards.items() if s.state == ARRIVED}
 
-    def first_arrived(self) -> ShardRecord:
-        """The shard counted first (its metadata is the run's, upstream)."""
-        return min(self.arrived().values(), key=lambda s: (s.arrived_at or "", s.name))
+    def first_arrived(self) -> ShardRecord | None:
+        """The shard counted first (its metadata is the run's, upstream); None when none was."""
+        return min(self.arrived().values(), key=lambda s: (s.arrived_at or "", s.name), default=None)
 
 
 @dataclass

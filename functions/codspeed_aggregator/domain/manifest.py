@@ -43,7 +43,7 @@ class Manifest:
         if self.names is not None:
             return "shards " + ",".join(self.names)
         if self.total is not None:
-            return f"{self.total} shards"
+            return f"{self.total} shard{'s' if self.total != 1 else ''}"
         return "no manifest"
 
     def admit(self, shard: str) -> None:

@@ -41,6 +41,15 @@ def as_sent_metadata(sent: dict, md5: str, gzipped: bool) -> dict:
     return in_runner_order(metadata)
 
 
+def as_carried(base: dict, shard: ShardRecord) -> dict:
+    """The metadata a shard carried from another run goes alone under: the run's (``base``), with
+    the shard's own runPartId, the one it was sent under (its runner's, else its name), and executor."""
+    metadata = copy.deepcopy(base)
+    metadata["runPart"] = {**(metadata.get("runPart") or {}), "runPartId": shard.label or shard.name}
+    metadata["runner"] = {**(metadata.get("runner") or {}), "executor": shard.executor}
+    return metadata
+
+
 SYSTEM_FIELDS = ("os", "osVersion", "arch", "host", "user", "cpuBrand", "cpuName", "cpuVendorId", "cpuCores",
                  "totalMemoryGb")  # the runner's machine (cpuFlags left out: a hundred flags per shard)
 

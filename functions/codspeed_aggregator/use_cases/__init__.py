@@ -74,7 +74,8 @@ class Aggregator:
 
     @cached_property
     def opening(self) -> OpenRun:
-        return OpenRun(self.settings, self.ledger.runs, self.queue, self.reports, self.clock)
+        return OpenRun(self.settings, self.ledger.runs, self.ledger.shards, self.ledger.baselines, self.queue, self.reports,
+                       self.clock)
 
     @cached_property
     def closing(self) -> CloseRun:

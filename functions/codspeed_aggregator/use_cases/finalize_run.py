@@ -118,14 +118,13 @@ class FinalizeRun:
 
     def _finalize_claimed(self, project: str, run_id: str) -> str:
         snapshot = self.reads.snapshot(project, run_id)
-        if not snapshot.arrived():
-            self.runs.finish(project, run_id, CLOSED_EMPTY)
-            self.store.mark_final(run_bundles_prefix(project, run_id))
-            self.reports.publish(project, run_id)
-            return CLOSED_EMPTY
+        if not snapshot.arrived() and not (snapshot.run.skipped and self.forwarder.opened_metadata(project, run_id)):
+            return self._closed_empty(project, run_id)  # nothing came, and nothing can be carried under a run of its own
         recorded, whole = snapshot.run.plan, None  # a retry's: the parts already sent were planned with it
         if recorded is None or "version" not in recorded:
             whole = self._new_plan(snapshot)
+            if not whole["uploads"]:  # every shard skipped, and no run of the branch has any of them
+                return self._closed_empty(project, run_id, whole["outcome"])
             recorded = {"baseline": whole["baseline"], "parts": len(whole["uploads"]), "sends": len(whole["todo"])}
             plan = self._plan(snapshot.run, recorded, whole)
             if len(plan.todo) > 1:  # what each part's finalizer reads: its slice, written before the plan is recorded
@@ -143,6 +142,12 @@ class FinalizeRun:
         elif todo and self._claim(project, run_id, plan.part_ids[todo[0]]):
             self._forward_part(plan.part(todo[0]), project, run_id, snapshot.run.announced_parts.get(str(todo[0])))
         return self._finish_when_forwarded(project, run_id, plan)
+
+    def _closed_empty(self, project: str, run_id: str, outcome: dict | None = None) -> str:
+        self.runs.finish(project, run_id, CLOSED_EMPTY, outcome=outcome)
+        self.store.mark_final(run_bundles_prefix(project, run_id))
+        self.reports.publish(project, run_id)
+        return CLOSED_EMPTY
 
     def _new_plan(self, snapshot: Snapshot) -> dict:
         """What this attempt forwards, decided once by its claiming finalizer. The run's earlier
@@ -164,7 +169,7 @@ class FinalizeRun:
                 "todo": [i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]], "outcome": completion.outcome,
                 # what each part's finalizer needs, so that it reads no shard item (and no baseline) itself
                 "shards": {name: asdict(s) for name, s in shards.items()}, "carried": sorted(completion.carried),
-                "first": snapshot.first_arrived().name}
+                "first": first.name if (first := snapshot.first_arrived()) else None}
 
     def _earlier_plan(self, run: RunRecord) -> tuple[dict | None, dict]:
         """The plan of the run's latest earlier attempt that made one, and what the upstream holds
@@ -210,14 +215,15 @@ class FinalizeRun:
         if "shards" in recorded:
             shards = {name: ShardRecord(**s) for name, s in recorded["shards"].items()}
             completion = Completion({name: shards[name] for name in recorded["carried"]}, recorded["outcome"])
-            first = shards[recorded["first"]]
+            first = shards[recorded["first"]] if recorded["first"] else None
         else:  # planned by the release before: its shards are read as they are now
             snapshot = self.reads.snapshot(run.project, run.run_id)
             shards, completion = self._shards(snapshot, recorded["baseline"])
             first = snapshot.first_arrived()
         return ForwardPlan(
             run=run, shards=shards, completion=completion, baseline_run=recorded["baseline"],
-            base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, first),
+            base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, first) if first
+            else self.forwarder.opened_metadata(run.project, run.run_id),  # every shard carried: the run's own
             uploads=[Upload.from_item(u) for u in recorded["uploads"]], part_ids=list(recorded["ids"]),
             todo=list(recorded["todo"]),
         )

@@ -10,9 +10,9 @@ from ..adapters.ledger import Parts, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamClient, UpstreamRefused
 from ..domain.keys import index_key, spool_key
-from ..domain.ledger import ShardRecord, base_run_id
+from ..domain.ledger import OPENED, ShardRecord, base_run_id
 from ..domain.merge import ShardBundle, merge_bundles
-from ..domain.metadata import MergedPart, as_sent_metadata, merged_metadata
+from ..domain.metadata import MergedPart, as_carried, as_sent_metadata, merged_metadata
 from ..domain.splice import IndexMismatch, NormalizedShard, splice
 from ..domain.uploads import Upload
 from ..settings import Settings
@@ -32,6 +32,10 @@ class ForwardPart:
     def sent_metadata(self, project: str, run_id: str, shard: ShardRecord) -> dict | None:
         """The CodSpeed metadata a shard was uploaded with (None for a shard carried from another run)."""
         return self.shards.upload_metadata(project, run_id, shard.upload_id) if shard.upload_id else None
+
+    def opened_metadata(self, project: str, run_id: str) -> dict | None:
+        """The CodSpeed metadata the job that opened the run stated (``codspeed-client open``), if any."""
+        return self.shards.upload_metadata(project, run_id, OPENED)
 
     def forward(self, shards: list[ShardRecord], upload: Upload, project: str, run_id: str, base_metadata: dict,
                 carried: dict, index: int, number: int, group_parts: int, announced: dict | None) -> dict:
@@ -53,7 +57,7 @@ class ForwardPart:
             archive = self.store.reader(shard.key, shard.version_id)
             size, md5 = archive.digest()
             gzipped = shard.gzipped
-            sent = self.sent_metadata(project, run_id, shard) or base_metadata
+            sent = self.sent_metadata(project, run_id, shard) or as_carried(base_metadata, shard)
             describe = partial(as_sent_metadata, sent, md5, gzipped)
         announce = partial(self._announce, project, run_id, index, describe, md5)
         fresh = announced is None or announced["md5"] != md5

@@ -1,7 +1,9 @@
 """Open a run before any shard runs (``POST /v1/runs/open``, ``codspeed-client open``): its
-manifest and the shards skipped on purpose, declared once. Its page shows every shard from the
-start and its deadline counts from here. The same declaration again (a CI re-run) answers the
-run as it is; another one is a conflict."""
+manifest (the shards the client pushes, the jobs of a CodSpeed workflow) and the shards skipped
+on purpose, declared once. Its page shows every shard from the start and its deadline counts from
+here. The same declaration again (a CI re-run) answers the run as it is; another one is a
+conflict. A run whose every shard is skipped is forwarded at once, its shards carried, under the
+metadata the opening job stated."""
 
 import time
 from collections.abc import Callable
@@ -9,10 +11,12 @@ from dataclasses import dataclass
 
 from codspeed_wire.api import CloseAnswer, OpenRequest
 
-from ..adapters.ledger import Runs
+from ..adapters.ledger import Baselines, Runs, Shards
 from ..adapters.queues import FinalizeQueue
-from ..domain.errors import Conflict
-from ..domain.ledger import ENDED, RunRecord
+from ..domain.baseline import branch_of
+from ..domain.drop_in import gitlab_run_id, group_of
+from ..domain.errors import Conflict, Unprocessable
+from ..domain.ledger import ENDED, OPENED, RunRecord
 from ..domain.manifest import Manifest
 from ..domain.metadata import check_identity
 from ..domain.timestamps import iso
@@ -24,32 +28,61 @@ from .reports import Reports
 class OpenRun:
     settings: Settings
     runs: Runs  # DynamoDB: the run item, created here
+    shards: Shards  # DynamoDB: the metadata the opening job stated, beside the run
+    baselines: Baselines  # DynamoDB: whether a run of every shard skipped has a run to carry them from
     queue: FinalizeQueue  # SQS: a run whose every shard is skipped is finalized at once
     reports: Reports
     clock: Callable[[], float] = time.time
 
     def open(self, request: OpenRequest) -> CloseAnswer:
         project, commit, now = request.project, request.commit, self.clock()
-        run_id = self.runs.attempt_of(project, request.run_id, self.settings.max_attempts)
-        manifest = Manifest(names=tuple(request.expect)) if request.expect else Manifest(total=request.total, indexed=True)
+        run_id = self.runs.attempt_of(project, self._run_id(request), self.settings.max_attempts)
         owner, repository = project.rsplit("/", 1)
         declared = RunRecord(
-            project=project, run_id=run_id, groups={"": manifest}, commit=commit, ref=request.ref,
+            project=project, run_id=run_id, groups=_groups(request), commit=commit, ref=request.ref,
             base_ref=request.base_ref, base_commit=request.base_commit,
             base_ancestors=tuple(request.base_ancestors) if request.base_commit else (),
             identity={"commitHash": commit, "owner": owner, "repository": repository, "ref": request.ref},
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
-            skipped=tuple(dict.fromkeys(request.skip)), ci_url=request.ci_url, provider=request.provider,
+            skipped=tuple(dict.fromkeys(request.skip)), ci_url=request.ci_url, provider=request.provider, declared=True,
         )
+        if request.metadata is not None and (stated := request.metadata.identity()) != declared.identity:
+            field = next(k for k in stated if stated[k] != declared.identity[k])
+            raise Unprocessable(f"metadata field {field} is {stated[field]!r} but the open states "
+                                f"{declared.identity[field]!r}: the metadata is what the run's shards send")
         run, created = self.runs.open_run(declared)  # as stored, when it was there
         if not created:
             return self._again(run, declared)
+        if request.metadata is not None:
+            self.shards.keep_metadata(project, run_id, OPENED, request.metadata.wire())
         self.reports.publish(project, run_id)
-        if run.complete():  # every shard skipped: nothing will come (forwarding carried shards alone is not built yet)
+        message = f"opened: {run.describe()} expected"
+        if run.complete():  # every shard skipped: nothing will come
             self.queue.request(project, run_id, "complete")
-        skipped = f", {len(run.skipped)} skipped (carried from the baseline run)" if run.skipped else ""
-        return CloseAnswer(project=project, run_id=run_id, state=run.state,
-                           message=f"opened: {manifest.describe()} expected{skipped}")
+            message += f", all {len(run.skipped)} skipped: {self._all_skipped(run, request)}"
+        elif run.skipped:
+            message += f", {len(run.skipped)} skipped (carried from the baseline run)"
+        return CloseAnswer(project=project, run_id=run_id, state=run.state, message=message)
+
+    @staticmethod
+    def _run_id(request: OpenRequest) -> str:
+        """The run the declared shards and jobs count in: on GitLab a CodSpeed runner's jobs share no
+        run id, their run is their commit and ref (``domain.drop_in``), and so is the one declared."""
+        if request.jobs and request.provider == "GITLAB":
+            if request.total is not None or request.expect is not None:
+                raise Unprocessable("on GitLab, a CodSpeed runner's jobs count in a run of their own (their commit "
+                                    "and ref): open the jobs apart from the shards codspeed-client pushes")
+            return gitlab_run_id(request.commit, request.ref)
+        return request.run_id
+
+    def _all_skipped(self, run: RunRecord, request: OpenRequest) -> str:
+        """What becomes of a run whose every shard is skipped, in the words of its open's answer."""
+        branch = branch_of(run.base_ref) or self.settings.default_branch
+        if self.baselines.latest_baseline(run.project, branch) is None:
+            return f"no run of {branch} was forwarded to carry them from, so nothing is forwarded (closed_empty)"
+        if request.metadata is None:
+            return "the open stated no metadata to forward them under, so nothing is forwarded (closed_empty)"
+        return f"forwarded now, each carried from the latest run of {branch} that has it"
 
     def _again(self, run: RunRecord, declared: RunRecord) -> CloseAnswer:
         """A run opened already: as it is when this declaration is its own, a no-op once it has ended."""
@@ -58,10 +91,20 @@ class OpenRun:
             answer.message = f"already {run.state}: open changes nothing (a shard pushed now starts its next attempt)"
             return answer
         check_identity(run.identity, declared.identity)
-        mine, theirs = declared.groups[""], run.groups.get("")
-        if theirs != mine or set(run.skipped) != set(declared.skipped):
-            said = lambda r, m: f"{m.describe()}, skipping {', '.join(r.skipped) or 'none'}"  # noqa: E731
-            raise Conflict(f"run {run.run_id} of {run.project} was opened expecting "
-                           f"{said(run, theirs) if theirs else run.describe()}; this open declares {said(declared, mine)}")
+        if run.groups != declared.groups or set(run.skipped) != set(declared.skipped):
+            said = lambda r: f"{r.describe()}, skipping {', '.join(r.skipped) or 'none'}"  # noqa: E731
+            raise Conflict(f"run {run.run_id} of {run.project} was opened expecting {said(run)}; this open declares "
+                           f"{said(declared)}")
         answer.message = "already open as declared"
         return answer
+
+
+def _groups(request: OpenRequest) -> dict[str, Manifest]:
+    """The run's job groups: the shards the client pushes (the group ""), and each CodSpeed job as
+    its runner's uploads name it (``domain.drop_in``: a matrix counts its jobs, a plain job is one)."""
+    groups = {group_of(job): Manifest(total=count) for job, count in (request.jobs or {}).items()}
+    if request.expect:
+        groups[""] = Manifest(names=tuple(request.expect))
+    elif request.total is not None:
+        groups[""] = Manifest(total=request.total, indexed=True)
+    return groups

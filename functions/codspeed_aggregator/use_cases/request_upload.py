@@ -84,6 +84,9 @@ class RequestUpload:
                            "it is carried from the baseline run, not pushed")
         if metadata.tokenless and not run.tokenless:  # anyone may send one: it may not speak on a pull request
             self.runs.mark_tokenless(project, run.run_id)
+        if group not in run.groups and run.declared:
+            raise Conflict(f"{f'job {group}' if group else 'a shard pushed by codspeed-client'} is not among what run "
+                           f"{run.run_id} of {project} was opened expecting ({run.describe()})")
         if group not in run.groups:
             if self.runs.add_group(project, run.run_id, group, manifest):
                 run.groups[group] = manifest
@@ -125,7 +128,7 @@ class RequestUpload:
                     previous = existing
                     continue
                 opening.groups = {**opening.groups, **previous.groups}
-                opening.identity, opening.skipped = previous.identity, previous.skipped
+                opening.identity, opening.skipped, opening.declared = previous.identity, previous.skipped, previous.declared
                 # A run's report is its latest attempt's: its versions go on from the previous one's.
                 opening.rev = opening.run_changes = previous.rev + 1
                 opening.variants = tuple(sorted({*previous.variants, *opening.variants}))

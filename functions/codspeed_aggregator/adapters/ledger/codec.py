@@ -242,7 +242,7 @@ def run_from(item: dict, tallies: list[dict]) -> RunRecord:
         arrived_count=sum(counts.values()),
         outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=variants,
         closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"), tokenless=bool(item.get("tokenless")),
-        provider=item.get("provider"),
+        provider=item.get("provider"), declared=bool(item.get("declared")),
         plan=json.loads(item["plan"]) if item.get("plan") else None,
     )
 

@@ -36,6 +36,8 @@ class Runs(TableItems):
             item["base_ancestors"] = list(run.base_ancestors)
         if run.provider:
             item["provider"] = run.provider
+        if run.declared:
+            item["declared"] = True
         try:
             self.db.put_item(TableName=self.table, Item=dump(item), ConditionExpression="attribute_not_exists(pk)",
                              ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after

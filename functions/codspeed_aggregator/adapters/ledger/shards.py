@@ -19,16 +19,19 @@ class Shards(TableItems):
         Two plain writes, not a transaction: nobody can upload (so nothing can arrive) before the
         grant is answered, which is after both; a grant that fails between them leaves an item
         that expires. (Half the write units of a transaction.)"""
-        expires = self.expires_at()
-        meta = {"pk": run_pk(project, run_id), "sk": f"{META_PREFIX}{upload.upload_id}",
-                "metadata": json.dumps(upload.metadata), "expires_at": expires}
-        item = {
+        self.keep_metadata(project, run_id, upload.upload_id, upload.metadata)
+        self.db.put_item(TableName=self.table, Item=dump({
             "pk": run_pk(project, run_id), "sk": f"{UPLOAD_PREFIX}{upload.shard}#{upload.upload_id}", "shard": upload.shard,
             "upload_id": upload.upload_id, "size": upload.size, "label": upload.label, "executor": upload.executor,
-            "group": upload.group, "requested_at": upload.requested_at, "expires_at": expires,
-        }
-        for written in (meta, item):
-            self.db.put_item(TableName=self.table, Item=dump(written))
+            "group": upload.group, "requested_at": upload.requested_at, "expires_at": self.expires_at(),
+        }))
+
+    def keep_metadata(self, project: str, run_id: str, upload_id: str, metadata: dict) -> None:
+        """CodSpeed metadata beside a run, out of its snapshots: an upload's (by its id), or what
+        the CI job that opened the run stated (``OPENED``)."""
+        self.db.put_item(TableName=self.table, Item=dump({
+            "pk": run_pk(project, run_id), "sk": f"{META_PREFIX}{upload_id}", "metadata": json.dumps(metadata),
+            "expires_at": self.expires_at()}))
 
     def upload_metadata(self, project: str, run_id: str, upload_id: str) -> dict | None:
         item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, f"{META_PREFIX}{upload_id}"),
@@ -39,9 +42,7 @@ class Shards(TableItems):
         """An upload's CodSpeed metadata, beside the run's next attempt that counts its bundle."""
         meta = self.upload_metadata(project, earlier, upload_id)
         if meta is not None:
-            self.db.put_item(TableName=self.table, Item=dump({
-                "pk": run_pk(project, run_id), "sk": f"{META_PREFIX}{upload_id}", "metadata": json.dumps(meta),
-                "expires_at": self.expires_at()}))
+            self.keep_metadata(project, run_id, upload_id, meta)
 
     def inherit_arrived(self, project: str, earlier: str, run_id: str) -> dict[str, int]:
         """Copy the shards counted in an earlier attempt of a run (their upload metadata too; their
