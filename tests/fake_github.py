@@ -17,7 +17,41 @@ _COMPARE = re.compile(r"^/repos/([^/]+/[^/]+)/compare/(.+)\.\.\.([0-9a-f]{40})$"
 _COMMITS = re.compile(r"^/repos/([^/]+/[^/]+)/commits$")
 
 
-class FakeGitHub:
+class JsonHandler(BaseHTTPRequestHandler):
+    """A request handler that reads and answers JSON, and logs nothing."""
+
+    def _answer(self, status: int, body) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _body(self) -> dict:
+        return json.loads(self.rfile.read(int(self.headers["content-length"])))
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+class Loopback:
+    """A fake host's server on loopback, serving ``Handler`` on a thread."""
+
+    def serve(self, handler: type) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class FakeGitHub(Loopback):
     def __init__(self) -> None:
         self.statuses: list[dict] = []
         self.comments: dict[int, dict] = {}  # id -> project, number, body, edits
@@ -29,18 +63,7 @@ class FakeGitHub:
         self.reads: list[str] = []  # the path of every GET
         fake, lock = self, threading.Lock()
 
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self, status: int, body: dict) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def _body(self) -> dict:
-                return json.loads(self.rfile.read(int(self.headers["content-length"])))
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
                 body = self._body()
                 if self.path.split("/")[-2] == "statuses":
@@ -114,11 +137,7 @@ class FakeGitHub:
                                  "errors": [{"message": "body is too long (maximum is 65536 characters)"}]}
                 return None
 
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.serve(Handler)
 
     def commit_on(self, branch: str, sha: str, *parents: str) -> str:
         """A commit of the fake repository, ``branch``'s tip now."""
@@ -138,11 +157,3 @@ class FakeGitHub:
 
     def commit(self, sha: str) -> dict:
         return {"sha": sha, "parents": [{"sha": p} for p in self.commits[sha]]}
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()

@@ -49,11 +49,14 @@ class Settings:
     webhook_secret: str | None
     webhook_secret_parameter: str | None
     commit_status: bool
-    pr_comments: bool  # the sticky pull-request comment (GitHub)
+    pr_comments: bool  # the sticky pull-request comment (GitHub; GitLab's merge-request note where gitlab_api_url is set)
     comment_seconds: int  # a partial report edits the comment at most this often
     github_api_url: str
     github_token: str | None
     github_token_parameter: str | None
+    gitlab_api_url: str | None  # GitLab's API (https://gitlab.com/api/v4): merge-request notes, with pr_comments
+    gitlab_token: str | None
+    gitlab_token_parameter: str | None
     oidc_audience: str | None
     oidc_jwks_url: str | None
     tokenless_projects: frozenset[str]
@@ -107,6 +110,9 @@ class Settings:
             github_api_url=env.get("GITHUB_API_URL", "https://api.github.com"),
             github_token=env.get("GITHUB_TOKEN") or None,
             github_token_parameter=env.get("GITHUB_TOKEN_PARAMETER") or None,
+            gitlab_api_url=env.get("GITLAB_API_URL") or None,
+            gitlab_token=env.get("GITLAB_TOKEN") or None,
+            gitlab_token_parameter=env.get("GITLAB_TOKEN_PARAMETER") or None,
             oidc_audience=env.get("OIDC_AUDIENCE", "codspeed.io") or None,  # what CodSpeed's runner asks GitHub for
             oidc_jwks_url=env.get("OIDC_JWKS_URL") or None,
             public_url=(env.get("PUBLIC_URL") or "").rstrip("/") or None,

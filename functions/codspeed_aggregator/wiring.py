@@ -15,6 +15,7 @@ from .adapters.github_oidc import GitHubOidc
 from .adapters.github_comments import GitHubComments
 from .adapters.github_commits import GitHubCommits
 from .adapters.github_status import GitHubStatuses
+from .adapters.gitlab_notes import GitLabNotes
 from .adapters.ledger import Ledger
 from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
 from .adapters.results_store import ResultsStore
@@ -90,6 +91,8 @@ def build(name: str, config: Settings) -> Aggregator:
         if reports and config.commit_status else None,
         github_comments=GitHubComments(config.github_api_url, _github_token(name, config))
         if reports and config.pr_comments else None,
+        gitlab_notes=GitLabNotes(config.gitlab_api_url, aws.secret(config.gitlab_token, config.gitlab_token_parameter, name))
+        if reports and config.pr_comments and config.gitlab_api_url else None,
         github_commits=GitHubCommits(config.github_api_url, _github_token(name, config))
         if name == FINALIZER and (config.commit_status or config.pr_comments) else None,
         metrics=None if is_metrics_disabled() else CloudWatchMetrics(),

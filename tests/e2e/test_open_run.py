@@ -107,11 +107,14 @@ def test_a_codspeed_workflows_jobs_declared_by_name_are_waited_for_and_another_j
     opened = _run(stack, "open", "--job", "bench=2", "--job", "memory", "--project", project, "--run-id", gh_run, *MAIN)
     assert opened.returncode == 0, opened.stderr
     assert opened.stdout.strip() == f"run {gh_run} ({project}): open: opened: 2 shards in job bench; 1 shard in job memory expected"
-    assert _report(stack, project, gh_run)["expected"] == 3
+    declared = _report(stack, project, gh_run)
+    assert declared["expected"] == 3 and [(s["name"], s["state"], s["display"]) for s in declared["shards"]] == [
+        ("job:bench", "expected", "bench (2 of 2 uploads to come)"), ("job:memory", "expected", "memory (1 of 1 upload to come)")]
 
     assert _runner_upload(stack, gh_run, project, "memory").put.status_code == 200  # a group of one, complete alone
     arrived = wait_for(lambda: (r := _report(stack, project, gh_run))["arrived"] == 1 and r)
     assert arrived["state"] == "open"  # undeclared, the run would be forwarded now with one job of two in
+    assert [s["state"] for s in arrived["shards"]] == ["arrived", "expected"] and arrived["shards"][1]["name"] == "job:bench"
     before = arrived["version"]
     other = _runner_upload(stack, gh_run, project, "lint")
     assert other.post.status_code == 409 and other.post.json() == {"error": (

@@ -181,7 +181,9 @@ def test_a_skip_in_the_runner_route_must_name_a_shard_the_run_can_hold(stack, wo
     assert refused.status_code == 422 and refused.json()["error"].startswith(
         "cannot skip 9: not among the shards of this run or of its baseline run")
     after = workflow.report(stack)
-    assert (after["state"], after["version"], len(after["shards"]), after["expected"]) == ("open", before["version"], 2, 3)
+    assert (after["state"], after["version"], len(after["shards"]), after["expected"]) == ("open", before["version"], 3, 3)
+    assert [(s["name"], s["state"], s["display"]) for s in after["shards"]][-1] == (
+        "job:bench", "expected", "bench (1 of 3 uploads to come)")
     for shard in before["shards"]:
         if shard["state"] == "arrived":
             assert shard["label"].startswith('bench-{"shard":') and shard["display"].startswith("bench [shard ")
@@ -206,6 +208,7 @@ def test_a_shard_main_skipped_can_be_skipped_again_and_is_carried_from_the_run_t
         report = flow.final(stack)
         carried = {s["name"]: s for s in report["shards"]}[third]
         assert (report["state"], carried["state"], carried["source"]["run_id"]) == ("forwarded", "carried", workflow.run_id)
+        assert not [s for s in report["shards"] if s["state"] == "missing"]  # the job carried is no job missing
 
 
 def test_gitlab_parallel_jobs_in_a_subgroup_and_a_plain_job_are_groups_of_one_pipeline(stack):

@@ -3,15 +3,19 @@ place as shards arrive (debounced while partial), the final report always in it;
 against a GitHub stand-in that checks the requests as GitHub documents them."""
 
 import threading
+import uuid
 from dataclasses import replace
+from urllib.parse import quote
 
 import pytest
 
 from codspeed_aggregator.adapters.github_comments import GitHubComments
+from codspeed_aggregator.adapters.gitlab_notes import GitLabNotes
 from codspeed_aggregator.domain.pr_comment import marker
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from tests.factories import bundle, put, upload_request
 from tests.fake_github import FakeGitHub
+from tests.fake_gitlab import FakeGitLab
 
 PULL = "refs/pull/42/merge"
 
@@ -158,3 +162,40 @@ def test_a_gitlab_merge_requests_run_asks_github_nothing(isolated, github, proje
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     assert agg.reports.report(project, run_id).ref == PULL
     assert (github.comments, github.statuses, github.reads, github.requests) == ({}, [], [], [])
+
+
+@pytest.fixture
+def gitlab():
+    fake = FakeGitLab()
+    yield fake
+    fake.stop()
+
+
+def test_a_gitlab_merge_request_gets_one_note_edited_to_the_final_report_and_github_is_asked_nothing(
+        isolated, github, gitlab, run_id):
+    project = f"platform/perf/engine-{uuid.uuid4().hex[:6]}"  # a subgroup's: its path URL-encoded whole
+    agg = replace(_commenting(isolated, github, quiet=0), gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
+    first, second = (_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB") for shard in ("1", "2"))
+    agg.arrivals.record(first)
+    [(note_id, note)] = gitlab.notes.items()
+    assert (note["project"], note["merge_request"], note["edits"]) == (quote(project, safe=""), 42, 0)
+    assert note["body"].startswith(marker(project, run_id) + "\n") and "1/2 shards in" in note["body"]
+    agg.arrivals.record(second)
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+    assert len(gitlab.notes) == 1 and "forwarded, 2/2 shards in" in gitlab.notes[note_id]["body"]
+    notes = f"/api/v4/projects/{quote(project, safe='')}/merge_requests/42/notes"
+    # posted once; edited at each report after it (quiet time 0): the second arrival, finalizing, forwarded
+    assert gitlab.requests == [("POST", notes)] + [("PUT", f"{notes}/{note_id}")] * 3 and note["edits"] == 3
+    assert (github.requests, github.comments) == ([], {})
+
+
+def test_a_token_gitlab_refuses_is_warned_about_once_and_nothing_fails(isolated, gitlab, project, run_id, caplog):
+    gitlab.fail_with = 403
+    agg = replace(isolated.aggregator, gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
+    for shard in ("1", "2"):
+        assert agg.arrivals.record(_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB")) == "recorded"
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+    assert gitlab.requests == [("POST", f"/api/v4/projects/{quote(project, safe='')}/merge_requests/42/notes")]
+    warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
+    assert warned == [f"pull-request comments on {project} are off: GitLab answered 403 (the token needs the api "
+                      "scope, as a member who may comment on merge requests)"]

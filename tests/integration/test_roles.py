@@ -28,7 +28,8 @@ PHYSICAL = {
 }
 RUN = "acme/widgets/7044765741"
 SECRETS = {"api": "/codspeed-aggregator/api-token", "webhook": "/codspeed-aggregator/webhook-secret",
-           "github": "/codspeed-aggregator/github-token", "upstream": "/codspeed-aggregator/upstream-token"}
+           "github": "/codspeed-aggregator/github-token", "gitlab": "/codspeed-aggregator/gitlab-token",
+           "upstream": "/codspeed-aggregator/upstream-token"}
 
 
 def _ledger(*extra):
@@ -72,7 +73,7 @@ CALLS = {
         *_ledger(), ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}),
         _object("PutObject", f"bundles/{RUN}/1/0123abcd.tar.gz"),  # the presigned upload URL
         *_reports(), _results(), ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
-        _secret("api"), _secret("webhook"), _secret("github"),
+        _secret("api"), _secret("webhook"), _secret("github"), _secret("gitlab"),
     ],
     "ArrivalsFunction": [
         *_ledger(), ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}), _transaction(),
@@ -82,7 +83,7 @@ CALLS = {
         _object("PutObject", f"results/{RUN}/1/0123abcd.json.gz"), _results(),
         ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
         ("sqs", "SendMessage", {"QueueUrl": ARRIVALS}), ("sqs", "ChangeMessageVisibility", {"QueueUrl": ARRIVALS}),
-        _secret("webhook"), _secret("github"),
+        _secret("webhook"), _secret("github"), _secret("gitlab"),
     ],
     "FinalizerFunction": [
         *_ledger(), ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}), _transaction(),
@@ -95,7 +96,7 @@ CALLS = {
         _object("PutObject", f"plans/{RUN}/plan.json"), _object("GetObject", f"plans/{RUN}/plan.json", VersionId="v1"),
         _object("GetObject", f"plans/{RUN}/0123abcd/part-000001.json"),
         ("sqs", "SendMessage", {"QueueUrl": FINALIZE}), ("sqs", "ChangeMessageVisibility", {"QueueUrl": FINALIZE}),
-        _secret("upstream"), _secret("webhook"), _secret("github"),
+        _secret("upstream"), _secret("webhook"), _secret("github"), _secret("gitlab"),
         ("ssm", "GetParameter", {"Name": "/codspeed-aggregator/upstream-tokens/platform/perf/engine",  # a project's own
                                  "WithDecryption": True}),
     ],

@@ -32,7 +32,7 @@ def test_skipped_shards_the_baseline_has_are_carried_with_their_source():
     completion = complete(_run(skipped=["3"]), arrived, "main", BASELINE, NAMES)
     assert list(completion.carried) == ["3"] and completion.carried["3"].key == "k/3"
     assert completion.outcome["carried"]["3"] == {"run_id": "base", "commit": "b" * 40, "branch": "main", "benchmarks": 1,
-                                                  "size": 10, "key": "k/3"}
+                                                  "size": 10, "group": "", "key": "k/3"}
     assert completion.outcome["missing_benchmarks"] == [] and completion.outcome["missing_benchmarks_total"] == 0
 
 
@@ -44,7 +44,7 @@ def test_a_skipped_shard_the_baseline_did_not_receive_comes_from_the_run_that_la
                           NAMES, earlier)
     assert {name: s.key for name, s in completion.carried.items()} == {"2": "k/2", "3": "o/3"}  # the baseline's first
     assert completion.outcome["carried"]["3"] == {"run_id": "older", "commit": "a" * 40, "branch": "main",
-                                                  "benchmarks": 1, "size": 10, "key": "o/3"}
+                                                  "benchmarks": 1, "size": 10, "group": "", "key": "o/3"}
     assert completion.outcome["carried"]["2"]["run_id"] == "base"
     assert completion.outcome["baseline"]["run_id"] == "base" and completion.outcome["missing_benchmarks"] == []
 

@@ -30,6 +30,26 @@ def test_a_finished_run_tells_skipped_from_missing():
     assert report.upstream.run_id == "up-1"
 
 
+def test_a_codspeed_workflows_job_short_of_its_uploads_is_expected_while_open_and_missing_once_ended():
+    run = RunRecord(project="acme/widgets", run_id="7044", groups={"bench": Manifest(total=3), "memory": Manifest(total=1)},
+                    variants=("bench|valgrind/0", "bench|walltime/0", "memory|valgrind/0"))
+    shards = {f"bench-{i}@ab": ShardRecord(f"bench-{i}@ab", "arrived", group="bench", label=f"bench-{i}") for i in (1, 2)}
+    shards["memory@cd"] = ShardRecord("memory@cd", "arrived", group="memory", label="memory")
+    shards["bench-3@ef"] = ShardRecord("bench-3@ef", "rejected", group="bench", reason="not gzip")
+    opened = build_report(Snapshot(run, shards), "now")
+    [job] = [s for s in opened.shards if s.name == "job:bench"]  # memory is in; bench's 6 uploads (2 executors), 2 in
+    assert (job.state, job.shown, job.reason) == ("expected", "bench (4 of 6 uploads to come)", None)
+    assert len(opened.shards) == 5 and opened.arrived == 3 and opened.expected == 7
+
+    run.state = FORWARDED
+    carried = {"run_id": "7000", "commit": "c" * 40, "group": "bench", "benchmarks": 1}
+    run.outcome = {"carried": {"bench-9@aa": carried}}  # a shard of bench skipped at close, carried: one less to come
+    [job] = [s for s in build_report(Snapshot(run, shards), "now").shards if s.name == "job:bench"]
+    assert (job.state, job.shown, job.reason) == (
+        "missing", "bench (3 of 6 uploads never came)", "job bench: 3 of its 6 uploads did not arrive")
+    assert "Missing shard: bench \\(3 of 6 uploads never came\\)\n" in render_markdown(build_report(Snapshot(run, shards), "now"))
+
+
 def test_markdown_says_partial_and_lists_the_shards():
     text = render_markdown(build_report(_snapshot(), "now"))
     first = text.splitlines()[0]

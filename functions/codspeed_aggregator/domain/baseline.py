@@ -79,7 +79,7 @@ def complete(run: RunRecord, arrived: dict[str, ShardRecord], branch: str, basel
         "baseline": {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": branch,
                      "why": baseline_why(run, baseline.run.commit, branch)},
         "carried": {name: {"run_id": source.run_id, "commit": source.commit, "branch": branch, "benchmarks": s.benchmarks,
-                           "size": s.size, **({"key": s.key} if s.results_kept else {})}
+                           "size": s.size, "group": s.group, **({"key": s.key} if s.results_kept else {})}
                     for name, (source, s) in carried.items()},
         "missing_benchmarks": gone[:MAX_LISTED],
         "missing_benchmarks_total": len(gone),

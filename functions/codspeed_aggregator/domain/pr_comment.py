@@ -1,5 +1,5 @@
 """The sticky pull-request comment: the hidden marker that finds it again, and a body within
-GitHub's limit whatever the run's size."""
+its host's limit whatever the run's size."""
 
 from codspeed_wire.report import Report, render_markdown
 
@@ -23,6 +23,6 @@ def comment_body(report: Report, limit: int = BODY_LIMIT) -> str:
         if len(body) <= limit:
             return body
         if rows == 0:
-            cut = "\n\n(cut to fit a GitHub comment: the whole report is on the run page)\n"
+            cut = "\n\n(cut to fit a comment: the whole report is on the run page)\n"
             return body[: limit - len(cut)] + cut
         rows //= 2

@@ -1,12 +1,17 @@
 """Build a run's report (the wire contract) from one consistent read of its records and the
 summaries of its shards' benchmarks."""
 
+from collections import Counter
+
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
 from .baseline import baseline_why
 from .drop_in import display_label
 from .ledger import OPEN, RunRecord, Snapshot
 from .results import ShardSummary, combine
+
+
+JOB_ENTRY = "job:"  # the report's entry of a job's uploads not in (no shard name or storage key has a colon)
 
 
 def carried_from(carried: dict) -> str:
@@ -59,6 +64,28 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     return ShardEntry(name=name, state="missing")
 
 
+def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
+    """A CodSpeed workflow's jobs whose uploads are not all in: one entry per job group short of its
+    manifest (a runner's shard has a name only once it uploads: its runPartId) and its shards
+    carried, expected while the run is open and missing once it has ended, so a job that crashed
+    is never silently absent."""
+    run = snapshot.run
+    arrived = Counter(s.group for s in snapshot.arrived().values())
+    arrived.update(c.get("group") or "" for c in ((run.outcome or {}).get("carried") or {}).values())  # skipped at close
+    entries = []
+    for group, manifest in sorted(run.groups.items()):
+        if not group or manifest.expected_count() is None:
+            continue  # the client's shards (the group "") are listed by name
+        expected = manifest.expected_count() * max(1, run.variants_of(group))
+        if (short := expected - arrived[group]) <= 0:
+            continue
+        shown = f"{group} ({short} of {expected} upload{'s' * (expected != 1)} {'to come' if run.state == OPEN else 'never came'})"
+        entries.append(ShardEntry(
+            name=f"{JOB_ENTRY}{group}", display=shown, state="expected" if run.state == OPEN else "missing",
+            reason=None if run.state == OPEN else f"job {group}: {short} of its {expected} uploads did not arrive"))
+    return entries
+
+
 def build_report(snapshot: Snapshot, now: str, *, summary: ShardSummary | None = None,
                  baseline: Snapshot | None = None, branch: str = "main",
                  threshold: float = 0.05, page_url: str | None = None) -> Report:
@@ -88,7 +115,7 @@ def build_report(snapshot: Snapshot, now: str, *, summary: ShardSummary | None =
         version=run.rev,
         expected=run.expected_count(),
         arrived=len(arrived),
-        shards=[shard_entry(snapshot, name) for name in shard_names(snapshot)],
+        shards=[*(shard_entry(snapshot, name) for name in shard_names(snapshot)), *jobs_not_in(snapshot)],
         upstream=UpstreamEntry(**run.upstream) if run.upstream else None,
         baseline=compared_with(run, baseline, branch),
         missing_benchmarks=outcome.get("missing_benchmarks") or [],

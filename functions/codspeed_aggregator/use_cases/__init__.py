@@ -14,6 +14,7 @@ from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.github_comments import GitHubComments
 from ..adapters.github_commits import GitHubCommits
 from ..adapters.github_status import GitHubStatuses
+from ..adapters.gitlab_notes import GitLabNotes
 from ..adapters.ledger import Ledger
 from ..adapters.metrics import Metrics, NoMetrics
 from ..adapters.results_store import ResultsStore
@@ -43,6 +44,7 @@ class Aggregator:
     upstream: UpstreamClient | None = None  # the finalizer's only
     statuses: GitHubStatuses | None = None  # commit statuses on GitHub, when configured
     github_comments: GitHubComments | None = None  # pull-request comments on GitHub, when configured
+    gitlab_notes: GitLabNotes | None = None  # merge-request notes on GitLab, when configured
     github_commits: GitHubCommits | None = None  # a pull request's merge base, asked of GitHub when configured
     metrics: Metrics | None = None
     clock: Callable[[], float] = time.time
@@ -54,8 +56,10 @@ class Aggregator:
 
     @cached_property
     def reports(self) -> Reports:
-        comments = PullRequestComments(self.ledger.comments, self.github_comments, self.settings.comment_seconds,
-                                       self.clock) if self.github_comments else None
+        hosts = {provider: host for provider, host in (("GITHUB", self.github_comments), ("GITLAB", self.gitlab_notes))
+                 if host is not None}
+        comments = PullRequestComments(self.ledger.comments, hosts, self.settings.comment_seconds,
+                                       self.clock) if hosts else None
         return Reports(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.baselines, self.store,
                        self.results, self.statuses, self._metrics, self.clock, self.page_key, comments)
 

@@ -1,7 +1,9 @@
-"""The sticky pull-request comment: posted once per pull request and run (found again by its
-id, stored with a conditional write, so concurrent publishers never post two), then edited in
-place as the run goes: at most once per ``quiet_seconds`` while the report is partial (GitHub's
-secondary rate limits: a 1000-shard run is not 1000 edits), and always for the final report."""
+"""The sticky pull-request comment (a GitLab merge request's note): posted once per pull request
+and run (found again by its id, stored with a conditional write, so concurrent publishers never
+post two), then edited in place as the run goes: at most once per ``quiet_seconds`` while the
+report is partial (GitHub's secondary rate limits, GitLab's notes rate limit: a 1000-shard run is
+not 1000 edits), and always for the final report. Where the repository lives (the run's
+``repositoryProvider``) says which host it goes to."""
 
 import logging
 import time
@@ -14,6 +16,7 @@ from codspeed_rules.names import pull_request
 from codspeed_wire.report import Report
 
 from ..adapters.github_comments import GitHubComments
+from ..adapters.gitlab_notes import GitLabNotes
 from ..adapters.ledger import Comments
 from ..domain.pr_comment import comment_body
 
@@ -26,34 +29,35 @@ POSTED_WAIT_SECONDS = 10  # the final report waits this long for a concurrent fi
 @dataclass
 class PullRequestComments:
     comments: Comments  # DynamoDB: who posts, the comment's id, the report version it shows
-    github: GitHubComments  # GitHub: the comment posted, then edited
+    hosts: dict[str, GitHubComments | GitLabNotes]  # by repositoryProvider: where the comment is posted, then edited
     quiet_seconds: int
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     _refused: set = field(default_factory=set, init=False, repr=False)  # projects whose token may not comment
 
-    def show(self, report: Report) -> None:
-        """Post or edit the comment of the pull request ``report``'s run belongs to (none for a
-        run of a branch). A token GitHub refuses (403, 404: no "pull requests: write" or
-        "issues: write" on the repository) is warned about once and the project left alone."""
-        number = pull_request(report.ref)
-        if number is None or report.project in self._refused:
+    def show(self, report: Report, provider: str | None = None) -> None:
+        """Post or edit the comment of the pull request (merge request) ``report``'s run belongs to
+        (none for a run of a branch, or of a host with no token configured). A token the host
+        refuses (401, 403, 404: it may not comment on the repository) is warned about once and the
+        project left alone."""
+        host, number = self.hosts.get(provider or "GITHUB"), pull_request(report.ref)
+        if host is None or number is None or report.project in self._refused:
             return
         try:
-            self._show(report, number)
+            self._show(report, number, host)
         except HTTPError as exc:
             if exc.response is None or exc.response.status_code not in (401, 403, 404):
                 raise
             self._refused.add(report.project)
-            log.warning("pull-request comments on %s are off: GitHub answered %s (the token needs "
-                        "pull requests: write)", report.project, exc.response.status_code)
+            log.warning("pull-request comments on %s are off: %s answered %s (the token needs %s)", report.project,
+                        host.host, exc.response.status_code, host.needs)
 
-    def _show(self, report: Report, number: int) -> None:
+    def _show(self, report: Report, number: int, host: GitHubComments | GitLabNotes) -> None:
         project, run_id, now = report.project, report.run_id, self.clock()
         stored = self.comments.comment(project, run_id, number)
         if stored is None or "comment_id" not in stored:
             if self.comments.claim(project, run_id, number, now, now - CLAIM_SECONDS):
-                comment_id = self.github.create(project, number, comment_body(report))
+                comment_id = host.create(project, number, comment_body(report, host.body_limit))
                 self.comments.posted(project, run_id, number, comment_id, report.version, self.clock())
                 return
             if not report.final:
@@ -65,7 +69,7 @@ class PullRequestComments:
                 return
         quiet_since = None if report.final else now - self.quiet_seconds
         if self.comments.take_edit(project, run_id, number, report.version, now, quiet_since):
-            self.github.edit(project, int(stored["comment_id"]), comment_body(report))
+            host.edit(project, number, int(stored["comment_id"]), comment_body(report, host.body_limit))
 
     def _posted(self, project: str, run_id: str, number: int) -> dict | None:
         """The comment once a concurrent first post recorded its id (None after the wait)."""

@@ -46,7 +46,7 @@ class Reports:
     metrics: Metrics
     clock: Callable[[], float] = time.time
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
-    comments: PullRequestComments | None = None  # GitHub: the sticky pull-request comment, when configured
+    comments: PullRequestComments | None = None  # GitHub, GitLab: the sticky pull-request comment, when configured
     _baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its read
     _latest: dict = field(default_factory=dict, init=False, repr=False)  # (project, branch, base commit) -> (run, when looked up)
     _held: threading.local = field(default_factory=threading.local, init=False, repr=False)  # held(), per thread
@@ -146,9 +146,8 @@ class Reports:
         """The commit status and the pull-request comment: courtesies, which never fail an arrival
         or a forward. A run an upload of which came without a token posts no comment: anyone can
         send one, naming any pull request."""
-        if run.provider not in (None, "GITHUB"):  # a GitLab project's run: GitHub knows nothing of it
-            return
-        status = commit_status(report) if self.statuses and report.commit else None
+        on_github = run.provider in (None, "GITHUB")  # a GitLab project's run: GitHub knows nothing of it
+        status = commit_status(report) if self.statuses and report.commit and on_github else None
         if status is not None:
             try:
                 self.statuses.post(report.project, report.commit, *status, target_url=report.page_url)
@@ -156,7 +155,7 @@ class Reports:
                 log.warning("commit status for %s %s not posted: %s", report.project, report.run_id, exc)
         if self.comments is not None and not run.tokenless:
             try:
-                self.comments.show(report)
+                self.comments.show(report, run.provider)
             except Exception as exc:
                 log.warning("pull-request comment for %s %s not posted: %s", report.project, report.run_id, exc)
 
