@@ -239,6 +239,48 @@ def test_a_shard_last_received_past_the_retention_is_not_carried_and_the_report_
     assert "carriedShards" not in meta["runPart"]["metadata"] and b"t3::received" not in text
 
 
+def _expire_run(isolated, project: str, run_id: str) -> int:
+    """What the bucket's lifecycle does once a run's retention has passed: every version of its
+    bundles, normalized copies and results deleted. Answers how many objects went."""
+    from codspeed_aggregator.adapters.aws import client
+    from codspeed_aggregator.domain.keys import project_segment
+
+    s3, bucket, gone = client("s3"), isolated.resources.bucket, 0
+    for prefix in ("bundles", "normalized", "results"):
+        listed = s3.list_object_versions(Bucket=bucket, Prefix=f"{prefix}/{project_segment(project)}/{run_id}/")
+        for version in listed.get("Versions", []):
+            s3.delete_object(Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"])
+            gone += 1
+    return gone
+
+
+def test_a_shard_main_carried_is_kept_beside_that_run_and_carried_from_there_once_the_run_it_ran_in_expired(
+        isolated, project, run_id):
+    from codspeed_aggregator.domain.keys import run_bundles_prefix
+
+    agg = isolated.aggregator
+    received, skipped_on_main = _main_skips_shard_3_after_receiving_it(agg, project, run_id)
+    [(name, kept)] = agg.ledger.sources.kept(project, skipped_on_main).items()
+    assert (name, kept.run_id) == ("3", received) and kept.shard.key.startswith(run_bundles_prefix(project, skipped_on_main))
+    assert _expire_run(isolated, project, received) >= 4  # its 3 bundles, their results (and normalized copies)
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+
+    report, received_commit = agg.reports.report(project, run_id), agg.reports.report(project, received).commit
+    carried = {s.name: s for s in report.shards}["3"]
+    assert carried.state == "carried" and carried.source == {"run_id": received, "commit": received_commit}
+    meta, text = _forwarded_text(isolated, run_id)
+    assert meta["runPart"]["metadata"]["carriedShards"] == {"3": {"runId": received, "commitHash": received_commit}}
+    assert b"Client Request: t3::received" in text
+    assert [b.name for b in agg.reports.shard_benchmarks(project, run_id, "3").benchmarks] == ["t3::received"]
+
+
+def test_a_pull_requests_run_keeps_no_copy_of_what_it_carried(isolated, project, run_id):
+    agg = isolated.aggregator
+    _main_skips_shard_3_after_receiving_it(agg, project, run_id)
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.ledger.sources.kept(project, run_id) == {}  # no baseline: nothing will carry from it
+
+
 def test_with_no_baseline_a_skipped_shard_stays_skipped_and_says_so(isolated, project, run_id):
     agg = isolated.aggregator
     agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2, ref="refs/pull/7/merge", baseRef="main")["key"])

@@ -59,6 +59,12 @@ def _reports():  # publish, and read the latest version back (a baseline's repor
             ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": digest})]
 
 
+def _copied(prefix, version):  # a carried shard's object, copied beside the run that keeps it (keep_sources)
+    source = {"Bucket": BUCKET, "Key": f"{prefix}/acme/widgets/7044765700/1/0123abcd.tar.gz",
+              **({"VersionId": version} if version else {})}
+    return _object("CopyObject", f"{prefix}/{RUN}/1/0123abcd.tar.gz", CopySource=source)
+
+
 def _results():  # each shard's benchmarks, read for a report's summaries, a shard's page, the benchmarks lost
     return _object("GetObject", f"results/{RUN}/1/0123abcd.json.gz")
 
@@ -95,6 +101,8 @@ CALLS = {
         _object("PutObjectTagging", f"bundles/{RUN}/1/0123abcd.tar.gz"), *_reports(), _results(),
         _object("PutObject", f"plans/{RUN}/plan.json"), _object("GetObject", f"plans/{RUN}/plan.json", VersionId="v1"),
         _object("GetObject", f"plans/{RUN}/0123abcd/part-000001.json"),
+        *(_copied(prefix, version) for prefix, version in (("bundles", "v1"), ("normalized", "v1"), ("results", None))),
+        _object("PutObject", f"normalized/{RUN}/1/4567cdef.index.json"),
         ("sqs", "SendMessage", {"QueueUrl": FINALIZE}), ("sqs", "ChangeMessageVisibility", {"QueueUrl": FINALIZE}),
         _secret("upstream"), _secret("webhook"), _secret("github"), _secret("gitlab"),
         ("ssm", "GetParameter", {"Name": "/codspeed-aggregator/upstream-tokens/platform/perf/engine",  # a project's own

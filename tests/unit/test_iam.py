@@ -118,7 +118,20 @@ def test_a_secure_string_read_with_a_customer_key_also_needs_kms_decrypt_through
 
 
 def test_a_call_with_no_mapping_is_refused_by_name():
-    with pytest.raises(Unmapped, match=r"no IAM mapping for s3.CopyObject: add it to codspeed_aggregator.local.iam.calls"):
-        needs("s3", "CopyObject", {"Bucket": "b", "Key": "k"}, "us-east-1", "123")
+    with pytest.raises(Unmapped, match=r"no IAM mapping for s3.UploadPartCopy: add it to codspeed_aggregator.local.iam.calls"):
+        needs("s3", "UploadPartCopy", {"Bucket": "b", "Key": "k"}, "us-east-1", "123")
     with pytest.raises(Unmapped, match="dynamodb.TransactGetItems"):
         needs("dynamodb", "TransactGetItems", {}, "us-east-1", "123")
+
+
+def test_a_copy_is_a_write_where_it_goes_and_a_read_where_it_comes_from_at_the_version_it_names():
+    versioned = needs("s3", "CopyObject", {"Bucket": "b", "Key": "to/k", "CopySource": {"Bucket": "b", "Key": "from/k",
+                                                                                        "VersionId": "v1"}}, "us-east-1", "1")
+    assert [(n.action, n.resource) for n in versioned] == [("s3:PutObject", "arn:aws:s3:::b/to/k"),
+                                                           ("s3:GetObjectVersion", "arn:aws:s3:::b/from/k")]
+    current = needs("s3", "CopyObject", {"Bucket": "b", "Key": "to/k", "CopySource": {"Bucket": "b", "Key": "from/k"}},
+                    "us-east-1", "1")
+    assert [n.action for n in current] == ["s3:PutObject", "s3:GetObject"]
+    written = needs("s3", "CopyObject", {"Bucket": "b", "Key": "to/k", "CopySource": "b/from/a%252Fb.tar.gz?versionId=v1"},
+                    "us-east-1", "1")  # as botocore has it when the call is checked: the key quoted, the version after
+    assert [(n.action, n.resource) for n in written][1] == ("s3:GetObjectVersion", "arn:aws:s3:::b/from/a%2Fb.tar.gz")

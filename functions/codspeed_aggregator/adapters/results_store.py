@@ -63,6 +63,11 @@ class ResultsStore:
         self.s3.put_object(Bucket=self.bucket, Key=digest_key(project, run_id), Body=gzip.compress(digest.to_json(), LEVEL),
                            ContentType="application/json", ContentEncoding="gzip")
 
+    def copy(self, bundle_key: str, target_bundle_key: str) -> None:
+        """A bundle's results, beside a copy of the bundle."""
+        self.s3.copy_object(Bucket=self.bucket, Key=results_key(target_bundle_key),
+                            CopySource={"Bucket": self.bucket, "Key": results_key(bundle_key)})
+
     def read_digest(self, project: str, run_id: str) -> SummaryDigest | None:
         """Listed first: S3 answers the GET of an absent key 403, not 404, to a role that may list
         the bucket only under a prefix (as the functions may, under ``reports/``)."""

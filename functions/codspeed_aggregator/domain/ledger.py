@@ -150,6 +150,21 @@ class ShardRecord:
 
 
 @dataclass
+class KeptSource:
+    """A shard a run of its branch carried, copied beside that run (its bundle, normalized copy and
+    results), so that it stays a source for the branch's later runs as long as that run's own
+    bundles do, however long ago it was measured."""
+
+    shard: ShardRecord  # the copy: its keys and versions are the keeping run's
+    run_id: str  # the run it was measured in: the source a run carrying it names
+    commit: str | None
+    kept_at: float
+
+    def source(self, project: str) -> RunRecord:
+        return RunRecord(project=project, run_id=self.run_id, groups={}, commit=self.commit)
+
+
+@dataclass
 class UploadRecord:
     shard: str
     upload_id: str

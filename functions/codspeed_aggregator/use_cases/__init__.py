@@ -24,6 +24,7 @@ from .benchmark_costs import BenchmarkCosts
 from .close_run import CloseRun
 from .finalize_run import FinalizeRun
 from .forward_part import ForwardPart
+from .keep_sources import KeepSources
 from .merge_bases import MergeBases
 from .open_run import OpenRun
 from .pr_comments import PullRequestComments
@@ -90,8 +91,9 @@ class Aggregator:
         forwarder = ForwardPart(self.settings, self.ledger.shards, self.ledger.parts, self.store, self.upstream,
                                 self._metrics)
         return FinalizeRun(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.parts,
-                           self.ledger.baselines, self.store, self.results, self.queue, forwarder, self.reports, self._metrics,
-                           self.clock, MergeBases(self.github_commits))
+                           self.ledger.baselines, self.ledger.sources, self.store, self.results, self.queue, forwarder,
+                           self.reports, self._metrics, self.clock, MergeBases(self.github_commits),
+                           KeepSources(self.store, self.results, self.ledger.sources, self.clock))
 
     @cached_property
     def tokens(self) -> ProjectTokens:

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from ..adapters.bundle_store import BundleStore, MissingObject
 from ..adapters.queues import FinalizeQueue
-from ..adapters.ledger import Baselines, Parts, Reads, Runs
+from ..adapters.ledger import Baselines, Parts, Reads, Runs, Sources
 from ..adapters.metrics import Metrics
 from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamError
@@ -25,6 +25,7 @@ from ..domain.timestamps import epoch, iso
 from ..domain.uploads import Upload, part_id, plan_forward
 from ..settings import Settings
 from .forward_part import ForwardPart
+from .keep_sources import KeepSources
 from .merge_bases import MergeBases
 from .reports import Reports
 
@@ -39,6 +40,7 @@ class FinalizeRun:
     runs: Runs  # DynamoDB: the claim, the plan, how it ended
     parts: Parts  # DynamoDB: each part's claim and the upstream's answer
     baselines: Baselines  # DynamoDB: the branch's latest forwarded run, read and recorded
+    sources: Sources  # DynamoDB: the copies the branch's runs keep of shards they carried, read
     store: BundleStore  # S3: the plan written and read (plans/); the run's bundles tagged final once forwarded
     results: ResultsStore  # S3: the benchmark names of the run's and its baseline's shards, read once, to plan
     queue: FinalizeQueue  # SQS: one message per part of a run in several; a failed message's retry
@@ -47,6 +49,7 @@ class FinalizeRun:
     metrics: Metrics
     clock: Callable[[], float] = time.time
     merge_bases: MergeBases = field(default_factory=lambda: MergeBases(None))  # GitHub: a pull request's, untold
+    keeper: KeepSources | None = None  # a branch's run keeps what it carried, as a source of the branch's later runs
 
     def finalize(self, project: str, run_id: str, part: int | None = None) -> str:
         """Merge and forward a run, once; answers the run's state afterwards (or "not_claimed").
@@ -204,7 +207,7 @@ class FinalizeRun:
                                            if s.results_kept)
             names = {key: results.names for key, results in found.items() if results}
         kept_since = self.clock() - (self.settings.retention_days - 1) * 86400  # a day's margin: the forward must find it
-        earlier = received_before(self.reads, self.baselines, run, arrived, branch, baseline, kept_since)
+        earlier = received_before(self.reads, self.baselines, self.sources, run, arrived, branch, baseline, kept_since)
         completion = complete(run, arrived, branch, baseline, names, earlier)
         return dict(sorted({**arrived, **completion.carried}.items())), completion
 
@@ -273,6 +276,8 @@ class FinalizeRun:
         expected = plan.run.expected_count()
         whole = expected is None or len(plan.shards) >= expected  # a run forwarded with shards missing is no baseline
         if (own_branch := branch_of(plan.run.ref)) and whole and not plan.run.tokenless:
+            if self.keeper and plan.completion.carried:  # before its bundles are tagged final: the copies with them
+                self.keeper.keep(project, run_id, plan.completion.carried, plan.completion.outcome.get("carried") or {})
             self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
             self.reports.baseline_moved(project, own_branch, run_id, plan.run.commit, finished)  # known here at once
         self.store.mark_final(run_bundles_prefix(project, run_id))
@@ -286,19 +291,29 @@ def _sends(recorded: dict) -> int:
     return recorded.get("sends", recorded.get("parts", 1))
 
 
-def received_before(reads: Reads, baselines: Baselines, run: RunRecord, arrived: dict, branch: str,
+def received_before(reads: Reads, baselines: Baselines, sources: Sources, run: RunRecord, arrived: dict, branch: str,
                     baseline: Snapshot | None, kept_since: float) -> dict[str, tuple[RunRecord, ShardRecord]]:
-    """Where each skipped shard the baseline run did not receive was last received: the branch's
-    runs before it, the latest first (``LOOKBACK`` of them at most), received since ``kept_since``
-    (the bucket still keeps that bundle)."""
+    """Where each skipped shard the baseline run did not receive was last received: a copy the
+    baseline run keeps of it (``keep_sources``), else the branch's runs before it, the latest first
+    (``LOOKBACK`` of them at most), received (or kept) since ``kept_since``: the bucket still keeps
+    that bundle. A source names the run the shard was measured in, wherever its copy is."""
     wanted = {n for n in run.skipped if n not in arrived and n not in baseline.arrived()} if baseline else set()
     found = {}
-    for earlier_id in baselines.earlier_runs(run.project, branch, baseline.run.run_id, LOOKBACK) if wanted else ():
+
+    def take(shards: dict[str, tuple[RunRecord, ShardRecord, float]]) -> None:
+        found.update({name: (source, shard) for name, (source, shard, at) in shards.items()
+                      if name in wanted and name not in found and at > kept_since})
+
+    def kept(run_id: str) -> dict[str, tuple[RunRecord, ShardRecord, float]]:
+        return {name: (k.source(run.project), k.shard, k.kept_at) for name, k in sources.kept(run.project, run_id).items()}
+
+    if wanted:
+        take(kept(baseline.run.run_id))
+    for earlier_id in baselines.earlier_runs(run.project, branch, baseline.run.run_id, LOOKBACK) if wanted - set(found) else ():
         earlier = reads.snapshot(run.project, earlier_id)
-        for name, shard in (earlier.arrived() if earlier else {}).items():
-            if name in wanted and shard.arrived_at and epoch(shard.arrived_at) > kept_since:
-                found[name] = (earlier.run, shard)
-        wanted -= set(found)
-        if not wanted:
+        take({name: (earlier.run, shard, epoch(shard.arrived_at)) for name, shard in (earlier.arrived() if earlier else {}).items()
+              if shard.arrived_at})
+        take(kept(earlier_id))
+        if not wanted - set(found):
             break
     return found

@@ -10,10 +10,11 @@ from .parts import Parts
 from .reads import Reads, SnapshotContended
 from .runs import Runs
 from .shards import Shards
+from .sources import Sources
 from .tokens import Tokens
 
-__all__ = ["Baselines", "Comments", "Ledger", "Parts", "Reads", "Runs", "Shards", "SnapshotContended", "Tokens",
-           "TransactionContended"]
+__all__ = ["Baselines", "Comments", "Ledger", "Parts", "Reads", "Runs", "Shards", "SnapshotContended", "Sources",
+           "Tokens", "TransactionContended"]
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,12 @@ class Ledger:
     tokens: Tokens
     reads: Reads
     comments: Comments
+    sources: Sources
 
     @classmethod
     def on(cls, table_name: str, client, retention_seconds: int = 30 * 86400, sleep=time.sleep) -> "Ledger":
         return cls(*(kind(table_name, client, retention_seconds, sleep)
-                     for kind in (Runs, Shards, Parts, Baselines, Tokens, Reads, Comments)))
+                     for kind in (Runs, Shards, Parts, Baselines, Tokens, Reads, Comments, Sources)))
 
     @property
     def table(self) -> str:

@@ -22,6 +22,7 @@ SHARD_PREFIX = "SHARD#"
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
 COMMENT_PREFIX = "~COMMENT#"  # a run's sticky comment on one pull request: out of snapshots too
+KEPT_PREFIX = "~KEPT#"  # a shard the run carried, copied beside it to stay a source of its branch: out of snapshots
 NOTE_PREFIX = "~NOTE#"  # which shard a tally's recent change changed (note_sk): read by key only
 # Partitions of their own:
 PROJECT_PREFIX = "PROJECT#"  # a project's runs, by when they opened: its page lists them

@@ -2,7 +2,7 @@
 reference documents it: the action (or actions) and the resource ARN each one needs, and the
 condition keys the request carries."""
 
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .policy import Need
 
@@ -72,10 +72,24 @@ def _s3(operation: str, params: dict) -> list[Need]:
         if params.get("Tagging") and operation in ("PutObject", "CreateMultipartUpload"):
             found.append(Need("s3:PutObjectTagging", f"{bucket}/{params['Key']}"))
         return found
+    if operation == "CopyObject":  # written where it goes, read where it comes from (at the version it names)
+        source, key, version = _copy_source(params["CopySource"])
+        return [Need("s3:PutObject", f"{bucket}/{params['Key']}"),
+                Need("s3:GetObjectVersion" if version else "s3:GetObject", f"arn:aws:s3:::{source}/{key}")]
     if operation in _S3_BUCKET:
         context = {"s3:prefix": params["Prefix"]} if "Prefix" in params else {}
         return [Need(_S3_BUCKET[operation], bucket, context)]
     raise Unmapped(f"no IAM mapping for s3.{operation}: add it to {__name__}")
+
+
+def _copy_source(source: dict | str) -> tuple[str, str, str | None]:
+    """A copy's source (bucket, key, version): as the caller gave it, or as botocore has written it
+    by the time the call is checked (``bucket/quoted-key?versionId=V``)."""
+    if isinstance(source, dict):
+        return source["Bucket"], source["Key"], source.get("VersionId")
+    path, _, version = source.partition("?versionId=")
+    bucket, _, key = unquote(path).partition("/")
+    return bucket, key, version or None
 
 
 def queue_arn(url: str, region: str) -> str:

@@ -1,0 +1,59 @@
+"""Keep the shards a run of a branch carried as sources of the branch's later runs: each is copied
+beside the run (its bundle, normalized copy and index, results), so it lives as long as the run's
+own bundles, not as long as the run it was measured in. A shard skipped on the branch for longer
+than the retention is carried still, as long as the branch runs within it."""
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from botocore.exceptions import ClientError
+
+from ..adapters.bundle_store import BundleStore, MissingObject
+from ..adapters.ledger import Sources
+from ..adapters.results_store import ResultsStore
+from ..domain.keys import bundle_key, index_key, normalized_key
+from ..domain.ledger import KeptSource, ShardRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class KeepSources:
+    store: BundleStore  # S3: the carried shard's bundle, normalized copy and index copied beside the run
+    results: ResultsStore  # S3: its results copied beside the copy
+    sources: Sources  # DynamoDB: what the run keeps, beside it
+    clock: Callable[[], float] = time.time
+
+    def keep(self, project: str, run_id: str, carried: dict[str, ShardRecord], outcome: dict) -> int:
+        """Copy each shard ``carried`` (from the runs ``outcome`` names) beside run ``run_id``;
+        answers how many were kept. One that cannot be copied (gone already, over S3's 5 GB copy)
+        is said in the log and left to age as it was: the run is forwarded all the same."""
+        kept = 0
+        for name, shard in carried.items():
+            source = outcome[name]
+            try:
+                copy = self._copied(project, run_id, shard)
+            except (ClientError, MissingObject) as exc:
+                log.warning("shard %s carried by %s run %s is not kept beside it: %s", name, project, run_id, exc)
+                continue
+            self.sources.keep(project, run_id, KeptSource(copy, source["run_id"], source.get("commit"), self.clock()))
+            kept += 1
+        return kept
+
+    def _copied(self, project: str, run_id: str, shard: ShardRecord) -> ShardRecord:
+        key = bundle_key(project, run_id, shard.name, shard.upload_id)
+        version = self.store.copy(shard.key, shard.version_id, key)
+        normalized = None
+        if shard.normalized:
+            own = shard.normalized["key"] == shard.key  # a bundle verified as normalized is its own copy
+            copied = version if own else self.store.copy(shard.normalized["key"], shard.normalized["version"],
+                                                         normalized_key(key))
+            index = self.store.read_json(index_key(shard.key), shard.normalized.get("index_version"))
+            index["bundle"] = {"key": key, "version": version}  # the splice checks the index against the bundle
+            normalized = {"key": key if own else normalized_key(key), "version": copied,
+                          "index_version": self.store.put_json(index_key(key), index)}
+        if shard.results_kept:
+            self.results.copy(shard.key, key)
+        return replace(shard, key=key, version_id=version, normalized=normalized)
