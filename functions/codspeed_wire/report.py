@@ -107,6 +107,7 @@ class Report(BaseModel):
     benchmarks: list[BenchmarkEntry] = []
     threshold: float = 0.05  # a change past it (either way) is flagged
     page_url: str | None = None  # the run's page: a signed link that needs no token
+    codspeed_url: str | None = None  # the project's runs on CodSpeed, when they are forwarded there
     generated_at: str
 
     @property
@@ -175,6 +176,8 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
     where = [f"commit {md(report.commit[:12])}"] if report.commit else []
     if report.ci_url:
         where.append(f"[CI run]({report.ci_url})")
+    if report.codspeed_url:
+        where.append(f"[CodSpeed]({report.codspeed_url})")
     if where:
         line = " · ".join(where)
         lines += [line[0].upper() + line[1:], ""]

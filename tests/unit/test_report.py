@@ -169,3 +169,15 @@ def test_the_markdown_lists_regressions_in_their_own_table_before_improvements()
         "| t\\:\\:fast | 1 | -20.0% |")
     cut = render_markdown(report.model_copy(update={"counts": report.counts.model_copy(update={"regressions": 40})}))
     assert "Regressions past 5% against the baseline (the worst 2 of 40; every benchmark is on the run page):" in cut
+
+
+def test_a_run_forwarded_to_codspeed_links_the_projects_runs_there_and_one_on_gitlab_or_elsewhere_does_not():
+    from codspeed_aggregator.domain.report import codspeed_page
+
+    run = _snapshot().run
+    assert codspeed_page("https://api.codspeed.io/upload", run) == "https://codspeed.io/acme/widgets"
+    assert codspeed_page("https://codspeed.internal.example/upload", run) is None  # an on-premise instance: unknown
+    run.provider = "GITLAB"
+    assert codspeed_page("https://api.codspeed.io/upload", run) is None
+    linked = build_report(_snapshot(), "now", codspeed_url="https://codspeed.io/acme/widgets")
+    assert "Commit abc1234 · [CodSpeed](https://codspeed.io/acme/widgets)\n" in render_markdown(linked)

@@ -129,3 +129,9 @@ def _text(html: str) -> list[str]:
     collect = _Collect()
     collect.feed(html)
     return collect.text
+
+
+def test_the_page_links_the_projects_runs_on_codspeed_when_the_run_goes_there():
+    linked = render_main(_report(codspeed_url="https://codspeed.io/acme/widgets"), {}, None, None)
+    assert '<dt>CodSpeed</dt><dd><a href="https://codspeed.io/acme/widgets">the project\'s runs</a></dd>' in linked
+    assert "codspeed.io" not in render_main(_report(), {}, None, None)

@@ -2,6 +2,7 @@
 summaries of its shards' benchmarks."""
 
 from collections import Counter
+from urllib.parse import urlsplit
 
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
@@ -86,9 +87,21 @@ def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
     return entries
 
 
+CODSPEED_UPLOADS = "api.codspeed.io"  # the host of CodSpeed's own upload URL
+
+
+def codspeed_page(upstream_url: str, run: RunRecord) -> str | None:
+    """Where CodSpeed shows the project's runs, when the run goes to CodSpeed itself and lives on
+    GitHub. A run's own page CodSpeed tells only a logged-in user (its API's ``run.url``, which
+    the runner asks for local runs), not the upload token the aggregator forwards with."""
+    if urlsplit(upstream_url).hostname != CODSPEED_UPLOADS or run.provider not in (None, "GITHUB"):
+        return None
+    return f"https://codspeed.io/{run.project}"
+
+
 def build_report(snapshot: Snapshot, now: str, *, summary: ShardSummary | None = None,
                  baseline: Snapshot | None = None, branch: str = "main",
-                 threshold: float = 0.05, page_url: str | None = None) -> Report:
+                 threshold: float = 0.05, page_url: str | None = None, codspeed_url: str | None = None) -> Report:
     """The report of one consistent read: ``summary`` has its arrived shards' benchmarks summed up
     against ``baseline`` (the baseline run's read, of ``branch``), when there is one."""
     run = snapshot.run
@@ -123,5 +136,6 @@ def build_report(snapshot: Snapshot, now: str, *, summary: ShardSummary | None =
         benchmarks=listed,
         threshold=threshold,
         page_url=page_url,
+        codspeed_url=codspeed_url,
         generated_at=now,
     )

@@ -255,6 +255,8 @@ def render_main(report: Report, query: dict, refresh_url: str | None, list_url: 
         facts.append(("Upstream", text))
     if report.ci_url:
         facts.append(("CI", f'<a href="{escape(report.ci_url)}">CI run</a>'))
+    if report.codspeed_url:
+        facts.append(("CodSpeed", f'<a href="{escape(report.codspeed_url)}">the project\'s runs</a>'))
     if list_url:
         facts.append(("Runs", f'<a id="run-list" href="{escape(list_url)}">all runs of {escape(report.project)}</a>'))
     live = "" if final else '<p class="live" role="status">Updating while the run is open…</p>'

@@ -21,7 +21,7 @@ from ..domain.baseline import branch_of, result_sources
 from ..domain.errors import NotFound
 from ..domain.ledger import OPEN, RunRecord, Snapshot
 from ..domain.notification import commit_status
-from ..domain.report import build_report, carried_from, compared_with, shard_entry, shard_names
+from ..domain.report import build_report, carried_from, codspeed_page, compared_with, shard_entry, shard_names
 from ..domain.results import SummaryDigest, absent_entries, shard_entries
 from ..domain.timestamps import iso
 from ..settings import Settings
@@ -93,7 +93,8 @@ class Reports:
         return build_report(snapshot, iso(self.clock()), summary=digest.summary,
                             baseline=baseline, branch=self._branch(snapshot.run),
                             threshold=self.settings.regression_threshold,
-                            page_url=self.page_url(snapshot.run.project, snapshot.run.run_id)), digest
+                            page_url=self.page_url(snapshot.run.project, snapshot.run.run_id),
+                            codspeed_url=codspeed_page(self.settings.upstream_url, snapshot.run)), digest
 
     def _baseline(self, run: RunRecord) -> Snapshot | None:
         """The run this one compares with: the one its finalizer chose, or while it is open the
