@@ -45,14 +45,20 @@ def _repository(tmp_path):
     return repo, fork_point, head
 
 
-def test_plan_gives_the_matrix_and_the_skips_of_a_change_and_opens_the_run_with_them(stack, project, tmp_path):
+def _main_ran_every_shard(stack, project: str, main_run: str, tmp_path) -> dict:
+    """A run of main that pushed every shard, forwarded; answers each shard's profile folder."""
     folders = dict(zip(SHARDS, _folders(tmp_path, len(SHARDS))))
-    main_run, pr_run = f"plan-main-{os.getpid()}", f"plan-pr-{os.getpid()}"
     for name, folder in folders.items():
         assert _run(stack, "push", "--shard", name, "--expect", ",".join(SHARDS), "--profile-folder", str(folder),
                     "--project", project, "--run-id", main_run, "--commit", "1" * 40, "--ref", "refs/heads/main"
                     ).returncode == 0
     assert _final(stack, project, main_run)["state"] == "forwarded"
+    return folders
+
+
+def test_plan_gives_the_matrix_and_the_skips_of_a_change_and_opens_the_run_with_them(stack, project, tmp_path):
+    main_run, pr_run = f"plan-main-{os.getpid()}", f"plan-pr-{os.getpid()}"
+    folders = _main_ran_every_shard(stack, project, main_run, tmp_path)
 
     repo, fork_point, head = _repository(tmp_path)
     outputs = tmp_path / "github-output"
@@ -88,13 +94,8 @@ def test_plan_gives_the_matrix_and_the_skips_of_a_change_and_opens_the_run_with_
 
 def test_an_empty_plan_opens_a_run_of_every_shard_carried_and_forwards_it_at_once_under_its_own_ci_run(
         stack, project, tmp_path):
-    folders = dict(zip(SHARDS, _folders(tmp_path, len(SHARDS))))
     main_run, pr_run = f"plan-main-{os.getpid()}-e", f"plan-pr-{os.getpid()}-e"
-    for name, folder in folders.items():
-        assert _run(stack, "push", "--shard", name, "--expect", ",".join(SHARDS), "--profile-folder", str(folder),
-                    "--project", project, "--run-id", main_run, "--commit", "1" * 40, "--ref", "refs/heads/main"
-                    ).returncode == 0
-    assert _final(stack, project, main_run)["state"] == "forwarded"
+    _main_ran_every_shard(stack, project, main_run, tmp_path)
 
     repo, fork_point, head = _repository(tmp_path)
     changed = tmp_path / "changed.txt"

@@ -27,7 +27,7 @@ class KeepSources:
     clock: Callable[[], float] = time.time
 
     def keep(self, project: str, run_id: str, carried: dict[str, ShardRecord], outcome: dict) -> int:
-        """Copy each shard ``carried`` (from the runs ``outcome`` names) beside run ``run_id``;
+        """Copy each shard ``carried`` (from the run ``outcome`` names for it) beside run ``run_id``;
         answers how many were kept. One that cannot be copied (gone already, over S3's 5 GB copy)
         is said in the log and left to age as it was: the run is forwarded all the same."""
         kept = 0
