@@ -56,11 +56,11 @@ class ShardConfig:
             raise ClientError(f"{path}: {where} must be a list of path patterns", CONFIG)
         for pattern in patterns:
             try:
-                pathspec.patterns.GitWildMatchPattern(pattern)
+                pathspec.GitIgnoreSpec.from_lines([pattern])
             except (ValueError, TypeError) as exc:
                 raise ClientError(f"{path}: {where} pattern {pattern!r} does not parse as a gitignore pattern ({exc})",
                                   CONFIG) from exc
-        return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+        return pathspec.GitIgnoreSpec.from_lines(patterns)  # git's own rules (pathspec 1 deprecates "gitwildmatch")
 
     def plan(self, changed: list[str] | None, on_default_branch: bool) -> ShardPlan:
         """``changed``: the files the change touches, None when there is nothing to compare with

@@ -61,3 +61,15 @@ def test_a_config_that_cannot_plan_is_one_sentence_with_the_configuration_exit_c
     assert says in str(refused.value) and refused.value.exit_code == CONFIG and "\n" not in str(refused.value)
     with pytest.raises(ClientError, match="no shard config at"):
         load(str(tmp_path / "none.toml"))
+
+
+def test_planning_uses_no_pattern_kind_pathspec_deprecates(tmp_path):
+    """pathspec 1 deprecates its "gitwildmatch" patterns: a plan in a CI job prints no warning for them."""
+    import warnings
+
+    path = tmp_path / "shards.toml"
+    path.write_text(CONFIG_TEXT)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        planned = load(str(path)).plan(["crates/oxc_parser/src/lexer.rs", "crates/oxc_parser/README.md"], False)
+    assert list(planned.runs) == ["parser"]
