@@ -93,8 +93,9 @@ def parser() -> argparse.ArgumentParser:
     opening.add_argument("--skip", action="append", default=[],
                          help="a shard skipped on purpose, carried from the baseline run (repeat, or comma-separate)")
     opening.add_argument("--job", action="append", default=[], metavar="NAME[=N]",
-                         help="a job of the workflow whose CodSpeed runner uploads to the aggregator, by its job name, "
-                              "and how many of it run (a matrix's size; 1 by default); repeat for each job")
+                         help="a job of the workflow whose CodSpeed runner uploads to the aggregator, by its id (GitHub's "
+                              "GITHUB_JOB; GitLab's job name), and how many of it run (a matrix's size; 1 by default); "
+                              "repeat for each job")
     _common(opening)
 
     planning = command("plan", "say which shards a change affects, from the repository's shard config and the "

@@ -30,8 +30,13 @@ def test_pull_request_comments_are_built_where_reports_are_published_only_when_a
     asked = replace(config, pr_comments=True, github_token="gh-token")
     for name in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER):
         comments = wiring.build(name, asked).reports.comments
-        assert comments.github.http.headers["Authorization"] == "Bearer gh-token" and comments.quiet_seconds == 30
+        assert comments.hosts["GITHUB"].http.headers["Authorization"] == "Bearer gh-token" and comments.quiet_seconds == 30
+        assert "GITLAB" not in comments.hosts  # GitLab's notes only where the stack knows GitLab's API
     assert wiring.build(wiring.SWEEPER, asked).github_comments is None
+    on_gitlab = replace(asked, gitlab_api_url="https://gitlab.example.com/api/v4", gitlab_token="gl-token")
+    notes = wiring.build(wiring.ARRIVALS, on_gitlab).reports.comments.hosts["GITLAB"]
+    assert (notes.api_url, notes.http.headers["PRIVATE-TOKEN"]) == ("https://gitlab.example.com/api/v4", "gl-token")
+    assert wiring.build(wiring.SWEEPER, on_gitlab).gitlab_notes is None
 
 
 def test_each_function_calls_aws_with_clients_of_its_own(stack):
