@@ -151,3 +151,44 @@ def test_a_shard_carried_alone_beside_a_job_goes_under_its_own_run_part_not_the_
     assert sorted(parts) == ["1", part["runPartId"]]
     held = {part_id: benchmarks_in(archive_of(upload)) for part_id, upload in parts.items()}
     assert held["1"] == {f"tests/test_1.py::test_bench_{j}" for j in range(3)} and len(held[part["runPartId"]]) == 1
+
+
+def test_a_gitlab_pipelines_runner_jobs_declared_by_name_count_in_the_run_of_their_commit_and_ref(stack):
+    """GitLab's runner names no run its jobs share (each runPart is a job's): the run the open
+    declares is theirs, by commit and ref, and it waits for every job declared."""
+    import subprocess
+    import sys
+    import uuid
+
+    from codspeed_aggregator.domain.drop_in import gitlab_run_id
+    from tests.e2e.test_sharded_run import _env
+
+    group, repository, commit = "platform/perf", f"engine-{uuid.uuid4().hex[:6]}", "4" * 40
+    project, ref = f"{group}/{repository}", "refs/pull/3/merge"
+    planning_job = {**_env(stack), "GITLAB_CI": "true", "CI_PROJECT_PATH": project, "CI_PIPELINE_ID": "8812",
+                    "CI_COMMIT_SHA": commit, "CI_COMMIT_REF_NAME": "feature", "CI_JOB_NAME": "plan", "CI_JOB_ID": "990001",
+                    "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feature", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+                    "CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "3"}
+    opened = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "open", "--job", "bench=2", "--job", "lint"],
+                            env=planning_job, capture_output=True, text=True, timeout=120)
+    run_id = gitlab_run_id(commit, ref)
+    assert opened.returncode == 0, opened.stdout + opened.stderr
+    assert opened.stdout.strip() == (f"run {run_id} ({project}): open: opened: 2 shards in job bench; 1 shard in job lint "
+                                     "expected")
+
+    def job(name: str, pid: int):
+        archive = runner.folder_archive(runner.valgrind_folder(pid, [f"{name}::b"]), gzipped=True)
+        job_id = str(990_100 + pid)
+        meta = runner.metadata(archive, executor="valgrind", owner=group, repository=repository, commit=commit,
+                               run_part=runner.gitlab_run_part(job_id, name, "valgrind"), provider="GITLAB",
+                               environment="GITLAB_CI", ref=ref, head_ref="feature", base_ref="main",
+                               event="pull_request", gl_data={"runId": job_id, "job": name})
+        return runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
+
+    assert job("lint", 7001).put.status_code == 200
+    wait_for(lambda: _report(stack, project, run_id).get("arrived") == 1)
+    assert _report(stack, project, run_id)["state"] == "open"  # lint alone would be a run complete, undeclared
+    for pid, name in ((7002, "bench 1/2"), (7003, "bench 2/2")):
+        assert job(name, pid).put.status_code == 200
+    final = _final(stack, project, run_id)
+    assert (final["state"], final["arrived"], final["expected"]) == ("forwarded", 3, 3)
