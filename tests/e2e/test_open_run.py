@@ -109,7 +109,7 @@ def test_a_codspeed_workflows_jobs_declared_by_name_are_waited_for_and_another_j
     assert opened.stdout.strip() == f"run {gh_run} ({project}): open: opened: 2 shards in job bench; 1 shard in job memory expected"
     declared = _report(stack, project, gh_run)
     assert declared["expected"] == 3 and [(s["name"], s["state"], s["display"]) for s in declared["shards"]] == [
-        ("job:bench", "expected", "bench (2 of 2 uploads to come)"), ("job:memory", "expected", "memory (1 of 1 upload to come)")]
+        ("job:bench", "expected", "bench: 2 of 2 to come"), ("job:memory", "expected", "memory: 1 of 1 to come")]
 
     assert _runner_upload(stack, gh_run, project, "memory").put.status_code == 200  # a group of one, complete alone
     arrived = wait_for(lambda: (r := _report(stack, project, gh_run))["arrived"] == 1 and r)

@@ -183,7 +183,7 @@ def test_a_skip_in_the_runner_route_must_name_a_shard_the_run_can_hold(stack, wo
     after = workflow.report(stack)
     assert (after["state"], after["version"], len(after["shards"]), after["expected"]) == ("open", before["version"], 3, 3)
     assert [(s["name"], s["state"], s["display"]) for s in after["shards"]][-1] == (
-        "job:bench", "expected", "bench (1 of 3 uploads to come)")
+        "job:bench", "expected", "bench: 1 of 3 to come")
     for shard in before["shards"]:
         if shard["state"] == "arrived":
             assert shard["label"].startswith('bench-{"shard":') and shard["display"].startswith("bench [shard ")

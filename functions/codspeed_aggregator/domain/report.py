@@ -80,10 +80,12 @@ def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
         expected = manifest.expected_count() * max(1, run.variants_of(group))
         if (short := expected - arrived[group]) <= 0:
             continue
-        shown = f"{group} ({short} of {expected} upload{'s' * (expected != 1)} {'to come' if run.state == OPEN else 'never came'})"
-        entries.append(ShardEntry(
-            name=f"{JOB_ENTRY}{group}", display=shown, state="expected" if run.state == OPEN else "missing",
-            reason=None if run.state == OPEN else f"job {group}: {short} of its {expected} uploads did not arrive"))
+        waiting = run.state == OPEN
+        entries.append(ShardEntry(  # shown short: the page's timeline has room for some 28 characters of it
+            name=f"{JOB_ENTRY}{group}", display=f"{group}: {short} of {expected} {'to come' if waiting else 'never came'}",
+            state="expected" if waiting else "missing",
+            reason=f"job {group}: {short} of its {expected} upload{'s' * (expected != 1)} "
+                   f"{'not in yet' if waiting else 'did not arrive'}"))
     return entries
 
 
