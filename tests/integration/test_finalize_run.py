@@ -274,6 +274,25 @@ def test_a_shard_main_carried_is_kept_beside_that_run_and_carried_from_there_onc
     assert [b.name for b in agg.reports.shard_benchmarks(project, run_id, "3").benchmarks] == ["t3::received"]
 
 
+def test_a_carried_shard_that_cannot_be_kept_never_keeps_its_run_from_being_main_s_baseline(isolated, project, run_id,
+                                                                                              monkeypatch, caplog):
+    agg = isolated.aggregator
+    _forwarded_main_run(agg, project, {"1": ["t1::a"], "2": ["t2::a"], "3": ["t3::received"]})
+    skipping = f"main-skips-{run_id}"
+    for name in ("1", "2"):
+        agg.arrivals.record(push(agg, project, skipping, name, bundle(4242, [f"t{name}::a"]), total=3)["key"])
+    agg.closing.close(CloseRequest(project=project, run_id=skipping, skip=["3"]))
+
+    def unexpected(*args, **kwargs):
+        raise ValueError("not JSON")  # whatever goes wrong copying the carried shard's results
+
+    monkeypatch.setattr(agg.results, "copy", unexpected)
+    assert agg.finalizing.finalize(project, skipping) == "forwarded"
+    assert agg.ledger.baselines.latest_baseline(project, "main") == skipping  # recorded, not lost to the keep
+    assert agg.ledger.sources.kept(project, skipping) == {}
+    assert f"shard 3 carried by {project} run {skipping} is not kept beside it: ValueError: not JSON" in caplog.text
+
+
 def test_a_pull_requests_run_keeps_no_copy_of_what_it_carried(isolated, project, run_id):
     agg = isolated.aggregator
     _main_skips_shard_3_after_receiving_it(agg, project, run_id)

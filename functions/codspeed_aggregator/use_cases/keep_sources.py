@@ -8,9 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from botocore.exceptions import ClientError
-
-from ..adapters.bundle_store import BundleStore, MissingObject
+from ..adapters.bundle_store import BundleStore
 from ..adapters.ledger import Sources
 from ..adapters.results_store import ResultsStore
 from ..domain.keys import bundle_key, index_key, normalized_key
@@ -28,17 +26,19 @@ class KeepSources:
 
     def keep(self, project: str, run_id: str, carried: dict[str, ShardRecord], outcome: dict) -> int:
         """Copy each shard ``carried`` (from the run ``outcome`` names for it) beside run ``run_id``;
-        answers how many were kept. One that cannot be copied (gone already, over S3's 5 GB copy)
-        is said in the log and left to age as it was: the run is forwarded all the same."""
+        answers how many were kept. One that cannot be kept (gone already, over S3's 5 GB copy, or
+        anything else) is said in the log and left to age as it was: the run is forwarded, recorded
+        as its branch's baseline and tagged final all the same, as no retry would come back to it."""
         kept = 0
         for name, shard in carried.items():
             source = outcome[name]
             try:
                 copy = self._copied(project, run_id, shard)
-            except (ClientError, MissingObject) as exc:
-                log.warning("shard %s carried by %s run %s is not kept beside it: %s", name, project, run_id, exc)
+                self.sources.keep(project, run_id, KeptSource(copy, source["run_id"], source.get("commit"), self.clock()))
+            except Exception as exc:
+                log.warning("shard %s carried by %s run %s is not kept beside it: %s: %s", name, project, run_id,
+                            type(exc).__name__, exc)
                 continue
-            self.sources.keep(project, run_id, KeptSource(copy, source["run_id"], source.get("commit"), self.clock()))
             kept += 1
         return kept
 
