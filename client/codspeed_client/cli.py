@@ -295,12 +295,13 @@ def _jobs(values: list[str]) -> dict[str, int]:
     for value in values:
         name, equals, count = value.strip().rpartition("=")
         if not equals or not count.strip().isdigit():
-            name, count = value.strip(), "1"
-        if not name.strip() or int(count) < 1:
+            name, count = value, "1"
+        name = name.strip()
+        if not name or int(count) < 1:
             raise ClientError(f"--job {value!r}: give a job's name, and how many of it run (NAME=N, N at least 1)", USAGE)
-        if name.strip() in jobs:
-            raise ClientError(f"--job {name.strip()} is given twice", USAGE)
-        jobs[name.strip()] = int(count)
+        if name in jobs:
+            raise ClientError(f"--job {name} is given twice", USAGE)
+        jobs[name] = int(count)
     return jobs
 
 

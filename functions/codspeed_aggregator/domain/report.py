@@ -75,9 +75,9 @@ def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
     arrived.update(c.get("group") or "" for c in ((run.outcome or {}).get("carried") or {}).values())  # skipped at close
     entries = []
     for group, manifest in sorted(run.groups.items()):
-        if not group or manifest.expected_count() is None:
+        if not group or (jobs := manifest.expected_count()) is None:
             continue  # the client's shards (the group "") are listed by name
-        expected = manifest.expected_count() * max(1, run.variants_of(group))
+        expected = jobs * max(1, run.variants_of(group))
         if (short := expected - arrived[group]) <= 0:
             continue
         waiting = run.state == OPEN
