@@ -192,3 +192,40 @@ def test_a_splice_whose_output_would_not_inflate_to_what_the_indexes_promise_is_
     body[4] ^= 1  # the index promises other bytes than the object's: its object CRC-32 still matches
     with pytest.raises(IndexMismatch, match=r"the spliced archive inflates to \d+ bytes \(CRC-32 \d+\), not to the \d+ bytes"):
         splice([NormalizedShard("1", (4242,), index, lambda: io.BytesIO(copy))], io.BytesIO())
+
+
+def test_a_splice_checked_a_segment_a_thread_writes_the_very_archive_it_writes_checked_whole(monkeypatch):
+    from codspeed_aggregator.domain import splice as splicing
+
+    datas = [bundle(4242, ["t::a", "t::b"]), bundle(4242, ["t::c"]), bundle(77, ["t::d"])]
+    shards = []
+    for i, data in enumerate(datas):
+        copy, index = normalized(data)
+        shards.append(NormalizedShard(str(i), tuple(validate_bundle(io.BytesIO(data)).pids), index, lambda c=copy: io.BytesIO(c)))
+    whole, pieces = io.BytesIO(), io.BytesIO()
+    splice(shards, whole)
+    monkeypatch.setattr(splicing, "PIECE", 1)  # every segment a piece of its own, on threads
+    monkeypatch.setattr(splicing, "CHECK_THREADS", 3)
+    splice(shards, pieces)
+    assert pieces.getvalue() == whole.getvalue()
+    assert _members(pieces.getvalue()) == _members(_both(datas)[0])
+
+
+def test_a_piece_of_the_check_that_does_not_end_where_a_deflate_block_does_is_refused(monkeypatch):
+    """Inflated whole, the same bytes in the same order would pass: a piece is inflated alone, so it
+    must end where a block does, or the next piece's inflate would not be the stream's."""
+    from codspeed_aggregator.domain import splice as splicing
+
+    copy, index = normalized(bundle(4242, ["t::a", "t::b"]))
+    segments = {s[0]: s for s in next(m for m in index["members"] if m["name"].endswith(".out"))["segments"]}
+    segments["body"][2] -= 2  # the body ends two bytes early, inside its full flush; the pad starts there
+    segments["pad"][1] -= 2
+    segments["pad"][2] += 2
+    shard = NormalizedShard("1", (4242,), index, lambda: io.BytesIO(copy))
+    splice([shard], io.BytesIO())  # checked in one piece: the bytes are the same
+    monkeypatch.setattr(splicing, "PIECE", 1)
+    out = io.BytesIO()
+    with pytest.raises(IndexMismatch, match="a piece of the spliced archive does not end where a deflate block does"):
+        splice([shard], out)
+    with pytest.raises(EOFError):  # refused before its trailer: what was written is no archive
+        gzip.decompress(out.getvalue())
