@@ -1,10 +1,12 @@
 """``codspeed-aggregator merge``: the finalizer's merge, on files, for a CI job without AWS.
 
-Each bundle is made ready to splice in a process of its own (one per core), as an arrival
-does: one ``codspeed-client pack`` (or ``push``) wrote is verified, any other is normalized
-into a scratch copy; then all are spliced without recompressing. When a bundle cannot be
-indexed (a tar read otherwise than its headers say), every bundle is checked as it is merged,
-in one read of each.
+Bundles that ``codspeed-client pack`` (or ``push``) wrote are verified, each in a process of
+its own (one per core), then spliced without recompressing. A bundle as the runner makes it is
+not cut to splice: normalizing it is the work of a recompression again, so on fewer than
+SPLICE_CORES cores every bundle is checked as it is merged and recompressed, in one read of each
+(the floor's own work: inflating on one core, compressing on the other). With more cores each
+is normalized into a scratch copy, in parallel, and all are spliced. A bundle that cannot be
+indexed (a tar read otherwise than its headers say) is merged the one-read way too.
 """
 
 import os
@@ -13,12 +15,14 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from codspeed_rules.normalize import NotNormalized
+from codspeed_rules.normalize import NORMALIZED_HEADER, NotNormalized
 
 from .domain.bundle import normalizing, validate_bundle
 from .domain.errors import BadBundle
 from .domain.merge import MergeResult, ShardBundle, ShardRefused, merge_bundles
-from .domain.splice import IndexMismatch, NormalizedShard, splice
+from .domain.splice import IndexMismatch, NormalizedShard, splice, usable_cores
+
+SPLICE_CORES = 3  # below, normalizing runner bundles to splice them is slower than one read (bench/merge.py)
 
 
 def merge_files(paths: list[str], output: str) -> int:
@@ -54,23 +58,30 @@ def merge_files(paths: list[str], output: str) -> int:
 
 
 def _merged(paths: list[str], out) -> tuple[MergeResult, str]:
-    with tempfile.TemporaryDirectory(prefix="codspeed-merge-") as scratch:
-        shards = _prepared(paths, Path(scratch))
-        if shards is not None:
-            try:
-                return splice(shards, out), "spliced"
-            except IndexMismatch:  # a bundle changed since it was read: merge what is there now
-                out.seek(0)
-                out.truncate()
+    if usable_cores() >= SPLICE_CORES or all(map(_packed, paths)):
+        with tempfile.TemporaryDirectory(prefix="codspeed-merge-") as scratch:
+            shards = _prepared(paths, Path(scratch))
+            if shards is not None:
+                try:
+                    return splice(shards, out), "spliced"
+                except IndexMismatch:  # a bundle changed since it was read: merge what is there now
+                    out.seek(0)
+                    out.truncate()
     # Each bundle is checked as it is merged (one read of each): its pids are planned as it streams.
     bundles = [ShardBundle(str(index), None, lambda p=Path(name): open(p, "rb")) for index, name in enumerate(paths, start=1)]
     return merge_bundles(bundles, out), "recompressed"
 
 
+def _packed(path: str) -> bool:
+    """Marked as normalized: what the client packs (verified, not normalized again, if it is so)."""
+    with open(path, "rb") as bundle:
+        return bundle.read(len(NORMALIZED_HEADER)) == NORMALIZED_HEADER
+
+
 def _prepared(paths: list[str], scratch: Path) -> list[NormalizedShard] | None:
     """Every bundle validated and ready to splice, or None when one cannot be indexed."""
     jobs = [(name, scratch / f"{index}.tar.gz") for index, name in enumerate(paths, start=1)]
-    workers = min(len(jobs), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    workers = min(len(jobs), usable_cores())
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
             found = list(pool.map(_prepare, jobs))
@@ -101,7 +112,7 @@ def _prepare(job: tuple[str, Path]) -> tuple[tuple[int, ...], dict, str | Path] 
 def _normalized(source: str, copy: Path, verify: bool):
     with open(source, "rb") as raw, open(copy, "wb") as out:
         reading = normalizing(out, verify=verify)
-        summary = validate_bundle(raw, gunzip=reading.gunzip, tap=reading.tap)
+        summary = validate_bundle(raw, gunzip=reading.gunzip, tap=reading.tap, keep=None)  # it reports no benchmark
         index = reading.close(summary.listing)
     if reading.verifier is not None:
         copy.unlink()

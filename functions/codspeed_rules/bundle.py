@@ -151,10 +151,10 @@ def unpacked(stream: BinaryIO, gzipped: bool, gunzip: Callable = stdlib_gunzip):
 
 def validate_bundle(stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits(), *,
                     gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS,
-                    tap: Callable[[bytes], None] | None = None) -> BundleSummary:
+                    tap: Callable[[bytes], None] | None = None, keep: int | None = MAX_RESULTS) -> BundleSummary:
     """``tap``: given every byte of the tar as it is read (a ``normalize.Normalizer`` makes the
-    normalized copy in the same pass)."""
-    check = BundleCheck(stream, executor, limits, gunzip=gunzip, gunzip_errors=gunzip_errors, tap=tap)
+    normalized copy in the same pass); ``keep``: as ``BundleCheck`` takes it."""
+    check = BundleCheck(stream, executor, limits, gunzip=gunzip, gunzip_errors=gunzip_errors, tap=tap, keep=keep)
     with check.members() as members:
         for member in members:
             if (content := check.content(member)) is not None:
@@ -171,8 +171,9 @@ class BundleCheck:
 
     def __init__(self, stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits(), *,
                  gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS,
-                 tap: Callable[[bytes], None] | None = None, keep: int = MAX_RESULTS) -> None:
-        """``keep``: how many benchmarks' names and results to keep (0: count them only, fastest)."""
+                 tap: Callable[[bytes], None] | None = None, keep: int | None = MAX_RESULTS) -> None:
+        """``keep``: how many benchmarks' names and results to keep (0: count them only; None: no
+        benchmark is looked for, for a merge that reports none: no check depends on them)."""
         self.counted = _CountingReader(stream)
         self.tap, self.keep = tap, keep
         self.executor, self.limits = executor, limits
@@ -228,11 +229,12 @@ class BundleCheck:
         summary = self.summary
         if out:
             _check_out(current.path, int(out["pid"]), current.head, summary)
-            summary.benchmarks += current.scanner.count
-            summary.benchmark_names.extend(current.scanner.names[: MAX_RESULTS - len(summary.benchmark_names)])
-            for name, costs in current.scanner.costs.items():
-                if len(summary.results) < MAX_RESULTS:
-                    summary.results[name] = costs
+            if (scanner := current.scanner) is not None:
+                summary.benchmarks += scanner.count
+                summary.benchmark_names.extend(scanner.names[: MAX_RESULTS - len(summary.benchmark_names)])
+                for name, costs in scanner.costs.items():
+                    if len(summary.results) < MAX_RESULTS:
+                        summary.results[name] = costs
         elif current.kept is not None:
             for name, stats in walltime_results(bytes(current.kept)).items():
                 if len(summary.results) < MAX_RESULTS:
@@ -268,9 +270,10 @@ class _Tapped:
 
 class _CheckedContent:
     def __init__(self, reader, path: str, counted: "_CountingReader", limits: BundleLimits, keep: bool = False,
-                 names: int = MAX_RESULTS) -> None:
+                 names: int | None = MAX_RESULTS) -> None:
         self._reader, self.path, self._counted, self._limits = reader, path, counted, limits
-        self.scanner = BenchmarkScanner(keep_names=names) if OUT_NAME.match(path) else None
+        self.callgrind = OUT_NAME.match(path) is not None
+        self.scanner = BenchmarkScanner(keep_names=names) if self.callgrind and names is not None else None
         self.head = b""
         self.kept = bytearray() if keep else None  # the member's bytes, when its content is read after
 
@@ -280,10 +283,11 @@ class _CheckedContent:
         counted.unpacked += len(chunk)
         if self.kept is not None:
             self.kept += chunk
-        if self.scanner and chunk:
+        if self.callgrind and chunk:
             if len(self.head) < HEADER_BYTES:
                 self.head += chunk[: HEADER_BYTES - len(self.head)]
-            self.scanner.feed(chunk)
+            if self.scanner is not None:
+                self.scanner.feed(chunk)
         if counted.unpacked > limits.ratio_floor_bytes and counted.unpacked / max(counted.count, 1) > limits.max_ratio:
             raise BadBundle(f"the bundle expands more than {limits.max_ratio}x: refused as a gzip bomb")
         return chunk

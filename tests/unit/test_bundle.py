@@ -5,14 +5,14 @@ import tarfile
 import pytest
 
 from codspeed_aggregator.domain.bundle import validate_bundle
-from codspeed_rules.bundle import BundleLimits, member_path
+from codspeed_rules.bundle import MAX_RESULTS, BundleLimits, member_path
 from codspeed_aggregator.domain.errors import BadBundle
 from codspeed_aggregator.local.profiles import callgrind_text
 from tests.factories import bundle, profile_members, tar_gz
 
 
-def _validate(data: bytes, **limits):
-    return validate_bundle(io.BytesIO(data), limits=BundleLimits(**limits))
+def _validate(data: bytes, keep=MAX_RESULTS, **limits):
+    return validate_bundle(io.BytesIO(data), limits=BundleLimits(**limits), keep=keep)
 
 
 def _special(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
@@ -28,6 +28,14 @@ def test_a_good_bundle_is_summarized():
     assert summary.benchmarks == 2
     assert summary.benchmark_names == ["a::one", "a::two"]
     assert summary.members == 5
+
+
+def test_a_bundle_validated_for_a_merge_that_reports_no_benchmark_is_read_alike_but_for_its_benchmarks():
+    data = tar_gz({**profile_members(10, ["a"]), **profile_members(11, ["b", "c"])})
+    full, merge_only = _validate(data), _validate(data, keep=None)
+    assert (merge_only.pids, merge_only.members, merge_only.listing) == (full.pids, full.members, full.listing)
+    assert (merge_only.benchmarks, merge_only.benchmark_names, merge_only.results) == (0, [], {})
+    assert full.benchmarks == 3
 
 
 def test_several_out_files_in_one_shard_are_all_counted():
@@ -58,9 +66,10 @@ def test_several_out_files_in_one_shard_are_all_counted():
         (tar_gz({"./a\x01b.out": b"x"}), "control character"),
     ],
 )
-def test_bad_bundles_are_refused_with_a_reason(data, reason):
+@pytest.mark.parametrize("keep", [MAX_RESULTS, None], ids=["benchmarks read", "no benchmark looked for"])
+def test_bad_bundles_are_refused_with_a_reason(data, reason, keep):
     with pytest.raises(BadBundle, match=reason):
-        _validate(data)
+        _validate(data, keep=keep)
 
 
 def test_a_gzip_bomb_is_refused_by_its_ratio():

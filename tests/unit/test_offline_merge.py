@@ -2,6 +2,8 @@ import gzip
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from codspeed_aggregator.cli import main
 from tests.factories import bundle, marked_uncut, packed, tar_gz
 
@@ -57,17 +59,44 @@ def _merged_by_the_finalizer(datas: list[bytes], out: Path) -> None:
         merge_bundles(shards, f)
 
 
-def test_packed_runner_and_wrongly_marked_bundles_are_all_spliced_into_what_the_merge_writes(tmp_path, capsys):
+@pytest.mark.parametrize("cores, how", [(4, "spliced"), (2, "recompressed")])
+def test_packed_runner_and_wrongly_marked_bundles_merge_into_what_the_finalizer_writes(tmp_path, capsys, monkeypatch,
+                                                                                        cores, how):
+    """With enough cores each is made ready to splice (verified, or normalized into a copy); on
+    fewer, a runner's bundle makes the merge recompress all of them in one read."""
+    from codspeed_aggregator import offline
+
+    monkeypatch.setattr(offline, "usable_cores", lambda: cores)
     runner = [bundle(4242, [f"t{i}::b"]) for i in (1, 2, 3)]
     _merged_by_the_finalizer(runner, tmp_path / "expected.tar.gz")
     # packed by the client (verified), as the runner makes them (normalized), marked but not cut (normalized)
     datas = [packed(runner[0]), runner[1], marked_uncut(runner[2])]
-    assert main(["merge", *_write(tmp_path, datas), "-o", str(tmp_path / "spliced.tar.gz")]) == 0
+    assert main(["merge", *_write(tmp_path, datas), "-o", str(tmp_path / "merged.tar.gz")]) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("merged 3 bundles") and "(spliced)" in printed and "2 pids renumbered" in printed
-    assert _outs(tmp_path / "spliced.tar.gz") == _outs(tmp_path / "expected.tar.gz")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["expected.tar.gz", "shard1.tar.gz", "shard2.tar.gz",
-                                                          "shard3.tar.gz", "spliced.tar.gz"]  # no scratch left
+    assert printed.startswith("merged 3 bundles") and f"({how})" in printed and "2 pids renumbered" in printed
+    assert _outs(tmp_path / "merged.tar.gz") == _outs(tmp_path / "expected.tar.gz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["expected.tar.gz", "merged.tar.gz", "shard1.tar.gz",
+                                                          "shard2.tar.gz", "shard3.tar.gz"]  # no scratch left
+
+
+def test_on_two_cores_a_runner_bundle_is_not_normalized_before_the_merge_recompresses_it(tmp_path, capsys, monkeypatch):
+    from codspeed_aggregator import offline
+
+    monkeypatch.setattr(offline, "usable_cores", lambda: 2)
+    monkeypatch.setattr(offline, "_prepared", lambda *_: pytest.fail("normalized first"))
+    paths = _write(tmp_path, [packed(bundle(4242, ["t1::b"])), bundle(4242, ["t2::b"])])
+    assert main(["merge", *paths, "-o", str(tmp_path / "merged.tar.gz")]) == 0
+    assert "(recompressed)" in capsys.readouterr().out
+    assert sorted(n for n in _outs(tmp_path / "merged.tar.gz") if n.endswith(".out")) == ["./4242.out", "./4243.out"]
+
+
+def test_bundles_the_client_packed_are_spliced_on_any_number_of_cores(tmp_path, capsys, monkeypatch):
+    from codspeed_aggregator import offline
+
+    monkeypatch.setattr(offline, "usable_cores", lambda: 1)
+    paths = _write(tmp_path, [packed(bundle(4242, [f"t{i}::b"])) for i in (1, 2)])
+    assert main(["merge", *paths, "-o", str(tmp_path / "merged.tar.gz")]) == 0
+    assert "(spliced)" in capsys.readouterr().out
 
 
 def test_a_bundle_that_cannot_be_indexed_recompresses_them_all_as_validation_read_them(tmp_path, capsys):

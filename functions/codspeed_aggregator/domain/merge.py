@@ -248,7 +248,7 @@ def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFA
 
 def _copy_checked(shard: ShardBundle, merged: tarfile.TarFile, moves: _StreamedMoves, names: "MemberNames") -> None:
     with shard.open() as stream:
-        check = BundleCheck(stream, gunzip=gz.reader, gunzip_errors=(*gz.ERRORS, *GUNZIP_ERRORS), keep=0)
+        check = BundleCheck(stream, gunzip=gz.reader, gunzip_errors=(*gz.ERRORS, *GUNZIP_ERRORS), keep=None)
         try:
             with check.members() as members:
                 for member in members:
