@@ -2,6 +2,7 @@
 
 import gzip
 import io
+import random
 import subprocess
 import tarfile
 import zlib
@@ -229,3 +230,31 @@ def test_a_piece_of_the_check_that_does_not_end_where_a_deflate_block_does_is_re
         splice([shard], out)
     with pytest.raises(EOFError):  # refused before its trailer: what was written is no archive
         gzip.decompress(out.getvalue())
+
+
+def test_a_check_thread_that_fails_unforeseen_fails_the_splice_and_never_leaves_its_writer_waiting(monkeypatch):
+    import threading
+
+    from codspeed_aggregator.domain import splice as splicing
+
+    def broken(self, packed):
+        raise RuntimeError("the check broke")
+
+    monkeypatch.setattr(splicing, "PIECE", 1)
+    monkeypatch.setattr(splicing, "QUEUED", 1)  # a writer waits as soon as its piece's reader stops
+    monkeypatch.setattr(splicing._PieceInflate, "feed", broken)
+    members = profile_members(4242, ["t::a"])
+    members["./runner.log"] = random.Random(7).randbytes(3 << 20)  # a segment of three chunks: its writer waits
+    copy, index = normalized(tar_gz(members))
+    raised = []
+
+    def run():
+        try:
+            splice([NormalizedShard("1", (4242,), index, lambda: io.BytesIO(copy))], io.BytesIO())
+        except RuntimeError as exc:
+            raised.append(str(exc))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive() and raised == ["the check broke"]

@@ -119,7 +119,6 @@ class _Checked:
         self._checks: list[Future] = []
         self._piece: queue.Queue | None = None
         self._held = 0
-        self._failed = False
 
     def feed(self, packed: bytes) -> None:
         if self._piece is None:
@@ -139,16 +138,14 @@ class _Checked:
             self._piece, self._held = None, 0
 
     def _check(self, chunks: queue.Queue) -> tuple[int, int]:
-        """Reads the piece to its end whatever happens, so that its writer never waits on it."""
+        inflated, packed = _PieceInflate(), None
         try:
-            inflated = _PieceInflate(skip=self._failed)  # once one failed, what follows is let go
             while not isinstance(packed := chunks.get(), bool):
                 inflated.feed(packed)
             return inflated.result(last=packed)
-        except IndexMismatch:
-            self._failed = True
-            raise
         finally:
+            while not isinstance(packed, bool):  # read to its end whatever failed: its writer never waits on it
+                packed = chunks.get()
             self._room.release()
 
     def stop(self) -> None:
@@ -161,30 +158,28 @@ class _Checked:
         does not inflate alone or does not end where a block does."""
         self._end_piece(last=True)
         crc, size = 0, 0
-        for check in self._checks:  # the first piece that failed, in order, says why
+        for check in self._checks:  # the first piece that failed, in order, says why; all are read to their end
             piece_crc, piece_size = check.result()
             crc, size = isal_zlib.crc32_combine(crc, piece_crc, piece_size), size + piece_size
         return crc, size
 
 
 class _PieceInflate:
-    def __init__(self, skip: bool) -> None:
+    """One piece, inflated alone as it streams in: its CRC-32 and length."""
+
+    def __init__(self) -> None:
         self._inflate = isal_zlib.decompressobj(-15)
         self._crc, self._size = 0, 0
-        self._error: IndexMismatch | None = IndexMismatch("an earlier piece failed") if skip else None
 
     def feed(self, packed: bytes) -> None:
-        if self._error is not None:
-            return
         if self._inflate.eof:
-            self._error = IndexMismatch("the spliced archive's deflate stream ends before its last segment")
-            return
+            raise IndexMismatch("the spliced archive's deflate stream ends before its last segment")
         try:
             while packed:
                 self._took(self._inflate.decompress(packed, INFLATE_OUT))
                 packed = self._inflate.unconsumed_tail
         except isal_zlib.error as exc:
-            self._error = IndexMismatch(f"the spliced archive does not inflate ({exc})")
+            raise IndexMismatch(f"the spliced archive does not inflate ({exc})") from exc
 
     def _took(self, data: bytes) -> None:
         self._crc, self._size = isal_zlib.crc32(data, self._crc), self._size + len(data)
@@ -192,12 +187,10 @@ class _PieceInflate:
     def result(self, last: bool) -> tuple[int, int]:
         inflate = self._inflate
         try:
-            while self._error is None and not inflate.eof and (data := inflate.decompress(b"", INFLATE_OUT)):
+            while not inflate.eof and (data := inflate.decompress(b"", INFLATE_OUT)):
                 self._took(data)
         except isal_zlib.error as exc:
-            self._error = IndexMismatch(f"the spliced archive does not inflate ({exc})")
-        if self._error is not None:
-            raise self._error
+            raise IndexMismatch(f"the spliced archive does not inflate ({exc})") from exc
         if last and not (inflate.eof and not inflate.unused_data):
             raise IndexMismatch("the spliced archive's deflate stream does not end with its last segment")
         if not last and not closed(inflate):
