@@ -49,7 +49,7 @@ from codspeed_aggregator.domain.bundle import validate_bundle  # noqa: E402
 from codspeed_aggregator.domain.merge import DEFAULT_LEVEL, ShardBundle, merge_bundles  # noqa: E402
 from codspeed_aggregator.domain.splice import NormalizedShard, splice  # noqa: E402
 from codspeed_aggregator.offline import SPLICE_CORES, merge_files  # noqa: E402
-from codspeed_aggregator.domain.splice import usable_cores  # noqa: E402
+from codspeed_aggregator.domain.splice_check import usable_cores  # noqa: E402
 from codspeed_rules.normalize import Normalizer  # noqa: E402
 
 TARGETS = {"merge_vs_floor": ("<=", 1.3), "offline_merge_vs_floor": ("<=", 0.5), "offline_unpacked_vs_floor": ("<=", 1.3),

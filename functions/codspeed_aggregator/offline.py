@@ -20,7 +20,8 @@ from codspeed_rules.normalize import NORMALIZED_HEADER, NotNormalized
 from .domain.bundle import normalizing, validate_bundle
 from .domain.errors import BadBundle
 from .domain.merge import MergeResult, ShardBundle, ShardRefused, merge_bundles
-from .domain.splice import IndexMismatch, NormalizedShard, splice, usable_cores
+from .domain.splice import IndexMismatch, NormalizedShard, splice
+from .domain.splice_check import usable_cores
 
 SPLICE_CORES = 3  # below, normalizing runner bundles to splice them is slower than one read (bench/merge.py)
 

@@ -196,7 +196,7 @@ def test_a_splice_whose_output_would_not_inflate_to_what_the_indexes_promise_is_
 
 
 def test_a_splice_checked_a_segment_a_thread_writes_the_very_archive_it_writes_checked_whole(monkeypatch):
-    from codspeed_aggregator.domain import splice as splicing
+    from codspeed_aggregator.domain import splice_check as splicing
 
     datas = [bundle(4242, ["t::a", "t::b"]), bundle(4242, ["t::c"]), bundle(77, ["t::d"])]
     shards = []
@@ -215,7 +215,7 @@ def test_a_splice_checked_a_segment_a_thread_writes_the_very_archive_it_writes_c
 def test_a_piece_of_the_check_that_does_not_end_where_a_deflate_block_does_is_refused(monkeypatch):
     """Inflated whole, the same bytes in the same order would pass: a piece is inflated alone, so it
     must end where a block does, or the next piece's inflate would not be the stream's."""
-    from codspeed_aggregator.domain import splice as splicing
+    from codspeed_aggregator.domain import splice_check as splicing
 
     copy, index = normalized(bundle(4242, ["t::a", "t::b"]))
     segments = {s[0]: s for s in next(m for m in index["members"] if m["name"].endswith(".out"))["segments"]}
@@ -235,7 +235,7 @@ def test_a_piece_of_the_check_that_does_not_end_where_a_deflate_block_does_is_re
 def test_a_check_thread_that_fails_unforeseen_fails_the_splice_and_never_leaves_its_writer_waiting(monkeypatch):
     import threading
 
-    from codspeed_aggregator.domain import splice as splicing
+    from codspeed_aggregator.domain import splice_check as splicing
 
     def broken(self, packed):
         raise RuntimeError("the check broke")
