@@ -35,8 +35,8 @@ class SpliceCheck:
     byte-aligned, non-final block), so the next one starts where a block starts. Memory stays
     flat: at most twice as many pieces open as threads, each holding at most QUEUED chunks."""
 
-    def __init__(self, threads: int | None = None) -> None:
-        threads = threads or min(CHECK_THREADS, usable_cores())
+    def __init__(self) -> None:
+        threads = min(CHECK_THREADS, usable_cores())
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="splice-check")
         self._room = threading.BoundedSemaphore(2 * threads)
         self._checks: list[Future] = []
@@ -97,23 +97,22 @@ class _PieceInflate:
     def feed(self, packed: bytes) -> None:
         if self._inflate.eof:
             raise IndexMismatch("the spliced archive's deflate stream ends before its last segment")
+        while packed:
+            self._inflated(packed)
+            packed = self._inflate.unconsumed_tail
+
+    def _inflated(self, packed: bytes) -> bytes:
         try:
-            while packed:
-                self._took(self._inflate.decompress(packed, INFLATE_OUT))
-                packed = self._inflate.unconsumed_tail
+            data = self._inflate.decompress(packed, INFLATE_OUT)
         except isal_zlib.error as exc:
             raise IndexMismatch(f"the spliced archive does not inflate ({exc})") from exc
-
-    def _took(self, data: bytes) -> None:
         self._crc, self._size = isal_zlib.crc32(data, self._crc), self._size + len(data)
+        return data
 
     def result(self, last: bool) -> tuple[int, int]:
         inflate = self._inflate
-        try:
-            while not inflate.eof and (data := inflate.decompress(b"", INFLATE_OUT)):
-                self._took(data)
-        except isal_zlib.error as exc:
-            raise IndexMismatch(f"the spliced archive does not inflate ({exc})") from exc
+        while not inflate.eof and self._inflated(b""):
+            pass
         if last and not (inflate.eof and not inflate.unused_data):
             raise IndexMismatch("the spliced archive's deflate stream does not end with its last segment")
         if not last and not closed(inflate):
