@@ -125,6 +125,41 @@ class _CountingReader:
         return data
 
 
+class ForwardOnly:
+    """A stream read, or written, front to back, that ``tarfile`` may open as a file (modes "r:"
+    and "w:"): those read a member into, and write it from, the caller's chunks as they are,
+    where its stream modes ("r|", "w|") join and slice every chunk through a buffer of their own
+    (three copies of each byte). It seeks only forward, reading what it skips."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw, self._at = raw, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        if 0 < len(data) < n:  # tarfile takes a short read for the end: read on (a verifier answers piece by piece)
+            parts, got = [data], len(data)
+            while got < n and (more := self._raw.read(n - got)):
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        self._at += len(data)
+        return data
+
+    def write(self, data: bytes) -> int:
+        self._at += len(data)
+        return self._raw.write(data)
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence != 0 or offset < self._at:
+            raise tarfile.StreamError("seeking backwards is not allowed")
+        while self._at < offset and self.read(min(CHUNK, offset - self._at)):
+            pass
+        return self._at
+
+
 EXECUTORS = (VALGRIND, "walltime", "memory")
 
 
@@ -192,7 +227,7 @@ class BundleCheck:
             with unpacked(self.counted, self.summary.gzipped, self.gunzip) as tar_stream:
                 if self.tap is not None:
                     tar_stream = _Tapped(tar_stream, self.tap)
-                with tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, tarinfo=BoundedTarInfo) as tar:
+                with tarfile.open(fileobj=ForwardOnly(tar_stream), mode="r:", tarinfo=BoundedTarInfo) as tar:
                     self.tar = tar
                     yield self._checked(tar)
                 while tar_stream.read(CHUNK):  # to the end, so that gzip checks its CRC and length

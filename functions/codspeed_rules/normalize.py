@@ -34,6 +34,9 @@ NORMALIZED_HEADER = b"\x1f\x8b\x08\x04\x00\x00\x00\x00\x00\xff\x06\x00Cn\x02\x00
 FULL_FLUSH_END = b"\x00\x00\xff\xff"  # how a full flush ends: an empty stored block
 CLOSING_BLOCK = b"\x01\x00\x00\xff\xff"  # an empty final stored block: see closed()
 FINAL_BLOCK = b"\x03\x00"  # an empty final fixed-Huffman block: ends a deflate stream of full-flushed segments
+# An index's mark: when it was made, each segment but the end was inflated alone by a fresh inflater,
+# came to its length and CRC-32 and ended closed (the object's CRC-32 binds it to those bytes).
+INFLATED_ALONE = "inflated_alone"
 HEADER, HEAD, BODY, PAD, END = "header", "head", "body", "pad", "end"
 EXTENDED = (b"L", b"K", b"x", b"g", b"X")
 PID_LINE_START = b"\npid: "
@@ -59,12 +62,16 @@ class Normalizer:
     """Fed a tar's bytes in order (``feed``), writes the normalized gzip to ``out``;
     ``close`` answers the index. Memory: one header block and, for a callgrind file, its first
     64 KiB (where its ``pid:`` line is). Without ``out`` it only walks the tar: each cut is then
-    listed in ``unplaced`` with the uncompressed offset it ends at, for a ``Verifier`` to place."""
+    listed in ``unplaced`` with the uncompressed offset it ends at, for a ``Verifier`` to place.
+    With ``prove`` (a raw inflater's factory) each segment written is inflated alone as it is
+    written, and the index is marked INFLATED_ALONE when every one came to what was written."""
 
     def __init__(self, out: BinaryIO | None, level: int = 1, compressor: Callable = raw_compressor,
-                 full_flush: int = zlib.Z_FULL_FLUSH, crc32: Callable = zlib.crc32) -> None:
+                 full_flush: int = zlib.Z_FULL_FLUSH, crc32: Callable = zlib.crc32,
+                 prove: Callable | None = None) -> None:
         self._out, self._full_flush, self._crc32 = out, full_flush, crc32
         self._comp = compressor(level) if out is not None else None
+        self._proof = _Proof(prove, crc32) if prove is not None and out is not None else None
         self._object_crc, self._offset = 0, 0  # of the compressed bytes written
         self._emit(NORMALIZED_HEADER)
         self.unplaced: list[tuple[list, int]] = []
@@ -94,7 +101,12 @@ class Normalizer:
         self.crc = self._crc32(data, self.crc)
         self.size += len(data)
         if self._comp is not None:
-            self._emit(self._comp.compress(data))
+            self._emit_segment(self._comp.compress(data))
+
+    def _emit_segment(self, packed: bytes) -> None:
+        self._emit(packed)
+        if self._proof is not None:
+            self._proof.feed(packed)
 
     def _emit(self, packed: bytes) -> None:
         if packed and self._out is not None:
@@ -111,8 +123,10 @@ class Normalizer:
             cut = [kind, None, None, segment["ulen"], segment["crc"]]
             self.unplaced.append((cut, self.size))
         else:
-            self._emit(self._comp.flush(self._full_flush))
+            self._emit_segment(self._comp.flush(self._full_flush))
             cut = [kind, segment["start"], self._offset - segment["start"], segment["ulen"], segment["crc"]]
+            if self._proof is not None and kind != END:  # the end is never copied: a splice encodes its own
+                self._proof.segment_ends(segment["ulen"], segment["crc"])
         self._segment = {"start": self._offset, "ulen": 0, "crc": 0}
         return cut
 
@@ -278,10 +292,38 @@ class Normalizer:
         if end is not None and end[1] is not None:
             end[2] += len(FINAL_BLOCK)  # the end segment runs to the trailer
         self._emit(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
-        return {
+        index = {
             "format": FORMAT, "members": self.members, "end": end, "crc": self.crc, "size": self.size,
             "object": {"size": self._offset, "crc32": self._object_crc},
         }
+        if self._proof is not None and self._proof.held:
+            index[INFLATED_ALONE] = True
+        return index
+
+
+class _Proof:
+    """A normalizer's segments inflated alone as they are written: what the splice would otherwise
+    inflate again at every forward, done once (a compressor's full flush is trusted nowhere)."""
+
+    def __init__(self, inflater: Callable, crc32: Callable) -> None:
+        self._inflater, self._crc32 = inflater, crc32
+        self._inflate, self._crc, self._size = inflater(), 0, 0
+        self.held = True
+
+    def feed(self, packed: bytes) -> None:
+        if not packed or not self.held:
+            return
+        try:  # our own compressor's output: it inflates to no more than was just compressed
+            data = self._inflate.decompress(packed)
+        except Exception:  # zlib's or isal's error
+            self.held = False
+            return
+        self._crc, self._size = self._crc32(data, self._crc), self._size + len(data)
+
+    def segment_ends(self, size: int, crc: int) -> None:
+        if self.held and ((self._size, self._crc) != (size, crc) or not closed(self._inflate)):
+            self.held = False
+        self._inflate, self._crc, self._size = self._inflater(), 0, 0
 
 
 def raw_inflater():
@@ -429,6 +471,7 @@ class Verifier:
         elif self._inflated_bytes:
             raise NotNormalized("the deflate stream holds bytes after the tar's last segment")
         index["object"] = {"size": self._position, "crc32": self._object_crc}
+        index[INFLATED_ALONE] = True  # each segment was, above, and the end too
         self.index = index
 
 

@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 from codspeed_aggregator.use_cases import forward_part
 from codspeed_aggregator.domain.keys import index_key, normalized_key
 from codspeed_aggregator.local.upstream_stub import archive_of
+from codspeed_rules.normalize import INFLATED_ALONE
 from codspeed_wire.api import ShardUploadRequest
 from tests.factories import bundle, marked_uncut, packed, put, upload_request
 
@@ -55,6 +56,7 @@ def test_arrivals_leave_a_normalized_copy_and_the_finalizer_splices_it(isolated,
     assert shard.normalized["key"] == normalized_key(keys[0]) and set(shard.normalized) == {"key", "version", "index_version"}
     index = agg.store.read_json(index_key(keys[0]), shard.normalized["index_version"])
     assert index["bundle"] == {"key": keys[0], "version": shard.version_id}
+    assert index[INFLATED_ALONE] is True  # the arrival inflated each segment it wrote: no forward does again
     upload, _ = _spliced(agg, isolated, project, run_id)
     metadata = json.loads((upload / "metadata.json").read_text())
     assert metadata["profileMd5"] == base64.b64encode(hashlib.md5(archive_of(upload).read_bytes()).digest()).decode()
@@ -122,6 +124,7 @@ def test_a_bundle_the_client_normalized_is_verified_and_spliced_as_it_is(isolate
     assert shard.normalized["key"] == keys[1] and shard.normalized["version"] == shard.version_id
     index = agg.store.read_json(index_key(keys[1]), shard.normalized["index_version"])
     assert index["bundle"] == {"key": keys[1], "version": shard.version_id}
+    assert index[INFLATED_ALONE] is True  # verified: each segment was inflated alone
     _, outs = _spliced(agg, isolated, project, run_id)
     assert b"t2::a" in outs["./4243.out"] and b"t3::b" in outs["./4244.out"]
 

@@ -133,3 +133,56 @@ def test_a_pid_line_cut_by_the_64_kib_head_is_refused_not_read_as_another_pid():
         validate_bundle(io.BytesIO(tar_gz({"./42.out": content})))
     whole = head + b"pid: 42\n" + filler  # a pid line within the head: read
     assert validate_bundle(io.BytesIO(tar_gz({"./42.out": whole}))).pids == [42]
+
+
+class _Unseekable:
+    """A stream as S3 or a gzip reader gives it: no seek, and reads shorter than asked."""
+
+    def __init__(self, data: bytes = b"", most: int = 700) -> None:
+        self._data, self._at, self._most, self.written = data, 0, most, bytearray()
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._most if n < 0 else min(n, self._most)
+        piece = self._data[self._at:self._at + n]
+        self._at += len(piece)
+        return piece
+
+    def write(self, data: bytes) -> int:
+        self.written += data
+        return len(data)
+
+
+def test_a_tar_read_and_written_front_to_back_as_a_file_is_what_tarfile_s_stream_modes_read_and_write():
+    """Validation and the merge open tars as files through ForwardOnly (tarfile's stream modes copy
+    every byte three times): the same bytes written, the same members read, from a stream that
+    reads short and cannot seek."""
+    from codspeed_rules.bundle import ForwardOnly
+
+    members = profile_members(4242, ["t::a", "t::b"])
+    members["./runner.log"] = bytes(range(256)) * 3000
+    streamed, as_file = io.BytesIO(), _Unseekable()
+
+    def info(name: str, data: bytes) -> tarfile.TarInfo:
+        made = tarfile.TarInfo(name)
+        made.size, made.mtime = len(data), 7
+        return made
+
+    with tarfile.open(fileobj=streamed, mode="w|", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members.items():
+            tar.addfile(info(name, data), io.BytesIO(data))
+    with tarfile.open(fileobj=ForwardOnly(as_file), mode="w:", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members.items():
+            tar.addfile(info(name, data), io.BytesIO(data))
+    assert bytes(as_file.written) == streamed.getvalue()
+    read = {}
+    with tarfile.open(fileobj=ForwardOnly(_Unseekable(streamed.getvalue())), mode="r:") as tar:
+        for member in tar:
+            read[member.name] = tar.extractfile(member).read()
+    assert read == members
+    with tarfile.open(fileobj=ForwardOnly(_Unseekable(streamed.getvalue())), mode="r:") as tar:
+        assert [m.name for m in tar] == list(members)  # contents not read: each skipped by reading on
+    stream = ForwardOnly(_Unseekable(streamed.getvalue()))
+    stream.read(1000)
+    with pytest.raises(tarfile.StreamError, match="seeking backwards is not allowed"):
+        stream.seek(10)
+    assert stream.tell() == 1000 and stream.seek(5000) == 5000

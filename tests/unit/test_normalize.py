@@ -15,7 +15,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from codspeed_aggregator.domain import gz
 from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
 from codspeed_rules import bundle as rules
-from codspeed_rules.normalize import GZIP_HEADER, NORMALIZED_HEADER, Normalizer, Normalizing, NotNormalized, Verifier, closed
+from codspeed_rules.normalize import (
+    GZIP_HEADER, INFLATED_ALONE, NORMALIZED_HEADER, Normalizer, Normalizing, NotNormalized, Verifier, closed,
+)
 from tests.factories import arrival, profile_members, segment_ends, tar_gz
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
@@ -30,6 +32,11 @@ def packed(data: bytes, level: int = 6, **kwargs) -> tuple[bytes, dict]:
     normalizer.feed(tar)
     index = normalizer.close()
     return out.getvalue(), index
+
+
+def inflated_alone(index: dict) -> dict:
+    """The index a verifier makes of what a normalizer wrote: marked, for it inflated every segment."""
+    return {**index, INFLATED_ALONE: True}
 
 
 def shape(index: dict) -> dict:
@@ -62,12 +69,13 @@ def test_a_packed_real_bundle_verifies_to_the_index_its_normalizer_wrote(name, t
     executor = "walltime" if name.startswith("walltime") else "valgrind"
     bundle, index = packed((FIXTURES / name).read_bytes())
     summary, found = verified(bundle, executor)
-    assert found == index and stand_alone(bundle, found)
+    assert INFLATED_ALONE not in index  # the client's pack proves nothing to the aggregator
+    assert found == inflated_alone(index) and stand_alone(bundle, found)
     assert summary == validate_bundle(io.BytesIO(bundle), executor)  # what a plain read finds
     # the standard library's inflater and CRC verify alike (the client's, and a reader without isal)
     reading = Normalizing(None, rules.stdlib_gunzip)
     plain = rules.validate_bundle(io.BytesIO(bundle), executor, gunzip=reading.gunzip, tap=reading.tap)
-    assert reading.close(plain.listing) == index
+    assert reading.close(plain.listing) == inflated_alone(index)
     # the mark is an extra field every gzip reader skips
     assert bundle.startswith(NORMALIZED_HEADER) and gzip.decompress(bundle)
     path = tmp_path / "packed.tar.gz"
@@ -85,7 +93,7 @@ def test_flush_bytes_inside_the_data_are_not_taken_for_cuts():
         bundle, index = packed(tar_gz(members), level=level)
         assert bundle.count(b"\x00\x00\xff\xff") > len(index["members"]) * 3
         found = verified(bundle)[1]
-        assert shape(found) == shape(index) and stand_alone(bundle, found)
+        assert shape(found) == shape(inflated_alone(index)) and stand_alone(bundle, found)
 
 
 def test_only_a_closed_segment_passes_the_closing_test():
@@ -205,7 +213,7 @@ def test_any_packed_bundle_verifies_to_its_index_whatever_the_reads(extra, level
     reading = normalizing(None)
     summary = validate_bundle(Trickling(bundle), gunzip=reading.gunzip, tap=reading.tap)
     found = reading.close(summary.listing)
-    assert shape(found) == shape(index) and stand_alone(bundle, found)
+    assert shape(found) == shape(inflated_alone(index)) and stand_alone(bundle, found)
     with tarfile.open(fileobj=io.BytesIO(bundle)) as tar:
         assert sorted(m.name for m in tar.getmembers()) == sorted(files)
     assert found["object"] == index["object"] == {"size": len(bundle), "crc32": zlib.crc32(bundle)}
@@ -222,7 +230,7 @@ def test_a_verified_bundle_inflates_a_bounded_piece_at_a_time():
     sizes = []
     while piece := verifier.read():
         sizes.append(len(piece))
-    assert max(sizes) <= rules.CHUNK and sum(sizes) == index["size"] and verifier.index == index
+    assert max(sizes) <= rules.CHUNK and sum(sizes) == index["size"] and verifier.index == inflated_alone(index)
 
 
 def _pax_overridden(field: str, value: str) -> bytes:
@@ -337,3 +345,31 @@ def test_a_bundle_tarfile_writes_with_sub_second_mtimes_and_a_folder_entry_is_in
     index = reading.close(summary.listing)
     assert index is not None and {m["mtime"] for m in index["members"][1:]} == {1_700_000_001}  # rounded up
     assert {mtime for *_, mtime in summary.listing[1:]} == {1_700_000_000.75}
+
+
+def test_a_normalizer_that_proves_its_segments_marks_its_index_only_when_each_inflated_alone():
+    """Arrivals inflate each segment as they write it, so that no forward inflates it again; a
+    segment that does not inflate alone to what was written into it (here: flushed without a
+    history reset, so it refers to the segment before it) leaves the index unmarked."""
+    members = profile_members(4242, ["t::a", "t::b"])
+    members["./runner.log"] = members["./4242.out"] * 3  # repeats what an earlier member holds
+    tar = gzip.decompress(tar_gz(members))
+
+    def made(**kwargs) -> tuple[bytes, dict]:
+        out = io.BytesIO()
+        normalizer = Normalizer(out, **kwargs)
+        normalizer.feed(tar)
+        index = normalizer.close()
+        return out.getvalue(), index
+
+    bundle, index = made(prove=gz.raw_inflater)
+    assert index[INFLATED_ALONE] is True and stand_alone(bundle, index)
+    assert INFLATED_ALONE not in made()[1]  # the client's pack: the aggregator verifies it instead
+    referring, unproven = made(level=6, full_flush=zlib.Z_SYNC_FLUSH, prove=raw_zlib_inflater)
+    with pytest.raises(zlib.error, match="too far back"):  # the case is real: a segment refers back
+        stand_alone(referring, unproven)
+    assert INFLATED_ALONE not in unproven and gzip.decompress(referring) == tar
+
+
+def raw_zlib_inflater():
+    return zlib.decompressobj(-15)

@@ -2,6 +2,7 @@
 
 import gzip
 import io
+import json
 import random
 import subprocess
 import tarfile
@@ -15,16 +16,17 @@ from codspeed_aggregator.domain import gz
 from codspeed_aggregator.domain.bundle import validate_bundle
 from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
 from codspeed_aggregator.domain.splice import IndexMismatch, NormalizedShard, splice
-from codspeed_rules.normalize import Normalizer
+from codspeed_rules.normalize import INFLATED_ALONE, Normalizer
 from tests.factories import bundle, profile_members, tar_gz
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
 
 
-def normalized(data: bytes, chunk: int = 1 << 16) -> tuple[bytes, dict]:
-    """What an arrival makes of a bundle: its tar, read once, cut into segments."""
+def normalized(data: bytes, prove: bool = False) -> tuple[bytes, dict]:
+    """What an arrival makes of a bundle: its tar, read once, cut into segments (``prove``: and each
+    segment inflated alone as it is written, as arrivals do; without, the splice checks them all)."""
     out = io.BytesIO()
-    normalizer = Normalizer(out, compressor=gz.raw_compressor)
+    normalizer = Normalizer(out, compressor=gz.raw_compressor, prove=gz.raw_inflater if prove else None)
     summary = validate_bundle(io.BytesIO(data), tap=normalizer.feed)
     index = normalizer.close()
     assert summary.members > 0 and index is not None
@@ -206,17 +208,20 @@ def test_a_splice_checked_a_segment_a_thread_writes_the_very_archive_it_writes_c
     whole, pieces = io.BytesIO(), io.BytesIO()
     splice(shards, whole)
     monkeypatch.setattr(splicing, "PIECE", 1)  # every segment a piece of its own, on threads
+    monkeypatch.setattr(splicing, "INLINE", 0)
     monkeypatch.setattr(splicing, "CHECK_THREADS", 3)
     splice(shards, pieces)
     assert pieces.getvalue() == whole.getvalue()
     assert _members(pieces.getvalue()) == _members(_both(datas)[0])
 
 
-def test_a_piece_of_the_check_that_does_not_end_where_a_deflate_block_does_is_refused(monkeypatch):
+@pytest.mark.parametrize("inline", [0, 1 << 20], ids=["on threads", "by the writer"])
+def test_a_piece_of_the_check_that_does_not_end_where_a_deflate_block_does_is_refused(monkeypatch, inline):
     """Inflated whole, the same bytes in the same order would pass: a piece is inflated alone, so it
     must end where a block does, or the next piece's inflate would not be the stream's."""
     from codspeed_aggregator.domain import splice_check as splicing
 
+    monkeypatch.setattr(splicing, "INLINE", inline)
     copy, index = normalized(bundle(4242, ["t::a", "t::b"]))
     segments = {s[0]: s for s in next(m for m in index["members"] if m["name"].endswith(".out"))["segments"]}
     segments["body"][2] -= 2  # the body ends two bytes early, inside its full flush; the pad starts there
@@ -241,6 +246,7 @@ def test_a_check_thread_that_fails_unforeseen_fails_the_splice_and_never_leaves_
         raise RuntimeError("the check broke")
 
     monkeypatch.setattr(splicing, "PIECE", 1)
+    monkeypatch.setattr(splicing, "INLINE", 0)
     monkeypatch.setattr(splicing, "QUEUED", 1)  # a writer waits as soon as its piece's reader stops
     monkeypatch.setattr(splicing._PieceInflate, "feed", broken)
     members = profile_members(4242, ["t::a"])
@@ -258,3 +264,94 @@ def test_a_check_thread_that_fails_unforeseen_fails_the_splice_and_never_leaves_
     worker.start()
     worker.join(timeout=30)
     assert not worker.is_alive() and raised == ["the check broke"]
+
+
+def _counting_check(monkeypatch) -> list[int]:
+    """The compressed bytes the splice's check inflates."""
+    from codspeed_aggregator.domain import splice_check as splicing
+
+    fed, feed = [], splicing._PieceInflate.feed
+
+    def counted(self, packed):
+        fed.append(len(packed))
+        return feed(self, packed)
+
+    monkeypatch.setattr(splicing._PieceInflate, "feed", counted)
+    return fed
+
+
+def _without_mark(index: dict) -> dict:
+    return {k: v for k, v in index.items() if k != INFLATED_ALONE}
+
+
+def test_a_splice_inflates_again_only_what_no_arrival_inflated_alone(monkeypatch):
+    members = profile_members(4242, ["t::a", "t::b"])
+    members["./runner.log"] = random.Random(3).randbytes(1 << 20)  # the bulk: copied as it is
+    datas = [tar_gz(members), bundle(4242, ["t::c"]), bundle(77, ["t::d"])]
+    proven, checked = [], []
+    for i, data in enumerate(datas):
+        pids = tuple(validate_bundle(io.BytesIO(data)).pids)
+        copy, index = normalized(data, prove=True)
+        assert index[INFLATED_ALONE] is True
+        proven.append(NormalizedShard(str(i), pids, index, lambda c=copy: io.BytesIO(c)))
+        checked.append(NormalizedShard(str(i), pids, _without_mark(index), lambda c=copy: io.BytesIO(c)))
+    fed = _counting_check(monkeypatch)
+    whole = io.BytesIO()
+    splice(checked, whole)
+    all_of_it, fed[:] = sum(fed), []
+    out = io.BytesIO()
+    splice(proven, out)
+    assert out.getvalue() == whole.getvalue()  # the very same archive
+    assert all_of_it >= len(whole.getvalue()) - 20  # unmarked, all but the gzip header and trailer is inflated
+    assert sum(fed) < len(out.getvalue()) / 20  # marked, only what the splice encodes: headers, a moved pid's head
+    assert _members(out.getvalue()) == _members(_both(datas)[0])
+
+
+def _marked(data: bytes) -> tuple[bytes, dict]:
+    copy, index = normalized(data, prove=True)
+    assert index[INFLATED_ALONE] is True
+    return copy, index
+
+
+def test_an_index_marked_inflated_alone_must_place_its_segments_and_add_up_to_its_tar():
+    """The splice copies a marked index's segments unchecked: a segment the index places anywhere
+    but right after the one before, or a length or CRC-32 the tar's own does not add up to, is
+    refused before anything of the shard is written."""
+    copy, index = _marked(bundle(4242, ["t::a", "t::b"]))
+    out_member = next(m for m in index["members"] if m["name"].endswith(".out"))
+
+    def altered(change) -> dict:
+        again = json.loads(json.dumps(index))
+        change({s[0]: s for s in next(m for m in again["members"] if m["name"] == out_member["name"])["segments"]})
+        return again
+
+    def flip_crc(segments):
+        segments["body"][4] ^= 1  # the object's CRC-32 still matches: only the index lies
+
+    def shorten(segments):
+        segments["body"][2] -= 2  # two compressed bytes of the body would never be copied
+
+    for change, reason in ((flip_crc, r"its index's segments come to \d+ bytes \(CRC-32 \d+\) ending at byte \d+, "
+                                      r"not to its tar's \d+ bytes"),
+                           (shorten, r"its index places a pad segment at byte \d+, not \d+")):
+        out = io.BytesIO()
+        with pytest.raises(IndexMismatch, match=reason):
+            splice([NormalizedShard("1", (4242,), altered(change), lambda: io.BytesIO(copy))], out)
+        with pytest.raises(EOFError):  # refused before its trailer: what was written is no archive
+            gzip.decompress(out.getvalue())
+        checked = io.BytesIO()  # unmarked, the same index is refused by the check, after the fact
+        with pytest.raises(IndexMismatch):
+            splice([NormalizedShard("1", (4242,), _without_mark(altered(change)), lambda: io.BytesIO(copy))], checked)
+    assert _spliced_with(copy, index).size > 0  # the untouched pair splices
+
+
+def test_a_marked_object_that_changed_is_refused_before_the_archive_ends():
+    copy, index = _marked(bundle(4242, ["t::a", "t::b"]))
+    body = next(s for m in index["members"] if m["name"].endswith(".out") for s in m["segments"] if s[0] == "body")
+    altered = bytearray(copy)
+    altered[body[1] + body[2] // 2] ^= 0xFF  # inside a segment the splice copies without inflating it
+    out = io.BytesIO()
+    with pytest.raises(IndexMismatch, match="is not the one indexed"):
+        splice([NormalizedShard("1", (4242,), index, lambda: io.BytesIO(bytes(altered)))], out)
+    with pytest.raises(EOFError):
+        gzip.decompress(out.getvalue())

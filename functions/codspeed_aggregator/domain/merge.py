@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from . import gz
-from codspeed_rules.bundle import CHUNK, GUNZIP_ERRORS, BadBundle, BoundedTarInfo, BundleCheck, is_gzip, member_path
+from codspeed_rules.bundle import (
+    CHUNK, GUNZIP_ERRORS, BadBundle, BoundedTarInfo, BundleCheck, ForwardOnly, is_gzip, member_path,
+)
 
 from .bundle import unpacked
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
@@ -229,14 +231,14 @@ def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFA
     sink = HashingWriter(out)
     names = MemberNames()
     with gz.writer(sink, level) as packed:
-        with tarfile.open(fileobj=packed, mode="w|", format=tarfile.GNU_FORMAT, bufsize=CHUNK, copybufsize=CHUNK) as merged:
+        with tarfile.open(fileobj=ForwardOnly(packed), mode="w:", format=tarfile.GNU_FORMAT, copybufsize=CHUNK) as merged:
             merged.addfile(root_entry())
             for shard in shards:
                 if shard.name in streamed:
                     _copy_checked(shard, merged, streamed[shard.name], names)
                     continue
                 with shard.open() as stream, _tar_stream(stream) as tar_stream, \
-                        tarfile.open(fileobj=tar_stream, mode="r|", bufsize=CHUNK, copybufsize=CHUNK,
+                        tarfile.open(fileobj=ForwardOnly(tar_stream), mode="r:", copybufsize=CHUNK,
                                      tarinfo=BoundedTarInfo) as source:
                     for member in source:
                         content = source.extractfile(member) if member.isreg() else None

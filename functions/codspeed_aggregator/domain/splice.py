@@ -11,7 +11,10 @@ whose ``creator.pid`` moves) is decoded and encoded again alone.
 
 The index is trusted only as far as it is bound to the object: segments must follow each
 other in the object, and the object read must have the CRC-32 and size the index names; else
-``IndexMismatch``, and the caller merges the original bundles instead.
+``IndexMismatch``, and the caller merges the original bundles instead. What the splice writes is
+inflated as it is written (``SpliceCheck``), but for the segments an index marks INFLATED_ALONE:
+those were inflated alone when the index was made, and are bound to it by the object's CRC-32,
+checked before the archive's trailer is written.
 """
 
 import base64
@@ -28,7 +31,7 @@ from isal import isal_zlib
 
 from codspeed_rules.bundle import CHUNK, BadBundle
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
-from codspeed_rules.normalize import BLOCK, FINAL_BLOCK, FORMAT, GZIP_HEADER
+from codspeed_rules.normalize import BLOCK, FINAL_BLOCK, FORMAT, GZIP_HEADER, INFLATED_ALONE, NORMALIZED_HEADER
 
 from .merge import (
     CREATOR, MAX_RESULTS_BYTES, RESULTS_NAME, HashingWriter, MemberNames, MergeResult, plan_pids, renamed, root_entry,
@@ -47,10 +50,12 @@ class NormalizedShard:
 
 
 class _Cursor:
-    """Reads a normalized object front to back, hashing all of it, refusing to go backwards."""
+    """Reads a normalized object front to back, hashing all of it, refusing to go backwards.
+    ``inflated_alone``: its index says each segment was inflated alone when it was made."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: BinaryIO, inflated_alone: bool = False) -> None:
         self._stream, self.position, self._crc = stream, 0, 0
+        self.inflated_alone = inflated_alone
 
     def _take(self, n: int) -> bytes:
         data = self._stream.read(n)
@@ -95,42 +100,51 @@ class _Cursor:
 
 class _Spliced:
     """The output: one gzip member whose deflate stream is the segments, in order. It is inflated
-    as it is written and must come to what the segments' indexes promise, or it is refused
-    (``IndexMismatch``) before anything is forwarded."""
+    as it is written, but for segments inflated alone before, and must come to what the segments'
+    indexes promise, or it is refused (``IndexMismatch``) before anything is forwarded."""
 
     def __init__(self, out: BinaryIO, level: int) -> None:
         self.sink = HashingWriter(out)
         self.sink.write(GZIP_HEADER)
         self._comp = isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15)
         self._checked = SpliceCheck()
-        self.crc, self.size = 0, 0
+        self.crc, self.size = 0, 0  # what the whole inflates to
+        self._checked_crc, self._checked_size = 0, 0  # what the segments inflated here inflate to
 
     def write(self, packed: bytes) -> None:
         self.sink.write(packed)
         self._checked.feed(packed)
+
+    def _promised(self, crc: int, size: int, checked: bool) -> None:
+        self.crc, self.size = isal_zlib.crc32_combine(self.crc, crc, size), self.size + size
+        if checked:
+            self._checked_crc = isal_zlib.crc32_combine(self._checked_crc, crc, size)
+            self._checked_size += size
 
     def encoded(self, data: bytes) -> None:
         """Data encoded here, as a segment of its own."""
         if data:
             self.write(self._comp.compress(data) + self._comp.flush(isal_zlib.Z_FULL_FLUSH))
             self._checked.segment_done()
-            self.crc = zlib.crc32(data, self.crc)
-            self.size += len(data)
+            self._promised(zlib.crc32(data), len(data), checked=True)
 
     def copied(self, cursor: _Cursor, segment: list) -> None:
         """A segment of a normalized bundle, copied as it is."""
         _, offset, length, unpacked, crc = segment
-        cursor.copy(offset, length, self)
-        self._checked.segment_done()
-        self.crc = isal_zlib.crc32_combine(self.crc, crc, unpacked)
-        self.size += unpacked
+        if cursor.inflated_alone:
+            cursor.copy(offset, length, self.sink)
+            self._checked.gap()  # what follows is inflated by a fresh inflater, as it was when indexed
+        else:
+            cursor.copy(offset, length, self)
+            self._checked.segment_done()
+        self._promised(crc, unpacked, checked=not cursor.inflated_alone)
 
     def close(self) -> None:
         self.write(FINAL_BLOCK)
         crc, size = self._checked.result()
-        if (crc, size) != (self.crc, self.size):
-            raise IndexMismatch(f"the spliced archive inflates to {size} bytes (CRC-32 {crc}), not to "
-                                f"the {self.size} bytes (CRC-32 {self.crc}) its segments' indexes promise")
+        if (crc, size) != (self._checked_crc, self._checked_size):
+            raise IndexMismatch(f"the spliced archive inflates to {size} bytes (CRC-32 {crc}), not to the "
+                                f"{self._checked_size} bytes (CRC-32 {self._checked_crc}) its segments' indexes promise")
         self.sink.write(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
 
     def abandon(self) -> None:
@@ -148,8 +162,11 @@ def splice(shards: list[NormalizedShard], out: BinaryIO, *, level: int = 1) -> M
         for shard in shards:
             if shard.index.get("format") != FORMAT:
                 raise IndexMismatch(f"shard {shard.name}: index format {shard.index.get('format')!r} is not {FORMAT}")
+            inflated_alone = shard.index.get(INFLATED_ALONE) is True
+            if inflated_alone:
+                _adds_up(shard)
             with shard.open() as stream:
-                cursor = _Cursor(stream)
+                cursor = _Cursor(stream, inflated_alone)
                 for member in shard.index["members"]:
                     _splice_member(member, cursor, spliced, shard.name, plan[shard.name], names)
                 cursor.finish(shard.index["object"])
@@ -159,6 +176,22 @@ def splice(shards: list[NormalizedShard], out: BinaryIO, *, level: int = 1) -> M
         spliced.abandon()
     return MergeResult(md5=base64.b64encode(spliced.sink.md5.digest()).decode(), size=spliced.sink.size,
                        members=sorted(names.written), renumbered={k: v for k, v in plan.items() if v})
+
+
+def _adds_up(shard: NormalizedShard) -> None:
+    """An index marked INFLATED_ALONE places the segments the splice copies unchecked: they must
+    follow each other from the object's gzip header on and come to the tar's length and CRC-32."""
+    index = shard.index
+    segments = [s for m in index["members"] for s in m["segments"]] + ([index["end"]] if index["end"] else [])
+    at, crc, size = len(NORMALIZED_HEADER), 0, 0
+    for kind, offset, length, unpacked, segment_crc in segments:
+        if offset != at:
+            raise IndexMismatch(f"shard {shard.name}: its index places a {kind} segment at byte {offset}, not {at}")
+        at, size = at + length, size + unpacked
+        crc = isal_zlib.crc32_combine(crc, segment_crc, unpacked)
+    if (crc, size) != (index["crc"], index["size"]) or at > index["object"]["size"] - 8:
+        raise IndexMismatch(f"shard {shard.name}: its index's segments come to {size} bytes (CRC-32 {crc}) ending at "
+                            f"byte {at}, not to its tar's {index['size']} bytes (CRC-32 {index['crc']})")
 
 
 def _segments(member: dict) -> dict[str, list]:

@@ -15,6 +15,7 @@ PIECE = 8 << 20  # compressed bytes of whole segments that one thread checks, at
 QUEUED = 8  # chunks of a piece (of at most 1 MiB each) written and not yet inflated
 INFLATE_OUT = 4 << 20  # inflated at a time: ISA-L inflates a fifth faster into 4 MiB than into 1 MiB
 CHECK_THREADS = 4  # at most: the copying and hashing take a core of their own
+INLINE = 256 << 10  # a piece no larger is inflated by the writer: handing it to a thread costs more
 
 
 class IndexMismatch(Exception):
@@ -32,8 +33,10 @@ class SpliceCheck:
     length. A piece is whole segments, at least PIECE compressed bytes but the last, inflated by
     a fresh inflater as it streams in. That is the stream's own inflate: ISA-L refuses a distance
     back past a piece's start, and each piece but the last must end ``closed`` (a complete,
-    byte-aligned, non-final block), so the next one starts where a block starts. Memory stays
-    flat: at most twice as many pieces open as threads, each holding at most QUEUED chunks."""
+    byte-aligned, non-final block), so the next one starts where a block starts. A segment that
+    is not checked here (``gap``) ends a piece: what follows it starts a piece of its own. Memory
+    stays flat: at most twice as many pieces open as threads, each holding at most QUEUED chunks,
+    and one of at most INLINE bytes that has no thread yet."""
 
     def __init__(self) -> None:
         threads = min(CHECK_THREADS, usable_cores())
@@ -41,24 +44,37 @@ class SpliceCheck:
         self._room = threading.BoundedSemaphore(2 * threads)
         self._checks: list[Future] = []
         self._piece: queue.Queue | None = None
+        self._small: list[bytes] = []  # the piece's first chunks, until it has INLINE bytes
         self._held = 0
 
     def feed(self, packed: bytes) -> None:
-        if self._piece is None:
+        self._held += len(packed)
+        if self._piece is not None:
+            self._piece.put(packed)
+            return
+        self._small.append(packed)
+        if self._held > INLINE:
             self._room.acquire()
             self._piece = queue.Queue(maxsize=QUEUED)
             self._checks.append(self._pool.submit(self._check, self._piece))
-        self._piece.put(packed)
-        self._held += len(packed)
+            for chunk in self._small:
+                self._piece.put(chunk)
+            self._small = []
 
     def segment_done(self) -> None:
         if self._held >= PIECE:
             self._end_piece(last=False)
 
+    def gap(self) -> None:
+        """A segment was written that is not checked here (it was inflated alone before)."""
+        self._end_piece(last=False)
+
     def _end_piece(self, last: bool) -> None:
         if self._piece is not None:
             self._piece.put(last)  # the end of the piece: a bool, whether it ends the stream
-            self._piece, self._held = None, 0
+        elif self._small:
+            self._checks.append(_inflated_here(self._small, last))
+        self._piece, self._small, self._held = None, [], 0
 
     def _check(self, chunks: queue.Queue) -> tuple[int, int]:
         inflated, packed = _PieceInflate(), None
@@ -73,18 +89,33 @@ class SpliceCheck:
 
     def stop(self) -> None:
         """The threads end, whatever happened to the splice (idempotent)."""
+        self._small = []
         self._end_piece(last=False)
         self._pool.shutdown(wait=True)
 
     def result(self) -> tuple[int, int]:
-        """(CRC-32, length) of what the whole stream, ended, inflates to; IndexMismatch when a piece
-        does not inflate alone or does not end where a block does."""
+        """(CRC-32, length) of what the stream's checked pieces, ended, inflate to; IndexMismatch
+        when a piece does not inflate alone or does not end where a block does."""
+        if self._piece is None and not self._small:
+            raise IndexMismatch("the spliced archive's deflate stream does not end with a segment checked here")
         self._end_piece(last=True)
         crc, size = 0, 0
         for check in self._checks:  # the first piece that failed, in order, says why; all are read to their end
             piece_crc, piece_size = check.result()
             crc, size = isal_zlib.crc32_combine(crc, piece_crc, piece_size), size + piece_size
         return crc, size
+
+
+def _inflated_here(chunks: list[bytes], last: bool) -> Future:
+    done: Future = Future()
+    try:
+        inflated = _PieceInflate()
+        for chunk in chunks:
+            inflated.feed(chunk)
+        done.set_result(inflated.result(last=last))
+    except Exception as exc:  # kept in order with the threads' pieces: the first that failed says why
+        done.set_exception(exc)
+    return done
 
 
 class _PieceInflate:
