@@ -3,7 +3,8 @@
     python bench/merge.py            # 8 shards x 32 MB of callgrind text, pids colliding
     python bench/merge.py --quick    # a small smoke for CI (well under a minute)
 
-floor: decompress and recompress the same bytes with the codec and level the merge ships.
+floor: decompress and recompress the same bytes with the codec and level the merge ships,
+the compressing on a thread of its own (the merge compresses on two where it has two cores).
 merge: the finalizer's (bundles validated at arrival); offline_merge: ``codspeed-aggregator
 merge`` of the bundles ``codspeed-client pack`` writes of the same folders (each verified, in
 parallel, then spliced); offline_unpacked: the same command on the runner's bundles (on fewer
@@ -47,11 +48,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions")]
 
 from codspeed_aggregator.domain import gz  # noqa: E402
+from codspeed_aggregator.domain.gz import usable_cores  # noqa: E402
 from codspeed_aggregator.domain.bundle import validate_bundle  # noqa: E402
 from codspeed_aggregator.domain.merge import DEFAULT_LEVEL, ShardBundle, merge_bundles  # noqa: E402
 from codspeed_aggregator.domain.splice import NormalizedShard, splice  # noqa: E402
 from codspeed_aggregator.offline import SPLICE_CORES, merge_files  # noqa: E402
-from codspeed_aggregator.domain.splice_check import usable_cores  # noqa: E402
 from codspeed_rules.normalize import INFLATED_ALONE, Normalizer  # noqa: E402
 
 TARGETS = {"merge_vs_floor": ("<=", 1.3), "offline_merge_vs_floor": ("<=", 0.5), "offline_unpacked_vs_floor": ("<=", 1.3),
@@ -133,7 +134,7 @@ def merge_to(shards: list[ShardBundle], out: Path) -> None:
 
 
 def floor_to(paths: list[Path], out: Path) -> None:
-    with open(out, "wb") as raw, gz.writer(raw, DEFAULT_LEVEL) as sink:
+    with open(out, "wb") as raw, gz.writer(raw, DEFAULT_LEVEL, threads=1) as sink:
         for path in paths:
             with open(path, "rb") as f, gz.reader(f) as source:
                 while chunk := source.read(1 << 20):

@@ -1,7 +1,8 @@
 """``codspeed-aggregator merge``: the finalizer's merge, on files, for a CI job without AWS.
 
 Bundles that ``codspeed-client pack`` (or ``push``) wrote are verified, each in a process of
-its own (one per core), then spliced without recompressing. A bundle as the runner makes it is
+its own (one per core), and spliced without recompressing, each as soon as it and those before
+it are verified. A bundle as the runner makes it is
 not cut to splice: normalizing it is the work of a recompression again, so on fewer than
 SPLICE_CORES cores every bundle is checked as it is merged and recompressed, in one read of each
 (the floor's own work: inflating on one core, compressing on the other). With more cores each
@@ -9,9 +10,11 @@ is normalized into a scratch copy, in parallel, and all are spliced. A bundle th
 indexed (a tar read otherwise than its headers say) is merged the one-read way too.
 """
 
+import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -19,9 +22,9 @@ from codspeed_rules.normalize import NORMALIZED_HEADER, NotNormalized
 
 from .domain.bundle import normalizing, validate_bundle
 from .domain.errors import BadBundle
+from .domain.gz import usable_cores
 from .domain.merge import MergeResult, ShardBundle, ShardRefused, merge_bundles
 from .domain.splice import IndexMismatch, NormalizedShard, splice
-from .domain.splice_check import usable_cores
 
 SPLICE_CORES = 3  # below, normalizing runner bundles to splice them is slower than one read (bench/merge.py)
 
@@ -62,12 +65,13 @@ def _merged(paths: list[str], out) -> tuple[MergeResult, str]:
     if usable_cores() >= SPLICE_CORES or all(map(_packed, paths)):
         with tempfile.TemporaryDirectory(prefix="codspeed-merge-") as scratch:
             shards = _prepared(paths, Path(scratch))
-            if shards is not None:
-                try:
-                    return splice(shards, out), "spliced"
-                except IndexMismatch:  # a bundle changed since it was read: merge what is there now
-                    out.seek(0)
-                    out.truncate()
+            try:
+                return splice(shards, out, as_they_come=True), "spliced"
+            except (IndexMismatch, _Unindexed):  # merge what is there, as validation reads it
+                out.seek(0)
+                out.truncate()
+            finally:
+                shards.close()
     # Each bundle is checked as it is merged (one read of each): its pids are planned as it streams.
     bundles = [ShardBundle(str(index), None, lambda p=Path(name): open(p, "rb")) for index, name in enumerate(paths, start=1)]
     return merge_bundles(bundles, out), "recompressed"
@@ -79,22 +83,29 @@ def _packed(path: str) -> bool:
         return bundle.read(len(NORMALIZED_HEADER)) == NORMALIZED_HEADER
 
 
-def _prepared(paths: list[str], scratch: Path) -> list[NormalizedShard] | None:
-    """Every bundle validated and ready to splice, or None when one cannot be indexed."""
+class _Unindexed(Exception):
+    """A bundle cannot be indexed (a tar read otherwise than its headers say): none is spliced."""
+
+
+def _prepared(paths: list[str], scratch: Path) -> Iterator[NormalizedShard]:
+    """Every bundle validated and ready to splice, in order, each as soon as it is: the next ones
+    are prepared meanwhile, in a process per core. ShardRefused for one that fails a check,
+    _Unindexed for one that cannot be indexed."""
     jobs = [(name, scratch / f"{index}.tar.gz") for index, name in enumerate(paths, start=1)]
     workers = min(len(jobs), usable_cores())
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            found = list(pool.map(_prepare, jobs))
-    else:
-        found = [_prepare(job) for job in jobs]
-    for index, ready in enumerate(found, start=1):
-        if isinstance(ready, str):
-            raise ShardRefused(str(index), ready)
-    if any(ready is None for ready in found):
-        return None
-    return [NormalizedShard(str(index), pids, index_doc, lambda c=copy: open(c, "rb"))
-            for index, (pids, index_doc, copy) in enumerate(found, start=1)]
+    with contextlib.ExitStack() as stack:
+        found = map(_prepare, jobs)
+        if workers > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(workers))
+            stack.callback(pool.shutdown, cancel_futures=True)  # a splice given up waits for no bundle not begun
+            found = pool.map(_prepare, jobs)
+        for index, ready in enumerate(found, start=1):
+            if isinstance(ready, str):
+                raise ShardRefused(str(index), ready)
+            if ready is None:
+                raise _Unindexed(paths[index - 1])
+            pids, index_doc, copy = ready
+            yield NormalizedShard(str(index), pids, index_doc, lambda c=copy: open(c, "rb"))
 
 
 def _prepare(job: tuple[str, Path]) -> tuple[tuple[int, ...], dict, str | Path] | str | None:

@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 from codspeed_aggregator.domain.bundle import validate_bundle
-from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles, plan_pids
+from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
 from tests.factories import bundle, profile_members, tar_gz
 
 
@@ -28,20 +28,6 @@ def _merge(shards, **kwargs) -> tuple[bytes, object]:
 def _members(archive: bytes) -> dict[str, bytes]:
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
-
-
-def test_plan_keeps_first_pids_and_moves_collisions_to_free_pids_of_the_same_width():
-    plan = plan_pids([("a", [4242, 100]), ("b", [4242]), ("c", [4242, 4243])])
-    assert plan["a"] == {}
-    assert plan["b"] == {4242: 4244}
-    assert plan["c"] == {4242: 4245}  # 4243 belongs to c itself, 4244 went to b
-    assert all(len(str(new)) == len(str(old)) for moves in plan.values() for old, new in moves.items())
-
-
-def test_plan_widens_only_when_no_pid_of_that_width_is_free():
-    plan = plan_pids([(str(i), [5]) for i in range(11)])
-    news = [moves[5] for moves in plan.values() if moves]
-    assert sorted(news)[:9] == [0, 1, 2, 3, 4, 6, 7, 8, 9] and news[-1] == 10
 
 
 def test_colliding_pids_move_with_their_files_and_pid_lines():
@@ -166,17 +152,6 @@ def test_a_renamed_member_never_takes_a_name_another_shard_already_used():
     assert members["./notes.shard-2.txt"] == b"one's own" and members["./notes.shard-2-2.txt"] == b"two"
 
 
-def test_a_pid_near_the_top_of_its_width_is_chosen_in_constant_memory():
-    import tracemalloc
-
-    taken = list(range(10**9, 10**9 + 5))
-    tracemalloc.start()
-    plan = plan_pids([("a", [9_999_999_999]), ("b", [9_999_999_999]), ("c", taken), ("d", taken)])
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert plan["b"] == {9_999_999_999: 1_000_000_000 + 5} and peak < 1 << 20
-
-
 class _CountingOpens:
     """A shard's opener that counts how often, and how many bytes, the merge read it."""
 
@@ -232,3 +207,23 @@ def test_a_bundle_checked_while_merging_stops_the_merge_with_its_name_and_reason
     with pytest.raises(ShardRefused, match=re.escape(reason)) as refused:
         _merge(shards)
     assert refused.value.shard == "2"
+
+
+def test_a_merge_is_the_same_bytes_on_one_compressing_thread_as_on_two(monkeypatch):
+    """Where it has two cores the merge compresses on two threads: a retry on a smaller machine,
+    or the offline command beside the finalizer, still writes the very same archive."""
+    import random
+
+    from codspeed_aggregator.domain import gz
+
+    members = profile_members(4242, ["t::a", "t::b"])
+    members["./runner.log"] = random.Random(5).randbytes(3 << 20) + b"x" * (2 << 20)  # several 1 MiB blocks
+    shards = [_shard("1", tar_gz(members)), _shard("2", bundle(4242, ["t::c"]))]
+    written, opened = {}, gz.igzip_threaded.open
+    for cores in (1, 2):
+        monkeypatch.setattr(gz, "usable_cores", lambda: cores)
+        threads = []
+        monkeypatch.setattr(gz.igzip_threaded, "open", lambda *a, **k: threads.append(k["threads"]) or opened(*a, **k))
+        written[cores] = _merge(shards)[0]
+        assert threads == [cores]
+    assert written[1] == written[2] and _members(written[2])["./runner.log"] == members["./runner.log"]

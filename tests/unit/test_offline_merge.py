@@ -126,10 +126,11 @@ def test_a_bundle_changed_after_it_was_read_is_merged_as_it_is_now(tmp_path, cap
     paths = _write(tmp_path, [packed(bundle(4242, [f"t{i}::b"])) for i in (1, 2)])
     prepared = offline._prepared
 
-    def then_changed(names, scratch):
-        shards = prepared(names, scratch)
-        Path(names[1]).write_bytes(packed(bundle(4242, ["t9::z"])))
-        return shards
+    def then_changed(names, scratch):  # the second bundle changes once it was verified, before it is spliced
+        for shard in prepared(names, scratch):
+            if shard.name == "2":
+                Path(names[1]).write_bytes(packed(bundle(4242, ["t9::z"])))
+            yield shard
 
     monkeypatch.setattr(offline, "_prepared", then_changed)
     assert main(["merge", *paths, "-o", str(tmp_path / "merged.tar.gz")]) == 0
@@ -150,3 +151,29 @@ def test_the_merge_command_needs_no_aws_setting(tmp_path):
     assert done.returncode == 0 and "merged 2 bundles" in done.stdout, done.stderr
     with tarfile.open(out) as tar:
         assert sorted(n for n in tar.getnames() if n.endswith(".out")) == ["./4242.out", "./4243.out"]
+
+
+def test_each_packed_bundle_is_spliced_as_soon_as_it_is_verified(tmp_path, capsys, monkeypatch):
+    """The splice does not wait for every bundle to be verified: it copies one while the next is
+    verified (here on one core, in turn), so verifying and copying overlap on two."""
+    from codspeed_aggregator import offline
+
+    monkeypatch.setattr(offline, "usable_cores", lambda: 1)
+    events, prepare, made = [], offline._prepare, offline.NormalizedShard
+
+    def verified(job):
+        events.append(("verified", Path(job[0]).name))
+        return prepare(job)
+
+    def shard(name, pids, index, opener):
+        def opened():
+            events.append(("spliced", f"shard{name}.tar.gz"))
+            return opener()
+        return made(name, pids, index, opened)
+
+    monkeypatch.setattr(offline, "_prepare", verified)
+    monkeypatch.setattr(offline, "NormalizedShard", shard)
+    paths = _write(tmp_path, [packed(bundle(4242, [f"t{i}::b"])) for i in (1, 2, 3)])
+    assert main(["merge", *paths, "-o", str(tmp_path / "merged.tar.gz")]) == 0
+    assert "(spliced)" in capsys.readouterr().out
+    assert events == [(kind, f"shard{i}.tar.gz") for i in (1, 2, 3) for kind in ("verified", "spliced")]

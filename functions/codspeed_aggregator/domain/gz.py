@@ -2,6 +2,7 @@
 than zlib at compressing, with the same gzip format on the wire."""
 
 import gzip
+import os
 import zlib
 from typing import BinaryIO
 
@@ -33,10 +34,18 @@ def reader(raw: BinaryIO) -> igzip.GzipFile:
     return igzip.GzipFile(fileobj=_ReadInto(raw), mode="rb")
 
 
-def writer(raw: BinaryIO, level: int = DEFAULT_LEVEL):
-    """One gzip member (mtime 0: the same input makes the same bytes), compressed on a
-    thread of its own so that reading the sources and compressing overlap on two cores."""
-    return igzip_threaded.open(raw, "wb", compresslevel=level, threads=1)
+def usable_cores() -> int:
+    """The cores this process may run on (Lambda gives one vCPU per 1769 MB)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def writer(raw: BinaryIO, level: int = DEFAULT_LEVEL, threads: int | None = None):
+    """One gzip member (mtime 0: the same input makes the same bytes, whatever the threads),
+    compressed beside the reading of the sources: on two threads where there are two cores or
+    more (each 1 MiB block is compressed with the one before as its dictionary, so blocks are
+    compressed in parallel; a thread of its own writes them in order, with the sink's MD5)."""
+    threads = threads or (2 if usable_cores() >= 2 else 1)
+    return igzip_threaded.open(raw, "wb", compresslevel=level, threads=threads)
 
 
 def raw_compressor(level: int = DEFAULT_LEVEL):

@@ -13,7 +13,6 @@ shard already used gets the shard's name added.
 import base64
 import hashlib
 import io
-import itertools
 import posixpath
 import re
 import tarfile
@@ -29,6 +28,7 @@ from codspeed_rules.bundle import (
 )
 
 from .bundle import unpacked
+from .pid_plan import StreamedMoves, plan_pids
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 
 # The pid in a member's name: the first number of its base name, alone or after a word and
@@ -62,61 +62,6 @@ class MergeResult:
     size: int
     members: list[str] = field(default_factory=list)
     renumbered: dict[str, dict[int, int]] = field(default_factory=dict)
-
-
-def plan_pids(shards: Iterable[tuple[str, Iterable[int]]]) -> dict[str, dict[int, int]]:
-    """For each shard, the pids to renumber (old to new); the first shard to use a pid keeps it."""
-    shards = [(name, list(pids)) for name, pids in shards]
-    taken = {pid for _, pids in shards for pid in pids}
-    used: set[int] = set()
-    plan: dict[str, dict[int, int]] = {}
-    for name, pids in shards:
-        moves = {}
-        for pid in pids:
-            if pid in used:
-                new = _free_pid(pid, taken)
-                taken.add(new)
-                moves[pid] = new
-                pid = new
-            used.add(pid)
-        plan[name] = moves
-    return plan
-
-
-class _StreamedMoves:
-    """Pids planned as the bundles stream, for bundles not validated before (so read once): the
-    first shard to name a pid keeps it; a later one moves to a free pid of the same width. ``get``
-    answers a pid's new number, or None when it stays, as the plan's dict does."""
-
-    def __init__(self, used: set[int]) -> None:
-        self.used = used
-        self.moves: dict[int, int | None] = {}
-
-    def get(self, pid: int) -> int | None:
-        if pid not in self.moves:
-            if pid in self.used:
-                self.moves[pid] = _free_pid(pid, self.used)
-                self.used.add(self.moves[pid])
-            else:
-                self.used.add(pid)
-                self.moves[pid] = None
-        return self.moves[pid]
-
-    def moved(self) -> dict[int, int]:
-        return {old: new for old, new in self.moves.items() if new is not None}
-
-
-def _free_pid(pid: int, taken: set[int]) -> int:
-    """The next pid of the same width that nobody uses (lazily: O(1) memory), else a wider one."""
-    width = len(str(pid))
-    low, high = (0 if width == 1 else 10 ** (width - 1)), 10**width
-    for candidate in itertools.chain(range(pid + 1, high), range(low, pid)):
-        if candidate not in taken:
-            return candidate
-    candidate = high
-    while candidate in taken:
-        candidate += 1
-    return candidate
 
 
 class HashingWriter:
@@ -227,7 +172,7 @@ def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFA
     known = [s for s in shards if s.pids is not None]
     plan = plan_pids((s.name, s.pids) for s in known)
     used = {p for s in known for p in s.pids}  # shared: a pid is taken whichever shard named it first
-    streamed = {s.name: _StreamedMoves(used) for s in shards if s.pids is None}
+    streamed = {s.name: StreamedMoves(used) for s in shards if s.pids is None}
     sink = HashingWriter(out)
     names = MemberNames()
     with gz.writer(sink, level) as packed:
@@ -248,7 +193,7 @@ def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFA
                        members=sorted(names.written), renumbered=renumbered)
 
 
-def _copy_checked(shard: ShardBundle, merged: tarfile.TarFile, moves: _StreamedMoves, names: "MemberNames") -> None:
+def _copy_checked(shard: ShardBundle, merged: tarfile.TarFile, moves: StreamedMoves, names: "MemberNames") -> None:
     with shard.open() as stream:
         check = BundleCheck(stream, gunzip=gz.reader, gunzip_errors=(*gz.ERRORS, *GUNZIP_ERRORS), keep=None)
         try:

@@ -22,7 +22,7 @@ import struct
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -34,8 +34,9 @@ from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 from codspeed_rules.normalize import BLOCK, FINAL_BLOCK, FORMAT, GZIP_HEADER, INFLATED_ALONE, NORMALIZED_HEADER
 
 from .merge import (
-    CREATOR, MAX_RESULTS_BYTES, RESULTS_NAME, HashingWriter, MemberNames, MergeResult, plan_pids, renamed, root_entry,
+    CREATOR, MAX_RESULTS_BYTES, RESULTS_NAME, HashingWriter, MemberNames, MergeResult, renamed, root_entry,
 )
+from .pid_plan import planned
 from .splice_check import IndexMismatch, SpliceCheck
 
 END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
@@ -151,15 +152,16 @@ class _Spliced:
         self._checked.stop()
 
 
-def splice(shards: list[NormalizedShard], out: BinaryIO, *, level: int = 1) -> MergeResult:
+def splice(shards: Iterable[NormalizedShard], out: BinaryIO, *, level: int = 1, as_they_come: bool = False) -> MergeResult:
     """Write the merged tar.gz of normalized bundles to ``out``; the same members, names and
-    contents as ``merge_bundles`` writes from the bundles themselves."""
-    plan = plan_pids((s.name, s.pids) for s in shards)
-    names = MemberNames()
+    contents as ``merge_bundles`` writes from the bundles themselves. ``as_they_come``: each
+    shard is spliced as soon as ``shards`` hands it over (the offline merge verifies the next
+    ones meanwhile), its pids planned as they come (``pid_plan.planned``)."""
+    names, renumbered = MemberNames(), {}
     spliced = _Spliced(out, level)
     try:
         spliced.encoded(root_entry().tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
-        for shard in shards:
+        for shard, moves in planned(shards, as_they_come):
             if shard.index.get("format") != FORMAT:
                 raise IndexMismatch(f"shard {shard.name}: index format {shard.index.get('format')!r} is not {FORMAT}")
             inflated_alone = shard.index.get(INFLATED_ALONE) is True
@@ -168,14 +170,16 @@ def splice(shards: list[NormalizedShard], out: BinaryIO, *, level: int = 1) -> M
             with shard.open() as stream:
                 cursor = _Cursor(stream, inflated_alone)
                 for member in shard.index["members"]:
-                    _splice_member(member, cursor, spliced, shard.name, plan[shard.name], names)
+                    _splice_member(member, cursor, spliced, shard.name, moves, names)
                 cursor.finish(shard.index["object"])
+            if moves:
+                renumbered[shard.name] = moves
         spliced.encoded(END_OF_ARCHIVE)
         spliced.close()
     finally:
         spliced.abandon()
     return MergeResult(md5=base64.b64encode(spliced.sink.md5.digest()).decode(), size=spliced.sink.size,
-                       members=sorted(names.written), renumbered={k: v for k, v in plan.items() if v})
+                       members=sorted(names.written), renumbered=renumbered)
 
 
 def _adds_up(shard: NormalizedShard) -> None:

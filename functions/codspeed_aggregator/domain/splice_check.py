@@ -2,7 +2,6 @@
 threads of their own beside the copying and hashing, so that nothing is forwarded that does not
 come to what its segments' indexes promise."""
 
-import os
 import queue
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -10,6 +9,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from isal import isal_zlib
 
 from codspeed_rules.normalize import closed
+
+from .gz import usable_cores
 
 PIECE = 8 << 20  # compressed bytes of whole segments that one thread checks, at the least
 QUEUED = 8  # chunks of a piece (of at most 1 MiB each) written and not yet inflated
@@ -20,11 +21,6 @@ INLINE = 256 << 10  # a piece no larger is inflated by the writer: handing it to
 
 class IndexMismatch(Exception):
     """A normalized bundle does not match its index: it is not spliced."""
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (Lambda gives one vCPU per 1769 MB)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class SpliceCheck:
