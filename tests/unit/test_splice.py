@@ -355,3 +355,17 @@ def test_a_marked_object_that_changed_is_refused_before_the_archive_ends():
         splice([NormalizedShard("1", (4242,), index, lambda: io.BytesIO(bytes(altered)))], out)
     with pytest.raises(EOFError):
         gzip.decompress(out.getvalue())
+
+
+def test_a_check_whose_last_piece_was_not_inflated_here_refuses_to_vouch_for_the_stream_s_end():
+    from codspeed_aggregator.domain.splice_check import SpliceCheck
+
+    comp = zlib.compressobj(1, zlib.DEFLATED, -15)
+    check = SpliceCheck()
+    try:
+        check.feed(comp.compress(b"checked") + comp.flush(zlib.Z_FULL_FLUSH))
+        check.gap()  # a segment written and not checked here: it may not be where the stream ends
+        with pytest.raises(IndexMismatch, match="does not end with a segment checked here"):
+            check.result()
+    finally:
+        check.stop()
