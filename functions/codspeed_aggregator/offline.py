@@ -11,6 +11,7 @@ indexed (a tar read otherwise than its headers say) is merged the one-read way t
 """
 
 import contextlib
+import ctypes
 import os
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from .domain.gz import usable_cores
 from .domain.merge import MergeResult, ShardBundle, ShardRefused, merge_bundles
 from .domain.splice import IndexMismatch, NormalizedShard, splice
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 SPLICE_CORES = 3  # below, normalizing runner bundles to splice them is slower than one read (bench/merge.py)
 
 
@@ -83,6 +85,19 @@ def _packed(path: str) -> bool:
         return bundle.read(len(NORMALIZED_HEADER)) == NORMALIZED_HEADER
 
 
+def keep_freed_memory() -> None:
+    """Up to 128 MiB freed stays with the process: by default glibc gives the top of a small heap
+    back to the system as soon as it is free, so a worker verifying a bundle faults every MiB it
+    inflates into in again (100 000 page faults and a quarter of the time for 8 bundles of 32 MB;
+    its peak RSS is the same either way). Nothing where the C library has no ``mallopt``."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(M_MMAP_THRESHOLD, 32 << 20)  # the largest glibc takes on 64 bits
+    mallopt(M_TRIM_THRESHOLD, 128 << 20)
+
+
 class _Unindexed(Exception):
     """A bundle cannot be indexed (a tar read otherwise than its headers say): none is spliced."""
 
@@ -96,7 +111,7 @@ def _prepared(paths: list[str], scratch: Path) -> Iterator[NormalizedShard]:
     with contextlib.ExitStack() as stack:
         found = map(_prepare, jobs)
         if workers > 1:
-            pool = stack.enter_context(ProcessPoolExecutor(workers))
+            pool = stack.enter_context(ProcessPoolExecutor(workers, initializer=keep_freed_memory))
             stack.callback(pool.shutdown, cancel_futures=True)  # a splice given up waits for no bundle not begun
             found = pool.map(_prepare, jobs)
         for index, ready in enumerate(found, start=1):

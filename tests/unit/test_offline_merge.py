@@ -177,3 +177,23 @@ def test_each_packed_bundle_is_spliced_as_soon_as_it_is_verified(tmp_path, capsy
     assert main(["merge", *paths, "-o", str(tmp_path / "merged.tar.gz")]) == 0
     assert "(spliced)" in capsys.readouterr().out
     assert events == [(kind, f"shard{i}.tar.gz") for i in (1, 2, 3) for kind in ("verified", "spliced")]
+
+
+def test_a_verifying_worker_keeps_the_memory_it_frees():
+    """A worker inflates a MiB at a time, a few MiB held at once: by default glibc hands the
+    freed top of its heap back to the system every time and faults it in again at the next."""
+    import subprocess
+    import sys
+
+    code = ("import resource, sys\n"
+            "from codspeed_aggregator.offline import keep_freed_memory\n"
+            "if sys.argv[1] == 'kept':\n"
+            "    keep_freed_memory()\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+            "for _ in range(50):\n"
+            "    held = [b'x' * (1 << 20) for _ in range(4)]\n"
+            "    del held\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n")
+    faults = {how: int(subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True,
+                                      check=True).stdout) for how in ("plain", "kept")}
+    assert faults["plain"] > 20 * 1024 and faults["kept"] < faults["plain"] / 10, faults
