@@ -2,12 +2,12 @@
 
 Bundles that ``codspeed-client pack`` (or ``push``) wrote are verified, each in a process of
 its own (one per core), and spliced without recompressing, each as soon as it and those before
-it are verified. A bundle as the runner makes it is
-not cut to splice: normalizing it is the work of a recompression again, so on fewer than
-SPLICE_CORES cores every bundle is checked as it is merged and recompressed, in one read of each
-(the floor's own work: inflating on one core, compressing on the other). With more cores each
-is normalized into a scratch copy, in parallel, and all are spliced. A bundle that cannot be
-indexed (a tar read otherwise than its headers say) is merged the one-read way too.
+it are verified. A bundle as the runner makes it is not cut to splice: normalizing it is the
+work of a recompression again, so on fewer than SPLICE_CORES cores every bundle is checked as
+it is merged and recompressed, in one read of each (the floor's own work: inflating on one
+core, compressing on the other). With more cores each is normalized into a scratch copy, in
+parallel, and spliced. A bundle that cannot be indexed (a tar read otherwise than its headers
+say) makes the merge take the one-read way for all.
 """
 
 import contextlib

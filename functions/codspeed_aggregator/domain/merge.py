@@ -17,7 +17,7 @@ import posixpath
 import re
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import BinaryIO

@@ -34,7 +34,7 @@ def _moves(pids: Iterable[int], used: set[int], taken: set[int]) -> dict[int, in
     moves = {}
     for pid in pids:
         if pid in used:
-            new = free_pid(pid, taken)
+            new = _free_pid(pid, taken)
             taken.add(new)
             moves[pid] = new
             pid = new
@@ -54,7 +54,7 @@ class StreamedMoves:
     def get(self, pid: int) -> int | None:
         if pid not in self.moves:
             if pid in self.used:
-                self.moves[pid] = free_pid(pid, self.used)
+                self.moves[pid] = _free_pid(pid, self.used)
                 self.used.add(self.moves[pid])
             else:
                 self.used.add(pid)
@@ -65,7 +65,7 @@ class StreamedMoves:
         return {old: new for old, new in self.moves.items() if new is not None}
 
 
-def free_pid(pid: int, taken: set[int]) -> int:
+def _free_pid(pid: int, taken: set[int]) -> int:
     """The next pid of the same width that nobody uses (lazily: O(1) memory), else a wider one."""
     width = len(str(pid))
     low, high = (0 if width == 1 else 10 ** (width - 1)), 10**width
