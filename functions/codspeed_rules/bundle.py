@@ -135,13 +135,7 @@ class ForwardOnly:
         self._raw, self._at = raw, 0
 
     def read(self, n: int = -1) -> bytes:
-        data = self._raw.read(n)
-        if 0 < len(data) < n:  # tarfile takes a short read for the end: read on (a verifier answers piece by piece)
-            parts, got = [data], len(data)
-            while got < n and (more := self._raw.read(n - got)):
-                parts.append(more)
-                got += len(more)
-            data = b"".join(parts)
+        data = read_exactly(self._raw, n)  # tarfile takes a short read for the end (a verifier answers piece by piece)
         self._at += len(data)
         return data
 
