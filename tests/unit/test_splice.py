@@ -33,12 +33,12 @@ def normalized(data: bytes, prove: bool = False) -> tuple[bytes, dict]:
     return out.getvalue(), index
 
 
-def _both(datas: list[bytes]) -> tuple[bytes, object, bytes, object]:
+def _both(datas: list[bytes], prove: bool = False) -> tuple[bytes, object, bytes, object]:
     shards, spliced = [], []
     for i, data in enumerate(datas):
         pids = tuple(validate_bundle(io.BytesIO(data)).pids)
         shards.append(ShardBundle(str(i), pids, lambda d=data: io.BytesIO(d)))
-        copy, index = normalized(data)
+        copy, index = normalized(data, prove)
         spliced.append(NormalizedShard(str(i), pids, index, lambda c=copy: io.BytesIO(c)))
     merged, spliced_out = io.BytesIO(), io.BytesIO()
     merge_result = merge_bundles(shards, merged)
@@ -59,9 +59,10 @@ def _first_member_only(archive: bytes) -> bytes:
     return data
 
 
-def test_real_pytest_codspeed_shards_splice_to_the_merge_s_members_and_any_reader_accepts_it(tmp_path):
+@pytest.mark.parametrize("prove", [False, True], ids=["checked at the splice", "inflated alone at arrival"])
+def test_real_pytest_codspeed_shards_splice_to_the_merge_s_members_and_any_reader_accepts_it(tmp_path, prove):
     datas = [(FIXTURES / f"valgrind-shard-{i}.tar.gz").read_bytes() for i in (1, 2, 3)]
-    merged, merge_result, spliced, splice_result = _both(datas)
+    merged, merge_result, spliced, splice_result = _both(datas, prove)
     assert _members(spliced) == _members(merged)
     assert splice_result.members == merge_result.members and splice_result.renumbered == merge_result.renumbered
     assert gzip.decompress(spliced) == _first_member_only(spliced)
