@@ -1,5 +1,6 @@
-"""Fixtures: one embedded local stack for the session, and an aggregator on resources nobody polls."""
+"""Fixtures: one embedded local stack for each xdist worker's session, and an aggregator on resources nobody polls."""
 
+import os
 import uuid
 
 import pytest
@@ -63,3 +64,17 @@ def run_id() -> str:
 def project() -> str:
     """A project of its own, so no other test's run is this test's baseline."""
     return f"acme/widgets-{uuid.uuid4().hex[:8]}"
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    """A parameter of bytes is named by its length: bytes made at collection (a gzip's header holds
+    the second it was made) would name a test differently in each xdist worker."""
+    if isinstance(val, bytes):
+        return f"{argname}-{len(val)}-bytes"
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: two workers a core. A worker waits on its local stack's threads (moto's server,
+    the pollers, the client's subprocesses) much of the time, and one a core leaves the cores idle
+    then (docs/testing.md has the figures)."""
+    return 2 * (os.cpu_count() or 1)

@@ -12,12 +12,40 @@ from collections.abc import Callable
 from werkzeug.serving import BaseWSGIServer, make_server
 
 
-def start_moto(host: str = "127.0.0.1", port: int = 0, refused: Callable[[str], str | None] | None = None) -> BaseWSGIServer:
+# The requests after which a queue may hold a message it did not: S3's writes (its event
+# notifications go to SQS within the request) and SQS's own sends and visibility changes.
+_QUEUEING = {"AmazonSQS.SendMessage", "AmazonSQS.SendMessageBatch", "AmazonSQS.ChangeMessageVisibility",
+             "AmazonSQS.ChangeMessageVisibilityBatch"}
+
+
+class Wakeups:
+    """Tells the pollers that a queue may have something new, so an idle poller waits for that
+    instead of polling moto 20 times a second (each poll costs the stack's one lock)."""
+
+    def __init__(self) -> None:
+        self._events: list[threading.Event] = []
+
+    def register(self) -> threading.Event:
+        event = threading.Event()
+        self._events.append(event)
+        return event
+
+    def notify(self, environ: dict) -> None:
+        target = environ.get("HTTP_X_AMZ_TARGET")
+        if target in _QUEUEING or (target is None and environ.get("REQUEST_METHOD") in ("PUT", "POST", "DELETE")):
+            for event in self._events:
+                event.set()
+
+
+def start_moto(host: str = "127.0.0.1", port: int = 0, refused: Callable[[str], str | None] | None = None,
+               wakeups: Wakeups | None = None) -> BaseWSGIServer:
     """``refused(path)``: why a presigned request to ``path`` is refused (AccessDenied), or None:
-    moto checks no presigned signature, so the local stack says which presigner had no right."""
+    moto checks no presigned signature, so the local stack says which presigner had no right.
+    ``wakeups``: told after each request that may have queued a message."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
     _back_up_each_table_once()
+    _list_moto_modules_once()
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
 
@@ -28,7 +56,10 @@ def start_moto(host: str = "127.0.0.1", port: int = 0, refused: Callable[[str], 
                 start_response("403 Forbidden", [("Content-Type", "application/xml")])
                 return [f"<Error><Code>AccessDenied</Code><Message>{why}</Message></Error>".encode()]
         with lock:
-            return list(app(environ, start_response))
+            answer = list(app(environ, start_response))
+        if wakeups is not None:
+            wakeups.notify(environ)
+        return answer
 
     class QuietHandler(MotoRequestHandler):
         def log_request(self, *args) -> None:
@@ -39,28 +70,77 @@ def start_moto(host: str = "127.0.0.1", port: int = 0, refused: Callable[[str], 
     return server
 
 
-class _TablesCopiedOnce:
-    """``copy`` as moto's DynamoDB sees it during one transaction: a table deep-copied once."""
+def _list_moto_modules_once() -> None:
+    """moto's dispatcher lists its own package's folders on disk at every request to tell a
+    service from a host name; the pollers' short polls made that a tenth of the stack's time."""
+    from moto import backends
+
+    if getattr(backends.list_of_moto_modules, "listed_once", False):
+        return
+    modules = tuple(backends.list_of_moto_modules())
+
+    def listed() -> tuple[str, ...]:
+        return modules
+
+    listed.listed_once = True
+    backends.list_of_moto_modules = listed
+
+
+class _NoTableBackup:
+    """``copy`` as moto's DynamoDB sees it during one transaction: a table is not copied (its
+    "backup" is the live table, so its rollback is a no-op); the items the transaction touches
+    are kept and put back instead (``_undo_touched``)."""
 
     def __init__(self, table_type) -> None:
-        self._table_type, self._copies = table_type, {}
+        self._table_type = table_type
 
     def deepcopy(self, value, memo=None):
-        if not isinstance(value, self._table_type):
-            return copy.deepcopy(value, memo)
-        if id(value) not in self._copies:
-            self._copies[id(value)] = copy.deepcopy(value, memo)
-        return self._copies[id(value)]
+        return value if isinstance(value, self._table_type) else copy.deepcopy(value, memo)
 
     def __getattr__(self, name):
         return getattr(copy, name)
 
 
+def _touched(backend, transact_items) -> list[tuple[object, object, object, object]]:
+    """(table, hash key, range key, the item as it is now or None) of each item a transaction names."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    touched = []
+    for entry in transact_items:
+        for op in entry.values():
+            table = backend.tables.get(op.get("TableName"))
+            key = op.get("Key") or op.get("Item")
+            if table is None or not key or table.hash_key_attr not in key:
+                continue
+            hash_value = DynamoType(key[table.hash_key_attr])
+            range_value = DynamoType(key[table.range_key_attr]) if table.has_range_key and table.range_key_attr in key else None
+            if table.has_range_key and range_value is None:
+                continue
+            current = table.get_item(hash_value, range_value)
+            touched.append((table, hash_value, range_value, copy.deepcopy(current)))
+    return touched
+
+
+def _undo_touched(touched) -> None:
+    for table, hash_value, range_value, original in reversed(touched):
+        if range_value is None:
+            if original is None:
+                table.items.pop(hash_value, None)
+            else:
+                table.items[hash_value] = original
+        elif original is None:
+            table.items[hash_value].pop(range_value, None)
+        else:
+            table.items[hash_value][range_value] = original
+
+
 def _back_up_each_table_once() -> None:
-    """moto backs a table up (a deep copy of all its items, to roll back) once per item of a
-    transaction: a claim of 17 items copied the whole table 17 times, and the suite's table
-    grows with every run. Once per table is the same rollback. (Calls are serialized: the
-    module's ``copy`` is swapped for one call at a time.)"""
+    """moto backs a table up before a transaction (a deep copy of all its items, to roll back),
+    and queries a table by walking every item: both grow with the table, and the suite's table
+    grows with every run (a session's transactions spent most of their time copying). The same
+    rollback keeps only the items the transaction names, and a query of a table's own key reads
+    that key's items: the same answers. (Calls are serialized: the module's ``copy`` and a
+    table's ``all_items`` are swapped for one call at a time.)"""
     from moto.dynamodb import models
     from moto.dynamodb.models.table import Table
 
@@ -70,11 +150,29 @@ def _back_up_each_table_once() -> None:
     original = backend.transact_write_items
 
     def transact_write_items(self, transact_items):
-        models.copy = _TablesCopiedOnce(Table)
+        touched = _touched(self, transact_items) if len(transact_items) <= 100 else []
+        models.copy = _NoTableBackup(Table)
         try:
             return original(self, transact_items)
+        except Exception:
+            _undo_touched(touched)
+            raise
         finally:
             models.copy = copy
 
     transact_write_items.copies_once = True
     backend.transact_write_items = transact_write_items
+
+    query = Table.query
+
+    def query_by_key(self, hash_key, *args, **kwargs):
+        index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
+        if index_name is not None or not self.has_range_key or hash_key is None:
+            return query(self, hash_key, *args, **kwargs)
+        self.all_items = lambda: list(self.items.get(hash_key, {}).values())
+        try:
+            return query(self, hash_key, *args, **kwargs)
+        finally:
+            del self.all_items
+
+    Table.query = query_by_key

@@ -17,12 +17,14 @@ def sqs_event(messages: list[dict], queue_arn: str) -> dict:
 
 
 class QueuePoller:
-    def __init__(self, sqs, queue_url: str, handler, function_name: str, batch_size: int = 10) -> None:
+    def __init__(self, sqs, queue_url: str, handler, function_name: str, batch_size: int = 10,
+                 wake: threading.Event | None = None) -> None:
         self.sqs, self.queue_url, self.handler = sqs, queue_url, handler
         self.context = LocalContext(function_name)
         self.batch_size = batch_size
         self.arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         self._stop = threading.Event()
+        self._wake = wake  # set when a queue may hold something new (moto_server.Wakeups)
         self._thread = threading.Thread(target=self._run, name=function_name, daemon=True)
 
     def start(self) -> "QueuePoller":
@@ -31,6 +33,8 @@ class QueuePoller:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._wake is not None:
+            self._wake.set()
         self._thread.join(timeout=10)
 
     def poll_once(self, wait_seconds: int = 0) -> int:
@@ -60,10 +64,14 @@ class QueuePoller:
 
     def _run(self) -> None:
         # Short polls: moto serves a long poll by sleeping inside the call, which would hold
-        # the local stack's one lock (see moto_server) for the whole wait.
+        # the local stack's one lock (see moto_server) for the whole wait. An idle poller waits to
+        # be woken by a request that may have queued something, and polls at least every second
+        # (a message whose visibility timeout ran out comes back on its own).
         while not self._stop.is_set():
+            if self._wake is not None:
+                self._wake.clear()  # before the poll: a wakeup during it is not lost
             try:
                 if not self.poll_once():
-                    self._stop.wait(0.05)
+                    (self._wake or self._stop).wait(1.0 if self._wake is not None else 0.05)
             except Exception:  # the stack is shutting down, or moto hiccupped: poll again
                 self._stop.wait(0.5)

@@ -13,7 +13,7 @@ from .. import wiring
 from ..adapters import aws
 from .iam import RoleEnforcer
 from .iam.roles import local_policies
-from .moto_server import start_moto
+from .moto_server import Wakeups, start_moto
 from .pollers import QueuePoller
 from .resources import create
 from .upstream_stub import StubUpstream
@@ -69,7 +69,8 @@ class LocalStack:
         warnings.filterwarnings("ignore", message="No application metrics to publish")
         if self.enforcer is not None:
             self._unhook = aws.on_session(self.enforcer.attach)
-        moto = start_moto(refused=self.enforcer.presign_refusal if self.enforcer else None)
+        wakeups = Wakeups()
+        moto = start_moto(refused=self.enforcer.presign_refusal if self.enforcer else None, wakeups=wakeups)
         self._servers.append(moto)
         endpoint = f"http://127.0.0.1:{moto.server_address[1]}"
         if self.upstream_url is None:
@@ -109,8 +110,10 @@ class LocalStack:
         os.environ["PUBLIC_URL"] = self.api_url  # run pages' links, in reports made off a request
         wiring.reset()
         sqs = client("sqs")
-        self.arrivals = QueuePoller(sqs, self.resources.arrivals_queue_url, arrivals.handler, "codspeed-arrivals")
-        self.finalizer = QueuePoller(sqs, self.resources.finalize_queue_url, finalizer.handler, "codspeed-finalizer")
+        self.arrivals = QueuePoller(sqs, self.resources.arrivals_queue_url, arrivals.handler, "codspeed-arrivals",
+                                    wake=wakeups.register())
+        self.finalizer = QueuePoller(sqs, self.resources.finalize_queue_url, finalizer.handler, "codspeed-finalizer",
+                                     wake=wakeups.register())
         if self.run_pollers:
             self._pollers += [self.arrivals.start(), self.finalizer.start()]
             threading.Thread(target=self._sweep, name="sweeper", daemon=True).start()
