@@ -1,0 +1,25 @@
+"""``close``: every shard that will come has come; forward with what has arrived."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import Output, Target, add_common
+
+NAME = "close"
+HELP = "say that every shard that will come has come"
+EXAMPLE = "  codspeed-client close --skip lint\n"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--skip", action="append", default=[], help="a shard skipped on purpose (repeat, or comma-separate)")
+    add_common(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    target = Target(args)
+    skip = [name.strip() for value in args.skip for name in value.split(",") if name.strip()]
+    answer = target.api().close(target.project, target.run_id, skip)
+    closed = answer.get("run_id") or target.run_id  # the attempt closed: the run's latest, or the one named
+    Output(args).result(answer, f"run {closed} ({target.project}): {answer['state']}: {answer['message']}")
+    return 0

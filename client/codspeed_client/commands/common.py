@@ -1,0 +1,150 @@
+"""What the commands share: the run and aggregator flags, where to send (``Target``), how to print
+(``Output``), and the readers of names and listed files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+
+from ..errors import CONFIG, USAGE, ClientError, Skipped
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("run and aggregator (detected from the CI and git when absent)")
+    group.add_argument("--api-url", help="aggregator URL (env CODSPEED_AGGREGATOR_URL)")
+    group.add_argument("--token", help="aggregator token (env CODSPEED_AGGREGATOR_TOKEN; never CodSpeed's own CODSPEED_TOKEN)")
+    group.add_argument("--project", help="owner/repo (GitLab: group/subgroup/repo)")
+    group.add_argument("--run-id", help="the CI run every shard belongs to")
+    group.add_argument("--commit", help="commit SHA")
+    group.add_argument("--ref", help="git ref, e.g. refs/heads/main")
+    group.add_argument("--base-ref", help="the branch a pull request targets")
+    group.add_argument("--base-commit", help="the base branch's commit the change is built on: its run is the baseline "
+                                             "(detected from GitHub's and GitLab's pull requests)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--quiet", action="store_true", help="print errors only")
+    out.add_argument("--json", action="store_true", help="print one JSON object (errors too)")
+
+
+class Output:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.quiet = getattr(args, "quiet", False)
+        self.json = getattr(args, "json", False)
+
+    def result(self, data: dict, text: str) -> None:
+        if self.json:
+            print(json.dumps(data, indent=2))
+        elif not self.quiet:
+            print(text)
+
+
+class Target:
+    """Where to send, and which run: flags first, then the environment, then the CI and git.
+    Values the aggregator would refuse are usage errors here, said in a sentence."""
+
+    def __init__(self, args: argparse.Namespace, *, need_api: bool = True, check: bool = True,
+                 need_run: bool = True) -> None:
+        from ..ci import detect
+
+        self.ctx, self.need_run = detect(), need_run
+        self.api_url = args.api_url or os.environ.get("CODSPEED_AGGREGATOR_URL")
+        # a secret pasted with its line break (a CI secret, a file read into the variable) is the token
+        self.token = (args.token or os.environ.get("CODSPEED_AGGREGATOR_TOKEN") or "").strip() or None
+        self.project = args.project or self.ctx.project
+        self.run_id = args.run_id or self.ctx.run_id
+        self.commit = args.commit or self.ctx.commit
+        self.ctx.ref = args.ref or self.ctx.ref
+        self.ctx.base_ref = args.base_ref or self.ctx.base_ref
+        self.ctx.base_commit = getattr(args, "base_commit", None) or self.ctx.base_commit
+        self.retries = os.environ.get("CODSPEED_RETRIES", "5")
+        if check:
+            self._check(need_api)
+
+    def missing(self, need_api: bool = True) -> list[str]:
+        found = [
+            (self.project, "cannot tell the project: pass --project owner/repo"),
+            (self.run_id or not self.need_run, "cannot tell the run id: pass --run-id, the same in every shard of the run"),
+        ]
+        if need_api:
+            found[:0] = [
+                (self.api_url, "no aggregator URL: pass --api-url or set CODSPEED_AGGREGATOR_URL"),
+                (self.token, "no token: pass --token or set CODSPEED_AGGREGATOR_TOKEN"),
+            ]
+        return [what for value, what in found if not value]
+
+    def _check(self, need_api: bool) -> None:
+        from codspeed_rules.names import is_commit, is_project, run_id_problem
+
+        if self.project and not is_project(self.project):
+            raise ClientError(f"--project {self.project!r} is not owner/repo (or group/subgroup/repo on GitLab)", USAGE)
+        if self.run_id and (problem := run_id_problem(str(self.run_id))):
+            raise ClientError(f"--run-id {problem}", USAGE)
+        if self.commit and not is_commit(self.commit):
+            raise ClientError(f"--commit {self.commit!r} is not a commit SHA (7 to 64 hex digits)", USAGE)
+        if self.ctx.base_commit and not is_commit(self.ctx.base_commit):
+            raise ClientError(f"--base-commit {self.ctx.base_commit!r} is not a commit SHA (7 to 64 hex digits)", USAGE)
+        if need_api and self.api_url and not re.match(r"^https?://[^/\s]+", self.api_url):
+            raise ClientError(f"--api-url {self.api_url!r} is not an http(s):// URL: give the aggregator's ApiUrl", USAGE)
+        if not self.retries.isdigit():
+            raise ClientError(f"CODSPEED_RETRIES={self.retries!r} is not a number of tries", USAGE)
+        if need_api and self.token and not re.fullmatch(r"[\x21-\x7e]+", self.token):
+            raise ClientError("the token holds a space, a control or a non-ASCII character, which an HTTP header cannot "
+                              "carry: check CODSPEED_AGGREGATOR_TOKEN (or --token) for a pasted line break", CONFIG)
+        if need_api and not self.token and self.ctx.fork:
+            raise Skipped(f"this pull request comes from a fork ({self.ctx.fork}), whose jobs GitHub gives no "
+                          "secrets: with no aggregator token nothing was sent (runs of the project's own branches "
+                          "are not affected)")
+        missing = self.missing(need_api)
+        if missing:
+            raise ClientError(missing[0], CONFIG)
+
+    def need_commit(self) -> str:
+        if not self.commit:
+            raise ClientError("cannot tell the commit: pass --commit SHA", CONFIG)
+        return self.commit
+
+    def api(self):
+        from ..api import AggregatorApi
+
+        return AggregatorApi(self.api_url, self.token, attempts=int(self.retries))
+
+
+def where_from(ctx) -> dict:
+    """What a run's first request says of its CI run and its base, each only when known (a stack
+    before it takes none): the CI run's page, the base commit and the commits before it."""
+    from codspeed_rules.names import MAX_ANCESTORS, is_ci_url
+
+    from ..ci import ancestors
+
+    found = {"ci_url": ctx.ci_url} if ctx.ci_url and is_ci_url(ctx.ci_url) else {}
+    if ctx.base_commit:
+        found["base_commit"] = ctx.base_commit
+        if before := ancestors(ctx.repository_root, ctx.base_commit, MAX_ANCESTORS):
+            found["base_ancestors"] = before
+    return found
+
+
+def listed(flag: str, path: str) -> list[str]:
+    """A file's lines, one item each, blank ones left out ('-': standard input)."""
+    try:
+        with (sys.stdin if path == "-" else open(path)) as lines:
+            return [line.strip() for line in lines if line.strip()]
+    except OSError as exc:
+        raise ClientError(f"cannot read {flag} {path}: {exc.strerror}", USAGE) from exc
+
+
+def shard_names(flag: str, value: str) -> list[str]:
+    """Comma-separated shard names, each usable, none twice."""
+    from codspeed_rules.names import is_shard_name
+
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    for name in names:
+        if not is_shard_name(name):
+            raise ClientError(f"shard name {name!r} is not usable: letters, digits and _.=+@- only", USAGE)
+    if not names:
+        raise ClientError(f"{flag} {value!r} names no shard", USAGE)
+    if len(set(names)) != len(names):
+        raise ClientError(f"{flag} {value} names a shard twice", USAGE)
+    return names

@@ -1,0 +1,126 @@
+"""``push``: upload this job's shard, checked with the aggregator's rules while it goes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+from ..errors import NETWORK, USAGE, ClientError
+from .common import Output, Target, add_common, shard_names, where_from
+
+NAME = "push"
+HELP = "upload this job's shard"
+EXAMPLE = ("  codspeed-client push --shard 2/4 --profile-folder profiles/\n"
+           "  codspeed-client push --shard parse --expect parse,lint,codegen --archive shard.tar.gz --dry-run\n")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shard", help="I/N (shard I of N) or a shard name (default: GitLab's CI_NODE_INDEX/CI_NODE_TOTAL, "
+                                        "Buildkite's parallel job)")
+    parser.add_argument("--expect", help="comma-separated names of every shard of the run")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--profile-folder", help="the folder CodSpeed wrote its profiles to")
+    source.add_argument("--archive", help="an already made tar.gz of the profile folder")
+    parser.add_argument("--executor", choices=("valgrind", "walltime", "memory"),
+                        help="the CodSpeed executor that made the profiles (default: told by a folder's files; valgrind for an archive)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check the shard with the aggregator's rules and show what would be sent; send nothing")
+    add_common(parser)
+
+
+def parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[str] | None]:
+    """``--shard`` and ``--expect`` as (shard name, total or None, names or None)."""
+    indexed = re.fullmatch(r"([0-9]+)/([0-9]+)", shard)
+    names = [n.strip() for n in expect.split(",") if n.strip()] if expect else None
+    if indexed:
+        index, total = int(indexed[1]), int(indexed[2])
+        if total < 1 or not 1 <= index <= total:
+            raise ClientError(f"--shard {shard}: write I/N with 1 <= I <= N (shard 2 of 4 is --shard 2/4)", USAGE)
+        if names:
+            raise ClientError("--shard I/N already says how many shards there are: drop --expect", USAGE)
+        return str(index), total, None
+    if "/" in shard or not shard:
+        raise ClientError(f"--shard {shard!r} is neither I/N (shard 2 of 4 is --shard 2/4) nor a shard name", USAGE)
+    if names is None:
+        hint = f"--shard {shard}/N (shard {shard} of N)" if shard.isdigit() else f"--expect {shard},other,..."
+        raise ClientError(f"--shard {shard} says no total: write {hint}, so the run knows when every shard is in", USAGE)
+    names = shard_names("--expect", expect)
+    if shard not in names:
+        raise ClientError(f"--shard {shard} is not among --expect {expect}", USAGE)
+    return shard, None, names
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .. import bundle, metadata
+
+    out = Output(args)
+    for flag, value in (("--profile-folder", args.profile_folder), ("--archive", args.archive)):
+        if value is not None and not value.strip():
+            raise ClientError(f"{flag} is empty: give the folder the profiles are in, or an archive of it", USAGE)
+    target = Target(args, need_api=not args.dry_run)
+    if args.shard is None and target.ctx.shard is None:
+        raise ClientError("no --shard: pass --shard I/N (shard I of N), or a name with --expect", USAGE)
+    shard, total, names = parse_shard(args.shard if args.shard is not None else target.ctx.shard, args.expect)
+    target.need_commit()
+    if args.profile_folder:
+        made = bundle.from_folder(Path(args.profile_folder), args.executor)
+    else:
+        made = bundle.from_archive(Path(args.archive), args.executor or "valgrind")
+    try:
+        verdict = bundle.Verdict(made.path, made.executor)  # the aggregator's rules, checked while the upload goes
+        api = None if args.dry_run else target.api()  # loads the HTTP client while the archive's CRC32 is taken
+        meta = metadata.build(target.ctx, project=target.project, run_id=target.run_id, commit=target.commit,
+                              shard=shard, carried=made.carried_metadata, executor=made.executor)
+        request = {"project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
+                   "size": made.size, "crc32": made.crc32(), "metadata": meta}
+        request.update(where_from(target.ctx))
+        if api is None:
+            return _dry_run(out, made, verdict.result(), request)
+        try:
+            grant = _upload(api, made, request, verdict, quiet=out.quiet or out.json)
+        except ClientError:
+            verdict.result()  # a shard the aggregator would refuse says more than the failure it caused
+            raise
+        verdict.result()
+    finally:
+        if args.profile_folder:
+            made.path.unlink(missing_ok=True)
+    of = f" of {total}" if total else ""
+    files = f", {len(made.files)} files" if made.files else ""
+    run_id, attempt = grant.get("run_id") or target.run_id, grant.get("attempt") or 1
+    again = f" (attempt {attempt}: run {target.run_id} was already forwarded)" if attempt > 1 else ""
+    out.result({"pushed": shard, "project": target.project, "run_id": run_id, "attempt": attempt, "size": made.size},
+               f"pushed shard {shard}{of} of run {run_id} ({target.project}): {made.size} bytes{files}{again}")
+    return 0
+
+
+def _upload(api, made, request: dict, verdict, quiet: bool) -> dict:
+    from ..api import UploadExpired
+    from ..progress import Progress
+
+    for attempt in range(2):
+        grant = api.request_upload(request)
+        try:
+            api.put_bundle(grant["upload_url"], grant["headers"], made.path, None if quiet else Progress(made.size),
+                           guard=verdict.guard)
+            return grant
+        except UploadExpired:
+            if attempt:
+                raise ClientError("the upload URL expired twice before the bundle was sent: check the network speed "
+                                  "and the machine's clock", NETWORK) from None
+
+
+def _dry_run(out: Output, made, checked, request: dict) -> int:
+    files = made.files or sorted(checked.files)
+    summary = {"files": files, "size": made.size, "benchmarks": checked.benchmarks, "executor": made.executor,
+               "verdict": "valid", "request": request}
+    lines = [f"would push shard {request['shard']} of run {request['run_id']} ({request['project']}): "
+             f"{made.size} bytes, {len(files)} files, {checked.benchmarks} benchmarks ({made.executor}); "
+             "the aggregator's rules accept it"]
+    lines += [f"  {name}" for name in files]
+    lines += ["metadata:", json.dumps(request["metadata"], indent=2)]
+    out.result(summary, "\n".join(lines))
+    return 0

@@ -1,0 +1,35 @@
+"""``split``: which benchmarks go to which shard, balanced on their recorded costs."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import USAGE, ClientError
+from .common import Output, Target, add_common, listed
+
+NAME = "split"
+HELP = "say which benchmarks go to which shard, balanced on their recorded costs"
+EXAMPLE = "  codspeed-client split --shards 4 --json\n"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shards", type=int, required=True, help="how many shards")
+    parser.add_argument("--branch", help="the branch whose latest forwarded run's costs are used")
+    parser.add_argument("--names", help="a file of the benchmarks to split, one a line (default: those recorded)")
+    add_common(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..balance import seconds_by_name, split
+
+    if args.shards < 1:
+        raise ClientError(f"--shards {args.shards}: split into 1 shard or more", USAGE)
+    names = list(dict.fromkeys(listed("--names", args.names))) if args.names else None
+    target = Target(args, need_run=False)
+    answer = target.api().costs(target.project, args.branch)
+    costs = seconds_by_name(answer["benchmarks"], names)
+    groups = split(costs, args.shards)
+    summary = {str(i): {"seconds": round(sum(costs[n] for n in g), 6), "benchmarks": g} for i, g in enumerate(groups, 1)}
+    Output(args).result(summary, "\n".join(f"shard {i}: {s['seconds']:.3f} s, {len(s['benchmarks'])} benchmarks: "
+                                           f"{' '.join(s['benchmarks'])}" for i, s in summary.items()))
+    return 0

@@ -1,0 +1,80 @@
+"""``status``: the run's report, waited for, printed, and held to a regression threshold."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import REGRESSED, TIMEOUT, USAGE, ClientError
+from .common import Target, add_common
+
+NAME = "status"
+HELP = "show the run's report"
+EXAMPLE = ("  codspeed-client status --wait --timeout 1800 --fail-on-regression 5\n"
+           "  codspeed-client status --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n")
+
+
+def _percent(text: str) -> str | float:
+    """``5`` or ``5%`` as 0.05; "report": the report's own threshold."""
+    if text == "report":
+        return text
+    number = text.strip().removesuffix("%")
+    try:
+        value = float(number) / 100
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (5 or 5%)") from None
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 (5 or 5%)")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait", action="store_true", help="block until the run is final")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait at most (default 1800)")
+    parser.add_argument("--interval", type=float, default=5, help="seconds between polls (default 5)")
+    parser.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    parser.add_argument("--fail-on-regression", nargs="?", const="report", type=_percent, metavar="PCT",
+                        help="exit 13 when a benchmark regressed past PCT (5 or 5%%; alone: the stack's threshold)")
+    parser.add_argument("--benchmarks", action="store_true",
+                        help="list every benchmark (read shard by shard), not only the worst changes")
+    add_common(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..report import every_benchmark, final_exit_code, regressions_past, render_text, wait_for_final
+
+    if args.timeout < 0 or args.interval <= 0:
+        raise ClientError("--timeout must be 0 or more seconds and --interval more than 0", USAGE)
+    if args.benchmarks and args.format == "markdown":
+        raise ClientError("--benchmarks lists benchmarks in text or JSON: the Markdown names the worst changes only, "
+                          "and links the run's page", USAGE)
+    target = Target(args)
+    api = target.api()
+    if args.wait:
+        report, timed_out = wait_for_final(api, target.project, target.run_id, args.timeout, args.interval)
+        if report is None:
+            raise ClientError(f"run {target.run_id} of {target.project} did not appear within {args.timeout:g} s: "
+                              "did any shard push to it?", TIMEOUT)
+    elif args.format == "markdown" and not args.json:
+        report, timed_out = None, False  # the Markdown is fetched as such below: no JSON read first
+    else:
+        report, timed_out = api.report(target.project, target.run_id), False
+    if args.benchmarks:
+        report["benchmarks"] = every_benchmark(api, report)
+    regressed = None
+    if args.fail_on_regression is not None and report is not None:
+        regressed = regressions_past(api, report, args.fail_on_regression)
+    if args.json or args.format == "json":
+        print(json.dumps(report, indent=2))
+    elif args.format == "markdown":
+        print(api.report(target.project, target.run_id, "markdown"), end="")
+    elif not args.quiet:
+        print(render_text(report, every=args.benchmarks), end="")
+    if timed_out:
+        print(f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final", file=sys.stderr)
+    code = final_exit_code(report, timed_out) if args.wait else 0
+    if regressed and code == 0:
+        print(f"codspeed-client: {regressed}", file=sys.stderr)
+        return REGRESSED
+    return code
