@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install demo local test bench bench-smoke sam-build clean
+.PHONY: install demo local test docs bench bench-smoke sam-build clean
 
 # The functions' dependencies at the pins sam build deploys (functions/requirements.txt, made by
 # tools/lock.py): what the tests run against is what is deployed.
@@ -29,8 +29,13 @@ $(BROWSER):
 	$(SUDO) apt-get update -qq
 	$(SUDO) apt-get install -y -qq --no-install-recommends chromium-headless-shell
 
+# In parallel, one worker a core, each with a local stack of its own (pyproject.toml's addopts).
 test: install $(BROWSER)
 	CHROMIUM_HEADLESS_SHELL=$(BROWSER) $(BIN)/python -m pytest -q
+
+# The docs site into site/, every warning an error: links and anchors included (mkdocs.yml).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # bench/valgrind_rate.py runs a pytest-codspeed suite under valgrind, as CodSpeed's runner does
 VALGRIND ?= /usr/bin/valgrind
@@ -66,4 +71,4 @@ sam-build: $(SAM_VENV)/bin/sam
 	test -n "$$(find .aws-sam/build/FinalizerFunction/isal -name '*aarch64*.so')"  # native wheels for arm64
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .hypothesis
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .hypothesis site

@@ -150,11 +150,42 @@ def test_the_action_refuses_an_unknown_command(tmp_path):
     assert code == 2 and "command must be plan, open, push, close or status, not 'deploy'" in err
 
 
-def test_the_readme_workflow_uses_only_inputs_the_action_has():
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_workflows_use_only_inputs_the_action_has():
+    readme = "".join(page.read_text() for page in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
     blocks = re.findall(r"uses: acme/codspeed-shard-aggregator@main\n(?: +id: .*\n)? +with:\n((?: {10}[\w-]+:.*\n)+)", readme)
     assert blocks
     for block in blocks:
         for name in re.findall(r"^\s+([\w-]+):", block, re.M):
             assert name in ACTION["inputs"], name
     assert json.loads(json.dumps(ACTION["outputs"]))  # outputs are declared
+
+
+def test_the_actions_gate_fails_the_step_on_a_regression_and_still_writes_its_outputs(stack, project, tmp_path):
+    import requests
+
+    from tests.factories import bundle, put, upload_request
+
+    def push(run: str, index: int, cost: int, **meta) -> None:
+        names = [f"tests/test_gate{index}.py::test_{j}" for j in range(2)]
+        data = bundle(200 + index, names, costs={name: cost for name in names})
+        answer = requests.post(f"{stack.api_url}/v1/uploads", headers={"Authorization": TOKEN}, timeout=30,
+                               json=upload_request(project, run, str(index), data, total=2, **meta))
+        assert answer.status_code == 201, answer.text
+        put(answer.json(), data)
+
+    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project,
+                                                         "GITHUB_SHA": "c" * 40, "GITHUB_REF": "refs/pull/3/merge"})
+    _installed(job)
+    common = {"api-url": stack.api_url, "token": TOKEN, "command": "status", "timeout": "60"}
+    for index in (1, 2):  # the baseline, forwarded on main
+        push("main-gate", index, 1000)
+    assert job.use({**common, "run-id": "main-gate", "fail-on-regression": "5"})[0] == 0  # main against itself
+    pull = {"ref": "refs/pull/3/merge", "base_ref": "main", "commit": "c" * 40}
+    push("pr-gate", 1, 1300, **pull)  # 30% slower
+    push("pr-gate", 2, 1030, **pull)  # 3%: under 5%
+    code, outputs, err = job.use({**common, "run-id": "pr-gate", "fail-on-regression": "5"})
+    assert code == 13, err
+    assert "2 benchmarks regressed past 5% against the baseline: worst tests/test_gate1.py::test_0 +30.0%" in err
+    assert outputs["state"] == "forwarded" and Path(outputs["report-path"]).is_file()
+    assert job.use({**common, "run-id": "pr-gate", "fail-on-regression": "40"})[0] == 0
+    assert job.use({**common, "run-id": "pr-gate"})[0] == 0  # no gate asked: the step passes

@@ -1,4 +1,4 @@
-"""The README's hand-run example, run verbatim in a shell (with the ``.venv`` it names being the
+"""The docs' hand-run example (docs/local.md), run verbatim in a shell (with the ``.venv`` it names being the
 environment these tests run in), in a fresh folder inside a git repository."""
 
 import os
@@ -10,9 +10,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_readmes_hand_run_example_runs_verbatim(tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"To keep a local aggregator running and push to it yourself:\n\n```sh\n(.*?)```", readme, re.S)[1]
+def test_the_docs_hand_run_example_runs_verbatim(tmp_path):
+    page = (ROOT / "docs" / "local.md").read_text()
+    block = re.search(r"<!-- docs-check: hand-run -->\n```sh\n(.*?)```", page, re.S)[1]
     work = tmp_path / "repo"
     work.mkdir()
     (work / ".venv").symlink_to(Path(sys.executable).parent.parent)

@@ -1,0 +1,227 @@
+"""What users copy from the README and the docs site works: every fenced block says what it is,
+each shell line of ours parses with our own parsers, each workflow uses only inputs and outputs
+that exist, each config loads, and the site builds with every warning an error (links and
+anchors included). Blocks are found by their ``<!-- docs-check: KIND -->`` marker, not by the
+text around them, so they can move between pages."""
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from codspeed_aggregator.cli import parser as aggregator_parser
+from codspeed_client.cli import parser as client_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
+# CodSpeedHQ/action's inputs (its action.yml, v3): a workflow here may set no other.
+CODSPEED_ACTION_INPUTS = {"token", "run", "working-directory", "upload-url", "runner-version", "instruments",
+                          "mongo-uri-env-name", "shell", "mode"}
+LANGUAGES = {"sh", "yaml", "toml", "json", "text"}
+FENCE = re.compile(r"(?:<!-- docs-check: ([\w-]+) -->\n)?^```(\w*)\n(.*?)^```$", re.M | re.S)
+
+
+def blocks(kind: str | None = None):
+    """(page, language, marker, text) of every fenced block of the README and the docs."""
+    for page in PAGES:
+        for marker, language, text in FENCE.findall(page.read_text()):
+            if kind is None or marker == kind:
+                yield page.relative_to(ROOT), language, marker, text
+
+
+def commands(script: str) -> list[list[str]]:
+    """Each line of a shell script that runs one of our commands, as its arguments."""
+    found = []
+    for line in script.replace("\\\n", " ").splitlines():
+        words = shlex.split(re.sub(r"\$\([^)]*\)", "SUBSTITUTED", line), comments=True)
+        ends = [i for i, word in enumerate(words) if word in ("&", "&&", "|", "||", ";", ">", ">>")]
+        words = words[:ends[0]] if ends else words
+        while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+            words.pop(0)
+        if words and Path(words[0]).name in ("codspeed-client", "codspeed-aggregator"):
+            found.append(words)
+    return found
+
+
+def parses(words: list[str]) -> None:
+    program = client_parser() if Path(words[0]).name == "codspeed-client" else aggregator_parser()
+    try:
+        program.parse_args(words[1:])
+    except SystemExit as exc:
+        pytest.fail(f"{' '.join(words)}: refused by {words[0]}'s parser (exit {exc.code})")
+
+
+def test_every_block_says_what_it_is():
+    untyped = [(str(page), text[:40]) for page, language, _, text in blocks() if language not in LANGUAGES]
+    assert not untyped, f"a fenced block needs one of {sorted(LANGUAGES)} ('text' for what is not copied): {untyped}"
+
+
+def test_every_shell_line_of_ours_parses():
+    seen = 0
+    for page, language, _, text in blocks():
+        if language == "sh":
+            for words in commands(text):
+                parses(words)
+                seen += 1
+    assert seen >= 15, seen  # the client's page alone has 12
+
+
+def test_make_targets_named_in_the_docs_exist():
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([\w-]+):", makefile, re.M))
+    named = {line.split()[1] for _, language, _, text in blocks() if language == "sh"
+             for line in text.splitlines() if line.startswith("make ")}
+    assert named and named <= targets, named - targets
+
+
+def test_the_deploy_blocks_name_the_templates_parameters():
+    template = (ROOT / "template.yaml").read_text()
+    defaults = set(re.findall(r"Default: (/codspeed-aggregator/[\w-]+)", template))
+    deploys = [text for _, _, _, text in blocks("deploy")]
+    assert deploys
+    for text in deploys:
+        names = set(re.findall(r"--name (\S+)", text))
+        assert names and names <= defaults, names - defaults
+        for words in commands(text):
+            parses(words)
+
+
+def _steps(workflow: dict):
+    for name, job in workflow["jobs"].items():
+        for step in job.get("steps", []):
+            yield name, job, step
+
+
+def _check_expressions(workflow: dict, page) -> None:
+    """``needs.J.outputs.O`` names a job this one needs and an output it declares; ``steps.S.outputs.O``
+    a step of the job with that id, and an output our action has."""
+    for name, job in workflow["jobs"].items():
+        needs = job.get("needs", [])
+        needs = [needs] if isinstance(needs, str) else needs
+        assert set(needs) <= set(workflow["jobs"]), f"{page}: {name} needs {needs}"
+        text = yaml.safe_dump(job)
+        for needed, output in re.findall(r"needs\.([\w-]+)\.outputs\.([\w-]+)", text):
+            assert needed in needs, f"{page}: job {name} reads {needed}'s outputs without needing it"
+            assert output in workflow["jobs"][needed].get("outputs", {}), f"{page}: {needed} has no output {output}"
+        ids = {step.get("id"): step for step in job.get("steps", [])}
+        for step_id, output in re.findall(r"steps\.([\w-]+)\.outputs\.([\w-]+)", text):
+            assert step_id in ids, f"{page}: job {name} reads step {step_id}, which it does not have"
+            assert output in ACTION["outputs"], f"{page}: the action has no output {output}"
+
+
+def test_every_workflow_uses_what_its_actions_have():
+    workflows = list(blocks("workflow"))
+    assert len(workflows) >= 6  # three routes in the README, and each on its docs page
+    for page, language, _, text in workflows:
+        assert language == "yaml"
+        workflow = yaml.safe_load(text)
+        _check_expressions(workflow, page)
+        ours = 0
+        for _, _, step in _steps(workflow):
+            used, given = step.get("uses", ""), set(step.get("with", {}))
+            if used.startswith("acme/codspeed-shard-aggregator@"):
+                ours += 1
+                assert given <= set(ACTION["inputs"]), f"{page}: {given - set(ACTION['inputs'])}"
+                required = {k for k, spec in ACTION["inputs"].items() if spec.get("required")}
+                assert required <= given, f"{page}: {required - given} missing"
+                command = step["with"].get("command", "push")
+                assert command in ("plan", "open", "push", "close", "status"), command
+            elif used.startswith("CodSpeedHQ/action@"):
+                assert given <= CODSPEED_ACTION_INPUTS and "run" in given, f"{page}: {given - CODSPEED_ACTION_INPUTS}"
+            for words in commands(step.get("run", "")):
+                parses(words)
+        assert ours, f"{page}: a workflow that does not use this repository's action"
+
+
+def test_every_workflow_route_ends_with_the_gate():
+    for page, _, _, text in blocks("workflow"):
+        gate = yaml.safe_load(text)["jobs"]["gate"]
+        assert gate["if"] == "always()"
+        assert any(step.get("with", {}).get("fail-on-regression") for step in gate["steps"]), page
+
+
+def test_the_readmes_routes_are_the_docs_pages_own():
+    readme = [text for page, _, _, text in blocks("workflow") if page.name == "README.md"]
+    docs = [text for page, _, _, text in blocks("workflow") if page.name != "README.md"]
+    assert len(readme) == 3
+    assert all(route in docs for route in readme), "a README route differs from its docs page's"
+
+
+def test_gitlab_and_buildkite_pipelines_parse_and_name_their_jobs():
+    seen = 0
+    for kind in ("gitlab", "buildkite"):
+        for page, language, _, text in blocks(kind):
+            assert language == "yaml"
+            pipeline = yaml.safe_load(text)
+            scripts = []
+            if kind == "gitlab":
+                for name, job in pipeline.items():
+                    assert set(job.get("needs", [])) <= set(pipeline), f"{page}: {name} needs {job['needs']}"
+                    scripts += job.get("before_script", []) + job["script"]
+            else:
+                for step in pipeline["steps"]:
+                    command = step.get("command", [])
+                    scripts += [command] if isinstance(command, str) else command
+            for line in scripts:
+                for words in commands(line.replace("$$", "$")):
+                    parses(words)
+                    seen += 1
+    assert seen >= 6, seen
+
+
+def test_every_config_and_payload_loads():
+    from codspeed_client.plan import load
+
+    for page, language, _, text in blocks():
+        if language == "toml":
+            config = tomllib.loads(text)
+            if "shards" in config:
+                path = ROOT / ".pytest-shards.toml"
+                try:
+                    path.write_text(text)
+                    assert load(str(path)).shards, page
+                finally:
+                    path.unlink()
+        elif language == "json":
+            json.loads(text)
+
+
+def test_the_readme_stays_short_and_links_only_what_exists():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for target in re.findall(r"\]\((?!https?://)([^)#]+)", readme):
+        assert (ROOT / target).is_file(), target
+
+
+def _build(config_dir: Path, site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+                          cwd=config_dir, capture_output=True, text=True, env={"NO_MKDOCS_2_WARNING": "1",
+                                                                               "PATH": "/usr/bin:/bin"})
+
+
+def test_the_site_builds_with_warnings_as_errors(tmp_path):
+    built = _build(ROOT, tmp_path / "site")
+    assert built.returncode == 0, built.stderr
+    assert (tmp_path / "site" / "setup" / "gitlab" / "index.html").is_file()
+
+
+def test_a_broken_link_or_anchor_fails_the_build(tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "mkdocs.yml").write_text((ROOT / "mkdocs.yml").read_text())
+    subprocess.run(["cp", "-r", str(ROOT / "docs"), str(copy / "docs")], check=True)
+    for broken, said in (("[x](client.md#no-such-anchor)", "does not contain an anchor '#no-such-anchor'"),
+                         ("[x](no-such-page.md)", "'no-such-page.md', but the target is not found")):
+        page = copy / "docs" / "api.md"
+        kept = page.read_text()
+        page.write_text(kept + f"\n{broken}\n")
+        built = _build(copy, tmp_path / "site")
+        page.write_text(kept)
+        assert built.returncode != 0 and said in built.stderr, broken
