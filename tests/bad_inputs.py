@@ -108,6 +108,15 @@ REQUESTS = [
      lambda p, r: {"json": {**upload_request(p, r, "2", b"data", total=2), "pad": "x" * 300_000}}, 413, "request body over"),
     ("close skipping an unknown shard", "POST", "/v1/runs/close", lambda p, r: {"json": {"project": p, "run_id": r, "skip": ["7"]}}, 422, "cannot skip 7"),
     ("report format unknown", "GET", None, lambda p, r: {"params": {"format": "xml"}}, 422, "format"),
+    ("client metadata without owner and repository", "POST", "/v1/uploads",
+     lambda p, r: {"json": {**upload_request(p, r, "2", b"data", total=2),
+                            "metadata": {k: v for k, v in upload_request(p, r, "2", b"data", total=2)["metadata"].items()
+                                         if k not in ("owner", "repository")}}},
+     422, "metadata has no owner and repository"),
+    ("a report of attempt '~'", "GET", lambda p, r: f"/v1/runs/{p}/{r}~", lambda p, r: {}, 422, "names no attempt"),
+    ("a report of attempt '~1~2'", "GET", lambda p, r: f"/v1/runs/{p}/{r}~1~2", lambda p, r: {}, 422, "names attempt '1~2'"),
+    ("a report of attempt '~²'", "GET", lambda p, r: f"/v1/runs/{p}/{r}~\u00b2", lambda p, r: {}, 422, "names attempt"),
+    ("a run page of attempt '~'", "GET", lambda p, r: f"/runs/{p}/{r}~", lambda p, r: {}, 422, "names no attempt"),
 ]
 
 
@@ -152,6 +161,7 @@ def refuse_bundle(target: Target, name: str) -> None:
 def refuse_request(target: Target, name: str) -> None:
     _, method, path, make, status, says = next(c for c in REQUESTS if c[0] == name)
     project, run_id, before = _run_with_one_shard(target)
+    path = path(project, run_id) if callable(path) else path
     answer = target.call(method, path or f"/v1/runs/{project}/{run_id}", **make(project, run_id))
     assert answer.status_code == status and says in answer.json()["error"], f"{name}: {answer.status_code} {answer.text[:300]}"
     snapshot = target.aggregator.ledger.reads.snapshot(project, run_id)

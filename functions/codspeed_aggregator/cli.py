@@ -185,7 +185,7 @@ def _webhook_secret(args: argparse.Namespace) -> int:
 
     if args.project is not None and not is_project(args.project):
         raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE)
-    if args.owner is not None and (not re.match(OWNER_PATTERN, args.owner) or has_dot_segment(args.owner)):
+    if args.owner is not None and (not re.fullmatch(OWNER_PATTERN, args.owner) or has_dot_segment(args.owner)):
         raise Failure(f"--owner {args.owner!r} is not an organization or user name", USAGE)
     master = webhook_secret(OPERATOR)
     if not master:

@@ -21,43 +21,52 @@ def has_dot_segment(value: str) -> bool:
 
 
 def is_project(value: str) -> bool:
-    return bool(re.match(PROJECT_PATTERN, value)) and not has_dot_segment(value)
+    return bool(re.fullmatch(PROJECT_PATTERN, value)) and not has_dot_segment(value)
 
 
 def is_run_id(value: str) -> bool:
-    return bool(re.match(RUN_ID_PATTERN, value)) and not has_dot_segment(value)
+    return bool(re.fullmatch(RUN_ID_PATTERN, value)) and not has_dot_segment(value)
 
 
 def run_id_problem(value: str) -> str | None:
     """What is wrong with a run id, in one sentence; None when it is one."""
     if is_run_id(value):
         return None
-    base, tilde, attempt = value.partition("~")
+    base, tilde, _ = value.partition("~")
     if tilde and is_run_id(base):
-        if not attempt:
-            return f"{value!r} ends with '~' but names no attempt: give <run>~N, N from 1"
-        if attempt.isdigit() and int(attempt) == 0:
-            return f"{value!r} names attempt 0: attempts count from 1 (<run> itself is attempt 1)"
-        return f"{value!r} names attempt {attempt!r}: an attempt is a number from 1 to 9999"
+        return attempt_problem(value)
     return f"{value!r} is not a run id: letters, digits and _.:+- only (up to 128), then ~N for attempt N"
 
 
+def attempt_problem(value: str) -> str | None:
+    """What is wrong with the attempt a run id names (``<run>~N``), in one sentence; None when it
+    names none, or one from 1 to 9999. (A run the aggregator keyed itself may hold other characters.)"""
+    _, tilde, attempt = value.partition("~")
+    if not tilde or re.fullmatch(r"[1-9][0-9]{0,3}", attempt):
+        return None
+    if not attempt:
+        return f"{value!r} ends with '~' but names no attempt: give <run>~N, N from 1"
+    if re.fullmatch(r"0+", attempt):
+        return f"{value!r} names attempt 0: attempts count from 1 (<run> itself is attempt 1)"
+    return f"{value!r} names attempt {attempt!r}: an attempt is a number from 1 to 9999"
+
+
 def is_shard_name(value: str) -> bool:
-    return bool(re.match(SHARD_PATTERN, value)) and not has_dot_segment(value)
+    return bool(re.fullmatch(SHARD_PATTERN, value)) and not has_dot_segment(value)
 
 
 def is_ci_url(value: str) -> bool:
-    return bool(re.match(CI_URL_PATTERN, value))
+    return bool(re.fullmatch(CI_URL_PATTERN, value))
 
 
 def is_commit(value: str) -> bool:
-    return bool(re.match(COMMIT_PATTERN, value))
+    return bool(re.fullmatch(COMMIT_PATTERN, value))
 
 
-_PULL = re.compile(r"^refs/pull/(\d+)/(?:merge|head)$")
+_PULL = re.compile(r"refs/pull/(\d+)/(?:merge|head)")
 
 
 def pull_request(ref: str | None) -> int | None:
     """The pull request a run's ref names (GitHub's ``refs/pull/N/merge``), or None."""
-    found = _PULL.match(ref or "")
+    found = _PULL.fullmatch(ref or "")
     return int(found.group(1)) if found else None

@@ -1,5 +1,6 @@
 """The run report: the stable contract read by the client, webhooks and CI summaries."""
 
+import unicodedata
 from pydantic import BaseModel
 
 from codspeed_rules.summary import counts_line
@@ -115,6 +116,12 @@ class Report(BaseModel):
         return self.state in FINAL_STATES
 
 
+def visible(text: str) -> str:
+    """Text with its invisible controls written out (``U+202E``): a right-to-left override or a
+    zero-width character from a bundle could otherwise reorder or hide what a reviewer reads."""
+    return "".join(f"U+{ord(c):04X}" if unicodedata.category(c) in ("Cf", "Cc") else c for c in text)
+
+
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "@": "&#64;", "|": "&#124;", "`": "&#96;"}
 _PUNCTUATION = "\\*_{}[]()#+!~:"
 
@@ -123,7 +130,7 @@ def md(text: object) -> str:
     """Text from a bundle or a request, made inert in Markdown: no table cell broken by '|', no
     @mention, no link, image, HTML or emphasis; one line."""
     out = []
-    for char in " ".join(str(text).split()):
+    for char in visible(" ".join(str(text).split())):
         if char in _ENTITIES:
             out.append(_ENTITIES[char])
         elif char in _PUNCTUATION:

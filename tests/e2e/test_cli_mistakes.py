@@ -33,6 +33,8 @@ def _files(tmp: Path) -> dict:
     (tmp / "gzip-no-tar.tar.gz").write_bytes(gzip.compress(b"no tar inside" * 100))
     (tmp / "good.tar.gz").write_bytes(tar_gz({"./7.out": b"# callgrind format\nversion: 1\npid: 7\ncmd: x\n"}))
     (tmp / "copy.tar.gz").write_bytes((tmp / "good.tar.gz").read_bytes())
+    (tmp / "shards.toml").write_text('[shards.a]\npaths = ["a/**"]\n')
+    (tmp / "long-path.txt").write_text("a/" * 3000 + "x.rs\n")
     return {"folder": folder, "tmp": tmp}
 
 
@@ -46,6 +48,9 @@ def _aggregator(*args):
 
 # (what, argv maker, exit code, words the one sentence must hold, extra environment)
 CASES = [
+    ("plan given a changed path longer than a path", lambda f: _client(
+        "plan", "--config", str(f["tmp"] / "shards.toml"), "--changed", str(f["tmp"] / "long-path.txt"), "--project", "a/b"),
+     2, "a changed path of 6004 characters", {}),
     ("project without a slash", lambda f: _client("push", "--shard", "1/2", "--profile-folder", str(f["folder"]), *API,
                                                   "--project", "widgets", "--run-id", "1", "--commit", SHA), 2, "is not owner/repo", {}),
     ("project without a slash, dry run", lambda f: _client("push", "--shard", "1/2", "--profile-folder", str(f["folder"]),

@@ -260,3 +260,17 @@ def test_a_tokenless_upload_claiming_a_branch_is_refused_and_opens_nothing(stack
         "a tokenless upload is taken for a pull request's ref only (refs/pull/N/merge), not 'refs/heads/main': "
         "a branch's run may become the baseline, and needs the aggregator's token")
     assert _report(stack, TOKENLESS_PROJECT, gh_run) == {}  # nothing was opened
+
+
+def test_a_run_id_ending_in_a_newline_is_a_run_that_can_be_read(stack, repo):
+    """A rule means the whole name: ``96230139\\n`` is no run id, so it is keyed by its digest and
+    read under that key, never kept raw as a run that can be closed but not read."""
+    owner, repository = repo
+    archive = runner.recorded(1)
+    part = runner.github_run_part("96230139\n", "bench", "valgrind")
+    sent = _send(stack, runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
+                                        run_part=part), archive)
+    run_id = sent.post.json()["runId"]
+    assert "\n" not in run_id and run_id.startswith("96230139@")
+    report = _final(stack, f"{owner}/{repository}", run_id)
+    assert report["state"] == "forwarded" and report["arrived"] == 1

@@ -166,9 +166,19 @@ def test_a_redirect_to_plain_http_elsewhere_or_past_three_hops_is_refused():
         redirecting.shutdown()
 
 
-def test_each_project_is_forwarded_with_its_own_token_and_a_tokenless_run_with_none(tmp_path):
+def _powertools_fails(code: str):
+    """What powertools' SSM provider raises when GetParameter fails: its GetParameterError, raised
+    while handling botocore's error (parameters/base.py wraps every failure alike)."""
     from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+    from botocore.exceptions import ClientError
 
+    try:
+        raise ClientError({"Error": {"Code": code, "Message": f"{code} (injected)"}}, "GetParameter")
+    except ClientError as exc:
+        raise GetParameterError(str(exc))
+
+
+def test_each_project_is_forwarded_with_its_own_token_and_a_tokenless_run_with_none(tmp_path):
     from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
     from codspeed_aggregator.local.upstream_stub import StubUpstream
 
@@ -179,7 +189,7 @@ def test_each_project_is_forwarded_with_its_own_token_and_a_tokenless_run_with_n
     def read(parameter):
         reads.append(parameter)
         if parameter != "/tokens/acme/own":
-            raise GetParameterError(f"ParameterNotFound: {parameter}")
+            _powertools_fails("ParameterNotFound")
         return "own-token"
 
     now = [0.0]
@@ -201,5 +211,33 @@ def test_each_project_is_forwarded_with_its_own_token_and_a_tokenless_run_with_n
         stub.project_tokens["acme/other"] = "other-token"  # the stand-in refuses another project's token, as CodSpeed
         with pytest.raises(UpstreamError, match="answered 401: .*check that owner and repository are correct"):
             client.announce({**meta, "repository": "other"})
+    finally:
+        stub.stop()
+
+
+@pytest.mark.parametrize("code", ["ThrottlingException", "AccessDeniedException", "KMSAccessDeniedException",
+                                  "InternalServerError"])
+def test_an_ssm_fault_is_never_taken_for_a_project_without_a_token_of_its_own(tmp_path, code):
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
+    from codspeed_aggregator.local.upstream_stub import StubUpstream
+
+    stub = StubUpstream(tmp_path, token="stack-token").start()
+    reads = []
+
+    def read(parameter):
+        reads.append(parameter)
+        _powertools_fails(code)
+
+    client = UpstreamClient(f"{stub.url}/upload", "stack-token", timeout=5, attempts=1,
+                            tokens=UpstreamTokens("/tokens/", "stack-token", read))
+    try:
+        meta = {"version": 10, "owner": "acme", "repository": "own", "tokenless": False}
+        for _ in range(2):  # not remembered as "none of its own": asked again, and failing again
+            with pytest.raises(GetParameterError, match=code):
+                client.announce(meta)
+        assert reads == ["/tokens/acme/own"] * 2
+        assert list(tmp_path.iterdir()) == []  # nothing went upstream, under any token
     finally:
         stub.stop()

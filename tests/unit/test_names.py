@@ -38,3 +38,17 @@ def test_an_attempt_past_the_limit_is_refused_and_none_names_the_latest():
     assert named_attempt("7002", 20) is None and named_attempt("7002~1", 20) == 1 and named_attempt("7002~20", 20) == 20
     with pytest.raises(Unprocessable, match="run 7002~21 names attempt 21, but a run has at most 20 attempts"):
         named_attempt("7002~21", 20)
+
+
+def test_a_name_is_whole_a_trailing_newline_never_passes_a_rule():
+    from codspeed_rules.names import is_ci_url, is_commit, is_project, is_run_id, is_shard_name, pull_request
+
+    for check, good in ((is_project, "acme/widgets"), (is_run_id, "96230139"), (is_shard_name, "lint"),
+                        (is_commit, "a" * 40), (is_ci_url, "https://ci.example/run/1")):
+        assert check(good) and not check(good + "\n"), check.__name__
+    assert pull_request("refs/pull/7/merge") == 7 and pull_request("refs/pull/7/merge\n") is None
+
+
+@pytest.mark.parametrize("value", ["7002~²", "7002~١"])  # digits to str.isdigit, not to the rule
+def test_an_attempt_of_other_digits_is_a_sentence_not_a_crash(value):
+    assert "an attempt is a number from 1 to 9999" in run_id_problem(value)

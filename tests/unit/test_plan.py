@@ -73,3 +73,25 @@ def test_planning_uses_no_pattern_kind_pathspec_deprecates(tmp_path):
         warnings.simplefilter("error", DeprecationWarning)
         planned = load(str(path)).plan(["crates/oxc_parser/src/lexer.rs", "crates/oxc_parser/README.md"], False)
     assert list(planned.runs) == ["parser"]
+
+
+@pytest.mark.parametrize("pattern, says", [
+    ("*a*a*a*a*a*a*a*a*a*a*b", "has 11 '*' in its segment '*a*a*a*a*a*a*a*a*a*a*b': at most 2"),
+    ("src/*bench*_*.rs", "has 3 '*' in its segment '*bench*_*.rs': at most 2"),
+    ("**/a/**/b/**/c", "has 3 '**' segments: at most 2"),
+])
+def test_a_pattern_that_could_match_for_hours_is_refused_naming_it(tmp_path, pattern, says):
+    path = tmp_path / "shards.toml"
+    path.write_text(f'[shards.linter]\npaths = ["{pattern}"]\n')
+    with pytest.raises(ClientError) as refused:
+        load(str(path))
+    assert refused.value.exit_code == CONFIG
+    assert str(refused.value) == (f"{path}: shards.linter.paths pattern {pattern!r} {says}, so that matching cannot "
+                                  "take hours; split it into simpler patterns")
+
+
+def test_patterns_within_the_limits_still_plan(tmp_path):
+    path = tmp_path / "shards.toml"
+    path.write_text('[shards.linter]\npaths = ["crates/**/src/**/*_bench*.rs", "*a*b"]\n')
+    plan = load(str(path)).plan(["crates/oxc/src/deep/x_bench1.rs"], False)
+    assert plan.runs == {"linter": "crates/oxc/src/deep/x_bench1.rs changed"}

@@ -83,6 +83,17 @@ def test_markdown_makes_whatever_came_from_a_bundle_or_a_request_inert():
     assert "&#64;acme/team" in row and "\\!\\[img\\]" in row and "\n" not in row
 
 
+def test_bidi_and_invisible_controls_are_shown_written_out_never_obeyed():
+    from codspeed_wire.report import Report, ShardEntry
+
+    tricky = "tests/test_a.py::test_\u202egnp.exe\u200b\u2066x\u2069"
+    report = Report(project="acme/widgets", run_id="r1", state="open", partial=True, version=3, expected=1, arrived=1,
+                    generated_at="now", shards=[ShardEntry(name="1", label=tricky, state="rejected", reason=tricky)])
+    text = render_markdown(report)
+    assert not any(c in text for c in "\u202e\u200b\u2066\u2069")
+    assert "U\\+202Egnp.exeU\\+200BU\\+2066xU\\+2069" in text
+
+
 def test_markdown_for_a_pull_request_leads_with_the_outcome_and_folds_the_rest():
     from codspeed_wire.report import Report, ShardEntry, UpstreamEntry
 

@@ -50,6 +50,15 @@ def test_names_from_bundles_are_text_never_markup():
     assert "<script>alert" not in html
 
 
+def test_bidi_and_invisible_controls_in_names_are_written_out_on_the_page():
+    tricky = "test_\u202egnp.exe\u200b"
+    html = render_run(_report(shards=[ShardEntry(name="1", label=tricky, state="arrived", arrived_at="2026-11-30T07:04:00Z")],
+                              benchmarks=[BenchmarkEntry(name=tricky, shard="1", state="measured", unit="ns", value=1.0)]),
+                      {}, "?format=fragment", None)
+    assert "\u202e" not in html and "\u200b" not in html
+    assert "test_U+202Egnp.exeU+200B" in html
+
+
 def test_sort_links_and_the_filter_form_keep_the_signed_link_and_work_without_javascript():
     main = render_main(_report(), {"expires": "99", "sig": "feed"}, "?x", None)
     links = re.findall(r'<a href="([^"]+)" data-sort="(\w+)"', main)

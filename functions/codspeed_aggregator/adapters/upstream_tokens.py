@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+from botocore.exceptions import ClientError
 
 MISSING_FOR_SECONDS = 300  # a project with no parameter of its own is looked up again after this
 
@@ -33,6 +34,14 @@ class UpstreamTokens:
             return self.fallback
         try:
             return self.read(name)
-        except GetParameterError:  # no parameter for this project (or none readable): the stack's token
-            self._missing[name] = now
+        except GetParameterError as exc:
+            if not _not_found(exc):  # throttled, denied, a KMS error: the forward fails with it and is retried
+                raise
+            self._missing[name] = now  # no parameter for this project: the stack's token
             return self.fallback
+
+
+def _not_found(exc: GetParameterError) -> bool:
+    """powertools wraps every SSM failure in GetParameterError; its cause says which it was."""
+    cause = exc.__cause__ or exc.__context__
+    return isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") == "ParameterNotFound"

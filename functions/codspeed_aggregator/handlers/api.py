@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ValidationError
 
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
-from codspeed_rules.names import PROJECT_PATTERN, SEGMENT, SHARD_PATTERN, is_project
+from codspeed_rules.names import PROJECT_PATTERN, SEGMENT, SHARD_PATTERN, attempt_problem, is_project
 from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
@@ -54,6 +54,14 @@ app = _Resolver(enable_validation=True)
 def _allow(project: str) -> None:
     principal: Principal = app.context["principal"]
     principal.allow(project)
+
+
+def _named_run(run_id: str) -> str:
+    """A run id read from a path, or a 422 that says what is wrong with the attempt it names (an
+    odd suffix is a sentence, never a 500)."""
+    if problem := attempt_problem(run_id):
+        raise Unprocessable(f"run id {problem}")
+    return run_id
 
 
 def _json(status: int, body):
@@ -112,6 +120,7 @@ def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern=
                 shard: Annotated[str | None, Query(pattern=SHARD_PATTERN)] = None):
     """The run's report (a summary whatever its size), or with ``shard`` every benchmark of that shard."""
     _allow(project)
+    _named_run(run_id)
     reports = api().reports
     if shard is not None:
         return _json(HTTPStatus.OK, reports.shard_benchmarks(project, run_id, shard).model_dump_json())
@@ -209,6 +218,7 @@ def _is_run_page(project: str, run_id: str) -> bool:
 
 def _run_page(project: str, run_id: str) -> Response:
     _page_access(project, run_id)
+    _named_run(run_id)
     reports, query = api().reports, _query()
     report = reports.report(project, run_id)
     if query.get("format") == "json":

@@ -4,11 +4,17 @@ place). No framework, no build step, nothing fetched from elsewhere; without Jav
 same sorting and filtering are links and a form, answered by the server."""
 
 from datetime import datetime
-from html import escape
+from html import escape as _html_escape
 from urllib.parse import urlencode
 
 from codspeed_rules.summary import counts_line
-from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, figure
+from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, figure, visible
+
+
+def escape(text: str, quote: bool = True) -> str:
+    """HTML-escaped, with invisible controls written out (``visible``)."""
+    return _html_escape(visible(text), quote)
+
 
 REFRESH_MS = 2000
 COLOURS = {"arrived": "#2e7d32", "expected": "#1565c0", "carried": "#6a1b9a", "skipped": "#757575",

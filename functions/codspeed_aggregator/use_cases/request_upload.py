@@ -33,7 +33,10 @@ class RequestUpload:
     def grant(self, request: ShardUploadRequest) -> UploadGrant:
         if request.size > self.settings.max_bundle_bytes:
             raise Unprocessable(f"size {request.size} is over the limit of {self.settings.max_bundle_bytes} bytes")
-        if request.metadata.project and request.metadata.project != request.project:
+        if not request.metadata.project:  # forwarded, it would go under no project, and the stack's token
+            raise Unprocessable(f"metadata has no owner and repository: say {request.project!r} in its owner and "
+                                "repository, as CodSpeed's runner does")
+        if request.metadata.project != request.project:
             raise Unprocessable(
                 f"metadata names project {request.metadata.project!r} but the request is for {request.project!r}"
             )
