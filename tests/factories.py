@@ -181,3 +181,20 @@ def git_commit(repo, message: str) -> str:
     git = ["git", "-C", str(repo), "-c", "user.email=ci@example.com", "-c", "user.name=ci"]
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
     return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def footprint(stack, project: str, run_id: str) -> dict:
+    """Everything the stack holds of a run, its attempts included: every item that names it (all its
+    attributes) and every version of every object under it, to hold a refusal to changing nothing."""
+    from codspeed_aggregator.adapters import aws
+    from codspeed_aggregator.domain.keys import project_segment
+
+    base = run_id.split("~", 1)[0]
+    names = (f"{project}#{base}", f"{project_segment(project)}/{base}")
+    pages = aws.client("dynamodb").get_paginator("scan").paginate(TableName=stack.resources.table)
+    items = sorted(repr(sorted(item.items())) for page in pages for item in page["Items"]
+                   if any(name in repr(item) for name in names))
+    listing = aws.client("s3").get_paginator("list_object_versions").paginate(Bucket=stack.resources.bucket)
+    objects = sorted((v["Key"], v["VersionId"], v.get("ETag")) for page in listing
+                     for v in page.get("Versions", []) + page.get("DeleteMarkers", []) if any(n in v["Key"] for n in names))
+    return {"items": items, "objects": objects}

@@ -192,3 +192,45 @@ def test_a_gitlab_pipelines_runner_jobs_declared_by_name_count_in_the_run_of_the
         assert job(name, pid).put.status_code == 200
     final = _final(stack, project, run_id)
     assert (final["state"], final["arrived"], final["expected"]) == ("forwarded", 3, 3)
+
+
+def test_a_refused_tokenless_upload_for_an_undeclared_job_changes_nothing(stack):
+    """Anyone can send a tokenless upload naming a public pull request's run: refused, it must not
+    switch the run's comment and baseline role off (it was marked tokenless before the checks)."""
+    from tests.conftest import TOKENLESS_PROJECT
+    from tests.factories import footprint
+
+    project, gh_run = TOKENLESS_PROJECT, str(7_300_000_000 + os.getpid())
+    opened = _run(stack, "open", "--job", "bench", "--project", project, "--run-id", gh_run, *PR)
+    assert opened.returncode == 0, opened.stderr
+    owner, repository = project.rsplit("/", 1)
+
+    def tokenless(job: str):
+        archive = runner.recorded(1)
+        return runner.upload(stack.api_url, runner.Upload(runner.metadata(
+            archive, executor="valgrind", owner=owner, repository=repository, commit=PR[1], ref=PR[3],
+            base_ref="main", event="pull_request", tokenless=True,
+            run_part=runner.github_run_part(gh_run, job, "valgrind")), archive, token=None))
+
+    before = footprint(stack, project, gh_run)
+    refused = tokenless("lint")
+    assert refused.post.status_code == 409 and "job lint is not among what run" in refused.post.json()["error"]
+    assert footprint(stack, project, gh_run) == before
+    assert tokenless("bench").post.status_code == 200  # the job it declared: taken, and the run marked tokenless
+    assert footprint(stack, project, gh_run) != before
+
+
+def test_a_declared_run_refuses_an_undeclared_job_after_its_forward_too_and_opens_no_attempt(stack, project):
+    from tests.factories import footprint
+
+    gh_run = str(7_400_000_000 + os.getpid())
+    assert _run(stack, "open", "--job", "bench", "--project", project, "--run-id", gh_run, *MAIN).returncode == 0
+    assert _runner_upload(stack, gh_run, project, "bench").put.status_code == 200
+    assert _final(stack, project, gh_run)["state"] == "forwarded"
+    before = footprint(stack, project, gh_run)
+    late = _runner_upload(stack, gh_run, project, "lint")
+    assert late.post.status_code == 409, late.post.text
+    assert late.post.json()["error"] == f"job lint is not among what run {gh_run} of {project} was opened expecting (1 shard in job bench)"
+    assert footprint(stack, project, gh_run) == before  # no attempt ~2, nothing else
+    rerun = _runner_upload(stack, gh_run, project, "bench")  # a re-run of the declared job still opens the next attempt
+    assert rerun.post.status_code == 200 and rerun.post.json()["runId"] == f"{gh_run}~2"

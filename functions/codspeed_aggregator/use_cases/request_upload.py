@@ -77,7 +77,7 @@ class RequestUpload:
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
             variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless,
             provider=metadata.repository_provider,
-        ))
+        ), shard)
         closing = Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards "
                            "(a shard pushed after the run is forwarded starts its next attempt)")
         if run.closing:
@@ -85,11 +85,7 @@ class RequestUpload:
         if group == "" and shard in run.skipped and run.attempt == 1:
             raise Conflict(f"shard {shard} was declared skipped when run {run.run_id} of {project} was opened: "
                            "it is carried from the baseline run, not pushed")
-        if metadata.tokenless and not run.tokenless:  # anyone may send one: it may not speak on a pull request
-            self.runs.mark_tokenless(project, run.run_id)
-        if group not in run.groups and run.declared:
-            raise Conflict(f"{f'job {group}' if group else 'a shard pushed by codspeed-client'} is not among what run "
-                           f"{run.run_id} of {project} was opened expecting ({run.describe()})")
+        _admit(run, group, shard, manifest)  # every check before the first write: a refusal changes nothing
         if group not in run.groups:
             if self.runs.add_group(project, run.run_id, group, manifest):
                 run.groups[group] = manifest
@@ -102,6 +98,8 @@ class RequestUpload:
         for kind in variants:
             if kind not in run.variants and not self.runs.add_variant(project, run.run_id, kind):
                 raise closing
+        if metadata.tokenless and not run.tokenless:  # anyone may send one: it may not speak on a pull request
+            self.runs.mark_tokenless(project, run.run_id)
         upload_id = uuid.uuid4().hex
         self.shards.add_upload(project, run.run_id, UploadRecord(
             shard=shard, upload_id=upload_id, metadata=metadata.wire(), size=size, requested_at=f"{now:.6f}",
@@ -114,13 +112,15 @@ class RequestUpload:
         return UploadGrant(upload_url=url, headers=headers, key=key, upload_id=upload_id, expires_in=expires,
                            run_id=run.run_id, attempt=run.attempt)
 
-    def current_attempt(self, opening: RunRecord) -> RunRecord:
+    def current_attempt(self, opening: RunRecord, shard: str | None = None) -> RunRecord:
         """The run an upload goes to: the run as first opened, or when that one has ended
         (forwarded, or being finalized: a CI re-run, or a shard that came too late), its next
         attempt. A next attempt keeps the groups, their manifests and the shards skipped, and
         starts with the shards counted before, so it is complete, and forwarded, as soon as the
-        re-run shards (or a group that came late) are in."""
+        re-run shards (or a group that came late) are in. ``shard``: the upload's, which a next
+        attempt would refuse is refused before that attempt is opened."""
         base_id, previous = base_run_id(opening.run_id), None  # a push naming an attempt counts in the current one
+        asked = next(iter(opening.groups.items())) if shard is not None else None  # an upload's group and manifest
         for attempt in range(1, self.settings.max_attempts + 1):
             opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
             if previous is not None:
@@ -130,6 +130,8 @@ class RequestUpload:
                         return existing
                     previous = existing
                     continue
+                if asked is not None:  # what the next attempt would refuse opens no attempt
+                    _admit(previous, asked[0], shard, asked[1])
                 opening.groups = {**opening.groups, **previous.groups}
                 opening.identity, opening.skipped, opening.declared = previous.identity, previous.skipped, previous.declared
                 # A run's report is its latest attempt's: its versions go on from the previous one's.
@@ -147,3 +149,14 @@ class RequestUpload:
             previous = run
         raise Conflict(f"run {base_id} of {opening.project} was forwarded {self.settings.max_attempts} times: "
                        "it takes no more attempts")
+
+
+def _admit(run: RunRecord, group: str, shard: str, manifest: Manifest) -> None:
+    """Refuse an upload the run cannot take, before anything is written: a job the declared run
+    does not expect (in every attempt), a manifest other than its group's, a shard outside it."""
+    if group not in run.groups and run.declared:
+        raise Conflict(f"{f'job {group}' if group else 'a shard pushed by codspeed-client'} is not among what run "
+                       f"{run.run_id} of {run.project} was opened expecting ({run.describe()})")
+    if group in run.groups:
+        manifest.agree(run.groups[group], group)
+        run.groups[group].admit(shard)
