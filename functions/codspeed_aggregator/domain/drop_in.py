@@ -28,6 +28,7 @@ from codspeed_wire.upstream import UploadMetadata
 
 from .errors import Unprocessable
 from .manifest import Manifest
+from .uploads import AGGREGATED_KEY
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=+]+")  # runs of anything else, "-" too, become one "-"
 _PARALLEL = re.compile(r"^(?P<job>.+?) (?P<index>[0-9]+)/(?P<total>[0-9]+)(?:-\{.*)?$", re.DOTALL)
@@ -84,6 +85,9 @@ def shard_of(metadata: UploadMetadata) -> DropInShard:
         return DropInShard(_single_part_run_id(metadata), "1", "1", Manifest(total=1, indexed=True), metadata.executor)
     variant = part.variant(metadata.executor)
     label = part.run_part_id
+    if AGGREGATED_KEY in label:  # upstream, it would stand in the place of one of our merged parts
+        raise Unprocessable(f"runPart.runPartId {label!r} holds {AGGREGATED_KEY}, which names the aggregator's own "
+                            "merged parts: CodSpeed's runner never writes it")
     if metadata.run_environment == "GITLAB_CI":
         run_id = gitlab_run_id(metadata.commit_hash, metadata.ref)
         name = part.job_name or label

@@ -45,10 +45,14 @@ class Upload:
         return cls(tuple(item["shards"]), bool(item["merged"]), item.get("group") or "", item.get("id"))
 
 
+AGGREGATED_KEY = '"aggregated-part"'  # in our merged parts' runPartIds only: a runner's holding it is refused
+
+
 def merged_part_id(group: str, number: int) -> str:
     """The runPartId of a group's ``number``-th merged part. The runner ends each of its own ids
-    with a JSON object holding the executor, so this never equals one of them."""
-    return f"{group or AGGREGATOR_JOB}-{{\"aggregated-part\":{number}}}"
+    with a JSON object holding the executor, and a runner's id holding AGGREGATED_KEY is refused
+    at its POST, so this never equals one of them."""
+    return f"{group or AGGREGATOR_JOB}-{{{AGGREGATED_KEY}:{number}}}"
 
 
 def part_id(upload: Upload, shards: dict[str, ShardRecord]) -> str:
