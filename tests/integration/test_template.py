@@ -100,6 +100,28 @@ def test_queues_have_dead_letter_queues_and_the_local_stack_mirrors_the_table(te
     assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == [OPEN_INDEX]
 
 
+def test_dead_letters_outlive_the_stack_and_a_failed_forward_is_alarmed_before_sqs_drops_it(template):
+    resources = template["Resources"]
+    for name in ("ArrivalsDeadLetterQueue", "FinalizeDeadLetterQueue"):
+        assert resources[name]["DeletionPolicy"] == resources[name]["UpdateReplacePolicy"] == "Retain", name
+        retention = resources[name]["Properties"]["MessageRetentionPeriod"]
+        assert retention == 14 * 86400, name  # SQS's most, counted from the first enqueue
+    aged = resources["FinalizeDeadLetterAgeAlarm"]["Properties"]
+    assert aged["MetricName"] == "ApproximateAgeOfOldestMessage"
+    assert aged["Threshold"] < resources["FinalizeDeadLetterQueue"]["Properties"]["MessageRetentionPeriod"]
+
+
+def test_an_expired_or_replaced_bundle_version_is_gone_two_weeks_later_not_a_retention_later(template):
+    """A current version's expiry leaves its bytes noncurrent: with the retention there too, an
+    abandoned bundle lived BundleMaxAgeDays + BundleRetentionDays (210 days, not 180). Noncurrent
+    versions live 15 days: a validated bundle read by version id, for as long as a failed forward
+    waits in the dead-letter queue (14 days)."""
+    rules = {r["Id"]: r for r in template["Resources"]["BundlesBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]}
+    days = rules["expire-noncurrent-versions"]["NoncurrentVersionExpiration"]["NoncurrentDays"]
+    dead_letters = template["Resources"]["FinalizeDeadLetterQueue"]["Properties"]["MessageRetentionPeriod"] / 86400
+    assert days == 15 and days > dead_letters
+
+
 def test_every_alarm_notifies_the_alarm_topic(template):
     alarms = {name: r["Properties"] for name, r in template["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
     assert {"ArrivalsDeadLetterAlarm", "FinalizeDeadLetterAlarm", "ArrivalsBacklogAlarm", "ForwardFailedAlarm",
