@@ -135,3 +135,41 @@ def test_a_copy_is_a_write_where_it_goes_and_a_read_where_it_comes_from_at_the_v
     written = needs("s3", "CopyObject", {"Bucket": "b", "Key": "to/k", "CopySource": "b/from/a%252Fb.tar.gz?versionId=v1"},
                     "us-east-1", "1")  # as botocore has it when the call is checked: the key quoted, the version after
     assert [(n.action, n.resource) for n in written][1] == ("s3:GetObjectVersion", "arn:aws:s3:::b/from/a%2Fb.tar.gz")
+
+
+def test_a_wildcard_and_a_like_condition_hold_the_whole_value_a_trailing_newline_included():
+    policy = Policy([_allow("s3:ListBucket", BUCKET, {"StringLike": {"s3:prefix": ["bundles/*", "reports"]}})])
+    assert policy.decide(Need("s3:ListBucket", BUCKET, {"s3:prefix": "reports"})) == ALLOWED
+    assert policy.decide(Need("s3:ListBucket", BUCKET, {"s3:prefix": "reports\n"})) == NOT_ALLOWED  # no false allow
+    assert policy.decide(Need("s3:ListBucket", BUCKET, {"s3:prefix": "bundles/a\nb"})) == ALLOWED  # '*' spans lines
+    assert Policy([_allow("s3:GetObject", f"{BUCKET}/k")]).decide(Need("s3:GetObject", f"{BUCKET}/k\n")) == NOT_ALLOWED
+
+
+def test_condition_key_names_ignore_case_as_iams_do():
+    policy = Policy([_allow("kms:Decrypt", "*", {"StringEquals": {"KMS:viaservice": "ssm.us-east-1.amazonaws.com"}})])
+    assert policy.decide(Need("kms:Decrypt", "k", {"kms:ViaService": "ssm.us-east-1.amazonaws.com"})) == ALLOWED
+    null = Policy([_allow("s3:PutObject", "*", {"Null": {"S3:X-Amz-Server-Side-Encryption": "true"}})])
+    assert null.decide(Need("s3:PutObject", "o", {"s3:x-amz-server-side-encryption": "aws:kms"})) == NOT_ALLOWED
+
+
+def test_a_parameter_read_at_a_version_or_label_is_authorized_on_the_parameter():
+    for name in ("/codspeed-aggregator/api-token:3", "/codspeed-aggregator/api-token:live"):
+        assert _actions("ssm", "GetParameter", {"Name": name}) == [
+            ("ssm:GetParameter", "arn:aws:ssm:us-east-1:123:parameter/codspeed-aggregator/api-token", {})]
+
+
+def test_a_tagged_copy_also_needs_tagging_where_it_goes():
+    tagged = needs("s3", "CopyObject", {"Bucket": "b", "Key": "to/k", "CopySource": {"Bucket": "b", "Key": "from/k"},
+                                        "TaggingDirective": "REPLACE", "Tagging": "run-final=true"}, "us-east-1", "1")
+    assert [(n.action, n.resource) for n in tagged][2] == ("s3:PutObjectTagging", "arn:aws:s3:::b/to/k")
+    untagged = needs("s3", "CopyObject", {"Bucket": "b", "Key": "to/k", "CopySource": {"Bucket": "b", "Key": "from/k"},
+                                          "TaggingDirective": "REPLACE"}, "us-east-1", "1")
+    assert [n.action for n in untagged] == ["s3:PutObject", "s3:GetObject"]  # an empty tag set: nothing tagged
+
+
+def test_a_message_move_is_authorized_on_the_queue_messages_move_from_and_what_is_unmapped_says_so():
+    source = "arn:aws:sqs:us-east-1:123:codspeed-finalize-dlq"
+    assert _actions("sqs", "StartMessageMoveTask", {"SourceArn": source}) == [("sqs:StartMessageMoveTask", source, {})]
+    assert _actions("sqs", "ListMessageMoveTasks", {"SourceArn": source}) == [("sqs:ListMessageMoveTasks", source, {})]
+    with pytest.raises(Unmapped, match="no IAM mapping for sqs.CancelMessageMoveTask"):
+        needs("sqs", "CancelMessageMoveTask", {"TaskHandle": "t"}, "us-east-1", "123")

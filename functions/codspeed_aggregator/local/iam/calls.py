@@ -42,9 +42,14 @@ def needs(service: str, operation: str, params: dict, region: str, account: str,
     if service == "s3":
         return _s3(operation, params)
     if service == "sqs":
+        if operation in ("StartMessageMoveTask", "ListMessageMoveTasks"):  # on the queue messages move from
+            return [Need(f"sqs:{operation}", params["SourceArn"])]
+        if "QueueUrl" not in params:
+            raise Unmapped(f"no IAM mapping for sqs.{operation}: add it to {__name__}")
         return [Need(f"sqs:{_SQS.get(operation, operation)}", queue_arn(params["QueueUrl"], region))]
     if service == "ssm" and operation == "GetParameter":
-        name = params["Name"] if params["Name"].startswith("/") else f"/{params['Name']}"
+        name = params["Name"].split(":", 1)[0]  # a version or label selector (name:3) is no part of the ARN
+        name = name if name.startswith("/") else f"/{name}"
         found = [Need("ssm:GetParameter", f"arn:aws:ssm:{region}:{account}:parameter{name}")]
         if params.get("WithDecryption") and parameters_key:
             found.append(Need("kms:Decrypt", parameters_key, {"kms:ViaService": f"ssm.{region}.amazonaws.com"}))
@@ -74,8 +79,11 @@ def _s3(operation: str, params: dict) -> list[Need]:
         return found
     if operation == "CopyObject":  # written where it goes, read where it comes from (at the version it names)
         source, key, version = _copy_source(params["CopySource"])
-        return [Need("s3:PutObject", f"{bucket}/{params['Key']}"),
-                Need("s3:GetObjectVersion" if version else "s3:GetObject", f"arn:aws:s3:::{source}/{key}")]
+        found = [Need("s3:PutObject", f"{bucket}/{params['Key']}"),
+                 Need("s3:GetObjectVersion" if version else "s3:GetObject", f"arn:aws:s3:::{source}/{key}")]
+        if params.get("Tagging"):  # tags written with the copy, as a tagged PutObject writes them
+            found.append(Need("s3:PutObjectTagging", f"{bucket}/{params['Key']}"))
+        return found
     if operation in _S3_BUCKET:
         context = {"s3:prefix": params["Prefix"]} if "Prefix" in params else {}
         return [Need(_S3_BUCKET[operation], bucket, context)]

@@ -18,9 +18,10 @@ class Need:
 
 
 def _pattern(glob: str, ignore_case: bool = False) -> re.Pattern:
-    """IAM wildcards: ``*`` any run of characters (``/`` and ``:`` too), ``?`` one character."""
+    """IAM wildcards: ``*`` any run of characters (``/``, ``:`` and line breaks too), ``?`` one
+    character; matched against the whole value (``fullmatch``: ``$`` would take a trailing newline)."""
     body = re.escape(glob).replace(r"\*", ".*").replace(r"\?", ".")
-    return re.compile(f"^{body}$", re.IGNORECASE if ignore_case else 0)
+    return re.compile(body, re.DOTALL | (re.IGNORECASE if ignore_case else 0))
 
 
 def _listed(value) -> list:
@@ -29,7 +30,7 @@ def _listed(value) -> list:
 
 def _strings(expected: list, actual: str, like: bool, ignore_case: bool = False) -> bool:
     if like:
-        return any(_pattern(str(e), ignore_case).match(actual) for e in expected)
+        return any(_pattern(str(e), ignore_case).fullmatch(actual) for e in expected)
     return any((str(e).lower() == actual.lower()) if ignore_case else str(e) == actual for e in expected)
 
 
@@ -55,13 +56,16 @@ class UnsupportedCondition(Exception):
 
 def _condition_holds(operator: str, key: str, expected, context: dict) -> bool:
     if operator == "Null":  # "true": the key must be absent
-        return all((key not in context) == (str(v).lower() == "true") for v in _listed(expected))
+        present = key.lower() in {k.lower() for k in context}
+        return all((not present) == (str(v).lower() == "true") for v in _listed(expected))
     if operator.startswith(("ForAnyValue:", "ForAllValues:")):  # multivalued keys: none in these policies
         raise UnsupportedCondition(f"condition operator {operator} on {key}")
     name, if_exists = (operator[:-8], True) if operator.endswith("IfExists") else (operator, False)
     if name not in _OPERATORS:
         raise UnsupportedCondition(f"condition operator {operator} on {key}")
     matches, negated = _OPERATORS[name]
+    context = {k.lower(): v for k, v in context.items()}  # IAM's condition key names ignore case
+    key = key.lower()
     if key not in context:  # AWS: a key absent from the request matches only IfExists and negated operators
         return if_exists or negated
     hit = any(matches(_listed(expected), str(value)) for value in _listed(context[key]))
@@ -88,9 +92,9 @@ class Policy:
     def _applies(statement: dict, need: Need) -> bool:
         if "NotAction" in statement or "NotResource" in statement:
             raise UnsupportedCondition("NotAction and NotResource are not evaluated here")
-        if not any(_pattern(a, ignore_case=True).match(need.action) for a in _listed(statement["Action"])):
+        if not any(_pattern(a, ignore_case=True).fullmatch(need.action) for a in _listed(statement["Action"])):
             return False
-        if not any(_pattern(r).match(need.resource) for r in _listed(statement.get("Resource", "*"))):
+        if not any(_pattern(r).fullmatch(need.resource) for r in _listed(statement.get("Resource", "*"))):
             return False
         return all(_condition_holds(operator, key, expected, need.context)
                    for operator, keys in (statement.get("Condition") or {}).items()
