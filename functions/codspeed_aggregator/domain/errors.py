@@ -3,7 +3,7 @@
 
 from codspeed_rules.bundle import BadBundle
 
-__all__ = ["BadBundle", "Conflict", "NotFound", "Refused", "Unprocessable"]
+__all__ = ["BadBundle", "Busy", "Conflict", "NotFound", "Refused", "Unprocessable"]
 
 
 class Refused(Exception):
@@ -22,3 +22,8 @@ class Conflict(Refused):
 
 class Unprocessable(Refused):
     status = 422
+
+
+class Busy(Exception):
+    """A store that still refused a write after every retry, for reasons of its own (contention,
+    throttling): nothing the caller sent is wrong, and the same request may succeed later."""

@@ -12,6 +12,7 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Query
+from botocore.exceptions import ClientError, ConnectionError as AwsConnectionError
 from pydantic import BaseModel, ValidationError
 
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
@@ -24,7 +25,7 @@ from ..auth import (
     Principal, authenticate, check_fresh, check_github_signature, check_page_link, check_signature, signed_for, tokenless,
 )
 from ..pages.run_page import render_list, render_main, render_run
-from ..domain.errors import Refused, Unprocessable
+from ..domain.errors import Busy, Refused, Unprocessable
 from ..settings import settings
 from ..wiring import api, api_token, oidc, webhook_secret
 
@@ -71,6 +72,29 @@ def _json(status: int, body):
 @app.exception_handler(Refused)
 def _refused(exc: Refused):
     return _json(exc.status, {"error": str(exc)})
+
+
+# What AWS answers when it is busy or failing, not when a request is wrong: after botocore's own
+# retries (standard mode, 5 attempts) the caller is told to come back, never given a 500.
+_TRANSIENT = {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+              "ThrottlingError", "SlowDown", "RequestTimeout", "InternalServerError", "ServiceUnavailable",
+              "InternalError"}
+
+
+@app.exception_handler([ClientError, AwsConnectionError, Busy])
+def _busy(exc: Exception):
+    if isinstance(exc, ClientError):
+        error, status = exc.response.get("Error", {}), exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if error.get("Code") not in _TRANSIENT and status < 500:
+            raise exc  # a fault of the stack's own (an access denied): the API's error alarm should see it
+        why = f"{error.get('Code') or status} on {exc.operation_name}"
+    else:
+        why = str(exc)
+    logger.warning("answered 503: a dependency still failed after its retries", extra={"why": why})
+    return Response(status_code=HTTPStatus.SERVICE_UNAVAILABLE, content_type=content_types.APPLICATION_JSON,
+                    headers={"Retry-After": "5"},
+                    body=json.dumps({"error": f"the aggregator's storage is busy ({why}): send the request again "
+                                              "in a few seconds"}))
 
 
 @app.exception_handler(RequestValidationError)

@@ -10,6 +10,7 @@ from decimal import Decimal
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from ...domain.errors import Busy
 from ...domain.ledger import RunRecord, ShardRecord, UploadRecord, variant_key
 from ...domain.manifest import Manifest
 
@@ -116,7 +117,7 @@ def condition_failed(exc: ClientError) -> bool:
     return exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
 
 
-class TransactionContended(Exception):
+class TransactionContended(Busy):
     """DynamoDB kept cancelling a transaction for reasons other than its conditions (two writers
     on one item: TransactionConflict; ThrottlingError): the caller fails and is retried later."""
 
