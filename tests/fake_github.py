@@ -20,9 +20,11 @@ _COMMITS = re.compile(r"^/repos/([^/]+/[^/]+)/commits$")
 class JsonHandler(BaseHTTPRequestHandler):
     """A request handler that reads and answers JSON, and logs nothing."""
 
-    def _answer(self, status: int, body) -> None:
+    def _answer(self, status: int, body, headers: dict | None = None) -> None:
         raw = json.dumps(body).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
@@ -57,6 +59,7 @@ class FakeGitHub(Loopback):
         self.comments: dict[int, dict] = {}  # id -> project, number, body, edits
         self.requests: list[tuple[str, str]] = []  # (method, path) of every comment call
         self.fail_with: int | None = None
+        self.fail_next: list[tuple[int, dict, dict]] = []  # (status, body, headers) of the next comment calls, in order
         self.commits: dict[str, list[str]] = {}  # sha -> its parents, the first first
         self.branches: dict[str, str] = {}  # name -> its tip
         self.pulls: dict[int, tuple[str, str]] = {}  # number -> (base branch, head sha)
@@ -121,7 +124,9 @@ class FakeGitHub(Loopback):
                     comment["body"], comment["edits"] = body["body"], comment["edits"] + 1
                 self._answer(200, {"id": int(edited.group(2)), "body": body["body"]})
 
-            def _refused(self, path, body: dict) -> tuple[int, dict] | None:
+            def _refused(self, path, body: dict) -> tuple | None:
+                if fake.fail_next:
+                    return fake.fail_next.pop(0)
                 if fake.fail_with:
                     return fake.fail_with, {"message": "Resource not accessible by integration"}
                 if path is None:

@@ -199,3 +199,44 @@ def test_a_token_gitlab_refuses_is_warned_about_once_and_nothing_fails(isolated,
     warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
     assert warned == [f"pull-request comments on {project} are off: GitLab answered 403 (the token needs the api "
                       "scope, as a member who may comment on merge requests)"]
+
+
+SECONDARY_LIMIT = (403, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try "
+                                    "again.", "documentation_url": "https://docs.github.com/rest"}, {"retry-after": "60"})
+
+
+@pytest.mark.parametrize("failure", [(502, {"message": "Server Error"}, {}), SECONDARY_LIMIT],
+                         ids=["502", "secondary rate limit"])
+def test_a_first_post_that_fails_releases_its_claim_and_the_final_report_posts_the_one_comment(
+        isolated, github, project, run_id, failure):
+    """A 502 left the claim held for its 60 s and the final report gave up after 10 s; a 403 of
+    GitHub's secondary rate limit turned the project's comments off."""
+    clock = Clock()
+    agg = _commenting(isolated, github, clock)
+    keys = [_push(agg, project, run_id, str(i)) for i in (1, 2, 3)]
+    github.fail_next.append(failure)
+    agg.arrivals.record(keys[0])  # its comment's POST fails: logged, the arrival counted all the same
+    assert github.comments == {} and [m for m, _ in github.requests] == ["POST"]
+    stored = agg.ledger.comments.comment(project, run_id, 42)
+    assert stored["claimed_at"] == 0 and "comment_id" not in stored  # given up, not held
+    clock.now += 5  # well within the claim's 60 s
+    for key in keys[1:]:
+        agg.arrivals.record(key)
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    [comment] = github.comments.values()
+    assert "forwarded, 3/3 shards in" in comment["body"]
+    assert [m for m, _ in github.requests].count("POST") == 2  # the failed one and the one that landed
+
+
+def test_the_final_reports_edit_is_retried_until_it_lands(isolated, github, project, run_id):
+    clock = Clock()
+    agg = _commenting(isolated, github, clock)
+    keys = [_push(agg, project, run_id, str(i), total=2) for i in (1, 2)]
+    agg.arrivals.record(keys[0])
+    agg.arrivals.record(keys[1])
+    github.fail_next += [(502, {"message": "Server Error"}, {}), (503, {"message": "Unavailable"}, {})]
+    clock.now += 1
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    [comment] = github.comments.values()
+    assert "forwarded, 2/2 shards in" in comment["body"]
+    assert [m for m, _ in github.requests][-3:] == ["PATCH", "PATCH", "PATCH"]  # two failures, then the edit

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from requests import HTTPError
+from requests import HTTPError, RequestException
 
 from codspeed_rules.names import pull_request
 from codspeed_wire.report import Report
@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 CLAIM_SECONDS = 60  # a claim with no comment posted after this was its poster's last act: taken over
 POSTED_WAIT_SECONDS = 10  # the final report waits this long for a concurrent first post, to edit it
+FINAL_TRIES = 3  # the final report is always written: a host's failure is retried (1 s, then 2 s later)
 
 
 @dataclass
@@ -46,7 +47,7 @@ class PullRequestComments:
         try:
             self._show(report, number, host)
         except HTTPError as exc:
-            if exc.response is None or exc.response.status_code not in (401, 403, 404):
+            if not _refused(exc):
                 raise
             self._refused.add(report.project)
             log.warning("pull-request comments on %s are off: %s answered %s (the token needs %s)", report.project,
@@ -57,27 +58,70 @@ class PullRequestComments:
         stored = self.comments.comment(project, run_id, number)
         if stored is None or "comment_id" not in stored:
             if self.comments.claim(project, run_id, number, now, now - CLAIM_SECONDS):
-                comment_id = host.create(project, number, comment_body(report, host.body_limit))
-                self.comments.posted(project, run_id, number, comment_id, report.version, self.clock())
+                self._post(report, number, host, now)
                 return
             if not report.final:
                 return  # another publisher is posting it: a later report edits it
-            stored = self._posted(project, run_id, number)
+            stored = self._posted(report, number, host)
+            if stored == "posted":
+                return
             if stored is None:
                 log.warning("the comment of %s run %s on #%s was not posted in %ss: the final report is not in it",
                             project, run_id, number, POSTED_WAIT_SECONDS)
                 return
         quiet_since = None if report.final else now - self.quiet_seconds
         if self.comments.take_edit(project, run_id, number, report.version, now, quiet_since):
-            host.edit(project, number, int(stored["comment_id"]), comment_body(report, host.body_limit))
+            body = comment_body(report, host.body_limit)
+            self._calling(report, lambda: host.edit(project, number, int(stored["comment_id"]), body))
 
-    def _posted(self, project: str, run_id: str, number: int) -> dict | None:
-        """The comment once a concurrent first post recorded its id (None after the wait)."""
-        waited = 0.0
+    def _post(self, report: Report, number: int, host: GitHubComments | GitLabNotes, claimed_at: float) -> None:
+        try:
+            body = comment_body(report, host.body_limit)
+            comment_id = self._calling(report, lambda: host.create(report.project, number, body))
+        except Exception:
+            self.comments.release(report.project, report.run_id, number, claimed_at)
+            raise
+        self.comments.posted(report.project, report.run_id, number, comment_id, report.version, self.clock())
+
+    def _calling(self, report: Report, call: Callable):
+        """A call to the host: once for a partial report (a later one comes), retried for the final
+        one, which is always written, on anything but a refusal of the token."""
+        tries = FINAL_TRIES if report.final else 1
+        for attempt in range(tries):
+            try:
+                return call()
+            except RequestException as exc:  # HTTPError among them
+                if attempt == tries - 1 or (isinstance(exc, HTTPError) and _refused(exc)):
+                    raise
+            self.sleep(2.0 ** attempt)
+
+    def _posted(self, report: Report, number: int, host: GitHubComments | GitLabNotes) -> dict | str | None:
+        """The comment once a concurrent first post recorded its id; "posted" when that post was
+        given up (its claim released) and this final report posted the comment itself; None after
+        the wait."""
+        project, run_id, waited = report.project, report.run_id, 0.0
         while waited < POSTED_WAIT_SECONDS:
             self.sleep(0.5)
             waited += 0.5
             stored = self.comments.comment(project, run_id, number)
             if stored and "comment_id" in stored:
                 return stored
+            now = self.clock()
+            if self.comments.claim(project, run_id, number, now, now - CLAIM_SECONDS):
+                self._post(report, number, host, now)
+                return "posted"
         return None
+
+
+def _refused(exc: HTTPError) -> bool:
+    """A token the host will not take for this repository (401, 404, a 403 of permissions), as
+    opposed to a rate limit: GitHub answers a secondary rate limit 403 (or 429) too, saying so in
+    its message or with Retry-After, and a spent primary limit with x-ratelimit-remaining: 0."""
+    answer = exc.response
+    if answer is None or answer.status_code not in (401, 403, 404):
+        return False
+    if answer.status_code == 403:
+        limited = ("rate limit" in (answer.text or "").lower() or "retry-after" in answer.headers
+                   or answer.headers.get("x-ratelimit-remaining") == "0")
+        return not limited
+    return True

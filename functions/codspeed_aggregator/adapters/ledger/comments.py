@@ -22,6 +22,12 @@ class Comments(TableItems):
                            "attribute_not_exists(pk) OR (attribute_not_exists(comment_id) AND claimed_at < :stale)",
                            {":now": now, ":stale": stale_before, ":exp": self.expires_at()})
 
+    def release(self, project: str, run_id: str, number: int, claimed_at: float) -> bool:
+        """Give up a claim whose post failed, so that the next report posts the comment at once
+        instead of after the claim's time (the final report among them)."""
+        return self._write(project, run_id, number, "SET claimed_at = :free", "attribute_not_exists(comment_id) AND "
+                           "claimed_at = :mine", {":free": 0, ":mine": claimed_at})
+
     def posted(self, project: str, run_id: str, number: int, comment_id: int, version: int, now: float) -> None:
         self._write(project, run_id, number, "SET comment_id = :id, version = :v, edited_at = :now", "attribute_exists(pk)",
                     {":id": comment_id, ":v": version, ":now": now})
