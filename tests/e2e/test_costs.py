@@ -5,7 +5,10 @@ import json
 import os
 from pathlib import Path
 
+import requests
+
 from codspeed_aggregator.local.profiles import make_profile_folder
+from tests.conftest import TOKEN
 from tests.e2e.test_sharded_run import _final, _run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
@@ -47,10 +50,13 @@ def test_costs_recorded_on_main_are_exported_for_pytest_split_and_balance_a_spli
 
     api = wiring.api()
     monkeypatch.setattr(api, "settings", replace(api.settings, report_inline_bytes=200))  # Lambda's 6 MB, made small
-    before = written.read_bytes()
-    refused = _run(stack, "durations", "--project", project, "-o", str(written))
-    assert refused.returncode == 5 and f"the costs of run {run_id} (6 benchmarks) are" in refused.stderr, refused.stderr
-    assert "over what one answer holds (200)" in refused.stderr and written.read_bytes() == before
+    answer = requests.get(f"{stack.api_url}/v1/costs", params={"project": project}, headers={"Authorization": TOKEN},
+                          allow_redirects=False, timeout=10)
+    assert answer.status_code == 303 and "X-Amz-Signature=" in answer.headers["Location"], answer.text
+    assert not answer.headers["Location"].startswith(stack.api_url)  # the bucket, not Lambda, sends the bytes
+    written.unlink()
+    followed = _run(stack, "durations", "--project", project, "-o", str(written))  # the client follows the link
+    assert followed.returncode == 0 and json.loads(written.read_text()) == durations, followed.stderr
 
 
 def test_costs_of_a_branch_with_no_forwarded_run_are_refused_in_one_sentence(stack, project):

@@ -291,6 +291,13 @@ def test_a_report_too_large_to_answer_inline_is_served_from_s3_and_the_client_fo
         assert followed.status_code == 200 and followed.headers["content-type"].startswith(content_type)
         if fmt == "json":
             assert followed.json()["version"] == inline["version"] and followed.json()["arrived"] == 2
+    page = requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", params={"shard": "1"},
+                        headers={"Authorization": TOKEN}, allow_redirects=False, timeout=10)
+    assert page.status_code == 303 and "X-Amz-Signature=" in page.headers["Location"]  # a shard's page too
+    assert [b["name"] for b in requests.get(page.headers["Location"], timeout=10).json()["benchmarks"]] == [
+        f"tests/test_1.py::test_bench_{j}" for j in range(3)]
+    listed = _run(stack, "status", "--format", "json", "--benchmarks", *_common(project, run_id))
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)["benchmarks"]) == 6, listed.stderr
     status = _run(stack, "status", "--format", "json", *_common(project, run_id))  # the client follows the link
     assert status.returncode == 0 and json.loads(status.stdout)["version"] == inline["version"], status.stderr
     markdown = _run(stack, "status", "--format", "markdown", *_common(project, run_id))

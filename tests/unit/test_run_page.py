@@ -144,3 +144,19 @@ def test_the_page_links_the_projects_runs_on_codspeed_when_the_run_goes_there():
     linked = render_main(_report(codspeed_url="https://codspeed.io/acme/widgets"), {}, None, None)
     assert '<dt>CodSpeed</dt><dd><a href="https://codspeed.io/acme/widgets">the project\'s runs</a></dd>' in linked
     assert "codspeed.io" not in render_main(_report(), {}, None, None)
+
+
+def test_a_shards_page_of_many_benchmarks_comes_in_pages_each_well_under_lambdas_answer():
+    many = [BenchmarkEntry(name=f"tests/test_big.py::test_{i:05d}", shard="1", state="measured", unit="ns", value=float(i))
+            for i in range(40_000)]
+    page = ShardBenchmarks(project="acme/widgets", run_id="r1", shard="1", state="arrived", benchmarks=many)
+    report = _report()
+    first = render_run(report, {"expires": "1", "sig": "ab", "shard": "1", "sort": "name"}, "?format=fragment", None, page)
+    assert len(first.encode()) < 2 << 20  # all 40 000 rows were 12 MB: over the 6 MB Lambda answers
+    assert "40000 benchmarks of shard 1: 1 to 5000 shown (page 1 of 8)" in first
+    assert len(set(re.findall(r"test_big\.py::test_(\d{5})", first))) == 5000 and "test_04999" in first and "test_05000" not in first
+    assert re.search(r'href="\?[^"]*sig=ab[^"]*page=2" rel="next"', first) and 'rel="prev"' not in first
+    last = render_run(report, {"shard": "1", "page": "8"}, None, None, page)
+    assert "35001 to 40000 shown (page 8 of 8)" in last and 'rel="prev"' in last and 'rel="next"' not in last
+    for odd in ("99", "0", "x", "²"):  # past the end, before it, not a number: a page that exists
+        assert "shown (page " in render_run(report, {"shard": "1", "page": odd}, None, None, page)

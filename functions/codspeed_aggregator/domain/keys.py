@@ -83,6 +83,13 @@ def digest_key(project: str, run_id: str) -> str:
     return f"reports/{project_segment(project)}/{run_id}/summaries.json.gz"
 
 
+def answer_key(project: str, digest: str) -> str:
+    """An API answer too large for Lambda's 6 MB (a shard's page, a branch's costs), kept for a
+    presigned link under the project's reports (expired with them): named by its content's digest,
+    under ``~answers``, which no run id can be (a run id starts with a letter or digit)."""
+    return f"reports/{project_segment(project)}/~answers/{digest}.json"
+
+
 def report_key(project: str, run_id: str, version: int, ext: str = "json") -> str:
     """Each report version is its own object: the highest one is the run's report."""
     return f"{report_prefix(project, run_id)}{version:010d}.{ext}"

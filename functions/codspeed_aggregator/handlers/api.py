@@ -147,7 +147,7 @@ def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern=
     _named_run(run_id)
     reports = api().reports
     if shard is not None:
-        return _json(HTTPStatus.OK, reports.shard_benchmarks(project, run_id, shard).model_dump_json())
+        return _bounded(project, reports.shard_benchmarks(project, run_id, shard))
     report = reports.report(project, run_id)
     body = render_markdown(report) if format == "markdown" else report.model_dump_json()
     if len(body.encode()) > api().settings.report_inline_bytes and (link := reports.report_link(project, run_id, format)):
@@ -163,11 +163,15 @@ def benchmark_costs(project: Annotated[str, Query(pattern=PROJECT_PATTERN)],
                     branch: Annotated[str | None, Query(max_length=255)] = None):
     """What each benchmark of the branch's latest forwarded run cost, in seconds."""
     _allow(project)
-    answer = api().costs.latest(project, branch)
+    return _bounded(project, api().costs.latest(project, branch))
+
+
+def _bounded(project: str, answer: BaseModel) -> Response:
+    """``answer`` as JSON; over what Lambda may send (6 MB), a 303 to a presigned copy of it in S3."""
     body = answer.model_dump_json()
     if len(body.encode()) > api().settings.report_inline_bytes:
-        raise Unprocessable(f"the costs of run {answer.run_id} ({len(answer.benchmarks)} benchmarks) are "
-                            f"{len(body.encode())} bytes, over what one answer holds ({api().settings.report_inline_bytes})")
+        return Response(status_code=HTTPStatus.SEE_OTHER, headers={"Location": api().reports.answer_link(project, answer)},
+                        body="")
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
 
 

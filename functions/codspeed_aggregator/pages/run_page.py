@@ -17,6 +17,7 @@ def escape(text: str, quote: bool = True) -> str:
 
 
 REFRESH_MS = 2000
+PAGE_ROWS = 5000  # a shard's benchmarks one page shows: 40 000 made a 12 MB page, over Lambda's 6 MB answer
 COLOURS = {"arrived": "#2e7d32", "expected": "#1565c0", "carried": "#6a1b9a", "skipped": "#757575",
            "missing": "#c62828", "rejected": "#ef6c00", "late": "#f9a825"}
 SORTS = {  # column -> key of the rows, in the order the column shows first
@@ -224,7 +225,7 @@ def _table(report: Report, query: dict, sort: str | None, shard: ShardBenchmarks
         else:
             heads.append(f'<th scope="col">{title}</th>')
     if shard:
-        caption = f"{len(rows)} benchmarks of shard {escape(shard.shard)}"
+        rows, caption = _paged(rows, query, f"benchmarks of shard {escape(shard.shard)}")
     elif report.counts.measured:
         caption = (f"{escape(counts_line(report.counts.model_dump()))} (threshold {report.threshold:.0%})"
                    + ("; the worst changes below, every benchmark shard by shard" if rows else ""))
@@ -235,6 +236,24 @@ def _table(report: Report, query: dict, sort: str | None, shard: ShardBenchmarks
             f'<button id="shard-filter-go" type="submit">Show</button></form>'
             f'<div class="scroll"><table id="benchmarks"><caption>{caption}</caption><thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(_row(b) for b in rows)}</tbody></table></div>')
+
+
+def _paged(rows: list, query: dict, what: str) -> tuple[list, str]:
+    """One page of ``rows`` (``?page=N``, PAGE_ROWS a page) and a caption that says which, with links
+    to the pages before and after it that keep the rest of the query (a signed link's too)."""
+    pages = max(1, -(-len(rows) // PAGE_ROWS))
+    asked = query.get("page", "1")
+    page = min(pages, max(1, int(asked))) if asked.isascii() and asked.isdigit() else 1
+    if pages == 1:
+        return rows, f"{len(rows)} {what}"
+    first, shown = (page - 1) * PAGE_ROWS, rows[(page - 1) * PAGE_ROWS:page * PAGE_ROWS]
+    links = []
+    for label, to in (("previous", page - 1), ("next", page + 1)):
+        if 1 <= to <= pages:
+            href = "?" + urlencode({**{k: v for k, v in query.items() if k != "format"}, "page": str(to)})
+            links.append(f'<a href="{escape(href)}" rel="{"prev" if label == "previous" else "next"}">{label} page</a>')
+    return shown, (f"{len(rows)} {what}: {first + 1} to {first + len(shown)} shown (page {page} of {pages}) "
+                   + " · ".join(links))
 
 
 def render_main(report: Report, query: dict, refresh_url: str | None, list_url: str | None,

@@ -1,6 +1,8 @@
 """Reports: publish a run's report after each change (once per batch of arrivals), refresh it
 on a signed webhook, read it, list a project's runs, sign links to their pages."""
 
+import hashlib
+import json
 import logging
 import threading
 import time
@@ -8,6 +10,8 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import quote
+
+from pydantic import BaseModel
 
 from codspeed_wire.report import Report, ShardBenchmarks, render_markdown
 
@@ -19,6 +23,7 @@ from ..adapters.results_store import ResultsStore
 from ..auth import signed_query
 from ..domain.baseline import branch_of, result_sources
 from ..domain.errors import NotFound
+from ..domain.keys import answer_key
 from ..domain.ledger import OPEN, RunRecord, Snapshot
 from ..domain.notification import commit_status
 from ..domain.report import build_report, carried_from, codspeed_page, compared_with, shard_entry, shard_names
@@ -205,6 +210,14 @@ class Reports:
         return ShardBenchmarks(project=project, run_id=run_id, shard=shard, state=shard_entry(snapshot, shard).state,
                                baseline=compared_with(run, baseline, self._branch(run)), threshold=threshold,
                                benchmarks=benchmarks)
+
+    def answer_link(self, project: str, answer: BaseModel) -> str:
+        """A presigned link to ``answer`` written to S3: for an answer over what Lambda may send."""
+        document = answer.model_dump(mode="json")
+        digest = hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:32]
+        key = answer_key(project, digest)
+        self.store.put_json(key, document)
+        return self.store.presign_get(key, REPORT_LINK_SECONDS)
 
     def report_link(self, project: str, run_id: str, fmt: str = "json") -> str | None:
         """A presigned link to a run's latest published report (JSON or Markdown), for an answer
