@@ -20,7 +20,7 @@ def test_the_docs_hand_run_example_runs_verbatim(tmp_path):
     for command in (["git", "init", "-q"], ["git", "-c", "user.email=a@b.c", "-c", "user.name=a", "commit", "-q",
                                                    "--allow-empty", "-m", "first"]):
         subprocess.run(command, cwd=work, check=True, env=env)
-    script = "set -e\n" + block
+    script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n" + block  # a failing line leaves no aggregator up
     done = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "pushed shard 1 of 2 of run 1 (acme/widgets)" in done.stdout
