@@ -4,8 +4,10 @@ configuration or environment (AWS settings, a secret, a port), 5 nothing to act 
 
 import argparse
 import errno
+import json
 import re
 import sys
+import time
 from importlib.metadata import PackageNotFoundError, version
 
 from .failure import CONFIG, EXIT_CODES, NOTHING, USAGE, Failure
@@ -195,6 +197,30 @@ def _webhook_secret(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refresh_event(args: argparse.Namespace) -> int:
+    """A ``POST /webhooks/refresh`` event signed now: a stored one is refused as a replay five
+    minutes after it was signed (events/api-webhook-refresh.json is, always)."""
+    from codspeed_rules.names import is_project, run_id_problem
+
+    from .adapters.aws import OPERATOR
+    from .auth import signature
+    from .local.gateway import http_api_event
+    from .wiring import webhook_secret
+
+    if not is_project(args.project):
+        raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE)
+    if problem := run_id_problem(args.run_id):
+        raise Failure(f"--run-id {problem}", USAGE)
+    secret = args.webhook_secret or webhook_secret(OPERATOR)
+    if not secret:
+        raise Failure("no webhook secret: pass --webhook-secret, or set WEBHOOK_SECRET (or WEBHOOK_SECRET_PARAMETER "
+                      "and AWS settings)", CONFIG)
+    body = json.dumps({"project": args.project, "run_id": args.run_id, "timestamp": int(time.time())}).encode()
+    headers = {"content-type": "application/json", "x-hub-signature-256": signature(secret, body)}
+    print(json.dumps(http_api_event("POST", "/webhooks/refresh", headers, body), indent=2))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="codspeed-aggregator", description="Run the shard aggregator locally, or merge offline.",
                                    epilog=EXIT_CODES)
@@ -255,6 +281,12 @@ def parser() -> argparse.ArgumentParser:
     scope.add_argument("--project", help="owner/repo: a repository webhook")
     scope.add_argument("--owner", help="an organization webhook, for all its repositories")
     secret.set_defaults(run=_webhook_secret)
+    refresh = command("refresh-event", "print a POST /webhooks/refresh event signed now, for sam local invoke",
+                      "codspeed-aggregator refresh-event --project acme/widgets --run-id 7044765741 > refresh.json")
+    refresh.add_argument("--project", required=True, help="owner/repo of the run")
+    refresh.add_argument("--run-id", required=True, help="the run whose report to publish again")
+    refresh.add_argument("--webhook-secret", help="the stack's webhook secret (default: WEBHOOK_SECRET)")
+    refresh.set_defaults(run=_refresh_event)
     return root
 
 

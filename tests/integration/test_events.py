@@ -74,6 +74,21 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
     final = wait_for(lambda: (r := _api("api-read-report.json")[1])["state"] == "forwarded" and r)
     assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "missing", "2": "arrived", "3": "missing", "4": "skipped"}
 
+    # A refresh signed now, as `codspeed-aggregator refresh-event` prints one for sam local invoke: taken.
+    import contextlib
+    import io
+
+    from codspeed_aggregator.cli import main
+    from codspeed_aggregator.handlers import api
+    from tests.conftest import WEBHOOK_SECRET
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["refresh-event", "--project", "acme/widgets", "--run-id", "7044765741",
+                     "--webhook-secret", WEBHOOK_SECRET]) == 0
+    answer = api.handler(json.loads(printed.getvalue()), LocalContext("codspeed-api"))
+    assert answer["statusCode"] == 200 and json.loads(answer["body"])["version"] >= final["version"], answer
+
     assert "closed" in sweeper.handler(_event("sweeper-scheduled.json"),
                                         LocalContext("codspeed-sweeper"))
 
