@@ -3,6 +3,7 @@ finalize and late pushes, re-runs into the run's later attempts included; DESIGN
 are checked after every step, the upstream's as CodSpeed would hold it (the stand-in combines
 the run's parts: the last upload of each runPartId)."""
 
+import os
 import time
 import uuid
 from dataclasses import replace
@@ -12,10 +13,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from codspeed_aggregator.domain.errors import Conflict
+from codspeed_aggregator.domain.errors import Conflict, Unprocessable
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
-from tests.factories import bundle, put, upload_request
+from tests.factories import bundle, footprint, put, upload_request
 
 SHARDS = ("1", "2", "3")
 FINAL = ("forwarded", "forward_failed", "closed_empty")
@@ -45,8 +46,10 @@ def machine_for(isolated):
             request = ShardUploadRequest.model_validate(upload_request(self.project, self.run_id, shard, data, total=len(SHARDS)))
             snapshot = agg.ledger.reads.snapshot(self.project, self.run_id)
             if snapshot is not None and snapshot.run.state == "open" and snapshot.run.closing:
+                before = footprint(isolated, self.project, self.run_id)
                 with pytest.raises(Conflict, match="is closing: it takes no more shards"):
                     agg.uploads.grant(request)
+                assert footprint(isolated, self.project, self.run_id) == before  # a refusal changes nothing
                 return
             if snapshot is not None and snapshot.run.state != "open":
                 try:  # a later attempt: its counts are not modelled, what reaches the upstream is
@@ -62,6 +65,20 @@ def machine_for(isolated):
             grant = agg.uploads.grant(request)
             put(grant.model_dump(), data)
             self.pushed.append((shard, grant.key, benchmark if good else None))
+
+        @precondition(lambda self: self.pushed)
+        @rule(shard=st.sampled_from(SHARDS), other_manifest=st.booleans())
+        def refused_push(self, shard, other_manifest):
+            """A push the run must refuse, in whatever state it is (open, closing, forwarded: then
+            before any next attempt is opened): another manifest, or a shard outside the run's. Every
+            item and object version of the run is as it was."""
+            total, name = (len(SHARDS) + 1, shard) if other_manifest else (len(SHARDS), "9")
+            data = bundle(4242, [f"s{shard}::refused"])
+            request = ShardUploadRequest.model_validate(upload_request(self.project, self.run_id, name, data, total=total))
+            before = footprint(isolated, self.project, self.run_id)
+            with pytest.raises((Conflict, Unprocessable), match="manifest|is closing|takes no more"):
+                agg.uploads.grant(request)
+            assert footprint(isolated, self.project, self.run_id) == before
 
         @precondition(lambda self: self.pushed)
         @rule(pick=st.integers(min_value=0), times=st.integers(min_value=1, max_value=3))
@@ -136,6 +153,6 @@ def machine_for(isolated):
 def test_run_lifecycle_holds_the_invariants_under_random_interleavings(isolated):
     run_state_machine_as_test(
         machine_for(isolated),
-        settings=settings(max_examples=12, stateful_step_count=14, deadline=None,
+        settings=settings(max_examples=int(os.environ.get("LIFECYCLE_EXAMPLES", 12)), stateful_step_count=14, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]),
     )

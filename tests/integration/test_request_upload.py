@@ -116,3 +116,23 @@ def test_a_ci_run_page_named_by_the_push_is_the_reports_link_and_one_that_would_
         with pytest.raises(ValidationError, match="ci_url"):
             ShardUploadRequest.model_validate({**upload_request(project, run_id + "-x", "1", data, total=2), "ci_url": bad})
     assert agg.ledger.runs.run_record(project, run_id + "-x") is None  # refused before anything was written
+
+
+@pytest.mark.parametrize("shard, total, refused, says", [
+    ("1", 4, Conflict, "manifest mismatch: this shard expects 4 shards, but the run was opened expecting 3 shards"),
+    ("7", 3, Unprocessable, "shard '7' is not in the run's manifest"),
+])
+def test_a_push_a_forwarded_run_refuses_opens_no_next_attempt(isolated, project, run_id, shard, total, refused, says):
+    """The next attempt took the refused push's own manifest before its checks: it was opened (its
+    run item, tallies and copied shards), then the push refused."""
+    from tests.factories import footprint
+
+    agg = isolated.aggregator
+    for name in ("1", "2", "3"):
+        agg.arrivals.record(push(agg, project, run_id, name, bundle(), total=3)["key"])
+    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    before = footprint(isolated, project, run_id)
+    with pytest.raises(refused, match=says):
+        push(agg, project, run_id, shard, bundle(), total=total)
+    assert footprint(isolated, project, run_id) == before
+    assert push(agg, project, run_id, "1", bundle(), total=3)["run_id"] == f"{run_id}~2"  # a push it takes opens it
