@@ -184,17 +184,29 @@ def git_commit(repo, message: str) -> str:
 
 
 def footprint(stack, project: str, run_id: str) -> dict:
-    """Everything the stack holds of a run, its attempts included: every item that names it (all its
-    attributes) and every version of every object under it, to hold a refusal to changing nothing."""
+    """Everything the stack holds of a run, its attempts included: every item of its partitions (one
+    per attempt, all attributes) and every version of every object under it, to hold a refusal to
+    changing nothing. Read by key and prefix, never a scan: the state machine takes it at every step."""
     from codspeed_aggregator.adapters import aws
+    from codspeed_aggregator.adapters.ledger.codec import run_pk
     from codspeed_aggregator.domain.keys import project_segment
+    from codspeed_aggregator.domain.ledger import attempt_run_id
 
-    base = run_id.split("~", 1)[0]
-    names = (f"{project}#{base}", f"{project_segment(project)}/{base}")
-    pages = aws.client("dynamodb").get_paginator("scan").paginate(TableName=stack.resources.table)
-    items = sorted(repr(sorted(item.items())) for page in pages for item in page["Items"]
-                   if any(name in repr(item) for name in names))
-    listing = aws.client("s3").get_paginator("list_object_versions").paginate(Bucket=stack.resources.bucket)
-    objects = sorted((v["Key"], v["VersionId"], v.get("ETag")) for page in listing
-                     for v in page.get("Versions", []) + page.get("DeleteMarkers", []) if any(n in v["Key"] for n in names))
-    return {"items": items, "objects": objects}
+    base, db, s3 = run_id.split("~", 1)[0], aws.client("dynamodb"), aws.client("s3")
+    items = []
+    for attempt in range(1, 22):  # attempts are opened one after another: the first empty one ends them
+        pages = db.get_paginator("query").paginate(
+            TableName=stack.resources.table, KeyConditionExpression="pk = :pk", ConsistentRead=True,
+            ExpressionAttributeValues={":pk": {"S": run_pk(project, attempt_run_id(base, attempt))}})
+        found = [repr(sorted(item.items())) for page in pages for item in page["Items"]]
+        if not found and attempt > 1:
+            break
+        items += found
+    tops = [p["Prefix"] for page in s3.get_paginator("list_objects_v2").paginate(
+        Bucket=stack.resources.bucket, Delimiter="/") for p in page.get("CommonPrefixes", [])]
+    objects = []
+    for top in tops:
+        for page in s3.get_paginator("list_object_versions").paginate(
+                Bucket=stack.resources.bucket, Prefix=f"{top}{project_segment(project)}/{base}"):
+            objects += [(v["Key"], v["VersionId"], v.get("ETag")) for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+    return {"items": sorted(items), "objects": sorted(objects)}
