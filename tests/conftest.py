@@ -2,6 +2,7 @@
 
 import os
 import uuid
+from collections import Counter
 
 import pytest
 
@@ -22,6 +23,7 @@ def oidc_issuer():
 
 
 _ENFORCERS = []  # the stack's, for the session's report of what each function's role was asked
+_WORKERS_SEEN = Counter()  # under xdist: what every worker's stack was asked, summed in the controller
 
 
 @pytest.fixture(scope="session")
@@ -35,9 +37,29 @@ def stack(tmp_path_factory, oidc_issuer):
         yield running
 
 
+def pytest_sessionfinish(session):
+    """An xdist worker hands what its stack's functions asked for to the controller, which reports it."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["iam_seen"] = [[list(key), count] for enforcer in _ENFORCERS for key, count in enforcer.seen.items()]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    for key, count in getattr(node, "workeroutput", {}).get("iam_seen", []):
+        _WORKERS_SEEN[tuple(key)] += count
+
+
 def pytest_terminal_summary(terminalreporter):
     """Every (function, action, resource) the tests made the functions ask for, and IAM's verdict."""
-    for enforcer in _ENFORCERS:
+    enforcers = list(_ENFORCERS)
+    if _WORKERS_SEEN:
+        from codspeed_aggregator.local.iam import RoleEnforcer
+
+        summed = RoleEnforcer({})
+        summed.seen = _WORKERS_SEEN
+        enforcers.append(summed)
+    for enforcer in enforcers:
         terminalreporter.section("IAM: each function's calls against its role in template.yaml")
         for line in enforcer.report():
             terminalreporter.write_line(line)
