@@ -8,7 +8,8 @@ import re
 SEGMENT = r"[A-Za-z0-9_.-]{1,100}"
 PROJECT_PATTERN = rf"^{SEGMENT}(?:/{SEGMENT}){{1,21}}$"
 OWNER_PATTERN = rf"^{SEGMENT}(?:/{SEGMENT}){{0,20}}$"
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}(?:~[1-9][0-9]{0,3})?$"  # ~N: the run's attempt N
+ATTEMPT_PATTERN = r"[1-9][0-9]{0,3}"  # a run's attempt N, 1 to 9999
+RUN_ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.:+-]{{0,127}}(?:~{ATTEMPT_PATTERN})?$"  # ~N: the run's attempt N
 SHARD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.=+@-]{0,127}$"
 COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
 MAX_ANCESTORS = 50  # of a base commit, sent for the baseline: about two weeks of a busy main
@@ -42,7 +43,7 @@ def attempt_problem(value: str) -> str | None:
     """What is wrong with the attempt a run id names (``<run>~N``), in one sentence; None when it
     names none, or one from 1 to 9999. (A run the aggregator keyed itself may hold other characters.)"""
     _, tilde, attempt = value.partition("~")
-    if not tilde or re.fullmatch(r"[1-9][0-9]{0,3}", attempt):
+    if not tilde or re.fullmatch(ATTEMPT_PATTERN, attempt):
         return None
     if not attempt:
         return f"{value!r} ends with '~' but names no attempt: give <run>~N, N from 1"

@@ -12,6 +12,9 @@ import sys
 from ..errors import CONFIG, USAGE, ClientError, Skipped
 
 
+NO_COMMIT = "cannot tell the commit: pass --commit SHA"
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("run and aggregator (detected from the CI and git when absent)")
     group.add_argument("--api-url", help="aggregator URL (env CODSPEED_AGGREGATOR_URL)")
@@ -102,7 +105,7 @@ class Target:
 
     def need_commit(self) -> str:
         if not self.commit:
-            raise ClientError("cannot tell the commit: pass --commit SHA", CONFIG)
+            raise ClientError(NO_COMMIT, CONFIG)
         return self.commit
 
     def api(self):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import Output, Target, add_common
+from .common import NO_COMMIT, Output, Target, add_common
 
 NAME = "env"
 HELP = "print what was detected from the CI and git"
@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
         "base_commit": ctx.base_commit, "event": ctx.event, "fork": ctx.fork,
         "job": ctx.job, "shard": ctx.shard, "api_url": target.api_url, "token": "set" if target.token else None,
     }
-    missing = target.missing() + ([] if target.commit else ["cannot tell the commit: pass --commit SHA"])
+    missing = target.missing() + ([] if target.commit else [NO_COMMIT])
     lines = [f"{k}: {v if v is not None else '- (not detected)'}" for k, v in detected.items()]
     lines += [f"missing: {what}" for what in missing]
     Output(args).result({**detected, "missing": missing}, "\n".join(lines))

@@ -174,10 +174,10 @@ class BundleStore:
             raise
         writer.complete()
 
-    def put_json(self, key: str, document: dict) -> str | None:
-        """Write a JSON object; answers its version."""
-        answer = self.s3.put_object(Bucket=self.bucket, Key=key, Body=json.dumps(document, separators=(",", ":")).encode(),
-                                    ContentType="application/json")
+    def put_json(self, key: str, document: dict | str) -> str | None:
+        """Write a JSON object (or its text, already made); answers its version."""
+        text = document if isinstance(document, str) else json.dumps(document, separators=(",", ":"))
+        answer = self.s3.put_object(Bucket=self.bucket, Key=key, Body=text.encode(), ContentType="application/json")
         return answer.get("VersionId")
 
     def put_json_many(self, documents: dict[str, dict], writers: int = 16) -> None:

@@ -57,12 +57,11 @@ def _allow(project: str) -> None:
     principal.allow(project)
 
 
-def _named_run(run_id: str) -> str:
-    """A run id read from a path, or a 422 that says what is wrong with the attempt it names (an
-    odd suffix is a sentence, never a 500)."""
+def _check_attempt(run_id: str) -> None:
+    """A run id read from a path names no attempt, or one that can be: else a 422 that says what is
+    wrong with it (an odd suffix is a sentence, never a 500)."""
     if problem := attempt_problem(run_id):
         raise Unprocessable(f"run id {problem}")
-    return run_id
 
 
 def _json(status: int, body):
@@ -144,7 +143,7 @@ def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern=
                 shard: Annotated[str | None, Query(pattern=SHARD_PATTERN)] = None):
     """The run's report (a summary whatever its size), or with ``shard`` every benchmark of that shard."""
     _allow(project)
-    _named_run(run_id)
+    _check_attempt(run_id)
     reports = api().reports
     if shard is not None:
         return _bounded(project, reports.shard_benchmarks(project, run_id, shard))
@@ -170,7 +169,7 @@ def _bounded(project: str, answer: BaseModel) -> Response:
     """``answer`` as JSON; over what Lambda may send (6 MB), a 303 to a presigned copy of it in S3."""
     body = answer.model_dump_json()
     if len(body.encode()) > api().settings.report_inline_bytes:
-        return Response(status_code=HTTPStatus.SEE_OTHER, headers={"Location": api().reports.answer_link(project, answer)},
+        return Response(status_code=HTTPStatus.SEE_OTHER, headers={"Location": api().reports.answer_link(project, body)},
                         body="")
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
 
@@ -246,7 +245,7 @@ def _is_run_page(project: str, run_id: str) -> bool:
 
 def _run_page(project: str, run_id: str) -> Response:
     _page_access(project, run_id)
-    _named_run(run_id)
+    _check_attempt(run_id)
     reports, query = api().reports, _query()
     report = reports.report(project, run_id)
     if query.get("format") == "json":

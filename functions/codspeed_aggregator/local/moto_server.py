@@ -44,7 +44,7 @@ def start_moto(host: str = "127.0.0.1", port: int = 0, refused: Callable[[str], 
     ``wakeups``: told after each request that may have queued a message."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
-    _back_up_each_table_once()
+    _dynamodb_item_by_item()
     _list_moto_modules_once()
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
@@ -134,7 +134,7 @@ def _undo_touched(touched) -> None:
             table.items[hash_value][range_value] = original
 
 
-def _back_up_each_table_once() -> None:
+def _dynamodb_item_by_item() -> None:
     """moto backs a table up before a transaction (a deep copy of all its items, to roll back),
     and queries a table by walking every item: both grow with the table, and the suite's table
     grows with every run (a session's transactions spent most of their time copying). The same
@@ -145,7 +145,7 @@ def _back_up_each_table_once() -> None:
     from moto.dynamodb.models.table import Table
 
     backend = models.DynamoDBBackend
-    if getattr(backend.transact_write_items, "copies_once", False):
+    if getattr(backend.transact_write_items, "item_by_item", False):
         return
     original = backend.transact_write_items
 
@@ -160,7 +160,7 @@ def _back_up_each_table_once() -> None:
         finally:
             models.copy = copy
 
-    transact_write_items.copies_once = True
+    transact_write_items.item_by_item = True
     backend.transact_write_items = transact_write_items
 
     query = Table.query

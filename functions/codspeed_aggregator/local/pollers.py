@@ -24,7 +24,7 @@ class QueuePoller:
         self.batch_size = batch_size
         self.arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         self._stop = threading.Event()
-        self._wake = wake  # set when a queue may hold something new (moto_server.Wakeups)
+        self._wake = wake or threading.Event()  # set when a queue may hold something new (moto_server.Wakeups)
         self._thread = threading.Thread(target=self._run, name=function_name, daemon=True)
 
     def start(self) -> "QueuePoller":
@@ -33,8 +33,7 @@ class QueuePoller:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._wake is not None:
-            self._wake.set()
+        self._wake.set()
         self._thread.join(timeout=10)
 
     def poll_once(self, wait_seconds: int = 0) -> int:
@@ -68,10 +67,9 @@ class QueuePoller:
         # be woken by a request that may have queued something, and polls at least every second
         # (a message whose visibility timeout ran out comes back on its own).
         while not self._stop.is_set():
-            if self._wake is not None:
-                self._wake.clear()  # before the poll: a wakeup during it is not lost
+            self._wake.clear()  # before the poll: a wakeup during it is not lost
             try:
                 if not self.poll_once():
-                    (self._wake or self._stop).wait(1.0 if self._wake is not None else 0.05)
+                    self._wake.wait(1.0)
             except Exception:  # the stack is shutting down, or moto hiccupped: poll again
                 self._stop.wait(0.5)

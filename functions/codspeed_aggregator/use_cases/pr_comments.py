@@ -63,8 +63,6 @@ class PullRequestComments:
             if not report.final:
                 return  # another publisher is posting it: a later report edits it
             stored = self._posted(report, number, host)
-            if stored == "posted":
-                return
             if stored is None:
                 log.warning("the comment of %s run %s on #%s was not posted in %ss: the final report is not in it",
                             project, run_id, number, POSTED_WAIT_SECONDS)
@@ -95,10 +93,9 @@ class PullRequestComments:
                     raise
             self.sleep(2.0 ** attempt)
 
-    def _posted(self, report: Report, number: int, host: GitHubComments | GitLabNotes) -> dict | str | None:
-        """The comment once a concurrent first post recorded its id; "posted" when that post was
-        given up (its claim released) and this final report posted the comment itself; None after
-        the wait."""
+    def _posted(self, report: Report, number: int, host: GitHubComments | GitLabNotes) -> dict | None:
+        """The comment once a concurrent first post recorded its id, or once this final report posted
+        it itself because that post was given up (its claim released); None after the wait."""
         project, run_id, waited = report.project, report.run_id, 0.0
         while waited < POSTED_WAIT_SECONDS:
             self.sleep(0.5)
@@ -108,8 +105,8 @@ class PullRequestComments:
                 return stored
             now = self.clock()
             if self.comments.claim(project, run_id, number, now, now - CLAIM_SECONDS):
-                self._post(report, number, host, now)
-                return "posted"
+                self._post(report, number, host, now)  # it shows this report: no edit follows
+                return self.comments.comment(project, run_id, number)
         return None
 
 

@@ -2,7 +2,6 @@
 on a signed webhook, read it, list a project's runs, sign links to their pages."""
 
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -10,8 +9,6 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import quote
-
-from pydantic import BaseModel
 
 from codspeed_wire.report import Report, ShardBenchmarks, render_markdown
 
@@ -211,12 +208,10 @@ class Reports:
                                baseline=compared_with(run, baseline, self._branch(run)), threshold=threshold,
                                benchmarks=benchmarks)
 
-    def answer_link(self, project: str, answer: BaseModel) -> str:
-        """A presigned link to ``answer`` written to S3: for an answer over what Lambda may send."""
-        document = answer.model_dump(mode="json")
-        digest = hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:32]
-        key = answer_key(project, digest)
-        self.store.put_json(key, document)
+    def answer_link(self, project: str, body: str) -> str:
+        """A presigned link to an answer's JSON ``body`` written to S3: for one over what Lambda may send."""
+        key = answer_key(project, hashlib.sha256(body.encode()).hexdigest()[:32])
+        self.store.put_json(key, body)
         return self.store.presign_get(key, REPORT_LINK_SECONDS)
 
     def report_link(self, project: str, run_id: str, fmt: str = "json") -> str | None:

@@ -77,7 +77,7 @@ class RequestUpload:
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
             variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless,
             provider=metadata.repository_provider,
-        ), shard)
+        ), admit=lambda previous: _admit(previous, group, shard, manifest))
         closing = Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards "
                            "(a shard pushed after the run is forwarded starts its next attempt)")
         if run.closing:
@@ -112,15 +112,14 @@ class RequestUpload:
         return UploadGrant(upload_url=url, headers=headers, key=key, upload_id=upload_id, expires_in=expires,
                            run_id=run.run_id, attempt=run.attempt)
 
-    def current_attempt(self, opening: RunRecord, shard: str | None = None) -> RunRecord:
+    def current_attempt(self, opening: RunRecord, admit: Callable[[RunRecord], None] | None = None) -> RunRecord:
         """The run an upload goes to: the run as first opened, or when that one has ended
         (forwarded, or being finalized: a CI re-run, or a shard that came too late), its next
         attempt. A next attempt keeps the groups, their manifests and the shards skipped, and
         starts with the shards counted before, so it is complete, and forwarded, as soon as the
-        re-run shards (or a group that came late) are in. ``shard``: the upload's, which a next
-        attempt would refuse is refused before that attempt is opened."""
+        re-run shards (or a group that came late) are in. ``admit``: an upload's checks, which refuse
+        what a next attempt would refuse before that attempt is opened."""
         base_id, previous = base_run_id(opening.run_id), None  # a push naming an attempt counts in the current one
-        asked = next(iter(opening.groups.items())) if shard is not None else None  # an upload's group and manifest
         for attempt in range(1, self.settings.max_attempts + 1):
             opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
             if previous is not None:
@@ -130,8 +129,8 @@ class RequestUpload:
                         return existing
                     previous = existing
                     continue
-                if asked is not None:  # what the next attempt would refuse opens no attempt
-                    _admit(previous, asked[0], shard, asked[1])
+                if admit is not None:  # what the next attempt would refuse opens no attempt
+                    admit(previous)
                 opening.groups = {**opening.groups, **previous.groups}
                 opening.identity, opening.skipped, opening.declared = previous.identity, previous.skipped, previous.declared
                 # A run's report is its latest attempt's: its versions go on from the previous one's.
