@@ -96,13 +96,14 @@ def test_a_run_counted_on_its_item_before_tallies_goes_on_counting_on_them():
 
 
 def test_a_transaction_cancelled_by_a_condition_changes_none_of_its_items(isolated, run_id):
-    """The local stack backs each table up once per transaction (moto did once per item): a
-    cancelled transaction still rolls back every item it wrote before the failed condition."""
+    """The local stack keeps the items a transaction names instead of a copy of each table (moto
+    copied the whole table): a cancelled transaction still rolls back every item it wrote before
+    the failed condition."""
     import pytest
     from botocore.exceptions import ClientError
     from moto.dynamodb.models import DynamoDBBackend
 
-    assert DynamoDBBackend.transact_write_items.copies_once  # the stack this runs on serves the patched moto
+    assert DynamoDBBackend.transact_write_items.item_by_item  # the stack this runs on serves the patched moto
     db, table = isolated.aggregator.ledger.db, isolated.aggregator.ledger.table
     key = {"pk": {"S": f"TEST#{run_id}"}}
     db.put_item(TableName=table, Item={**key, "sk": {"S": "a"}, "n": {"N": "1"}})

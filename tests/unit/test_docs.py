@@ -21,9 +21,9 @@ from codspeed_client.cli import parser as client_parser
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
-# CodSpeedHQ/action's inputs (its action.yml, v3): a workflow here may set no other.
+# CodSpeedHQ/action's inputs (its README and action.yml: v3, and v4's mode): a workflow here may set no other.
 CODSPEED_ACTION_INPUTS = {"token", "run", "working-directory", "upload-url", "runner-version", "instruments",
-                          "mongo-uri-env-name", "shell", "mode"}
+                          "mongo_uri_env_name", "shell", "mode"}
 LANGUAGES = {"sh", "yaml", "toml", "json", "text"}
 FENCE = re.compile(r"(?:<!-- docs-check: ([\w-]+) -->\n)?^```(\w*)\n(.*?)^```$", re.M | re.S)
 
