@@ -3,10 +3,12 @@ redelivery or retry ends in exactly one forward and that nothing accepted is los
 Shared by tests/integration/test_faults.py and bench/load.py."""
 
 import io
+import json
 import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import replace
+from types import SimpleNamespace
 from unittest import mock
 
 from codspeed_wire.api import ShardUploadRequest
@@ -129,3 +131,60 @@ def arrival_scenario(isolated, name: str) -> None:
     report = agg.reports.report(project, run_id)
     assert report.state == "forwarded" and report.arrived == 2, report
     assert len(isolated.upstream.uploads(run_id)) == 1
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_):
+        yield self.data
+
+
+def _error(service: str, status: int, code: str, message: str):
+    """An error answer as the service's protocol writes it (JSON for DynamoDB and SQS, XML for S3)."""
+    from botocore.awsrequest import AWSResponse
+
+    if service == "s3":
+        body = f"<Error><Code>{code}</Code><Message>{message}</Message></Error>".encode()
+        headers = {"Content-Type": "application/xml"}
+    else:
+        prefix = "com.amazonaws.dynamodb.v20120810#" if service == "dynamodb" else "com.amazonaws.sqs#"
+        body = json.dumps({"__type": prefix + code, "message": message}).encode()
+        headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-query-error": f"{code};Sender"}
+    return AWSResponse("https://fault.invalid/", status, headers, _Body(body))
+
+
+# What an AWS call can answer instead of its result: botocore's retry handler sees each (a before-send
+# answer), retries throttling and 5xx up to the clients' 5 attempts, and never an access denied.
+AWS_FAULTS = {
+    "throttling": lambda service: _error(service, 503, "SlowDown", "Please reduce your request rate") if service == "s3"
+    else _error(service, 400, "ThrottlingException", "Rate exceeded"),
+    "500": lambda service: _error(service, 500, "InternalError" if service == "s3" else "InternalServerError",
+                                  "We encountered an internal error"),
+    "access denied": lambda service: _error(service, 403, "AccessDenied" if service == "s3" else "AccessDeniedException",
+                                            "not authorized to perform this action"),
+}
+
+
+@contextmanager
+def aws_fault(clients, kind: str, first: int, count: int):
+    """Calls ``first`` to ``first + count - 1`` (counting every attempt, retries included, from 0) made
+    with ``clients`` answer the fault ``kind``; botocore's backoff does not sleep meanwhile."""
+    seen = []
+
+    def answer(request, **kwargs):
+        service = kwargs["event_name"].split(".")[1]
+        seen.append(service)
+        if first <= len(seen) - 1 < first + count:
+            return AWS_FAULTS[kind](service)
+        return None
+
+    for made in clients:
+        made.meta.events.register_first("before-send", answer, unique_id=f"fault-{id(answer)}")
+    try:
+        with mock.patch("botocore.endpoint.time", SimpleNamespace(sleep=lambda seconds: None)):
+            yield seen
+    finally:
+        for made in clients:
+            made.meta.events.unregister("before-send", unique_id=f"fault-{id(answer)}")

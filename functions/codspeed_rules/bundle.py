@@ -265,7 +265,11 @@ class BundleCheck:
                     if len(summary.results) < MAX_RESULTS:
                         summary.results[name] = costs
         elif current.kept is not None:
-            for name, stats in walltime_results(bytes(current.kept)).items():
+            measured = walltime_results(bytes(current.kept))
+            if self.executor != VALGRIND:  # its benchmarks are these (valgrind's are its callgrind parts')
+                summary.benchmarks += len(measured)
+                summary.benchmark_names.extend(list(measured)[: MAX_RESULTS - len(summary.benchmark_names)])
+            for name, stats in measured.items():
                 if len(summary.results) < MAX_RESULTS:
                     summary.results.setdefault(name, stats)
 

@@ -10,7 +10,12 @@ PROJECT_PATTERN = rf"^{SEGMENT}(?:/{SEGMENT}){{1,21}}$"
 OWNER_PATTERN = rf"^{SEGMENT}(?:/{SEGMENT}){{0,20}}$"
 ATTEMPT_PATTERN = r"[1-9][0-9]{0,3}"  # a run's attempt N, 1 to 9999
 RUN_ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.:+-]{{0,127}}(?:~{ATTEMPT_PATTERN})?$"  # ~N: the run's attempt N
-SHARD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.=+@-]{0,127}$"
+_SHARD = r"[A-Za-z0-9][A-Za-z0-9_.=+@-]{0,127}"
+SHARD_PATTERN = rf"^{_SHARD}$"
+EXECUTOR_PATTERN = r"[a-z][a-z0-9_-]{0,31}"  # valgrind, walltime, memory: what a CodSpeed runner writes
+# A shard as the aggregator keys it: a pushed shard is its name and executor (``shard_key``)
+SHARD_KEY_PATTERN = rf"^{_SHARD}(?:~{EXECUTOR_PATTERN})?$"
+KEYED_AS_NAME = "valgrind"  # a pushed shard of this executor is keyed by its name alone, as before executors
 COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
 MAX_ANCESTORS = 50  # of a base commit, sent for the baseline: about two weeks of a busy main
 # a CI run's page, linked from reports: no space, bracket, parenthesis or quote, so one inert link in Markdown
@@ -54,6 +59,18 @@ def attempt_problem(value: str) -> str | None:
 
 def is_shard_name(value: str) -> bool:
     return bool(re.fullmatch(SHARD_PATTERN, value)) and not has_dot_segment(value)
+
+
+def shard_key(name: str, executor: str) -> str:
+    """How a pushed shard is keyed: by its name and executor, so that two executors' shard 1 are two
+    shards (``1`` and ``1~walltime``). ``~`` is in no shard name, nor in a runner's shard key."""
+    return name if executor == KEYED_AS_NAME else f"{name}~{executor}"
+
+
+def split_shard_key(key: str) -> tuple[str, str | None]:
+    """A shard key's name and executor (None: the key alone says none, so valgrind or a runner's)."""
+    name, tilde, executor = key.partition("~")
+    return name, (executor if tilde else None)
 
 
 def is_ci_url(value: str) -> bool:

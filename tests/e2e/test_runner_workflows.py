@@ -89,7 +89,7 @@ def test_a_plain_job_and_a_matrix_are_two_groups_each_forwarded_as_its_own_part(
     assert report["run_id"] == f"{workflow.run_id}~2" and report["state"] == "forwarded" and report["expected"] == 3
     held = workflow.upstream(stack)
     assert _benchmarks(held) == ["bench::s1", "bench::s2", "lint::a"]  # each once
-    assert sorted(held) == ['bench-{"aggregated-part":1}', 'lint-bench-{"executor":"valgrind","run-index":0}']
+    assert sorted(held) == ['bench-{"aggregated-part":1,"executor":"valgrind"}', 'lint-bench-{"executor":"valgrind","run-index":0}']
     assert len(stack.upstream.uploads(workflow.run_id)) == 2  # the group forwarded first was not sent again
 
 
@@ -100,10 +100,10 @@ def test_interleaved_matrices_of_three_and_two_are_refused_nothing_and_forwarded
     report = workflow.final(stack)
     assert report["state"] == "forwarded" and report["arrived"] == report["expected"] == 5
     held = workflow.upstream(stack)
-    assert sorted(held) == ['a-{"aggregated-part":1}', 'b-{"aggregated-part":1}']
+    assert sorted(held) == ['a-{"aggregated-part":1,"executor":"valgrind"}', 'b-{"aggregated-part":1,"executor":"valgrind"}']
     assert {part: sorted(found) for part, (_, found) in held.items()} == {
-        'a-{"aggregated-part":1}': ["a::s1", "a::s2", "a::s3"], 'b-{"aggregated-part":1}': ["b::s1", "b::s2"]}
-    meta, _ = held['a-{"aggregated-part":1}']
+        'a-{"aggregated-part":1,"executor":"valgrind"}': ["a::s1", "a::s2", "a::s3"], 'b-{"aggregated-part":1,"executor":"valgrind"}': ["b::s1", "b::s2"]}
+    meta, _ = held['a-{"aggregated-part":1,"executor":"valgrind"}']
     shards = meta["runPart"]["metadata"]["aggregatedShards"]
     assert [s["metadata"]["job-index"] for s in shards] == [0, 1, 2]  # each shard's identity kept
     assert {s["executor"] for s in shards} == {"valgrind"} and all(s["system"]["host"] == "runnervm1" for s in shards)
@@ -121,7 +121,7 @@ def test_a_walltime_job_beside_a_valgrind_matrix_keeps_both_executors(stack, wor
     held = workflow.upstream(stack)
     executors = {part: meta["runner"]["executor"] for part, (meta, _) in held.items()}
     assert executors == {'walltime-bench-{"executor":"walltime","run-index":0}': "walltime",
-                         'bench-{"aggregated-part":1}': "valgrind"}
+                         'bench-{"aggregated-part":1,"executor":"valgrind"}': "valgrind"}
     assert _benchmarks(held) == ["bench::s1", "bench::s2", "wall::w"]
 
 
@@ -140,7 +140,7 @@ def test_a_re_run_replaces_its_part_upstream_under_the_same_run_part_id(stack, w
                         f"bench::s{n}" + ("-again" if n in rerun else "") for n in (1, 2)) and r, timeout=60)
     assert last["attempt"] >= 2
     held = workflow.upstream(stack)
-    assert list(held) == ['bench-{"aggregated-part":1}']  # one part, replaced in place by each attempt
+    assert list(held) == ['bench-{"aggregated-part":1,"executor":"valgrind"}']  # one part, replaced in place by each attempt
     assert len(stack.upstream.uploads(workflow.run_id)) == last["attempt"]
 
 

@@ -71,8 +71,9 @@ def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack,
     md5 = base64.b64encode(hashlib.md5(archive).digest()).decode()
     assert put_headers["content-md5"] == md5 == meta["profileMd5"]
     assert post_headers["authorization"] == stack.upstream_token  # the configured token, bare
-    assert meta["runPart"]["runPartId"] == 'codspeed-shard-aggregator-{"aggregated-part":1}' and meta["commitHash"] == COMMIT
-    assert [s["runPartId"] for s in meta["runPart"]["metadata"]["aggregatedShards"]] == ["1", "2", "3"]
+    assert meta["runPart"]["runPartId"] == 'codspeed-shard-aggregator-{"aggregated-part":1,"executor":"valgrind"}' and meta["commitHash"] == COMMIT
+    assert [s["runPartId"] for s in meta["runPart"]["metadata"]["aggregatedShards"]] == [
+        f'codspeed-shard-aggregator-{{"aggregated-shard":"{i}","executor":"valgrind"}}' for i in (1, 2, 3)]
 
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         names = tar.getnames()
@@ -150,7 +151,7 @@ def test_a_shard_never_pushed_is_reported_missing_after_close(stack, project, ru
     assert _final(stack, project, f"{run_id}~2")["arrived"] == 3
     first, again = stack.upstream.uploads(run_id)  # only what the upstream lacked: shard 3, as the group's next part
     assert [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in (first, again)] == [
-        'codspeed-shard-aggregator-{"aggregated-part":1}', 'codspeed-shard-aggregator-{"aggregated-part":2}']
+        'codspeed-shard-aggregator-{"aggregated-part":1,"executor":"valgrind"}', 'codspeed-shard-aggregator-{"aggregated-part":2,"executor":"valgrind"}']
     with tarfile.open(again / "archive.tar.gz") as tar:
         assert sum(n.endswith(".out") for n in tar.getnames()) == 1
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from codspeed_aggregator.domain.uploads import pushed_part_id
 from codspeed_aggregator.domain.keys import part_plan_key, spool_key
 from codspeed_aggregator.domain.uploads import merged_part_id
 from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
@@ -141,7 +142,7 @@ def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_only_wha
     assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
     first_upload, second_upload = isolated.upstream.uploads(run_id)  # both name the CI's run id
     assert [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in (first_upload, second_upload)] \
-        == ["1", "2"]  # each shard once: the upstream held shard 1 already
+        == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]  # each shard once: the upstream held shard 1
     assert "1 part the upstream holds already" in agg.reports.report(project, f"{run_id}~2").upstream.message
     assert agg.reports.report(project, f"{run_id}~1").state == "forwarded"  # the first attempt is left as it was
     assert isolated.upstream.benchmarks_twice() == {}

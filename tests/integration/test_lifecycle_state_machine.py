@@ -1,7 +1,11 @@
-"""Random interleavings of push, duplicate events, bad bundles, retries, close, deadline,
-finalize and late pushes, re-runs into the run's later attempts included; DESIGN's invariants
-are checked after every step, the upstream's as CodSpeed would hold it (the stand-in combines
-the run's parts: the last upload of each runPartId)."""
+"""Random interleavings of push (two executors under one shard name), drop-in uploads (the
+runner's runPartIds and hostile ones, tokenless too), duplicate events, bad bundles, retries,
+close, deadline, finalize and late pushes, re-runs into the run's later attempts included, in a
+run opened by its first upload or declared first; any AWS call may answer a fault (throttling, a
+500, an access denied) that botocore's retry handler sees, and the step is then retried as SQS or
+the client would. DESIGN's invariants are checked after every step, the upstream's as CodSpeed
+would hold it (the stand-in combines the run's parts: the last upload of each runPartId), and
+every refused request is followed by a comparison of the run's items and object versions."""
 
 import os
 import time
@@ -9,21 +13,39 @@ import uuid
 from dataclasses import replace
 
 import pytest
+import requests
+from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test,
+)
 
-from codspeed_aggregator.domain.errors import Conflict, Unprocessable
-from codspeed_wire.api import CloseRequest, ShardUploadRequest
+from codspeed_aggregator.domain.errors import Busy, Conflict, Unprocessable
+from codspeed_aggregator.domain.keys import parse_bundle_key
+from codspeed_rules.names import shard_key
+from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
+from codspeed_wire.upstream import UploadMetadata
 from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
-from tests.factories import bundle, footprint, put, upload_request
+from tests.factories import COMMIT, bundle, footprint, metadata, put, upload_request
+from tests.faults import AWS_FAULTS, aws_fault
+from tests.runner import folder_archive, md5_b64, walltime_folder
 
 SHARDS = ("1", "2", "3")
 FINAL = ("forwarded", "forward_failed", "closed_empty")
+EXECUTORS = ("valgrind", "walltime")
+RUNNER_PART_IDS = ('bench-{"executor":"valgrind","run-index":0}', 'bench-{"executor":"valgrind","run-index":1}')
+HOSTILE_PART_IDS = ('bench-{"aggregated-part":1,"executor":"valgrind"}',
+                    'codspeed-shard-aggregator-{"aggregated-shard":"1","executor":"valgrind"}')
+# (kind, the first call that answers it, how many do): past the clients' 6 attempts a call fails
+FAULTS = st.one_of(st.none(), st.tuples(st.sampled_from(sorted(AWS_FAULTS)), st.integers(0, 12), st.integers(1, 7)))
 
 
 def machine_for(isolated):
     agg = isolated.aggregator
+    from codspeed_aggregator.adapters.aws import client
+
+    AWS_CLIENTS = [client("dynamodb"), client("s3"), client("sqs")]
 
     class RunLifecycle(RuleBasedStateMachine):
         def __init__(self):
@@ -35,58 +57,116 @@ def machine_for(isolated):
             self.current = {}  # shard -> the benchmark of its bundle counted last (the model)
             self.seen_version, self.seen_arrived = 0, 0
 
+        @initialize(declared=st.booleans())
+        def opened(self, declared):
+            """A run opened by its first upload, or declared first (``codspeed-client open``): then it
+            takes the client's shards only, in every state and attempt."""
+            self.declared = declared
+            if declared:
+                agg.opening.open(OpenRequest(project=self.project, run_id=self.run_id, total=len(SHARDS), commit=COMMIT,
+                                             ref="refs/heads/main"))
+
+        def _faulted(self, fault, step):
+            """Run ``step`` with ``fault`` answered by the AWS calls it picks; a step it failed is run
+            again without (SQS redelivers, the client retries), and answers what that one does."""
+            if fault is None:
+                return step()
+            kind, first, count = fault
+            try:
+                with aws_fault(AWS_CLIENTS, kind, first, count):
+                    return step()
+            except (ClientError, Busy):
+                return step()
+
+        def _refused(self, step, errors, match):
+            """A request the run must refuse: it is, with its sentence, and nothing of the run changed."""
+            before = footprint(isolated, self.project, self.run_id)
+            with pytest.raises(errors, match=match):
+                step()
+            assert footprint(isolated, self.project, self.run_id) == before  # a refusal changes nothing
+
         def _state(self):
             snapshot = agg.ledger.reads.snapshot(self.project, self.run_id)
             return snapshot.run.state if snapshot else None
 
-        @rule(shard=st.sampled_from(SHARDS), good=st.booleans())
-        def push(self, shard, good):
-            benchmark = f"s{shard}::upload{len(self.pushed)}"
-            data = bundle(4242, [benchmark]) if good else b"definitely not a tar.gz"
-            request = ShardUploadRequest.model_validate(upload_request(self.project, self.run_id, shard, data, total=len(SHARDS)))
+        @rule(shard=st.sampled_from(SHARDS), good=st.booleans(), executor=st.sampled_from(EXECUTORS), fault=FAULTS)
+        def push(self, shard, good, executor, fault):
+            """A client's push: each executor's shard of a name is its own shard."""
+            benchmark = f"s{shard}::{executor}{len(self.pushed)}"
+            if not good:
+                data = b"definitely not a tar.gz"
+            elif executor == "valgrind":
+                data = bundle(4242, [benchmark])
+            else:
+                data = folder_archive(walltime_folder(4242, benchmark), gzipped=True)
+            request = ShardUploadRequest.model_validate(upload_request(
+                self.project, self.run_id, shard, data, total=len(SHARDS),
+                runner={"name": "codspeed-client", "version": "1.0.0", "instruments": [], "executor": executor}))
+            self._granted(lambda: agg.uploads.grant(request).model_dump(), data,
+                          shard_key(shard, executor), benchmark if good else None, fault)
+
+        @rule(label=st.sampled_from(RUNNER_PART_IDS + HOSTILE_PART_IDS), tokenless=st.booleans(), fault=FAULTS)
+        def drop_in(self, label, tokenless, fault):
+            """A CodSpeed runner pointed at us (``POST /upload``) in this run's workflow: its job ``bench``
+            is a group of its own; a runPartId that could stand in one of our parts is refused, and so
+            is any job of a declared run."""
+            benchmark = f"bench::runner{len(self.pushed)}"
+            data = bundle(4343, [benchmark])
+            meta = UploadMetadata.model_validate(metadata(
+                md5_b64(data), owner=self.project.split("/")[0], repository=self.project.split("/")[1], tokenless=tokenless,
+                run_part={"runId": self.run_id, "runPartId": label, "jobName": "bench", "metadata": {"job-total": 1}}))
+
+            def grant():
+                accepted = agg.uploads.accept_drop_in(meta)
+                return {"upload_url": accepted.uploadUrl, "headers": {"Content-MD5": meta.profile_md5},
+                        "key": _key_of(accepted.uploadUrl), "run_id": accepted.runId}
+
+            if label in HOSTILE_PART_IDS:
+                return self._refused(lambda: self._faulted(fault, grant), Unprocessable, "names the aggregator's own run parts")
+            if self.declared:
+                return self._refused(lambda: self._faulted(fault, grant), Conflict, "is not among what run|is closing")
+            self._granted(grant, data, None, benchmark, fault)
+
+        def _granted(self, grant, data, shard, benchmark, fault):
+            """An upload granted (or refused: the run is closing, out of attempts), then PUT."""
             snapshot = agg.ledger.reads.snapshot(self.project, self.run_id)
             if snapshot is not None and snapshot.run.state == "open" and snapshot.run.closing:
-                before = footprint(isolated, self.project, self.run_id)
-                with pytest.raises(Conflict, match="is closing: it takes no more shards"):
-                    agg.uploads.grant(request)
-                assert footprint(isolated, self.project, self.run_id) == before  # a refusal changes nothing
-                return
+                return self._refused(lambda: self._faulted(fault, grant), Conflict, "is closing: it takes no more shards")
             if snapshot is not None and snapshot.run.state != "open":
                 try:  # a later attempt: its counts are not modelled, what reaches the upstream is
-                    grant = agg.uploads.grant(request)
+                    granted = self._faulted(fault, grant)
                 except Conflict as exc:
                     assert f"of {self.project} is closing" in str(exc) or "times: it takes no more" in str(exc)
                     return
-                assert grant.run_id.startswith(f"{self.run_id}~")
-                put(grant.model_dump(), data)
-                if good:
-                    self.later.append((shard, grant.key))
+                assert granted["run_id"].startswith(f"{self.run_id}~")
+                put(granted, data)
+                if benchmark is not None:
+                    self.later.append((shard, granted["key"]))
                 return
-            grant = agg.uploads.grant(request)
-            put(grant.model_dump(), data)
-            self.pushed.append((shard, grant.key, benchmark if good else None))
+            granted = self._faulted(fault, grant)
+            put(granted, data)
+            self.pushed.append((shard or parse_bundle_key(granted["key"])[2], granted["key"], benchmark))
 
         @precondition(lambda self: self.pushed)
-        @rule(shard=st.sampled_from(SHARDS), other_manifest=st.booleans())
-        def refused_push(self, shard, other_manifest):
+        @rule(shard=st.sampled_from(SHARDS), other_manifest=st.booleans(), fault=FAULTS)
+        def refused_push(self, shard, other_manifest, fault):
             """A push the run must refuse, in whatever state it is (open, closing, forwarded: then
-            before any next attempt is opened): another manifest, or a shard outside the run's. Every
-            item and object version of the run is as it was."""
+            before any next attempt is opened): another manifest, or a shard outside the run's."""
             total, name = (len(SHARDS) + 1, shard) if other_manifest else (len(SHARDS), "9")
             data = bundle(4242, [f"s{shard}::refused"])
             request = ShardUploadRequest.model_validate(upload_request(self.project, self.run_id, name, data, total=total))
-            before = footprint(isolated, self.project, self.run_id)
-            with pytest.raises((Conflict, Unprocessable), match="manifest|is closing|takes no more"):
-                agg.uploads.grant(request)
-            assert footprint(isolated, self.project, self.run_id) == before
+            self._refused(lambda: self._faulted(fault, lambda: agg.uploads.grant(request)), (Conflict, Unprocessable),
+                          "manifest|is closing|takes no more")
 
         @precondition(lambda self: self.pushed)
-        @rule(pick=st.integers(min_value=0), times=st.integers(min_value=1, max_value=3))
-        def deliver(self, pick, times):
-            """An S3 event, delivered once or more (SQS duplicates), in any order."""
+        @rule(pick=st.integers(min_value=0), times=st.integers(min_value=1, max_value=3), fault=FAULTS)
+        def deliver(self, pick, times, fault):
+            """An S3 event, delivered once or more (SQS duplicates), in any order; a delivery a fault
+            failed is delivered again."""
             shard, key, benchmark = self.pushed[pick % len(self.pushed)]
             before = agg.ledger.reads.snapshot(self.project, self.run_id)
-            outcomes = [agg.arrivals.record(key) for _ in range(times)]
+            outcomes = [self._faulted(fault, lambda: agg.arrivals.record(key))] + [
+                agg.arrivals.record(key) for _ in range(times - 1)]
             first = outcomes[0]
             if benchmark is None:
                 assert outcomes[0] in ("rejected", "duplicate") and outcomes[1:] == ["duplicate"] * (times - 1)
@@ -95,15 +175,18 @@ def machine_for(isolated):
                 assert others(after) == others(before)  # a bad bundle changes nothing else
             else:
                 assert outcomes[1:] == ["duplicate"] * (times - 1)
-                assert first in ("recorded", "duplicate", "late")
-                if first == "recorded":
+                assert first in ("recorded", "duplicate", "late"), first
+                counted = agg.ledger.reads.snapshot(self.project, self.run_id).arrived().get(shard)
+                if first == "recorded" or (fault and first == "duplicate" and counted and counted.key == key
+                                           and before.run.state == "open"):  # counted by the delivery the fault failed
                     assert before.run.state == "open"
                     self.current[shard] = benchmark
 
-        @rule(skip=st.lists(st.sampled_from(SHARDS), unique=True, max_size=2))
-        def close(self, skip):
+        @rule(skip=st.lists(st.sampled_from(SHARDS), unique=True, max_size=2), fault=FAULTS)
+        def close(self, skip, fault):
             if self._state() is not None:
-                agg.closing.close(CloseRequest(project=self.project, run_id=self.run_id, skip=skip))
+                self._faulted(fault, lambda: agg.closing.close(CloseRequest(project=self.project, run_id=self.run_id,
+                                                                            skip=skip)))
 
         @rule()
         def deadline(self):
@@ -115,11 +198,12 @@ def machine_for(isolated):
             shard, key = self.later[pick % len(self.later)]
             assert agg.arrivals.record(key) in ("recorded", "duplicate", "late")
 
-        @rule()
-        def finalize(self):
+        @rule(fault=FAULTS)
+        def finalize(self, fault):
             for message in isolated.finalize_requests():
                 if message["run_id"].split("~")[0] == self.run_id:
-                    agg.finalizing.finalize(self.project, message["run_id"], message.get("part"))
+                    self._faulted(fault, lambda: agg.finalizing.finalize(self.project, message["run_id"], message.get("part")))
+                    fault = None  # the first message's only
 
         @invariant()
         def counted_once_and_never_backwards(self):
@@ -148,6 +232,11 @@ def machine_for(isolated):
                     assert set(names) <= upstream, (shard.name, names, held)
 
     return RunLifecycle
+
+
+def _key_of(upload_url: str) -> str:
+    """The bundle key a presigned PUT URL names (path-style: /bucket/key)."""
+    return requests.utils.unquote(requests.utils.urlparse(upload_url).path.split("/", 2)[2])
 
 
 def test_run_lifecycle_holds_the_invariants_under_random_interleavings(isolated):

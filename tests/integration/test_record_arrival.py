@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 
+from codspeed_aggregator.domain.uploads import pushed_part_id
 from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
 from codspeed_wire.api import CloseRequest
 from tests.factories import bundle, marked_uncut, packed, push
@@ -96,4 +97,4 @@ def test_a_bundle_granted_before_the_close_and_in_after_the_forward_counts_in_th
     assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
     [parts] = [p for (_, run), p in isolated.upstream.combined().items() if run == run_id]
     held = {part: benchmarks_in(archive_of(upload)) for part, upload in parts.items()}
-    assert held == {"1": {"a::one"}, "2": {"b::two"}}  # never a yes and a drop, and shard 1 not sent twice
+    assert held == {pushed_part_id("1", "valgrind"): {"a::one"}, pushed_part_id("2", "valgrind"): {"b::two"}}  # never a yes and a drop, and shard 1 not sent twice

@@ -87,3 +87,15 @@ def test_the_report_says_why_it_compares_with_its_baseline():
     assert baseline_why(change, "cd" * 20, "main") == "main's latest run: the change names no base commit"
     push = RunRecord(project="acme/widgets", run_id="8", groups={}, ref="refs/heads/main")
     assert baseline_why(push, "cd" * 20, "main") == "main's latest run before this one"
+
+
+def test_a_skip_carries_the_shard_of_every_executor_the_baseline_ran_it_under():
+    baseline = Snapshot(
+        RunRecord(project="a/b", run_id="base2", groups={"": Manifest(total=2, indexed=True)}, state=FORWARDED,
+                  commit="b" * 40, variants=("|valgrind", "|walltime")),
+        {"1": _shard("1", "t1::a", run="w"), "2": _shard("2", "t2::a", run="w"),
+         "2~walltime": _shard("2~walltime", "t2::a", run="w")})
+    arrived = {"1": _shard("1", "t1::a", run="r2")}
+    completion = complete(_run(skipped=["2"]), arrived, "main", baseline, NAMES)
+    assert sorted(completion.carried) == ["2", "2~walltime"]  # the run itself pushed valgrind only so far
+    assert completion.outcome["missing_benchmarks"] == []

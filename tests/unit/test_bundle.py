@@ -101,6 +101,11 @@ def test_every_executors_folder_is_valid_plain_or_gzip():
 
     walltime = validate_bundle(io.BytesIO(runner.recorded_walltime()), "walltime")
     assert walltime.gzipped is False and walltime.pids == [] and walltime.members == 5
+    # its benchmarks are pytest-codspeed's results: counted and named, as a valgrind shard's callgrind parts are
+    assert walltime.benchmarks == 3 and [n.rsplit("::", 1)[1] for n in walltime.benchmark_names] == [
+        "test_fib_10", "test_sum", "test_sorted"]
+    valgrind = validate_bundle(io.BytesIO(runner.recorded(1)))  # its results/<pid>.json does not count again
+    assert valgrind.benchmarks == 1 and len(valgrind.benchmark_names) == 1
     made = runner.folder_archive(runner.walltime_folder(77, "t"), gzipped=True)
     assert validate_bundle(io.BytesIO(made), "walltime").gzipped is True
     memory = runner.folder_archive(runner.memory_folder(77), gzipped=False)

@@ -66,3 +66,16 @@ def test_a_disagreeing_manifest_names_both():
 def test_manifest_round_trips_through_its_item():
     for manifest in (Manifest(total=4, indexed=True), Manifest(names=("a", "b")), Manifest()):
         assert Manifest.from_item(manifest.to_item()) == manifest
+
+
+def test_a_client_group_of_two_executors_expects_each_executors_shards_and_skips_carry_both():
+    from codspeed_aggregator.domain.ledger import RunRecord, variant_key
+
+    run = RunRecord(project="a/b", run_id="1", groups={"": Manifest(total=3, indexed=True)}, skipped=("3",),
+                    variants=(variant_key("", "walltime"), variant_key("", "valgrind")), group_counts={"": 3})
+    assert run.executors_of("") == ("valgrind", "walltime")  # valgrind's first: its shards are keyed by name alone
+    assert run.skipped_in("", run.groups[""]) == 2 and not run.complete()  # 1, 2 of one executor, 1 of the other
+    run.group_counts[""] = 4
+    assert run.complete() and run.expected_count() == 6
+    assert RunRecord(project="a/b", run_id="1", groups={"": Manifest(total=3, indexed=True)}).executors_of("") == (
+        "valgrind",)  # none pushed yet

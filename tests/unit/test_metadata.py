@@ -16,4 +16,8 @@ def test_a_shard_carried_alone_keeps_the_runs_metadata_under_its_own_run_part_an
     assert {k: v for k, v in carried.items() if k not in ("runPart", "runner")} == {
         k: v for k, v in base.items() if k not in ("runPart", "runner")}
     assert base["runPart"]["runPartId"] == "bench-{\"executor\":\"valgrind\"}"  # the run's own is left as it was
-    assert as_carried(base, ShardRecord(name="3", state=ARRIVED))["runPart"]["runPartId"] == "3"  # a pushed shard's name
+    # a pushed shard's: the aggregator's own, for its name and executor
+    assert as_carried(base, ShardRecord(name="3", state=ARRIVED))["runPart"]["runPartId"] == \
+        'codspeed-shard-aggregator-{"aggregated-shard":"3","executor":"valgrind"}'
+    walltime = as_carried(base, ShardRecord(name="3~walltime", state=ARRIVED, executor="walltime"))
+    assert walltime["runPart"]["runPartId"] == 'codspeed-shard-aggregator-{"aggregated-shard":"3","executor":"walltime"}'

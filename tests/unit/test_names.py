@@ -1,3 +1,4 @@
+import re
 """Run ids, attempts included (``<run>~N``), as the client and the API check them."""
 
 import pytest
@@ -52,3 +53,12 @@ def test_a_name_is_whole_a_trailing_newline_never_passes_a_rule():
 @pytest.mark.parametrize("value", ["7002~²", "7002~١"])  # digits to str.isdigit, not to the rule
 def test_an_attempt_of_other_digits_is_a_sentence_not_a_crash(value):
     assert "an attempt is a number from 1 to 9999" in run_id_problem(value)
+
+
+def test_a_pushed_shard_is_keyed_by_its_name_and_executor_and_no_shard_name_holds_the_separator():
+    from codspeed_rules.names import SHARD_KEY_PATTERN, is_shard_name, shard_key, split_shard_key
+
+    assert shard_key("1", "valgrind") == "1" and shard_key("1", "walltime") == "1~walltime"
+    assert split_shard_key("1~walltime") == ("1", "walltime") and split_shard_key("1") == ("1", None)
+    assert not is_shard_name("1~walltime")  # a client cannot name a shard what another executor's is keyed as
+    assert re.fullmatch(SHARD_KEY_PATTERN, "1~walltime") and not re.fullmatch(SHARD_KEY_PATTERN, "1~walltime\n")

@@ -192,3 +192,15 @@ def test_a_run_forwarded_to_codspeed_links_the_projects_runs_there_and_one_on_gi
     assert codspeed_page("https://api.codspeed.io/upload", run) is None
     linked = build_report(_snapshot(), "now", codspeed_url="https://codspeed.io/acme/widgets")
     assert "Commit abc1234 · [CodSpeed](https://codspeed.io/acme/widgets)\n" in render_markdown(linked)
+
+
+def test_a_pushed_shard_is_listed_once_for_each_executor_and_named_with_it():
+    run = RunRecord(project="acme/widgets", run_id="43", groups={"": Manifest(total=2, indexed=True)}, state=FORWARDED,
+                    variants=("|valgrind", "|walltime"), skipped=("2",),
+                    outcome={"carried": {"2~walltime": {"run_id": "40", "commit": "abc", "benchmarks": 3}}})
+    shards = {"1": ShardRecord("1", "arrived", executor="valgrind", benchmarks=3),
+              "1~walltime": ShardRecord("1~walltime", "arrived", executor="walltime", benchmarks=3)}
+    report = build_report(Snapshot(run, shards), "now")
+    assert [(s.name, s.display, s.state) for s in report.shards] == [
+        ("1", None, "arrived"), ("1~walltime", "1 (walltime)", "arrived"), ("2", None, "skipped"),
+        ("2~walltime", "2 (walltime)", "carried")]

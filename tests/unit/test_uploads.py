@@ -22,7 +22,7 @@ def test_each_group_is_its_own_part_and_a_lone_valgrind_shard_goes_as_sent():
                      _shard("lint", "lint"))
     plan = plan_forward(shards, limit=1000)
     assert [(u.shards, u.merged, u.run_part_id) for u in plan] == [
-        (("a1", "a2"), True, 'a-{"aggregated-part":1}'), (("b1",), False, None), (("lint",), False, None),
+        (("a1", "a2"), True, 'a-{"aggregated-part":1,"executor":"valgrind"}'), (("b1",), False, None), (("lint",), False, None),
         (("w",), False, None)]
 
 
@@ -70,7 +70,7 @@ def test_over_any_attempts_every_shard_stands_in_exactly_one_part_and_ids_never_
 
 def test_a_plan_item_round_trips():
     upload = Upload(("a", "b"), True, "bench", merged_part_id("bench", 2))
-    assert Upload.from_item(upload.to_item()) == upload and upload.key == 'bench-{"aggregated-part":2}'
+    assert Upload.from_item(upload.to_item()) == upload and upload.key == 'bench-{"aggregated-part":2,"executor":"valgrind"}'
     assert Upload(("w",), False, "wall").key == "shard:w"
 
 

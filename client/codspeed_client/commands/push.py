@@ -92,8 +92,10 @@ def run(args: argparse.Namespace) -> int:
     files = f", {len(made.files)} files" if made.files else ""
     run_id, attempt = grant.get("run_id") or target.run_id, grant.get("attempt") or 1
     again = f" (attempt {attempt}: run {target.run_id} was already forwarded)" if attempt > 1 else ""
-    out.result({"pushed": shard, "project": target.project, "run_id": run_id, "attempt": attempt, "size": made.size},
-               f"pushed shard {shard}{of} of run {run_id} ({target.project}): {made.size} bytes{files}{again}")
+    kind = f" ({made.executor})" if made.executor != "valgrind" else ""  # a shard is its name and its executor
+    out.result({"pushed": shard, "executor": made.executor, "project": target.project, "run_id": run_id,
+                "attempt": attempt, "size": made.size},
+               f"pushed shard {shard}{of}{kind} of run {run_id} ({target.project}): {made.size} bytes{files}{again}")
     return 0
 
 

@@ -4,6 +4,8 @@ that received it, and the benchmarks it lost."""
 
 from dataclasses import dataclass, field
 
+from codspeed_rules.names import shard_key
+
 from .ledger import RunRecord, ShardRecord, Snapshot
 
 MAX_LISTED = 200
@@ -45,6 +47,13 @@ def baseline_why(run: RunRecord, baseline_commit: str | None, branch: str) -> st
     return f"{branch}'s latest run: the change names no base commit"
 
 
+def skipped_keys(run: RunRecord, baseline: Snapshot | None) -> set[str]:
+    """The shards a run's skips stand for: each skipped name under every executor the run or its
+    baseline pushed shards of (a skip carries shard 1 of each executor), and the name itself."""
+    executors = {*run.executors_of(""), *(baseline.run.executors_of("") if baseline else ())}
+    return {shard_key(n, e) for n in run.skipped for e in executors} | set(run.skipped)
+
+
 @dataclass
 class Completion:
     """The shards carried from the baseline, and the outcome stored on the run for its report."""
@@ -68,11 +77,12 @@ def complete(run: RunRecord, arrived: dict[str, ShardRecord], branch: str, basel
         })
     received = baseline.arrived()
     sources = {**(earlier or {}), **{name: (baseline.run, s) for name, s in received.items()}}
-    carried = {name: sources[name] for name in run.skipped if name in sources and name not in arrived}
+    skipped = skipped_keys(run, baseline)
+    carried = {name: sources[name] for name in sorted(skipped) if name in sources and name not in arrived}
     gone = []
     if names is not None:
         of = lambda shard: names.get(shard.key) or ()  # noqa: E731
-        explained = {b for name in run.skipped if name not in carried and name in received for b in of(received[name])}
+        explained = {b for name in skipped if name not in carried and name in received for b in of(received[name])}
         present = {b for shard in (*arrived.values(), *(s for _, s in carried.values())) for b in of(shard)}
         gone = sorted({b for shard in received.values() for b in of(shard)} - present - explained)
     return Completion(carried={name: s for name, (_, s) in carried.items()}, outcome={

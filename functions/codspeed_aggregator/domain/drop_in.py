@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from codspeed_wire.api import MAX_SHARDS
-from codspeed_rules.names import is_run_id
+from codspeed_rules.names import is_run_id, shard_key
 from codspeed_wire.upstream import UploadMetadata
 
 from .errors import Unprocessable
@@ -40,7 +40,7 @@ MAX_KEY = 100
 class DropInShard:
     run_id: str
     shard: str  # the storage key
-    label: str  # what the runner called it (its runPartId)
+    label: str  # what the runner called it (its runPartId); its name in the manifest
     manifest: Manifest  # of its group
     variant: str  # executor and run index: the manifest counts jobs per variant
     group: str = ""  # the job group (jobName): its manifest is its own
@@ -82,12 +82,14 @@ def gitlab_run_id(commit: str, ref: str | None) -> str:
 def shard_of(metadata: UploadMetadata) -> DropInShard:
     part = metadata.run_part
     if part is None:
-        return DropInShard(_single_part_run_id(metadata), "1", "1", Manifest(total=1, indexed=True), metadata.executor)
+        # a run of one, whose job may upload once per executor: shard 1 of each
+        return DropInShard(_single_part_run_id(metadata), shard_key("1", metadata.executor), "1",
+                           Manifest(total=1, indexed=True), metadata.executor)
     variant = part.variant(metadata.executor)
     label = part.run_part_id
     if AGGREGATED_KEY in label:  # upstream, it would stand in the place of one of our merged parts
-        raise Unprocessable(f"runPart.runPartId {label!r} holds {AGGREGATED_KEY}, which names the aggregator's own "
-                            "merged parts: CodSpeed's runner never writes it")
+        raise Unprocessable(f"runPart.runPartId {label!r} holds {AGGREGATED_KEY}…, which names the aggregator's own "
+                            "run parts: CodSpeed's runner never writes it")
     if metadata.run_environment == "GITLAB_CI":
         run_id = gitlab_run_id(metadata.commit_hash, metadata.ref)
         name = part.job_name or label

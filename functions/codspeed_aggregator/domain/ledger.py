@@ -10,6 +10,8 @@ never shows less.
 
 from dataclasses import dataclass, field
 
+from codspeed_rules.names import KEYED_AS_NAME
+
 from .errors import Unprocessable
 from .manifest import Manifest
 
@@ -99,8 +101,16 @@ class RunRecord:
             for group, manifest in self.groups.items())
 
     def skipped_in(self, group: str, manifest: Manifest) -> int:
-        """How many of a group's shards are skipped (the client's group only: skips name its shards)."""
-        return len(set(self.skipped) & set(manifest.expected_names() or ())) if group == "" else 0
+        """How many of a group's shards are skipped (the client's group only: skips name its shards),
+        once for each executor the group holds (a skip carries each executor's shard of that name)."""
+        if group != "":
+            return 0
+        return len(set(self.skipped) & set(manifest.expected_names() or ())) * max(1, self.variants_of(group))
+
+    def executors_of(self, group: str) -> tuple[str, ...]:
+        """The executors a group's pushed shards came from, valgrind's first (none said: valgrind)."""
+        said = {v.partition("|")[2].partition("/")[0] for v in self.variants if v.partition("|")[0] == group}
+        return tuple(sorted(said, key=lambda e: (e != KEYED_AS_NAME, e))) or (KEYED_AS_NAME,)
 
     def expected_count(self) -> int | None:
         counts = [m.expected_count() for m in self.groups.values()]

@@ -3,11 +3,12 @@
 import copy
 from dataclasses import dataclass
 
+from codspeed_rules.names import split_shard_key
 from codspeed_wire.upstream import UploadMetadata, in_runner_order
 
 from .errors import Conflict
 from .ledger import ShardRecord
-from .uploads import AGGREGATOR_JOB
+from .uploads import AGGREGATOR_JOB, pushed_part_id
 
 
 def check_identity(run_identity: dict | None, mine: dict | None) -> None:
@@ -41,11 +42,27 @@ def as_sent_metadata(sent: dict, md5: str, gzipped: bool) -> dict:
     return in_runner_order(metadata)
 
 
+def pushed_metadata(metadata: UploadMetadata, run_id: str, shard: str) -> UploadMetadata:
+    """A pushed shard's metadata, kept to forward it as it was sent: under a runPartId of the
+    aggregator's for its name and executor (``pushed_part_id``), whatever its client wrote."""
+    part = metadata.run_part.wire() if metadata.run_part else {"runId": run_id, "jobName": AGGREGATOR_JOB}
+    part["runPartId"] = pushed_part_id(shard, metadata.executor)
+    return UploadMetadata.model_validate({**metadata.wire(), "runPart": part})
+
+
+def upstream_part_id(shard: ShardRecord) -> str:
+    """The runPartId a shard was sent under: its runner's, else a pushed shard's (its name and executor)."""
+    if shard.label:
+        return shard.label
+    name, _ = split_shard_key(shard.name)
+    return pushed_part_id(name, shard.executor) if shard.group == "" else shard.name
+
+
 def as_carried(base: dict, shard: ShardRecord) -> dict:
     """The metadata a shard carried from another run goes alone under: the run's (``base``), with
-    the shard's own runPartId, the one it was sent under (its runner's, else its name), and executor."""
+    the shard's own runPartId, the one it was sent under, and executor."""
     metadata = copy.deepcopy(base)
-    metadata["runPart"] = {**(metadata.get("runPart") or {}), "runPartId": shard.label or shard.name}
+    metadata["runPart"] = {**(metadata.get("runPart") or {}), "runPartId": upstream_part_id(shard)}
     metadata["runner"] = {**(metadata.get("runner") or {}), "executor": shard.executor}
     return metadata
 

@@ -4,6 +4,7 @@ summaries of its shards' benchmarks."""
 from collections import Counter
 from urllib.parse import urlsplit
 
+from codspeed_rules.names import shard_key, split_shard_key
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
 from .baseline import baseline_why
@@ -30,8 +31,16 @@ def compared_with(run: RunRecord, baseline: Snapshot | None, branch: str) -> dic
 def shard_names(snapshot: Snapshot) -> list[str]:
     """A run's shards in the report's order: the manifest's, then the others by name."""
     run = snapshot.run
-    names = list(run.expected_names() or ())
-    return names + sorted(n for n in {*snapshot.shards, *run.skipped} if n not in names)
+    expected = run.expected_names() or ()
+    names = [shard_key(n, e) for n in expected for e in run.executors_of("")]
+    carried = (run.outcome or {}).get("carried") or {}
+    return names + sorted(n for n in {*snapshot.shards, *run.skipped, *carried} if n not in names and n not in expected)
+
+
+def shown_as(name: str, label: str | None) -> str | None:
+    """How a reader says a shard: a runner's runPartId shortened, a pushed shard's executor named."""
+    shard, executor = split_shard_key(name)
+    return display_label(label) or (f"{shard} ({executor})" if executor else None)
 
 
 def _seconds(ms: int | None) -> float | None:
@@ -44,25 +53,27 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     outcome = run.outcome or {}
     shard = snapshot.shards.get(name)
     if shard is not None:
-        return ShardEntry(name=name, label=shard.label, display=display_label(shard.label), executor=shard.executor,
+        return ShardEntry(name=name, label=shard.label, display=shown_as(name, shard.label), executor=shard.executor,
                           state=shard.state, attempt=shard.attempt, size=shard.size, benchmarks=shard.benchmarks,
                           reason=shard.reason, arrived_at=shard.arrived_at,
                           cost_s=_seconds(shard.cost_ms), longest_s=_seconds(shard.longest_ms))
+    display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:
-        if name in run.skipped:  # declared when the run was opened
-            return ShardEntry(name=name, state="skipped", reason="skipped on purpose when the run was opened: carried "
-                                                                "from the baseline run when the run is forwarded")
-        return ShardEntry(name=name, state="expected")
+        if skipped:  # declared when the run was opened
+            return ShardEntry(name=name, display=display, state="skipped",
+                              reason="skipped on purpose when the run was opened: carried from the baseline run "
+                                     "when the run is forwarded")
+        return ShardEntry(name=name, display=display, state="expected")
     if (c := (outcome.get("carried") or {}).get(name)) is not None:
-        return ShardEntry(name=name, state="carried", benchmarks=c.get("benchmarks"), size=c.get("size"),
-                          reason=carried_from(c), source={"run_id": c["run_id"], "commit": c["commit"]})
-    if name in run.skipped:
+        return ShardEntry(name=name, display=display, state="carried", benchmarks=c.get("benchmarks"),
+                          size=c.get("size"), reason=carried_from(c), source={"run_id": c["run_id"], "commit": c["commit"]})
+    if skipped:
         source = outcome.get("baseline")
         reason = (f"skipped, not carried: no run of {source.get('branch') or 'the base branch'} up to baseline run "
                   f"{source['run_id']} still keeps results of it" if source else
                   outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded")
-        return ShardEntry(name=name, state="skipped", reason=reason)
-    return ShardEntry(name=name, state="missing")
+        return ShardEntry(name=name, display=display, state="skipped", reason=reason)
+    return ShardEntry(name=name, display=display, state="missing")
 
 
 def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
@@ -113,8 +124,9 @@ def build_report(snapshot: Snapshot, now: str, *, summary: ShardSummary | None =
     running = 0
     if baseline is not None and run.state == OPEN:  # the baseline's benchmarks of shards not in yet, or skipped
         pending = {name: s.benchmarks or 0 for name, s in baseline.arrived().items() if name not in arrived}
-        running = sum(n for name, n in pending.items() if name not in run.skipped)
-        carried += sum(n for name, n in pending.items() if name in run.skipped)
+        skipped = {name for name in pending if split_shard_key(name)[0] in run.skipped}
+        running = sum(n for name, n in pending.items() if name not in skipped)
+        carried += sum(n for name, n in pending.items() if name in skipped)
     missing = outcome.get("missing_benchmarks_total", len(outcome.get("missing_benchmarks") or ()))
     counts, listed = combine(summary or ShardSummary(), carried, running, missing)
     return Report(

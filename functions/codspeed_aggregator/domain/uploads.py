@@ -10,6 +10,7 @@ sent too.
 """
 
 import hashlib
+import json
 import itertools
 from dataclasses import dataclass
 
@@ -45,14 +46,25 @@ class Upload:
         return cls(tuple(item["shards"]), bool(item["merged"]), item.get("group") or "", item.get("id"))
 
 
-AGGREGATED_KEY = '"aggregated-part"'  # in our merged parts' runPartIds only: a runner's holding it is refused
+AGGREGATED_KEY = '"aggregated-'  # our runPartIds' own JSON keys start with it: a runner's id holding it is refused
 
 
 def merged_part_id(group: str, number: int) -> str:
-    """The runPartId of a group's ``number``-th merged part. The runner ends each of its own ids
-    with a JSON object holding the executor, and a runner's id holding AGGREGATED_KEY is refused
-    at its POST, so this never equals one of them."""
-    return f"{group or AGGREGATOR_JOB}-{{{AGGREGATED_KEY}:{number}}}"
+    """The runPartId of a group's ``number``-th merged part (valgrind's: no other executor merges).
+    Ours are namespaced: the runner ends each of its own ids with ``-{"executor":…,"run-index":N}``,
+    and a runner's id holding AGGREGATED_KEY is refused at its POST, so no runner's equals one."""
+    return _part_id(group or AGGREGATOR_JOB, {"aggregated-part": number, "executor": VALGRIND})
+
+
+def pushed_part_id(name: str, executor: str) -> str:
+    """The runPartId a pushed shard goes upstream under when sent as it was: one per name and
+    executor, so two executors' shard 1 are two parts (CodSpeed keeps the last upload of a runPartId)."""
+    return _part_id(AGGREGATOR_JOB, {"aggregated-shard": name, "executor": executor})
+
+
+def _part_id(job: str, suffix: dict) -> str:
+    """A runPartId in the runner's form: the job, then a JSON object (``-{"executor":…}``)."""
+    return f"{job}-{json.dumps(suffix, separators=(',', ':'))}"
 
 
 def part_id(upload: Upload, shards: dict[str, ShardRecord]) -> str:

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError, ConnectionError as AwsConnectionErr
 from pydantic import BaseModel, ValidationError
 
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
-from codspeed_rules.names import PROJECT_PATTERN, SEGMENT, SHARD_PATTERN, attempt_problem, is_project
+from codspeed_rules.names import PROJECT_PATTERN, SEGMENT, SHARD_KEY_PATTERN, attempt_problem, is_project
 from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
@@ -74,7 +74,7 @@ def _refused(exc: Refused):
 
 
 # What AWS answers when it is busy or failing, not when a request is wrong: after botocore's own
-# retries (standard mode, 5 attempts) the caller is told to come back, never given a 500.
+# retries (standard mode: 5 retries, 6 attempts) the caller is told to come back, never given a 500.
 _TRANSIENT = {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
               "ThrottlingError", "SlowDown", "RequestTimeout", "InternalServerError", "ServiceUnavailable",
               "InternalError"}
@@ -140,7 +140,7 @@ def close_run(request: CloseRequest):
 
 @app.get("/v1/runs/<project>/<run_id>", compress=True)  # gzipped when asked (Accept-Encoding): a shard's page can be MBs
 def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json",
-                shard: Annotated[str | None, Query(pattern=SHARD_PATTERN)] = None):
+                shard: Annotated[str | None, Query(pattern=SHARD_KEY_PATTERN)] = None):
     """The run's report (a summary whatever its size), or with ``shard`` every benchmark of that shard."""
     _allow(project)
     _check_attempt(run_id)

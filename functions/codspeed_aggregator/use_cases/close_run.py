@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from codspeed_rules.names import split_shard_key
 from codspeed_wire.api import CloseAnswer, CloseRequest
 
 from ..adapters.queues import FinalizeQueue
@@ -52,7 +53,8 @@ class CloseRun:
             baseline = self.baselines.baseline_for(run.project, branch_of(run.base_ref) or self.settings.default_branch,
                                                    run.base_commits())
             seen = self.reads.snapshot(run.project, baseline) if baseline else None
-            known = (*snapshot.shards, *run.skipped, *(seen.shards if seen else ()), *(seen.run.skipped if seen else ()))
+            keys = (*snapshot.shards, *run.skipped, *(seen.shards if seen else ()), *(seen.run.skipped if seen else ()))
+            known = {split_shard_key(key)[0] for key in keys}  # a skip names a shard of every executor
             where = "shards of this run or of its baseline run" + (f" {baseline}" if baseline else " (none yet)")
         else:
             where = f"the run's manifest ({run.describe()})"

@@ -14,7 +14,7 @@ from ..adapters.ledger import Baselines, Parts, Reads, Runs, Sources
 from ..adapters.metrics import Metrics
 from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamError
-from ..domain.baseline import LOOKBACK, Completion, branch_of, complete
+from ..domain.baseline import LOOKBACK, Completion, branch_of, complete, skipped_keys
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, plan_key, run_bundles_prefix
 from ..domain.retries import retry_delay
@@ -297,7 +297,7 @@ def received_before(reads: Reads, baselines: Baselines, sources: Sources, run: R
     baseline run keeps of it (``keep_sources``), else the branch's runs before it, the latest first
     (``LOOKBACK`` of them at most), received (or kept) since ``kept_since``: the bucket still keeps
     that bundle. A source names the run the shard was measured in, wherever its copy is."""
-    wanted = {n for n in run.skipped if n not in arrived and n not in baseline.arrived()} if baseline else set()
+    wanted = {n for n in skipped_keys(run, baseline) if n not in arrived and n not in baseline.arrived()} if baseline else set()
     found = {}
 
     def take(shards: dict[str, tuple[RunRecord, ShardRecord, float]]) -> None:

@@ -2,11 +2,13 @@
 runner pointed at us (``POST /upload``, answered as CodSpeed answers). Opens the run, or its
 next attempt, on the first upload."""
 
+import re
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from codspeed_rules.names import EXECUTOR_PATTERN, shard_key
 from codspeed_wire.api import ShardUploadRequest, UploadGrant
 from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 
@@ -17,7 +19,7 @@ from ..domain.errors import Conflict, Unprocessable
 from ..domain.keys import bundle_key
 from ..domain.ledger import ENDED, RunRecord, UploadRecord, attempt_run_id, base_run_id, variant_key
 from ..domain.manifest import Manifest
-from ..domain.metadata import check_identity, ci_url
+from ..domain.metadata import check_identity, ci_url, pushed_metadata
 from ..domain.timestamps import iso
 from ..settings import Settings
 
@@ -40,16 +42,23 @@ class RequestUpload:
             raise Unprocessable(
                 f"metadata names project {request.metadata.project!r} but the request is for {request.project!r}"
             )
+        executor = request.metadata.executor
+        if not re.fullmatch(EXECUTOR_PATTERN, executor):
+            raise Unprocessable(f"metadata.runner.executor {executor!r} is not an executor's name (valgrind, walltime, "
+                                "memory: what a CodSpeed runner writes)")
         if request.expect is not None:
             manifest = Manifest(names=tuple(request.expect))
         elif request.total is not None:
             manifest = Manifest(total=request.total, indexed=True)
         else:
             manifest = Manifest()
+        # Two executors' shard 1 are two shards: counted, reported and forwarded apart.
+        metadata = pushed_metadata(request.metadata, base_run_id(request.run_id), request.shard)
         return self._grant(
-            request.project, request.run_id, request.shard, manifest, request.metadata,
+            request.project, request.run_id, request.shard, manifest, metadata,
             size=request.size, content_type="application/gzip", crc32=request.crc32, page=request.ci_url,
             base_commit=request.base_commit, base_ancestors=request.base_ancestors,
+            variant=executor, key=shard_key(request.shard, executor),
         )
 
     def accept_drop_in(self, metadata: UploadMetadata) -> UploadAccepted:
@@ -62,13 +71,17 @@ class RequestUpload:
         if not metadata.profile_md5:
             raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
         place = shard_of(metadata)
-        grant = self._grant(project, place.run_id, place.shard, place.manifest, metadata, size=None, content_type=None,
-                            crc32=None, label=place.label, variant=place.variant, group=place.group)
+        grant = self._grant(project, place.run_id, place.label, place.manifest, metadata, size=None, content_type=None,
+                            crc32=None, label=place.label, variant=place.variant, group=place.group, key=place.shard)
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
     def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32,
-               label=None, variant=None, group="", page=None, base_commit=None, base_ancestors=()) -> UploadGrant:
+               label=None, variant=None, group="", page=None, base_commit=None, base_ancestors=(),
+               key=None) -> UploadGrant:
+        """``shard``: the name the manifest knows; ``key``: the shard as stored (a pushed shard's
+        name and executor), the name itself when not given."""
         now = self.clock()
+        key = key or shard
         variants = (variant_key(group, variant),) if variant else ()
         run = self.current_attempt(RunRecord(
             project=project, run_id=run_id, groups={group: manifest}, commit=metadata.commit_hash.lower(),
@@ -102,10 +115,10 @@ class RequestUpload:
             self.runs.mark_tokenless(project, run.run_id)
         upload_id = uuid.uuid4().hex
         self.shards.add_upload(project, run.run_id, UploadRecord(
-            shard=shard, upload_id=upload_id, metadata=metadata.wire(), size=size, requested_at=f"{now:.6f}",
-            label=label if label != shard else None, executor=metadata.executor, group=group,
+            shard=key, upload_id=upload_id, metadata=metadata.wire(), size=size, requested_at=f"{now:.6f}",
+            label=label if label != key else None, executor=metadata.executor, group=group,
         ))
-        key = bundle_key(project, run.run_id, shard, upload_id)
+        key = bundle_key(project, run.run_id, key, upload_id)
         expires = self.settings.presign_expiry_seconds
         url, headers = self.store.presign_put(key, expires, size=size, content_type=content_type,
                                               md5=metadata.profile_md5, crc32=crc32)
