@@ -7,10 +7,12 @@ the client would. DESIGN's invariants are checked after every step, the upstream
 would hold it (the stand-in combines the run's parts: the last upload of each runPartId), and
 every refused request is followed by a comparison of the run's items and object versions."""
 
+import json
 import os
 import time
 import uuid
 from dataclasses import replace
+from unittest import mock
 
 import pytest
 import requests
@@ -27,6 +29,7 @@ from codspeed_rules.names import shard_key
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
+from tests.conftest import TOKEN
 from tests.factories import COMMIT, bundle, footprint, metadata, put, upload_request
 from tests.faults import AWS_FAULTS, aws_fault
 from tests.runner import folder_archive, md5_b64, walltime_folder
@@ -41,11 +44,27 @@ HOSTILE_PART_IDS = ('bench-{"aggregated-part":1,"executor":"valgrind"}',
 FAULTS = st.one_of(st.none(), st.tuples(st.sampled_from(sorted(AWS_FAULTS)), st.integers(0, 12), st.integers(1, 7)))
 
 
-def machine_for(isolated):
-    agg = isolated.aggregator
-    from codspeed_aggregator.adapters.aws import client
+class Faulted(Exception):
+    """The API answered what a client retries: a 503 (busy), or the 500 of an access denied."""
 
-    AWS_CLIENTS = [client("dynamodb"), client("s3"), client("sqs")]
+
+LAMBDA_PAYLOAD = 6 * 1024 * 1024
+TOKENS_PATH = "/codspeed-aggregator/upstream-tokens"  # where the template lets the finalizer read
+FALLBACK_TOKEN = "upstream-secret"  # the isolated stack's own
+
+
+def machine_for(isolated):
+    from codspeed_aggregator.adapters import aws
+    from codspeed_aggregator.adapters.upstream_http import UpstreamClient
+    from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
+    from codspeed_aggregator.handlers import api as api_handler
+    from codspeed_aggregator.local.gateway import http_api_event
+    from codspeed_aggregator.local.lambda_context import LocalContext
+
+    tokens = UpstreamTokens(TOKENS_PATH, FALLBACK_TOKEN, lambda parameter: aws.secret(None, parameter))
+    agg = replace(isolated.aggregator, upstream=UpstreamClient(isolated.aggregator.upstream.url, FALLBACK_TOKEN, timeout=10,
+                                                               attempts=3, sleep=lambda s: None, tokens=tokens))
+    AWS_CLIENTS = [aws.client("dynamodb"), aws.client("s3"), aws.client("sqs"), aws.client("ssm")]
 
     class RunLifecycle(RuleBasedStateMachine):
         def __init__(self):
@@ -57,14 +76,20 @@ def machine_for(isolated):
             self.current = {}  # shard -> the benchmark of its bundle counted last (the model)
             self.seen_version, self.seen_arrived = 0, 0
 
-        @initialize(declared=st.booleans())
-        def opened(self, declared):
+        @initialize(declared=st.booleans(), own_token=st.booleans())
+        def opened(self, declared, own_token):
             """A run opened by its first upload, or declared first (``codspeed-client open``): then it
-            takes the client's shards only, in every state and attempt."""
-            self.declared = declared
+            takes the client's shards only, in every state and attempt. The project has an upstream
+            token of its own in SSM, or goes with the stack's."""
+            self.declared, self.fault_kind = declared, None
+            self.token = f"token-of-{self.project}" if own_token else FALLBACK_TOKEN
+            if own_token:
+                aws.client("ssm").put_parameter(Name=tokens.parameter(self.project), Value=self.token,
+                                                Type="SecureString", Overwrite=True)
             if declared:
-                agg.opening.open(OpenRequest(project=self.project, run_id=self.run_id, total=len(SHARDS), commit=COMMIT,
-                                             ref="refs/heads/main"))
+                self._api("POST", "/v1/runs/open", OpenRequest(
+                    project=self.project, run_id=self.run_id, total=len(SHARDS), commit=COMMIT,
+                    ref="refs/heads/main").model_dump(mode="json"))
 
         def _faulted(self, fault, step):
             """Run ``step`` with ``fault`` answered by the AWS calls it picks; a step it failed is run
@@ -74,9 +99,32 @@ def machine_for(isolated):
             kind, first, count = fault
             try:
                 with aws_fault(AWS_CLIENTS, kind, first, count):
+                    self.fault_kind = kind
                     return step()
-            except (ClientError, Busy):
+            except (ClientError, Busy, Faulted):
                 return step()
+            finally:
+                self.fault_kind = None
+
+        def _api(self, method: str, path: str, body: dict | None = None) -> dict:
+            """A request to the API's own handler, as API Gateway hands it over: never a 500 but for an
+            access denied, never over Lambda's 6 MB; a refusal is raised as the error it names."""
+            event = http_api_event(method, path, {"authorization": TOKEN, "content-type": "application/json"},
+                                   json.dumps(body).encode() if body is not None else b"")
+            with mock.patch.object(api_handler, "api", lambda: agg):
+                answer = api_handler.handler(event, LocalContext("ApiFunction"))
+            status, text = answer["statusCode"], answer.get("body") or ""
+            assert len(text.encode()) <= LAMBDA_PAYLOAD, (path, status, len(text))
+            assert status != 500 or self.fault_kind == "access denied", (path, text)
+            if status in (500, 503):
+                raise Faulted(f"{status}: {text}")
+            decoded = json.loads(text) if text else {}
+            if status == 409:
+                raise Conflict(decoded["error"])
+            if status == 422:
+                raise Unprocessable(decoded["error"])
+            assert status < 300, (path, status, text)
+            return decoded
 
         def _refused(self, step, errors, match):
             """A request the run must refuse: it is, with its sentence, and nothing of the run changed."""
@@ -102,8 +150,8 @@ def machine_for(isolated):
             request = ShardUploadRequest.model_validate(upload_request(
                 self.project, self.run_id, shard, data, total=len(SHARDS),
                 runner={"name": "codspeed-client", "version": "1.0.0", "instruments": [], "executor": executor}))
-            self._granted(lambda: agg.uploads.grant(request).model_dump(), data,
-                          shard_key(shard, executor), benchmark if good else None, fault)
+            self._granted(lambda: self._api("POST", "/v1/uploads", request.model_dump(mode="json", exclude_none=True)),
+                          data, shard_key(shard, executor), benchmark if good else None, fault)
 
         @rule(label=st.sampled_from(RUNNER_PART_IDS + HOSTILE_PART_IDS), tokenless=st.booleans(), fault=FAULTS)
         def drop_in(self, label, tokenless, fault):
@@ -117,9 +165,9 @@ def machine_for(isolated):
                 run_part={"runId": self.run_id, "runPartId": label, "jobName": "bench", "metadata": {"job-total": 1}}))
 
             def grant():
-                accepted = agg.uploads.accept_drop_in(meta)
-                return {"upload_url": accepted.uploadUrl, "headers": {"Content-MD5": meta.profile_md5},
-                        "key": _key_of(accepted.uploadUrl), "run_id": accepted.runId}
+                accepted = self._api("POST", "/upload", meta.wire())
+                return {"upload_url": accepted["uploadUrl"], "headers": {"Content-MD5": meta.profile_md5},
+                        "key": _key_of(accepted["uploadUrl"]), "run_id": accepted["runId"]}
 
             if label in HOSTILE_PART_IDS:
                 return self._refused(lambda: self._faulted(fault, grant), Unprocessable, "names the aggregator's own run parts")
@@ -151,12 +199,16 @@ def machine_for(isolated):
         @rule(shard=st.sampled_from(SHARDS), other_manifest=st.booleans(), fault=FAULTS)
         def refused_push(self, shard, other_manifest, fault):
             """A push the run must refuse, in whatever state it is (open, closing, forwarded: then
-            before any next attempt is opened): another manifest, or a shard outside the run's."""
+            before any next attempt is opened): another manifest than its client shards', or a shard
+            outside its own manifest."""
+            snapshot = agg.ledger.reads.snapshot(self.project, self.run_id)
+            if other_manifest and "" not in snapshot.run.groups:
+                other_manifest = False  # no client shard yet: any manifest would be the first
             total, name = (len(SHARDS) + 1, shard) if other_manifest else (len(SHARDS), "9")
             data = bundle(4242, [f"s{shard}::refused"])
             request = ShardUploadRequest.model_validate(upload_request(self.project, self.run_id, name, data, total=total))
-            self._refused(lambda: self._faulted(fault, lambda: agg.uploads.grant(request)), (Conflict, Unprocessable),
-                          "manifest|is closing|takes no more")
+            self._refused(lambda: self._faulted(fault, lambda: self._api("POST", "/v1/uploads", request.model_dump(
+                mode="json", exclude_none=True))), (Conflict, Unprocessable), "manifest|is closing|takes no more")
 
         @precondition(lambda self: self.pushed)
         @rule(pick=st.integers(min_value=0), times=st.integers(min_value=1, max_value=3), fault=FAULTS)
@@ -184,9 +236,15 @@ def machine_for(isolated):
 
         @rule(skip=st.lists(st.sampled_from(SHARDS), unique=True, max_size=2), fault=FAULTS)
         def close(self, skip, fault):
-            if self._state() is not None:
-                self._faulted(fault, lambda: agg.closing.close(CloseRequest(project=self.project, run_id=self.run_id,
-                                                                            skip=skip)))
+            if self._state() is None:
+                return
+            request = CloseRequest(project=self.project, run_id=self.run_id, skip=skip).model_dump(mode="json")
+            before = footprint(isolated, self.project, self.run_id)
+            try:
+                self._faulted(fault, lambda: self._api("POST", "/v1/runs/close", request))
+            except Unprocessable as exc:  # a run of runner jobs alone names no shard to skip
+                assert "cannot skip" in str(exc) and skip
+                assert footprint(isolated, self.project, self.run_id) == before
 
         @rule()
         def deadline(self):
@@ -217,6 +275,16 @@ def machine_for(isolated):
             report = agg.reports.report(self.project, self.run_id)
             assert report.version >= self.seen_version and report.arrived >= self.seen_arrived  # invariant 4
             self.seen_version, self.seen_arrived = report.version, report.arrived
+
+        @invariant()
+        def forwarded_under_the_projects_own_token(self):
+            """Its own token when it has one, else the stack's, or none for a tokenless run: never another's."""
+            for upload in isolated.upstream.uploads():
+                meta = json.loads((upload / "metadata.json").read_text())
+                if f"{meta.get('owner')}/{meta.get('repository')}" == self.project:
+                    sent = {k.lower(): v for k, v in json.loads((upload / "post-headers.json").read_text()).items()}
+                    assert sent.get("authorization") in (None, self.token), (sent.get("authorization"), self.token)
+                    assert sent.get("authorization") is not None or meta.get("tokenless")
 
         @invariant()
         def each_benchmark_once_upstream_with_everything_accepted(self):

@@ -136,3 +136,25 @@ def test_a_push_a_forwarded_run_refuses_opens_no_next_attempt(isolated, project,
         push(agg, project, run_id, shard, bundle(), total=total)
     assert footprint(isolated, project, run_id) == before
     assert push(agg, project, run_id, "1", bundle(), total=3)["run_id"] == f"{run_id}~2"  # a push it takes opens it
+
+
+def test_a_push_outside_its_own_manifest_opens_no_run_and_changes_a_runner_only_run_in_no_way(isolated, project, run_id):
+    """The shard's own manifest was checked only once the run (or its client group) was written:
+    a fresh run id was opened, and a run of runner jobs alone got a client group, then the push refused."""
+    from tests.factories import footprint
+    from tests.runner import github_run_part, metadata as runner_metadata
+
+    agg = isolated.aggregator
+    with pytest.raises(Unprocessable, match="shard '9' is not in the run's manifest \\(3 shards\\)"):
+        push(agg, project, run_id, "9", bundle(), total=3)
+    assert agg.ledger.runs.run_record(project, run_id) is None
+
+    owner, repository = project.split("/")
+    data = bundle(4343, ["bench::a"])
+    meta = runner_metadata(data, executor="valgrind", owner=owner, repository=repository,
+                           commit="5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6", run_part=github_run_part(run_id, "bench", "valgrind"))
+    agg.uploads.accept_drop_in(UploadMetadata.model_validate(meta))
+    before = footprint(isolated, project, run_id)
+    with pytest.raises(Unprocessable, match="shard '9' is not in the run's manifest"):
+        push(agg, project, run_id, "9", bundle(), total=3)
+    assert footprint(isolated, project, run_id) == before

@@ -82,6 +82,7 @@ class RequestUpload:
         name and executor), the name itself when not given."""
         now = self.clock()
         key = key or shard
+        manifest.admit(shard)  # its own manifest first: a run it cannot join is neither opened nor changed
         variants = (variant_key(group, variant),) if variant else ()
         run = self.current_attempt(RunRecord(
             project=project, run_id=run_id, groups={group: manifest}, commit=metadata.commit_hash.lower(),
