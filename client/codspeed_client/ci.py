@@ -91,12 +91,20 @@ def ancestors(root: str | None, commit: str, count: int) -> list[str]:
     return found.split()[1:] if found else []
 
 
-def changed_files(root: str | None, base: str) -> list[str] | None:
-    """The paths changed since ``base`` (the merge base: what the change touches), None when the
-    clone cannot tell."""
-    found = _git(*(("-C", root) if root else ()), "diff", "--name-only", f"{base}...HEAD")
+def changed_files(root: str | None, base: str, head: str | None = None) -> list[str] | None:
+    """The paths the change touches, None when the clone cannot tell. Checked out as a merge commit
+    of ``head`` (actions/checkout's ``refs/pull/N/merge``): what the merge adds to its first parent,
+    the base branch as it was merged into, and nothing the base branch gained since ``base``; else
+    the paths changed since ``base`` (the merge base)."""
+    def git(*args: str) -> str | None:
+        return _git(*(("-C", root) if root else ()), *args)
+
+    if head and git("rev-parse", "--verify", "--quiet", "HEAD^2") == head:
+        found = git("diff", "--name-only", "HEAD^1", "HEAD")
+        return found.splitlines() if found else []
+    found = git("diff", "--name-only", f"{base}...HEAD")
     if found is None:
-        listed = _git(*(("-C", root) if root else ()), "rev-parse", "--verify", f"{base}^{{commit}}")
+        listed = git("rev-parse", "--verify", f"{base}^{{commit}}")
         return [] if listed else None  # no output: nothing changed, when git knows the base
     return found.splitlines()
 

@@ -118,3 +118,36 @@ def test_an_empty_plan_opens_a_run_of_every_shard_carried_and_forwards_it_at_onc
     assert meta["runPart"]["metadata"]["carriedShards"] == {
         name: {"runId": main_run, "commitHash": "1" * 40} for name in SHARDS}
     assert benchmarks_in(archive_of(upload)) == benchmarks_in(archive_of(stack.upstream.uploads(main_run)[0]))
+
+
+def test_on_the_merge_commit_actions_checkout_makes_the_plan_is_the_pull_requests_own_change(stack, project, tmp_path):
+    """actions/checkout checks a pull request out as GitHub's merge commit (refs/pull/N/merge): its
+    first parent is main as merged into, which moved on after the branch left it and after the
+    event's base.sha. The plan diffed the merge base with the merge commit, so it ran the shards of
+    what main gained too (parser, codegen): now it runs what the pull request changes (linter)."""
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.email=ci@example.com", "-c", "user.name=ci"]
+
+    def commit(path: str, message: str) -> str:
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(message + "\n")
+        subprocess.run([*git, "add", "."], check=True)
+        return git_commit(repo, message)
+
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    commit(".codspeed/shards.toml", CONFIG)
+    subprocess.run([*git, "checkout", "-q", "-b", "feature"], check=True)
+    head = commit("crates/oxc_linter/src/lib.rs", "the pull request's change")
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    base_sha = commit("crates/oxc_parser/src/lexer.rs", "main after the branch left it")  # the event's base.sha
+    commit("crates/oxc_codegen/src/lib.rs", "main after the event")  # what the merge ref was made on
+    subprocess.run([*git, "merge", "-q", "--no-ff", "-m", "Merge feature into main", "feature"], check=True)
+
+    env = pull_request_env(stack, tmp_path, project, f"merge-{os.getpid()}", repo, head, base_sha, number=11, job="plan")
+    for checkout in ("HEAD", head):  # the merge commit (the default), then the head itself (ref: head.sha)
+        subprocess.run([*git, "checkout", "-q", checkout], check=True)
+        planned = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "plan"], env=env, cwd=repo,
+                                 capture_output=True, text=True, timeout=60)
+        assert planned.returncode == 0, planned.stderr
+        assert [line for line in planned.stdout.splitlines() if line.startswith("runs ")] == [
+            "runs linter: crates/oxc_linter/src/lib.rs changed"], (checkout, planned.stdout)

@@ -1,6 +1,7 @@
-"""The sticky pull-request comment (optional): posted once per pull request and run, edited in
-place as shards arrive (debounced while partial), the final report always in it; over real HTTP
-against a GitHub stand-in that checks the requests as GitHub documents them."""
+"""The sticky pull-request comment (optional): posted once per pull request, edited in place as
+shards arrive (debounced while partial) and across the pull request's pushes and re-runs, the
+newest run's final report always in it; over real HTTP against a GitHub stand-in that checks the
+requests as GitHub documents them."""
 
 import threading
 import uuid
@@ -58,7 +59,7 @@ def test_one_comment_is_posted_then_edited_and_the_final_report_lands_within_the
     agg.arrivals.record(keys[0])
     [(comment_id, comment)] = github.comments.items()
     assert (comment["project"], comment["number"], comment["edits"]) == (project, 42, 0)
-    assert comment["body"].startswith(marker(project, run_id) + "\n")
+    assert comment["body"].startswith(marker(project, 42) + "\n")
     assert "1/3 shards in" in comment["body"]
     clock.now += 5
     agg.arrivals.record(keys[1])  # within the quiet time: not edited
@@ -86,7 +87,7 @@ def test_publishers_racing_on_a_new_comment_post_it_once(isolated, github, proje
     agg.arrivals.record(key)
     github.comments.clear()
     github.requests.clear()
-    agg.ledger.db.delete_item(TableName=agg.ledger.table, Key={"pk": {"S": f"RUN#{project}#{run_id}"},
+    agg.ledger.db.delete_item(TableName=agg.ledger.table, Key={"pk": {"S": f"RUN#{project}#~pull-requests"},
                                                                "sk": {"S": "~COMMENT#42"}})
     report = agg.reports.report(project, run_id)
     start = threading.Barrier(6)
@@ -179,7 +180,7 @@ def test_a_gitlab_merge_request_gets_one_note_edited_to_the_final_report_and_git
     agg.arrivals.record(first)
     [(note_id, note)] = gitlab.notes.items()
     assert (note["project"], note["merge_request"], note["edits"]) == (quote(project, safe=""), 42, 0)
-    assert note["body"].startswith(marker(project, run_id) + "\n") and "1/2 shards in" in note["body"]
+    assert note["body"].startswith(marker(project, 42) + "\n") and "1/2 shards in" in note["body"]
     agg.arrivals.record(second)
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     assert len(gitlab.notes) == 1 and "forwarded, 2/2 shards in" in gitlab.notes[note_id]["body"]
@@ -217,7 +218,7 @@ def test_a_first_post_that_fails_releases_its_claim_and_the_final_report_posts_t
     github.fail_next.append(failure)
     agg.arrivals.record(keys[0])  # its comment's POST fails: logged, the arrival counted all the same
     assert github.comments == {} and [m for m, _ in github.requests] == ["POST"]
-    stored = agg.ledger.comments.comment(project, run_id, 42)
+    stored = agg.ledger.comments.comment(project, 42)
     assert stored["claimed_at"] == 0 and "comment_id" not in stored  # given up, not held
     clock.now += 5  # well within the claim's 60 s
     for key in keys[1:]:
@@ -240,3 +241,46 @@ def test_the_final_reports_edit_is_retried_until_it_lands(isolated, github, proj
     [comment] = github.comments.values()
     assert "forwarded, 2/2 shards in" in comment["body"]
     assert [m for m, _ in github.requests][-3:] == ["PATCH", "PATCH", "PATCH"]  # two failures, then the edit
+
+
+def test_a_pull_requests_pushes_and_re_runs_share_one_comment_that_shows_the_newest_run(isolated, github, project):
+    """Each push to a pull request starts a workflow run: each got a comment of its own. Now one
+    comment shows the newest run; the older run's report that finishes later (its re-run
+    included) never overwrites it, and the older runs are one folded line with their links."""
+    clock = Clock()
+    agg = _commenting(isolated, github, clock, quiet=0)
+    first, second = f"pr-{uuid.uuid4().hex[:8]}", f"pr-{uuid.uuid4().hex[:8]}"
+    agg.arrivals.record(_push(agg, project, first, "1", total=2, commit="1" * 40))
+    clock.now += 60
+    agg.arrivals.record(_push(agg, project, second, "1", total=2, commit="2" * 40))  # the next push: a newer run
+    [(comment_id, comment)] = github.comments.items()
+    assert "2222222" in comment["body"] and "1 earlier run of this pull request" in comment["body"]
+    assert f"run {first} (commit `111111111111`)" in comment["body"]
+    edits = comment["edits"]
+
+    clock.now += 60
+    agg.arrivals.record(_push(agg, project, first, "2", total=2, commit="1" * 40))  # the older run completes later
+    assert agg.finalizing.finalize(project, first) == "forwarded"
+    agg.arrivals.record(_push(agg, project, first, "2", total=2, commit="1" * 40))  # and is re-run: its attempt 2
+    assert agg.finalizing.finalize(project, f"{first}~2") == "forwarded"
+    assert comment["edits"] == edits and "2222222" in comment["body"]  # never over the newer run
+
+    agg.arrivals.record(_push(agg, project, second, "2", total=2, commit="2" * 40))
+    assert agg.finalizing.finalize(project, second) == "forwarded"
+    assert len(github.comments) == 1 and [m for m, _ in github.requests].count("POST") == 1
+    assert "forwarded, 2/2 shards in" in github.comments[comment_id]["body"] and comment["edits"] > edits
+
+
+def test_a_merge_requests_pipelines_share_one_note(isolated, github, gitlab):
+    """A merge request's pipelines (one per push) each got a note of their own."""
+    project = f"platform/perf/engine-{uuid.uuid4().hex[:6]}"
+    clock = Clock()
+    agg = replace(_commenting(isolated, github, clock, quiet=0), gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
+    for commit in ("3" * 40, "4" * 40):
+        run = f"gl-{commit[:12]}"
+        agg.arrivals.record(_push(agg, project, run, "1", total=1, commit=commit, repositoryProvider="GITLAB"))
+        assert isolated.finalize_all(project, run, agg) == "forwarded"
+        clock.now += 60
+    [note] = gitlab.notes.values()
+    assert "4444444" in note["body"] and "1 earlier run of this merge request" in note["body"]
+    assert [m for m, _ in gitlab.requests].count("POST") == 1

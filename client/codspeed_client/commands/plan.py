@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         changed = listed("--changed", args.changed)
     else:
         base = args.base or target.ctx.base_commit
-        changed = changed_files(root, base) if base else None
+        changed = changed_files(root, base, None if args.base else target.ctx.commit) if base else None
         if base and changed is None:
             raise ClientError(f"git cannot tell what changed since {base} here: fetch it (actions/checkout's "
                               "fetch-depth: 0) or pass --changed FILE", CONFIG)

@@ -6,6 +6,7 @@ from .github_api import GitHubApi
 
 class GitHubComments(GitHubApi):
     host = "GitHub"
+    thread = "pull request"  # what the comment is on, as the host says it
     needs = "pull requests: write"  # what a refused token lacks
     body_limit = 65_536  # GitHub's: a longer comment body is refused (422)
 

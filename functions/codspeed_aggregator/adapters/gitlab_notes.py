@@ -7,6 +7,7 @@ import requests
 
 class GitLabNotes:
     host = "GitLab"
+    thread = "merge request"  # what the note is on, as the host says it
     needs = "the api scope, as a member who may comment on merge requests"  # what a refused token lacks
     body_limit = 1_000_000  # GitLab's: a note's body is limited to 1,000,000 characters
 

@@ -1,9 +1,11 @@
 """The sticky pull-request comment (a GitLab merge request's note): posted once per pull request
-and run (found again by its id, stored with a conditional write, so concurrent publishers never
-post two), then edited in place as the run goes: at most once per ``quiet_seconds`` while the
-report is partial (GitHub's secondary rate limits, GitLab's notes rate limit: a 1000-shard run is
-not 1000 edits), and always for the final report. Where the repository lives (the run's
-``repositoryProvider``) says which host it goes to."""
+(found again by its id, stored with a conditional write, so concurrent publishers never post
+two), then edited in place across every push, workflow run and attempt: it shows the newest run
+(a report of an older one that finishes later never overwrites it), the others folded into one
+line with their links; at most once per ``quiet_seconds`` while the report is partial (GitHub's
+secondary rate limits, GitLab's notes rate limit: a 1000-shard run is not 1000 edits), and always
+for the final report. Where the repository lives (the run's ``repositoryProvider``) says which
+host it goes to."""
 
 import logging
 import time
@@ -18,7 +20,7 @@ from codspeed_wire.report import Report
 from ..adapters.github_comments import GitHubComments
 from ..adapters.gitlab_notes import GitLabNotes
 from ..adapters.ledger import Comments
-from ..domain.pr_comment import comment_body
+from ..domain.pr_comment import Shown, comment_body, earlier_runs
 
 log = logging.getLogger(__name__)
 
@@ -54,32 +56,36 @@ class PullRequestComments:
                         host.host, exc.response.status_code, host.needs)
 
     def _show(self, report: Report, number: int, host: GitHubComments | GitLabNotes) -> None:
-        project, run_id, now = report.project, report.run_id, self.clock()
-        stored = self.comments.comment(project, run_id, number)
+        project, now = report.project, self.clock()
+        stored = self.comments.comment(project, number)
         if stored is None or "comment_id" not in stored:
-            if self.comments.claim(project, run_id, number, now, now - CLAIM_SECONDS):
+            if self.comments.claim(project, number, now, now - CLAIM_SECONDS):
                 self._post(report, number, host, now)
                 return
             if not report.final:
                 return  # another publisher is posting it: a later report edits it
             stored = self._posted(report, number, host)
             if stored is None:
-                log.warning("the comment of %s run %s on #%s was not posted in %ss: the final report is not in it",
-                            project, run_id, number, POSTED_WAIT_SECONDS)
+                log.warning("the comment on %s #%s was not posted in %ss: the final report of run %s is not in it",
+                            project, number, POSTED_WAIT_SECONDS, report.run_id)
                 return
+        runs = stored.get("runs") or {}
+        shown = Shown.of(report, runs, now)
         quiet_since = None if report.final else now - self.quiet_seconds
-        if self.comments.take_edit(project, run_id, number, report.version, now, quiet_since):
-            body = comment_body(report, host.body_limit)
+        if self.comments.take_edit(project, number, shown, now, quiet_since):
+            body = comment_body(report, number, earlier_runs({**runs, shown.run: shown.entry()}, shown, host.thread),
+                                host.body_limit)
             self._calling(report, lambda: host.edit(project, number, int(stored["comment_id"]), body))
 
     def _post(self, report: Report, number: int, host: GitHubComments | GitLabNotes, claimed_at: float) -> None:
+        shown = Shown.of(report, {}, claimed_at)
         try:
-            body = comment_body(report, host.body_limit)
+            body = comment_body(report, number, limit=host.body_limit)
             comment_id = self._calling(report, lambda: host.create(report.project, number, body))
         except Exception:
-            self.comments.release(report.project, report.run_id, number, claimed_at)
+            self.comments.release(report.project, number, claimed_at)
             raise
-        self.comments.posted(report.project, report.run_id, number, comment_id, report.version, self.clock())
+        self.comments.posted(report.project, number, comment_id, shown, self.clock())
 
     def _calling(self, report: Report, call: Callable):
         """A call to the host: once for a partial report (a later one comes), retried for the final
@@ -96,17 +102,17 @@ class PullRequestComments:
     def _posted(self, report: Report, number: int, host: GitHubComments | GitLabNotes) -> dict | None:
         """The comment once a concurrent first post recorded its id, or once this final report posted
         it itself because that post was given up (its claim released); None after the wait."""
-        project, run_id, waited = report.project, report.run_id, 0.0
+        project, waited = report.project, 0.0
         while waited < POSTED_WAIT_SECONDS:
             self.sleep(0.5)
             waited += 0.5
-            stored = self.comments.comment(project, run_id, number)
+            stored = self.comments.comment(project, number)
             if stored and "comment_id" in stored:
                 return stored
             now = self.clock()
-            if self.comments.claim(project, run_id, number, now, now - CLAIM_SECONDS):
+            if self.comments.claim(project, number, now, now - CLAIM_SECONDS):
                 self._post(report, number, host, now)  # it shows this report: no edit follows
-                return self.comments.comment(project, run_id, number)
+                return self.comments.comment(project, number)
         return None
 
 

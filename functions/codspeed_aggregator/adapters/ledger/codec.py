@@ -22,7 +22,7 @@ PART_PREFIX = "PART#"  # the upstream's answer about one upload of the run: an i
 SHARD_PREFIX = "SHARD#"
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
-COMMENT_PREFIX = "~COMMENT#"  # a run's sticky comment on one pull request: out of snapshots too
+COMMENT_PREFIX = "~COMMENT#"  # a pull request's sticky comment (in the project's pull-request partition)
 KEPT_PREFIX = "~KEPT#"  # a shard the run carried, copied beside it to stay a source of its branch: out of snapshots
 NOTE_PREFIX = "~NOTE#"  # which shard a tally's recent change changed (note_sk): read by key only
 # Partitions of their own:
