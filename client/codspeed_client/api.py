@@ -13,6 +13,7 @@ import requests
 from .errors import AUTH, CONFIG, NETWORK, REFUSED, ClientError
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
+WAIT_CLOSING = 300  # seconds a push waits for a run being forwarded (a big run's merge takes minutes)
 
 
 class UploadExpired(Exception):
@@ -37,8 +38,11 @@ class AggregatorApi:
         return min(30.0, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)  # exponential, with jitter
 
     def _send(self, send: Callable[[], requests.Response], what: str) -> requests.Response:
-        """Send, retrying connection errors, 429 and 5xx with backoff; never a 4xx."""
-        for attempt in range(self.attempts):
+        """Send, retrying connection errors, 429 and 5xx with backoff; never a 4xx but a 409 that says
+        when to come back (a run being forwarded: then the same push starts its next attempt), for
+        up to ``WAIT_CLOSING`` seconds."""
+        attempt, waited = 0, 0.0
+        while True:
             last = attempt == self.attempts - 1
             try:
                 answer = send()
@@ -47,12 +51,18 @@ class AggregatorApi:
                     raise ClientError(f"cannot reach {what} ({type(exc).__name__}) after {self.attempts} tries: "
                                       "check the URL and the network, then run the command again", NETWORK) from exc
                 self.sleep(self._delay(attempt, None))
+                attempt += 1
                 continue
             if answer.status_code in RETRY_STATUSES and not last:
                 self.sleep(self._delay(attempt, answer))
+                attempt += 1
+                continue
+            if answer.status_code == 409 and answer.headers.get("retry-after") and waited < WAIT_CLOSING:
+                delay = self._delay(attempt, answer)
+                self.sleep(delay)
+                waited += delay
                 continue
             return answer
-        raise AssertionError("unreachable")
 
     def _call(self, method: str, path: str, missing_ok: bool = False, **kwargs) -> dict | str | None:
         answer = self._send(lambda: self.http.request(method, f"{self.url}{path}", timeout=self.timeout, **kwargs),

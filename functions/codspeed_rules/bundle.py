@@ -287,6 +287,9 @@ def walltime_results(document: bytes) -> dict[str, dict]:
         uri = benchmark.get("uri") or benchmark.get("name") if isinstance(benchmark, dict) else None
         if isinstance(stats, dict) and isinstance(uri, str):
             found[uri] = {k: stats[k] for k in WALLTIME_STATS if isinstance(stats.get(k), (int, float))}
+            config = benchmark.get("config")
+            if isinstance(config, dict) and isinstance(config.get("warmup_time_ns"), (int, float)):
+                found[uri]["warmup_time_ns"] = config["warmup_time_ns"]  # how long its warm-up ran: its cost
     return found
 
 

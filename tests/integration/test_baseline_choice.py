@@ -116,3 +116,20 @@ def test_githubs_merge_base_comes_with_its_first_parents_only(github):
     github.pulls[9] = ("main", github.commit_on("feature", "5" * 40, base))
     assert GitHubCommits(github.url, "t").merge_base("acme/widgets", 9, 50) == (base, [merged, root])
     assert GitHubCommits(github.url, "t").merge_base("acme/widgets", 9, 1) == (base, [merged])
+
+
+def test_a_baseline_forwarded_by_another_process_shows_in_the_next_partial_report_not_a_minute_later(
+        isolated, project, run_id):
+    """The lookup's absence was kept a minute per process: for 60 s after main forwarded, partial
+    reports said "no baseline yet" and hid a +30% regression."""
+    agg = replace(isolated.aggregator, clock=lambda: 1_900_000_000.0)  # no time passes
+    pull = {"ref": "refs/pull/4/merge", "base_ref": "main"}
+    pr = [push(agg, project, f"{run_id}-pr", shard, bundle(10 + int(shard), [f"t{shard}::x"], costs={f"t{shard}::x": 1300}),
+               total=2, commit="c" * 40, **pull)["key"] for shard in ("1", "2")]
+    agg.arrivals.record(pr[0])
+    assert agg.reports.report(project, f"{run_id}-pr").baseline is None  # main has no run yet
+    other = replace(isolated.aggregator)  # another Lambda instance forwards main's run
+    assert _run(other, isolated, project, f"{run_id}-main", "a" * 40, {"1": 1000, "2": 1000}) == "forwarded"
+    agg.arrivals.record(pr[1])
+    report = agg.reports.report(project, f"{run_id}-pr")
+    assert report.baseline["run_id"] == f"{run_id}-main" and round(report.counts.worst_regression, 2) == 0.3

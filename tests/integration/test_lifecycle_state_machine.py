@@ -121,6 +121,9 @@ def machine_for(isolated):
                 raise Faulted(f"{status}: {text}")
             decoded = json.loads(text) if text else {}
             if status == 409:
+                headers = {k.lower(): v for k, v in (answer.get("headers") or {}).items()}
+                # a push into a run being forwarded is told when to come back: then it opens the next attempt
+                assert ("is closing" in decoded["error"]) == ("retry-after" in headers), (decoded, headers)
                 raise Conflict(decoded["error"])
             if status == 422:
                 raise Unprocessable(decoded["error"])

@@ -10,12 +10,27 @@ from codspeed_client.balance import seconds_by_name, split
 def test_a_benchmarks_cost_is_its_walltime_total_or_its_instructions_at_callgrinds_pace():
     walltime = measured({"w": {"mean_ns": 8466.141849500687, "stdev_ns": 470.6, "median_ns": 8427.4, "rounds": 2993,
                                "total_time": 2.977257264, "warmup_iters": 115071}})["w"]  # as a real run wrote them
-    assert cost_seconds(walltime) == pytest.approx(3.951473)  # its rounds, and its warm-up's 115071 calls and one more
+    assert cost_seconds(walltime) == pytest.approx(3.951473)  # said no warm-up time: its 115071 calls and one more
+    timed = measured({"w": {"mean_ns": 8466.141849500687, "total_time": 2.977257264, "warmup_iters": 115071,
+                            "warmup_time_ns": 1_000_000_000}})["w"]
+    assert cost_seconds(timed) == pytest.approx(2.977257264 + 8466e-9 + 1.0, abs=1e-6)  # the warm-up ran its second
+
     valgrind = measured({"v": {"Ir": 40_000_000, "I1mr": 10, "D1mr": 5, "D1mw": 1}})["v"]
     assert cost_seconds(valgrind) == 40_000_000 / VALGRIND_INSTRUCTIONS_PER_SECOND == 1.0
     assert cost_seconds(measured({"old": {"mean_ns": 10.0}})["old"]) is None  # recorded before total times were
     assert run_costs({"2": {"x": valgrind}, "1": {"x": walltime, "y": walltime}}) == {
         "x": {"seconds": 1.0, "shard": "2"}, "y": {"seconds": cost_seconds(walltime), "shard": "1"}}
+
+
+def test_a_slow_benchmarks_warm_up_is_its_time_budget_not_its_calls_at_the_rounds_mean():
+    """pytest-codspeed warms up for warmup_time_ns (1 s): 41 quick first calls, then one slow round
+    of 0.47 s. Counted as 42 calls of the round's mean it was 20.2 s; pytest's --durations said 1.3 to 2.2 s."""
+    slow = measured({"s": {"mean_ns": 0.47e9, "total_time": 0.47, "rounds": 1, "warmup_iters": 41,
+                           "warmup_time_ns": 1_000_000_000}})["s"]
+    assert cost_seconds(slow) == pytest.approx(0.47 + 0.47 + 1.0)
+    long = measured({"l": {"mean_ns": 3e9, "total_time": 3.0, "rounds": 1, "warmup_iters": 1,
+                           "warmup_time_ns": 1_000_000_000}})["l"]
+    assert cost_seconds(long) == pytest.approx(3.0 + 3.0 + 3.0)  # one warm-up call, longer than the budget
 
 
 def test_shards_are_balanced_longest_first_onto_the_least_loaded():

@@ -3,7 +3,7 @@
 
 from codspeed_rules.bundle import BadBundle
 
-__all__ = ["BadBundle", "Busy", "Conflict", "NotFound", "Refused", "Unprocessable"]
+__all__ = ["BadBundle", "Busy", "Closing", "Conflict", "NotFound", "Refused", "Unprocessable"]
 
 
 class Refused(Exception):
@@ -18,6 +18,13 @@ class NotFound(Refused):
 
 class Conflict(Refused):
     status = 409
+
+
+class Closing(Conflict):
+    """An upload to a run being forwarded: once it is, the same upload starts the run's next
+    attempt, so the caller is told when to send it again (a Retry-After)."""
+
+    retry_after = 10
 
 
 class Unprocessable(Refused):

@@ -70,7 +70,9 @@ def _json(status: int, body):
 
 @app.exception_handler(Refused)
 def _refused(exc: Refused):
-    return _json(exc.status, {"error": str(exc)})
+    retry_after = getattr(exc, "retry_after", None)  # the same request will be taken then
+    return Response(status_code=exc.status, content_type=content_types.APPLICATION_JSON, body={"error": str(exc)},
+                    headers={"Retry-After": str(retry_after)} if retry_after else None)
 
 
 # What AWS answers when it is busy or failing, not when a request is wrong: after botocore's own

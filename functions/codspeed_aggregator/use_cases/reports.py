@@ -120,12 +120,16 @@ class Reports:
         return branch_of(run.base_ref) or self.settings.default_branch
 
     def _latest_baseline(self, project: str, branch: str, commits: tuple[str, ...]) -> str | None:
-        """The branch's run at the change's base commit (or its nearest ancestor with one), else its latest forwarded run, looked up at
-        most once a minute per process: an open run's report compares with it, and is rebuilt
-        after every batch of arrivals."""
+        """The branch's run at the change's base commit (or its nearest ancestor with one), else its
+        latest forwarded run, looked up at most once a minute per process once found: an open run's
+        report compares with it, and is rebuilt after every batch of arrivals. None found is never
+        kept: another process may forward the branch's run the next second."""
         now, key = self.clock(), (project, branch, commits[:1])  # a base commit's ancestors are always the same
         if key not in self._latest or self._latest[key][1] < now - BASELINE_LOOKUP_SECONDS:
-            self._latest[key] = (self.baselines.baseline_for(project, branch, commits), now)
+            found = self.baselines.baseline_for(project, branch, commits)
+            if found is None:
+                return None
+            self._latest[key] = (found, now)
         return self._latest[key][0]
 
     def baseline_moved(self, project: str, branch: str, run_id: str, commit: str | None, at: float) -> None:

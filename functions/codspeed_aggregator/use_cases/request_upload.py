@@ -15,7 +15,7 @@ from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 from ..adapters.bundle_store import BundleStore
 from ..adapters.ledger import Runs, Shards
 from ..domain.drop_in import shard_of
-from ..domain.errors import Conflict, Unprocessable
+from ..domain.errors import Closing, Conflict, Unprocessable
 from ..domain.keys import bundle_key
 from ..domain.ledger import ENDED, RunRecord, UploadRecord, attempt_run_id, base_run_id, variant_key
 from ..domain.manifest import Manifest
@@ -92,8 +92,8 @@ class RequestUpload:
             variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless,
             provider=metadata.repository_provider,
         ), admit=lambda previous: _admit(previous, group, shard, manifest))
-        closing = Conflict(f"run {run.run_id} of {project} is closing: it takes no more shards "
-                           "(a shard pushed after the run is forwarded starts its next attempt)")
+        closing = Closing(f"run {run.run_id} of {project} is closing: it takes no more shards "
+                          "(a shard pushed after the run is forwarded starts its next attempt)")
         if run.closing:
             raise closing
         if group == "" and shard in run.skipped and run.attempt == 1:
