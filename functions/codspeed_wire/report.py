@@ -169,17 +169,40 @@ def figure(value: float | None, unit: str | None) -> str:
 NAMED_SHARDS = 20  # shards named per state (missing, skipped, ...); the table and the page have them all
 
 
+def verdict(report: Report) -> str:
+    """What a reviewer asks first, in one line: the regressions and the worst of them, else that
+    nothing changed past the threshold, saying so while shards are still to come (a carried shard
+    counts as in)."""
+    counts, past = report.counts, f"past {report.threshold:.0%}"
+    worst = max((b for b in report.benchmarks if b.flag == "regression"), key=lambda b: b.change or 0, default=None)
+    if counts.regressions:
+        line = f"{counts.regressions} regression{'s' * (counts.regressions > 1)} {past}"
+        change = counts.worst_regression if counts.worst_regression is not None else worst.change if worst else None
+        if change is not None:
+            line += f", worst {change:+.1%}" + (f" ({md(worst.name)})" if worst is not None else "")
+    elif counts.measured:
+        line = f"no change {past}" if not counts.improvements else \
+            f"no regression {past}, {counts.improvements} improvement{'s' * (counts.improvements > 1)}"
+    else:
+        line = "no benchmark measured yet" if report.partial else "no benchmark measured"
+    if report.partial:
+        shown = sum(1 for s in report.shards if s.state in ("arrived", "carried"))
+        expected = "?" if report.expected is None else str(report.expected)
+        line += f" so far: {shown} of {expected} shards in" if counts.measured else f": {shown} of {expected} shards in"
+    return line[0].upper() + line[1:]
+
+
 def render_markdown(report: Report, shard_rows: int | None = None) -> str:
-    """The report for a pull request comment or a job summary: the outcome and what changed
-    first, the shard table folded when long (and cut to ``shard_rows``: a comment has a limit),
-    internal counters out of the way."""
+    """The report for a pull request comment or a job summary: the verdict first, then the run
+    and what changed, the shard table folded when long (and cut to ``shard_rows``: a comment has
+    a limit), internal counters out of the way."""
     expected = "?" if report.expected is None else str(report.expected)
     attempt = f" (attempt {report.attempt})" if report.attempt > 1 else ""
-    title = (f"**CodSpeed shards for {md(report.project)} run {md(report.run_id)}{attempt}: {report.state}, "
-             f"{report.arrived}/{expected} shards in**")
+    title = (f"CodSpeed shards for {md(report.project)} run {md(report.run_id)}{attempt}: {report.state}, "
+             f"{report.arrived}/{expected} shards in")
     if report.partial:
         title += " (partial report: more shards may still arrive)"
-    lines = [title, ""]
+    lines = [f"**{verdict(report)}**", "", title, ""]
     where = [f"commit {md(report.commit[:12])}"] if report.commit else []
     if report.ci_url:
         where.append(f"[CI run]({report.ci_url})")

@@ -52,11 +52,12 @@ def test_a_codspeed_workflows_job_short_of_its_uploads_is_expected_while_open_an
 
 def test_markdown_says_partial_and_lists_the_shards():
     text = render_markdown(build_report(_snapshot(), "now"))
-    first = text.splitlines()[0]
+    verdict, _, first = text.splitlines()[:3]
+    assert verdict == "**No benchmark measured yet: 1 of 4 shards in**"
     assert "open, 1/4 shards in" in first and "partial report" in first
     assert "| 3 | rejected |" in text and "the bundle is not gzip-compressed" in text
     final = render_markdown(build_report(_snapshot(FORWARDED, upstream={"run_id": "u", "status": "success", "at": "t"}), "now"))
-    assert "partial" not in final.splitlines()[0] and "Missing shards: 2, 4" in final and "Upstream: success" in final
+    assert "partial" not in final.splitlines()[2] and "Missing shards: 2, 4" in final and "Upstream: success" in final
 
 
 def test_report_json_round_trips_with_its_stable_keys():
@@ -107,8 +108,9 @@ def test_markdown_for_a_pull_request_leads_with_the_outcome_and_folds_the_rest()
             upstream=UpstreamEntry(run_id="9f8e7d6c5b4a39281706f5e4d3c2b1a0", status="success", at="2026-11-30T10:00:00Z")))
 
     short, long = report(3), report(12)
-    first, second = short.splitlines()[:3:2]
-    assert first == "**CodSpeed shards for acme/widgets run 7044765741: forwarded, 2/3 shards in**"
+    verdict, first, second = short.splitlines()[:5:2]
+    assert verdict == "**No benchmark measured**"  # the reviewer's question first; the run's plumbing after it
+    assert first == "CodSpeed shards for acme/widgets run 7044765741: forwarded, 2/3 shards in"
     assert second == "Commit 5f1c2e3d4b5a · [CI run](https://github.com/acme/widgets/actions/runs/7044765741)"
     assert short.index("Missing shard: 3") < short.index("<details open><summary>3 shards</summary>")
     assert "<details><summary>12 shards</summary>" in long  # a long list is folded
@@ -174,6 +176,7 @@ def test_the_markdown_lists_regressions_in_their_own_table_before_improvements()
                     benchmarks=[entry("t::slow", 0.3, "regression"), entry("t::slower", 0.1, "regression"),
                                 entry("t::fast", -0.2, "improvement")])
     markdown = render_markdown(report)
+    assert markdown.splitlines()[0] == "**2 regressions past 5%, worst +30.0% (t\\:\\:slow)**"
     regressions, improvements = markdown.index("Regressions past 5% against the baseline:"), markdown.index(
         "Improvements past 5% against the baseline:")
     assert regressions < markdown.index("t\\:\\:slow |") < markdown.index("t\\:\\:slower |") < improvements < markdown.index(
@@ -204,3 +207,16 @@ def test_a_pushed_shard_is_listed_once_for_each_executor_and_named_with_it():
     assert [(s.name, s.display, s.state) for s in report.shards] == [
         ("1", None, "arrived"), ("1~walltime", "1 (walltime)", "arrived"), ("2", None, "skipped"),
         ("2~walltime", "2 (walltime)", "carried")]
+
+
+def test_the_first_line_is_the_verdict_and_a_carried_shard_counts_as_in():
+    from codspeed_wire.report import BenchmarkCounts, ShardEntry, verdict
+
+    base = Report(project="a/b", run_id="r", state="open", partial=True, version=3, arrived=2, expected=3,
+                  generated_at="now", shards=[ShardEntry(name="1", state="arrived"), ShardEntry(name="2", state="carried"),
+                                              ShardEntry(name="3", state="expected")],
+                  counts=BenchmarkCounts(measured=10, unchanged=10))
+    assert verdict(base) == "No change past 5% so far: 2 of 3 shards in"
+    done = base.model_copy(update={"partial": False, "state": "forwarded",
+                                   "counts": BenchmarkCounts(measured=10, unchanged=9, improvements=1)})
+    assert verdict(done) == "No regression past 5%, 1 improvement"
