@@ -185,10 +185,12 @@ def verdict(report: Report) -> str:
             f"no regression {past}, {counts.improvements} improvement{'s' * (counts.improvements > 1)}"
     else:
         line = "no benchmark measured yet" if report.partial else "no benchmark measured"
+    shown = sum(1 for s in report.shards if s.state in ("arrived", "carried"))
+    expected = "?" if report.expected is None else str(report.expected)
     if report.partial:
-        shown = sum(1 for s in report.shards if s.state in ("arrived", "carried"))
-        expected = "?" if report.expected is None else str(report.expected)
         line += f" so far: {shown} of {expected} shards in" if counts.measured else f": {shown} of {expected} shards in"
+    elif missing := sum(1 for s in report.shards if s.state == "missing"):
+        line += f"; {missing} of {expected} shard{'s' * (expected != '1')} missing"
     return line[0].upper() + line[1:]
 
 

@@ -111,7 +111,9 @@ def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack,
     assert code == 0, err
     assert outputs["state"] == "forwarded" and outputs["upstream-run-id"]
     report = Path(outputs["report-path"])
-    assert report.parent.parent == job.temp and "forwarded, 1/3 shards in" in report.read_text().splitlines()[0]
+    verdict, _, first = report.read_text().splitlines()[:3]
+    assert report.parent.parent == job.temp and "forwarded, 1/3 shards in" in first
+    assert verdict == "**No change past 5%**"  # the reviewer's question first (2 and 3 skipped on purpose)
     assert "Skipped shards: 2, 3" in job.summary.read_text()
     assert sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*")) == before  # nothing written into the checkout
 

@@ -109,7 +109,7 @@ def test_markdown_for_a_pull_request_leads_with_the_outcome_and_folds_the_rest()
 
     short, long = report(3), report(12)
     verdict, first, second = short.splitlines()[:5:2]
-    assert verdict == "**No benchmark measured**"  # the reviewer's question first; the run's plumbing after it
+    assert verdict == "**No benchmark measured; 1 of 3 shards missing**"  # the reviewer's question first
     assert first == "CodSpeed shards for acme/widgets run 7044765741: forwarded, 2/3 shards in"
     assert second == "Commit 5f1c2e3d4b5a · [CI run](https://github.com/acme/widgets/actions/runs/7044765741)"
     assert short.index("Missing shard: 3") < short.index("<details open><summary>3 shards</summary>")
