@@ -30,11 +30,16 @@ class ShardPlan:
         return [*self.runs, *self.skips]
 
 
+TOP_KEYS = ("always", "shards")
+SHARD_KEYS = ("paths", "on_default_branch")
+
+
 class ShardConfig:
-    def __init__(self, path: str, document: dict) -> None:
+    def __init__(self, path: str, document: dict, text: str = "") -> None:
         import pathspec
         from codspeed_rules.names import is_shard_name
 
+        _known_keys(path, text, document, TOP_KEYS, "")
         shards = document.get("shards")
         if not isinstance(shards, dict) or not shards:
             raise ClientError(f"{path} names no shards: give each a [shards.NAME] table with its paths", CONFIG)
@@ -46,6 +51,7 @@ class ShardConfig:
             if not isinstance(shard, dict) or not isinstance(shard.get("on_default_branch", True), bool):
                 raise ClientError(f"{path}: [shards.{name}] takes paths (a list) and on_default_branch (true or false)",
                                   CONFIG)
+            _known_keys(path, text, shard, SHARD_KEYS, f"shards.{name}")
             patterns = shard.get("paths", [])
             self.shards[name] = (patterns, self._spec(pathspec, path, f"shards.{name}.paths", patterns),
                                  shard.get("on_default_branch", True))
@@ -84,6 +90,25 @@ class ShardConfig:
         return ShardPlan(runs, skips)
 
 
+def _known_keys(path: str, text: str, table: dict, known: tuple[str, ...], where: str) -> None:
+    """Refuse a key the config does not know (``path`` for ``paths`` planned nothing: that shard
+    never ran on a pull request and was always carried), naming it, its line and the keys it takes."""
+    for key in table:
+        if key in known:
+            continue
+        import difflib
+        import re
+
+        line = next((n for n, said in enumerate(text.splitlines(), start=1)
+                     if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", said)), None)
+        at = f" (line {line})" if line else ""
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f": did you mean {close[0]!r}?" if close else ""
+        takes = " and ".join(known)
+        raise ClientError(f"{path}: {where + ' ' if where else ''}key {key!r}{at} is not one it takes ({takes}){hint}",
+                          CONFIG)
+
+
 MAX_STARS = 2  # '*' in one path segment
 MAX_GLOBSTARS = 2  # '**' segments in one pattern
 MAX_PATH = 4096  # a changed path's characters (Linux's PATH_MAX)
@@ -117,9 +142,15 @@ def load(path: str) -> ShardConfig:
         import tomli as tomllib
     try:
         with open(path, "rb") as f:
-            return ShardConfig(path, tomllib.load(f))
+            raw = f.read()
+        text = raw.decode()
+        return ShardConfig(path, tomllib.loads(text), text)
     except FileNotFoundError as exc:
         raise ClientError(f"no shard config at {path}: write one (see codspeed-client plan --help) or pass --config",
                           CONFIG) from exc
+    except OSError as exc:  # a folder, no permission
+        raise ClientError(f"cannot read the shard config {path}: {exc.strerror}", CONFIG) from exc
+    except UnicodeDecodeError as exc:
+        raise ClientError(f"{path} is not text (UTF-8): a shard config is TOML", CONFIG) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ClientError(f"{path} is not valid TOML: {exc}", CONFIG) from exc

@@ -35,6 +35,7 @@ def _files(tmp: Path) -> dict:
     (tmp / "copy.tar.gz").write_bytes((tmp / "good.tar.gz").read_bytes())
     (tmp / "shards.toml").write_text('[shards.a]\npaths = ["a/**"]\n')
     (tmp / "long-path.txt").write_text("a/" * 3000 + "x.rs\n")
+    (tmp / "changed.bin").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe" * 8)
     return {"folder": folder, "tmp": tmp}
 
 
@@ -51,6 +52,15 @@ CASES = [
     ("plan given a changed path longer than a path", lambda f: _client(
         "plan", "--config", str(f["tmp"] / "shards.toml"), "--changed", str(f["tmp"] / "long-path.txt"), "--project", "a/b"),
      2, "a changed path of 6004 characters", {}),
+    ("plan given a binary file as --changed", lambda f: _client(
+        "plan", "--config", str(f["tmp"] / "shards.toml"), "--changed", str(f["tmp"] / "changed.bin"), "--project", "a/b"),
+     2, "is not text (UTF-8): give a file of one path per line", {}),
+    ("plan given a folder as --config", lambda f: _client("plan", "--config", str(f["tmp"]), "--changed", "-",
+                                                          "--project", "a/b"), 3, "cannot read the shard config", {}),
+    ("plan writing --dotenv into a folder that is not there", lambda f: _client(
+        "plan", "--config", str(f["tmp"] / "shards.toml"), "--changed", str(f["tmp"] / "shards.toml"),
+        "--dotenv", str(f["tmp"] / "missing" / "dir" / "x"), "--project", "a/b"),
+     2, "cannot write the plan to --dotenv", {}),
     ("project without a slash", lambda f: _client("push", "--shard", "1/2", "--profile-folder", str(f["folder"]), *API,
                                                   "--project", "widgets", "--run-id", "1", "--commit", SHA), 2, "is not owner/repo", {}),
     ("project without a slash, dry run", lambda f: _client("push", "--shard", "1/2", "--profile-folder", str(f["folder"]),

@@ -52,15 +52,23 @@ def test_a_global_path_runs_every_shard_and_the_default_branch_runs_those_marked
     ("[shards.'a b']\npaths = []\n", "shard name 'a b' is not usable"),
     ("[shards.a]\non_default_branch = 'yes'\n", "[shards.a] takes paths (a list) and on_default_branch (true or false)"),
     ("[shards.a\n", "is not valid TOML"),
+    ("[shards.a]\npath = ['src/**']\n",  # planned nothing: the shard never ran on a pull request, always carried
+     "shards.a key 'path' (line 2) is not one it takes (paths and on_default_branch): did you mean 'paths'?"),
+    ("alway = ['Cargo.lock']\n[shards.a]\npaths = []\n",
+     "key 'alway' (line 1) is not one it takes (always and shards): did you mean 'always'?"),
+    (b"\xff\xfe[shards]", "is not text (UTF-8): a shard config is TOML"),
 ])
 def test_a_config_that_cannot_plan_is_one_sentence_with_the_configuration_exit_code(tmp_path, text, says):
     path = tmp_path / "shards.toml"
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(ClientError) as refused:
         load(str(path))
     assert says in str(refused.value) and refused.value.exit_code == CONFIG and "\n" not in str(refused.value)
     with pytest.raises(ClientError, match="no shard config at"):
         load(str(tmp_path / "none.toml"))
+    with pytest.raises(ClientError, match="cannot read the shard config .*: Is a directory") as folder:
+        load(str(tmp_path))
+    assert folder.value.exit_code == CONFIG
 
 
 def test_planning_uses_no_pattern_kind_pathspec_deprecates(tmp_path):

@@ -132,10 +132,12 @@ def where_from(ctx) -> dict:
 def listed(flag: str, path: str) -> list[str]:
     """A file's lines, one item each, blank ones left out ('-': standard input)."""
     try:
-        with (sys.stdin if path == "-" else open(path)) as lines:
+        with (sys.stdin if path == "-" else open(path, encoding="utf-8")) as lines:
             return [line.strip() for line in lines if line.strip()]
     except OSError as exc:
         raise ClientError(f"cannot read {flag} {path}: {exc.strerror}", USAGE) from exc
+    except UnicodeDecodeError as exc:
+        raise ClientError(f"{flag} {path} is not text (UTF-8): give a file of one path per line", USAGE) from exc
 
 
 def shard_names(flag: str, value: str) -> list[str]:

@@ -53,10 +53,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"skips {name}: {why}")
     lines = {"matrix": json.dumps({"include": [{"shard": name} for name in shards.runs]}),
              "shards": ",".join(shards.runs), "skip": ",".join(shards.skips), "expect": ",".join(shards.names)}
-    for path, form in ((os.environ.get("GITHUB_OUTPUT"), "{k}={v}"), (args.dotenv, "CODSPEED_{K}={v}")):
+    for path, form, what in ((os.environ.get("GITHUB_OUTPUT"), "{k}={v}", "$GITHUB_OUTPUT"),
+                             (args.dotenv, "CODSPEED_{K}={v}", "--dotenv")):
         if path:
-            with open(path, "a") as out:
-                out.writelines(form.format(k=k, K=k.upper(), v=v) + "\n" for k, v in lines.items())
+            try:
+                with open(path, "a") as out:
+                    out.writelines(form.format(k=k, K=k.upper(), v=v) + "\n" for k, v in lines.items())
+            except OSError as exc:
+                raise ClientError(f"cannot write the plan to {what} {path}: {exc.strerror}", USAGE) from exc
     if args.open:
         target.need_commit()
         send_open(args, target, {"expect": shards.names}, list(shards.skips))
