@@ -47,7 +47,14 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
         return exc.exit_code
     except Skipped as exc:
-        print(f"::warning title=codspeed-client {args.command} skipped::{exc}")  # an annotation on the job
+        warning = f"::warning title=codspeed-client {args.command} skipped::{exc}"  # an annotation on the job
+        if getattr(args, "json", False) or getattr(args, "format", "text") != "text":
+            # stdout is data another step reads (a JSON answer, a step summary): the runner reads stderr's too
+            print(warning, file=sys.stderr)
+            if getattr(args, "json", False) or getattr(args, "format", None) == "json":
+                print(json.dumps({"skipped": str(exc)}))
+        else:
+            print(warning)
         return OK
     except KeyboardInterrupt:
         return 130

@@ -15,6 +15,7 @@ import yaml
 
 from codspeed_aggregator.local.profiles import make_profile_folder
 from tests.conftest import TOKEN
+from tests.factories import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
@@ -191,3 +192,43 @@ def test_the_actions_gate_fails_the_step_on_a_regression_and_still_writes_its_ou
     assert outputs["state"] == "forwarded" and Path(outputs["report-path"]).is_file()
     assert job.use({**common, "run-id": "pr-gate", "fail-on-regression": "40"})[0] == 0
     assert job.use({**common, "run-id": "pr-gate"})[0] == 0  # no gate asked: the step passes
+
+
+def test_a_forks_pull_request_runs_plan_push_and_status_green_with_one_warning_each_and_no_traceback(
+        stack, project, tmp_path):
+    """A fork's jobs get no secrets. The push and status steps printed Python tracebacks (the
+    output helper read a warning as JSON), the status step wrote a raw ::warning into the step
+    summary, and plan wrote no outputs (it stopped first), so the matrix ran no benchmark."""
+    repo = tmp_path / "workspace"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=ci@example.com", "-c", "user.name=ci"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / ".codspeed").mkdir()
+    (repo / ".codspeed" / "shards.toml").write_text('[shards.a]\npaths = ["a/**"]\n[shards.b]\npaths = ["b/**"]\n')
+    subprocess.run([*git, "add", "."], check=True)
+    base = git_commit(repo, "the config")
+    (repo / "a").mkdir()
+    (repo / "a" / "x.rs").write_text("changed\n")
+    subprocess.run([*git, "add", "."], check=True)
+    head = git_commit(repo, "the fork's change")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 12, "head": {"sha": head, "repo": {"full_name": "someone/x"}},
+                                                  "base": {"sha": base, "repo": {"full_name": project}}}}))
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": "7300000001", "GITHUB_SHA": "e" * 40,
+           "GITHUB_REF": "refs/pull/12/merge", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
+           "GITHUB_JOB": "bench", "GITHUB_ACTION_PATH": str(ROOT)}
+    job = Runner(tmp_path, Path(sys.executable).parent, env)
+    _installed(job)
+    make_profile_folder(job.workspace / "profiles", 4242, ["t::fork"])
+    common = {"api-url": stack.api_url, "token": ""}  # ${{ secrets.CODSPEED_AGGREGATOR_TOKEN }} on a fork
+
+    for inputs in ({"command": "plan"}, {"shard": "1/2", "profile-folder": "profiles"}, {"command": "status"}):
+        code, outputs, err = job.use({**common, **inputs})
+        said = job.last_out + err
+        assert code == 0 and "Traceback" not in said, said
+        assert said.count("::warning title=codspeed-client") == 1 and "comes from a fork (someone/x)" in said
+        if inputs.get("command") == "plan":  # its outputs written: the matrix runs the fork's benchmarks
+            written = dict(line.split("=", 1) for line in (job.temp / "output-1").read_text().splitlines())
+            assert (written["shards"], written["skip"]) == ("a", "b")
+    assert not job.summary.exists() or "::" not in job.summary.read_text()
+    assert (outputs["state"], outputs["upstream-run-id"]) == ("", "")

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 
-from ..errors import CONFIG, USAGE, ClientError
+from ..errors import CONFIG, USAGE, ClientError, Skipped
 from .common import Target, add_common, listed
 from .open_run import send_open
 
@@ -32,7 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from .. import plan as planning
     from ..ci import changed_files
 
-    target = Target(args, check=args.open)  # only an open sends anything
+    try:
+        target, skipped = Target(args, check=args.open), None  # only an open sends anything
+    except Skipped as exc:  # a fork's pull request, no token: the plan is still written, the run not opened
+        target, skipped = Target(args, check=False), exc
     root = target.ctx.repository_root or "."
     config = planning.load(args.config or os.path.join(root, planning.CONFIG_PATH))
     if args.changed:
@@ -61,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
                     out.writelines(form.format(k=k, K=k.upper(), v=v) + "\n" for k, v in lines.items())
             except OSError as exc:
                 raise ClientError(f"cannot write the plan to {what} {path}: {exc.strerror}", USAGE) from exc
+    if skipped is not None:
+        raise skipped
     if args.open:
         target.need_commit()
         send_open(args, target, {"expect": shards.names}, list(shards.skips))
