@@ -90,8 +90,10 @@ class AggregatorApi:
     def request_upload(self, request: dict) -> dict:
         return self._call("POST", "/v1/uploads", json=request)
 
-    def costs(self, project: str, branch: str | None) -> dict:
-        return self._call("GET", "/v1/costs", params={"project": project, **({"branch": branch} if branch else {})})
+    def costs(self, project: str, branch: str | None, run_id: str | None = None) -> dict:
+        """The costs to split with: for a run (``run_id``), those its first split used."""
+        params = {"project": project, **({"branch": branch} if branch else {}), **({"run_id": run_id} if run_id else {})}
+        return self._call("GET", "/v1/costs", params=params)
 
     def open(self, request: dict) -> dict:
         return self._call("POST", "/v1/runs/open", json=request)

@@ -134,8 +134,9 @@ class CostsAnswer(BaseModel):
 
     project: str
     branch: str
-    run_id: str
+    run_id: str  # whose costs these are
     commit: str | None = None
+    for_run: str | None = None  # the run whose split they are pinned to (every split of it answers the same)
     benchmarks: dict[str, BenchmarkCost] = {}
 
 

@@ -65,3 +65,30 @@ def test_costs_of_a_branch_with_no_forwarded_run_are_refused_in_one_sentence(sta
     refused = _run(stack, "durations", "--project", project, "--branch", "nowhere")
     assert refused.returncode == 5 and f"no run of {project} was forwarded on nowhere yet" in refused.stderr, refused.stderr
     assert _run(stack, "split", "--shards", "0", "--project", project).returncode == 2
+
+
+def test_every_split_of_a_run_and_of_its_re_runs_uses_the_costs_its_first_split_used(stack, project, tmp_path):
+    """split read the branch's latest costs: once main forwarded another run between a run's first
+    attempt and its re-run, a re-run shard got other benchmarks (1 then 3), and some ran in two
+    shards or none. --run-id was accepted and ignored."""
+    def main_run(name: str, costs: dict) -> None:
+        folder = make_profile_folder(tmp_path / name, 4242, list(costs), costs=costs)
+        assert _run(stack, "push", "--shard", "1/1", "--profile-folder", str(folder), "--project", project,
+                    "--run-id", name, *MAIN).returncode == 0
+        assert _final(stack, project, name)["state"] == "forwarded"
+
+    def split(*run) -> dict:
+        done = _run(stack, "split", "--shards", "2", "--project", project, "--json", *run)
+        assert done.returncode == 0, done.stderr
+        return {shard: group["benchmarks"] for shard, group in json.loads(done.stdout).items()}
+
+    main_run(f"costs-a-{os.getpid()}", COSTS)
+    pr = ["--run-id", f"pr-{os.getpid()}"]
+    first = split(*pr)
+    assert first == {"1": ["tests/test_a.py::heavy"], "2": ["tests/test_b.py::mid", "tests/test_a.py::light"]}
+    main_run(f"costs-b-{os.getpid()}", {**COSTS, "tests/test_a.py::heavy": 10_000_000})  # main moves on
+    assert split(*pr) == first  # the re-run's split: the same shards
+    assert split(*pr[:1], f"{pr[1]}~2") == first  # its next attempt's too
+    assert split() != first  # without a run: the branch's latest
+    durations = _run(stack, "durations", "--project", project, "--format", "json", *pr)
+    assert json.loads(durations.stdout)["run_id"] == f"costs-a-{os.getpid()}", durations.stderr

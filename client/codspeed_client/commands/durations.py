@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from ..balance import seconds_by_name
 
     target = Target(args, need_run=False)
-    answer = target.api().costs(target.project, args.branch)
+    answer = target.api().costs(target.project, args.branch, target.run_id)
     body = answer if args.format == "json" else seconds_by_name(answer["benchmarks"])
     text = json.dumps(body, indent=1, sort_keys=True) + "\n"
     if args.output:

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         raise ClientError(f"--shards {args.shards}: split into 1 shard or more", USAGE)
     names = list(dict.fromkeys(listed("--names", args.names))) if args.names else None
     target = Target(args, need_run=False)
-    answer = target.api().costs(target.project, args.branch)
+    answer = target.api().costs(target.project, args.branch, target.run_id)
     costs = seconds_by_name(answer["benchmarks"], names)
     groups = split(costs, args.shards)
     summary = {str(i): {"seconds": round(sum(costs[n] for n in g), 6), "benchmarks": g} for i, g in enumerate(groups, 1)}

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError, ConnectionError as AwsConnectionErr
 from pydantic import BaseModel, ValidationError
 
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
-from codspeed_rules.names import PROJECT_PATTERN, SEGMENT, SHARD_KEY_PATTERN, attempt_problem, is_project
+from codspeed_rules.names import PROJECT_PATTERN, RUN_ID_PATTERN, SEGMENT, SHARD_KEY_PATTERN, attempt_problem, is_project
 from codspeed_wire.report import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
@@ -161,10 +161,12 @@ def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern=
 
 @app.get("/v1/costs", compress=True)
 def benchmark_costs(project: Annotated[str, Query(pattern=PROJECT_PATTERN)],
-                    branch: Annotated[str | None, Query(max_length=255)] = None):
-    """What each benchmark of the branch's latest forwarded run cost, in seconds."""
+                    branch: Annotated[str | None, Query(max_length=255)] = None,
+                    run_id: Annotated[str | None, Query(pattern=RUN_ID_PATTERN)] = None):
+    """What each benchmark of the branch's latest forwarded run cost, in seconds; for a run's split,
+    the costs its first split used."""
     _allow(project)
-    return _bounded(project, api().costs.latest(project, branch))
+    return _bounded(project, api().costs.latest(project, branch, run_id))
 
 
 def _bounded(project: str, answer: BaseModel) -> Response:

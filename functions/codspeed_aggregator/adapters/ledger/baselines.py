@@ -1,7 +1,11 @@
 """Baseline items: the runs forwarded on each branch, the latest last; later runs carry results
 from, and compare with, them."""
 
-from .codec import TableItems, dump, load
+from botocore.exceptions import ClientError
+
+from .codec import TableItems, condition_failed, dump, load, run_pk
+
+COSTS_SK = "~COSTS"  # beside a run (every attempt's), out of its snapshots: whose costs split its shards
 
 
 class Baselines(TableItems):
@@ -52,3 +56,22 @@ class Baselines(TableItems):
             ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}"}),
         )
         return load(page["Items"][0])["run_id"] if page["Items"] else None
+
+    def pin_costs(self, project: str, run_id: str, source: str) -> str:
+        """Make ``source`` the run whose costs split run ``run_id``'s shards, unless one was pinned
+        first (another shard's split, a re-run's): answers the pinned one. Every split of a run, its
+        re-runs included, then gives each shard the same benchmarks, whatever the branch forwards meanwhile."""
+        key = {"pk": run_pk(project, run_id), "sk": COSTS_SK}
+        try:
+            self.db.put_item(TableName=self.table, Item=dump({**key, "source": source, "expires_at": self.expires_at()}),
+                             ConditionExpression="attribute_not_exists(pk)")
+            return source
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+        return self.costs_pinned(project, run_id) or source
+
+    def costs_pinned(self, project: str, run_id: str) -> str | None:
+        item = self.db.get_item(TableName=self.table, Key=dump({"pk": run_pk(project, run_id), "sk": COSTS_SK}),
+                                ConsistentRead=True).get("Item")
+        return load(item)["source"] if item else None
