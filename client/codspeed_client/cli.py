@@ -27,7 +27,9 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     root.add_argument("--version", action="version", version=f"codspeed-client {__version__}")
-    subcommands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # the usage line (and the error of a command line without one) names every command
+    subcommands = root.add_subparsers(dest="command", required=True,
+                                      metavar="{" + ",".join(command.NAME for command in COMMANDS) + "}")
     for command in COMMANDS:
         sub = subcommands.add_parser(command.NAME, help=command.HELP, description=command.HELP,
                                      epilog="example:\n" + command.EXAMPLE + "\n" + EXIT_CODES,

@@ -50,8 +50,32 @@ def _folder(text: str) -> str:
     return text
 
 
+def _header_token(text: str) -> str:
+    if not re.fullmatch(r"[\x21-\x7e]+", text):  # the client refuses such a token before any request
+        raise argparse.ArgumentTypeError("the token holds a space, a control or a non-ASCII character, which an HTTP "
+                                         "header cannot carry: printable ASCII only")
+    return text
+
+
+def _port_free(port: int) -> None:
+    """Refuse a busy port at once, not after the whole stack started (moto's server takes seconds)."""
+    import socket
+
+    if not port:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise Failure(f"cannot listen on port {port} ({exc.strerror}): pick another with --port, "
+                          "or --port 0 for a free one", CONFIG) from None
+
+
 def _local(args: argparse.Namespace) -> int:
     from .local.stack import LocalStack
+
+    _port_free(args.port)
 
     stack = LocalStack(
         port=args.port, token=args.token, upstream_url=args.upstream_url, upstream_dir=args.upstream_dir,
@@ -242,7 +266,7 @@ def parser() -> argparse.ArgumentParser:
                     "every run (the stand-in's uploads stay in their folder). Its S3 checks no signature, expiry "
                     "or checksum of an upload URL; on AWS, S3 does.")
     local.add_argument("--port", type=_port, default=8787, help="API port (default 8787; 0 picks a free one)")
-    local.add_argument("--token", help="API token (default: a random one, printed)")
+    local.add_argument("--token", type=_header_token, help="API token (default: a random one, printed)")
     upstream = local.add_mutually_exclusive_group()
     upstream.add_argument("--upstream-url", type=_url, help="forward to this upload endpoint instead of the stand-in")
     upstream.add_argument("--upstream-dir", type=_folder, help="where the stand-in upstream keeps uploads")

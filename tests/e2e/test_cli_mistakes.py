@@ -137,6 +137,9 @@ CASES = [
     # codspeed-aggregator
     ("local on an invalid port", lambda f: _aggregator("local", "--port", "99999"), 2, "is not a port", {}),
     ("local on a busy port", lambda f: _aggregator("local", "--port", str(f["busy"])), 3, "cannot listen on port", {}),
+    ("local with a token the client would refuse", lambda f: _aggregator("local", "--token", "tøk"), 2,
+     "printable ASCII only", {}),
+    ("client without a command", lambda f: _client(), 2, "{push,open,plan,durations,split,close,status,env,pack}", {}),
     ("local with a deadline of 0", lambda f: _aggregator("local", "--deadline", "0"), 2, "is not a number of seconds", {}),
     ("local with a file as --upstream-dir", lambda f: _aggregator("local", "--port", "0", "--upstream-dir", str(f["tmp"] / "good.tar.gz")),
      2, "is a file, not a folder", {}),
