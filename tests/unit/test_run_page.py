@@ -109,13 +109,18 @@ def test_the_page_leads_with_the_verdict_and_draws_time_as_it_passed():
 
 
 def test_the_page_says_which_shard_the_run_waited_for_and_by_how_much():
-    main = render_main(_report(), {}, None, None)  # shard 1 at 07:04, the hostile one at 07:08, opened 07:00
+    done = _report(state="forwarded", partial=False, shards=_report().shards[:2])
+    main = render_main(done, {}, None, None)  # shard 1 at 07:04, the hostile one at 07:08, opened 07:00
     assert re.search(r'<p id="critical-path">([^<]*)', main).group(1).startswith(
         "Critical path: shard &lt;script&gt;")
     text = "".join(_text(main))
     assert f"Critical path: shard {HOSTILE} arrived last, 8m 00s after the opening, 4m 00s after shard 1, the one before it." in text
-    alone = render_main(_report(shards=[ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:00:05Z"),
-                                        ShardEntry(name="2", state="expected")]), {}, None, None)
+    # while shard 3 still runs, the last arrival is not the critical path (the page named it so)
+    waiting = "".join(_text(render_main(_report(), {}, None, None)))
+    assert "Critical path" not in waiting and f"So far shard {HOSTILE} arrived last, 8m 00s after the opening" in waiting
+    assert "1 shard still running." in waiting
+    alone = render_main(_report(state="forwarded", shards=[ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:00:05Z"),
+                                                           ShardEntry(name="2", state="missing")]), {}, None, None)
     assert "Critical path: shard 1 arrived last, 5s after the opening." in "".join(_text(alone))
     assert 'id="critical-path"' not in render_main(_report(shards=[ShardEntry(name="1", state="expected")]), {}, None, None)
 
@@ -130,6 +135,9 @@ def test_the_page_says_what_the_recorded_costs_predict_for_the_longest_shard_bal
     heavy = [ShardEntry(name="1", state="arrived", cost_s=100.0, longest_s=90.0),
              ShardEntry(name="2", state="arrived", cost_s=20.0, longest_s=1.0)]  # one benchmark is most of it
     assert "would run about 1m 30s, against 1m 40s for shard 1 here" in "".join(_text(render_main(_report(shards=heavy), {}, None, None)))
+    tiny = [ShardEntry(name="1", state="arrived", cost_s=0.012, longest_s=0.004),
+            ShardEntry(name="2", state="arrived", cost_s=0.0003, longest_s=0.0003)]  # valgrind: millions of instructions
+    assert "Recorded costs: 12.3ms of benchmarks in 2 shards" in "".join(_text(render_main(_report(shards=tiny), {}, None, None)))
     one = render_main(_report(shards=shards[:1]), {}, None, None)
     assert 'id="predicted"' not in one and 'id="predicted"' not in render_main(_report(), {}, None, None)
 

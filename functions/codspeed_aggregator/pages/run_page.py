@@ -152,6 +152,10 @@ def _critical_path(report: Report) -> str:
         return ""
     (last_at, last), before = arrived[-1], arrived[-2] if len(arrived) > 1 else None
     trailing = f", {_duration(last_at - before[0])} after shard {escape(before[1])}, the one before it" if before else ""
+    running = sum(1 for s in report.shards if s.state == "expected") if report.state == "open" else 0
+    if running:  # the run still waits: the last arrival is no critical path yet
+        return (f'<p id="critical-path">So far shard {escape(last)} arrived last, {_duration(last_at - start)} after '
+                f'the opening{trailing}; {running} shard{"s" * (running > 1)} still running.</p>')
     return (f'<p id="critical-path">Critical path: shard {escape(last)} arrived last, '
             f'{_duration(last_at - start)} after the opening{trailing}.</p>')
 
@@ -173,6 +177,8 @@ def _predicted(report: Report) -> str:
 
 
 def _cost(seconds: float) -> str:
+    if seconds < 1:  # a valgrind run's few million instructions: milliseconds, never "0.0s"
+        return f"{seconds * 1000:.3g}ms"
     return f"{seconds:.1f}s" if seconds < 60 else _duration(seconds)
 
 
