@@ -37,6 +37,8 @@ class ShardUploadRequest(BaseModel):
     # its first-parent ancestors, the nearest first, where the clone holds them: without a run at the
     # base commit, the nearest of these with one is the baseline
     base_ancestors: list[Commit] = Field(default_factory=list, max_length=MAX_ANCESTORS)
+    # the CI's attempt of the run (GitHub's GITHUB_RUN_ATTEMPT): every shard of one re-run joins one attempt
+    ci_attempt: int | None = Field(default=None, ge=1, le=10_000)
 
     @model_validator(mode="after")
     def _manifest_is_one_kind(self) -> "ShardUploadRequest":

@@ -7,14 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from codspeed_aggregator.domain.uploads import pushed_part_id
 from codspeed_aggregator.domain.keys import part_plan_key, spool_key
-from codspeed_aggregator.domain.uploads import merged_part_id
+from codspeed_aggregator.domain.uploads import merged_part_id, pushed_part_id
 from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
-from codspeed_wire.api import CloseRequest
-from tests.factories import bundle, push
+from codspeed_wire.api import CloseRequest, ShardUploadRequest
+from tests.factories import bundle, push, put, upload_request
 
 
 def test_finalizing_forwards_one_merged_upload_whatever_the_duplicates(isolated, project, run_id):
@@ -441,3 +440,63 @@ def test_over_three_attempts_each_benchmark_stands_in_one_part_upstream(isolated
     assert held == {merged_part_id("", 1): ["t1::b", "t2::b"], merged_part_id("", 2): ["t3::a"]}
     assert isolated.upstream.benchmarks_twice(project) == {}
     assert len(isolated.upstream.uploads(run_id)) == 4  # part 1 in each attempt (replacing itself), part 2 once
+
+
+def _pushed_in(agg, project, run_id, shard, benchmark, ci_attempt) -> dict:
+    """A shard pushed by the client in the CI's attempt ``ci_attempt`` (GITHUB_RUN_ATTEMPT)."""
+    data = bundle(4242, [benchmark])
+    request = {**upload_request(project, run_id, shard, data, total=3), "ci_attempt": ci_attempt}
+    grant = agg.uploads.grant(ShardUploadRequest.model_validate(request)).model_dump()
+    put(grant, data)
+    return grant
+
+
+def _held(isolated, project, run_id) -> set[str]:
+    [parts] = [p for (owner, run), p in isolated.upstream.combined(project).items() if run == run_id]
+    return {b for upload in parts.values() for b in benchmarks_in(archive_of(upload))}
+
+
+def test_re_running_all_jobs_is_one_attempt_forwarded_once(isolated, project, run_id):
+    """ "Re-run all jobs" made one attempt and one forward per shard: the first re-run shard opened
+    ~2 (complete at once with the others inherited) and went upstream, the next opened ~3."""
+    agg = isolated.aggregator
+    for shard in "123":
+        agg.arrivals.record(_pushed_in(agg, project, run_id, shard, f"t{shard}::first", 1)["key"])
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+    again = [_pushed_in(agg, project, run_id, shard, f"t{shard}::again", 2) for shard in "123"]
+    assert {g["run_id"] for g in again} == {f"{run_id}~2"}  # one attempt for the CI's attempt 2
+    for grant in again[:2]:
+        assert agg.arrivals.record(grant["key"]) == "recorded"
+        assert isolated.finalize_requests() == []  # shard 3 still re-runs: nothing goes upstream yet
+    agg.arrivals.record(again[2]["key"])
+    assert [m["run_id"] for m in isolated.finalize_requests()] == [f"{run_id}~2"]
+    assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
+    assert agg.ledger.runs.run_record(project, f"{run_id}~3") is None
+    assert len(isolated.upstream.uploads(run_id)) == 2  # attempt 1's part, then the re-run's, once
+    assert _held(isolated, project, run_id) == {"t1::again", "t2::again", "t3::again"}
+
+
+def test_re_running_failed_jobs_waits_for_the_ci_attempts_close_and_carries_the_shards_not_re_run(
+        isolated, project, run_id):
+    agg = isolated.aggregator
+    for shard in "123":
+        agg.arrivals.record(_pushed_in(agg, project, run_id, shard, f"t{shard}::first", 1)["key"])
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+    failed = _pushed_in(agg, project, run_id, "2", "t2::again", 2)  # "re-run failed jobs": shard 2 alone
+    assert agg.arrivals.record(failed["key"]) == "recorded"
+    assert isolated.finalize_requests() == []  # the run cannot tell which jobs re-run: its close says
+    assert agg.reports.report(project, run_id).state == "open"
+    agg.closing.close(CloseRequest(project=project, run_id=run_id))  # the re-run's close job (or the webhook)
+    assert isolated.finalize_all(project, f"{run_id}~2", agg) == "forwarded"
+    assert _held(isolated, project, run_id) == {"t1::first", "t2::again", "t3::first"}
+    assert isolated.upstream.benchmarks_twice(project) == {}
+
+
+def test_an_upload_that_names_no_ci_attempt_opens_the_next_attempt_as_before(isolated, project, run_id):
+    agg = isolated.aggregator
+    for shard in "123":
+        agg.arrivals.record(push(agg, project, run_id, shard, bundle(4242, [f"t{shard}::a"]), total=3)["key"])
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+    late = push(agg, project, run_id, "2", bundle(4242, ["t2::b"]), total=3)
+    assert agg.arrivals.record(late["key"]) == "recorded"
+    assert [m["run_id"] for m in isolated.finalize_requests()] == [f"{run_id}~2"]  # complete with the others carried

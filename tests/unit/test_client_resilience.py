@@ -266,3 +266,18 @@ def test_env_prints_what_was_detected_and_flags_win(monkeypatch, capsys):
     detected = json.loads(capsys.readouterr().out)
     assert detected["provider"] == "GITHUB_ACTIONS" and detected["project"] == "acme/widgets"
     assert detected["run_id"] == "override" and detected["commit"] == "1" * 40 and detected["job"] == "bench"
+
+
+def test_a_push_in_a_ci_re_run_says_which_attempt_it_belongs_to(scripted, tmp_path, monkeypatch):
+    """GitHub raises GITHUB_RUN_ATTEMPT at every kind of re-run: the aggregator joins every shard of
+    one CI attempt into one attempt of the run (the upload request's own contract)."""
+    from codspeed_aggregator.local.profiles import make_profile_folder
+
+    folder = make_profile_folder(tmp_path / "p", 321, ["t::one"])
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    for attempt, said in (("3", 3), ("", None)):
+        monkeypatch.setenv("GITHUB_RUN_ATTEMPT", attempt)
+        server = scripted({("POST", "/v1/uploads"): [(201, _grant({}), {})], ("PUT", "/put/"): [(200, "", {})]})
+        assert _push(server, ["--profile-folder", str(folder)]) == 0
+        request = json.loads(server.received[0][2])
+        assert ShardUploadRequest.model_validate(request).ci_attempt == said

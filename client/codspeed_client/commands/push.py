@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         request = {"project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
                    "size": made.size, "crc32": made.crc32(), "metadata": meta}
         request.update(where_from(target.ctx))
+        if str(target.ctx.run_attempt or "").isdigit() and int(target.ctx.run_attempt) >= 1:
+            request["ci_attempt"] = int(target.ctx.run_attempt)  # every shard of one CI re-run joins one attempt
         if api is None:
             return _dry_run(out, made, verdict.result(), request)
         try:

@@ -88,6 +88,15 @@ class RunRecord:
     ci_url: str | None = None
     plan: dict | None = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
     declared: bool = False  # opened by ``codspeed-client open``: its groups are all it takes, no other is added
+    ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
+    rerun: bool = False  # opened by a later CI attempt: complete once that attempt re-ran all, or closes it
+
+    def awaits_rerun(self, inherited: int) -> bool:
+        """A CI re-run's attempt still waiting for its CI attempt: ``inherited`` of its shards are
+        the earlier attempt's, not re-run yet. "Re-run failed jobs" re-runs some shards: the run
+        cannot tell which, so its close (the workflow's close job, the webhook, the deadline)
+        forwards it; "re-run all jobs" completes it by count."""
+        return self.rerun and inherited > 0
 
     def variants_of(self, group: str) -> int:
         return sum(1 for v in self.variants if v.partition("|")[0] == group)

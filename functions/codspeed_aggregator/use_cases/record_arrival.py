@@ -78,7 +78,7 @@ class RecordArrival:
             return "ignored"
         upload = view.upload
         if _seen(view.shard, upload):
-            if view.run.state == OPEN and view.run.complete():
+            if self._completes(view.run):
                 self.queue.request(project, run_id, "complete")  # in case the first delivery died before asking
             self.reports.publish(project, run_id)  # in case the first delivery died before publishing
             return "duplicate"  # absorbed before any download
@@ -170,10 +170,19 @@ class RecordArrival:
         if outcome == "run_not_open":
             return outcome
         self.reports.publish(project, run_id)
-        after = self.runs.run_record(project, run_id)
-        if after.state == OPEN and after.complete():
+        if self._completes(self.runs.run_record(project, run_id)):
             self.queue.request(project, run_id, "complete")
         return outcome
+
+    def _completes(self, run: RunRecord) -> bool:
+        """The run is open and has all it waits for: every shard (a CI re-run's attempt: each
+        re-run, not one the earlier attempt counted; else its close forwards it)."""
+        if run.state != OPEN or not run.complete():
+            return False
+        if not run.rerun:
+            return True
+        snapshot = self.reads.snapshot(run.project, run.run_id)
+        return not run.awaits_rerun(sum(1 for s in snapshot.arrived().values() if s.inherited_from))
 
 
 def _seen(shard: ShardRecord | None, upload: UploadRecord) -> bool:

@@ -58,7 +58,7 @@ class RequestUpload:
             request.project, request.run_id, request.shard, manifest, metadata,
             size=request.size, content_type="application/gzip", crc32=request.crc32, page=request.ci_url,
             base_commit=request.base_commit, base_ancestors=request.base_ancestors,
-            variant=executor, key=shard_key(request.shard, executor),
+            variant=executor, key=shard_key(request.shard, executor), ci_attempt=request.ci_attempt,
         )
 
     def accept_drop_in(self, metadata: UploadMetadata) -> UploadAccepted:
@@ -77,7 +77,7 @@ class RequestUpload:
 
     def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32,
                label=None, variant=None, group="", page=None, base_commit=None, base_ancestors=(),
-               key=None) -> UploadGrant:
+               key=None, ci_attempt=None) -> UploadGrant:
         """``shard``: the name the manifest knows; ``key``: the shard as stored (a pushed shard's
         name and executor), the name itself when not given."""
         now = self.clock()
@@ -90,7 +90,7 @@ class RequestUpload:
             base_ancestors=tuple(base_ancestors) if base_commit else (), identity=metadata.identity(),
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
             variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless,
-            provider=metadata.repository_provider,
+            provider=metadata.repository_provider, ci_attempt=ci_attempt,
         ), admit=lambda previous: _admit(previous, group, shard, manifest))
         closing = Closing(f"run {run.run_id} of {project} is closing: it takes no more shards "
                           "(a shard pushed after the run is forwarded starts its next attempt)")
@@ -147,6 +147,8 @@ class RequestUpload:
                     admit(previous)
                 opening.groups = {**opening.groups, **previous.groups}
                 opening.identity, opening.skipped, opening.declared = previous.identity, previous.skipped, previous.declared
+                # a later CI attempt's re-run: one attempt for all its shards, not one per shard
+                opening.rerun = bool(opening.ci_attempt and opening.ci_attempt > (previous.ci_attempt or 1))
                 # A run's report is its latest attempt's: its versions go on from the previous one's.
                 opening.rev = opening.run_changes = previous.rev + 1
                 opening.variants = tuple(sorted({*previous.variants, *opening.variants}))

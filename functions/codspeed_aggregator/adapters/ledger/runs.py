@@ -38,6 +38,10 @@ class Runs(TableItems):
             item["provider"] = run.provider
         if run.declared:
             item["declared"] = True
+        if run.ci_attempt:
+            item["ci_attempt"] = run.ci_attempt
+        if run.rerun:
+            item["rerun"] = True
         try:
             self.db.put_item(TableName=self.table, Item=dump(item), ConditionExpression="attribute_not_exists(pk)",
                              ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after
