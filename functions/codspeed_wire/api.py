@@ -136,8 +136,9 @@ class CostsAnswer(BaseModel):
 
     project: str
     branch: str
-    run_id: str  # whose costs these are
+    run_id: str  # the latest run these costs come from
     commit: str | None = None
+    runs: list[str] = []  # every run they come from, the latest first (a benchmark's latest recorded cost)
     for_run: str | None = None  # the run whose split they are pinned to (every split of it answers the same)
     benchmarks: dict[str, BenchmarkCost] = {}
 

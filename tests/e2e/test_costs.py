@@ -92,3 +92,33 @@ def test_every_split_of_a_run_and_of_its_re_runs_uses_the_costs_its_first_split_
     assert split() != first  # without a run: the branch's latest
     durations = _run(stack, "durations", "--project", project, "--format", "json", *pr)
     assert json.loads(durations.stdout)["run_id"] == f"costs-a-{os.getpid()}", durations.stderr
+
+
+def test_durations_take_each_benchmarks_latest_recorded_cost_from_runs_forwarded_with_shards_missing(
+        stack, project, tmp_path):
+    """durations read only a run that is a baseline (forwarded whole): after main runs each with a
+    shard missing, it answered 404 "no run was forwarded on main yet", though two were."""
+    costs = {"1": {"tests/test_1.py::a": 40_000_000}, "2": {"tests/test_2.py::b": 80_000_000},
+             "3": {"tests/test_3.py::c": 120_000_000}}
+    runs = [f"gaps-{i}-{os.getpid()}" for i in (1, 2)]
+    for run, shards in zip(runs, (("1", "2"), ("3",))):  # each run forwarded with the others missing
+        for shard in shards:
+            folder = make_profile_folder(tmp_path / run / shard, 4242, list(costs[shard]), costs=costs[shard])
+            assert _run(stack, "push", "--shard", shard, "--expect", "1,2,3", "--profile-folder", str(folder),
+                        "--project", project, "--run-id", run, *MAIN).returncode == 0
+        _wait_arrived(stack, project, run, len(shards))
+        assert _run(stack, "close", "--project", project, "--run-id", run).returncode == 0
+        assert _final(stack, project, run)["state"] == "forwarded"
+    written = tmp_path / ".test_durations"
+    exported = _run(stack, "durations", "--project", project, "-o", str(written))
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.strip().endswith(f"costs of runs {runs[1]}, {runs[0]} on main written to {written}")
+    assert json.loads(written.read_text()) == {"tests/test_1.py::a": 1.0, "tests/test_2.py::b": 2.0,
+                                               "tests/test_3.py::c": 3.0}
+
+
+def _wait_arrived(stack, project, run_id, count):
+    from tests.factories import wait_for
+
+    wait_for(lambda: requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", headers={"Authorization": TOKEN},
+                                  timeout=10).json().get("arrived") == count, timeout=60)

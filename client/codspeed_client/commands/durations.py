@@ -35,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
                 out.write(text)
         except OSError as exc:
             raise ClientError(f"cannot write {args.output}: {exc.strerror}", USAGE) from exc
-        print(f"{len(answer['benchmarks'])} benchmarks' costs of run {answer['run_id']} on {answer['branch']} "
-              f"written to {args.output}")
+        runs = answer.get("runs") or [answer["run_id"]]  # each benchmark's latest recorded cost, the latest run first
+        of = f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(runs)}"
+        print(f"{len(answer['benchmarks'])} benchmarks' costs of {of} on {answer['branch']} written to {args.output}")
     else:
         sys.stdout.write(text)
     return 0

@@ -1,5 +1,5 @@
-"""What each benchmark costs to run (``GET /v1/costs``): the branch's latest forwarded run's
-recorded results, every shard's (a carried shard's from its source run), in seconds."""
+"""What each benchmark costs to run (``GET /v1/costs``): its latest recorded cost among the
+branch's latest forwarded runs (every shard's, a carried shard's from its source run), in seconds."""
 
 from dataclasses import dataclass
 
@@ -14,6 +14,9 @@ from ..domain.ledger import base_run_id
 from ..settings import Settings
 
 
+COST_RUNS = 5  # the branch's latest forwarded runs each benchmark's latest cost is looked for in
+
+
 @dataclass
 class BenchmarkCosts:
     settings: Settings
@@ -22,19 +25,31 @@ class BenchmarkCosts:
     results: ResultsStore  # S3: results/, each shard's benchmarks
 
     def latest(self, project: str, branch: str | None, run_id: str | None = None) -> CostsAnswer:
-        """The costs of the branch's latest forwarded run; for a run's split (``run_id``: every
-        attempt of it), those of the run its first split used, pinned then."""
+        """Each benchmark's latest recorded cost on the branch: from its latest forwarded runs, whole
+        or with shards missing (``COST_RUNS``, the latest first); for a run's split (``run_id``: every
+        attempt of it), from the runs its first split used, pinned then."""
         branch = branch or self.settings.default_branch
-        source = self.baselines.costs_pinned(project, base_run_id(run_id)) if run_id else None
-        if source is None:
-            source = self.baselines.latest_baseline(project, branch)
-            if source is not None and run_id:
-                source = self.baselines.pin_costs(project, base_run_id(run_id), source)
-        snapshot = self.reads.snapshot(project, source) if source else None
-        if snapshot is None:
+        sources = self.baselines.costs_pinned(project, base_run_id(run_id)) if run_id else None
+        if sources is None:
+            latest = self.baselines.latest_baseline(project, branch)  # runs forwarded before the index held them
+            sources = self.baselines.forwarded_runs(project, branch, COST_RUNS) or ([latest] if latest else [])
+            if sources and run_id:
+                sources = self.baselines.pin_costs(project, base_run_id(run_id), sources)
+        snapshots = [found for found in (self.reads.snapshot(project, source) for source in sources) if found]
+        if not snapshots:
             raise NotFound(f"no run of {project} was forwarded on {branch} yet: there are no recorded costs")
+        costs, used = {}, []
+        for snapshot in snapshots:  # the latest first: a benchmark's latest recorded cost wins
+            found = {name: cost for name, cost in self._costs(snapshot).items() if name not in costs}
+            if found:
+                costs.update(found)
+                used.append(snapshot.run.run_id)
+        newest = snapshots[0].run
+        return CostsAnswer(project=project, branch=branch, run_id=newest.run_id, commit=newest.commit,
+                           runs=used or [newest.run_id], benchmarks=costs,
+                           **({"for_run": base_run_id(run_id)} if run_id else {}))
+
+    def _costs(self, snapshot) -> dict:
         sources = result_sources(snapshot)
         found = self.results.read_many(key for key, _ in sources.values())
-        by_shard = {shard: found[key].results if found.get(key) else {} for shard, (key, _) in sources.items()}
-        return CostsAnswer(project=project, branch=branch, run_id=source, commit=snapshot.run.commit,
-                           benchmarks=run_costs(by_shard), **({"for_run": base_run_id(run_id)} if run_id else {}))
+        return run_costs({shard: found[key].results if found.get(key) else {} for shard, (key, _) in sources.items()})

@@ -275,7 +275,9 @@ class FinalizeRun:
         self.metrics.add("FinalizeLatency", finished - epoch(plan.run.created_at), "Seconds")
         expected = plan.run.expected_count()
         whole = expected is None or len(plan.shards) >= expected  # a run forwarded with shards missing is no baseline
-        if (own_branch := branch_of(plan.run.ref)) and whole and not plan.run.tokenless:
+        if (own_branch := branch_of(plan.run.ref)) and not plan.run.tokenless:
+            self.baselines.record_forwarded(project, own_branch, run_id, finished)  # what benchmarks cost: whole or not
+        if own_branch and whole and not plan.run.tokenless:
             if self.keeper and plan.completion.carried:  # before its bundles are tagged final: the copies with them
                 self.keeper.keep(project, run_id, plan.completion.carried, plan.completion.outcome.get("carried") or {})
             self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)

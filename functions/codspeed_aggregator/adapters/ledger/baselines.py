@@ -34,6 +34,19 @@ class Baselines(TableItems):
                     return latest[commit]
         return self.latest_baseline(project, branch)
 
+    def record_forwarded(self, project: str, branch: str, run_id: str, at: float) -> None:
+        """Remember a run forwarded on a branch, whole or with shards missing: what each benchmark
+        last cost is read from the latest of them (a baseline is a whole run only)."""
+        self.db.put_item(TableName=self.table, Item=dump({
+            "pk": f"FORWARDED#{project}#{branch}", "sk": f"{at:017.6f}#{run_id}", "run_id": run_id,
+            "expires_at": self.expires_at()}))
+
+    def forwarded_runs(self, project: str, branch: str, limit: int) -> list[str]:
+        """Up to ``limit`` runs forwarded on ``branch``, the latest first."""
+        page = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
+                             Limit=limit, ExpressionAttributeValues=dump({":pk": f"FORWARDED#{project}#{branch}"}))
+        return [load(item)["run_id"] for item in page["Items"]]
+
     def earlier_runs(self, project: str, branch: str, run_id: str, limit: int) -> list[str]:
         """Up to ``limit`` runs forwarded on ``branch`` before ``run_id``, the latest first (where
         a shard the baseline run did not receive was last received)."""
@@ -57,21 +70,21 @@ class Baselines(TableItems):
         )
         return load(page["Items"][0])["run_id"] if page["Items"] else None
 
-    def pin_costs(self, project: str, run_id: str, source: str) -> str:
-        """Make ``source`` the run whose costs split run ``run_id``'s shards, unless one was pinned
-        first (another shard's split, a re-run's): answers the pinned one. Every split of a run, its
+    def pin_costs(self, project: str, run_id: str, sources: list[str]) -> list[str]:
+        """Make ``sources`` the runs whose costs split run ``run_id``'s shards, unless some were pinned
+        first (another shard's split, a re-run's): answers the pinned ones. Every split of a run, its
         re-runs included, then gives each shard the same benchmarks, whatever the branch forwards meanwhile."""
         key = {"pk": run_pk(project, run_id), "sk": COSTS_SK}
         try:
-            self.db.put_item(TableName=self.table, Item=dump({**key, "source": source, "expires_at": self.expires_at()}),
+            self.db.put_item(TableName=self.table, Item=dump({**key, "sources": sources, "expires_at": self.expires_at()}),
                              ConditionExpression="attribute_not_exists(pk)")
-            return source
+            return sources
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-        return self.costs_pinned(project, run_id) or source
+        return self.costs_pinned(project, run_id) or sources
 
-    def costs_pinned(self, project: str, run_id: str) -> str | None:
+    def costs_pinned(self, project: str, run_id: str) -> list[str] | None:
         item = self.db.get_item(TableName=self.table, Key=dump({"pk": run_pk(project, run_id), "sk": COSTS_SK}),
                                 ConsistentRead=True).get("Item")
-        return load(item)["source"] if item else None
+        return list(load(item)["sources"]) if item else None
