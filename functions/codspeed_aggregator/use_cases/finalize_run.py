@@ -273,11 +273,10 @@ class FinalizeRun:
         self.metrics.add("ForwardSucceeded", 1, "Count")
         self.metrics.add("MergedBytes", size, "Bytes")
         self.metrics.add("FinalizeLatency", finished - epoch(plan.run.created_at), "Seconds")
-        expected = plan.run.expected_count()
-        whole = expected is None or len(plan.shards) >= expected  # a run forwarded with shards missing is no baseline
-        if (own_branch := branch_of(plan.run.ref)) and not plan.run.tokenless:
+        whole = (expected := plan.run.expected_count()) is None or len(plan.shards) >= expected  # else no baseline
+        if (own_branch := None if plan.run.tokenless else branch_of(plan.run.ref)):
             self.baselines.record_forwarded(project, own_branch, run_id, finished)  # what benchmarks cost: whole or not
-        if own_branch and whole and not plan.run.tokenless:
+        if own_branch and whole:
             if self.keeper and plan.completion.carried:  # before its bundles are tagged final: the copies with them
                 self.keeper.keep(project, run_id, plan.completion.carried, plan.completion.outcome.get("carried") or {})
             self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
