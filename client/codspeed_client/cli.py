@@ -50,13 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except Skipped as exc:
         warning = f"::warning title=codspeed-client {args.command} skipped::{exc}"  # an annotation on the job
-        if getattr(args, "json", False) or getattr(args, "format", "text") != "text":
-            # stdout is data another step reads (a JSON answer, a step summary): the runner reads stderr's too
-            print(warning, file=sys.stderr)
-            if getattr(args, "json", False) or getattr(args, "format", None) == "json":
-                print(json.dumps({"skipped": str(exc)}))
-        else:
-            print(warning)
+        answer = "json" if getattr(args, "json", False) else getattr(args, "format", "text")
+        # stdout is data another step reads (a JSON answer, a step summary): the runner reads stderr's too
+        print(warning, file=sys.stdout if answer == "text" else sys.stderr)
+        if answer == "json":
+            print(json.dumps({"skipped": str(exc)}))
         return OK
     except KeyboardInterrupt:
         return 130

@@ -10,8 +10,8 @@ sent too.
 """
 
 import hashlib
-import json
 import itertools
+import json
 from dataclasses import dataclass
 
 from codspeed_rules.bundle import VALGRIND

@@ -31,8 +31,9 @@ class BenchmarkCosts:
         branch = branch or self.settings.default_branch
         sources = self.baselines.costs_pinned(project, base_run_id(run_id)) if run_id else None
         if sources is None:
-            latest = self.baselines.latest_baseline(project, branch)  # runs forwarded before the index held them
-            sources = self.baselines.forwarded_runs(project, branch, COST_RUNS) or ([latest] if latest else [])
+            sources = self.baselines.forwarded_runs(project, branch, COST_RUNS)
+            if not sources and (latest := self.baselines.latest_baseline(project, branch)):
+                sources = [latest]  # forwarded before the index of forwarded runs was kept
             if sources and run_id:
                 sources = self.baselines.pin_costs(project, base_run_id(run_id), sources)
         snapshots = [found for found in (self.reads.snapshot(project, source) for source in sources) if found]

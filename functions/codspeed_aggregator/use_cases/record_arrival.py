@@ -179,10 +179,9 @@ class RecordArrival:
         re-run, not one the earlier attempt counted; else its close forwards it)."""
         if run.state != OPEN or not run.complete():
             return False
-        if not run.rerun:
-            return True
-        snapshot = self.reads.snapshot(run.project, run.run_id)
-        return not run.awaits_rerun(sum(1 for s in snapshot.arrived().values() if s.inherited_from))
+        # one more read, in a CI re-run's attempt only
+        shards = self.reads.snapshot(run.project, run.run_id).arrived().values() if run.rerun else ()
+        return not run.awaits_rerun(sum(1 for s in shards if s.inherited_from))
 
 
 def _seen(shard: ShardRecord | None, upload: UploadRecord) -> bool:

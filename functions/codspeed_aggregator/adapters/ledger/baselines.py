@@ -10,11 +10,24 @@ COSTS_SK = "~COSTS"  # beside a run (every attempt's), out of its snapshots: who
 
 class Baselines(TableItems):
     def record_baseline(self, project: str, branch: str, run_id: str, commit: str | None, at: float) -> None:
-        """Remember a run forwarded on a branch. Sorted by the microsecond it was forwarded at (two
-        runs forwarded within one second must not fall back to the order of their ids)."""
-        item = {"pk": f"BASELINE#{project}#{branch}", "sk": f"{at:017.6f}#{run_id}", "run_id": run_id, "commit": commit,
-                "expires_at": self.expires_at()}
-        self.db.put_item(TableName=self.table, Item=dump(item))
+        """Remember a run forwarded whole on a branch: later runs carry from, and compare with, it."""
+        self._record(f"BASELINE#{project}#{branch}", run_id, at, commit=commit)
+
+    def record_forwarded(self, project: str, branch: str, run_id: str, at: float) -> None:
+        """Remember a run forwarded on a branch, whole or with shards missing: what each benchmark
+        last cost is read from the latest of them (a baseline is a whole run only)."""
+        self._record(f"FORWARDED#{project}#{branch}", run_id, at)
+
+    def _record(self, pk: str, run_id: str, at: float, **extra) -> None:
+        """Sorted by the microsecond it was forwarded at (two runs forwarded within one second must
+        not fall back to the order of their ids)."""
+        self.db.put_item(TableName=self.table, Item=dump({"pk": pk, "sk": f"{at:017.6f}#{run_id}", "run_id": run_id,
+                                                           **extra, "expires_at": self.expires_at()}))
+
+    def _latest(self, pk: str, limit: int) -> list[str]:
+        page = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
+                             Limit=limit, ExpressionAttributeValues=dump({":pk": pk}))
+        return [load(item)["run_id"] for item in page["Items"]]
 
     def baseline_for(self, project: str, branch: str, commits: tuple[str, ...]) -> str | None:
         """The run a change compares with: the branch's latest run forwarded at the first of
@@ -42,10 +55,8 @@ class Baselines(TableItems):
             "expires_at": self.expires_at()}))
 
     def forwarded_runs(self, project: str, branch: str, limit: int) -> list[str]:
-        """Up to ``limit`` runs forwarded on ``branch``, the latest first."""
-        page = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
-                             Limit=limit, ExpressionAttributeValues=dump({":pk": f"FORWARDED#{project}#{branch}"}))
-        return [load(item)["run_id"] for item in page["Items"]]
+        """Up to ``limit`` runs forwarded on ``branch``, whole or not, the latest first."""
+        return self._latest(f"FORWARDED#{project}#{branch}", limit)
 
     def earlier_runs(self, project: str, branch: str, run_id: str, limit: int) -> list[str]:
         """Up to ``limit`` runs forwarded on ``branch`` before ``run_id``, the latest first (where
@@ -63,12 +74,8 @@ class Baselines(TableItems):
         return found
 
     def latest_baseline(self, project: str, branch: str) -> str | None:
-        """The run id of the latest run forwarded on ``branch``, or None."""
-        page = self.db.query(
-            TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False, Limit=1,
-            ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}"}),
-        )
-        return load(page["Items"][0])["run_id"] if page["Items"] else None
+        """The run id of the latest run forwarded whole on ``branch``, or None."""
+        return next(iter(self._latest(f"BASELINE#{project}#{branch}", 1)), None)
 
     def pin_costs(self, project: str, run_id: str, sources: list[str]) -> list[str]:
         """Make ``sources`` the runs whose costs split run ``run_id``'s shards, unless some were pinned
