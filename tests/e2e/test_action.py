@@ -1,8 +1,6 @@
-"""action.yml, run as GitHub's runner runs a composite action: each step's script written to a
-file and run with ``bash --noprofile --norc -eo pipefail``, its ``${{ }}`` expressions
-substituted, GITHUB_OUTPUT, RUNNER_TEMP and GITHUB_STEP_SUMMARY set, the step's
-working-directory honoured; once with this machine's externally managed system Python (as
-ubuntu-latest's), once with a bare venv's (as actions/setup-python's), against the local stack."""
+"""action.yml, run as GitHub's runner runs a composite action (``tests.github_actions.Runner``):
+once with this machine's externally managed system Python (as ubuntu-latest's), once with a
+bare venv's (as actions/setup-python's), against the local stack."""
 
 import json
 import re
@@ -11,65 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from codspeed_aggregator.local.profiles import make_profile_folder
 from tests.conftest import TOKEN
 from tests.factories import git_commit
+from tests.github_actions import ACTION, ROOT, Runner
 
-ROOT = Path(__file__).resolve().parents[2]
-ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 SYSTEM_PYTHON = Path("/usr/bin/python3")
-
-
-class Runner:
-    """One job: its environment, its runner.temp, and the outputs of the steps run so far."""
-
-    def __init__(self, tmp: Path, python_bin: Path, env: dict) -> None:
-        self.temp = tmp / "runner-temp"
-        self.workspace = tmp / "workspace"
-        for folder in (self.temp, self.workspace):
-            folder.mkdir(parents=True, exist_ok=True)
-        self.summary = tmp / "summary.md"
-        self.env = {"PATH": f"{python_bin}:/usr/bin:/bin", "HOME": str(tmp), "RUNNER_TEMP": str(self.temp),
-                    "GITHUB_STEP_SUMMARY": str(self.summary), "GITHUB_WORKSPACE": str(self.workspace), **env}
-
-    def use(self, inputs: dict) -> tuple[int, dict, str]:
-        """Run the action's steps in order; answers the last exit code, the action's outputs and stderr."""
-        values = {name: str(spec.get("default", "")) for name, spec in ACTION["inputs"].items()} | inputs
-        steps: dict[str, dict] = {}
-        code, err = 0, ""
-        for index, step in enumerate(ACTION["runs"]["steps"]):
-            output_file = self.temp / f"output-{index}"
-            output_file.write_text("")
-
-            def expand(text: str) -> str:
-                def value(match):
-                    expr = match[1].strip()
-                    if expr.startswith("inputs."):
-                        return values[expr.removeprefix("inputs.")]
-                    if expr == "github.action_path":
-                        return str(ROOT)
-                    if expr == "runner.temp":
-                        return str(self.temp)
-                    found = re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr)
-                    return steps.get(found[1], {}).get(found[2], "")
-                return re.sub(r"\$\{\{(.*?)\}\}", value, text)
-
-            script = self.temp / f"step-{index}.sh"
-            script.write_text(expand(step["run"]))
-            env = {**self.env, **{k: expand(v) for k, v in (step.get("env") or {}).items()}, "GITHUB_OUTPUT": str(output_file)}
-            cwd = self.workspace / expand(step.get("working-directory", "."))
-            done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=cwd, env=env,
-                                  capture_output=True, text=True, timeout=300)
-            code, err, self.last_out = done.returncode, done.stderr, done.stdout
-            steps[step.get("id", str(index))] = dict(line.split("=", 1) for line in output_file.read_text().splitlines() if "=" in line)
-            if code:
-                break
-        outputs = {name: re.sub(r"\$\{\{ steps\.([\w-]+)\.outputs\.([\w-]+) \}\}",
-                                lambda m: steps.get(m[1], {}).get(m[2], ""), spec["value"])
-                   for name, spec in ACTION["outputs"].items()}
-        return code, outputs, err
 
 
 def _bare_venv(tmp: Path) -> Path:
@@ -123,18 +69,10 @@ def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack,
                                                   "1 shard in job memory expected"), job.last_out + err
 
 
-def _installed(job: Runner) -> None:
-    """The client as the install step leaves it, from this test run's own environment (no second install)."""
-    venv = job.temp / "codspeed-client-venv" / "bin"
-    venv.mkdir(parents=True)
-    for name in ("python", "codspeed-client"):
-        (venv / name).symlink_to(Path(sys.executable).parent / name)
-
-
 def test_an_unreachable_aggregator_is_a_warning_for_push_unless_fail_on_error(tmp_path):
     job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
                                                          "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
-    _installed(job)
+    job.preinstall()
     make_profile_folder(job.workspace / "profiles", 7, ["t::x"])
     inputs = {"api-url": "http://127.0.0.1:9", "token": "t", "shard": "1/1", "profile-folder": "profiles"}
     job.env["CODSPEED_RETRIES"] = "1"
@@ -148,7 +86,7 @@ def test_an_unreachable_aggregator_is_a_warning_for_push_unless_fail_on_error(tm
 
 def test_the_action_refuses_an_unknown_command(tmp_path):
     job = Runner(tmp_path, Path(sys.executable).parent, {})
-    _installed(job)
+    job.preinstall()
     code, _, err = job.use({"command": "deploy", "api-url": "http://127.0.0.1:9", "token": "t"})
     assert code == 2 and "command must be plan, open, push, close or status, not 'deploy'" in err
 
@@ -178,7 +116,7 @@ def test_the_actions_gate_fails_the_step_on_a_regression_and_still_writes_its_ou
 
     job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project,
                                                          "GITHUB_SHA": "c" * 40, "GITHUB_REF": "refs/pull/3/merge"})
-    _installed(job)
+    job.preinstall()
     common = {"api-url": stack.api_url, "token": TOKEN, "command": "status", "timeout": "60"}
     for index in (1, 2):  # the baseline, forwarded on main
         push("main-gate", index, 1000)
@@ -218,7 +156,7 @@ def test_a_forks_pull_request_runs_plan_push_and_status_green_with_one_warning_e
            "GITHUB_REF": "refs/pull/12/merge", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
            "GITHUB_JOB": "bench", "GITHUB_ACTION_PATH": str(ROOT)}
     job = Runner(tmp_path, Path(sys.executable).parent, env)
-    _installed(job)
+    job.preinstall()
     make_profile_folder(job.workspace / "profiles", 4242, ["t::fork"])
     common = {"api-url": stack.api_url, "token": ""}  # ${{ secrets.CODSPEED_AGGREGATOR_TOKEN }} on a fork
 

@@ -1,0 +1,260 @@
+"""A pull request's life, through ``codspeed-aggregator local`` in a process of its own, with the
+README's workflow run as GitHub runs it (``tests.github_actions.Workflow``): each job with the
+environment and event payload GitHub gives it, actions/checkout's merge commit, the CodSpeed
+CLI installed as the workflow installs it (a stand-in: the release cannot be downloaded here)
+and run on the checkout's benchmarks, and GitHub's ``workflow_run`` webhook at each attempt's end.
+
+main's run is the baseline; main then moves (a minifier change) after the pull request branches.
+The pull request changes the linter and the parser: it is opened (its linter job crashes once: "re-run failed
+jobs"), pushed to again, and "re-run all jobs" is clicked; a fork's pull request follows."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from codspeed_aggregator.auth import github_webhook_secret, signature
+from codspeed_aggregator.local.upstream_stub import StubUpstream, benchmarks_in, archive_of
+from tests.factories import git_commit, wait_for
+from tests.fake_github import FakeGitHub
+from tests.github_actions import OURS, ROOT, Event, Workflow
+
+PROJECT, TOKEN, SECRET = "oxc-project/oxc", "pr-life-token", "pr-life-webhook-secret"
+README_WORKFLOW = re.findall(r"<!-- docs-check: workflow -->\n```yaml\n(on:.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+@pytest.fixture(scope="module")
+def github():
+    fake = FakeGitHub()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def aggregator(tmp_path_factory, github):
+    """``codspeed-aggregator local`` with pull-request comments on, against the fake GitHub."""
+    upstream = tmp_path_factory.mktemp("upstream")
+    env = {**os.environ, "PR_COMMENTS": "true", "COMMENT_SECONDS": "0", "GITHUB_API_URL": github.url,
+           "GITHUB_TOKEN": "gh-app-token"}
+    stack = subprocess.Popen([sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0", "--token", TOKEN,
+                              "--upstream-dir", str(upstream), "--webhook-secret", SECRET],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    api_url = None
+    for line in stack.stdout:
+        if line.startswith("API URL:"):
+            api_url = line.split()[-1]
+        if line.startswith("Ctrl-C"):
+            break
+    assert api_url, stack.stdout.read()
+    yield api_url, StubUpstream(upstream, None)
+    stack.send_signal(signal.SIGINT)
+    stack.communicate(timeout=30)
+
+
+INSTALLER = """mkdir -p "$HOME/.cargo/bin"
+ln -sf {codspeed} "$HOME/.cargo/bin/codspeed"
+echo 'export PATH="$HOME/.cargo/bin:$PATH"' > "$HOME/.cargo/env"
+"""
+CURL = """#!/bin/bash
+# the one download the workflow makes: CodSpeed's runner installer of a released version
+case "${{@: -1}}" in
+  https://github.com/CodSpeedHQ/runner/releases/download/v[0-9]*/codspeed-runner-installer.sh) cat {installer} ;;
+  *) echo "curl: (22) The requested URL returned error: 404" >&2; exit 22 ;;
+esac
+"""
+CODSPEED = """#!{python}
+# CodSpeed's runner with --skip-upload: runs the benchmarks of benches/<shard> of the checkout
+# (their costs in costs.txt, what the code under test makes them) and leaves their profiles
+import os, sys, zlib
+from pathlib import Path
+from codspeed_aggregator.local.profiles import make_profile_folder
+args = sys.argv[1:]
+assert args[0] == "run" and "--skip-upload" in args, args
+folder = Path(args[args.index("--profile-folder") + 1])
+bench = Path(next(a for a in args[args.index("--") + 1:] if a.startswith("benches/")))
+if os.environ.get("BENCHMARKS_CRASH"):
+    sys.exit("error: the benchmark process crashed (signal 11)")
+costs = {{f"{{bench}}/test_bench.py::{{n}}": int(c) for n, c in (l.split() for l in (bench / "costs.txt").read_text().splitlines())}}
+make_profile_folder(folder, 100 + zlib.crc32(str(bench).encode()) % 30000, sorted(costs), costs=costs)
+"""
+
+
+def _tools(folder: Path) -> Path:
+    """A folder for PATH: curl, and the CodSpeed CLI its installer links as ``codspeed``."""
+    folder.mkdir()
+    files = {"installer.sh": INSTALLER.format(codspeed=folder / "codspeed-cli"),
+             "curl": CURL.format(installer=folder / "installer.sh"), "codspeed-cli": CODSPEED.format(python=sys.executable)}
+    for name, text in files.items():
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    return folder
+
+
+class Repository:
+    """The project's repository (what GitHub holds), mirrored into the fake GitHub's history."""
+
+    def __init__(self, path: Path, github: FakeGitHub) -> None:
+        self.path, self.github = path, github
+        subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+
+    def commit(self, files: dict[str, str], message: str, branch: str = "main") -> str:
+        if branch in self.branches() or self.branches():  # a new branch starts where main is
+            self.git("checkout", "-q", *(() if branch in self.branches() else ("-b",)), branch)
+        for name, text in files.items():
+            (self.path / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.path / name).write_text(text)
+        self.git("add", ".")
+        sha = git_commit(self.path, message)
+        self.github.commit_on(branch, sha, *self.git("log", "-1", "--format=%P", sha).split())
+        return sha
+
+    def merge(self, base: str, head: str, number: int) -> str:
+        """GitHub's test merge commit of a pull request, ``refs/pull/N/merge``: ``base`` first."""
+        self.git("checkout", "-q", "--detach", base)
+        self.git("-c", "user.email=gh@example.com", "-c", "user.name=GitHub", "merge", "-q", "--no-ff", "-m",
+                 f"Merge {head} into {base}", head)
+        sha = self.git("rev-parse", "HEAD")
+        self.git("update-ref", f"refs/pull/{number}/merge", sha)
+        self.git("checkout", "-q", "main")
+        return sha
+
+    def branches(self) -> list[str]:
+        return self.git("branch", "--format=%(refname:short)").split()
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(self.path), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _pull_request(action: str, number: int, head: str, base: str, merge: str, fork: str | None = None) -> Event:
+    """GitHub's pull_request event as its jobs get it: the payload, GITHUB_SHA the test merge commit."""
+    repo = {"full_name": PROJECT}
+    payload = {"action": action, "number": number, "repository": repo,
+               "pull_request": {"number": number, "head": {"sha": head, "ref": "fix-linter", "repo": {"full_name": fork or PROJECT}},
+                                "base": {"sha": base, "ref": "main", "repo": repo}}}
+    return Event("pull_request", payload, merge, f"refs/pull/{number}/merge", "fix-linter", "main")
+
+
+def _workflow_run_completed(api_url: str, run_id: int, attempt: int, head: str) -> None:
+    body = json.dumps({"action": "completed", "workflow_run": {"id": run_id, "run_attempt": attempt, "head_sha": head},
+                       "repository": {"full_name": PROJECT}}).encode()
+    answer = requests.post(f"{api_url}/webhooks/github", data=body, timeout=30, headers={
+        "Content-Type": "application/json", "X-GitHub-Event": "workflow_run",
+        "X-Hub-Signature-256": signature(github_webhook_secret(SECRET, PROJECT), body)})
+    assert answer.status_code == 200, answer.text
+
+
+def _steps(job: str) -> list[dict]:
+    return [step for step in yaml.safe_load(README_WORKFLOW[0])["jobs"][job]["steps"] if "uses" in step and step["uses"] == OURS
+            or "run" in step]
+
+
+def _results(jobs) -> dict:
+    return {(j.name, *j.matrix.values()): j.result for j in jobs}
+
+
+def _forwards(upstream: StubUpstream, run_id: int) -> list[set[str]]:
+    """The benchmarks of each upload upstream of the run (CodSpeed's runPart.runId: the CI's run), oldest first."""
+    return [benchmarks_in(archive_of(upload)) for upload in upstream.uploads(run_id=str(run_id))]
+
+
+def _attempt(api_url: str, run_id: str) -> str | None:
+    answer = requests.get(f"{api_url}/v1/runs/{PROJECT}/{run_id}", headers={"Authorization": TOKEN}, timeout=30)
+    return answer.json()["state"] if answer.status_code == 200 else None
+
+
+SHARDS = ("linter", "minifier", "parser")
+COSTS = "test_{0}_small 1000\ntest_{0}_large 4000\n"
+SLOWER = "test_{0}_small 1300\ntest_{0}_large 5200\n"  # +30%
+
+
+def benchmarks(*shards: str) -> set[str]:
+    return {f"benches/{shard}/test_bench.py::test_{shard}_{size}" for shard in shards for size in ("small", "large")}
+
+
+def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tmp_path):
+    api_url, upstream = aggregator
+    assert len(README_WORKFLOW) == 1
+    repo = Repository(tmp_path / "oxc", github)
+    tools = _tools(tmp_path / "tools")
+    workflow = Workflow(README_WORKFLOW[0], PROJECT, repo.path, tmp_path / "jobs", vars={"CODSPEED_AGGREGATOR_URL": api_url},
+                        secrets={"CODSPEED_AGGREGATOR_TOKEN": TOKEN}, path=[tools])
+    files = {".codspeed/shards.toml": "".join(f'[shards.{s}]\npaths = ["crates/oxc_{s}/**", "benches/{s}/**"]\n' for s in SHARDS)}
+    for shard in SHARDS:
+        files |= {f"benches/{shard}/costs.txt": COSTS.format(shard), f"crates/oxc_{shard}/src/lib.rs": f"// {shard}\n"}
+    root = repo.commit(files, "oxc")
+
+    # main's run: every shard, forwarded as the baseline
+    main = workflow.run(1001, Event("push", {"ref": "refs/heads/main", "after": root, "repository": {"full_name": PROJECT}},
+                                    root, "refs/heads/main"))
+    assert set(_results(main).values()) == {"success"}, [j.said for j in main]
+
+    # the pull request branches from main (a slower linter, a parser change); main then moves under it (the minifier)
+    head1 = repo.commit({"crates/oxc_linter/src/lib.rs": "// linter, slower\n", "benches/linter/costs.txt": SLOWER.format("linter"),
+                         "crates/oxc_parser/src/lib.rs": "// parser, refactored\n"}, "slower linter", "fix-linter")
+    moved = repo.commit({"crates/oxc_minifier/src/lib.rs": "// minifier, changed on main\n"}, "main moves")
+    github.pulls[7] = ("main", head1)
+
+    # opened: plan runs the linter and the parser; the linter crashes, the gate closes the run with it missing
+    opened = _pull_request("opened", 7, head1, moved, repo.merge(moved, head1, 7))
+    first = workflow.run(2001, opened, failing=frozenset({("benchmarks", "linter")}))
+    plan = next(j for j in first if j.name == "plan")
+    assert (plan.outputs["shards"], plan.outputs["expect"]) == ("linter,parser", "linter,parser,minifier"), plan.said
+    assert "skips minifier" in plan.said[0]  # main's change is not the pull request's
+    assert _results(first) == {("plan",): "success", ("benchmarks", "linter"): "failure",
+                               ("benchmarks", "parser"): "success", ("gate",): "failure"}
+    _workflow_run_completed(api_url, 2001, 1, head1)
+
+    # "re-run failed jobs": the linter leg and the gate again; the plan's outputs and the parser's upload stand
+    second = workflow.run(2001, opened, attempt=2, rerun="failed", earlier=first)
+    assert _results(second) == {("plan",): "success", ("benchmarks", "parser"): "success",
+                                ("benchmarks", "linter"): "success", ("gate",): "failure"}
+    assert [j.attempt for j in second if j.name == "benchmarks"] == [1, 2]
+    gate = next(j for j in second if j.name == "gate")
+    assert "worst benches/linter/test_bench.py::test_linter_" in gate.said[-1] and "+30.0%" in gate.said[-1], gate.said
+    _workflow_run_completed(api_url, 2001, 2, head1)
+
+    # a second push to the pull request: the linter is fast again
+    head2 = repo.commit({"benches/linter/costs.txt": COSTS.format("linter")}, "faster again", "fix-linter")
+    github.pulls[7] = ("main", head2)
+    pushed = _pull_request("synchronize", 7, head2, moved, repo.merge(moved, head2, 7))
+    third = workflow.run(2002, pushed)
+    assert set(_results(third).values()) == {"success"}, [j.said for j in third]
+    _workflow_run_completed(api_url, 2002, 1, head2)
+
+    # "re-run all jobs": the same commit and payload, every job again
+    fourth = workflow.run(2002, pushed, attempt=2, rerun="all")
+    assert set(_results(fourth).values()) == {"success"}, [j.said for j in fourth]
+    _workflow_run_completed(api_url, 2002, 2, head2)
+
+    # one aggregator attempt per CI attempt, each forwarded once
+    for run_id in (2001, 2002):
+        assert [_attempt(api_url, f"{run_id}{a}") for a in ("", "~2", "~3")] == ["forwarded", "forwarded", None]
+    # what upstream lacked, or what changed: the linter re-run alone; the one merged part sent again
+    assert _forwards(upstream, 2001) == [benchmarks("parser", "minifier"), benchmarks("linter")]
+    assert _forwards(upstream, 2002) == [benchmarks(*SHARDS)] * 2
+    assert not upstream.benchmarks_twice(PROJECT)
+
+    # one comment on the pull request, showing its newest commit; the earlier run folded
+    comments = [c for c in github.comments.values() if c["number"] == 7]
+    assert len(comments) == 1, comments
+    body = comments[0]["body"]
+    assert head2[:12] in body and "1 earlier run of this pull request" in body and "run 2001" in body, body
+
+    # a fork's pull request: no secrets, so no token; every job green, each of our steps one warning
+    fork_head = repo.commit({"crates/oxc_linter/src/lib.rs": "// a contributor's linter change\n"}, "from a fork", "fork")
+    forked = workflow.run(2003, _pull_request("opened", 8, fork_head, moved, repo.merge(moved, fork_head, 8), "someone/oxc"),
+                          secrets={})
+    assert _results(forked) == {("plan",): "success", ("benchmarks", "linter"): "success", ("gate",): "success"}
+    ours = [said for job in forked for said, step in zip(job.said, _steps(job.name)) if step.get("uses") == OURS]
+    assert len(ours) == 4 and all(s.count("::warning title=codspeed-client") == 1 and "Traceback" not in s for s in ours), ours
+    assert all("comes from a fork (someone/oxc)" in s for s in ours)
+    assert not any("::" in job.summary for job in forked) and not _forwards(upstream, 2003)
+    assert [c["number"] for c in github.comments.values()] == [7]
