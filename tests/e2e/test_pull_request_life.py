@@ -25,9 +25,13 @@ from codspeed_aggregator.auth import github_webhook_secret, signature
 from codspeed_aggregator.local.upstream_stub import StubUpstream, benchmarks_in, archive_of
 from tests.factories import git_commit, wait_for
 from tests.fake_github import FakeGitHub
+from tests.fake_gitlab import FakeGitLab
 from tests.github_actions import OURS, ROOT, Event, Workflow
+from tests.gitlab_ci import GitLabCi, Pipeline
 
 PROJECT, TOKEN, SECRET = "oxc-project/oxc", "pr-life-token", "pr-life-webhook-secret"
+GITLAB_PIPELINE = re.findall(r"<!-- docs-check: gitlab -->\n```yaml\n(\.client:.*?)```",
+                             (ROOT / "docs" / "setup" / "gitlab.md").read_text(), re.S)
 README_WORKFLOW = re.findall(r"<!-- docs-check: workflow -->\n```yaml\n(on:.*?)```", (ROOT / "README.md").read_text(), re.S)
 
 
@@ -39,11 +43,18 @@ def github():
 
 
 @pytest.fixture(scope="module")
-def aggregator(tmp_path_factory, github):
-    """``codspeed-aggregator local`` with pull-request comments on, against the fake GitHub."""
+def gitlab():
+    fake = FakeGitLab(token="gl-token")
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def aggregator(tmp_path_factory, github, gitlab):
+    """``codspeed-aggregator local`` with pull-request comments on, against the fake GitHub and GitLab."""
     upstream = tmp_path_factory.mktemp("upstream")
     env = {**os.environ, "PR_COMMENTS": "true", "COMMENT_SECONDS": "0", "GITHUB_API_URL": github.url,
-           "GITHUB_TOKEN": "gh-app-token"}
+           "GITHUB_TOKEN": "gh-app-token", "GITLAB_API_URL": gitlab.api_url, "GITLAB_TOKEN": "gl-token"}
     stack = subprocess.Popen([sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0", "--token", TOKEN,
                               "--upstream-dir", str(upstream), "--webhook-secret", SECRET],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -87,11 +98,19 @@ make_profile_folder(folder, 100 + zlib.crc32(str(bench).encode()) % 30000, sorte
 """
 
 
+PIP = """#!/bin/bash
+# the one package a job installs: this repository's client (pip's own download cannot reach GitHub here)
+[ "$1 $2" = "install codspeed-client @ git+https://github.com/acme/codspeed-shard-aggregator#subdirectory=client" ] || exit 1
+mkdir -p "$HOME/.local/bin" && ln -sf {client} "$HOME/.local/bin/codspeed-client"
+"""
+
+
 def _tools(folder: Path) -> Path:
-    """A folder for PATH: curl, and the CodSpeed CLI its installer links as ``codspeed``."""
+    """A folder for PATH: curl, pip, and the CodSpeed CLI the installer links as ``codspeed``."""
     folder.mkdir()
     files = {"installer.sh": INSTALLER.format(codspeed=folder / "codspeed-cli"),
-             "curl": CURL.format(installer=folder / "installer.sh"), "codspeed-cli": CODSPEED.format(python=sys.executable)}
+             "curl": CURL.format(installer=folder / "installer.sh"), "codspeed-cli": CODSPEED.format(python=sys.executable),
+             "pip": PIP.format(client=Path(sys.executable).parent / "codspeed-client")}
     for name, text in files.items():
         (folder / name).write_text(text)
         (folder / name).chmod(0o755)
@@ -258,3 +277,57 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
     assert all("comes from a fork (someone/oxc)" in s for s in ours)
     assert not any("::" in job.summary for job in forked) and not _forwards(upstream, 2003)
     assert [c["number"] for c in github.comments.values()] == [7]
+
+
+def _merge_request(pipeline_id: int, head: str, base: str, iid: int = 5) -> Pipeline:
+    """A merge request pipeline's predefined variables (not a merged results one: the source branch's head)."""
+    return Pipeline(pipeline_id, head, {
+        "CI_PIPELINE_SOURCE": "merge_request_event", "CI_COMMIT_REF_NAME": "fix-linter", "CI_MERGE_REQUEST_IID": str(iid),
+        "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "fix-linter", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+        "CI_MERGE_REQUEST_DIFF_BASE_SHA": base, "CI_MERGE_REQUEST_PROJECT_PATH": GITLAB_PROJECT,
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": GITLAB_PROJECT})
+
+
+GITLAB_PROJECT = "acme/tools/oxc"  # a subgroup's project
+
+
+def test_a_merge_requests_life_through_the_docs_gitlab_pipeline(aggregator, gitlab, github, tmp_path):
+    api_url, upstream = aggregator
+    assert len(GITLAB_PIPELINE) == 1
+    repo = Repository(tmp_path / "oxc", github)
+    tools = _tools(tmp_path / "tools")
+    ci = GitLabCi(GITLAB_PIPELINE[0], GITLAB_PROJECT, repo.path, tmp_path / "jobs", path=[tools],
+                  variables={"CODSPEED_AGGREGATOR_URL": api_url, "CODSPEED_AGGREGATOR_TOKEN": TOKEN})
+    files = {".codspeed/shards.toml": "".join(f'[shards.{s}]\npaths = ["crates/oxc_{s}/**", "benches/{s}/**"]\n' for s in SHARDS)}
+    for shard in SHARDS:
+        files |= {f"benches/{shard}/costs.txt": COSTS.format(shard), f"crates/oxc_{shard}/src/lib.rs": f"// {shard}\n"}
+    root = repo.commit(files, "oxc")
+    main = ci.run(Pipeline(3000, root, {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_BRANCH": "main", "CI_COMMIT_REF_NAME": "main"}))
+    assert {j.result for j in main.jobs.values()} == {"success"}, [j.said for j in main.jobs.values()]
+
+    head1 = repo.commit({"benches/linter/costs.txt": SLOWER.format("linter"), "crates/oxc_parser/src/lib.rs": "// parser, refactored\n"},
+                        "slower linter", "fix-linter")
+    repo.commit({"crates/oxc_minifier/src/lib.rs": "// minifier, changed on main\n"}, "main moves")
+    first = ci.run(_merge_request(3001, head1, root), failing=frozenset({"bench-linter"}))
+    assert {n: j.result for n, j in first.jobs.items()} == {"plan": "success", "bench-linter": "failed", "bench-parser": "success",
+                                                            "bench-minifier": "success", "gate": "failed"}
+    assert "skipped by the plan" in first.jobs["bench-minifier"].said
+    assert ci.retry(first, "bench-linter").result == "success"
+    gate = ci.retry(first, "gate")
+    assert gate.result == "failed" and "worst benches/linter/test_bench.py::test_linter_" in gate.said, gate.said
+
+    head2 = repo.commit({"benches/linter/costs.txt": COSTS.format("linter")}, "faster again", "fix-linter")
+    second = ci.run(_merge_request(3002, head2, root))
+    assert {j.result for j in second.jobs.values()} == {"success"}, [j.said for j in second.jobs.values()]
+
+    headers = {"Authorization": TOKEN}
+    for run_id, attempts in ((3001, ["forwarded", "forwarded", None]), (3002, ["forwarded", None])):
+        states = [requests.get(f"{api_url}/v1/runs/{GITLAB_PROJECT}/{run_id}{a}", headers=headers, timeout=30)
+                  for a in ("", "~2", "~3")[:len(attempts)]]
+        assert [r.json()["state"] if r.status_code == 200 else None for r in states] == attempts
+    assert [benchmarks_in(archive_of(u)) for u in upstream.uploads(run_id="3001")] == \
+        [benchmarks("parser", "minifier"), benchmarks("linter")]
+    assert not upstream.benchmarks_twice(GITLAB_PROJECT)
+    notes = [n for n in gitlab.notes.values() if n["merge_request"] == 5]
+    assert len(notes) == 1 and notes[0]["project"] == "acme%2Ftools%2Foxc", gitlab.notes
+    assert head2[:12] in notes[0]["body"] and "1 earlier run of this merge request" in notes[0]["body"], notes[0]["body"]

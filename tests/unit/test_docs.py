@@ -164,7 +164,8 @@ def test_gitlab_and_buildkite_pipelines_parse_and_name_their_jobs():
             if kind == "gitlab":
                 for name, job in pipeline.items():
                     assert set(job.get("needs", [])) <= set(pipeline), f"{page}: {name} needs {job['needs']}"
-                    scripts += job.get("before_script", []) + job["script"]
+                    assert job.get("extends", name) in pipeline, f"{page}: {name} extends {job['extends']}"
+                    scripts += job.get("before_script", []) + job.get("script", [])
             else:
                 for step in pipeline["steps"]:
                     command = step.get("command", [])
