@@ -198,5 +198,13 @@ def test_on_a_phone_the_page_keeps_its_width_and_its_text_readable(stack, browse
     tick = phone.locator("#timeline text.tick").first.bounding_box()
     assert tick["height"] >= 10, tick  # the time axis at its own size, not shrunk to 4 px
     assert phone.locator("#verdict").inner_text().startswith("0 regressions, 0 improvements, 0 unchanged, 4 new")
+    for column in ("Benchmark", "Value", "Change"):  # without scrolling: the reviewer's question on screen
+        box = phone.locator("#benchmarks th", has_text=column).bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, (column, box)
+    phone.select_option("#shard-filter", "1")  # the page goes to the shard's list at once
+    phone.wait_for_url("**shard=1**")
+    name = phone.locator("#benchmarks tbody td").first.bounding_box()
+    assert name["x"] + name["width"] <= 390, name  # a shard's list: a long benchmark name wraps in its cell
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390
     phone.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
     context.close()

@@ -42,6 +42,9 @@ tr.regression td{background:#ffebee}tr.improvement td{background:#e8f5e9}
 .scroll{overflow-x:auto;max-width:100%}#timeline{min-width:940px}
 .verdict{font-size:16px;font-weight:600;padding:8px 12px;margin:0 0 10px;border-left:4px solid #757575;background:#fff}
 .verdict.regression{border-color:#b71c1c;background:#ffebee}.verdict.improvement{border-color:#1b5e20;background:#e8f5e9}
+@media (max-width:640px){header,main,footer{padding:8px 10px}#benchmarks td:first-child{overflow-wrap:anywhere}
+#benchmarks th:nth-child(2),#benchmarks td:nth-child(2),#benchmarks th:nth-child(3),#benchmarks td:nth-child(3),
+#benchmarks th:nth-child(5),#benchmarks td:nth-child(5){display:none}}
 @media print{.controls,.live{display:none}body{background:#fff}tr.regression td,tr.improvement td{background:none}}
 """
 
