@@ -99,6 +99,7 @@ class Job:
     result: str = "success"  # success, failure or skipped, as ``needs.<job>.result`` says
     outputs: dict = field(default_factory=dict)
     said: list[str] = field(default_factory=list)  # each action or run step's stdout and stderr
+    codes: list[int] = field(default_factory=list)  # and its exit code
     summary: str = ""
 
 
@@ -206,6 +207,8 @@ class Workflow:
         context = {**context, "matrix": matrix, "runner": {"temp": str(runner.temp)}, "steps": {}}
         for index, step in enumerate(spec["steps"]):
             code = self._step(step, index, runner, context, event, job)
+            if "uses" not in step or step["uses"] == OURS:
+                job.codes.append(code)
             if code:
                 job.result = "failure"
                 break

@@ -14,7 +14,7 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -22,8 +22,8 @@ import requests
 import yaml
 
 from codspeed_aggregator.auth import github_webhook_secret, signature
-from codspeed_aggregator.local.upstream_stub import StubUpstream, benchmarks_in, archive_of
-from tests.factories import git_commit, wait_for
+from codspeed_aggregator.local.upstream_stub import StubUpstream, archive_of, benchmarks_in
+from tests.factories import git_commit
 from tests.fake_github import FakeGitHub
 from tests.fake_gitlab import FakeGitLab
 from tests.github_actions import OURS, ROOT, Event, Workflow
@@ -54,7 +54,7 @@ def aggregator(tmp_path_factory, github, gitlab):
     """``codspeed-aggregator local`` with pull-request comments on, against the fake GitHub and GitLab."""
     upstream = tmp_path_factory.mktemp("upstream")
     env = {**os.environ, "PR_COMMENTS": "true", "COMMENT_SECONDS": "0", "GITHUB_API_URL": github.url,
-           "GITHUB_TOKEN": "gh-app-token", "GITLAB_API_URL": gitlab.api_url, "GITLAB_TOKEN": "gl-token"}
+           "GITHUB_TOKEN": "gh-app-token", "COMMIT_STATUS": "true", "GITLAB_API_URL": gitlab.api_url, "GITLAB_TOKEN": "gl-token"}
     stack = subprocess.Popen([sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0", "--token", TOKEN,
                               "--upstream-dir", str(upstream), "--webhook-secret", SECRET],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -65,6 +65,7 @@ def aggregator(tmp_path_factory, github, gitlab):
         if line.startswith("Ctrl-C"):
             break
     assert api_url, stack.stdout.read()
+    threading.Thread(target=stack.stdout.read, daemon=True).start()  # its line per request never fills the pipe
     yield api_url, StubUpstream(upstream, None)
     stack.send_signal(signal.SIGINT)
     stack.communicate(timeout=30)
@@ -184,14 +185,20 @@ def _forwards(upstream: StubUpstream, run_id: int) -> list[set[str]]:
     return [benchmarks_in(archive_of(upload)) for upload in upstream.uploads(run_id=str(run_id))]
 
 
-def _attempt(api_url: str, run_id: str) -> str | None:
-    answer = requests.get(f"{api_url}/v1/runs/{PROJECT}/{run_id}", headers={"Authorization": TOKEN}, timeout=30)
-    return answer.json()["state"] if answer.status_code == 200 else None
+def _states(api_url: str, project: str, run_id: int, attempts: int) -> list[str | None]:
+    """The state of the run's first ``attempts`` attempts (None: no such attempt)."""
+    answers = [requests.get(f"{api_url}/v1/runs/{project}/{run_id}{f'~{a}' if a > 1 else ''}",
+                            headers={"Authorization": TOKEN}, timeout=30) for a in range(1, attempts + 1)]
+    return [a.json()["state"] if a.status_code == 200 else None for a in answers]
 
 
 SHARDS = ("linter", "minifier", "parser")
 COSTS = "test_{0}_small 1000\ntest_{0}_large 4000\n"
 SLOWER = "test_{0}_small 1300\ntest_{0}_large 5200\n"  # +30%
+
+
+OXC = {".codspeed/shards.toml": "".join(f'[shards.{s}]\npaths = ["crates/oxc_{s}/**", "benches/{s}/**"]\n' for s in SHARDS),
+       **{f"benches/{s}/costs.txt": COSTS.format(s) for s in SHARDS}, **{f"crates/oxc_{s}/src/lib.rs": f"// {s}\n" for s in SHARDS}}
 
 
 def benchmarks(*shards: str) -> set[str]:
@@ -205,10 +212,7 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
     tools = _tools(tmp_path / "tools")
     workflow = Workflow(README_WORKFLOW[0], PROJECT, repo.path, tmp_path / "jobs", vars={"CODSPEED_AGGREGATOR_URL": api_url},
                         secrets={"CODSPEED_AGGREGATOR_TOKEN": TOKEN}, path=[tools])
-    files = {".codspeed/shards.toml": "".join(f'[shards.{s}]\npaths = ["crates/oxc_{s}/**", "benches/{s}/**"]\n' for s in SHARDS)}
-    for shard in SHARDS:
-        files |= {f"benches/{shard}/costs.txt": COSTS.format(shard), f"crates/oxc_{shard}/src/lib.rs": f"// {shard}\n"}
-    root = repo.commit(files, "oxc")
+    root = repo.commit(OXC, "oxc")
 
     # main's run: every shard, forwarded as the baseline
     main = workflow.run(1001, Event("push", {"ref": "refs/heads/main", "after": root, "repository": {"full_name": PROJECT}},
@@ -237,7 +241,8 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
                                 ("benchmarks", "linter"): "success", ("gate",): "failure"}
     assert [j.attempt for j in second if j.name == "benchmarks"] == [1, 2]
     gate = next(j for j in second if j.name == "gate")
-    assert "worst benches/linter/test_bench.py::test_linter_" in gate.said[-1] and "+30.0%" in gate.said[-1], gate.said
+    assert gate.codes == [0, 13] and "worst benches/linter/test_bench.py::test_linter_" in gate.said[-1], gate.said
+    assert "+30.0%" in gate.said[-1]
     _workflow_run_completed(api_url, 2001, 2, head1)
 
     # a second push to the pull request: the linter is fast again
@@ -255,7 +260,7 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
 
     # one aggregator attempt per CI attempt, each forwarded once
     for run_id in (2001, 2002):
-        assert [_attempt(api_url, f"{run_id}{a}") for a in ("", "~2", "~3")] == ["forwarded", "forwarded", None]
+        assert _states(api_url, PROJECT, run_id, 3) == ["forwarded", "forwarded", None]
     # what upstream lacked, or what changed: the linter re-run alone; the one merged part sent again
     assert _forwards(upstream, 2001) == [benchmarks("parser", "minifier"), benchmarks("linter")]
     assert _forwards(upstream, 2002) == [benchmarks(*SHARDS)] * 2
@@ -266,6 +271,8 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
     assert len(comments) == 1, comments
     body = comments[0]["body"]
     assert head2[:12] in body and "1 earlier run of this pull request" in body and "run 2001" in body, body
+    statused = {status["path"].rsplit("/", 1)[1] for status in github.statuses}
+    assert {head1, head2} <= statused and not statused & {opened.sha, pushed.sha}  # per commit, never a merge commit
 
     # a fork's pull request: no secrets, so no token; every job green, each of our steps one warning
     fork_head = repo.commit({"crates/oxc_linter/src/lib.rs": "// a contributor's linter change\n"}, "from a fork", "fork")
@@ -298,10 +305,7 @@ def test_a_merge_requests_life_through_the_docs_gitlab_pipeline(aggregator, gitl
     tools = _tools(tmp_path / "tools")
     ci = GitLabCi(GITLAB_PIPELINE[0], GITLAB_PROJECT, repo.path, tmp_path / "jobs", path=[tools],
                   variables={"CODSPEED_AGGREGATOR_URL": api_url, "CODSPEED_AGGREGATOR_TOKEN": TOKEN})
-    files = {".codspeed/shards.toml": "".join(f'[shards.{s}]\npaths = ["crates/oxc_{s}/**", "benches/{s}/**"]\n' for s in SHARDS)}
-    for shard in SHARDS:
-        files |= {f"benches/{shard}/costs.txt": COSTS.format(shard), f"crates/oxc_{shard}/src/lib.rs": f"// {shard}\n"}
-    root = repo.commit(files, "oxc")
+    root = repo.commit(OXC, "oxc")
     main = ci.run(Pipeline(3000, root, {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_BRANCH": "main", "CI_COMMIT_REF_NAME": "main"}))
     assert {j.result for j in main.jobs.values()} == {"success"}, [j.said for j in main.jobs.values()]
 
@@ -320,11 +324,8 @@ def test_a_merge_requests_life_through_the_docs_gitlab_pipeline(aggregator, gitl
     second = ci.run(_merge_request(3002, head2, root))
     assert {j.result for j in second.jobs.values()} == {"success"}, [j.said for j in second.jobs.values()]
 
-    headers = {"Authorization": TOKEN}
-    for run_id, attempts in ((3001, ["forwarded", "forwarded", None]), (3002, ["forwarded", None])):
-        states = [requests.get(f"{api_url}/v1/runs/{GITLAB_PROJECT}/{run_id}{a}", headers=headers, timeout=30)
-                  for a in ("", "~2", "~3")[:len(attempts)]]
-        assert [r.json()["state"] if r.status_code == 200 else None for r in states] == attempts
+    assert _states(api_url, GITLAB_PROJECT, 3001, 3) == ["forwarded", "forwarded", None]  # the retry: one attempt
+    assert _states(api_url, GITLAB_PROJECT, 3002, 2) == ["forwarded", None]
     assert [benchmarks_in(archive_of(u)) for u in upstream.uploads(run_id="3001")] == \
         [benchmarks("parser", "minifier"), benchmarks("linter")]
     assert not upstream.benchmarks_twice(GITLAB_PROJECT)

@@ -24,13 +24,23 @@ def test_a_benchmarks_cost_is_its_walltime_total_or_its_instructions_at_callgrin
 
 def test_a_slow_benchmarks_warm_up_is_its_time_budget_not_its_calls_at_the_rounds_mean():
     """pytest-codspeed warms up for warmup_time_ns (1 s): 41 quick first calls, then one slow round
-    of 0.47 s. Counted as 42 calls of the round's mean it was 20.2 s; pytest's --durations said 1.3 to 2.2 s."""
+    of 0.47 s. Counted as 42 calls of the round's mean it was 20.2 s; pytest's --durations said 1.3 to
+    2.2 s. The budget and at most one call more: 2.41 s (the first call counted at the round's mean)."""
     slow = measured({"s": {"mean_ns": 0.47e9, "total_time": 0.47, "rounds": 1, "warmup_iters": 41,
                            "warmup_time_ns": 1_000_000_000}})["s"]
-    assert cost_seconds(slow) == pytest.approx(0.47 + 0.47 + 1.0)
+    assert cost_seconds(slow) == pytest.approx(0.47 + 0.47 + 1.0 + 0.47)
     long = measured({"l": {"mean_ns": 3e9, "total_time": 3.0, "rounds": 1, "warmup_iters": 1,
                            "warmup_time_ns": 1_000_000_000}})["l"]
     assert cost_seconds(long) == pytest.approx(3.0 + 3.0 + 3.0)  # one warm-up call, longer than the budget
+
+
+def test_a_steady_benchmarks_warm_up_is_its_calls_past_the_budget():
+    """As pytest-codspeed 5.0.4 recorded a 150 ms sleep (warm-up 0.2 s, 3 rounds): two warm-up calls,
+    0.3 s; its test took 0.93 s in pytest's --durations. The budget alone said 0.80 s."""
+    steady = measured({"s": {"mean_ns": 0.150_3e9, "total_time": 0.451, "rounds": 3, "warmup_iters": 2,
+                             "warmup_time_ns": 200_000_000}})["s"]
+    assert cost_seconds(steady) == pytest.approx(0.451 + 0.1503 + 2 * 0.1503)
+    assert 0.88 <= cost_seconds(steady) <= 0.93
 
 
 def test_shards_are_balanced_longest_first_onto_the_least_loaded():

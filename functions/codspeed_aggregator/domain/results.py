@@ -58,12 +58,14 @@ def measured(raw: dict[str, dict]) -> dict[str, dict]:
 def _walltime_cost(stats: dict) -> float:
     """What a walltime benchmark took to run, in seconds, as pytest-codspeed runs one: a call for
     its result, the warm-up, then the measured rounds (``total_time``). The warm-up calls until
-    ``warmup_time_ns`` has passed, so it lasts that long, or one call when a call is longer; its
-    calls are not the rounds' (a first call may be many times slower, or faster): its count times
-    the rounds' mean is only for results that do not say how long it ran."""
+    ``warmup_time_ns`` has passed, so it ends past that budget by at most one call: its calls
+    times the rounds' mean (exact for steady calls), held within those bounds (a warm-up call may
+    be many times faster or slower than the rounds'). Results that do not say the budget have
+    only the count."""
     call = stats["mean_ns"] / 1e9
     if "warmup_time_ns" in stats:
-        warmup = max(stats["warmup_time_ns"] / 1e9, call) if stats.get("warmup_iters", 1) else 0.0
+        budget = stats["warmup_time_ns"] / 1e9
+        warmup = min(max(stats.get("warmup_iters", 1) * call, budget), budget + call)
     else:
         warmup = stats.get("warmup_iters", 0) * call
     return stats["total_time"] + call + warmup
