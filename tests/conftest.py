@@ -11,6 +11,7 @@ WEBHOOK_SECRET = "webhook-secret"
 
 
 TOKENLESS_PROJECT = "acme/open-source"  # the one project whose tokenless uploads the stack accepts
+EAGER_PROJECT = "acme/eager"  # the one project the stack forwards eagerly: each shard as it is counted
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +31,8 @@ _WORKERS_SEEN = Counter()  # under xdist: what every worker's stack was asked, s
 def stack(tmp_path_factory, oidc_issuer):
     from codspeed_aggregator.local.stack import LocalStack
 
-    env = {"OIDC_JWKS_URL": oidc_issuer.jwks_url, "TOKENLESS_PROJECTS": TOKENLESS_PROJECT}
+    env = {"OIDC_JWKS_URL": oidc_issuer.jwks_url, "TOKENLESS_PROJECTS": TOKENLESS_PROJECT,
+           "FORWARD_MODES": f"{EAGER_PROJECT}=eager"}
     with LocalStack(token=TOKEN, webhook_secret=WEBHOOK_SECRET, upstream_dir=tmp_path_factory.mktemp("upstream"),
                     sweep_every=3600, env=env) as running:
         _ENFORCERS.append(running.enforcer)

@@ -79,7 +79,7 @@ def _local(args: argparse.Namespace) -> int:
 
     stack = LocalStack(
         port=args.port, token=args.token, upstream_url=args.upstream_url, upstream_dir=args.upstream_dir,
-        deadline_seconds=args.deadline, webhook_secret=args.webhook_secret,
+        deadline_seconds=args.deadline, webhook_secret=args.webhook_secret, env={"FORWARD_MODE": args.forward_mode},
         sweep_every=min(5.0, args.deadline / 2) if args.deadline else 5.0, log=lambda line: print(line, flush=True),
     )
     try:
@@ -272,6 +272,8 @@ def parser() -> argparse.ArgumentParser:
     upstream.add_argument("--upstream-dir", type=_folder, help="where the stand-in upstream keeps uploads")
     local.add_argument("--deadline", type=_positive("a number of seconds"), help="close open runs after this many seconds")
     local.add_argument("--webhook-secret", help="HMAC secret of /webhooks/refresh and /webhooks/github")
+    local.add_argument("--forward-mode", choices=("merged", "eager"), default="merged",
+                       help="merged (default): a run goes upstream at its end; eager: each shard as it is counted")
     local.set_defaults(run=_local)
     demo = command("demo", "a three-shard run through the local stack, shown step by step", "codspeed-aggregator demo")
     demo.set_defaults(run=_demo)

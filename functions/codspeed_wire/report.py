@@ -22,6 +22,7 @@ class ShardEntry(BaseModel):
     source: dict | None = None  # for a carried shard: the run and commit its results come from
     cost_s: float | None = None  # what its benchmarks cost to run, recorded at arrival (seconds: see /v1/costs)
     longest_s: float | None = None  # its costliest benchmark's
+    upstream: bool = False  # an eager run's shard: its results went upstream as it was counted
 
     @property
     def shown(self) -> str:
@@ -256,7 +257,7 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
     for s in rows:
         bench = "" if s.benchmarks is None else str(s.benchmarks)
         lines.append(
-            f"| {md(s.shown)} | {s.state} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} "
+            f"| {md(s.shown)} | {s.state}{', upstream' if s.upstream else ''} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} "
             f"| {md(s.reason or '')} |"
         )
     if len(rows) < len(report.shards):

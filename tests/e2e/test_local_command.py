@@ -1,17 +1,23 @@
-"""`codspeed-aggregator local` in a process of its own: a run past its deadline is closed by the sweeper."""
+"""`codspeed-aggregator local` in a process of its own: a run past its deadline is closed by the
+sweeper, in either forward mode (eager: its one shard was upstream already, and is not sent again)."""
 
 import os
 import signal
 import subprocess
 import sys
 
+import pytest
+import requests
+
 from codspeed_aggregator.local.profiles import make_profile_folder
+from tests.factories import wait_for
 
 
-def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_path):
+@pytest.mark.parametrize("mode", ["merged", "eager"])
+def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_path, mode):
     stack = subprocess.Popen(
         [sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0", "--token", "deadline-token",
-         "--deadline", "2", "--upstream-dir", str(tmp_path / "upstream")],
+         "--deadline", "6", "--upstream-dir", str(tmp_path / "upstream"), "--forward-mode", mode],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -29,6 +35,11 @@ def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_p
         pushed = subprocess.run([*client, "push", "--shard", "1/2", "--profile-folder", str(folder), *common],
                                 env=env, capture_output=True, text=True, timeout=60)
         assert pushed.returncode == 0, pushed.stderr
+        if mode == "eager":  # upstream while the run is still open
+            wait_for(lambda: list((tmp_path / "upstream").glob("*/archive.tar.gz")), timeout=5)
+            state = requests.get(f"{api_url}/v1/runs/acme/deadline/d1", headers={"Authorization": "deadline-token"},
+                                 timeout=10).json()["state"]
+            assert state == "open"
         waited = subprocess.run([*client, "status", "--wait", "--timeout", "60", "--interval", "0.5", *common],
                                 env=env, capture_output=True, text=True, timeout=90)
         assert waited.returncode == 11, waited.stdout + waited.stderr

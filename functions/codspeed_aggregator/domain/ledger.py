@@ -90,6 +90,8 @@ class RunRecord:
     declared: bool = False  # opened by ``codspeed-client open``: its groups are all it takes, no other is added
     ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
     rerun: bool = False  # opened by a later CI attempt: complete once that attempt re-ran all, or closes it
+    eager: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
+    eager_parts: dict = field(default_factory=dict)  # an eager run's shards upstream: upload key -> part id, answer
 
     def awaits_rerun(self, inherited: int) -> bool:
         """A CI re-run's attempt still waiting for its CI attempt: ``inherited`` of its shards are

@@ -11,6 +11,7 @@ from .baseline import baseline_why
 from .drop_in import display_label
 from .ledger import OPEN, RunRecord, Snapshot
 from .results import ShardSummary, combine
+from .uploads import Upload
 
 
 JOB_ENTRY = "job:"  # the report's entry of a job's uploads not in (no shard name or storage key has a colon)
@@ -56,7 +57,8 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
         return ShardEntry(name=name, label=shard.label, display=shown_as(name, shard.label), executor=shard.executor,
                           state=shard.state, attempt=shard.attempt, size=shard.size, benchmarks=shard.benchmarks,
                           reason=shard.reason, arrived_at=shard.arrived_at,
-                          cost_s=_seconds(shard.cost_ms), longest_s=_seconds(shard.longest_ms))
+                          cost_s=_seconds(shard.cost_ms), longest_s=_seconds(shard.longest_ms),
+                          upstream=Upload((name,), merged=False).key in run.eager_parts)
     display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:
         if skipped:  # declared when the run was opened

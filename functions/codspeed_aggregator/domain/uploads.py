@@ -94,7 +94,7 @@ def plan_uploads(shards: list[tuple[str, int, int]], limit: int, max_bytes: int 
 
 
 def plan_forward(shards: dict[str, ShardRecord], limit: int, max_bytes: int = MAX_UPLOAD_BYTES,
-                 kept: list[Upload] = ()) -> list[Upload]:
+                 kept: list[Upload] = (), merge: bool = True) -> list[Upload]:
     """The uploads of a run, in a stable order (a retry makes the same plan).
 
     ``kept`` are the parts of the run's earlier attempt: each keeps its shards (those still in
@@ -102,7 +102,8 @@ def plan_forward(shards: dict[str, ShardRecord], limit: int, max_bytes: int = MA
     whatever the attempt; only shards in none of them are planned here, group by group: valgrind
     shards merged (in parts of at most ``limit`` benchmarks and ``max_bytes``), others each as
     sent, and a group's lone valgrind shard, or one over ``limit`` by itself, as sent too (as
-    its uploader would have)."""
+    its uploader would have). Without ``merge`` (an eager run, whose shards went upstream as they
+    came) every shard goes as it was sent."""
     uploads, placed = [], set()
     for part in kept:
         held = tuple(n for n in part.shards if n in shards and n not in placed)
@@ -110,6 +111,8 @@ def plan_forward(shards: dict[str, ShardRecord], limit: int, max_bytes: int = MA
             uploads.append(Upload(held, part.merged, part.group, part.run_part_id))
             placed.update(held)
     rest = sorted(n for n in shards if n not in placed)
+    if not merge:
+        return uploads + [Upload((n,), merged=False, group=shards[n].group) for n in rest]
     for group in sorted({shards[n].group for n in rest}):
         names = [n for n in rest if shards[n].group == group]
         valgrind = [(n, shards[n].benchmarks or 0, shards[n].size or 0) for n in names

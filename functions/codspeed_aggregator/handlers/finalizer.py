@@ -15,9 +15,12 @@ metrics = Metrics()
 
 def record_handler(record: SQSRecord) -> None:
     message = FinalizeMessage.model_validate_json(record.body)
-    logger.append_keys(project=message.project, run_id=message.run_id, part=message.part)
+    logger.append_keys(project=message.project, run_id=message.run_id, part=message.part, shard=message.shard)
     try:
-        state = finalizer().finalizing.finalize(message.project, message.run_id, message.part)
+        if message.shard is not None:
+            state = finalizer().eager.forward(message.project, message.run_id, message.shard)
+        else:
+            state = finalizer().finalizing.finalize(message.project, message.run_id, message.part)
     except Exception:
         finalizer().finalizing.retry_later(record.receipt_handle, int(record.attributes.approximate_receive_count))
         raise

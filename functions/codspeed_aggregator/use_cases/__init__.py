@@ -24,6 +24,7 @@ from .benchmark_costs import BenchmarkCosts
 from .close_run import CloseRun
 from .finalize_run import FinalizeRun
 from .forward_part import ForwardPart
+from .forward_shard import ForwardShard
 from .keep_sources import KeepSources
 from .merge_bases import MergeBases
 from .open_run import OpenRun
@@ -87,9 +88,17 @@ class Aggregator:
         return CloseRun(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.baselines, self.queue, self.clock)
 
     @cached_property
+    def _forwarder(self) -> ForwardPart:
+        return ForwardPart(self.settings, self.ledger.shards, self.ledger.parts, self.store, self.upstream, self._metrics)
+
+    @cached_property
+    def eager(self) -> ForwardShard:
+        return ForwardShard(self.settings, self.ledger.reads, self.ledger.parts, self.store, self.queue, self._forwarder,
+                            self.reports, self._metrics, self.clock)
+
+    @cached_property
     def finalizing(self) -> FinalizeRun:
-        forwarder = ForwardPart(self.settings, self.ledger.shards, self.ledger.parts, self.store, self.upstream,
-                                self._metrics)
+        forwarder = self._forwarder
         return FinalizeRun(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.parts,
                            self.ledger.baselines, self.ledger.sources, self.store, self.results, self.queue, forwarder,
                            self.reports, self._metrics, self.clock, MergeBases(self.github_commits),

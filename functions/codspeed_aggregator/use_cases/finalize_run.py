@@ -75,7 +75,7 @@ class FinalizeRun:
 
         def forward() -> str:
             if str(part) not in run.forwarded_parts:
-                self._forward_part(own, project, run_id, run.announced_parts.get(str(part)))
+                self._forward_part(own, project, run_id, run.announced_parts.get(str(part)), run.eager_parts)
             return self._finish_when_forwarded(project, run_id)
         return self._failing_with_reason(project, run_id, forward)
 
@@ -143,7 +143,8 @@ class FinalizeRun:
             for index in todo:
                 self.queue.request(project, run_id, "part", part=index)
         elif todo and self._claim(project, run_id, plan.part_ids[todo[0]]):
-            self._forward_part(plan.part(todo[0]), project, run_id, snapshot.run.announced_parts.get(str(todo[0])))
+            self._forward_part(plan.part(todo[0]), project, run_id, snapshot.run.announced_parts.get(str(todo[0])),
+                               snapshot.run.eager_parts)
         return self._finish_when_forwarded(project, run_id, plan)
 
     def _closed_empty(self, project: str, run_id: str, outcome: dict | None = None) -> str:
@@ -157,7 +158,7 @@ class FinalizeRun:
         attempt's parts are kept (the upstream holds them); only parts it does not hold as they
         are now are sent: a shard re-run, a group that came late, a part that failed."""
         run = snapshot.run
-        earlier, held = self._earlier_plan(run)
+        earlier, held = earlier_plan(self.reads, self.store, run)
         if earlier is not None:
             baseline = earlier["baseline"]  # what the earlier attempt carried stays carried from the same run
         else:
@@ -166,31 +167,15 @@ class FinalizeRun:
                                                    snapshot.run.base_commits())
         kept = [Upload.from_item(u) for u in earlier["uploads"]] if earlier else []
         shards, completion = self._shards(snapshot, baseline, lost=True)
-        uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept)
+        uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept,
+                               merge=not run.eager)
+        held |= {key: part["id"] for key, part in run.eager_parts.items()}  # sent as they came
         ids = [part_id(upload, shards) for upload in uploads]
         return {"baseline": baseline, "uploads": [u.to_item() for u in uploads], "ids": ids, "held": held,
                 "todo": [i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]], "outcome": completion.outcome,
                 # what each part's finalizer needs, so that it reads no shard item (and no baseline) itself
                 "shards": {name: asdict(s) for name, s in shards.items()}, "carried": sorted(completion.carried),
                 "first": first.name if (first := snapshot.first_arrived()) else None}
-
-    def _earlier_plan(self, run: RunRecord) -> tuple[dict | None, dict]:
-        """The plan of the run's latest earlier attempt that made one, and what the upstream holds
-        after it: each part's key and what it held when it got there."""
-        for attempt in range(run.attempt - 1, 0, -1):
-            earlier_id = attempt_run_id(base_run_id(run.run_id), attempt)
-            earlier = self.reads.snapshot(run.project, earlier_id)
-            recorded = earlier.run.plan if earlier else None
-            if recorded and "version" in recorded:
-                try:
-                    plan = self.store.read_json(plan_key(run.project, earlier_id), recorded["version"])
-                except MissingObject:  # expired with the earlier attempt's bundles: planned afresh (same ids)
-                    return None, {}
-                held = dict(plan.get("held") or {})
-                for index in earlier.run.forwarded_parts:
-                    held[Upload.from_item(plan["uploads"][int(index)]).key] = plan["ids"][int(index)]
-                return plan, held
-        return None, {}
 
     def _shards(self, snapshot: Snapshot, baseline_run: str | None, lost: bool = False
                 ) -> tuple[dict[str, ShardRecord], Completion]:
@@ -238,8 +223,14 @@ class FinalizeRun:
             return PartPlan.from_item(self.store.read_json(part_plan_key(run.project, run.run_id, run.plan["parts_at"], index)))
         return self._plan(run, run.plan).part(index)
 
-    def _forward_part(self, part: PartPlan, project: str, run_id: str, announced: dict | None) -> None:
-        """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once."""
+    def _forward_part(self, part: PartPlan, project: str, run_id: str, announced: dict | None,
+                      eager: dict | None = None) -> None:
+        """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once.
+        A shard an eager run sent while this was planned (``eager``: the run's) is not sent again."""
+        sent = (eager or {}).get(part.upload.key) or {}
+        if sent.get("id") == part.part_id:
+            self.parts.record_forwarded_part(project, run_id, part.index, {k: v for k, v in sent.items() if k != "id"})
+            return
         try:
             answer = self.forwarder.forward([part.shards[n] for n in part.upload.shards], part.upload, project, run_id,
                                             part.base_metadata, part.carried, part.index, part.number,
@@ -318,3 +309,22 @@ def received_before(reads: Reads, baselines: Baselines, sources: Sources, run: R
         if not wanted - set(found):
             break
     return found
+
+
+def earlier_plan(reads: Reads, store: BundleStore, run: RunRecord) -> tuple[dict | None, dict]:
+    """The plan of the run's latest earlier attempt that made one, and what the upstream holds
+    after it: each part's key and what it held when it got there."""
+    for attempt in range(run.attempt - 1, 0, -1):
+        earlier_id = attempt_run_id(base_run_id(run.run_id), attempt)
+        earlier = reads.snapshot(run.project, earlier_id)
+        recorded = earlier.run.plan if earlier else None
+        if recorded and "version" in recorded:
+            try:
+                plan = store.read_json(plan_key(run.project, earlier_id), recorded["version"])
+            except MissingObject:  # expired with the earlier attempt's bundles: planned afresh (same ids)
+                return None, {}
+            held = dict(plan.get("held") or {})
+            for index in earlier.run.forwarded_parts:
+                held[Upload.from_item(plan["uploads"][int(index)]).key] = plan["ids"][int(index)]
+            return plan, held
+    return None, {}

@@ -37,8 +37,8 @@ class ForwardPart:
         """The CodSpeed metadata the job that opened the run stated (``codspeed-client open``), if any."""
         return self.shards.upload_metadata(project, run_id, OPENED)
 
-    def forward(self, shards: list[ShardRecord], upload: Upload, project: str, run_id: str, base_metadata: dict,
-                carried: dict, index: int, number: int, group_parts: int, announced: dict | None) -> dict:
+    def forward(self, shards: list[ShardRecord], upload: Upload, project: str, run_id: str, base_metadata: dict | None,
+                carried: dict, index: int | None, number: int, group_parts: int, announced: dict | None) -> dict:
         """Send one upload: the shards merged (merged part ``number`` of its group's ``group_parts``), or
         one shard's archive as it was sent. A POST already answered for the same bytes (the merge
         is deterministic) is not made again: the archive goes to the URL it gave."""
@@ -101,9 +101,11 @@ class ForwardPart:
             raise IndexMismatch(f"the index of {shard.key} was made from another object ({made_from})")
         return index
 
-    def _announce(self, project: str, run_id: str, index: int, describe, md5: str) -> dict:
-        """POST an upload's metadata and record the answer before the PUT (a retry re-PUTs there)."""
+    def _announce(self, project: str, run_id: str, index: int | None, describe, md5: str) -> dict:
+        """POST an upload's metadata and record the answer before the PUT (a retry re-PUTs there);
+        a shard of an eager run (no ``index``) is announced again when it is sent again."""
         accepted = self.upstream.announce(describe())
         announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": md5}
-        self.parts.record_announced_part(project, run_id, index, announced)
+        if index is not None:
+            self.parts.record_announced_part(project, run_id, index, announced)
         return announced

@@ -45,6 +45,7 @@ class OpenRun:
             identity={"commitHash": commit, "owner": owner, "repository": repository, "ref": request.ref},
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
             skipped=tuple(dict.fromkeys(request.skip)), ci_url=request.ci_url, provider=request.provider, declared=True,
+            eager=self.settings.eager(project),
         )
         if request.metadata is not None and (stated := request.metadata.identity()) != declared.identity:
             field = next(k for k in stated if stated[k] != declared.identity[k])

@@ -170,7 +170,10 @@ class RecordArrival:
         if outcome == "run_not_open":
             return outcome
         self.reports.publish(project, run_id)
-        if self._completes(self.runs.run_record(project, run_id)):
+        run = self.runs.run_record(project, run_id)
+        if run.eager and run.state == OPEN:  # its results upstream now, not at the run's end
+            self.queue.request(project, run_id, "shard", shard=record.name)
+        if self._completes(run):
             self.queue.request(project, run_id, "complete")
         return outcome
 

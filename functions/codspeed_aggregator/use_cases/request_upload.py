@@ -134,6 +134,7 @@ class RequestUpload:
         re-run shards (or a group that came late) are in. ``admit``: an upload's checks, which refuse
         what a next attempt would refuse before that attempt is opened."""
         base_id, previous = base_run_id(opening.run_id), None  # a push naming an attempt counts in the current one
+        opening.eager = self.settings.eager(opening.project)  # fixed at the opening: its attempts keep it
         for attempt in range(1, self.settings.max_attempts + 1):
             opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
             if previous is not None:
@@ -147,6 +148,7 @@ class RequestUpload:
                     admit(previous)
                 opening.groups = {**opening.groups, **previous.groups}
                 opening.identity, opening.skipped, opening.declared = previous.identity, previous.skipped, previous.declared
+                opening.eager = previous.eager  # a mode switched meanwhile never sends a benchmark twice in one run
                 # a later CI attempt's re-run: one attempt for all its shards, not one per shard
                 opening.rerun = bool(opening.ci_attempt and opening.ci_attempt > (previous.ci_attempt or 1))
                 # A run's report is its latest attempt's: its versions go on from the previous one's.

@@ -2,8 +2,8 @@
 
 import json
 
-from ...domain.ledger import FINALIZING, FORWARD_FAILED
-from .codec import PART_PREFIX, TableItems, dump, run_pk
+from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN
+from .codec import PART_PREFIX, RUN_SK, TableItems, dump, run_pk
 
 
 class Parts(TableItems):
@@ -23,6 +23,28 @@ class Parts(TableItems):
             "#state IN (:finalizing, :failed) AND attribute_exists(#plan)",
             {":lease": now + lease_seconds, ":finalizing": FINALIZING, ":failed": FORWARD_FAILED}, names={"#plan": "plan"})
         return self.transact([{"Update": claim}, {"Update": run_update}]) is None
+
+    def claim_shard(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> bool:
+        """Take one shard of an eager run (``part``: its upload's id, as a finalizer claims it) while
+        the run is open: two deliveries of one arrival, or an arrival and the run's finalizer, never
+        send it both (the finalizer claims it under the same item)."""
+        claim = {
+            "TableName": self.table, "Key": self.key(project, run_id, f"{PART_PREFIX}claim#{part}"),
+            "UpdateExpression": "SET lease_until = :lease, expires_at = :exp",
+            "ConditionExpression": "attribute_not_exists(lease_until) OR lease_until < :now",
+            "ExpressionAttributeValues": dump({":lease": now + lease_seconds, ":now": now, ":exp": self.expires_at()}),
+        }
+        is_open = {"TableName": self.table, "Key": self.key(project, run_id, RUN_SK), "ConditionExpression": "#state = :open",
+                   "ExpressionAttributeNames": {"#state": "state"}, "ExpressionAttributeValues": dump({":open": OPEN})}
+        return self.transact([{"Update": claim}, {"ConditionCheck": is_open}]) is None
+
+    def record_eager_part(self, project: str, run_id: str, key: str, part: str, answer: dict) -> bool:
+        """Remember that an eager run's shard (its upload ``key``, holding ``part``) reached the
+        upstream: its finalizer sends it no more. The run's revision moves: its report says so."""
+        item = {"pk": run_pk(project, run_id), "sk": f"{PART_PREFIX}eager#{key}", "part_id": part,
+                "answer": json.dumps(answer), "expires_at": self.expires_at()}
+        run_update = self.run_update(project, run_id, "ADD rev :one, run_changes :one", "attribute_exists(pk)", {})
+        return self.transact([{"Put": {"TableName": self.table, "Item": dump(item)}}, {"Update": run_update}]) is None
 
     def release_part(self, project: str, run_id: str, part: str) -> None:
         """A part's finalizer failed: its retry may take the part at once."""

@@ -127,7 +127,7 @@ class Reads(TableItems):
 
 
 def _parse(items: list[dict]) -> Snapshot | None:
-    run, tallies, shards, parts = None, [], {}, {"announced": {}, "forwarded": {}}
+    run, tallies, shards, parts = None, [], {}, {"announced": {}, "forwarded": {}, "eager": {}}
     for item in items:
         if item["sk"] == RUN_SK:
             run = item
@@ -137,11 +137,13 @@ def _parse(items: list[dict]) -> Snapshot | None:
             shard = shard_from(item)
             shards[shard.name] = shard
         elif item["sk"].startswith(PART_PREFIX):
-            _, kind, index = item["sk"].split("#")
-            if kind in parts:  # not a part's claim
+            _, kind, index = item["sk"].split("#", 2)
+            if kind == "eager":  # a shard an eager run sent as it came: by its upload key
+                parts[kind][index] = {"id": item["part_id"], **json.loads(item["answer"])}
+            elif kind in parts:  # not a part's claim
                 parts[kind][str(int(index))] = json.loads(item["answer"])
     if run is None:
         return None
     run = run_from(run, tallies)
-    run.announced_parts, run.forwarded_parts = parts["announced"], parts["forwarded"]
+    run.announced_parts, run.forwarded_parts, run.eager_parts = parts["announced"], parts["forwarded"], parts["eager"]
     return Snapshot(run, shards)

@@ -42,6 +42,8 @@ class Runs(TableItems):
             item["ci_attempt"] = run.ci_attempt
         if run.rerun:
             item["rerun"] = True
+        if run.eager:
+            item["eager"] = True
         try:
             self.db.put_item(TableName=self.table, Item=dump(item), ConditionExpression="attribute_not_exists(pk)",
                              ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after

@@ -1,0 +1,69 @@
+"""Send one shard of an eager run upstream the moment it is counted: its own run part, under
+the run part id it was uploaded with (a pushed shard's, ``uploads.pushed_part_id``), as it came.
+A re-run shard replaces its part upstream; the run's finalizer sends only what no shard sent
+(what it carries, a shard whose send failed)."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..adapters.bundle_store import BundleStore
+from ..adapters.ledger import Parts, Reads
+from ..adapters.metrics import Metrics
+from ..adapters.queues import FinalizeQueue
+from ..domain.keys import plan_key
+from ..domain.ledger import OPEN
+from ..domain.uploads import Upload, part_id
+from ..settings import Settings
+from .forward_part import ForwardPart
+from .reports import Reports
+
+
+@dataclass
+class ForwardShard:
+    settings: Settings
+    reads: Reads  # DynamoDB: the run, its shards and what of them is upstream
+    parts: Parts  # DynamoDB: the shard's claim (the one its run's finalizer takes) and its upstream answer
+    store: BundleStore  # S3: the run's plan, when a finalizer planned it while this shard was on its way
+    queue: FinalizeQueue  # SQS: that finalizer's parts, asked again
+    forwarder: ForwardPart
+    reports: Reports
+    metrics: Metrics
+    clock: Callable[[], float] = time.time
+
+    def forward(self, project: str, run_id: str, name: str) -> str:
+        """Send shard ``name`` as it is counted now; answers what became of it."""
+        snapshot = self.reads.snapshot(project, run_id)
+        shard = snapshot.arrived().get(name) if snapshot else None
+        if shard is None or snapshot.run.state != OPEN:
+            return "not_open"  # ended, or finalizing: its finalizer sends what is not upstream
+        upload = Upload((name,), merged=False, group=shard.group)
+        held = part_id(upload, {name: shard})
+        if (snapshot.run.eager_parts.get(upload.key) or {}).get("id") == held:
+            return "upstream"  # a second delivery of one arrival
+        if not self.parts.claim_shard(project, run_id, held, int(self.clock()), self.settings.finalize_lease_seconds):
+            return "not_claimed"
+        try:
+            answer = self.forwarder.forward([shard], upload, project, run_id, None, {}, None, 0, 0, None)
+        except Exception:
+            self.parts.release_part(project, run_id, held)
+            self.metrics.add("ShardForwardFailed", 1, "Count")
+            raise
+        self.parts.record_eager_part(project, run_id, upload.key, held, answer)
+        self.parts.release_part(project, run_id, held)
+        self.metrics.add("ShardsForwarded", 1, "Count")
+        self.reports.publish(project, run_id)
+        self._finalizer_waits(project, run_id)
+        return "forwarded"
+
+    def _finalizer_waits(self, project: str, run_id: str) -> None:
+        """A close that came while this shard was sent: its finalizer planned the shard, found it
+        claimed, and left it. Each of its parts not forwarded yet is asked again: the one this
+        shard is, is recorded as forwarded without a second send."""
+        run = self.reads.run_with_parts(project, run_id)
+        if run is None or not run.plan or "version" not in run.plan:
+            return
+        plan = self.store.read_json(plan_key(project, run_id), run.plan["version"])
+        for index in plan["todo"]:
+            if str(index) not in run.forwarded_parts:
+                self.queue.request(project, run_id, "part", part=index)

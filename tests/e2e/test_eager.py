@@ -1,0 +1,76 @@
+"""Eager forwarding end to end: the real client, the local stack's pollers, the stand-in upstream.
+Each shard's results are upstream before the next shard is pushed; after a re-run shard, a
+second delivery of an S3 event and a close with a shard skipped, the upstream's combined view
+(the last upload of each runPartId) holds every benchmark once."""
+
+import json
+import time
+import uuid
+from urllib.parse import quote_plus
+
+from codspeed_aggregator.adapters.aws import client
+from codspeed_aggregator.domain.keys import run_bundles_prefix
+from codspeed_aggregator.domain.uploads import pushed_part_id
+from codspeed_aggregator.local.profiles import make_profile_folder
+from tests.conftest import EAGER_PROJECT as PROJECT
+from tests.e2e.test_sharded_run import _final, _report, _run
+from tests.factories import wait_for
+
+
+def _push(stack, run_id: str, shard: int, folder, ref: str) -> None:
+    pushed = _run(stack, "push", "--shard", f"{shard}/4", "--profile-folder", str(folder), "--project", PROJECT,
+                  "--run-id", run_id, "--commit", "e" * 40, "--ref", ref, "--base-ref", "main")
+    assert pushed.returncode == 0, pushed.stderr
+
+
+def _folder(tmp_path, shard: int, cost: int = 1000):
+    names = [f"tests/test_{shard}.py::test_{j}" for j in range(2)]
+    return make_profile_folder(tmp_path / f"shard-{shard}-{cost}", 4200 + shard, names, costs={n: cost for n in names})
+
+
+def _upstream(stack, run_id: str) -> list[str]:
+    return [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in stack.upstream.uploads(run_id)]
+
+
+def _deliver_again(stack, project: str, run_id: str, shard: int) -> None:
+    """S3's event of a shard's bundle, sent to the arrivals queue a second time (S3 delivers at least once)."""
+    s3 = client("s3")
+    [key] = [o["Key"] for o in s3.list_objects_v2(Bucket=stack.resources.bucket, Prefix=run_bundles_prefix(project, run_id))
+             ["Contents"] if f"/{shard}/" in o["Key"]]
+    head = s3.head_object(Bucket=stack.resources.bucket, Key=key)
+    event = {"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+                          "s3": {"bucket": {"name": stack.resources.bucket},
+                                 "object": {"key": quote_plus(key), "size": head["ContentLength"], "versionId": head["VersionId"]}}}]}
+    client("sqs").send_message(QueueUrl=stack.resources.arrivals_queue_url, MessageBody=json.dumps(event))
+
+
+def test_each_shard_is_upstream_before_the_next_is_pushed_and_every_benchmark_once_after_all(stack, tmp_path):
+    tag = uuid.uuid4().hex[:8]
+    main = f"main-{tag}"
+    for shard in range(1, 5):  # main's run, the baseline shard 4 is carried from
+        _push(stack, main, shard, _folder(tmp_path, shard), "refs/heads/main")
+    assert _final(stack, PROJECT, main)["state"] == "forwarded"
+    assert sorted(_upstream(stack, main)) == sorted(pushed_part_id(str(s), "valgrind") for s in range(1, 5))
+
+    run_id, ref, waited = f"pr-{tag}", "refs/pull/9/merge", []
+    for count, shard in enumerate((1, 2), start=1):
+        pushed_at = time.monotonic()
+        _push(stack, run_id, shard, _folder(tmp_path, shard, 1100), ref)
+        wait_for(lambda: len(_upstream(stack, run_id)) == count, timeout=30)  # before the next shard is pushed
+        waited.append(time.monotonic() - pushed_at)
+    _push(stack, run_id, 2, _folder(tmp_path, 2, 1200), ref)  # shard 2's job re-run
+    wait_for(lambda: len(_upstream(stack, run_id)) == 3, timeout=30)
+    _push(stack, run_id, 3, _folder(tmp_path, 3, 1100), ref)
+    wait_for(lambda: len(_upstream(stack, run_id)) == 4, timeout=30)
+    _deliver_again(stack, PROJECT, run_id, 3)
+    wait_for(lambda: any(s["name"] == "3" and s["upstream"] for s in _report(stack, PROJECT, run_id)["shards"]), timeout=30)
+    closed = _run(stack, "close", "--skip", "4", "--project", PROJECT, "--run-id", run_id)
+    assert closed.returncode == 0, closed.stderr
+    final = _final(stack, PROJECT, run_id)
+    assert final["state"] == "forwarded", final
+    assert {s["name"]: (s["state"], s["upstream"]) for s in final["shards"]} == {
+        "1": ("arrived", True), "2": ("arrived", True), "3": ("arrived", True), "4": ("carried", False)}
+    ids = [pushed_part_id(str(s), "valgrind") for s in (1, 2, 2, 3, 4)]
+    assert _upstream(stack, run_id) == ids  # the re-run replaced its part; the carried shard came with the close
+    assert not stack.upstream.benchmarks_twice(PROJECT)
+    assert max(waited) < 10, waited

@@ -1,0 +1,120 @@
+"""Eager forwarding: each shard of an eager run goes upstream as its own run part the moment it is
+counted, once, whatever the deliveries, re-runs, failures and closes; its finalizer sends only
+what no shard sent. Against moto's server and the stand-in upstream, driven step by step."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from codspeed_aggregator.adapters.upstream_http import UpstreamError
+from codspeed_aggregator.domain.uploads import pushed_part_id
+from tests.factories import bundle, push
+
+
+@pytest.fixture
+def eager(isolated):
+    """The isolated aggregator in eager mode; the queue emptied of what earlier tests left."""
+    isolated.finalize_requests()
+    return replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, forward_mode="eager"))
+
+
+def _arrive(agg, project, run_id, shard, data, total=3) -> None:
+    agg.arrivals.record(push(agg, project, run_id, shard, data, total=total)["key"])
+
+
+def _shard_messages(isolated) -> list[str]:
+    return [m["shard"] for m in isolated.finalize_requests() if m.get("shard")]
+
+
+def _parts(isolated, run_id) -> list[str]:
+    """The runPartId of each upload upstream, oldest first."""
+    return [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in isolated.upstream.uploads(run_id)]
+
+
+def _footprint(agg, project, run_id) -> dict:
+    return {item["sk"]["S"]: item for item in agg.ledger.reads.db.query(
+        TableName=agg.settings.table_name, KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}})["Items"]}
+
+
+def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_none_again(eager, isolated, project,
+                                                                                         run_id):
+    for index in (1, 2):
+        _arrive(eager, project, run_id, str(index), bundle(4200 + index, [f"t{index}::b"]))
+    assert _shard_messages(isolated) == ["1", "2"]
+    assert [eager.eager.forward(project, run_id, s) for s in ("1", "2", "1")] == ["forwarded", "forwarded", "upstream"]
+    assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
+    shown = {s.name: s.upstream for s in eager.reports.report(project, run_id).shards}
+    assert shown == {"1": True, "2": True, "3": False}
+
+    _arrive(eager, project, run_id, "3", bundle(4203, ["t3::b"]))
+    messages = isolated.finalize_requests()
+    assert [(m["reason"], m.get("shard")) for m in messages] == [("shard", "3"), ("complete", None)]
+    assert isolated.finalize_all(project, run_id, eager) == "forwarded"  # the close came first: 3 goes with it
+    assert eager.eager.forward(project, run_id, "3") == "not_open"
+    assert _parts(isolated, run_id) == [pushed_part_id(s, "valgrind") for s in ("1", "2", "3")]
+    assert not isolated.upstream.benchmarks_twice(project)
+    report = eager.reports.report(project, run_id)
+    assert report.state == "forwarded" and "2 parts the upstream holds already, not sent again" in report.upstream.message
+
+
+def test_a_re_run_shard_replaces_its_own_part(eager, isolated, project, run_id):
+    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::first"]), total=2)
+    assert eager.eager.forward(project, run_id, "1") == "forwarded"
+    _arrive(eager, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)  # the job re-run before the run ended
+    assert _shard_messages(isolated) == ["1", "1"]
+    assert eager.eager.forward(project, run_id, "1") == "forwarded"
+    assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind")] * 2  # the same part: CodSpeed keeps the last
+    _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]), total=2)
+    assert eager.eager.forward(project, run_id, "2") == "forwarded"
+    assert isolated.finalize_all(project, run_id, eager) == "forwarded"
+    combined = isolated.upstream.combined(project)[(project, run_id)]
+    assert sorted(combined) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
+    assert len(isolated.upstream.uploads(run_id)) == 3 and not isolated.upstream.benchmarks_twice(project)
+
+
+def test_a_close_while_a_shard_is_sent_sends_it_once_and_the_run_ends(eager, isolated, project, run_id, monkeypatch):
+    """The run's finalizer plans the shard the eager send holds: it leaves it; the send, once
+    upstream, asks the finalizer's parts again, and that part is recorded without a second send."""
+    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]))
+    isolated.finalize_requests()
+    announce, closed = eager.upstream.announce, []
+
+    def close_meanwhile(metadata):
+        closed.append(eager.finalizing.finalize(project, run_id))  # the deadline, or a close, right now
+        return announce(metadata)
+
+    monkeypatch.setattr(eager.upstream, "announce", close_meanwhile)
+    assert eager.eager.forward(project, run_id, "1") == "forwarded"
+    monkeypatch.setattr(eager.upstream, "announce", announce)
+    assert closed == ["finalizing"]
+    parts = [m["part"] for m in isolated.finalize_requests() if m.get("part") is not None]
+    assert parts == [0]
+    assert eager.finalizing.finalize(project, run_id, 0) == "forwarded"
+    assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind")]
+
+
+def test_a_failed_send_is_retried_for_that_shard_alone_and_changes_nothing_else(eager, isolated, project, run_id):
+    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]))
+    _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]))
+    isolated.finalize_requests()
+    assert eager.eager.forward(project, run_id, "1") == "forwarded"
+    before = _footprint(eager, project, run_id)
+    isolated.upstream.failures.extend([503, 503, 503])
+    with pytest.raises(UpstreamError, match="503"):
+        eager.eager.forward(project, run_id, "2")
+    after = _footprint(eager, project, run_id)
+    changed = {sk for sk in before.keys() | after.keys() if before.get(sk) != after.get(sk)}
+    assert all(sk.startswith("PART#claim#") for sk in changed), changed  # only its claim, released
+    assert eager.eager.forward(project, run_id, "2") == "forwarded"  # the message's retry
+    assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
+
+
+def test_a_run_opened_merged_stays_merged_after_the_stack_turns_eager(isolated, eager, project, run_id):
+    merged = isolated.aggregator
+    _arrive(merged, project, run_id, "1", bundle(4201, ["t1::b"]), total=2)
+    _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]), total=2)  # the same run, after the switch
+    assert _shard_messages(isolated) == []
+    assert isolated.finalize_all(project, run_id, eager) == "forwarded"
+    assert len(isolated.upstream.uploads(run_id)) == 1  # one merged part: no benchmark went twice
