@@ -49,6 +49,7 @@ bench: install $(VALGRIND)
 	$(BIN)/python bench/page.py
 	$(BIN)/python bench/balance.py
 	$(BIN)/python bench/valgrind_rate.py
+	$(BIN)/python bench/eager.py
 
 bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/merge.py --quick
@@ -58,6 +59,7 @@ bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/page.py --quick
 	$(BIN)/python bench/balance.py --quick
 	$(BIN)/python bench/valgrind_rate.py --quick
+	$(BIN)/python bench/eager.py --quick
 
 # What `sam deploy` ships: the functions built for arm64 from functions/requirements.txt, with the
 # SAM CLI in a virtual environment of its own (it pins packages the tests need newer).

@@ -11,7 +11,8 @@ WEBHOOK_SECRET = "webhook-secret"
 
 
 TOKENLESS_PROJECT = "acme/open-source"  # the one project whose tokenless uploads the stack accepts
-EAGER_PROJECT = "acme/eager"  # the one project the stack forwards eagerly: each shard as it is counted
+EAGER_PROJECT = "acme/eager"  # the projects the stack forwards eagerly (each shard as it is counted): the e2e tests'
+EAGER_LIFECYCLE = "acme/eager-lifecycle"  # and the lifecycle machine's
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +33,7 @@ def stack(tmp_path_factory, oidc_issuer):
     from codspeed_aggregator.local.stack import LocalStack
 
     env = {"OIDC_JWKS_URL": oidc_issuer.jwks_url, "TOKENLESS_PROJECTS": TOKENLESS_PROJECT,
-           "FORWARD_MODES": f"{EAGER_PROJECT}=eager"}
+           "FORWARD_MODES": f"{EAGER_PROJECT}=eager,{EAGER_LIFECYCLE}=eager"}
     with LocalStack(token=TOKEN, webhook_secret=WEBHOOK_SECRET, upstream_dir=tmp_path_factory.mktemp("upstream"),
                     sweep_every=3600, env=env) as running:
         _ENFORCERS.append(running.enforcer)

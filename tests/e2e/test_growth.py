@@ -1,6 +1,7 @@
 """A run's cost per arrival does not grow with the run: the load of bench/growth.py at 10 and
 100 shards (1000 on demand: ``python bench/growth.py``), in a process of its own (its own
-local stack), through the real handlers with small real bundles."""
+local stack), through the real handlers with small real bundles; in eager mode too (20 and 100),
+each shard sent upstream as it is counted."""
 
 import re
 import subprocess
@@ -19,6 +20,8 @@ def test_requests_and_report_bytes_per_arrival_stay_flat_from_10_to_100_shards()
     assert last.startswith("growth: shards=10->100"), last
     assert all(float(figures[k]) <= 1.2 for k in (
         "arrival_requests_ratio", "rebuild_s3_bytes_ratio", "rebuild_dynamodb_bytes_ratio")), last
+    eager = [k for k in figures if k.startswith("eager_") and k.endswith("_ratio")]  # a run sent shard by shard
+    assert len(eager) == 5 and all(float(figures[k]) <= 1.2 for k in eager), last
     assert float(figures["rebuild_cpu_seconds_max"]) < 1.0, last  # a partial report's rebuild, at 100 shards
     assert "100 shards: requests per counted arrival (runner: dynamodb" in done.stdout and "packed: dynamodb" in done.stdout
     spread = done.stdout.split("spread over 4 processes:", 1)[1]

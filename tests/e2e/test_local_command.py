@@ -13,11 +13,11 @@ from codspeed_aggregator.local.profiles import make_profile_folder
 from tests.factories import wait_for
 
 
-@pytest.mark.parametrize("mode", ["merged", "eager"])
-def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_path, mode):
+@pytest.mark.parametrize("mode, deadline", [("merged", 4), ("eager", 20)])  # eager: its shard upstream well before
+def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_path, mode, deadline):
     stack = subprocess.Popen(
         [sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0", "--token", "deadline-token",
-         "--deadline", "6", "--upstream-dir", str(tmp_path / "upstream"), "--forward-mode", mode],
+         "--deadline", str(deadline), "--upstream-dir", str(tmp_path / "upstream"), "--forward-mode", mode],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -36,7 +36,7 @@ def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_p
                                 env=env, capture_output=True, text=True, timeout=60)
         assert pushed.returncode == 0, pushed.stderr
         if mode == "eager":  # upstream while the run is still open
-            wait_for(lambda: list((tmp_path / "upstream").glob("*/archive.tar.gz")), timeout=5)
+            wait_for(lambda: list((tmp_path / "upstream").glob("*/archive.tar.gz")), timeout=deadline / 2)
             state = requests.get(f"{api_url}/v1/runs/acme/deadline/d1", headers={"Authorization": "deadline-token"},
                                  timeout=10).json()["state"]
             assert state == "open"

@@ -64,6 +64,7 @@ def test_a_re_run_shard_replaces_its_own_part(eager, isolated, project, run_id):
     assert eager.eager.forward(project, run_id, "1") == "forwarded"
     _arrive(eager, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)  # the job re-run before the run ended
     assert _shard_messages(isolated) == ["1", "1"]
+    assert not eager.reports.report(project, run_id).shards[0].upstream  # its re-run is not upstream yet
     assert eager.eager.forward(project, run_id, "1") == "forwarded"
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind")] * 2  # the same part: CodSpeed keeps the last
     _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]), total=2)
@@ -95,7 +96,7 @@ def test_a_close_while_a_shard_is_sent_sends_it_once_and_the_run_ends(eager, iso
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind")]
 
 
-def test_a_failed_send_is_retried_for_that_shard_alone_and_changes_nothing_else(eager, isolated, project, run_id):
+def test_a_failed_send_is_said_on_the_run_and_retried_for_that_shard_alone(eager, isolated, project, run_id):
     _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]))
     _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]))
     isolated.finalize_requests()
@@ -106,8 +107,15 @@ def test_a_failed_send_is_retried_for_that_shard_alone_and_changes_nothing_else(
         eager.eager.forward(project, run_id, "2")
     after = _footprint(eager, project, run_id)
     changed = {sk for sk in before.keys() | after.keys() if before.get(sk) != after.get(sk)}
-    assert all(sk.startswith("PART#claim#") for sk in changed), changed  # only its claim, released
+    # its claim, released, and the shard noted (its tally, a change note): nothing of the run or of shard 1
+    assert {sk.split("#")[0] for sk in changed} == {"~CLAIM", "SHARD", "RUN", "~NOTE"}, changed
+    assert {sk for sk in changed if sk.startswith(("SHARD", "RUN"))} == {"SHARD#2", next(
+        sk for sk in changed if sk.startswith("RUN#TALLY#"))}, changed
+    [entry] = [s for s in eager.reports.report(project, run_id).shards if s.name == "2"]
+    assert not entry.upstream and entry.reason.startswith("not upstream yet, sent again shortly: "), entry
     assert eager.eager.forward(project, run_id, "2") == "forwarded"  # the message's retry
+    [entry] = [s for s in eager.reports.report(project, run_id).shards if s.name == "2"]
+    assert entry.upstream and entry.reason is None
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
 
 

@@ -7,6 +7,7 @@ the client would. DESIGN's invariants are checked after every step, the upstream
 would hold it (the stand-in combines the run's parts: the last upload of each runPartId), and
 every refused request is followed by a comparison of the run's items and object versions."""
 
+import contextlib
 import json
 import os
 import time
@@ -29,7 +30,7 @@ from codspeed_rules.names import shard_key
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
 from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
-from tests.conftest import TOKEN
+from tests.conftest import EAGER_LIFECYCLE, TOKEN
 from tests.factories import COMMIT, bundle, footprint, metadata, put, upload_request
 from tests.faults import AWS_FAULTS, aws_fault
 from tests.runner import folder_archive, md5_b64, walltime_folder
@@ -76,17 +77,24 @@ def machine_for(isolated):
             self.current = {}  # shard -> the benchmark of its bundle counted last (the model)
             self.seen_version, self.seen_arrived = 0, 0
 
-        @initialize(declared=st.booleans(), own_token=st.booleans())
-        def opened(self, declared, own_token):
+        @initialize(declared=st.booleans(), own_token=st.booleans(), eager=st.booleans())
+        def opened(self, declared, own_token, eager):
             """A run opened by its first upload, or declared first (``codspeed-client open``): then it
             takes the client's shards only, in every state and attempt. The project has an upstream
-            token of its own in SSM, or goes with the stack's."""
+            token of its own in SSM, or goes with the stack's. Its runs go upstream merged, or
+            eagerly (the stack's eager project for it: each shard as it is counted)."""
             self.declared, self.fault_kind = declared, None
+            if eager:
+                self.project = EAGER_LIFECYCLE
             self.token = f"token-of-{self.project}" if own_token else FALLBACK_TOKEN
             if own_token:  # the stand-in, as CodSpeed, then refuses any other (401)
                 aws.client("ssm").put_parameter(Name=tokens.parameter(self.project), Value=self.token,
                                                 Type="SecureString", Overwrite=True)
                 isolated.upstream.project_tokens[self.project] = self.token
+            elif eager:  # the eager project's own token of an earlier example, gone
+                isolated.upstream.project_tokens.pop(self.project, None)
+                with contextlib.suppress(aws.client("ssm").exceptions.ParameterNotFound):
+                    aws.client("ssm").delete_parameter(Name=tokens.parameter(self.project))
             if declared:
                 self._api("POST", "/v1/runs/open", OpenRequest(
                     project=self.project, run_id=self.run_id, total=len(SHARDS), commit=COMMIT,
@@ -264,7 +272,11 @@ def machine_for(isolated):
         def finalize(self, fault):
             for message in isolated.finalize_requests():
                 if message["run_id"].split("~")[0] == self.run_id:
-                    self._faulted(fault, lambda: agg.finalizing.finalize(self.project, message["run_id"], message.get("part")))
+                    if message.get("shard"):  # an eager run's shard, sent as it was counted
+                        self._faulted(fault, lambda: agg.eager.forward(self.project, message["run_id"], message["shard"]))
+                    else:
+                        self._faulted(fault, lambda: agg.finalizing.finalize(self.project, message["run_id"],
+                                                                             message.get("part")))
                     fault = None  # the first message's only
 
         @invariant()

@@ -36,9 +36,9 @@ def _ledger(*extra):
     return [("dynamodb", op, {"TableName": TABLE}) for op in ("GetItem", "PutItem", "Query", "UpdateItem", *extra)]
 
 
-def _transaction():
+def _transaction(*checks):
     return ("dynamodb", "TransactWriteItems", {"TransactItems": [
-        {"Update": {"TableName": TABLE}}, {"Put": {"TableName": TABLE}}]})
+        {"Update": {"TableName": TABLE}}, {"Put": {"TableName": TABLE}}, *({check: {"TableName": TABLE}} for check in checks)]})
 
 
 def _object(op, key, **extra):
@@ -91,8 +91,8 @@ CALLS = {
         ("sqs", "SendMessage", {"QueueUrl": ARRIVALS}), ("sqs", "ChangeMessageVisibility", {"QueueUrl": ARRIVALS}),
         _secret("webhook"), _secret("github"), _secret("gitlab"),
     ],
-    "FinalizerFunction": [
-        *_ledger(), ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}), _transaction(),
+    "FinalizerFunction": [  # ConditionCheck: an eager run's shard is claimed while the run is open
+        *_ledger(), ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}), _transaction("ConditionCheck"),
         _object("GetObject", f"bundles/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),
         _object("GetObject", f"normalized/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),
         _object("GetObject", f"normalized/{RUN}/1/0123abcd.index.json", VersionId="v1"),

@@ -131,3 +131,17 @@ def test_an_open_request_may_declare_a_codspeed_workflows_jobs_alone_with_the_me
                                           "jobs": {"bench": 4, "memory": 1}, "metadata": metadata(None, commit="A" * 40)})
     assert (request.jobs, request.manifest_names(), request.metadata.commit_hash) == (
         {"bench": 4, "memory": 1}, [], "A" * 40)
+
+
+def test_a_forward_mode_is_merged_or_eager_and_a_projects_own_mode_wins(monkeypatch):
+    from codspeed_aggregator.settings import MissingSetting, Settings
+
+    monkeypatch.setenv("FORWARD_MODE", "merged")
+    monkeypatch.setenv("FORWARD_MODES", " acme/fast = eager ,acme/slow=merged,")
+    settings = Settings.from_env()
+    assert (settings.eager("acme/fast"), settings.eager("acme/slow"), settings.eager("acme/other")) == (True, False, False)
+    monkeypatch.setenv("FORWARD_MODE", "eager")
+    assert Settings.from_env().eager("acme/other") and not Settings.from_env().eager("acme/slow")
+    monkeypatch.setenv("FORWARD_MODES", "acme/x=sometimes")
+    with pytest.raises(MissingSetting, match=r"FORWARD_MODES \(acme/x\) must be merged or eager, not 'sometimes'"):
+        Settings.from_env()

@@ -91,7 +91,6 @@ class RunRecord:
     ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
     rerun: bool = False  # opened by a later CI attempt: complete once that attempt re-ran all, or closes it
     eager: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
-    eager_parts: dict = field(default_factory=dict)  # an eager run's shards upstream: upload key -> part id, answer
 
     def awaits_rerun(self, inherited: int) -> bool:
         """A CI re-run's attempt still waiting for its CI attempt: ``inherited`` of its shards are
@@ -168,6 +167,12 @@ class ShardRecord:
     results_kept: bool = False  # its bundle's benchmarks are in the bucket (results/): counted by this release or later
     cost_ms: int | None = None  # what its benchmarks cost to run, in all (domain.costs), recorded at arrival
     longest_ms: int | None = None  # and its costliest benchmark's
+    upstream: dict | None = None  # an eager run's shard sent as it came: the part sent, the upstream's answer or an error
+
+
+def sent_as(shard: ShardRecord) -> str | None:
+    """The part id an eager run's shard reached the upstream as (None: not sent, or its send failed)."""
+    return None if shard.upstream is None or "error" in shard.upstream else shard.upstream["part"]
 
 
 @dataclass

@@ -9,9 +9,8 @@ from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
 from .baseline import baseline_why
 from .drop_in import display_label
-from .ledger import OPEN, RunRecord, Snapshot
+from .ledger import OPEN, RunRecord, ShardRecord, Snapshot, sent_as
 from .results import ShardSummary, combine
-from .uploads import Upload
 
 
 JOB_ENTRY = "job:"  # the report's entry of a job's uploads not in (no shard name or storage key has a colon)
@@ -48,6 +47,12 @@ def _seconds(ms: int | None) -> float | None:
     return None if ms is None else ms / 1000
 
 
+def _not_sent(shard: ShardRecord) -> str | None:
+    """An eager run's shard whose send upstream failed: said, until a retry sends it (or its finalizer does)."""
+    error = (shard.upstream or {}).get("error")
+    return f"not upstream yet, sent again shortly: {error}" if error else None
+
+
 def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     """One shard of a run, as its report shows it."""
     run = snapshot.run
@@ -56,9 +61,9 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     if shard is not None:
         return ShardEntry(name=name, label=shard.label, display=shown_as(name, shard.label), executor=shard.executor,
                           state=shard.state, attempt=shard.attempt, size=shard.size, benchmarks=shard.benchmarks,
-                          reason=shard.reason, arrived_at=shard.arrived_at,
+                          reason=shard.reason or _not_sent(shard), arrived_at=shard.arrived_at,
                           cost_s=_seconds(shard.cost_ms), longest_s=_seconds(shard.longest_ms),
-                          upstream=Upload((name,), merged=False).key in run.eager_parts)
+                          upstream=sent_as(shard) is not None)
     display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:
         if skipped:  # declared when the run was opened

@@ -118,7 +118,7 @@ def _timeline(report: Report) -> str:
         arrived = _epoch(shard.arrived_at)
         running = shard.state == "expected"
         colour = COLOURS.get(shard.state, "#9e9e9e")
-        state = "running" if running else shard.state
+        state = "running" if running else shard.state + (", upstream" if shard.upstream else "")
         when = f", arrived {shard.arrived_at} ({_duration(arrived - start)} after the opening)" if arrived else ""
         name = escape(shard.label or shard.name)  # the raw runPartId, in the tooltip
         if running or arrived is not None:

@@ -19,7 +19,7 @@ from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, plan_key, run_bundles_prefix
 from ..domain.retries import retry_delay
 from ..domain.ledger import (
-    CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id,
+    CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as,
 )
 from ..domain.timestamps import epoch, iso
 from ..domain.uploads import Upload, part_id, plan_forward
@@ -75,7 +75,7 @@ class FinalizeRun:
 
         def forward() -> str:
             if str(part) not in run.forwarded_parts:
-                self._forward_part(own, project, run_id, run.announced_parts.get(str(part)), run.eager_parts)
+                self._forward_part(own, project, run_id, run.announced_parts.get(str(part)), run.eager)
             return self._finish_when_forwarded(project, run_id)
         return self._failing_with_reason(project, run_id, forward)
 
@@ -144,7 +144,7 @@ class FinalizeRun:
                 self.queue.request(project, run_id, "part", part=index)
         elif todo and self._claim(project, run_id, plan.part_ids[todo[0]]):
             self._forward_part(plan.part(todo[0]), project, run_id, snapshot.run.announced_parts.get(str(todo[0])),
-                               snapshot.run.eager_parts)
+                               snapshot.run.eager)
         return self._finish_when_forwarded(project, run_id, plan)
 
     def _closed_empty(self, project: str, run_id: str, outcome: dict | None = None) -> str:
@@ -169,7 +169,7 @@ class FinalizeRun:
         shards, completion = self._shards(snapshot, baseline, lost=True)
         uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept,
                                merge=not run.eager)
-        held |= {key: part["id"] for key, part in run.eager_parts.items()}  # sent as they came
+        held |= {Upload((n,), merged=False).key: sent_as(s) for n, s in snapshot.arrived().items() if sent_as(s)}
         ids = [part_id(upload, shards) for upload in uploads]
         return {"baseline": baseline, "uploads": [u.to_item() for u in uploads], "ids": ids, "held": held,
                 "todo": [i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]], "outcome": completion.outcome,
@@ -223,14 +223,15 @@ class FinalizeRun:
             return PartPlan.from_item(self.store.read_json(part_plan_key(run.project, run.run_id, run.plan["parts_at"], index)))
         return self._plan(run, run.plan).part(index)
 
-    def _forward_part(self, part: PartPlan, project: str, run_id: str, announced: dict | None,
-                      eager: dict | None = None) -> None:
+    def _forward_part(self, part: PartPlan, project: str, run_id: str, announced: dict | None, eager: bool) -> None:
         """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once.
-        A shard an eager run sent while this was planned (``eager``: the run's) is not sent again."""
-        sent = (eager or {}).get(part.upload.key) or {}
-        if sent.get("id") == part.part_id:
-            self.parts.record_forwarded_part(project, run_id, part.index, {k: v for k, v in sent.items() if k != "id"})
-            return
+        A shard an eager run sent while this was planned is not sent again."""
+        if eager and not part.upload.merged:
+            shard = self.reads.shard_view(project, run_id, part.upload.shards[0])[1]  # None: a carried shard
+            if shard is not None and sent_as(shard) == part.part_id:
+                self.parts.record_forwarded_part(project, run_id, part.index,
+                                                 {k: v for k, v in shard.upstream.items() if k != "part"})
+                return
         try:
             answer = self.forwarder.forward([part.shards[n] for n in part.upload.shards], part.upload, project, run_id,
                                             part.base_metadata, part.carried, part.index, part.number,

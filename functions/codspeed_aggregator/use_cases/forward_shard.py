@@ -12,7 +12,7 @@ from ..adapters.ledger import Parts, Reads
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
 from ..domain.keys import plan_key
-from ..domain.ledger import OPEN
+from ..domain.ledger import ARRIVED, OPEN, sent_as
 from ..domain.uploads import Upload, part_id
 from ..settings import Settings
 from .forward_part import ForwardPart
@@ -33,24 +33,25 @@ class ForwardShard:
 
     def forward(self, project: str, run_id: str, name: str) -> str:
         """Send shard ``name`` as it is counted now; answers what became of it."""
-        snapshot = self.reads.snapshot(project, run_id)
-        shard = snapshot.arrived().get(name) if snapshot else None
-        if shard is None or snapshot.run.state != OPEN:
+        run, shard = self.reads.shard_view(project, run_id, name)  # not the run whole: its size does not matter
+        if run is None or run.state != OPEN or shard is None or shard.state != ARRIVED:
             return "not_open"  # ended, or finalizing: its finalizer sends what is not upstream
         upload = Upload((name,), merged=False, group=shard.group)
         held = part_id(upload, {name: shard})
-        if (snapshot.run.eager_parts.get(upload.key) or {}).get("id") == held:
+        if sent_as(shard) == held:
             return "upstream"  # a second delivery of one arrival
         if not self.parts.claim_shard(project, run_id, held, int(self.clock()), self.settings.finalize_lease_seconds):
             return "not_claimed"
         try:
             answer = self.forwarder.forward([shard], upload, project, run_id, None, {}, None, 0, 0, None)
-        except Exception:
-            self.parts.release_part(project, run_id, held)
+        except Exception as exc:
             self.metrics.add("ShardForwardFailed", 1, "Count")
+            if not self.parts.record_sent_shard(project, run_id, shard, held, {"error": str(exc)}):
+                self.parts.release_part(project, run_id, held)
+            self.reports.publish(project, run_id)  # the run says so; the message's retry sends it again
             raise
-        self.parts.record_eager_part(project, run_id, upload.key, held, answer)
-        self.parts.release_part(project, run_id, held)
+        if not self.parts.record_sent_shard(project, run_id, shard, held, answer):  # re-run meanwhile: its own message sends it
+            self.parts.release_part(project, run_id, held)
         self.metrics.add("ShardsForwarded", 1, "Count")
         self.reports.publish(project, run_id)
         self._finalizer_waits(project, run_id)
@@ -60,9 +61,10 @@ class ForwardShard:
         """A close that came while this shard was sent: its finalizer planned the shard, found it
         claimed, and left it. Each of its parts not forwarded yet is asked again: the one this
         shard is, is recorded as forwarded without a second send."""
-        run = self.reads.run_with_parts(project, run_id)
+        run, _ = self.reads.shard_view(project, run_id, "")
         if run is None or not run.plan or "version" not in run.plan:
             return
+        run = self.reads.run_with_parts(project, run_id)  # a close came meanwhile: rare, and once a run
         plan = self.store.read_json(plan_key(project, run_id), run.plan["version"])
         for index in plan["todo"]:
             if str(index) not in run.forwarded_parts:

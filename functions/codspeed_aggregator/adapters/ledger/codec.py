@@ -23,6 +23,7 @@ SHARD_PREFIX = "SHARD#"
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
 COMMENT_PREFIX = "~COMMENT#"  # a pull request's sticky comment (in the project's pull-request partition)
+CLAIM_PREFIX = "~CLAIM#"  # one upload's (or an eager run's shard's) claim by its finalizer: out of snapshots
 KEPT_PREFIX = "~KEPT#"  # a shard the run carried, copied beside it to stay a source of its branch: out of snapshots
 NOTE_PREFIX = "~NOTE#"  # which shard a tally's recent change changed (note_sk): read by key only
 # Partitions of their own:
@@ -170,6 +171,15 @@ class TableItems:
             "ExpressionAttributeValues": dump({":one": 1, ":exp": self.expires_at(), **values}),
         }
 
+    def tally_rev(self, project: str, run_id: str, shard: str) -> int:
+        """The revision of a shard's tally, read just before the transaction that notes its change
+        (``codec.noted_shards``): a change the arrival's own read (seconds before, ahead of
+        validating the bundle) missed would put its note where another's is."""
+        item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, tally_sk(shard)),
+                                ProjectionExpression="#rev", ExpressionAttributeNames={"#rev": "rev"},
+                                ConsistentRead=True).get("Item")
+        return load(item).get("rev", 0) if item else 0
+
     def change_note(self, project: str, run_id: str, shard: str, tally_rev: int) -> dict:
         """The note of a shard's change, in the transaction that changes it: where its tally's next
         revision after ``tally_rev`` (as read just before) notes it (``noted_shards``)."""
@@ -261,6 +271,7 @@ def shard_from(item: dict) -> ShardRecord:
         inherited_from=item.get("inherited_from"), version_id=item.get("version_id"),
         normalized=item.get("normalized"), group=item.get("group") or "", results_kept=bool(item.get("results_kept")),
         cost_ms=item.get("cost_ms"), longest_ms=item.get("longest_ms"),
+        upstream=json.loads(item["upstream"]) if item.get("upstream") else None,
     )
 
 

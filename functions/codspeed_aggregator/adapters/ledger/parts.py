@@ -2,8 +2,8 @@
 
 import json
 
-from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN
-from .codec import PART_PREFIX, RUN_SK, TableItems, dump, run_pk
+from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN, ShardRecord
+from .codec import CLAIM_PREFIX, PART_PREFIX, RUN_SK, SHARD_PREFIX, TableItems, dump, run_pk
 
 
 class Parts(TableItems):
@@ -13,7 +13,7 @@ class Parts(TableItems):
         item: the run's lease moves on with it, so neither the sweeper nor a retry takes the run
         again while any part is worked on."""
         claim = {
-            "TableName": self.table, "Key": self.key(project, run_id, f"{PART_PREFIX}claim#{part}"),
+            "TableName": self.table, "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
             "UpdateExpression": "SET lease_until = :lease, expires_at = :exp",
             "ConditionExpression": "attribute_not_exists(lease_until) OR lease_until < :now",
             "ExpressionAttributeValues": dump({":lease": now + lease_seconds, ":now": now, ":exp": self.expires_at()}),
@@ -29,7 +29,7 @@ class Parts(TableItems):
         the run is open: two deliveries of one arrival, or an arrival and the run's finalizer, never
         send it both (the finalizer claims it under the same item)."""
         claim = {
-            "TableName": self.table, "Key": self.key(project, run_id, f"{PART_PREFIX}claim#{part}"),
+            "TableName": self.table, "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
             "UpdateExpression": "SET lease_until = :lease, expires_at = :exp",
             "ConditionExpression": "attribute_not_exists(lease_until) OR lease_until < :now",
             "ExpressionAttributeValues": dump({":lease": now + lease_seconds, ":now": now, ":exp": self.expires_at()}),
@@ -38,17 +38,26 @@ class Parts(TableItems):
                    "ExpressionAttributeNames": {"#state": "state"}, "ExpressionAttributeValues": dump({":open": OPEN})}
         return self.transact([{"Update": claim}, {"ConditionCheck": is_open}]) is None
 
-    def record_eager_part(self, project: str, run_id: str, key: str, part: str, answer: dict) -> bool:
-        """Remember that an eager run's shard (its upload ``key``, holding ``part``) reached the
-        upstream: its finalizer sends it no more. The run's revision moves: its report says so."""
-        item = {"pk": run_pk(project, run_id), "sk": f"{PART_PREFIX}eager#{key}", "part_id": part,
-                "answer": json.dumps(answer), "expires_at": self.expires_at()}
-        run_update = self.run_update(project, run_id, "ADD rev :one, run_changes :one", "attribute_exists(pk)", {})
-        return self.transact([{"Put": {"TableName": self.table, "Item": dump(item)}}, {"Update": run_update}]) is None
+    def record_sent_shard(self, project: str, run_id: str, shard: ShardRecord, part: str, sent: dict) -> bool:
+        """Remember on an eager run's shard how its send as ``part`` went (``sent``: the upstream's
+        answer, or the error it ended with), at the version sent (a re-run counted meanwhile is sent
+        by its own message), and release its claim: a change of the shard (its tally noted), so
+        reports see it and the run's item stays as it was."""
+        shard_update = {
+            "TableName": self.table, "Key": self.key(project, run_id, f"{SHARD_PREFIX}{shard.name}"),
+            "UpdateExpression": "SET upstream = :sent ADD rev :one", "ConditionExpression": "version_id = :v",
+            "ExpressionAttributeValues": dump({":sent": json.dumps({**sent, "part": part}), ":v": shard.version_id,
+                                               ":one": 1}),
+        }
+        tally = self.tally_update(project, run_id, shard.name, "ADD rev :one", None, {})
+        note = self.change_note(project, run_id, shard.name, self.tally_rev(project, run_id, shard.name))
+        released = {"TableName": self.table, "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
+                    "UpdateExpression": "SET lease_until = :zero", "ExpressionAttributeValues": dump({":zero": 0})}
+        return self.transact([{"Update": shard_update}, {"Update": tally}, {"Put": note}, {"Update": released}]) is None
 
     def release_part(self, project: str, run_id: str, part: str) -> None:
         """A part's finalizer failed: its retry may take the part at once."""
-        self.db.update_item(TableName=self.table, Key=self.key(project, run_id, f"{PART_PREFIX}claim#{part}"),
+        self.db.update_item(TableName=self.table, Key=self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
                             UpdateExpression="SET lease_until = :zero", ExpressionAttributeValues=dump({":zero": 0}))
 
     def record_announced_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:

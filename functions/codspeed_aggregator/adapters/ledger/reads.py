@@ -5,7 +5,7 @@ import random
 import threading
 from dataclasses import dataclass
 
-from ...domain.ledger import ArrivalView, RunRecord, Snapshot
+from ...domain.ledger import ArrivalView, RunRecord, ShardRecord, Snapshot
 from .codec import (
     PART_PREFIX, RUN_SK, SHARD_PREFIX, TALLY_PREFIX, UPLOAD_PREFIX, TableItems, load, noted_shards, notes_wanted, run_from,
     shard_from, tally_sks, upload_from,
@@ -112,6 +112,15 @@ class Reads(TableItems):
             upload=upload_from(upload) if upload else None,
         )
 
+    def shard_view(self, project: str, run_id: str, shard: str) -> tuple[RunRecord | None, ShardRecord | None]:
+        """The run's own record (not its tallies) and one shard (what of it is upstream), in one
+        small consistent read, however many shards the run has; ``shard`` empty: the run's record alone."""
+        keys = {RUN_SK: None, **({f"{SHARD_PREFIX}{shard}": None} if shard else {})}
+        for item in self._get_many(project, run_id, list(keys)):
+            keys[item["sk"]] = item
+        run_item, shard_item = keys.get(RUN_SK), keys.get(f"{SHARD_PREFIX}{shard}")
+        return (run_from(run_item, []) if run_item else None), (shard_from(shard_item) if shard_item else None)
+
     def _get_many(self, project: str, run_id: str, sks: list[str], attributes: tuple[str, ...] = ()) -> list[dict]:
         """The items of one run with these sort keys (those there are), read consistently, 100 a
         request; only ``attributes`` of them, when given."""
@@ -127,7 +136,7 @@ class Reads(TableItems):
 
 
 def _parse(items: list[dict]) -> Snapshot | None:
-    run, tallies, shards, parts = None, [], {}, {"announced": {}, "forwarded": {}, "eager": {}}
+    run, tallies, shards, parts = None, [], {}, {"announced": {}, "forwarded": {}}
     for item in items:
         if item["sk"] == RUN_SK:
             run = item
@@ -138,12 +147,10 @@ def _parse(items: list[dict]) -> Snapshot | None:
             shards[shard.name] = shard
         elif item["sk"].startswith(PART_PREFIX):
             _, kind, index = item["sk"].split("#", 2)
-            if kind == "eager":  # a shard an eager run sent as it came: by its upload key
-                parts[kind][index] = {"id": item["part_id"], **json.loads(item["answer"])}
-            elif kind in parts:  # not a part's claim
+            if kind in parts:
                 parts[kind][str(int(index))] = json.loads(item["answer"])
     if run is None:
         return None
     run = run_from(run, tallies)
-    run.announced_parts, run.forwarded_parts, run.eager_parts = parts["announced"], parts["forwarded"], parts["eager"]
+    run.announced_parts, run.forwarded_parts = parts["announced"], parts["forwarded"]
     return Snapshot(run, shards)

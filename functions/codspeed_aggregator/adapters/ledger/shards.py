@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 from ...domain.ledger import ARRIVED, LATE, REJECTED, ShardRecord, UploadRecord
 from .codec import (
     CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed,
-    count_attribute, dump, load, run_pk, tally_sk,
+    count_attribute, dump, load, run_pk,
 )
 
 
@@ -62,15 +62,6 @@ class Shards(TableItems):
             self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
         return dict(Counter(item.get("group") or "" for item in arrived))
 
-    def tally_rev(self, project: str, run_id: str, shard: str) -> int:
-        """The revision of a shard's tally, read just before the transaction that notes its change
-        (``codec.noted_shards``): a change the arrival's own read (seconds before, ahead of
-        validating the bundle) missed would put its note where another's is."""
-        item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, tally_sk(shard)),
-                                ProjectionExpression="#rev", ExpressionAttributeNames={"#rev": "rev"},
-                                ConsistentRead=True).get("Item")
-        return load(item).get("rev", 0) if item else 0
-
     def record_arrival(self, project: str, run_id: str, shard: ShardRecord, requested_at: str,
                        previous: ShardRecord | None) -> str:
         """Count an accepted bundle once, replacing ``previous`` (the shard as read): "recorded",
@@ -99,7 +90,7 @@ class Shards(TableItems):
                 "pids = :pids, arrived_at = :at, requested_at = :req, "
                 "label = :label, executor = :executor, gzipped = :gz, version_id = :v, normalized = :norm, #group = :group, "
                 "results_kept = :kept, cost_ms = :cost, longest_ms = :longest, "
-                "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from ADD attempt :one, rev :one"
+                "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from, upstream ADD attempt :one, rev :one"
             ),
             "ConditionExpression": "upload_id = :prev AND requested_at < :req" if replacing
             else "attribute_not_exists(upload_id)",
