@@ -2,7 +2,6 @@
 sweeper, in either forward mode (eager: its one shard was upstream already, and is not sent again)."""
 
 import os
-import signal
 import subprocess
 import sys
 
@@ -11,24 +10,14 @@ import requests
 
 from codspeed_aggregator.local.profiles import make_profile_folder
 from tests.factories import wait_for
+from tests.local_process import local_aggregator
 
 
 @pytest.mark.parametrize("mode, deadline", [("merged", 4), ("eager", 20)])  # eager: its shard upstream well before
 def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_path, mode, deadline):
-    stack = subprocess.Popen(
-        [sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0", "--token", "deadline-token",
-         "--deadline", str(deadline), "--upstream-dir", str(tmp_path / "upstream"), "--forward-mode", mode],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        api_url = None
-        for line in stack.stdout:
-            if line.startswith("API URL:"):
-                api_url = line.split()[-1]
-            if line.startswith("Ctrl-C"):
-                break
-        assert api_url, stack.stderr.read()
-        env = {**os.environ, "CODSPEED_AGGREGATOR_URL": api_url, "CODSPEED_AGGREGATOR_TOKEN": "deadline-token"}
+    with local_aggregator("--token", "deadline-token", "--deadline", str(deadline), "--upstream-dir",
+                          str(tmp_path / "upstream"), "--forward-mode", mode) as stack:
+        env = {**os.environ, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": "deadline-token"}
         common = ["--project", "acme/deadline", "--run-id", "d1", "--commit", "d" * 40]
         folder = make_profile_folder(tmp_path / "shard", 99, ["t::deadline"])
         client = [sys.executable, "-m", "codspeed_client.cli"]
@@ -37,7 +26,7 @@ def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_p
         assert pushed.returncode == 0, pushed.stderr
         if mode == "eager":  # upstream while the run is still open
             wait_for(lambda: list((tmp_path / "upstream").glob("*/archive.tar.gz")), timeout=deadline / 2)
-            state = requests.get(f"{api_url}/v1/runs/acme/deadline/d1", headers={"Authorization": "deadline-token"},
+            state = requests.get(f"{stack.api_url}/v1/runs/acme/deadline/d1", headers={"Authorization": "deadline-token"},
                                  timeout=10).json()["state"]
             assert state == "open"
         waited = subprocess.run([*client, "status", "--wait", "--timeout", "60", "--interval", "0.5", *common],
@@ -45,7 +34,4 @@ def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_p
         assert waited.returncode == 11, waited.stdout + waited.stderr
         assert "forwarded, 1/2 shards in" in waited.stdout and "2: missing" in waited.stdout
         assert len(list((tmp_path / "upstream").glob("*/archive.tar.gz"))) == 1
-    finally:
-        stack.send_signal(signal.SIGINT)
-        out, _ = stack.communicate(timeout=30)
-    assert stack.returncode == 0 and "stopped" in out
+    assert stack.process.returncode == 0 and "stopped" in stack.output

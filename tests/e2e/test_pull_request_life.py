@@ -11,10 +11,8 @@ jobs"), pushed to again, and "re-run all jobs" is clicked; a fork's pull request
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ from tests.fake_github import FakeGitHub
 from tests.fake_gitlab import FakeGitLab
 from tests.github_actions import OURS, ROOT, Event, Workflow
 from tests.gitlab_ci import GitLabCi, Pipeline
+from tests.local_process import local_aggregator
 
 PROJECT, TOKEN, SECRET = "oxc-project/oxc", "pr-life-token", "pr-life-webhook-secret"
 GITLAB_PIPELINE = re.findall(r"<!-- docs-check: gitlab -->\n```yaml\n(\.client:.*?)```",
@@ -55,20 +54,8 @@ def aggregator(tmp_path_factory, github, gitlab):
     upstream = tmp_path_factory.mktemp("upstream")
     env = {**os.environ, "PR_COMMENTS": "true", "COMMENT_SECONDS": "0", "GITHUB_API_URL": github.url,
            "GITHUB_TOKEN": "gh-app-token", "COMMIT_STATUS": "true", "GITLAB_API_URL": gitlab.api_url, "GITLAB_TOKEN": "gl-token"}
-    stack = subprocess.Popen([sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0", "--token", TOKEN,
-                              "--upstream-dir", str(upstream), "--webhook-secret", SECRET],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    api_url = None
-    for line in stack.stdout:
-        if line.startswith("API URL:"):
-            api_url = line.split()[-1]
-        if line.startswith("Ctrl-C"):
-            break
-    assert api_url, stack.stdout.read()
-    threading.Thread(target=stack.stdout.read, daemon=True).start()  # its line per request never fills the pipe
-    yield api_url, StubUpstream(upstream, None)
-    stack.send_signal(signal.SIGINT)
-    stack.communicate(timeout=30)
+    with local_aggregator("--token", TOKEN, "--upstream-dir", str(upstream), "--webhook-secret", SECRET, env=env) as stack:
+        yield stack.api_url, StubUpstream(upstream, None)
 
 
 INSTALLER = """mkdir -p "$HOME/.cargo/bin"
