@@ -22,7 +22,7 @@ from .reports import Reports
 @dataclass
 class ForwardShard:
     settings: Settings
-    reads: Reads  # DynamoDB: the run, its shards and what of them is upstream
+    reads: Reads  # DynamoDB: the run's record and the one shard (whether it is upstream); the parts, in a race with a close
     parts: Parts  # DynamoDB: the shard's claim (the one its run's finalizer takes) and its upstream answer
     store: BundleStore  # S3: the run's plan, when a finalizer planned it while this shard was on its way
     queue: FinalizeQueue  # SQS: that finalizer's parts, asked again
@@ -43,7 +43,8 @@ class ForwardShard:
         if not self.parts.claim_shard(project, run_id, held, int(self.clock()), self.settings.finalize_lease_seconds):
             return "not_claimed"
         try:
-            answer = self.forwarder.forward([shard], upload, project, run_id, None, {}, None, 0, 0, None)
+            answer = self.forwarder.forward([shard], upload, project, run_id, base_metadata=None, carried={}, index=None,
+                                            number=0, group_parts=0, announced=None)
         except Exception as exc:
             self.metrics.add("ShardForwardFailed", 1, "Count")
             if not self.parts.record_sent_shard(project, run_id, shard, held, {"error": str(exc)}):
