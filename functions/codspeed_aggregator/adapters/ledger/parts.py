@@ -12,12 +12,7 @@ class Parts(TableItems):
         unless its finalizer's lease ran out. One transaction on the part's claim item and the run
         item: the run's lease moves on with it, so neither the sweeper nor a retry takes the run
         again while any part is worked on."""
-        claim = {
-            "TableName": self.table, "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
-            "UpdateExpression": "SET lease_until = :lease, expires_at = :exp",
-            "ConditionExpression": "attribute_not_exists(lease_until) OR lease_until < :now",
-            "ExpressionAttributeValues": dump({":lease": now + lease_seconds, ":now": now, ":exp": self.expires_at()}),
-        }
+        claim = self._claim(project, run_id, part, now, lease_seconds)
         run_update = self.run_update(
             project, run_id, "SET lease_until = :lease, deadline_at = :lease ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed) AND attribute_exists(#plan)",
@@ -28,12 +23,7 @@ class Parts(TableItems):
         """Take one shard of an eager run (``part``: its upload's id, as a finalizer claims it) while
         the run is open: two deliveries of one arrival, or an arrival and the run's finalizer, never
         send it both (the finalizer claims it under the same item)."""
-        claim = {
-            "TableName": self.table, "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
-            "UpdateExpression": "SET lease_until = :lease, expires_at = :exp",
-            "ConditionExpression": "attribute_not_exists(lease_until) OR lease_until < :now",
-            "ExpressionAttributeValues": dump({":lease": now + lease_seconds, ":now": now, ":exp": self.expires_at()}),
-        }
+        claim = self._claim(project, run_id, part, now, lease_seconds)
         is_open = {"TableName": self.table, "Key": self.key(project, run_id, RUN_SK), "ConditionExpression": "#state = :open",
                    "ExpressionAttributeNames": {"#state": "state"}, "ExpressionAttributeValues": dump({":open": OPEN})}
         return self.transact([{"Update": claim}, {"ConditionCheck": is_open}]) is None
@@ -51,14 +41,25 @@ class Parts(TableItems):
         }
         tally = self.tally_update(project, run_id, shard.name, "ADD rev :one", None, {})
         note = self.change_note(project, run_id, shard.name, self.tally_rev(project, run_id, shard.name))
-        released = {"TableName": self.table, "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
-                    "UpdateExpression": "SET lease_until = :zero", "ExpressionAttributeValues": dump({":zero": 0})}
-        return self.transact([{"Update": shard_update}, {"Update": tally}, {"Put": note}, {"Update": released}]) is None
+        return self.transact([{"Update": shard_update}, {"Update": tally}, {"Put": note},
+                              {"Update": self._released(project, run_id, part)}]) is None
 
     def release_part(self, project: str, run_id: str, part: str) -> None:
         """A part's finalizer failed: its retry may take the part at once."""
-        self.db.update_item(TableName=self.table, Key=self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
-                            UpdateExpression="SET lease_until = :zero", ExpressionAttributeValues=dump({":zero": 0}))
+        self.db.update_item(**self._released(project, run_id, part))
+
+    def _claim(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> dict:
+        """A part's (or an eager shard's) claim item, taken unless its holder's lease still runs."""
+        return {
+            "TableName": self.table, "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
+            "UpdateExpression": "SET lease_until = :lease, expires_at = :exp",
+            "ConditionExpression": "attribute_not_exists(lease_until) OR lease_until < :now",
+            "ExpressionAttributeValues": dump({":lease": now + lease_seconds, ":now": now, ":exp": self.expires_at()}),
+        }
+
+    def _released(self, project: str, run_id: str, part: str) -> dict:
+        return {"TableName": self.table, "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
+                "UpdateExpression": "SET lease_until = :zero", "ExpressionAttributeValues": dump({":zero": 0})}
 
     def record_announced_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
         """Remember the upstream's answer to upload ``index``'s POST, before its PUT."""
