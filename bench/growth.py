@@ -8,17 +8,22 @@ batches of 10 (each run's report published once per batch, as SQS drives it).
 Both sizes go through one arrivals process; then the larger again with its batches round-robin
 over 4 processes (``--processes``), each with what it read of the run before, as Lambda spreads
 a queue's batches over its instances, and its last batch by a fifth process, new to the run
-(a cold start): each process reads each change once, and its first
-rebuild of a run reads it whole (and its baseline) from DynamoDB, and from S3 the digest the last
-published report left and the results of the shards it does not cover, printed apart.
+(a cold start): each process reads each change once. Its first rebuild of a run starts
+from what the last publisher left beside the report in S3: what it read of the ledger (the shards
+and the tallies' revisions: from DynamoDB, the process reads the run's and its baseline's records
+and tallies and the shards changed since) and what it summed up of the results (the results read
+are those of the shards it does not cover). Printed apart; only the very first process reads the
+run and its baseline whole.
 
 Printed for each size: AWS requests per counted arrival (DynamoDB, S3), for a runner's bundle
 and for one ``codspeed-client pack`` normalized; per batch's report rebuild, its requests,
 bytes read (DynamoDB, S3), handler time and how many read the run whole; per run, the table's items and bytes and the
 results' objects and bytes in the bucket; the time from the last arrival to the forward.
 The last line reads ``growth: shards=A->B arrival_requests_ratio=R rebuild_s3_bytes_ratio=R
-rebuild_dynamodb_bytes_ratio=R rebuild_cpu_seconds_max=S late_rebuild_s3_requests=N``, each ratio the larger run's figure
-over the smaller's (target: <= 1.2 for each; a rebuild reads the shards changed since its
+rebuild_dynamodb_bytes_ratio=R rebuild_cpu_seconds_max=S late_rebuild_dynamodb_bytes_ratio=R
+late_rebuild_s3_requests=N late_rebuild_whole_reads=N``, each ratio the larger run's figure over the
+smaller's, but the late one: the new process's DynamoDB bytes over a steady rebuild's of the same
+run (target: <= 1.2 for each; a rebuild reads the shards changed since its
 process's last read of the run, and the run whole when the tallies' notes cannot name them all:
 see the README's limits). A rebuild's time is the
 publishing thread's own CPU (its code and boto3's): the wall time around it is mostly waiting
@@ -266,14 +271,16 @@ def main() -> int:
             arrivals = m["rebuilds"] * BATCH * m["processes"]  # what each later rebuild finds changed since its last
             print(f"  each change is read once by each process that publishes the run: "
                   f"{m['rebuild_bytes']['dynamodb'] * m['rebuilds'] / arrivals / 1024:.2f} KiB from DynamoDB per arrival "
-                  f"per process; a process's first rebuild reads the run and its baseline whole: "
-                  f"{m['first_bytes']['dynamodb'] / 1024:.1f} KiB from DynamoDB, {m['first_bytes']['s3'] / 1024:.1f} KiB "
-                  f"from S3 (the last report's digest and the shards it does not cover)")
+                  f"per process; a process's first rebuild: {m['first_bytes']['dynamodb'] / 1024:.1f} KiB from DynamoDB, "
+                  f"{m['first_bytes']['s3'] / 1024:.1f} KiB from S3 (the first process's reads the run and its baseline "
+                  f"whole; the others', what the last publisher read of the ledger and summed up of the results, "
+                  f"and what changed since)")
             late = m["late"]
-            print(f"  a process new to the run takes its last batch: {late['requests']['s3']} S3 requests, "
-                  f"{late['bytes']['s3'] / 1024:.1f} KiB read from S3 (the last report's digest and the shards it does "
-                  f"not cover), {late['bytes']['dynamodb'] / 1024:.1f} KiB from DynamoDB (the run and its baseline "
-                  f"whole), its own CPU {late['cpu'] * 1000:.0f} ms")
+            print(f"  a process new to the run takes its last batch: {late['requests']['dynamodb']} DynamoDB and "
+                  f"{late['requests']['s3']} S3 requests, {late['bytes']['dynamodb'] / 1024:.1f} KiB read from DynamoDB "
+                  f"(the run's and its baseline's records and tallies, the shards changed since the last publisher's "
+                  f"read: {late['whole']} whole reads), {late['bytes']['s3'] / 1024:.1f} KiB from S3 (that read, the last "
+                  f"report's digest and the results it does not cover), its own CPU {late['cpu'] * 1000:.0f} ms")
         print(f"  per run: {m['table']['items']} items, {m['table']['bytes'] / 1024:.0f} KiB in the table; "
               f"{m['results']['objects']} results objects, {m['results']['bytes'] / 1024:.0f} KiB in the bucket; "
               f"forwarded {m['forwarded_after']:.2f} s after the last arrival")
@@ -282,8 +289,11 @@ def main() -> int:
             print(f"  per shard sent upstream: {f['dynamodb']:.1f} DynamoDB, {f['s3']:.1f} S3 and {f['sqs']:.1f} SQS requests, "
                   f"{f['dynamodb_bytes'] / 1024:.2f} KiB read from DynamoDB and {f['s3_bytes'] / 1024:.2f} KiB from S3 "
                   "(the archive itself streams to the upstream)")
+    late = spread["late"]
+    ratios["late_rebuild_dynamodb_bytes_ratio"] = ratio(late["bytes"]["dynamodb"], spread["rebuild_bytes"]["dynamodb"])
     print(f"growth: shards={sizes[0]}->{sizes[1]} " + " ".join(
-        f"{k}={v:.2f}" for k, v in ratios.items()) + f" late_rebuild_s3_requests={spread['late']['requests']['s3']} "
+        f"{k}={v:.2f}" for k, v in ratios.items()) + f" late_rebuild_s3_requests={late['requests']['s3']} "
+          + f"late_rebuild_whole_reads={late['whole']} "
           + f"eager_shards={eager[0]['shards']}->{eager[1]['shards']} "
           + " ".join(f"eager_{k}={v:.2f}" for k, v in eager_ratios.items() if k != "rebuild_cpu_seconds_max"))
     checked = {**ratios, **{f"eager_{k}": v for k, v in eager_ratios.items()}}

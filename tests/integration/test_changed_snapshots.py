@@ -1,8 +1,9 @@
-"""A report rebuilt after a batch of arrivals reads the run's record, tallies and parts, then only
-the shards changed since the process's last read of the run; and the same snapshot as a whole read
-whenever the tallies' notes cannot name every change. Against moto's server."""
+"""A report rebuilt after a batch of arrivals reads the run's record and tallies, then only the
+shards changed since the process's last read of the run (or since what the last report's publisher
+read, in a process new to it); and the same snapshot as a whole read whenever the tallies' notes
+cannot name every change. Against moto's server."""
 
-from contextlib import contextmanager
+import json
 from unittest import mock
 
 import pytest
@@ -10,27 +11,7 @@ import pytest
 from codspeed_aggregator.adapters.ledger import Reads
 from codspeed_aggregator.adapters.ledger.codec import CHANGE_NOTES, tally_sk
 from tests.factories import bundle, push
-
-
-@contextmanager
-def dynamodb_requests(db):
-    """Each DynamoDB request made meanwhile: (operation, its parameters)."""
-    seen = []
-
-    def note(params, event_name, **_):
-        seen.append((event_name.rsplit(".", 1)[1], params))
-
-    db.meta.events.register("before-parameter-build.dynamodb", note, unique_id="changed-snapshots")
-    try:
-        yield seen
-    finally:
-        db.meta.events.unregister("before-parameter-build.dynamodb", unique_id="changed-snapshots")
-
-
-def _shard_keys(requests, prefix: str = "SHARD#") -> list[str]:
-    """The sort keys starting with ``prefix`` that BatchGetItems asked for."""
-    return sorted(sk for op, p in requests if op == "BatchGetItem"
-                  for k in next(iter(p["RequestItems"].values()))["Keys"] if (sk := k["sk"]["S"]).startswith(prefix))
+from tests.requests_seen import dynamodb_requests, item_keys, whole_run_reads
 
 
 def _same(a, b) -> None:
@@ -57,23 +38,19 @@ def test_a_rebuild_after_a_batch_reads_only_the_shards_it_changed(isolated, proj
     publish = seen[last_write + 1:]  # the last arrival's check for completeness, then the batch's report
     # and the baseline's lookup: main has no forwarded run yet, and an absence is never kept
     assert [op for op, _ in publish] == ["Query", "Query", "BatchGetItem", "BatchGetItem", "Query"]
-    assert publish[1][1]["KeyConditionExpression"].endswith("sk < :shards")  # the run, its tallies and parts
-    assert len(_shard_keys(publish[2:3], "~NOTE#")) == 3  # the notes of the 3 changes since
-    assert _shard_keys(publish[3:]) == ["SHARD#10", "SHARD#11", "SHARD#9"]
+    assert publish[1][1]["KeyConditionExpression"].endswith("sk BETWEEN :run AND :end")  # the run and its tallies
+    assert len(item_keys(publish[2:3], "~NOTE#")) == 3  # the notes of the 3 changes since
+    assert item_keys(publish[3:]) == ["SHARD#10", "SHARD#11", "SHARD#9"]
     with dynamodb_requests(agg.ledger.db) as seen:
         snapshot = agg.ledger.reads.changed_snapshot(project, run_id)
     assert [op for op, _ in seen] == ["Query"]  # nothing changed since the batch's report
     with dynamodb_requests(agg.ledger.db) as seen:
         assert agg.ledger.shards.record_rejection(project, run_id, "13", "u-13", "not gzip")
         snapshot = agg.ledger.reads.changed_snapshot(project, run_id)
-    assert _shard_keys(seen) == ["SHARD#13"]
+    assert item_keys(seen) == ["SHARD#13"]
     _same(snapshot, _fresh(agg).snapshot(project, run_id))
     assert snapshot.run.arrived_count == 11 and snapshot.shards["13"].state == "rejected"
     assert sorted(snapshot.shards, key=int) == [str(i) for i in range(1, 12)] + ["13"]
-
-
-def _whole_reads(requests) -> int:
-    return sum(1 for op, p in requests if op == "Query" and p["KeyConditionExpression"].endswith("sk < :uploads"))
 
 
 @pytest.mark.parametrize("how", ["too many changes for the notes", "two writers read one revision",
@@ -99,11 +76,11 @@ def test_changes_the_notes_cannot_name_are_read_whole(isolated, project, run_id,
             assert shards.record_rejection(project, run_id, one_tally[1], "u-x", "refused")
     with dynamodb_requests(agg.ledger.db) as seen:
         snapshot = reads.changed_snapshot(project, run_id)
-    assert _whole_reads(seen) == 1
+    assert whole_run_reads(seen) == 1
     _same(snapshot, _fresh(agg).snapshot(project, run_id))
     with dynamodb_requests(agg.ledger.db) as seen:
         again = reads.changed_snapshot(project, run_id)
-    assert _whole_reads(seen) == 0 and _shard_keys(seen) == []
+    assert whole_run_reads(seen) == 0 and item_keys(seen) == []
     _same(again, snapshot)
 
 
@@ -113,7 +90,7 @@ def test_a_process_that_never_read_the_run_reads_it_whole(isolated, project, run
     reads = _fresh(agg)
     with dynamodb_requests(agg.ledger.db) as seen:
         snapshot = reads.changed_snapshot(project, run_id)
-    assert _whole_reads(seen) == 1 and snapshot.run.arrived_count == 1
+    assert whole_run_reads(seen) == 1 and snapshot.run.arrived_count == 1
     assert reads.changed_snapshot(project, "no-such-run") is None
 
 
@@ -128,7 +105,64 @@ def test_the_finalizer_reads_the_shards_changed_since_under_its_own_role(stack, 
     with dynamodb_requests(agg.ledger.db) as seen:
         assert isolated.finalize_all(project, run_id) == "forwarded"
     claim = next(i for i, (op, _) in enumerate(seen) if op == "TransactWriteItems")
-    assert _shard_keys(seen[claim:claim + 4]) == ["SHARD#3"]  # the claim, then its report: the run, its note, shard 3
+    assert item_keys(seen[claim:claim + 4]) == ["SHARD#3"]  # the claim, then its report: the run, its note, shard 3
     assert set(stack.enforcer.refusals()) == refused
     assert any(call[:2] == ("FinalizerFunction", "dynamodb:BatchGetItem") for call in stack.enforcer.seen)
     assert agg.reports.report(project, run_id).shards[2].state == "rejected"
+
+
+def _adopted(agg, project, run_id, known: bytes) -> Reads:
+    reads = _fresh(agg)
+    reads.adopt(project, run_id, known)
+    return reads
+
+
+def test_a_process_new_to_the_run_reads_what_changed_since_what_another_read(isolated, project, run_id):
+    agg = isolated.aggregator
+    keys = [push(agg, project, run_id, str(i), bundle(4200 + i), total=30)["key"] for i in range(1, 24)]
+    for key in keys[:20]:
+        assert agg.arrivals.record(key) == "recorded"
+    known = agg.ledger.reads.known(project, run_id)
+    for key in keys[20:]:
+        assert agg.arrivals.record(key) == "recorded"
+    assert agg.ledger.shards.record_rejection(project, run_id, "3", "u-3", "not gzip")  # a counted shard's later upload
+    reads = _adopted(agg, project, run_id, known)
+    with dynamodb_requests(agg.ledger.db) as seen:
+        snapshot = reads.changed_snapshot(project, run_id)
+    assert whole_run_reads(seen) == 0 and item_keys(seen) == ["SHARD#21", "SHARD#22", "SHARD#23", "SHARD#3"]
+    _same(snapshot, _fresh(agg).snapshot(project, run_id))
+    assert snapshot.run.arrived_count == 23 and snapshot.shards["3"].noted_upload == "u-3"
+    assert _fresh(agg).known(project, run_id) is None  # a process that read nothing has nothing to hand on
+
+
+@pytest.mark.parametrize("how", ["another run under the same id", "shards that do not add up", "not JSON",
+                                 "a later release's field"])
+def test_what_another_process_read_is_used_only_when_it_is_of_this_run_and_adds_up(isolated, project, run_id, how):
+    agg = isolated.aggregator
+    for i in range(1, 4):
+        assert agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4300 + i), total=5)["key"]) == "recorded"
+    known = json.loads(agg.ledger.reads.known(project, run_id))
+    if how == "another run under the same id":  # the first expired, and its id was used again
+        known["created_at"] = "2020-01-01T00:00:00Z"
+    elif how == "shards that do not add up":
+        known["shards"][0]["rev"] += 1
+    elif how == "a later release's field":
+        known["shards"][0]["colour"] = "blue"
+    data = b"{not json" if how == "not JSON" else json.dumps(known).encode()
+    reads = _adopted(agg, project, run_id, data)
+    with dynamodb_requests(agg.ledger.db) as seen:
+        snapshot = reads.changed_snapshot(project, run_id)
+    assert whole_run_reads(seen) == (how != "a later release's field")
+    _same(snapshot, _fresh(agg).snapshot(project, run_id))
+    assert snapshot.run.arrived_count == 3
+
+
+def test_a_process_keeps_its_own_read_over_what_another_read(isolated, project, run_id):
+    agg = isolated.aggregator
+    for i in range(1, 3):
+        assert agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4400 + i), total=5)["key"]) == "recorded"
+    older = agg.ledger.reads.known(project, run_id)
+    assert agg.arrivals.record(push(agg, project, run_id, "3", bundle(4403), total=5)["key"]) == "recorded"
+    mine = agg.ledger.reads.known(project, run_id)
+    agg.ledger.reads.adopt(project, run_id, older)
+    assert agg.ledger.reads.known(project, run_id) == mine != older

@@ -1,17 +1,18 @@
 """A process new to a big run starts its report from the digest the last published report left
-beside it (one S3 object), not from every shard's results; and never from one that counts a bundle
-the run no longer does. Against moto's server."""
+beside it (one S3 object), not from every shard's results, and from what its publisher read of the
+ledger, not every shard's item; and never from a digest that counts a bundle the run no longer does.
+Against moto's server."""
 
-from contextlib import contextmanager
 from dataclasses import replace
 from unittest import mock
 
 from codspeed_aggregator.adapters.aws import client
 from codspeed_aggregator.adapters.ledger import Reads
 from codspeed_aggregator.adapters.results_store import ResultsStore
-from codspeed_aggregator.domain.keys import digest_key, project_segment
+from codspeed_aggregator.domain.keys import digest_key, known_key, project_segment
 from codspeed_aggregator.use_cases import shard_summaries
 from tests.factories import bundle, push
+from tests.requests_seen import dynamodb_requests, item_keys, s3_gets, whole_run_reads
 
 SHARDS = 24
 FIRST = 18  # recorded by one process; the rest by another, new to the run (over DIGEST_WORTH either way)
@@ -41,18 +42,6 @@ def _fresh(agg):
     return replace(agg.arrivals, reports=reports), reports
 
 
-@contextmanager
-def gets(s3):
-    """The keys of each S3 GetObject made meanwhile."""
-    seen = []
-    note = lambda params, **_: seen.append(params["Key"])  # noqa: E731
-    s3.meta.events.register("before-parameter-build.s3.GetObject", note, unique_id="digest-gets")
-    try:
-        yield seen
-    finally:
-        s3.meta.events.unregister("before-parameter-build.s3.GetObject", unique_id="digest-gets")
-
-
 def _whole(agg, project, run_id):
     """The report a process that reads every shard's results builds."""
     _, reports = _fresh(agg)
@@ -72,11 +61,15 @@ def test_a_process_new_to_a_run_reads_its_digest_and_only_the_results_of_shards_
         assert agg.arrivals.record(key) == "recorded"  # each publishes, and leaves its digest
     arrivals, reports = _fresh(agg)
     own = f"results/{project_segment(project)}/{run_id}/"
-    with gets(client("s3")) as seen:
+    with s3_gets(client("s3")) as seen, dynamodb_requests(agg.ledger.db) as asked:
         with reports.held():
             for key in keys[FIRST:]:
                 assert arrivals.record(key) == "recorded"
     assert seen.count(digest_key(project, run_id)) == 1
+    # and of the ledger, what the last publishers read: of the run, and of its baseline (main's, forwarded)
+    assert seen.count(known_key(project, run_id)) == 1 and seen.count(known_key(project, f"{run_id}-main")) == 1
+    assert whole_run_reads(asked) == 0  # neither the run's shards nor the baseline's, only the batch's
+    assert set(item_keys(asked)) == {f"SHARD#{s}" for s in range(FIRST + 1, SHARDS + 1)}
     assert len([k for k in seen if k.startswith(own)]) == SHARDS - FIRST  # the batch's; every shard's without the digest
     report = reports.report(project, run_id)
     assert report.arrived == SHARDS and report.counts.measured == 2 * SHARDS
@@ -92,7 +85,7 @@ def test_a_digest_that_counted_a_bundle_the_run_no_longer_counts_is_not_used(iso
         assert agg.arrivals.record(key) == "recorded"
     arrivals, reports = _fresh(agg)
     [again] = _pushed(agg, project, run_id, [3])  # shard 3 uploaded again: the digest counted its first bundle
-    with gets(client("s3")) as seen:
+    with s3_gets(client("s3")) as seen:
         assert arrivals.record(again) == "recorded"
     own = f"results/{project_segment(project)}/{run_id}/"
     assert seen.count(digest_key(project, run_id)) == 1 and len([k for k in seen if k.startswith(own)]) == FIRST
@@ -106,4 +99,5 @@ def test_a_small_run_leaves_no_digest_and_a_cold_process_reads_its_shards(isolat
     for key in _pushed(agg, project, run_id, range(1, shard_summaries.DIGEST_WORTH + 1)):
         assert agg.arrivals.record(key) == "recorded"
     assert agg.results.read_digest(project, run_id) is None  # one round of reads: a digest would spare nothing
+    assert agg.results.read_known(project, run_id) is None
     _same(agg.reports.report(project, run_id), _whole(agg, project, run_id))

@@ -1,11 +1,21 @@
-"""Publishing reports: never backwards, whoever publishes. Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
+"""Publishing reports: never backwards, whoever publishes, and never half. Against moto's server
+(real HTTP, real boto3, real presigned URLs), driven step by step."""
 
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import replace
+from urllib.parse import unquote, urlsplit
 
+import pytest
+from botocore.exceptions import ClientError
 
-
+from codspeed_aggregator.adapters.github_status import GitHubStatuses
+from codspeed_aggregator.domain.keys import digest_key, known_key, report_key
 from tests.factories import bundle, push
+from tests.fake_github import FakeGitHub
+from tests.faults import AWS_FAULTS
 
 
 def test_an_older_report_never_replaces_a_newer_one(isolated, project, run_id):
@@ -35,3 +45,69 @@ def test_concurrent_publishers_leave_the_newest_version(isolated, project, run_i
     with ThreadPoolExecutor(len(versions)) as pool:
         list(pool.map(publish, versions))
     assert agg.reports.report(project, run_id).version == max(versions)
+
+
+@contextmanager
+def refused_puts(agg, suffix: str):
+    """S3 answers AccessDenied to every PutObject of a key ending with ``suffix``; the keys refused."""
+    refused = []
+
+    def answer(request, **_):
+        if unquote(urlsplit(request.url).path).endswith(suffix):
+            refused.append(unquote(urlsplit(request.url).path))
+            return AWS_FAULTS["access denied"]("s3")
+        return None
+
+    clients = {id(c): c for c in (agg.store.s3, agg.results.s3)}.values()
+    for made in clients:
+        made.meta.events.register_first("before-send.s3.PutObject", answer, unique_id="refused-puts")
+    try:
+        yield refused
+    finally:
+        for made in clients:
+            made.meta.events.unregister("before-send.s3.PutObject", unique_id="refused-puts")
+
+
+def _objects(agg, project, run_id) -> dict[str, str]:
+    prefix = digest_key(project, run_id).rsplit("/", 1)[0] + "/"
+    listed = agg.store.s3.list_objects_v2(Bucket=agg.store.bucket, Prefix=prefix).get("Contents", [])
+    return {o["Key"]: o["ETag"] for o in listed}
+
+
+def test_a_report_whose_markdown_was_refused_is_not_published_until_both_are(isolated, project, run_id):
+    agg = isolated.aggregator
+    assert agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=3)["key"]) == "recorded"
+    before, published = _objects(agg, project, run_id), agg.reports.report(project, run_id)
+    key = push(agg, project, run_id, "2", bundle(4502), total=3)["key"]
+    with refused_puts(agg, ".md") as refused, pytest.raises(ClientError, match="AccessDenied"):
+        agg.arrivals.record(key)
+    assert refused and _objects(agg, project, run_id) == before  # no JSON version without its Markdown
+    assert agg.reports.report(project, run_id) == published
+    assert agg.arrivals.record(key) == "duplicate"  # SQS delivers it again: counted once, published now
+    report = agg.reports.report(project, run_id)
+    assert report.arrived == 2 and report.version > published.version
+    for ext in ("json", "md"):
+        assert report_key(project, run_id, report.version, ext) in _objects(agg, project, run_id)
+
+
+@pytest.mark.parametrize("which", ["summaries.json.gz", "ledger.json.gz"])
+def test_a_digest_refused_leaves_the_report_published_and_its_status_posted(isolated, project, run_id, which, caplog):
+    github = FakeGitHub()
+    try:
+        agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"))
+        keys = [push(agg, project, run_id, str(i), bundle(4600 + i), total=20)["key"] for i in range(1, 19)]
+        for key in keys[:17]:
+            assert agg.arrivals.record(key) == "recorded"
+        left = _objects(agg, project, run_id)
+        assert {digest_key(project, run_id), known_key(project, run_id)} <= set(left)  # over 16 shards: both left
+        with refused_puts(agg, which) as refused, caplog.at_level(logging.WARNING):
+            assert agg.arrivals.record(keys[17]) == "recorded"
+        assert refused and f"digests of {project} {run_id} not left" in caplog.text and "AccessDenied" in caplog.text
+        report = agg.reports.report(project, run_id)
+        assert report.arrived == 18 and github.statuses[-1]["description"] == "18/20 shards in"
+        now = _objects(agg, project, run_id)
+        refused_key = next(k for k in left if k.endswith(which))
+        assert now[refused_key] == left[refused_key]  # the refused one as it was: a process new to the run
+        assert report_key(project, run_id, report.version, "md") in now  # reads the changes since it
+    finally:
+        github.stop()

@@ -217,7 +217,11 @@ class BundleStore:
         """Publish a report version (JSON and Markdown); False when that version was already there.
 
         Versions are separate objects and readers take the highest, so two publishers racing
-        can never put an older report over a newer one, and no read is needed before writing."""
+        can never put an older report over a newer one, and no read is needed before writing.
+        The Markdown goes first: the JSON, once there, says the version is published, and a
+        publisher that failed between the two is retried to a version with both."""
+        self.s3.put_object(Bucket=self.bucket, Key=report_key(project, run_id, version, "md"), Body=markdown.encode(),
+                           ContentType="text/markdown; charset=utf-8")
         try:
             self.s3.put_object(Bucket=self.bucket, Key=report_key(project, run_id, version), Body=json_body.encode(),
                                ContentType="application/json", IfNoneMatch="*")
@@ -225,8 +229,6 @@ class BundleStore:
             if exc.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
                 return False
             raise
-        self.s3.put_object(Bucket=self.bucket, Key=report_key(project, run_id, version, "md"), Body=markdown.encode(),
-                           ContentType="text/markdown; charset=utf-8")
         return True
 
     def latest_report_key(self, project: str, run_id: str) -> str | None:

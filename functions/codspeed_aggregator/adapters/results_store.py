@@ -1,7 +1,7 @@
 """Shard results in the bucket (``results/``): each counted bundle's benchmark names and figures,
 one gzipped JSON object beside the bundle, however many benchmarks it holds (a DynamoDB item
 holds 400 KB: about 2000 of them); and beside a run's reports, what the latest one summed up of
-them (its digest)."""
+them (its digest) and what its publisher had read of the run's ledger."""
 
 import gzip
 import threading
@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from botocore.exceptions import ClientError
 
-from ..domain.keys import digest_key, results_key
+from ..domain.keys import digest_key, known_key, results_key
 from ..domain.results import ShardResults, SummaryDigest
 
 LEVEL = 6  # a few hundred KB at most, written once
@@ -60,8 +60,15 @@ class ResultsStore:
 
     def write_digest(self, project: str, run_id: str, digest: SummaryDigest) -> None:
         """The last writer's stands: any digest stands for the bundles it names."""
-        self.s3.put_object(Bucket=self.bucket, Key=digest_key(project, run_id), Body=gzip.compress(digest.to_json(), LEVEL),
-                           ContentType="application/json", ContentEncoding="gzip")
+        self._write(digest_key(project, run_id), digest.to_json())
+
+    def write_known(self, project: str, run_id: str, known: bytes) -> None:
+        """What a publisher read of the run's ledger (``Reads.known``): the last writer's stands, as
+        any stands for the revisions it names."""
+        self._write(known_key(project, run_id), known)
+
+    def read_known(self, project: str, run_id: str) -> bytes | None:
+        return self._read_listed(known_key(project, run_id))
 
     def copy(self, bundle_key: str, target_bundle_key: str) -> None:
         """A bundle's results, beside a copy of the bundle."""
@@ -69,13 +76,19 @@ class ResultsStore:
                             CopySource={"Bucket": self.bucket, "Key": results_key(bundle_key)})
 
     def read_digest(self, project: str, run_id: str) -> SummaryDigest | None:
+        data = self._read_listed(digest_key(project, run_id))
+        return None if data is None else SummaryDigest.from_json(data)
+
+    def _write(self, key: str, data: bytes) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=gzip.compress(data, LEVEL),
+                           ContentType="application/json", ContentEncoding="gzip")
+
+    def _read_listed(self, key: str) -> bytes | None:
         """Listed first: S3 answers the GET of an absent key 403, not 404, to a role that may list
         the bucket only under a prefix (as the functions may, under ``reports/``)."""
-        key = digest_key(project, run_id)
         if not self.s3.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1).get("KeyCount"):
             return None
-        data = self._read(key)
-        return None if data is None else SummaryDigest.from_json(data)
+        return self._read(key)
 
     def _get(self, bundle_key: str) -> ShardResults | None:
         data = self._read(results_key(bundle_key))

@@ -83,6 +83,12 @@ def digest_key(project: str, run_id: str) -> str:
     return f"reports/{project_segment(project)}/{run_id}/summaries.json.gz"
 
 
+def known_key(project: str, run_id: str) -> str:
+    """What the latest report's publisher had read of the run's ledger (its shards, its tallies'
+    revisions): a process new to the run reads from DynamoDB what changed since, not the run whole."""
+    return f"reports/{project_segment(project)}/{run_id}/ledger.json.gz"
+
+
 def answer_key(project: str, digest: str) -> str:
     """An API answer too large for Lambda's 6 MB (a shard's page, a branch's costs), kept for a
     presigned link under the project's reports (expired with them): named by its content's digest,

@@ -28,6 +28,7 @@ from ..domain.results import SummaryDigest, absent_entries, shard_entries
 from ..domain.timestamps import iso
 from ..settings import Settings
 from .pr_comments import PullRequestComments
+from .run_snapshots import RunSnapshots
 from .shard_summaries import ShardSummaries
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class Reports:
 
     def __post_init__(self) -> None:
         self._summaries = ShardSummaries(self.results, self.settings.regression_threshold)
+        self._snapshots = RunSnapshots(self.reads, self.results)
 
     @contextmanager
     def held(self):
@@ -78,7 +80,7 @@ class Reports:
 
     def _publish_now(self, project: str, run_id: str) -> None:
         try:
-            snapshot = self.reads.changed_snapshot(project, run_id)
+            snapshot = self._snapshots.read(project, run_id)
         except SnapshotContended as exc:
             # Every read saw the run change under it: whoever changed it publishes after its change.
             log.warning("report of %s %s not rebuilt: %s", project, run_id, exc)
@@ -86,8 +88,17 @@ class Reports:
             return
         report, digest = self._build(snapshot)
         if self.store.publish_report(project, run_id, report.version, report.model_dump_json(), render_markdown(report)):
-            self._summaries.published(project, run_id, digest)
+            self._leave_digests(digest, snapshot)
             self._notify(report, snapshot.run)
+
+    def _leave_digests(self, digest: SummaryDigest, snapshot: Snapshot) -> None:
+        """What the published report summed up and read, for processes new to the run: one not
+        left costs them more reads, never a wrong report, and never the notifications after it."""
+        try:
+            self._summaries.published(snapshot.run.project, snapshot.run.run_id, digest)
+            self._snapshots.published(snapshot)
+        except Exception as exc:
+            log.warning("digests of %s %s not left: %s", snapshot.run.project, snapshot.run.run_id, exc)
 
     def _build(self, snapshot: Snapshot) -> tuple[Report, SummaryDigest]:
         baseline = self._baseline(snapshot.run)
@@ -109,7 +120,7 @@ class Reports:
             return None
         key = (run.project, baseline_id)
         if key not in self._baselines:
-            found = self.reads.snapshot(*key)
+            found = self._snapshots.read(*key)
             if found is None:
                 return None
             self._baselines[key] = found
@@ -189,7 +200,7 @@ class Reports:
         compared with the baseline: measured in this run, or the baseline's carried, running or
         missing."""
         run_id = self.runs.attempt_of(project, run_id, self.settings.max_attempts)
-        snapshot = self.reads.snapshot(project, run_id)
+        snapshot = self._snapshots.read(project, run_id)
         if snapshot is None:
             raise NotFound(f"no run {run_id} for project {project}")
         if shard not in shard_names(snapshot):

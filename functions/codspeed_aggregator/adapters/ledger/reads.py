@@ -1,6 +1,8 @@
 """Reads that span item kinds: a consistent snapshot of a whole run, and what one arrival needs."""
 
+import dataclasses
 import json
+import logging
 import random
 import threading
 from dataclasses import dataclass
@@ -11,15 +13,31 @@ from .codec import (
     shard_from, tally_sks, upload_from,
 )
 
+log = logging.getLogger(__name__)
+
 KNOWN_RUNS = 32  # runs whose latest snapshot a process keeps, to read only what changed since
+HEAD_END = f"{TALLY_PREFIX}~"  # the run's record and its tallies sort from RUN_SK up to it; its parts before
 
 
 @dataclass(frozen=True)
 class _Known:
-    """A consistent snapshot as read, and its tallies' revisions then."""
+    """A consistent snapshot as read, its tallies' revisions then, and when the run was opened
+    (a run id used again once the first run expired is another run)."""
 
     shards: dict
     tally_revs: dict
+    created_at: str
+
+    def to_json(self) -> bytes:
+        return json.dumps({"created_at": self.created_at, "tally_revs": self.tally_revs,
+                           "shards": [dataclasses.asdict(s) for s in self.shards.values()]},
+                          separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "_Known":
+        d, fields = json.loads(data), {f.name for f in dataclasses.fields(ShardRecord)}  # a release's own, or an older's
+        shards = {s["name"]: ShardRecord(**{k: v for k, v in s.items() if k in fields}) for s in d["shards"]}
+        return cls(shards, {sk: int(rev) for sk, rev in d["tally_revs"].items()}, d["created_at"])
 
 
 class SnapshotContended(Exception):
@@ -50,17 +68,20 @@ class Reads(TableItems):
         raise SnapshotContended(f"run {run_id} of {project} changed under each of {tries} reads")
 
     def changed_snapshot(self, project: str, run_id: str, tries: int = 20) -> Snapshot | None:
-        """The same read as ``snapshot``, of the shards changed since this process's last snapshot
-        of the run only: the run's record, its tallies and its parts (one Query), the notes of the
-        tallies' changes since, then the shards they name (``codec.noted_shards``). A report rebuilt
-        after each batch of arrivals reads about as much at a run's 1000th arrival as at its first.
+        """The same read as ``snapshot`` but for the run's parts (a report shows none), of the shards
+        changed since this process's last snapshot of the run (or the one it adopted) only: the
+        run's record and its tallies (one Query), the notes of the tallies' changes since, then the
+        shards they name (``codec.noted_shards``). A report rebuilt after each batch of arrivals
+        reads about as much at a run's 1000th arrival as at its first.
         When the notes do not name every change since (more than a tally keeps, or two writers
         noted one place), it reads the run whole."""
         known = self._known.get((project, run_id))
         if known is None:
             return self.snapshot(project, run_id, tries)
         for attempt in range(tries):
-            head = self.query_run(project, run_id, "sk < :shards", {":shards": SHARD_PREFIX})
+            head = self.query_run(project, run_id, "sk BETWEEN :run AND :end", {":run": RUN_SK, ":end": HEAD_END})
+            if any(i["sk"] == RUN_SK and i.get("created_at", "") != known.created_at for i in head):
+                return self.snapshot(project, run_id, tries)
             wanted = {}
             for tally in (i for i in head if i["sk"].startswith(TALLY_PREFIX)):
                 since = notes_wanted(tally["sk"], known.tally_revs.get(tally["sk"], 0), tally.get("rev", 0))
@@ -78,16 +99,43 @@ class Reads(TableItems):
             if snap.consistent():
                 self._keep(project, run_id, snap, head)
                 return snap
+            if attempt:  # changed under two reads, or what was known does not add up: read it whole
+                return self.snapshot(project, run_id, tries)
             self._pause(attempt)
         raise SnapshotContended(f"run {run_id} of {project} changed under each of {tries} reads")
+
+    def known(self, project: str, run_id: str) -> bytes | None:
+        """What this process last read of a run (its shards, and its tallies' revisions then), for a
+        process new to the run to start from (``adopt``); None when it read none."""
+        found = self._known.get((project, run_id))
+        return found.to_json() if found else None
+
+    def adopt(self, project: str, run_id: str, data: bytes) -> None:
+        """Start from what another process read of a run (``known``), unless this one read it
+        itself: its next ``changed_snapshot`` reads only the shards changed since, when the tallies'
+        notes name them all, and the run whole when they do not."""
+        try:
+            known = _Known.from_json(data)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("what another process read of run %s of %s is not used: %s", run_id, project, exc)
+            return
+        with self._known_lock:
+            if (project, run_id) not in self._known:
+                self._remember(project, run_id, known)
+
+    def knows(self, project: str, run_id: str) -> bool:
+        return (project, run_id) in self._known
 
     def _keep(self, project: str, run_id: str, snap: Snapshot, items: list[dict]) -> None:
         revs = {i["sk"]: i.get("rev", 0) for i in items if i["sk"].startswith(TALLY_PREFIX)}
         with self._known_lock:
-            self._known.pop((project, run_id), None)
-            self._known[(project, run_id)] = _Known(dict(snap.shards), revs)
-            while len(self._known) > KNOWN_RUNS:
-                self._known.pop(next(iter(self._known)))
+            self._remember(project, run_id, _Known(dict(snap.shards), revs, snap.run.created_at))
+
+    def _remember(self, project: str, run_id: str, known: _Known) -> None:
+        self._known.pop((project, run_id), None)
+        self._known[(project, run_id)] = known
+        while len(self._known) > KNOWN_RUNS:
+            self._known.pop(next(iter(self._known)))
 
     def _pause(self, attempt: int) -> None:
         self.sleep(random.uniform(0.5, 1.0) * 0.005 * (attempt + 1))

@@ -1,0 +1,31 @@
+"""A run's snapshot for its report, at the cost of what changed since: this process's last read of
+the run, or in a process new to it what the last report's publisher had read, left beside the run's
+reports (one S3 object instead of every shard's item: a cold start of a function, or the finalizer,
+the API and the arrivals each reading a big run and its baseline for the first time)."""
+
+from dataclasses import dataclass
+
+from ..adapters.ledger import Reads
+from ..adapters.results_store import ResultsStore
+from ..domain.ledger import Snapshot
+
+KNOWN_WORTH = 16  # shards a process new to the run reads from DynamoDB itself before it starts from the publisher's read
+
+
+@dataclass
+class RunSnapshots:
+    reads: Reads  # DynamoDB: the run's record, tallies and the shards changed since
+    results: ResultsStore  # S3: what the last publisher read of the run
+
+    def read(self, project: str, run_id: str) -> Snapshot | None:
+        """The run as it is now (``Reads.changed_snapshot``), or None when no such run."""
+        if not self.reads.knows(project, run_id) and (known := self.results.read_known(project, run_id)):
+            self.reads.adopt(project, run_id, known)
+        return self.reads.changed_snapshot(project, run_id)
+
+    def published(self, snapshot: Snapshot) -> None:
+        """A report of ``snapshot`` was published: what this process read of the run is left beside
+        it, when it spares a process new to the run more than a round of reads."""
+        run = snapshot.run
+        if len(snapshot.shards) > KNOWN_WORTH and (known := self.reads.known(run.project, run.run_id)):
+            self.results.write_known(run.project, run.run_id, known)
