@@ -3,7 +3,7 @@ runner's runPartIds and hostile ones, tokenless too), duplicate events, bad bund
 close, deadline, finalize and late pushes, re-runs into the run's later attempts included, in a
 run opened by its first upload or declared first; any AWS call may answer a fault (throttling, a
 500, an access denied) that botocore's retry handler sees, and the step is then retried as SQS or
-the client would. DESIGN's invariants are checked after every step, the upstream's as CodSpeed
+the client would; the upstream may answer a finalizer's sends 429 or 5xx. DESIGN's invariants are checked after every step, the upstream's as CodSpeed
 would hold it (the stand-in combines the run's parts: the last upload of each runPartId), and
 every refused request is followed by a comparison of the run's items and object versions."""
 
@@ -25,6 +25,7 @@ from hypothesis.stateful import (
     RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test,
 )
 
+from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_aggregator.domain.errors import Busy, Conflict, Unprocessable
 from codspeed_aggregator.domain.keys import parse_bundle_key
 from codspeed_rules.names import shard_key
@@ -44,6 +45,7 @@ HOSTILE_PART_IDS = ('bench-{"aggregated-part":1,"executor":"valgrind"}',
                     'codspeed-shard-aggregator-{"aggregated-shard":"1","executor":"valgrind"}')
 # (kind, the first call that answers it, how many do): past the clients' 6 attempts a call fails
 FAULTS = st.one_of(st.none(), st.tuples(st.sampled_from(sorted(AWS_FAULTS)), st.integers(0, 12), st.integers(1, 7)))
+UPSTREAM_FAULTS = st.lists(st.sampled_from((429, 500, 502, 503)), max_size=4)  # what CodSpeed's API answers a POST instead
 
 
 class Faulted(Exception):
@@ -77,6 +79,7 @@ def machine_for(isolated):
             self.later = []  # (shard, key): pushed after the first attempt ended, into a later one
             self.current = {}  # shard -> the benchmark of its bundle counted last (the model)
             self.seen_version, self.seen_arrived = 0, 0
+            self.waiting = []  # finalize messages whose handling the upstream failed: SQS delivers them again
 
         @initialize(declared=st.booleans(), own_token=st.booleans(), eager=st.booleans())
         def opened(self, declared, own_token, eager):
@@ -269,15 +272,28 @@ def machine_for(isolated):
             shard, key = self.later[pick % len(self.later)]
             assert agg.arrivals.record(key) in ("recorded", "duplicate", "late")
 
-        @rule(fault=FAULTS)
-        def finalize(self, fault):
-            for message in isolated.finalize_requests():
+        @rule(fault=FAULTS, upstream=UPSTREAM_FAULTS)
+        def finalize(self, fault, upstream):
+            """The finalizer's messages, the first with ``fault`` at an AWS call; the upstream answers
+            its next POSTs ``upstream`` (past the client's 3 tries a send fails, and is sent again later)."""
+            isolated.upstream.failures[:] = upstream
+            try:
+                self._finalize(fault)
+            finally:
+                isolated.upstream.failures.clear()
+
+        def _finalize(self, fault):
+            waiting, self.waiting = self.waiting, []
+            for message in [*waiting, *isolated.finalize_requests()]:
                 if message["run_id"].split("~")[0] == self.run_id:
-                    if message.get("shard"):  # an eager run's shard, sent as it was counted
-                        self._faulted(fault, lambda: agg.eager.forward(self.project, message["run_id"], message["shard"]))
-                    else:
-                        self._faulted(fault, lambda: agg.finalizing.finalize(self.project, message["run_id"],
-                                                                             message.get("part")))
+                    try:
+                        if message.get("shard"):  # an eager run's shard, sent as it was counted
+                            self._faulted(fault, lambda: agg.eager.forward(self.project, message["run_id"], message["shard"]))
+                        else:
+                            self._faulted(fault, lambda: agg.finalizing.finalize(self.project, message["run_id"],
+                                                                                 message.get("part")))
+                    except UpstreamError:  # the handler fails the message: SQS brings it back later
+                        self.waiting.append(message)
                     fault = None  # the first message's only
 
         @invariant()
