@@ -10,6 +10,9 @@ import threading
 from collections.abc import Iterator
 
 
+STOP_SECONDS = 60  # its pollers get 10 s to end an invocation under way; the rest is a loaded machine's
+
+
 class LocalProcess:
     def __init__(self, process: subprocess.Popen) -> None:
         self.process, self.lines, self.api_url = process, [], None
@@ -38,6 +41,11 @@ def local_aggregator(*args: str, env: dict | None = None) -> Iterator[LocalProce
         yield running
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
-        if running.api_url:
-            reader.join(timeout=10)
+        try:
+            process.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise AssertionError(f"not stopped {STOP_SECONDS} s after Ctrl-C; its output:\n{running.output[-3000:]}") from None
+        finally:
+            if running.api_url:
+                reader.join(timeout=10)

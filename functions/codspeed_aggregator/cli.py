@@ -5,10 +5,12 @@ configuration or environment (AWS settings, a secret, a port), 5 nothing to act 
 import argparse
 import errno
 import json
+import os
 import re
 import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
+from typing import NoReturn
 
 from .failure import CONFIG, EXIT_CODES, NOTHING, USAGE, Failure
 
@@ -72,7 +74,7 @@ def _port_free(port: int) -> None:
                           "or --port 0 for a free one", CONFIG) from None
 
 
-def _local(args: argparse.Namespace) -> int:
+def _local(args: argparse.Namespace) -> NoReturn:
     from .local.stack import LocalStack
 
     _port_free(args.port)
@@ -103,10 +105,13 @@ def _local(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops it as cleanly as Ctrl-C
         threading.Event().wait()
     except KeyboardInterrupt:
-        print("stopped")
+        print("stopped", flush=True)
     finally:
         stack.stop()
-    return 0
+    # Now: an invocation its pollers left under way (after 10 s) would hold the interpreter's exit
+    # (its thread pools are joined), retrying calls to servers that are gone. Its runs were in memory.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -151,8 +156,6 @@ def _project_tokens():
 
 
 def _redrive(args: argparse.Namespace) -> int:
-    import os
-
     from .adapters.aws import client
     from .redrive import redrive
 

@@ -31,10 +31,12 @@ class QueuePoller:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 10) -> None:
+        """Polls no more; waits up to ``wait`` seconds for the invocation under way (0: none)."""
         self._stop.set()
         self._wake.set()
-        self._thread.join(timeout=10)
+        if wait:
+            self._thread.join(timeout=wait)
 
     def poll_once(self, wait_seconds: int = 0) -> int:
         messages = self.sqs.receive_message(

@@ -5,6 +5,7 @@ import secrets
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -133,8 +134,11 @@ class LocalStack:
         self._stop.set()
         if self._unhook is not None:
             self._unhook()
+        for poller in self._pollers:  # each told first, then waited for together: a stop waits 10 s at most
+            poller.stop(wait=0)
+        until = time.monotonic() + 10
         for poller in self._pollers:
-            poller.stop()
+            poller.stop(wait=max(0.01, until - time.monotonic()))
         for server in self._servers:
             server.shutdown()
             server.server_close()
