@@ -20,15 +20,15 @@ def dynamodb_requests(db):
 
 
 @contextmanager
-def s3_gets(s3):
-    """The keys of each S3 GetObject made meanwhile."""
+def s3_gets(s3, operation: str = "GetObject"):
+    """The keys of each S3 GetObject (or ``operation``) made meanwhile."""
     seen = []
     note = lambda params, **_: seen.append(params["Key"])  # noqa: E731
-    s3.meta.events.register("before-parameter-build.s3.GetObject", note, unique_id="requests-seen")
+    s3.meta.events.register(f"before-parameter-build.s3.{operation}", note, unique_id="requests-seen")
     try:
         yield seen
     finally:
-        s3.meta.events.unregister("before-parameter-build.s3.GetObject", unique_id="requests-seen")
+        s3.meta.events.unregister(f"before-parameter-build.s3.{operation}", unique_id="requests-seen")
 
 
 def whole_run_reads(requests) -> int:

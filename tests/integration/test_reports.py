@@ -6,6 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
+from unittest import mock
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -13,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from codspeed_aggregator.adapters.github_status import GitHubStatuses
 from codspeed_aggregator.domain.keys import digest_key, known_key, report_key
+from codspeed_aggregator.use_cases import run_snapshots
 from tests.factories import bundle, push
 from tests.fake_github import FakeGitHub
 from tests.faults import AWS_FAULTS
@@ -100,7 +102,8 @@ def test_a_digest_refused_leaves_the_report_published_and_its_status_posted(isol
             assert agg.arrivals.record(key) == "recorded"
         left = _objects(agg, project, run_id)
         assert {digest_key(project, run_id), known_key(project, run_id)} <= set(left)  # over 16 shards: both left
-        with refused_puts(agg, which) as refused, caplog.at_level(logging.WARNING):
+        with refused_puts(agg, which) as refused, caplog.at_level(logging.WARNING), \
+                mock.patch.object(run_snapshots, "KNOWN_EVERY", 1):
             assert agg.arrivals.record(keys[17]) == "recorded"
         assert refused and f"digests of {project} {run_id} not left" in caplog.text and "AccessDenied" in caplog.text
         report = agg.reports.report(project, run_id)

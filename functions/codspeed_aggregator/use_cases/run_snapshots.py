@@ -3,19 +3,22 @@ the run, or in a process new to it what the last report's publisher had read, le
 reports (one S3 object instead of every shard's item: a cold start of a function, or the finalizer,
 the API and the arrivals each reading a big run and its baseline for the first time)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..adapters.ledger import Reads
 from ..adapters.results_store import ResultsStore
 from ..domain.ledger import Snapshot
 
 KNOWN_WORTH = 16  # shards a process new to the run reads from DynamoDB itself before it starts from the publisher's read
+KNOWN_EVERY = 16  # changes of a run its publisher lets pass before it leaves its read again (a few KB, not the whole)
+LEFT_RUNS = 32  # runs whose last read left a process remembers
 
 
 @dataclass
 class RunSnapshots:
     reads: Reads  # DynamoDB: the run's record, tallies and the shards changed since
     results: ResultsStore  # S3: what the last publisher read of the run
+    _left: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> the revision it left last
 
     def read(self, project: str, run_id: str) -> Snapshot | None:
         """The run as it is now (``Reads.changed_snapshot``), or None when no such run."""
@@ -25,7 +28,14 @@ class RunSnapshots:
 
     def published(self, snapshot: Snapshot) -> None:
         """A report of ``snapshot`` was published: what this process read of the run is left beside
-        it, when it spares a process new to the run more than a round of reads."""
-        run = snapshot.run
-        if len(snapshot.shards) > KNOWN_WORTH and (known := self.reads.known(run.project, run.run_id)):
-            self.results.write_known(run.project, run.run_id, known)
+        it, when it spares a process new to the run more than a round of reads, and once in
+        ``KNOWN_EVERY`` changes (each leaving costs a PUT of about 100 B a shard)."""
+        run, key = snapshot.run, (snapshot.run.project, snapshot.run.run_id)
+        if len(snapshot.shards) <= KNOWN_WORTH or run.rev < self._left.get(key, -KNOWN_EVERY) + KNOWN_EVERY:
+            return  # a process new to the run reads the changes since the last left: fewer than KNOWN_EVERY of this one's
+        if known := self.reads.known(*key):
+            self.results.write_known(*key, known)
+            self._left.pop(key, None)
+            self._left[key] = run.rev
+            while len(self._left) > LEFT_RUNS:
+                self._left.pop(next(iter(self._left)))
