@@ -103,6 +103,7 @@ def _local(args: argparse.Namespace) -> NoReturn:
         import threading
 
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops it as cleanly as Ctrl-C
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C too, started in the background (ignoring it)
         threading.Event().wait()
     except KeyboardInterrupt:
         print("stopped", flush=True)

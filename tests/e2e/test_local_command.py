@@ -1,7 +1,9 @@
 """`codspeed-aggregator local` in a process of its own: a run past its deadline is closed by the
-sweeper, in either forward mode (eager: its one shard was upstream already, and is not sent again)."""
+sweeper, in either forward mode (eager: its one shard was upstream already, and is not sent again);
+Ctrl-C stops it, however it was started."""
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -35,3 +37,20 @@ def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_p
         assert "forwarded, 1/2 shards in" in waited.stdout and "2: missing" in waited.stdout
         assert len(list((tmp_path / "upstream").glob("*/archive.tar.gz"))) == 1
     assert stack.process.returncode == 0 and "stopped" in stack.output
+
+
+def test_ctrl_c_stops_it_even_started_in_the_background_of_a_script():
+    """A shell script's ``cmd &`` starts it with SIGINT ignored, where Python sets no handler of
+    its own: Ctrl-C (or the SIGINT a test sends) stops it all the same, and at once."""
+    process = subprocess.Popen([sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        for line in process.stdout:
+            if line.startswith("Ctrl-C"):
+                break
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        assert process.stdout.read().strip() == "stopped"
+    finally:
+        process.kill()

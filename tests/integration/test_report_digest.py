@@ -57,7 +57,7 @@ def test_a_process_new_to_a_run_reads_its_digest_and_only_the_results_of_shards_
     agg = isolated.aggregator
     _main_run(agg, isolated, project, f"{run_id}-main")
     keys = _pushed(agg, project, run_id, range(1, SHARDS + 1))
-    with s3_gets(client("s3"), "PutObject") as written:
+    with s3_gets(agg.results.s3, "PutObject") as written:  # the digests are written with the results
         for key in keys[:FIRST]:
             assert agg.arrivals.record(key) == "recorded"  # each publishes, and leaves its digest
     assert written.count(digest_key(project, run_id)) == FIRST - shard_summaries.DIGEST_WORTH
