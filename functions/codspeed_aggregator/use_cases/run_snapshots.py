@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..adapters.ledger import Reads
 from ..adapters.results_store import ResultsStore
 from ..domain.ledger import Snapshot
+from .shard_summaries import trim_oldest
 
 KNOWN_WORTH = 16  # shards a process new to the run reads from DynamoDB itself before it starts from the publisher's read
 KNOWN_EVERY = 16  # changes of a run its publisher lets pass before it leaves its read again (a few KB, not the whole)
@@ -35,7 +36,6 @@ class RunSnapshots:
             return  # a process new to the run reads the changes since the last left: fewer than KNOWN_EVERY of this one's
         if known := self.reads.known(*key):
             self.results.write_known(*key, known)
-            self._left.pop(key, None)
+            self._left.pop(key, None)  # the newest last
             self._left[key] = run.rev
-            while len(self._left) > LEFT_RUNS:
-                self._left.pop(next(iter(self._left)))
+            trim_oldest(self._left, LEFT_RUNS)

@@ -50,14 +50,14 @@ class ShardSummaries:
             made[keys[name]] = summarize(name, figures, self.before(baseline, sources, name, figures), threshold)
         with self._lock:
             self._summaries.update(made)
-            _trim(self._summaries, CACHED_SUMMARIES)
+            trim_oldest(self._summaries, CACHED_SUMMARIES)
         parts = [*known.values(), *made.values()]
         digest = SummaryDigest(frozenset(bundles.values()), against, threshold,
                                merged([*([seed.summary] if seed else []), *parts]))
         with self._lock:
             self._digests.pop(run := (snapshot.run.project, snapshot.run.run_id), None)  # the newest last
             self._digests[run] = digest
-            _trim(self._digests, CACHED_DIGESTS)
+            trim_oldest(self._digests, CACHED_DIGESTS)
         return digest
 
     def published(self, project: str, run_id: str, digest: SummaryDigest) -> None:
@@ -102,11 +102,11 @@ class ShardSummaries:
                 whole.update(found.results if found else {})
             with self._lock:
                 self._whole_baselines[key] = whole
-                _trim(self._whole_baselines, CACHED_WHOLE_BASELINES)
+                trim_oldest(self._whole_baselines, CACHED_WHOLE_BASELINES)
         return ChainMap(before, whole)
 
 
-def _trim(cache: dict, limit: int) -> None:
+def trim_oldest(cache: dict, limit: int) -> None:
     """Let go of the oldest entries of a process's cache beyond ``limit``."""
     while len(cache) > limit:
         cache.pop(next(iter(cache)))
