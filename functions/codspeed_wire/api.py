@@ -6,7 +6,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from codspeed_rules.names import CI_URL_PATTERN, COMMIT_PATTERN, MAX_ANCESTORS
 
-from .names import Project, RunId, ShardName
+from .names import Project, RunId, ShardName, SkippedShard
 from .upstream import UploadMetadata
 
 MAX_SHARDS = 1000
@@ -148,7 +148,7 @@ class CloseRequest(BaseModel):
 
     project: Project
     run_id: RunId
-    skip: list[ShardName] = Field(default=[], max_length=MAX_SHARDS)
+    skip: list[SkippedShard] = Field(default=[], max_length=MAX_SHARDS)  # a runner job by its key (the report's name)
 
 
 class CloseAnswer(BaseModel):

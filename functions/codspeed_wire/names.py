@@ -4,7 +4,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, StringConstraints
 
-from codspeed_rules.names import OWNER_PATTERN, PROJECT_PATTERN, SEGMENT, SHARD_PATTERN, has_dot_segment, run_id_problem
+from codspeed_rules.names import (
+    OWNER_PATTERN, PROJECT_PATTERN, SEGMENT, SHARD_PATTERN, SKIP_PATTERN, has_dot_segment, run_id_problem,
+)
 
 
 def _no_dot_segments(value: str) -> str:
@@ -24,3 +26,4 @@ def _run_id(value: str) -> str:
 
 RunId = Annotated[str, AfterValidator(_run_id)]
 ShardName = Annotated[str, StringConstraints(pattern=SHARD_PATTERN), AfterValidator(_no_dot_segments)]
+SkippedShard = Annotated[str, StringConstraints(pattern=SKIP_PATTERN), AfterValidator(_no_dot_segments)]

@@ -101,7 +101,7 @@ def test_two_executors_pushed_at_once_under_one_name_are_six_shards_and_each_ben
     assert _benchmarks(_held(stack, project, run_id)) == {"valgrind": three, "walltime": three}
     part_ids = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"]
                       for u in stack.upstream.uploads(run_id))
-    assert part_ids == ['codspeed-shard-aggregator-{"aggregated-part":1,"executor":"valgrind"}'] + [
+    assert part_ids == ['codspeed-shard-aggregator-{"aggregated-pushed-part":1,"executor":"valgrind"}'] + [
         f'codspeed-shard-aggregator-{{"aggregated-shard":"{i}","executor":"walltime"}}' for i in (1, 2, 3)]
 
 

@@ -17,7 +17,7 @@ import requests
 from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
 from tests import runner
 from tests.conftest import TOKEN, TOKENLESS_PROJECT
-from tests.factories import wait_for
+from tests.factories import bundle, footprint, put, upload_request, wait_for
 
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
 FINAL = ("forwarded", "forward_failed", "closed_empty")
@@ -265,3 +265,47 @@ def test_a_project_with_its_own_upstream_token_in_ssm_is_forwarded_with_it(stack
     assert workflow.final(stack)["state"] == "forwarded"  # read by the finalizer under its role's grant
     [upload] = stack.upstream.uploads(workflow.run_id)
     assert json.loads((upload / "post-headers.json").read_text())["Authorization"] == "its-own-token"
+
+
+def _push(stack, workflow: Workflow, shard: str, benchmark: str, **manifest) -> None:
+    """A client's push into the workflow's run, as ``codspeed-client push`` asks and PUTs."""
+    data = bundle(4242, [benchmark])
+    request = upload_request(workflow.project, workflow.run_id, shard, data, commit=COMMIT, **manifest)
+    answer = requests.post(f"{stack.api_url}/v1/uploads", json=request, headers={"Authorization": TOKEN}, timeout=10)
+    assert answer.status_code == 201, answer.text
+    put(answer.json(), data)
+
+
+def test_a_job_named_like_the_aggregators_own_keeps_its_part_beside_the_pushed_shards_part(stack, workflow):
+    """A matrix job called ``codspeed-shard-aggregator`` and two pushed shards in one run: two merged
+    parts under two runPartIds, every benchmark upstream (it was 2 of 4: one part replaced the other)."""
+    for shard in (1, 2):
+        workflow.job(stack, "codspeed-shard-aggregator", [f"job::s{shard}"], shard=shard, total=2)
+        _push(stack, workflow, str(shard), f"pushed::s{shard}", total=2)
+    report = workflow.final(stack)
+    assert report["state"] == "forwarded" and report["arrived"] == 4, report
+    held = workflow.upstream(stack)
+    assert sorted(held) == ['codspeed-shard-aggregator-{"aggregated-part":1,"executor":"valgrind"}',
+                            'codspeed-shard-aggregator-{"aggregated-pushed-part":1,"executor":"valgrind"}']
+    assert _benchmarks(held) == ["job::s1", "job::s2", "pushed::s1", "pushed::s2"]
+
+
+def test_a_push_named_like_a_runner_jobs_key_is_a_shard_of_its_own(stack, workflow):
+    """A pushed shard spelled exactly like a runner job's key of the layout before (slug ``@`` digest)
+    is its own shard: the job keeps its shard and its benchmark (it was lost, and reported missing)."""
+    from codspeed_aggregator.domain.drop_in import job_key, safe_key
+
+    label = runner.github_run_part(workflow.run_id, "bench", "valgrind")["runPartId"]
+    lookalike = safe_key(label)
+    before = footprint(stack, workflow.project, workflow.run_id)
+    data = bundle(4242, ["pushed::refused"])
+    request = upload_request(workflow.project, workflow.run_id, job_key(label), data, commit=COMMIT)
+    refused = requests.post(f"{stack.api_url}/v1/uploads", json=request, headers={"Authorization": TOKEN}, timeout=10)
+    assert refused.status_code == 422 and "shard" in refused.text and "pattern" in refused.text, refused.text
+    assert footprint(stack, workflow.project, workflow.run_id) == before  # the job's own key cannot be pushed
+    _push(stack, workflow, lookalike, "pushed::lookalike", expect=[lookalike])
+    workflow.job(stack, "bench", ["job::a"])
+    report = workflow.final(stack)
+    assert report["state"] == "forwarded" and report["arrived"] == 2 and report["expected"] == 2, report
+    assert {s["name"]: s["state"] for s in report["shards"]} == {lookalike: "arrived", job_key(label): "arrived"}
+    assert _benchmarks(workflow.upstream(stack)) == ["job::a", "pushed::lookalike"]

@@ -40,7 +40,9 @@ from tests.runner import folder_archive, md5_b64, walltime_folder
 SHARDS = ("1", "2", "3")
 FINAL = ("forwarded", "forward_failed", "closed_empty")
 EXECUTORS = ("valgrind", "walltime")
-RUNNER_PART_IDS = ('bench-{"executor":"valgrind","run-index":0}', 'bench-{"executor":"valgrind","run-index":1}')
+RUNNER_PART_IDS = ('bench-{"executor":"valgrind","run-index":0}', 'bench-{"executor":"valgrind","run-index":1}',
+                   # a job named like the aggregator's own: its part and the pushed shards' are two
+                   'codspeed-shard-aggregator-{"executor":"valgrind","run-index":0}')
 HOSTILE_PART_IDS = ('bench-{"aggregated-part":1,"executor":"valgrind"}',
                     'codspeed-shard-aggregator-{"aggregated-shard":"1","executor":"valgrind"}')
 # (kind, the first call that answers it, how many do): past the clients' 6 attempts a call fails
@@ -178,7 +180,8 @@ def machine_for(isolated):
             data = bundle(4343, [benchmark])
             meta = UploadMetadata.model_validate(metadata(
                 md5_b64(data), owner=self.project.split("/")[0], repository=self.project.split("/")[1], tokenless=tokenless,
-                run_part={"runId": self.run_id, "runPartId": label, "jobName": "bench", "metadata": {"job-total": 1}}))
+                run_part={"runId": self.run_id, "runPartId": label, "jobName": label.split("-{")[0],
+                          "metadata": {"job-total": 1}}))
 
             def grant():
                 accepted = self._api("POST", "/upload", meta.wire())

@@ -7,7 +7,7 @@ import pytest
 from codspeed_aggregator.domain.drop_in import safe_key, shard_of
 from codspeed_aggregator.domain.errors import Unprocessable
 from codspeed_aggregator.domain.manifest import Manifest
-from codspeed_rules.names import SHARD_PATTERN
+from codspeed_rules.names import SHARD_KEY_PATTERN, SHARD_PATTERN
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner
 
@@ -24,7 +24,7 @@ def test_a_github_matrix_job_is_a_shard_of_the_workflow_run_with_the_matrix_size
     place = shard_of(_meta(part))
     assert place.run_id == "7044765741" and place.manifest == Manifest(total=2) and place.group == "bench"
     assert place.label == 'bench-{"shard":1}-{"job-index":0,"job-total":2}-{"executor":"valgrind","run-index":0}'
-    assert place.shard.startswith("bench-shard-1-job-index-0-job-total-2-executor-valgrind-run-index-0@")
+    assert place.shard.startswith("bench-shard-1-job-index-0-job-total-2-executor-valgrind-run-index-0!")
     assert place.variant == "valgrind/0"
 
 
@@ -44,7 +44,7 @@ def test_long_and_odd_run_part_ids_get_short_safe_distinct_keys():
     part = runner.github_run_part("1", "bench", "valgrind", matrix=matrix, job_index=0, job_total=4)
     place = shard_of(_meta(part))
     assert len(place.label) > 300 and len(place.shard) <= 100
-    assert re.match(SHARD_PATTERN, place.shard)
+    assert re.fullmatch(SHARD_KEY_PATTERN, place.shard) and not re.fullmatch(SHARD_PATTERN, place.shard)
     assert safe_key("a b") != safe_key("a-b") and safe_key("").startswith("part@")
 
 
@@ -63,7 +63,12 @@ def test_gitlab_jobs_of_one_pipeline_are_grouped_by_commit_and_ref_with_parallel
 
 def test_without_a_run_part_an_upload_is_a_run_of_one():
     place = shard_of(_meta(None, environment="BUILDKITE", gh_data={"runId": "build-9", "job": "bench"}))
-    assert (place.run_id, place.shard, place.manifest) == (f"{COMMIT[:12]}-build-9-bench", "1", Manifest(total=1, indexed=True))
+    assert (place.run_id, place.label, place.manifest) == (f"{COMMIT[:12]}-build-9-bench", "1", Manifest(total=1))
+    walltime = shard_of(_meta(None, executor="walltime", environment="BUILDKITE", gh_data={"runId": "build-9", "job": "bench"}))
+    assert "!" in place.shard and walltime.shard != place.shard and walltime.run_id == place.run_id
+    # a run opened before job keys keeps shard 1 of each executor, as it was keyed then
+    assert place.keyed_for(False) == ("1", Manifest(total=1, indexed=True)) and walltime.keyed_for(False)[0] == "1~walltime"
+    assert place.keyed_for(True) == (place.shard, place.manifest)
 
 
 @pytest.mark.parametrize("total", [-5, 0, 1001])

@@ -13,7 +13,9 @@
   forwarded as it arrived.
 
 A runPartId is opaque and can be hundreds of characters long: it is kept as the shard's
-label, and a short, safe key derived from it names the shard in storage.
+label, and a short, safe key derived from it (``job_key``) names the shard in storage. That key
+holds ``names.JOB_MARK``, which no pushed shard's name may hold: a push can never be spelled like
+a runner job's shard. A run opened before job keys keeps the keys it has (``DropInShard.keyed_for``).
 """
 
 import base64
@@ -23,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from codspeed_wire.api import MAX_SHARDS
-from codspeed_rules.names import is_run_id, shard_key
+from codspeed_rules.names import JOB_MARK, is_run_id, shard_key
 from codspeed_wire.upstream import UploadMetadata
 
 from .errors import Unprocessable
@@ -39,21 +41,36 @@ MAX_KEY = 100
 @dataclass(frozen=True)
 class DropInShard:
     run_id: str
-    shard: str  # the storage key
+    shard: str  # the storage key (``job_key``)
     label: str  # what the runner called it (its runPartId); its name in the manifest
     manifest: Manifest  # of its group
     variant: str  # executor and run index: the manifest counts jobs per variant
     group: str = ""  # the job group (jobName): its manifest is its own
+    legacy: tuple[str, Manifest] | None = None  # its key and manifest in a run opened before job keys
+
+    def keyed_for(self, job_keys: bool) -> tuple[str, Manifest]:
+        """Its key and manifest in a run: one opened before job keys has its jobs under their old
+        keys, and a job uploading again there must land on its own shard, not count twice."""
+        return (self.shard, self.manifest) if job_keys or self.legacy is None else self.legacy
 
 
 def _digest(text: str, length: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
-def safe_key(text: str, limit: int = MAX_KEY) -> str:
-    """A readable key for any string, unique to it: its safe characters, then a digest."""
+def safe_key(text: str, limit: int = MAX_KEY, mark: str = "@") -> str:
+    """A readable key for any string, unique to it: its safe characters, ``mark``, then a digest."""
     slug = _UNSAFE.sub("-", text).strip("-._=+")[: limit - 11] or "part"
-    return f"{slug}@{_digest(text, 10)}"
+    return f"{slug}{mark}{_digest(text, 10)}"
+
+
+def job_key(label: str) -> str:
+    """A runner job's storage key: its label's ``safe_key`` marked with ``JOB_MARK``, in no pushed name."""
+    return safe_key(label, MAX_KEY, JOB_MARK)
+
+
+def _job(run_id: str, label: str, manifest: Manifest, variant: str, group: str) -> DropInShard:
+    return DropInShard(run_id, job_key(label), label, manifest, variant, group, legacy=(safe_key(label), manifest))
 
 
 def _run_id(value: str) -> str:
@@ -82,9 +99,10 @@ def gitlab_run_id(commit: str, ref: str | None) -> str:
 def shard_of(metadata: UploadMetadata) -> DropInShard:
     part = metadata.run_part
     if part is None:
-        # a run of one, whose job may upload once per executor: shard 1 of each
-        return DropInShard(_single_part_run_id(metadata), shard_key("1", metadata.executor), "1",
-                           Manifest(total=1, indexed=True), metadata.executor)
+        # a run of one, whose job may upload once per executor: one job of each (before job keys, shard 1 of each)
+        name = shard_key("1", metadata.executor)
+        return DropInShard(_single_part_run_id(metadata), job_key(name), "1", Manifest(total=1), metadata.executor,
+                           legacy=(name, Manifest(total=1, indexed=True)))
     variant = part.variant(metadata.executor)
     label = part.run_part_id
     if AGGREGATED_KEY in label:  # upstream, it would stand in the place of one of our merged parts
@@ -95,14 +113,13 @@ def shard_of(metadata: UploadMetadata) -> DropInShard:
         name = part.job_name or label
         parallel = _PARALLEL.match(name) or _PARALLEL.match(label)
         if parallel and 1 <= int(parallel["index"]) <= int(parallel["total"]) <= MAX_SHARDS:
-            return DropInShard(run_id, safe_key(label), label, Manifest(total=int(parallel["total"])), variant,
-                               group_of(parallel["job"]))
-        return DropInShard(run_id, safe_key(label), label, Manifest(total=1), variant, group_of(name))
+            return _job(run_id, label, Manifest(total=int(parallel["total"])), variant, group_of(parallel["job"]))
+        return _job(run_id, label, Manifest(total=1), variant, group_of(name))
     total = part.total_parts()
     if total is not None and not 1 <= total <= MAX_SHARDS:
         raise Unprocessable(f"runPart.metadata job-total is {total}: a matrix has 1 to {MAX_SHARDS} jobs")
-    return DropInShard(_run_id(part.run_id), safe_key(label), label, Manifest(total=total or 1), variant,
-                       group_of(part.job_name or label.split("-{", 1)[0]))
+    return _job(_run_id(part.run_id), label, Manifest(total=total or 1), variant,
+                group_of(part.job_name or label.split("-{", 1)[0]))
 
 
 _STRATEGY = ("job-index", "job-total")

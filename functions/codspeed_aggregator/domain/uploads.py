@@ -52,8 +52,13 @@ AGGREGATED_KEY = '"aggregated-'  # our runPartIds' own JSON keys start with it: 
 def merged_part_id(group: str, number: int) -> str:
     """The runPartId of a group's ``number``-th merged part (valgrind's: no other executor merges).
     Ours are namespaced: the runner ends each of its own ids with ``-{"executor":…,"run-index":N}``,
-    and a runner's id holding AGGREGATED_KEY is refused at its POST, so no runner's equals one."""
-    return _part_id(group or AGGREGATOR_JOB, {"aggregated-part": number, "executor": VALGRIND})
+    and a runner's id holding AGGREGATED_KEY is refused at its POST, so no runner's equals one.
+    Each kind has its own first key, so no group's name makes one kind's id another's: a job group
+    (named like our own job, even) ``aggregated-part``, the pushed shards ``aggregated-pushed-part``,
+    a pushed shard sent as it was ``aggregated-shard``."""
+    if group:
+        return _part_id(group, {"aggregated-part": number, "executor": VALGRIND})
+    return _part_id(AGGREGATOR_JOB, {"aggregated-pushed-part": number, "executor": VALGRIND})
 
 
 def pushed_part_id(name: str, executor: str) -> str:
@@ -69,10 +74,17 @@ def _part_id(job: str, suffix: dict) -> str:
 
 def part_id(upload: Upload, shards: dict[str, ShardRecord]) -> str:
     """A stable id of what an upload holds (its shards, at the objects validated), not of where it
-    stands in a plan: a part is claimed under it, and an attempt sends again only the parts
-    whose id changed (a shard re-run)."""
+    stands in a plan: an attempt sends again only the parts whose id changed (a shard re-run)."""
     held = "\n".join(f"{name}={shards[name].key}@{shards[name].version_id}" for name in upload.shards)
     return hashlib.sha256(held.encode()).hexdigest()[:24]
+
+
+def claim_id(run_part_id: str, executor: str) -> str:
+    """What a part is claimed under: the runPartId it goes upstream as, not what it holds, so two
+    versions of one part (a shard re-pushed while its first send is on its way) are sent one after
+    the other, never both at once (the upstream keeps the last PUT of a runPartId). With its
+    executor: a runner's upload with no runPart goes once per executor under none."""
+    return hashlib.sha256(f"{executor}\n{run_part_id}".encode()).hexdigest()[:32]
 
 
 MAX_UPLOAD_BYTES = 4 << 30  # under S3's 5 GB PUT, with room for the merge's own bytes

@@ -72,17 +72,23 @@ class RequestUpload:
             raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
         place = shard_of(metadata)
         grant = self._grant(project, place.run_id, place.label, place.manifest, metadata, size=None, content_type=None,
-                            crc32=None, label=place.label, variant=place.variant, group=place.group, key=place.shard)
+                            crc32=None, label=place.label, variant=place.variant, group=place.group, key=place.shard,
+                            keyed_for=place.keyed_for)
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
     def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32,
                label=None, variant=None, group="", page=None, base_commit=None, base_ancestors=(),
-               key=None, ci_attempt=None) -> UploadGrant:
+               key=None, ci_attempt=None, keyed_for=None) -> UploadGrant:
         """``shard``: the name the manifest knows; ``key``: the shard as stored (a pushed shard's
-        name and executor), the name itself when not given."""
+        name and executor), the name itself when not given; ``keyed_for``: a runner job's key and
+        manifest in a run, by whether the run keys jobs apart (``RunRecord.job_keys``)."""
         now = self.clock()
-        key = key or shard
+        own = (key or shard, manifest)
         manifest.admit(shard)  # its own manifest first: a run it cannot join is neither opened nor changed
+
+        def keyed(run: RunRecord) -> tuple[str, Manifest]:
+            return keyed_for(run.job_keys) if keyed_for else own
+
         variants = (variant_key(group, variant),) if variant else ()
         run = self.current_attempt(RunRecord(
             project=project, run_id=run_id, groups={group: manifest}, commit=metadata.commit_hash.lower(),
@@ -91,7 +97,8 @@ class RequestUpload:
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
             variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless,
             provider=metadata.repository_provider, ci_attempt=ci_attempt,
-        ), admit=lambda previous: _admit(previous, group, shard, manifest))
+        ), admit=lambda previous: _admit(previous, group, shard, keyed(previous)[1]))
+        key, manifest = keyed(run)
         closing = Closing(f"run {run.run_id} of {project} is closing: it takes no more shards "
                           "(a shard pushed after the run is forwarded starts its next attempt)")
         if run.closing:
@@ -149,6 +156,7 @@ class RequestUpload:
                 opening.groups = {**opening.groups, **previous.groups}
                 opening.identity, opening.skipped, opening.declared = previous.identity, previous.skipped, previous.declared
                 opening.eager = previous.eager  # a mode switched meanwhile never sends a benchmark twice in one run
+                opening.job_keys = previous.job_keys  # its inherited shards keep their keys
                 # a later CI attempt's re-run: one attempt for all its shards, not one per shard
                 opening.rerun = bool(opening.ci_attempt and opening.ci_attempt > (previous.ci_attempt or 1))
                 # A run's report is its latest attempt's: its versions go on from the previous one's.

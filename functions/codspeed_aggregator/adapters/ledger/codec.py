@@ -256,6 +256,7 @@ def run_from(item: dict, tallies: list[dict]) -> RunRecord:
         closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"), tokenless=bool(item.get("tokenless")),
         provider=item.get("provider"), declared=bool(item.get("declared")),
         ci_attempt=item.get("ci_attempt"), rerun=bool(item.get("rerun")), eager=bool(item.get("eager")),
+        job_keys=bool(item.get("job_keys")),
         plan=json.loads(item["plan"]) if item.get("plan") else None,
     )
 

@@ -44,6 +44,8 @@ class Runs(TableItems):
             item["rerun"] = True
         if run.eager:
             item["eager"] = True
+        if run.job_keys:
+            item["job_keys"] = True
         try:
             self.db.put_item(TableName=self.table, Item=dump(item), ConditionExpression="attribute_not_exists(pk)",
                              ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after
