@@ -4,10 +4,14 @@ what no shard sent. Against moto's server and the stand-in upstream, driven step
 
 import json
 from dataclasses import replace
+from types import SimpleNamespace
+from unittest import mock
 
 import pytest
+from botocore.exceptions import ClientError
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
+from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
 from codspeed_aggregator.domain.uploads import pushed_part_id
 from tests.factories import bundle, push
 
@@ -126,3 +130,62 @@ def test_a_run_opened_merged_stays_merged_after_the_stack_turns_eager(isolated, 
     assert _shard_messages(isolated) == []
     assert isolated.finalize_all(project, run_id, eager) == "forwarded"
     assert len(isolated.upstream.uploads(run_id)) == 1  # one merged part: no benchmark went twice
+
+
+def test_a_re_push_while_its_first_send_is_on_its_way_is_sent_after_it(eager, isolated, project, run_id, monkeypatch):
+    """The claim is the part's runPartId's, not its version's: the re-pushed shard's own message
+    finds the first send holding the part, and that send sends the newer version after its own,
+    so the newer lands last and stays upstream (it was the older, the ledger saying the newer)."""
+    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::first"]), total=2)
+    isolated.finalize_requests()
+    put, meanwhile = eager.upstream.put, []
+
+    def slow_put(url, archive, size, md5, gzipped):
+        if not meanwhile:  # the first PUT is slow: the job is re-run and its message handled before it lands
+            meanwhile.append("re-pushed")
+            _arrive(eager, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)
+            meanwhile.append(eager.eager.forward(project, run_id, "1"))
+        return put(url, archive, size, md5, gzipped=gzipped)
+
+    monkeypatch.setattr(eager.upstream, "put", slow_put)
+    assert eager.eager.forward(project, run_id, "1") == "forwarded"
+    assert meanwhile == ["re-pushed", "not_claimed"]
+    [first, last] = isolated.upstream.uploads(run_id)
+    assert benchmarks_in(archive_of(first)) == {"t1::first"} and benchmarks_in(archive_of(last)) == {"t1::again"}
+    held = isolated.upstream.combined(project)[(project, run_id)][pushed_part_id("1", "valgrind")]
+    assert benchmarks_in(archive_of(held)) == {"t1::again"}
+    [entry] = [s for s in eager.reports.report(project, run_id).shards if s.name == "1"]
+    assert entry.upstream and entry.attempt == 2  # the ledger says what the upstream holds
+    assert eager.eager.forward(project, run_id, "1") == "upstream"  # that message again: nothing more sent
+    assert len(isolated.upstream.uploads(run_id)) == 2
+
+
+@pytest.mark.parametrize("kind", ["access denied", "throttling"])
+def test_a_failed_record_after_a_send_releases_the_claim_and_the_retry_goes_on_at_once(eager, isolated, project,
+                                                                                       run_id, kind):
+    """The send reached the upstream and its record failed (its transaction refused, or throttled past
+    the client's retries): the claim is released, so the message's retry sends again now instead of
+    waiting out the lease with the run unable to end."""
+    from tests.faults import AWS_FAULTS
+
+    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]), total=2)
+    isolated.finalize_requests()
+    db, failed = eager.eager.parts.db, []
+
+    def refuse_the_record(request, **kwargs):
+        if b"SET upstream" in request.body:  # every try of it, botocore's own retries included
+            failed.append(1)
+            return AWS_FAULTS[kind]("dynamodb")
+        return None
+
+    db.meta.events.register_first("before-send.dynamodb.TransactWriteItems", refuse_the_record, unique_id="refuse-record")
+    try:
+        with mock.patch("botocore.endpoint.time", SimpleNamespace(sleep=lambda seconds: None)):
+            with pytest.raises(ClientError):
+                eager.eager.forward(project, run_id, "1")
+    finally:
+        db.meta.events.unregister("before-send.dynamodb.TransactWriteItems", unique_id="refuse-record")
+    claims = [item for sk, item in _footprint(eager, project, run_id).items() if sk.startswith("~CLAIM#")]
+    assert [c["lease_until"]["N"] for c in claims] == ["0"]
+    assert eager.eager.forward(project, run_id, "1") == "forwarded"  # the retry: not "not_claimed" for 960 s
+    assert len(isolated.upstream.uploads(run_id)) == 2  # sent again under its runPartId: it replaces itself

@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass
 
 from .baseline import Completion
 from .ledger import RunRecord, ShardRecord
+from .metadata import part_claim
 from .uploads import Upload
 
 
@@ -14,13 +15,19 @@ class PartPlan:
 
     index: int
     upload: Upload
-    part_id: str  # claimed under it (``uploads.part_id``)
+    part_id: str  # what it holds (``uploads.part_id``): a shard an eager run sent as it is now is not sent again
     shards: dict[str, ShardRecord]  # its own, by name
     carried: dict[str, dict]  # the outcome's entry of each of its shards carried from the baseline
     number: int  # its place among its group's merged parts (0: a shard sent as it was)
     group_parts: int  # its group's merged parts
     sends: int  # how many uploads this attempt sends
     base_metadata: dict | None  # the run's CodSpeed metadata (its first shard's)
+
+    @property
+    def claim(self) -> str:
+        """What its finalizer claims it under: its runPartId (``metadata.part_claim``), shared with an
+        eager run's send of the same shard."""
+        return part_claim(self.upload, self.shards)
 
     def to_item(self) -> dict:
         return {"index": self.index, "upload": self.upload.to_item(), "id": self.part_id,
@@ -44,7 +51,7 @@ class ForwardPlan:
     baseline_run: str | None
     base_metadata: dict | None
     uploads: list[Upload]
-    part_ids: list[str]  # what each upload holds, as it is claimed
+    part_ids: list[str]  # what each upload holds (``uploads.part_id``)
     todo: list[int]  # the uploads this attempt sends: the others the upstream holds, as they are, from an earlier one
 
     def part(self, index: int) -> PartPlan:

@@ -3,12 +3,13 @@
 import copy
 from dataclasses import dataclass
 
+from codspeed_rules.bundle import VALGRIND
 from codspeed_rules.names import split_shard_key
 from codspeed_wire.upstream import UploadMetadata, in_runner_order
 
 from .errors import Conflict
 from .ledger import ShardRecord
-from .uploads import AGGREGATOR_JOB, pushed_part_id
+from .uploads import AGGREGATOR_JOB, Upload, claim_id, pushed_part_id
 
 
 def check_identity(run_identity: dict | None, mine: dict | None) -> None:
@@ -56,6 +57,14 @@ def upstream_part_id(shard: ShardRecord) -> str:
         return shard.label
     name, _ = split_shard_key(shard.name)
     return pushed_part_id(name, shard.executor) if shard.group == "" else shard.name
+
+
+def part_claim(upload: Upload, shards: dict[str, ShardRecord]) -> str:
+    """The claim an upload is sent under (``uploads.claim_id``): its merged runPartId, or its shard's."""
+    if upload.merged:
+        return claim_id(upload.run_part_id, VALGRIND)
+    shard = shards[upload.shards[0]]
+    return claim_id(upstream_part_id(shard), shard.executor)
 
 
 def as_carried(base: dict, shard: ShardRecord) -> dict:

@@ -58,8 +58,8 @@ class FinalizeRun:
         benchmark limit, or the bytes one merge may take, the run goes as several uploads (run
         parts): the first finalizer (``part`` None) plans them and queues one message per part, so
         parts merge in parallel, each in an invocation of its own, and each is retried alone.
-        Every part is forwarded under a claim of its own (keyed by what it holds), so no part is
-        ever sent by two finalizers at once; each part that reached the upstream is recorded, so a
+        Every part is forwarded under a claim of its own (keyed by its runPartId), so no part is
+        ever sent by two finalizers at once, nor beside an eager run's send of it; each part that reached the upstream is recorded, so a
         retry sends only the rest; whoever records the last one finishes the run."""
         if part is None:
             if not self.runs.claim_finalize(project, run_id, int(self.clock()), self.settings.finalize_lease_seconds):
@@ -70,7 +70,7 @@ class FinalizeRun:
         if run is None or run.plan is None:
             return "not_claimed"
         own = self._part_plan(run, part)
-        if not self._claim(project, run_id, own.part_id):
+        if not self._claim(project, run_id, own.claim):
             return "not_claimed"
 
         def forward() -> str:
@@ -116,8 +116,8 @@ class FinalizeRun:
                     raise
                 self.runs.sleep(min(2.0, 0.1 * 2**attempt))
 
-    def _claim(self, project: str, run_id: str, part_id: str) -> bool:
-        return self.parts.claim_part(project, run_id, part_id, int(self.clock()), self.settings.finalize_lease_seconds)
+    def _claim(self, project: str, run_id: str, claim: str) -> bool:
+        return self.parts.claim_part(project, run_id, claim, int(self.clock()), self.settings.finalize_lease_seconds)
 
     def _finalize_claimed(self, project: str, run_id: str) -> str:
         snapshot = self.reads.snapshot(project, run_id)
@@ -142,9 +142,8 @@ class FinalizeRun:
         if len(plan.todo) > 1:  # each part on a message of its own: merged in parallel, retried alone
             for index in todo:
                 self.queue.request(project, run_id, "part", part=index)
-        elif todo and self._claim(project, run_id, plan.part_ids[todo[0]]):
-            self._forward_part(plan.part(todo[0]), project, run_id, snapshot.run.announced_parts.get(str(todo[0])),
-                               snapshot.run.eager)
+        elif todo and self._claim(project, run_id, (own := plan.part(todo[0])).claim):
+            self._forward_part(own, project, run_id, snapshot.run.announced_parts.get(str(todo[0])), snapshot.run.eager)
         return self._finish_when_forwarded(project, run_id, plan)
 
     def _closed_empty(self, project: str, run_id: str, outcome: dict | None = None) -> str:
@@ -237,7 +236,7 @@ class FinalizeRun:
                                             part.base_metadata, part.carried, part.index, part.number,
                                             part.group_parts, announced)
         except Exception as exc:
-            self.parts.release_part(project, run_id, part.part_id)
+            self.parts.release_part(project, run_id, part.claim)
             if part.sends > 1 and isinstance(exc, UpstreamError):
                 raise UpstreamError(f"upload {part.index + 1} of {part.sends}: {exc}") from exc
             raise

@@ -3,6 +3,7 @@ the run part id it was uploaded with (a pushed shard's, ``uploads.pushed_part_id
 A re-run shard replaces its part upstream; the run's finalizer sends only what no shard sent
 (what it carries, a shard whose send failed)."""
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,11 +13,14 @@ from ..adapters.ledger import Parts, Reads
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
 from ..domain.keys import plan_key
-from ..domain.ledger import ARRIVED, OPEN, sent_as
+from ..domain.ledger import ARRIVED, OPEN, ShardRecord, sent_as
+from ..domain.metadata import part_claim
 from ..domain.uploads import Upload, part_id
 from ..settings import Settings
 from .forward_part import ForwardPart
 from .reports import Reports
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,31 +36,57 @@ class ForwardShard:
     clock: Callable[[], float] = time.time
 
     def forward(self, project: str, run_id: str, name: str) -> str:
-        """Send shard ``name`` as it is counted now; answers what became of it."""
+        """Send shard ``name`` as it is counted now; answers what became of it.
+
+        The claim is the shard's runPartId's, not its version's: a version re-pushed while an
+        older one is sent waits, and the holder sends it after its own (the upstream keeps the
+        last PUT of a runPartId, so the newer must land last)."""
         run, shard = self.reads.shard_view(project, run_id, name)  # not the run whole: its size does not matter
         if run is None or run.state != OPEN or shard is None or shard.state != ARRIVED:
             return "not_open"  # ended, or finalizing: its finalizer sends what is not upstream
-        upload = Upload((name,), merged=False, group=shard.group)
-        held = part_id(upload, {name: shard})
-        if sent_as(shard) == held:
+        if sent_as(shard) == _version(shard):
             return "upstream"  # a second delivery of one arrival
-        if not self.parts.claim_shard(project, run_id, held, int(self.clock()), self.settings.finalize_lease_seconds):
-            return "not_claimed"
+        claim = part_claim(Upload((name,), merged=False, group=shard.group), {name: shard})
+        if not self.parts.claim_shard(project, run_id, claim, int(self.clock()), self.settings.finalize_lease_seconds):
+            return "not_claimed"  # its holder sends this version after its own, or the run's finalizer does
+        while not self._send(project, run_id, shard, claim):
+            run, shard = self.reads.shard_view(project, run_id, name)  # re-pushed while it was sent: the newer now
+            if run is None or run.state != OPEN or shard is None or shard.state != ARRIVED or sent_as(shard) == _version(shard):
+                self.parts.release_part(project, run_id, claim)
+                break
+        self.metrics.add("ShardsForwarded", 1, "Count")
+        self.reports.publish(project, run_id)
+        self._finalizer_waits(project, run_id)
+        return "forwarded"
+
+    def _send(self, project: str, run_id: str, shard: ShardRecord, claim: str) -> bool:
+        """Send one version of the shard and record it; False when a newer one was counted meanwhile
+        (the claim still held). A send that fails is said on the run, and the message's retry sends
+        it again."""
+        held = _version(shard)
+        upload = Upload((shard.name,), merged=False, group=shard.group)
         try:
             answer = self.forwarder.forward([shard], upload, project, run_id, base_metadata=None, carried={}, index=None,
                                             number=0, group_parts=0, announced=None)
         except Exception as exc:
             self.metrics.add("ShardForwardFailed", 1, "Count")
-            if not self.parts.record_sent_shard(project, run_id, shard, held, {"error": str(exc)}):
-                self.parts.release_part(project, run_id, held)
+            if not self._record(project, run_id, shard, held, claim, {"error": str(exc)}):
+                self.parts.release_part(project, run_id, claim)
             self.reports.publish(project, run_id)  # the run says so; the message's retry sends it again
             raise
-        if not self.parts.record_sent_shard(project, run_id, shard, held, answer):  # re-run meanwhile: its own message sends it
-            self.parts.release_part(project, run_id, held)
-        self.metrics.add("ShardsForwarded", 1, "Count")
-        self.reports.publish(project, run_id)
-        self._finalizer_waits(project, run_id)
-        return "forwarded"
+        return self._record(project, run_id, shard, held, claim, answer)
+
+    def _record(self, project: str, run_id: str, shard: ShardRecord, held: str, claim: str, sent: dict) -> bool:
+        """Record a send; a write that fails (a throttle, an access denied) releases the claim before
+        the message is retried, so the run never waits out a lease nobody holds."""
+        try:
+            return self.parts.record_sent_shard(project, run_id, shard, held, claim, sent)
+        except Exception:
+            try:
+                self.parts.release_part(project, run_id, claim)
+            except Exception:  # the lease ends it: logged, and the write's own error is the one raised
+                log.exception("the claim of shard %s of %s %s was not released", shard.name, project, run_id)
+            raise
 
     def _finalizer_waits(self, project: str, run_id: str) -> None:
         """A close that came while this shard was sent: its finalizer planned the shard, found it
@@ -70,3 +100,8 @@ class ForwardShard:
         for index in plan["todo"]:
             if str(index) not in run.forwarded_parts:
                 self.queue.request(project, run_id, "part", part=index)
+
+
+def _version(shard: ShardRecord) -> str:
+    """What the shard holds as counted now (``uploads.part_id``): what a send of it is recorded as."""
+    return part_id(Upload((shard.name,), merged=False), {shard.name: shard})

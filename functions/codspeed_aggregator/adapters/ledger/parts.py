@@ -8,7 +8,7 @@ from .codec import CLAIM_PREFIX, PART_PREFIX, RUN_SK, SHARD_PREFIX, TableItems, 
 
 class Parts(TableItems):
     def claim_part(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> bool:
-        """Take one upload (``part``: its id, ``domain.uploads.part_id``) of a finalizing run: once,
+        """Take one upload (``part``: its claim, ``domain.uploads.claim_id``) of a finalizing run: once,
         unless its finalizer's lease ran out. One transaction on the part's claim item and the run
         item: the run's lease moves on with it, so neither the sweeper nor a retry takes the run
         again while any part is worked on."""
@@ -20,19 +20,20 @@ class Parts(TableItems):
         return self.transact([{"Update": claim}, {"Update": run_update}]) is None
 
     def claim_shard(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> bool:
-        """Take one shard of an eager run (``part``: its upload's id, as a finalizer claims it) while
-        the run is open: two deliveries of one arrival, or an arrival and the run's finalizer, never
-        send it both (the finalizer claims it under the same item)."""
+        """Take one shard of an eager run (``part``: its claim, as a finalizer claims it) while the
+        run is open: two deliveries of one arrival, two versions of the shard, or an arrival and the
+        run's finalizer, never send it at once (the finalizer claims it under the same item)."""
         claim = self._claim(project, run_id, part, now, lease_seconds)
         is_open = {"TableName": self.table, "Key": self.key(project, run_id, RUN_SK), "ConditionExpression": "#state = :open",
                    "ExpressionAttributeNames": {"#state": "state"}, "ExpressionAttributeValues": dump({":open": OPEN})}
         return self.transact([{"Update": claim}, {"ConditionCheck": is_open}]) is None
 
-    def record_sent_shard(self, project: str, run_id: str, shard: ShardRecord, part: str, sent: dict) -> bool:
-        """Remember on an eager run's shard how its send as ``part`` went (``sent``: the upstream's
-        answer, or the error it ended with), at the version sent (a re-run counted meanwhile is sent
-        by its own message), and release its claim: a change of the shard (its tally noted), so
-        reports see it and the run's item stays as it was."""
+    def record_sent_shard(self, project: str, run_id: str, shard: ShardRecord, part: str, claim: str, sent: dict) -> bool:
+        """Remember on an eager run's shard how its send of ``part`` (what it held) went (``sent``: the
+        upstream's answer, or the error it ended with), at the version sent, and release ``claim``:
+        a change of the shard (its tally noted), so reports see it and the run's item stays as it
+        was. False: the shard was re-pushed meanwhile, and the claim is still held (for its sender
+        to send the newer version next)."""
         shard_update = {
             "TableName": self.table, "Key": self.key(project, run_id, f"{SHARD_PREFIX}{shard.name}"),
             "UpdateExpression": "SET upstream = :sent ADD rev :one", "ConditionExpression": "version_id = :v",
@@ -42,7 +43,7 @@ class Parts(TableItems):
         tally = self.tally_update(project, run_id, shard.name, "ADD rev :one", None, {})
         note = self.change_note(project, run_id, shard.name, self.tally_rev(project, run_id, shard.name))
         return self.transact([{"Update": shard_update}, {"Update": tally}, {"Put": note},
-                              {"Update": self._released(project, run_id, part)}]) is None
+                              {"Update": self._released(project, run_id, claim)}]) is None
 
     def release_part(self, project: str, run_id: str, part: str) -> None:
         """A part's finalizer failed: its retry may take the part at once."""
