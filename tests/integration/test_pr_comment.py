@@ -12,7 +12,7 @@ import pytest
 
 from codspeed_aggregator.adapters.github_comments import GitHubComments
 from codspeed_aggregator.adapters.gitlab_notes import GitLabNotes
-from codspeed_aggregator.domain.pr_comment import marker
+from codspeed_aggregator.domain.pr_comment import PullRequestRef, marker
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from tests.factories import bundle, put, upload_request
 from tests.fake_github import FakeGitHub
@@ -88,7 +88,7 @@ def test_publishers_racing_on_a_new_comment_post_it_once(isolated, github, proje
     github.comments.clear()
     github.requests.clear()
     agg.ledger.db.delete_item(TableName=agg.ledger.table, Key={"pk": {"S": f"RUN#{project}#~pull-requests"},
-                                                               "sk": {"S": "~COMMENT#42"}})
+                                                               "sk": {"S": "~COMMENT#GITHUB#42"}})
     report = agg.reports.report(project, run_id)
     start = threading.Barrier(6)
 
@@ -218,7 +218,7 @@ def test_a_first_post_that_fails_releases_its_claim_and_the_final_report_posts_t
     github.fail_next.append(failure)
     agg.arrivals.record(keys[0])  # its comment's POST fails: logged, the arrival counted all the same
     assert github.comments == {} and [m for m, _ in github.requests] == ["POST"]
-    stored = agg.ledger.comments.comment(project, 42)
+    stored = agg.ledger.comments.comment(PullRequestRef("GITHUB", project, 42))
     assert stored["claimed_at"] == 0 and "comment_id" not in stored  # given up, not held
     clock.now += 5  # well within the claim's 60 s
     for key in keys[1:]:
@@ -284,3 +284,64 @@ def test_a_merge_requests_pipelines_share_one_note(isolated, github, gitlab):
     [note] = gitlab.notes.values()
     assert "4444444" in note["body"] and "1 earlier run of this merge request" in note["body"]
     assert [m for m, _ in gitlab.requests].count("POST") == 1
+
+
+def test_a_github_and_a_gitlab_project_of_one_path_each_keep_their_own_comment(isolated, github, gitlab, caplog):
+    """One comment item for both hosts: the GitLab run edited GitLab note <GitHub's comment id>, got
+    404, and turned comments off for the project on both hosts."""
+    project, clock = f"acme/both-{uuid.uuid4().hex[:6]}", Clock()
+    agg = replace(_commenting(isolated, github, clock, quiet=0), gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
+    hub, lab = f"gh-{uuid.uuid4().hex[:8]}", f"gl-{uuid.uuid4().hex[:8]}"
+    agg.arrivals.record(_push(agg, project, hub, "1", total=2))
+    agg.arrivals.record(_push(agg, project, lab, "1", total=2, repositoryProvider="GITLAB"))
+    [comment], [note] = github.comments.values(), gitlab.notes.values()
+    for run, provider in ((hub, None), (lab, {"repositoryProvider": "GITLAB"})):
+        clock.now += 60
+        agg.arrivals.record(_push(agg, project, run, "2", total=2, **(provider or {})))
+    assert "2/2 shards in" in comment["body"] and "2/2 shards in" in note["body"]
+    assert [m for m, _ in github.requests].count("POST") == 1 and [m for m, _ in gitlab.requests].count("POST") == 1
+    assert not [r for r in caplog.records if "pull-request comments" in r.getMessage()]
+
+
+def test_a_token_one_host_refuses_leaves_the_other_hosts_comments_on(isolated, github, gitlab, caplog):
+    project = f"acme/both-{uuid.uuid4().hex[:6]}"
+    gitlab.fail_with = 403
+    agg = replace(_commenting(isolated, github, quiet=0), gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
+    agg.arrivals.record(_push(agg, project, f"gl-{uuid.uuid4().hex[:8]}", "1", total=1, repositoryProvider="GITLAB"))
+    agg.arrivals.record(_push(agg, project, f"gh-{uuid.uuid4().hex[:8]}", "1", total=2))
+    assert len(github.comments) == 1  # GitLab's refusal said nothing of GitHub's token
+    warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
+    assert len(warned) == 1 and "GitLab answered 403" in warned[0]
+
+
+def test_every_edit_moves_the_comments_expiry_so_it_lives_as_long_as_its_pull_request(isolated, github, project, run_id):
+    """The expiry was set once, at the claim: a pull request older than BundleRetentionDays lost its
+    item to TTL, and its next run posted a second comment."""
+    clock = Clock()
+    agg = _commenting(isolated, github, clock, quiet=0)
+    comments, pr = agg.ledger.comments, PullRequestRef("GITHUB", project, 42)
+    agg.arrivals.record(_push(agg, project, run_id, "1", total=2))
+    comments.db.update_item(TableName=comments.table, Key=comments._key(pr), UpdateExpression="SET expires_at = :soon",
+                            ExpressionAttributeValues={":soon": {"N": "1"}})  # as if written retention days ago
+    clock.now += 60
+    agg.arrivals.record(_push(agg, project, run_id, "2", total=2))
+    assert comments.comment(pr)["expires_at"] >= comments.expires_at() - 60
+
+
+def test_a_comment_posted_before_hosts_were_in_its_key_is_edited_not_posted_again(isolated, github, project, run_id):
+    """A pull request open across the upgrade: its item under the number alone is taken over by its
+    host, and no other host's pull request of that number takes it."""
+    from codspeed_aggregator.adapters.ledger.codec import COMMENT_PREFIX
+
+    agg = _commenting(isolated, github, quiet=0)
+    comments, pr = agg.ledger.comments, PullRequestRef("GITHUB", project, 42)
+    agg.arrivals.record(_push(agg, project, run_id, "1", total=2))
+    [comment_id] = github.comments
+    item = comments.db.get_item(TableName=comments.table, Key=comments._key(pr))["Item"]
+    legacy = {**item, "sk": {"S": f"{COMMENT_PREFIX}42"}}
+    comments.db.delete_item(TableName=comments.table, Key=comments._key(pr))
+    comments.db.put_item(TableName=comments.table, Item=legacy)  # as the release before wrote it
+    agg.arrivals.record(_push(agg, project, run_id, "2", total=2))
+    assert list(github.comments) == [comment_id] and "2/2 shards in" in github.comments[comment_id]["body"]
+    assert [m for m, _ in github.requests].count("POST") == 1
+    assert comments.comment(PullRequestRef("GITLAB", project, 42)) is None  # adopted by GitHub's, once

@@ -12,6 +12,16 @@ from .timestamps import epoch
 BODY_LIMIT = 65_536  # GitHub's: a longer comment body is refused (422)
 
 
+@dataclass(frozen=True)
+class PullRequestRef:
+    """A pull request (a GitLab merge request) on its host: what its one comment is keyed by. Two
+    hosts may hold a project of the same path, and their numbers meet."""
+
+    host: str  # the run's repositoryProvider: GITHUB, GITLAB
+    project: str
+    number: int
+
+
 def marker(project: str, number: int) -> str:
     """A line GitHub renders as nothing: one comment per pull request, whatever its runs."""
     return f"<!-- codspeed-aggregator {project} #{number} -->"

@@ -20,7 +20,7 @@ from codspeed_wire.report import Report
 from ..adapters.github_comments import GitHubComments
 from ..adapters.gitlab_notes import GitLabNotes
 from ..adapters.ledger import Comments
-from ..domain.pr_comment import Shown, comment_body, earlier_runs
+from ..domain.pr_comment import PullRequestRef, Shown, comment_body, earlier_runs
 
 log = logging.getLogger(__name__)
 
@@ -36,56 +36,57 @@ class PullRequestComments:
     quiet_seconds: int
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
-    _refused: set = field(default_factory=set, init=False, repr=False)  # projects whose token may not comment
+    _refused: set = field(default_factory=set, init=False, repr=False)  # (host, project)s whose token may not comment
 
     def show(self, report: Report, provider: str | None = None) -> None:
         """Post or edit the comment of the pull request (merge request) ``report``'s run belongs to
         (none for a run of a branch, or of a host with no token configured). A token the host
         refuses (401, 403, 404: it may not comment on the repository) is warned about once and the
         project left alone."""
-        host, number = self.hosts.get(provider or "GITHUB"), pull_request(report.ref)
-        if host is None or number is None or report.project in self._refused:
+        provider = provider or "GITHUB"
+        host, number = self.hosts.get(provider), pull_request(report.ref)
+        if host is None or number is None or (provider, report.project) in self._refused:
             return
         try:
-            self._show(report, number, host)
+            self._show(report, PullRequestRef(provider, report.project, number), host)
         except HTTPError as exc:
             if not _refused(exc):
                 raise
-            self._refused.add(report.project)
+            self._refused.add((provider, report.project))  # that host's token: another host's may comment
             log.warning("pull-request comments on %s are off: %s answered %s (the token needs %s)", report.project,
                         host.host, exc.response.status_code, host.needs)
 
-    def _show(self, report: Report, number: int, host: GitHubComments | GitLabNotes) -> None:
-        project, now = report.project, self.clock()
-        stored = self.comments.comment(project, number)
+    def _show(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes) -> None:
+        now = self.clock()
+        stored = self.comments.comment(pr)
         if stored is None or "comment_id" not in stored:
-            if self.comments.claim(project, number, now, now - CLAIM_SECONDS):
-                self._post(report, number, host, now)
+            if self.comments.claim(pr, now, now - CLAIM_SECONDS):
+                self._post(report, pr, host, now)
                 return
             if not report.final:
                 return  # another publisher is posting it: a later report edits it
-            stored = self._posted(report, number, host)
+            stored = self._posted(report, pr, host)
             if stored is None:
                 log.warning("the comment on %s #%s was not posted in %ss: the final report of run %s is not in it",
-                            project, number, POSTED_WAIT_SECONDS, report.run_id)
+                            pr.project, pr.number, POSTED_WAIT_SECONDS, report.run_id)
                 return
         runs = stored.get("runs") or {}
         shown = Shown.of(report, runs, now)
         quiet_since = None if report.final else now - self.quiet_seconds
-        if self.comments.take_edit(project, number, shown, now, quiet_since):
-            body = comment_body(report, number, earlier_runs({**runs, shown.run: shown.entry()}, shown, host.thread),
+        if self.comments.take_edit(pr, shown, now, quiet_since):
+            body = comment_body(report, pr.number, earlier_runs({**runs, shown.run: shown.entry()}, shown, host.thread),
                                 host.body_limit)
-            self._calling(report, lambda: host.edit(project, number, int(stored["comment_id"]), body))
+            self._calling(report, lambda: host.edit(pr.project, pr.number, int(stored["comment_id"]), body))
 
-    def _post(self, report: Report, number: int, host: GitHubComments | GitLabNotes, claimed_at: float) -> None:
+    def _post(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes, claimed_at: float) -> None:
         shown = Shown.of(report, {}, claimed_at)
         try:
-            body = comment_body(report, number, limit=host.body_limit)
-            comment_id = self._calling(report, lambda: host.create(report.project, number, body))
+            body = comment_body(report, pr.number, limit=host.body_limit)
+            comment_id = self._calling(report, lambda: host.create(pr.project, pr.number, body))
         except Exception:
-            self.comments.release(report.project, number, claimed_at)
+            self.comments.release(pr, claimed_at)
             raise
-        self.comments.posted(report.project, number, comment_id, shown, self.clock())
+        self.comments.posted(pr, comment_id, shown, self.clock())
 
     def _calling(self, report: Report, call: Callable):
         """A call to the host: once for a partial report (a later one comes), retried for the final
@@ -99,20 +100,20 @@ class PullRequestComments:
                     raise
             self.sleep(2.0 ** attempt)
 
-    def _posted(self, report: Report, number: int, host: GitHubComments | GitLabNotes) -> dict | None:
+    def _posted(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes) -> dict | None:
         """The comment once a concurrent first post recorded its id, or once this final report posted
         it itself because that post was given up (its claim released); None after the wait."""
-        project, waited = report.project, 0.0
+        waited = 0.0
         while waited < POSTED_WAIT_SECONDS:
             self.sleep(0.5)
             waited += 0.5
-            stored = self.comments.comment(project, number)
+            stored = self.comments.comment(pr)
             if stored and "comment_id" in stored:
                 return stored
             now = self.clock()
-            if self.comments.claim(project, number, now, now - CLAIM_SECONDS):
-                self._post(report, number, host, now)  # it shows this report: no edit follows
-                return self.comments.comment(project, number)
+            if self.comments.claim(pr, now, now - CLAIM_SECONDS):
+                self._post(report, pr, host, now)  # it shows this report: no edit follows
+                return self.comments.comment(pr)
         return None
 
 

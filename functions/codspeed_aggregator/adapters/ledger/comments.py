@@ -1,43 +1,77 @@
-"""Comment items: the sticky comment of a pull request (one per pull request, whatever its runs),
-its id once posted, the run and report version it shows, and the pull request's runs it has shown.
-In a partition of the project's own that no run has (no run id starts with ``~``)."""
+"""Comment items: the sticky comment of a pull request on its host (one per host, project and
+number, whatever its runs), its id once posted, the run and report version it shows, and the pull
+request's runs it has shown. In a partition of the project's own that no run has (no run id starts
+with ``~``). Every write moves the item's expiry on: a pull request keeps its one comment however
+long it lives.
+
+Before hosts were in the key, an item was keyed by the number alone (``_legacy_key``): the first
+host to read it after the upgrade adopts it (marked on it, so no other host's pull request of that
+number ever does) and goes on under its own key. Kept as long as such an item can live
+(``BundleRetentionDays`` after its last write): then this fallback read can go."""
 
 from botocore.exceptions import ClientError
 
-from ...domain.pr_comment import Shown
+from ...domain.pr_comment import PullRequestRef, Shown
 from .codec import COMMENT_PREFIX, TableItems, condition_failed, dump, load
 
 PULL_REQUESTS = "~pull-requests"
 
 
 class Comments(TableItems):
-    def _key(self, project: str, number: int) -> dict:
-        return self.key(project, PULL_REQUESTS, f"{COMMENT_PREFIX}{number}")
+    def _key(self, pr: PullRequestRef) -> dict:
+        return self.key(pr.project, PULL_REQUESTS, f"{COMMENT_PREFIX}{pr.host}#{pr.number}")
 
-    def comment(self, project: str, number: int) -> dict | None:
-        item = self.db.get_item(TableName=self.table, Key=self._key(project, number), ConsistentRead=True).get("Item")
+    def _legacy_key(self, pr: PullRequestRef) -> dict:
+        return self.key(pr.project, PULL_REQUESTS, f"{COMMENT_PREFIX}{pr.number}")
+
+    def comment(self, pr: PullRequestRef) -> dict | None:
+        item = self._read(self._key(pr))
+        if item is None:
+            item = self._adopted(pr)
+        return item
+
+    def _read(self, key: dict) -> dict | None:
+        item = self.db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         return load(item) if item else None
 
-    def claim(self, project: str, number: int, now: float, stale_before: float) -> bool:
+    def _adopted(self, pr: PullRequestRef) -> dict | None:
+        """The item of the key before hosts, taken over by this host (once: it says by whom), copied
+        under this host's key; None when there is none, or another host's pull request took it."""
+        legacy = self.db.get_item(TableName=self.table, Key=self._legacy_key(pr), ConsistentRead=True).get("Item")
+        if legacy is None:
+            return None
+        try:
+            self.db.update_item(TableName=self.table, Key=self._legacy_key(pr), UpdateExpression="SET adopted_by = :host",
+                                ConditionExpression="attribute_not_exists(adopted_by) OR adopted_by = :host",
+                                ExpressionAttributeValues=dump({":host": pr.host}))
+            copy = {**legacy, **self._key(pr), **dump({"expires_at": self.expires_at()})}
+            copy.pop("adopted_by", None)
+            self.db.put_item(TableName=self.table, Item=copy, ConditionExpression="attribute_not_exists(pk)")
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+        return self._read(self._key(pr))
+
+    def claim(self, pr: PullRequestRef, now: float, stale_before: float) -> bool:
         """Take the posting of the comment: once, unless whoever took it posted nothing by
         ``stale_before`` (it died between its claim and its POST)."""
-        return self._write(project, number, "SET claimed_at = :now, expires_at = :exp",
+        return self._write(pr, "SET claimed_at = :now",
                            "attribute_not_exists(pk) OR (attribute_not_exists(comment_id) AND claimed_at < :stale)",
-                           {":now": now, ":stale": stale_before, ":exp": self.expires_at()})
+                           {":now": now, ":stale": stale_before})
 
-    def release(self, project: str, number: int, claimed_at: float) -> bool:
+    def release(self, pr: PullRequestRef, claimed_at: float) -> bool:
         """Give up a claim whose post failed, so that the next report posts the comment at once
         instead of after the claim's time (the final report among them)."""
-        return self._write(project, number, "SET claimed_at = :free", "attribute_not_exists(comment_id) AND "
-                           "claimed_at = :mine", {":free": 0, ":mine": claimed_at})
+        return self._write(pr, "SET claimed_at = :free", "attribute_not_exists(comment_id) AND claimed_at = :mine",
+                           {":free": 0, ":mine": claimed_at})
 
-    def posted(self, project: str, number: int, comment_id: int, shown: Shown, now: float) -> None:
-        self._write(project, number, "SET comment_id = :id, #run = :r, opened = :o, version = :v, edited_at = :now, "
-                    "runs = :runs", "attribute_exists(pk)",
+    def posted(self, pr: PullRequestRef, comment_id: int, shown: Shown, now: float) -> None:
+        self._write(pr, "SET comment_id = :id, #run = :r, opened = :o, version = :v, edited_at = :now, runs = :runs",
+                    "attribute_exists(pk)",
                     {":id": comment_id, ":r": shown.run, ":o": shown.opened, ":v": shown.version, ":now": now,
                      ":runs": {shown.run: shown.entry()}}, {"#run": "run"})
 
-    def take_edit(self, project: str, number: int, shown: Shown, now: float, quiet_since: float | None) -> bool:
+    def take_edit(self, pr: PullRequestRef, shown: Shown, now: float, quiet_since: float | None) -> bool:
         """Take the edit that shows ``shown``: a later version of the run the comment shows, or a
         newer run's (opened later), never an older one; and (for a partial report, ``quiet_since``)
         only when the comment was last edited before then."""
@@ -47,14 +81,16 @@ class Comments(TableItems):
         if quiet_since is not None:
             condition += " AND edited_at <= :quiet"
             values[":quiet"] = quiet_since
-        return self._write(project, number, "SET #run = :r, opened = :o, version = :v, edited_at = :now, "
-                           "runs.#shown = :entry", condition, values, {"#run": "run", "#shown": shown.run})
+        return self._write(pr, "SET #run = :r, opened = :o, version = :v, edited_at = :now, runs.#shown = :entry",
+                           condition, values, {"#run": "run", "#shown": shown.run})
 
-    def _write(self, project, number, expression, condition, values, names=None) -> bool:
+    def _write(self, pr: PullRequestRef, expression: str, condition: str, values: dict, names=None) -> bool:
+        """One conditional write of the item, which moves its expiry on (the pull request still lives)."""
         values = {k: int(v) if isinstance(v, float) else v for k, v in values.items()}  # times: whole seconds
         try:
-            self.db.update_item(TableName=self.table, Key=self._key(project, number), UpdateExpression=expression,
-                                ConditionExpression=condition, ExpressionAttributeValues=dump(values),
+            self.db.update_item(TableName=self.table, Key=self._key(pr), UpdateExpression=f"{expression}, expires_at = :exp",
+                                ConditionExpression=condition,
+                                ExpressionAttributeValues=dump({**values, ":exp": self.expires_at()}),
                                 **({"ExpressionAttributeNames": names} if names else {}))
             return True
         except ClientError as exc:
