@@ -71,7 +71,7 @@ def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack,
     md5 = base64.b64encode(hashlib.md5(archive).digest()).decode()
     assert put_headers["content-md5"] == md5 == meta["profileMd5"]
     assert post_headers["authorization"] == stack.upstream_token  # the configured token, bare
-    assert meta["runPart"]["runPartId"] == 'codspeed-shard-aggregator-{"aggregated-part":1,"executor":"valgrind"}' and meta["commitHash"] == COMMIT
+    assert meta["runPart"]["runPartId"] == 'codspeed-shard-aggregator-{"aggregated-pushed-part":1,"executor":"valgrind"}' and meta["commitHash"] == COMMIT
     assert [s["runPartId"] for s in meta["runPart"]["metadata"]["aggregatedShards"]] == [
         f'codspeed-shard-aggregator-{{"aggregated-shard":"{i}","executor":"valgrind"}}' for i in (1, 2, 3)]
 
@@ -151,7 +151,7 @@ def test_a_shard_never_pushed_is_reported_missing_after_close(stack, project, ru
     assert _final(stack, project, f"{run_id}~2")["arrived"] == 3
     first, again = stack.upstream.uploads(run_id)  # only what the upstream lacked: shard 3, as the group's next part
     assert [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in (first, again)] == [
-        'codspeed-shard-aggregator-{"aggregated-part":1,"executor":"valgrind"}', 'codspeed-shard-aggregator-{"aggregated-part":2,"executor":"valgrind"}']
+        'codspeed-shard-aggregator-{"aggregated-pushed-part":1,"executor":"valgrind"}', 'codspeed-shard-aggregator-{"aggregated-pushed-part":2,"executor":"valgrind"}']
     with tarfile.open(again / "archive.tar.gz") as tar:
         assert sum(n.endswith(".out") for n in tar.getnames()) == 1
 
@@ -298,6 +298,13 @@ def test_a_report_too_large_to_answer_inline_is_served_from_s3_and_the_client_fo
     assert page.status_code == 303 and "X-Amz-Signature=" in page.headers["Location"]  # a shard's page too
     assert [b["name"] for b in requests.get(page.headers["Location"], timeout=10).json()["benchmarks"]] == [
         f"tests/test_1.py::test_bench_{j}" for j in range(3)]
+    again = requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", params={"shard": "1"},
+                         headers={"Authorization": TOKEN}, allow_redirects=False, timeout=10)
+    key = _object_key(again.headers["Location"])
+    assert key.startswith("reports/") and "/~answers/" in key and key == _object_key(page.headers["Location"])
+    from codspeed_aggregator.adapters import aws
+    versions = aws.client("s3").list_object_versions(Bucket=stack.resources.bucket, Prefix=key)["Versions"]
+    assert len(versions) == 1  # the same answer is written once, not again at each GET
     listed = _run(stack, "status", "--format", "json", "--benchmarks", *_common(project, run_id))
     assert listed.returncode == 0 and len(json.loads(listed.stdout)["benchmarks"]) == 6, listed.stderr
     status = _run(stack, "status", "--format", "json", *_common(project, run_id))  # the client follows the link
@@ -416,3 +423,8 @@ def _pull_request_run(stack, project, tmp_path, repo, run_id: str, head: str, ti
                              str(folder)], env=env, capture_output=True, text=True, timeout=120)
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
     return _final(stack, project, run_id)
+
+
+def _object_key(presigned: str) -> str:
+    """The key a presigned GET URL names (path-style: /bucket/key)."""
+    return requests.utils.unquote(requests.utils.urlparse(presigned).path.split("/", 2)[2])

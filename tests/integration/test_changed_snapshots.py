@@ -166,3 +166,27 @@ def test_a_process_keeps_its_own_read_over_what_another_read(isolated, project, 
     mine = agg.ledger.reads.known(project, run_id)
     agg.ledger.reads.adopt(project, run_id, older)
     assert agg.ledger.reads.known(project, run_id) == mine != older
+
+
+@pytest.mark.parametrize("which", ["ledger", "digest"])
+def test_an_unreadable_ledger_or_digest_object_is_read_around_and_the_arrival_counts(isolated, project, run_id, which):
+    """Not gzip (a truncated write, a hand edit): a process new to the run reads it whole instead. It
+    was a BadGzipFile out of the arrival, which went to the dead-letter queue while the run waited."""
+    from dataclasses import replace
+
+    from codspeed_aggregator.adapters.ledger import Ledger
+    from codspeed_aggregator.adapters.results_store import ResultsStore
+    from codspeed_aggregator.domain.keys import digest_key, known_key
+
+    agg = isolated.aggregator
+    keys = [push(agg, project, run_id, str(i), bundle(4500 + i), total=20)["key"] for i in range(1, 21)]
+    for key in keys[:19]:
+        assert agg.arrivals.record(key) == "recorded"
+    s3 = agg.results.s3
+    corrupt = (known_key if which == "ledger" else digest_key)(project, run_id)
+    s3.put_object(Bucket=agg.settings.bucket_name, Key=corrupt, Body=b"\x1f\x8b not a gzip stream")
+    fresh = replace(agg, ledger=Ledger.on(agg.ledger.table, agg.ledger.db),
+                    results=ResultsStore(agg.settings.bucket_name, s3))
+    assert fresh.arrivals.record(keys[19]) == "recorded"
+    report = fresh.reports.report(project, run_id)
+    assert report.arrived == 20 and report.state in ("finalizing", "open")

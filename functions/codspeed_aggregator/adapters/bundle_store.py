@@ -222,9 +222,13 @@ class BundleStore:
         publisher that failed between the two is retried to a version with both."""
         self.s3.put_object(Bucket=self.bucket, Key=report_key(project, run_id, version, "md"), Body=markdown.encode(),
                            ContentType="text/markdown; charset=utf-8")
+        return self.put_once(report_key(project, run_id, version), json_body)
+
+    def put_once(self, key: str, json_body: str) -> bool:
+        """Write a JSON object unless the key has one (``If-None-Match: *``); False when it had."""
         try:
-            self.s3.put_object(Bucket=self.bucket, Key=report_key(project, run_id, version), Body=json_body.encode(),
-                               ContentType="application/json", IfNoneMatch="*")
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=json_body.encode(), ContentType="application/json",
+                               IfNoneMatch="*")
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
                 return False

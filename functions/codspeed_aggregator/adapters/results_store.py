@@ -4,7 +4,9 @@ holds 400 KB: about 2000 of them); and beside a run's reports, what the latest o
 them (its digest) and what its publisher had read of the run's ledger."""
 
 import gzip
+import logging
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +19,9 @@ from ..domain.results import ShardResults, SummaryDigest
 LEVEL = 6  # a few hundred KB at most, written once
 READERS = 16  # GETs in flight when a report reads many shards' results (a cold process, a shard's page)
 CACHED_BENCHMARKS = 1_000_000  # what a process keeps read (a bundle's results never change): ~300 MB at most
+UNREADABLE = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError)  # not gzip, cut short, not the JSON
+
+log = logging.getLogger(__name__)
 
 
 class ResultsStore:
@@ -68,7 +73,11 @@ class ResultsStore:
         self._write(known_key(project, run_id), known)
 
     def read_known(self, project: str, run_id: str) -> bytes | None:
-        return self._read_listed(known_key(project, run_id))
+        try:
+            return self._read_listed(known_key(project, run_id))
+        except UNREADABLE as exc:  # a courtesy that spares reads: without it the run is read whole
+            log.warning("what the last publisher read of run %s of %s is unreadable: %r", run_id, project, exc)
+            return None
 
     def copy(self, bundle_key: str, target_bundle_key: str) -> None:
         """A bundle's results, beside a copy of the bundle."""
@@ -76,8 +85,12 @@ class ResultsStore:
                             CopySource={"Bucket": self.bucket, "Key": results_key(bundle_key)})
 
     def read_digest(self, project: str, run_id: str) -> SummaryDigest | None:
-        data = self._read_listed(digest_key(project, run_id))
-        return None if data is None else SummaryDigest.from_json(data)
+        try:
+            data = self._read_listed(digest_key(project, run_id))
+            return None if data is None else SummaryDigest.from_json(data)
+        except UNREADABLE as exc:  # a courtesy that spares reads: without it the shards' results are read
+            log.warning("the summary digest of run %s of %s is unreadable: %r", run_id, project, exc)
+            return None
 
     def _write(self, key: str, data: bytes) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=gzip.compress(data, LEVEL),

@@ -224,9 +224,11 @@ class Reports:
                                benchmarks=benchmarks)
 
     def answer_link(self, project: str, body: str) -> str:
-        """A presigned link to an answer's JSON ``body`` written to S3: for one over what Lambda may send."""
+        """A presigned link to an answer's JSON ``body`` written to S3: for one over what Lambda may send.
+        Its key is its content's digest, so it is written once, not again (a version kept 15 days) at
+        every GET of the same answer."""
         key = answer_key(project, hashlib.sha256(body.encode()).hexdigest()[:32])
-        self.store.put_json(key, body)
+        self.store.put_once(key, body)
         return self.store.presign_get(key, REPORT_LINK_SECONDS)
 
     def report_link(self, project: str, run_id: str, fmt: str = "json") -> str | None:
