@@ -168,8 +168,27 @@ def test_a_tagged_copy_also_needs_tagging_where_it_goes():
 
 
 def test_a_message_move_is_authorized_on_the_queue_messages_move_from_and_what_is_unmapped_says_so():
-    source = "arn:aws:sqs:us-east-1:123:codspeed-finalize-dlq"
-    assert _actions("sqs", "StartMessageMoveTask", {"SourceArn": source}) == [("sqs:StartMessageMoveTask", source, {})]
+    """SQS's redrive needs, beside its own action, ReceiveMessage, DeleteMessage and GetQueueAttributes
+    on the source and SendMessage on the destination (it was mapped to its own action alone)."""
+    source, destination = "arn:aws:sqs:us-east-1:123:codspeed-finalize-dlq", "arn:aws:sqs:us-east-1:123:codspeed-finalize"
+    assert _actions("sqs", "StartMessageMoveTask", {"SourceArn": source, "DestinationArn": destination}) == [
+        ("sqs:StartMessageMoveTask", source, {}), ("sqs:ReceiveMessage", source, {}), ("sqs:DeleteMessage", source, {}),
+        ("sqs:GetQueueAttributes", source, {}), ("sqs:SendMessage", destination, {})]
+    with pytest.raises(Unmapped, match="without DestinationArn"):
+        needs("sqs", "StartMessageMoveTask", {"SourceArn": source}, "us-east-1", "123")
     assert _actions("sqs", "ListMessageMoveTasks", {"SourceArn": source}) == [("sqs:ListMessageMoveTasks", source, {})]
     with pytest.raises(Unmapped, match="no IAM mapping for sqs.CancelMessageMoveTask"):
         needs("sqs", "CancelMessageMoveTask", {"TaskHandle": "t"}, "us-east-1", "123")
+
+
+def test_every_use_case_is_held_to_its_functions_role_the_eager_send_included():
+    """A use case missing here ran unheld when a test drove it outside a handler (the eager send's
+    calls, driven through the operator's session, were held to no role)."""
+    from pathlib import Path
+
+    from codspeed_aggregator import use_cases
+    from codspeed_aggregator.local.iam.enforcer import USE_CASE_FUNCTIONS
+
+    modules = {p.stem for p in Path(use_cases.__file__).parent.glob("*.py") if p.stem != "__init__"}
+    assert modules == {name.split(".")[0] for name in USE_CASE_FUNCTIONS}
+    assert USE_CASE_FUNCTIONS["forward_shard"] == "FinalizerFunction"

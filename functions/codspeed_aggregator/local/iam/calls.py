@@ -42,7 +42,13 @@ def needs(service: str, operation: str, params: dict, region: str, account: str,
     if service == "s3":
         return _s3(operation, params)
     if service == "sqs":
-        if operation in ("StartMessageMoveTask", "ListMessageMoveTasks"):  # on the queue messages move from
+        if operation == "StartMessageMoveTask":  # SQS moves them as the caller: reads the source, sends on
+            source, found = params["SourceArn"], [Need("sqs:StartMessageMoveTask", params["SourceArn"])]
+            found += [Need(f"sqs:{action}", source) for action in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")]
+            if "DestinationArn" not in params:  # back to each queue the source is the dead-letter queue of
+                raise Unmapped("sqs.StartMessageMoveTask without DestinationArn: its queues are not known here")
+            return found + [Need("sqs:SendMessage", params["DestinationArn"])]
+        if operation == "ListMessageMoveTasks":  # on the queue messages move from
             return [Need(f"sqs:{operation}", params["SourceArn"])]
         if "QueueUrl" not in params:
             raise Unmapped(f"no IAM mapping for sqs.{operation}: add it to {__name__}")

@@ -20,10 +20,14 @@ FUNCTIONS = {"api": "ApiFunction", "arrivals": "ArrivalsFunction", "finalizer": 
              "sweeper": "SweeperFunction"}
 _USE_CASES = "codspeed_aggregator.use_cases."
 # use case module (or module.function) -> the template's function that runs it
+# (every module of use_cases/ is here: tests/unit/test_iam.py holds it)
 USE_CASE_FUNCTIONS = {
-    "request_upload": "ApiFunction", "reports": "ApiFunction", "close_run": "ApiFunction",
-    "close_run.sweep": "SweeperFunction", "record_arrival": "ArrivalsFunction", "finalize_run": "FinalizerFunction",
-    "forward_part": "FinalizerFunction", "project_tokens": None,
+    "request_upload": "ApiFunction", "open_run": "ApiFunction", "reports": "ApiFunction", "close_run": "ApiFunction",
+    "benchmark_costs": "ApiFunction", "close_run.sweep": "SweeperFunction", "record_arrival": "ArrivalsFunction",
+    "finalize_run": "FinalizerFunction", "forward_part": "FinalizerFunction", "forward_shard": "FinalizerFunction",
+    "keep_sources": "FinalizerFunction", "merge_bases": "FinalizerFunction",
+    # helpers of the use cases above, never the outermost in a function: held to the role of the one calling
+    "project_tokens": None, "run_snapshots": None, "shard_summaries": None, "pr_comments": None,
 }
 _JSON_SERVICES = {"dynamodb", "sqs", "ssm"}
 
