@@ -428,3 +428,28 @@ def _pull_request_run(stack, project, tmp_path, repo, run_id: str, head: str, ti
 def _object_key(presigned: str) -> str:
     """The key a presigned GET URL names (path-style: /bucket/key)."""
     return requests.utils.unquote(requests.utils.urlparse(presigned).path.split("/", 2)[2])
+
+
+def test_a_path_written_percent_encoded_reads_the_same_run_and_an_encoded_slash_is_no_run_id(stack):
+    """API Gateway hands the path as it was sent: ``r%2B1%3Ax`` and GitLab's ``group%2Fsub%2Frepo``
+    were a 404 where the same path unencoded is a 200."""
+    import uuid
+
+    project, run_id = f"platform/perf/engine-{uuid.uuid4().hex[:6]}", "r+1:x"
+    data = bundle(4242, ["enc::a"])
+    granted = requests.post(f"{stack.api_url}/v1/uploads", headers={"Authorization": TOKEN}, timeout=10,
+                            json=upload_request(project, run_id, "1", data, total=2))
+    assert granted.status_code == 201, granted.text
+    put(granted.json(), data)
+
+    def read(path: str) -> requests.Response:
+        return requests.get(f"{stack.api_url}/v1/runs/{path}", headers={"Authorization": TOKEN}, timeout=10)
+
+    plain = wait_for(lambda: (r := read(f"{project}/{run_id}")).status_code == 200 and r.json()["arrived"] == 1 and r)
+    for path in (f"{project}/{quote(run_id, safe='')}", f"{quote(project, safe='')}/{quote(run_id, safe='')}",
+                 f"{quote(project, safe='')}/{run_id}"):
+        answer = read(path)
+        assert answer.status_code == 200 and answer.json()["run_id"] == run_id, (path, answer.text)
+        assert answer.json()["version"] >= plain.json()["version"]
+    slashed = read(f"{project}/{quote('r+1/x', safe='')}")  # a '/' inside a run id never reaches a route's key
+    assert slashed.status_code == 422 and "'r+1/x' is not a run id: it holds '/'" in slashed.json()["error"], slashed.text

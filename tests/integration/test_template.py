@@ -171,3 +171,27 @@ def test_functions_are_sized_for_the_cpu_their_work_takes_and_queues_outlast_the
     assert resources["FinalizeQueue"]["Properties"]["VisibilityTimeout"] >= 6 * finalizer["Timeout"]
     assert int(finalizer["Environment"]["Variables"]["MAX_PART_BYTES"]) < 5 * 10**9  # S3's largest PUT
     assert int(finalizer["Environment"]["Variables"]["FINALIZE_LEASE_SECONDS"]) > finalizer["Timeout"]
+
+
+def test_an_alarm_that_names_a_time_names_its_threshold(template):
+    """The backlog alarm said 15 minutes of a 1800 s threshold."""
+    import re
+
+    said = 0
+    for name, resource in template["Resources"].items():
+        props = resource["Properties"] if resource["Type"] == "AWS::CloudWatch::Alarm" else {}
+        found = re.search(r"(\d+) minutes", props.get("AlarmDescription", ""))
+        if found and props.get("MetricName") == "ApproximateAgeOfOldestMessage":
+            said += 1
+            assert int(found.group(1)) * 60 == props["Threshold"], name
+    assert said >= 1
+
+
+def test_the_api_may_reserve_its_concurrency_and_reserves_none_by_default(template):
+    """A burst on the API could take the account's concurrency from the finalizer: a stack may cap
+    it; none by default, since Lambda refuses a reservation that leaves under 100 unreserved."""
+    parameter = template["Parameters"]["ApiReservedConcurrency"]
+    reserved = template["Resources"]["ApiFunction"]["Properties"]["ReservedConcurrentExecutions"]
+    assert parameter["Default"] == 0 and reserved == {"Fn::If": ["ReservesApiConcurrency", {"Ref": "ApiReservedConcurrency"},
+                                                                 {"Ref": "AWS::NoValue"}]}
+    assert template["Conditions"]["ReservesApiConcurrency"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "ApiReservedConcurrency"}, 0]}]}

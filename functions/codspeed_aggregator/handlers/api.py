@@ -31,6 +31,7 @@ from ..wiring import api, api_token, oidc, webhook_secret
 
 WEBHOOKS = "/webhooks/"  # signed instead of carrying the API token
 PAGES = "/runs/"  # opened by a signed link (or a token)
+REPORTS = "/v1/runs/"  # /v1/runs/<project>/<run_id>: API Gateway hands the path as it was sent, percent-encoded
 MAX_BODY = 256 * 1024  # metadata is a few KiB; bundles never pass through the API
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
@@ -145,6 +146,8 @@ def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern=
                 shard: Annotated[str | None, Query(pattern=SHARD_KEY_PATTERN)] = None):
     """The run's report (a summary whatever its size), or with ``shard`` every benchmark of that shard."""
     _allow(project)
+    if "%" in run_id:  # left encoded by ``report_path``: a '/' (or a '%') is in no run id
+        raise Unprocessable(f"run id {unquote(run_id)!r} is not a run id: it holds '/' or '%'")
     _check_attempt(run_id)
     reports = api().reports
     if shard is not None:
@@ -307,6 +310,15 @@ def github_webhook():
     return _json(HTTPStatus.OK, {"closed": closed})
 
 
+def report_path(raw: str) -> str:
+    """A report's path decoded once, as the route reads it: the project whole (GitLab's
+    ``group%2Fsub%2Frepo`` is ``group/sub/repo``), the run id too unless it would hold a '/'
+    (left encoded, and refused by the route: a run id names no path)."""
+    head, _, run_id = raw.removeprefix(REPORTS).rpartition("/")
+    decoded = unquote(run_id)
+    return f"{REPORTS}{unquote(head)}/{run_id if '/' in decoded else decoded}"
+
+
 def app_body(event: dict) -> str:
     body = event.get("body") or ""
     return base64.b64decode(body).decode("utf-8", "replace") if event.get("isBase64Encoded") else body
@@ -331,4 +343,6 @@ def handler(event: dict, context) -> dict:
     except Refused as exc:
         return {"statusCode": exc.status, "headers": {"Content-Type": content_types.APPLICATION_JSON},
                 "body": json.dumps({"error": str(exc)})}
+    if path.startswith(REPORTS) and "%" in path:
+        event = {**event, "rawPath": report_path(path)}
     return app.resolve(event, context)
