@@ -64,6 +64,7 @@ def deployed() -> dict:
     return {
         "arrivals_memory": arrivals["MemorySize"], "arrivals_timeout": arrivals["Timeout"],
         "arrivals_batch": arrivals_source["BatchSize"], "arrivals_reserve": int(env["ARRIVAL_RESERVE_SECONDS"]),
+        "arrivals_rate": float(env["ARRIVAL_MIB_PER_SECOND"]),
         "merge_memory": parameters["MergeMemorySize"]["Default"], "merge_timeout": finalizer["Timeout"],
         "finalize_concurrency": finalize_source["ScalingConfig"]["MaximumConcurrency"],
         "part_bytes": int(env["MAX_PART_BYTES"]), "benchmark_limit": code.max_benchmarks_per_upload,
@@ -88,8 +89,9 @@ def _measured(work: Path, bundles: int, mb: float) -> dict[str, float]:
     for seed, path in enumerate(paths):
         write_bundle(path, int(mb * MIB), seed)
     packed = sum(p.stat().st_size for p in paths) / MIB
-    normalized, took = normalize_all(paths, work)
-    arrival_rate = packed / took
+    cpu = time.process_time()  # CPU time, not the wall's: the same on a loaded machine as on a quiet one
+    normalized, _ = normalize_all(paths, work)
+    arrival_rate = packed / (time.process_time() - cpu)
     started = time.perf_counter()
     splice_to(normalized, work / "spliced.tar.gz")
     splice_rate = packed / (time.perf_counter() - started)
@@ -137,10 +139,11 @@ def model(shards: int, shard_mb: float, benchmarks: int, rates: dict[str, float]
     waves = math.floor(WITHIN_MINUTES / full_part) if full_part * 60 < stack["merge_timeout"] else 0
     largest = waves * stack["finalize_concurrency"] * per_part * MIB / 1e9
     cap = stack["bundle_cap"] / MIB
-    largest_bundle = cap / (arrival_rate * vcpu(stack["arrivals_memory"])) + 2 * cap / TRANSFER_MIB_S
+    lambda_arrival = 1 / (1 / (arrival_rate * vcpu(stack["arrivals_memory"])) + 2 / TRANSFER_MIB_S)  # MiB/s, bytes moved too
     return {"parts": len(parts), "max_part_minutes": one_part(biggest), "part_mib": per_part,
             "max_part_minutes_merged": part_minutes(biggest, rates["merge"], stack),
-            "arrivals_batch_seconds": batch, "largest_run_gb": largest, "largest_bundle_seconds": largest_bundle}
+            "arrivals_batch_seconds": batch, "largest_run_gb": largest, "largest_bundle_seconds": cap / lambda_arrival,
+            "arrival_mib_per_second": lambda_arrival}
 
 
 # DynamoDB, from the requests the code makes (bench/growth.py counts them) and the item sizes it
@@ -210,9 +213,10 @@ def main() -> int:
           f"finalizer {stack['merge_memory']} MB / {stack['merge_timeout']} s x {stack['finalize_concurrency']}, "
           f"parts of {stack['part_bytes'] / MIB:.0f} MiB; assumed: a Lambda vCPU = {LAMBDA_CORE} core here, "
           f"transfers at {TRANSFER_MIB_S} MiB/s")
-    print(f"largest bundle ({stack['bundle_cap'] / MIB:.0f} MiB) takes its arrival {figures['largest_bundle_seconds']:.0f} s; "
-          f"arrivals stop a batch with {stack['arrivals_reserve']} s left; a part merged without its normalized "
-          f"copies (the fallback) takes {figures['max_part_minutes_merged']:.1f} min")
+    print(f"largest bundle ({stack['bundle_cap'] / MIB:.0f} MiB) takes its arrival {figures['largest_bundle_seconds']:.0f} s "
+          f"({figures['arrival_mib_per_second']:.1f} MiB/s modelled; the reserve counts {stack['arrivals_rate']:g} MiB/s "
+          f"after {stack['arrivals_reserve']} s, so {stack['arrivals_reserve'] + stack['bundle_cap'] / MIB / stack['arrivals_rate']:.0f} s); "
+          f"a part merged without its normalized copies (the fallback) takes {figures['max_part_minutes_merged']:.1f} min")
     print(f"parts: {figures['parts']} of at most {figures['part_mib']:.0f} MiB (both limits: {stack['benchmark_limit']} "
           f"benchmarks, {stack['part_bytes'] / MIB:.0f} MiB; {args.benchmarks} benchmarks a shard"
           + (", each shard over the limit sent alone" if args.benchmarks > stack["benchmark_limit"] else "") + ")")
@@ -222,8 +226,11 @@ def main() -> int:
           f"per part {units['part_read']} read, {units['part_write']} write units; per run "
           f"{units['run_reads']:.0f} read and {units['run_writes']:.0f} write units")
     print(f"sensitivity: {sensitivity(args.shards, args.shard_mb, args.benchmarks, rates, stack)}")
+    # the reserve's rate no faster than the one measured (in CPU time: the verdict does not move with the
+    # machine's load), and the largest bundle within a fresh invocation, its floor kept
     checks = {**TARGETS, "arrivals_batch_seconds": ("<=", stack["arrivals_timeout"] / 2),
-              "largest_bundle_seconds": ("<=", stack["arrivals_reserve"])}
+              "largest_bundle_seconds": ("<=", stack["arrivals_timeout"] - stack["arrivals_reserve"]),
+              "arrival_mib_per_second": (">=", stack["arrivals_rate"])}
     missed = []
     for name, (op, target) in checks.items():
         value = figures[name]

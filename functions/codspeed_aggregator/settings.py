@@ -53,6 +53,7 @@ class Settings:
     max_part_bytes: int
     max_attempts: int
     arrival_reserve_seconds: int
+    arrival_mib_per_second: float
     retention_days: int
     default_branch: str
     webhook_secret: str | None
@@ -88,6 +89,13 @@ class Settings:
                                  f"the {function} function needs {'it' if len(missing) == 1 else 'them'} "
                                  "(template.yaml sets them on every function; the local stack sets them too)")
 
+    def arrival_reserve(self, size: int | None) -> float:
+        """The seconds an invocation must have left to take an arrival of ``size`` bytes (the S3
+        event says it): its floor, plus its bytes at the validation rate. A 1 KiB bundle needs the
+        floor, a 5 GiB one its whole pass; an event that says no size gets the largest's."""
+        size = self.max_bundle_bytes if size is None else size
+        return self.arrival_reserve_seconds + size / (1 << 20) / self.arrival_mib_per_second
+
     @classmethod
     def from_env(cls) -> "Settings":
         env = os.environ
@@ -113,8 +121,10 @@ class Settings:
             # bundle bytes merged into one upload: under S3's 5 GB PUT, and what one merge does in minutes
             max_part_bytes=int(env.get("MAX_PART_BYTES", MAX_UPLOAD_BYTES)),
             max_attempts=int(env.get("MAX_ATTEMPTS", 20)),
-            # the longest one arrival may take (validating the largest bundle): a batch stops before
+            # what an arrival takes, beyond its bundle's bytes at ARRIVAL_MIB_PER_SECOND (``arrival_reserve``)
             arrival_reserve_seconds=int(env.get("ARRIVAL_RESERVE_SECONDS", 20)),
+            # an arrival's pass over a bundle (read, validate, normalize, write), in a Lambda vCPU: bench/scale.py
+            arrival_mib_per_second=float(env.get("ARRIVAL_MIB_PER_SECOND", 7)),
             retention_days=int(env.get("RETENTION_DAYS", 30)),
             default_branch=env.get("DEFAULT_BRANCH", "main"),
             webhook_secret=env.get("WEBHOOK_SECRET") or None,

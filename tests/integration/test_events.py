@@ -1,6 +1,7 @@
 """Every file in events/ drives its handler against the local stack, in the order a run lives."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import unquote_plus
 
@@ -181,6 +182,31 @@ def test_an_arrivals_batch_out_of_time_sends_the_rest_again_as_new_messages_not_
         assert arrivals.handler(event, _Context(5_000)) == {"batchItemFailures": []}  # none fits: both sent again
     assert len(sent.calls) == 2
     assert not [r for r in stack.enforcer.refusals() if r[0] == "ArrivalsFunction"]
+
+
+@pytest.mark.parametrize("size, left_s, deferred", [(1024, 419, False), (5 << 30, 421, True), (5 << 30, 900, False)],
+                         ids=["1 KiB with 419 s left", "5 GiB with 421 s left", "5 GiB in a fresh invocation"])
+def test_an_arrival_is_taken_only_with_the_time_its_bundles_size_needs(stack, size, left_s, deferred):
+    """The reserve was one figure whatever the event said (420 s deployed): a 5 GiB bundle started
+    with 421 s left, which its pass (390 to 682 s measured) overruns, and a 1 KiB one was deferred
+    with 419 s left."""
+    from unittest import mock
+
+    from codspeed_aggregator import wiring
+    from codspeed_aggregator.handlers import arrivals
+    from codspeed_aggregator.settings import settings
+
+    deployed = replace(settings(), arrival_reserve_seconds=20, arrival_mib_per_second=7)
+    event = _event("arrivals-s3-object-created.json")
+    event["Records"] = event["Records"][:1]
+    body = json.loads(event["Records"][0]["body"])
+    body["Records"][0]["s3"]["object"]["size"] = size
+    event["Records"][0]["body"] = json.dumps(body)
+    with _Sent("arrivals", "sqs", "SendMessage") as sent, mock.patch.object(arrivals, "settings", lambda: deployed), \
+            mock.patch.object(wiring.arrivals().arrivals, "record", return_value="ignored") as record:
+        assert arrivals.handler(event, _Context(left_s * 1000)) == {"batchItemFailures": []}
+    assert (len(sent.calls), record.call_count) == ((1, 0) if deferred else (0, 1))
+    assert deployed.arrival_reserve(5 << 30) == pytest.approx(20 + 5120 / 7) and deployed.arrival_reserve(5 << 30) < 900
 
 
 def test_a_failed_arrival_comes_back_in_minutes_not_after_the_queues_90(stack):

@@ -166,6 +166,9 @@ def test_functions_are_sized_for_the_cpu_their_work_takes_and_queues_outlast_the
     assert arrivals["MemorySize"] >= 1769 and parameters["MergeMemorySize"]["MinValue"] >= 1769  # one vCPU each
     reserve = int(arrivals["Environment"]["Variables"]["ARRIVAL_RESERVE_SECONDS"])
     assert 0 < reserve <= arrivals["Timeout"] / 2
+    # the largest bundle's reserve (its floor, then 5 GiB at the rate bench/scale.py holds) fits one invocation
+    rate = float(arrivals["Environment"]["Variables"]["ARRIVAL_MIB_PER_SECOND"])
+    assert reserve + 5 * 1024 / rate < arrivals["Timeout"]
     # Lambda asks an SQS source's visibility timeout to be six times the function's timeout
     assert resources["ArrivalsQueue"]["Properties"]["VisibilityTimeout"] >= 6 * arrivals["Timeout"]
     assert resources["FinalizeQueue"]["Properties"]["VisibilityTimeout"] >= 6 * finalizer["Timeout"]

@@ -38,14 +38,16 @@ def s3_objects(body: dict) -> list[tuple[str, int | None, str | None]]:
 
 def record_handler(record: SQSRecord, lambda_context) -> None:
     left = lambda_context.get_remaining_time_in_millis() / 1000
-    if left < settings().arrival_reserve_seconds:
-        # Too little of the invocation is left to validate one more bundle: the event goes back
-        # to the queue as a new message (this one is done), instead of the batch timing out.
+    objects = s3_objects(record.json_body)
+    reserve = sum(settings().arrival_reserve(size) for _, size, _ in objects) or settings().arrival_reserve_seconds
+    if left < reserve:
+        # Too little of the invocation is left to validate these bundles: the event goes back to
+        # the queue as a new message (this one is done), instead of the batch timing out.
         arrivals().arrivals.defer(record.body)
-        logger.info("arrival deferred", extra={"seconds_left": round(left), "reserve": settings().arrival_reserve_seconds})
+        logger.info("arrival deferred", extra={"seconds_left": round(left), "reserve": round(reserve)})
         return
     try:
-        for key, size, version_id in s3_objects(record.json_body):
+        for key, size, version_id in objects:
             try:
                 project, run_id, shard, _ = parse_bundle_key(key)
                 logger.append_keys(project=project, run_id=run_id, shard=shard)
