@@ -34,6 +34,10 @@ figures, and per shard sent upstream as its own run part (the finalizer's messag
 requests and the bytes it read; the last line adds ``eager_shards=A->B`` and the same ratios
 prefixed ``eager_``, with ``eager_forward_requests_ratio`` and ``eager_forward_dynamodb_bytes_ratio``
 (target: <= 1.2 each; a send reads the run's record and its one shard, never the run whole).
+
+Last, what a run bills in each mode at 10, 100 and the larger size (``bench/billing.py``: DynamoDB
+request units from the items' sizes with AWS's rounding, S3 requests by price class, SQS
+requests, each bundle's PUT by its job), in units and in dollars at us-east-1 prices.
 """
 
 import argparse
@@ -51,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT), str(ROOT / "bench")]
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers make their loggers
 
+from billing import BilledUnits  # noqa: E402
 from load import BATCH, RequestCounter, collect_events  # noqa: E402
 
 from codspeed_aggregator import wiring  # noqa: E402
@@ -107,9 +112,16 @@ def push(stack, run_id: str, shards: int, project: str) -> dict[str, str]:
     return kinds
 
 
+def billing() -> BilledUnits:
+    """The billed units of every request the functions' clients make (the operator's reads items whole)."""
+    functions = (wiring.API, wiring.ARRIVALS, wiring.FINALIZER)
+    return BilledUnits({s: [client(s, f) for f in functions] for s in ("dynamodb", "s3", "sqs")}, client("dynamodb"))
+
+
 def measure(stack, counter: RequestCounter, nbytes: ByteCounter, shards: int, processes: int,
-            project: str = PROJECT) -> dict:
+            project: str = PROJECT, billed: BilledUnits | None = None) -> dict:
     run_id = f"growth-{shards}-{int(time.time() * 1000)}"
+    run_began = billed.snapshot() if billed else Counter()
     kinds = push(stack, run_id, shards, project)
     events = collect_events(stack, run_id, shards)
     aggs = [wiring.build(wiring.ARRIVALS, wiring.settings()) for _ in range(processes)]  # each knows nothing yet
@@ -137,6 +149,8 @@ def measure(stack, counter: RequestCounter, nbytes: ByteCounter, shards: int, pr
         last_arrival = time.perf_counter()
         per_forward += drain(stack, run_id, counter, nbytes, later)  # an eager run's shards, as the batch counted them
     forwarded_after = finalize(stack, run_id, last_arrival, later)
+    run_units = (billed.snapshot() if billed else Counter()) - run_began
+    run_units["s3_put"] += shards  # each bundle's PUT, by its shard job to the presigned URL
     report = aggs[0].reports.report(project, run_id)
     assert report.arrived == shards and report.state == "forwarded", (report.arrived, report.state)
     assert report.counts.measured == 3 * shards, report.counts
@@ -157,7 +171,7 @@ def measure(stack, counter: RequestCounter, nbytes: ByteCounter, shards: int, pr
         "rebuilds": len(steady), "whole_reads": sum(r["whole"] > 0 for r in steady if not r["first"]),
         "processes": processes,
         "table": {"items": items, "bytes": item_bytes}, "results": {"objects": objects, "bytes": object_bytes},
-        "forwarded_after": forwarded_after, "late": late, "project": project,
+        "forwarded_after": forwarded_after, "late": late, "project": project, "billed": run_units,
         "forward": {k: sum(f[k] for f in per_forward) / len(per_forward) for k in per_forward[0]} if per_forward else None,
     }
 
@@ -228,22 +242,27 @@ def compare(small: dict, big: dict) -> dict:
     }
 
 
-def run(sizes: tuple[int, int], processes: int) -> tuple[list[dict], dict, dict, list[dict], dict]:
+def run(sizes: tuple[int, int], processes: int) -> tuple[list[dict], dict, dict, list[dict], dict, list[dict]]:
     """Both sizes through one process, then the larger through ``processes``; then both sizes of
-    an eager run (each shard sent upstream as the batch counted it) through one process."""
+    an eager run (each shard sent upstream as the batch counted it) through one process; and what
+    each mode's runs of 10 and 100 shards (and the larger) bill."""
     with LocalStack(pollers=False, webhook_secret="bench-secret", env={"FORWARD_MODES": f"{EAGER}=eager"}) as stack:
-        counter, nbytes = RequestCounter(), ByteCounter()
-        found = [measure(stack, counter, nbytes, n, 1) for n in sizes]
+        counter, nbytes, billed = RequestCounter(), ByteCounter(), billing()
+        found = [measure(stack, counter, nbytes, n, 1, billed=billed) for n in sizes]
         spread = measure(stack, counter, nbytes, sizes[1], processes)
         # an eager run's smaller size has two batches: each steady rebuild reads its batch's arrivals and
         # the sends of the batch before, so steady is compared with steady (10 shards have only a first, whole read)
-        eager = [measure(stack, counter, nbytes, n, 1, EAGER) for n in (max(sizes[0], 2 * BATCH), sizes[1])]
+        eager = [measure(stack, counter, nbytes, n, 1, EAGER, billed) for n in (max(sizes[0], 2 * BATCH), sizes[1])]
+        costs = [m for m in found if m["shards"] in (10, 100) or m is found[-1]]
+        costs += [measure(stack, counter, nbytes, 10, 1, EAGER, billed)] + [m for m in eager if m["shards"] != 20]
+        if sizes[1] != 100:
+            costs += [measure(stack, counter, nbytes, 100, 1, project, billed) for project in (PROJECT, EAGER)]
     eager_ratios = compare(*eager)
     eager_ratios["forward_requests_ratio"] = ratio(*(sum(m["forward"][s] for s in ("dynamodb", "s3", "sqs"))
                                                      for m in reversed(eager)))
     eager_ratios["forward_dynamodb_bytes_ratio"] = ratio(eager[1]["forward"]["dynamodb_bytes"],
                                                          eager[0]["forward"]["dynamodb_bytes"])
-    return found, compare(*found), spread, eager, eager_ratios
+    return found, compare(*found), spread, eager, eager_ratios, sorted(costs, key=lambda m: (m["project"], m["shards"]))
 
 
 def main() -> int:
@@ -253,7 +272,7 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=4, help="arrivals processes of the last run (default 4)")
     args = parser.parse_args()
     sizes = (10, args.shards or (100 if args.quick else 1000))
-    found, ratios, spread, eager, eager_ratios = run(sizes, args.processes)
+    found, ratios, spread, eager, eager_ratios, costs = run(sizes, args.processes)
     for m in (*found, spread, *eager):
         if m is eager[0]:
             print("an eager run (each shard sent upstream as its own run part when counted), at both sizes:")
@@ -289,6 +308,13 @@ def main() -> int:
             print(f"  per shard sent upstream: {f['dynamodb']:.1f} DynamoDB, {f['s3']:.1f} S3 and {f['sqs']:.1f} SQS requests, "
                   f"{f['dynamodb_bytes'] / 1024:.2f} KiB read from DynamoDB and {f['s3_bytes'] / 1024:.2f} KiB from S3 "
                   "(the archive itself streams to the upstream)")
+    print("billed (DynamoDB request units from the items' sizes with AWS's rounding, S3 requests by class, SQS "
+          "requests; us-east-1 prices): a run, the functions' requests and each bundle's PUT")
+    for m in costs:
+        b, mode = m["billed"], "eager (a part per shard)" if m["project"] == EAGER else "merged (one upload per run)"
+        print(f"  {mode}, {m['shards']} shards: {b['dynamodb_read']:.0f} read and {b['dynamodb_write']:.0f} write units, "
+              f"{b['s3_put']} PUT-class and {b['s3_get']} GET-class S3 requests, {b['sqs']} SQS requests: "
+              f"${BilledUnits.dollars(b):.4f} a run, ${BilledUnits.dollars(b) / m['shards'] * 1000:.3f} per 1000 shards")
     late = spread["late"]
     ratios["late_rebuild_dynamodb_bytes_ratio"] = ratio(late["bytes"]["dynamodb"], spread["rebuild_bytes"]["dynamodb"])
     print(f"growth: shards={sizes[0]}->{sizes[1]} " + " ".join(
