@@ -3,6 +3,7 @@ counted, once, whatever the deliveries, re-runs, failures and closes; its finali
 what no shard sent. Against moto's server and the stand-in upstream, driven step by step."""
 
 import json
+import threading
 from dataclasses import replace
 from types import SimpleNamespace
 from unittest import mock
@@ -140,11 +141,16 @@ def test_a_re_push_while_its_first_send_is_on_its_way_is_sent_after_it(eager, is
     isolated.finalize_requests()
     put, meanwhile = eager.upstream.put, []
 
+    def elsewhere():  # other invocations (the API's grant, an arrival, the finalizer's message): their own roles
+        meanwhile.append("re-pushed")
+        _arrive(eager, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)
+        meanwhile.append(eager.eager.forward(project, run_id, "1"))
+
     def slow_put(url, archive, size, md5, gzipped):
         if not meanwhile:  # the first PUT is slow: the job is re-run and its message handled before it lands
-            meanwhile.append("re-pushed")
-            _arrive(eager, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)
-            meanwhile.append(eager.eager.forward(project, run_id, "1"))
+            other = threading.Thread(target=elsewhere)
+            other.start()
+            other.join()
         return put(url, archive, size, md5, gzipped=gzipped)
 
     monkeypatch.setattr(eager.upstream, "put", slow_put)
