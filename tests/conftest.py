@@ -32,8 +32,10 @@ _WORKERS_SEEN = Counter()  # under xdist: what every worker's stack was asked, s
 def stack(tmp_path_factory, oidc_issuer):
     from codspeed_aggregator.local.stack import LocalStack
 
-    env = {"OIDC_JWKS_URL": oidc_issuer.jwks_url, "TOKENLESS_PROJECTS": TOKENLESS_PROJECT,
-           "FORWARD_MODES": f"{EAGER_PROJECT}=eager,{EAGER_LIFECYCLE}=eager"}
+    # The one-upload mode's stack, its parts-mode projects apart (the default mode, a stack started with no
+    # mode: tests/e2e/test_local_command.py and the pull request's life through ``codspeed-aggregator local``)
+    env = {"OIDC_JWKS_URL": oidc_issuer.jwks_url, "TOKENLESS_PROJECTS": TOKENLESS_PROJECT, "FORWARD_MODE": "one-upload",
+           "FORWARD_MODES": f"{EAGER_PROJECT}=parts,{EAGER_LIFECYCLE}=eager"}
     with LocalStack(token=TOKEN, webhook_secret=WEBHOOK_SECRET, upstream_dir=tmp_path_factory.mktemp("upstream"),
                     sweep_every=3600, env=env) as running:
         _ENFORCERS.append(running.enforcer)

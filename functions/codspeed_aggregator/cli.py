@@ -276,8 +276,9 @@ def parser() -> argparse.ArgumentParser:
     upstream.add_argument("--upstream-dir", type=_folder, help="where the stand-in upstream keeps uploads")
     local.add_argument("--deadline", type=_positive("a number of seconds"), help="close open runs after this many seconds")
     local.add_argument("--webhook-secret", help="HMAC secret of /webhooks/refresh and /webhooks/github")
-    local.add_argument("--forward-mode", choices=("merged", "eager"), default="merged",
-                       help="merged (default): a run goes upstream at its end; eager: each shard as it is counted")
+    local.add_argument("--forward-mode", choices=("parts", "one-upload", "eager", "merged"), default="parts",
+                       help="parts (default): each shard upstream as its own run part when it is counted; one-upload: "
+                            "a run at its end (eager and merged: their earlier names)")
     local.set_defaults(run=_local)
     demo = command("demo", "a three-shard run through the local stack, shown step by step", "codspeed-aggregator demo")
     demo.set_defaults(run=_demo)

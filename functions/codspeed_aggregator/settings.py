@@ -16,13 +16,17 @@ class MissingSetting(RuntimeError):
     first built (a cold start), not later as an empty name in an AWS call."""
 
 
-MERGED, EAGER = "merged", "eager"  # the forward modes
+# The forward modes: each shard upstream as its own run part the moment it is counted (CodSpeed
+# combines a run's parts itself), or one upload a run, at its end (an upstream that takes only that)
+PARTS, ONE_UPLOAD = "parts", "one-upload"
+MODE_NAMES = {PARTS: PARTS, ONE_UPLOAD: ONE_UPLOAD, "eager": PARTS, "merged": ONE_UPLOAD}  # the earlier names too
 
 
 def _mode(value: str, name: str) -> str:
-    if value not in (MERGED, EAGER):
-        raise MissingSetting(f"{name} must be {MERGED} or {EAGER}, not {value!r}")
-    return value
+    if value not in MODE_NAMES:
+        raise MissingSetting(f"{name} must be {PARTS} or {ONE_UPLOAD} (eager and merged, their earlier names), "
+                             f"not {value!r}")
+    return MODE_NAMES[value]
 
 
 # What each setting is called in the environment, for the ones a function may require.
@@ -74,12 +78,12 @@ class Settings:
     page_link_days: int
     report_inline_bytes: int  # a report answered inline up to this; larger, by a presigned S3 link
     regression_threshold: float
-    forward_mode: str = "merged"  # merged: a run goes upstream at its end; eager: each shard as it is counted
+    forward_mode: str = PARTS  # parts: each shard upstream as it is counted; one-upload: a run at its end
     forward_modes: tuple[tuple[str, str], ...] = ()  # (project, mode): a project's own mode
 
     def eager(self, project: str) -> bool:
         """Whether a run of ``project`` opened now sends each shard upstream as it is counted."""
-        return dict(self.forward_modes).get(project, self.forward_mode) == EAGER
+        return _mode(dict(self.forward_modes).get(project, self.forward_mode), "the forward mode") == PARTS
 
     def require(self, function: str, *names: str) -> None:
         """Refuse to build ``function`` without the settings it needs, naming the variables."""
@@ -144,7 +148,7 @@ class Settings:
             page_link_days=int(env.get("PAGE_LINK_DAYS", 30)),
             report_inline_bytes=int(env.get("REPORT_INLINE_BYTES", 5 << 20)),  # under Lambda's 6 MB answer
             regression_threshold=float(env.get("REGRESSION_THRESHOLD", 0.05)),
-            forward_mode=_mode(env.get("FORWARD_MODE") or MERGED, "FORWARD_MODE"),
+            forward_mode=_mode(env.get("FORWARD_MODE") or PARTS, "FORWARD_MODE"),
             forward_modes=tuple((project.strip(), _mode(mode.strip(), f"FORWARD_MODES ({project.strip()})"))
                                 for project, _, mode in (p.partition("=") for p in (env.get("FORWARD_MODES") or "").split(","))
                                 if project.strip()),

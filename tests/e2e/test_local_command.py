@@ -1,5 +1,5 @@
 """`codspeed-aggregator local` in a process of its own: a run past its deadline is closed by the
-sweeper, in either forward mode (eager: its one shard was upstream already, and is not sent again);
+sweeper, in either forward mode (parts, the default: its one shard was upstream already, and is not sent again);
 Ctrl-C stops it, however it was started."""
 
 import os
@@ -15,10 +15,10 @@ from tests.factories import wait_for
 from tests.local_process import local_aggregator
 
 
-@pytest.mark.parametrize("mode, deadline", [("merged", 4), ("eager", 20)])  # eager: its shard upstream well before
+@pytest.mark.parametrize("mode, deadline", [("one-upload", 4), (None, 20)])  # parts, the default: upstream well before
 def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_path, mode, deadline):
     with local_aggregator("--token", "deadline-token", "--deadline", str(deadline), "--upstream-dir",
-                          str(tmp_path / "upstream"), "--forward-mode", mode) as stack:
+                          str(tmp_path / "upstream"), *(("--forward-mode", mode) if mode else ())) as stack:
         env = {**os.environ, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": "deadline-token"}
         common = ["--project", "acme/deadline", "--run-id", "d1", "--commit", "d" * 40]
         folder = make_profile_folder(tmp_path / "shard", 99, ["t::deadline"])
@@ -26,7 +26,7 @@ def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_p
         pushed = subprocess.run([*client, "push", "--shard", "1/2", "--profile-folder", str(folder), *common],
                                 env=env, capture_output=True, text=True, timeout=60)
         assert pushed.returncode == 0, pushed.stderr
-        if mode == "eager":  # upstream while the run is still open
+        if mode is None:  # the parts mode: upstream while the run is still open
             wait_for(lambda: list((tmp_path / "upstream").glob("*/archive.tar.gz")), timeout=deadline / 2)
             state = requests.get(f"{stack.api_url}/v1/runs/acme/deadline/d1", headers={"Authorization": "deadline-token"},
                                  timeout=10).json()["state"]

@@ -167,6 +167,11 @@ def _results(jobs) -> dict:
     return {(j.name, *j.matrix.values()): j.result for j in jobs}
 
 
+def _parts_of(upstream: StubUpstream, run_id: int) -> list[list[str]]:
+    """The benchmarks of each upload upstream of the run, in no order (jobs that ran at once)."""
+    return sorted(sorted(found) for found in _forwards(upstream, run_id))
+
+
 def _forwards(upstream: StubUpstream, run_id: int) -> list[set[str]]:
     """The benchmarks of each upload upstream of the run (CodSpeed's runPart.runId: the CI's run), oldest first."""
     return [benchmarks_in(archive_of(upload)) for upload in upstream.uploads(run_id=str(run_id))]
@@ -248,9 +253,11 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
     # one aggregator attempt per CI attempt, each forwarded once
     for run_id in (2001, 2002):
         assert _states(api_url, PROJECT, run_id, 3) == ["forwarded", "forwarded", None]
-    # what upstream lacked, or what changed: the linter re-run alone; the one merged part sent again
-    assert _forwards(upstream, 2001) == [benchmarks("parser", "minifier"), benchmarks("linter")]
-    assert _forwards(upstream, 2002) == [benchmarks(*SHARDS)] * 2
+    # each shard its own part as it landed (the parts mode, the default): the parser, then the linter's
+    # re-run; the minifier, skipped by the plan, is left to CodSpeed's baseline (nothing of it sent)
+    assert _forwards(upstream, 2001) == [benchmarks("parser"), benchmarks("linter")]
+    # the second push: the plan skips the minifier again; "re-run all jobs" sends both parts again
+    assert _parts_of(upstream, 2002) == sorted([sorted(benchmarks(shard)) for shard in ("linter", "parser")] * 2)
     assert not upstream.benchmarks_twice(PROJECT)
 
     # one comment on the pull request, showing its newest commit; the earlier run folded
@@ -314,7 +321,7 @@ def test_a_merge_requests_life_through_the_docs_gitlab_pipeline(aggregator, gitl
     assert _states(api_url, GITLAB_PROJECT, 3001, 3) == ["forwarded", "forwarded", None]  # the retry: one attempt
     assert _states(api_url, GITLAB_PROJECT, 3002, 2) == ["forwarded", None]
     assert [benchmarks_in(archive_of(u)) for u in upstream.uploads(run_id="3001")] == \
-        [benchmarks("parser", "minifier"), benchmarks("linter")]
+        [benchmarks("parser"), benchmarks("linter")]  # the minifier, skipped by the plan, left to CodSpeed
     assert not upstream.benchmarks_twice(GITLAB_PROJECT)
     notes = [n for n in gitlab.notes.values() if n["merge_request"] == 5]
     assert len(notes) == 1 and notes[0]["project"] == "acme%2Ftools%2Foxc", gitlab.notes

@@ -62,6 +62,11 @@ def test_what_the_status_says():
     assert commit_status(_report("open", 2, [])) == ("pending", "2/3 shards in")
     assert commit_status(_report("forwarded", 3, [])) == ("success", "forwarded 3/3 shards")
     assert commit_status(_report("forwarded", 2, [("3", "missing")])) == ("failure", "forwarded 2/3 shards; missing: 3")
+    # a carried shard is done: "forwarded 1/3 shards" said two of three were not
+    assert commit_status(_report("forwarded", 1, [("1", "arrived"), ("2", "carried"), ("3", "carried")])) == (
+        "success", "forwarded 3/3 shards (1 measured, 2 carried)")
+    assert commit_status(_report("forwarded", 1, [("2", "carried"), ("3", "missing")])) == (
+        "failure", "forwarded 2/3 shards (1 measured, 1 carried); missing: 3")
     assert commit_status(_report("forward_failed", 3, []))[0] == "failure"
     assert commit_status(_report("closed_empty", 0, []))[0] == "failure"
 

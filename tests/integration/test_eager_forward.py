@@ -61,7 +61,8 @@ def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_
     assert _parts(isolated, run_id) == [pushed_part_id(s, "valgrind") for s in ("1", "2", "3")]
     assert not isolated.upstream.benchmarks_twice(project)
     report = eager.reports.report(project, run_id)
-    assert report.state == "forwarded" and "2 parts the upstream holds already, not sent again" in report.upstream.message
+    assert report.state == "forwarded" and report.upstream.message.startswith(
+        "3 shards, each its own part upstream (1 sent at the end, ") and "merged" not in report.upstream.message
 
 
 def test_a_re_run_shard_replaces_its_own_part(eager, isolated, project, run_id):
@@ -195,3 +196,32 @@ def test_a_failed_record_after_a_send_releases_the_claim_and_the_retry_goes_on_a
     assert [c["lease_until"]["N"] for c in claims] == ["0"]
     assert eager.eager.forward(project, run_id, "1") == "forwarded"  # the retry: not "not_claimed" for 960 s
     assert len(isolated.upstream.uploads(run_id)) == 2  # sent again under its runPartId: it replaces itself
+
+
+def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isolated, project, run_id):
+    """In the parts mode nothing of a skipped shard goes upstream: CodSpeed fills it from the
+    baseline and marks it skipped. It went as its own part, under the pull request's commit, with
+    the baseline's profile: CodSpeed showed the baseline's figures as measured on the commit."""
+    from codspeed_wire.api import CloseRequest
+
+    main = f"main-{run_id}"
+    for shard in ("1", "2", "3"):
+        _arrive(eager, project, main, shard, bundle(4300 + int(shard), [f"t{shard}::main"]))
+    assert isolated.finalize_all(project, main, eager) == "forwarded"
+    isolated.finalize_requests()
+    pr = {"ref": "refs/pull/7/merge", "baseRef": "main"}
+    for shard in ("1", "2"):
+        eager.arrivals.record(push(eager, project, run_id, shard, bundle(4400 + int(shard), [f"t{shard}::pr"]), total=3,
+                                   **pr)["key"])
+        assert eager.eager.forward(project, run_id, shard) == "forwarded"
+    closed = eager.closing.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
+    assert closed.message == "the run ends with the shards in so far: each is upstream as its own part, or goes now"
+    assert isolated.finalize_all(project, run_id, eager) == "forwarded"
+
+    assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]  # no third
+    held = isolated.upstream.combined(project)[(project, run_id)]
+    assert {b for u in held.values() for b in benchmarks_in(archive_of(u))} == {"t1::pr", "t2::pr"}
+    report = eager.reports.report(project, run_id)
+    carried = {s.name: s for s in report.shards}["3"]
+    assert carried.state == "carried" and carried.source == {"run_id": main, "commit": report.commit}
+    assert "1 carried, left to CodSpeed's baseline" in report.upstream.message and "merged" not in report.upstream.message

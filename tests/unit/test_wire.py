@@ -133,9 +133,15 @@ def test_an_open_request_may_declare_a_codspeed_workflows_jobs_alone_with_the_me
         {"bench": 4, "memory": 1}, [], "A" * 40)
 
 
-def test_a_forward_mode_is_merged_or_eager_and_a_projects_own_mode_wins(monkeypatch):
+def test_a_forward_mode_is_parts_by_default_or_one_upload_its_earlier_names_kept_and_a_projects_own_mode_wins(
+        monkeypatch):
     from codspeed_aggregator.settings import MissingSetting, Settings
 
+    monkeypatch.delenv("FORWARD_MODE", raising=False)
+    monkeypatch.delenv("FORWARD_MODES", raising=False)
+    assert Settings.from_env().forward_mode == "parts" and Settings.from_env().eager("acme/any")  # as CodSpeed does
+    monkeypatch.setenv("FORWARD_MODES", "acme/one=one-upload,acme/each=parts")
+    assert not Settings.from_env().eager("acme/one") and Settings.from_env().eager("acme/each")
     monkeypatch.setenv("FORWARD_MODE", "merged")
     monkeypatch.setenv("FORWARD_MODES", " acme/fast = eager ,acme/slow=merged,")
     settings = Settings.from_env()
@@ -143,5 +149,6 @@ def test_a_forward_mode_is_merged_or_eager_and_a_projects_own_mode_wins(monkeypa
     monkeypatch.setenv("FORWARD_MODE", "eager")
     assert Settings.from_env().eager("acme/other") and not Settings.from_env().eager("acme/slow")
     monkeypatch.setenv("FORWARD_MODES", "acme/x=sometimes")
-    with pytest.raises(MissingSetting, match=r"FORWARD_MODES \(acme/x\) must be merged or eager, not 'sometimes'"):
+    with pytest.raises(MissingSetting, match=r"FORWARD_MODES \(acme/x\) must be parts or one-upload \(eager and merged, "
+                                             r"their earlier names\), not 'sometimes'"):
         Settings.from_env()

@@ -16,15 +16,19 @@ def commit_status(report: Report) -> tuple[str, str] | None:
         doing = ": merging and forwarding" if report.state == "finalizing" else ""
         return "pending", f"{report.arrived}/{expected} shards in{doing}"
     missing = [s.name for s in report.shards if s.state == "missing"]
+    carried = sum(s.state == "carried" for s in report.shards)
+    # a carried shard is done: its benchmarks are the baseline's (CodSpeed's skipped ones in the parts mode)
+    done = f"{report.arrived + carried}/{expected} shards" + (f" ({report.arrived} measured, {carried} carried)"
+                                                             if carried else "")
     if report.state == "forward_failed":
         return "failure", "forwarding the merged upload failed: redrive it"
     if report.state == "closed_empty":
         return "failure", "closed with no shard arrived: nothing sent"
     if missing:
-        return "failure", f"forwarded {report.arrived}/{expected} shards; missing: {', '.join(missing)}"[:140]
+        return "failure", f"forwarded {done}; missing: {', '.join(missing)}"[:140]
     if report.counts.regressions:  # the regression gate: the stack's RegressionThreshold
         worst = report.counts.worst_regression
         return "failure", (f"{plural(report.counts.regressions, 'regression')} past {report.threshold:.0%}"
                            + (f" (worst {worst:+.1%})" if worst is not None else "")
-                           + f"; forwarded {report.arrived}/{expected} shards")[:140]
-    return "success", f"forwarded {report.arrived}/{expected} shards"
+                           + f"; forwarded {done}")[:140]
+    return "success", f"forwarded {done}"

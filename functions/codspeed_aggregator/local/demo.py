@@ -45,7 +45,7 @@ def run_demo(out=print) -> int:
             with tarfile.open(upload / "archive.tar.gz") as tar:
                 names = [m.name for m in tar.getmembers() if m.name.endswith(".out")]
             metadata = json.loads((upload / "metadata.json").read_text())
-            out(f"merged upload in {upload}: {', '.join(names)}; profileMd5 {metadata['profileMd5']}")
+            out(f"upload in {upload}: {', '.join(names)}; profileMd5 {metadata['profileMd5']}")
         return waited.returncode
 
 

@@ -38,7 +38,12 @@ class CloseRun:
                                message=f"run is already {state}: nothing to close")
         first = self.runs.request_close(request.project, run_id, list(request.skip), reason)
         self.queue.request(request.project, run_id, reason)
-        message = "the shards in so far will be merged and forwarded" if first else "a close was already under way"
+        if not first:
+            message = "a close was already under way"
+        elif snapshot.run.eager:
+            message = "the run ends with the shards in so far: each is upstream as its own part, or goes now"
+        else:
+            message = "the shards in so far will be merged and forwarded"
         return CloseAnswer(project=request.project, run_id=run_id, state="closing", message=message)
 
     def _check_skips(self, snapshot: Snapshot, skip: list[str]) -> None:

@@ -166,7 +166,10 @@ class FinalizeRun:
                                                    snapshot.run.base_commits())
         kept = [Upload.from_item(u) for u in earlier["uploads"]] if earlier else []
         shards, completion = self._shards(snapshot, baseline, lost=True)
-        uploads = plan_forward(shards, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept,
+        # In the parts mode a skipped shard is left to CodSpeed, which fills a run's absent benchmarks
+        # from its baseline and marks them skipped: nothing measured on another commit goes up as this one's.
+        sent = {n: s for n, s in shards.items() if n not in completion.carried} if run.eager else shards
+        uploads = plan_forward(sent, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept,
                                merge=not run.eager)
         held |= {Upload((n,), merged=False).key: sent_as(s) for n, s in snapshot.arrived().items() if sent_as(s)}
         ids = [part_id(upload, shards) for upload in uploads]
@@ -252,11 +255,21 @@ class FinalizeRun:
         plan = plan or self._plan(now, now.plan)
         parts = [answers[str(i)] for i in plan.todo]
         size = sum(p["size"] for p in parts)
-        message = f"{len(plan.shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
-        if held := len(plan.uploads) - len(plan.todo):
+        held = len(plan.uploads) - len(plan.todo)
+        if plan.run.eager:  # each shard its own part: nothing merged, and nothing carried sent
+            carried = len(plan.completion.carried)
+            message = (f"{len(plan.shards) - carried} shards, each its own part upstream"
+                       + (f" ({len(parts)} sent at the end, {size} bytes)" if parts else "")
+                       + (f"; {carried} carried, left to CodSpeed's baseline" if carried else ""))
+            held = 0  # what the shards sent as they landed: said above
+        else:
+            message = f"{len(plan.shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
+        if held:
             message += f"; {held} part{'s' if held > 1 else ''} the upstream holds already, not sent again"
         finished = self.clock()
-        upstream = {"run_id": ",".join(p["run_id"] for p in parts) or None, "status": "success", "at": iso(finished),
+        run_ids = [p["run_id"] for p in parts] + [s.upstream["run_id"] for s in plan.shards.values()
+                                                  if plan.run.eager and sent_as(s) and s.upstream.get("run_id")]
+        upstream = {"run_id": ",".join(dict.fromkeys(run_ids)) or None, "status": "success", "at": iso(finished),
                     "message": message}
         if not self._written(lambda: self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome,
                                                       upstream=upstream)):
