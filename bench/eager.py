@@ -82,7 +82,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="shards of 1 to 3 s")
     args = parser.parse_args()
     length = 1.0 if args.quick else 2.0
-    with LocalStack(env={"FORWARD_MODES": f"{PROJECTS['eager']}=eager"}, sweep_every=3600) as stack:
+    with LocalStack(env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{PROJECTS['eager']}=parts"},
+                    sweep_every=3600) as stack:
         found = {mode: one_run(stack, mode, length) for mode in PROJECTS}
     print(f"{SHARDS - 1} shards of {length:.1f} to {length * (1 + (SHARDS - 2) / 4):.1f} s, one of {length * SLOW:.1f} s, "
           "each pushed when its job ends:")

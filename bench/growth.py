@@ -246,7 +246,8 @@ def run(sizes: tuple[int, int], processes: int) -> tuple[list[dict], dict, dict,
     """Both sizes through one process, then the larger through ``processes``; then both sizes of
     an eager run (each shard sent upstream as the batch counted it) through one process; and what
     each mode's runs of 10 and 100 shards (and the larger) bill."""
-    with LocalStack(pollers=False, webhook_secret="bench-secret", env={"FORWARD_MODES": f"{EAGER}=eager"}) as stack:
+    with LocalStack(pollers=False, webhook_secret="bench-secret",
+                    env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{EAGER}=parts"}) as stack:
         counter, nbytes, billed = RequestCounter(), ByteCounter(), billing()
         found = [measure(stack, counter, nbytes, n, 1, billed=billed) for n in sizes]
         spread = measure(stack, counter, nbytes, sizes[1], processes)

@@ -209,7 +209,8 @@ def main() -> int:
     shards = args.shards or (40 if args.quick else 500)
     from tests import auth_cases, bad_inputs, faults, isolated
 
-    with LocalStack(pollers=False, webhook_secret="bench-secret") as stack, tempfile.TemporaryDirectory() as tmp:
+    with LocalStack(pollers=False, webhook_secret="bench-secret", env={"FORWARD_MODE": "one-upload"}) as stack, \
+            tempfile.TemporaryDirectory() as tmp:
         line, load_ok = load(stack, RequestCounter(), shards)
         side = isolated.build(Path(tmp), prefix="bench-faults", enforcer=stack.enforcer)
         injected, fault_ok = survived("fault", [

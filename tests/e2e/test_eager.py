@@ -70,7 +70,7 @@ def test_each_shard_is_upstream_before_the_next_is_pushed_and_every_benchmark_on
     assert final["state"] == "forwarded", final
     assert {s["name"]: (s["state"], s["upstream"]) for s in final["shards"]} == {
         "1": ("arrived", True), "2": ("arrived", True), "3": ("arrived", True), "4": ("carried", False)}
-    ids = [pushed_part_id(str(s), "valgrind") for s in (1, 2, 2, 3, 4)]
-    assert _upstream(stack, run_id) == ids  # the re-run replaced its part; the carried shard came with the close
+    ids = [pushed_part_id(str(s), "valgrind") for s in (1, 2, 2, 3)]
+    assert _upstream(stack, run_id) == ids  # the re-run replaced its part; the skipped one is left to CodSpeed
     assert not stack.upstream.benchmarks_twice(PROJECT)
     assert max(waited) < 10, waited

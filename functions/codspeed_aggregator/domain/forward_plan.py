@@ -4,7 +4,7 @@ finalizer needs: its upload, its own shards, what of them was carried, and the r
 from dataclasses import asdict, dataclass
 
 from .baseline import Completion
-from .ledger import RunRecord, ShardRecord
+from .ledger import RunRecord, ShardRecord, sent_as
 from .metadata import part_claim
 from .uploads import Upload
 
@@ -65,3 +65,20 @@ class ForwardPlan:
             number=merged.index(upload) + 1 if upload.merged else 0, group_parts=len(merged), sends=len(self.todo),
             base_metadata=self.base_metadata,
         )
+
+    def outcome_said(self, parts: list[dict]) -> tuple[str, str | None]:
+        """What the run's end says it sent (``parts``: the upstream's answers to this attempt's
+        sends), and the upstream run ids it went under."""
+        size = sum(p["size"] for p in parts)
+        run_ids = [p["run_id"] for p in parts]
+        if self.run.eager:  # each shard its own part as it landed: nothing merged, nothing carried sent
+            carried = len(self.completion.carried)
+            message = (f"{len(self.shards) - carried} shards, each its own part upstream"
+                       + (f" ({len(parts)} sent at the end, {size} bytes)" if parts else "")
+                       + (f"; {carried} carried, left to CodSpeed's baseline" if carried else ""))
+            run_ids += [s.upstream["run_id"] for s in self.shards.values() if sent_as(s) and s.upstream.get("run_id")]
+        else:
+            message = f"{len(self.shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
+            if held := len(self.uploads) - len(self.todo):
+                message += f"; {held} part{'s' if held > 1 else ''} the upstream holds already, not sent again"
+        return message, ",".join(dict.fromkeys(run_ids)) or None

@@ -255,22 +255,9 @@ class FinalizeRun:
         plan = plan or self._plan(now, now.plan)
         parts = [answers[str(i)] for i in plan.todo]
         size = sum(p["size"] for p in parts)
-        held = len(plan.uploads) - len(plan.todo)
-        if plan.run.eager:  # each shard its own part: nothing merged, and nothing carried sent
-            carried = len(plan.completion.carried)
-            message = (f"{len(plan.shards) - carried} shards, each its own part upstream"
-                       + (f" ({len(parts)} sent at the end, {size} bytes)" if parts else "")
-                       + (f"; {carried} carried, left to CodSpeed's baseline" if carried else ""))
-            held = 0  # what the shards sent as they landed: said above
-        else:
-            message = f"{len(plan.shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
-        if held:
-            message += f"; {held} part{'s' if held > 1 else ''} the upstream holds already, not sent again"
+        message, run_ids = plan.outcome_said(parts)
         finished = self.clock()
-        run_ids = [p["run_id"] for p in parts] + [s.upstream["run_id"] for s in plan.shards.values()
-                                                  if plan.run.eager and sent_as(s) and s.upstream.get("run_id")]
-        upstream = {"run_id": ",".join(dict.fromkeys(run_ids)) or None, "status": "success", "at": iso(finished),
-                    "message": message}
+        upstream = {"run_id": run_ids, "status": "success", "at": iso(finished), "message": message}
         if not self._written(lambda: self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome,
                                                       upstream=upstream)):
             return FORWARDED  # the finalizer of another part finished it first
