@@ -42,6 +42,12 @@ class Upload:
     post: requests.Response | None = None
     put: requests.Response | None = None
     headers: dict = field(default_factory=dict)
+    body: bytes = b""  # the POST's bytes, as the runner writes them
+
+
+def body_of(metadata: dict) -> bytes:
+    """The runner's POST body: serde_json's compact form, non-ASCII left as it is, fields in its order."""
+    return json.dumps(metadata, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def github_run_part(run_id: str, job: str, executor: str, *, matrix: dict | None = None, job_index: int | None = None,
@@ -100,10 +106,11 @@ def metadata(archive: bytes, *, executor: str, owner: str, repository: str, comm
 
 def upload(api_url: str, up: Upload, upload_url: str | None = None) -> Upload:
     """POST the metadata, then PUT the archive to the answered uploadUrl, as the runner does."""
-    headers = {"Content-Type": "application/json", "User-Agent": "codspeed-runner"}
+    headers = {"Content-Type": "application/json", "User-Agent": f"codspeed-runner/{RUNNER_VERSION}"}
     if up.token:
         headers["Authorization"] = up.token  # bare, no "Bearer"; absent when the job has no token
-    up.post = requests.post(upload_url or f"{api_url}/upload", data=json.dumps(up.metadata), headers=headers, timeout=30)
+    up.body = body_of(up.metadata)
+    up.post = requests.post(upload_url or f"{api_url}/upload", data=up.body, headers=headers, timeout=30)
     if up.post.status_code != 200:
         return up
     put_headers = {"Content-Type": "application/x-tar", "Content-Length": str(len(up.archive)),

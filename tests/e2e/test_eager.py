@@ -74,3 +74,36 @@ def test_each_shard_is_upstream_before_the_next_is_pushed_and_every_benchmark_on
     assert _upstream(stack, run_id) == ids  # the re-run replaced its part; the skipped one is left to CodSpeed
     assert not stack.upstream.benchmarks_twice(PROJECT)
     assert max(waited) < 10, waited
+
+
+def test_a_runner_jobs_part_is_upstream_before_the_next_job_exists_byte_for_byte(stack):
+    """The parts mode: a matrix job's POST body (serde_json's compact form, non-ASCII as it is) and
+    its archive reach the upstream as the runner sent them, with its User-Agent, before the matrix's
+    next job has run. They were re-serialized (1101 bytes became 1194), so the runner's printed
+    Run Hash named bytes CodSpeed never received."""
+    from tests import runner
+    from tests.conftest import TOKEN
+
+    owner, repository = PROJECT.split("/")
+    workflow, sent = str(9_300_000_000 + uuid.uuid4().int % 1_000_000), []
+    for shard in (1, 2):
+        archive = runner.folder_archive(runner.valgrind_folder(7000 + shard, [f"bytes::s{shard}"]), gzipped=True)
+        part = runner.github_run_part(workflow, "bench", "valgrind", matrix={"shard": shard, "note": "Zürich ✓"},
+                                      job_index=shard - 1, job_total=2)
+        meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit="f" * 40,
+                               run_part=part)
+        pushed_at = time.monotonic()
+        up = runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
+        assert up.post.status_code == 200 and up.put.status_code == 200, up.post.text
+        assert b"Z\xc3\xbcrich \xe2\x9c\x93" in up.body  # as the runner writes it, not \u-escaped
+        [held] = wait_for(lambda p=part["runPartId"]: [u for u in stack.upstream.uploads(workflow)
+                                                       if json.loads((u / "metadata.json").read_text())["runPart"]
+                                                       ["runPartId"] == p and (u / "archive.tar.gz").exists()], timeout=30)
+        sent.append(time.monotonic() - pushed_at)
+        assert (held / "post-body.json").read_bytes() == up.body
+        assert (held / "archive.tar.gz").read_bytes() == archive
+        assert json.loads((held / "post-headers.json").read_text())["User-Agent"] == f"codspeed-runner/{runner.RUNNER_VERSION}"
+        assert len(stack.upstream.uploads(workflow)) == shard  # the next job has not run yet
+    report = _final(stack, PROJECT, workflow)
+    assert report["state"] == "forwarded" and report["arrived"] == 2 and len(stack.upstream.uploads(workflow)) == 2
+    assert max(sent) < 10, sent

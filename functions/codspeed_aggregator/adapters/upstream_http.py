@@ -5,6 +5,7 @@ PUT: a retry after a crash then PUTs the same bytes to the same URL instead of m
 second upload. Each step is retried with backoff on connection errors, timeouts, 429, 5xx
 and malformed answers; a 4xx other than 429 is final."""
 
+import io
 import random
 import time
 from collections.abc import Callable
@@ -137,14 +138,20 @@ class UpstreamClient:
         project = f"{owner}/{repository}" if owner and repository else None
         return self.tokens(project) if self.tokens else self.token
 
-    def announce(self, metadata: dict) -> UploadAccepted:
-        """Step 1: POST the metadata (in the runner's field order, as given); the answer says where
-        to PUT the archive."""
-        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+    def announce(self, metadata: dict, body: bytes | None = None, user_agent: str | None = None) -> UploadAccepted:
+        """Step 1: POST the metadata (in the runner's field order, as given), or ``body``, the bytes a
+        runner sent (``metadata`` read from them), with its ``user_agent``; the answer says where to
+        PUT the archive."""
+        headers = {"Content-Type": "application/json", "User-Agent": user_agent or USER_AGENT}
+        if body is not None:  # a body read like a file goes chunked without its length
+            headers["Content-Length"] = str(len(body))
         if token := self.token_for(metadata):
             headers["Authorization"] = token  # CodSpeed wants the bare token, no "Bearer"
+        def sent() -> dict:  # each try from the start
+            return {"data": io.BytesIO(body)} if body is not None else {"json": metadata}
+
         return self._retrying(
-            f"POST {self.url}", lambda: self._bounded("POST", self.url, self.timeout, json=metadata, headers=headers),
+            f"POST {self.url}", lambda: self._bounded("POST", self.url, self.timeout, headers=headers, **sent()),
             lambda answer: UploadAccepted.model_validate_json(answer.content),
         )
 

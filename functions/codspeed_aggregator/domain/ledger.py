@@ -201,6 +201,16 @@ class UploadRecord:
     label: str | None = None
     executor: str = "valgrind"
     group: str = ""
+    sent: "SentPost | None" = None  # a runner's POST as it sent it: forwarded byte for byte
+
+
+@dataclass(frozen=True)
+class SentPost:
+    """What a CodSpeed runner's ``POST /upload`` was: its body's bytes and its User-Agent. The API
+    takes 256 KiB at most, so it is kept in the metadata's item (400 KB), not in an object."""
+
+    body: bytes
+    user_agent: str | None = None
 
 
 @dataclass

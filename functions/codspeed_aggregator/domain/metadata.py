@@ -43,6 +43,12 @@ def as_sent_metadata(sent: dict, md5: str, gzipped: bool) -> dict:
     return in_runner_order(metadata)
 
 
+def names_archive(sent: dict, md5: str, gzipped: bool) -> bool:
+    """Whether an upload's own metadata describes this archive as it is (its MD5 and encoding): its
+    POST can then go upstream as it came."""
+    return sent.get("profileMd5") == md5 and sent.get("profileEncoding") == ("gzip" if gzipped else None)
+
+
 def pushed_metadata(metadata: UploadMetadata, run_id: str, shard: str) -> UploadMetadata:
     """A pushed shard's metadata, kept to forward it as it was sent: under a runPartId of the
     aggregator's for its name and executor (``pushed_part_id``), whatever its client wrote."""

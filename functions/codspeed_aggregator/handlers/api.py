@@ -26,6 +26,7 @@ from ..auth import (
 )
 from ..pages.run_page import render_list, render_main, render_run
 from ..domain.errors import Busy, Refused, Unprocessable
+from ..domain.ledger import SentPost
 from ..settings import settings
 from ..wiring import api, api_token, oidc, webhook_secret
 
@@ -123,7 +124,8 @@ def request_upload(request: ShardUploadRequest):
 @app.post("/upload")
 def drop_in_upload(metadata: UploadMetadata):
     _allow(metadata.project or "")
-    accepted = api().uploads.accept_drop_in(metadata)
+    sent = SentPost(_raw_body(), app.current_event.headers.get("user-agent"))  # what goes upstream, as it came
+    accepted = api().uploads.accept_drop_in(metadata, sent)
     return _json(HTTPStatus.OK, accepted.model_dump())
 
 

@@ -3,7 +3,7 @@ and combines them into runs as CodSpeed does.
 
 ``POST /upload`` (metadata, ``Authorization: <token>``) answers an ``uploadUrl`` on this
 server; ``PUT`` there stores the archive after checking its Content-MD5. Each upload is
-a folder: ``metadata.json``, ``post-headers.json``, ``put-headers.json``, and the archive:
+a folder: ``metadata.json``, ``post-body.json`` (the POST's bytes), ``post-headers.json``, ``put-headers.json``, and the archive:
 ``archive.tar.gz`` when it came with ``Content-Encoding: gzip``, else ``archive.tar``.
 
 CodSpeed combines the uploads ("run parts") of one run by ``runPart.runId``; a ``runPartId``
@@ -164,6 +164,7 @@ class StubUpstream:
                 folder = stub.folder / upload_id
                 folder.mkdir()
                 (folder / "metadata.json").write_text(json.dumps(metadata, indent=2))
+                (folder / "post-body.json").write_bytes(body)  # the bytes as they came: the runner's Run Hash is theirs
                 (folder / "post-headers.json").write_text(json.dumps(dict(self.headers.items()), indent=2))
                 host = self.headers.get("host") or f"{stub.server.server_address[0]}:{stub.server.server_address[1]}"
                 self._reply(200, {"status": "success", "uploadUrl": f"http://{host}/archive/{upload_id}", "runId": upload_id})

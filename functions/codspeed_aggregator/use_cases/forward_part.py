@@ -1,6 +1,7 @@
 """Forward one upload of a run: splice (or merge) its shards into a spooled archive, or take a
 lone shard's archive as it was sent, announce it upstream (POST) and send it (PUT)."""
 
+import json
 import logging
 from dataclasses import dataclass
 from functools import partial
@@ -10,9 +11,9 @@ from ..adapters.ledger import Parts, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamClient, UpstreamRefused
 from ..domain.keys import index_key, spool_key
-from ..domain.ledger import OPENED, ShardRecord, base_run_id
+from ..domain.ledger import OPENED, SentPost, ShardRecord, base_run_id
 from ..domain.merge import ShardBundle, merge_bundles
-from ..domain.metadata import MergedPart, as_carried, as_sent_metadata, merged_metadata
+from ..domain.metadata import MergedPart, as_carried, as_sent_metadata, merged_metadata, names_archive
 from ..domain.splice import IndexMismatch, NormalizedShard, splice
 from ..domain.uploads import Upload
 from ..settings import Settings
@@ -57,8 +58,11 @@ class ForwardPart:
             archive = self.store.reader(shard.key, shard.version_id)
             size, md5 = archive.digest()
             gzipped = shard.gzipped
-            sent = self.sent_metadata(project, run_id, shard) or as_carried(base_metadata, shard)
+            found = self.shards.upload_post(project, run_id, shard.upload_id) if shard.upload_id else None
+            sent, post = found or (as_carried(base_metadata, shard), None)
             describe = partial(as_sent_metadata, sent, md5, gzipped)
+            if post is not None and names_archive(sent, md5, gzipped):
+                describe = partial(_as_it_came, post)  # the runner's POST, byte for byte: it names this very archive
         announce = partial(self._announce, project, run_id, index, describe, md5)
         fresh = announced is None or announced["md5"] != md5
         if fresh:
@@ -104,8 +108,16 @@ class ForwardPart:
     def _announce(self, project: str, run_id: str, index: int | None, describe, md5: str) -> dict:
         """POST an upload's metadata and record the answer before the PUT (a retry re-PUTs there);
         a shard of an eager run (no ``index``) is announced again when it is sent again."""
-        accepted = self.upstream.announce(describe())
+        described = describe()
+        if isinstance(described, SentPost):
+            accepted = self.upstream.announce(json.loads(described.body), described.body, described.user_agent)
+        else:
+            accepted = self.upstream.announce(described)
         announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": md5}
         if index is not None:
             self.parts.record_announced_part(project, run_id, index, announced)
         return announced
+
+
+def _as_it_came(post: SentPost) -> SentPost:
+    return post

@@ -17,7 +17,7 @@ from ..adapters.ledger import Runs, Shards
 from ..domain.drop_in import shard_of
 from ..domain.errors import Closing, Conflict, Unprocessable
 from ..domain.keys import bundle_key
-from ..domain.ledger import ENDED, RunRecord, UploadRecord, attempt_run_id, base_run_id, variant_key
+from ..domain.ledger import ENDED, RunRecord, SentPost, UploadRecord, attempt_run_id, base_run_id, variant_key
 from ..domain.manifest import Manifest
 from ..domain.metadata import check_identity, ci_url, pushed_metadata
 from ..domain.timestamps import iso
@@ -61,10 +61,11 @@ class RequestUpload:
             variant=executor, key=shard_key(request.shard, executor), ci_attempt=request.ci_attempt,
         )
 
-    def accept_drop_in(self, metadata: UploadMetadata) -> UploadAccepted:
+    def accept_drop_in(self, metadata: UploadMetadata, sent: SentPost | None = None) -> UploadAccepted:
         """``POST /upload`` as CodSpeed answers it: a runner pointed at us becomes a shard
         (which run and which shard: ``domain.drop_in``). Its upload URL signs the runner's MD5,
-        and only that: the runner sends the archive's own type and encoding."""
+        and only that: the runner sends the archive's own type and encoding. ``sent``: the POST as
+        it came (``metadata`` is read from its bytes), kept to go upstream as it was."""
         project = metadata.project
         if not project:
             raise Unprocessable("metadata has no owner and repository: the aggregator keys runs by project")
@@ -73,12 +74,12 @@ class RequestUpload:
         place = shard_of(metadata)
         grant = self._grant(project, place.run_id, place.label, place.manifest, metadata, size=None, content_type=None,
                             crc32=None, label=place.label, variant=place.variant, group=place.group, key=place.shard,
-                            keyed_for=place.keyed_for)
+                            keyed_for=place.keyed_for, sent=sent)
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
     def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32,
                label=None, variant=None, group="", page=None, base_commit=None, base_ancestors=(),
-               key=None, ci_attempt=None, keyed_for=None) -> UploadGrant:
+               key=None, ci_attempt=None, keyed_for=None, sent=None) -> UploadGrant:
         """``shard``: the name the manifest knows; ``key``: the shard as stored (a pushed shard's
         name and executor), the name itself when not given; ``keyed_for``: a runner job's key and
         manifest in a run, by whether the run keys jobs apart (``RunRecord.job_keys``)."""
@@ -124,7 +125,7 @@ class RequestUpload:
         upload_id = uuid.uuid4().hex
         self.shards.add_upload(project, run.run_id, UploadRecord(
             shard=key, upload_id=upload_id, metadata=metadata.wire(), size=size, requested_at=f"{now:.6f}",
-            label=label if label != key else None, executor=metadata.executor, group=group,
+            label=label if label != key else None, executor=metadata.executor, group=group, sent=sent,
         ))
         key = bundle_key(project, run.run_id, key, upload_id)
         expires = self.settings.presign_expiry_seconds

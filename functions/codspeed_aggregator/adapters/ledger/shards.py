@@ -6,7 +6,7 @@ from collections import Counter
 
 from botocore.exceptions import ClientError
 
-from ...domain.ledger import ARRIVED, LATE, REJECTED, ShardRecord, UploadRecord
+from ...domain.ledger import ARRIVED, LATE, REJECTED, SentPost, ShardRecord, UploadRecord
 from .codec import (
     CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed,
     count_attribute, dump, load, run_pk,
@@ -19,30 +19,47 @@ class Shards(TableItems):
         Two plain writes, not a transaction: nobody can upload (so nothing can arrive) before the
         grant is answered, which is after both; a grant that fails between them leaves an item
         that expires. (Half the write units of a transaction.)"""
-        self.keep_metadata(project, run_id, upload.upload_id, upload.metadata)
+        self.keep_metadata(project, run_id, upload.upload_id, upload.metadata, upload.sent)
         self.db.put_item(TableName=self.table, Item=dump({
             "pk": run_pk(project, run_id), "sk": f"{UPLOAD_PREFIX}{upload.shard}#{upload.upload_id}", "shard": upload.shard,
             "upload_id": upload.upload_id, "size": upload.size, "label": upload.label, "executor": upload.executor,
             "group": upload.group, "requested_at": upload.requested_at, "expires_at": self.expires_at(),
         }))
 
-    def keep_metadata(self, project: str, run_id: str, upload_id: str, metadata: dict) -> None:
+    def keep_metadata(self, project: str, run_id: str, upload_id: str, metadata: dict,
+                      sent: SentPost | None = None) -> None:
         """CodSpeed metadata beside a run, out of its snapshots: an upload's (by its id), or what
-        the CI job that opened the run stated (``OPENED``)."""
+        the CI job that opened the run stated (``OPENED``). A runner's POST is kept as it came (its
+        bytes are the metadata, read back from them), with its User-Agent."""
+        kept = {"post": sent.body, "user_agent": sent.user_agent} if sent else {"metadata": json.dumps(metadata)}
         self.db.put_item(TableName=self.table, Item=dump({
-            "pk": run_pk(project, run_id), "sk": f"{META_PREFIX}{upload_id}", "metadata": json.dumps(metadata),
-            "expires_at": self.expires_at()}))
+            "pk": run_pk(project, run_id), "sk": f"{META_PREFIX}{upload_id}", **kept, "expires_at": self.expires_at()}))
+
+    def _metadata_item(self, project: str, run_id: str, upload_id: str) -> dict | None:
+        return self.db.get_item(TableName=self.table, Key=self.key(project, run_id, f"{META_PREFIX}{upload_id}"),
+                                ConsistentRead=True).get("Item")
 
     def upload_metadata(self, project: str, run_id: str, upload_id: str) -> dict | None:
-        item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, f"{META_PREFIX}{upload_id}"),
-                                ConsistentRead=True).get("Item")
-        return json.loads(load(item)["metadata"]) if item else None
+        found = self.upload_post(project, run_id, upload_id)
+        return found[0] if found else None
+
+    def upload_post(self, project: str, run_id: str, upload_id: str) -> tuple[dict, SentPost | None] | None:
+        """An upload's metadata, and the POST it came in when a runner sent it (stored before this
+        release, or pushed by the client: None)."""
+        item = self._metadata_item(project, run_id, upload_id)
+        if item is None:
+            return None
+        if "post" in item:
+            sent = SentPost(bytes(item["post"]["B"]), item.get("user_agent", {}).get("S"))
+            return json.loads(sent.body), sent
+        return json.loads(load(item)["metadata"]), None
 
     def copy_upload_metadata(self, project: str, earlier: str, run_id: str, upload_id: str) -> None:
-        """An upload's CodSpeed metadata, beside the run's next attempt that counts its bundle."""
-        meta = self.upload_metadata(project, earlier, upload_id)
-        if meta is not None:
-            self.keep_metadata(project, run_id, upload_id, meta)
+        """An upload's CodSpeed metadata (its POST as sent), beside the run's next attempt that counts its bundle."""
+        item = self._metadata_item(project, earlier, upload_id)
+        if item is not None:
+            self.db.put_item(TableName=self.table, Item={**item, **dump({"pk": run_pk(project, run_id),
+                                                                          "expires_at": self.expires_at()})})
 
     def inherit_arrived(self, project: str, earlier: str, run_id: str) -> dict[str, int]:
         """Copy the shards counted in an earlier attempt of a run (their upload metadata too; their
