@@ -83,6 +83,13 @@ def s3_crc32(value: int) -> str:
     return base64.b64encode(value.to_bytes(4, "big")).decode()
 
 
+def _members(folder: Path, files: list[str]) -> list[str]:
+    """What the runner's tar of the folder holds, in its order: the folder itself (``.``), then each
+    folder's entries by name, a subfolder's own entry before what it holds."""
+    folders = [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_dir()]  # empty ones too
+    return ["."] + sorted([*files, *folders], key=lambda name: Path(name).parts)
+
+
 def from_folder(folder: Path, executor: str | None = None) -> Bundle:
     import tarfile
     import tempfile
@@ -117,8 +124,8 @@ def from_folder(folder: Path, executor: str | None = None) -> Bundle:
         with handle:
             normalizer = Normalizer(checksummed, level=6)
             with tarfile.open(fileobj=_Feeding(normalizer), mode="w|", format=tarfile.GNU_FORMAT) as tar:
-                for name in files:
-                    tar.add(folder / name, arcname=f"./{name}", recursive=False)
+                for name in _members(folder, files):
+                    tar.add(folder / name, arcname="." if name == "." else f"./{name}", recursive=False)
             normalizer.close()
     except OSError as exc:
         Path(handle.name).unlink(missing_ok=True)

@@ -364,3 +364,24 @@ def test_gitlab_metadata_is_what_codspeeds_runner_sends_in_the_same_job(env, exp
     assert ctx.run_id == "1200"  # the run is the pipeline, its jobs its shards
     assert ctx.fork == ("fork-owner/repository" if expected["headRef"].startswith("fork-owner:") else None) \
         if expected["headRef"] else ctx.fork is None
+
+
+@pytest.mark.parametrize("recorded", ["valgrind-shard-1.tar.gz", "walltime-shard-1.tar"])
+def test_a_pushed_folder_is_packed_with_the_runners_members_in_its_order_folders_included(tmp_path, recorded):
+    """The client's tar had the files but not ``.`` and ``./results``, which the runner's tar of the
+    same folder (tests/fixtures/pytest_codspeed, packed as the runner packs) holds."""
+    import tarfile
+
+    from codspeed_client.bundle import from_folder
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed" / recorded
+    with tarfile.open(fixture) as source:
+        runners = [(m.name, m.type) for m in source.getmembers()]
+        source.extractall(tmp_path / "folder", filter="data")
+    (tmp_path / "folder" / "results" / "empty").mkdir()  # a folder with nothing in it is still a member
+    bundle = from_folder(tmp_path / "folder")
+    with tarfile.open(bundle.path) as packed:
+        ours = [(m.name, m.type) for m in packed.getmembers()]
+    bundle.path.unlink()
+    expected = sorted(runners[1:] + [("./results/empty", tarfile.DIRTYPE)], key=lambda m: Path(m[0]).parts)
+    assert ours == runners[:1] + expected and ours[0] == (".", tarfile.DIRTYPE)
