@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from codspeed_rules.summary import counts_line, plural
+from codspeed_rules.summary import counts_line, plural, shards_done
 
 from .errors import FORWARD_FAILED, OK, SHARDS_MISSING, TIMEOUT
 
@@ -70,7 +70,7 @@ def render_text(report: dict, every: bool = False) -> str:
         doing = " (partial: more shards may come)" if report["partial"] else ""
     attempt = f", attempt {report['attempt']}" if report.get("attempt", 1) > 1 else ""
     lines = [f"run {report['run_id']} of {report['project']}{attempt}: {report['state']}, "
-             f"{report['arrived']}/{expected} shard{'' if expected == 1 else 's'} in{doing}"]
+             f"{shards_done(report['arrived'], report.get('carried') or 0, expected)}{doing}"]
     for s in report["shards"]:
         detail = [s["state"]]
         if s.get("benchmarks") is not None:

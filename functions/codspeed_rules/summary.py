@@ -8,6 +8,12 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+def shards_done(arrived: int, carried: int, expected: object, then: str = " in") -> str:
+    """``3/3 shards in (1 measured, 2 carried)``: a carried shard is done, its benchmarks the baseline's."""
+    said = f"{arrived + carried}/{expected} shard{'' if expected == 1 else 's'}{then}"
+    return said + (f" ({arrived} measured, {carried} carried)" if carried else "")
+
+
 def counts_line(counts: dict) -> str:
     """``3 regressions (worst +30.0%), 1 improvement, 16 unchanged``, then the kinds a run has
     only sometimes (new, carried, running, missing) when there are any."""

@@ -3,7 +3,7 @@
 import unicodedata
 from pydantic import BaseModel
 
-from codspeed_rules.summary import counts_line
+from codspeed_rules.summary import counts_line, shards_done
 
 FINAL_STATES = ("forwarded", "forward_failed", "closed_empty")
 
@@ -97,7 +97,8 @@ class Report(BaseModel):
     partial: bool
     version: int
     expected: int | None = None
-    arrived: int
+    arrived: int  # shards measured in this run
+    carried: int = 0  # shards skipped and carried from the baseline: done, with the arrived ones
     shards: list[ShardEntry]
     upstream: UpstreamEntry | None = None
     baseline: dict | None = None  # the run compared with and carried from: run_id, commit, branch, why
@@ -202,7 +203,7 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
     expected = "?" if report.expected is None else str(report.expected)
     attempt = f" (attempt {report.attempt})" if report.attempt > 1 else ""
     title = (f"CodSpeed shards for {md(report.project)} run {md(report.run_id)}{attempt}: {report.state}, "
-             f"{report.arrived}/{expected} shards in")
+             + shards_done(report.arrived, report.carried, expected))
     if report.partial:
         title += " (partial report: more shards may still arrive)"
     lines = [f"**{verdict(report)}**", "", title, ""]

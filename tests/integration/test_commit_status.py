@@ -54,7 +54,8 @@ def test_a_failing_github_never_fails_an_arrival_or_a_forward(isolated, github, 
 
 def _report(state, arrived, shards, **fields):
     return Report(project="a/b", run_id="1", commit="c", state=state, partial=state == "open", version=1, expected=3,
-                  arrived=arrived, shards=[ShardEntry(name=n, state=s) for n, s in shards], generated_at="t", **fields)
+                  arrived=arrived, carried=sum(s == "carried" for _, s in shards),
+                  shards=[ShardEntry(name=n, state=s) for n, s in shards], generated_at="t", **fields)
 
 
 def test_what_the_status_says():

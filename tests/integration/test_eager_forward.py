@@ -225,3 +225,9 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
     carried = {s.name: s for s in report.shards}["3"]
     assert carried.state == "carried" and carried.source == {"run_id": main, "commit": report.commit}
     assert "1 carried, left to CodSpeed's baseline" in report.upstream.message and "merged" not in report.upstream.message
+    # a carried shard is done in every summary; ``arrived`` keeps its meaning (measured here)
+    assert (report.arrived, report.carried) == (2, 1)
+    from codspeed_aggregator.domain.notification import commit_status
+    from codspeed_wire.report import render_markdown
+    assert "forwarded, 3/3 shards in (2 measured, 1 carried)" in render_markdown(report)
+    assert commit_status(report) == ("success", "forwarded 3/3 shards (2 measured, 1 carried)")

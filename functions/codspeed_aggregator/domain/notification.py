@@ -1,7 +1,7 @@
 """What a run's commit status says on GitHub: pending while shards come in, then the outcome
 (a failure when shards are missing, the forward failed, or benchmarks regressed past the threshold)."""
 
-from codspeed_rules.summary import plural
+from codspeed_rules.summary import plural, shards_done
 from codspeed_wire.report import Report
 
 CONTEXT = "codspeed/shards"
@@ -16,10 +16,7 @@ def commit_status(report: Report) -> tuple[str, str] | None:
         doing = ": merging and forwarding" if report.state == "finalizing" else ""
         return "pending", f"{report.arrived}/{expected} shards in{doing}"
     missing = [s.name for s in report.shards if s.state == "missing"]
-    carried = sum(s.state == "carried" for s in report.shards)
-    # a carried shard is done: its benchmarks are the baseline's (CodSpeed's skipped ones in the parts mode)
-    done = f"{report.arrived + carried}/{expected} shards" + (f" ({report.arrived} measured, {carried} carried)"
-                                                             if carried else "")
+    done = shards_done(report.arrived, report.carried, expected, then="")  # a carried shard is done
     if report.state == "forward_failed":
         return "failure", "forwarding the merged upload failed: redrive it"
     if report.state == "closed_empty":

@@ -136,6 +136,7 @@ def build_report(snapshot: Snapshot, now: str, *, summary: ShardSummary | None =
         carried += sum(n for name, n in pending.items() if name in skipped)
     missing = outcome.get("missing_benchmarks_total", len(outcome.get("missing_benchmarks") or ()))
     counts, listed = combine(summary or ShardSummary(), carried, running, missing)
+    shards = [*(shard_entry(snapshot, name) for name in shard_names(snapshot)), *jobs_not_in(snapshot)]
     return Report(
         project=run.project,
         run_id=run.run_id,
@@ -149,7 +150,8 @@ def build_report(snapshot: Snapshot, now: str, *, summary: ShardSummary | None =
         version=run.rev,
         expected=run.expected_count(),
         arrived=len(arrived),
-        shards=[*(shard_entry(snapshot, name) for name in shard_names(snapshot)), *jobs_not_in(snapshot)],
+        carried=sum(s.state == "carried" for s in shards),
+        shards=shards,
         upstream=UpstreamEntry(**run.upstream) if run.upstream else None,
         baseline=compared_with(run, baseline, branch),
         missing_benchmarks=outcome.get("missing_benchmarks") or [],

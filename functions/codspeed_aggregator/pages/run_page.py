@@ -7,7 +7,7 @@ from datetime import datetime
 from html import escape as _html_escape
 from urllib.parse import urlencode
 
-from codspeed_rules.summary import counts_line
+from codspeed_rules.summary import counts_line, shards_done
 from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, figure, visible
 
 
@@ -271,7 +271,7 @@ def render_main(report: Report, query: dict, refresh_url: str | None, list_url: 
     final = report.state in FINAL_STATES
     facts = [("Project", escape(report.project)), ("Run", escape(report.run_id)),
              ("State", f'<span class="state" id="run-state">{escape(report.state)}</span>'),
-             ("Shards", f"{report.arrived}/{'?' if report.expected is None else report.expected} in")]
+             ("Shards", shards_done(report.arrived, report.carried, "?" if report.expected is None else report.expected))]
     if report.attempt > 1:
         facts.append(("Attempt", str(report.attempt)))
     if report.commit:
