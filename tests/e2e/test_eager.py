@@ -107,3 +107,36 @@ def test_a_runner_jobs_part_is_upstream_before_the_next_job_exists_byte_for_byte
     report = _final(stack, PROJECT, workflow)
     assert report["state"] == "forwarded" and report["arrived"] == 2 and len(stack.upstream.uploads(workflow)) == 2
     assert max(sent) < 10, sent
+
+
+def test_a_jobs_oidc_token_goes_upstream_with_its_part_while_it_is_valid(stack, oidc_issuer):
+    """The parts mode relays the job's own OIDC token (CodSpeed takes it from the job too), so a
+    project that authenticates with OIDC needs no CodSpeed token on the stack: it was replaced by
+    the stack's. A token that expired before its part went is replaced, never sent."""
+    from tests import runner
+
+    owner, repository = PROJECT.split("/")
+    workflow = str(9_400_000_000 + uuid.uuid4().int % 1_000_000)
+
+    def job(shard: int, token: str) -> runner.Upload:
+        archive = runner.folder_archive(runner.valgrind_folder(7100 + shard, [f"oidc::s{shard}"]), gzipped=True)
+        part = runner.github_run_part(workflow, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1,
+                                      job_total=2)
+        meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit="a" * 40,
+                               run_part=part)
+        up = runner.upload(stack.api_url, runner.Upload(meta, archive, token=token))
+        assert up.post.status_code == 200 and up.put.status_code == 200, up.post.text
+        return up
+
+    valid = oidc_issuer.token(PROJECT)
+    job(1, valid)
+    [first] = wait_for(lambda: [u for u in stack.upstream.uploads(workflow) if (u / "archive.tar.gz").exists()], timeout=30)
+    assert json.loads((first / "post-headers.json").read_text())["Authorization"] == valid
+    short = oidc_issuer.token(PROJECT, expires_in=45)  # good for its POST here, not past the send's minute of margin
+    job(2, short)
+    wait_for(lambda: len([u for u in stack.upstream.uploads(workflow) if (u / "archive.tar.gz").exists()]) == 2, timeout=30)
+    second = stack.upstream.uploads(workflow)[-1]
+    assert json.loads((second / "post-headers.json").read_text())["Authorization"] == stack.upstream.token
+    assert _final(stack, PROJECT, workflow)["state"] == "forwarded"
+    shown = json.dumps(_report(stack, PROJECT, workflow))
+    assert valid not in shown and short not in shown  # never reported

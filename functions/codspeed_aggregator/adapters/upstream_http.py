@@ -138,14 +138,15 @@ class UpstreamClient:
         project = f"{owner}/{repository}" if owner and repository else None
         return self.tokens(project) if self.tokens else self.token
 
-    def announce(self, metadata: dict, body: bytes | None = None, user_agent: str | None = None) -> UploadAccepted:
+    def announce(self, metadata: dict, body: bytes | None = None, user_agent: str | None = None,
+                 job_token: str | None = None) -> UploadAccepted:
         """Step 1: POST the metadata (in the runner's field order, as given), or ``body``, the bytes a
-        runner sent (``metadata`` read from them), with its ``user_agent``; the answer says where to
-        PUT the archive."""
+        runner sent (``metadata`` read from them), with its ``user_agent`` and its job's own
+        ``job_token`` (still valid) over the stack's; the answer says where to PUT the archive."""
         headers = {"Content-Type": "application/json", "User-Agent": user_agent or USER_AGENT}
         if body is not None:  # a body read like a file goes chunked without its length
             headers["Content-Length"] = str(len(body))
-        if token := self.token_for(metadata):
+        if token := (job_token if job_token and not metadata.get("tokenless") else self.token_for(metadata)):
             headers["Authorization"] = token  # CodSpeed wants the bare token, no "Bearer"
         def sent() -> dict:  # each try from the start
             return {"data": io.BytesIO(body)} if body is not None else {"json": metadata}

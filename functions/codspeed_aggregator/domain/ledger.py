@@ -211,6 +211,8 @@ class SentPost:
 
     body: bytes
     user_agent: str | None = None
+    token: str | None = None  # the job's own OIDC token: relayed while valid, kept no longer than ``token_expires``
+    token_expires: int = 0
 
 
 @dataclass

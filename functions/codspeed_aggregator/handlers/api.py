@@ -22,7 +22,8 @@ from codspeed_wire.upstream import UploadMetadata
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
 
 from ..auth import (
-    Principal, authenticate, check_fresh, check_github_signature, check_page_link, check_signature, signed_for, tokenless,
+    Principal, authenticate, check_fresh, check_github_signature, check_page_link, check_signature, job_token, signed_for,
+    tokenless,
 )
 from ..pages.run_page import render_list, render_main, render_run
 from ..domain.errors import Busy, Refused, Unprocessable
@@ -124,7 +125,9 @@ def request_upload(request: ShardUploadRequest):
 @app.post("/upload")
 def drop_in_upload(metadata: UploadMetadata):
     _allow(metadata.project or "")
-    sent = SentPost(_raw_body(), app.current_event.headers.get("user-agent"))  # what goes upstream, as it came
+    headers = app.current_event.headers
+    token, expires = job_token(headers.get("authorization")) or (None, 0)  # verified: the principal came from it
+    sent = SentPost(_raw_body(), headers.get("user-agent"), token, expires)  # what goes upstream, as it came
     accepted = api().uploads.accept_drop_in(metadata, sent)
     return _json(HTTPStatus.OK, accepted.model_dump())
 

@@ -76,6 +76,8 @@ class LocalStack:
         endpoint = f"http://127.0.0.1:{moto.server_address[1]}"
         if self.upstream_url is None:
             self.upstream = StubUpstream(self.upstream_dir, self.upstream_token).start()
+            # the stand-in takes a job's OIDC token as CodSpeed does, by the keys of the issuer the stack trusts
+            self.upstream.oidc_repository = lambda token: wiring.oidc().repository(token)
             self._servers.append(self.upstream.server)
             upstream_url = f"{self.upstream.url}/upload"
         else:

@@ -18,6 +18,7 @@ import json
 import re
 import tarfile
 import threading
+from collections.abc import Callable
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -64,6 +65,8 @@ class StubUpstream:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.token = token
         self.project_tokens: dict[str, str] = {}  # owner/repo -> its own token (CodSpeed's are per repository)
+        # a CI job's OIDC token, as CodSpeed takes one (audience codspeed.io): its repository, or it is refused
+        self.oidc_repository: Callable[[str], str] | None = None
         self._held: dict[Path, set[str]] = {}  # an upload's benchmarks, read once (an archive never changes)
         self.failures: list[int] = []  # status codes to answer the next POSTs with (fault injection)
         self._lock = threading.Lock()
@@ -122,6 +125,15 @@ class StubUpstream:
             twice.update({f"{project} run {run}: {executor} {b}": ids for (executor, b), ids in seen.items() if len(ids) > 1})
         return twice
 
+    def job_token_of(self, authorization: str | None, metadata: dict) -> bool:
+        """Whether ``authorization`` is a valid OIDC token of the upload's repository."""
+        if self.oidc_repository is None or not authorization or authorization.count(".") != 2:
+            return False
+        try:
+            return self.oidc_repository(authorization) == f"{metadata.get('owner')}/{metadata.get('repository')}"
+        except Exception:  # refused: expired, another issuer or audience, a bad signature
+            return False
+
     def _handler_class(self):
         stub = self
 
@@ -156,7 +168,7 @@ class StubUpstream:
                 if metadata.get("tokenless"):
                     if authorization is not None:  # the runner sends one or the other, never both
                         return self._reply(400, {"error": "a tokenless upload came with an Authorization header"})
-                else:
+                elif not stub.job_token_of(authorization, metadata):
                     expected = stub.project_tokens.get(f"{metadata.get('owner')}/{metadata.get('repository')}", stub.token)
                     if expected and authorization != expected:
                         return self._reply(401, {"error": "Invalid token: check that owner and repository are correct"})

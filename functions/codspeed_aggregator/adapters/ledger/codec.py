@@ -22,6 +22,7 @@ PART_PREFIX = "PART#"  # the upstream's answer about one upload of the run: an i
 SHARD_PREFIX = "SHARD#"
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
+TOKEN_PREFIX = "~TOKEN#"  # an upload's job's OIDC token, until it expires (its TTL): out of snapshots and reports
 COMMENT_PREFIX = "~COMMENT#"  # a pull request's sticky comment (in the project's pull-request partition)
 CLAIM_PREFIX = "~CLAIM#"  # one upload's (or an eager run's shard's) claim by its finalizer: out of snapshots
 KEPT_PREFIX = "~KEPT#"  # a shard the run carried, copied beside it to stay a source of its branch: out of snapshots

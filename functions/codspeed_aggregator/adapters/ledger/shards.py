@@ -8,7 +8,7 @@ from botocore.exceptions import ClientError
 
 from ...domain.ledger import ARRIVED, LATE, REJECTED, SentPost, ShardRecord, UploadRecord
 from .codec import (
-    CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed,
+    CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, TOKEN_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed,
     count_attribute, dump, load, run_pk,
 )
 
@@ -34,6 +34,18 @@ class Shards(TableItems):
         kept = {"post": sent.body, "user_agent": sent.user_agent} if sent else {"metadata": json.dumps(metadata)}
         self.db.put_item(TableName=self.table, Item=dump({
             "pk": run_pk(project, run_id), "sk": f"{META_PREFIX}{upload_id}", **kept, "expires_at": self.expires_at()}))
+        if sent is not None and sent.token:  # an item of its own, expiring with the token (TTL), out of every read but this
+            self.db.put_item(TableName=self.table, Item=dump({
+                "pk": run_pk(project, run_id), "sk": f"{TOKEN_PREFIX}{upload_id}", "token": sent.token,
+                "expires_at": sent.token_expires}))
+
+    def job_token(self, project: str, run_id: str, upload_id: str, now: float, margin: int = 60) -> str | None:
+        """The OIDC token the upload's job sent, while it is good for ``margin`` seconds more; else None
+        (TTL deletes the item within a day or two of its expiry: an expired one is never used meanwhile)."""
+        item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, f"{TOKEN_PREFIX}{upload_id}"),
+                                ConsistentRead=True).get("Item")
+        kept = load(item) if item else None
+        return kept["token"] if kept and kept["expires_at"] > now + margin else None
 
     def _metadata_item(self, project: str, run_id: str, upload_id: str) -> dict | None:
         return self.db.get_item(TableName=self.table, Key=self.key(project, run_id, f"{META_PREFIX}{upload_id}"),
