@@ -63,6 +63,7 @@ class UploadGrant(BaseModel):
     expires_in: int
     run_id: str | None = None  # the run the bundle counts in: the asked one, or its next attempt ("<run>~2")
     attempt: int = 1
+    sent_on_arrival: bool = False  # the parts mode: the shard goes upstream once counted (push waits for it)
 
 
 JobName = Annotated[str, StringConstraints(min_length=1, max_length=255)]  # a CodSpeed runner's runPart.jobName

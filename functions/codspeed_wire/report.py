@@ -23,6 +23,7 @@ class ShardEntry(BaseModel):
     cost_s: float | None = None  # what its benchmarks cost to run, recorded at arrival (seconds: see /v1/costs)
     longest_s: float | None = None  # its costliest benchmark's
     upstream: bool = False  # an eager run's shard: its results went upstream as it was counted
+    upstream_run_id: str | None = None  # the upstream's run its part went to (its answer's runId)
 
     @property
     def shown(self) -> str:

@@ -140,3 +140,22 @@ def test_a_jobs_oidc_token_goes_upstream_with_its_part_while_it_is_valid(stack, 
     assert _final(stack, PROJECT, workflow)["state"] == "forwarded"
     shown = json.dumps(_report(stack, PROJECT, workflow))
     assert valid not in shown and short not in shown  # never reported
+
+
+def test_push_ends_once_its_shards_part_is_upstream_and_a_wait_that_runs_out_is_a_warning(stack, tmp_path):
+    """As CodSpeed's runner ends its job after its upload: ``push`` in the parts mode returns once the
+    shard's part is upstream, and says where; a part not upstream in time is a warning, exit 0."""
+    run_id = f"wait-{uuid.uuid4().hex[:8]}"
+    common = ["--project", PROJECT, "--run-id", run_id, "--commit", "e" * 40, "--ref", "refs/heads/side"]
+    pushed = _run(stack, "push", "--shard", "1/2", "--profile-folder", str(_folder(tmp_path, 1)), "--json", *common)
+    assert pushed.returncode == 0, pushed.stderr
+    answer = json.loads(pushed.stdout)
+    [part] = stack.upstream.uploads(run_id)  # upstream already when push returned: no waiting here
+    assert answer["upstream"]["run_id"] == part.name  # the stand-in answers each POST with its upload's folder as runId
+    stack.upstream.failures.extend([503] * 3)  # the next send fails (its message is retried a minute later)
+    late = _run(stack, "push", "--shard", "2/2", "--profile-folder", str(_folder(tmp_path, 2)), "--wait-upstream", "1.5",
+                *common)
+    assert late.returncode == 0, late.stderr
+    assert "::warning title=codspeed-client::shard 2 of run " in late.stderr and "was not upstream within 1.5 s" in late.stderr
+    assert "upstream: its part" not in late.stdout and "pushed shard 2 of 2" in late.stdout
+    del stack.upstream.failures[:]

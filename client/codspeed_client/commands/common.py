@@ -42,6 +42,11 @@ class Output:
         elif not self.quiet:
             print(text)
 
+    @staticmethod
+    def warn(text: str) -> None:
+        """A warning, on stderr (stdout is data another step may read), as a GitHub annotation."""
+        print(f"::warning title=codspeed-client::{text}", file=sys.stderr)
+
 
 class Target:
     """Where to send, and which run: flags first, then the environment, then the CI and git.

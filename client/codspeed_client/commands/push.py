@@ -26,7 +26,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the CodSpeed executor that made the profiles (default: told by a folder's files; valgrind for an archive)")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the shard with the aggregator's rules and show what would be sent; send nothing")
+    parser.add_argument("--wait-upstream", type=_seconds, default=WAIT_UPSTREAM, metavar="SECONDS",
+                        help=f"where each shard goes upstream as it is counted, wait at most this long until this one "
+                             f"is, as CodSpeed's runner ends its job after its upload (default {WAIT_UPSTREAM}; 0: do not "
+                             "wait; running out is a warning, never a failure: the part still goes)")
     add_common(parser)
+
+
+# A 5 GiB bundle's validation, modelled by bench/scale.py at a Lambda vCPU (432 s), with its send: the wait ends as
+# soon as the part is upstream (well under a second for the usual shard on the local stack, bench/eager.py)
+WAIT_UPSTREAM = 600
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not 0 <= seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"{value!r}: give 0 to 3600 seconds")
+    return seconds
 
 
 def parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[str] | None]:
@@ -95,10 +114,38 @@ def run(args: argparse.Namespace) -> int:
     run_id, attempt = grant.get("run_id") or target.run_id, grant.get("attempt") or 1
     again = f" (attempt {attempt}: run {target.run_id} was already forwarded)" if attempt > 1 else ""
     kind = f" ({made.executor})" if made.executor != "valgrind" else ""  # a shard is its name and its executor
-    out.result({"pushed": shard, "executor": made.executor, "project": target.project, "run_id": run_id,
-                "attempt": attempt, "size": made.size},
-               f"pushed shard {shard}{of}{kind} of run {run_id} ({target.project}): {made.size} bytes{files}{again}")
+    pushed = {"pushed": shard, "executor": made.executor, "project": target.project, "run_id": run_id,
+              "attempt": attempt, "size": made.size}
+    said = f"pushed shard {shard}{of}{kind} of run {run_id} ({target.project}): {made.size} bytes{files}{again}"
+    if grant.get("sent_on_arrival") and args.wait_upstream > 0:
+        key = shard if made.executor == "valgrind" else f"{shard}~{made.executor}"  # how the run keys it
+        upstream = _upstream(api, target.project, run_id, key, args.wait_upstream, out)
+        pushed["upstream"] = upstream
+        if upstream is not None:
+            link = f"; {upstream['codspeed_url']}" if upstream.get("codspeed_url") else ""
+            said += f"\nupstream: its part is CodSpeed's run {upstream['run_id'] or '-'}{link}"
+    out.result(pushed, said)
     return 0
+
+
+def _upstream(api, project: str, run_id: str, key: str, wait: float, out: Output) -> dict | None:
+    """Wait until the shard's part is upstream (the ledger has its PUT answered 2xx), at most ``wait``
+    seconds; what the upstream answered, or None with a warning (the part goes all the same)."""
+    import time
+
+    deadline, pause = time.monotonic() + wait, 0.25
+    while True:
+        report = api.report(project, run_id, missing_ok=True) or {}
+        entry = next((s for s in report.get("shards") or [] if s.get("name") == key), None)
+        if entry and entry.get("upstream"):
+            return {"run_id": entry.get("upstream_run_id"), "codspeed_url": report.get("codspeed_url")}
+        if time.monotonic() + pause > deadline:
+            why = f" ({entry['reason']})" if entry and entry.get("reason") else ""
+            out.warn(f"shard {key} of run {run_id} was not upstream within {wait:g} s{why}: it goes as soon as it is "
+                     "counted, and the run's report says when")
+            return None
+        time.sleep(pause)
+        pause = min(5.0, pause * 2)
 
 
 def _upload(api, made, request: dict, verdict, quiet: bool) -> dict:

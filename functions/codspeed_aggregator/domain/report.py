@@ -63,7 +63,8 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
                           state=shard.state, attempt=shard.attempt, size=shard.size, benchmarks=shard.benchmarks,
                           reason=shard.reason or _not_sent(shard), arrived_at=shard.arrived_at,
                           cost_s=_seconds(shard.cost_ms), longest_s=_seconds(shard.longest_ms),
-                          upstream=sent_as(shard) is not None)
+                          upstream=sent_as(shard) is not None,
+                          upstream_run_id=shard.upstream.get("run_id") if sent_as(shard) is not None else None)
     display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:
         if skipped:  # declared when the run was opened

@@ -132,7 +132,7 @@ class RequestUpload:
         url, headers = self.store.presign_put(key, expires, size=size, content_type=content_type,
                                               md5=metadata.profile_md5, crc32=crc32)
         return UploadGrant(upload_url=url, headers=headers, key=key, upload_id=upload_id, expires_in=expires,
-                           run_id=run.run_id, attempt=run.attempt)
+                           run_id=run.run_id, attempt=run.attempt, sent_on_arrival=run.eager)
 
     def current_attempt(self, opening: RunRecord, admit: Callable[[RunRecord], None] | None = None) -> RunRecord:
         """The run an upload goes to: the run as first opened, or when that one has ended
