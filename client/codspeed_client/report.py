@@ -65,7 +65,7 @@ def render_text(report: dict, every: bool = False) -> str:
     holds all of them: ``every_benchmark``)."""
     expected = "?" if report.get("expected") is None else report["expected"]
     if report["state"] == "finalizing":
-        doing = " (finalizing: merging and forwarding)"
+        doing = " (finalizing: what is not upstream yet goes now)"
     else:
         doing = " (partial: more shards may come)" if report["partial"] else ""
     attempt = f", attempt {report['attempt']}" if report.get("attempt", 1) > 1 else ""

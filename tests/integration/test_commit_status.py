@@ -34,7 +34,7 @@ def test_statuses_go_pending_then_success_over_real_http_and_link_the_run_page(i
     agg.arrivals.record(_push(agg, project, run_id, "2", bundle()))
     agg.finalizing.finalize(project, run_id)
     assert [(s["state"], s["description"]) for s in github.statuses] == [
-        ("pending", "1/2 shards in"), ("pending", "2/2 shards in"), ("pending", "2/2 shards in: merging and forwarding"),
+        ("pending", "1/2 shards in"), ("pending", "2/2 shards in"), ("pending", "2/2 shards in: finishing, what is not upstream yet going now"),
         ("success", "forwarded 2/2 shards"),
     ]
     assert {s["path"] for s in github.statuses} == {f"/repos/{project}/statuses/{COMMIT}"}

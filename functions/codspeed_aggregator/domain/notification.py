@@ -13,7 +13,7 @@ def commit_status(report: Report) -> tuple[str, str] | None:
     if not report.final:
         if report.arrived == 0:
             return None  # quiet until the first shard
-        doing = ": merging and forwarding" if report.state == "finalizing" else ""
+        doing = ": finishing, what is not upstream yet going now" if report.state == "finalizing" else ""
         return "pending", f"{report.arrived}/{expected} shards in{doing}"
     missing = [s.name for s in report.shards if s.state == "missing"]
     done = shards_done(report.arrived, report.carried, expected, then="")  # a carried shard is done
