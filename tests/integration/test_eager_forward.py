@@ -231,3 +231,31 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
     from codspeed_wire.report import render_markdown
     assert "forwarded, 3/3 shards in (2 measured, 1 carried)" in render_markdown(report)
     assert commit_status(report) == ("success", "forwarded 3/3 shards (2 measured, 1 carried)")
+
+
+def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_part(eager, isolated, project, run_id):
+    """Every shard skipped in the parts mode: nothing of the baseline goes up as this commit's, yet
+    CodSpeed gets a run for it, one part with no benchmark and ``allowEmpty``, as the runner sends one."""
+    from codspeed_aggregator.domain.uploads import empty_part_id
+    from codspeed_wire.api import OpenRequest
+    from codspeed_wire.upstream import UploadMetadata
+    from tests.factories import COMMIT, md5_b64, metadata
+
+    main = f"main-{run_id}"
+    for shard in ("1", "2"):
+        _arrive(eager, project, main, shard, bundle(4500 + int(shard), [f"t{shard}::main"]), total=2)
+    assert isolated.finalize_all(project, main, eager) == "forwarded"
+    isolated.finalize_requests()
+    owner, repository = project.split("/")
+    stated = metadata(md5_b64(b""), owner=owner, repository=repository, ref="refs/pull/8/merge", baseRef="main")
+    eager.opening.open(OpenRequest(project=project, run_id=run_id, total=2, skip=["1", "2"], commit=COMMIT,
+                                   ref="refs/pull/8/merge", base_ref="main", metadata=UploadMetadata.model_validate(stated)))
+    assert isolated.finalize_all(project, run_id, eager) == "forwarded"
+
+    [upload] = isolated.upstream.uploads(run_id)
+    sent = json.loads((upload / "metadata.json").read_text())
+    assert sent["runPart"]["runPartId"] == empty_part_id() and sent["allowEmpty"] is True
+    assert sent["commitHash"] == COMMIT and not benchmarks_in(archive_of(upload))  # nothing of main's as this commit's
+    report = eager.reports.report(project, run_id)
+    assert (report.arrived, report.carried) == (0, 2) and {s.state for s in report.shards} == {"carried"}
+    assert report.upstream.message.startswith("nothing measured on this commit: one part with no benchmark (allowEmpty)")

@@ -13,7 +13,7 @@ import pytest
 
 from codspeed_aggregator.domain.drop_in import group_of, job_key, safe_key, shard_of
 from codspeed_aggregator.domain.errors import Unprocessable
-from codspeed_aggregator.domain.uploads import AGGREGATED_KEY, merged_part_id, pushed_part_id
+from codspeed_aggregator.domain.uploads import AGGREGATED_KEY, empty_part_id, merged_part_id, pushed_part_id
 from codspeed_rules.names import EXECUTOR_PATTERN, JOB_MARK, SHARD_KEY_PATTERN, SHARD_PATTERN, is_shard_name, shard_key
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner
@@ -73,6 +73,7 @@ def test_no_two_parts_of_a_run_share_a_run_part_id_upstream(labels, pushed, merg
         "runner": {label: label for label in labels},
         "pushed": {(name, executor): pushed_part_id(name, executor) for name, executor in pushed},
         "merged": {(group, number): merged_part_id(group, number) for group, number in merged},
+        "empty": {"empty": empty_part_id()},
     }
     ids = [part_id for kind in kinds.values() for part_id in kind.values()]
     assert len(ids) == len(set(ids)), kinds

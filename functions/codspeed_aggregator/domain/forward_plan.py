@@ -73,9 +73,12 @@ class ForwardPlan:
         run_ids = [p["run_id"] for p in parts]
         if self.run.eager:  # each shard its own part as it landed: nothing merged, nothing carried sent
             carried = len(self.completion.carried)
-            message = (f"{len(self.shards) - carried} shards, each its own part upstream"
-                       + (f" ({len(parts)} sent at the end, {size} bytes)" if parts else "")
-                       + (f"; {carried} carried, left to CodSpeed's baseline" if carried else ""))
+            if measured := len(self.shards) - carried:
+                message = f"{measured} shards, each its own part upstream" + (
+                    f" ({len(parts)} sent at the end, {size} bytes)" if parts else "")
+            else:
+                message = "nothing measured on this commit: one part with no benchmark (allowEmpty)"
+            message += f"; {carried} carried, left to CodSpeed's baseline" if carried else ""
             run_ids += [s.upstream["run_id"] for s in self.shards.values() if sent_as(s) and s.upstream.get("run_id")]
         else:
             message = f"{len(self.shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")

@@ -128,6 +128,8 @@ def merged_metadata(base: dict, part: MergedPart, md5: str) -> dict:
                "runnerOf": first.name if first else None, "part": part.number, "parts": part.group_parts}
     if part.carried:
         details["carriedShards"] = {name: {"runId": c["run_id"], "commitHash": c["commit"]} for name, c in part.carried.items()}
+    if not part.shards:  # the part of a run that measured nothing (every shard skipped): no benchmark, on purpose
+        merged["allowEmpty"] = True
     merged["runPart"] = {
         "runId": (base.get("runPart") or {}).get("runId") or own_part.get("runId") or part.run_id,
         "runPartId": part.run_part_id,

@@ -61,6 +61,13 @@ def merged_part_id(group: str, number: int) -> str:
     return _part_id(AGGREGATOR_JOB, {"aggregated-pushed-part": number, "executor": VALGRIND})
 
 
+def empty_part_id() -> str:
+    """The runPartId of the part with no benchmark that a run measuring nothing on its commit sends in
+    the parts mode (every shard skipped: CodSpeed fills them all from the baseline), so that CodSpeed
+    has a run for the commit, as the runner sends one with ``allowEmpty``."""
+    return _part_id(AGGREGATOR_JOB, {"aggregated-empty-part": 1, "executor": VALGRIND})
+
+
 def pushed_part_id(name: str, executor: str) -> str:
     """The runPartId a pushed shard goes upstream under when sent as it was: one per name and
     executor, so two executors' shard 1 are two parts (CodSpeed keeps the last upload of a runPartId)."""

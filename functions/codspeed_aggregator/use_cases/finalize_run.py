@@ -22,7 +22,7 @@ from ..domain.ledger import (
     CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as,
 )
 from ..domain.timestamps import epoch, iso
-from ..domain.uploads import Upload, part_id, plan_forward
+from ..domain.uploads import Upload, empty_part_id, part_id, plan_forward
 from ..settings import Settings
 from .forward_part import ForwardPart
 from .keep_sources import KeepSources
@@ -171,6 +171,8 @@ class FinalizeRun:
         sent = {n: s for n, s in shards.items() if n not in completion.carried} if run.eager else shards
         uploads = plan_forward(sent, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept,
                                merge=not run.eager)
+        if run.eager and not uploads and completion.carried:  # nothing measured here: CodSpeed still gets the commit's run
+            uploads = [Upload((), merged=True, run_part_id=empty_part_id())]
         held |= {Upload((n,), merged=False).key: sent_as(s) for n, s in snapshot.arrived().items() if sent_as(s)}
         ids = [part_id(upload, shards) for upload in uploads]
         return {"baseline": baseline, "uploads": [u.to_item() for u in uploads], "ids": ids, "held": held,
