@@ -54,3 +54,35 @@ def test_ctrl_c_stops_it_even_started_in_the_background_of_a_script():
         assert process.stdout.read().strip() == "stopped"
     finally:
         process.kill()
+
+
+def test_started_with_no_mode_a_runner_jobs_part_is_upstream_before_the_next_job_runs_byte_for_byte(tmp_path):
+    """``codspeed-aggregator local`` with no mode flag sends each job's part as it lands, as CodSpeed's
+    runner does from inside its job: the POST body and archive as the runner sent them."""
+    import json
+    import time
+
+    from tests import runner
+
+    upstream = tmp_path / "upstream"
+    with local_aggregator("--token", "parts-token", "--upstream-dir", str(upstream)) as stack:
+        seconds = []
+        for shard in (1, 2):
+            archive = runner.folder_archive(runner.valgrind_folder(7200 + shard, [f"local::s{shard}"]), gzipped=True)
+            part = runner.github_run_part("9500000001", "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1,
+                                          job_total=2)
+            meta = runner.metadata(archive, executor="valgrind", owner="acme", repository="local-parts",
+                                   commit="b" * 40, run_part=part)
+            sent_at = time.monotonic()
+            up = runner.upload(stack.api_url, runner.Upload(meta, archive, token="parts-token"))
+            assert up.post.status_code == 200 and up.put.status_code == 200, up.post.text
+            held = wait_for(lambda b=up.body: [f for f in upstream.glob("*/post-body.json")
+                                               if f.read_bytes() == b and (f.parent / "archive.tar.gz").exists()], timeout=30)
+            seconds.append(time.monotonic() - sent_at)
+            assert (held[0].parent / "archive.tar.gz").read_bytes() == archive
+            assert len(list(upstream.glob("*/archive.tar.gz"))) == shard  # before the next job exists
+        report = wait_for(lambda: (r := requests.get(f"{stack.api_url}/v1/runs/acme/local-parts/9500000001",
+                                                      headers={"Authorization": "parts-token"}, timeout=10).json())
+                          .get("state") == "forwarded" and r, timeout=60)
+        assert [s["upstream"] for s in report["shards"]] == [True, True] and max(seconds) < 10, (report, seconds)
+        print(f"seconds from a job's upload to its part upstream: {', '.join(f'{s:.2f}' for s in seconds)}")
