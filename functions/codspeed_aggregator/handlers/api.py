@@ -125,11 +125,9 @@ def request_upload(request: ShardUploadRequest):
 @app.post("/upload")
 def drop_in_upload(metadata: UploadMetadata):
     _allow(metadata.project or "")
-    headers = app.current_event.headers
-    token, expires = job_token(headers.get("authorization")) or (None, 0)  # verified: the principal came from it
-    sent = SentPost(_raw_body(), headers.get("user-agent"), token, expires)  # what goes upstream, as it came
-    accepted = api().uploads.accept_drop_in(metadata, sent)
-    return _json(HTTPStatus.OK, accepted.model_dump())
+    headers = app.current_event.headers  # what goes upstream, as it came; its OIDC token verified, as the principal
+    sent = SentPost(_raw_body(), headers.get("user-agent"), *(job_token(headers.get("authorization")) or (None, 0)))
+    return _json(HTTPStatus.OK, api().uploads.accept_drop_in(metadata, sent).model_dump())
 
 
 @app.post("/v1/runs/open")
@@ -316,9 +314,8 @@ def github_webhook():
 
 
 def report_path(raw: str) -> str:
-    """A report's path decoded once, as the route reads it: the project whole (GitLab's
-    ``group%2Fsub%2Frepo`` is ``group/sub/repo``), the run id too unless it would hold a '/'
-    (left encoded, and refused by the route: a run id names no path)."""
+    """A report's path decoded once: the project whole (GitLab's ``group%2Fsub%2Frepo``), the run id
+    too unless it would hold a '/' (left encoded, and refused by the route: a run id names no path)."""
     head, _, run_id = raw.removeprefix(REPORTS).rpartition("/")
     decoded = unquote(run_id)
     return f"{REPORTS}{unquote(head)}/{run_id if '/' in decoded else decoded}"
