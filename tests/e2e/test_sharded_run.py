@@ -202,7 +202,9 @@ def test_a_bad_bundle_is_refused_with_its_reason_and_the_run_goes_on(stack, proj
     shard = wait_for(lambda: (s := _report(stack, project, run_id)["shards"][0])["state"] == "rejected" and s)
     assert reason in shard["reason"]
     folder = _folders(tmp_path, 2)[1]
-    assert _run(stack, "push", "--shard", "2/2", "--profile-folder", str(folder), *_common(project, run_id)).returncode == 0
+    ref = ["--ref", "refs/heads/main"]  # the refused shard's (upload_request's), whatever branch this checkout is on
+    pushed = _run(stack, "push", "--shard", "2/2", "--profile-folder", str(folder), *_common(project, run_id), *ref)
+    assert pushed.returncode == 0, pushed.stderr
     wait_for(lambda: _report(stack, project, run_id)["arrived"] == 1)
     assert _run(stack, "close", *_common(project, run_id)).returncode == 0
     final = _final(stack, project, run_id)

@@ -141,16 +141,12 @@ class _Sent:
     still applies; the stack's pollers, on other threads, share the client)."""
 
     def __init__(self, function: str, service: str, *operations: str) -> None:
-        import threading
-
         from codspeed_aggregator.adapters.aws import client
 
         self.client, self.calls = client(service, function), []
         self.operations, self.thread = operations, threading.get_ident()
 
     def _seen(self, params, model, **_):
-        import threading
-
         if model.name in self.operations and threading.get_ident() == self.thread:
             self.calls.append((model.name, params))
 

@@ -10,6 +10,7 @@ every refused request is followed by a comparison of the run's items and object 
 import contextlib
 import json
 import os
+import threading
 import time
 import uuid
 from dataclasses import replace
@@ -28,6 +29,7 @@ from hypothesis.stateful import (
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_aggregator.domain.errors import Busy, Conflict, Unprocessable
 from codspeed_aggregator.domain.keys import parse_bundle_key
+from codspeed_aggregator.domain.uploads import pushed_part_id
 from codspeed_rules.names import shard_key
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
@@ -252,6 +254,50 @@ def machine_for(isolated):
                                            and before.run.state == "open"):  # counted by the delivery the fault failed
                     assert before.run.state == "open"
                     self.current[shard] = benchmark
+
+        @precondition(lambda self: self.project == EAGER_LIFECYCLE and any(s in SHARDS for s in self.current))
+        @rule(pick=st.integers(min_value=0))
+        def repush_while_its_send_is_on_its_way(self, pick):
+            """An eager shard's job re-run while its send is on its way (a slow PUT): the re-run's own
+            message finds the part claimed, and that send sends the newer version after its own, so
+            the newer lands last and stays upstream."""
+            snapshot = agg.ledger.reads.snapshot(self.project, self.run_id)
+            if snapshot.run.state != "open" or snapshot.run.closing:
+                return
+            shard = sorted(s for s in self.current if s in SHARDS)[pick % len([s for s in self.current if s in SHARDS])]
+            self._repush(shard)
+            put, meanwhile = agg.upstream.put, []
+
+            def other_invocations():  # the API's grant, the arrival, the re-run's own message: each its own role
+                self._repush(shard)
+                meanwhile.append(agg.eager.forward(self.project, self.run_id, shard))
+
+            def slow_put(*args, **kwargs):
+                if not meanwhile:
+                    racing = threading.Thread(target=other_invocations)
+                    racing.start()
+                    racing.join()
+                return put(*args, **kwargs)
+
+            agg.upstream.put = slow_put
+            try:
+                assert agg.eager.forward(self.project, self.run_id, shard) == "forwarded"
+            finally:
+                del agg.upstream.put
+            assert meanwhile == ["not_claimed"]
+            held = isolated.upstream.combined(self.project)[(self.project, self.run_id)][pushed_part_id(shard, "valgrind")]
+            assert benchmarks_in(archive_of(held)) == {self.current[shard]}  # the newer, landed last
+
+        def _repush(self, shard):
+            """The shard's job run again, its bundle counted at once."""
+            benchmark = f"s{shard}::valgrind-again{len(self.pushed)}"
+            data = bundle(4242, [benchmark])
+            grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(
+                self.project, self.run_id, shard, data, total=len(SHARDS)))).model_dump()
+            put(grant, data)
+            self.pushed.append((shard, grant["key"], benchmark))
+            assert agg.arrivals.record(grant["key"]) == "recorded"
+            self.current[shard] = benchmark
 
         @rule(skip=st.lists(st.sampled_from(SHARDS), unique=True, max_size=2), fault=FAULTS)
         def close(self, skip, fault):
