@@ -2,10 +2,12 @@
 sweeper, in either forward mode (parts, the default: its one shard was upstream already, and is not sent again);
 Ctrl-C stops it, however it was started."""
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import requests
@@ -59,9 +61,6 @@ def test_ctrl_c_stops_it_even_started_in_the_background_of_a_script():
 def test_started_with_no_mode_a_runner_jobs_part_is_upstream_before_the_next_job_runs_byte_for_byte(tmp_path):
     """``codspeed-aggregator local`` with no mode flag sends each job's part as it lands, as CodSpeed's
     runner does from inside its job: the POST body and archive as the runner sent them."""
-    import json
-    import time
-
     from tests import runner
 
     upstream = tmp_path / "upstream"
@@ -86,3 +85,24 @@ def test_started_with_no_mode_a_runner_jobs_part_is_upstream_before_the_next_job
                           .get("state") == "forwarded" and r, timeout=60)
         assert [s["upstream"] for s in report["shards"]] == [True, True] and max(seconds) < 10, (report, seconds)
         print(f"seconds from a job's upload to its part upstream: {', '.join(f'{s:.2f}' for s in seconds)}")
+
+
+def test_started_with_no_mode_a_forks_tokenless_job_goes_upstream_as_it_came_without_a_token(tmp_path):
+    """A fork's pull request has no secrets: its runner job uploads tokenless, and its part goes
+    upstream as it sent it, with no Authorization (CodSpeed's own rule for a fork)."""
+    from tests import runner
+
+    upstream = tmp_path / "upstream"
+    env = {**os.environ, "TOKENLESS_PROJECTS": "acme/fork-parts"}
+    with local_aggregator("--token", "fork-token", "--upstream-dir", str(upstream), env=env) as stack:
+        archive = runner.folder_archive(runner.valgrind_folder(7300, ["fork::s1"]), gzipped=True)
+        part = runner.github_run_part("9500000002", "bench", "valgrind", matrix={"shard": 1}, job_index=0, job_total=1)
+        meta = runner.metadata(archive, executor="valgrind", owner="acme", repository="fork-parts", commit="c" * 40,
+                               run_part=part, tokenless=True, event="pull_request", ref="refs/pull/5/merge",
+                               base_ref="main")
+        up = runner.upload(stack.api_url, runner.Upload(meta, archive, token=None))
+        assert up.post.status_code == 200 and up.put.status_code == 200, up.post.text
+        [body] = wait_for(lambda: [f for f in upstream.glob("*/post-body.json") if (f.parent / "archive.tar.gz").exists()],
+                          timeout=30)
+        assert body.read_bytes() == up.body and (body.parent / "archive.tar.gz").read_bytes() == archive
+        assert "Authorization" not in json.loads((body.parent / "post-headers.json").read_text())
