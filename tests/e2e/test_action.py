@@ -170,3 +170,21 @@ def test_a_forks_pull_request_runs_plan_push_and_status_green_with_one_warning_e
             assert (written["shards"], written["skip"]) == ("a", "b")
     assert not job.summary.exists() or "::" not in job.summary.read_text()
     assert (outputs["state"], outputs["upstream-run-id"]) == ("", "")
+
+
+@pytest.mark.parametrize("given, read", [("True", True), ("TRUE", True), ("yes", None), ("1", None), ("False", False)])
+def test_a_boolean_input_is_read_as_githubs_own_actions_read_it(tmp_path, given, read):
+    """``fail-on-error: yes`` was ignored (only the exact string "true" counted), so a push to an
+    aggregator that is down exited 0; GitHub's getBooleanInput takes true/True/TRUE and
+    false/False/FALSE and refuses anything else."""
+    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
+                                                         "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
+    job.preinstall()
+    make_profile_folder(job.workspace / "profiles", 7, ["t::x"])
+    job.env["CODSPEED_RETRIES"] = "1"
+    code, _, err = job.use({"api-url": "http://127.0.0.1:9", "token": "t", "shard": "1/1", "profile-folder": "profiles",
+                            "fail-on-error": given})
+    if read is None:
+        assert code == 2 and f"input fail-on-error is '{given}': a boolean input is true or false" in err, err
+    else:
+        assert code == (6 if read else 0), err  # the aggregator is down: a failure when asked for, else a warning
