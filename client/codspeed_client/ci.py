@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 
 class CiContext:
@@ -69,8 +70,10 @@ def _github(env: dict[str, str]) -> CiContext:
             ctx.commit = head or ctx.commit  # the PR head, not the merge commit
             ctx.base_commit = _merge_base(ctx.repository_root, tip, head) or tip
             ctx.fork = _fork(pr)
-        except (OSError, ValueError):
-            pass
+        except (OSError, ValueError) as exc:  # said, not swallowed: the run then compares the merge commit
+            print(f"::warning title=codspeed-client::GITHUB_EVENT_PATH {env['GITHUB_EVENT_PATH']} cannot be read "
+                  f"({type(exc).__name__}: {exc}): the pull request's head commit, base and fork are not known, so the "
+                  "shard goes under GITHUB_SHA", file=sys.stderr)
     return ctx
 
 

@@ -40,6 +40,19 @@ def test_github_pull_request_detection_uses_the_head_commit(tmp_path):
     assert ctx.extra == {"ghData": {"runId": "7044765741", "job": "bench"}}
 
 
+@pytest.mark.parametrize("written", [None, "{not json"], ids=["missing", "not JSON"])
+def test_an_event_file_that_cannot_be_read_is_said_not_silently_dropped(tmp_path, capsys, written):
+    """The base, the fork and the head commit were lost without a word."""
+    event = tmp_path / "event.json"
+    if written is not None:
+        event.write_text(written)
+    ctx = detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event)})
+    said = capsys.readouterr()
+    assert ctx.commit == GITHUB_PR["GITHUB_SHA"] and ctx.fork is None and said.out == ""
+    assert said.err.startswith(f"::warning title=codspeed-client::GITHUB_EVENT_PATH {event} cannot be read (")
+    assert "the pull request's head commit, base and fork are not known" in said.err
+
+
 def test_gitlab_and_buildkite_detection():
     gitlab = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "platform/perf/widgets", "CI_PIPELINE_ID": "88",
                      "CI_COMMIT_SHA": "3" * 40, "CI_COMMIT_REF_NAME": "feature", "CI_JOB_NAME": "bench 1/2",
