@@ -61,7 +61,7 @@ class ShardConfig:
         if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
             raise ClientError(f"{path}: {where} must be a list of path patterns", CONFIG)
         for pattern in patterns:
-            if problem := _slow_to_match(pattern):
+            if problem := _never_matches(pattern) or _slow_to_match(pattern):
                 raise ClientError(f"{path}: {where} pattern {pattern!r} {problem}", CONFIG)
             try:
                 pathspec.GitIgnoreSpec.from_lines([pattern])
@@ -112,6 +112,16 @@ def _known_keys(path: str, text: str, table: dict, known: tuple[str, ...], where
 MAX_STARS = 2  # '*' in one path segment
 MAX_GLOBSTARS = 2  # '**' segments in one pattern
 MAX_PATH = 4096  # a changed path's characters (Linux's PATH_MAX)
+
+
+def _never_matches(pattern: str) -> str | None:
+    """Why a pattern can match no file of the repository, or None: changed paths are the repository's
+    own (``a/b.py``), never with a ``.`` or ``..`` segment or a leading ``./``."""
+    segments = pattern.lstrip("!").strip("/").split("/")
+    if any(s in (".", "..") for s in segments):
+        return ("has a '.' or '..' segment: it can match no file, since the changed paths are the repository's own "
+                "(write it from the repository's root, as a/b/**)")
+    return None
 
 
 def _slow_to_match(pattern: str) -> str | None:

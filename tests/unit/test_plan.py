@@ -103,3 +103,16 @@ def test_patterns_within_the_limits_still_plan(tmp_path):
     path.write_text('[shards.linter]\npaths = ["crates/**/src/**/*_bench*.rs", "*a*b"]\n')
     plan = load(str(path)).plan(["crates/oxc/src/deep/x_bench1.rs"], False)
     assert plan.runs == {"linter": "crates/oxc/src/deep/x_bench1.rs changed"}
+
+
+@pytest.mark.parametrize("pattern", ["../x/**", "./crates/**", "crates/../x.rs", "!../y"])
+def test_a_pattern_that_can_never_match_is_refused_naming_it(tmp_path, pattern):
+    """``../x/**`` was accepted: its shard then never ran for any change, silently."""
+    path = tmp_path / "shards.toml"
+    path.write_text(f'[shards.linter]\npaths = ["{pattern}"]\n')
+    with pytest.raises(ClientError) as refused:
+        load(str(path))
+    assert refused.value.exit_code == CONFIG
+    assert str(refused.value) == (f"{path}: shards.linter.paths pattern {pattern!r} has a '.' or '..' segment: it can "
+                                  "match no file, since the changed paths are the repository's own (write it from the "
+                                  "repository's root, as a/b/**)")
