@@ -57,7 +57,12 @@ def _show_progress(stack, common, shown, out, until_version_above, timeout=15.0)
             report = json.loads(status.stdout)
             if report["version"] > until_version_above and report["arrived"] > 0:
                 expected = report["expected"]
-                partial = "partial" if report["partial"] else "final"
+                if not report["partial"]:
+                    partial = "final"
+                elif expected is not None and report["arrived"] >= expected:
+                    partial = "all in: the run ends now"  # the report is partial until then, not the shards
+                else:
+                    partial = "partial: more shards to come"
                 out(f"  report v{report['version']}: {report['state']}, {report['arrived']}/{expected} shards in ({partial})")
                 out(f"  run page: {report['page_url']}")
                 return report["version"]
