@@ -45,6 +45,10 @@ def test_costs_recorded_on_main_are_exported_for_pytest_split_and_balance_a_spli
     assert {k: (round(v["seconds"], 3), v["benchmarks"]) for k, v in json.loads(split.stdout).items()} == {
         "1": (5.0, ["tests/test_a.py::heavy", "tests/test_a.py::light"]),
         "2": (5.974, ["tests/test_c.py::new", "tests/test_b.py::mid"])}
+    too_many = _run(stack, "split", "--shards", "5", "--names", str(names), "--project", project, "--json")
+    assert too_many.returncode == 2 and too_many.stdout.strip() == json.dumps(
+        {"error": "--shards 5 for 4 benchmarks: 1 shard would be empty, and pytest fails a job that collects no test; "
+                  "split into 4 or fewer", "exit_code": 2}), too_many.stdout + too_many.stderr
 
     from dataclasses import replace
 
