@@ -159,3 +159,17 @@ def test_push_ends_once_its_shards_part_is_upstream_and_a_wait_that_runs_out_is_
     assert "::warning title=codspeed-client::shard 2 of run " in late.stderr and "was not upstream within 1.5 s" in late.stderr
     assert "upstream: its part" not in late.stdout and "pushed shard 2 of 2" in late.stdout
     del stack.upstream.failures[:]
+
+
+def test_a_run_across_two_workflows_goes_upstream_as_one_codspeed_run_each_benchmark_once(stack, tmp_path):
+    """Pushed shards of two workflows (or CI systems) named one run: in the parts mode each goes as it
+    lands, all under the run's one upstream run id, so CodSpeed combines them as one run's parts."""
+    run_id = f"across-{uuid.uuid4().hex[:8]}"
+    for shard in (1, 2):  # each the job of a workflow of its own, on one commit and ref
+        pushed = _run(stack, "push", "--shard", f"{shard}/2", "--profile-folder", str(_folder(tmp_path, shard)),
+                      "--project", PROJECT, "--run-id", run_id, "--commit", "d" * 40, "--ref", "refs/heads/across")
+        assert pushed.returncode == 0, pushed.stderr
+    assert _final(stack, PROJECT, run_id)["state"] == "forwarded"
+    [parts] = [p for (project, run), p in stack.upstream.combined(PROJECT).items() if run == run_id]
+    assert sorted(parts) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
+    assert not stack.upstream.benchmarks_twice(PROJECT)
