@@ -1,7 +1,6 @@
 """Forward one upload of a run: splice (or merge) its shards into a spooled archive, or take a
 lone shard's archive as it was sent, announce it upstream (POST) and send it (PUT)."""
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ class ForwardPart:
         """Send one upload: the shards merged (merged part ``number`` of its group's ``group_parts``), or
         one shard's archive as it was sent. A POST already answered for the same bytes (the merge
         is deterministic) is not made again: the archive goes to the URL it gave."""
-        token = None  # the job's own, relayed while it is valid; else the stack's or the project's
+        post, token = None, None  # a runner's POST as it came, and its job's token while valid
         if upload.merged:
             # Spooled to S3 (a multipart upload), not to /tmp: a part's size is bounded by S3, and the
             # MD5 the upstream wants before the PUT is taken while the merge writes.
@@ -63,10 +62,11 @@ class ForwardPart:
             found = self.shards.upload_post(project, run_id, shard.upload_id) if shard.upload_id else None
             sent, post = found or (as_carried(base_metadata, shard), None)
             describe = partial(as_sent_metadata, sent, md5, gzipped)
-            if post is not None and names_archive(sent, md5, gzipped):
-                describe = partial(_as_it_came, post)  # the runner's POST, byte for byte: it names this very archive
+            if post is not None and names_archive(sent, md5, gzipped):  # it names this very archive: byte for byte
                 token = self.shards.job_token(project, run_id, shard.upload_id, time.time())
-        announce = partial(self._announce, project, run_id, index, describe, md5, token)
+            else:
+                post = None
+        announce = partial(self._announce, project, run_id, index, describe, md5, post, token)
         fresh = announced is None or announced["md5"] != md5
         if fresh:
             announced = announce()
@@ -108,19 +108,16 @@ class ForwardPart:
             raise IndexMismatch(f"the index of {shard.key} was made from another object ({made_from})")
         return index
 
-    def _announce(self, project: str, run_id: str, index: int | None, describe, md5: str, token: str | None) -> dict:
-        """POST an upload's metadata and record the answer before the PUT (a retry re-PUTs there);
-        a shard of an eager run (no ``index``) is announced again when it is sent again."""
-        described = describe()
-        if isinstance(described, SentPost):
-            accepted = self.upstream.announce(json.loads(described.body), described.body, described.user_agent, token)
+    def _announce(self, project: str, run_id: str, index: int | None, describe, md5: str, post: SentPost | None,
+                  token: str | None) -> dict:
+        """POST an upload's metadata (``post``'s bytes when a runner's POST goes as it came) and record
+        the answer before the PUT (a retry re-PUTs there); a shard of an eager run (no ``index``) is
+        announced again when it is sent again."""
+        if post is None:
+            accepted = self.upstream.announce(describe())
         else:
-            accepted = self.upstream.announce(described)
+            accepted = self.upstream.announce(describe(), post.body, post.user_agent, token)
         announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": md5}
         if index is not None:
             self.parts.record_announced_part(project, run_id, index, announced)
         return announced
-
-
-def _as_it_came(post: SentPost) -> SentPost:
-    return post
