@@ -118,8 +118,9 @@ def run(args: argparse.Namespace) -> int:
               "attempt": attempt, "size": made.size}
     said = f"pushed shard {shard}{of}{kind} of run {run_id} ({target.project}): {made.size} bytes{files}{again}"
     if grant.get("sent_on_arrival") and args.wait_upstream > 0:
-        key = shard if made.executor == "valgrind" else f"{shard}~{made.executor}"  # how the run keys it
-        upstream = _upstream(api, target.project, run_id, key, args.wait_upstream, out)
+        from codspeed_rules.names import shard_key
+
+        upstream = _upstream(api, target.project, run_id, shard_key(shard, made.executor), args.wait_upstream, out)
         pushed["upstream"] = upstream
         if upstream is not None:
             link = f"; {upstream['codspeed_url']}" if upstream.get("codspeed_url") else ""

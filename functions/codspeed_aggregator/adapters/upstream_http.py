@@ -148,6 +148,7 @@ class UpstreamClient:
             headers["Content-Length"] = str(len(body))
         if token := (job_token if job_token and not metadata.get("tokenless") else self.token_for(metadata)):
             headers["Authorization"] = token  # CodSpeed wants the bare token, no "Bearer"
+
         def sent() -> dict:  # each try from the start
             return {"data": io.BytesIO(body)} if body is not None else {"json": metadata}
 

@@ -59,12 +59,12 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     outcome = run.outcome or {}
     shard = snapshot.shards.get(name)
     if shard is not None:
+        sent = shard.upstream if sent_as(shard) is not None else None  # its part's answer, once upstream
         return ShardEntry(name=name, label=shard.label, display=shown_as(name, shard.label), executor=shard.executor,
                           state=shard.state, attempt=shard.attempt, size=shard.size, benchmarks=shard.benchmarks,
                           reason=shard.reason or _not_sent(shard), arrived_at=shard.arrived_at,
                           cost_s=_seconds(shard.cost_ms), longest_s=_seconds(shard.longest_ms),
-                          upstream=sent_as(shard) is not None,
-                          upstream_run_id=shard.upstream.get("run_id") if sent_as(shard) is not None else None)
+                          upstream=sent is not None, upstream_run_id=(sent or {}).get("run_id"))
     display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:
         if skipped:  # declared when the run was opened
