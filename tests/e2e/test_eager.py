@@ -173,3 +173,23 @@ def test_a_run_across_two_workflows_goes_upstream_as_one_codspeed_run_each_bench
     [parts] = [p for (project, run), p in stack.upstream.combined(PROJECT).items() if run == run_id]
     assert sorted(parts) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
     assert not stack.upstream.benchmarks_twice(PROJECT)
+
+
+def test_a_runner_post_as_large_as_the_api_takes_is_kept_and_forwarded_byte_for_byte(stack):
+    """The POST is kept in its metadata's DynamoDB item (400 KB at most), not in an object: the API
+    takes 256 KiB at most, so the largest one it accepts fits, and goes upstream as it came."""
+    from codspeed_aggregator.handlers.api import MAX_BODY
+    from tests import runner
+    from tests.conftest import TOKEN
+
+    owner, repository = PROJECT.split("/")
+    workflow = str(9_600_000_000 + uuid.uuid4().int % 1_000_000)
+    archive = runner.folder_archive(runner.valgrind_folder(7400, ["big::post"]), gzipped=True)
+    part = runner.github_run_part(workflow, "bench", "valgrind")
+    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit="9" * 40,
+                           run_part=part)
+    meta["laterField"] = "x" * (MAX_BODY - len(runner.body_of(meta)) - 20)  # a field of a later runner: kept as it is
+    up = runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
+    assert up.post.status_code == 200 and MAX_BODY - 100 < len(up.body) <= MAX_BODY, (up.post.text, len(up.body))
+    [held] = wait_for(lambda: [u for u in stack.upstream.uploads(workflow) if (u / "archive.tar.gz").exists()], timeout=30)
+    assert (held / "post-body.json").read_bytes() == up.body
