@@ -65,6 +65,7 @@ def machine_for(isolated):
     from codspeed_aggregator.adapters import aws
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
     from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
+    from codspeed_aggregator import wiring
     from codspeed_aggregator.handlers import api as api_handler
     from codspeed_aggregator.local.gateway import http_api_event
     from codspeed_aggregator.local.lambda_context import LocalContext
@@ -128,7 +129,7 @@ def machine_for(isolated):
             access denied, never over Lambda's 6 MB; a refusal is raised as the error it names."""
             event = http_api_event(method, path, {"authorization": TOKEN, "content-type": "application/json"},
                                    json.dumps(body).encode() if body is not None else b"")
-            with mock.patch.object(api_handler, "api", lambda: agg):
+            with mock.patch.object(wiring, "api", lambda: agg):
                 answer = api_handler.handler(event, LocalContext("ApiFunction"))
             status, text = answer["statusCode"], answer.get("body") or ""
             assert len(text.encode()) <= LAMBDA_PAYLOAD, (path, status, len(text))

@@ -117,7 +117,7 @@ class StubUpstream:
         for (project, run), parts in self.combined(project).items():
             seen: dict[tuple[str, str], list[str]] = {}
             for part_id, upload in parts.items():
-                executor = json.loads((upload / "metadata.json").read_text())["runner"].get("executor") or "valgrind"
+                executor = (json.loads((upload / "metadata.json").read_text()).get("runner") or {}).get("executor") or "valgrind"
                 if upload not in self._held:
                     self._held[upload] = benchmarks_in(archive_of(upload))
                 for benchmark in self._held[upload]:

@@ -1,0 +1,101 @@
+"""The JSON API: request uploads, CodSpeed's drop-in ``POST /upload``, open and close runs, read
+reports and costs. Each route checks who calls (``router.context["principal"]``) before it acts."""
+
+from http import HTTPStatus
+from typing import Annotated
+from urllib.parse import unquote
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from pydantic import BaseModel
+
+from codspeed_rules.names import PROJECT_PATTERN, RUN_ID_PATTERN, SHARD_KEY_PATTERN
+from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
+from codspeed_wire.report import render_markdown
+from codspeed_wire.upstream import UploadMetadata
+
+from .. import wiring
+from ..auth import Principal, job_token
+from ..domain.errors import Unprocessable
+from ..domain.ledger import SentPost
+from .http import check_attempt, json_response, raw_body
+
+router = APIGatewayHttpRouter()
+logger = Logger(child=True)  # the handler's logger: its service and its Lambda context
+
+
+def _allow(project: str) -> None:
+    principal: Principal = router.context["principal"]
+    principal.allow(project)
+
+
+@router.post("/v1/uploads")
+def request_upload(request: ShardUploadRequest):
+    _allow(request.project)
+    grant = wiring.api().uploads.grant(request)
+    logger.info("upload granted", extra={"project": request.project, "run_id": request.run_id, "shard": request.shard})
+    return json_response(HTTPStatus.CREATED, grant.model_dump())
+
+
+@router.post("/upload")
+def drop_in_upload(metadata: UploadMetadata):
+    _allow(metadata.project or "")
+    headers = router.current_event.headers  # what goes upstream, as it came; its OIDC token verified, as the principal
+    sent = SentPost(raw_body(router), headers.get("user-agent"), *(job_token(headers.get("authorization")) or (None, 0)))
+    return json_response(HTTPStatus.OK, wiring.api().uploads.accept_drop_in(metadata, sent).model_dump())
+
+
+@router.post("/v1/runs/open")
+def open_run(request: OpenRequest):
+    _allow(request.project)
+    answer = wiring.api().opening.open(request)
+    return json_response(HTTPStatus.OK, answer.model_dump())
+
+
+@router.post("/v1/runs/close")
+def close_run(request: CloseRequest):
+    _allow(request.project)
+    answer = wiring.api().closing.close(request)
+    return json_response(HTTPStatus.ACCEPTED, answer.model_dump())
+
+
+@router.get("/v1/runs/<project>/<run_id>", compress=True)  # gzipped when asked (Accept-Encoding): a shard's page can be MBs
+def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json",
+                shard: Annotated[str | None, Query(pattern=SHARD_KEY_PATTERN)] = None):
+    """The run's report (a summary whatever its size), or with ``shard`` every benchmark of that shard."""
+    _allow(project)
+    if "%" in run_id:  # left encoded by ``report_path``: a '/' (or a '%') is in no run id
+        raise Unprocessable(f"run id {unquote(run_id)!r} is not a run id: it holds '/' or '%'")
+    check_attempt(run_id)
+    reports = wiring.api().reports
+    if shard is not None:
+        return _bounded(project, reports.shard_benchmarks(project, run_id, shard))
+    report = reports.report(project, run_id)
+    body = render_markdown(report) if format == "markdown" else report.model_dump_json()
+    if len(body.encode()) > wiring.api().settings.report_inline_bytes and (link := reports.report_link(project, run_id, format)):
+        # over what Lambda may answer (6 MB): the published report itself, from S3
+        return Response(status_code=HTTPStatus.SEE_OTHER, headers={"Location": link}, body="")
+    if format == "markdown":
+        return Response(status_code=200, content_type="text/markdown; charset=utf-8", body=body)
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
+
+
+@router.get("/v1/costs", compress=True)
+def benchmark_costs(project: Annotated[str, Query(pattern=PROJECT_PATTERN)],
+                    branch: Annotated[str | None, Query(max_length=255)] = None,
+                    run_id: Annotated[str | None, Query(pattern=RUN_ID_PATTERN)] = None):
+    """What each benchmark of the branch's latest forwarded run cost, in seconds; for a run's split,
+    the costs its first split used."""
+    _allow(project)
+    return _bounded(project, wiring.api().costs.latest(project, branch, run_id))
+
+
+def _bounded(project: str, answer: BaseModel) -> Response:
+    """``answer`` as JSON; over what Lambda may send (6 MB), a 303 to a presigned copy of it in S3."""
+    body = answer.model_dump_json()
+    if len(body.encode()) > wiring.api().settings.report_inline_bytes:
+        return Response(status_code=HTTPStatus.SEE_OTHER, headers={"Location": wiring.api().reports.answer_link(project, body)},
+                        body="")
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)

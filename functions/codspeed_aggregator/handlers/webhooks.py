@@ -1,0 +1,55 @@
+"""The webhooks: signed instead of carrying the API token. A refresh asks for a run's report again;
+GitHub's ``workflow_run`` completed closes the CI run's aggregator run."""
+
+import time
+from http import HTTPStatus
+
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from pydantic import BaseModel, ValidationError
+
+from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
+
+from .. import wiring
+from ..auth import check_fresh, check_github_signature, check_signature
+from ..domain.errors import Unprocessable
+from .http import json_response, raw_body
+
+router = APIGatewayHttpRouter()
+
+
+def _signature() -> str | None:
+    return router.current_event.headers.get("x-hub-signature-256")
+
+
+def _parse(model: type[BaseModel], raw: bytes) -> BaseModel:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors())
+        raise Unprocessable(f"invalid webhook body: {fields}") from exc
+
+
+@router.post("/webhooks/refresh")
+def refresh_webhook():
+    raw = raw_body(router)
+    check_signature(raw, _signature(), wiring.webhook_secret())  # nothing is parsed before
+    request = _parse(RefreshRequest, raw)
+    check_fresh(request.timestamp, time.time())
+    report = wiring.api().reports.refresh(request.project, request.run_id)
+    return json_response(HTTPStatus.OK, {"project": report.project, "run_id": report.run_id, "version": report.version})
+
+
+@router.post("/webhooks/github")
+def github_webhook():
+    raw = raw_body(router)
+    project = check_github_signature(raw, _signature(), wiring.webhook_secret())
+    kind = router.current_event.headers.get("x-github-event", "")
+    if kind == "ping":
+        return json_response(HTTPStatus.OK, {"message": "pong"})
+    if kind != "workflow_run":
+        return json_response(HTTPStatus.ACCEPTED, {"ignored": f"event {kind or '(none)'}"})
+    event = _parse(WorkflowRunEvent, raw)
+    if event.action != "completed":
+        return json_response(HTTPStatus.ACCEPTED, {"ignored": f"workflow_run {event.action}"})
+    closed = wiring.api().closing.close_finished_ci_run(project, str(event.workflow_run.id))
+    return json_response(HTTPStatus.OK, {"closed": closed})
