@@ -96,6 +96,9 @@ def machine_for(isolated):
             if eager:
                 self.project = EAGER_LIFECYCLE
             self.token = f"token-of-{self.project}" if own_token else FALLBACK_TOKEN
+            # each example a fresh process's cache: an earlier example's "no parameter" (remembered five
+            # minutes, UpstreamTokens' MISSING_FOR_SECONDS) is not this example's project's
+            agg.upstream.tokens = UpstreamTokens(TOKENS_PATH, FALLBACK_TOKEN, lambda parameter: aws.secret(None, parameter))
             if own_token:  # the stand-in, as CodSpeed, then refuses any other (401)
                 aws.client("ssm").put_parameter(Name=tokens.parameter(self.project), Value=self.token,
                                                 Type="SecureString", Overwrite=True)
