@@ -47,13 +47,6 @@ class Baselines(TableItems):
                     return latest[commit]
         return self.latest_baseline(project, branch)
 
-    def record_forwarded(self, project: str, branch: str, run_id: str, at: float) -> None:
-        """Remember a run forwarded on a branch, whole or with shards missing: what each benchmark
-        last cost is read from the latest of them (a baseline is a whole run only)."""
-        self.db.put_item(TableName=self.table, Item=dump({
-            "pk": f"FORWARDED#{project}#{branch}", "sk": f"{at:017.6f}#{run_id}", "run_id": run_id,
-            "expires_at": self.expires_at()}))
-
     def forwarded_runs(self, project: str, branch: str, limit: int) -> list[str]:
         """Up to ``limit`` runs forwarded on ``branch``, whole or not, the latest first."""
         return self._latest(f"FORWARDED#{project}#{branch}", limit)
