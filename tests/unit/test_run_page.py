@@ -132,15 +132,17 @@ def test_the_page_says_what_the_recorded_costs_predict_for_the_longest_shard_bal
     shards = [ShardEntry(name="1", state="arrived", cost_s=50.0, longest_s=4.0),
               ShardEntry(name=HOSTILE, state="arrived", cost_s=10.0, longest_s=2.0),
               ShardEntry(name="3", state="carried")]  # no cost of its own in this run
-    text = "".join(_text(render_main(_report(shards=shards), {}, None, None)))
+    text = "".join(_text(render_main(_report(shards=shards, state="forwarded"), {}, None, None)))
     assert ("Recorded costs: 1m 00s of benchmarks in 2 shards; balanced on them (codspeed-client split --shards 2), "
             "the longest shard would run about 30.0s, against 50.0s for shard 1 here.") in text
     heavy = [ShardEntry(name="1", state="arrived", cost_s=100.0, longest_s=90.0),
              ShardEntry(name="2", state="arrived", cost_s=20.0, longest_s=1.0)]  # one benchmark is most of it
-    assert "would run about 1m 30s, against 1m 40s for shard 1 here" in "".join(_text(render_main(_report(shards=heavy), {}, None, None)))
+    assert "would run about 1m 30s, against 1m 40s for shard 1 here" in "".join(
+        _text(render_main(_report(shards=heavy, state="forwarded"), {}, None, None)))
     tiny = [ShardEntry(name="1", state="arrived", cost_s=0.012, longest_s=0.004),
             ShardEntry(name="2", state="arrived", cost_s=0.0003, longest_s=0.0003)]  # valgrind: millions of instructions
-    assert "Recorded costs: 12.3ms of benchmarks in 2 shards" in "".join(_text(render_main(_report(shards=tiny), {}, None, None)))
+    assert "Recorded costs: 12.3ms of benchmarks in 2 shards" in "".join(
+        _text(render_main(_report(shards=tiny, state="forwarded"), {}, None, None)))
     one = render_main(_report(shards=shards[:1]), {}, None, None)
     assert 'id="predicted"' not in one and 'id="predicted"' not in render_main(_report(), {}, None, None)
 
@@ -171,3 +173,23 @@ def test_a_shards_page_of_many_benchmarks_comes_in_pages_each_well_under_lambdas
     assert "35001 to 40000 shown (page 8 of 8)" in last and 'rel="prev"' in last and 'rel="next"' not in last
     for odd in ("99", "0", "x", "²"):  # past the end, before it, not a number: a page that exists
         assert "shown (page " in render_run(report, {"shard": "1", "page": odd}, None, None, page)
+
+
+def test_an_open_run_gets_no_split_advice_and_a_cost_never_recorded_is_not_shown_as_zero():
+    """An open 3-shard run with 2 in was told to ``split --shards 2``; a shard that measured nothing
+    showed "0ms" and counted in the balance."""
+    costed = [ShardEntry(name="1", state="arrived", cost_s=50.0, longest_s=4.0),
+              ShardEntry(name="2", state="arrived", cost_s=10.0, longest_s=2.0), ShardEntry(name="3", state="expected")]
+    assert 'id="predicted"' not in render_main(_report(shards=costed), {}, None, None)
+    zero = [*costed[:2], ShardEntry(name="3", state="arrived", cost_s=0.0, longest_s=0.0)]
+    text = "".join(_text(render_main(_report(shards=zero, state="forwarded"), {}, None, None)))
+    assert "Recorded costs: 1m 00s of benchmarks in 2 shards" in text and "0ms" not in text
+
+
+def test_the_time_axis_never_repeats_a_label_however_short_the_run():
+    for seconds, ticks in ((2, ["opened", "+1s", "+2s"]), (3, ["opened", "+1s", "+2s", "+3s"]), (1, ["opened", "+1s"]),
+                           (7, ["opened", "+2s", "+4s", "+6s"]), (3600, ["opened", "+15m 00s", "+30m 00s", "+45m 00s",
+                                                                         "+1h 00m"])):
+        report = _report(generated_at=f"2026-11-30T{7 + seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}Z")
+        found = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', render_main(report, {}, None, None))
+        assert found == ticks, (seconds, found)

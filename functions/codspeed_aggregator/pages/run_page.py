@@ -100,6 +100,10 @@ def _epoch(stamp: str | None) -> float | None:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
+# Steps of the time axis, in seconds: at most five ticks, each a whole number of seconds, none twice
+TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 150, 300, 600, 900, 1800, 3600, 7200, 10800, 21600)
+
+
 def _timeline(report: Report) -> str:
     """One strip per shard, from the run's opening to its arrival (or to now while it is out)."""
     start, now = _epoch(report.opened_at), _epoch(report.generated_at)
@@ -134,12 +138,13 @@ def _timeline(report: Report) -> str:
                    f'<text x="0" y="{y + 12}">{escape(shard.shown[:28])}</text>{bar}</g>')
     axis = height - 20
     out.append(f'<line x1="{label}" y1="{axis}" x2="{label + width}" y2="{axis}" stroke="#9e9e9e"/>')
-    for tick in range(5):  # a time axis: from the opening to the end (or now)
-        x = label + tick * width / 4
-        anchor = "start" if tick == 0 else "end" if tick == 4 else "middle"
+    step = next((s for s in TICK_STEPS if s >= span / 4), span / 4)
+    for tick in range(int(span / step + 1e-9) + 1):  # a time axis from the opening, each label its own
+        x = label + tick * step / span * width
+        anchor = "start" if tick == 0 else "end" if x >= label + width - 1 else "middle"
         out.append(f'<line x1="{x:.1f}" y1="{axis}" x2="{x:.1f}" y2="{axis + 4}" stroke="#9e9e9e"/>'
                    f'<text class="tick" x="{x:.1f}" y="{axis + 16}" text-anchor="{anchor}">'
-                   f'{"opened" if tick == 0 else "+" + _duration(span * tick / 4)}</text>')
+                   f'{"opened" if tick == 0 else "+" + _duration(tick * step)}</text>')
     out.append("</svg>")
     legend = "".join(f'<span><i class="swatch" style="background:{c}{";opacity:0.55" if s == "expected" else ""}">'
                      f'</i>{"running" if s == "expected" else s}</span>'
@@ -166,9 +171,10 @@ def _critical_path(report: Report) -> str:
 def _predicted(report: Report) -> str:
     """What the recorded costs predict for the longest shard with the run's benchmarks balanced over
     as many shards (no shorter than the total over the shards, nor than the costliest benchmark),
-    against the longest here."""
-    costed = [s for s in report.shards if s.cost_s is not None]
-    if len(costed) < 2:
+    against the longest here. Said once the run is over: while it is open, the shards in so far are
+    not the run's, and a cost of 0 is one not recorded (a shard measured nothing)."""
+    costed = [s for s in report.shards if s.cost_s]
+    if report.state == "open" or len(costed) < 2:
         return ""
     total = sum(s.cost_s for s in costed)
     balanced = max(total / len(costed), max(s.longest_s or 0.0 for s in costed))
