@@ -10,6 +10,7 @@ TOKEN = "local-token"  # the token the files in events/ carry
 WEBHOOK_SECRET = "webhook-secret"
 
 
+CIRCLECI_ORG = "9f2c0e4a-1b7d-4e0a-9c55-3a6f8d2b7e10"  # the CircleCI organization whose jobs' OIDC tokens it takes
 TOKENLESS_PROJECT = "acme/open-source"  # the one project whose tokenless uploads the stack accepts
 EAGER_PROJECT = "acme/eager"  # the projects the stack forwards eagerly (each shard as it is counted): the e2e tests'
 EAGER_LIFECYCLE = "acme/eager-lifecycle"  # and the lifecycle machine's
@@ -35,6 +36,7 @@ def stack(tmp_path_factory, oidc_issuer):
     # The one-upload mode's stack, its parts-mode projects apart (the default mode, a stack started with no
     # mode: tests/e2e/test_local_command.py and the pull request's life through ``codspeed-aggregator local``)
     env = {"OIDC_JWKS_URL": oidc_issuer.jwks_url, "TOKENLESS_PROJECTS": TOKENLESS_PROJECT, "FORWARD_MODE": "one-upload",
+           "CIRCLECI_ORG_IDS": CIRCLECI_ORG, "CIRCLECI_JWKS_URL": oidc_issuer.jwks_url.replace("/.well-known/jwks", "/org/{org}/.well-known/jwks-pub.json"),
            "FORWARD_MODES": f"{EAGER_PROJECT}=parts,{EAGER_LIFECYCLE}=eager"}
     with LocalStack(token=TOKEN, webhook_secret=WEBHOOK_SECRET, upstream_dir=tmp_path_factory.mktemp("upstream"),
                     sweep_every=3600, env=env) as running:

@@ -1,7 +1,9 @@
 """A fake of GitHub's REST API on loopback, keeping what it is sent: commit statuses, and issue
 comments (a pull request's), checked as GitHub documents them; and a repository's history
 (``commits``: each commit's parents, the first first; ``pulls``: each pull request's base branch
-and head) as its pulls, compare and commits endpoints answer it."""
+and head; ``forks``: the repository a pull request comes from, when not the project) as its pulls,
+compare and commits endpoints answer it; and its Actions runs (``workflow_runs``: a run's head commit
+and the repository it ran from), as ``GET /repos/{owner}/{repo}/actions/runs/{id}`` answers them."""
 
 import json
 import re
@@ -15,6 +17,7 @@ _EDIT = re.compile(r"^/repos/([^/]+/[^/]+)/issues/comments/(\d+)$")
 _PULL = re.compile(r"^/repos/([^/]+/[^/]+)/pulls/(\d+)$")
 _COMPARE = re.compile(r"^/repos/([^/]+/[^/]+)/compare/(.+)\.\.\.([0-9a-f]{40})$")  # BASE...HEAD
 _COMMITS = re.compile(r"^/repos/([^/]+/[^/]+)/commits$")
+_RUN = re.compile(r"^/repos/([^/]+/[^/]+)/actions/runs/(\d+)$")
 
 
 class JsonHandler(BaseHTTPRequestHandler):
@@ -63,6 +66,9 @@ class FakeGitHub(Loopback):
         self.commits: dict[str, list[str]] = {}  # sha -> its parents, the first first
         self.branches: dict[str, str] = {}  # name -> its tip
         self.pulls: dict[int, tuple[str, str]] = {}  # number -> (base branch, head sha)
+        self.forks: dict[int, str | None] = {}  # number -> the fork it comes from (None: a deleted fork)
+        self.closed: set[int] = set()  # pull requests closed or merged
+        self.workflow_runs: dict[str, tuple[str, str]] = {}  # Actions run id -> (head sha, repository it ran from)
         self.reads: list[str] = []  # the path of every GET
         fake, lock = self, threading.Lock()
 
@@ -93,9 +99,19 @@ class FakeGitHub(Loopback):
                 if pull := _PULL.match(url.path):
                     if int(pull.group(2)) not in fake.pulls:
                         return self._answer(404, {"message": "Not Found"})
-                    base, head = fake.pulls[int(pull.group(2))]
-                    return self._answer(200, {"number": int(pull.group(2)), "base": {"ref": base, "sha": fake.branches[base]},
-                                              "head": {"sha": head}})
+                    number, project = int(pull.group(2)), pull.group(1)
+                    base, head = fake.pulls[number]
+                    origin = fake.forks.get(number, project)
+                    return self._answer(200, {
+                        "number": number, "state": "closed" if number in fake.closed else "open",
+                        "base": {"ref": base, "sha": fake.branches.get(base), "repo": {"full_name": project}},
+                        "head": {"sha": head, "repo": {"full_name": origin} if origin else None}})
+                if run := _RUN.match(url.path):
+                    if run.group(2) not in fake.workflow_runs:
+                        return self._answer(404, {"message": "Not Found"})
+                    head, origin = fake.workflow_runs[run.group(2)]
+                    return self._answer(200, {"id": int(run.group(2)), "head_sha": head,
+                                              "head_repository": {"full_name": origin}})
                 if compare := _COMPARE.match(url.path):
                     base = fake.branches.get(unquote(compare.group(2)), unquote(compare.group(2)))
                     if base not in fake.commits or compare.group(3) not in fake.commits:

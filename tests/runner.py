@@ -71,15 +71,26 @@ def gitlab_run_part(job_id: str, job_name: str, executor: str, run_index: int = 
     return {"runId": job_id, "runPartId": f"{job_name}-{_json(suffix)}", "jobName": job_name, "metadata": suffix}
 
 
+def circleci_run_part(workflow_id: str, job: str, executor: str, *, node_index: int, node_total: int,
+                      run_index: int = 0) -> dict:
+    """CircleCI (the runner after 5.0.2): the workflow (``CIRCLE_WORKFLOW_ID``) is the run, each node
+    of a job's parallelism a part ``{job}-{node}``, then the same suffix; its metadata holds the node's
+    index and the job's node count."""
+    suffix = {"executor": executor, "run-index": run_index}
+    return {"runId": workflow_id, "runPartId": f"{job}-{node_index}-{_json(suffix)}", "jobName": job,
+            "metadata": {"node-index": node_index, "node-total": node_total, **suffix}}
+
+
 def metadata(archive: bytes, *, executor: str, owner: str, repository: str, commit: str, run_part: dict | None,
              provider: str = "GITHUB", environment: str = "GITHUB_ACTIONS", ref: str = "refs/heads/main",
              head_ref: str | None = None, base_ref: str | None = None, event: str = "push", tokenless: bool = False,
-             gh_data: dict | None = None, gl_data: dict | None = None) -> dict:
-    """Metadata version 10, fields in the runner's order; absent values are null."""
+             gh_data: dict | None = None, gl_data: dict | None = None, version: int = 10) -> dict:
+    """Metadata version 10, fields in the runner's order; absent values are null. Version 11 (the
+    runner after 5.0.2) drops ghData and glData."""
     gzipped = archive[:2] == b"\x1f\x8b"
-    return {
+    sent = {
         "repositoryProvider": provider,
-        "version": 10,
+        "version": version,
         "tokenless": tokenless,
         "profileMd5": md5_b64(archive),
         "profileEncoding": "gzip" if gzipped else None,
@@ -102,6 +113,9 @@ def metadata(archive: bytes, *, executor: str, owner: str, repository: str, comm
         "localData": None,
         "repositoryRootPath": f"/home/runner/work/{repository}/{repository}/",
     }
+    if version >= 11:
+        del sent["ghData"], sent["glData"]
+    return sent
 
 
 def upload(api_url: str, up: Upload, upload_url: str | None = None) -> Upload:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import requests
 
-from .errors import AUTH, CONFIG, NETWORK, REFUSED, ClientError
+from .errors import AUTH, CONFIG, NETWORK, REFUSED, ClientError, Skipped
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 WAIT_CLOSING = 300  # seconds a push waits for a run being forwarded (a big run's merge takes minutes)
@@ -21,11 +21,13 @@ class UploadExpired(Exception):
 
 
 class AggregatorApi:
-    def __init__(self, url: str, token: str, *, timeout: float = 30, attempts: int = 5, backoff: float = 0.5,
+    def __init__(self, url: str, token: str | None, *, timeout: float = 30, attempts: int = 5, backoff: float = 0.5,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.url = url.rstrip("/")
         self.http = requests.Session()
-        self.http.headers["Authorization"] = token
+        if token:  # none: a fork's pull request, which the aggregator checks with GitHub
+            self.http.headers["Authorization"] = token
+        self.token = token
         self.timeout = timeout
         self.attempts = max(1, attempts)
         self.backoff = backoff
@@ -79,6 +81,11 @@ class AggregatorApi:
         if answer.status_code == 404 and missing_ok:
             return None
         message = message or answer.text[:300]
+        if answer.status_code == 401 and not self.token:  # the project takes none: a fork's job stays green
+            raise Skipped(f"this pull request comes from a fork, whose jobs GitHub gives no secrets, and the aggregator "
+                          f"takes no request without a token for this project, so nothing was sent: {message}")
+        if answer.status_code == 403 and not self.token:
+            raise ClientError(f"the aggregator refused a request without a token (403): {message}", AUTH)
         if answer.status_code in (401, 403):
             raise ClientError(f"the aggregator refused the token ({answer.status_code}): {message}; "
                               "check CODSPEED_AGGREGATOR_TOKEN", AUTH)

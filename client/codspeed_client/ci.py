@@ -47,6 +47,8 @@ def detect(env: dict[str, str] | None = None) -> CiContext:
         return _gitlab(env)
     if env.get("BUILDKITE") == "true":
         return _buildkite(env)
+    if env.get("CIRCLECI") == "true":
+        return _circleci(env)
     return _local()
 
 
@@ -110,6 +112,12 @@ def changed_files(root: str | None, base: str, head: str | None = None) -> list[
         listed = git("rev-parse", "--verify", f"{base}^{{commit}}")
         return [] if listed else None  # no output: nothing changed, when git knows the base
     return found.splitlines()
+
+
+def tracked_files(root: str | None) -> list[str] | None:
+    """The repository's files as git tracks them, None when git cannot tell."""
+    found = _git(*(("-C", root) if root else ()), "ls-files")
+    return found.splitlines() if found is not None else None
 
 
 def _fork(pr: dict) -> str | None:
@@ -181,6 +189,28 @@ def _buildkite(env: dict[str, str]) -> CiContext:
         job=env.get("BUILDKITE_LABEL"), repository_root=env.get("BUILDKITE_BUILD_CHECKOUT_PATH"),
         shard=_shard(env.get("BUILDKITE_PARALLEL_JOB"), env.get("BUILDKITE_PARALLEL_JOB_COUNT"), 0),
         ci_url=env.get("BUILDKITE_BUILD_URL") or None,
+    )
+
+
+def _circleci(env: dict[str, str]) -> CiContext:
+    """A CircleCI job: the workflow is the run (a "rerun workflow" gets a new workflow id: a new
+    run), a job's ``parallelism`` nodes its shards (``CIRCLE_NODE_INDEX`` from 0 of
+    ``CIRCLE_NODE_TOTAL``); a pull request is named by its URL (``CIRCLE_PULL_REQUEST``), a fork's
+    by its owner and repository (``CIRCLE_PR_USERNAME``, ``CIRCLE_PR_REPONAME``)."""
+    pull = (env.get("CIRCLE_PULL_REQUEST") or "").rstrip("/").rsplit("/", 1)[-1]
+    tag, branch = env.get("CIRCLE_TAG"), env.get("CIRCLE_BRANCH")
+    ref = f"refs/pull/{pull}/head" if pull.isdigit() else f"refs/tags/{tag}" if tag else \
+        f"refs/heads/{branch}" if branch else None
+    owner, name = env.get("CIRCLE_PROJECT_USERNAME"), env.get("CIRCLE_PROJECT_REPONAME")
+    fork_owner = env.get("CIRCLE_PR_USERNAME")
+    return CiContext(
+        provider="CIRCLECI", project=f"{owner}/{name}" if owner and name else None, run_id=env.get("CIRCLE_WORKFLOW_ID"),
+        commit=env.get("CIRCLE_SHA1"), ref=ref, head_ref=branch if pull.isdigit() else None,
+        event="pull_request" if pull.isdigit() else "push", job=env.get("CIRCLE_JOB"),
+        sender={"login": env["CIRCLE_USERNAME"], "id": ""} if env.get("CIRCLE_USERNAME") else None,
+        repository_root=env.get("CIRCLE_WORKING_DIRECTORY"), ci_url=env.get("CIRCLE_BUILD_URL") or None,
+        shard=_shard(env.get("CIRCLE_NODE_INDEX"), env.get("CIRCLE_NODE_TOTAL"), 0),
+        fork=f"{fork_owner}/{env.get('CIRCLE_PR_REPONAME') or name}" if fork_owner and fork_owner != owner else None,
     )
 
 

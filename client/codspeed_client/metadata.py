@@ -7,6 +7,7 @@ from .ci import CiContext
 from .system import machine
 
 METADATA_VERSION = 10
+WITHOUT_CI_DATA = 11  # the runner after 5.0.2: no ghData nor glData (what its CircleCI uploads are)
 
 
 def repository_provider(ctx: CiContext) -> str:
@@ -15,7 +16,7 @@ def repository_provider(ctx: CiContext) -> str:
 
 
 def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str, carried: dict | None,
-          executor: str = "valgrind") -> dict:
+          executor: str = "valgrind", tokenless: bool = False) -> dict:
     owner, repository = project.rsplit("/", 1)  # GitLab: group/subgroup/repo
     if carried is not None:
         metadata = dict(carried)
@@ -23,8 +24,8 @@ def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str,
     else:
         metadata = {
             "repositoryProvider": repository_provider(ctx),
-            "version": METADATA_VERSION,
-            "tokenless": False,
+            "version": WITHOUT_CI_DATA if ctx.provider == "CIRCLECI" else METADATA_VERSION,
+            "tokenless": tokenless,
             "profileEncoding": "gzip",
             "runner": {"name": "codspeed-client", "version": __version__, "instruments": [], "executor": executor,
                        **machine()},
@@ -35,10 +36,12 @@ def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str,
             # the runner's: the checkout with a trailing slash, GitLab's CI_PROJECT_DIR as it is
             "repositoryRootPath": ctx.repository_root or "" if ctx.provider == "GITLAB_CI"
             else (ctx.repository_root or "").rstrip("/") + "/",
-            "ghData": None, "glData": None, "localData": None,  # the runner sends each, null when absent
+            **({} if ctx.provider == "CIRCLECI" else {"ghData": None, "glData": None}),
+            "localData": None,  # the runner sends each, null when absent
             **ctx.extra,
         }
     metadata.update({
+        "tokenless": tokenless,  # a fork's pull request: sent upstream without a token, as the runner sends it
         "commitHash": commit,
         "owner": owner,
         "repository": repository,

@@ -44,6 +44,7 @@ class ShardConfig:
         if not isinstance(shards, dict) or not shards:
             raise ClientError(f"{path} names no shards: give each a [shards.NAME] table with its paths", CONFIG)
         self.always = self._spec(pathspec, path, "always", document.get("always", []))
+        self.always_patterns: list[str] = document.get("always", [])
         self.shards: dict[str, tuple[list[str], object, bool]] = {}
         for name, shard in shards.items():
             if not is_shard_name(name):
@@ -69,6 +70,18 @@ class ShardConfig:
                 raise ClientError(f"{path}: {where} pattern {pattern!r} does not parse as a gitignore pattern ({exc})",
                                   CONFIG) from exc
         return pathspec.GitIgnoreSpec.from_lines(patterns)  # git's own rules (pathspec 1 deprecates "gitwildmatch")
+
+    def unmatched(self, files: list[str]) -> list[tuple[str, str]]:
+        """(where, pattern) of each pattern that matches none of ``files`` (the repository's): a typo
+        there never runs its shard. A negation (``!x``) narrows another pattern, and is left out."""
+        import pathspec
+
+        if not files:
+            return []
+        listed = [("always", p) for p in self.always_patterns]
+        listed += [(f"shards.{name}.paths", p) for name, (patterns, _, _) in self.shards.items() for p in patterns]
+        return [(where, pattern) for where, pattern in listed if not pattern.startswith("!")
+                and not any(pathspec.GitIgnoreSpec.from_lines([pattern]).match_files(files))]
 
     def plan(self, changed: list[str] | None, on_default_branch: bool) -> ShardPlan:
         """``changed``: the files the change touches, None when there is nothing to compare with

@@ -1,26 +1,16 @@
 """Who may call: the API token (401 when absent, 403 when wrong), a GitHub Actions OIDC token
-(CodSpeed's recommended setup: it names its repository), a tokenless upload of a project that
-allows them (fork pull requests), and webhook signatures (HMAC-SHA256 of the body, as GitHub
-signs, 401 when absent or wrong). All comparisons of secrets are constant-time."""
+(CodSpeed's recommended setup: it names its repository), no token at all (a fork's pull request:
+``use_cases.fork_pull_requests`` decides what it may do), and webhook signatures (HMAC-SHA256 of
+the body, as GitHub signs, 401 when absent or wrong). All comparisons of secrets are constant-time."""
 
 import hashlib
 import hmac
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from codspeed_rules.names import pull_request
-
-from .adapters.github_oidc import OidcRefused
-from .domain.errors import Refused
-
-
-class Unauthorized(Refused):
-    status = 401
-
-
-class Forbidden(Refused):
-    status = 403
+from .adapters.ci_oidc import OidcRefused
+from .domain.errors import Forbidden, Unauthorized
 
 
 def token_digest(token: str) -> str:
@@ -28,11 +18,17 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+NO_TOKEN = "missing Authorization header: send the aggregator's token"
+
+
 @dataclass(frozen=True)
 class Principal:
     project: str | None  # None: the operator's token, good for every project
+    anonymous: bool = False  # no token: only what a fork's pull request may do (use_cases.fork_pull_requests)
 
     def allow(self, project: str) -> None:
+        if self.anonymous:
+            raise Unauthorized(NO_TOKEN)
         if self.project is not None and self.project != project:
             raise Forbidden(f"this token is for project {self.project}: it cannot read or change {project}")
 
@@ -57,7 +53,7 @@ def authenticate(presented: str | None, operator_token: str | None, project_of: 
     """The operator's token (configured), a project token (its digest in the ledger), or a GitHub
     Actions OIDC token (good for the repository it names)."""
     if not presented:
-        raise Unauthorized("missing Authorization header: send the aggregator's token")
+        raise Unauthorized(NO_TOKEN)
     token = presented.removeprefix("Bearer ").strip()
     if operator_token and hmac.compare_digest(token.encode(), operator_token.encode()):
         return Principal(None)
@@ -71,29 +67,6 @@ def authenticate(presented: str | None, operator_token: str | None, project_of: 
     project = project_of(token_digest(token)) if token else None
     if project is None:
         raise Forbidden("the token is not valid for this aggregator")
-    return Principal(project)
-
-
-def tokenless(body: str, allowed: Collection[str]) -> Principal:
-    """A CodSpeed runner with no token (a pull request from a fork gets none) says so in its
-    metadata: accepted only for the projects the operator lists, and only for a pull request's
-    ref. Anyone can send a tokenless upload: one claiming a branch could put its figures in the
-    branch's run, which becomes the baseline of every pull request after it."""
-    try:
-        metadata = json.loads(body)
-    except ValueError:
-        metadata = None
-    if not isinstance(metadata, dict) or metadata.get("tokenless") is not True:
-        raise Unauthorized("missing Authorization header: send the aggregator's token")
-    project = f"{metadata.get('owner')}/{metadata.get('repository')}"
-    if project not in allowed:
-        raise Unauthorized(
-            f"tokenless upload for {project} refused (a pull request from a fork has no token): "
-            "to accept them, add the project to the aggregator's TokenlessProjects parameter")
-    ref = metadata.get("ref")
-    if not isinstance(ref, str) or not pull_request(ref):
-        raise Forbidden(f"a tokenless upload is taken for a pull request's ref only (refs/pull/N/merge), not {ref!r}: "
-                        "a branch's run may become the baseline, and needs the aggregator's token")
     return Principal(project)
 
 

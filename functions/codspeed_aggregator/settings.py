@@ -73,7 +73,10 @@ class Settings:
     gitlab_token_parameter: str | None
     oidc_audience: str | None
     oidc_jwks_url: str | None
+    circleci_org_ids: tuple[str, ...]  # CircleCI organizations whose jobs' OIDC tokens are taken
+    circleci_jwks_url: str | None  # their keys ({issuer}, {org}): CircleCI's own by default
     tokenless_projects: frozenset[str]
+    tokenless_max_bundle_bytes: int  # a shard sent without a token (a fork's pull request) is at most this
     public_url: str | None  # where the API answers (run pages' links); the API also knows it from a request
     page_link_days: int
     report_inline_bytes: int  # a report answered inline up to this; larger, by a presigned S3 link
@@ -144,6 +147,8 @@ class Settings:
             gitlab_token_parameter=env.get("GITLAB_TOKEN_PARAMETER") or None,
             oidc_audience=env.get("OIDC_AUDIENCE", "codspeed.io") or None,  # what CodSpeed's runner asks GitHub for
             oidc_jwks_url=env.get("OIDC_JWKS_URL") or None,
+            circleci_org_ids=tuple(o.strip() for o in (env.get("CIRCLECI_ORG_IDS") or "").split(",") if o.strip()),
+            circleci_jwks_url=env.get("CIRCLECI_JWKS_URL") or None,
             public_url=(env.get("PUBLIC_URL") or "").rstrip("/") or None,
             page_link_days=int(env.get("PAGE_LINK_DAYS", 30)),
             report_inline_bytes=int(env.get("REPORT_INLINE_BYTES", 5 << 20)),  # under Lambda's 6 MB answer
@@ -152,6 +157,7 @@ class Settings:
             forward_modes=tuple((project.strip(), _mode(mode.strip(), f"FORWARD_MODES ({project.strip()})"))
                                 for project, _, mode in (p.partition("=") for p in (env.get("FORWARD_MODES") or "").split(","))
                                 if project.strip()),
+            tokenless_max_bundle_bytes=int(env.get("TOKENLESS_MAX_BUNDLE_BYTES", 256 << 20)),
             tokenless_projects=frozenset(p.strip() for p in (env.get("TOKENLESS_PROJECTS") or "").split(",") if p.strip()),
         )
 

@@ -11,9 +11,10 @@ from functools import cache
 from .adapters import aws
 from .adapters.bundle_store import BundleStore
 from .adapters.queues import FinalizeQueue, Queue
-from .adapters.github_oidc import GitHubOidc
+from .adapters.ci_oidc import CiOidc
 from .adapters.github_comments import GitHubComments
 from .adapters.github_commits import GitHubCommits
+from .adapters.github_pulls import GitHubPulls
 from .adapters.github_status import GitHubStatuses
 from .adapters.gitlab_notes import GitLabNotes
 from .adapters.ledger import Ledger
@@ -95,6 +96,7 @@ def build(name: str, config: Settings) -> Aggregator:
         if reports and config.pr_comments and config.gitlab_api_url else None,
         github_commits=GitHubCommits(config.github_api_url, _github_token(name, config))
         if name == FINALIZER and (config.commit_status or config.pr_comments) else None,
+        github_pulls=_github_pulls(name, config) if name == API and config.tokenless_projects else None,
         metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
         page_key=_page_key(name) if reports else None,
     )
@@ -102,6 +104,13 @@ def build(name: str, config: Settings) -> Aggregator:
 
 def _github_token(function: str, config: Settings) -> str:
     return aws.secret(config.github_token, config.github_token_parameter, function)
+
+
+def _github_pulls(function: str, config: Settings) -> GitHubPulls | None:
+    """GitHub, to check a fork's pull request that sends no token: None when the stack has no GitHub
+    token (its parameter was never created; then the client's route refuses such requests)."""
+    token = aws.secret_if_set(config.github_token, config.github_token_parameter, function)
+    return GitHubPulls(config.github_api_url, token) if token else None
 
 
 def _upstream(function: str, config: Settings) -> UpstreamClient:
@@ -128,10 +137,14 @@ def api_token() -> str | None:
 
 
 @cache
-def oidc() -> GitHubOidc | None:
-    """GitHub Actions OIDC tokens are accepted unless the audience is set empty."""
+def oidc() -> CiOidc | None:
+    """CI jobs' OIDC tokens (GitHub Actions', and CircleCI's of the organizations listed) are
+    accepted unless the audience is set empty."""
     config = settings()
-    return GitHubOidc(config.oidc_audience, jwks_url=config.oidc_jwks_url) if config.oidc_audience else None
+    if not config.oidc_audience:
+        return None
+    return CiOidc(config.oidc_audience, jwks_url=config.oidc_jwks_url, circleci_orgs=config.circleci_org_ids,
+                  circleci_jwks_url=config.circleci_jwks_url)
 
 
 def webhook_secret(function: str = API) -> str | None:

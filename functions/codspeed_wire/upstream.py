@@ -52,8 +52,9 @@ class RunPart(_Camel):
     metadata: dict[str, Any] = {}
 
     def total_parts(self) -> int | None:
-        """The matrix size when the runner reports one (``job-total``), else None."""
-        for key in ("job-total", "jobTotal", "job_total"):
+        """The matrix size when the runner reports one (GitHub's ``job-total``, CircleCI's parallel
+        ``node-total``), else None."""
+        for key in ("job-total", "jobTotal", "job_total", "node-total"):
             value = self.metadata.get(key)
             if isinstance(value, int) and not isinstance(value, bool):
                 return value

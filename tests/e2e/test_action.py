@@ -62,6 +62,8 @@ def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack,
     assert report.parent.parent == job.temp and "forwarded, 1/3 shards in" in first
     assert verdict == "**No change past 5%**"  # the reviewer's question first (2 and 3 skipped on purpose)
     assert "Skipped shards: 2, 3" in job.summary.read_text()
+    # the log says the report in plain words, the summary in Markdown: no escapes (tests/test\_x.py\:\:…) in the log
+    assert "forwarded, 1/3 shards in" in job.last_out and "**" not in job.last_out and "\\" not in job.last_out
     assert sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*")) == before  # nothing written into the checkout
 
     code, _, err = job.use({**common, "command": "open", "run-id": f"{run_id}-jobs", "jobs": "bench=2\n\nmemory\n"})
@@ -84,11 +86,49 @@ def test_an_unreachable_aggregator_is_a_warning_for_push_unless_fail_on_error(tm
     assert code == 2 and "--shard 3/2" in err
 
 
-def test_the_action_refuses_an_unknown_command(tmp_path):
-    job = Runner(tmp_path, Path(sys.executable).parent, {})
+def test_a_status_error_is_said_once_in_the_log(tmp_path):
+    """The JSON step and the Markdown step each said the same error: twice in the log, before."""
+    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
+                                                         "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
     job.preinstall()
-    code, _, err = job.use({"command": "deploy", "api-url": "http://127.0.0.1:9", "token": "t"})
-    assert code == 2 and "command must be plan, open, push, close or status, not 'deploy'" in err
+    job.env["CODSPEED_RETRIES"] = "1"
+    code, _, err = job.use({"command": "status", "api-url": "http://127.0.0.1:9", "token": "t"})
+    assert code == 6 and err.count("codspeed-client: error: cannot reach the aggregator") == 1, err
+    assert not job.summary.exists() or not job.summary.read_text()
+
+
+@pytest.mark.parametrize("name, value, takes", [
+    ("command", "deploy", "a command is plan, open, push, close or status"),
+    ("wait", "yes", "a boolean input is true or false (True, TRUE, False, FALSE)"),  # the gate never passes early
+    ("executor", "cachegrind", "valgrind, walltime or memory (empty: told by the profile folder)"),
+    ("timeout", "5m", "a number of seconds, such as 300"),
+    ("timeout", "", "a number of seconds, such as 300"),
+    ("fail-on-regression", "five", "a percentage (5 or 5%), report (the stack's threshold), or empty"),
+    ("fail-on-regression", "5 %", "a percentage (5 or 5%), report (the stack's threshold), or empty"),
+])
+def test_an_input_no_step_could_use_is_exit_2_naming_it_before_anything_runs(tmp_path, name, value, takes):
+    """GitHub hands every input as a string: a number or a choice that is not one was passed on (a
+    command, before) or failed later in a flag's words; each is refused first, naming the input."""
+    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
+                                                         "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
+    job.preinstall()
+    make_profile_folder(job.workspace / "profiles", 7, ["t::x"])
+    job.env["CODSPEED_RETRIES"] = "1"
+    code, outputs, err = job.use({"api-url": "http://127.0.0.1:9", "token": "t", "shard": "1/1",
+                                  "profile-folder": "profiles", name: value})
+    assert (code, err) == (2, f"codspeed-client: error: input {name} is '{value}': {takes}\n")
+    assert job.last_out == "" and not any(outputs.values())  # nothing ran: no push was tried
+
+
+@pytest.mark.parametrize("name, value", [("executor", "walltime"), ("timeout", "0"), ("fail-on-regression", "2.5%"),
+                                         ("fail-on-regression", "report"), ("fail-on-regression", "")])
+def test_each_input_value_the_action_documents_is_taken(tmp_path, name, value):
+    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
+                                                         "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
+    job.preinstall()
+    job.env["CODSPEED_RETRIES"] = "1"
+    code, _, err = job.use({"command": "status", "api-url": "http://127.0.0.1:9", "token": "t", name: value})
+    assert code == 6 and "cannot reach the aggregator" in err, err  # past the checks, to the aggregator
 
 
 def test_the_docs_workflows_use_only_inputs_the_action_has():
@@ -134,7 +174,8 @@ def test_the_actions_gate_fails_the_step_on_a_regression_and_still_writes_its_ou
 
 def test_a_forks_pull_request_runs_plan_push_and_status_green_with_one_warning_each_and_no_traceback(
         stack, project, tmp_path):
-    """A fork's jobs get no secrets. The push and status steps printed Python tracebacks (the
+    """A fork's jobs get no secrets, and this project takes no request without one (it is not in
+    TokenlessProjects): each step says so once and the job stays green. The push and status steps printed Python tracebacks (the
     output helper read a warning as JSON), the status step wrote a raw ::warning into the step
     summary, and plan wrote no outputs (it stopped first), so the matrix ran no benchmark."""
     repo = tmp_path / "workspace"
@@ -143,6 +184,8 @@ def test_a_forks_pull_request_runs_plan_push_and_status_green_with_one_warning_e
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     (repo / ".codspeed").mkdir()
     (repo / ".codspeed" / "shards.toml").write_text('[shards.a]\npaths = ["a/**"]\n[shards.b]\npaths = ["b/**"]\n')
+    (repo / "b").mkdir()
+    (repo / "b" / "y.rs").write_text("b\n")
     subprocess.run([*git, "add", "."], check=True)
     base = git_commit(repo, "the config")
     (repo / "a").mkdir()
@@ -164,7 +207,8 @@ def test_a_forks_pull_request_runs_plan_push_and_status_green_with_one_warning_e
         code, outputs, err = job.use({**common, **inputs})
         said = job.last_out + err
         assert code == 0 and "Traceback" not in said, said
-        assert said.count("::warning title=codspeed-client") == 1 and "comes from a fork (someone/x)" in said
+        assert said.count("::warning title=codspeed-client") == 1 and "comes from a fork" in said
+        assert f"TokenlessProjects parameter, and {project} is not one of them" in said  # the aggregator's own word
         if inputs.get("command") == "plan":  # its outputs written: the matrix runs the fork's benchmarks
             written = dict(line.split("=", 1) for line in (job.temp / "output-1").read_text().splitlines())
             assert (written["shards"], written["skip"]) == ("a", "b")

@@ -12,7 +12,7 @@ import requests
 
 from codspeed_aggregator.local.upstream_stub import archive_of
 from tests import runner
-from tests.conftest import TOKEN, TOKENLESS_PROJECT
+from tests.conftest import CIRCLECI_ORG, TOKEN, TOKENLESS_PROJECT
 from tests.factories import wait_for
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -237,8 +237,9 @@ def test_tokenless_uploads_are_refused_with_how_to_allow_them_unless_the_project
     refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=None))
     assert refused.post.status_code == 401
     assert refused.post.json()["error"] == (
-        f"tokenless upload for {owner}/{repository} refused (a pull request from a fork has no token): "
-        "to accept them, add the project to the aggregator's TokenlessProjects parameter")
+        "missing Authorization header: send the aggregator's token: a request without one (a pull request from a fork) "
+        f"is taken for the projects in the aggregator's TokenlessProjects parameter, and {owner}/{repository} is not "
+        "one of them")
     assert _report(stack, f"{owner}/{repository}", gh_run) == {}
 
     owner, repository = TOKENLESS_PROJECT.split("/")
@@ -257,7 +258,7 @@ def test_a_tokenless_upload_claiming_a_branch_is_refused_and_opens_nothing(stack
     refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=None))
     assert refused.post.status_code == 403
     assert refused.post.json()["error"] == (
-        "a tokenless upload is taken for a pull request's ref only (refs/pull/N/merge), not 'refs/heads/main': "
+        "a request without a token is taken for a pull request's ref only (refs/pull/N/merge), not 'refs/heads/main': "
         "a branch's run may become the baseline, and needs the aggregator's token")
     assert _report(stack, TOKENLESS_PROJECT, gh_run) == {}  # nothing was opened
 
@@ -274,3 +275,54 @@ def test_a_run_id_ending_in_a_newline_is_a_run_that_can_be_read(stack, repo):
     assert "\n" not in run_id and run_id.startswith("96230139@")
     report = _final(stack, f"{owner}/{repository}", run_id)
     assert report["state"] == "forwarded" and report["arrived"] == 1
+
+
+def test_three_circleci_nodes_of_one_workflow_are_one_run_of_3_that_waits_for_the_third(stack, oidc_issuer, repo):
+    """CircleCI, as the runner after 5.0.2 sends it: metadata version 11 (no ghData, no glData), the
+    workflow as the run, ``{job}-{node}`` parts whose metadata names the node and the job's
+    ``parallelism``, and the job's OIDC token from its organization's issuer. A "rerun workflow"
+    gets a new workflow id: it is a run of its own, and the first is left as it was."""
+
+    owner, repository = repo
+    project, workflow = f"{owner}/{repository}", str(uuid.uuid4())
+    token = oidc_issuer.circleci_token(CIRCLECI_ORG, f"github.com/{project}")
+
+    def node(index: int, workflow_id: str = workflow) -> runner.Upload:
+        archive = runner.recorded(index + 1)
+        part = runner.circleci_run_part(workflow_id, "bench", "valgrind", node_index=index, node_total=3)
+        meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
+                               run_part=part, environment="CIRCLECI", version=11)
+        return _send(stack, meta, archive, token=token)
+
+    for index in (0, 1):
+        assert node(index).post.json()["runId"] == workflow
+    two = wait_for(lambda: (r := _report(stack, project, workflow)).get("arrived") == 2 and r)
+    assert (two["state"], two["expected"]) == ("open", 3)  # node 2 is awaited, not a run of 1 forwarded early
+    assert not stack.upstream.uploads(run_id=workflow)
+    node(2)
+    final = _final(stack, project, workflow)
+    assert (final["state"], final["arrived"], final["expected"]) == ("forwarded", 3, 3)
+    assert len(stack.upstream.uploads(run_id=workflow)) == 1
+
+    rerun = str(uuid.uuid4())  # "rerun workflow": CircleCI's new workflow id
+    assert node(0, rerun).post.json()["runId"] == rerun
+    assert wait_for(lambda: (r := _report(stack, project, rerun)).get("arrived") == 1 and r)["expected"] == 3
+    assert _report(stack, project, workflow)["state"] == "forwarded" and not _report(stack, project, f"{workflow}~2")
+
+
+def test_a_circleci_token_of_an_organization_not_listed_is_refused_with_a_sentence(stack, oidc_issuer, repo):
+    owner, repository = repo
+    archive = runner.recorded(1)
+    part = runner.circleci_run_part(str(uuid.uuid4()), "bench", "valgrind", node_index=0, node_total=1)
+    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
+                           run_part=part, environment="CIRCLECI", version=11)
+    for token, error in (
+        (oidc_issuer.circleci_token("another-org", f"github.com/{owner}/{repository}"),
+         "the OIDC token's CircleCI organization (another-org) is not among the aggregator's CircleCiOrgIds: its "
+         "operator adds it to accept the organization's jobs"),
+        (oidc_issuer.circleci_token(CIRCLECI_ORG, f"github.com/{owner}/other"),
+         f"this token is for project {owner}/other: it cannot read or change {owner}/{repository}"),
+    ):
+        refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=token))
+        assert (refused.post.status_code, refused.post.json()) == (403, {"error": error})
+    assert _report(stack, f"{owner}/{repository}", part["runId"]) == {}

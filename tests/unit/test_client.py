@@ -71,6 +71,35 @@ def test_gitlab_and_buildkite_detection():
         "group/sub/app", "pull_request", "refs/pull/17/head", "fix", "main")
 
 
+CIRCLECI = {"CIRCLECI": "true", "CI": "true", "CIRCLE_PROJECT_USERNAME": "acme", "CIRCLE_PROJECT_REPONAME": "widgets",
+            "CIRCLE_WORKFLOW_ID": "6e1f3c2a-0b4d-4f5e-9a8b-7c6d5e4f3a2b", "CIRCLE_SHA1": "5" * 40, "CIRCLE_BRANCH": "fix",
+            "CIRCLE_JOB": "bench", "CIRCLE_NODE_INDEX": "2", "CIRCLE_NODE_TOTAL": "3", "CIRCLE_USERNAME": "octocat",
+            "CIRCLE_WORKING_DIRECTORY": "/home/circleci/project",
+            "CIRCLE_BUILD_URL": "https://app.circleci.com/pipelines/github/acme/widgets/12/workflows/w/jobs/34"}
+
+
+def test_circleci_detection_names_the_workflow_its_node_and_the_pull_request():
+    push = detect(CIRCLECI)
+    assert (push.provider, push.project, push.run_id, push.commit, push.job) == (
+        "CIRCLECI", "acme/widgets", CIRCLECI["CIRCLE_WORKFLOW_ID"], "5" * 40, "bench")
+    assert (push.ref, push.event, push.shard, push.fork, push.ci_url) == (
+        "refs/heads/fix", "push", "3/3", None, CIRCLECI["CIRCLE_BUILD_URL"])
+    pull = detect({**CIRCLECI, "CIRCLE_PULL_REQUEST": "https://github.com/acme/widgets/pull/17"})
+    assert (pull.ref, pull.head_ref, pull.event) == ("refs/pull/17/head", "fix", "pull_request")
+    fork = detect({**CIRCLECI, "CIRCLE_PULL_REQUEST": "https://github.com/acme/widgets/pull/18",
+                   "CIRCLE_PR_USERNAME": "someone", "CIRCLE_PR_REPONAME": "widgets"})
+    assert fork.fork == "someone/widgets"
+    assert detect({**CIRCLECI, "CIRCLE_TAG": "v1", "CIRCLE_BRANCH": ""}).ref == "refs/tags/v1"
+
+
+def test_a_circleci_push_states_metadata_version_11_as_the_runner_after_5_0_2_does():
+    from codspeed_client import metadata
+
+    sent = metadata.build(detect(CIRCLECI), project="acme/widgets", run_id="w", commit="5" * 40, shard="3/3", carried=None)
+    assert (sent["version"], sent["runEnvironment"], sent["repositoryProvider"]) == (11, "CIRCLECI", "GITHUB")
+    assert "ghData" not in sent and "glData" not in sent
+
+
 def test_a_remote_that_is_a_local_path_is_not_a_project():
     from codspeed_client.ci import project_of_remote
 
@@ -150,17 +179,55 @@ def test_a_pull_request_from_a_fork_is_told_from_one_of_the_projects_own_branche
     assert detect({**GITHUB_PR, "GITHUB_EVENT_NAME": "push"}).fork is None
 
 
-@pytest.mark.parametrize("argv", [["push", "--shard", "1/2", "--profile-folder", "profiles"], ["close"],
-                                  ["status", "--wait"]])
-def test_a_forks_pull_request_without_a_token_warns_once_and_exits_0_sending_nothing(tmp_path, capsys, monkeypatch, argv):
-    for name, value in {**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "someone/widgets"}),
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_forks_pull_request_without_a_token_sends_its_requests_without_one(tmp_path, capsys, monkeypatch, status):
+    """GitHub gives a fork's jobs no secrets: the client asks anyway, with no Authorization header. A
+    project that takes no such request (401) leaves the contributor's job green with one warning; a
+    claim the aggregator refused (403: GitHub does not bear it out) fails it, saying why."""
+    from tests.fake_github import JsonHandler, Loopback
+
+    seen, said = [], {401: "missing Authorization header: send the aggregator's token: a request without one is taken "
+                           "for the projects in TokenlessProjects", 403: "request without a token refused: pull request "
+                           "acme/widgets#42 is closed"}
+
+    class Aggregator(JsonHandler):
+        def do_POST(self) -> None:
+            seen.append((self.path, self.headers.get("authorization"), self._body()))
+            self._answer(status, {"error": said[status]})
+
+    server = Loopback()
+    server.serve(Aggregator)
+    try:
+        for name, value in {**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "someone/widgets"}),
+                            "CODSPEED_AGGREGATOR_URL": server.url, "CODSPEED_AGGREGATOR_TOKEN": ""}.items():
+            monkeypatch.setenv(name, value)
+        code = main(["close"])
+    finally:
+        server.stop()
+    assert seen == [("/v1/runs/close", None, {"project": "acme/widgets", "run_id": "7044765741", "skip": []})]
+    out, err = capsys.readouterr()
+    if status == 401:
+        assert code == errors.OK and err == ""
+        assert out == ("::warning title=codspeed-client close skipped::this pull request comes from a fork, whose jobs "
+                       "GitHub gives no secrets, and the aggregator takes no request without a token for this project, "
+                       f"so nothing was sent: {said[401]}\n")
+    else:
+        assert code == errors.AUTH
+        assert err == f"codspeed-client: error: the aggregator refused a request without a token (403): {said[403]}\n"
+
+
+def test_a_merge_request_from_a_fork_on_gitlab_without_a_token_warns_once_and_exits_0(capsys, monkeypatch):
+    """Only GitHub's pull requests can be checked without a token: a GitLab fork's sends nothing, as before."""
+    for name, value in {"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_PIPELINE_ID": "77",
+                        "CI_COMMIT_SHA": "1" * 40, "CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "5",
+                        "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "someone/widgets", "CI_COMMIT_REF_NAME": "patch",
                         "CODSPEED_AGGREGATOR_URL": "http://127.0.0.1:9", "CODSPEED_AGGREGATOR_TOKEN": ""}.items():
         monkeypatch.setenv(name, value)
-    assert main(argv) == errors.OK
+    assert main(["close"]) == errors.OK
     out, err = capsys.readouterr()
-    assert out == (f"::warning title=codspeed-client {argv[0]} skipped::this pull request comes from a fork "
-                   "(someone/widgets), whose jobs GitHub gives no secrets: with no aggregator token nothing was sent "
-                   "(runs of the project's own branches are not affected)\n")
+    assert out == ("::warning title=codspeed-client close skipped::this merge request comes from a fork "
+                   "(someone/widgets), whose jobs get no secrets: with no aggregator token nothing was sent (a GitHub "
+                   "Actions pull request from a fork is sent without one, and checked with GitHub)\n")
     assert err == ""
 
 

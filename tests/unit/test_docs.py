@@ -154,9 +154,14 @@ def test_the_readmes_routes_are_the_docs_pages_own():
     assert all(route in docs for route in readme), "a README route differs from its docs page's"
 
 
-def test_gitlab_and_buildkite_pipelines_parse_and_name_their_jobs():
+def _circleci_runs(job: dict) -> list[str]:
+    return [step["run"] if isinstance(step["run"], str) else step["run"]["command"]
+            for step in job.get("steps", []) if isinstance(step, dict) and "run" in step]
+
+
+def test_gitlab_buildkite_and_circleci_pipelines_parse_and_name_their_jobs():
     seen = 0
-    for kind in ("gitlab", "buildkite"):
+    for kind in ("gitlab", "buildkite", "circleci"):
         for page, language, _, text in blocks(kind):
             assert language == "yaml"
             pipeline = yaml.safe_load(text)
@@ -166,15 +171,62 @@ def test_gitlab_and_buildkite_pipelines_parse_and_name_their_jobs():
                     assert set(job.get("needs", [])) <= set(pipeline), f"{page}: {name} needs {job['needs']}"
                     assert job.get("extends", name) in pipeline, f"{page}: {name} extends {job['extends']}"
                     scripts += job.get("before_script", []) + job.get("script", [])
-            else:
+            elif kind == "buildkite":
                 for step in pipeline["steps"]:
                     command = step.get("command", [])
                     scripts += [command] if isinstance(command, str) else command
+            else:
+                for workflow in pipeline["workflows"].values():
+                    for entry in workflow["jobs"]:
+                        (name, spec), = entry.items() if isinstance(entry, dict) else ((entry, {}),)
+                        assert name in pipeline["jobs"], f"{page}: workflow runs {name}, which is not a job"
+                        required = [next(iter(r)) if isinstance(r, dict) else r for r in (spec or {}).get("requires", [])]
+                        assert set(required) <= set(pipeline["jobs"]), f"{page}: {name} requires {required}"
+                for job in pipeline["jobs"].values():
+                    scripts += _circleci_runs(job)
             for line in scripts:
                 for words in commands(line.replace("$$", "$")):
                     parses(words)
                     seen += 1
-    assert seen >= 6, seen
+    assert seen >= 9, seen
+
+
+def _gates() -> list[tuple[str, list[str], bool]]:
+    """Every gate of the docs and the README: (where, its commands of ours in order, whether it runs
+    whatever its shard jobs did)."""
+    found = []
+    for page, _, _, text in blocks("workflow"):
+        gate = yaml.safe_load(text)["jobs"]["gate"]
+        commands_ = [step["with"].get("command", "push") for step in gate["steps"]
+                     if step.get("uses", "").startswith("acme/codspeed-shard-aggregator@")]
+        found.append((f"{page} (GitHub)", commands_, gate.get("if") == "always()" and bool(gate.get("needs"))))
+    for page, _, _, text in blocks("gitlab"):
+        pipeline = yaml.safe_load(text)
+        lines = pipeline["gate"].get("script", [])
+        found.append((f"{page} (GitLab)", [w[1] for line in lines for w in commands(line)],
+                      pipeline["gate"].get("when") == "always"))
+    for page, _, _, text in blocks("buildkite"):
+        steps = yaml.safe_load(text)["steps"]
+        waits = [s for s in steps if "wait" in s]
+        found.append((f"{page} (Buildkite)", [w[1] for line in steps[-1]["command"] for w in commands(line)],
+                      bool(waits) and all(w.get("continue_on_failure") for w in waits)))
+    for page, _, _, text in blocks("circleci"):
+        pipeline = yaml.safe_load(text)
+        [spec] = [entry["gate"] for w in pipeline["workflows"].values() for entry in w["jobs"]
+                  if isinstance(entry, dict) and "gate" in entry]
+        runs_anyway = all(isinstance(r, dict) and "failed" in next(iter(r.values())) for r in spec["requires"])
+        found.append((f"{page} (CircleCI)", [w[1] for line in _circleci_runs(pipeline["jobs"]["gate"])
+                                             for w in commands(line)], runs_anyway))
+    return found
+
+
+def test_every_gate_runs_whatever_its_shards_did_and_closes_the_run_before_it_waits():
+    """A crashed shard job then makes the gate exit 11 within seconds, not 12 at the end of its timeout."""
+    gates = _gates()
+    assert {where.rsplit(" ", 1)[1] for where, _, _ in gates} == {"(GitHub)", "(GitLab)", "(Buildkite)", "(CircleCI)"}
+    for where, ours, runs_anyway in gates:
+        assert runs_anyway, f"{where}: the gate does not run when a shard job failed"
+        assert ours[-2:] == ["close", "status"], f"{where}: the gate runs {ours}, not close then status"
 
 
 def test_every_config_and_payload_loads():

@@ -117,3 +117,33 @@ def test_a_pattern_that_can_never_match_is_refused_naming_it(tmp_path, pattern):
     path, said = _refused(tmp_path, pattern)
     assert said == (f"{path}: shards.linter.paths pattern {pattern!r} has a '.' or '..' segment: it can match no file, "
                     "since the changed paths are the repository's own (write it from the repository's root, as a/b/**)")
+
+
+def test_a_pattern_that_matches_no_file_of_the_repository_is_a_warning_and_the_plan_still_runs(tmp_path, capsys,
+                                                                                                 monkeypatch):
+    """A typo (``crates/oxc_lintr/**``) or a path since moved never runs its shard: said once, at plan."""
+    import subprocess
+
+    from codspeed_client.cli import main
+    from tests.factories import git_commit
+
+    for name in ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "GITHUB_OUTPUT"):
+        monkeypatch.delenv(name, raising=False)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(tmp_path)], check=True)
+    for path in ("Cargo.lock", "crates/oxc_linter/src/lib.rs", "crates/oxc_parser/src/lib.rs"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x\n")
+    (tmp_path / ".codspeed").mkdir()
+    (tmp_path / ".codspeed" / "shards.toml").write_text(CONFIG_TEXT.replace("crates/oxc_linter/**", "crates/oxc_lintr/**"))
+    subprocess.run(["git", "-C", str(tmp_path), "add", "."], check=True)
+    git_commit(tmp_path, "the repository")
+    (tmp_path / "changed.txt").write_text("crates/oxc_parser/src/lib.rs\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "--changed", "changed.txt"]) == 0
+    out, err = capsys.readouterr()
+    said = "matches no file of the repository: a change there never runs the shard (a typo, or a path since moved?)"
+    assert err.splitlines() == [
+        f"::warning title=codspeed-client::{where} pattern {pattern!r} {said}" for where, pattern in (
+            ("always", ".github/workflows/bench.yml"), ("shards.linter.paths", "crates/oxc_lintr/**"),
+            ("shards.linter.paths", "crates/oxc_semantic/**"), ("shards.codegen.paths", "crates/oxc_codegen/**"))]
+    assert "runs parser: crates/oxc_parser/src/lib.rs changed" in out  # the negation (!…README.md) is not warned about

@@ -67,6 +67,9 @@ class Target:
         self.ctx.base_ref = args.base_ref or self.ctx.base_ref
         self.ctx.base_commit = getattr(args, "base_commit", None) or self.ctx.base_commit
         self.retries = os.environ.get("CODSPEED_RETRIES", "5")
+        # GitHub gives a fork's pull request no secrets: its requests go without a token, and the
+        # aggregator checks with GitHub that they are that pull request's (TokenlessProjects)
+        self.tokenless = not self.token and bool(self.ctx.fork) and self.ctx.provider == "GITHUB_ACTIONS"
         if check:
             self._check(need_api)
 
@@ -78,7 +81,7 @@ class Target:
         if need_api:
             found[:0] = [
                 (self.api_url, "no aggregator URL: pass --api-url or set CODSPEED_AGGREGATOR_URL"),
-                (self.token, "no token: pass --token or set CODSPEED_AGGREGATOR_TOKEN"),
+                (self.token or self.tokenless, "no token: pass --token or set CODSPEED_AGGREGATOR_TOKEN"),
             ]
         return [what for value, what in found if not value]
 
@@ -100,10 +103,10 @@ class Target:
         if need_api and self.token and not re.fullmatch(r"[\x21-\x7e]+", self.token):
             raise ClientError("the token holds a space, a control or a non-ASCII character, which an HTTP header cannot "
                               "carry: check CODSPEED_AGGREGATOR_TOKEN (or --token) for a pasted line break", CONFIG)
-        if need_api and not self.token and self.ctx.fork:
-            raise Skipped(f"this pull request comes from a fork ({self.ctx.fork}), whose jobs GitHub gives no "
-                          "secrets: with no aggregator token nothing was sent (runs of the project's own branches "
-                          "are not affected)")
+        if need_api and not self.token and self.ctx.fork and not self.tokenless:
+            raise Skipped(f"this merge request comes from a fork ({self.ctx.fork}), whose jobs get no secrets: with no "
+                          "aggregator token nothing was sent (a GitHub Actions pull request from a fork is sent without "
+                          "one, and checked with GitHub)")
         missing = self.missing(need_api)
         if missing:
             raise ClientError(missing[0], CONFIG)
@@ -117,6 +120,7 @@ class Target:
         from ..api import AggregatorApi
 
         return AggregatorApi(self.api_url, self.token, attempts=int(self.retries))
+
 
 
 def where_from(ctx) -> dict:

@@ -76,6 +76,6 @@ def send_open(args: argparse.Namespace, target: Target, manifest: dict, skip: li
                "provider": metadata.repository_provider(target.ctx),
                # what a run whose every shard is skipped is forwarded under: this job's, as a push states it
                "metadata": metadata.build(target.ctx, project=target.project, run_id=target.run_id, commit=target.commit,
-                                          shard=target.ctx.job or "open", carried=None)}
+                                          shard=target.ctx.job or "open", carried=None, tokenless=target.tokenless)}
     answer = target.api().open(request)
     Output(args).result(answer, f"run {answer['run_id']} ({target.project}): {answer['state']}: {answer['message']}")

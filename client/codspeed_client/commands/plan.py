@@ -7,7 +7,7 @@ import json
 import os
 
 from ..errors import CONFIG, USAGE, ClientError, Skipped
-from .common import Target, add_common, listed
+from .common import Output, Target, add_common, listed
 from .open_run import send_open
 
 NAME = "plan"
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import plan as planning
-    from ..ci import changed_files
+    from ..ci import changed_files, tracked_files
 
     try:
         target, skipped = Target(args, check=args.open), None  # only an open sends anything
@@ -38,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
         target, skipped = Target(args, check=False), exc
     root = target.ctx.repository_root or "."
     config = planning.load(args.config or os.path.join(root, planning.CONFIG_PATH))
+    for where, pattern in config.unmatched(tracked_files(root) or []):  # no file known (no git): nothing to say
+        Output.warn(f"{where} pattern {pattern!r} matches no file of the repository: a change there never runs the "
+                    "shard (a typo, or a path since moved?)")
     if args.changed:
         changed = listed("--changed", args.changed)
     else:

@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         verdict = bundle.Verdict(made.path, made.executor)  # the aggregator's rules, checked while the upload goes
         api = None if args.dry_run else target.api()  # loads the HTTP client while the archive's CRC32 is taken
         meta = metadata.build(target.ctx, project=target.project, run_id=target.run_id, commit=target.commit,
-                              shard=shard, carried=made.carried_metadata, executor=made.executor)
+                              shard=shard, carried=made.carried_metadata, executor=made.executor,
+                              tokenless=target.tokenless)
         request = {"project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
                    "size": made.size, "crc32": made.crc32(), "metadata": meta}
         request.update(where_from(target.ctx))

@@ -61,3 +61,25 @@ def secret(value: str | None, parameter: str | None, function: str = OPERATOR) -
     if value or not parameter:
         return value
     return _parameters(function).get(parameter, decrypt=True, max_age=300)
+
+
+def secret_if_set(value: str | None, parameter: str | None, function: str = OPERATOR) -> str | None:
+    """``secret``, or None when its parameter was never created: a setting the operator may leave
+    out. Any other failure (throttled, denied, a KMS error) is raised."""
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    try:
+        return secret(value, parameter, function)
+    except GetParameterError as exc:
+        if not parameter_missing(exc):
+            raise
+        return None
+
+
+def parameter_missing(exc: Exception) -> bool:
+    """powertools wraps every SSM failure in GetParameterError; its cause says whether the parameter
+    does not exist."""
+    from botocore.exceptions import ClientError
+
+    cause = exc.__cause__ or exc.__context__
+    return isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") == "ParameterNotFound"

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
-from botocore.exceptions import ClientError
+
+from .aws import parameter_missing
 
 MISSING_FOR_SECONDS = 300  # a project with no parameter of its own is looked up again after this
 
@@ -35,13 +36,8 @@ class UpstreamTokens:
         try:
             return self.read(name)
         except GetParameterError as exc:
-            if not _not_found(exc):  # throttled, denied, a KMS error: the forward fails with it and is retried
+            if not parameter_missing(exc):  # throttled, denied, a KMS error: the forward fails with it and is retried
                 raise
             self._missing[name] = now  # no parameter for this project: the stack's token
             return self.fallback
 
-
-def _not_found(exc: GetParameterError) -> bool:
-    """powertools wraps every SSM failure in GetParameterError; its cause says which it was."""
-    cause = exc.__cause__ or exc.__context__
-    return isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") == "ParameterNotFound"

@@ -9,6 +9,10 @@
 - GitLab CI: ``runPart.runId`` is the job's own id, so the jobs of one pipeline share only
   the project, commit and ref: they are grouped by those. ``parallel: N`` jobs are named
   ``NAME i/N``: a group NAME of N; any other job is a group of one.
+- CircleCI (the runner after 5.0.2): ``runPart.runId`` is the workflow, so a "rerun workflow"
+  (a new workflow id) is a new run; the nodes of a job's ``parallelism`` are a group of
+  ``node-total``, each ``runPartId`` ``{job}-{node}`` then the suffix. A node that never uploads
+  leaves its run short of one, as a matrix job does on GitHub.
 - No runPart (Buildkite, older runners): a run of one shard, keyed by its commit and CI run,
   forwarded as it arrived.
 
@@ -117,9 +121,11 @@ def shard_of(metadata: UploadMetadata) -> DropInShard:
         return _job(run_id, label, Manifest(total=1), variant, group_of(name))
     total = part.total_parts()
     if total is not None and not 1 <= total <= MAX_SHARDS:
-        raise Unprocessable(f"runPart.metadata job-total is {total}: a matrix has 1 to {MAX_SHARDS} jobs")
-    return _job(_run_id(part.run_id), label, Manifest(total=total or 1), variant,
-                group_of(part.job_name or label.split("-{", 1)[0]))
+        raise Unprocessable(f"runPart.metadata job-total is {total}: a matrix (CircleCI: its parallelism) has 1 to {MAX_SHARDS} jobs")
+    job = part.job_name or label.split("-{", 1)[0]
+    if metadata.run_environment == "CIRCLECI" and not part.job_name:
+        job = re.sub(r"-[0-9]+$", "", job)  # {job}-{node}: the nodes are one job
+    return _job(_run_id(part.run_id), label, Manifest(total=total or 1), variant, group_of(job))
 
 
 _STRATEGY = ("job-index", "job-total")

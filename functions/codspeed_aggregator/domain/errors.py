@@ -3,13 +3,21 @@
 
 from codspeed_rules.bundle import BadBundle
 
-__all__ = ["BadBundle", "Busy", "Closing", "Conflict", "NotFound", "Refused", "Unprocessable"]
+__all__ = ["BadBundle", "Busy", "Closing", "Conflict", "Forbidden", "NotFound", "Refused", "Unauthorized", "Unprocessable"]
 
 
 class Refused(Exception):
     """A request that cannot be honoured; the message names the problem."""
 
     status = 400
+
+
+class Unauthorized(Refused):
+    status = 401
+
+
+class Forbidden(Refused):
+    status = 403
 
 
 class NotFound(Refused):

@@ -83,7 +83,8 @@ class RunRecord:
     variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)
     closing: bool = False  # a close was accepted: no more uploads are granted
-    tokenless: bool = False  # an upload of it came without a token (a fork's pull request): no comment, no baseline
+    tokenless: bool = False  # an upload of it came without a token, unchecked: no comment, no baseline
+    fork: bool = False  # opened by a fork's pull request without a token, as GitHub bore it out: no baseline
     provider: str | None = None  # where the repository lives, as its metadata says (GITHUB, GITLAB): whom to notify
     ci_url: str | None = None
     plan: dict | None = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
@@ -202,6 +203,7 @@ class UploadRecord:
     executor: str = "valgrind"
     group: str = ""
     sent: "SentPost | None" = None  # a runner's POST as it sent it: forwarded byte for byte
+    tokenless: bool = False  # sent without a token: its bundle is held to TokenlessMaxBundleBytes when it lands
 
 
 @dataclass(frozen=True)

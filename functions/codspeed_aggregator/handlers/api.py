@@ -1,7 +1,6 @@
 """The HTTP API's Lambda handler: bounds the body, says who calls, and hands the request to its
 router: the JSON API (``runs_api``), the pages (``pages``) or the webhooks (``webhooks``)."""
 
-import base64
 import json
 from http import HTTPStatus
 from urllib.parse import unquote
@@ -11,9 +10,8 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from botocore.exceptions import ClientError, ConnectionError as AwsConnectionError
 
-from ..auth import tokenless
+from ..auth import Principal
 from ..domain.errors import Busy, Refused
-from ..settings import settings
 from . import pages, runs_api, webhooks
 from .http import Resolver, json_response, principal
 
@@ -82,11 +80,6 @@ def report_path(raw: str) -> str:
     return f"{REPORTS}{unquote(head)}/{run_id if '/' in decoded else decoded}"
 
 
-def app_body(event: dict) -> str:
-    body = event.get("body") or ""
-    return base64.b64decode(body).decode("utf-8", "replace") if event.get("isBase64Encoded") else body
-
-
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def handler(event: dict, context) -> dict:
@@ -99,9 +92,11 @@ def handler(event: dict, context) -> dict:
     try:
         if path.startswith(PAGES):
             pass  # a signed link or a token: the page checks which (_page_access)
-        elif path == "/upload" and not headers.get("authorization"):
-            app.append_context(principal=tokenless(app_body(event), settings().tokenless_projects))
-        elif not path.startswith(WEBHOOKS):
+        elif path.startswith(WEBHOOKS):
+            pass  # signed: the webhook checks its signature
+        elif not headers.get("authorization"):
+            app.append_context(principal=Principal(None, anonymous=True))  # a fork's pull request, or refused by its route
+        else:
             app.append_context(principal=principal(headers.get("authorization")))
     except Refused as exc:
         return {"statusCode": exc.status, "headers": {"Content-Type": content_types.APPLICATION_JSON},

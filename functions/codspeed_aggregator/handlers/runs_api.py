@@ -26,37 +26,54 @@ router = APIGatewayHttpRouter()
 logger = Logger(child=True)  # the handler's logger: its service and its Lambda context
 
 
-def _allow(project: str) -> None:
+def _allow(project: str, run_id: str | None = None) -> None:
+    """The caller's token is good for ``project``; without a token, ``run_id`` is a fork's pull request's run."""
     principal: Principal = router.context["principal"]
-    principal.allow(project)
+    if principal.anonymous and run_id is not None:
+        wiring.api().forks.admit_run(project, run_id)
+    else:
+        principal.allow(project)
+
+
+def _fork(project: str, metadata: UploadMetadata | None, ref: str | None, commit: str | None, run_id: str,
+          required: bool = True) -> bool:
+    """Whether the caller, with no token, is a fork's pull request as GitHub bears it out; a token's
+    holder is checked as any other (False)."""
+    principal: Principal = router.context["principal"]
+    if not principal.anonymous or (metadata is not None and not metadata.tokenless):
+        principal.allow(project)  # without a token, what goes upstream says so, as the runner's metadata does
+        return False
+    return wiring.api().forks.admit(project, ref, commit, run_id, required=required)
 
 
 @router.post("/v1/uploads")
 def request_upload(request: ShardUploadRequest):
-    _allow(request.project)
-    grant = wiring.api().uploads.grant(request)
+    meta = request.metadata
+    fork = _fork(request.project, meta, meta.ref, meta.commit_hash, request.run_id)
+    grant = wiring.api().uploads.grant(request, fork=fork)
     logger.info("upload granted", extra={"project": request.project, "run_id": request.run_id, "shard": request.shard})
     return json_response(HTTPStatus.CREATED, grant.model_dump())
 
 
 @router.post("/upload")
 def drop_in_upload(metadata: UploadMetadata):
-    _allow(metadata.project or "")
+    run_id = metadata.run_part.run_id if metadata.run_part else ""
+    fork = _fork(metadata.project or "", metadata, metadata.ref, metadata.commit_hash, run_id, required=False)
     headers = router.current_event.headers  # what goes upstream, as it came; its OIDC token verified, as the principal
     sent = SentPost(raw_body(router), headers.get("user-agent"), *(job_token(headers.get("authorization")) or (None, 0)))
-    return json_response(HTTPStatus.OK, wiring.api().uploads.accept_drop_in(metadata, sent).model_dump())
+    return json_response(HTTPStatus.OK, wiring.api().uploads.accept_drop_in(metadata, sent, fork=fork).model_dump())
 
 
 @router.post("/v1/runs/open")
 def open_run(request: OpenRequest):
-    _allow(request.project)
-    answer = wiring.api().opening.open(request)
+    fork = _fork(request.project, request.metadata, request.ref, request.commit, request.run_id)
+    answer = wiring.api().opening.open(request, fork=fork)
     return json_response(HTTPStatus.OK, answer.model_dump())
 
 
 @router.post("/v1/runs/close")
 def close_run(request: CloseRequest):
-    _allow(request.project)
+    _allow(request.project, request.run_id)
     answer = wiring.api().closing.close(request)
     return json_response(HTTPStatus.ACCEPTED, answer.model_dump())
 
@@ -65,7 +82,7 @@ def close_run(request: CloseRequest):
 def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json",
                 shard: Annotated[str | None, Query(pattern=SHARD_KEY_PATTERN)] = None):
     """The run's report (a summary whatever its size), or with ``shard`` every benchmark of that shard."""
-    _allow(project)
+    _allow(project, run_id)
     if "%" in run_id:  # left encoded by ``report_path``: a '/' (or a '%') is in no run id
         raise Unprocessable(f"run id {unquote(run_id)!r} is not a run id: it holds '/' or '%'")
     check_attempt(run_id)

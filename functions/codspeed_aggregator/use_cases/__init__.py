@@ -13,6 +13,7 @@ from ..adapters.bundle_store import BundleStore
 from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.github_comments import GitHubComments
 from ..adapters.github_commits import GitHubCommits
+from ..adapters.github_pulls import GitHubPulls
 from ..adapters.github_status import GitHubStatuses
 from ..adapters.gitlab_notes import GitLabNotes
 from ..adapters.ledger import Ledger
@@ -25,6 +26,7 @@ from .close_run import CloseRun
 from .finalize_run import FinalizeRun
 from .forward_part import ForwardPart
 from .forward_shard import ForwardShard
+from .fork_pull_requests import ForkPullRequests
 from .keep_sources import KeepSources
 from .merge_bases import MergeBases
 from .open_run import OpenRun
@@ -48,6 +50,7 @@ class Aggregator:
     github_comments: GitHubComments | None = None  # pull-request comments on GitHub, when configured
     gitlab_notes: GitLabNotes | None = None  # merge-request notes on GitLab, when configured
     github_commits: GitHubCommits | None = None  # a pull request's merge base, asked of GitHub when configured
+    github_pulls: GitHubPulls | None = None  # what a request without a token claims, checked with GitHub when it can
     metrics: Metrics | None = None
     clock: Callable[[], float] = time.time
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
@@ -68,6 +71,10 @@ class Aggregator:
     @cached_property
     def uploads(self) -> RequestUpload:
         return RequestUpload(self.settings, self.ledger.runs, self.ledger.shards, self.store, self.clock)
+
+    @cached_property
+    def forks(self) -> ForkPullRequests:
+        return ForkPullRequests(self.settings, self.ledger.runs, self.github_pulls, self.clock)
 
     @cached_property
     def arrivals(self) -> RecordArrival:

@@ -34,7 +34,8 @@ class OpenRun:
     reports: Reports
     clock: Callable[[], float] = time.time
 
-    def open(self, request: OpenRequest) -> CloseAnswer:
+    def open(self, request: OpenRequest, fork: bool = False) -> CloseAnswer:
+        """``fork``: opened without a token by a fork's pull request (``fork_pull_requests`` checked it)."""
         project, commit, now = request.project, request.commit, self.clock()
         run_id = self.runs.attempt_of(project, self._run_id(request), self.settings.max_attempts)
         owner, repository = project.rsplit("/", 1)
@@ -45,7 +46,7 @@ class OpenRun:
             identity={"commitHash": commit, "owner": owner, "repository": repository, "ref": request.ref},
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
             skipped=tuple(dict.fromkeys(request.skip)), ci_url=request.ci_url, provider=request.provider, declared=True,
-            eager=self.settings.eager(project),
+            eager=self.settings.eager(project), fork=fork,
         )
         if request.metadata is not None and (stated := request.metadata.identity()) != declared.identity:
             field = next(k for k in stated if stated[k] != declared.identity[k])

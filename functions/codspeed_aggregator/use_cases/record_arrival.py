@@ -85,6 +85,9 @@ class RecordArrival:
         try:
             if size is not None and upload.size is not None and size != upload.size:
                 raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
+            if size is not None and upload.tokenless and size > self.settings.tokenless_max_bundle_bytes:
+                raise BadBundle(f"the bundle is {size} bytes, over the {self.settings.tokenless_max_bundle_bytes} a shard "
+                                "sent without a token may be (the aggregator's TokenlessMaxBundleBytes)")
             summary, version_id, normalized = self._validate(key, version_id, upload.executor)
         except BadBundle as exc:
             if not self.shards.record_rejection(project, run_id, shard, upload_id, str(exc)):

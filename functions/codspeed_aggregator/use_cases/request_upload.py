@@ -32,9 +32,13 @@ class RequestUpload:
     store: BundleStore  # S3: presigned PUTs under bundles/
     clock: Callable[[], float] = time.time
 
-    def grant(self, request: ShardUploadRequest) -> UploadGrant:
+    def grant(self, request: ShardUploadRequest, fork: bool = False) -> UploadGrant:
+        """``fork``: sent without a token by a fork's pull request (``fork_pull_requests`` checked it)."""
         if request.size > self.settings.max_bundle_bytes:
             raise Unprocessable(f"size {request.size} is over the limit of {self.settings.max_bundle_bytes} bytes")
+        if fork and request.size > self.settings.tokenless_max_bundle_bytes:
+            raise Unprocessable(f"size {request.size} is over the limit of {self.settings.tokenless_max_bundle_bytes} "
+                                "bytes for a shard sent without a token (the aggregator's TokenlessMaxBundleBytes)")
         if not request.metadata.project:  # forwarded, it would go under no project, and the stack's token
             raise Unprocessable(f"metadata has no owner and repository: say {request.project!r} in its owner and "
                                 "repository, as CodSpeed's runner does")
@@ -58,10 +62,10 @@ class RequestUpload:
             request.project, request.run_id, request.shard, manifest, metadata,
             size=request.size, content_type="application/gzip", crc32=request.crc32, page=request.ci_url,
             base_commit=request.base_commit, base_ancestors=request.base_ancestors,
-            variant=executor, key=shard_key(request.shard, executor), ci_attempt=request.ci_attempt,
+            variant=executor, key=shard_key(request.shard, executor), ci_attempt=request.ci_attempt, fork=fork,
         )
 
-    def accept_drop_in(self, metadata: UploadMetadata, sent: SentPost | None = None) -> UploadAccepted:
+    def accept_drop_in(self, metadata: UploadMetadata, sent: SentPost | None = None, fork: bool = False) -> UploadAccepted:
         """``POST /upload`` as CodSpeed answers it: a runner pointed at us becomes a shard
         (which run and which shard: ``domain.drop_in``). Its upload URL signs the runner's MD5,
         and only that: the runner sends the archive's own type and encoding. ``sent``: the POST as
@@ -74,12 +78,12 @@ class RequestUpload:
         place = shard_of(metadata)
         grant = self._grant(project, place.run_id, place.label, place.manifest, metadata, size=None, content_type=None,
                             crc32=None, label=place.label, variant=place.variant, group=place.group, key=place.shard,
-                            keyed_for=place.keyed_for, sent=sent)
+                            keyed_for=place.keyed_for, sent=sent, fork=fork)
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
     def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32,
                label=None, variant=None, group="", page=None, base_commit=None, base_ancestors=(),
-               key=None, ci_attempt=None, keyed_for=None, sent=None) -> UploadGrant:
+               key=None, ci_attempt=None, keyed_for=None, sent=None, fork=False) -> UploadGrant:
         """``shard``: the name the manifest knows; ``key``: the shard as stored (a pushed shard's
         name and executor), the name itself when not given; ``keyed_for``: a runner job's key and
         manifest in a run, by whether the run keys jobs apart (``RunRecord.job_keys``)."""
@@ -96,7 +100,7 @@ class RequestUpload:
             ref=metadata.ref, base_ref=metadata.base_ref, base_commit=base_commit,
             base_ancestors=tuple(base_ancestors) if base_commit else (), identity=metadata.identity(),
             created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
-            variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless,
+            variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless and not fork, fork=fork,
             provider=metadata.repository_provider, ci_attempt=ci_attempt,
         ), admit=lambda previous: _admit(previous, group, shard, keyed(previous)[1]))
         key, manifest = keyed(run)
@@ -120,12 +124,13 @@ class RequestUpload:
         for kind in variants:
             if kind not in run.variants and not self.runs.add_variant(project, run.run_id, kind):
                 raise closing
-        if metadata.tokenless and not run.tokenless:  # anyone may send one: it may not speak on a pull request
-            self.runs.mark_tokenless(project, run.run_id)
+        if metadata.tokenless and not (run.fork if fork else run.tokenless):  # no token: it may not speak unchecked
+            self.runs.mark_tokenless(project, run.run_id, checked=fork)
         upload_id = uuid.uuid4().hex
         self.shards.add_upload(project, run.run_id, UploadRecord(
             shard=key, upload_id=upload_id, metadata=metadata.wire(), size=size, requested_at=f"{now:.6f}",
             label=label if label != key else None, executor=metadata.executor, group=group, sent=sent,
+            tokenless=metadata.tokenless,
         ))
         key = bundle_key(project, run.run_id, key, upload_id)
         expires = self.settings.presign_expiry_seconds
@@ -158,6 +163,7 @@ class RequestUpload:
                 opening.identity, opening.skipped, opening.declared = previous.identity, previous.skipped, previous.declared
                 opening.eager = previous.eager  # a mode switched meanwhile never sends a benchmark twice in one run
                 opening.job_keys = previous.job_keys  # its inherited shards keep their keys
+                opening.fork = opening.fork or previous.fork  # a fork's run's attempts are the fork's (its close)
                 # a later CI attempt's re-run: one attempt for all its shards, not one per shard
                 opening.rerun = bool(opening.ci_attempt and opening.ci_attempt > (previous.ci_attempt or 1))
                 # A run's report is its latest attempt's: its versions go on from the previous one's.

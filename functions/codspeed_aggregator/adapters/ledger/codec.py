@@ -255,6 +255,7 @@ def run_from(item: dict, tallies: list[dict]) -> RunRecord:
         arrived_count=sum(counts.values()),
         outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=variants,
         closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"), tokenless=bool(item.get("tokenless")),
+        fork=bool(item.get("fork")),
         provider=item.get("provider"), declared=bool(item.get("declared")),
         ci_attempt=item.get("ci_attempt"), rerun=bool(item.get("rerun")), eager=bool(item.get("eager")),
         job_keys=bool(item.get("job_keys")),
@@ -281,5 +282,5 @@ def upload_from(item: dict) -> UploadRecord:
     return UploadRecord(
         shard=item["shard"], upload_id=item["upload_id"], size=item.get("size"),
         requested_at=item["requested_at"], label=item.get("label"), executor=item.get("executor") or "valgrind",
-        group=item.get("group") or "",
+        group=item.get("group") or "", tokenless=bool(item.get("tokenless")),
     )

@@ -32,6 +32,8 @@ class Runs(TableItems):
             item["variants"] = set(run.variants)
         if run.tokenless:
             item["tokenless"] = True
+        if run.fork:
+            item["fork"] = True
         if run.base_ancestors:
             item["base_ancestors"] = list(run.base_ancestors)
         if run.provider:
@@ -125,11 +127,14 @@ class Runs(TableItems):
                                 "#state = :open AND attribute_not_exists(close_requested)",
                                 {":v": {variant}, ":open": OPEN})
 
-    def mark_tokenless(self, project: str, run_id: str) -> bool:
-        """Note that an upload of the run came without a token: the run never posts a pull-request
-        comment nor becomes a baseline. False when it was noted already."""
-        return self._update_run(project, run_id, "SET tokenless = :true ADD rev :one, run_changes :one",
-                                "attribute_not_exists(tokenless)", {":true": True})
+    def mark_tokenless(self, project: str, run_id: str, checked: bool) -> bool:
+        """Note that an upload of the run came without a token: ``checked``, a fork's pull request as
+        GitHub bore it out (``fork``: its close and report are taken without a token too); else
+        unchecked (``tokenless``: the run never posts a pull-request comment). Neither run becomes a
+        baseline. False when it was noted already."""
+        mark = "fork" if checked else "tokenless"
+        return self._update_run(project, run_id, f"SET {mark} = :true ADD rev :one, run_changes :one",
+                                f"attribute_not_exists({mark})", {":true": True})
 
     def request_close(self, project: str, run_id: str, skip: list[str], reason: str) -> bool:
         """Mark an open run closed (first close wins), adding ``skip`` to the shards it skips (an

@@ -24,6 +24,7 @@ class Shards(TableItems):
             "pk": run_pk(project, run_id), "sk": f"{UPLOAD_PREFIX}{upload.shard}#{upload.upload_id}", "shard": upload.shard,
             "upload_id": upload.upload_id, "size": upload.size, "label": upload.label, "executor": upload.executor,
             "group": upload.group, "requested_at": upload.requested_at, "expires_at": self.expires_at(),
+            **({"tokenless": True} if upload.tokenless else {}),
         }))
 
     def keep_metadata(self, project: str, run_id: str, upload_id: str, metadata: dict,

@@ -25,7 +25,7 @@ USE_CASE_FUNCTIONS = {
     "request_upload": "ApiFunction", "open_run": "ApiFunction", "reports": "ApiFunction", "close_run": "ApiFunction",
     "benchmark_costs": "ApiFunction", "close_run.sweep": "SweeperFunction", "record_arrival": "ArrivalsFunction",
     "finalize_run": "FinalizerFunction", "forward_part": "FinalizerFunction", "forward_shard": "FinalizerFunction",
-    "keep_sources": "FinalizerFunction", "merge_bases": "FinalizerFunction",
+    "keep_sources": "FinalizerFunction", "merge_bases": "FinalizerFunction", "fork_pull_requests": "ApiFunction",
     # helpers of the use cases above, never the outermost in a function: held to the role of the one calling
     "project_tokens": None, "run_snapshots": None, "shard_summaries": None, "pr_comments": None,
 }

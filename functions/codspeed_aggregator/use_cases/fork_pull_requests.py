@@ -1,0 +1,90 @@
+"""Who may act without a token: a pull request from a fork, whose jobs GitHub gives no secrets.
+Its uploads and its open are taken for the projects the operator lists (``TokenlessProjects``)
+once GitHub, asked with the stack's token, bears out what they claim (``domain.fork_pull_request``);
+its close and its report, for the run those made, and no other."""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import requests
+
+from ..adapters.github_pulls import GitHubPulls
+from ..adapters.ledger import Runs
+from ..domain.errors import Busy, Forbidden, Unauthorized
+from ..domain.fork_pull_request import ClaimRefused, ForkClaim, check
+from ..domain.ledger import base_run_id
+from ..settings import Settings
+
+log = logging.getLogger(__name__)
+
+NO_TOKEN = "missing Authorization header: send the aggregator's token"
+VERIFIED_SECONDS = 60  # a claim GitHub bore out is taken again for this long: a run's shards ask once
+
+
+@dataclass
+class ForkPullRequests:
+    settings: Settings
+    runs: Runs  # DynamoDB: whether a run is a fork's (opened by a claim that held)
+    pulls: GitHubPulls | None  # GitHub, with the stack's token; None when the stack has none
+    clock: Callable[[], float] = time.time
+    _verified: dict[ForkClaim, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def admit(self, project: str, ref: str | None, commit: str | None, run_id: str, *, required: bool = True) -> bool:
+        """Take a request without a token that claims a fork's pull request: True when GitHub bore the
+        claim out. ``required``: refused when the stack cannot ask GitHub (the client's route); else,
+        without a GitHub token, taken unverified (False): CodSpeed's runner drop-in, as before."""
+        self._listed(project)
+        claim = self._claim(project, ref, commit, run_id)
+        if self.pulls is None:
+            if required:
+                raise Forbidden(f"a request without a token for {project} is checked with GitHub (the pull request "
+                                "comes from a fork, the commit is its head), and this aggregator has no GitHub token: "
+                                "its operator sets GitHubTokenParameter (a token that reads pull requests and Actions "
+                                "runs)")
+            return False
+        with self._lock:
+            if self._verified.get(claim, 0) > self.clock():
+                return True
+        try:
+            check(claim, self.pulls.pull(project, claim.number), self.pulls.workflow_run(project, run_id))
+        except ClaimRefused as exc:
+            raise Forbidden(f"request without a token refused: {exc}") from exc
+        except requests.HTTPError as exc:
+            status = exc.response.status_code if exc.response is not None else 0
+            if status in (401, 403):
+                log.error("GitHub refused the stack's token (%s) on %s: tokenless requests cannot be checked", status,
+                          project)
+                raise Forbidden(f"GitHub refused the aggregator's token ({status}) when asked about {project}'s pull "
+                                f"request {claim.number}: its operator gives GitHubTokenParameter a token that reads "
+                                "pull requests and Actions runs") from exc
+            raise Busy(f"GitHub answered {status} when asked about pull request {claim.number}") from exc
+        except requests.RequestException as exc:
+            raise Busy(f"GitHub could not be reached ({type(exc).__name__})") from exc
+        with self._lock:
+            self._verified[claim] = self.clock() + VERIFIED_SECONDS
+        return True
+
+    def admit_run(self, project: str, run_id: str) -> None:
+        """A close or a report without a token: only of a run a fork's claim opened."""
+        self._listed(project)
+        run = self.runs.run_record(project, base_run_id(run_id))
+        if run is None or not run.fork:
+            raise Unauthorized(f"{NO_TOKEN} (without one, only the run of a pull request from a fork can be closed "
+                               "or read)")
+
+    def _listed(self, project: str) -> None:
+        if project not in self.settings.tokenless_projects:
+            raise Unauthorized(f"{NO_TOKEN}: a request without one (a pull request from a fork) is taken for the "
+                               "projects in the aggregator's TokenlessProjects parameter, and "
+                               f"{project} is not one of them")
+
+    @staticmethod
+    def _claim(project: str, ref: str | None, commit: str | None, run_id: str) -> ForkClaim:
+        try:
+            return ForkClaim.of(project, ref, commit, run_id)
+        except ClaimRefused as exc:
+            raise Forbidden(str(exc)) from exc
