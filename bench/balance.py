@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
-from codspeed_aggregator.local.stack import LocalStack  # noqa: E402
+from codspeed_local.stack import LocalStack  # noqa: E402
 from tests.factories import wait_for  # noqa: E402
 
 GROUPS, TARGET = 3, 1.25

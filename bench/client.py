@@ -84,7 +84,7 @@ def main() -> int:
     help_start = best(lambda: run(client_help), repeats * 4)
 
     sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
-    from codspeed_aggregator.local.stack import LocalStack
+    from codspeed_local.stack import LocalStack
     from tests.factories import crc32_b64, upload_request
 
     with tempfile.TemporaryDirectory(prefix="bench-client-") as tmp, LocalStack(pollers=False) as stack:

@@ -63,7 +63,7 @@ from codspeed_aggregator.adapters.aws import client  # noqa: E402
 from codspeed_aggregator.adapters.ledger.codec import dump  # noqa: E402
 from codspeed_aggregator.domain.keys import parse_bundle_key, project_segment  # noqa: E402
 from codspeed_aggregator.handlers.arrivals import s3_objects  # noqa: E402
-from codspeed_aggregator.local.stack import LocalStack  # noqa: E402
+from codspeed_local.stack import LocalStack  # noqa: E402
 from tests.factories import bundle, packed, upload_request  # noqa: E402
 
 PROJECT, EAGER = "acme/growth", "acme/growth-eager"  # the second's runs go upstream shard by shard

@@ -29,7 +29,7 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers 
 
 from codspeed_aggregator.adapters.aws import client  # noqa: E402
 from codspeed_aggregator.handlers.arrivals import s3_objects  # noqa: E402
-from codspeed_aggregator.local.stack import LocalStack  # noqa: E402
+from codspeed_local.stack import LocalStack  # noqa: E402
 from codspeed_aggregator import wiring  # noqa: E402
 from tests.factories import bundle, upload_request  # noqa: E402
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import requests
 
 from tests.factories import bundle, metadata, md5_b64, tar_gz, upload_request
-from codspeed_aggregator.local.profiles import callgrind_text
+from codspeed_local.profiles import callgrind_text
 
 
 def _special(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:

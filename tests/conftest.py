@@ -31,7 +31,7 @@ _WORKERS_SEEN = Counter()  # under xdist: what every worker's stack was asked, s
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory, oidc_issuer):
-    from codspeed_aggregator.local.stack import LocalStack
+    from codspeed_local.stack import LocalStack
 
     # The one-upload mode's stack, its parts-mode projects apart (the default mode, a stack started with no
     # mode: tests/e2e/test_local_command.py and the pull request's life through ``codspeed-aggregator local``)
@@ -61,7 +61,7 @@ def pytest_terminal_summary(terminalreporter):
     """Every (function, action, resource) the tests made the functions ask for, and IAM's verdict."""
     enforcers = list(_ENFORCERS)
     if _WORKERS_SEEN:
-        from codspeed_aggregator.local.iam import RoleEnforcer
+        from codspeed_local.iam import RoleEnforcer
 
         summed = RoleEnforcer({})
         summed.seen = _WORKERS_SEEN

@@ -11,7 +11,7 @@ import zlib
 
 import requests
 
-from codspeed_aggregator.local.profiles import callgrind_text
+from codspeed_local.profiles import callgrind_text
 
 COMMIT = "5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6"
 

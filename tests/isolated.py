@@ -43,14 +43,14 @@ def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Iso
     from codspeed_aggregator.adapters.ledger import Ledger
     from codspeed_aggregator.adapters.results_store import ResultsStore
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
-    from codspeed_aggregator.local.resources import create
-    from codspeed_aggregator.local.upstream_stub import StubUpstream
+    from codspeed_local.resources import create
+    from codspeed_local.upstream_stub import StubUpstream
     from codspeed_aggregator.use_cases import Aggregator
     from codspeed_aggregator.settings import Settings
 
     resources = create(client("s3"), client("sqs"), client("dynamodb"), prefix=prefix)
     if enforcer is not None:
-        from codspeed_aggregator.local.iam.roles import local_policies
+        from codspeed_local.iam.roles import local_policies
 
         enforcer.add(local_policies(resources))
     upstream = StubUpstream(upstream_folder, token="upstream-secret").start()

@@ -188,7 +188,7 @@ def recorded_walltime() -> bytes:
 def valgrind_folder(pid: int, benchmarks: list[str]) -> dict[str, bytes]:
     """A valgrind profile folder of ``benchmarks`` (for workflows needing more distinct benchmarks
     than the recorded folders hold): callgrind parts as pytest-codspeed's, the runner's logs."""
-    from codspeed_aggregator.local.profiles import callgrind_text
+    from codspeed_local.profiles import callgrind_text
 
     return {
         f"{pid}.out": callgrind_text(pid, benchmarks, 5).encode(),

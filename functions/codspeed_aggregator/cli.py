@@ -75,7 +75,7 @@ def _port_free(port: int) -> None:
 
 
 def _local(args: argparse.Namespace) -> NoReturn:
-    from .local.stack import LocalStack
+    from codspeed_local.stack import LocalStack
 
     _port_free(args.port)
 
@@ -116,7 +116,7 @@ def _local(args: argparse.Namespace) -> NoReturn:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .local.demo import run_demo
+    from codspeed_local.demo import run_demo
 
     return run_demo()
 
@@ -130,7 +130,7 @@ def _merge(args: argparse.Namespace) -> int:
 def _sample_profiles(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .local.profiles import make_profile_folder
+    from codspeed_local.profiles import make_profile_folder
 
     folder = Path(args.folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
@@ -232,7 +232,7 @@ def _refresh_event(args: argparse.Namespace) -> int:
 
     from .adapters.aws import OPERATOR
     from .auth import signature
-    from .local.gateway import http_api_event
+    from codspeed_local.gateway import http_api_event
     from .wiring import webhook_secret
 
     if not is_project(args.project):

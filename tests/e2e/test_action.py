@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from codspeed_aggregator.local.profiles import make_profile_folder
+from codspeed_local.profiles import make_profile_folder
 from tests.conftest import TOKEN
 from tests.factories import git_commit
 from tests.github_actions import ACTION, ROOT, Runner

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from codspeed_aggregator.local.profiles import make_profile_folder
+from codspeed_local.profiles import make_profile_folder
 from tests.factories import tar_gz
 
 SHA = "a" * 40

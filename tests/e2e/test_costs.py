@@ -7,7 +7,7 @@ from pathlib import Path
 
 import requests
 
-from codspeed_aggregator.local.profiles import make_profile_folder
+from codspeed_local.profiles import make_profile_folder
 from tests.conftest import TOKEN
 from tests.e2e.test_sharded_run import _final, _run
 

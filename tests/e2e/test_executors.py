@@ -13,7 +13,7 @@ from pathlib import Path
 
 import requests
 
-from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
+from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from tests.conftest import EAGER_PROJECT, TOKEN
 from tests.factories import wait_for
 from tests.runner import recorded, recorded_walltime

@@ -12,7 +12,7 @@ import time
 import pytest
 import requests
 
-from codspeed_aggregator.local.profiles import make_profile_folder
+from codspeed_local.profiles import make_profile_folder
 from tests.factories import wait_for
 from tests.local_process import local_aggregator
 

@@ -4,7 +4,7 @@ client, through the local stack."""
 import json
 import os
 
-from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
+from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from tests import runner
 from tests.conftest import TOKEN
 from tests.e2e.test_sharded_run import _final, _folders, _report, _run

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
+from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from tests.e2e.test_sharded_run import _final, _folders, _report, _run, pull_request_env
 from tests.factories import git_commit
 

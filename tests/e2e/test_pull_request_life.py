@@ -20,7 +20,7 @@ import requests
 import yaml
 
 from codspeed_aggregator.auth import github_webhook_secret, signature
-from codspeed_aggregator.local.upstream_stub import StubUpstream, archive_of, benchmarks_in
+from codspeed_local.upstream_stub import StubUpstream, archive_of, benchmarks_in
 from tests.factories import git_commit
 from tests.fake_github import FakeGitHub
 from tests.fake_gitlab import FakeGitLab
@@ -74,7 +74,7 @@ CODSPEED = """#!{python}
 # (their costs in costs.txt, what the code under test makes them) and leaves their profiles
 import os, sys, zlib
 from pathlib import Path
-from codspeed_aggregator.local.profiles import make_profile_folder
+from codspeed_local.profiles import make_profile_folder
 args = sys.argv[1:]
 assert args[0] == "run" and "--skip-upload" in args, args
 folder = Path(args[args.index("--profile-folder") + 1])

@@ -10,7 +10,7 @@ import uuid
 import pytest
 import requests
 
-from codspeed_aggregator.local.upstream_stub import archive_of
+from codspeed_local.upstream_stub import archive_of
 from tests import runner
 from tests.conftest import CIRCLECI_ORG, TOKEN, TOKENLESS_PROJECT
 from tests.factories import wait_for

@@ -14,7 +14,7 @@ import uuid
 import pytest
 import requests
 
-from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
+from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from tests import runner
 from tests.conftest import TOKEN, TOKENLESS_PROJECT
 from tests.factories import bundle, footprint, put, upload_request, wait_for
@@ -255,7 +255,7 @@ def test_a_forks_tokenless_pull_request_is_forwarded_without_authorization(stack
 
 def test_a_project_with_its_own_upstream_token_in_ssm_is_forwarded_with_it(stack, workflow):
     from codspeed_aggregator.adapters import aws
-    from codspeed_aggregator.local.stack import UPSTREAM_TOKENS_PATH
+    from codspeed_local.stack import UPSTREAM_TOKENS_PATH
 
     aws.client("ssm").put_parameter(Name=f"{UPSTREAM_TOKENS_PATH}/{workflow.project}", Value="its-own-token",
                                     Type="SecureString")

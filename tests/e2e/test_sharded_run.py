@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from codspeed_aggregator.local.profiles import make_profile_folder
+from codspeed_local.profiles import make_profile_folder
 from tests.conftest import TOKEN
 from tests.factories import bundle, git_commit, metadata, put, tar_gz, upload_request, wait_for
 

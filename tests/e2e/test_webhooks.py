@@ -7,7 +7,7 @@ import pytest
 import requests
 
 from codspeed_aggregator.auth import github_webhook_secret, signature
-from codspeed_aggregator.local.profiles import make_profile_folder
+from codspeed_local.profiles import make_profile_folder
 from tests.conftest import TOKEN, WEBHOOK_SECRET
 from tests.factories import wait_for
 

@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
-from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
+from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from codspeed_aggregator.domain.uploads import pushed_part_id
 from tests.factories import bundle, push
 

@@ -9,7 +9,7 @@ from urllib.parse import unquote_plus
 import pytest
 
 from codspeed_aggregator.domain.ledger import UploadRecord
-from codspeed_aggregator.local.lambda_context import LocalContext
+from codspeed_local.lambda_context import LocalContext
 from tests.factories import bundle, wait_for
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"

@@ -13,8 +13,8 @@ import pytest
 from codspeed_aggregator import wiring
 from codspeed_aggregator.adapters.github_pulls import GitHubPulls
 from codspeed_aggregator.handlers import api as api_handler
-from codspeed_aggregator.local.gateway import http_api_event
-from codspeed_aggregator.local.lambda_context import LocalContext
+from codspeed_local.gateway import http_api_event
+from codspeed_local.lambda_context import LocalContext
 from codspeed_aggregator.use_cases.fork_pull_requests import VERIFIED_SECONDS
 from codspeed_wire.api import ShardUploadRequest
 from tests import runner

@@ -33,7 +33,7 @@ from codspeed_aggregator.domain.uploads import pushed_part_id
 from codspeed_rules.names import shard_key
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
-from codspeed_aggregator.local.upstream_stub import archive_of, benchmarks_in
+from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from tests.conftest import EAGER_LIFECYCLE, TOKEN
 from tests.factories import COMMIT, bundle, footprint, metadata, put, upload_request
 from tests.faults import AWS_FAULTS, aws_fault
@@ -67,8 +67,8 @@ def machine_for(isolated):
     from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
     from codspeed_aggregator import wiring
     from codspeed_aggregator.handlers import api as api_handler
-    from codspeed_aggregator.local.gateway import http_api_event
-    from codspeed_aggregator.local.lambda_context import LocalContext
+    from codspeed_local.gateway import http_api_event
+    from codspeed_local.lambda_context import LocalContext
 
     tokens = UpstreamTokens(TOKENS_PATH, FALLBACK_TOKEN, lambda parameter: aws.secret(None, parameter))
     agg = replace(isolated.aggregator, upstream=UpstreamClient(isolated.aggregator.upstream.url, FALLBACK_TOKEN, timeout=10,

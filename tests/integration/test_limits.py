@@ -5,8 +5,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from codspeed_aggregator.adapters.aws import client
-from codspeed_aggregator.local.limits import LAMBDA_SYNC_PAYLOAD, payload_bytes
-from codspeed_aggregator.local.pollers import QueuePoller
+from codspeed_local.limits import LAMBDA_SYNC_PAYLOAD, payload_bytes
+from codspeed_local.pollers import QueuePoller
 
 
 def test_a_batch_of_large_messages_is_cut_to_what_one_invocation_takes_and_none_is_lost(stack):

@@ -54,7 +54,7 @@ def test_a_use_case_driven_by_hand_is_held_to_the_role_of_the_function_that_runs
     from unittest import mock
 
     from codspeed_aggregator.domain.keys import bundle_key
-    from codspeed_aggregator.local.iam import acting_function
+    from codspeed_local.iam import acting_function
     from codspeed_wire.api import CloseRequest
 
     agg, seen = isolated.aggregator, []

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from codspeed_aggregator.local.iam import ALLOWED, Resolver, function_policies, load_template, needs, translate
-from codspeed_aggregator.local.iam.enforcer import resource_family
-from codspeed_aggregator.local.iam.roles import ACCOUNT, REGION
+from codspeed_local.iam import ALLOWED, Resolver, function_policies, load_template, needs, translate
+from codspeed_local.iam.enforcer import resource_family
+from codspeed_local.iam.roles import ACCOUNT, REGION
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE, BUCKET = "codspeed-runs", "codspeed-bundles"

@@ -124,7 +124,7 @@ def test_a_failed_finalize_comes_back_in_minutes_not_after_the_queues_90(stack):
 
     from codspeed_aggregator import wiring
     from codspeed_aggregator.handlers import finalizer
-    from codspeed_aggregator.local.lambda_context import LocalContext
+    from codspeed_local.lambda_context import LocalContext
     from codspeed_aggregator.domain.retries import retry_delay
 
     assert [retry_delay(n) for n in (1, 2, 3, 4, 5, 9)] == [60, 120, 240, 480, 900, 900]

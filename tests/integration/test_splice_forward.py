@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from codspeed_aggregator.use_cases import forward_part
 from codspeed_aggregator.domain.keys import index_key, normalized_key
-from codspeed_aggregator.local.upstream_stub import archive_of
+from codspeed_local.upstream_stub import archive_of
 from codspeed_rules.normalize import INFLATED_ALONE
 from codspeed_wire.api import ShardUploadRequest
 from tests.factories import bundle, marked_uncut, packed, put, upload_request

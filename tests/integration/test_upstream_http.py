@@ -180,7 +180,7 @@ def _powertools_fails(code: str):
 
 def test_each_project_is_forwarded_with_its_own_token_and_a_tokenless_run_with_none(tmp_path):
     from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
-    from codspeed_aggregator.local.upstream_stub import StubUpstream
+    from codspeed_local.upstream_stub import StubUpstream
 
     stub = StubUpstream(tmp_path, token="stack-token").start()
     stub.project_tokens["acme/own"] = "own-token"
@@ -221,7 +221,7 @@ def test_an_ssm_fault_is_never_taken_for_a_project_without_a_token_of_its_own(tm
     from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
     from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
-    from codspeed_aggregator.local.upstream_stub import StubUpstream
+    from codspeed_local.upstream_stub import StubUpstream
 
     stub = StubUpstream(tmp_path, token="stack-token").start()
     reads = []

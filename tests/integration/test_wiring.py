@@ -11,7 +11,7 @@ import pytest
 
 from codspeed_aggregator import wiring
 from codspeed_aggregator.adapters import aws
-from codspeed_aggregator.local.lambda_context import LocalContext
+from codspeed_local.lambda_context import LocalContext
 from codspeed_aggregator.settings import MissingSetting, Settings
 
 
@@ -88,7 +88,7 @@ def test_a_setting_one_function_needs_does_not_stop_another(stack):
 def test_a_handler_missing_a_setting_fails_its_cold_start_with_that_sentence(stack):
     environment = {k: v for k, v in os.environ.items() if k != "FINALIZE_QUEUE_URL"}
     cold_start = ("from codspeed_aggregator.handlers import sweeper\n"
-                  "from codspeed_aggregator.local.lambda_context import LocalContext\n"
+                  "from codspeed_local.lambda_context import LocalContext\n"
                   "sweeper.handler({'source': 'aws.events'}, LocalContext('codspeed-sweeper'))\n")
     failed = subprocess.run([sys.executable, "-c", cold_start], env=environment, capture_output=True, text=True,
                             timeout=60)

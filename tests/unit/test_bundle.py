@@ -7,7 +7,7 @@ import pytest
 from codspeed_aggregator.domain.bundle import validate_bundle
 from codspeed_rules.bundle import MAX_RESULTS, BundleLimits, member_path
 from codspeed_aggregator.domain.errors import BadBundle
-from codspeed_aggregator.local.profiles import callgrind_text
+from codspeed_local.profiles import callgrind_text
 from tests.factories import bundle, profile_members, tar_gz
 
 

@@ -2,7 +2,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from codspeed_rules.callgrind import BenchmarkScanner, PidRewriter, header_pid
-from codspeed_aggregator.local.profiles import callgrind_text
+from codspeed_local.profiles import callgrind_text
 
 
 def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:

@@ -144,7 +144,7 @@ def _grant(headers: dict) -> dict:
 
 @pytest.mark.parametrize("source", ["archive", "folder"])
 def test_the_upload_is_asked_for_with_the_bundles_crc32_and_carries_it(scripted, tmp_path, source):
-    from codspeed_aggregator.local.profiles import make_profile_folder
+    from codspeed_local.profiles import make_profile_folder
 
     if source == "archive":
         archive = tmp_path / "shard.tar.gz"
@@ -233,7 +233,7 @@ def test_an_archive_emptied_before_its_checksum_is_taken_is_exit_7_and_nothing_i
 
 
 def test_dry_run_shows_what_would_be_sent_and_sends_nothing(tmp_path, capsys):
-    from codspeed_aggregator.local.profiles import make_profile_folder
+    from codspeed_local.profiles import make_profile_folder
 
     folder = make_profile_folder(tmp_path / "p", 321, ["t::one", "t::two"])
     code = main(["push", "--shard", "1/2", "--profile-folder", str(folder), "--project", "a/b", "--run-id", "1",
@@ -271,7 +271,7 @@ def test_env_prints_what_was_detected_and_flags_win(monkeypatch, capsys):
 def test_a_push_in_a_ci_re_run_says_which_attempt_it_belongs_to(scripted, tmp_path, monkeypatch):
     """GitHub raises GITHUB_RUN_ATTEMPT at every kind of re-run: the aggregator joins every shard of
     one CI attempt into one attempt of the run (the upload request's own contract)."""
-    from codspeed_aggregator.local.profiles import make_profile_folder
+    from codspeed_local.profiles import make_profile_folder
 
     folder = make_profile_folder(tmp_path / "p", 321, ["t::one"])
     monkeypatch.setenv("GITHUB_ACTIONS", "true")

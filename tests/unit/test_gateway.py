@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from codspeed_aggregator.local.gateway import start_gateway
+from codspeed_local.gateway import start_gateway
 
 
 def test_events_reach_the_handler_one_at_a_time_as_in_a_lambda_instance():
@@ -48,7 +48,7 @@ def test_the_event_is_an_http_api_v2_event():
 
 
 def test_a_response_over_lambdas_6_mb_payload_is_the_500_api_gateway_answers():
-    from codspeed_aggregator.local.limits import LAMBDA_SYNC_PAYLOAD
+    from codspeed_local.limits import LAMBDA_SYNC_PAYLOAD
 
     sizes = {"under": LAMBDA_SYNC_PAYLOAD - 1024, "over": LAMBDA_SYNC_PAYLOAD + 1}
     server = start_gateway(lambda event, context: {"statusCode": 200, "headers": {"content-type": "text/plain"},

@@ -3,8 +3,8 @@ mapped to the actions AWS's service authorization reference documents for it."""
 
 import pytest
 
-from codspeed_aggregator.local.iam import ALLOWED, DENIED, NOT_ALLOWED, Need, Policy, Unmapped, needs
-from codspeed_aggregator.local.iam.policy import UnsupportedCondition
+from codspeed_local.iam import ALLOWED, DENIED, NOT_ALLOWED, Need, Policy, Unmapped, needs
+from codspeed_local.iam.policy import UnsupportedCondition
 
 BUCKET = "arn:aws:s3:::b"
 
@@ -118,7 +118,7 @@ def test_a_secure_string_read_with_a_customer_key_also_needs_kms_decrypt_through
 
 
 def test_a_call_with_no_mapping_is_refused_by_name():
-    with pytest.raises(Unmapped, match=r"no IAM mapping for s3.UploadPartCopy: add it to codspeed_aggregator.local.iam.calls"):
+    with pytest.raises(Unmapped, match=r"no IAM mapping for s3.UploadPartCopy: add it to codspeed_local.iam.calls"):
         needs("s3", "UploadPartCopy", {"Bucket": "b", "Key": "k"}, "us-east-1", "123")
     with pytest.raises(Unmapped, match="dynamodb.TransactGetItems"):
         needs("dynamodb", "TransactGetItems", {}, "us-east-1", "123")
@@ -187,7 +187,7 @@ def test_every_use_case_is_held_to_its_functions_role_the_eager_send_included():
     from pathlib import Path
 
     from codspeed_aggregator import use_cases
-    from codspeed_aggregator.local.iam.enforcer import USE_CASE_FUNCTIONS
+    from codspeed_local.iam.enforcer import USE_CASE_FUNCTIONS
 
     modules = {p.stem for p in Path(use_cases.__file__).parent.glob("*.py") if p.stem != "__init__"}
     assert modules == {name.split(".")[0] for name in USE_CASE_FUNCTIONS}

@@ -150,7 +150,7 @@ def test_splicing_normalized_bundles_extracts_to_what_the_merge_writes(shards):
 
 
 def test_the_client_packs_a_normalized_bundle(tmp_path):
-    from codspeed_aggregator.local.profiles import make_profile_folder
+    from codspeed_local.profiles import make_profile_folder
     from codspeed_client.cli import main
 
     folder = make_profile_folder(tmp_path / "profiles", 4242, ["t::a", "t::b"])

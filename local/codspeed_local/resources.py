@@ -4,7 +4,7 @@ the table with its open-runs index, and the queues with their dead-letter queues
 import json
 from dataclasses import dataclass
 
-from ..adapters.ledger.codec import OPEN_INDEX
+from codspeed_aggregator.adapters.ledger.codec import OPEN_INDEX
 
 MAX_RECEIVES = 3
 

@@ -11,7 +11,7 @@ import threading
 from collections import Counter
 from botocore.awsrequest import AWSResponse
 
-from ...adapters.aws import OPERATOR
+from codspeed_aggregator.adapters.aws import OPERATOR
 from .calls import needs
 from .policy import ALLOWED, Need, Policy
 from .roles import ACCOUNT, REGION

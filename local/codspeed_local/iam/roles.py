@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .policy import Policy
 
-TEMPLATE = Path(__file__).resolve().parents[4] / "template.yaml"
+TEMPLATE = Path(__file__).resolve().parents[3] / "template.yaml"
 REGION, ACCOUNT = "us-east-1", "123456789012"  # moto's account
 NO_VALUE = object()
 _INTRINSICS = {"Ref": "_ref", "Fn::GetAtt": "_get_att", "Fn::Sub": "_sub", "Fn::Join": "_join", "Fn::If": "_if",

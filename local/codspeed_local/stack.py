@@ -10,8 +10,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import wiring
-from ..adapters import aws
+from codspeed_aggregator import wiring
+from codspeed_aggregator.adapters import aws
 from .iam import RoleEnforcer
 from .iam.roles import local_policies
 from .moto_server import Wakeups, start_moto
@@ -105,7 +105,7 @@ class LocalStack:
             **self.extra_env,
         })
         wiring.reset()
-        from ..handlers import api, arrivals, finalizer
+        from codspeed_aggregator.handlers import api, arrivals, finalizer
         from .gateway import start_gateway
 
         self._gateway = start_gateway(api.handler, port=self.port, log=self.log)
@@ -123,7 +123,7 @@ class LocalStack:
         return self
 
     def _sweep(self) -> None:
-        from ..handlers import sweeper
+        from codspeed_aggregator.handlers import sweeper
         from .lambda_context import LocalContext
 
         while not self._stop.wait(self.sweep_every):
