@@ -44,6 +44,13 @@ def stack(tmp_path_factory, oidc_issuer):
         yield running
 
 
+def pytest_collection_modifyitems(items):
+    """Every test under tests/e2e is an end-to-end test (``-m e2e``, ``-m "not e2e"``)."""
+    for item in items:
+        if "e2e" in item.path.parts:
+            item.add_marker(pytest.mark.e2e)
+
+
 def pytest_sessionfinish(session):
     """An xdist worker hands what its stack's functions asked for to the controller, which reports it."""
     output = getattr(session.config, "workeroutput", None)

@@ -31,6 +31,7 @@ PYTHONS = {
 
 
 @pytest.mark.parametrize("which", list(PYTHONS))
+@pytest.mark.slow
 def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack, project, run_id, tmp_path, which):
     if which.startswith("system") and not (SYSTEM_PYTHON.exists() and list(Path("/usr/lib").glob("python3*/EXTERNALLY-MANAGED"))):
         pytest.skip("no externally managed system Python on this machine")
@@ -141,6 +142,7 @@ def test_the_docs_workflows_use_only_inputs_the_action_has():
     assert json.loads(json.dumps(ACTION["outputs"]))  # outputs are declared
 
 
+@pytest.mark.slow
 def test_the_actions_gate_fails_the_step_on_a_regression_and_still_writes_its_outputs(stack, project, tmp_path):
     import requests
 

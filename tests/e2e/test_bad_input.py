@@ -48,6 +48,7 @@ class _Raw:
         yield self.body
 
 
+@pytest.mark.slow
 def test_a_write_throttled_past_botocores_retries_is_a_503_that_says_so_never_a_500(stack, project, run_id):
     from codspeed_aggregator.adapters import aws
     from codspeed_aggregator.wiring import API

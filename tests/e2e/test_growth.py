@@ -3,10 +3,13 @@
 local stack), through the real handlers with small real bundles; in eager mode too (20 and 100),
 each shard sent upstream as it is counted."""
 
+import pytest
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.slow  # over 10 s each on a 2-core machine: left out of the quick loop (-m "not slow")
 
 ROOT = Path(__file__).resolve().parents[2]
 

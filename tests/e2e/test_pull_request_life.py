@@ -75,6 +75,8 @@ CODSPEED = """#!{python}
 import os, sys, zlib
 from pathlib import Path
 from codspeed_local.profiles import make_profile_folder
+
+pytestmark = pytest.mark.slow  # over 10 s each on a 2-core machine: left out of the quick loop (-m "not slow")
 args = sys.argv[1:]
 assert args[0] == "run" and "--skip-upload" in args, args
 folder = Path(args[args.index("--profile-folder") + 1])

@@ -2,7 +2,7 @@
 
 import json
 
-
+import pytest
 
 from codspeed_wire.api import ShardUploadRequest
 from tests.factories import bundle, push, put, upload_request
@@ -32,6 +32,7 @@ def test_the_latest_baseline_is_the_last_forwarded_even_within_one_second(isolat
     assert baselines.latest_baseline(project, "other") is None
 
 
+@pytest.mark.slow
 def test_each_forwarded_part_is_an_item_of_its_own_and_the_run_item_stays_small(isolated, project, run_id):
     from tests import runner
 

@@ -3,6 +3,8 @@ beside it (one S3 object), not from every shard's results, and from what its pub
 ledger, not every shard's item; and never from a digest that counts a bundle the run no longer does.
 Against moto's server."""
 
+import pytest
+
 from dataclasses import replace
 from unittest import mock
 
@@ -53,6 +55,7 @@ def _same(a, b) -> None:
     assert a.counts == b.counts and a.benchmarks == b.benchmarks
 
 
+@pytest.mark.slow
 def test_a_process_new_to_a_run_reads_its_digest_and_only_the_results_of_shards_new_since(isolated, project, run_id):
     agg = isolated.aggregator
     _main_run(agg, isolated, project, f"{run_id}-main")
@@ -82,6 +85,7 @@ def test_a_process_new_to_a_run_reads_its_digest_and_only_the_results_of_shards_
     _same(report, _whole(agg, project, run_id))
 
 
+@pytest.mark.slow
 def test_a_digest_that_counted_a_bundle_the_run_no_longer_counts_is_not_used(isolated, project, run_id):
     agg = isolated.aggregator
     _main_run(agg, isolated, project, f"{run_id}-main")

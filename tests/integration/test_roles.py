@@ -221,6 +221,7 @@ def test_alarms_reach_the_email_given_through_a_key_cloudwatch_may_use(template,
     assert cloudwatch and {"kms:Decrypt", "kms:GenerateDataKey*"} <= set(cloudwatch[0]["Action"])
 
 
+@pytest.mark.slow
 def test_cfn_lint_passes_on_the_translation_of_every_combination(template, tmp_path):
     import copy
     import json
