@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install demo local test docs bench bench-smoke sam-build clean
+.PHONY: install demo local test lint docs bench bench-smoke sam-build clean
 
 # The functions' dependencies at the pins sam build deploys (functions/requirements.txt, made by
 # tools/lock.py): what the tests run against is what is deployed.
@@ -32,6 +32,12 @@ $(BROWSER):
 # In parallel, one worker a core, each with a local stack of its own (pyproject.toml's addopts).
 test: install $(BROWSER)
 	CHROMIUM_HEADLESS_SHELL=$(BROWSER) $(BIN)/python -m pytest -q
+
+# ruff's checks (pyflakes, pycodestyle, import order, bugbear, pyupgrade) and its formatter, at zero
+# findings, configured in pyproject.toml: CI runs it
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # The docs site into site/, every warning an error: links and anchors included (mkdocs.yml).
 docs: install

@@ -49,7 +49,9 @@ def tools(venvs: Path) -> Path:
     python = venvs / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venvs)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *TOOLS], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *TOOLS], check=True
+        )
     return python
 
 
@@ -61,15 +63,22 @@ def suite(folder: Path, count: int) -> None:
     (folder / "test_uneven.py").write_text(
         "import time\nimport pytest\n\n\n"
         f"@pytest.mark.parametrize('ms', {costs})\n@pytest.mark.benchmark\n"
-        "def test_cost(ms):\n    time.sleep(ms / 1000)\n")
+        "def test_cost(ms):\n    time.sleep(ms / 1000)\n"
+    )
     subprocess.run(["git", "init", "-q", str(folder)], check=True)
 
 
 def pytest(python: Path, folder: Path, *args: str, env: dict | None = None) -> tuple[float, str]:
     """One pytest session over the suite: its own time in seconds, and what it printed."""
     # --rootdir: pytest takes any path among its arguments (a durations file's) for where node ids start
-    done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", ".", *WALLTIME, *args],
-                          cwd=folder, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
+    done = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", ".", *WALLTIME, *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=900,
+    )
     if done.returncode not in (0, 5):  # 5: a group with no test
         raise SystemExit(f"pytest failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     found = re.search(r"in ([0-9.]+)s", done.stdout.splitlines()[-1]) if done.stdout.strip() else None
@@ -83,8 +92,13 @@ def call_times(printed: str) -> dict[str, float]:
 
 def client(stack, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": stack.token}
-    done = subprocess.run([sys.executable, "-m", "codspeed_client.cli", *args, "--project", PROJECT], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "codspeed_client.cli", *args, "--project", PROJECT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode:
         raise SystemExit(f"codspeed-client {args[0]} failed: {done.stderr}")
     return done
@@ -104,13 +118,36 @@ def main() -> int:
         python, folder = tools(tmp / "tools"), tmp / "suite"
         suite(folder, count)
         profiles = tmp / "profiles"
-        recorded, printed = pytest(python, folder, "--durations=0", "--durations-min=0",
-                                   env={"CODSPEED_ENV": "runner", "CODSPEED_RUNNER_MODE": "walltime",
-                                        "CODSPEED_PROFILE_FOLDER": str(profiles)})
-        client(stack, "push", "--shard", "1/1", "--profile-folder", str(profiles), "--executor", "walltime",
-               "--run-id", "main-1", "--commit", "1" * 40, "--ref", "refs/heads/main")
-        wait_for(lambda: "forwarded" in client(stack, "status", "--run-id", "main-1", "--format", "json").stdout,
-                 timeout=120)
+        recorded, printed = pytest(
+            python,
+            folder,
+            "--durations=0",
+            "--durations-min=0",
+            env={
+                "CODSPEED_ENV": "runner",
+                "CODSPEED_RUNNER_MODE": "walltime",
+                "CODSPEED_PROFILE_FOLDER": str(profiles),
+            },
+        )
+        client(
+            stack,
+            "push",
+            "--shard",
+            "1/1",
+            "--profile-folder",
+            str(profiles),
+            "--executor",
+            "walltime",
+            "--run-id",
+            "main-1",
+            "--commit",
+            "1" * 40,
+            "--ref",
+            "refs/heads/main",
+        )
+        wait_for(
+            lambda: "forwarded" in client(stack, "status", "--run-id", "main-1", "--format", "json").stdout, timeout=120
+        )
         durations = folder / ".test_durations"  # pytest-split's own place for it
         client(stack, "durations", "-o", str(durations))
         recorded_costs = json.loads(durations.read_text())
@@ -120,17 +157,40 @@ def main() -> int:
         empty = folder / "none.json"
         empty.write_text("{}")
         times = {}
-        for split, path, algorithm in (("balanced", durations, "least_duration"),
-                                       ("by_count", empty, "duration_based_chunks")):  # pytest-split's default
-            times[split] = [pytest(python, folder, "--splits", str(GROUPS), "--group", str(g), "--durations-path",
-                                   str(path), "--splitting-algorithm", algorithm)[0] for g in range(1, GROUPS + 1)]
-    print(f"{count} benchmarks, {recorded:.2f} s in one session (its costs recorded through the local stack and "
-          f"exported by codspeed-client durations); {GROUPS} groups by pytest-split:")
+        for split, path, algorithm in (
+            ("balanced", durations, "least_duration"),
+            ("by_count", empty, "duration_based_chunks"),
+        ):  # pytest-split's default
+            times[split] = [
+                pytest(
+                    python,
+                    folder,
+                    "--splits",
+                    str(GROUPS),
+                    "--group",
+                    str(g),
+                    "--durations-path",
+                    str(path),
+                    "--splitting-algorithm",
+                    algorithm,
+                )[0]
+                for g in range(1, GROUPS + 1)
+            ]
+    print(
+        f"{count} benchmarks, {recorded:.2f} s in one session (its costs recorded through the local stack and "
+        f"exported by codspeed-client durations); {GROUPS} groups by pytest-split:"
+    )
     for split, group_times in times.items():
-        print(f"  {split}: " + ", ".join(f"{t:.2f} s" for t in group_times) + f"; slowest over mean {spread(group_times):.2f}")
+        print(
+            f"  {split}: "
+            + ", ".join(f"{t:.2f} s" for t in group_times)
+            + f"; slowest over mean {spread(group_times):.2f}"
+        )
     median = ratios[len(ratios) // 2]
-    print(f"costs: recorded/pytest median={median:.2f} min={ratios[0]:.2f} max={ratios[-1]:.2f} "
-          f"(each benchmark's recorded cost over its test's call time in pytest's --durations)")
+    print(
+        f"costs: recorded/pytest median={median:.2f} min={ratios[0]:.2f} max={ratios[-1]:.2f} "
+        f"(each benchmark's recorded cost over its test's call time in pytest's --durations)"
+    )
     balanced, by_count = spread(times["balanced"]), spread(times["by_count"])
     print(f"balance: groups={GROUPS} balanced={balanced:.2f} by_count={by_count:.2f}")
     missed = balanced > TARGET or balanced >= by_count

@@ -20,17 +20,32 @@ from collections import Counter
 from decimal import Decimal
 
 # us-east-1 list prices at the time of writing (on-demand DynamoDB; S3 Standard): an estimate
-PRICES = {"dynamodb_read": 0.125e-6, "dynamodb_write": 0.625e-6, "s3_put": 0.005e-3, "s3_get": 0.0004e-3,
-          "sqs": 0.40e-6}
-S3_PUT_CLASS = {"PutObject", "CopyObject", "CreateMultipartUpload", "UploadPart", "UploadPartCopy",
-                "CompleteMultipartUpload", "ListObjectsV2", "ListObjects", "ListObjectVersions",
-                "ListMultipartUploads", "PutObjectTagging"}
+PRICES = {
+    "dynamodb_read": 0.125e-6,
+    "dynamodb_write": 0.625e-6,
+    "s3_put": 0.005e-3,
+    "s3_get": 0.0004e-3,
+    "sqs": 0.40e-6,
+}
+S3_PUT_CLASS = {
+    "PutObject",
+    "CopyObject",
+    "CreateMultipartUpload",
+    "UploadPart",
+    "UploadPartCopy",
+    "CompleteMultipartUpload",
+    "ListObjectsV2",
+    "ListObjects",
+    "ListObjectVersions",
+    "ListMultipartUploads",
+    "PutObjectTagging",
+}
 S3_FREE = {"DeleteObject", "DeleteObjects", "AbortMultipartUpload"}
 
 
 def value_size(value: dict) -> int:
     """The bytes DynamoDB counts for one attribute value (its wire form: ``{"S": "..."}``)."""
-    (kind, inner), = value.items()
+    ((kind, inner),) = value.items()
     if kind == "S":
         return len(inner.encode())
     if kind == "N":
@@ -83,8 +98,13 @@ class BilledUnits:
 
     @staticmethod
     def dollars(units: Counter) -> float:
-        return (units["dynamodb_read"] * PRICES["dynamodb_read"] + units["dynamodb_write"] * PRICES["dynamodb_write"]
-                + units["s3_put"] * PRICES["s3_put"] + units["s3_get"] * PRICES["s3_get"] + units["sqs"] * PRICES["sqs"])
+        return (
+            units["dynamodb_read"] * PRICES["dynamodb_read"]
+            + units["dynamodb_write"] * PRICES["dynamodb_write"]
+            + units["s3_put"] * PRICES["s3_put"]
+            + units["s3_get"] * PRICES["s3_get"]
+            + units["sqs"] * PRICES["sqs"]
+        )
 
     @staticmethod
     def _keep(params, context, **_):
@@ -134,7 +154,7 @@ class BilledUnits:
         if operation == "TransactWriteItems":
             units = 0
             for entry in params["TransactItems"]:
-                (kind, request), = entry.items()
+                ((kind, request),) = entry.items()
                 if kind == "Put":
                     size = item_size(request["Item"])
                 else:
@@ -143,8 +163,11 @@ class BilledUnits:
                 units += 2 * write_units(size)
             return 0, units
         if operation == "BatchWriteItem":
-            return 0, sum(write_units(item_size(r["PutRequest"]["Item"])) if "PutRequest" in r else 1
-                          for rows in params["RequestItems"].values() for r in rows)
+            return 0, sum(
+                write_units(item_size(r["PutRequest"]["Item"])) if "PutRequest" in r else 1
+                for rows in params["RequestItems"].values()
+                for r in rows
+            )
         return 0, 0  # DescribeTable and the like: not billed per request
 
     def _whole(self, table: str, key: dict) -> dict | None:

@@ -17,13 +17,15 @@ The client's time also holds what the bare PUT is handed for free: asking for th
 the archive's CRC32, and checking the archive with the aggregator's rules on a thread of its
 own while it uploads. That check costs CPU (about 0.18 s per 100 MB here): on this 2-core
 machine it competes with the local stack receiving the upload (measured: push_overhead 1.05
-without the check, 1.31 with it, one after the other); against S3 it overlaps network time. For reference the bench also prints `push_vs_put_call`, the push
+without the check, 1.31 with it, one after the other); against S3 it overlaps network time. For reference the
+bench also prints `push_vs_put_call`, the push
 against the PUT call alone, timed inside an already running Python that has imported requests.
 """
 
 import argparse
 import compileall
 import io
+import itertools
 import json
 import os
 import statistics
@@ -94,27 +96,45 @@ def main() -> int:
         env = {**os.environ, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": stack.token}
         common = ["--project", "acme/bench", "--commit", "b" * 40, "--quiet"]
 
-        def client_push(counter=iter(range(10**6))) -> float:
+        pushes = itertools.count()
+
+        def client_push() -> float:
             # the push itself: no arrival runs here (no pollers), so no wait for the part upstream (the parts mode's)
-            cmd = [str(BIN / "codspeed-client"), "push", "--shard", "1/1", "--archive", str(archive), "--wait-upstream", "0",
-                   "--run-id", f"c{next(counter)}", *common]
+            cmd = [
+                str(BIN / "codspeed-client"),
+                "push",
+                "--shard",
+                "1/1",
+                "--archive",
+                str(archive),
+                "--wait-upstream",
+                "0",
+                "--run-id",
+                f"c{next(pushes)}",
+                *common,
+            ]
             start = time.perf_counter()
             subprocess.run(cmd, env=env, check=True)
             return time.perf_counter() - start
 
         crc32 = crc32_b64(archive.read_bytes())
 
-        def grant_as_the_client_asks(counter=iter(range(10**6))) -> dict:
-            request = upload_request("acme/bench", f"b{next(counter)}", "1", b"", total=1, checksum="crc32")
+        grants = itertools.count()
+
+        def grant_as_the_client_asks() -> dict:
+            request = upload_request("acme/bench", f"b{next(grants)}", "1", b"", total=1, checksum="crc32")
             request.update(size=data_size, crc32=crc32)
-            return requests.post(f"{stack.api_url}/v1/uploads", json=request,
-                                 headers={"Authorization": stack.token}, timeout=30).json()
+            return requests.post(
+                f"{stack.api_url}/v1/uploads", json=request, headers={"Authorization": stack.token}, timeout=30
+            ).json()
 
         def bare_put() -> float:
             grant = grant_as_the_client_asks()
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-c", BARE_PUT, grant["upload_url"], json.dumps(grant["headers"]),
-                            str(archive)], check=True)
+            subprocess.run(
+                [sys.executable, "-c", BARE_PUT, grant["upload_url"], json.dumps(grant["headers"]), str(archive)],
+                check=True,
+            )
             return time.perf_counter() - start
 
         def put_call() -> float:
@@ -126,6 +146,7 @@ def main() -> int:
 
         client_push(), bare_put(), put_call()  # warm up
         pushes, puts, calls = [], [], []
+
         def settled(fn) -> float:
             """Time ``fn`` once the stack has finished with the last PUT (moto frees it, notifies SQS)."""
             time.sleep(0.3)
@@ -136,12 +157,16 @@ def main() -> int:
                 times.append(settled(fn))
             calls.append(settled(put_call))
         push, put, call = statistics.median(pushes), statistics.median(puts), statistics.median(calls)
-        print(f"archive: {data_size / 2**20:.0f} MB; python -c pass {bare_start * 1000:.0f} ms, codspeed-client --help "
-              f"{help_start * 1000:.0f} ms; medians of {repeats}: client push {push:.3f} s (best {min(pushes):.3f}), "
-              f"bare PUT {put:.3f} s (best {min(puts):.3f}), PUT call alone {call:.3f} s")
+        print(
+            f"archive: {data_size / 2**20:.0f} MB; python -c pass {bare_start * 1000:.0f} ms, codspeed-client --help "
+            f"{help_start * 1000:.0f} ms; medians of {repeats}: client push {push:.3f} s (best {min(pushes):.3f}), "
+            f"bare PUT {put:.3f} s (best {min(puts):.3f}), PUT call alone {call:.3f} s"
+        )
     figures = {"startup_ratio": help_start / bare_start, "push_overhead": push / put}
-    print(f"push_vs_put_call={push / call:.2f}  (reference: python start-up, imports and the URL request included "
-          "on one side only)")
+    print(
+        f"push_vs_put_call={push / call:.2f}  (reference: python start-up, imports and the URL request included "
+        "on one side only)"
+    )
     missed = []
     for name, value in figures.items():
         ok = value <= TARGETS[name]

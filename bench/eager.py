@@ -6,7 +6,8 @@ upstream once, at its end) and eager (each shard goes as its own run part the mo
     python bench/eager.py --quick    # shards of 1 to 3 s, the slow one 5 s: a smoke for CI
 
 Each shard job sleeps its length (the fast ones a quarter of the first's apart, as jobs of one
-matrix end), then pushes its bundle (a grant, then the PUT) as ``codspeed-client push`` does; a watcher notes when each run part's archive reaches the stand-in
+matrix end), then pushes its bundle (a grant, then the PUT) as ``codspeed-client push`` does; a watcher notes
+when each run part's archive reaches the stand-in
 upstream. Printed for each mode: from each shard's PUT to its results upstream (mean, max), and
 from the first shard's PUT to the first results upstream. The last line reads ``eager:
 first_results_s merged=S eager=S; shard_to_upstream_s merged=S eager=S`` (the mean over shards;
@@ -56,8 +57,11 @@ def one_run(stack, mode: str, length: float) -> dict:
     def job(index: int) -> None:
         time.sleep(length * (SLOW if index == SHARDS else 1 + (index - 1) / 4))
         data = bundle(4000 + index, [f"tests/test_{index}.py::bench_{j}" for j in range(3)])
-        grant = session.post(f"{stack.api_url}/v1/uploads", timeout=30,
-                             json=upload_request(project, run_id, str(index), data, total=SHARDS)).json()
+        grant = session.post(
+            f"{stack.api_url}/v1/uploads",
+            timeout=30,
+            json=upload_request(project, run_id, str(index), data, total=SHARDS),
+        ).json()
         requests.put(grant["upload_url"], data=data, headers=grant["headers"], timeout=30).raise_for_status()
         put_at[str(index)] = time.monotonic()
 
@@ -73,8 +77,12 @@ def one_run(stack, mode: str, length: float) -> dict:
         for name in shards or [n for n in put_at if pushed_part_id(n, "valgrind") == part_id]:
             upstream_at.setdefault(name, at)
     waits = [upstream_at[n] - put_at[n] for n in put_at]
-    return {"first": min(upstream_at.values()) - min(put_at.values()), "mean": sum(waits) / len(waits), "max": max(waits),
-            "parts": len(seen)}
+    return {
+        "first": min(upstream_at.values()) - min(put_at.values()),
+        "mean": sum(waits) / len(waits),
+        "max": max(waits),
+        "parts": len(seen),
+    }
 
 
 def main() -> int:
@@ -82,16 +90,24 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="shards of 1 to 3 s")
     args = parser.parse_args()
     length = 1.0 if args.quick else 2.0
-    with LocalStack(env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{PROJECTS['eager']}=parts"},
-                    sweep_every=3600) as stack:
+    with LocalStack(
+        env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{PROJECTS['eager']}=parts"}, sweep_every=3600
+    ) as stack:
         found = {mode: one_run(stack, mode, length) for mode in PROJECTS}
-    print(f"{SHARDS - 1} shards of {length:.1f} to {length * (1 + (SHARDS - 2) / 4):.1f} s, one of {length * SLOW:.1f} s, "
-          "each pushed when its job ends:")
+    print(
+        f"{SHARDS - 1} shards of {length:.1f} to {length * (1 + (SHARDS - 2) / 4):.1f} s, one of {length * SLOW:.1f} "
+        "s, "
+        "each pushed when its job ends:"
+    )
     for mode, f in found.items():
-        print(f"  {mode}: {f['parts']} run parts upstream; from a shard's PUT to its results upstream {f['mean']:.2f} s "
-              f"mean, {f['max']:.2f} s max; from the first PUT to the first results upstream {f['first']:.2f} s")
-    print(f"eager: first_results_s merged={found['merged']['first']:.2f} eager={found['eager']['first']:.2f}; "
-          f"shard_to_upstream_s merged={found['merged']['mean']:.2f} eager={found['eager']['mean']:.2f}")
+        print(
+            f"  {mode}: {f['parts']} run parts upstream; from a shard's PUT to its results upstream {f['mean']:.2f} s "
+            f"mean, {f['max']:.2f} s max; from the first PUT to the first results upstream {f['first']:.2f} s"
+        )
+    print(
+        f"eager: first_results_s merged={found['merged']['first']:.2f} eager={found['eager']['first']:.2f}; "
+        f"shard_to_upstream_s merged={found['merged']['mean']:.2f} eager={found['eager']['mean']:.2f}"
+    )
     missed = found["eager"]["first"] >= 1.0 or found["merged"]["first"] < length * (SLOW - 1)  # the slow one's end
     if missed:
         print("  eager MISSED: eager's first results not under 1 s, or merged's before the slow shard")

@@ -91,6 +91,7 @@ class ByteCounter:
                     self.read[service] += parsed.get("ContentLength") or 0
             else:
                 self.read[service] += len(http_response.content or b"")
+
         return hook
 
 
@@ -103,8 +104,9 @@ def push(stack, run_id: str, shards: int, project: str) -> dict[str, str]:
     def one(shard: str) -> None:
         data = bundle(4242, [f"tests/test_{shard}.py::bench_{j}" for j in range(3)])
         data = packed(data) if kinds[shard] == "packed" else data
-        grant = session.post(f"{stack.api_url}/v1/uploads", timeout=30,
-                             json=upload_request(project, run_id, shard, data, total=shards)).json()
+        grant = session.post(
+            f"{stack.api_url}/v1/uploads", timeout=30, json=upload_request(project, run_id, shard, data, total=shards)
+        ).json()
         requests.put(grant["upload_url"], data=data, headers=grant["headers"], timeout=30).raise_for_status()
 
     with ThreadPoolExecutor(8) as pool:
@@ -118,8 +120,15 @@ def billing() -> BilledUnits:
     return BilledUnits({s: [client(s, f) for f in functions] for s in ("dynamodb", "s3", "sqs")}, client("dynamodb"))
 
 
-def measure(stack, counter: RequestCounter, nbytes: ByteCounter, shards: int, processes: int,
-            project: str = PROJECT, billed: BilledUnits | None = None) -> dict:
+def measure(
+    stack,
+    counter: RequestCounter,
+    nbytes: ByteCounter,
+    shards: int,
+    processes: int,
+    project: str = PROJECT,
+    billed: BilledUnits | None = None,
+) -> dict:
     run_id = f"growth-{shards}-{int(time.time() * 1000)}"
     run_began = billed.snapshot() if billed else Counter()
     kinds = push(stack, run_id, shards, project)
@@ -128,7 +137,7 @@ def measure(stack, counter: RequestCounter, nbytes: ByteCounter, shards: int, pr
     per_arrival, per_forward, later = {"runner": [], "packed": []}, [], []
     rebuilds, last_arrival, published = [], 0.0, set()
     for start in range(0, len(events), BATCH):
-        batch, agg = events[start:start + BATCH], aggs[start // BATCH % processes]
+        batch, agg = events[start : start + BATCH], aggs[start // BATCH % processes]
         if processes > 1 and start + BATCH >= len(events):  # the last batch: a process new to the run takes it
             agg = wiring.build(wiring.ARRIVALS, wiring.settings())
         first, _ = id(agg) not in published, published.add(id(agg))
@@ -137,15 +146,32 @@ def measure(stack, counter: RequestCounter, nbytes: ByteCounter, shards: int, pr
                 for key, size, version_id in s3_objects(event):
                     made = Counter(counter.total)  # all threads' (a report reads results in parallel): one driver here
                     outcome = agg.arrivals.record(key, size, version_id)
-                    assert outcome == "recorded", (outcome, key, size, version_id,
-                                                   agg.ledger.reads.arrival_view(*parse_bundle_key(key)))
+                    assert outcome == "recorded", (
+                        outcome,
+                        key,
+                        size,
+                        version_id,
+                        agg.ledger.reads.arrival_view(*parse_bundle_key(key)),
+                    )
                     per_arrival[kinds[key.split("/")[-2]]].append(counter.total - made)
-            before, made, began, cpu = dict(nbytes.read), Counter(counter.total), time.perf_counter(), time.thread_time()
+            before, made, began, cpu = (
+                dict(nbytes.read),
+                Counter(counter.total),
+                time.perf_counter(),
+                time.thread_time(),
+            )
             whole_before = nbytes.whole_reads
         elapsed = time.perf_counter() - began  # the batch's publish, at the end of held()
-        rebuilds.append({"requests": counter.total - made, "seconds": elapsed, "cpu": time.thread_time() - cpu,
-                         "bytes": {s: nbytes.read[s] - before.get(s, 0) for s in ("dynamodb", "s3")},
-                         "whole": nbytes.whole_reads - whole_before, "first": first})
+        rebuilds.append(
+            {
+                "requests": counter.total - made,
+                "seconds": elapsed,
+                "cpu": time.thread_time() - cpu,
+                "bytes": {s: nbytes.read[s] - before.get(s, 0) for s in ("dynamodb", "s3")},
+                "whole": nbytes.whole_reads - whole_before,
+                "first": first,
+            }
+        )
         last_arrival = time.perf_counter()
         per_forward += drain(stack, run_id, counter, nbytes, later)  # an eager run's shards, as the batch counted them
     forwarded_after = finalize(stack, run_id, last_arrival, later)
@@ -168,11 +194,18 @@ def measure(stack, counter: RequestCounter, nbytes: ByteCounter, shards: int, pr
         "first_bytes": {s: sum(r["bytes"][s] for r in firsts) / len(firsts) for s in ("dynamodb", "s3")},
         "rebuild_seconds": {"mean": mean(rebuilds, "seconds"), "max": max(r["seconds"] for r in rebuilds)},
         "rebuild_cpu": {"mean": mean(rebuilds, "cpu"), "max": max(r["cpu"] for r in rebuilds)},
-        "rebuilds": len(steady), "whole_reads": sum(r["whole"] > 0 for r in steady if not r["first"]),
+        "rebuilds": len(steady),
+        "whole_reads": sum(r["whole"] > 0 for r in steady if not r["first"]),
         "processes": processes,
-        "table": {"items": items, "bytes": item_bytes}, "results": {"objects": objects, "bytes": object_bytes},
-        "forwarded_after": forwarded_after, "late": late, "project": project, "billed": run_units,
-        "forward": {k: sum(f[k] for f in per_forward) / len(per_forward) for k in per_forward[0]} if per_forward else None,
+        "table": {"items": items, "bytes": item_bytes},
+        "results": {"objects": objects, "bytes": object_bytes},
+        "forwarded_after": forwarded_after,
+        "late": late,
+        "project": project,
+        "billed": run_units,
+        "forward": {k: sum(f[k] for f in per_forward) / len(per_forward) for k in per_forward[0]}
+        if per_forward
+        else None,
     }
 
 
@@ -180,7 +213,9 @@ def drain(stack, run_id: str, counter: RequestCounter, nbytes: ByteCounter, late
     """Each shard message of the run handled as the finalizer function would: its requests
     (every service's), and the bytes it read (DynamoDB, S3). The run's other messages go to ``later``."""
     sqs, forwarding, found = client("sqs"), wiring.finalizer().eager, []
-    while messages := sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get("Messages", []):
+    while messages := sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get(
+        "Messages", []
+    ):
         for m in messages:
             sqs.delete_message(QueueUrl=stack.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
             body = json.loads(m["Body"])
@@ -189,8 +224,12 @@ def drain(stack, run_id: str, counter: RequestCounter, nbytes: ByteCounter, late
                 continue
             made, before = Counter(counter.total), dict(nbytes.read)
             assert forwarding.forward(body["project"], run_id, body["shard"]) == "forwarded"
-            found.append({**{s: counter.total[s] - made[s] for s in ("dynamodb", "s3", "sqs")},
-                          **{f"{s}_bytes": nbytes.read[s] - before.get(s, 0) for s in ("dynamodb", "s3")}})
+            found.append(
+                {
+                    **{s: counter.total[s] - made[s] for s in ("dynamodb", "s3", "sqs")},
+                    **{f"{s}_bytes": nbytes.read[s] - before.get(s, 0) for s in ("dynamodb", "s3")},
+                }
+            )
     return found
 
 
@@ -199,7 +238,9 @@ def finalize(stack, run_id: str, last_arrival: float, taken: list[dict]) -> floa
     the finalizer function would; seconds from the last arrival."""
     sqs, finalizing = client("sqs"), wiring.finalizer().finalizing
     for _ in range(50):
-        messages = sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        messages = sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
         if not messages and not taken:
             break
         for m in messages:
@@ -214,16 +255,20 @@ def finalize(stack, run_id: str, last_arrival: float, taken: list[dict]) -> floa
 def table_footprint(stack, run_id: str, project: str) -> tuple[int, int]:
     """The run's items and their bytes as DynamoDB sizes them (names and values, UTF-8)."""
     db = client("dynamodb")
-    pages = db.get_paginator("query").paginate(TableName=stack.resources.table, KeyConditionExpression="pk = :pk",
-                                               ExpressionAttributeValues=dump({":pk": f"RUN#{project}#{run_id}"}))
+    pages = db.get_paginator("query").paginate(
+        TableName=stack.resources.table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues=dump({":pk": f"RUN#{project}#{run_id}"}),
+    )
     items = [i for page in pages for i in page["Items"]]
     return len(items), sum(len(json.dumps(i)) for i in items)
 
 
 def results_footprint(stack, run_id: str, project: str) -> tuple[int, int]:
     s3 = client("s3")
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=stack.resources.bucket,
-                                                           Prefix=f"results/{project_segment(project)}/{run_id}/")
+    pages = s3.get_paginator("list_objects_v2").paginate(
+        Bucket=stack.resources.bucket, Prefix=f"results/{project_segment(project)}/{run_id}/"
+    )
     objects = [o for page in pages for o in page.get("Contents", [])]
     return len(objects), sum(o["Size"] for o in objects)
 
@@ -246,8 +291,11 @@ def run(sizes: tuple[int, int], processes: int) -> tuple[list[dict], dict, dict,
     """Both sizes through one process, then the larger through ``processes``; then both sizes of
     an eager run (each shard sent upstream as the batch counted it) through one process; and what
     each mode's runs of 10 and 100 shards (and the larger) bill."""
-    with LocalStack(pollers=False, webhook_secret="bench-secret",
-                    env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{EAGER}=parts"}) as stack:
+    with LocalStack(
+        pollers=False,
+        webhook_secret="bench-secret",
+        env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{EAGER}=parts"},
+    ) as stack:
         counter, nbytes, billed = RequestCounter(), ByteCounter(), billing()
         found = [measure(stack, counter, nbytes, n, 1, billed=billed) for n in sizes]
         spread = measure(stack, counter, nbytes, sizes[1], processes)
@@ -259,10 +307,12 @@ def run(sizes: tuple[int, int], processes: int) -> tuple[list[dict], dict, dict,
         if sizes[1] != 100:
             costs += [measure(stack, counter, nbytes, 100, 1, project, billed) for project in (PROJECT, EAGER)]
     eager_ratios = compare(*eager)
-    eager_ratios["forward_requests_ratio"] = ratio(*(sum(m["forward"][s] for s in ("dynamodb", "s3", "sqs"))
-                                                     for m in reversed(eager)))
-    eager_ratios["forward_dynamodb_bytes_ratio"] = ratio(eager[1]["forward"]["dynamodb_bytes"],
-                                                         eager[0]["forward"]["dynamodb_bytes"])
+    eager_ratios["forward_requests_ratio"] = ratio(
+        *(sum(m["forward"][s] for s in ("dynamodb", "s3", "sqs")) for m in reversed(eager))
+    )
+    eager_ratios["forward_dynamodb_bytes_ratio"] = ratio(
+        eager[1]["forward"]["dynamodb_bytes"], eager[0]["forward"]["dynamodb_bytes"]
+    )
     return found, compare(*found), spread, eager, eager_ratios, sorted(costs, key=lambda m: (m["project"], m["shards"]))
 
 
@@ -279,50 +329,71 @@ def main() -> int:
             print("an eager run (each shard sent upstream as its own run part when counted), at both sizes:")
         if m is spread:
             print(f"the {m['shards']} shards again, their batches spread over {m['processes']} processes:")
-        arrival = ", ".join(f"{kind}: dynamodb {c['dynamodb']:.2f} s3 {c['s3']:.2f}" for kind, c in m["arrival"].items())
-        print(f"{m['shards']} shards: requests per counted arrival ({arrival}); per report rebuild (a batch of {BATCH}): "
-              f"at most {m['rebuild_requests']['dynamodb']} DynamoDB and {m['rebuild_requests']['s3']} S3 requests, "
-              f"{m['rebuild_bytes']['dynamodb'] / 1024:.1f} KiB read from DynamoDB and "
-              f"{m['rebuild_bytes']['s3'] / 1024:.1f} KiB from S3; the handler's own CPU "
-              f"{m['rebuild_cpu']['mean'] * 1000:.0f} ms mean {m['rebuild_cpu']['max'] * 1000:.0f} ms max, "
-              f"{m['rebuild_seconds']['max'] * 1000:.0f} ms max with the waits on moto; "
-              f"{m['whole_reads']} of {m['rebuilds']} read the run whole")
+        arrival = ", ".join(
+            f"{kind}: dynamodb {c['dynamodb']:.2f} s3 {c['s3']:.2f}" for kind, c in m["arrival"].items()
+        )
+        print(
+            f"{m['shards']} shards: requests per counted arrival ({arrival}); per report rebuild (a batch of {BATCH}): "
+            f"at most {m['rebuild_requests']['dynamodb']} DynamoDB and {m['rebuild_requests']['s3']} S3 requests, "
+            f"{m['rebuild_bytes']['dynamodb'] / 1024:.1f} KiB read from DynamoDB and "
+            f"{m['rebuild_bytes']['s3'] / 1024:.1f} KiB from S3; the handler's own CPU "
+            f"{m['rebuild_cpu']['mean'] * 1000:.0f} ms mean {m['rebuild_cpu']['max'] * 1000:.0f} ms max, "
+            f"{m['rebuild_seconds']['max'] * 1000:.0f} ms max with the waits on moto; "
+            f"{m['whole_reads']} of {m['rebuilds']} read the run whole"
+        )
         if m is spread:
             arrivals = m["rebuilds"] * BATCH * m["processes"]  # what each later rebuild finds changed since its last
-            print(f"  each change is read once by each process that publishes the run: "
-                  f"{m['rebuild_bytes']['dynamodb'] * m['rebuilds'] / arrivals / 1024:.2f} KiB from DynamoDB per arrival "
-                  f"per process; a process's first rebuild: {m['first_bytes']['dynamodb'] / 1024:.1f} KiB from DynamoDB, "
-                  f"{m['first_bytes']['s3'] / 1024:.1f} KiB from S3 (the first process's reads the run and its baseline "
-                  f"whole; the others', what the last publisher read of the ledger and summed up of the results, "
-                  f"and what changed since)")
+            print(
+                f"  each change is read once by each process that publishes the run: "
+                f"{m['rebuild_bytes']['dynamodb'] * m['rebuilds'] / arrivals / 1024:.2f} KiB from DynamoDB per arrival "
+                f"per process; a process's first rebuild: {m['first_bytes']['dynamodb'] / 1024:.1f} KiB from DynamoDB, "
+                f"{m['first_bytes']['s3'] / 1024:.1f} KiB from S3 (the first process's reads the run and its baseline "
+                f"whole; the others', what the last publisher read of the ledger and summed up of the results, "
+                f"and what changed since)"
+            )
             late = m["late"]
-            print(f"  a process new to the run takes its last batch: {late['requests']['dynamodb']} DynamoDB and "
-                  f"{late['requests']['s3']} S3 requests, {late['bytes']['dynamodb'] / 1024:.1f} KiB read from DynamoDB "
-                  f"(the run's and its baseline's records and tallies, the shards changed since the last publisher's "
-                  f"read: {late['whole']} whole reads), {late['bytes']['s3'] / 1024:.1f} KiB from S3 (that read, the last "
-                  f"report's digest and the results it does not cover), its own CPU {late['cpu'] * 1000:.0f} ms")
-        print(f"  per run: {m['table']['items']} items, {m['table']['bytes'] / 1024:.0f} KiB in the table; "
-              f"{m['results']['objects']} results objects, {m['results']['bytes'] / 1024:.0f} KiB in the bucket; "
-              f"forwarded {m['forwarded_after']:.2f} s after the last arrival")
+            print(
+                f"  a process new to the run takes its last batch: {late['requests']['dynamodb']} DynamoDB and "
+                f"{late['requests']['s3']} S3 requests, {late['bytes']['dynamodb'] / 1024:.1f} KiB read from DynamoDB "
+                f"(the run's and its baseline's records and tallies, the shards changed since the last publisher's "
+                f"read: {late['whole']} whole reads), {late['bytes']['s3'] / 1024:.1f} KiB from S3 (that read, the "
+                "last "
+                f"report's digest and the results it does not cover), its own CPU {late['cpu'] * 1000:.0f} ms"
+            )
+        print(
+            f"  per run: {m['table']['items']} items, {m['table']['bytes'] / 1024:.0f} KiB in the table; "
+            f"{m['results']['objects']} results objects, {m['results']['bytes'] / 1024:.0f} KiB in the bucket; "
+            f"forwarded {m['forwarded_after']:.2f} s after the last arrival"
+        )
         if m["forward"]:
             f = m["forward"]
-            print(f"  per shard sent upstream: {f['dynamodb']:.1f} DynamoDB, {f['s3']:.1f} S3 and {f['sqs']:.1f} SQS requests, "
-                  f"{f['dynamodb_bytes'] / 1024:.2f} KiB read from DynamoDB and {f['s3_bytes'] / 1024:.2f} KiB from S3 "
-                  "(the archive itself streams to the upstream)")
-    print("billed (DynamoDB request units from the items' sizes with AWS's rounding, S3 requests by class, SQS "
-          "requests; us-east-1 prices): a run, the functions' requests and each bundle's PUT")
+            print(
+                f"  per shard sent upstream: {f['dynamodb']:.1f} DynamoDB, {f['s3']:.1f} S3 and {f['sqs']:.1f} SQS "
+                "requests, "
+                f"{f['dynamodb_bytes'] / 1024:.2f} KiB read from DynamoDB and {f['s3_bytes'] / 1024:.2f} KiB from S3 "
+                "(the archive itself streams to the upstream)"
+            )
+    print(
+        "billed (DynamoDB request units from the items' sizes with AWS's rounding, S3 requests by class, SQS "
+        "requests; us-east-1 prices): a run, the functions' requests and each bundle's PUT"
+    )
     for m in costs:
         b, mode = m["billed"], "eager (a part per shard)" if m["project"] == EAGER else "merged (one upload per run)"
-        print(f"  {mode}, {m['shards']} shards: {b['dynamodb_read']:.0f} read and {b['dynamodb_write']:.0f} write units, "
-              f"{b['s3_put']} PUT-class and {b['s3_get']} GET-class S3 requests, {b['sqs']} SQS requests: "
-              f"${BilledUnits.dollars(b):.4f} a run, ${BilledUnits.dollars(b) / m['shards'] * 1000:.3f} per 1000 shards")
+        print(
+            f"  {mode}, {m['shards']} shards: {b['dynamodb_read']:.0f} read and {b['dynamodb_write']:.0f} write units, "
+            f"{b['s3_put']} PUT-class and {b['s3_get']} GET-class S3 requests, {b['sqs']} SQS requests: "
+            f"${BilledUnits.dollars(b):.4f} a run, ${BilledUnits.dollars(b) / m['shards'] * 1000:.3f} per 1000 shards"
+        )
     late = spread["late"]
     ratios["late_rebuild_dynamodb_bytes_ratio"] = ratio(late["bytes"]["dynamodb"], spread["rebuild_bytes"]["dynamodb"])
-    print(f"growth: shards={sizes[0]}->{sizes[1]} " + " ".join(
-        f"{k}={v:.2f}" for k, v in ratios.items()) + f" late_rebuild_s3_requests={late['requests']['s3']} "
-          + f"late_rebuild_whole_reads={late['whole']} "
-          + f"eager_shards={eager[0]['shards']}->{eager[1]['shards']} "
-          + " ".join(f"eager_{k}={v:.2f}" for k, v in eager_ratios.items() if k != "rebuild_cpu_seconds_max"))
+    print(
+        f"growth: shards={sizes[0]}->{sizes[1]} "
+        + " ".join(f"{k}={v:.2f}" for k, v in ratios.items())
+        + f" late_rebuild_s3_requests={late['requests']['s3']} "
+        + f"late_rebuild_whole_reads={late['whole']} "
+        + f"eager_shards={eager[0]['shards']}->{eager[1]['shards']} "
+        + " ".join(f"eager_{k}={v:.2f}" for k, v in eager_ratios.items() if k != "rebuild_cpu_seconds_max")
+    )
     checked = {**ratios, **{f"eager_{k}": v for k, v in eager_ratios.items()}}
     missed = [k for k in checked if k.endswith("_ratio") and checked[k] > TARGET_RATIO]
     for k in missed:

@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers make their loggers
 
+from codspeed_aggregator import wiring  # noqa: E402
 from codspeed_aggregator.adapters.aws import client  # noqa: E402
 from codspeed_aggregator.handlers.arrivals import s3_objects  # noqa: E402
 from codspeed_local.stack import LocalStack  # noqa: E402
-from codspeed_aggregator import wiring  # noqa: E402
 from tests.factories import bundle, upload_request  # noqa: E402
 
 PROJECT = "acme/load"
@@ -51,6 +51,7 @@ class RequestCounter:
             self.total[service] += 1
             if getattr(self.local, "counts", None) is not None:
                 self.local.counts[service] += 1
+
         return hook
 
     def measure(self, fn):
@@ -66,8 +67,11 @@ def push_all(stack, run_id: str, shards: int) -> None:
 
     def push(index: int) -> None:
         data = bundle(4242, [f"tests/test_{index}.py::bench"])
-        grant = session.post(f"{stack.api_url}/v1/uploads", timeout=30,
-                             json=upload_request(PROJECT, run_id, str(index), data, total=shards)).json()
+        grant = session.post(
+            f"{stack.api_url}/v1/uploads",
+            timeout=30,
+            json=upload_request(PROJECT, run_id, str(index), data, total=shards),
+        ).json()
         requests.put(grant["upload_url"], data=data, headers=grant["headers"], timeout=30).raise_for_status()
 
     with ThreadPoolExecutor(8) as pool:
@@ -81,7 +85,9 @@ def collect_events(stack, run_id: str, count: int) -> list[dict]:
     # over two minutes (the deadline once was a fixed 120 s, and a bench counted what came by then)
     sqs, events, seen, waited = client("sqs"), [], set(), time.monotonic() + 120 + count
     while len(events) < count and time.monotonic() < waited:
-        for message in sqs.receive_message(QueueUrl=stack.resources.arrivals_queue_url, MaxNumberOfMessages=10).get("Messages", []):
+        for message in sqs.receive_message(QueueUrl=stack.resources.arrivals_queue_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        ):
             body = json.loads(message["Body"])
             objects = tuple(s3_objects(body))
             if any(f"/{run_id}/" in key for key, _, _ in objects) and objects not in seen:
@@ -89,8 +95,10 @@ def collect_events(stack, run_id: str, count: int) -> list[dict]:
                 events.append(body)
             sqs.delete_message(QueueUrl=stack.resources.arrivals_queue_url, ReceiptHandle=message["ReceiptHandle"])
     if len(events) < count:
-        raise SystemExit(f"only {len(events)} of the {count} S3 notifications of run {run_id} reached the arrivals "
-                         f"queue within {120 + count} s")
+        raise SystemExit(
+            f"only {len(events)} of the {count} S3 notifications of run {run_id} reached the arrivals "
+            f"queue within {120 + count} s"
+        )
     return events
 
 
@@ -109,19 +117,26 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
     outcomes, per_arrival, lock = Counter(), [], threading.Lock()
     close_at = len(deliveries) - max(5, len(deliveries) // 50)
 
-    batches = [list(enumerate(deliveries))[i:i + BATCH] for i in range(0, len(deliveries), BATCH)]
+    batches = [list(enumerate(deliveries))[i : i + BATCH] for i in range(0, len(deliveries), BATCH)]
     per_publish = []
 
     def deliver(batch):
         """One arrivals invocation: a batch of events, each run's report published once at its end."""
+
         def arrivals():
             with agg.reports.held():
                 for position, event in batch:
                     if position == close_at:
-                        requests.post(f"{stack.api_url}/v1/runs/close", json={"project": PROJECT, "run_id": run_id},
-                                      headers={"Authorization": stack.token}, timeout=30).raise_for_status()
+                        requests.post(
+                            f"{stack.api_url}/v1/runs/close",
+                            json={"project": PROJECT, "run_id": run_id},
+                            headers={"Authorization": stack.token},
+                            timeout=30,
+                        ).raise_for_status()
                     for key, size, version_id in s3_objects(event):
-                        outcome, counts = counter.measure(lambda: agg.arrivals.record(key, size, version_id))
+                        outcome, counts = counter.measure(
+                            lambda key=key, size=size, version_id=version_id: agg.arrivals.record(key, size, version_id)
+                        )
                         with lock:
                             outcomes[outcome] += 1
                             if outcome == "recorded":
@@ -141,13 +156,17 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
     sqs, finalizations = client("sqs"), Counter()
     messages = []
     for _ in range(20):
-        batch = sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        batch = sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
         messages += batch
         for m in batch:
             sqs.delete_message(QueueUrl=stack.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
     finalizing = wiring.finalizer().finalizing
     with ThreadPoolExecutor(4) as pool:  # the finalize messages (complete, close) race each other too
-        for state in pool.map(lambda m: finalizing.finalize(**{k: v for k, v in json.loads(m["Body"]).items() if k != "reason"}), messages):
+        for state in pool.map(
+            lambda m: finalizing.finalize(**{k: v for k, v in json.loads(m["Body"]).items() if k != "reason"}), messages
+        ):
             finalizations[state] += 1
     report = agg.reports.report(PROJECT, run_id)
     for shard in report.shards:
@@ -158,34 +177,53 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
     counted = report.arrived + sum(s.state == "late" for s in report.shards)
     worst = {s: max(c[s] for c in per_arrival) for s in ("dynamodb", "s3")}
     mean = {s: sum(c[s] for c in per_arrival) / len(per_arrival) for s in ("dynamodb", "s3", "sqs")}
-    print(f"shards: {shards}; events delivered: {len(deliveries)}; outcomes: {dict(outcomes)}; "
-          f"duplicates absorbed: {outcomes['duplicate']}")
-    print(f"counted: {report.arrived} arrived + {counted - report.arrived} late = {counted}; finalize messages: "
-          f"{len(messages)}, finalizations: {finalizations['forwarded']} (others: {dict(finalizations)}); uploads: {len(uploads)}")
-    print(f"wall time: {wall:.2f} s for {len(deliveries)} deliveries, {wall / len(deliveries) * 1000:.1f} ms per delivery, "
-          f"{wall / shards * 1000:.1f} ms per arrival (8 workers)")
-    print(f"AWS requests per counted arrival: dynamodb mean {mean['dynamodb']:.2f} max {worst['dynamodb']}, "
-          f"s3 mean {mean['s3']:.2f} max {worst['s3']}, sqs mean {mean['sqs']:.3f}; per upload grant: dynamodb {per_grant:.2f} "
-          f"(3 a grant, 1 a run)")
+    print(
+        f"shards: {shards}; events delivered: {len(deliveries)}; outcomes: {dict(outcomes)}; "
+        f"duplicates absorbed: {outcomes['duplicate']}"
+    )
+    print(
+        f"counted: {report.arrived} arrived + {counted - report.arrived} late = {counted}; finalize messages: "
+        f"{len(messages)}, finalizations: {finalizations['forwarded']} (others: {dict(finalizations)}); uploads: "
+        f"{len(uploads)}"
+    )
+    print(
+        f"wall time: {wall:.2f} s for {len(deliveries)} deliveries, {wall / len(deliveries) * 1000:.1f} ms per "
+        "delivery, "
+        f"{wall / shards * 1000:.1f} ms per arrival (8 workers)"
+    )
+    print(
+        f"AWS requests per counted arrival: dynamodb mean {mean['dynamodb']:.2f} max {worst['dynamodb']}, "
+        f"s3 mean {mean['s3']:.2f} max {worst['s3']}, sqs mean {mean['sqs']:.3f}; per upload grant: dynamodb "
+        f"{per_grant:.2f} "
+        f"(3 a grant, 1 a run)"
+    )
     publish = {s: max(c[s] for c in per_publish) for s in ("dynamodb", "s3")}
-    print(f"per batch of {BATCH} events (its reports published once per run): at most {publish['dynamodb']} DynamoDB "
-          f"and {publish['s3']} S3 requests")
+    print(
+        f"per batch of {BATCH} events (its reports published once per run): at most {publish['dynamodb']} DynamoDB "
+        f"and {publish['s3']} S3 requests"
+    )
     checks = {
-        "every shard counted once": counted == shards, "one finalization": finalizations["forwarded"] == 1,
+        "every shard counted once": counted == shards,
+        "one finalization": finalizations["forwarded"] == 1,
         # the run, its tallies, the shard and the upload request; the tally's revision just before the transaction
         # (where its note of the change goes); the transaction; the run's counts after it
-        "one upload": len(uploads) == 1, "<= 4 DynamoDB requests an arrival": worst["dynamodb"] <= 4,
+        "one upload": len(uploads) == 1,
+        "<= 4 DynamoDB requests an arrival": worst["dynamodb"] <= 4,
         # the bundle's GET, its normalized copy and index, and its results (results/, never cut to fit an item)
-        "<= 4 S3 requests an arrival": worst["s3"] <= 4, "<= 4 DynamoDB requests a batch's publish": publish["dynamodb"] <= 4,
+        "<= 4 S3 requests an arrival": worst["s3"] <= 4,
+        "<= 4 DynamoDB requests a batch's publish": publish["dynamodb"] <= 4,
         "3 DynamoDB requests a grant, 1 a run": per_grant * shards <= 3 * shards + 1,
     }
     for name, passed in checks.items():
         if not passed:
             print(f"  load MISSED: {name}")
     ok = all(checks.values())
-    line = (f"load: {shards} shards, {len(deliveries)} events, {outcomes['duplicate']} duplicates absorbed, "
-            f"{finalizations['forwarded']} finalization, {len(uploads)} upload, "
-            f"{wall / shards * 1000:.1f} ms per arrival, <= {worst['dynamodb']} DynamoDB and <= {worst['s3']} S3 requests per arrival")
+    line = (
+        f"load: {shards} shards, {len(deliveries)} events, {outcomes['duplicate']} duplicates absorbed, "
+        f"{finalizations['forwarded']} finalization, {len(uploads)} upload, "
+        f"{wall / shards * 1000:.1f} ms per arrival, <= {worst['dynamodb']} DynamoDB and <= {worst['s3']} S3 requests "
+        "per arrival"
+    )
     return line, ok
 
 
@@ -209,19 +247,27 @@ def main() -> int:
     shards = args.shards or (40 if args.quick else 500)
     from tests import auth_cases, bad_inputs, faults, isolated
 
-    with LocalStack(pollers=False, webhook_secret="bench-secret", env={"FORWARD_MODE": "one-upload"}) as stack, \
-            tempfile.TemporaryDirectory() as tmp:
+    with (
+        LocalStack(pollers=False, webhook_secret="bench-secret", env={"FORWARD_MODE": "one-upload"}) as stack,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         line, load_ok = load(stack, RequestCounter(), shards)
         side = isolated.build(Path(tmp), prefix="bench-faults", enforcer=stack.enforcer)
-        injected, fault_ok = survived("fault", [
-            *[(step, lambda s=step: faults.finalize_scenario(side, s)) for step in faults.FINALIZE_FAULTS],
-            *[(step, lambda s=step: faults.arrival_scenario(side, s)) for step in faults.ARRIVAL_FAULTS],
-        ])
+        injected, fault_ok = survived(
+            "fault",
+            [
+                *[(step, lambda s=step: faults.finalize_scenario(side, s)) for step in faults.FINALIZE_FAULTS],
+                *[(step, lambda s=step: faults.arrival_scenario(side, s)) for step in faults.ARRIVAL_FAULTS],
+            ],
+        )
         target = bad_inputs.Target(stack.api_url, stack.token, wiring.arrivals())
-        tried, refused = survived("bad input", [(name, lambda n=name, f=refuse: f(target, n)) for name, refuse in bad_inputs.CASES])
+        tried, refused = survived(
+            "bad input", [(name, lambda n=name, f=refuse: f(target, n)) for name, refuse in bad_inputs.CASES]
+        )
         checks = auth_cases.cases(stack, wiring.operator().tokens, "bench-secret")
-        auth_total, auth_ok = survived("auth", [
-            (name, lambda c=call, st=st, n=name: _expect(c().status_code, st, n)) for name, call, st in checks])
+        auth_total, auth_ok = survived(
+            "auth", [(name, lambda c=call, st=st, n=name: _expect(c().status_code, st, n)) for name, call, st in checks]
+        )
         side.upstream.stop()
     print()
     print(line)

@@ -48,34 +48,46 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions")]
 
 from codspeed_aggregator.domain import gz  # noqa: E402
-from codspeed_aggregator.domain.gz import usable_cores  # noqa: E402
 from codspeed_aggregator.domain.bundle import validate_bundle  # noqa: E402
+from codspeed_aggregator.domain.gz import usable_cores  # noqa: E402
 from codspeed_aggregator.domain.merge import DEFAULT_LEVEL, ShardBundle, merge_bundles  # noqa: E402
 from codspeed_aggregator.domain.splice import NormalizedShard, splice  # noqa: E402
 from codspeed_aggregator.offline import SPLICE_CORES, merge_files  # noqa: E402
 from codspeed_rules.normalize import INFLATED_ALONE, Normalizer  # noqa: E402
 
-TARGETS = {"merge_vs_floor": ("<=", 1.3), "offline_merge_vs_floor": ("<=", 0.5), "offline_unpacked_vs_floor": ("<=", 1.3),
-           "offline_pax_vs_floor": ("<=", 1.3), "offline_gnu_vs_floor": ("<=", 1.3),
-           "splice_vs_floor": ("<=", 0.3),
-           "splice_vs_copy": ("<=", 2.0), "naive_vs_merge": (">=", 10.0), "rss_growth": ("<=", 1.15),
-           "final_job_vs_floor_upload": ("<=", 1.3), "final_job_rss_growth": ("<=", 1.15),
-           "arrival_proof_cost": None}
+TARGETS = {
+    "merge_vs_floor": ("<=", 1.3),
+    "offline_merge_vs_floor": ("<=", 0.5),
+    "offline_unpacked_vs_floor": ("<=", 1.3),
+    "offline_pax_vs_floor": ("<=", 1.3),
+    "offline_gnu_vs_floor": ("<=", 1.3),
+    "splice_vs_floor": ("<=", 0.3),
+    "splice_vs_copy": ("<=", 2.0),
+    "naive_vs_merge": (">=", 10.0),
+    "rss_growth": ("<=", 1.15),
+    "final_job_vs_floor_upload": ("<=", 1.3),
+    "final_job_rss_growth": ("<=", 1.15),
+    "arrival_proof_cost": None,
+}
 PID = 4242
 
 
 def callgrind_bytes(size: int, seed: int) -> bytes:
     """Callgrind text of about ``size`` bytes: a header, benchmark parts, cost lines."""
     rng = random.Random(seed)
-    header = (f"# callgrind format\nversion: 1\ncreator: callgrind-3.19.0\npid: {PID}\ncmd:  python -m pytest\npart: 1\n\n"
-              "desc: Trigger: Client Request: Metadata: pytest-codspeed 3.2.0\n\npositions: line\nevents: Ir\n").encode()
+    header = (
+        f"# callgrind format\nversion: 1\ncreator: callgrind-3.19.0\npid: {PID}\ncmd:  python -m pytest\npart: 1\n\n"
+        "desc: Trigger: Client Request: Metadata: pytest-codspeed 3.2.0\n\npositions: line\nevents: Ir\n"
+    ).encode()
     names = [f"fn=({i}) module_{i % 97}.function_{i}" for i in range(4000)]
     blocks, total, part = [header], len(header), 2
     while total < size:
         lines = [f"\npart: {part}\ndesc: Trigger: Client Request: tests/test_{seed}.py::test_bench_{part}\n"]
         for _ in range(2000):
-            lines.append(f"{rng.choice(names)}\n{rng.randint(1, 4000)} {rng.randint(1, 10**6)}\n"
-                         f"calls={rng.randint(1, 50)} {rng.randint(1, 4000)}\n{rng.randint(1, 4000)} {rng.randint(1, 10**7)}\n")
+            lines.append(
+                f"{rng.choice(names)}\n{rng.randint(1, 4000)} {rng.randint(1, 10**6)}\n"
+                f"calls={rng.randint(1, 50)} {rng.randint(1, 4000)}\n{rng.randint(1, 4000)} {rng.randint(1, 10**7)}\n"
+            )
         block = "".join(lines).encode()
         blocks.append(block)
         total += len(block)
@@ -94,8 +106,12 @@ def write_bundle(path: Path, size: int, seed: int, kind: str = "plain") -> None:
             folder = tarfile.TarInfo("./")
             folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, 1764000000.25
             tar.addfile(folder)
-        for name, data in ((f"./{PID}.out", content), (f"./perf-{PID}.map", b"7f00 10 f\n" * 1000),
-                           (f"./results/{PID}.json", b'{"ok": true}\n'), ("./runner.log", b"log\n")):
+        for name, data in (
+            (f"./{PID}.out", content),
+            (f"./perf-{PID}.map", b"7f00 10 f\n" * 1000),
+            (f"./results/{PID}.json", b'{"ok": true}\n'),
+            ("./runner.log", b"log\n"),
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             if kind != "plain":
@@ -150,8 +166,9 @@ def normalize_all(paths: list[Path], work: Path, prove: bool = True) -> tuple[li
         copy = work / f"normalized-{index}.tar.gz"
         start = time.perf_counter()
         with open(path, "rb") as source, open(copy, "wb") as sink:
-            normalizer = Normalizer(sink, compressor=gz.raw_compressor, crc32=gz.crc32,
-                                    prove=gz.raw_inflater if prove else None)
+            normalizer = Normalizer(
+                sink, compressor=gz.raw_compressor, crc32=gz.crc32, prove=gz.raw_inflater if prove else None
+            )
             pids = tuple(validate_bundle(source, tap=normalizer.feed).pids)
             index_doc = normalizer.close()
         took += time.perf_counter() - start
@@ -200,21 +217,32 @@ class _Sink(http.server.BaseHTTPRequestHandler):
 
 def upload(path: Path, url: str) -> None:
     with open(path, "rb") as body:
-        request = urllib.request.Request(url, data=body, method="PUT",
-                                         headers={"Content-Length": str(path.stat().st_size),
-                                                  "Content-Type": "application/gzip"})
+        request = urllib.request.Request(
+            url,
+            data=body,
+            method="PUT",
+            headers={"Content-Length": str(path.stat().st_size), "Content-Type": "application/gzip"},
+        )
         urllib.request.urlopen(request, timeout=300).read()
 
 
 def merge_process(paths: list[Path], out: Path) -> int:
     """``codspeed-aggregator merge`` as a CI job runs it, a process of its own; answers its peak RSS (KiB)."""
     # its own peak (VmHWM: ru_maxrss survives exec) or its largest worker's, whichever is larger
-    command = [sys.executable, "-c", "import resource, sys; from codspeed_aggregator.cli import main; code = main(sys.argv[1:]); "
-               "own = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]; "
-               "print(max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(code)",
-               "merge", *map(str, paths), "-o", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "functions")})
+    command = [
+        sys.executable,
+        "-c",
+        "import resource, sys; from codspeed_aggregator.cli import main; code = main(sys.argv[1:]); "
+        "own = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]; "
+        "print(max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(code)",
+        "merge",
+        *map(str, paths),
+        "-o",
+        str(out),
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT / "functions")}
+    )
     assert "(spliced)" in done.stdout, done.stdout
     return int(done.stdout.split()[-1])
 
@@ -227,15 +255,19 @@ def final_job(packs: list[Path], work: Path, packed_floor: float) -> tuple[float
     try:
         floor_to(packs, work / "floor.tar.gz")
         floor_upload = min(timed(lambda: upload(work / "floor.tar.gz", url)) for _ in range(3))
-        job = min(timed(lambda: (merge_process(packs, work / "job.tar.gz"), upload(work / "job.tar.gz", url)))
-                  for _ in range(3))
+        job = min(
+            timed(lambda: (merge_process(packs, work / "job.tar.gz"), upload(work / "job.tar.gz", url)))
+            for _ in range(3)
+        )
     finally:
         server.shutdown()
         server.server_close()
     rss_1x = merge_process(packs, work / "job.tar.gz")
     rss_4x = merge_process(packs * 4, work / "job.tar.gz")
-    print(f"final job: merge process and upload {job:.3f} s; floor {packed_floor:.3f} s + upload {floor_upload:.3f} s; "
-          f"merge process peak RSS 1x {rss_1x / 1024:.0f} MB, 4x {rss_4x / 1024:.0f} MB")
+    print(
+        f"final job: merge process and upload {job:.3f} s; floor {packed_floor:.3f} s + upload {floor_upload:.3f} s; "
+        f"merge process peak RSS 1x {rss_1x / 1024:.0f} MB, 4x {rss_4x / 1024:.0f} MB"
+    )
     return job / (packed_floor + floor_upload), rss_4x / rss_1x
 
 
@@ -250,8 +282,12 @@ def peak_rss_kib() -> int:
 
 def peak_rss_of_merge(paths: list[Path], out: Path) -> int:
     """Peak RSS (KiB) of a fresh process that merges ``paths``."""
-    result = subprocess.run([sys.executable, __file__, "--child-merge", str(out), *map(str, paths)],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, __file__, "--child-merge", str(out), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(result.stdout.strip())
 
 
@@ -276,36 +312,48 @@ def main() -> int:
             write_bundle(path, size, seed=i + 1)
         packed = sum(p.stat().st_size for p in paths)
         runner_way = "spliced" if usable_cores() >= SPLICE_CORES else "recompressed"
-        print(f"workload: {args.shards} shards x {size / 2**20:.0f} MB callgrind text, pid {PID} in every shard, "
-              f"{packed / 2**20:.1f} MB of bundles; codec {gz.NAME} level {DEFAULT_LEVEL}; {usable_cores()} cores: "
-              f"the runner's bundles are {runner_way} offline")
+        print(
+            f"workload: {args.shards} shards x {size / 2**20:.0f} MB callgrind text, pid {PID} in every shard, "
+            f"{packed / 2**20:.1f} MB of bundles; codec {gz.NAME} level {DEFAULT_LEVEL}; {usable_cores()} cores: "
+            f"the runner's bundles are {runner_way} offline"
+        )
         floor = min(timed(lambda: floor_to(paths, work / "floor.tar.gz")) for _ in range(3))
         shards = shards_from(paths)
         merge = min(timed(lambda: merge_to(shards, work / "merged.tar.gz")) for _ in range(3))
         said = io.StringIO()
         with contextlib.redirect_stdout(said):
-            unpacked = min(timed(lambda: merge_files([str(p) for p in paths], str(work / "offline.tar.gz"))) for _ in range(3))
+            unpacked = min(
+                timed(lambda: merge_files([str(p) for p in paths], str(work / "offline.tar.gz"))) for _ in range(3)
+            )
         assert f"({runner_way})" in said.getvalue(), said.getvalue()
         kinds = {}
         for kind in ("pax", "gnu"):  # the same content in tarfile's other formats, each against its own floor
             made = [work / f"{kind}-{i}.tar.gz" for i in range(args.shards)]
             for i, path in enumerate(made):
                 write_bundle(path, size, seed=i + 1, kind=kind)
-            own_floor = min(timed(lambda: floor_to(made, work / "floor.tar.gz")) for _ in range(3))
+            own_floor = min(timed(lambda made=made: floor_to(made, work / "floor.tar.gz")) for _ in range(3))
             said = io.StringIO()
             with contextlib.redirect_stdout(said):
-                took = min(timed(lambda: merge_files([str(p) for p in made], str(work / "offline.tar.gz"))) for _ in range(3))
-            assert f"({runner_way})" in said.getvalue(), (kind, said.getvalue())  # a harmless PAX or GNU field changes no way
+                took = min(
+                    timed(lambda made=made: merge_files([str(p) for p in made], str(work / "offline.tar.gz")))
+                    for _ in range(3)
+                )
+            assert f"({runner_way})" in said.getvalue(), (
+                kind,
+                said.getvalue(),
+            )  # a harmless PAX or GNU field changes no way
             kinds[kind] = took / own_floor
             for path in made:
                 path.unlink()
         packs = [work / f"packed-{i}.tar.gz" for i in range(len(paths))]
-        for path, pack in zip(paths, packs):
+        for path, pack in zip(paths, packs, strict=False):
             pack_bundle(path, pack)
         packed_floor = min(timed(lambda: floor_to(packs, work / "floor.tar.gz")) for _ in range(3))
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            offline = min(timed(lambda: merge_files([str(p) for p in packs], str(work / "offline.tar.gz"))) for _ in range(3))
+            offline = min(
+                timed(lambda: merge_files([str(p) for p in packs], str(work / "offline.tar.gz"))) for _ in range(3)
+            )
         assert "(spliced)" in out.getvalue(), out.getvalue()
         job_ratio, job_rss = final_job(packs, work, packed_floor)
         normalizing = proving = float("inf")
@@ -324,18 +372,30 @@ def main() -> int:
         rss_4x = peak_rss_of_merge(paths * 4, work / "rss4.tar.gz")
         merged = (work / "merged.tar.gz").stat().st_size
         spliced = (work / "spliced.tar.gz").stat().st_size
-        print(f"floor: {floor:.3f} s, merge: {merge:.3f} s ({size * args.shards / merge / 2**20:.0f} MB/s), "
-              f"offline merge: {offline:.3f} s (floor of the packed bundles {packed_floor:.3f} s), offline unpacked: {unpacked:.3f} s, splice: {splice_time:.3f} s (of copies whose arrival did not inflate "
-              f"each segment: {checked:.3f} s), copy: {copy:.3f} s, normalizing at arrival {normalizing:.3f} s, "
-              f"with each segment inflated {proving:.3f} s, "
-              f"naive: {naive:.3f} s; merged archive {merged / 2**20:.1f} MB, spliced {spliced / 2**20:.1f} MB; peak RSS 1x {rss_1x / 1024:.0f} MB, "
-              f"4x {rss_4x / 1024:.0f} MB")
-    figures = {"merge_vs_floor": merge / floor, "offline_merge_vs_floor": offline / packed_floor,
-               "offline_unpacked_vs_floor": unpacked / floor, "offline_pax_vs_floor": kinds["pax"],
-               "offline_gnu_vs_floor": kinds["gnu"],
-               "splice_vs_floor": splice_time / floor, "splice_vs_copy": splice_time / copy, "naive_vs_merge": naive / merge, "rss_growth": rss_4x / rss_1x,
-               "final_job_vs_floor_upload": job_ratio, "final_job_rss_growth": job_rss,
-               "arrival_proof_cost": proving / normalizing}
+        print(
+            f"floor: {floor:.3f} s, merge: {merge:.3f} s ({size * args.shards / merge / 2**20:.0f} MB/s), "
+            f"offline merge: {offline:.3f} s (floor of the packed bundles {packed_floor:.3f} s), offline unpacked: "
+            f"{unpacked:.3f} s, splice: {splice_time:.3f} s (of copies whose arrival did not inflate "
+            f"each segment: {checked:.3f} s), copy: {copy:.3f} s, normalizing at arrival {normalizing:.3f} s, "
+            f"with each segment inflated {proving:.3f} s, "
+            f"naive: {naive:.3f} s; merged archive {merged / 2**20:.1f} MB, spliced {spliced / 2**20:.1f} MB; peak "
+            f"RSS 1x {rss_1x / 1024:.0f} MB, "
+            f"4x {rss_4x / 1024:.0f} MB"
+        )
+    figures = {
+        "merge_vs_floor": merge / floor,
+        "offline_merge_vs_floor": offline / packed_floor,
+        "offline_unpacked_vs_floor": unpacked / floor,
+        "offline_pax_vs_floor": kinds["pax"],
+        "offline_gnu_vs_floor": kinds["gnu"],
+        "splice_vs_floor": splice_time / floor,
+        "splice_vs_copy": splice_time / copy,
+        "naive_vs_merge": naive / merge,
+        "rss_growth": rss_4x / rss_1x,
+        "final_job_vs_floor_upload": job_ratio,
+        "final_job_rss_growth": job_rss,
+        "arrival_proof_cost": proving / normalizing,
+    }
     missed = []
     for name, value in figures.items():
         if TARGETS[name] is None:

@@ -71,8 +71,17 @@ def main() -> int:
         started = time.perf_counter()
         make_run(agg, project, "main-1", shards, args.benchmarks, 1.0)
         finalize(agg, stack, project, "main-1")
-        make_run(agg, project, "pr-1", shards, args.benchmarks, 1.2, ref="refs/pull/1/merge", base_ref="main",
-                 commit="b" * 40)
+        make_run(
+            agg,
+            project,
+            "pr-1",
+            shards,
+            args.benchmarks,
+            1.2,
+            ref="refs/pull/1/merge",
+            base_ref="main",
+            commit="b" * 40,
+        )
         report = agg.reports.report(project, "pr-1")
         setup = time.perf_counter() - started
         session = requests.Session()
@@ -85,13 +94,17 @@ def main() -> int:
             times.append((time.perf_counter() - began) * 1000)
             size = len(answer.content)
         page_ms = statistics.median(times)
-        print(f"run: {shards} shards x {args.benchmarks} benchmarks = {report.counts.measured} benchmarks, "
-              f"{report.counts.regressions} regressions ({len(report.benchmarks)} changes named on the page); "
-              f"made in {setup:.1f} s")
+        print(
+            f"run: {shards} shards x {args.benchmarks} benchmarks = {report.counts.measured} benchmarks, "
+            f"{report.counts.regressions} regressions ({len(report.benchmarks)} changes named on the page); "
+            f"made in {setup:.1f} s"
+        )
         print(f"page: {size / 1024:.0f} KiB of HTML; loads {min(times):.0f}-{max(times):.0f} ms")
         ok = page_ms < TARGET_MS
-        print(f"page_ms={page_ms:.0f}  (target < {TARGET_MS} at 200 shards and 5000 benchmarks"
-              f"{'' if ok else ', MISSED' if not args.quick else ', not met at this size'})")
+        print(
+            f"page_ms={page_ms:.0f}  (target < {TARGET_MS} at 200 shards and 5000 benchmarks"
+            f"{'' if ok else ', MISSED' if not args.quick else ', not met at this size'})"
+        )
         return 0 if ok or args.quick else 1
 
 

@@ -6,7 +6,8 @@ template.yaml deploys.
 
 Measured (one core, this machine): what an arrival does to each bundle (validate it and, in
 the same pass, write its normalized copy; or, for a bundle ``codspeed-client`` normalized,
-verify it, which writes nothing: printed, the model keeps the runner's slower case) and what a finalizer does to each part (splice the
+verify it, which writes nothing: printed, the model keeps the runner's slower case) and what a finalizer does
+to each part (splice the
 normalized copies; the full merge, its fallback, is printed too), in MiB/s of compressed bundle. Lambda gives CPU in
 proportion to memory, one vCPU at 1769 MB; both steps are single-threaded, so a function's
 rate is the measured one times min(1, memory / 1769), times LAMBDA_CORE (a Lambda vCPU taken
@@ -62,12 +63,16 @@ def deployed() -> dict:
     env = {**finalizer["Environment"]["Variables"], **arrivals["Environment"]["Variables"]}
     code = Settings.from_env()
     return {
-        "arrivals_memory": arrivals["MemorySize"], "arrivals_timeout": arrivals["Timeout"],
-        "arrivals_batch": arrivals_source["BatchSize"], "arrivals_reserve": int(env["ARRIVAL_RESERVE_SECONDS"]),
+        "arrivals_memory": arrivals["MemorySize"],
+        "arrivals_timeout": arrivals["Timeout"],
+        "arrivals_batch": arrivals_source["BatchSize"],
+        "arrivals_reserve": int(env["ARRIVAL_RESERVE_SECONDS"]),
         "arrivals_rate": float(env["ARRIVAL_MIB_PER_SECOND"]),
-        "merge_memory": parameters["MergeMemorySize"]["Default"], "merge_timeout": finalizer["Timeout"],
+        "merge_memory": parameters["MergeMemorySize"]["Default"],
+        "merge_timeout": finalizer["Timeout"],
         "finalize_concurrency": finalize_source["ScalingConfig"]["MaximumConcurrency"],
-        "part_bytes": int(env["MAX_PART_BYTES"]), "benchmark_limit": code.max_benchmarks_per_upload,
+        "part_bytes": int(env["MAX_PART_BYTES"]),
+        "benchmark_limit": code.max_benchmarks_per_upload,
         "bundle_cap": code.max_bundle_bytes,
     }
 
@@ -100,7 +105,7 @@ def _measured(work: Path, bundles: int, mb: float) -> dict[str, float]:
         merge_bundles(shards_from(paths), out)
     merge_rate = packed / (time.perf_counter() - started)
     packs = [work / f"packed-{i}.tar.gz" for i in range(bundles)]
-    for path, pack in zip(paths, packs):
+    for path, pack in zip(paths, packs, strict=False):
         pack_bundle(path, pack)
     started = time.perf_counter()
     for pack in packs:
@@ -139,11 +144,19 @@ def model(shards: int, shard_mb: float, benchmarks: int, rates: dict[str, float]
     waves = math.floor(WITHIN_MINUTES / full_part) if full_part * 60 < stack["merge_timeout"] else 0
     largest = waves * stack["finalize_concurrency"] * per_part * MIB / 1e9
     cap = stack["bundle_cap"] / MIB
-    lambda_arrival = 1 / (1 / (arrival_rate * vcpu(stack["arrivals_memory"])) + 2 / TRANSFER_MIB_S)  # MiB/s, bytes moved too
-    return {"parts": len(parts), "max_part_minutes": one_part(biggest), "part_mib": per_part,
-            "max_part_minutes_merged": part_minutes(biggest, rates["merge"], stack),
-            "arrivals_batch_seconds": batch, "largest_run_gb": largest, "largest_bundle_seconds": cap / lambda_arrival,
-            "arrival_mib_per_second": lambda_arrival}
+    lambda_arrival = 1 / (
+        1 / (arrival_rate * vcpu(stack["arrivals_memory"])) + 2 / TRANSFER_MIB_S
+    )  # MiB/s, bytes moved too
+    return {
+        "parts": len(parts),
+        "max_part_minutes": one_part(biggest),
+        "part_mib": per_part,
+        "max_part_minutes_merged": part_minutes(biggest, rates["merge"], stack),
+        "arrivals_batch_seconds": batch,
+        "largest_run_gb": largest,
+        "largest_bundle_seconds": cap / lambda_arrival,
+        "arrival_mib_per_second": lambda_arrival,
+    }
 
 
 # DynamoDB, from the requests the code makes (bench/growth.py counts them) and the item sizes it
@@ -162,7 +175,9 @@ def ledger(shards: int, parts: int, batch: int) -> dict[str, float]:
     # the run, its tallies, the shard, the upload request: one BatchGetItem, each item rounded up to 4 KB; the
     # tally's revision just before the transaction
     arrival_read = 3 + TALLIES + 1
-    arrival_read += math.ceil((RUN_ITEM_KB + TALLIES * TALLY_ITEM_KB) / 4)  # the run read again after the count: a Query
+    arrival_read += math.ceil(
+        (RUN_ITEM_KB + TALLIES * TALLY_ITEM_KB) / 4
+    )  # the run read again after the count: a Query
     items = math.ceil(SHARD_ITEM_KB) + math.ceil(TALLY_ITEM_KB) + math.ceil(NOTE_ITEM_KB)
     arrival_write = 2 * items * (1 + CONFLICT_RATE)
     # the run's item, tallies and parts (one consistent Query), then the batch's notes and shard items
@@ -174,8 +189,15 @@ def ledger(shards: int, parts: int, batch: int) -> dict[str, float]:
     grants = shards * (1 + math.ceil(UPLOAD_ITEMS_KB))  # the run item's touch, the upload request and metadata
     run_reads = shards * arrival_read + math.ceil(shards / batch) * rebuild_read + parts * part_read
     run_writes = grants + shards * arrival_write + parts * part_write
-    return {"arrival_read": arrival_read, "arrival_write": arrival_write, "rebuild_read": rebuild_read,
-            "part_read": part_read, "part_write": part_write, "run_reads": run_reads, "run_writes": run_writes}
+    return {
+        "arrival_read": arrival_read,
+        "arrival_write": arrival_write,
+        "rebuild_read": rebuild_read,
+        "part_read": part_read,
+        "part_write": part_write,
+        "run_reads": run_reads,
+        "run_writes": run_writes,
+    }
 
 
 def sensitivity(shards: int, shard_mb: float, benchmarks: int, rates: dict[str, float], stack: dict) -> str:
@@ -187,8 +209,10 @@ def sensitivity(shards: int, shard_mb: float, benchmarks: int, rates: dict[str, 
             for transfer in (40, 160):
                 LAMBDA_CORE, TRANSFER_MIB_S = core, transfer
                 f = model(shards, shard_mb, benchmarks, rates, stack)
-                cells.append(f"vcpu={core} transfer={transfer}: largest_run_gb={f['largest_run_gb']:.0f} "
-                             f"max_part_minutes={f['max_part_minutes']:.1f}")
+                cells.append(
+                    f"vcpu={core} transfer={transfer}: largest_run_gb={f['largest_run_gb']:.0f} "
+                    f"max_part_minutes={f['max_part_minutes']:.1f}"
+                )
     finally:
         LAMBDA_CORE, TRANSFER_MIB_S = saved
     return "; ".join(cells)
@@ -206,39 +230,59 @@ def main() -> int:
         rates = measure(Path(folder), 2 if args.quick else 4, 2 if args.quick else 16)
     figures = model(args.shards, args.shard_mb, args.benchmarks, rates, stack)
     units = ledger(args.shards, figures["parts"], stack["arrivals_batch"])
-    print(f"measured: arrival (validate + normalize) {rates['arrival']:.1f} MiB/s, arrival of a packed bundle "
-          f"(validate + verify) {rates['verify']:.1f} MiB/s, splice {rates['splice']:.1f} MiB/s, "
-          f"full merge {rates['merge']:.1f} MiB/s of compressed bundle, one core")
-    print(f"deployed: arrivals {stack['arrivals_memory']} MB / {stack['arrivals_timeout']} s / batch {stack['arrivals_batch']}, "
-          f"finalizer {stack['merge_memory']} MB / {stack['merge_timeout']} s x {stack['finalize_concurrency']}, "
-          f"parts of {stack['part_bytes'] / MIB:.0f} MiB; assumed: a Lambda vCPU = {LAMBDA_CORE} core here, "
-          f"transfers at {TRANSFER_MIB_S} MiB/s")
-    print(f"largest bundle ({stack['bundle_cap'] / MIB:.0f} MiB) takes its arrival {figures['largest_bundle_seconds']:.0f} s "
-          f"({figures['arrival_mib_per_second']:.1f} MiB/s modelled; the reserve counts {stack['arrivals_rate']:g} MiB/s "
-          f"after {stack['arrivals_reserve']} s, so {stack['arrivals_reserve'] + stack['bundle_cap'] / MIB / stack['arrivals_rate']:.0f} s); "
-          f"a part merged without its normalized copies (the fallback) takes {figures['max_part_minutes_merged']:.1f} min")
-    print(f"parts: {figures['parts']} of at most {figures['part_mib']:.0f} MiB (both limits: {stack['benchmark_limit']} "
-          f"benchmarks, {stack['part_bytes'] / MIB:.0f} MiB; {args.benchmarks} benchmarks a shard"
-          + (", each shard over the limit sent alone" if args.benchmarks > stack["benchmark_limit"] else "") + ")")
-    print(f"dynamodb: per arrival {units['arrival_read']} read units, {units['arrival_write']:.1f} write units "
-          f"(assumed: {CONFLICT_RATE:.1%} of transactions retried once); per report rebuild "
-          f"{units['rebuild_read']} read units (assumed: {SHARD_ITEM_KB} KB a shard item, measured by bench/growth.py); "
-          f"per part {units['part_read']} read, {units['part_write']} write units; per run "
-          f"{units['run_reads']:.0f} read and {units['run_writes']:.0f} write units")
+    print(
+        f"measured: arrival (validate + normalize) {rates['arrival']:.1f} MiB/s, arrival of a packed bundle "
+        f"(validate + verify) {rates['verify']:.1f} MiB/s, splice {rates['splice']:.1f} MiB/s, "
+        f"full merge {rates['merge']:.1f} MiB/s of compressed bundle, one core"
+    )
+    print(
+        f"deployed: arrivals {stack['arrivals_memory']} MB / {stack['arrivals_timeout']} s / batch "
+        f"{stack['arrivals_batch']}, "
+        f"finalizer {stack['merge_memory']} MB / {stack['merge_timeout']} s x {stack['finalize_concurrency']}, "
+        f"parts of {stack['part_bytes'] / MIB:.0f} MiB; assumed: a Lambda vCPU = {LAMBDA_CORE} core here, "
+        f"transfers at {TRANSFER_MIB_S} MiB/s"
+    )
+    print(
+        f"largest bundle ({stack['bundle_cap'] / MIB:.0f} MiB) takes its arrival "
+        f"{figures['largest_bundle_seconds']:.0f} s "
+        f"({figures['arrival_mib_per_second']:.1f} MiB/s modelled; the reserve counts {stack['arrivals_rate']:g} MiB/s "
+        f"after {stack['arrivals_reserve']} s, so "
+        f"{stack['arrivals_reserve'] + stack['bundle_cap'] / MIB / stack['arrivals_rate']:.0f} s); "
+        f"a part merged without its normalized copies (the fallback) takes {figures['max_part_minutes_merged']:.1f} min"
+    )
+    print(
+        f"parts: {figures['parts']} of at most {figures['part_mib']:.0f} MiB (both limits: {stack['benchmark_limit']} "
+        f"benchmarks, {stack['part_bytes'] / MIB:.0f} MiB; {args.benchmarks} benchmarks a shard"
+        + (", each shard over the limit sent alone" if args.benchmarks > stack["benchmark_limit"] else "")
+        + ")"
+    )
+    print(
+        f"dynamodb: per arrival {units['arrival_read']} read units, {units['arrival_write']:.1f} write units "
+        f"(assumed: {CONFLICT_RATE:.1%} of transactions retried once); per report rebuild "
+        f"{units['rebuild_read']} read units (assumed: {SHARD_ITEM_KB} KB a shard item, measured by bench/growth.py); "
+        f"per part {units['part_read']} read, {units['part_write']} write units; per run "
+        f"{units['run_reads']:.0f} read and {units['run_writes']:.0f} write units"
+    )
     print(f"sensitivity: {sensitivity(args.shards, args.shard_mb, args.benchmarks, rates, stack)}")
     # the reserve's rate no faster than the one measured (in CPU time: the verdict does not move with the
     # machine's load), and the largest bundle within a fresh invocation, its floor kept
-    checks = {**TARGETS, "arrivals_batch_seconds": ("<=", stack["arrivals_timeout"] / 2),
-              "largest_bundle_seconds": ("<=", stack["arrivals_timeout"] - stack["arrivals_reserve"]),
-              "arrival_mib_per_second": (">=", stack["arrivals_rate"])}
+    checks = {
+        **TARGETS,
+        "arrivals_batch_seconds": ("<=", stack["arrivals_timeout"] / 2),
+        "largest_bundle_seconds": ("<=", stack["arrivals_timeout"] - stack["arrivals_reserve"]),
+        "arrival_mib_per_second": (">=", stack["arrivals_rate"]),
+    }
     missed = []
     for name, (op, target) in checks.items():
         value = figures[name]
         ok = value >= target if op == ">=" else value <= target
         print(f"{name}: {value:.1f} (target {op} {target:g}){'' if ok else ', MISSED'}")
         missed += [] if ok else [name]
-    print(f"scale: largest_run_gb={figures['largest_run_gb']:.0f} parts={figures['parts']} "
-          f"max_part_minutes={figures['max_part_minutes']:.1f} arrivals_batch_seconds={figures['arrivals_batch_seconds']:.0f}")
+    print(
+        f"scale: largest_run_gb={figures['largest_run_gb']:.0f} parts={figures['parts']} "
+        f"max_part_minutes={figures['max_part_minutes']:.1f} "
+        f"arrivals_batch_seconds={figures['arrivals_batch_seconds']:.0f}"
+    )
     return 1 if missed and not args.quick else 0
 
 

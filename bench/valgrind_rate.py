@@ -37,9 +37,21 @@ from codspeed_aggregator.domain.costs import VALGRIND_INSTRUCTIONS_PER_SECOND  #
 from codspeed_aggregator.domain.results import measured  # noqa: E402
 
 # the runner's callgrind options (CodSpeed's runner, as make.sh uses them)
-VALGRIND = ["valgrind", "-q", "--tool=callgrind", "--trace-children=yes", "--cache-sim=yes", "--I1=32768,8,64",
-            "--D1=32768,8,64", "--LL=8388608,16,64", "--instr-atstart=no", "--collect-systime=nsec",
-            "--compress-strings=no", "--combine-dumps=yes", "--dump-line=no"]
+VALGRIND = [
+    "valgrind",
+    "-q",
+    "--tool=callgrind",
+    "--trace-children=yes",
+    "--cache-sim=yes",
+    "--I1=32768,8,64",
+    "--D1=32768,8,64",
+    "--LL=8388608,16,64",
+    "--instr-atstart=no",
+    "--collect-systime=nsec",
+    "--compress-strings=no",
+    "--combine-dumps=yes",
+    "--dump-line=no",
+]
 DURATION = re.compile(r"^\s*([0-9.]+)s call\s+(\S+)$", re.M)
 
 
@@ -48,17 +60,41 @@ def suite(folder: Path, steps: list[int]) -> None:
     (folder / "test_work.py").write_text(
         "import pytest\n\n\n"
         f"@pytest.mark.parametrize('steps', {steps})\n@pytest.mark.benchmark\n"
-        "def test_work(steps):\n    total = 0\n    for i in range(steps):\n        total += i * i % 7\n    assert total >= 0\n")
+        "def test_work(steps):\n    total = 0\n    for i in range(steps):\n        total += i * i % 7\n    assert "
+        "total >= 0\n"
+    )
 
 
 def run(python: Path, folder: Path, profiles: Path) -> dict[str, float]:
     """The suite under callgrind; each test's call time, by its test id (``test_work[100000]``)."""
-    env = {**os.environ, "CODSPEED_ENV": "runner", "CODSPEED_RUNNER_MODE": "instrumentation",
-           "CODSPEED_PROFILE_FOLDER": str(profiles), "PYTHONHASHSEED": "0"}
-    done = subprocess.run([*VALGRIND, f"--callgrind-out-file={profiles}/%p.out", f"--log-file={profiles}/valgrind.%p.log",
-                           str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0",
-                           "--durations-min=0", "test_work.py"],
-                          cwd=folder, env=env, capture_output=True, text=True, timeout=1800)
+    env = {
+        **os.environ,
+        "CODSPEED_ENV": "runner",
+        "CODSPEED_RUNNER_MODE": "instrumentation",
+        "CODSPEED_PROFILE_FOLDER": str(profiles),
+        "PYTHONHASHSEED": "0",
+    }
+    done = subprocess.run(
+        [
+            *VALGRIND,
+            f"--callgrind-out-file={profiles}/%p.out",
+            f"--log-file={profiles}/valgrind.%p.log",
+            str(python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--durations=0",
+            "--durations-min=0",
+            "test_work.py",
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode != 0:
         raise SystemExit(f"the suite failed under valgrind:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return {name.rsplit("::", 1)[1]: float(s) for s, name in DURATION.findall(done.stdout)}
@@ -86,8 +122,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="4 light benchmarks")
     args = parser.parse_args()
-    steps = [20_000, 50_000, 100_000, 200_000] if args.quick else \
-        [50_000, 100_000, 200_000, 400_000, 700_000, 1_000_000]
+    steps = (
+        [20_000, 50_000, 100_000, 200_000] if args.quick else [50_000, 100_000, 200_000, 400_000, 700_000, 1_000_000]
+    )
     python = tools(Path(tempfile.gettempdir()) / "codspeed-bench-tools")
     with tempfile.TemporaryDirectory(prefix="codspeed-valgrind-") as scratch:
         work, profiles = Path(scratch) / "suite", Path(scratch) / "profiles"
@@ -108,10 +145,14 @@ def main() -> int:
         return 1
     slope, overhead = fit(points)
     rate = 1 / slope
-    print(f"fitted over {len(points)} benchmarks: {rate / 1e6:.1f} M instructions a second, "
-          f"{overhead:.2f} s per benchmark besides; domain.costs assumes {VALGRIND_INSTRUCTIONS_PER_SECOND / 1e6:.0f} M")
-    print(f"valgrind_rate: measured={rate:.3g} assumed={VALGRIND_INSTRUCTIONS_PER_SECOND:.3g} "
-          f"ratio={rate / VALGRIND_INSTRUCTIONS_PER_SECOND:.2f} overhead_s={overhead:.2f}")
+    print(
+        f"fitted over {len(points)} benchmarks: {rate / 1e6:.1f} M instructions a second, "
+        f"{overhead:.2f} s per benchmark besides; domain.costs assumes {VALGRIND_INSTRUCTIONS_PER_SECOND / 1e6:.0f} M"
+    )
+    print(
+        f"valgrind_rate: measured={rate:.3g} assumed={VALGRIND_INSTRUCTIONS_PER_SECOND:.3g} "
+        f"ratio={rate / VALGRIND_INSTRUCTIONS_PER_SECOND:.2f} overhead_s={overhead:.2f}"
+    )
     return 0
 
 

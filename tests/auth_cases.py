@@ -37,11 +37,24 @@ def cases(stack, tokens, webhook_secret: str) -> list[tuple[str, callable, int]]
         ("a project token, its project", lambda: _get(stack, token, project), 404),
         ("a project token, another project", lambda: _get(stack, token, other), 403),
         ("a revoked project token", lambda: _get(stack, revoked, project), 403),
-        ("a project token with one character changed", lambda: _get(stack, token[:-1] + ("A" if token[-1] != "A" else "B"), project), 403),
+        (
+            "a project token with one character changed",
+            lambda: _get(stack, token[:-1] + ("A" if token[-1] != "A" else "B"), project),
+            403,
+        ),
         ("a webhook without a signature", lambda: _signed(stack, None, refresh), 401),
         ("a webhook signed with the wrong secret", lambda: _signed(stack, "wrong", refresh), 401),
         ("a webhook whose body was changed", lambda: _signed(stack, webhook_secret, refresh, tamper=True), 401),
-        ("a webhook replayed after 10 minutes", lambda: _signed(stack, webhook_secret, {**refresh, "timestamp": int(time.time()) - 600}), 401),
-        ("a webhook carrying a token but no signature", lambda: requests.post(
-            f"{stack.api_url}/webhooks/refresh", json=refresh, headers={"Authorization": stack.token}, timeout=10), 401),
+        (
+            "a webhook replayed after 10 minutes",
+            lambda: _signed(stack, webhook_secret, {**refresh, "timestamp": int(time.time()) - 600}),
+            401,
+        ),
+        (
+            "a webhook carrying a token but no signature",
+            lambda: requests.post(
+                f"{stack.api_url}/webhooks/refresh", json=refresh, headers={"Authorization": stack.token}, timeout=10
+            ),
+            401,
+        ),
     ]

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import requests
 
-from tests.factories import bundle, metadata, md5_b64, tar_gz, upload_request
 from codspeed_local.profiles import callgrind_text
+from tests.factories import bundle, md5_b64, metadata, tar_gz, upload_request
 
 
 def _special(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
@@ -37,18 +37,42 @@ def _bomb() -> bytes:
 BUNDLES = [
     ("member with ..", lambda: tar_gz({"./../escape.out": _out()}), "points outside the profile folder"),
     ("absolute member path", lambda: tar_gz({"/etc/cron.d/x": b"x", "./1.out": _out()}), "absolute path"),
-    ("symlink out of the folder", lambda: tar_gz({"./1.out": _out(), "./l": _special("./l", tarfile.SYMTYPE, "/etc/passwd")}), "is a symlink"),
-    ("hard link out of the folder", lambda: tar_gz({"./1.out": _out(), "./h": _special("./h", tarfile.LNKTYPE, "../x")}), "is a hard link"),
-    ("character device", lambda: tar_gz({"./1.out": _out(), "./d": _special("./d", tarfile.CHRTYPE)}), "device or special file"),
-    ("block device", lambda: tar_gz({"./1.out": _out(), "./b": _special("./b", tarfile.BLKTYPE)}), "device or special file"),
+    (
+        "symlink out of the folder",
+        lambda: tar_gz({"./1.out": _out(), "./l": _special("./l", tarfile.SYMTYPE, "/etc/passwd")}),
+        "is a symlink",
+    ),
+    (
+        "hard link out of the folder",
+        lambda: tar_gz({"./1.out": _out(), "./h": _special("./h", tarfile.LNKTYPE, "../x")}),
+        "is a hard link",
+    ),
+    (
+        "character device",
+        lambda: tar_gz({"./1.out": _out(), "./d": _special("./d", tarfile.CHRTYPE)}),
+        "device or special file",
+    ),
+    (
+        "block device",
+        lambda: tar_gz({"./1.out": _out(), "./b": _special("./b", tarfile.BLKTYPE)}),
+        "device or special file",
+    ),
     ("fifo", lambda: tar_gz({"./1.out": _out(), "./f": _special("./f", tarfile.FIFOTYPE)}), "device or special file"),
     ("gzip bomb", _bomb, "refused as a gzip bomb"),
     ("truncated gzip", lambda: bundle()[:-40], "truncated or corrupt"),
-    ("tar inside the tar", lambda: tar_gz({"./inner.tar.gz": bundle(), "./1.out": _out()}), "archive inside the archive"),
+    (
+        "tar inside the tar",
+        lambda: tar_gz({"./inner.tar.gz": bundle(), "./1.out": _out()}),
+        "archive inside the archive",
+    ),
     ("empty archive", lambda: tar_gz({}), "empty archive"),
     ("empty file (size differs from the declared one)", lambda: b"", "the bundle is 0 bytes but 1 were declared"),
     ("no .out file", lambda: tar_gz({"./runner.log": b"log"}), "no <pid>.out callgrind file"),
-    (".out without pid header", lambda: tar_gz({"./12.out": b"# callgrind format\nversion: 1\ncmd: x\n"}), "no 'pid:' header line"),
+    (
+        ".out without pid header",
+        lambda: tar_gz({"./12.out": b"# callgrind format\nversion: 1\ncmd: x\n"}),
+        "no 'pid:' header line",
+    ),
     (".out whose pid is not its name", lambda: tar_gz({"./12.out": _out(13)}), "declares 'pid: 13'"),
     (".out that is not callgrind", lambda: tar_gz({"./12.out": b"hello\npid: 12\n"}), "is not a callgrind file"),
     ("not gzip", lambda: b"PK\x03\x04 a zip, not a tar.gz", "neither gzip-compressed nor a tar archive"),
@@ -57,6 +81,7 @@ BUNDLES = [
     ("backslash in a name", lambda: tar_gz({"./..\\..\\x.out": _out()}), "backslash"),
     (".out twice", lambda: tar_gz({"./1.out": _out(), "1.out": _out()}), "appears twice"),
 ]
+
 
 # (name, request, status, what the error must say)
 def _req(**change):
@@ -80,55 +105,194 @@ REQUESTS = [
     ("bundle over the size limit", "POST", "/v1/uploads", _req(size=6 << 30), 422, "over the limit"),
     ("md5 not base64", "POST", "/v1/uploads", _req(md5="zz"), 422, "md5"),
     ("unknown field", "POST", "/v1/uploads", _req(force=True), 422, "force"),
-    ("disagreeing manifest", "POST", "/v1/uploads", _req(total=3), 409, "the run was opened expecting 2 shards; it keeps its first manifest"),
+    (
+        "disagreeing manifest",
+        "POST",
+        "/v1/uploads",
+        _req(total=3),
+        409,
+        "the run was opened expecting 2 shards; it keeps its first manifest",
+    ),
     ("shard outside the manifest", "POST", "/v1/uploads", _req(shard="9"), 422, "not in the run's manifest"),
-    ("conflicting commit", "POST", "/v1/uploads",
-     lambda p, r: {"json": upload_request(p, r, "2", b"data", total=2, commit="0" * 40)}, 409, "commitHash"),
+    (
+        "conflicting commit",
+        "POST",
+        "/v1/uploads",
+        lambda p, r: {"json": upload_request(p, r, "2", b"data", total=2, commit="0" * 40)},
+        409,
+        "commitHash",
+    ),
     ("metadata that is not JSON", "POST", "/upload", lambda p, r: {"data": "{commitHash: nope"}, 422, "not valid JSON"),
-    ("metadata failing the schema", "POST", "/upload", lambda p, r: {"json": {**_meta(), "version": "ten"}}, 422, "version"),
-    ("drop-in metadata without profileMd5", "POST", "/upload",
-     lambda p, r: {"json": {**_meta(owner=p.split("/")[0], repository=p.split("/")[1]), "profileMd5": None}}, 422,
-     "metadata has no profileMd5"),
-    ("md5 without metadata.profileMd5", "POST", "/v1/uploads",
-     lambda p, r: {"json": {**upload_request(p, r, "2", b"data", total=2), "metadata": {**_meta(), "profileMd5": None}}},
-     422, "metadata.profileMd5 differs from md5"),
-    ("no checksum at all", "POST", "/v1/uploads",
-     lambda p, r: {"json": {**upload_request(p, r, "2", b"data", total=2, checksum="crc32"), "crc32": None}},
-     422, "give the bundle's crc32 or md5"),
-    ("crc32 not base64 of 4 bytes", "POST", "/v1/uploads",
-     lambda p, r: {"json": upload_request(p, r, "2", b"data", total=2, checksum="crc32") | {"crc32": "zz"}}, 422, "crc32"),
-    ("runPart job-total below 1", "POST", "/upload",
-     lambda p, r: {"json": _meta(owner=p.split("/")[0], repository=p.split("/")[1],
-                                 run_part={"runId": r, "runPartId": "bench", "jobName": "bench",
-                                           "metadata": {"job-total": -5}})}, 422, "job-total is -5"),
-    ("runner runPartId of an aggregated part", "POST", "/upload",
-     lambda p, r: {"json": _meta(owner=p.split("/")[0], repository=p.split("/")[1],
-                                 run_part={"runId": r, "runPartId": 'bench-{"aggregated-part":1,"executor":"valgrind"}',
-                                           "jobName": "bench",
-                                           "metadata": {}})}, 422, "names the aggregator's own run parts"),
-    ("runner runPartId of a pushed shard's part", "POST", "/upload",
-     lambda p, r: {"json": _meta(owner=p.split("/")[0], repository=p.split("/")[1],
-                                 run_part={"runId": r, "runPartId": 'codspeed-shard-aggregator-{"aggregated-shard":"1",'
-                                                                    '"executor":"valgrind"}', "jobName": "bench",
-                                           "metadata": {}})}, 422, "names the aggregator's own run parts"),
-    ("owner with a '..' segment", "POST", "/upload",
-     lambda p, r: {"json": _meta(owner="..", repository=p.split("/")[1])}, 422, "owner: Value error, must not contain"),
-    ("metadata older than version 5", "POST", "/upload", lambda p, r: {"json": {**_meta(), "version": 4}}, 422, "version"),
-    ("a pushed shard's executor that is no executor's name", "POST", "/v1/uploads",
-     lambda p, r: {"json": upload_request(p, r, "2", b"data", total=2, runner={
-         "name": "codspeed-client", "version": "1.0.0", "instruments": [], "executor": "wall~time"})},
-     422, "is not an executor's name"),
-    ("oversized JSON body", "POST", "/v1/uploads",
-     lambda p, r: {"json": {**upload_request(p, r, "2", b"data", total=2), "pad": "x" * 300_000}}, 413, "request body over"),
-    ("close skipping an unknown shard", "POST", "/v1/runs/close", lambda p, r: {"json": {"project": p, "run_id": r, "skip": ["7"]}}, 422, "cannot skip 7"),
+    (
+        "metadata failing the schema",
+        "POST",
+        "/upload",
+        lambda p, r: {"json": {**_meta(), "version": "ten"}},
+        422,
+        "version",
+    ),
+    (
+        "drop-in metadata without profileMd5",
+        "POST",
+        "/upload",
+        lambda p, r: {"json": {**_meta(owner=p.split("/")[0], repository=p.split("/")[1]), "profileMd5": None}},
+        422,
+        "metadata has no profileMd5",
+    ),
+    (
+        "md5 without metadata.profileMd5",
+        "POST",
+        "/v1/uploads",
+        lambda p, r: {
+            "json": {**upload_request(p, r, "2", b"data", total=2), "metadata": {**_meta(), "profileMd5": None}}
+        },
+        422,
+        "metadata.profileMd5 differs from md5",
+    ),
+    (
+        "no checksum at all",
+        "POST",
+        "/v1/uploads",
+        lambda p, r: {"json": {**upload_request(p, r, "2", b"data", total=2, checksum="crc32"), "crc32": None}},
+        422,
+        "give the bundle's crc32 or md5",
+    ),
+    (
+        "crc32 not base64 of 4 bytes",
+        "POST",
+        "/v1/uploads",
+        lambda p, r: {"json": upload_request(p, r, "2", b"data", total=2, checksum="crc32") | {"crc32": "zz"}},
+        422,
+        "crc32",
+    ),
+    (
+        "runPart job-total below 1",
+        "POST",
+        "/upload",
+        lambda p, r: {
+            "json": _meta(
+                owner=p.split("/")[0],
+                repository=p.split("/")[1],
+                run_part={"runId": r, "runPartId": "bench", "jobName": "bench", "metadata": {"job-total": -5}},
+            )
+        },
+        422,
+        "job-total is -5",
+    ),
+    (
+        "runner runPartId of an aggregated part",
+        "POST",
+        "/upload",
+        lambda p, r: {
+            "json": _meta(
+                owner=p.split("/")[0],
+                repository=p.split("/")[1],
+                run_part={
+                    "runId": r,
+                    "runPartId": 'bench-{"aggregated-part":1,"executor":"valgrind"}',
+                    "jobName": "bench",
+                    "metadata": {},
+                },
+            )
+        },
+        422,
+        "names the aggregator's own run parts",
+    ),
+    (
+        "runner runPartId of a pushed shard's part",
+        "POST",
+        "/upload",
+        lambda p, r: {
+            "json": _meta(
+                owner=p.split("/")[0],
+                repository=p.split("/")[1],
+                run_part={
+                    "runId": r,
+                    "runPartId": 'codspeed-shard-aggregator-{"aggregated-shard":"1","executor":"valgrind"}',
+                    "jobName": "bench",
+                    "metadata": {},
+                },
+            )
+        },
+        422,
+        "names the aggregator's own run parts",
+    ),
+    (
+        "owner with a '..' segment",
+        "POST",
+        "/upload",
+        lambda p, r: {"json": _meta(owner="..", repository=p.split("/")[1])},
+        422,
+        "owner: Value error, must not contain",
+    ),
+    (
+        "metadata older than version 5",
+        "POST",
+        "/upload",
+        lambda p, r: {"json": {**_meta(), "version": 4}},
+        422,
+        "version",
+    ),
+    (
+        "a pushed shard's executor that is no executor's name",
+        "POST",
+        "/v1/uploads",
+        lambda p, r: {
+            "json": upload_request(
+                p,
+                r,
+                "2",
+                b"data",
+                total=2,
+                runner={"name": "codspeed-client", "version": "1.0.0", "instruments": [], "executor": "wall~time"},
+            )
+        },
+        422,
+        "is not an executor's name",
+    ),
+    (
+        "oversized JSON body",
+        "POST",
+        "/v1/uploads",
+        lambda p, r: {"json": {**upload_request(p, r, "2", b"data", total=2), "pad": "x" * 300_000}},
+        413,
+        "request body over",
+    ),
+    (
+        "close skipping an unknown shard",
+        "POST",
+        "/v1/runs/close",
+        lambda p, r: {"json": {"project": p, "run_id": r, "skip": ["7"]}},
+        422,
+        "cannot skip 7",
+    ),
     ("report format unknown", "GET", None, lambda p, r: {"params": {"format": "xml"}}, 422, "format"),
-    ("client metadata without owner and repository", "POST", "/v1/uploads",
-     lambda p, r: {"json": {**upload_request(p, r, "2", b"data", total=2),
-                            "metadata": {k: v for k, v in upload_request(p, r, "2", b"data", total=2)["metadata"].items()
-                                         if k not in ("owner", "repository")}}},
-     422, "metadata has no owner and repository"),
+    (
+        "client metadata without owner and repository",
+        "POST",
+        "/v1/uploads",
+        lambda p, r: {
+            "json": {
+                **upload_request(p, r, "2", b"data", total=2),
+                "metadata": {
+                    k: v
+                    for k, v in upload_request(p, r, "2", b"data", total=2)["metadata"].items()
+                    if k not in ("owner", "repository")
+                },
+            }
+        },
+        422,
+        "metadata has no owner and repository",
+    ),
     ("a report of attempt '~'", "GET", lambda p, r: f"/v1/runs/{p}/{r}~", lambda p, r: {}, 422, "names no attempt"),
-    ("a report of attempt '~1~2'", "GET", lambda p, r: f"/v1/runs/{p}/{r}~1~2", lambda p, r: {}, 422, "names attempt '1~2'"),
+    (
+        "a report of attempt '~1~2'",
+        "GET",
+        lambda p, r: f"/v1/runs/{p}/{r}~1~2",
+        lambda p, r: {},
+        422,
+        "names attempt '1~2'",
+    ),
     ("a report of attempt '~²'", "GET", lambda p, r: f"/v1/runs/{p}/{r}~\u00b2", lambda p, r: {}, 422, "names attempt"),
     ("a run page of attempt '~'", "GET", lambda p, r: f"/runs/{p}/{r}~", lambda p, r: {}, 422, "names no attempt"),
 ]
@@ -141,7 +305,9 @@ class Target:
     aggregator: object
 
     def call(self, method, path, **kwargs) -> requests.Response:
-        return requests.request(method, f"{self.api_url}{path}", headers={"Authorization": self.token}, timeout=30, **kwargs)
+        return requests.request(
+            method, f"{self.api_url}{path}", headers={"Authorization": self.token}, timeout=30, **kwargs
+        )
 
 
 def _run_with_one_shard(target: Target) -> tuple[str, str, dict]:
@@ -155,8 +321,10 @@ def _run_with_one_shard(target: Target) -> tuple[str, str, dict]:
 
 def _state(target, project, run_id) -> dict:
     snapshot = target.aggregator.ledger.reads.snapshot(project, run_id)
-    return {"run": (snapshot.run.state, snapshot.run.groups, snapshot.run.commit),
-            "shard 1": (snapshot.shards["1"].state, snapshot.shards["1"].attempt, snapshot.shards["1"].upload_id)}
+    return {
+        "run": (snapshot.run.state, snapshot.run.groups, snapshot.run.commit),
+        "shard 1": (snapshot.shards["1"].state, snapshot.shards["1"].attempt, snapshot.shards["1"].upload_id),
+    }
 
 
 def refuse_bundle(target: Target, name: str) -> None:
@@ -164,8 +332,12 @@ def refuse_bundle(target: Target, name: str) -> None:
     project, run_id, before = _run_with_one_shard(target)
     data = make()
     grant = target.call("POST", "/v1/uploads", json=upload_request(project, run_id, "2", data or b"-", total=2)).json()
-    requests.put(grant["upload_url"], data=data, timeout=60,
-                 headers={k: v for k, v in grant["headers"].items() if k != "Content-Length"}).raise_for_status()
+    requests.put(
+        grant["upload_url"],
+        data=data,
+        timeout=60,
+        headers={k: v for k, v in grant["headers"].items() if k != "Content-Length"},
+    ).raise_for_status()
     target.aggregator.arrivals.record(grant["key"], len(data))
     shard = target.aggregator.ledger.reads.snapshot(project, run_id).shards["2"]
     assert shard.state == "rejected" and reason in (shard.reason or ""), f"{name}: {shard}"
@@ -177,7 +349,9 @@ def refuse_request(target: Target, name: str) -> None:
     project, run_id, before = _run_with_one_shard(target)
     path = path(project, run_id) if callable(path) else path
     answer = target.call(method, path or f"/v1/runs/{project}/{run_id}", **make(project, run_id))
-    assert answer.status_code == status and says in answer.json()["error"], f"{name}: {answer.status_code} {answer.text[:300]}"
+    assert answer.status_code == status and says in answer.json()["error"], (
+        f"{name}: {answer.status_code} {answer.text[:300]}"
+    )
     snapshot = target.aggregator.ledger.reads.snapshot(project, run_id)
     assert _state(target, project, run_id) == before and "2" not in snapshot.shards, f"{name}: the run changed"
 

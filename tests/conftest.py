@@ -35,11 +35,21 @@ def stack(tmp_path_factory, oidc_issuer):
 
     # The one-upload mode's stack, its parts-mode projects apart (the default mode, a stack started with no
     # mode: tests/e2e/test_local_command.py and the pull request's life through ``codspeed-aggregator local``)
-    env = {"OIDC_JWKS_URL": oidc_issuer.jwks_url, "TOKENLESS_PROJECTS": TOKENLESS_PROJECT, "FORWARD_MODE": "one-upload",
-           "CIRCLECI_ORG_IDS": CIRCLECI_ORG, "CIRCLECI_JWKS_URL": oidc_issuer.jwks_url.replace("/.well-known/jwks", "/org/{org}/.well-known/jwks-pub.json"),
-           "FORWARD_MODES": f"{EAGER_PROJECT}=parts,{EAGER_LIFECYCLE}=eager"}
-    with LocalStack(token=TOKEN, webhook_secret=WEBHOOK_SECRET, upstream_dir=tmp_path_factory.mktemp("upstream"),
-                    sweep_every=3600, env=env) as running:
+    env = {
+        "OIDC_JWKS_URL": oidc_issuer.jwks_url,
+        "TOKENLESS_PROJECTS": TOKENLESS_PROJECT,
+        "FORWARD_MODE": "one-upload",
+        "CIRCLECI_ORG_IDS": CIRCLECI_ORG,
+        "CIRCLECI_JWKS_URL": oidc_issuer.jwks_url.replace("/.well-known/jwks", "/org/{org}/.well-known/jwks-pub.json"),
+        "FORWARD_MODES": f"{EAGER_PROJECT}=parts,{EAGER_LIFECYCLE}=eager",
+    }
+    with LocalStack(
+        token=TOKEN,
+        webhook_secret=WEBHOOK_SECRET,
+        upstream_dir=tmp_path_factory.mktemp("upstream"),
+        sweep_every=3600,
+        env=env,
+    ) as running:
         _ENFORCERS.append(running.enforcer)
         yield running
 

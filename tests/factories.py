@@ -40,7 +40,9 @@ def tar_gz(members: dict[str, bytes | tarfile.TarInfo]) -> bytes:
     return raw.getvalue()
 
 
-def profile_members(pid: int, benchmarks: list[str], filler_lines: int = 5, costs: dict[str, int] | None = None) -> dict[str, bytes]:
+def profile_members(
+    pid: int, benchmarks: list[str], filler_lines: int = 5, costs: dict[str, int] | None = None
+) -> dict[str, bytes]:
     return {
         f"./{pid}.out": callgrind_text(pid, benchmarks, filler_lines, costs=costs).encode(),
         f"./perf-{pid}.map": f"7f0000 10 fn_{pid}\n".encode(),
@@ -74,14 +76,29 @@ def marked_uncut(data: bytes) -> bytes:
     return NORMALIZED_HEADER + comp.compress(tar) + comp.flush() + struct.pack("<II", zlib.crc32(tar), len(tar))
 
 
-def metadata(md5: str, *, owner: str = "acme", repository: str = "widgets", commit: str = COMMIT,
-             run_part: dict | None = None, **extra) -> dict:
+def metadata(
+    md5: str,
+    *,
+    owner: str = "acme",
+    repository: str = "widgets",
+    commit: str = COMMIT,
+    run_part: dict | None = None,
+    **extra,
+) -> dict:
     meta = {
-        "repositoryProvider": "GITHUB", "version": 10, "tokenless": False, "profileMd5": md5,
+        "repositoryProvider": "GITHUB",
+        "version": 10,
+        "tokenless": False,
+        "profileMd5": md5,
         "runner": {"name": "codspeed-runner", "version": "5.0.2", "instruments": [], "executor": "valgrind"},
-        "runEnvironment": "GITHUB_ACTIONS", "commitHash": commit, "ref": "refs/heads/main",
-        "owner": owner, "repository": repository, "event": "push",
-        "ghData": {"runId": "7044765741", "job": "bench"}, "repositoryRootPath": "/home/runner/work/widgets/",
+        "runEnvironment": "GITHUB_ACTIONS",
+        "commitHash": commit,
+        "ref": "refs/heads/main",
+        "owner": owner,
+        "repository": repository,
+        "event": "push",
+        "ghData": {"runId": "7044765741", "job": "bench"},
+        "repositoryRootPath": "/home/runner/work/widgets/",
     }
     if run_part is not None:
         meta["runPart"] = run_part
@@ -89,16 +106,32 @@ def metadata(md5: str, *, owner: str = "acme", repository: str = "widgets", comm
     return meta
 
 
-def upload_request(project: str, run_id: str, shard: str, data: bytes, *, total: int | None = None,
-                   expect: list[str] | None = None, checksum: str = "md5", base_commit: str | None = None,
-                   base_ancestors: list[str] | None = None, **meta_extra) -> dict:
+def upload_request(
+    project: str,
+    run_id: str,
+    shard: str,
+    data: bytes,
+    *,
+    total: int | None = None,
+    expect: list[str] | None = None,
+    checksum: str = "md5",
+    base_commit: str | None = None,
+    base_ancestors: list[str] | None = None,
+    **meta_extra,
+) -> dict:
     """``checksum="crc32"`` asks as codspeed-client does: a CRC32, no MD5 (the default keeps
     CodSpeed's MD5 in the metadata). The metadata names the run part as the client's does."""
     owner, repository = project.rsplit("/", 1)
     md5 = md5_b64(data)
     meta_extra.setdefault("run_part", {"runId": run_id, "runPartId": shard, "jobName": "codspeed", "metadata": {}})
-    request = {"project": project, "run_id": run_id, "shard": shard, "size": len(data), "md5": md5,
-               "metadata": metadata(md5, owner=owner, repository=repository, **meta_extra)}
+    request = {
+        "project": project,
+        "run_id": run_id,
+        "shard": shard,
+        "size": len(data),
+        "md5": md5,
+        "metadata": metadata(md5, owner=owner, repository=repository, **meta_extra),
+    }
     if checksum == "crc32":
         del request["md5"], request["metadata"]["profileMd5"]
         request["crc32"] = crc32_b64(data)
@@ -196,17 +229,27 @@ def footprint(stack, project: str, run_id: str) -> dict:
     items = []
     for attempt in range(1, 22):  # attempts are opened one after another: the first empty one ends them
         pages = db.get_paginator("query").paginate(
-            TableName=stack.resources.table, KeyConditionExpression="pk = :pk", ConsistentRead=True,
-            ExpressionAttributeValues={":pk": {"S": run_pk(project, attempt_run_id(base, attempt))}})
+            TableName=stack.resources.table,
+            KeyConditionExpression="pk = :pk",
+            ConsistentRead=True,
+            ExpressionAttributeValues={":pk": {"S": run_pk(project, attempt_run_id(base, attempt))}},
+        )
         found = [repr(sorted(item.items())) for page in pages for item in page["Items"]]
         if not found and attempt > 1:
             break
         items += found
-    tops = [p["Prefix"] for page in s3.get_paginator("list_objects_v2").paginate(
-        Bucket=stack.resources.bucket, Delimiter="/") for p in page.get("CommonPrefixes", [])]
+    tops = [
+        p["Prefix"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=stack.resources.bucket, Delimiter="/")
+        for p in page.get("CommonPrefixes", [])
+    ]
     objects = []
     for top in tops:
         for page in s3.get_paginator("list_object_versions").paginate(
-                Bucket=stack.resources.bucket, Prefix=f"{top}{project_segment(project)}/{base}"):
-            objects += [(v["Key"], v["VersionId"], v.get("ETag")) for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+            Bucket=stack.resources.bucket, Prefix=f"{top}{project_segment(project)}/{base}"
+        ):
+            objects += [
+                (v["Key"], v["VersionId"], v.get("ETag"))
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+            ]
     return {"items": sorted(items), "objects": sorted(objects)}

@@ -76,7 +76,9 @@ class FakeGitHub(Loopback):
             def do_POST(self) -> None:
                 body = self._body()
                 if self.path.split("/")[-2] == "statuses":
-                    fake.statuses.append({"path": self.path, "authorization": self.headers.get("authorization"), **body})
+                    fake.statuses.append(
+                        {"path": self.path, "authorization": self.headers.get("authorization"), **body}
+                    )
                     return self._answer(fake.fail_with or 201, {"state": body.get("state")})
                 created = _CREATE.match(self.path)
                 with lock:
@@ -85,8 +87,12 @@ class FakeGitHub(Loopback):
                     if refused:
                         return self._answer(*refused)
                     comment_id = 1000 + len(fake.comments)
-                    fake.comments[comment_id] = {"project": created.group(1), "number": int(created.group(2)),
-                                                 "body": body["body"], "edits": 0}
+                    fake.comments[comment_id] = {
+                        "project": created.group(1),
+                        "number": int(created.group(2)),
+                        "body": body["body"],
+                        "edits": 0,
+                    }
                 self._answer(201, {"id": comment_id, "body": body["body"]})
 
             def do_GET(self) -> None:
@@ -102,16 +108,22 @@ class FakeGitHub(Loopback):
                     number, project = int(pull.group(2)), pull.group(1)
                     base, head = fake.pulls[number]
                     origin = fake.forks.get(number, project)
-                    return self._answer(200, {
-                        "number": number, "state": "closed" if number in fake.closed else "open",
-                        "base": {"ref": base, "sha": fake.branches.get(base), "repo": {"full_name": project}},
-                        "head": {"sha": head, "repo": {"full_name": origin} if origin else None}})
+                    return self._answer(
+                        200,
+                        {
+                            "number": number,
+                            "state": "closed" if number in fake.closed else "open",
+                            "base": {"ref": base, "sha": fake.branches.get(base), "repo": {"full_name": project}},
+                            "head": {"sha": head, "repo": {"full_name": origin} if origin else None},
+                        },
+                    )
                 if run := _RUN.match(url.path):
                     if run.group(2) not in fake.workflow_runs:
                         return self._answer(404, {"message": "Not Found"})
                     head, origin = fake.workflow_runs[run.group(2)]
-                    return self._answer(200, {"id": int(run.group(2)), "head_sha": head,
-                                              "head_repository": {"full_name": origin}})
+                    return self._answer(
+                        200, {"id": int(run.group(2)), "head_sha": head, "head_repository": {"full_name": origin}}
+                    )
                 if compare := _COMPARE.match(url.path):
                     base = fake.branches.get(unquote(compare.group(2)), unquote(compare.group(2)))
                     if base not in fake.commits or compare.group(3) not in fake.commits:
@@ -154,8 +166,10 @@ class FakeGitHub(Loopback):
                 if not isinstance(body.get("body"), str) or not body["body"]:
                     return 422, {"message": "Validation Failed", "errors": [{"field": "body", "code": "missing_field"}]}
                 if len(body["body"]) > BODY_LIMIT:
-                    return 422, {"message": "Validation Failed",
-                                 "errors": [{"message": "body is too long (maximum is 65536 characters)"}]}
+                    return 422, {
+                        "message": "Validation Failed",
+                        "errors": [{"message": "body is too long (maximum is 65536 characters)"}],
+                    }
                 return None
 
         self.serve(Handler)

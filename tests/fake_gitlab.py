@@ -42,7 +42,12 @@ class FakeGitLab(Loopback):
                     project, iid = route.group(1), int(route.group(2))
                     if create:
                         note_id = 500 + len(fake.notes)
-                        fake.notes[note_id] = {"project": project, "merge_request": iid, "body": body["body"], "edits": 0}
+                        fake.notes[note_id] = {
+                            "project": project,
+                            "merge_request": iid,
+                            "body": body["body"],
+                            "edits": 0,
+                        }
                         return self._answer(201, {"id": note_id, "body": body["body"], "noteable_iid": iid})
                     note = fake.notes.get(int(route.group(3)))
                     if note is None or (note["project"], note["merge_request"]) != (project, iid):

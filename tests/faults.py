@@ -67,17 +67,29 @@ FINALIZE_FAULTS = {
     "after the claim": lambda agg: mock.patch.object(agg.ledger.reads, "snapshot", once(agg.ledger.reads.snapshot)),
     "mid-merge": _mid_merge,
     "after the upstream POST, before it is recorded": lambda agg: mock.patch.object(
-        agg.ledger.parts, "record_announced_part", once(agg.ledger.parts.record_announced_part)),
-    "after the upstream POST, before the PUT": lambda agg: mock.patch.object(agg.upstream, "put", once(agg.upstream.put)),
+        agg.ledger.parts, "record_announced_part", once(agg.ledger.parts.record_announced_part)
+    ),
+    "after the upstream POST, before the PUT": lambda agg: mock.patch.object(
+        agg.upstream, "put", once(agg.upstream.put)
+    ),
     "after the PUT": lambda agg: mock.patch.object(agg.upstream, "put", once(agg.upstream.put, before=False)),
     "before recording the result": lambda agg: mock.patch.object(
-        agg.ledger.parts, "record_forwarded_part", once(agg.ledger.parts.record_forwarded_part)),
-    "after recording the result, before finishing": lambda agg: mock.patch.object(agg.ledger.runs, "finish", once(agg.ledger.runs.finish)),
+        agg.ledger.parts, "record_forwarded_part", once(agg.ledger.parts.record_forwarded_part)
+    ),
+    "after recording the result, before finishing": lambda agg: mock.patch.object(
+        agg.ledger.runs, "finish", once(agg.ledger.runs.finish)
+    ),
 }
 ARRIVAL_FAULTS = {
-    "after validation, before counting": lambda agg: mock.patch.object(agg.ledger.shards, "record_arrival", once(agg.ledger.shards.record_arrival)),
-    "after counting, before publishing": lambda agg: mock.patch.object(agg.reports, "publish", once(agg.reports.publish)),
-    "after publishing, before asking to finalize": lambda agg: mock.patch.object(agg.queue, "request", once(agg.queue.request)),
+    "after validation, before counting": lambda agg: mock.patch.object(
+        agg.ledger.shards, "record_arrival", once(agg.ledger.shards.record_arrival)
+    ),
+    "after counting, before publishing": lambda agg: mock.patch.object(
+        agg.reports, "publish", once(agg.reports.publish)
+    ),
+    "after publishing, before asking to finalize": lambda agg: mock.patch.object(
+        agg.queue, "request", once(agg.queue.request)
+    ),
 }
 
 
@@ -85,7 +97,9 @@ def _pushed(agg, project, run_id, shards=2) -> list[str]:
     keys = []
     for shard in range(1, shards + 1):
         data = bundle(4242, [f"{shard}::bench"])
-        grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, str(shard), data, total=shards)))
+        grant = agg.uploads.grant(
+            ShardUploadRequest.model_validate(upload_request(project, run_id, str(shard), data, total=shards))
+        )
         put(grant.model_dump(), data)
         keys.append(grant.key)
     return keys
@@ -158,12 +172,20 @@ def _error(service: str, status: int, code: str, message: str):
 # What an AWS call can answer instead of its result: botocore's retry handler sees each (a before-send
 # answer), retries throttling and 5xx up to the clients' 5 attempts, and never an access denied.
 AWS_FAULTS = {
-    "throttling": lambda service: _error(service, 503, "SlowDown", "Please reduce your request rate") if service == "s3"
-    else _error(service, 400, "ThrottlingException", "Rate exceeded"),
-    "500": lambda service: _error(service, 500, "InternalError" if service == "s3" else "InternalServerError",
-                                  "We encountered an internal error"),
-    "access denied": lambda service: _error(service, 403, "AccessDenied" if service == "s3" else "AccessDeniedException",
-                                            "not authorized to perform this action"),
+    "throttling": lambda service: (
+        _error(service, 503, "SlowDown", "Please reduce your request rate")
+        if service == "s3"
+        else _error(service, 400, "ThrottlingException", "Rate exceeded")
+    ),
+    "500": lambda service: _error(
+        service, 500, "InternalError" if service == "s3" else "InternalServerError", "We encountered an internal error"
+    ),
+    "access denied": lambda service: _error(
+        service,
+        403,
+        "AccessDenied" if service == "s3" else "AccessDeniedException",
+        "not authorized to perform this action",
+    ),
 }
 
 

@@ -36,12 +36,19 @@ class Runner:
         for folder in (self.temp, self.workspace):
             folder.mkdir(parents=True, exist_ok=True)
         self.summary = tmp / "summary.md"
-        self.env = {"PATH": f"{python_bin}:/usr/bin:/bin", "HOME": str(tmp), "RUNNER_TEMP": str(self.temp),
-                    "GITHUB_STEP_SUMMARY": str(self.summary), "GITHUB_WORKSPACE": str(self.workspace), **env}
+        self.env = {
+            "PATH": f"{python_bin}:/usr/bin:/bin",
+            "HOME": str(tmp),
+            "RUNNER_TEMP": str(self.temp),
+            "GITHUB_STEP_SUMMARY": str(self.summary),
+            "GITHUB_WORKSPACE": str(self.workspace),
+            **env,
+        }
         self.last_out = ""
 
     def preinstall(self) -> None:
-        """The client as the action's install step leaves it, from this test run's own environment (no second install)."""
+        """The client as the action's install step leaves it, from this test run's own environment (no
+        second install)."""
         venv = self.temp / "codspeed-client-venv" / "bin"
         venv.mkdir(parents=True)
         for name in ("python", "codspeed-client"):
@@ -67,21 +74,37 @@ class Runner:
                         return str(self.temp)
                     found = re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr)
                     return steps.get(found[1], {}).get(found[2], "")
+
                 return _EXPRESSION.sub(value, text)
 
             script = self.temp / f"step-{index}.sh"
             script.write_text(expand(step["run"]))
-            env = {**self.env, **{k: expand(v) for k, v in (step.get("env") or {}).items()}, "GITHUB_OUTPUT": str(output_file)}
+            env = {
+                **self.env,
+                **{k: expand(v) for k, v in (step.get("env") or {}).items()},
+                "GITHUB_OUTPUT": str(output_file),
+            }
             cwd = self.workspace / expand(step.get("working-directory", "."))
-            done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=cwd, env=env,
-                                  capture_output=True, text=True, timeout=300)
+            done = subprocess.run(
+                ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             code, err, self.last_out = done.returncode, done.stderr, done.stdout
             steps[step.get("id", str(index))] = _outputs(output_file)
             if code:
                 break
-        outputs = {name: re.sub(r"\$\{\{ steps\.([\w-]+)\.outputs\.([\w-]+) \}\}",
-                                lambda m: steps.get(m[1], {}).get(m[2], ""), spec["value"])
-                   for name, spec in ACTION["outputs"].items()}
+        outputs = {
+            name: re.sub(
+                r"\$\{\{ steps\.([\w-]+)\.outputs\.([\w-]+) \}\}",
+                lambda m: steps.get(m[1], {}).get(m[2], ""),
+                spec["value"],
+            )
+            for name, spec in ACTION["outputs"].items()
+        }
         return code, outputs, err
 
 
@@ -118,15 +141,25 @@ class Event:
 class Workflow:
     """A workflow file's jobs against one repository (``origin``, a git repository on disk)."""
 
-    def __init__(self, text: str, project: str, origin: Path, tmp: Path, *, vars: dict, secrets: dict,
-                 path: list[Path]) -> None:
+    def __init__(
+        self, text: str, project: str, origin: Path, tmp: Path, *, vars: dict, secrets: dict, path: list[Path]
+    ) -> None:
         self.jobs = yaml.safe_load(text)["jobs"]
         self.project, self.origin, self.tmp = project, origin, tmp
         self.vars, self.secrets, self.path = vars, secrets, path
         subprocess.run(["git", "-C", str(origin), "config", "uploadpack.allowAnySHA1InWant", "true"], check=True)
 
-    def run(self, run_id: int, event: Event, *, attempt: int = 1, rerun: str | None = None,
-            earlier: list[Job] | None = None, failing: frozenset = frozenset(), secrets: dict | None = None) -> list[Job]:
+    def run(
+        self,
+        run_id: int,
+        event: Event,
+        *,
+        attempt: int = 1,
+        rerun: str | None = None,
+        earlier: list[Job] | None = None,
+        failing: frozenset = frozenset(),
+        secrets: dict | None = None,
+    ) -> list[Job]:
         """One attempt of a workflow run. ``rerun``: "all" or "failed" (with ``earlier``, the
         previous attempt's jobs); ``failing``: (job, matrix value) legs whose ``run`` steps fail."""
         done: dict[str, list[Job]] = {}
@@ -140,9 +173,13 @@ class Workflow:
                 done[name] = kept
                 continue
             rerun_jobs.add(name)
-            context = {"vars": self.vars, "secrets": self.secrets if secrets is None else secrets,
-                       "needs": {n: {"outputs": _merged(j.outputs for j in done[n]), "result": _result(done[n])}
-                                 for n in needs}}
+            context = {
+                "vars": self.vars,
+                "secrets": self.secrets if secrets is None else secrets,
+                "needs": {
+                    n: {"outputs": _merged(j.outputs for j in done[n]), "result": _result(done[n])} for n in needs
+                },
+            }
             if not self._condition(spec.get("if"), context, needs):
                 done[name] = [Job(name, {}, attempt, "skipped")]
                 continue
@@ -159,7 +196,9 @@ class Workflow:
     def _ordered(self) -> list[str]:
         ordered: list[str] = []
         while len(ordered) < len(self.jobs):
-            ordered += [n for n, s in self.jobs.items() if n not in ordered and set(_listed(s.get("needs"))) <= set(ordered)]
+            ordered += [
+                n for n, s in self.jobs.items() if n not in ordered and set(_listed(s.get("needs"))) <= set(ordered)
+            ]
         return ordered
 
     def _condition(self, expression, context: dict, needs: list[str]) -> bool:
@@ -183,22 +222,44 @@ class Workflow:
             matrix = _value(_EXPRESSION.fullmatch(matrix.strip())[1], context)
         include = matrix.pop("include", []) if isinstance(matrix, dict) else []
         axes = {k: v for k, v in matrix.items() if k != "exclude"}
-        legs = [dict(zip(axes, values)) for values in itertools.product(*axes.values())] if axes else []
+        legs = [dict(zip(axes, values, strict=False)) for values in itertools.product(*axes.values())] if axes else []
         return legs + include
 
-    def _job(self, name: str, spec: dict, matrix: dict, context: dict, run_id: int, event: Event, attempt: int,
-             failing: frozenset) -> Job:
+    def _job(
+        self,
+        name: str,
+        spec: dict,
+        matrix: dict,
+        context: dict,
+        run_id: int,
+        event: Event,
+        attempt: int,
+        failing: frozenset,
+    ) -> Job:
         leg = "-".join(str(v) for v in matrix.values())
         tmp = self.tmp / f"{run_id}-{attempt}-{name}-{leg}"
         tmp.mkdir(parents=True)
         event_path = tmp / "event.json"
         event_path.write_text(json.dumps(event.payload))
-        env = {"GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": self.project, "GITHUB_RUN_ID": str(run_id),
-               "GITHUB_RUN_ATTEMPT": str(attempt), "GITHUB_RUN_NUMBER": str(run_id % 1000), "GITHUB_SHA": event.sha,
-               "GITHUB_REF": event.ref, "GITHUB_HEAD_REF": event.head_ref, "GITHUB_BASE_REF": event.base_ref,
-               "GITHUB_EVENT_NAME": event.name, "GITHUB_EVENT_PATH": str(event_path), "GITHUB_JOB": name,
-               "GITHUB_ACTOR": "octocat", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_ACTION_PATH": str(ROOT),
-               "PATH": ":".join(str(p) for p in self.path) + ":/usr/bin:/bin"}
+        env = {
+            "GITHUB_ACTIONS": "true",
+            "CI": "true",
+            "GITHUB_REPOSITORY": self.project,
+            "GITHUB_RUN_ID": str(run_id),
+            "GITHUB_RUN_ATTEMPT": str(attempt),
+            "GITHUB_RUN_NUMBER": str(run_id % 1000),
+            "GITHUB_SHA": event.sha,
+            "GITHUB_REF": event.ref,
+            "GITHUB_HEAD_REF": event.head_ref,
+            "GITHUB_BASE_REF": event.base_ref,
+            "GITHUB_EVENT_NAME": event.name,
+            "GITHUB_EVENT_PATH": str(event_path),
+            "GITHUB_JOB": name,
+            "GITHUB_ACTOR": "octocat",
+            "GITHUB_SERVER_URL": "https://github.com",
+            "GITHUB_ACTION_PATH": str(ROOT),
+            "PATH": ":".join(str(p) for p in self.path) + ":/usr/bin:/bin",
+        }
         if (name, *matrix.values()) in failing:
             env["BENCHMARKS_CRASH"] = "1"  # what this leg's benchmark command does in this attempt
         runner = Runner(tmp, Path(sys.executable).parent, env)
@@ -230,9 +291,14 @@ class Workflow:
             script.write_text(_substitute(step["run"], context))
             output = runner.temp / f"run-output-{index}"
             output.write_text("")
-            done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=runner.workspace,
-                                  env={**runner.env, "GITHUB_OUTPUT": str(output)}, capture_output=True, text=True,
-                                  timeout=300)
+            done = subprocess.run(
+                ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                cwd=runner.workspace,
+                env={**runner.env, "GITHUB_OUTPUT": str(output)},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             job.said.append(done.stdout + done.stderr)
             context["steps"][step.get("id", str(index))] = {"outputs": _outputs(output)}
             return done.returncode

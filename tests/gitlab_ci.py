@@ -81,26 +81,50 @@ class GitLabCi:
         workspace = folder / "build"
         workspace.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(workspace)], check=True)
-        subprocess.run(["git", "-C", str(workspace), "fetch", "-q", "--depth=20", f"file://{self.origin}", pipeline.sha], check=True)
+        subprocess.run(
+            ["git", "-C", str(workspace), "fetch", "-q", "--depth=20", f"file://{self.origin}", pipeline.sha],
+            check=True,
+        )
         subprocess.run(["git", "-C", str(workspace), "checkout", "-q", "--detach", pipeline.sha], check=True)
         # pip's user scheme (~/.local/bin) first on PATH, as in the python images' jobs
-        env = {"PATH": ":".join(str(p) for p in (folder / ".local" / "bin", *self.path)) + ":/usr/bin:/bin", "HOME": str(folder), "CI": "true",
-               "GITLAB_CI": "true", "CI_SERVER_URL": "https://gitlab.com", "CI_PROJECT_PATH": self.project,
-               "CI_PROJECT_DIR": str(workspace), "CI_PIPELINE_ID": str(pipeline.pipeline_id),
-               "CI_PIPELINE_URL": f"https://gitlab.com/{self.project}/-/pipelines/{pipeline.pipeline_id}",
-               "CI_JOB_ID": str(job.job_id), "CI_JOB_NAME": name, "CI_JOB_STAGE": spec.get("stage", "test"),
-               "CI_JOB_URL": f"https://gitlab.com/{self.project}/-/jobs/{job.job_id}", "CI_COMMIT_SHA": pipeline.sha,
-               "CI_DEFAULT_BRANCH": "main", "GITLAB_USER_LOGIN": "maintainer", **self.variables, **pipeline.variables,
-               **{k: str(v) for k, v in spec.get("variables", {}).items()}}
+        env = {
+            "PATH": ":".join(str(p) for p in (folder / ".local" / "bin", *self.path)) + ":/usr/bin:/bin",
+            "HOME": str(folder),
+            "CI": "true",
+            "GITLAB_CI": "true",
+            "CI_SERVER_URL": "https://gitlab.com",
+            "CI_PROJECT_PATH": self.project,
+            "CI_PROJECT_DIR": str(workspace),
+            "CI_PIPELINE_ID": str(pipeline.pipeline_id),
+            "CI_PIPELINE_URL": f"https://gitlab.com/{self.project}/-/pipelines/{pipeline.pipeline_id}",
+            "CI_JOB_ID": str(job.job_id),
+            "CI_JOB_NAME": name,
+            "CI_JOB_STAGE": spec.get("stage", "test"),
+            "CI_JOB_URL": f"https://gitlab.com/{self.project}/-/jobs/{job.job_id}",
+            "CI_COMMIT_SHA": pipeline.sha,
+            "CI_DEFAULT_BRANCH": "main",
+            "GITLAB_USER_LOGIN": "maintainer",
+            **self.variables,
+            **pipeline.variables,
+            **{k: str(v) for k, v in spec.get("variables", {}).items()},
+        }
         for earlier_job in needed:
             env.update(earlier_job.dotenv)
         if name in failing:
             env["BENCHMARKS_CRASH"] = "1"
         script = "\n".join([*spec.get("before_script", []), *spec["script"]])
-        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=workspace, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         job.said, job.result = done.stdout + done.stderr, "success" if done.returncode == 0 else "failed"
         dotenv = ((spec.get("artifacts") or {}).get("reports") or {}).get("dotenv")
         if dotenv and (workspace / dotenv).exists():
-            job.dotenv = dict(line.split("=", 1) for line in (workspace / dotenv).read_text().splitlines() if "=" in line)
+            job.dotenv = dict(
+                line.split("=", 1) for line in (workspace / dotenv).read_text().splitlines() if "=" in line
+            )
         return job

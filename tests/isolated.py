@@ -17,13 +17,14 @@ class Isolated:
         """Take every finalize message off the queue."""
         found = []
         while True:
-            messages = self.sqs.receive_message(QueueUrl=self.resources.finalize_queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            messages = self.sqs.receive_message(QueueUrl=self.resources.finalize_queue_url, MaxNumberOfMessages=10).get(
+                "Messages", []
+            )
             if not messages:
                 return found
             for m in messages:
                 found.append(json.loads(m["Body"]))
                 self.sqs.delete_message(QueueUrl=self.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
-
 
     def finalize_all(self, project: str, run_id: str, aggregator=None) -> str:
         """Finalize a run as the finalizer's queue would: the run, then each part it queued."""
@@ -39,14 +40,14 @@ def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Iso
     """``enforcer``: the local stack's, which then holds this stack's calls to the template's roles too."""
     from codspeed_aggregator.adapters.aws import client
     from codspeed_aggregator.adapters.bundle_store import BundleStore
-    from codspeed_aggregator.adapters.queues import FinalizeQueue, Queue
     from codspeed_aggregator.adapters.ledger import Ledger
+    from codspeed_aggregator.adapters.queues import FinalizeQueue, Queue
     from codspeed_aggregator.adapters.results_store import ResultsStore
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
+    from codspeed_aggregator.settings import Settings
+    from codspeed_aggregator.use_cases import Aggregator
     from codspeed_local.resources import create
     from codspeed_local.upstream_stub import StubUpstream
-    from codspeed_aggregator.use_cases import Aggregator
-    from codspeed_aggregator.settings import Settings
 
     resources = create(client("s3"), client("sqs"), client("dynamodb"), prefix=prefix)
     if enforcer is not None:
@@ -55,8 +56,11 @@ def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Iso
         enforcer.add(local_policies(resources))
     upstream = StubUpstream(upstream_folder, token="upstream-secret").start()
     settings = replace(
-        Settings.from_env(), table_name=resources.table, bucket_name=resources.bucket,
-        finalize_queue_url=resources.finalize_queue_url, arrivals_queue_url=resources.arrivals_queue_url,
+        Settings.from_env(),
+        table_name=resources.table,
+        bucket_name=resources.bucket,
+        finalize_queue_url=resources.finalize_queue_url,
+        arrivals_queue_url=resources.arrivals_queue_url,
         upstream_url=f"{upstream.url}/upload",
         upstream_token="upstream-secret",
     )
@@ -75,21 +79,23 @@ def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Iso
 def on_stack():
     """The running local stack's use cases on the operator's clients: a test's own set-up and reads
     are held to no role, and each use case it drives to the role of the function that runs it."""
-    from codspeed_aggregator.adapters.aws import client
+    from codspeed_aggregator.adapters.aws import OPERATOR, client
     from codspeed_aggregator.adapters.bundle_store import BundleStore
     from codspeed_aggregator.adapters.ledger import Ledger
     from codspeed_aggregator.adapters.queues import FinalizeQueue, Queue
     from codspeed_aggregator.adapters.results_store import ResultsStore
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
-    from codspeed_aggregator.adapters.aws import OPERATOR
     from codspeed_aggregator.auth import page_key
     from codspeed_aggregator.use_cases import Aggregator
     from codspeed_aggregator.wiring import settings, webhook_secret
 
     config, master = settings(), webhook_secret(OPERATOR)
     return Aggregator(
-        settings=config, ledger=Ledger.on(config.table_name, client("dynamodb")), page_key=page_key(master) if master else None,
-        store=BundleStore(config.bucket_name, client("s3")), results=ResultsStore(config.bucket_name, client("s3")),
+        settings=config,
+        ledger=Ledger.on(config.table_name, client("dynamodb")),
+        page_key=page_key(master) if master else None,
+        store=BundleStore(config.bucket_name, client("s3")),
+        results=ResultsStore(config.bucket_name, client("s3")),
         queue=FinalizeQueue(config.finalize_queue_url, client("sqs")),
         arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")),
         upstream=UpstreamClient(config.upstream_url, config.upstream_token, timeout=10, attempts=3),

@@ -9,7 +9,6 @@ import sys
 import threading
 from collections.abc import Iterator
 
-
 STOP_SECONDS = 60  # its pollers get 10 s to end an invocation under way; the rest is a loaded machine's
 
 
@@ -25,8 +24,13 @@ class LocalProcess:
 @contextlib.contextmanager
 def local_aggregator(*args: str, env: dict | None = None) -> Iterator[LocalProcess]:
     """Run ``codspeed-aggregator local --port 0 ARGS``; yields once it listens."""
-    process = subprocess.Popen([sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     running = LocalProcess(process)
     try:
         for line in process.stdout:
@@ -45,7 +49,9 @@ def local_aggregator(*args: str, env: dict | None = None) -> Iterator[LocalProce
             process.wait(timeout=STOP_SECONDS)
         except subprocess.TimeoutExpired:
             process.kill()
-            raise AssertionError(f"not stopped {STOP_SECONDS} s after Ctrl-C; its output:\n{running.output[-3000:]}") from None
+            raise AssertionError(
+                f"not stopped {STOP_SECONDS} s after Ctrl-C; its output:\n{running.output[-3000:]}"
+            ) from None
         finally:
             if running.api_url:
                 reader.join(timeout=10)

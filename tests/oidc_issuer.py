@@ -26,7 +26,9 @@ class OidcIssuer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 issuer.fetches += 1
-                self.send_response(200 if self.path.endswith(("/.well-known/jwks", "/.well-known/jwks-pub.json")) else 404)
+                self.send_response(
+                    200 if self.path.endswith(("/.well-known/jwks", "/.well-known/jwks-pub.json")) else 404
+                )
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -42,21 +44,46 @@ class OidcIssuer:
     def jwks_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/.well-known/jwks"
 
-    def token(self, repository: str, *, audience: str = "codspeed.io", issuer: str = ISSUER, expires_in: int = 300,
-              key=None, kid: str | None = None) -> str:
+    def token(
+        self,
+        repository: str,
+        *,
+        audience: str = "codspeed.io",
+        issuer: str = ISSUER,
+        expires_in: int = 300,
+        key=None,
+        kid: str | None = None,
+    ) -> str:
         now = int(time.time())
-        claims = {"iss": issuer, "aud": audience, "sub": f"repo:{repository}:ref:refs/heads/main", "repository": repository,
-                  "repository_owner": repository.split("/")[0], "ref": "refs/heads/main", "run_id": "7044765741",
-                  "iat": now, "nbf": now - 5, "exp": now + expires_in}
+        claims = {
+            "iss": issuer,
+            "aud": audience,
+            "sub": f"repo:{repository}:ref:refs/heads/main",
+            "repository": repository,
+            "repository_owner": repository.split("/")[0],
+            "ref": "refs/heads/main",
+            "run_id": "7044765741",
+            "iat": now,
+            "nbf": now - 5,
+            "exp": now + expires_in,
+        }
         return jwt.encode(claims, key or self.key, algorithm="RS256", headers={"kid": kid or self.kid})
 
     def circleci_token(self, org: str, origin: str, *, audience: str = "codspeed.io", expires_in: int = 300) -> str:
         """A CircleCI job's token (``circleci run oidc get --claims '{"aud": "codspeed.io"}'``): its
         organization's issuer, the project as ``oidc.circleci.com/vcs-origin`` (``github.com/owner/repo``)."""
         now = int(time.time())
-        claims = {"iss": f"https://oidc.circleci.com/org/{org}", "aud": audience, "sub": f"org/{org}/project/p/user/u",
-                  "oidc.circleci.com/project-id": "p", "oidc.circleci.com/vcs-origin": origin,
-                  "oidc.circleci.com/vcs-ref": "refs/heads/main", "iat": now, "nbf": now - 5, "exp": now + expires_in}
+        claims = {
+            "iss": f"https://oidc.circleci.com/org/{org}",
+            "aud": audience,
+            "sub": f"org/{org}/project/p/user/u",
+            "oidc.circleci.com/project-id": "p",
+            "oidc.circleci.com/vcs-origin": origin,
+            "oidc.circleci.com/vcs-ref": "refs/heads/main",
+            "iat": now,
+            "nbf": now - 5,
+            "exp": now + expires_in,
+        }
         return jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": self.kid})
 
     def stop(self) -> None:

@@ -38,5 +38,10 @@ def whole_run_reads(requests) -> int:
 
 def item_keys(requests, prefix: str = "SHARD#") -> list[str]:
     """The sort keys starting with ``prefix`` that BatchGetItems among ``requests`` asked for."""
-    return sorted(sk for op, p in requests if op == "BatchGetItem"
-                  for k in next(iter(p["RequestItems"].values()))["Keys"] if (sk := k["sk"]["S"]).startswith(prefix))
+    return sorted(
+        sk
+        for op, p in requests
+        if op == "BatchGetItem"
+        for k in next(iter(p["RequestItems"].values()))["Keys"]
+        if (sk := k["sk"]["S"]).startswith(prefix)
+    )

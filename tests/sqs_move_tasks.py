@@ -34,6 +34,7 @@ class MessageMoveTasks:
         def remove():
             events.unregister("before-parameter-build.sqs.*", unique_id="move-tasks-keep")
             events.unregister("before-call.sqs.*", unique_id="move-tasks")
+
         return remove
 
     def _url(self, arn: str) -> str | None:
@@ -55,20 +56,34 @@ class MessageMoveTasks:
         source = params["SourceArn"]
         source_url = self._url(source)
         if source_url is None:
-            return _error("ResourceNotFoundException", "The resource that you specified for the SourceArn parameter doesn't exist.")
+            return _error(
+                "ResourceNotFoundException",
+                "The resource that you specified for the SourceArn parameter doesn't exist.",
+            )
         origins = self._sources_of(source)
         if not origins:
             return _error("InvalidParameterValueException", "Source queue must be configured as a Dead Letter Queue.")
         if any(t["SourceArn"] == source and t["Status"] == "RUNNING" for t in self.tasks):
-            return _error("UnsupportedOperation", "There is already a task running. Only one active task is allowed for "
-                                                  "a source queue arn at a given time.")
+            return _error(
+                "UnsupportedOperation",
+                "There is already a task running. Only one active task is allowed for "
+                "a source queue arn at a given time.",
+            )
         destination_url = self._url(params.get("DestinationArn") or origins[0])
-        to_move = int(self.mover.get_queue_attributes(QueueUrl=source_url, AttributeNames=["ApproximateNumberOfMessages"])
-                      ["Attributes"]["ApproximateNumberOfMessages"])
-        task = {"TaskHandle": uuid.uuid4().hex, "SourceArn": source, "Status": "RUNNING",
-                "ApproximateNumberOfMessagesMoved": 0, "ApproximateNumberOfMessagesToMove": to_move,
-                "StartedTimestamp": int(time.time() * 1000), **({"DestinationArn": params["DestinationArn"]}
-                                                                if params.get("DestinationArn") else {})}
+        to_move = int(
+            self.mover.get_queue_attributes(QueueUrl=source_url, AttributeNames=["ApproximateNumberOfMessages"])[
+                "Attributes"
+            ]["ApproximateNumberOfMessages"]
+        )
+        task = {
+            "TaskHandle": uuid.uuid4().hex,
+            "SourceArn": source,
+            "Status": "RUNNING",
+            "ApproximateNumberOfMessagesMoved": 0,
+            "ApproximateNumberOfMessagesToMove": to_move,
+            "StartedTimestamp": int(time.time() * 1000),
+            **({"DestinationArn": params["DestinationArn"]} if params.get("DestinationArn") else {}),
+        }
         self.tasks.insert(0, task)
         if not self.running:
             while messages := self.mover.receive_message(QueueUrl=source_url, MaxNumberOfMessages=10).get("Messages"):
@@ -81,15 +96,24 @@ class MessageMoveTasks:
 
     def _list(self, params: dict):
         mine = [t for t in self.tasks if t["SourceArn"] == params["SourceArn"]][: params.get("MaxResults", 1)]
-        return _answer({"Results": [t if t["Status"] == "RUNNING" else {k: v for k, v in t.items() if k != "TaskHandle"}
-                                    for t in mine]})
+        return _answer(
+            {
+                "Results": [
+                    t if t["Status"] == "RUNNING" else {k: v for k, v in t.items() if k != "TaskHandle"} for t in mine
+                ]
+            }
+        )
 
 
 def _answer(parsed: dict):
     return AWSResponse("https://sqs.us-east-1.amazonaws.com", 200, {}, None), {
-        **parsed, "ResponseMetadata": {"HTTPStatusCode": 200}}
+        **parsed,
+        "ResponseMetadata": {"HTTPStatusCode": 200},
+    }
 
 
 def _error(code: str, message: str):
     return AWSResponse("https://sqs.us-east-1.amazonaws.com", 400, {}, None), {
-        "Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"HTTPStatusCode": 400},
+    }

@@ -3,16 +3,16 @@ turned into one clear sentence with its exit code."""
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import requests
 
+from codspeed_rules.backoff import RETRY_STATUSES, backoff
+
 from .errors import AUTH, CONFIG, NETWORK, REFUSED, ClientError, Skipped
 
-RETRY_STATUSES = {429, 500, 502, 503, 504}
 WAIT_CLOSING = 300  # seconds a push waits for a run being forwarded (a big run's merge takes minutes)
 
 
@@ -21,8 +21,16 @@ class UploadExpired(Exception):
 
 
 class AggregatorApi:
-    def __init__(self, url: str, token: str | None, *, timeout: float = 30, attempts: int = 5, backoff: float = 0.5,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        *,
+        timeout: float = 30,
+        attempts: int = 5,
+        backoff: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.url = url.rstrip("/")
         self.http = requests.Session()
         if token:  # none: a fork's pull request, which the aggregator checks with GitHub
@@ -37,7 +45,7 @@ class AggregatorApi:
         retry_after = answer.headers.get("retry-after") if answer is not None else None
         if retry_after and retry_after.isdigit():
             return min(float(retry_after), 60.0)
-        return min(30.0, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)  # exponential, with jitter
+        return backoff(attempt, self.backoff, 30.0)
 
     def _send(self, send: Callable[[], requests.Response], what: str) -> requests.Response:
         """Send, retrying connection errors, 429 and 5xx with backoff; never a 4xx but a 409 that says
@@ -50,8 +58,11 @@ class AggregatorApi:
                 answer = send()
             except requests.RequestException as exc:
                 if last:
-                    raise ClientError(f"cannot reach {what} ({type(exc).__name__}) after {self.attempts} tries: "
-                                      "check the URL and the network, then run the command again", NETWORK) from exc
+                    raise ClientError(
+                        f"cannot reach {what} ({type(exc).__name__}) after {self.attempts} tries: "
+                        "check the URL and the network, then run the command again",
+                        NETWORK,
+                    ) from exc
                 self.sleep(self._delay(attempt, None))
                 attempt += 1
                 continue
@@ -67,8 +78,10 @@ class AggregatorApi:
             return answer
 
     def _call(self, method: str, path: str, missing_ok: bool = False, **kwargs) -> dict | str | None:
-        answer = self._send(lambda: self.http.request(method, f"{self.url}{path}", timeout=self.timeout, **kwargs),
-                            f"the aggregator at {self.url}")
+        answer = self._send(
+            lambda: self.http.request(method, f"{self.url}{path}", timeout=self.timeout, **kwargs),
+            f"the aggregator at {self.url}",
+        )
         if answer.status_code < 300:
             return answer.json() if "json" in answer.headers.get("content-type", "") else answer.text
         try:
@@ -76,30 +89,43 @@ class AggregatorApi:
         except (ValueError, KeyError, TypeError):
             message = None
         if answer.status_code == 404 and message is None:
-            raise ClientError(f"{method} {self.url}{path} answered 404 not found: is {self.url} the aggregator's URL "
-                              "(the stack's ApiUrl)?", CONFIG)
+            raise ClientError(
+                f"{method} {self.url}{path} answered 404 not found: is {self.url} the aggregator's URL "
+                "(the stack's ApiUrl)?",
+                CONFIG,
+            )
         if answer.status_code == 404 and missing_ok:
             return None
         message = message or answer.text[:300]
         if answer.status_code == 401 and not self.token:  # the project takes none: a fork's job stays green
-            raise Skipped(f"this pull request comes from a fork, whose jobs GitHub gives no secrets, and the aggregator "
-                          f"takes no request without a token for this project, so nothing was sent: {message}")
+            raise Skipped(
+                f"this pull request comes from a fork, whose jobs GitHub gives no secrets, and the aggregator "
+                f"takes no request without a token for this project, so nothing was sent: {message}"
+            )
         if answer.status_code == 403 and not self.token:
             raise ClientError(f"the aggregator refused a request without a token (403): {message}", AUTH)
         if answer.status_code in (401, 403):
-            raise ClientError(f"the aggregator refused the token ({answer.status_code}): {message}; "
-                              "check CODSPEED_AGGREGATOR_TOKEN", AUTH)
+            raise ClientError(
+                f"the aggregator refused the token ({answer.status_code}): {message}; check CODSPEED_AGGREGATOR_TOKEN",
+                AUTH,
+            )
         if answer.status_code < 500 and answer.status_code not in RETRY_STATUSES:
             raise ClientError(f"the aggregator refused the request ({answer.status_code}): {message}", REFUSED)
-        raise ClientError(f"the aggregator failed ({answer.status_code}) after {self.attempts} tries: {message}; "
-                          "try again later", NETWORK)
+        raise ClientError(
+            f"the aggregator failed ({answer.status_code}) after {self.attempts} tries: {message}; try again later",
+            NETWORK,
+        )
 
     def request_upload(self, request: dict) -> dict:
         return self._call("POST", "/v1/uploads", json=request)
 
     def costs(self, project: str, branch: str | None, run_id: str | None = None) -> dict:
         """The costs to split with: for a run (``run_id``), those its first split used."""
-        params = {"project": project, **({"branch": branch} if branch else {}), **({"run_id": run_id} if run_id else {})}
+        params = {
+            "project": project,
+            **({"branch": branch} if branch else {}),
+            **({"run_id": run_id} if run_id else {}),
+        }
         return self._call("GET", "/v1/costs", params=params)
 
     def open(self, request: dict) -> dict:
@@ -126,7 +152,12 @@ class AggregatorApi:
         if answer.status_code == 403 and "expired" in answer.text.lower():
             raise UploadExpired()
         if answer.status_code == 400 and "BadDigest" in answer.text:
-            raise ClientError(f"the bundle store received other bytes than {path} held when its checksum was taken: "
-                              "check that nothing writes to the archive while it uploads, then push again", NETWORK)
+            raise ClientError(
+                f"the bundle store received other bytes than {path} held when its checksum was taken: "
+                "check that nothing writes to the archive while it uploads, then push again",
+                NETWORK,
+            )
         if answer.status_code >= 300:
-            raise ClientError(f"the bundle store refused the upload ({answer.status_code}): {answer.text[:300]}", REFUSED)
+            raise ClientError(
+                f"the bundle store refused the upload ({answer.status_code}): {answer.text[:300]}", REFUSED
+            )

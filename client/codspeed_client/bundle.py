@@ -22,8 +22,15 @@ CARRIED_METADATA = "metadata.json"  # a profile folder may carry its CodSpeed me
 
 
 class Bundle:
-    def __init__(self, path: Path, size: int, crc32: Callable[[], str], files: list[str],
-                 carried_metadata: dict | None = None, executor: str = "valgrind") -> None:
+    def __init__(
+        self,
+        path: Path,
+        size: int,
+        crc32: Callable[[], str],
+        files: list[str],
+        carried_metadata: dict | None = None,
+        executor: str = "valgrind",
+    ) -> None:
         self.path = path
         self.size = size
         self.crc32 = crc32  # S3's form: base64 of the big-endian CRC32; it may still be being taken
@@ -98,15 +105,21 @@ def from_folder(folder: Path, executor: str | None = None) -> Bundle:
     from codspeed_rules.callgrind import OUT_NAME
 
     if folder.is_file():
-        raise ClientError(f"profile folder {folder} is a file: pass the folder CodSpeed wrote the profiles to "
-                          "(an archive goes with push --archive)", INPUT)
+        raise ClientError(
+            f"profile folder {folder} is a file: pass the folder CodSpeed wrote the profiles to "
+            "(an archive goes with push --archive)",
+            INPUT,
+        )
     if not folder.is_dir():
-        raise ClientError(f"profile folder {folder} does not exist: pass the folder CodSpeed wrote the profiles to", INPUT)
+        raise ClientError(
+            f"profile folder {folder} does not exist: pass the folder CodSpeed wrote the profiles to", INPUT
+        )
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != CARRIED_METADATA)
     executor = executor or executor_of(files)
     if executor == "valgrind" and not any(OUT_NAME.match(f) or f.endswith(".tgtrace") for f in files):
         raise ClientError(
-            f"profile folder {folder} holds no <pid>.out file: run the benchmarks under CodSpeed's instrumentation first",
+            f"profile folder {folder} holds no <pid>.out file: run the benchmarks under CodSpeed's instrumentation "
+            "first",
             INPUT,
         )
     carried = None
@@ -129,12 +142,21 @@ def from_folder(folder: Path, executor: str | None = None) -> Bundle:
             normalizer.close()
     except OSError as exc:
         Path(handle.name).unlink(missing_ok=True)
-        raise ClientError(f"cannot read {exc.filename or folder} ({exc.strerror or exc}): "
-                          "every file of the profile folder must be readable", INPUT) from exc
+        raise ClientError(
+            f"cannot read {exc.filename or folder} ({exc.strerror or exc}): "
+            "every file of the profile folder must be readable",
+            INPUT,
+        ) from exc
     path = Path(handle.name)
     crc32 = s3_crc32(checksummed.crc)
-    return Bundle(path=path, size=path.stat().st_size, crc32=lambda: crc32, files=files, carried_metadata=carried,
-                  executor=executor)
+    return Bundle(
+        path=path,
+        size=path.stat().st_size,
+        crc32=lambda: crc32,
+        files=files,
+        carried_metadata=carried,
+        executor=executor,
+    )
 
 
 class _Feeding:
@@ -195,4 +217,6 @@ def from_archive(archive: Path, executor: str = "valgrind") -> Bundle:
             f.read(1)
     except OSError as exc:
         raise ClientError(f"cannot read archive {archive} ({exc.strerror or exc})", INPUT) from exc
-    return Bundle(path=archive, size=archive.stat().st_size, crc32=_crc32_meanwhile(archive), files=[], executor=executor)
+    return Bundle(
+        path=archive, size=archive.stat().st_size, crc32=_crc32_meanwhile(archive), files=[], executor=executor
+    )

@@ -11,12 +11,26 @@ class CiContext:
     """What the CI (or git) says about this job; None where it cannot tell. A plain class: the
     dataclasses module alone would add about 7 ms to every push's start-up."""
 
-    def __init__(self, provider: str = "LOCAL", project: str | None = None, run_id: str | None = None,
-                 commit: str | None = None, ref: str | None = None, head_ref: str | None = None,
-                 base_ref: str | None = None, event: str | None = None, job: str | None = None,
-                 sender: dict | None = None, extra: dict | None = None, repository_root: str | None = None,
-                 run_attempt: str | None = None, shard: str | None = None, ci_url: str | None = None,
-                 base_commit: str | None = None, fork: str | None = None) -> None:
+    def __init__(
+        self,
+        provider: str = "LOCAL",
+        project: str | None = None,
+        run_id: str | None = None,
+        commit: str | None = None,
+        ref: str | None = None,
+        head_ref: str | None = None,
+        base_ref: str | None = None,
+        event: str | None = None,
+        job: str | None = None,
+        sender: dict | None = None,
+        extra: dict | None = None,
+        repository_root: str | None = None,
+        run_attempt: str | None = None,
+        shard: str | None = None,
+        ci_url: str | None = None,
+        base_commit: str | None = None,
+        fork: str | None = None,
+    ) -> None:
         self.provider, self.project, self.run_id, self.commit = provider, project, run_id, commit
         self.ref, self.head_ref, self.base_ref, self.event, self.job = ref, head_ref, base_ref, event, job
         self.sender = sender
@@ -30,7 +44,8 @@ class CiContext:
 
 
 def _git(*args: str) -> str | None:
-    import subprocess  # here, not above: a CI job asks git for a pull request's merge base only, and the import costs 4 ms
+    # here, not above: a CI job asks git for a pull request's merge base only, and the import costs 4 ms
+    import subprocess
 
     try:
         out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
@@ -55,14 +70,25 @@ def detect(env: dict[str, str] | None = None) -> CiContext:
 def _github(env: dict[str, str]) -> CiContext:
     event_name = env.get("GITHUB_EVENT_NAME")
     ctx = CiContext(
-        provider="GITHUB_ACTIONS", project=env.get("GITHUB_REPOSITORY"), run_id=env.get("GITHUB_RUN_ID"),
-        commit=env.get("GITHUB_SHA"), ref=env.get("GITHUB_REF"), head_ref=env.get("GITHUB_HEAD_REF") or None,
-        base_ref=env.get("GITHUB_BASE_REF") or None, event=event_name, job=env.get("GITHUB_JOB"),
-        sender={"login": env["GITHUB_ACTOR"], "id": env.get("GITHUB_ACTOR_ID", "")} if env.get("GITHUB_ACTOR") else None,
+        provider="GITHUB_ACTIONS",
+        project=env.get("GITHUB_REPOSITORY"),
+        run_id=env.get("GITHUB_RUN_ID"),
+        commit=env.get("GITHUB_SHA"),
+        ref=env.get("GITHUB_REF"),
+        head_ref=env.get("GITHUB_HEAD_REF") or None,
+        base_ref=env.get("GITHUB_BASE_REF") or None,
+        event=event_name,
+        job=env.get("GITHUB_JOB"),
+        sender={"login": env["GITHUB_ACTOR"], "id": env.get("GITHUB_ACTOR_ID", "")}
+        if env.get("GITHUB_ACTOR")
+        else None,
         extra={"ghData": {"runId": env.get("GITHUB_RUN_ID"), "job": env.get("GITHUB_JOB")}},
-        repository_root=env.get("GITHUB_WORKSPACE"), run_attempt=env.get("GITHUB_RUN_ATTEMPT"),
+        repository_root=env.get("GITHUB_WORKSPACE"),
+        run_attempt=env.get("GITHUB_RUN_ATTEMPT"),
         ci_url=f"{env.get('GITHUB_SERVER_URL') or 'https://github.com'}/{env['GITHUB_REPOSITORY']}/actions/runs/"
-               f"{env['GITHUB_RUN_ID']}" if env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID") else None,
+        f"{env['GITHUB_RUN_ID']}"
+        if env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID")
+        else None,
     )
     if event_name in ("pull_request", "pull_request_target") and env.get("GITHUB_EVENT_PATH"):
         try:
@@ -73,9 +99,12 @@ def _github(env: dict[str, str]) -> CiContext:
             ctx.base_commit = _merge_base(ctx.repository_root, tip, head) or tip
             ctx.fork = _fork(pr)
         except (OSError, ValueError) as exc:  # said, not swallowed: the run then compares the merge commit
-            print(f"::warning title=codspeed-client::GITHUB_EVENT_PATH {env['GITHUB_EVENT_PATH']} cannot be read "
-                  f"({type(exc).__name__}: {exc}): the pull request's head commit, base and fork are not known, so the "
-                  "shard goes under GITHUB_SHA", file=sys.stderr)
+            print(
+                f"::warning title=codspeed-client::GITHUB_EVENT_PATH {env['GITHUB_EVENT_PATH']} cannot be read "
+                f"({type(exc).__name__}: {exc}): the pull request's head commit, base and fork are not known, so the "
+                "shard goes under GITHUB_SHA",
+                file=sys.stderr,
+            )
     return ctx
 
 
@@ -101,6 +130,7 @@ def changed_files(root: str | None, base: str, head: str | None = None) -> list[
     of ``head`` (actions/checkout's ``refs/pull/N/merge``): what the merge adds to its first parent,
     the base branch as it was merged into, and nothing the base branch gained since ``base``; else
     the paths changed since ``base`` (the merge base)."""
+
     def git(*args: str) -> str | None:
         return _git(*(("-C", root) if root else ()), *args)
 
@@ -137,8 +167,14 @@ def _shard(index: str | None, total: str | None, first: int) -> str | None:
     return f"{int(index) + 1 - first}/{total}"
 
 
-GITLAB_EVENTS = {"merge_request_event": "pull_request", "push": "push", "schedule": "schedule",
-                 "trigger": "workflow_dispatch", "web": "workflow_dispatch", "api": "workflow_dispatch"}
+GITLAB_EVENTS = {
+    "merge_request_event": "pull_request",
+    "push": "push",
+    "schedule": "schedule",
+    "trigger": "workflow_dispatch",
+    "web": "workflow_dispatch",
+    "api": "workflow_dispatch",
+}
 
 
 def _gitlab(env: dict[str, str]) -> CiContext:
@@ -154,15 +190,29 @@ def _gitlab(env: dict[str, str]) -> CiContext:
         origin = env.get("CI_MERGE_REQUEST_SOURCE_PROJECT_PATH")
         if origin and origin != env.get("CI_PROJECT_PATH"):
             fork, head_ref = origin, f"{origin.split('/')[0]}:{head_ref}"
-    sender = {"id": env.get("GITLAB_USER_ID", ""), "login": env["GITLAB_USER_LOGIN"]} if env.get("GITLAB_USER_LOGIN") else None
+    sender = (
+        {"id": env.get("GITLAB_USER_ID", ""), "login": env["GITLAB_USER_LOGIN"]}
+        if env.get("GITLAB_USER_LOGIN")
+        else None
+    )
     return CiContext(
-        provider="GITLAB_CI", project=env.get("CI_PROJECT_PATH"), run_id=env.get("CI_PIPELINE_ID"),  # group/subgroup/repo
-        # in a merged results pipeline CI_COMMIT_SHA is GitLab's internal merge commit: the source branch's head is the change
+        provider="GITLAB_CI",
+        project=env.get("CI_PROJECT_PATH"),
+        run_id=env.get("CI_PIPELINE_ID"),  # group/subgroup/repo
+        # in a merged results pipeline CI_COMMIT_SHA is GitLab's internal merge commit: the source branch's head is
+        # the change
         commit=env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_SHA") or env.get("CI_COMMIT_SHA"),
-        ref=ref, head_ref=head_ref, base_ref=base_ref, event=GITLAB_EVENTS.get(source or "", source), sender=sender,
-        job=env.get("CI_JOB_NAME"), extra={"glData": {"runId": env.get("CI_JOB_ID"), "job": env.get("CI_JOB_NAME")}},
-        repository_root=env.get("CI_PROJECT_DIR"), shard=_shard(env.get("CI_NODE_INDEX"), env.get("CI_NODE_TOTAL"), 1),
-        ci_url=env.get("CI_PIPELINE_URL") or None, fork=fork,
+        ref=ref,
+        head_ref=head_ref,
+        base_ref=base_ref,
+        event=GITLAB_EVENTS.get(source or "", source),
+        sender=sender,
+        job=env.get("CI_JOB_NAME"),
+        extra={"glData": {"runId": env.get("CI_JOB_ID"), "job": env.get("CI_JOB_NAME")}},
+        repository_root=env.get("CI_PROJECT_DIR"),
+        shard=_shard(env.get("CI_NODE_INDEX"), env.get("CI_NODE_TOTAL"), 1),
+        ci_url=env.get("CI_PIPELINE_URL") or None,
+        fork=fork,
         # the merge request's merge base (its diff's base); else, in a merged results pipeline, the target's tip
         base_commit=env.get("CI_MERGE_REQUEST_DIFF_BASE_SHA") or env.get("CI_MERGE_REQUEST_TARGET_BRANCH_SHA") or None,
     )
@@ -181,12 +231,18 @@ def _buildkite(env: dict[str, str]) -> CiContext:
     pull = env.get("BUILDKITE_PULL_REQUEST", "false")
     pull_request = pull not in ("", "false")
     return CiContext(
-        provider="BUILDKITE", project=project_of_remote(env.get("BUILDKITE_REPO", "")), run_id=env.get("BUILDKITE_BUILD_ID"),
-        commit=_resolved(env.get("BUILDKITE_COMMIT")), ref=f"refs/pull/{pull}/head" if pull_request else
-        (f"refs/heads/{env['BUILDKITE_BRANCH']}" if env.get("BUILDKITE_BRANCH") else None),
+        provider="BUILDKITE",
+        project=project_of_remote(env.get("BUILDKITE_REPO", "")),
+        run_id=env.get("BUILDKITE_BUILD_ID"),
+        commit=_resolved(env.get("BUILDKITE_COMMIT")),
+        ref=f"refs/pull/{pull}/head"
+        if pull_request
+        else (f"refs/heads/{env['BUILDKITE_BRANCH']}" if env.get("BUILDKITE_BRANCH") else None),
         head_ref=env.get("BUILDKITE_BRANCH") if pull_request else None,
-        base_ref=env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") or None, event="pull_request" if pull_request else "push",
-        job=env.get("BUILDKITE_LABEL"), repository_root=env.get("BUILDKITE_BUILD_CHECKOUT_PATH"),
+        base_ref=env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") or None,
+        event="pull_request" if pull_request else "push",
+        job=env.get("BUILDKITE_LABEL"),
+        repository_root=env.get("BUILDKITE_BUILD_CHECKOUT_PATH"),
         shard=_shard(env.get("BUILDKITE_PARALLEL_JOB"), env.get("BUILDKITE_PARALLEL_JOB_COUNT"), 0),
         ci_url=env.get("BUILDKITE_BUILD_URL") or None,
     )
@@ -199,16 +255,29 @@ def _circleci(env: dict[str, str]) -> CiContext:
     by its owner and repository (``CIRCLE_PR_USERNAME``, ``CIRCLE_PR_REPONAME``)."""
     pull = (env.get("CIRCLE_PULL_REQUEST") or "").rstrip("/").rsplit("/", 1)[-1]
     tag, branch = env.get("CIRCLE_TAG"), env.get("CIRCLE_BRANCH")
-    ref = f"refs/pull/{pull}/head" if pull.isdigit() else f"refs/tags/{tag}" if tag else \
-        f"refs/heads/{branch}" if branch else None
+    ref = (
+        f"refs/pull/{pull}/head"
+        if pull.isdigit()
+        else f"refs/tags/{tag}"
+        if tag
+        else f"refs/heads/{branch}"
+        if branch
+        else None
+    )
     owner, name = env.get("CIRCLE_PROJECT_USERNAME"), env.get("CIRCLE_PROJECT_REPONAME")
     fork_owner = env.get("CIRCLE_PR_USERNAME")
     return CiContext(
-        provider="CIRCLECI", project=f"{owner}/{name}" if owner and name else None, run_id=env.get("CIRCLE_WORKFLOW_ID"),
-        commit=env.get("CIRCLE_SHA1"), ref=ref, head_ref=branch if pull.isdigit() else None,
-        event="pull_request" if pull.isdigit() else "push", job=env.get("CIRCLE_JOB"),
+        provider="CIRCLECI",
+        project=f"{owner}/{name}" if owner and name else None,
+        run_id=env.get("CIRCLE_WORKFLOW_ID"),
+        commit=env.get("CIRCLE_SHA1"),
+        ref=ref,
+        head_ref=branch if pull.isdigit() else None,
+        event="pull_request" if pull.isdigit() else "push",
+        job=env.get("CIRCLE_JOB"),
         sender={"login": env["CIRCLE_USERNAME"], "id": ""} if env.get("CIRCLE_USERNAME") else None,
-        repository_root=env.get("CIRCLE_WORKING_DIRECTORY"), ci_url=env.get("CIRCLE_BUILD_URL") or None,
+        repository_root=env.get("CIRCLE_WORKING_DIRECTORY"),
+        ci_url=env.get("CIRCLE_BUILD_URL") or None,
         shard=_shard(env.get("CIRCLE_NODE_INDEX"), env.get("CIRCLE_NODE_TOTAL"), 0),
         fork=f"{fork_owner}/{env.get('CIRCLE_PR_REPONAME') or name}" if fork_owner and fork_owner != owner else None,
     )
@@ -231,6 +300,9 @@ def _local() -> CiContext:
     answers = (_git("rev-parse", "--show-toplevel", "HEAD", "--symbolic-full-name", "HEAD") or "").splitlines()
     root, commit, ref = (answers + [None, None, None])[:3]
     return CiContext(
-        provider="LOCAL", project=project, commit=commit, ref=ref if ref and ref.startswith("refs/") else None,
+        provider="LOCAL",
+        project=project,
+        commit=commit,
+        ref=ref if ref and ref.startswith("refs/") else None,
         repository_root=root,
     )

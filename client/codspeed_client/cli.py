@@ -22,18 +22,24 @@ exit codes: 0 done; 2 usage; 3 configuration missing; 4 token refused; 5 request
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
-        prog="codspeed-client", description="Push CodSpeed benchmark shards to the shard aggregator.",
+        prog="codspeed-client",
+        description="Push CodSpeed benchmark shards to the shard aggregator.",
         epilog="examples:\n" + "".join(command.EXAMPLE for command in COMMANDS) + "\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     root.add_argument("--version", action="version", version=f"codspeed-client {__version__}")
     # the usage line (and the error of a command line without one) names every command
-    subcommands = root.add_subparsers(dest="command", required=True,
-                                      metavar="{" + ",".join(command.NAME for command in COMMANDS) + "}")
+    subcommands = root.add_subparsers(
+        dest="command", required=True, metavar="{" + ",".join(command.NAME for command in COMMANDS) + "}"
+    )
     for command in COMMANDS:
-        sub = subcommands.add_parser(command.NAME, help=command.HELP, description=command.HELP,
-                                     epilog="example:\n" + command.EXAMPLE + "\n" + EXIT_CODES,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub = subcommands.add_parser(
+            command.NAME,
+            help=command.HELP,
+            description=command.HELP,
+            epilog="example:\n" + command.EXAMPLE + "\n" + EXIT_CODES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         command.add_arguments(sub)
         sub.set_defaults(run=command.run)
     return root

@@ -15,8 +15,17 @@ def repository_provider(ctx: CiContext) -> str:
     return "GITLAB" if ctx.provider == "GITLAB_CI" else "GITHUB"
 
 
-def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str, carried: dict | None,
-          executor: str = "valgrind", tokenless: bool = False) -> dict:
+def build(
+    ctx: CiContext,
+    *,
+    project: str,
+    run_id: str,
+    commit: str,
+    shard: str,
+    carried: dict | None,
+    executor: str = "valgrind",
+    tokenless: bool = False,
+) -> dict:
     owner, repository = project.rsplit("/", 1)  # GitLab: group/subgroup/repo
     if carried is not None:
         metadata = dict(carried)
@@ -27,27 +36,35 @@ def build(ctx: CiContext, *, project: str, run_id: str, commit: str, shard: str,
             "version": WITHOUT_CI_DATA if ctx.provider == "CIRCLECI" else METADATA_VERSION,
             "tokenless": tokenless,
             "profileEncoding": "gzip",
-            "runner": {"name": "codspeed-client", "version": __version__, "instruments": [], "executor": executor,
-                       **machine()},
+            "runner": {
+                "name": "codspeed-client",
+                "version": __version__,
+                "instruments": [],
+                "executor": executor,
+                **machine(),
+            },
             "runEnvironment": ctx.provider,
             "allowEmpty": False,
             "event": ctx.event or "push",
             "sender": ctx.sender,
             # the runner's: the checkout with a trailing slash, GitLab's CI_PROJECT_DIR as it is
-            "repositoryRootPath": ctx.repository_root or "" if ctx.provider == "GITLAB_CI"
+            "repositoryRootPath": ctx.repository_root or ""
+            if ctx.provider == "GITLAB_CI"
             else (ctx.repository_root or "").rstrip("/") + "/",
             **({} if ctx.provider == "CIRCLECI" else {"ghData": None, "glData": None}),
             "localData": None,  # the runner sends each, null when absent
             **ctx.extra,
         }
-    metadata.update({
-        "tokenless": tokenless,  # a fork's pull request: sent upstream without a token, as the runner sends it
-        "commitHash": commit,
-        "owner": owner,
-        "repository": repository,
-        "ref": metadata.get("ref") or ctx.ref,
-        "headRef": metadata.get("headRef") or ctx.head_ref,
-        "baseRef": metadata.get("baseRef") or ctx.base_ref,
-        "runPart": {"runId": run_id, "runPartId": shard, "jobName": ctx.job or "codspeed", "metadata": {}},
-    })
+    metadata.update(
+        {
+            "tokenless": tokenless,  # a fork's pull request: sent upstream without a token, as the runner sends it
+            "commitHash": commit,
+            "owner": owner,
+            "repository": repository,
+            "ref": metadata.get("ref") or ctx.ref,
+            "headRef": metadata.get("headRef") or ctx.head_ref,
+            "baseRef": metadata.get("baseRef") or ctx.base_ref,
+            "runPart": {"runId": run_id, "runPartId": shard, "jobName": ctx.job or "codspeed", "metadata": {}},
+        }
+    )
     return metadata

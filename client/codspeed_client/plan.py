@@ -37,6 +37,7 @@ SHARD_KEYS = ("paths", "on_default_branch")
 class ShardConfig:
     def __init__(self, path: str, document: dict, text: str = "") -> None:
         import pathspec
+
         from codspeed_rules.names import is_shard_name
 
         _known_keys(path, text, document, TOP_KEYS, "")
@@ -50,12 +51,16 @@ class ShardConfig:
             if not is_shard_name(name):
                 raise ClientError(f"{path}: shard name {name!r} is not usable: letters, digits and _.=+@- only", CONFIG)
             if not isinstance(shard, dict) or not isinstance(shard.get("on_default_branch", True), bool):
-                raise ClientError(f"{path}: [shards.{name}] takes paths (a list) and on_default_branch (true or false)",
-                                  CONFIG)
+                raise ClientError(
+                    f"{path}: [shards.{name}] takes paths (a list) and on_default_branch (true or false)", CONFIG
+                )
             _known_keys(path, text, shard, SHARD_KEYS, f"shards.{name}")
             patterns = shard.get("paths", [])
-            self.shards[name] = (patterns, self._spec(pathspec, path, f"shards.{name}.paths", patterns),
-                                 shard.get("on_default_branch", True))
+            self.shards[name] = (
+                patterns,
+                self._spec(pathspec, path, f"shards.{name}.paths", patterns),
+                shard.get("on_default_branch", True),
+            )
 
     @staticmethod
     def _spec(pathspec, path: str, where: str, patterns):
@@ -67,8 +72,9 @@ class ShardConfig:
             try:
                 pathspec.GitIgnoreSpec.from_lines([pattern])
             except (ValueError, TypeError) as exc:
-                raise ClientError(f"{path}: {where} pattern {pattern!r} does not parse as a gitignore pattern ({exc})",
-                                  CONFIG) from exc
+                raise ClientError(
+                    f"{path}: {where} pattern {pattern!r} does not parse as a gitignore pattern ({exc})", CONFIG
+                ) from exc
         return pathspec.GitIgnoreSpec.from_lines(patterns)  # git's own rules (pathspec 1 deprecates "gitwildmatch")
 
     def unmatched(self, files: list[str]) -> list[tuple[str, str]]:
@@ -80,8 +86,11 @@ class ShardConfig:
             return []
         listed = [("always", p) for p in self.always_patterns]
         listed += [(f"shards.{name}.paths", p) for name, (patterns, _, _) in self.shards.items() for p in patterns]
-        return [(where, pattern) for where, pattern in listed if not pattern.startswith("!")
-                and not any(pathspec.GitIgnoreSpec.from_lines([pattern]).match_files(files))]
+        return [
+            (where, pattern)
+            for where, pattern in listed
+            if not pattern.startswith("!") and not any(pathspec.GitIgnoreSpec.from_lines([pattern]).match_files(files))
+        ]
 
     def plan(self, changed: list[str] | None, on_default_branch: bool) -> ShardPlan:
         """``changed``: the files the change touches, None when there is nothing to compare with
@@ -112,14 +121,21 @@ def _known_keys(path: str, text: str, table: dict, known: tuple[str, ...], where
         import difflib
         import re
 
-        line = next((n for n, said in enumerate(text.splitlines(), start=1)
-                     if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", said)), None)
+        line = next(
+            (
+                n
+                for n, said in enumerate(text.splitlines(), start=1)
+                if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", said)
+            ),
+            None,
+        )
         at = f" (line {line})" if line else ""
         close = difflib.get_close_matches(key, known, n=1)
         hint = f": did you mean {close[0]!r}?" if close else ""
         takes = " and ".join(known)
-        raise ClientError(f"{path}: {where + ' ' if where else ''}key {key!r}{at} is not one it takes ({takes}){hint}",
-                          CONFIG)
+        raise ClientError(
+            f"{path}: {where + ' ' if where else ''}key {key!r}{at} is not one it takes ({takes}){hint}", CONFIG
+        )
 
 
 MAX_STARS = 2  # '*' in one path segment
@@ -132,8 +148,10 @@ def _never_matches(pattern: str) -> str | None:
     own (``a/b.py``), never with a ``.`` or ``..`` segment or a leading ``./``."""
     segments = pattern.lstrip("!").strip("/").split("/")
     if any(s in (".", "..") for s in segments):
-        return ("has a '.' or '..' segment: it can match no file, since the changed paths are the repository's own "
-                "(write it from the repository's root, as a/b/**)")
+        return (
+            "has a '.' or '..' segment: it can match no file, since the changed paths are the repository's own "
+            "(write it from the repository's root, as a/b/**)"
+        )
     return None
 
 
@@ -145,11 +163,15 @@ def _slow_to_match(pattern: str) -> str | None:
     segments = pattern.strip("/").split("/")
     crowded = next((s for s in segments if s != "**" and s.count("*") > MAX_STARS), None)
     if crowded is not None:
-        return (f"has {crowded.count('*')} '*' in its segment {crowded!r}: at most {MAX_STARS}, so that matching "
-                "cannot take hours; split it into simpler patterns")
+        return (
+            f"has {crowded.count('*')} '*' in its segment {crowded!r}: at most {MAX_STARS}, so that matching "
+            "cannot take hours; split it into simpler patterns"
+        )
     if segments.count("**") > MAX_GLOBSTARS:
-        return (f"has {segments.count('**')} '**' segments: at most {MAX_GLOBSTARS}, so that matching cannot take "
-                "hours; split it into simpler patterns")
+        return (
+            f"has {segments.count('**')} '**' segments: at most {MAX_GLOBSTARS}, so that matching cannot take "
+            "hours; split it into simpler patterns"
+        )
     return None
 
 
@@ -169,8 +191,9 @@ def load(path: str) -> ShardConfig:
         text = raw.decode()
         return ShardConfig(path, tomllib.loads(text), text)
     except FileNotFoundError as exc:
-        raise ClientError(f"no shard config at {path}: write one (see codspeed-client plan --help) or pass --config",
-                          CONFIG) from exc
+        raise ClientError(
+            f"no shard config at {path}: write one (see codspeed-client plan --help) or pass --config", CONFIG
+        ) from exc
     except OSError as exc:  # a folder, no permission
         raise ClientError(f"cannot read the shard config {path}: {exc.strerror}", CONFIG) from exc
     except UnicodeDecodeError as exc:

@@ -24,8 +24,12 @@ class Progress:
         now = time.monotonic()
         if self.live and (now - self._shown >= self.interval or self.sent >= self.total):
             self._shown = now
-            print(f"\r  uploading {_mib(self.sent)} / {_mib(self.total)}  {_mib(self.rate())}/s ", end="",
-                  file=self.stream, flush=True)
+            print(
+                f"\r  uploading {_mib(self.sent)} / {_mib(self.total)}  {_mib(self.rate())}/s ",
+                end="",
+                file=self.stream,
+                flush=True,
+            )
             if self.sent >= self.total:
                 print(file=self.stream)
 

@@ -11,8 +11,9 @@ from .errors import FORWARD_FAILED, OK, SHARDS_MISSING, TIMEOUT
 FINAL = ("forwarded", "forward_failed", "closed_empty")
 
 
-def wait_for_final(api, project: str, run_id: str, timeout: float, interval: float,
-                   sleep=time.sleep, clock=time.monotonic) -> tuple[dict | None, bool]:
+def wait_for_final(
+    api, project: str, run_id: str, timeout: float, interval: float, sleep=time.sleep, clock=time.monotonic
+) -> tuple[dict | None, bool]:
     """Poll until the run is final, for ``timeout`` seconds exactly (the last poll at the end);
     a run that does not exist yet (no shard has asked to upload) is waited for."""
     deadline = clock() + timeout
@@ -28,8 +29,11 @@ def wait_for_final(api, project: str, run_id: str, timeout: float, interval: flo
 
 def every_benchmark(api, report: dict) -> list[dict]:
     """Every benchmark of a run, shard after shard: a report names only the worst changes."""
-    return [b for s in report["shards"]
-            for b in api.shard_benchmarks(report["project"], report["run_id"], s["name"])["benchmarks"]]
+    return [
+        b
+        for s in report["shards"]
+        for b in api.shard_benchmarks(report["project"], report["run_id"], s["name"])["benchmarks"]
+    ]
 
 
 def regressions_past(api, report: dict, threshold) -> str | None:
@@ -46,8 +50,10 @@ def regressions_past(api, report: dict, threshold) -> str | None:
     if not past:
         return None
     worst = max(past, key=lambda b: b["change"])
-    return (f"{plural(count, 'benchmark')} regressed past {limit:.0%} against the baseline: "
-            f"worst {worst['name']} {worst['change']:+.1%}")
+    return (
+        f"{plural(count, 'benchmark')} regressed past {limit:.0%} against the baseline: "
+        f"worst {worst['name']} {worst['change']:+.1%}"
+    )
 
 
 def final_exit_code(report: dict, timed_out: bool) -> int:
@@ -69,8 +75,10 @@ def render_text(report: dict, every: bool = False) -> str:
     else:
         doing = " (partial: more shards may come)" if report["partial"] else ""
     attempt = f", attempt {report['attempt']}" if report.get("attempt", 1) > 1 else ""
-    lines = [f"run {report['run_id']} of {report['project']}{attempt}: {report['state']}, "
-             f"{shards_done(report['arrived'], report.get('carried') or 0, expected)}{doing}"]
+    lines = [
+        f"run {report['run_id']} of {report['project']}{attempt}: {report['state']}, "
+        f"{shards_done(report['arrived'], report.get('carried') or 0, expected)}{doing}"
+    ]
     for s in report["shards"]:
         detail = [s["state"]]
         if s.get("benchmarks") is not None:
@@ -91,8 +99,11 @@ def render_text(report: dict, every: bool = False) -> str:
     if flagged:
         lines.append("worst: " + ", ".join(f"{b['name']} {b['change']:+.1%}" for b in flagged[:10]))
     if every:
-        lines += [f"  {b['name']} ({b['shard']}): {b['state']}"
-                  + (f", {b['change']:+.1%}" if b.get("change") is not None else "") for b in report["benchmarks"]]
+        lines += [
+            f"  {b['name']} ({b['shard']}): {b['state']}"
+            + (f", {b['change']:+.1%}" if b.get("change") is not None else "")
+            for b in report["benchmarks"]
+        ]
     if report.get("page_url"):
         lines.append(f"page: {report['page_url']}")
     return "\n".join(lines) + "\n"

@@ -42,8 +42,14 @@ def machine(root: str = "/") -> dict:
     info["user"] = os.environ.get("USER") or os.environ.get("USERNAME") or None
     cpu = _fields(_read(os.path.join(root, "proc/cpuinfo")), ":")
     brand = cpu.get("model name") or cpu.get("Model") or platform.processor() or None
-    info.update({"cpuBrand": brand, "cpuName": "cpu0" if cpu else None, "cpuVendorId": cpu.get("vendor_id") or cpu.get("CPU implementer"),
-                 "cpuCores": os.cpu_count()})
+    info.update(
+        {
+            "cpuBrand": brand,
+            "cpuName": "cpu0" if cpu else None,
+            "cpuVendorId": cpu.get("vendor_id") or cpu.get("CPU implementer"),
+            "cpuCores": os.cpu_count(),
+        }
+    )
     kilobytes = _fields(_read(os.path.join(root, "proc/meminfo")), ":").get("MemTotal", "").removesuffix("kB").strip()
     if kilobytes.isdigit():
         info["totalMemoryGb"] = round(int(kilobytes) / (1 << 20))

@@ -48,8 +48,12 @@ def job_token(presented: str | None) -> tuple[str, int] | None:
     return token, int(jwt.decode(token, options={"verify_signature": False})["exp"])
 
 
-def authenticate(presented: str | None, operator_token: str | None, project_of: Callable[[str], str | None],
-                 oidc_repository: Callable[[str], str] | None = None) -> Principal:
+def authenticate(
+    presented: str | None,
+    operator_token: str | None,
+    project_of: Callable[[str], str | None],
+    oidc_repository: Callable[[str], str] | None = None,
+) -> Principal:
     """The operator's token (configured), a project token (its digest in the ledger), or a GitHub
     Actions OIDC token (good for the repository it names)."""
     if not presented:
@@ -108,19 +112,26 @@ def check_github_signature(body: bytes, presented: str | None, master: str | Non
     except (ValueError, KeyError, TypeError, AttributeError):
         raise Unauthorized("the webhook body names no repository (repository.full_name) nor organization") from None
     scopes = (project, project.rsplit("/", 1)[0]) if "/" in project else (project,)
-    if not any(hmac.compare_digest(presented.encode(), signature(github_webhook_secret(master, s), body).encode())
-               for s in scopes):
-        raise Unauthorized(f"the X-Hub-Signature-256 signature is not that of {project}'s webhook secret "
-                           f"(codspeed-aggregator webhook-secret --project {project})")
+    if not any(
+        hmac.compare_digest(presented.encode(), signature(github_webhook_secret(master, s), body).encode())
+        for s in scopes
+    ):
+        raise Unauthorized(
+            f"the X-Hub-Signature-256 signature is not that of {project}'s webhook secret "
+            f"(codspeed-aggregator webhook-secret --project {project})"
+        )
     return project
 
 
 def check_fresh(timestamp: int, now: float, max_age: int = SIGNATURE_MAX_AGE) -> None:
     if abs(now - timestamp) > max_age:
-        raise Unauthorized(f"the signed timestamp is more than {max_age // 60} minutes away from now: refused as a replay")
+        raise Unauthorized(
+            f"the signed timestamp is more than {max_age // 60} minutes away from now: refused as a replay"
+        )
 
 
 # -- signed links to run pages ----------------------------------------------------------
+
 
 def page_key(master: str) -> bytes:
     """The key that signs run pages' links, derived from the webhook secret: nothing more to store."""
@@ -139,11 +150,13 @@ def signed_query(key: bytes, project: str, run_id: str, expires: int) -> str:
 def signed_for(key: bytes | None, project: str, run_id: str, expires: str | None, sig: str | None) -> bool:
     """Whether a link's signature is that of this page (expired or not)."""
     return bool(key and sig and (expires or "").isdigit()) and hmac.compare_digest(
-        sig.encode(), page_signature(key, project, run_id, int(expires)).encode())
+        sig.encode(), page_signature(key, project, run_id, int(expires)).encode()
+    )
 
 
-def check_page_link(key: bytes | None, project: str, run_id: str, expires: str | None, sig: str | None,
-                    now: float) -> None:
+def check_page_link(
+    key: bytes | None, project: str, run_id: str, expires: str | None, sig: str | None, now: float
+) -> None:
     """A run page's link: 401 without a signature, 403 when it is altered, expired or another run's."""
     if not sig:
         raise Unauthorized("this page needs a signed link (the run's page_url) or a project token")

@@ -4,15 +4,14 @@ configuration or environment (AWS settings, a secret, a port), 5 nothing to act 
 
 import argparse
 import errno
-import json
 import os
 import re
 import sys
-import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
-from .failure import CONFIG, EXIT_CODES, NOTHING, USAGE, Failure
+from . import operator_commands
+from .failure import CONFIG, EXIT_CODES, USAGE, Failure
 
 
 def _port(text: str) -> int:
@@ -32,6 +31,7 @@ def _positive(what: str):
         if not text.isdigit() or int(text) < 1:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what} (1 or more)")
         return int(text)
+
     return parse
 
 
@@ -54,8 +54,10 @@ def _folder(text: str) -> str:
 
 def _header_token(text: str) -> str:
     if not re.fullmatch(r"[\x21-\x7e]+", text):  # the client refuses such a token before any request
-        raise argparse.ArgumentTypeError("the token holds a space, a control or a non-ASCII character, which an HTTP "
-                                         "header cannot carry: printable ASCII only")
+        raise argparse.ArgumentTypeError(
+            "the token holds a space, a control or a non-ASCII character, which an HTTP "
+            "header cannot carry: printable ASCII only"
+        )
     return text
 
 
@@ -70,8 +72,10 @@ def _port_free(port: int) -> None:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as exc:
-            raise Failure(f"cannot listen on port {port} ({exc.strerror}): pick another with --port, "
-                          "or --port 0 for a free one", CONFIG) from None
+            raise Failure(
+                f"cannot listen on port {port} ({exc.strerror}): pick another with --port, or --port 0 for a free one",
+                CONFIG,
+            ) from None
 
 
 def _local(args: argparse.Namespace) -> NoReturn:
@@ -80,16 +84,25 @@ def _local(args: argparse.Namespace) -> NoReturn:
     _port_free(args.port)
 
     stack = LocalStack(
-        port=args.port, token=args.token, upstream_url=args.upstream_url, upstream_dir=args.upstream_dir,
-        deadline_seconds=args.deadline, webhook_secret=args.webhook_secret, env={"FORWARD_MODE": args.forward_mode},
-        sweep_every=min(5.0, args.deadline / 2) if args.deadline else 5.0, log=lambda line: print(line, flush=True),
+        port=args.port,
+        token=args.token,
+        upstream_url=args.upstream_url,
+        upstream_dir=args.upstream_dir,
+        deadline_seconds=args.deadline,
+        webhook_secret=args.webhook_secret,
+        env={"FORWARD_MODE": args.forward_mode},
+        sweep_every=min(5.0, args.deadline / 2) if args.deadline else 5.0,
+        log=lambda line: print(line, flush=True),
     )
     try:
         stack.start()
     except OSError as exc:
         if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-            raise Failure(f"cannot listen on port {args.port} ({exc.strerror}): pick another with --port, "
-                          "or --port 0 for a free one", CONFIG) from None
+            raise Failure(
+                f"cannot listen on port {args.port} ({exc.strerror}): pick another with --port, "
+                "or --port 0 for a free one",
+                CONFIG,
+            ) from None
         raise
     try:
         print(f"API URL:  {stack.api_url}")
@@ -97,7 +110,10 @@ def _local(args: argparse.Namespace) -> NoReturn:
         kept = "kept there" if args.upstream_dir else "removed when this stops; keep them with --upstream-dir"
         print(f"upstream: {args.upstream_url or f'stand-in, uploads in {stack.upstream_dir} ({kept})'}")
         print("state:    in memory: stopping this forgets every run")
-        print(f"try:      CODSPEED_AGGREGATOR_URL={stack.api_url} CODSPEED_AGGREGATOR_TOKEN={stack.token} codspeed-client push --shard 1/2 ...")
+        print(
+            f"try:      CODSPEED_AGGREGATOR_URL={stack.api_url} CODSPEED_AGGREGATOR_TOKEN={stack.token} "
+            "codspeed-client push --shard 1/2 ..."
+        )
         print("Ctrl-C stops it.", flush=True)
         import signal
         import threading
@@ -136,122 +152,16 @@ def _sample_profiles(args: argparse.Namespace) -> int:
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise Failure(f"{folder} exists and is not an empty folder: give a new one", USAGE)
     make_profile_folder(folder, args.pid, [f"tests/test_sample.py::test_bench_{i}" for i in range(args.benchmarks)])
-    print(f"made {folder}: {args.pid}.out with {args.benchmarks} benchmarks, as pytest-codspeed leaves a profile folder")
-    return 0
-
-
-def _project_tokens():
-    """The deployed stack's project tokens, or a Failure saying what configuration is missing."""
-    from botocore.exceptions import BotoCoreError
-
-    from .settings import settings
-    from .wiring import operator
-
-    if not settings().table_name:
-        raise Failure("no table: set TABLE_NAME to the stack's TableName output (and the usual AWS credentials "
-                      "and region)", CONFIG)
-    try:
-        return operator().tokens
-    except BotoCoreError as exc:
-        raise Failure(f"AWS is not configured: {exc}", CONFIG) from None
-
-
-def _redrive(args: argparse.Namespace) -> int:
-    from .adapters.aws import client
-    from .redrive import redrive
-
-    dead_letter = args.dead_letter_url or os.environ.get("FINALIZE_DLQ_URL")
-    queue = args.queue_url or os.environ.get("FINALIZE_QUEUE_URL")
-    if not dead_letter or not queue:
-        raise Failure("give --dead-letter-url and --queue-url (the stack's FinalizeDeadLetterQueueUrl and FinalizeQueue "
-                      "outputs), or set FINALIZE_DLQ_URL and FINALIZE_QUEUE_URL", USAGE)
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        task = redrive(client("sqs"), dead_letter, queue, wait_seconds=args.wait)
-    except (BotoCoreError, ClientError) as exc:
-        raise Failure(f"SQS refused the redrive: {exc}", CONFIG) from None
-    if task.status == "FAILED":
-        raise Failure(f"the redrive failed after moving {task.moved} of {task.to_move} messages: {task.failure}", CONFIG)
-    plural = "s" if task.to_move != 1 else ""
-    if task.status == "RUNNING":
-        print(f"redriving {task.to_move} finalize message{plural} to {queue}: {task.moved} moved so far, SQS goes on")
-    else:
-        print(f"redrove {task.moved} of {task.to_move} finalize message{plural} to {queue} ({task.status.lower()})")
-    return 0
-
-
-def _token(args: argparse.Namespace) -> int:
-    from codspeed_rules.names import is_project
-
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    if args.action == "create":
-        if args.project is None:
-            raise Failure("token create needs --project owner/repo: the project the token may touch", USAGE)
-        if not is_project(args.project):
-            raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE)
-    elif not args.token:
-        raise Failure("token revoke needs --token", USAGE)
-    tokens = _project_tokens()
-    try:
-        if args.action == "create":
-            print(tokens.create(args.project))
-            return 0
-        if not tokens.revoke(args.token):
-            raise Failure("no such token", NOTHING)
-    except (BotoCoreError, ClientError) as exc:
-        raise Failure(f"AWS refused or could not be reached: {exc}", CONFIG) from None
-    print("revoked")
-    return 0
-
-
-def _webhook_secret(args: argparse.Namespace) -> int:
-    from codspeed_rules.names import OWNER_PATTERN, has_dot_segment, is_project
-
-    from .auth import github_webhook_secret
-    from .adapters.aws import OPERATOR
-    from .wiring import webhook_secret
-
-    if args.project is not None and not is_project(args.project):
-        raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE)
-    if args.owner is not None and (not re.fullmatch(OWNER_PATTERN, args.owner) or has_dot_segment(args.owner)):
-        raise Failure(f"--owner {args.owner!r} is not an organization or user name", USAGE)
-    master = webhook_secret(OPERATOR)
-    if not master:
-        raise Failure("no webhook secret: set WEBHOOK_SECRET, or WEBHOOK_SECRET_PARAMETER and AWS settings "
-                      "(the stack's WebhookSecretParameter)", CONFIG)
-    print(github_webhook_secret(master, args.project or args.owner))
-    return 0
-
-
-def _refresh_event(args: argparse.Namespace) -> int:
-    """A ``POST /webhooks/refresh`` event signed now: a stored one is refused as a replay five
-    minutes after it was signed (events/api-webhook-refresh.json is, always)."""
-    from codspeed_rules.names import is_project, run_id_problem
-
-    from .adapters.aws import OPERATOR
-    from .auth import signature
-    from codspeed_local.gateway import http_api_event
-    from .wiring import webhook_secret
-
-    if not is_project(args.project):
-        raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE)
-    if problem := run_id_problem(args.run_id):
-        raise Failure(f"--run-id {problem}", USAGE)
-    secret = args.webhook_secret or webhook_secret(OPERATOR)
-    if not secret:
-        raise Failure("no webhook secret: pass --webhook-secret, or set WEBHOOK_SECRET (or WEBHOOK_SECRET_PARAMETER "
-                      "and AWS settings)", CONFIG)
-    body = json.dumps({"project": args.project, "run_id": args.run_id, "timestamp": int(time.time())}).encode()
-    headers = {"content-type": "application/json", "x-hub-signature-256": signature(secret, body)}
-    print(json.dumps(http_api_event("POST", "/webhooks/refresh", headers, body), indent=2))
+    print(
+        f"made {folder}: {args.pid}.out with {args.benchmarks} benchmarks, as pytest-codspeed leaves a profile folder"
+    )
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="codspeed-aggregator", description="Run the shard aggregator locally, or merge offline.",
-                                   epilog=EXIT_CODES)
+    root = argparse.ArgumentParser(
+        prog="codspeed-aggregator", description="Run the shard aggregator locally, or merge offline.", epilog=EXIT_CODES
+    )
     try:
         release = version("codspeed-shard-aggregator")
     except PackageNotFoundError:
@@ -260,64 +170,102 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str, example: str, **kwargs) -> argparse.ArgumentParser:
-        return commands.add_parser(name, help=help, epilog=f"example:\n  {example}\n\n{EXIT_CODES}",
-                                   formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+        return commands.add_parser(
+            name,
+            help=help,
+            epilog=f"example:\n  {example}\n\n{EXIT_CODES}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            **kwargs,
+        )
 
     local = command(
-        "local", "run the whole aggregator on this machine (no Docker)", "codspeed-aggregator local --port 8787 --token mytoken",
+        "local",
+        "run the whole aggregator on this machine (no Docker)",
+        "codspeed-aggregator local --port 8787 --token mytoken",
         description="Run the whole aggregator on this machine: moto's server for S3, SQS and DynamoDB, a local "
-                    "API gateway, the handlers, and a stand-in upstream. Runs live in memory: stopping it forgets "
-                    "every run (the stand-in's uploads stay in their folder). Its S3 checks no signature, expiry "
-                    "or checksum of an upload URL; on AWS, S3 does.")
+        "API gateway, the handlers, and a stand-in upstream. Runs live in memory: stopping it forgets "
+        "every run (the stand-in's uploads stay in their folder). Its S3 checks no signature, expiry "
+        "or checksum of an upload URL; on AWS, S3 does.",
+    )
     local.add_argument("--port", type=_port, default=8787, help="API port (default 8787; 0 picks a free one)")
     local.add_argument("--token", type=_header_token, help="API token (default: a random one, printed)")
     upstream = local.add_mutually_exclusive_group()
     upstream.add_argument("--upstream-url", type=_url, help="forward to this upload endpoint instead of the stand-in")
     upstream.add_argument("--upstream-dir", type=_folder, help="where the stand-in upstream keeps uploads")
-    local.add_argument("--deadline", type=_positive("a number of seconds"), help="close open runs after this many seconds")
+    local.add_argument(
+        "--deadline", type=_positive("a number of seconds"), help="close open runs after this many seconds"
+    )
     local.add_argument("--webhook-secret", help="HMAC secret of /webhooks/refresh and /webhooks/github")
-    local.add_argument("--forward-mode", choices=("parts", "one-upload", "eager", "merged"), default="parts",
-                       help="parts (default): each shard upstream as its own run part when it is counted; one-upload: "
-                            "a run at its end (eager and merged: their earlier names)")
+    local.add_argument(
+        "--forward-mode",
+        choices=("parts", "one-upload", "eager", "merged"),
+        default="parts",
+        help="parts (default): each shard upstream as its own run part when it is counted; one-upload: "
+        "a run at its end (eager and merged: their earlier names)",
+    )
     local.set_defaults(run=_local)
     demo = command("demo", "a three-shard run through the local stack, shown step by step", "codspeed-aggregator demo")
     demo.set_defaults(run=_demo)
-    sample = command("sample-profiles", "make a small CodSpeed profile folder to push by hand",
-                     "codspeed-aggregator sample-profiles profiles/")
+    sample = command(
+        "sample-profiles",
+        "make a small CodSpeed profile folder to push by hand",
+        "codspeed-aggregator sample-profiles profiles/",
+    )
     sample.add_argument("folder", help="the folder to make (new, or empty)")
     sample.add_argument("--pid", type=_positive("a pid"), default=4242, help="the profile's pid (default 4242)")
-    sample.add_argument("--benchmarks", type=_positive("a number of benchmarks"), default=3, help="how many benchmarks (default 3)")
+    sample.add_argument(
+        "--benchmarks", type=_positive("a number of benchmarks"), default=3, help="how many benchmarks (default 3)"
+    )
     sample.set_defaults(run=_sample_profiles)
-    merge = command("merge", "merge shard bundles into one upload archive, offline",
-                    "codspeed-aggregator merge shard-1.tar.gz shard-2.tar.gz -o merged.tar.gz")
+    merge = command(
+        "merge",
+        "merge shard bundles into one upload archive, offline",
+        "codspeed-aggregator merge shard-1.tar.gz shard-2.tar.gz -o merged.tar.gz",
+    )
     merge.add_argument("bundles", nargs="+", help="shard bundles (tar.gz of a profile folder)")
     merge.add_argument("-o", "--output", required=True, help="the merged tar.gz")
     merge.set_defaults(run=_merge)
-    again = command("redrive", "retry the forwards that failed every try (from the dead-letter queue)",
-                    "codspeed-aggregator redrive --dead-letter-url $DLQ_URL --queue-url $QUEUE_URL")
+    again = command(
+        "redrive",
+        "retry the forwards that failed every try (from the dead-letter queue)",
+        "codspeed-aggregator redrive --dead-letter-url $DLQ_URL --queue-url $QUEUE_URL",
+    )
     again.add_argument("--dead-letter-url", help="the finalize dead-letter queue (env FINALIZE_DLQ_URL)")
     again.add_argument("--queue-url", help="the finalize queue (env FINALIZE_QUEUE_URL)")
-    again.add_argument("--wait", type=_seconds, default=120,
-                       help="seconds to follow SQS's move before leaving it to go on (default 120; 0: do not wait)")
-    again.set_defaults(run=_redrive)
-    token = command("token", "create or revoke a per-project token (uses TABLE_NAME and AWS settings)",
-                    "TABLE_NAME=<TableName> codspeed-aggregator token create --project acme/widgets")
+    again.add_argument(
+        "--wait",
+        type=_seconds,
+        default=120,
+        help="seconds to follow SQS's move before leaving it to go on (default 120; 0: do not wait)",
+    )
+    again.set_defaults(run=operator_commands.redrive)
+    token = command(
+        "token",
+        "create or revoke a per-project token (uses TABLE_NAME and AWS settings)",
+        "TABLE_NAME=<TableName> codspeed-aggregator token create --project acme/widgets",
+    )
     token.add_argument("action", choices=("create", "revoke"))
     token.add_argument("--project", help="owner/repo the token may touch (create)")
     token.add_argument("--token", help="the token to revoke (revoke)")
-    token.set_defaults(run=_token)
-    secret = command("webhook-secret", "the secret of one repository's (or organization's) GitHub webhook",
-                     "codspeed-aggregator webhook-secret --project acme/widgets")
+    token.set_defaults(run=operator_commands.token)
+    secret = command(
+        "webhook-secret",
+        "the secret of one repository's (or organization's) GitHub webhook",
+        "codspeed-aggregator webhook-secret --project acme/widgets",
+    )
     scope = secret.add_mutually_exclusive_group(required=True)
     scope.add_argument("--project", help="owner/repo: a repository webhook")
     scope.add_argument("--owner", help="an organization webhook, for all its repositories")
-    secret.set_defaults(run=_webhook_secret)
-    refresh = command("refresh-event", "print a POST /webhooks/refresh event signed now, for sam local invoke",
-                      "codspeed-aggregator refresh-event --project acme/widgets --run-id 7044765741 > refresh.json")
+    secret.set_defaults(run=operator_commands.webhook_secret)
+    refresh = command(
+        "refresh-event",
+        "print a POST /webhooks/refresh event signed now, for sam local invoke",
+        "codspeed-aggregator refresh-event --project acme/widgets --run-id 7044765741 > refresh.json",
+    )
     refresh.add_argument("--project", required=True, help="owner/repo of the run")
     refresh.add_argument("--run-id", required=True, help="the run whose report to publish again")
     refresh.add_argument("--webhook-secret", help="the stack's webhook secret (default: WEBHOOK_SECRET)")
-    refresh.set_defaults(run=_refresh_event)
+    refresh.set_defaults(run=operator_commands.refresh_event)
     return root
 
 

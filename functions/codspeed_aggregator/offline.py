@@ -59,7 +59,10 @@ def merge_files(paths: list[str], output: str) -> int:
             raise
     os.replace(out.name, target)
     moved = sum(len(v) for v in result.renumbered.values())
-    print(f"merged {len(paths)} bundles into {output} ({how}): {result.size} bytes, {moved} pids renumbered, md5 {result.md5}")
+    print(
+        f"merged {len(paths)} bundles into {output} ({how}): {result.size} bytes, {moved} pids renumbered, md5 "
+        f"{result.md5}"
+    )
     return 0
 
 
@@ -75,7 +78,9 @@ def _merged(paths: list[str], out) -> tuple[MergeResult, str]:
             finally:
                 shards.close()
     # Each bundle is checked as it is merged (one read of each): its pids are planned as it streams.
-    bundles = [ShardBundle(str(index), None, lambda p=Path(name): open(p, "rb")) for index, name in enumerate(paths, start=1)]
+    bundles = [
+        ShardBundle(str(index), None, lambda p=Path(name): open(p, "rb")) for index, name in enumerate(paths, start=1)
+    ]
     return merge_bundles(bundles, out), "recompressed"
 
 

@@ -16,13 +16,19 @@ class Redriven:
 
 def redrive(sqs, dead_letter_url: str, queue_url: str, wait_seconds: float = 120, sleep=time.sleep) -> Redriven:
     """Start the move and follow it until it ends or ``wait_seconds`` pass (it goes on in SQS then)."""
-    source, destination = (sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-                           for url in (dead_letter_url, queue_url))
+    source, destination = (
+        sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        for url in (dead_letter_url, queue_url)
+    )
     sqs.start_message_move_task(SourceArn=source, DestinationArn=destination)
     deadline = time.monotonic() + wait_seconds
     while True:
         task = sqs.list_message_move_tasks(SourceArn=source, MaxResults=1)["Results"][0]  # the latest: this one
         if task["Status"] != "RUNNING" or time.monotonic() >= deadline:
-            return Redriven(task["Status"], task.get("ApproximateNumberOfMessagesMoved", 0),
-                            task.get("ApproximateNumberOfMessagesToMove", 0), task.get("FailureReason"))
+            return Redriven(
+                task["Status"],
+                task.get("ApproximateNumberOfMessagesMoved", 0),
+                task.get("ApproximateNumberOfMessagesToMove", 0),
+                task.get("FailureReason"),
+            )
         sleep(1)

@@ -24,14 +24,20 @@ MODE_NAMES = {PARTS: PARTS, ONE_UPLOAD: ONE_UPLOAD, "eager": PARTS, "merged": ON
 
 def _mode(value: str, name: str) -> str:
     if value not in MODE_NAMES:
-        raise MissingSetting(f"{name} must be {PARTS} or {ONE_UPLOAD} (eager and merged, their earlier names), "
-                             f"not {value!r}")
+        raise MissingSetting(
+            f"{name} must be {PARTS} or {ONE_UPLOAD} (eager and merged, their earlier names), not {value!r}"
+        )
     return MODE_NAMES[value]
 
 
 # What each setting is called in the environment, for the ones a function may require.
-VARIABLES = {"table_name": "TABLE_NAME", "bucket_name": "BUCKET_NAME", "finalize_queue_url": "FINALIZE_QUEUE_URL",
-             "arrivals_queue_url": "ARRIVALS_QUEUE_URL", "upstream_url": "UPSTREAM_URL"}
+VARIABLES = {
+    "table_name": "TABLE_NAME",
+    "bucket_name": "BUCKET_NAME",
+    "finalize_queue_url": "FINALIZE_QUEUE_URL",
+    "arrivals_queue_url": "ARRIVALS_QUEUE_URL",
+    "upstream_url": "UPSTREAM_URL",
+}
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,9 @@ class Settings:
     webhook_secret: str | None
     webhook_secret_parameter: str | None
     commit_status: bool
-    pr_comments: bool  # the sticky pull-request comment (GitHub; GitLab's merge-request note where gitlab_api_url is set)
+    pr_comments: (
+        bool  # the sticky pull-request comment (GitHub; GitLab's merge-request note where gitlab_api_url is set)
+    )
     comment_seconds: int  # a partial report edits the comment at most this often
     github_api_url: str
     github_token: str | None
@@ -92,9 +100,11 @@ class Settings:
         """Refuse to build ``function`` without the settings it needs, naming the variables."""
         missing = [VARIABLES[name] for name in names if not getattr(self, name)]
         if missing:
-            raise MissingSetting(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: "
-                                 f"the {function} function needs {'it' if len(missing) == 1 else 'them'} "
-                                 "(template.yaml sets them on every function; the local stack sets them too)")
+            raise MissingSetting(
+                f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: "
+                f"the {function} function needs {'it' if len(missing) == 1 else 'them'} "
+                "(template.yaml sets them on every function; the local stack sets them too)"
+            )
 
     def arrival_reserve(self, size: int | None) -> float:
         """The seconds an invocation must have left to take an arrival of ``size`` bytes (the S3
@@ -154,11 +164,15 @@ class Settings:
             report_inline_bytes=int(env.get("REPORT_INLINE_BYTES", 5 << 20)),  # under Lambda's 6 MB answer
             regression_threshold=float(env.get("REGRESSION_THRESHOLD", 0.05)),
             forward_mode=_mode(env.get("FORWARD_MODE") or PARTS, "FORWARD_MODE"),
-            forward_modes=tuple((project.strip(), _mode(mode.strip(), f"FORWARD_MODES ({project.strip()})"))
-                                for project, _, mode in (p.partition("=") for p in (env.get("FORWARD_MODES") or "").split(","))
-                                if project.strip()),
+            forward_modes=tuple(
+                (project.strip(), _mode(mode.strip(), f"FORWARD_MODES ({project.strip()})"))
+                for project, _, mode in (p.partition("=") for p in (env.get("FORWARD_MODES") or "").split(","))
+                if project.strip()
+            ),
             tokenless_max_bundle_bytes=int(env.get("TOKENLESS_MAX_BUNDLE_BYTES", 256 << 20)),
-            tokenless_projects=frozenset(p.strip() for p in (env.get("TOKENLESS_PROJECTS") or "").split(",") if p.strip()),
+            tokenless_projects=frozenset(
+                p.strip() for p in (env.get("TOKENLESS_PROJECTS") or "").split(",") if p.strip()
+            ),
         )
 
 

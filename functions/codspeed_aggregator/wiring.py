@@ -10,7 +10,6 @@ from functools import cache
 
 from .adapters import aws
 from .adapters.bundle_store import BundleStore
-from .adapters.queues import FinalizeQueue, Queue
 from .adapters.ci_oidc import CiOidc
 from .adapters.github_comments import GitHubComments
 from .adapters.github_commits import GitHubCommits
@@ -19,6 +18,7 @@ from .adapters.github_status import GitHubStatuses
 from .adapters.gitlab_notes import GitLabNotes
 from .adapters.ledger import Ledger
 from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
+from .adapters.queues import FinalizeQueue, Queue
 from .adapters.results_store import ResultsStore
 from .adapters.upstream_http import UpstreamClient
 from .adapters.upstream_tokens import UpstreamTokens
@@ -36,8 +36,12 @@ _NEEDS = {
     SWEEPER: {"queue"},
     OPERATOR: set(),
 }
-_SETTINGS = {"bucket": "bucket_name", "queue": "finalize_queue_url", "arrivals_queue": "arrivals_queue_url",
-             "upstream": "upstream_url"}
+_SETTINGS = {
+    "bucket": "bucket_name",
+    "queue": "finalize_queue_url",
+    "arrivals_queue": "arrivals_queue_url",
+    "upstream": "upstream_url",
+}
 
 _LOCK = threading.RLock()
 
@@ -89,13 +93,19 @@ def build(name: str, config: Settings) -> Aggregator:
         arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")) if "arrivals_queue" in needs else None,
         upstream=_upstream(name, config) if "upstream" in needs else None,
         statuses=GitHubStatuses(config.github_api_url, _github_token(name, config))
-        if reports and config.commit_status else None,
+        if reports and config.commit_status
+        else None,
         github_comments=GitHubComments(config.github_api_url, _github_token(name, config))
-        if reports and config.pr_comments else None,
-        gitlab_notes=GitLabNotes(config.gitlab_api_url, aws.secret(config.gitlab_token, config.gitlab_token_parameter, name))
-        if reports and config.pr_comments and config.gitlab_api_url else None,
+        if reports and config.pr_comments
+        else None,
+        gitlab_notes=GitLabNotes(
+            config.gitlab_api_url, aws.secret(config.gitlab_token, config.gitlab_token_parameter, name)
+        )
+        if reports and config.pr_comments and config.gitlab_api_url
+        else None,
         github_commits=GitHubCommits(config.github_api_url, _github_token(name, config))
-        if name == FINALIZER and (config.commit_status or config.pr_comments) else None,
+        if name == FINALIZER and (config.commit_status or config.pr_comments)
+        else None,
         github_pulls=_github_pulls(name, config) if name == API and config.tokenless_projects else None,
         metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
         page_key=_page_key(name) if reports else None,
@@ -116,8 +126,13 @@ def _github_pulls(function: str, config: Settings) -> GitHubPulls | None:
 def _upstream(function: str, config: Settings) -> UpstreamClient:
     token = aws.secret(config.upstream_token, config.upstream_token_parameter, function)
     tokens = UpstreamTokens(config.upstream_tokens_path, token, lambda parameter: aws.secret(None, parameter, function))
-    return UpstreamClient(config.upstream_url, token, timeout=config.upstream_timeout_seconds,
-                          attempts=config.upstream_attempts, tokens=tokens)
+    return UpstreamClient(
+        config.upstream_url,
+        token,
+        timeout=config.upstream_timeout_seconds,
+        attempts=config.upstream_attempts,
+        tokens=tokens,
+    )
 
 
 def _page_key(function: str) -> bytes | None:
@@ -143,8 +158,12 @@ def oidc() -> CiOidc | None:
     config = settings()
     if not config.oidc_audience:
         return None
-    return CiOidc(config.oidc_audience, jwks_url=config.oidc_jwks_url, circleci_orgs=config.circleci_org_ids,
-                  circleci_jwks_url=config.circleci_jwks_url)
+    return CiOidc(
+        config.oidc_audience,
+        jwks_url=config.oidc_jwks_url,
+        circleci_orgs=config.circleci_org_ids,
+        circleci_jwks_url=config.circleci_jwks_url,
+    )
 
 
 def webhook_secret(function: str = API) -> str | None:

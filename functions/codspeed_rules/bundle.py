@@ -15,8 +15,9 @@ import math
 import re
 import tarfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from .callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
 
@@ -31,6 +32,7 @@ GUNZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 def stdlib_gunzip(raw: BinaryIO):
     return gzip.GzipFile(fileobj=raw, mode="rb")
 
+
 VALGRIND = "valgrind"
 TRACE_NAME = re.compile(r"^(?P<pid>[0-9]{1,10})\.tgtrace$")
 RESULTS_NAME = re.compile(r"^results/(?P<pid>[0-9]{1,10})\.json$")
@@ -40,7 +42,13 @@ MAX_RESULTS_JSON = 16 << 20  # a results/<pid>.json read for its timings: larger
 WALLTIME_STATS = ("mean_ns", "stdev_ns", "median_ns", "rounds", "total_time", "warmup_iters")  # total_time: seconds
 MAX_HEADER_BYTES = 64 * 1024  # a PAX header or GNU long name; real ones are a few hundred bytes
 MAX_MTIME = 8**11 - 1  # what a tar header's mtime field holds in octal
-_EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+_EXTENDED = (
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+)
 # Anything a hostile archive makes the decoder raise: it is a bad bundle, not a failed invocation.
 DECODING_ERRORS = (tarfile.TarError, ValueError, OverflowError, UnicodeError, MemoryError, EOFError)
 
@@ -52,11 +60,14 @@ class BoundedTarInfo(tarfile.TarInfo):
 
     def _proc_member(self, tarfile_):
         if self.type in _EXTENDED and self.size > MAX_HEADER_BYTES:
-            raise BadBundle(f"a tar extended header (PAX or GNU long name) of {self.size} bytes is over the "
-                            f"{MAX_HEADER_BYTES // 1024} KiB limit")
+            raise BadBundle(
+                f"a tar extended header (PAX or GNU long name) of {self.size} bytes is over the "
+                f"{MAX_HEADER_BYTES // 1024} KiB limit"
+            )
         if self.type == tarfile.GNUTYPE_SPARSE:
             raise BadBundle(f"member {self.name!r} is a sparse file: only regular files and folders are accepted")
         return super()._proc_member(tarfile_)
+
 
 CHUNK = 1 << 20
 NESTED_ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
@@ -178,9 +189,16 @@ def unpacked(stream: BinaryIO, gzipped: bool, gunzip: Callable = stdlib_gunzip):
     return gunzip(stream) if gzipped else contextlib.nullcontext(stream)
 
 
-def validate_bundle(stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits(), *,
-                    gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS,
-                    tap: Callable[[bytes], None] | None = None, keep: int | None = MAX_RESULTS) -> BundleSummary:
+def validate_bundle(
+    stream: BinaryIO,
+    executor: str = VALGRIND,
+    limits: BundleLimits = BundleLimits(),
+    *,
+    gunzip: Callable = stdlib_gunzip,
+    gunzip_errors: tuple = GUNZIP_ERRORS,
+    tap: Callable[[bytes], None] | None = None,
+    keep: int | None = MAX_RESULTS,
+) -> BundleSummary:
     """``tap``: given every byte of the tar as it is read (a ``normalize.Normalizer`` makes the
     normalized copy in the same pass); ``keep``: as ``BundleCheck`` takes it."""
     check = BundleCheck(stream, executor, limits, gunzip=gunzip, gunzip_errors=gunzip_errors, tap=tap, keep=keep)
@@ -198,9 +216,17 @@ class BundleCheck:
     as it goes (the offline merge copies it): ``members()`` yields the tar members, ``content()``
     gives a member's bytes, checked as they are read, and ``member_done()`` ends the member."""
 
-    def __init__(self, stream: BinaryIO, executor: str = VALGRIND, limits: BundleLimits = BundleLimits(), *,
-                 gunzip: Callable = stdlib_gunzip, gunzip_errors: tuple = GUNZIP_ERRORS,
-                 tap: Callable[[bytes], None] | None = None, keep: int | None = MAX_RESULTS) -> None:
+    def __init__(
+        self,
+        stream: BinaryIO,
+        executor: str = VALGRIND,
+        limits: BundleLimits = BundleLimits(),
+        *,
+        gunzip: Callable = stdlib_gunzip,
+        gunzip_errors: tuple = GUNZIP_ERRORS,
+        tap: Callable[[bytes], None] | None = None,
+        keep: int | None = MAX_RESULTS,
+    ) -> None:
         """``keep``: how many benchmarks' names and results to keep (0: count them only; None: no
         benchmark is looked for, for a merge that reports none: no check depends on them)."""
         self.counted = _CountingReader(stream)
@@ -235,15 +261,17 @@ class BundleCheck:
         if self.summary.members == 0:
             raise BadBundle("the bundle is an empty archive")
         if self.executor == VALGRIND and not self.summary.pids:
-            raise BadBundle("the bundle holds no <pid>.out callgrind file (nor a <pid>.tgtrace), "
-                            "which every valgrind profile folder has")
+            raise BadBundle(
+                "the bundle holds no <pid>.out callgrind file (nor a <pid>.tgtrace), "
+                "which every valgrind profile folder has"
+            )
 
     def _checked(self, tar: tarfile.TarFile):
         for member in tar:
             _check_header(member, self.summary, self.limits)
             yield member
 
-    def content(self, member: tarfile.TarInfo) -> "_CheckedContent | None":
+    def content(self, member: tarfile.TarInfo) -> _CheckedContent | None:
         """A regular member's bytes, read like a file and checked as they are (None for a folder)."""
         if member.isdir():
             return None
@@ -305,8 +333,15 @@ class _Tapped:
 
 
 class _CheckedContent:
-    def __init__(self, reader, path: str, counted: "_CountingReader", limits: BundleLimits, keep: bool = False,
-                 names: int | None = MAX_RESULTS) -> None:
+    def __init__(
+        self,
+        reader,
+        path: str,
+        counted: _CountingReader,
+        limits: BundleLimits,
+        keep: bool = False,
+        names: int | None = MAX_RESULTS,
+    ) -> None:
         self._reader, self.path, self._counted, self._limits = reader, path, counted, limits
         self.callgrind = OUT_NAME.match(path) is not None
         self.scanner = BenchmarkScanner(keep_names=names) if self.callgrind and names is not None else None
@@ -374,7 +409,9 @@ def _check_out(path: str, pid: int, head: bytes, summary: BundleSummary) -> None
     whole = len(head) < HEADER_BYTES  # else the file goes on past its head, and so may the head's last line
     declared = header_pid(head, whole)
     if declared is None and header_pid(head) is not None:
-        raise BadBundle(f"{path}'s 'pid:' line runs past its first {HEADER_BYTES // 1024} KiB: its pid cannot be read whole")
+        raise BadBundle(
+            f"{path}'s 'pid:' line runs past its first {HEADER_BYTES // 1024} KiB: its pid cannot be read whole"
+        )
     if declared is None:
         raise BadBundle(f"{path} has no 'pid:' header line")
     if declared != str(pid):

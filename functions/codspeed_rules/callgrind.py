@@ -71,7 +71,7 @@ class BenchmarkScanner:
                 if totals >= 0:
                     line = _line(data, totals + len(TOTALS), end)
                     numbers = [int(v) for v in line.split() if v.isdigit()]
-                    self.costs[self._pending] = dict(zip(self._events, numbers))
+                    self.costs[self._pending] = dict(zip(self._events, numbers, strict=False))
                     self._pending = None
                     pos = totals + len(TOTALS) + len(line)
                     continue
@@ -127,7 +127,7 @@ def _benchmark_triggers(data: bytes, start: int, end: int) -> int:
 
 def _line(data: bytes, start: int, end: int) -> bytes:
     eol = data.find(b"\n", start, end)
-    return data[start:end if eol < 0 else eol]
+    return data[start : end if eol < 0 else eol]
 
 
 class PidRewriter:
@@ -148,9 +148,10 @@ class PidRewriter:
         data = self._carry + chunk if self._carry else chunk
         if self._old in data:
             data = data.replace(self._old, self._new)
-        keep = next((size for size in range(min(len(self._old) - 1, len(data)), 0, -1)
-                     if data.endswith(self._old[:size])), 0)
-        self._carry = data[len(data) - keep:] if keep else b""
+        keep = next(
+            (size for size in range(min(len(self._old) - 1, len(data)), 0, -1) if data.endswith(self._old[:size])), 0
+        )
+        self._carry = data[len(data) - keep :] if keep else b""
         return data[: len(data) - keep] if keep else data
 
     def close(self) -> bytes:

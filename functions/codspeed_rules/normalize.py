@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import BinaryIO, Callable
+from collections.abc import Callable
+from typing import BinaryIO
 
 from .bundle import CHUNK, member_path, read_exactly
 from .callgrind import HEADER_BYTES, OUT_NAME
@@ -66,9 +67,15 @@ class Normalizer:
     With ``prove`` (a raw inflater's factory) each segment written is inflated alone as it is
     written, and the index is marked INFLATED_ALONE when every one came to what was written."""
 
-    def __init__(self, out: BinaryIO | None, level: int = 1, compressor: Callable = raw_compressor,
-                 full_flush: int = zlib.Z_FULL_FLUSH, crc32: Callable = zlib.crc32,
-                 prove: Callable | None = None) -> None:
+    def __init__(
+        self,
+        out: BinaryIO | None,
+        level: int = 1,
+        compressor: Callable = raw_compressor,
+        full_flush: int = zlib.Z_FULL_FLUSH,
+        crc32: Callable = zlib.crc32,
+        prove: Callable | None = None,
+    ) -> None:
         self._out, self._full_flush, self._crc32 = out, full_flush, crc32
         self._comp = compressor(level) if out is not None else None
         self._proof = _Proof(prove, crc32) if prove is not None and out is not None else None
@@ -154,14 +161,14 @@ class Normalizer:
                 return
             if self._state == "header":
                 take = min(BLOCK - len(self._block), len(view) - at)
-                self._block += view[at:at + take]
+                self._block += view[at : at + take]
                 at += take
                 if len(self._block) == BLOCK:
                     self._header_block(bytes(self._block))
                     self._block.clear()
                 continue
             take = min(self._remaining, len(view) - at)
-            chunk = view[at:at + take]
+            chunk = view[at : at + take]
             at += take
             self._remaining -= take
             if self._state == "ext":
@@ -197,11 +204,17 @@ class Normalizer:
         self._long_name = self._pax_path = None
         path = member_path(name)
         regular = kind in (b"0", b"\0", b"7")
-        self.members.append({
-            "name": path, "type": "file" if regular else "dir" if kind == b"5" else kind.decode("latin-1"),
-            "mode": _octal(block[100:108]) & 0o777, "mtime": _octal(block[136:148]), "size": size if regular else 0,
-            "pid_lines": 0, "segments": self._member_segments,
-        })
+        self.members.append(
+            {
+                "name": path,
+                "type": "file" if regular else "dir" if kind == b"5" else kind.decode("latin-1"),
+                "mode": _octal(block[100:108]) & 0o777,
+                "mtime": _octal(block[136:148]),
+                "size": size if regular else 0,
+                "pid_lines": 0,
+                "segments": self._member_segments,
+            }
+        )
         self._cut_member(HEADER)
         size = size if regular else 0
         if size:
@@ -268,8 +281,8 @@ class Normalizer:
         self.members[-1]["pid_lines"] += 1
         self._write(head[: line_end + 1])
         self._cut_member(HEAD)
-        rest = head[line_end + 1:]
-        self._tail = head[max(0, line_end + 1 - len(PID_LINE_START)): line_end + 1]
+        rest = head[line_end + 1 :]
+        self._tail = head[max(0, line_end + 1 - len(PID_LINE_START)) : line_end + 1]
         self._count_pid_lines(rest)
         self._write(rest)
 
@@ -293,7 +306,11 @@ class Normalizer:
             end[2] += len(FINAL_BLOCK)  # the end segment runs to the trailer
         self._emit(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
         index = {
-            "format": FORMAT, "members": self.members, "end": end, "crc": self.crc, "size": self.size,
+            "format": FORMAT,
+            "members": self.members,
+            "end": end,
+            "crc": self.crc,
+            "size": self.size,
             "object": {"size": self._offset, "crc32": self._object_crc},
         }
         if self._proof is not None and self._proof.held:
@@ -372,7 +389,7 @@ class Verifier:
         self._rest = b""
         self.index: dict | None = None
 
-    def __enter__(self) -> "Verifier":
+    def __enter__(self) -> Verifier:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -391,12 +408,12 @@ class Verifier:
             self._object_crc = self._crc32(chunk, self._object_crc)
             data, at = held + chunk, 0
             while (found := data.find(FULL_FLUSH_END, at)) >= 0:
-                yield from self._inflated(data[at:found + 4])
+                yield from self._inflated(data[at : found + 4])
                 at = found + 4
                 self._at_flush()
             keep = min(len(FULL_FLUSH_END) - 1, len(data) - at)
-            yield from self._inflated(data[at:len(data) - keep])
-            held = data[len(data) - keep:]
+            yield from self._inflated(data[at : len(data) - keep])
+            held = data[len(data) - keep :]
         yield from self._inflated(held)
         self._finish()
 
@@ -439,8 +456,10 @@ class Verifier:
         """The compressed bytes placed for a cut inflate, alone, to exactly its bytes: a walk that
         holds bytes back (a callgrind head until its pid: line) must not let a segment run past them."""
         if (self._inflated_bytes, self._inflated_crc) != (cut[3], cut[4]):
-            raise NotNormalized(f"a {cut[0]} segment inflates to {self._inflated_bytes} bytes where the tar's "
-                                f"{cut[0]} is {cut[3]} (byte {ends})")
+            raise NotNormalized(
+                f"a {cut[0]} segment inflates to {self._inflated_bytes} bytes where the tar's "
+                f"{cut[0]} is {cut[3]} (byte {ends})"
+            )
 
     def _place(self, cut: list, end: int) -> None:
         cut[1], cut[2] = self._segment_start, end - self._segment_start
@@ -481,8 +500,14 @@ class Normalizing:
     read, or, without one, refused with NotNormalized. ``verify=False``: the mark is not looked at
     (the second read of a bundle marked as normalized that is not)."""
 
-    def __init__(self, normalizer: Normalizer | None, gunzip: Callable, inflater: Callable = raw_inflater,
-                 crc32: Callable = zlib.crc32, verify: bool = True) -> None:
+    def __init__(
+        self,
+        normalizer: Normalizer | None,
+        gunzip: Callable,
+        inflater: Callable = raw_inflater,
+        crc32: Callable = zlib.crc32,
+        verify: bool = True,
+    ) -> None:
         self._normalizer, self._gunzip, self._inflater, self._crc32 = normalizer, gunzip, inflater, crc32
         self._verify = verify
         self.verifier: Verifier | None = None
@@ -514,7 +539,7 @@ class Normalizing:
             index = self._normalizer.close() if self._normalizer is not None else None
         if index is None or len(index["members"]) != len(listing):
             return None
-        for m, (name, kind, size, mode, mtime) in zip(index["members"], listing):
+        for m, (name, kind, size, mode, mtime) in zip(index["members"], listing, strict=True):
             # tarfile rounds a sub-second mtime into the ustar field and keeps the exact one in PAX
             if (m["name"], m["type"], m["size"], m["mode"]) != (name, kind, size, mode) or abs(m["mtime"] - mtime) >= 1:
                 return None
@@ -547,7 +572,7 @@ def _pax_path(records: bytes) -> str | None:
         length = int(records[at:space] or b"0")
         if length <= 0:
             return None
-        record = records[space + 1: at + length - 1]
+        record = records[space + 1 : at + length - 1]
         key, _, value = record.partition(b"=")
         if key == b"path":
             return value.decode("utf-8", "surrogateescape")

@@ -26,9 +26,14 @@ class ShardUploadRequest(BaseModel):
     total: int | None = Field(default=None, ge=1, le=MAX_SHARDS, description="expected shard count")
     expect: list[ShardName] | None = Field(default=None, min_length=1, max_length=MAX_SHARDS)
     size: int = Field(gt=0, description="bundle size in bytes")
-    crc32: str | None = Field(default=None, pattern=r"^[A-Za-z0-9+/]{6}==$",
-                              description="base64 of the bundle's big-endian CRC32, as S3's x-amz-checksum-crc32")
-    md5: str | None = Field(default=None, pattern=r"^[A-Za-z0-9+/]{22}==$", description="base64 of the bundle's raw MD5")
+    crc32: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9+/]{6}==$",
+        description="base64 of the bundle's big-endian CRC32, as S3's x-amz-checksum-crc32",
+    )
+    md5: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9+/]{22}==$", description="base64 of the bundle's raw MD5"
+    )
     metadata: UploadMetadata
     # the CI run's page (GitLab's CI_PIPELINE_URL, Buildkite's BUILDKITE_BUILD_URL), linked from the report
     ci_url: str | None = Field(default=None, pattern=CI_URL_PATTERN)
@@ -110,15 +115,19 @@ class OpenRequest(BaseModel):
         if self.metadata is not None and self.metadata.commit_hash.lower() != self.commit:
             raise ValueError(f"metadata names commit {self.metadata.commit_hash}, not {self.commit}")
         if self.skip and self.total is None and self.expect is None:
-            raise ValueError("skip names shards of total or expect; this open declares jobs only (a job that does "
-                             "not run is left out of jobs)")
+            raise ValueError(
+                "skip names shards of total or expect; this open declares jobs only (a job that does "
+                "not run is left out of jobs)"
+            )
         names = self.manifest_names()
         if len(set(names)) != len(names):
             raise ValueError("expect lists a shard name twice")
         outside = [name for name in self.skip if name not in names]
         if outside:
-            raise ValueError(f"skip names {', '.join(outside)}, not among the run's shards ({', '.join(names[:20])}"
-                             f"{', …' if len(names) > 20 else ''})")
+            raise ValueError(
+                f"skip names {', '.join(outside)}, not among the run's shards ({', '.join(names[:20])}"
+                f"{', …' if len(names) > 20 else ''})"
+            )
         return self
 
     def manifest_names(self) -> list[str]:

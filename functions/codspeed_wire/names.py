@@ -5,7 +5,13 @@ from typing import Annotated
 from pydantic import AfterValidator, StringConstraints
 
 from codspeed_rules.names import (
-    OWNER_PATTERN, PROJECT_PATTERN, SEGMENT, SHARD_PATTERN, SKIP_PATTERN, has_dot_segment, run_id_problem,
+    OWNER_PATTERN,
+    PROJECT_PATTERN,
+    SEGMENT,
+    SHARD_PATTERN,
+    SKIP_PATTERN,
+    has_dot_segment,
+    run_id_problem,
 )
 
 
@@ -18,6 +24,8 @@ def _no_dot_segments(value: str) -> str:
 Owner = Annotated[str, StringConstraints(pattern=OWNER_PATTERN), AfterValidator(_no_dot_segments)]
 Segment = Annotated[str, StringConstraints(pattern=rf"^{SEGMENT}$"), AfterValidator(_no_dot_segments)]
 Project = Annotated[str, StringConstraints(pattern=PROJECT_PATTERN), AfterValidator(_no_dot_segments)]
+
+
 def _run_id(value: str) -> str:
     if problem := run_id_problem(value):
         raise ValueError(problem)

@@ -1,6 +1,7 @@
 """The run report: the stable contract read by the client, webhooks and CI summaries."""
 
 import unicodedata
+
 from pydantic import BaseModel
 
 from codspeed_rules.summary import counts_line, shards_done
@@ -184,8 +185,11 @@ def verdict(report: Report) -> str:
         if change is not None:
             line += f", worst {change:+.1%}" + (f" ({md(worst.name)})" if worst is not None else "")
     elif counts.measured:
-        line = f"no change {past}" if not counts.improvements else \
-            f"no regression {past}, {counts.improvements} improvement{'s' * (counts.improvements > 1)}"
+        line = (
+            f"no change {past}"
+            if not counts.improvements
+            else f"no regression {past}, {counts.improvements} improvement{'s' * (counts.improvements > 1)}"
+        )
     else:
         line = "no benchmark measured yet" if report.partial else "no benchmark measured"
     shown = sum(1 for s in report.shards if s.state in ("arrived", "carried"))
@@ -203,8 +207,10 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
     a limit), internal counters out of the way."""
     expected = "?" if report.expected is None else str(report.expected)
     attempt = f" (attempt {report.attempt})" if report.attempt > 1 else ""
-    title = (f"CodSpeed shards for {md(report.project)} run {md(report.run_id)}{attempt}: {report.state}, "
-             + shards_done(report.arrived, report.carried, expected))
+    title = (
+        f"CodSpeed shards for {md(report.project)} run {md(report.run_id)}{attempt}: {report.state}, "
+        + shards_done(report.arrived, report.carried, expected)
+    )
     if report.partial:
         title += " (partial report: more shards may still arrive)"
     lines = [f"**{verdict(report)}**", "", title, ""]
@@ -220,32 +226,51 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
         names = [s.shown for s in report.shards if s.state == state]
         if names:  # names, not a count: "Skipped: 3" would read as three shards
             more = f" and {len(names) - NAMED_SHARDS} more" if len(names) > NAMED_SHARDS else ""
-            lines += [f"{state.capitalize()} shard{'s' if len(names) > 1 else ''}: "
-                      + ", ".join(md(n) for n in names[:NAMED_SHARDS]) + more, ""]
+            lines += [
+                f"{state.capitalize()} shard{'s' if len(names) > 1 else ''}: "
+                + ", ".join(md(n) for n in names[:NAMED_SHARDS])
+                + more,
+                "",
+            ]
     if report.baseline:
         b = report.baseline
         branch = f" on {md(b['branch'])}" if b.get("branch") else ""
         why = f": {md(b['why'])}" if b.get("why") else ""
         lines += [f"Baseline: run {md(b['run_id'])}{branch} (commit {md((b.get('commit') or '?')[:12])}){why}", ""]
     if report.missing_benchmarks:
-        lines += [f"Benchmarks gone since the baseline ({len(report.missing_benchmarks)}): "
-                  + ", ".join(md(name) for name in report.missing_benchmarks[:20]), ""]
+        lines += [
+            f"Benchmarks gone since the baseline ({len(report.missing_benchmarks)}): "
+            + ", ".join(md(name) for name in report.missing_benchmarks[:20]),
+            "",
+        ]
     counts = report.counts
     if counts.measured:
         lines += [f"Benchmarks: {counts_line(counts.model_dump())} (threshold {report.threshold:.0%})", ""]
     room = MAX_FLAGGED
-    for flag, heading, total in (("regression", "Regressions", counts.regressions),
-                                 ("improvement", "Improvements", counts.improvements)):
+    for flag, heading, total in (
+        ("regression", "Regressions", counts.regressions),
+        ("improvement", "Improvements", counts.improvements),
+    ):
         flagged = [b for b in report.benchmarks if b.flag == flag][:room]  # the reviewer's first question first
         if not flagged:
             continue
         room -= len(flagged)
-        lines += [f"{heading} past {report.threshold:.0%} against the baseline"
-                  + (f" (the worst {len(flagged)} of {total}; every benchmark is on the run page):"
-                     if len(flagged) < total else ":"),
-                  "", "| benchmark | shard | change | value | baseline |", "|---|---|---|---|---|"]
-        lines += [f"| {md(b.name)} | {md(b.shard)} | {b.change:+.1%} | {figure(b.value, b.unit)} | {figure(b.baseline, b.unit)} |"
-                  for b in flagged]
+        lines += [
+            f"{heading} past {report.threshold:.0%} against the baseline"
+            + (
+                f" (the worst {len(flagged)} of {total}; every benchmark is on the run page):"
+                if len(flagged) < total
+                else ":"
+            ),
+            "",
+            "| benchmark | shard | change | value | baseline |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {md(b.name)} | {md(b.shard)} | {b.change:+.1%} | {figure(b.value, b.unit)} | "
+            f"{figure(b.baseline, b.unit)} |"
+            for b in flagged
+        ]
         lines.append("")
     if report.page_url:
         lines += [f"[Run page]({report.page_url})", ""]
@@ -253,20 +278,32 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
         u = report.upstream
         lines += [f"Upstream: {u.status} at {u.at}" + (f": {md(u.message)}" if u.message else ""), ""]
     opened = " open" if len(report.shards) <= OPEN_SHARD_LIST else ""
-    lines += [f"<details{opened}><summary>{len(report.shards)} shard{'' if len(report.shards) == 1 else 's'}</summary>", "",
-              "| shard | state | attempt | benchmarks | size | arrived at | note |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        f"<details{opened}><summary>{len(report.shards)} shard{'' if len(report.shards) == 1 else 's'}</summary>",
+        "",
+        "| shard | state | attempt | benchmarks | size | arrived at | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
     rows = report.shards if shard_rows is None else report.shards[:shard_rows]
     for s in rows:
         bench = "" if s.benchmarks is None else str(s.benchmarks)
         lines.append(
-            f"| {md(s.shown)} | {s.state}{', upstream' if s.upstream else ''} | {s.attempt or ''} | {bench} | {_size(s.size)} | {s.arrived_at or ''} "
+            f"| {md(s.shown)} | {s.state}{', upstream' if s.upstream else ''} | {s.attempt or ''} | {bench} | "
+            f"{_size(s.size)} | {s.arrived_at or ''} "
             f"| {md(s.reason or '')} |"
         )
     if len(rows) < len(report.shards):
         lines.append(f"| … | {len(report.shards) - len(rows)} more shards on the run page | | | | | |")
-    lines += ["", "</details>", "", "<details><summary>Details</summary>", "",
-              f"Report version {report.version} · generated {report.generated_at}"
-              + (f" · commit {md(report.commit)}" if report.commit else "")
-              + (f" · upstream run {md(report.upstream.run_id)}" if report.upstream and report.upstream.run_id else ""),
-              "", "</details>"]
+    lines += [
+        "",
+        "</details>",
+        "",
+        "<details><summary>Details</summary>",
+        "",
+        f"Report version {report.version} · generated {report.generated_at}"
+        + (f" · commit {md(report.commit)}" if report.commit else "")
+        + (f" · upstream run {md(report.upstream.run_id)}" if report.upstream and report.upstream.run_id else ""),
+        "",
+        "</details>",
+    ]
     return "\n".join(lines) + "\n"

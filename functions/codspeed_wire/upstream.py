@@ -18,16 +18,36 @@ MAX_RUN_PART_ID = 4096  # opaque, matrix values are free text: hundreds of chara
 
 
 RUNNER_ORDER = (  # the runner's own field order (src/upload/interfaces.rs)
-    "repositoryProvider", "version", "tokenless", "profileMd5", "profileEncoding", "runner", "runEnvironment", "runPart",
-    "commitHash", "allowEmpty", "ref", "headRef", "baseRef", "owner", "repository", "event", "sender", "ghData", "glData",
-    "localData", "repositoryRootPath",
+    "repositoryProvider",
+    "version",
+    "tokenless",
+    "profileMd5",
+    "profileEncoding",
+    "runner",
+    "runEnvironment",
+    "runPart",
+    "commitHash",
+    "allowEmpty",
+    "ref",
+    "headRef",
+    "baseRef",
+    "owner",
+    "repository",
+    "event",
+    "sender",
+    "ghData",
+    "glData",
+    "localData",
+    "repositoryRootPath",
 )
 
 
 def in_runner_order(metadata: dict) -> dict:
     """Metadata with its fields in the runner's order; fields the runner does not send last, as they came."""
-    return {**{k: metadata[k] for k in RUNNER_ORDER if k in metadata},
-            **{k: v for k, v in metadata.items() if k not in RUNNER_ORDER}}
+    return {
+        **{k: metadata[k] for k in RUNNER_ORDER if k in metadata},
+        **{k: v for k, v in metadata.items() if k not in RUNNER_ORDER},
+    }
 
 
 class _Camel(BaseModel):

@@ -26,7 +26,9 @@ def run_demo(out=print) -> int:
     with tempfile.TemporaryDirectory(prefix="codspeed-demo-") as work, LocalStack() as stack:
         out(f"local stack up: API {stack.api_url}, stand-in upstream keeping uploads in {stack.upstream_dir}")
         folders = [
-            make_profile_folder(Path(work) / f"shard-{i}", 4242, [f"tests/test_part{i}.py::test_bench_{j}" for j in range(4)])
+            make_profile_folder(
+                Path(work) / f"shard-{i}", 4242, [f"tests/test_part{i}.py::test_bench_{j}" for j in range(4)]
+            )
             for i in range(1, SHARDS + 1)
         ]
         out(f"{SHARDS} profile folders, every one holding 4242.out (the pids collide)")
@@ -63,7 +65,10 @@ def _show_progress(stack, common, shown, out, until_version_above, timeout=15.0)
                     partial = "all in: the run ends now"  # the report is partial until then, not the shards
                 else:
                     partial = "partial: more shards to come"
-                out(f"  report v{report['version']}: {report['state']}, {report['arrived']}/{expected} shards in ({partial})")
+                out(
+                    f"  report v{report['version']}: {report['state']}, {report['arrived']}/{expected} shards in "
+                    f"({partial})"
+                )
                 out(f"  run page: {report['page_url']}")
                 return report["version"]
         time.sleep(0.2)

@@ -14,12 +14,17 @@ from .lambda_context import LocalContext
 from .limits import HTTP_API_PAYLOAD, LAMBDA_SYNC_PAYLOAD, payload_bytes
 
 MAX_BODY = HTTP_API_PAYLOAD
-SERVER_ERROR = {"statusCode": 500, "headers": {"content-type": "application/json"},
-                "body": json.dumps({"message": "Internal Server Error"})}  # what API Gateway answers when the function fails
+SERVER_ERROR = {
+    "statusCode": 500,
+    "headers": {"content-type": "application/json"},
+    "body": json.dumps({"message": "Internal Server Error"}),
+}  # what API Gateway answers when the function fails
 TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
 
 
-def http_api_event(method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str = "127.0.0.1") -> dict:
+def http_api_event(
+    method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str = "127.0.0.1"
+) -> dict:
     url = urlsplit(target)
     text = not body or any(t in headers.get("content-type", "application/json") for t in TEXT_TYPES)
     query = {k: ",".join(v) for k, v in parse_qs(url.query, keep_blank_values=True).items()}
@@ -32,19 +37,33 @@ def http_api_event(method: str, target: str, headers: dict[str, str], body: byte
         "headers": headers,
         "queryStringParameters": query or None,
         "requestContext": {
-            "accountId": "000000000000", "apiId": "local", "domainName": headers.get("host", "localhost"),
-            "http": {"method": method, "path": url.path, "protocol": "HTTP/1.1", "sourceIp": source_ip,
-                     "userAgent": headers.get("user-agent", "")},
-            "requestId": str(uuid.uuid4()), "routeKey": "$default", "stage": "$default",
-            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)), "timeEpoch": int(now * 1000),
+            "accountId": "000000000000",
+            "apiId": "local",
+            "domainName": headers.get("host", "localhost"),
+            "http": {
+                "method": method,
+                "path": url.path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": source_ip,
+                "userAgent": headers.get("user-agent", ""),
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "timeEpoch": int(now * 1000),
         },
         "body": body.decode("utf-8", "replace") if text else base64.b64encode(body).decode(),
         "isBase64Encoded": not text,
     }
 
 
-def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.1", port: int = 0,
-                  log: Callable[[str], None] | None = None) -> ThreadingHTTPServer:
+def start_gateway(
+    handler: Callable[[dict, object], dict],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> ThreadingHTTPServer:
     # A Lambda instance handles one event at a time, and the handler relies on it: powertools'
     # resolver keeps the current event on the app. Connections are served concurrently, events not.
     instance = threading.Lock()
@@ -56,15 +75,20 @@ def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.
         def _serve(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             if length > MAX_BODY:
-                self._answer(413, {"content-type": "application/json"}, json.dumps({"error": "request body over 10 MB"}).encode())
+                self._answer(
+                    413, {"content-type": "application/json"}, json.dumps({"error": "request body over 10 MB"}).encode()
+                )
                 self.close_connection = True
                 return
             body = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
             event = http_api_event(self.command, self.path, headers, body, self.client_address[0])
             if payload_bytes(event) > LAMBDA_SYNC_PAYLOAD:  # Lambda refuses the invocation: API Gateway says 413
-                self._answer(413, {"content-type": "application/json"},
-                             json.dumps({"message": "Request Entity Too Large"}).encode())
+                self._answer(
+                    413,
+                    {"content-type": "application/json"},
+                    json.dumps({"message": "Request Entity Too Large"}).encode(),
+                )
                 return
             try:
                 with instance:
@@ -75,7 +99,9 @@ def start_gateway(handler: Callable[[dict, object], dict], host: str = "127.0.0.
             if payload_bytes(result) > LAMBDA_SYNC_PAYLOAD:
                 logging.getLogger(__name__).error(
                     "api response of %d bytes is over Lambda's %d-byte payload limit: API Gateway answers 500",
-                    payload_bytes(result), LAMBDA_SYNC_PAYLOAD)
+                    payload_bytes(result),
+                    LAMBDA_SYNC_PAYLOAD,
+                )
                 result = SERVER_ERROR
             payload = result.get("body") or ""
             raw = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()

@@ -11,11 +11,14 @@ from collections.abc import Callable
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
-
 # The requests after which a queue may hold a message it did not: S3's writes (its event
 # notifications go to SQS within the request) and SQS's own sends and visibility changes.
-_QUEUEING = {"AmazonSQS.SendMessage", "AmazonSQS.SendMessageBatch", "AmazonSQS.ChangeMessageVisibility",
-             "AmazonSQS.ChangeMessageVisibilityBatch"}
+_QUEUEING = {
+    "AmazonSQS.SendMessage",
+    "AmazonSQS.SendMessageBatch",
+    "AmazonSQS.ChangeMessageVisibility",
+    "AmazonSQS.ChangeMessageVisibilityBatch",
+}
 
 
 class Wakeups:
@@ -37,8 +40,12 @@ class Wakeups:
                 event.set()
 
 
-def start_moto(host: str = "127.0.0.1", port: int = 0, refused: Callable[[str], str | None] | None = None,
-               wakeups: Wakeups | None = None) -> BaseWSGIServer:
+def start_moto(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    refused: Callable[[str], str | None] | None = None,
+    wakeups: Wakeups | None = None,
+) -> BaseWSGIServer:
     """``refused(path)``: why a presigned request to ``path`` is refused (AccessDenied), or None:
     moto checks no presigned signature, so the local stack says which presigner had no right.
     ``wakeups``: told after each request that may have queued a message."""
@@ -113,7 +120,9 @@ def _touched(backend, transact_items) -> list[tuple[object, object, object, obje
             if table is None or not key or table.hash_key_attr not in key:
                 continue
             hash_value = DynamoType(key[table.hash_key_attr])
-            range_value = DynamoType(key[table.range_key_attr]) if table.has_range_key and table.range_key_attr in key else None
+            range_value = (
+                DynamoType(key[table.range_key_attr]) if table.has_range_key and table.range_key_attr in key else None
+            )
             if table.has_range_key and range_value is None:
                 continue
             current = table.get_item(hash_value, range_value)

@@ -8,17 +8,34 @@ from .limits import LAMBDA_SYNC_PAYLOAD, payload_bytes
 
 
 def sqs_event(messages: list[dict], queue_arn: str) -> dict:
-    return {"Records": [{
-        "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-        "attributes": {k: str(v) for k, v in m.get("Attributes", {}).items()}, "messageAttributes": {},
-        "md5OfBody": m.get("MD5OfBody", ""), "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
-        "awsRegion": "us-east-1",
-    } for m in messages]}
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": {k: str(v) for k, v in m.get("Attributes", {}).items()},
+                "messageAttributes": {},
+                "md5OfBody": m.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": "us-east-1",
+            }
+            for m in messages
+        ]
+    }
 
 
 class QueuePoller:
-    def __init__(self, sqs, queue_url: str, handler, function_name: str, batch_size: int = 10,
-                 wake: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        sqs,
+        queue_url: str,
+        handler,
+        function_name: str,
+        batch_size: int = 10,
+        wake: threading.Event | None = None,
+    ) -> None:
         self.sqs, self.queue_url, self.handler = sqs, queue_url, handler
         self.context = LocalContext(function_name)
         self.batch_size = batch_size
@@ -40,7 +57,9 @@ class QueuePoller:
 
     def poll_once(self, wait_seconds: int = 0) -> int:
         messages = self.sqs.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=self.batch_size, WaitTimeSeconds=wait_seconds,
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=self.batch_size,
+            WaitTimeSeconds=wait_seconds,
             AttributeNames=["All"],
         ).get("Messages", [])
         if not messages:
@@ -48,8 +67,9 @@ class QueuePoller:
         event = sqs_event(messages, self.arn)
         while len(messages) > 1 and payload_bytes(event) > LAMBDA_SYNC_PAYLOAD:  # Lambda's batch stays under 6 MB
             left = messages.pop()
-            self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=left["ReceiptHandle"],
-                                               VisibilityTimeout=0)
+            self.sqs.change_message_visibility(
+                QueueUrl=self.queue_url, ReceiptHandle=left["ReceiptHandle"], VisibilityTimeout=0
+            )
             event = sqs_event(messages, self.arn)
         try:
             result = self.handler(event, self.context) or {}
@@ -58,9 +78,10 @@ class QueuePoller:
         failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
-            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
-            ])
+            self.sqs.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
         return len(messages)
 
     def _run(self) -> None:

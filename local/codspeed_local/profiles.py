@@ -4,8 +4,9 @@ import random
 from pathlib import Path
 
 
-def callgrind_text(pid: int, benchmarks: list[str], filler_lines: int = 20, seed: int = 0,
-                   costs: dict[str, int] | None = None) -> str:
+def callgrind_text(
+    pid: int, benchmarks: list[str], filler_lines: int = 20, seed: int = 0, costs: dict[str, int] | None = None
+) -> str:
     """Callgrind text as valgrind writes it for pytest-codspeed: one part per benchmark, whose
     ``totals:`` line is its instruction count (``costs``, 1000 unless given)."""
     rng = random.Random(seed or pid)
@@ -17,18 +18,27 @@ def callgrind_text(pid: int, benchmarks: list[str], filler_lines: int = 20, seed
     ]
     for number, name in enumerate(benchmarks, start=2):
         body = "\n".join(
-            f"{rng.randint(1, 5000)} {rng.randint(1, 10**6)}\ncalls=1 {rng.randint(1, 400)}" for _ in range(filler_lines)
+            f"{rng.randint(1, 5000)} {rng.randint(1, 10**6)}\ncalls=1 {rng.randint(1, 400)}"
+            for _ in range(filler_lines)
         )
         parts.append(
             f"\npart: {number}\n\ndesc: I1 cache:\ndesc: Trigger: Client Request: {name}\n\n"
-            f"positions: line\nevents: Ir\nsummary: {(costs or {}).get(name, 1000)}\ntotals: {(costs or {}).get(name, 1000)}"
+            f"positions: line\nevents: Ir\nsummary: {(costs or {}).get(name, 1000)}\ntotals: "
+            f"{(costs or {}).get(name, 1000)}"
             f"\n\nfl=(2) bench.py\nfn=(2) {name.split('::')[-1]}\n{body}\n"
         )
     return "".join(parts)
 
 
-def make_profile_folder(folder: Path, pid: int, benchmarks: list[str], *, filler_lines: int = 20, extra_pids: tuple[int, ...] = (),
-                        costs: dict[str, int] | None = None) -> Path:
+def make_profile_folder(
+    folder: Path,
+    pid: int,
+    benchmarks: list[str],
+    *,
+    filler_lines: int = 20,
+    extra_pids: tuple[int, ...] = (),
+    costs: dict[str, int] | None = None,
+) -> Path:
     """A folder as pytest-codspeed leaves it: ``<pid>.out``, ``perf-<pid>.map``, logs, results."""
     folder.mkdir(parents=True, exist_ok=True)
     for index, p in enumerate((pid, *extra_pids)):

@@ -12,13 +12,13 @@ from pathlib import Path
 
 from codspeed_aggregator import wiring
 from codspeed_aggregator.adapters import aws
+
 from .iam import RoleEnforcer
 from .iam.roles import local_policies
 from .moto_server import Wakeups, start_moto
 from .pollers import QueuePoller
 from .resources import create
 from .upstream_stub import StubUpstream
-
 
 UPSTREAM_TOKENS_PATH = "/codspeed-aggregator/upstream-tokens"  # the template's default: its grant covers it
 
@@ -82,30 +82,41 @@ class LocalStack:
             upstream_url = f"{self.upstream.url}/upload"
         else:
             upstream_url = self.upstream_url
-        os.environ.update({
-            "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
-            "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_SERVICE_NAME": "codspeed-aggregator",
-            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
-            "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "true"),
-            "POWERTOOLS_METRICS_NAMESPACE": "CodSpeedAggregatorLocal",
-        })
+        os.environ.update(
+            {
+                "AWS_ENDPOINT_URL": endpoint,
+                "AWS_ACCESS_KEY_ID": "local",
+                "AWS_SECRET_ACCESS_KEY": "local",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "POWERTOOLS_SERVICE_NAME": "codspeed-aggregator",
+                "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+                "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "true"),
+                "POWERTOOLS_METRICS_NAMESPACE": "CodSpeedAggregatorLocal",
+            }
+        )
         wiring.reset()
         client = aws.client
         self.resources = create(client("s3"), client("sqs"), client("dynamodb"))
         if self.enforcer is not None:
             self.enforcer.policies = local_policies(self.resources)
-        os.environ.update({
-            "TABLE_NAME": self.resources.table, "BUCKET_NAME": self.resources.bucket,
-            "FINALIZE_QUEUE_URL": self.resources.finalize_queue_url, "UPSTREAM_URL": upstream_url,
-            "ARRIVALS_QUEUE_URL": self.resources.arrivals_queue_url,
-            "API_TOKEN": self.token, "UPSTREAM_TOKEN": self.upstream_token,
-            "UPSTREAM_TOKENS_PATH": UPSTREAM_TOKENS_PATH,
-            **({"RUN_DEADLINE_SECONDS": str(self.deadline_seconds)} if self.deadline_seconds else {}),
-            "WEBHOOK_SECRET": self.webhook_secret,
-            **self.extra_env,
-        })
+        os.environ.update(
+            {
+                "TABLE_NAME": self.resources.table,
+                "BUCKET_NAME": self.resources.bucket,
+                "FINALIZE_QUEUE_URL": self.resources.finalize_queue_url,
+                "UPSTREAM_URL": upstream_url,
+                "ARRIVALS_QUEUE_URL": self.resources.arrivals_queue_url,
+                "API_TOKEN": self.token,
+                "UPSTREAM_TOKEN": self.upstream_token,
+                "UPSTREAM_TOKENS_PATH": UPSTREAM_TOKENS_PATH,
+                **({"RUN_DEADLINE_SECONDS": str(self.deadline_seconds)} if self.deadline_seconds else {}),
+                "WEBHOOK_SECRET": self.webhook_secret,
+                **self.extra_env,
+            }
+        )
         wiring.reset()
         from codspeed_aggregator.handlers import api, arrivals, finalizer
+
         from .gateway import start_gateway
 
         self._gateway = start_gateway(api.handler, port=self.port, log=self.log)
@@ -113,10 +124,12 @@ class LocalStack:
         os.environ["PUBLIC_URL"] = self.api_url  # run pages' links, in reports made off a request
         wiring.reset()
         sqs = client("sqs")
-        self.arrivals = QueuePoller(sqs, self.resources.arrivals_queue_url, arrivals.handler, "codspeed-arrivals",
-                                    wake=wakeups.register())
-        self.finalizer = QueuePoller(sqs, self.resources.finalize_queue_url, finalizer.handler, "codspeed-finalizer",
-                                     wake=wakeups.register())
+        self.arrivals = QueuePoller(
+            sqs, self.resources.arrivals_queue_url, arrivals.handler, "codspeed-arrivals", wake=wakeups.register()
+        )
+        self.finalizer = QueuePoller(
+            sqs, self.resources.finalize_queue_url, finalizer.handler, "codspeed-finalizer", wake=wakeups.register()
+        )
         if self.run_pollers:
             self._pollers += [self.arrivals.start(), self.finalizer.start()]
             threading.Thread(target=self._sweep, name="sweeper", daemon=True).start()
@@ -124,11 +137,14 @@ class LocalStack:
 
     def _sweep(self) -> None:
         from codspeed_aggregator.handlers import sweeper
+
         from .lambda_context import LocalContext
 
         while not self._stop.wait(self.sweep_every):
             try:
-                sweeper.handler({"source": "aws.events", "detail-type": "Scheduled Event"}, LocalContext("codspeed-sweeper"))
+                sweeper.handler(
+                    {"source": "aws.events", "detail-type": "Scheduled Event"}, LocalContext("codspeed-sweeper")
+                )
             except Exception:
                 pass
 

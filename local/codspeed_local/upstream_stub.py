@@ -3,7 +3,8 @@ and combines them into runs as CodSpeed does.
 
 ``POST /upload`` (metadata, ``Authorization: <token>``) answers an ``uploadUrl`` on this
 server; ``PUT`` there stores the archive after checking its Content-MD5. Each upload is
-a folder: ``metadata.json``, ``post-body.json`` (the POST's bytes), ``post-headers.json``, ``put-headers.json``, and the archive:
+a folder: ``metadata.json``, ``post-body.json`` (the POST's bytes), ``post-headers.json``, ``put-
+headers.json``, and the archive:
 ``archive.tar.gz`` when it came with ``Content-Encoding: gzip``, else ``archive.tar``.
 
 CodSpeed combines the uploads ("run parts") of one run by ``runPart.runId``; a ``runPartId``
@@ -18,11 +19,10 @@ import json
 import re
 import tarfile
 import threading
-from collections.abc import Callable
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-
 
 ARCHIVES = ("archive.tar.gz", "archive.tar")
 
@@ -48,7 +48,7 @@ def benchmarks_in(archive: Path) -> set[str]:
             if member.name.endswith(".out"):
                 for line in tar.extractfile(member):
                     if line.startswith(CLIENT_REQUEST) and not line.startswith(CLIENT_REQUEST + b"Metadata: "):
-                        found.add(line[len(CLIENT_REQUEST):].decode(errors="replace").strip())
+                        found.add(line[len(CLIENT_REQUEST) :].decode(errors="replace").strip())
             elif re.search(r"results/[^/]+\.json$", member.name) and member.size <= MAX_RESULTS:
                 try:
                     entries = json.loads(tar.extractfile(member).read()).get("benchmarks")
@@ -91,7 +91,11 @@ class StubUpstream:
         commit), oldest first."""
         done = [p for p in self.folder.iterdir() if archive_of(p)]
         if run_id is not None:
-            done = [p for p in done if (json.loads((p / "metadata.json").read_text()).get("runPart") or {}).get("runId") == run_id]
+            done = [
+                p
+                for p in done
+                if (json.loads((p / "metadata.json").read_text()).get("runPart") or {}).get("runId") == run_id
+            ]
         if commit is not None:
             done = [p for p in done if json.loads((p / "metadata.json").read_text()).get("commitHash") == commit]
         return sorted(done, key=lambda p: archive_of(p).stat().st_mtime_ns)
@@ -114,15 +118,19 @@ class StubUpstream:
         """Every benchmark (of one executor) that stands in two parts of one run, with the parts'
         runPartIds: what CodSpeed would count twice. Empty when each stands once."""
         twice = {}
-        for (project, run), parts in self.combined(project).items():
+        for (owner, run), parts in self.combined(project).items():
             seen: dict[tuple[str, str], list[str]] = {}
             for part_id, upload in parts.items():
-                executor = (json.loads((upload / "metadata.json").read_text()).get("runner") or {}).get("executor") or "valgrind"
+                executor = (json.loads((upload / "metadata.json").read_text()).get("runner") or {}).get(
+                    "executor"
+                ) or "valgrind"
                 if upload not in self._held:
                     self._held[upload] = benchmarks_in(archive_of(upload))
                 for benchmark in self._held[upload]:
                     seen.setdefault((executor, benchmark), []).append(part_id)
-            twice.update({f"{project} run {run}: {executor} {b}": ids for (executor, b), ids in seen.items() if len(ids) > 1})
+            twice.update(
+                {f"{owner} run {run}: {executor} {b}": ids for (executor, b), ids in seen.items() if len(ids) > 1}
+            )
         return twice
 
     def job_token_of(self, authorization: str | None, metadata: dict) -> bool:
@@ -169,7 +177,9 @@ class StubUpstream:
                     if authorization is not None:  # the runner sends one or the other, never both
                         return self._reply(400, {"error": "a tokenless upload came with an Authorization header"})
                 elif not stub.job_token_of(authorization, metadata):
-                    expected = stub.project_tokens.get(f"{metadata.get('owner')}/{metadata.get('repository')}", stub.token)
+                    expected = stub.project_tokens.get(
+                        f"{metadata.get('owner')}/{metadata.get('repository')}", stub.token
+                    )
                     if expected and authorization != expected:
                         return self._reply(401, {"error": "Invalid token: check that owner and repository are correct"})
                 upload_id = uuid.uuid4().hex
@@ -179,7 +189,9 @@ class StubUpstream:
                 (folder / "post-body.json").write_bytes(body)  # the bytes as they came: the runner's Run Hash is theirs
                 (folder / "post-headers.json").write_text(json.dumps(dict(self.headers.items()), indent=2))
                 host = self.headers.get("host") or f"{stub.server.server_address[0]}:{stub.server.server_address[1]}"
-                self._reply(200, {"status": "success", "uploadUrl": f"http://{host}/archive/{upload_id}", "runId": upload_id})
+                self._reply(
+                    200, {"status": "success", "uploadUrl": f"http://{host}/archive/{upload_id}", "runId": upload_id}
+                )
 
             def do_PUT(self) -> None:
                 body = self._body()

@@ -24,19 +24,25 @@ def _bare_venv(tmp: Path) -> Path:
     return venv / "bin"
 
 
-PYTHONS = {
-    "system python (externally managed)": lambda tmp: SYSTEM_PYTHON.parent,
-    "bare venv": _bare_venv,
-}
+PYTHONS = {"system python (externally managed)": lambda tmp: SYSTEM_PYTHON.parent, "bare venv": _bare_venv}
 
 
 @pytest.mark.parametrize("which", list(PYTHONS))
 @pytest.mark.slow
 def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack, project, run_id, tmp_path, which):
-    if which.startswith("system") and not (SYSTEM_PYTHON.exists() and list(Path("/usr/lib").glob("python3*/EXTERNALLY-MANAGED"))):
+    if which.startswith("system") and not (
+        SYSTEM_PYTHON.exists() and list(Path("/usr/lib").glob("python3*/EXTERNALLY-MANAGED"))
+    ):
         pytest.skip("no externally managed system Python on this machine")
-    env = {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": run_id, "GITHUB_SHA": "a" * 40,
-           "GITHUB_REF": "refs/heads/feature", "GITHUB_JOB": "bench", "GITHUB_ACTION_PATH": str(ROOT)}
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_REPOSITORY": project,
+        "GITHUB_RUN_ID": run_id,
+        "GITHUB_SHA": "a" * 40,
+        "GITHUB_REF": "refs/heads/feature",
+        "GITHUB_JOB": "bench",
+        "GITHUB_ACTION_PATH": str(ROOT),
+    }
     job = Runner(tmp_path, PYTHONS[which](tmp_path), env)
     make_profile_folder(job.workspace / "bench" / "profiles", 4242, ["t::action"])
     before = sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*"))
@@ -48,10 +54,17 @@ def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack,
     assert code == 0, err
     assert outputs["run-id"] == run_id
     venv = job.temp / "codspeed-client-venv"
-    installed = subprocess.run([str(venv / "bin" / "python"), "-c", "import sys, requests, urllib3, idna, certifi, "
-                                "codspeed_client, codspeed_rules; print(sorted({m.split('.')[0] for m in sys.modules} & "
-                                "{'boto3', 'pydantic', 'aws_lambda_powertools', 'isal', 'codspeed_aggregator'}))"],
-                               capture_output=True, text=True)
+    installed = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import sys, requests, urllib3, idna, certifi, "
+            "codspeed_client, codspeed_rules; print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'boto3', 'pydantic', 'aws_lambda_powertools', 'isal', 'codspeed_aggregator'}))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert installed.stdout.strip() == "[]", installed.stderr  # requests complete, and nothing of the aggregator
 
     assert job.use({**common, "command": "close", "skip": "2"})[0] == 0
@@ -65,16 +78,22 @@ def test_the_action_installs_the_client_alone_and_pushes_closes_and_waits(stack,
     assert "Skipped shards: 2, 3" in job.summary.read_text()
     # the log says the report in plain words, the summary in Markdown: no escapes (tests/test\_x.py\:\:…) in the log
     assert "forwarded, 1/3 shards in" in job.last_out and "**" not in job.last_out and "\\" not in job.last_out
-    assert sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*")) == before  # nothing written into the checkout
+    assert (
+        sorted(p.relative_to(job.workspace) for p in job.workspace.rglob("*")) == before
+    )  # nothing written into the checkout
 
     code, _, err = job.use({**common, "command": "open", "run-id": f"{run_id}-jobs", "jobs": "bench=2\n\nmemory\n"})
-    assert code == 0 and job.last_out.strip() == (f"run {run_id}-jobs ({project}): open: opened: 2 shards in job bench; "
-                                                  "1 shard in job memory expected"), job.last_out + err
+    assert code == 0 and job.last_out.strip() == (
+        f"run {run_id}-jobs ({project}): open: opened: 2 shards in job bench; 1 shard in job memory expected"
+    ), job.last_out + err
 
 
 def test_an_unreachable_aggregator_is_a_warning_for_push_unless_fail_on_error(tmp_path):
-    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
-                                                         "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
+    job = Runner(
+        tmp_path,
+        Path(sys.executable).parent,
+        {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40},
+    )
     job.preinstall()
     make_profile_folder(job.workspace / "profiles", 7, ["t::x"])
     inputs = {"api-url": "http://127.0.0.1:9", "token": "t", "shard": "1/1", "profile-folder": "profiles"}
@@ -89,8 +108,11 @@ def test_an_unreachable_aggregator_is_a_warning_for_push_unless_fail_on_error(tm
 
 def test_a_status_error_is_said_once_in_the_log(tmp_path):
     """The JSON step and the Markdown step each said the same error: twice in the log, before."""
-    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
-                                                         "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
+    job = Runner(
+        tmp_path,
+        Path(sys.executable).parent,
+        {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40},
+    )
     job.preinstall()
     job.env["CODSPEED_RETRIES"] = "1"
     code, _, err = job.use({"command": "status", "api-url": "http://127.0.0.1:9", "token": "t"})
@@ -98,34 +120,52 @@ def test_a_status_error_is_said_once_in_the_log(tmp_path):
     assert not job.summary.exists() or not job.summary.read_text()
 
 
-@pytest.mark.parametrize("name, value, takes", [
-    ("command", "deploy", "a command is plan, open, push, close or status"),
-    ("wait", "yes", "a boolean input is true or false (True, TRUE, False, FALSE)"),  # the gate never passes early
-    ("executor", "cachegrind", "valgrind, walltime or memory (empty: told by the profile folder)"),
-    ("timeout", "5m", "a number of seconds, such as 300"),
-    ("timeout", "", "a number of seconds, such as 300"),
-    ("fail-on-regression", "five", "a percentage (5 or 5%), report (the stack's threshold), or empty"),
-    ("fail-on-regression", "5 %", "a percentage (5 or 5%), report (the stack's threshold), or empty"),
-])
+@pytest.mark.parametrize(
+    "name, value, takes",
+    [
+        ("command", "deploy", "a command is plan, open, push, close or status"),
+        ("wait", "yes", "a boolean input is true or false (True, TRUE, False, FALSE)"),  # the gate never passes early
+        ("executor", "cachegrind", "valgrind, walltime or memory (empty: told by the profile folder)"),
+        ("timeout", "5m", "a number of seconds, such as 300"),
+        ("timeout", "", "a number of seconds, such as 300"),
+        ("fail-on-regression", "five", "a percentage (5 or 5%), report (the stack's threshold), or empty"),
+        ("fail-on-regression", "5 %", "a percentage (5 or 5%), report (the stack's threshold), or empty"),
+    ],
+)
 def test_an_input_no_step_could_use_is_exit_2_naming_it_before_anything_runs(tmp_path, name, value, takes):
     """GitHub hands every input as a string: a number or a choice that is not one was passed on (a
     command, before) or failed later in a flag's words; each is refused first, naming the input."""
-    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
-                                                         "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
+    job = Runner(
+        tmp_path,
+        Path(sys.executable).parent,
+        {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40},
+    )
     job.preinstall()
     make_profile_folder(job.workspace / "profiles", 7, ["t::x"])
     job.env["CODSPEED_RETRIES"] = "1"
-    code, outputs, err = job.use({"api-url": "http://127.0.0.1:9", "token": "t", "shard": "1/1",
-                                  "profile-folder": "profiles", name: value})
+    code, outputs, err = job.use(
+        {"api-url": "http://127.0.0.1:9", "token": "t", "shard": "1/1", "profile-folder": "profiles", name: value}
+    )
     assert (code, err) == (2, f"codspeed-client: error: input {name} is '{value}': {takes}\n")
     assert job.last_out == "" and not any(outputs.values())  # nothing ran: no push was tried
 
 
-@pytest.mark.parametrize("name, value", [("executor", "walltime"), ("timeout", "0"), ("fail-on-regression", "2.5%"),
-                                         ("fail-on-regression", "report"), ("fail-on-regression", "")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("executor", "walltime"),
+        ("timeout", "0"),
+        ("fail-on-regression", "2.5%"),
+        ("fail-on-regression", "report"),
+        ("fail-on-regression", ""),
+    ],
+)
 def test_each_input_value_the_action_documents_is_taken(tmp_path, name, value):
-    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
-                                                         "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
+    job = Runner(
+        tmp_path,
+        Path(sys.executable).parent,
+        {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40},
+    )
     job.preinstall()
     job.env["CODSPEED_RETRIES"] = "1"
     code, _, err = job.use({"command": "status", "api-url": "http://127.0.0.1:9", "token": "t", name: value})
@@ -134,7 +174,9 @@ def test_each_input_value_the_action_documents_is_taken(tmp_path, name, value):
 
 def test_the_docs_workflows_use_only_inputs_the_action_has():
     readme = "".join(page.read_text() for page in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
-    blocks = re.findall(r"uses: acme/codspeed-shard-aggregator@main\n(?: +id: .*\n)? +with:\n((?: {10}[\w-]+:.*\n)+)", readme)
+    blocks = re.findall(
+        r"uses: acme/codspeed-shard-aggregator@main\n(?: +id: .*\n)? +with:\n((?: {10}[\w-]+:.*\n)+)", readme
+    )
     assert blocks
     for block in blocks:
         for name in re.findall(r"^\s+([\w-]+):", block, re.M):
@@ -151,13 +193,25 @@ def test_the_actions_gate_fails_the_step_on_a_regression_and_still_writes_its_ou
     def push(run: str, index: int, cost: int, **meta) -> None:
         names = [f"tests/test_gate{index}.py::test_{j}" for j in range(2)]
         data = bundle(200 + index, names, costs={name: cost for name in names})
-        answer = requests.post(f"{stack.api_url}/v1/uploads", headers={"Authorization": TOKEN}, timeout=30,
-                               json=upload_request(project, run, str(index), data, total=2, **meta))
+        answer = requests.post(
+            f"{stack.api_url}/v1/uploads",
+            headers={"Authorization": TOKEN},
+            timeout=30,
+            json=upload_request(project, run, str(index), data, total=2, **meta),
+        )
         assert answer.status_code == 201, answer.text
         put(answer.json(), data)
 
-    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project,
-                                                         "GITHUB_SHA": "c" * 40, "GITHUB_REF": "refs/pull/3/merge"})
+    job = Runner(
+        tmp_path,
+        Path(sys.executable).parent,
+        {
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_REPOSITORY": project,
+            "GITHUB_SHA": "c" * 40,
+            "GITHUB_REF": "refs/pull/3/merge",
+        },
+    )
     job.preinstall()
     common = {"api-url": stack.api_url, "token": TOKEN, "command": "status", "timeout": "60"}
     for index in (1, 2):  # the baseline, forwarded on main
@@ -175,9 +229,11 @@ def test_the_actions_gate_fails_the_step_on_a_regression_and_still_writes_its_ou
 
 
 def test_a_forks_pull_request_runs_plan_push_and_status_green_with_one_warning_each_and_no_traceback(
-        stack, project, tmp_path):
+    stack, project, tmp_path
+):
     """A fork's jobs get no secrets, and this project takes no request without one (it is not in
-    TokenlessProjects): each step says so once and the job stays green. The push and status steps printed Python tracebacks (the
+    TokenlessProjects): each step says so once and the job stays green. The push and status steps printed
+    Python tracebacks (the
     output helper read a warning as JSON), the status step wrote a raw ::warning into the step
     summary, and plan wrote no outputs (it stopped first), so the matrix ran no benchmark."""
     repo = tmp_path / "workspace"
@@ -195,11 +251,28 @@ def test_a_forks_pull_request_runs_plan_push_and_status_green_with_one_warning_e
     subprocess.run([*git, "add", "."], check=True)
     head = git_commit(repo, "the fork's change")
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"pull_request": {"number": 12, "head": {"sha": head, "repo": {"full_name": "someone/x"}},
-                                                  "base": {"sha": base, "repo": {"full_name": project}}}}))
-    env = {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": project, "GITHUB_RUN_ID": "7300000001", "GITHUB_SHA": "e" * 40,
-           "GITHUB_REF": "refs/pull/12/merge", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
-           "GITHUB_JOB": "bench", "GITHUB_ACTION_PATH": str(ROOT)}
+    event.write_text(
+        json.dumps(
+            {
+                "pull_request": {
+                    "number": 12,
+                    "head": {"sha": head, "repo": {"full_name": "someone/x"}},
+                    "base": {"sha": base, "repo": {"full_name": project}},
+                }
+            }
+        )
+    )
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_REPOSITORY": project,
+        "GITHUB_RUN_ID": "7300000001",
+        "GITHUB_SHA": "e" * 40,
+        "GITHUB_REF": "refs/pull/12/merge",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_JOB": "bench",
+        "GITHUB_ACTION_PATH": str(ROOT),
+    }
     job = Runner(tmp_path, Path(sys.executable).parent, env)
     job.preinstall()
     make_profile_folder(job.workspace / "profiles", 4242, ["t::fork"])
@@ -223,13 +296,23 @@ def test_a_boolean_input_is_read_as_githubs_own_actions_read_it(tmp_path, given,
     """``fail-on-error: yes`` was ignored (only the exact string "true" counted), so a push to an
     aggregator that is down exited 0; GitHub's getBooleanInput takes true/True/TRUE and
     false/False/FALSE and refuses anything else."""
-    job = Runner(tmp_path, Path(sys.executable).parent, {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets",
-                                                         "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40})
+    job = Runner(
+        tmp_path,
+        Path(sys.executable).parent,
+        {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40},
+    )
     job.preinstall()
     make_profile_folder(job.workspace / "profiles", 7, ["t::x"])
     job.env["CODSPEED_RETRIES"] = "1"
-    code, _, err = job.use({"api-url": "http://127.0.0.1:9", "token": "t", "shard": "1/1", "profile-folder": "profiles",
-                            "fail-on-error": given})
+    code, _, err = job.use(
+        {
+            "api-url": "http://127.0.0.1:9",
+            "token": "t",
+            "shard": "1/1",
+            "profile-folder": "profiles",
+            "fail-on-error": given,
+        }
+    )
     if read is None:
         assert code == 2 and f"input fail-on-error is '{given}': a boolean input is true or false" in err, err
     else:

@@ -31,8 +31,12 @@ def _throttled(client, operation: str):
 
     def hook(request, **kwargs):
         if request.headers.get("X-Amz-Target", b"").decode().endswith(f".{operation}"):
-            body = json.dumps({"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
-                               "message": "Rate of requests exceeds the allowed throughput."}).encode()
+            body = json.dumps(
+                {
+                    "__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+                    "message": "Rate of requests exceeds the allowed throughput.",
+                }
+            ).encode()
             return AWSResponse(request.url, 400, {"x-amzn-ErrorType": "ThrottlingException"}, _Raw(body))
         return None
 
@@ -56,15 +60,23 @@ def test_a_write_throttled_past_botocores_retries_is_a_503_that_says_so_never_a_
     client = aws.client("dynamodb", API)
     undo = _throttled(client, "PutItem")
     try:
-        answer = requests.post(f"{stack.api_url}/v1/runs/open", headers={"Authorization": stack.token}, timeout=60,
-                               json={"project": project, "run_id": run_id, "total": 2, "commit": "a" * 40,
-                                     "ref": "refs/heads/main"})
+        answer = requests.post(
+            f"{stack.api_url}/v1/runs/open",
+            headers={"Authorization": stack.token},
+            timeout=60,
+            json={"project": project, "run_id": run_id, "total": 2, "commit": "a" * 40, "ref": "refs/heads/main"},
+        )
     finally:
         undo()
     assert answer.status_code == 503 and answer.headers["Retry-After"] == "5", answer.text
-    assert answer.json() == {"error": "the aggregator's storage is busy (ThrottlingException on PutItem): send the "
-                                      "request again in a few seconds"}
-    again = requests.post(f"{stack.api_url}/v1/runs/open", headers={"Authorization": stack.token}, timeout=60,
-                          json={"project": project, "run_id": run_id, "total": 2, "commit": "a" * 40,
-                                "ref": "refs/heads/main"})
+    assert answer.json() == {
+        "error": "the aggregator's storage is busy (ThrottlingException on PutItem): send the "
+        "request again in a few seconds"
+    }
+    again = requests.post(
+        f"{stack.api_url}/v1/runs/open",
+        headers={"Authorization": stack.token},
+        timeout=60,
+        json={"project": project, "run_id": run_id, "total": 2, "commit": "a" * 40, "ref": "refs/heads/main"},
+    )
     assert again.status_code == 200, again.text

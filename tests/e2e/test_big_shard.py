@@ -24,23 +24,54 @@ def test_a_shard_page_over_lambdas_answer_comes_from_s3_and_the_client_lists_eve
     project, run_id = f"acme/big-{uuid.uuid4().hex[:6]}", "run-1"
     names = [f"tests/test_{'long_module_name_' * 3}{i // 100}.py::test_case_number_{i}" for i in range(BENCHMARKS)]
     data = bundle(4242, names, filler_lines=1)
-    grant = requests.post(f"{stack.api_url}/v1/uploads", json=upload_request(project, run_id, "1", data, total=2),
-                          headers={"Authorization": stack.token}, timeout=30)
+    grant = requests.post(
+        f"{stack.api_url}/v1/uploads",
+        json=upload_request(project, run_id, "1", data, total=2),
+        headers={"Authorization": stack.token},
+        timeout=30,
+    )
     put(grant.json(), data)
-    report = wait_for(lambda: (r := _get(stack, f"/v1/runs/{project}/{run_id}").json()).get("arrived") == 1 and r, timeout=120)
+    report = wait_for(
+        lambda: (r := _get(stack, f"/v1/runs/{project}/{run_id}").json()).get("arrived") == 1 and r, timeout=120
+    )
     assert report["counts"]["measured"] == BENCHMARKS and len(json.dumps(report)) < 20_000
 
     for encoding in ("gzip, deflate", "identity"):  # gzipped, it would fit; plain, it was a 500
-        page = requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}?shard=1", allow_redirects=False, timeout=60,
-                            headers={"Authorization": stack.token, "Accept-Encoding": encoding})
+        page = requests.get(
+            f"{stack.api_url}/v1/runs/{project}/{run_id}?shard=1",
+            allow_redirects=False,
+            timeout=60,
+            headers={"Authorization": stack.token, "Accept-Encoding": encoding},
+        )
         assert page.status_code == 303 and "X-Amz-Signature=" in page.headers["Location"], page.text[:300]
     followed = requests.get(page.headers["Location"], timeout=60)
     assert len(followed.content) > 6 * 1024 * 1024 and len(followed.json()["benchmarks"]) == BENCHMARKS
 
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB", "BUILDKITE"))},
-           "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": stack.token}
-    shown = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "status", "--format", "json", "--benchmarks",
-                            "--project", project, "--run-id", run_id, "--commit", "a" * 40],
-                           env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB", "BUILDKITE"))},
+        "CODSPEED_AGGREGATOR_URL": stack.api_url,
+        "CODSPEED_AGGREGATOR_TOKEN": stack.token,
+    }
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codspeed_client.cli",
+            "status",
+            "--format",
+            "json",
+            "--benchmarks",
+            "--project",
+            project,
+            "--run-id",
+            run_id,
+            "--commit",
+            "a" * 40,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     assert sorted(b["name"] for b in json.loads(shown.stdout)["benchmarks"]) == sorted(names)

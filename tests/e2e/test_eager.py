@@ -18,8 +18,24 @@ from tests.factories import wait_for
 
 
 def _push(stack, run_id: str, shard: int, folder, ref: str) -> None:
-    pushed = _run(stack, "push", "--shard", f"{shard}/4", "--profile-folder", str(folder), "--project", PROJECT,
-                  "--run-id", run_id, "--commit", "e" * 40, "--ref", ref, "--base-ref", "main")
+    pushed = _run(
+        stack,
+        "push",
+        "--shard",
+        f"{shard}/4",
+        "--profile-folder",
+        str(folder),
+        "--project",
+        PROJECT,
+        "--run-id",
+        run_id,
+        "--commit",
+        "e" * 40,
+        "--ref",
+        ref,
+        "--base-ref",
+        "main",
+    )
     assert pushed.returncode == 0, pushed.stderr
 
 
@@ -29,18 +45,35 @@ def _folder(tmp_path, shard: int, cost: int = 1000):
 
 
 def _upstream(stack, run_id: str) -> list[str]:
-    return [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in stack.upstream.uploads(run_id)]
+    return [
+        json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in stack.upstream.uploads(run_id)
+    ]
 
 
 def _deliver_again(stack, project: str, run_id: str, shard: int) -> None:
     """S3's event of a shard's bundle, sent to the arrivals queue a second time (S3 delivers at least once)."""
     s3 = client("s3")
-    [key] = [o["Key"] for o in s3.list_objects_v2(Bucket=stack.resources.bucket, Prefix=run_bundles_prefix(project, run_id))
-             ["Contents"] if f"/{shard}/" in o["Key"]]
+    [key] = [
+        o["Key"]
+        for o in s3.list_objects_v2(Bucket=stack.resources.bucket, Prefix=run_bundles_prefix(project, run_id))[
+            "Contents"
+        ]
+        if f"/{shard}/" in o["Key"]
+    ]
     head = s3.head_object(Bucket=stack.resources.bucket, Key=key)
-    event = {"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
-                          "s3": {"bucket": {"name": stack.resources.bucket},
-                                 "object": {"key": quote_plus(key), "size": head["ContentLength"], "versionId": head["VersionId"]}}}]}
+    event = {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "eventName": "ObjectCreated:Put",
+                "s3": {
+                    "bucket": {"name": stack.resources.bucket},
+                    "object": {"key": quote_plus(key), "size": head["ContentLength"], "versionId": head["VersionId"]},
+                },
+            }
+        ]
+    }
     client("sqs").send_message(QueueUrl=stack.resources.arrivals_queue_url, MessageBody=json.dumps(event))
 
 
@@ -56,20 +89,28 @@ def test_each_shard_is_upstream_before_the_next_is_pushed_and_every_benchmark_on
     for count, shard in enumerate((1, 2), start=1):
         pushed_at = time.monotonic()
         _push(stack, run_id, shard, _folder(tmp_path, shard, 1100), ref)
-        wait_for(lambda: len(_upstream(stack, run_id)) == count, timeout=30)  # before the next shard is pushed
+        wait_for(
+            lambda count=count: len(_upstream(stack, run_id)) == count, timeout=30
+        )  # before the next shard is pushed
         waited.append(time.monotonic() - pushed_at)
     _push(stack, run_id, 2, _folder(tmp_path, 2, 1200), ref)  # shard 2's job re-run
     wait_for(lambda: len(_upstream(stack, run_id)) == 3, timeout=30)
     _push(stack, run_id, 3, _folder(tmp_path, 3, 1100), ref)
     wait_for(lambda: len(_upstream(stack, run_id)) == 4, timeout=30)
     _deliver_again(stack, PROJECT, run_id, 3)
-    wait_for(lambda: any(s["name"] == "3" and s["upstream"] for s in _report(stack, PROJECT, run_id)["shards"]), timeout=30)
+    wait_for(
+        lambda: any(s["name"] == "3" and s["upstream"] for s in _report(stack, PROJECT, run_id)["shards"]), timeout=30
+    )
     closed = _run(stack, "close", "--skip", "4", "--project", PROJECT, "--run-id", run_id)
     assert closed.returncode == 0, closed.stderr
     final = _final(stack, PROJECT, run_id)
     assert final["state"] == "forwarded", final
     assert {s["name"]: (s["state"], s["upstream"]) for s in final["shards"]} == {
-        "1": ("arrived", True), "2": ("arrived", True), "3": ("arrived", True), "4": ("carried", False)}
+        "1": ("arrived", True),
+        "2": ("arrived", True),
+        "3": ("arrived", True),
+        "4": ("carried", False),
+    }
     ids = [pushed_part_id(str(s), "valgrind") for s in (1, 2, 2, 3)]
     assert _upstream(stack, run_id) == ids  # the re-run replaced its part; the skipped one is left to CodSpeed
     assert not stack.upstream.benchmarks_twice(PROJECT)
@@ -88,21 +129,32 @@ def test_a_runner_jobs_part_is_upstream_before_the_next_job_exists_byte_for_byte
     workflow, sent = str(9_300_000_000 + uuid.uuid4().int % 1_000_000), []
     for shard in (1, 2):
         archive = runner.folder_archive(runner.valgrind_folder(7000 + shard, [f"bytes::s{shard}"]), gzipped=True)
-        part = runner.github_run_part(workflow, "bench", "valgrind", matrix={"shard": shard, "note": "Zürich ✓"},
-                                      job_index=shard - 1, job_total=2)
-        meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit="f" * 40,
-                               run_part=part)
+        part = runner.github_run_part(
+            workflow, "bench", "valgrind", matrix={"shard": shard, "note": "Zürich ✓"}, job_index=shard - 1, job_total=2
+        )
+        meta = runner.metadata(
+            archive, executor="valgrind", owner=owner, repository=repository, commit="f" * 40, run_part=part
+        )
         pushed_at = time.monotonic()
         up = runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
         assert up.post.status_code == 200 and up.put.status_code == 200, up.post.text
         assert b"Z\xc3\xbcrich \xe2\x9c\x93" in up.body  # as the runner writes it, not \u-escaped
-        [held] = wait_for(lambda p=part["runPartId"]: [u for u in stack.upstream.uploads(workflow)
-                                                       if json.loads((u / "metadata.json").read_text())["runPart"]
-                                                       ["runPartId"] == p and (u / "archive.tar.gz").exists()], timeout=30)
+        [held] = wait_for(
+            lambda p=part["runPartId"]: [
+                u
+                for u in stack.upstream.uploads(workflow)
+                if json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] == p
+                and (u / "archive.tar.gz").exists()
+            ],
+            timeout=30,
+        )
         sent.append(time.monotonic() - pushed_at)
         assert (held / "post-body.json").read_bytes() == up.body
         assert (held / "archive.tar.gz").read_bytes() == archive
-        assert json.loads((held / "post-headers.json").read_text())["User-Agent"] == f"codspeed-runner/{runner.RUNNER_VERSION}"
+        assert (
+            json.loads((held / "post-headers.json").read_text())["User-Agent"]
+            == f"codspeed-runner/{runner.RUNNER_VERSION}"
+        )
         assert len(stack.upstream.uploads(workflow)) == shard  # the next job has not run yet
     report = _final(stack, PROJECT, workflow)
     assert report["state"] == "forwarded" and report["arrived"] == 2 and len(stack.upstream.uploads(workflow)) == 2
@@ -120,21 +172,27 @@ def test_a_jobs_oidc_token_goes_upstream_with_its_part_while_it_is_valid(stack, 
 
     def job(shard: int, token: str) -> runner.Upload:
         archive = runner.folder_archive(runner.valgrind_folder(7100 + shard, [f"oidc::s{shard}"]), gzipped=True)
-        part = runner.github_run_part(workflow, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1,
-                                      job_total=2)
-        meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit="a" * 40,
-                               run_part=part)
+        part = runner.github_run_part(
+            workflow, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1, job_total=2
+        )
+        meta = runner.metadata(
+            archive, executor="valgrind", owner=owner, repository=repository, commit="a" * 40, run_part=part
+        )
         up = runner.upload(stack.api_url, runner.Upload(meta, archive, token=token))
         assert up.post.status_code == 200 and up.put.status_code == 200, up.post.text
         return up
 
     valid = oidc_issuer.token(PROJECT)
     job(1, valid)
-    [first] = wait_for(lambda: [u for u in stack.upstream.uploads(workflow) if (u / "archive.tar.gz").exists()], timeout=30)
+    [first] = wait_for(
+        lambda: [u for u in stack.upstream.uploads(workflow) if (u / "archive.tar.gz").exists()], timeout=30
+    )
     assert json.loads((first / "post-headers.json").read_text())["Authorization"] == valid
     short = oidc_issuer.token(PROJECT, expires_in=45)  # good for its POST here, not past the send's minute of margin
     job(2, short)
-    wait_for(lambda: len([u for u in stack.upstream.uploads(workflow) if (u / "archive.tar.gz").exists()]) == 2, timeout=30)
+    wait_for(
+        lambda: len([u for u in stack.upstream.uploads(workflow) if (u / "archive.tar.gz").exists()]) == 2, timeout=30
+    )
     second = stack.upstream.uploads(workflow)[-1]
     assert json.loads((second / "post-headers.json").read_text())["Authorization"] == stack.upstream.token
     assert _final(stack, PROJECT, workflow)["state"] == "forwarded"
@@ -153,10 +211,22 @@ def test_push_ends_once_its_shards_part_is_upstream_and_a_wait_that_runs_out_is_
     [part] = stack.upstream.uploads(run_id)  # upstream already when push returned: no waiting here
     assert answer["upstream"]["run_id"] == part.name  # the stand-in answers each POST with its upload's folder as runId
     stack.upstream.failures.extend([503] * 3)  # the next send fails (its message is retried a minute later)
-    late = _run(stack, "push", "--shard", "2/2", "--profile-folder", str(_folder(tmp_path, 2)), "--wait-upstream", "1.5",
-                *common)
+    late = _run(
+        stack,
+        "push",
+        "--shard",
+        "2/2",
+        "--profile-folder",
+        str(_folder(tmp_path, 2)),
+        "--wait-upstream",
+        "1.5",
+        *common,
+    )
     assert late.returncode == 0, late.stderr
-    assert "::warning title=codspeed-client::shard 2 of run " in late.stderr and "was not upstream within 1.5 s" in late.stderr
+    assert (
+        "::warning title=codspeed-client::shard 2 of run " in late.stderr
+        and "was not upstream within 1.5 s" in late.stderr
+    )
     assert "upstream: its part" not in late.stdout and "pushed shard 2 of 2" in late.stdout
     del stack.upstream.failures[:]
 
@@ -166,8 +236,22 @@ def test_a_run_across_two_workflows_goes_upstream_as_one_codspeed_run_each_bench
     lands, all under the run's one upstream run id, so CodSpeed combines them as one run's parts."""
     run_id = f"across-{uuid.uuid4().hex[:8]}"
     for shard in (1, 2):  # each the job of a workflow of its own, on one commit and ref
-        pushed = _run(stack, "push", "--shard", f"{shard}/2", "--profile-folder", str(_folder(tmp_path, shard)),
-                      "--project", PROJECT, "--run-id", run_id, "--commit", "d" * 40, "--ref", "refs/heads/across")
+        pushed = _run(
+            stack,
+            "push",
+            "--shard",
+            f"{shard}/2",
+            "--profile-folder",
+            str(_folder(tmp_path, shard)),
+            "--project",
+            PROJECT,
+            "--run-id",
+            run_id,
+            "--commit",
+            "d" * 40,
+            "--ref",
+            "refs/heads/across",
+        )
         assert pushed.returncode == 0, pushed.stderr
     assert _final(stack, PROJECT, run_id)["state"] == "forwarded"
     [parts] = [p for (project, run), p in stack.upstream.combined(PROJECT).items() if run == run_id]
@@ -186,10 +270,13 @@ def test_a_runner_post_as_large_as_the_api_takes_is_kept_and_forwarded_byte_for_
     workflow = str(9_600_000_000 + uuid.uuid4().int % 1_000_000)
     archive = runner.folder_archive(runner.valgrind_folder(7400, ["big::post"]), gzipped=True)
     part = runner.github_run_part(workflow, "bench", "valgrind")
-    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit="9" * 40,
-                           run_part=part)
+    meta = runner.metadata(
+        archive, executor="valgrind", owner=owner, repository=repository, commit="9" * 40, run_part=part
+    )
     meta["laterField"] = "x" * (MAX_BODY - len(runner.body_of(meta)) - 20)  # a field of a later runner: kept as it is
     up = runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
     assert up.post.status_code == 200 and MAX_BODY - 100 < len(up.body) <= MAX_BODY, (up.post.text, len(up.body))
-    [held] = wait_for(lambda: [u for u in stack.upstream.uploads(workflow) if (u / "archive.tar.gz").exists()], timeout=30)
+    [held] = wait_for(
+        lambda: [u for u in stack.upstream.uploads(workflow) if (u / "archive.tar.gz").exists()], timeout=30
+    )
     assert (held / "post-body.json").read_bytes() == up.body

@@ -39,18 +39,38 @@ def _folders(tmp_path: Path) -> dict[tuple[str, int], Path]:
         folder = tmp_path / f"walltime-{shard}"
         for name, data in whole.items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_bytes(json.dumps({**measured, "benchmarks": [benchmark]}).encode()
-                                        if name == results else data)
+            (folder / name).write_bytes(
+                json.dumps({**measured, "benchmarks": [benchmark]}).encode() if name == results else data
+            )
         folders["walltime", shard] = folder
     return folders
 
 
 def _push(stack, project: str, run_id: str, shard: int, folder: Path) -> subprocess.Popen:
     env = {"PATH": "/usr/bin:/bin", "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": stack.token}
-    return subprocess.Popen([sys.executable, "-m", "codspeed_client.cli", "push", "--shard", f"{shard}/3",
-                             "--profile-folder", str(folder), "--project", project, "--run-id", run_id,
-                             "--commit", COMMIT, "--json"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "codspeed_client.cli",
+            "push",
+            "--shard",
+            f"{shard}/3",
+            "--profile-folder",
+            str(folder),
+            "--project",
+            project,
+            "--run-id",
+            run_id,
+            "--commit",
+            COMMIT,
+            "--json",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _pushed(process: subprocess.Popen) -> dict:
@@ -60,7 +80,9 @@ def _pushed(process: subprocess.Popen) -> dict:
 
 
 def _report(stack, project: str, run_id: str) -> dict:
-    return requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", headers={"Authorization": TOKEN}, timeout=10).json()
+    return requests.get(
+        f"{stack.api_url}/v1/runs/{project}/{run_id}", headers={"Authorization": TOKEN}, timeout=10
+    ).json()
 
 
 def _final(stack, project: str, run_id: str) -> dict:
@@ -84,29 +106,40 @@ def _benchmarks(held: dict) -> dict[str, list[str]]:
 
 
 def test_two_executors_pushed_at_once_under_one_name_are_six_shards_and_each_benchmark_reaches_the_upstream_once(
-        stack, project, run_id, tmp_path):
+    stack, project, run_id, tmp_path
+):
     folders = _folders(tmp_path)
-    pushes = [_push(stack, project, run_id, shard, folder) for (_, shard), folder in sorted(folders.items(),
-                                                                                           key=lambda f: f[0][1])]
+    pushes = [
+        _push(stack, project, run_id, shard, folder)
+        for (_, shard), folder in sorted(folders.items(), key=lambda f: f[0][1])
+    ]
     answers = [_pushed(p) for p in pushes]
     assert {a["run_id"] for a in answers} == {run_id}
 
     final = _final(stack, project, run_id)
     assert final["state"] == "forwarded" and final["arrived"] == 6
     shards = {s["name"]: (s["executor"], s.get("display")) for s in final["shards"]}
-    assert shards == {"1": ("valgrind", None), "2": ("valgrind", None), "3": ("valgrind", None),
-                      "1~walltime": ("walltime", "1 (walltime)"), "2~walltime": ("walltime", "2 (walltime)"),
-                      "3~walltime": ("walltime", "3 (walltime)")}
+    assert shards == {
+        "1": ("valgrind", None),
+        "2": ("valgrind", None),
+        "3": ("valgrind", None),
+        "1~walltime": ("walltime", "1 (walltime)"),
+        "2~walltime": ("walltime", "2 (walltime)"),
+        "3~walltime": ("walltime", "3 (walltime)"),
+    }
     three = ["test_fib_10", "test_sorted", "test_sum"]
     assert _benchmarks(_held(stack, project, run_id)) == {"valgrind": three, "walltime": three}
-    part_ids = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"]
-                      for u in stack.upstream.uploads(run_id))
+    part_ids = sorted(
+        json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in stack.upstream.uploads(run_id)
+    )
     assert part_ids == ['codspeed-shard-aggregator-{"aggregated-pushed-part":1,"executor":"valgrind"}'] + [
-        f'codspeed-shard-aggregator-{{"aggregated-shard":"{i}","executor":"walltime"}}' for i in (1, 2, 3)]
+        f'codspeed-shard-aggregator-{{"aggregated-shard":"{i}","executor":"walltime"}}' for i in (1, 2, 3)
+    ]
 
 
 def test_a_second_executor_pushed_after_the_first_was_forwarded_is_one_next_attempt_that_sends_only_its_shards(
-        stack, project, run_id, tmp_path):
+    stack, project, run_id, tmp_path
+):
     folders = _folders(tmp_path)
     for shard in (1, 2, 3):
         _pushed(_push(stack, project, run_id, shard, folders["valgrind", shard]))
@@ -122,7 +155,6 @@ def test_a_second_executor_pushed_after_the_first_was_forwarded_is_one_next_atte
     assert len(stack.upstream.uploads(run_id)) == 4  # the valgrind part once, then each walltime shard once
 
 
-
 def test_in_eager_mode_each_executors_shard_goes_as_its_own_part_and_never_replaces_the_others(stack, run_id, tmp_path):
     folders = _folders(tmp_path)
     for (_, shard), folder in sorted(folders.items(), key=lambda f: (f[0][1], f[0][0])):  # both shard 1s first
@@ -130,11 +162,15 @@ def test_in_eager_mode_each_executors_shard_goes_as_its_own_part_and_never_repla
     final = _final(stack, EAGER_PROJECT, run_id)
     assert final["state"] == "forwarded" and final["arrived"] == 6
     assert {s["name"]: s["state"] for s in final["shards"]} == dict.fromkeys(
-        ["1", "2", "3", "1~walltime", "2~walltime", "3~walltime"], "arrived")
+        ["1", "2", "3", "1~walltime", "2~walltime", "3~walltime"], "arrived"
+    )
     three = ["test_fib_10", "test_sorted", "test_sum"]
     assert _benchmarks(_held(stack, EAGER_PROJECT, run_id)) == {"valgrind": three, "walltime": three}
-    part_ids = [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in stack.upstream.uploads(run_id)]
+    part_ids = [
+        json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in stack.upstream.uploads(run_id)
+    ]
     # one upload each, under the shard's name and its executor: the two shard 1s are two parts
     assert sorted(part_ids) == sorted(
         [f'codspeed-shard-aggregator-{{"aggregated-shard":"{i}","executor":"valgrind"}}' for i in (1, 2, 3)]
-        + [f'codspeed-shard-aggregator-{{"aggregated-shard":"{i}","executor":"walltime"}}' for i in (1, 2, 3)])
+        + [f'codspeed-shard-aggregator-{{"aggregated-shard":"{i}","executor":"walltime"}}' for i in (1, 2, 3)]
+    )

@@ -21,22 +21,40 @@ pytestmark = pytest.mark.slow  # over 10 s each on a 2-core machine: left out of
 
 @pytest.mark.parametrize("mode, deadline", [("one-upload", 4), (None, 20)])  # parts, the default: upstream well before
 def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_path, mode, deadline):
-    with local_aggregator("--token", "deadline-token", "--deadline", str(deadline), "--upstream-dir",
-                          str(tmp_path / "upstream"), *(("--forward-mode", mode) if mode else ())) as stack:
+    with local_aggregator(
+        "--token",
+        "deadline-token",
+        "--deadline",
+        str(deadline),
+        "--upstream-dir",
+        str(tmp_path / "upstream"),
+        *(("--forward-mode", mode) if mode else ()),
+    ) as stack:
         env = {**os.environ, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": "deadline-token"}
         common = ["--project", "acme/deadline", "--run-id", "d1", "--commit", "d" * 40]
         folder = make_profile_folder(tmp_path / "shard", 99, ["t::deadline"])
         client = [sys.executable, "-m", "codspeed_client.cli"]
-        pushed = subprocess.run([*client, "push", "--shard", "1/2", "--profile-folder", str(folder), *common],
-                                env=env, capture_output=True, text=True, timeout=60)
+        pushed = subprocess.run(
+            [*client, "push", "--shard", "1/2", "--profile-folder", str(folder), *common],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert pushed.returncode == 0, pushed.stderr
         if mode is None:  # the parts mode: upstream while the run is still open
             wait_for(lambda: list((tmp_path / "upstream").glob("*/archive.tar.gz")), timeout=deadline / 2)
-            state = requests.get(f"{stack.api_url}/v1/runs/acme/deadline/d1", headers={"Authorization": "deadline-token"},
-                                 timeout=10).json()["state"]
+            state = requests.get(
+                f"{stack.api_url}/v1/runs/acme/deadline/d1", headers={"Authorization": "deadline-token"}, timeout=10
+            ).json()["state"]
             assert state == "open"
-        waited = subprocess.run([*client, "status", "--wait", "--timeout", "60", "--interval", "0.5", *common],
-                                env=env, capture_output=True, text=True, timeout=90)
+        waited = subprocess.run(
+            [*client, "status", "--wait", "--timeout", "60", "--interval", "0.5", *common],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         assert waited.returncode == 11, waited.stdout + waited.stderr
         assert "forwarded, 1/2 shards in" in waited.stdout and "2: missing" in waited.stdout
         assert len(list((tmp_path / "upstream").glob("*/archive.tar.gz"))) == 1
@@ -46,9 +64,13 @@ def test_a_run_past_its_deadline_is_closed_and_its_absent_shard_is_missing(tmp_p
 def test_ctrl_c_stops_it_even_started_in_the_background_of_a_script():
     """A shell script's ``cmd &`` starts it with SIGINT ignored, where Python sets no handler of
     its own: Ctrl-C (or the SIGINT a test sends) stops it all the same, and at once."""
-    process = subprocess.Popen([sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         for line in process.stdout:
             if line.startswith("Ctrl-C"):
@@ -70,21 +92,40 @@ def test_started_with_no_mode_a_runner_jobs_part_is_upstream_before_the_next_job
         seconds = []
         for shard in (1, 2):
             archive = runner.folder_archive(runner.valgrind_folder(7200 + shard, [f"local::s{shard}"]), gzipped=True)
-            part = runner.github_run_part("9500000001", "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1,
-                                          job_total=2)
-            meta = runner.metadata(archive, executor="valgrind", owner="acme", repository="local-parts",
-                                   commit="b" * 40, run_part=part)
+            part = runner.github_run_part(
+                "9500000001", "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1, job_total=2
+            )
+            meta = runner.metadata(
+                archive, executor="valgrind", owner="acme", repository="local-parts", commit="b" * 40, run_part=part
+            )
             sent_at = time.monotonic()
             up = runner.upload(stack.api_url, runner.Upload(meta, archive, token="parts-token"))
             assert up.post.status_code == 200 and up.put.status_code == 200, up.post.text
-            held = wait_for(lambda b=up.body: [f for f in upstream.glob("*/post-body.json")
-                                               if f.read_bytes() == b and (f.parent / "archive.tar.gz").exists()], timeout=30)
+            held = wait_for(
+                lambda b=up.body: [
+                    f
+                    for f in upstream.glob("*/post-body.json")
+                    if f.read_bytes() == b and (f.parent / "archive.tar.gz").exists()
+                ],
+                timeout=30,
+            )
             seconds.append(time.monotonic() - sent_at)
             assert (held[0].parent / "archive.tar.gz").read_bytes() == archive
             assert len(list(upstream.glob("*/archive.tar.gz"))) == shard  # before the next job exists
-        report = wait_for(lambda: (r := requests.get(f"{stack.api_url}/v1/runs/acme/local-parts/9500000001",
-                                                      headers={"Authorization": "parts-token"}, timeout=10).json())
-                          .get("state") == "forwarded" and r, timeout=60)
+        report = wait_for(
+            lambda: (
+                (
+                    r := requests.get(
+                        f"{stack.api_url}/v1/runs/acme/local-parts/9500000001",
+                        headers={"Authorization": "parts-token"},
+                        timeout=10,
+                    ).json()
+                ).get("state")
+                == "forwarded"
+                and r
+            ),
+            timeout=60,
+        )
         assert [s["upstream"] for s in report["shards"]] == [True, True] and max(seconds) < 10, (report, seconds)
         print(f"seconds from a job's upload to its part upstream: {', '.join(f'{s:.2f}' for s in seconds)}")
 
@@ -99,12 +140,22 @@ def test_started_with_no_mode_a_forks_tokenless_job_goes_upstream_as_it_came_wit
     with local_aggregator("--token", "fork-token", "--upstream-dir", str(upstream), env=env) as stack:
         archive = runner.folder_archive(runner.valgrind_folder(7300, ["fork::s1"]), gzipped=True)
         part = runner.github_run_part("9500000002", "bench", "valgrind", matrix={"shard": 1}, job_index=0, job_total=1)
-        meta = runner.metadata(archive, executor="valgrind", owner="acme", repository="fork-parts", commit="c" * 40,
-                               run_part=part, tokenless=True, event="pull_request", ref="refs/pull/5/merge",
-                               base_ref="main")
+        meta = runner.metadata(
+            archive,
+            executor="valgrind",
+            owner="acme",
+            repository="fork-parts",
+            commit="c" * 40,
+            run_part=part,
+            tokenless=True,
+            event="pull_request",
+            ref="refs/pull/5/merge",
+            base_ref="main",
+        )
         up = runner.upload(stack.api_url, runner.Upload(meta, archive, token=None))
         assert up.post.status_code == 200 and up.put.status_code == 200, up.post.text
-        [body] = wait_for(lambda: [f for f in upstream.glob("*/post-body.json") if (f.parent / "archive.tar.gz").exists()],
-                          timeout=30)
+        [body] = wait_for(
+            lambda: [f for f in upstream.glob("*/post-body.json") if (f.parent / "archive.tar.gz").exists()], timeout=30
+        )
         assert body.read_bytes() == up.body and (body.parent / "archive.tar.gz").read_bytes() == archive
         assert "Authorization" not in json.loads((body.parent / "post-headers.json").read_text())

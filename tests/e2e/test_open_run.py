@@ -19,7 +19,8 @@ def _states(report: dict) -> dict[str, str]:
 
 
 def test_a_run_opened_with_a_skip_shows_every_shard_before_any_push_and_is_forwarded_when_the_others_are_in(
-        stack, project, tmp_path):
+    stack, project, tmp_path
+):
     folders = _folders(tmp_path, 4)
     main_run, pr_run = f"open-main-{os.getpid()}", f"open-pr-{os.getpid()}"
     main = ["--project", project, "--run-id", main_run, *MAIN]
@@ -30,20 +31,28 @@ def test_a_run_opened_with_a_skip_shows_every_shard_before_any_push_and_is_forwa
     pr = ["--project", project, "--run-id", pr_run, *PR]
     opened = _run(stack, "open", "--shards", "4", "--skip", "3", *pr)
     assert opened.returncode == 0, opened.stderr
-    assert opened.stdout.strip() == f"run {pr_run} ({project}): open: opened: 4 shards expected, 1 skipped (carried from the baseline run)"
+    assert (
+        opened.stdout.strip()
+        == f"run {pr_run} ({project}): open: opened: 4 shards expected, 1 skipped (carried from the baseline run)"
+    )
     before = _report(stack, project, pr_run)
     assert _states(before) == {"1": "expected", "2": "expected", "3": "skipped", "4": "expected"}
     assert before["arrived"] == 0 and before["counts"]["running"] == 9 and before["counts"]["carried"] == 3
-    assert {s["name"]: s["reason"] for s in before["shards"]}["3"].startswith("skipped on purpose when the run was opened")
+    assert {s["name"]: s["reason"] for s in before["shards"]}["3"].startswith(
+        "skipped on purpose when the run was opened"
+    )
 
     refused = _run(stack, "push", "--shard", "3/4", "--profile-folder", str(folders[2]), *pr)
-    assert refused.returncode == 5 and (
-        f"shard 3 was declared skipped when run {pr_run} of {project} was opened") in refused.stderr, refused.stderr
+    assert (
+        refused.returncode == 5
+        and (f"shard 3 was declared skipped when run {pr_run} of {project} was opened") in refused.stderr
+    ), refused.stderr
     again = _run(stack, "open", "--shards", "4", "--skip", "3", *pr)  # a CI re-run of the planning job
     assert again.returncode == 0 and "already open as declared" in again.stdout, again.stdout + again.stderr
     other = _run(stack, "open", "--shards", "4", *pr)
-    assert other.returncode == 5 and ("was opened expecting 4 shards, skipping 3; this open declares 4 shards, "
-                                      "skipping none" in other.stderr), other.stderr
+    assert other.returncode == 5 and (
+        "was opened expecting 4 shards, skipping 3; this open declares 4 shards, skipping none" in other.stderr
+    ), other.stderr
     assert _report(stack, project, pr_run)["version"] == before["version"]  # refused: nothing changed
 
     for i in (1, 2, 4):
@@ -54,7 +63,8 @@ def test_a_run_opened_with_a_skip_shows_every_shard_before_any_push_and_is_forwa
     assert carried["state"] == "carried" and carried["source"] == {"run_id": main_run, "commit": "1" * 40}
     [upload] = stack.upstream.uploads(pr_run)
     assert json.loads((upload / "metadata.json").read_text())["runPart"]["metadata"]["carriedShards"] == {
-        "3": {"runId": main_run, "commitHash": "1" * 40}}
+        "3": {"runId": main_run, "commitHash": "1" * 40}
+    }
     done = _run(stack, "open", "--shards", "4", "--skip", "3", *pr)
     assert done.returncode == 0 and "already forwarded: open changes nothing" in done.stdout, done.stdout + done.stderr
     assert len(stack.upstream.uploads(pr_run)) == 1
@@ -63,10 +73,15 @@ def test_a_run_opened_with_a_skip_shows_every_shard_before_any_push_and_is_forwa
 def test_open_refuses_what_it_cannot_declare_in_one_sentence(stack, project, run_id):
     common = ["--project", project, "--run-id", run_id, *PR]
     for args, says in [
-        ([], "say which shards the run has: --shards N (shards 1 to N) or --expect a,b,c, and --job NAME=N for each "
-             "job whose CodSpeed runner uploads to the aggregator"),
-        (["--job", "bench=2", "--skip", "1"], "--skip names shards of --shards or --expect: a job that does not run "
-                                              "is left out of --job"),
+        (
+            [],
+            "say which shards the run has: --shards N (shards 1 to N) or --expect a,b,c, and --job NAME=N for each "
+            "job whose CodSpeed runner uploads to the aggregator",
+        ),
+        (
+            ["--job", "bench=2", "--skip", "1"],
+            "--skip names shards of --shards or --expect: a job that does not run is left out of --job",
+        ),
         (["--job", "bench=0"], "--job 'bench=0': give a job's name, and how many of it run (NAME=N, N at least 1)"),
         (["--job", "bench", "--job", "bench=2"], "--job bench is given twice"),
         (["--shards", "2", "--expect", "a,b"], "say which shards the run has"),
@@ -84,7 +99,8 @@ def test_a_run_of_every_shard_skipped_with_nothing_to_carry_says_so_when_opened_
     assert opened.returncode == 0, opened.stderr
     assert opened.stdout.strip() == (
         f"run {run_id} ({project}): open: opened: 2 shards expected, all 2 skipped: no run of main was forwarded to "
-        "carry them from, so nothing is forwarded (closed_empty)")
+        "carry them from, so nothing is forwarded (closed_empty)"
+    )
     final = _final(stack, project, run_id)
     assert final["state"] == "closed_empty" and final["arrived"] == 0, final
     assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "skipped", "2": "skipped"}
@@ -97,29 +113,46 @@ def _runner_upload(stack, gh_run: str, project: str, job: str, index: int | None
     archive = runner.recorded(3 if index is None else index + 1)  # three recordings, a benchmark each
     matrix = {"matrix": {"shard": index}, "job_index": index, "job_total": total} if total else {}
     part = runner.github_run_part(gh_run, job, "valgrind", **matrix)
-    return runner.upload(stack.api_url, runner.Upload(runner.metadata(
-        archive, executor="valgrind", owner=owner, repository=repository, commit=MAIN[1], run_part=part), archive,
-        token=TOKEN))
+    return runner.upload(
+        stack.api_url,
+        runner.Upload(
+            runner.metadata(
+                archive, executor="valgrind", owner=owner, repository=repository, commit=MAIN[1], run_part=part
+            ),
+            archive,
+            token=TOKEN,
+        ),
+    )
 
 
 def test_a_codspeed_workflows_jobs_declared_by_name_are_waited_for_and_another_job_is_refused(stack, project):
     gh_run = str(7_100_000_000 + os.getpid())
     opened = _run(stack, "open", "--job", "bench=2", "--job", "memory", "--project", project, "--run-id", gh_run, *MAIN)
     assert opened.returncode == 0, opened.stderr
-    assert opened.stdout.strip() == f"run {gh_run} ({project}): open: opened: 2 shards in job bench; 1 shard in job memory expected"
+    assert (
+        opened.stdout.strip()
+        == f"run {gh_run} ({project}): open: opened: 2 shards in job bench; 1 shard in job memory expected"
+    )
     declared = _report(stack, project, gh_run)
     assert declared["expected"] == 3 and [(s["name"], s["state"], s["display"]) for s in declared["shards"]] == [
-        ("job:bench", "expected", "bench: 2 of 2 to come"), ("job:memory", "expected", "memory: 1 of 1 to come")]
+        ("job:bench", "expected", "bench: 2 of 2 to come"),
+        ("job:memory", "expected", "memory: 1 of 1 to come"),
+    ]
 
     assert _runner_upload(stack, gh_run, project, "memory").put.status_code == 200  # a group of one, complete alone
     arrived = wait_for(lambda: (r := _report(stack, project, gh_run))["arrived"] == 1 and r)
     assert arrived["state"] == "open"  # undeclared, the run would be forwarded now with one job of two in
-    assert [s["state"] for s in arrived["shards"]] == ["arrived", "expected"] and arrived["shards"][1]["name"] == "job:bench"
+    assert [s["state"] for s in arrived["shards"]] == ["arrived", "expected"] and arrived["shards"][1][
+        "name"
+    ] == "job:bench"
     before = arrived["version"]
     other = _runner_upload(stack, gh_run, project, "lint")
-    assert other.post.status_code == 409 and other.post.json() == {"error": (
-        f"job lint is not among what run {gh_run} of {project} was opened expecting (2 shards in job bench; "
-        "1 shard in job memory)")}, other.post.text
+    assert other.post.status_code == 409 and other.post.json() == {
+        "error": (
+            f"job lint is not among what run {gh_run} of {project} was opened expecting (2 shards in job bench; "
+            "1 shard in job memory)"
+        )
+    }, other.post.text
     assert _report(stack, project, gh_run)["version"] == before  # refused: nothing changed
 
     for index in (0, 1):
@@ -132,19 +165,67 @@ def test_a_codspeed_workflows_jobs_declared_by_name_are_waited_for_and_another_j
 def test_a_shard_carried_alone_beside_a_job_goes_under_its_own_run_part_not_the_jobs(stack, project, tmp_path):
     [folder] = _folders(tmp_path, 1, pid=777)
     main_run, gh_run = f"alone-main-{os.getpid()}", str(7_200_000_000 + os.getpid())
-    assert _run(stack, "push", "--shard", "1/1", "--profile-folder", str(folder), "--project", project, "--run-id",
-                main_run, *MAIN).returncode == 0
+    assert (
+        _run(
+            stack,
+            "push",
+            "--shard",
+            "1/1",
+            "--profile-folder",
+            str(folder),
+            "--project",
+            project,
+            "--run-id",
+            main_run,
+            *MAIN,
+        ).returncode
+        == 0
+    )
     assert _final(stack, project, main_run)["state"] == "forwarded"
 
-    opened = _run(stack, "open", "--shards", "1", "--skip", "1", "--job", "bench", "--project", project, "--run-id", gh_run,
-                  "--commit", MAIN[1], "--ref", "refs/heads/feature", "--base-ref", "main")
+    opened = _run(
+        stack,
+        "open",
+        "--shards",
+        "1",
+        "--skip",
+        "1",
+        "--job",
+        "bench",
+        "--project",
+        project,
+        "--run-id",
+        gh_run,
+        "--commit",
+        MAIN[1],
+        "--ref",
+        "refs/heads/feature",
+        "--base-ref",
+        "main",
+    )
     assert opened.returncode == 0, opened.stderr
     owner, repository = project.rsplit("/", 1)
     archive = runner.recorded(1)
     part = runner.github_run_part(gh_run, "bench", "valgrind")
-    assert runner.upload(stack.api_url, runner.Upload(runner.metadata(
-        archive, executor="valgrind", owner=owner, repository=repository, commit=MAIN[1], ref="refs/heads/feature",
-        run_part=part), archive, token=TOKEN)).put.status_code == 200
+    assert (
+        runner.upload(
+            stack.api_url,
+            runner.Upload(
+                runner.metadata(
+                    archive,
+                    executor="valgrind",
+                    owner=owner,
+                    repository=repository,
+                    commit=MAIN[1],
+                    ref="refs/heads/feature",
+                    run_part=part,
+                ),
+                archive,
+                token=TOKEN,
+            ),
+        ).put.status_code
+        == 200
+    )
     final = _final(stack, project, gh_run)
     assert final["state"] == "forwarded" and {s["state"] for s in final["shards"]} == {"arrived", "carried"}, final
     parts = stack.upstream.combined(project)[(project, gh_run)]  # as CodSpeed holds the run: the last of each runPartId
@@ -166,24 +247,51 @@ def test_a_gitlab_pipelines_runner_jobs_declared_by_name_count_in_the_run_of_the
 
     group, repository, commit = "platform/perf", f"engine-{uuid.uuid4().hex[:6]}", "4" * 40
     project, ref = f"{group}/{repository}", "refs/pull/3/merge"
-    planning_job = {**_env(stack), "GITLAB_CI": "true", "CI_PROJECT_PATH": project, "CI_PIPELINE_ID": "8812",
-                    "CI_COMMIT_SHA": commit, "CI_COMMIT_REF_NAME": "feature", "CI_JOB_NAME": "plan", "CI_JOB_ID": "990001",
-                    "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feature", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
-                    "CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "3"}
-    opened = subprocess.run([sys.executable, "-m", "codspeed_client.cli", "open", "--job", "bench=2", "--job", "lint"],
-                            env=planning_job, capture_output=True, text=True, timeout=120)
+    planning_job = {
+        **_env(stack),
+        "GITLAB_CI": "true",
+        "CI_PROJECT_PATH": project,
+        "CI_PIPELINE_ID": "8812",
+        "CI_COMMIT_SHA": commit,
+        "CI_COMMIT_REF_NAME": "feature",
+        "CI_JOB_NAME": "plan",
+        "CI_JOB_ID": "990001",
+        "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feature",
+        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+        "CI_PIPELINE_SOURCE": "merge_request_event",
+        "CI_MERGE_REQUEST_IID": "3",
+    }
+    opened = subprocess.run(
+        [sys.executable, "-m", "codspeed_client.cli", "open", "--job", "bench=2", "--job", "lint"],
+        env=planning_job,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     run_id = gitlab_run_id(commit, ref)
     assert opened.returncode == 0, opened.stdout + opened.stderr
-    assert opened.stdout.strip() == (f"run {run_id} ({project}): open: opened: 2 shards in job bench; 1 shard in job lint "
-                                     "expected")
+    assert opened.stdout.strip() == (
+        f"run {run_id} ({project}): open: opened: 2 shards in job bench; 1 shard in job lint expected"
+    )
 
     def job(name: str, pid: int):
         archive = runner.folder_archive(runner.valgrind_folder(pid, [f"{name}::b"]), gzipped=True)
         job_id = str(990_100 + pid)
-        meta = runner.metadata(archive, executor="valgrind", owner=group, repository=repository, commit=commit,
-                               run_part=runner.gitlab_run_part(job_id, name, "valgrind"), provider="GITLAB",
-                               environment="GITLAB_CI", ref=ref, head_ref="feature", base_ref="main",
-                               event="pull_request", gl_data={"runId": job_id, "job": name})
+        meta = runner.metadata(
+            archive,
+            executor="valgrind",
+            owner=group,
+            repository=repository,
+            commit=commit,
+            run_part=runner.gitlab_run_part(job_id, name, "valgrind"),
+            provider="GITLAB",
+            environment="GITLAB_CI",
+            ref=ref,
+            head_ref="feature",
+            base_ref="main",
+            event="pull_request",
+            gl_data={"runId": job_id, "job": name},
+        )
         return runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
 
     assert job("lint", 7001).put.status_code == 200
@@ -208,10 +316,25 @@ def test_a_refused_tokenless_upload_for_an_undeclared_job_changes_nothing(stack)
 
     def tokenless(job: str):
         archive = runner.recorded(1)
-        return runner.upload(stack.api_url, runner.Upload(runner.metadata(
-            archive, executor="valgrind", owner=owner, repository=repository, commit=PR[1], ref=PR[3],
-            base_ref="main", event="pull_request", tokenless=True,
-            run_part=runner.github_run_part(gh_run, job, "valgrind")), archive, token=None))
+        return runner.upload(
+            stack.api_url,
+            runner.Upload(
+                runner.metadata(
+                    archive,
+                    executor="valgrind",
+                    owner=owner,
+                    repository=repository,
+                    commit=PR[1],
+                    ref=PR[3],
+                    base_ref="main",
+                    event="pull_request",
+                    tokenless=True,
+                    run_part=runner.github_run_part(gh_run, job, "valgrind"),
+                ),
+                archive,
+                token=None,
+            ),
+        )
 
     before = footprint(stack, project, gh_run)
     refused = tokenless("lint")
@@ -231,7 +354,10 @@ def test_a_declared_run_refuses_an_undeclared_job_after_its_forward_too_and_open
     before = footprint(stack, project, gh_run)
     late = _runner_upload(stack, gh_run, project, "lint")
     assert late.post.status_code == 409, late.post.text
-    assert late.post.json()["error"] == f"job lint is not among what run {gh_run} of {project} was opened expecting (1 shard in job bench)"
+    assert (
+        late.post.json()["error"]
+        == f"job lint is not among what run {gh_run} of {project} was opened expecting (1 shard in job bench)"
+    )
     assert footprint(stack, project, gh_run) == before  # no attempt ~2, nothing else
     rerun = _runner_upload(stack, gh_run, project, "bench")  # a re-run of the declared job still opens the next attempt
     assert rerun.post.status_code == 200 and rerun.post.json()["runId"] == f"{gh_run}~2"

@@ -28,10 +28,17 @@ from tests.github_actions import OURS, ROOT, Event, Workflow
 from tests.gitlab_ci import GitLabCi, Pipeline
 from tests.local_process import local_aggregator
 
+pytestmark = pytest.mark.slow  # over 10 s each on a 2-core machine: left out of the quick loop (-m "not slow")
+
 PROJECT, TOKEN, SECRET = "oxc-project/oxc", "pr-life-token", "pr-life-webhook-secret"
-GITLAB_PIPELINE = re.findall(r"<!-- docs-check: gitlab -->\n```yaml\n(\.client:.*?)```",
-                             (ROOT / "docs" / "setup" / "gitlab.md").read_text(), re.S)
-README_WORKFLOW = re.findall(r"<!-- docs-check: workflow -->\n```yaml\n(on:.*?)```", (ROOT / "README.md").read_text(), re.S)
+GITLAB_PIPELINE = re.findall(
+    r"<!-- docs-check: gitlab -->\n```yaml\n(\.client:.*?)```",
+    (ROOT / "docs" / "setup" / "gitlab.md").read_text(),
+    re.S,
+)
+README_WORKFLOW = re.findall(
+    r"<!-- docs-check: workflow -->\n```yaml\n(on:.*?)```", (ROOT / "README.md").read_text(), re.S
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +59,20 @@ def gitlab():
 def aggregator(tmp_path_factory, github, gitlab):
     """``codspeed-aggregator local`` with pull-request comments on, against the fake GitHub and GitLab."""
     upstream = tmp_path_factory.mktemp("upstream")
-    env = {**os.environ, "PR_COMMENTS": "true", "COMMENT_SECONDS": "0", "GITHUB_API_URL": github.url, "TOKENLESS_PROJECTS": PROJECT,
-           "GITHUB_TOKEN": "gh-app-token", "COMMIT_STATUS": "true", "GITLAB_API_URL": gitlab.api_url, "GITLAB_TOKEN": "gl-token"}
-    with local_aggregator("--token", TOKEN, "--upstream-dir", str(upstream), "--webhook-secret", SECRET, env=env) as stack:
+    env = {
+        **os.environ,
+        "PR_COMMENTS": "true",
+        "COMMENT_SECONDS": "0",
+        "GITHUB_API_URL": github.url,
+        "TOKENLESS_PROJECTS": PROJECT,
+        "GITHUB_TOKEN": "gh-app-token",
+        "COMMIT_STATUS": "true",
+        "GITLAB_API_URL": gitlab.api_url,
+        "GITLAB_TOKEN": "gl-token",
+    }
+    with local_aggregator(
+        "--token", TOKEN, "--upstream-dir", str(upstream), "--webhook-secret", SECRET, env=env
+    ) as stack:
         yield stack.api_url, StubUpstream(upstream, None)
 
 
@@ -75,22 +93,22 @@ CODSPEED = """#!{python}
 import os, sys, zlib
 from pathlib import Path
 from codspeed_local.profiles import make_profile_folder
-
-pytestmark = pytest.mark.slow  # over 10 s each on a 2-core machine: left out of the quick loop (-m "not slow")
 args = sys.argv[1:]
 assert args[0] == "run" and "--skip-upload" in args, args
 folder = Path(args[args.index("--profile-folder") + 1])
 bench = Path(next(a for a in args[args.index("--") + 1:] if a.startswith("benches/")))
 if os.environ.get("BENCHMARKS_CRASH"):
     sys.exit("error: the benchmark process crashed (signal 11)")
-costs = {{f"{{bench}}/test_bench.py::{{n}}": int(c) for n, c in (l.split() for l in (bench / "costs.txt").read_text().splitlines())}}
+listed = (bench / "costs.txt").read_text().splitlines()
+costs = {{f"{{bench}}/test_bench.py::{{n}}": int(c) for n, c in (l.split() for l in listed)}}
 make_profile_folder(folder, 100 + zlib.crc32(str(bench).encode()) % 30000, sorted(costs), costs=costs)
 """
 
 
 PIP = """#!/bin/bash
 # the one package a job installs: this repository's client (pip's own download cannot reach GitHub here)
-[ "$1 $2" = "install codspeed-client @ git+https://github.com/acme/codspeed-shard-aggregator#subdirectory=client" ] || exit 1
+wanted="install codspeed-client @ git+https://github.com/acme/codspeed-shard-aggregator#subdirectory=client"
+[ "$1 $2" = "$wanted" ] || exit 1
 mkdir -p "$HOME/.local/bin" && ln -sf {client} "$HOME/.local/bin/codspeed-client"
 """
 
@@ -98,9 +116,12 @@ mkdir -p "$HOME/.local/bin" && ln -sf {client} "$HOME/.local/bin/codspeed-client
 def _tools(folder: Path) -> Path:
     """A folder for PATH: curl, pip, and the CodSpeed CLI the installer links as ``codspeed``."""
     folder.mkdir()
-    files = {"installer.sh": INSTALLER.format(codspeed=folder / "codspeed-cli"),
-             "curl": CURL.format(installer=folder / "installer.sh"), "codspeed-cli": CODSPEED.format(python=sys.executable),
-             "pip": PIP.format(client=Path(sys.executable).parent / "codspeed-client")}
+    files = {
+        "installer.sh": INSTALLER.format(codspeed=folder / "codspeed-cli"),
+        "curl": CURL.format(installer=folder / "installer.sh"),
+        "codspeed-cli": CODSPEED.format(python=sys.executable),
+        "pip": PIP.format(client=Path(sys.executable).parent / "codspeed-client"),
+    }
     for name, text in files.items():
         (folder / name).write_text(text)
         (folder / name).chmod(0o755)
@@ -128,8 +149,18 @@ class Repository:
     def merge(self, base: str, head: str, number: int) -> str:
         """GitHub's test merge commit of a pull request, ``refs/pull/N/merge``: ``base`` first."""
         self.git("checkout", "-q", "--detach", base)
-        self.git("-c", "user.email=gh@example.com", "-c", "user.name=GitHub", "merge", "-q", "--no-ff", "-m",
-                 f"Merge {head} into {base}", head)
+        self.git(
+            "-c",
+            "user.email=gh@example.com",
+            "-c",
+            "user.name=GitHub",
+            "merge",
+            "-q",
+            "--no-ff",
+            "-m",
+            f"Merge {head} into {base}",
+            head,
+        )
         sha = self.git("rev-parse", "HEAD")
         self.git("update-ref", f"refs/pull/{number}/merge", sha)
         self.git("checkout", "-q", "main")
@@ -139,30 +170,54 @@ class Repository:
         return self.git("branch", "--format=%(refname:short)").split()
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", "-C", str(self.path), *args], check=True, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(self.path), *args], check=True, capture_output=True, text=True
+        ).stdout.strip()
 
 
 def _pull_request(action: str, number: int, head: str, base: str, merge: str, fork: str | None = None) -> Event:
     """GitHub's pull_request event as its jobs get it: the payload, GITHUB_SHA the test merge commit."""
     repo = {"full_name": PROJECT}
-    payload = {"action": action, "number": number, "repository": repo,
-               "pull_request": {"number": number, "head": {"sha": head, "ref": "fix-linter", "repo": {"full_name": fork or PROJECT}},
-                                "base": {"sha": base, "ref": "main", "repo": repo}}}
+    payload = {
+        "action": action,
+        "number": number,
+        "repository": repo,
+        "pull_request": {
+            "number": number,
+            "head": {"sha": head, "ref": "fix-linter", "repo": {"full_name": fork or PROJECT}},
+            "base": {"sha": base, "ref": "main", "repo": repo},
+        },
+    }
     return Event("pull_request", payload, merge, f"refs/pull/{number}/merge", "fix-linter", "main")
 
 
 def _workflow_run_completed(api_url: str, run_id: int, attempt: int, head: str) -> None:
-    body = json.dumps({"action": "completed", "workflow_run": {"id": run_id, "run_attempt": attempt, "head_sha": head},
-                       "repository": {"full_name": PROJECT}}).encode()
-    answer = requests.post(f"{api_url}/webhooks/github", data=body, timeout=30, headers={
-        "Content-Type": "application/json", "X-GitHub-Event": "workflow_run",
-        "X-Hub-Signature-256": signature(github_webhook_secret(SECRET, PROJECT), body)})
+    body = json.dumps(
+        {
+            "action": "completed",
+            "workflow_run": {"id": run_id, "run_attempt": attempt, "head_sha": head},
+            "repository": {"full_name": PROJECT},
+        }
+    ).encode()
+    answer = requests.post(
+        f"{api_url}/webhooks/github",
+        data=body,
+        timeout=30,
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "workflow_run",
+            "X-Hub-Signature-256": signature(github_webhook_secret(SECRET, PROJECT), body),
+        },
+    )
     assert answer.status_code == 200, answer.text
 
 
 def _steps(job: str) -> list[dict]:
-    return [step for step in yaml.safe_load(README_WORKFLOW[0])["jobs"][job]["steps"] if "uses" in step and step["uses"] == OURS
-            or "run" in step]
+    return [
+        step
+        for step in yaml.safe_load(README_WORKFLOW[0])["jobs"][job]["steps"]
+        if "uses" in step and step["uses"] == OURS or "run" in step
+    ]
 
 
 def _results(jobs) -> dict:
@@ -181,8 +236,14 @@ def _forwards(upstream: StubUpstream, run_id: int) -> list[set[str]]:
 
 def _states(api_url: str, project: str, run_id: int, attempts: int) -> list[str | None]:
     """The state of the run's first ``attempts`` attempts (None: no such attempt)."""
-    answers = [requests.get(f"{api_url}/v1/runs/{project}/{run_id}{f'~{a}' if a > 1 else ''}",
-                            headers={"Authorization": TOKEN}, timeout=30) for a in range(1, attempts + 1)]
+    answers = [
+        requests.get(
+            f"{api_url}/v1/runs/{project}/{run_id}{f'~{a}' if a > 1 else ''}",
+            headers={"Authorization": TOKEN},
+            timeout=30,
+        )
+        for a in range(1, attempts + 1)
+    ]
     return [a.json()["state"] if a.status_code == 200 else None for a in answers]
 
 
@@ -191,8 +252,13 @@ COSTS = "test_{0}_small 1000\ntest_{0}_large 4000\n"
 SLOWER = "test_{0}_small 1300\ntest_{0}_large 5200\n"  # +30%
 
 
-OXC = {".codspeed/shards.toml": "".join(f'[shards.{s}]\npaths = ["crates/oxc_{s}/**", "benches/{s}/**"]\n' for s in SHARDS),
-       **{f"benches/{s}/costs.txt": COSTS.format(s) for s in SHARDS}, **{f"crates/oxc_{s}/src/lib.rs": f"// {s}\n" for s in SHARDS}}
+OXC = {
+    ".codspeed/shards.toml": "".join(
+        f'[shards.{s}]\npaths = ["crates/oxc_{s}/**", "benches/{s}/**"]\n' for s in SHARDS
+    ),
+    **{f"benches/{s}/costs.txt": COSTS.format(s) for s in SHARDS},
+    **{f"crates/oxc_{s}/src/lib.rs": f"// {s}\n" for s in SHARDS},
+}
 
 
 def benchmarks(*shards: str) -> set[str]:
@@ -204,18 +270,39 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
     assert len(README_WORKFLOW) == 1
     repo = Repository(tmp_path / "oxc", github)
     tools = _tools(tmp_path / "tools")
-    workflow = Workflow(README_WORKFLOW[0], PROJECT, repo.path, tmp_path / "jobs", vars={"CODSPEED_AGGREGATOR_URL": api_url},
-                        secrets={"CODSPEED_AGGREGATOR_TOKEN": TOKEN}, path=[tools])
+    workflow = Workflow(
+        README_WORKFLOW[0],
+        PROJECT,
+        repo.path,
+        tmp_path / "jobs",
+        vars={"CODSPEED_AGGREGATOR_URL": api_url},
+        secrets={"CODSPEED_AGGREGATOR_TOKEN": TOKEN},
+        path=[tools],
+    )
     root = repo.commit(OXC, "oxc")
 
     # main's run: every shard, forwarded as the baseline
-    main = workflow.run(1001, Event("push", {"ref": "refs/heads/main", "after": root, "repository": {"full_name": PROJECT}},
-                                    root, "refs/heads/main"))
+    main = workflow.run(
+        1001,
+        Event(
+            "push",
+            {"ref": "refs/heads/main", "after": root, "repository": {"full_name": PROJECT}},
+            root,
+            "refs/heads/main",
+        ),
+    )
     assert set(_results(main).values()) == {"success"}, [j.said for j in main]
 
     # the pull request branches from main (a slower linter, a parser change); main then moves under it (the minifier)
-    head1 = repo.commit({"crates/oxc_linter/src/lib.rs": "// linter, slower\n", "benches/linter/costs.txt": SLOWER.format("linter"),
-                         "crates/oxc_parser/src/lib.rs": "// parser, refactored\n"}, "slower linter", "fix-linter")
+    head1 = repo.commit(
+        {
+            "crates/oxc_linter/src/lib.rs": "// linter, slower\n",
+            "benches/linter/costs.txt": SLOWER.format("linter"),
+            "crates/oxc_parser/src/lib.rs": "// parser, refactored\n",
+        },
+        "slower linter",
+        "fix-linter",
+    )
     moved = repo.commit({"crates/oxc_minifier/src/lib.rs": "// minifier, changed on main\n"}, "main moves")
     github.pulls[7] = ("main", head1)
 
@@ -225,14 +312,22 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
     plan = next(j for j in first if j.name == "plan")
     assert (plan.outputs["shards"], plan.outputs["expect"]) == ("linter,parser", "linter,parser,minifier"), plan.said
     assert "skips minifier" in plan.said[0]  # main's change is not the pull request's
-    assert _results(first) == {("plan",): "success", ("benchmarks", "linter"): "failure",
-                               ("benchmarks", "parser"): "success", ("gate",): "failure"}
+    assert _results(first) == {
+        ("plan",): "success",
+        ("benchmarks", "linter"): "failure",
+        ("benchmarks", "parser"): "success",
+        ("gate",): "failure",
+    }
     _workflow_run_completed(api_url, 2001, 1, head1)
 
     # "re-run failed jobs": the linter leg and the gate again; the plan's outputs and the parser's upload stand
     second = workflow.run(2001, opened, attempt=2, rerun="failed", earlier=first)
-    assert _results(second) == {("plan",): "success", ("benchmarks", "parser"): "success",
-                                ("benchmarks", "linter"): "success", ("gate",): "failure"}
+    assert _results(second) == {
+        ("plan",): "success",
+        ("benchmarks", "parser"): "success",
+        ("benchmarks", "linter"): "success",
+        ("gate",): "failure",
+    }
     assert [j.attempt for j in second if j.name == "benchmarks"] == [1, 2]
     gate = next(j for j in second if j.name == "gate")
     assert gate.codes == [0, 13] and "worst benches/linter/test_bench.py::test_linter_" in gate.said[-1], gate.said
@@ -273,11 +368,14 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
     # a fork's pull request: no secrets, so no token. GitHub bears out what its requests claim (an open
     # pull request from a fork, its head, its Actions run): its shard counts, goes upstream without a
     # token as CodSpeed's runner sends a fork's, and the pull request gets its comment and its gate
-    fork_head = repo.commit({"crates/oxc_linter/src/lib.rs": "// a contributor's linter change\n"}, "from a fork", "fork")
+    fork_head = repo.commit(
+        {"crates/oxc_linter/src/lib.rs": "// a contributor's linter change\n"}, "from a fork", "fork"
+    )
     github.pulls[8], github.forks[8] = ("main", fork_head), "someone/oxc"
     github.workflow_runs["2003"] = (fork_head, "someone/oxc")
-    forked = workflow.run(2003, _pull_request("opened", 8, fork_head, moved, repo.merge(moved, fork_head, 8), "someone/oxc"),
-                          secrets={})
+    forked = workflow.run(
+        2003, _pull_request("opened", 8, fork_head, moved, repo.merge(moved, fork_head, 8), "someone/oxc"), secrets={}
+    )
     assert set(_results(forked).values()) == {"success"}, [j.said for j in forked]
     assert not any("::warning" in said for job in forked for said in job.said), [j.said for j in forked]
     assert _forwards(upstream, 2003) == [benchmarks("linter")]  # the plan's one shard; the others left to CodSpeed
@@ -291,11 +389,20 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
 
 def _merge_request(pipeline_id: int, head: str, base: str, iid: int = 5) -> Pipeline:
     """A merge request pipeline's predefined variables (not a merged results one: the source branch's head)."""
-    return Pipeline(pipeline_id, head, {
-        "CI_PIPELINE_SOURCE": "merge_request_event", "CI_COMMIT_REF_NAME": "fix-linter", "CI_MERGE_REQUEST_IID": str(iid),
-        "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "fix-linter", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
-        "CI_MERGE_REQUEST_DIFF_BASE_SHA": base, "CI_MERGE_REQUEST_PROJECT_PATH": GITLAB_PROJECT,
-        "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": GITLAB_PROJECT})
+    return Pipeline(
+        pipeline_id,
+        head,
+        {
+            "CI_PIPELINE_SOURCE": "merge_request_event",
+            "CI_COMMIT_REF_NAME": "fix-linter",
+            "CI_MERGE_REQUEST_IID": str(iid),
+            "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "fix-linter",
+            "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+            "CI_MERGE_REQUEST_DIFF_BASE_SHA": base,
+            "CI_MERGE_REQUEST_PROJECT_PATH": GITLAB_PROJECT,
+            "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": GITLAB_PROJECT,
+        },
+    )
 
 
 GITLAB_PROJECT = "acme/tools/oxc"  # a subgroup's project
@@ -306,18 +413,37 @@ def test_a_merge_requests_life_through_the_docs_gitlab_pipeline(aggregator, gitl
     assert len(GITLAB_PIPELINE) == 1
     repo = Repository(tmp_path / "oxc", github)
     tools = _tools(tmp_path / "tools")
-    ci = GitLabCi(GITLAB_PIPELINE[0], GITLAB_PROJECT, repo.path, tmp_path / "jobs", path=[tools],
-                  variables={"CODSPEED_AGGREGATOR_URL": api_url, "CODSPEED_AGGREGATOR_TOKEN": TOKEN})
+    ci = GitLabCi(
+        GITLAB_PIPELINE[0],
+        GITLAB_PROJECT,
+        repo.path,
+        tmp_path / "jobs",
+        path=[tools],
+        variables={"CODSPEED_AGGREGATOR_URL": api_url, "CODSPEED_AGGREGATOR_TOKEN": TOKEN},
+    )
     root = repo.commit(OXC, "oxc")
-    main = ci.run(Pipeline(3000, root, {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_BRANCH": "main", "CI_COMMIT_REF_NAME": "main"}))
+    main = ci.run(
+        Pipeline(3000, root, {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_BRANCH": "main", "CI_COMMIT_REF_NAME": "main"})
+    )
     assert {j.result for j in main.jobs.values()} == {"success"}, [j.said for j in main.jobs.values()]
 
-    head1 = repo.commit({"benches/linter/costs.txt": SLOWER.format("linter"), "crates/oxc_parser/src/lib.rs": "// parser, refactored\n"},
-                        "slower linter", "fix-linter")
+    head1 = repo.commit(
+        {
+            "benches/linter/costs.txt": SLOWER.format("linter"),
+            "crates/oxc_parser/src/lib.rs": "// parser, refactored\n",
+        },
+        "slower linter",
+        "fix-linter",
+    )
     repo.commit({"crates/oxc_minifier/src/lib.rs": "// minifier, changed on main\n"}, "main moves")
     first = ci.run(_merge_request(3001, head1, root), failing=frozenset({"bench-linter"}))
-    assert {n: j.result for n, j in first.jobs.items()} == {"plan": "success", "bench-linter": "failed", "bench-parser": "success",
-                                                            "bench-minifier": "success", "gate": "failed"}
+    assert {n: j.result for n, j in first.jobs.items()} == {
+        "plan": "success",
+        "bench-linter": "failed",
+        "bench-parser": "success",
+        "bench-minifier": "success",
+        "gate": "failed",
+    }
     assert "skipped by the plan" in first.jobs["bench-minifier"].said
     assert ci.retry(first, "bench-linter").result == "success"
     gate = ci.retry(first, "gate")
@@ -329,9 +455,13 @@ def test_a_merge_requests_life_through_the_docs_gitlab_pipeline(aggregator, gitl
 
     assert _states(api_url, GITLAB_PROJECT, 3001, 3) == ["forwarded", "forwarded", None]  # the retry: one attempt
     assert _states(api_url, GITLAB_PROJECT, 3002, 2) == ["forwarded", None]
-    assert [benchmarks_in(archive_of(u)) for u in upstream.uploads(run_id="3001")] == \
-        [benchmarks("parser"), benchmarks("linter")]  # the minifier, skipped by the plan, left to CodSpeed
+    assert [benchmarks_in(archive_of(u)) for u in upstream.uploads(run_id="3001")] == [
+        benchmarks("parser"),
+        benchmarks("linter"),
+    ]  # the minifier, skipped by the plan, left to CodSpeed
     assert not upstream.benchmarks_twice(GITLAB_PROJECT)
     notes = [n for n in gitlab.notes.values() if n["merge_request"] == 5]
     assert len(notes) == 1 and notes[0]["project"] == "acme%2Ftools%2Foxc", gitlab.notes
-    assert head2[:12] in notes[0]["body"] and "1 earlier run of this merge request" in notes[0]["body"], notes[0]["body"]
+    assert head2[:12] in notes[0]["body"] and "1 earlier run of this merge request" in notes[0]["body"], notes[0][
+        "body"
+    ]

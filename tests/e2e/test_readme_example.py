@@ -16,9 +16,13 @@ def test_the_docs_hand_run_example_runs_verbatim(tmp_path):
     work = tmp_path / "repo"
     work.mkdir()
     (work / ".venv").symlink_to(Path(sys.executable).parent.parent)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CODSPEED_"))}
-    for command in (["git", "init", "-q"], ["git", "-c", "user.email=a@b.c", "-c", "user.name=a", "commit", "-q",
-                                                   "--allow-empty", "-m", "first"]):
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CODSPEED_"))
+    }
+    for command in (
+        ["git", "init", "-q"],
+        ["git", "-c", "user.email=a@b.c", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "first"],
+    ):
         subprocess.run(command, cwd=work, check=True, env=env)
     script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n" + block  # a failing line leaves no aggregator up
     done = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=120)

@@ -16,8 +16,9 @@ BROWSER = os.environ.get("CHROMIUM_HEADLESS_SHELL", "/usr/bin/chromium-headless-
 @pytest.fixture(scope="module")
 def browser():
     if not Path(BROWSER).exists():
-        pytest.fail(f"no browser at {BROWSER}: apt-get install chromium-headless-shell "
-                    "(or set CHROMIUM_HEADLESS_SHELL to one)")
+        pytest.fail(
+            f"no browser at {BROWSER}: apt-get install chromium-headless-shell (or set CHROMIUM_HEADLESS_SHELL to one)"
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -37,15 +38,17 @@ def page(browser, tmp_path):
 
 def _push(stack, project: str, run_id: str, shard: str, data: bytes, total: int, **meta) -> None:
     request = upload_request(project, run_id, shard, data, total=total, **meta)
-    answer = requests.post(f"{stack.api_url}/v1/uploads", json=request, timeout=10,
-                           headers={"Authorization": f"Bearer {stack.token}"})
+    answer = requests.post(
+        f"{stack.api_url}/v1/uploads", json=request, timeout=10, headers={"Authorization": f"Bearer {stack.token}"}
+    )
     assert answer.status_code == 201, answer.text
     put(answer.json(), data)
 
 
 def _report(stack, project: str, run_id: str) -> dict:
-    answer = requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", timeout=10,
-                          headers={"Authorization": f"Bearer {stack.token}"})
+    answer = requests.get(
+        f"{stack.api_url}/v1/runs/{project}/{run_id}", timeout=10, headers={"Authorization": f"Bearer {stack.token}"}
+    )
     return answer.json() if answer.status_code == 200 else {}
 
 
@@ -71,7 +74,10 @@ def test_a_run_page_shows_shards_results_as_they_land_and_turns_final_by_itself(
     page.select_option("#shard-filter", "2")  # a shard's page, from the server: every benchmark of it
     page.wait_for_url("**shard=2**")
     rows = page.locator("#benchmarks tbody tr")
-    assert rows.locator("td:nth-child(2)").all_inner_texts() == ["2", "2"] and "2 benchmarks of shard 2" in caption.inner_text()
+    assert (
+        rows.locator("td:nth-child(2)").all_inner_texts() == ["2", "2"]
+        and "2 benchmarks of shard 2" in caption.inner_text()
+    )
 
     _push(stack, project, run_id, "3", _shard_bundle(3), total=3)
     page.locator("#run-state", has_text="forwarded").wait_for(timeout=20_000)  # no reload: the page refreshed itself
@@ -95,7 +101,9 @@ def test_a_regression_against_the_baseline_is_flagged_first_and_the_run_list_lin
     report = wait_for(lambda: (r := _report(stack, project, "pr-1")).get("state") == "forwarded" and r)
     flagged = [b for b in report["benchmarks"] if b["flag"]]
     assert [(b["name"], b["flag"], round(b["change"], 2)) for b in flagged] == [
-        ("tests/test_part1.py::test_0", "regression", 0.3), ("tests/test_part1.py::test_1", "regression", 0.3)]
+        ("tests/test_part1.py::test_0", "regression", 0.3),
+        ("tests/test_part1.py::test_1", "regression", 0.3),
+    ]
     assert report["baseline"]["run_id"] == "main-1"
 
     page.goto(report["page_url"])
@@ -140,7 +148,11 @@ def test_a_tampered_expired_or_missing_link_is_refused_and_a_project_token_opens
     base, query = url.split("?")
     expires, sig = (part.split("=")[1] for part in query.split("&"))
     cases = {
-        "altered signature": (f"{base}?expires={expires}&sig={sig[:-1]}{'0' if sig[-1] != '0' else '1'}", 403, "altered"),
+        "altered signature": (
+            f"{base}?expires={expires}&sig={sig[:-1]}{'0' if sig[-1] != '0' else '1'}",
+            403,
+            "altered",
+        ),
         "later expiry": (f"{base}?expires={int(expires) + 1}&sig={sig}", 403, "altered"),
         "another run": (f"{stack.api_url}/runs/{project}/run-2?expires={expires}&sig={sig}", 403, "another run"),
         "expired": (None, 403, "expired"),
@@ -165,9 +177,13 @@ def test_a_projects_list_is_its_own_even_when_a_shorter_project_has_a_run_of_its
     _push(stack, short, "repo", "1", bundle(), total=2)  # grp/sub's run "repo": /runs/grp/sub/repo names it too
     _push(stack, longer, "r1", "1", bundle(), total=2)
     tokens = operator().tokens
-    listed = requests.get(f"{stack.api_url}/runs/{longer}", headers={"Authorization": tokens.create(longer)}, timeout=10)
+    listed = requests.get(
+        f"{stack.api_url}/runs/{longer}", headers={"Authorization": tokens.create(longer)}, timeout=10
+    )
     assert listed.status_code == 200 and ">r1<" in listed.text
-    run = requests.get(f"{stack.api_url}/runs/{short}/repo", headers={"Authorization": tokens.create(short)}, timeout=10)
+    run = requests.get(
+        f"{stack.api_url}/runs/{short}/repo", headers={"Authorization": tokens.create(short)}, timeout=10
+    )
     assert run.status_code == 200 and 'id="run-state"' in run.text
 
 
@@ -180,8 +196,10 @@ def test_a_signed_list_link_hands_out_run_links_that_end_with_it(stack):
     project = f"acme/links-{uuid.uuid4().hex[:6]}"
     _push(stack, project, "r1", "1", bundle(), total=2)
     expires = int(time.time()) + 120
-    listed = requests.get(f"{stack.api_url}/runs/{project}?{signed_query(page_key(stack.webhook_secret), project, '', expires)}",
-                          timeout=10)
+    listed = requests.get(
+        f"{stack.api_url}/runs/{project}?{signed_query(page_key(stack.webhook_secret), project, '', expires)}",
+        timeout=10,
+    )
     assert listed.status_code == 200
     handed = [int(e) for e in re.findall(r"expires=(\d+)", listed.text)]
     assert handed and all(e <= expires for e in handed)

@@ -63,11 +63,21 @@ def test_a_github_matrix_of_real_valgrind_profiles_with_colliding_pids_becomes_o
     sent = []
     for shard in (1, 2, 3):
         archive = runner.recorded(shard)  # every shard's profile is pid 2
-        part = runner.github_run_part(gh_run, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1, job_total=3)
-        sent.append(_send(stack, runner.metadata(archive, executor="valgrind", owner=owner, repository=repository,
-                                                 commit=COMMIT, run_part=part), archive))
+        part = runner.github_run_part(
+            gh_run, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1, job_total=3
+        )
+        sent.append(
+            _send(
+                stack,
+                runner.metadata(
+                    archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=part
+                ),
+                archive,
+            )
+        )
     assert sent[0].metadata["runPart"]["runPartId"] == (
-        'bench-{"shard":1}-{"job-index":0,"job-total":3}-{"executor":"valgrind","run-index":0}')
+        'bench-{"shard":1}-{"job-index":0,"job-total":3}-{"executor":"valgrind","run-index":0}'
+    )
     report = _final(stack, f"{owner}/{repository}", gh_run)
     assert report["state"] == "forwarded" and report["arrived"] == report["expected"] == 3
     assert sorted(s["label"] for s in report["shards"]) == sorted(s.metadata["runPart"]["runPartId"] for s in sent)
@@ -89,7 +99,8 @@ def test_a_github_matrix_of_real_valgrind_profiles_with_colliding_pids_becomes_o
     assert {b.split("::")[1] for b in benchmarks} == {"test_fib_10", "test_sum", "test_sorted"}
     logs = sorted(n for n in members if n.startswith("./runner"))
     assert len(logs) == 3 and {members[n] for n in logs} == {
-        f"INFO codspeed-runner: benchmarks of shard shard-{i} ran under valgrind\n".encode() for i in (1, 2, 3)}
+        f"INFO codspeed-runner: benchmarks of shard shard-{i} ran under valgrind\n".encode() for i in (1, 2, 3)
+    }
 
 
 def test_a_job_with_two_executors_uploads_twice_and_both_are_forwarded(stack, gh_run, repo):
@@ -98,12 +109,31 @@ def test_a_job_with_two_executors_uploads_twice_and_both_are_forwarded(stack, gh
     for shard in (1, 2):
         strategy = dict(matrix={"shard": shard}, job_index=shard - 1, job_total=2)
         valgrind = runner.recorded(shard)
-        _send(stack, runner.metadata(valgrind, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
-                                     run_part=runner.github_run_part(gh_run, "bench", "valgrind", **strategy)), valgrind)
+        _send(
+            stack,
+            runner.metadata(
+                valgrind,
+                executor="valgrind",
+                owner=owner,
+                repository=repository,
+                commit=COMMIT,
+                run_part=runner.github_run_part(gh_run, "bench", "valgrind", **strategy),
+            ),
+            valgrind,
+        )
         archive = runner.folder_archive(runner.walltime_folder(1000 + shard, f"test_{shard}"), gzipped=False)
-        walltime[shard] = _send(stack, runner.metadata(archive, executor="walltime", owner=owner, repository=repository,
-                                                       commit=COMMIT, run_part=runner.github_run_part(
-                                                           gh_run, "bench", "walltime", run_index=1, **strategy)), archive)
+        walltime[shard] = _send(
+            stack,
+            runner.metadata(
+                archive,
+                executor="walltime",
+                owner=owner,
+                repository=repository,
+                commit=COMMIT,
+                run_part=runner.github_run_part(gh_run, "bench", "walltime", run_index=1, **strategy),
+            ),
+            archive,
+        )
     report = _final(stack, f"{owner}/{repository}", gh_run)
     assert report["state"] == "forwarded" and report["expected"] == 4 and report["arrived"] == 4
     assert sorted(s["executor"] for s in report["shards"]) == ["valgrind", "valgrind", "walltime", "walltime"]
@@ -128,15 +158,29 @@ def test_a_walltime_matrix_and_a_memory_run_reach_the_upstream_complete(stack, g
     memory_run = f"{gh_run}1"
     sent = []
     for run_id, executor, archive, index, total in [
-        (gh_run, "walltime", recorded, 0, 2), (gh_run, "walltime", made, 1, 2), (memory_run, "memory", memory, 0, 1),
+        (gh_run, "walltime", recorded, 0, 2),
+        (gh_run, "walltime", made, 1, 2),
+        (memory_run, "memory", memory, 0, 1),
     ]:
-        part = runner.github_run_part(run_id, "bench", executor, matrix={"shard": index}, job_index=index, job_total=total)
-        sent.append(_send(stack, runner.metadata(archive, executor=executor, owner=owner, repository=repository,
-                                                 commit=COMMIT, run_part=part), archive))
+        part = runner.github_run_part(
+            run_id, "bench", executor, matrix={"shard": index}, job_index=index, job_total=total
+        )
+        sent.append(
+            _send(
+                stack,
+                runner.metadata(
+                    archive, executor=executor, owner=owner, repository=repository, commit=COMMIT, run_part=part
+                ),
+                archive,
+            )
+        )
     for run_id in (gh_run, memory_run):
         assert _final(stack, f"{owner}/{repository}", run_id)["state"] == "forwarded"
-    uploads = {json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"]: u
-               for run_id in (gh_run, memory_run) for u in stack.upstream.uploads(run_id)}
+    uploads = {
+        json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"]: u
+        for run_id in (gh_run, memory_run)
+        for u in stack.upstream.uploads(run_id)
+    }
     assert len(uploads) == 3
     for one in sent:
         meta, headers, archive = _upload_files(uploads[one.metadata["runPart"]["runPartId"]])
@@ -150,27 +194,50 @@ def test_a_gitlab_parallel_pipeline_in_a_subgroup_is_one_run(stack):
     for index in (1, 2):
         archive = runner.recorded(index)
         part = runner.gitlab_run_part(str(880_000 + index), f"bench {index}/2", "valgrind")
-        meta = runner.metadata(archive, executor="valgrind", owner=group, repository=repository, commit=COMMIT,
-                               run_part=part, provider="GITLAB", environment="GITLAB_CI", ref="refs/heads/feature",
-                               gl_data={"runId": str(880_000 + index), "job": f"bench {index}/2"})
+        meta = runner.metadata(
+            archive,
+            executor="valgrind",
+            owner=group,
+            repository=repository,
+            commit=COMMIT,
+            run_part=part,
+            provider="GITLAB",
+            environment="GITLAB_CI",
+            ref="refs/heads/feature",
+            gl_data={"runId": str(880_000 + index), "job": f"bench {index}/2"},
+        )
         accepted = _send(stack, meta, archive).post.json()
     run_id = accepted["runId"]
     assert run_id.startswith(f"gl-{COMMIT[:12]}-")
     report = _final(stack, project, run_id)  # the report's path holds the subgroup
     assert report["state"] == "forwarded" and report["expected"] == 2 and report["project"] == project
     assert sorted(s["label"] for s in report["shards"]) == [
-        'bench 1/2-{"executor":"valgrind","run-index":0}', 'bench 2/2-{"executor":"valgrind","run-index":0}']
-    [upload] = stack.upstream.uploads(commit=COMMIT, run_id="880001") + stack.upstream.uploads(commit=COMMIT, run_id="880002")
+        'bench 1/2-{"executor":"valgrind","run-index":0}',
+        'bench 2/2-{"executor":"valgrind","run-index":0}',
+    ]
+    [upload] = stack.upstream.uploads(commit=COMMIT, run_id="880001") + stack.upstream.uploads(
+        commit=COMMIT, run_id="880002"
+    )
     meta, _, archive = _upload_files(upload)
-    assert meta["owner"] == group and sorted(n for n in _members(archive) if n.endswith(".out")) == ["./2.out", "./3.out"]
+    assert meta["owner"] == group and sorted(n for n in _members(archive) if n.endswith(".out")) == [
+        "./2.out",
+        "./3.out",
+    ]
 
 
 def test_a_buildkite_upload_without_run_part_is_forwarded_as_it_was_sent(stack, repo):
     owner, repository = repo
     commit = uuid.uuid4().hex + "0" * 8
     archive = runner.recorded(3)
-    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=commit,
-                           run_part=None, environment="BUILDKITE")
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=commit,
+        run_part=None,
+        environment="BUILDKITE",
+    )
     run_id = _send(stack, meta, archive).post.json()["runId"]
     report = _final(stack, f"{owner}/{repository}", run_id)
     assert report["state"] == "forwarded" and report["expected"] == 1
@@ -185,9 +252,16 @@ def test_a_re_run_after_the_forward_is_accepted_and_forwarded_as_the_next_attemp
 
     def job(shard: int) -> runner.Upload:
         archive = runner.recorded(shard)
-        part = runner.github_run_part(gh_run, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1, job_total=2)
-        return _send(stack, runner.metadata(archive, executor="valgrind", owner=owner, repository=repository,
-                                            commit=COMMIT, run_part=part), archive)
+        part = runner.github_run_part(
+            gh_run, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1, job_total=2
+        )
+        return _send(
+            stack,
+            runner.metadata(
+                archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=part
+            ),
+            archive,
+        )
 
     job(1), job(2)
     assert _final(stack, project, gh_run)["state"] == "forwarded"
@@ -197,14 +271,19 @@ def test_a_re_run_after_the_forward_is_accepted_and_forwarded_as_the_next_attemp
     assert second["state"] == "forwarded" and second["attempt"] == 2 and second["arrived"] == 2
     first_upload, second_upload = stack.upstream.uploads(gh_run)
     assert json.loads((second_upload / "metadata.json").read_text())["runPart"]["runId"] == gh_run
-    assert sorted(n for n in _members(archive_of(second_upload).read_bytes()) if n.endswith(".out")) == ["./2.out", "./3.out"]
+    assert sorted(n for n in _members(archive_of(second_upload).read_bytes()) if n.endswith(".out")) == [
+        "./2.out",
+        "./3.out",
+    ]
 
 
 def test_an_oidc_token_is_accepted_for_its_own_repository_only(stack, oidc_issuer, gh_run, repo):
     owner, repository = repo
     archive = runner.recorded(1)
     part = runner.github_run_part(gh_run, "bench", "valgrind", matrix={"shard": 1}, job_index=0, job_total=1)
-    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=part)
+    meta = runner.metadata(
+        archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=part
+    )
     _send(stack, meta, archive, token=oidc_issuer.token(f"{owner}/{repository}"))
     assert _final(stack, f"{owner}/{repository}", gh_run)["state"] == "forwarded"
 
@@ -215,14 +294,20 @@ def test_an_oidc_token_is_accepted_for_its_own_repository_only(stack, oidc_issue
         (oidc_issuer.token(f"{owner}/{repository}", key=forger), 403, "signature does not verify"),
         (oidc_issuer.token(f"{owner}/{repository}", key=forger, kid="unknown"), 403, "signing key is not among"),
         (oidc_issuer.token(f"{owner}/{repository}", expires_in=-120), 403, "has expired"),
-        (oidc_issuer.token(f"{owner}/{repository}", audience="sts.amazonaws.com"), 403, "not for audience 'codspeed.io'"),
+        (
+            oidc_issuer.token(f"{owner}/{repository}", audience="sts.amazonaws.com"),
+            403,
+            "not for audience 'codspeed.io'",
+        ),
         (oidc_issuer.token(f"{owner}/{repository}", issuer="https://evil.example"), 403, "was not issued by"),
         (oidc_issuer.token(f"{owner}/other"), 403, f"this token is for project {owner}/other"),
     ]
     other_run = f"{gh_run}9"
     for token, status, message in refusals:
         part = runner.github_run_part(other_run, "bench", "valgrind", matrix={"shard": 1}, job_index=0, job_total=1)
-        meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=part)
+        meta = runner.metadata(
+            archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=part
+        )
         refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=token))
         assert refused.post.status_code == status and message in refused.post.json()["error"], refused.post.text
     assert _report(stack, f"{owner}/{repository}", other_run) == {}  # nothing was opened
@@ -232,19 +317,37 @@ def test_tokenless_uploads_are_refused_with_how_to_allow_them_unless_the_project
     owner, repository = repo
     archive = runner.recorded(2)
     part = runner.github_run_part(gh_run, "bench", "valgrind", matrix={"shard": 1}, job_index=0, job_total=1)
-    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
-                           run_part=part, tokenless=True, event="pull_request")
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=COMMIT,
+        run_part=part,
+        tokenless=True,
+        event="pull_request",
+    )
     refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=None))
     assert refused.post.status_code == 401
     assert refused.post.json()["error"] == (
         "missing Authorization header: send the aggregator's token: a request without one (a pull request from a fork) "
         f"is taken for the projects in the aggregator's TokenlessProjects parameter, and {owner}/{repository} is not "
-        "one of them")
+        "one of them"
+    )
     assert _report(stack, f"{owner}/{repository}", gh_run) == {}
 
     owner, repository = TOKENLESS_PROJECT.split("/")
-    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
-                           run_part=part, tokenless=True, event="pull_request", ref="refs/pull/9/merge")
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=COMMIT,
+        run_part=part,
+        tokenless=True,
+        event="pull_request",
+        ref="refs/pull/9/merge",
+    )
     _send(stack, meta, archive, token=None)
     assert _final(stack, TOKENLESS_PROJECT, gh_run)["state"] == "forwarded"
 
@@ -253,13 +356,23 @@ def test_a_tokenless_upload_claiming_a_branch_is_refused_and_opens_nothing(stack
     owner, repository = TOKENLESS_PROJECT.split("/")
     archive = runner.recorded(2)
     part = runner.github_run_part(gh_run, "bench", "valgrind", matrix={"shard": 1}, job_index=0, job_total=1)
-    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
-                           run_part=part, tokenless=True, event="push", ref="refs/heads/main")
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=COMMIT,
+        run_part=part,
+        tokenless=True,
+        event="push",
+        ref="refs/heads/main",
+    )
     refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=None))
     assert refused.post.status_code == 403
     assert refused.post.json()["error"] == (
         "a request without a token is taken for a pull request's ref only (refs/pull/N/merge), not 'refs/heads/main': "
-        "a branch's run may become the baseline, and needs the aggregator's token")
+        "a branch's run may become the baseline, and needs the aggregator's token"
+    )
     assert _report(stack, TOKENLESS_PROJECT, gh_run) == {}  # nothing was opened
 
 
@@ -269,8 +382,11 @@ def test_a_run_id_ending_in_a_newline_is_a_run_that_can_be_read(stack, repo):
     owner, repository = repo
     archive = runner.recorded(1)
     part = runner.github_run_part("96230139\n", "bench", "valgrind")
-    sent = _send(stack, runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
-                                        run_part=part), archive)
+    sent = _send(
+        stack,
+        runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=part),
+        archive,
+    )
     run_id = sent.post.json()["runId"]
     assert "\n" not in run_id and run_id.startswith("96230139@")
     report = _final(stack, f"{owner}/{repository}", run_id)
@@ -290,8 +406,16 @@ def test_three_circleci_nodes_of_one_workflow_are_one_run_of_3_that_waits_for_th
     def node(index: int, workflow_id: str = workflow) -> runner.Upload:
         archive = runner.recorded(index + 1)
         part = runner.circleci_run_part(workflow_id, "bench", "valgrind", node_index=index, node_total=3)
-        meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
-                               run_part=part, environment="CIRCLECI", version=11)
+        meta = runner.metadata(
+            archive,
+            executor="valgrind",
+            owner=owner,
+            repository=repository,
+            commit=COMMIT,
+            run_part=part,
+            environment="CIRCLECI",
+            version=11,
+        )
         return _send(stack, meta, archive, token=token)
 
     for index in (0, 1):
@@ -314,14 +438,26 @@ def test_a_circleci_token_of_an_organization_not_listed_is_refused_with_a_senten
     owner, repository = repo
     archive = runner.recorded(1)
     part = runner.circleci_run_part(str(uuid.uuid4()), "bench", "valgrind", node_index=0, node_total=1)
-    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT,
-                           run_part=part, environment="CIRCLECI", version=11)
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=COMMIT,
+        run_part=part,
+        environment="CIRCLECI",
+        version=11,
+    )
     for token, error in (
-        (oidc_issuer.circleci_token("another-org", f"github.com/{owner}/{repository}"),
-         "the OIDC token's CircleCI organization (another-org) is not among the aggregator's CircleCiOrgIds: its "
-         "operator adds it to accept the organization's jobs"),
-        (oidc_issuer.circleci_token(CIRCLECI_ORG, f"github.com/{owner}/other"),
-         f"this token is for project {owner}/other: it cannot read or change {owner}/{repository}"),
+        (
+            oidc_issuer.circleci_token("another-org", f"github.com/{owner}/{repository}"),
+            "the OIDC token's CircleCI organization (another-org) is not among the aggregator's CircleCiOrgIds: its "
+            "operator adds it to accept the organization's jobs",
+        ),
+        (
+            oidc_issuer.circleci_token(CIRCLECI_ORG, f"github.com/{owner}/other"),
+            f"this token is for project {owner}/other: it cannot read or change {owner}/{repository}",
+        ),
     ):
         refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=token))
         assert (refused.post.status_code, refused.post.json()) == (403, {"error": error})

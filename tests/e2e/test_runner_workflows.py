@@ -36,8 +36,19 @@ class Workflow:
         self.project = f"{owner}/{repository}"
         self.pid = 5000
 
-    def job(self, stack, job: str, benchmarks: list[str], *, executor: str = "valgrind", shard: int | None = None,
-            total: int | None = None, run_index: int = 0, token: str | None = TOKEN, **meta) -> runner.Upload:
+    def job(
+        self,
+        stack,
+        job: str,
+        benchmarks: list[str],
+        *,
+        executor: str = "valgrind",
+        shard: int | None = None,
+        total: int | None = None,
+        run_index: int = 0,
+        token: str | None = TOKEN,
+        **meta,
+    ) -> runner.Upload:
         self.pid += 1
         if executor == "valgrind":
             archive = runner.folder_archive(runner.valgrind_folder(self.pid, benchmarks), gzipped=True)
@@ -45,16 +56,26 @@ class Workflow:
             archive = runner.folder_archive(runner.walltime_folder(self.pid, benchmarks[0]), gzipped=False)
         strategy = dict(matrix={"shard": shard}, job_index=shard - 1, job_total=total) if shard else {}
         part = runner.github_run_part(self.run_id, job, executor, run_index=run_index, **strategy)
-        metadata = runner.metadata(archive, executor=executor, owner=self.owner, repository=self.repository,
-                                   commit=COMMIT, run_part=part, **meta)
+        metadata = runner.metadata(
+            archive,
+            executor=executor,
+            owner=self.owner,
+            repository=self.repository,
+            commit=COMMIT,
+            run_part=part,
+            **meta,
+        )
         sent = runner.upload(stack.api_url, runner.Upload(metadata, archive, token=token))
         assert sent.post.status_code == 200, sent.post.text  # the runner fails its job on anything else
         assert sent.put.status_code == 200, sent.put.text
         return sent
 
     def report(self, stack, run_id: str | None = None) -> dict:
-        answer = requests.get(f"{stack.api_url}/v1/runs/{self.project}/{run_id or self.run_id}",
-                              headers={"Authorization": TOKEN}, timeout=10)
+        answer = requests.get(
+            f"{stack.api_url}/v1/runs/{self.project}/{run_id or self.run_id}",
+            headers={"Authorization": TOKEN},
+            timeout=10,
+        )
         return answer.json() if answer.status_code == 200 else {}
 
     def final(self, stack, run_id: str | None = None) -> dict:
@@ -62,10 +83,15 @@ class Workflow:
 
     def upstream(self, stack) -> dict[str, tuple[dict, set[str]]]:
         """The run as CodSpeed holds it: runPartId -> (its metadata, its benchmarks)."""
-        [parts] = [p for (project, run), p in stack.upstream.combined().items()
-                   if project == self.project and run == self.run_id] or [{}]
-        return {part: (json.loads((u / "metadata.json").read_text()), benchmarks_in(archive_of(u)))
-                for part, u in parts.items()}
+        [parts] = [
+            p
+            for (project, run), p in stack.upstream.combined().items()
+            if project == self.project and run == self.run_id
+        ] or [{}]
+        return {
+            part: (json.loads((u / "metadata.json").read_text()), benchmarks_in(archive_of(u)))
+            for part, u in parts.items()
+        }
 
 
 def _benchmarks(held: dict) -> list[str]:
@@ -89,7 +115,10 @@ def test_a_plain_job_and_a_matrix_are_two_groups_each_forwarded_as_its_own_part(
     assert report["run_id"] == f"{workflow.run_id}~2" and report["state"] == "forwarded" and report["expected"] == 3
     held = workflow.upstream(stack)
     assert _benchmarks(held) == ["bench::s1", "bench::s2", "lint::a"]  # each once
-    assert sorted(held) == ['bench-{"aggregated-part":1,"executor":"valgrind"}', 'lint-bench-{"executor":"valgrind","run-index":0}']
+    assert sorted(held) == [
+        'bench-{"aggregated-part":1,"executor":"valgrind"}',
+        'lint-bench-{"executor":"valgrind","run-index":0}',
+    ]
     assert len(stack.upstream.uploads(workflow.run_id)) == 2  # the group forwarded first was not sent again
 
 
@@ -100,17 +129,24 @@ def test_interleaved_matrices_of_three_and_two_are_refused_nothing_and_forwarded
     report = workflow.final(stack)
     assert report["state"] == "forwarded" and report["arrived"] == report["expected"] == 5
     held = workflow.upstream(stack)
-    assert sorted(held) == ['a-{"aggregated-part":1,"executor":"valgrind"}', 'b-{"aggregated-part":1,"executor":"valgrind"}']
+    assert sorted(held) == [
+        'a-{"aggregated-part":1,"executor":"valgrind"}',
+        'b-{"aggregated-part":1,"executor":"valgrind"}',
+    ]
     assert {part: sorted(found) for part, (_, found) in held.items()} == {
-        'a-{"aggregated-part":1,"executor":"valgrind"}': ["a::s1", "a::s2", "a::s3"], 'b-{"aggregated-part":1,"executor":"valgrind"}': ["b::s1", "b::s2"]}
+        'a-{"aggregated-part":1,"executor":"valgrind"}': ["a::s1", "a::s2", "a::s3"],
+        'b-{"aggregated-part":1,"executor":"valgrind"}': ["b::s1", "b::s2"],
+    }
     meta, _ = held['a-{"aggregated-part":1,"executor":"valgrind"}']
     shards = meta["runPart"]["metadata"]["aggregatedShards"]
     assert [s["metadata"]["job-index"] for s in shards] == [0, 1, 2]  # each shard's identity kept
     assert {s["executor"] for s in shards} == {"valgrind"} and all(s["system"]["host"] == "runnervm1" for s in shards)
     assert all(s["runPartId"].startswith('a-{"shard":') and s["ci"]["ghData"]["job"] == "a" for s in shards)
     assert meta["runPart"]["metadata"]["runnerOf"] in {s["shard"] for s in shards}
-    assert list(meta)[:8] == list(runner.metadata(b"", executor="valgrind", owner="o", repository="r", commit=COMMIT,
-                                                  run_part=None))[:8]  # the runner's field order
+    assert (
+        list(meta)[:8]
+        == list(runner.metadata(b"", executor="valgrind", owner="o", repository="r", commit=COMMIT, run_part=None))[:8]
+    )  # the runner's field order
 
 
 def test_a_walltime_job_beside_a_valgrind_matrix_keeps_both_executors(stack, workflow):
@@ -120,8 +156,10 @@ def test_a_walltime_job_beside_a_valgrind_matrix_keeps_both_executors(stack, wor
     assert workflow.final(stack)["state"] == "forwarded"
     held = workflow.upstream(stack)
     executors = {part: meta["runner"]["executor"] for part, (meta, _) in held.items()}
-    assert executors == {'walltime-bench-{"executor":"walltime","run-index":0}': "walltime",
-                         'bench-{"aggregated-part":1,"executor":"valgrind"}': "valgrind"}
+    assert executors == {
+        'walltime-bench-{"executor":"walltime","run-index":0}': "walltime",
+        'bench-{"aggregated-part":1,"executor":"valgrind"}': "valgrind",
+    }
     assert _benchmarks(held) == ["bench::s1", "bench::s2", "wall::w"]
 
 
@@ -134,13 +172,22 @@ def test_a_re_run_replaces_its_part_upstream_under_the_same_run_part_id(stack, w
         again = workflow.job(stack, "bench", [f"bench::s{shard}-again"], shard=shard, total=2)
         assert again.post.json()["runId"].startswith(f"{workflow.run_id}~")
     # each re-run job completes an attempt (it inherits the others): forwarded as soon as it is in
-    last = wait_for(lambda: (r := workflow.report(stack)).get("state") == "forwarded" and
-                    r["shards"] and all(s["state"] == "arrived" for s in r["shards"]) and
-                    _benchmarks(workflow.upstream(stack)) == sorted(
-                        f"bench::s{n}" + ("-again" if n in rerun else "") for n in (1, 2)) and r, timeout=60)
+    last = wait_for(
+        lambda: (
+            (r := workflow.report(stack)).get("state") == "forwarded"
+            and r["shards"]
+            and all(s["state"] == "arrived" for s in r["shards"])
+            and _benchmarks(workflow.upstream(stack))
+            == sorted(f"bench::s{n}" + ("-again" if n in rerun else "") for n in (1, 2))
+            and r
+        ),
+        timeout=60,
+    )
     assert last["attempt"] >= 2
     held = workflow.upstream(stack)
-    assert list(held) == ['bench-{"aggregated-part":1,"executor":"valgrind"}']  # one part, replaced in place by each attempt
+    assert list(held) == [
+        'bench-{"aggregated-part":1,"executor":"valgrind"}'
+    ]  # one part, replaced in place by each attempt
     assert len(stack.upstream.uploads(workflow.run_id)) == last["attempt"]
 
 
@@ -161,13 +208,18 @@ def test_an_attempt_can_be_closed_followed_and_named_and_its_skips_go_with_it(st
     assert closed.returncode == 0 and attempt in closed.stdout, closed.stdout + closed.stderr
     status = client(stack, "status", "--wait", "--timeout", "60", "--format", "json", *args)
     assert json.loads(status.stdout)["run_id"] == attempt and json.loads(status.stdout)["state"] == "forwarded"
-    named = client(stack, "status", "--format", "json", "--project", workflow.project, "--run-id", f"{workflow.run_id}~1")
+    named = client(
+        stack, "status", "--format", "json", "--project", workflow.project, "--run-id", f"{workflow.run_id}~1"
+    )
     assert json.loads(named.stdout)["run_id"] == workflow.run_id and json.loads(named.stdout)["attempt"] == 1
     for bad, says in [(f"{workflow.run_id}~0", "attempt 0"), (f"{workflow.run_id}~", "names no attempt")]:
         refused = client(stack, "status", "--project", workflow.project, "--run-id", bad)
         assert refused.returncode == 2 and says in refused.stderr, refused.stderr
-    past = requests.get(f"{stack.api_url}/v1/runs/{workflow.project}/{workflow.run_id}~9999",
-                        headers={"Authorization": TOKEN}, timeout=10)
+    past = requests.get(
+        f"{stack.api_url}/v1/runs/{workflow.project}/{workflow.run_id}~9999",
+        headers={"Authorization": TOKEN},
+        timeout=10,
+    )
     assert past.status_code == 422 and "at most 20 attempts" in past.json()["error"]
     assert _benchmarks(workflow.upstream(stack)) == ["bench::s1", "bench::s2b", "bench::s3", "extra::x"]
 
@@ -176,14 +228,27 @@ def test_a_skip_in_the_runner_route_must_name_a_shard_the_run_can_hold(stack, wo
     for shard in (1, 2):
         workflow.job(stack, "bench", [f"bench::s{shard}"], shard=shard, total=3)
     before = wait_for(lambda: (r := workflow.report(stack)).get("arrived") == 2 and r)
-    refused = requests.post(f"{stack.api_url}/v1/runs/close", headers={"Authorization": TOKEN}, timeout=10,
-                            json={"project": workflow.project, "run_id": workflow.run_id, "skip": ["9"]})
+    refused = requests.post(
+        f"{stack.api_url}/v1/runs/close",
+        headers={"Authorization": TOKEN},
+        timeout=10,
+        json={"project": workflow.project, "run_id": workflow.run_id, "skip": ["9"]},
+    )
     assert refused.status_code == 422 and refused.json()["error"].startswith(
-        "cannot skip 9: not among the shards of this run or of its baseline run")
+        "cannot skip 9: not among the shards of this run or of its baseline run"
+    )
     after = workflow.report(stack)
-    assert (after["state"], after["version"], len(after["shards"]), after["expected"]) == ("open", before["version"], 3, 3)
+    assert (after["state"], after["version"], len(after["shards"]), after["expected"]) == (
+        "open",
+        before["version"],
+        3,
+        3,
+    )
     assert [(s["name"], s["state"], s["display"]) for s in after["shards"]][-1] == (
-        "job:bench", "expected", "bench: 1 of 3 to come")
+        "job:bench",
+        "expected",
+        "bench: 1 of 3 to come",
+    )
     for shard in before["shards"]:
         if shard["state"] == "arrived":
             assert shard["label"].startswith('bench-{"shard":') and shard["display"].startswith("bench [shard ")
@@ -198,16 +263,27 @@ def test_a_shard_main_skipped_can_be_skipped_again_and_is_carried_from_the_run_t
     [third] = [s["name"] for s in ran["shards"] if '"shard":3' in (s["label"] or "")]
     skipping = Workflow(str(int(workflow.run_id) + 1), workflow.owner, workflow.repository)
     pull = Workflow(str(int(workflow.run_id) + 2), workflow.owner, workflow.repository)
-    for flow, meta in ((skipping, {}), (pull, {"event": "pull_request", "ref": "refs/pull/9/merge", "base_ref": "main"})):
+    for flow, meta in (
+        (skipping, {}),
+        (pull, {"event": "pull_request", "ref": "refs/pull/9/merge", "base_ref": "main"}),
+    ):
         for shard in (1, 2):
             flow.job(stack, "bench", [f"bench::s{shard}"], shard=shard, total=3, **meta)
         wait_for(lambda f=flow: f.report(stack).get("arrived") == 2)
-        closed = requests.post(f"{stack.api_url}/v1/runs/close", headers={"Authorization": TOKEN}, timeout=10,
-                               json={"project": flow.project, "run_id": flow.run_id, "skip": [third]})
+        closed = requests.post(
+            f"{stack.api_url}/v1/runs/close",
+            headers={"Authorization": TOKEN},
+            timeout=10,
+            json={"project": flow.project, "run_id": flow.run_id, "skip": [third]},
+        )
         assert closed.status_code == 202, closed.text
         report = flow.final(stack)
         carried = {s["name"]: s for s in report["shards"]}[third]
-        assert (report["state"], carried["state"], carried["source"]["run_id"]) == ("forwarded", "carried", workflow.run_id)
+        assert (report["state"], carried["state"], carried["source"]["run_id"]) == (
+            "forwarded",
+            "carried",
+            workflow.run_id,
+        )
         assert not [s for s in report["shards"] if s["state"] == "missing"]  # the job carried is no job missing
 
 
@@ -219,33 +295,66 @@ def test_gitlab_parallel_jobs_in_a_subgroup_and_a_plain_job_are_groups_of_one_pi
         pid += 1
         archive = runner.folder_archive(runner.valgrind_folder(pid, [benchmark]), gzipped=True)
         job_id = str(990_000 + number + uuid.uuid4().int % 1000 * 10)
-        meta = runner.metadata(archive, executor="valgrind", owner=group, repository=repository, commit=COMMIT,
-                               run_part=runner.gitlab_run_part(job_id, name, "valgrind"), provider="GITLAB",
-                               environment="GITLAB_CI", ref="refs/heads/main", gl_data={"runId": job_id, "job": name})
+        meta = runner.metadata(
+            archive,
+            executor="valgrind",
+            owner=group,
+            repository=repository,
+            commit=COMMIT,
+            run_part=runner.gitlab_run_part(job_id, name, "valgrind"),
+            provider="GITLAB",
+            environment="GITLAB_CI",
+            ref="refs/heads/main",
+            gl_data={"runId": job_id, "job": name},
+        )
         sent = runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
         assert sent.post.status_code == 200 and sent.put.status_code == 200, sent.post.text
         accepted.append(sent)
     run_id = accepted[-1].post.json()["runId"].split("~")[0]
-    answer = lambda: requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", headers={"Authorization": TOKEN},  # noqa: E731
-                                  timeout=10).json()
+
+    def answer() -> dict:
+        return requests.get(
+            f"{stack.api_url}/v1/runs/{project}/{run_id}", headers={"Authorization": TOKEN}, timeout=10
+        ).json()
+
     report = wait_for(lambda: (r := answer()).get("state") == "forwarded" and r.get("arrived") == 3 and r, timeout=60)
     assert report["expected"] == 3
-    parts = [u for u in stack.upstream.uploads() if json.loads((u / "metadata.json").read_text())["owner"] == group
-             and json.loads((u / "metadata.json").read_text())["repository"] == repository]
+    parts = [
+        u
+        for u in stack.upstream.uploads()
+        if json.loads((u / "metadata.json").read_text())["owner"] == group
+        and json.loads((u / "metadata.json").read_text())["repository"] == repository
+    ]
     metas = [json.loads((u / "metadata.json").read_text()) for u in parts]
     found = sorted(b for u in parts for b in benchmarks_in(archive_of(u)))
     assert found == ["bench::g1", "bench::g2", "lint::g"]  # each once, whatever runId each part names
     [merged] = [m for m in metas if m["runPart"]["runPartId"].startswith("bench-")]
-    ids = [(s["ci"]["glData"]["runId"], s["ci"]["glData"]["job"]) for s in merged["runPart"]["metadata"]["aggregatedShards"]]
-    assert ids == [(accepted[0].metadata["glData"]["runId"], "bench 1/2"), (accepted[2].metadata["glData"]["runId"], "bench 2/2")]
+    ids = [
+        (s["ci"]["glData"]["runId"], s["ci"]["glData"]["job"])
+        for s in merged["runPart"]["metadata"]["aggregatedShards"]
+    ]
+    assert ids == [
+        (accepted[0].metadata["glData"]["runId"], "bench 1/2"),
+        (accepted[2].metadata["glData"]["runId"], "bench 2/2"),
+    ]
 
 
 def test_a_forks_tokenless_pull_request_is_forwarded_without_authorization(stack):
     owner, repository = TOKENLESS_PROJECT.split("/")
     flow = Workflow(str(8_500_000_000 + uuid.uuid4().int % 1_000_000), owner, repository)
     for shard in (1, 2):
-        flow.job(stack, "bench", [f"fork::s{shard}-{flow.run_id}"], shard=shard, total=2, token=None, tokenless=True,
-                 event="pull_request", ref="refs/pull/9/merge", base_ref="main")
+        flow.job(
+            stack,
+            "bench",
+            [f"fork::s{shard}-{flow.run_id}"],
+            shard=shard,
+            total=2,
+            token=None,
+            tokenless=True,
+            event="pull_request",
+            ref="refs/pull/9/merge",
+            base_ref="main",
+        )
     assert flow.final(stack)["state"] == "forwarded"
     [upload] = stack.upstream.uploads(flow.run_id)
     headers = {k.lower() for k in json.loads((upload / "post-headers.json").read_text())}
@@ -257,8 +366,9 @@ def test_a_project_with_its_own_upstream_token_in_ssm_is_forwarded_with_it(stack
     from codspeed_aggregator.adapters import aws
     from codspeed_local.stack import UPSTREAM_TOKENS_PATH
 
-    aws.client("ssm").put_parameter(Name=f"{UPSTREAM_TOKENS_PATH}/{workflow.project}", Value="its-own-token",
-                                    Type="SecureString")
+    aws.client("ssm").put_parameter(
+        Name=f"{UPSTREAM_TOKENS_PATH}/{workflow.project}", Value="its-own-token", Type="SecureString"
+    )
     stack.upstream.project_tokens[workflow.project] = "its-own-token"  # the stack's single token is refused now
     for shard in (1, 2):
         workflow.job(stack, "bench", [f"own::s{shard}"], shard=shard, total=2)
@@ -285,8 +395,10 @@ def test_a_job_named_like_the_aggregators_own_keeps_its_part_beside_the_pushed_s
     report = workflow.final(stack)
     assert report["state"] == "forwarded" and report["arrived"] == 4, report
     held = workflow.upstream(stack)
-    assert sorted(held) == ['codspeed-shard-aggregator-{"aggregated-part":1,"executor":"valgrind"}',
-                            'codspeed-shard-aggregator-{"aggregated-pushed-part":1,"executor":"valgrind"}']
+    assert sorted(held) == [
+        'codspeed-shard-aggregator-{"aggregated-part":1,"executor":"valgrind"}',
+        'codspeed-shard-aggregator-{"aggregated-pushed-part":1,"executor":"valgrind"}',
+    ]
     assert _benchmarks(held) == ["job::s1", "job::s2", "pushed::s1", "pushed::s2"]
 
 

@@ -9,12 +9,16 @@ import pytest
 import requests
 
 from codspeed_aggregator.auth import token_digest
-from tests.factories import metadata, md5_b64, upload_request
+from tests.factories import md5_b64, metadata, upload_request
 
 
 def _token(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "codspeed_aggregator.cli", "token", *args],
-                          capture_output=True, text=True, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "codspeed_aggregator.cli", "token", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    )
 
 
 @pytest.fixture
@@ -31,7 +35,9 @@ def _call(stack, token, method, path, **kwargs) -> requests.Response:
 def test_a_project_token_works_for_its_project_and_is_stored_as_a_digest(stack, project, run_id, project_token):
     from codspeed_aggregator.wiring import operator
 
-    answer = _call(stack, project_token, "POST", "/v1/uploads", json=upload_request(project, run_id, "1", b"x", total=2))
+    answer = _call(
+        stack, project_token, "POST", "/v1/uploads", json=upload_request(project, run_id, "1", b"x", total=2)
+    )
     assert answer.status_code == 201, answer.text
     assert _call(stack, project_token, "GET", f"/v1/runs/{project}/{run_id}").status_code == 200
     ledger = operator().ledger
@@ -45,9 +51,13 @@ def test_a_project_token_cannot_touch_another_project(stack, project, run_id, pr
     other = "acme/someone-else"
     meta = metadata(md5_b64(b"x"), owner="acme", repository="someone-else")
     answer = {
-        "upload": lambda: _call(stack, project_token, "POST", "/v1/uploads", json=upload_request(other, run_id, "1", b"x")),
+        "upload": lambda: _call(
+            stack, project_token, "POST", "/v1/uploads", json=upload_request(other, run_id, "1", b"x")
+        ),
         "drop-in": lambda: _call(stack, project_token, "POST", "/upload", json=meta),
-        "close": lambda: _call(stack, project_token, "POST", "/v1/runs/close", json={"project": other, "run_id": run_id}),
+        "close": lambda: _call(
+            stack, project_token, "POST", "/v1/runs/close", json={"project": other, "run_id": run_id}
+        ),
         "report": lambda: _call(stack, project_token, "GET", f"/v1/runs/{other}/{run_id}"),
     }[call]()
     assert answer.status_code == 403

@@ -18,19 +18,43 @@ def _pushed_run(stack, project, run_id, tmp_path, total=2) -> dict:
 
     folder = make_profile_folder(tmp_path / "shard", 4242, ["t::hook"])
     env = {"CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}
-    subprocess.run([sys.executable, "-m", "codspeed_client.cli", "push", "--shard", f"1/{total}", "--profile-folder",
-                    str(folder), "--project", project, "--run-id", run_id, "--commit", "e" * 40], env=env, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codspeed_client.cli",
+            "push",
+            "--shard",
+            f"1/{total}",
+            "--profile-folder",
+            str(folder),
+            "--project",
+            project,
+            "--run-id",
+            run_id,
+            "--commit",
+            "e" * 40,
+        ],
+        env=env,
+        check=True,
+    )
     return wait_for(lambda: (r := _report(stack, project, run_id)).get("arrived") == 1 and r)
 
 
 def _report(stack, project, run_id) -> dict:
-    return requests.get(f"{stack.api_url}/v1/runs/{project}/{run_id}", headers={"Authorization": TOKEN}, timeout=10).json()
+    return requests.get(
+        f"{stack.api_url}/v1/runs/{project}/{run_id}", headers={"Authorization": TOKEN}, timeout=10
+    ).json()
 
 
 def _post(stack, path, body: bytes, secret=WEBHOOK_SECRET, headers=None, sign_body=None) -> requests.Response:
     signed = {} if secret is None else {"X-Hub-Signature-256": signature(secret, sign_body or body)}
-    return requests.post(f"{stack.api_url}{path}", data=body, timeout=10,
-                         headers={"Content-Type": "application/json", **signed, **(headers or {})})
+    return requests.post(
+        f"{stack.api_url}{path}",
+        data=body,
+        timeout=10,
+        headers={"Content-Type": "application/json", **signed, **(headers or {})},
+    )
 
 
 def _refresh_body(project, run_id, timestamp=None) -> bytes:
@@ -46,12 +70,15 @@ def test_a_signed_refresh_republishes_the_report_with_a_new_version(stack, proje
     assert after["version"] == answer.json()["version"] and after["arrived"] == 1
 
 
-@pytest.mark.parametrize("case, expected", [
-    ("wrong secret", "does not match the body"),
-    ("tampered body", "does not match the body"),
-    ("missing header", "missing X-Hub-Signature-256"),
-    ("replayed old timestamp", "refused as a replay"),
-])
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("wrong secret", "does not match the body"),
+        ("tampered body", "does not match the body"),
+        ("missing header", "missing X-Hub-Signature-256"),
+        ("replayed old timestamp", "refused as a replay"),
+    ],
+)
 def test_a_bad_signature_gets_401_and_changes_nothing(stack, project, run_id, tmp_path, case, expected):
     before = _pushed_run(stack, project, run_id, tmp_path)
     body = _refresh_body(project, run_id)
@@ -74,28 +101,47 @@ def test_refresh_of_an_unknown_run_is_404_and_a_bad_body_is_422(stack, project):
 
 
 def _workflow_run(project, run_id, action="completed") -> bytes:
-    return json.dumps({"action": action, "workflow_run": {"id": int(run_id), "run_attempt": 1, "head_sha": "e" * 40},
-                       "repository": {"full_name": project}}).encode()
+    return json.dumps(
+        {
+            "action": action,
+            "workflow_run": {"id": int(run_id), "run_attempt": 1, "head_sha": "e" * 40},
+            "repository": {"full_name": project},
+        }
+    ).encode()
 
 
 def test_githubs_workflow_run_completed_closes_the_run(stack, project, tmp_path):
     run_id = str(int(time.time() * 1000))
     _pushed_run(stack, project, run_id, tmp_path)
     github = {"X-GitHub-Event": "workflow_run", "X-GitHub-Delivery": "72d3162e"}
-    ignored = _post(stack, "/webhooks/github", _workflow_run(project, run_id, "in_progress"), headers=github,
-                    secret=_repo_secret(project))
+    ignored = _post(
+        stack,
+        "/webhooks/github",
+        _workflow_run(project, run_id, "in_progress"),
+        headers=github,
+        secret=_repo_secret(project),
+    )
     assert ignored.status_code == 202 and _report(stack, project, run_id)["state"] == "open"
     for secret in ("forged", WEBHOOK_SECRET, github_webhook_secret(WEBHOOK_SECRET, "acme/another-repo")):
         forged = _post(stack, "/webhooks/github", _workflow_run(project, run_id), secret=secret, headers=github)
         assert forged.status_code == 401 and _report(stack, project, run_id)["state"] == "open"
-        assert forged.json()["error"] == (f"the X-Hub-Signature-256 signature is not that of {project}'s webhook secret "
-                                          f"(codspeed-aggregator webhook-secret --project {project})")
-    answer = _post(stack, "/webhooks/github", _workflow_run(project, run_id), headers=github, secret=_repo_secret(project))
+        assert forged.json()["error"] == (
+            f"the X-Hub-Signature-256 signature is not that of {project}'s webhook secret "
+            f"(codspeed-aggregator webhook-secret --project {project})"
+        )
+    answer = _post(
+        stack, "/webhooks/github", _workflow_run(project, run_id), headers=github, secret=_repo_secret(project)
+    )
     assert answer.status_code == 200 and answer.json() == {"closed": [run_id]}
     final = wait_for(lambda: (r := _report(stack, project, run_id))["state"] == "forwarded" and r)
     assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "arrived", "2": "missing"}
-    again = _post(stack, "/webhooks/github", _workflow_run(project, run_id), headers=github,
-                  secret=github_webhook_secret(WEBHOOK_SECRET, project.split("/")[0]))  # an organization's webhook
+    again = _post(
+        stack,
+        "/webhooks/github",
+        _workflow_run(project, run_id),
+        headers=github,
+        secret=github_webhook_secret(WEBHOOK_SECRET, project.split("/")[0]),
+    )  # an organization's webhook
     assert again.status_code == 200 and again.json() == {"closed": []}
 
 
@@ -103,10 +149,17 @@ def test_one_repositorys_webhook_secret_cannot_close_another_projects_run(stack,
     run_id = str(int(time.time() * 1000) + 1)
     _pushed_run(stack, project, run_id, tmp_path)
     mine = _repo_secret("mallory/own-repo")  # a secret the attacker legitimately has, for their own repository
-    answer = _post(stack, "/webhooks/github", _workflow_run(project, run_id), secret=mine,
-                   headers={"X-GitHub-Event": "workflow_run"})
+    answer = _post(
+        stack,
+        "/webhooks/github",
+        _workflow_run(project, run_id),
+        secret=mine,
+        headers={"X-GitHub-Event": "workflow_run"},
+    )
     assert answer.status_code == 401 and _report(stack, project, run_id)["state"] == "open"
-    nameless = _post(stack, "/webhooks/github", b'{"action": "completed"}', secret=mine, headers={"X-GitHub-Event": "workflow_run"})
+    nameless = _post(
+        stack, "/webhooks/github", b'{"action": "completed"}', secret=mine, headers={"X-GitHub-Event": "workflow_run"}
+    )
     assert nameless.status_code == 401 and "names no repository" in nameless.json()["error"]
 
 
@@ -116,11 +169,20 @@ def _repo_secret(project: str) -> str:
 
 def test_github_ping_and_other_events(stack):
     body = b'{"zen": "Keep it logically awesome.", "repository": {"full_name": "acme/widgets"}}'
-    ping = _post(stack, "/webhooks/github", body, secret=_repo_secret("acme/widgets"), headers={"X-GitHub-Event": "ping"})
+    ping = _post(
+        stack, "/webhooks/github", body, secret=_repo_secret("acme/widgets"), headers={"X-GitHub-Event": "ping"}
+    )
     assert ping.json() == {"message": "pong"}
     org = b'{"zen": "Design for failure.", "organization": {"login": "acme"}}'
-    assert _post(stack, "/webhooks/github", org, secret=_repo_secret("acme"), headers={"X-GitHub-Event": "ping"}).status_code == 200
-    other = _post(stack, "/webhooks/github", body, secret=_repo_secret("acme/widgets"), headers={"X-GitHub-Event": "push"})
+    assert (
+        _post(
+            stack, "/webhooks/github", org, secret=_repo_secret("acme"), headers={"X-GitHub-Event": "ping"}
+        ).status_code
+        == 200
+    )
+    other = _post(
+        stack, "/webhooks/github", body, secret=_repo_secret("acme/widgets"), headers={"X-GitHub-Event": "push"}
+    )
     assert other.status_code == 202 and other.json() == {"ignored": "event push"}
 
 
@@ -134,8 +196,11 @@ def test_webhook_secret_prints_a_repositorys_or_an_organizations_secret(monkeypa
         assert main(["webhook-secret", "--project", "acme/widgets"]) == 0
         assert capsys.readouterr().out.strip() == github_webhook_secret("operator-secret", "acme/widgets")
         assert main(["webhook-secret", "--owner", "acme"]) == 0
-        assert capsys.readouterr().out.strip() == github_webhook_secret("operator-secret", "acme") != github_webhook_secret(
-            "operator-secret", "acme/widgets")
+        assert (
+            capsys.readouterr().out.strip()
+            == github_webhook_secret("operator-secret", "acme")
+            != github_webhook_secret("operator-secret", "acme/widgets")
+        )
         monkeypatch.delenv("WEBHOOK_SECRET")
         monkeypatch.delenv("WEBHOOK_SECRET_PARAMETER", raising=False)
         reset()

@@ -36,32 +36,54 @@ def test_a_pull_request_compares_with_the_run_at_its_base_commit_not_the_latest(
     assert report.baseline["run_id"] == f"{run_id}-main-1" and report.baseline["commit"] == old
     assert report.baseline["why"] == "main's run at the change's base commit aaaaaaaaaaaa"
     assert report.counts.regressions == 2 and round(report.counts.worst_regression, 2) == 0.1  # +10%, not -45%
-    _run(agg, isolated, project, f"{run_id}-pr-2", "d" * 40, {"1": 1100, "2": 1100}, **pull,
-         base_commit="9" * 40)  # a base commit no run was forwarded at: the latest
+    _run(
+        agg, isolated, project, f"{run_id}-pr-2", "d" * 40, {"1": 1100, "2": 1100}, **pull, base_commit="9" * 40
+    )  # a base commit no run was forwarded at: the latest
     fallback = agg.reports.report(project, f"{run_id}-pr-2").baseline
     assert fallback["run_id"] == f"{run_id}-main-2"
     assert fallback["why"] == "main's latest run: none was forwarded at the change's base commit 999999999999"
 
 
 def test_without_a_run_at_its_base_commit_a_change_compares_with_the_nearest_ancestor_that_has_one(
-        isolated, project, run_id):
+    isolated, project, run_id
+):
     agg = isolated.aggregator
     older, nearest, newer = "a" * 40, "b" * 40, "c" * 40
     for number, (commit, cost) in enumerate(((older, 3000), (nearest, 1000), (newer, 2000)), start=1):
         assert _run(agg, isolated, project, f"{run_id}-main-{number}", commit, {"1": cost, "2": cost}) == "forwarded"
     pull = {"ref": "refs/pull/4/merge", "base_ref": "main"}
     base = "9" * 40  # main's commit the branch left from, never benchmarked; its parents as git lists them
-    _run(agg, isolated, project, f"{run_id}-pr", "d" * 40, {"1": 1100, "2": 1100}, **pull, base_commit=base,
-         base_ancestors=["8" * 40, nearest, older])
+    _run(
+        agg,
+        isolated,
+        project,
+        f"{run_id}-pr",
+        "d" * 40,
+        {"1": 1100, "2": 1100},
+        **pull,
+        base_commit=base,
+        base_ancestors=["8" * 40, nearest, older],
+    )
     report = agg.reports.report(project, f"{run_id}-pr")
     assert report.baseline["run_id"] == f"{run_id}-main-2" and report.baseline["commit"] == nearest
-    assert report.baseline["why"] == ("main's run at bbbbbbbbbbbb, 2 commits before the change's base commit "
-                                      "999999999999: the nearest with a run")
+    assert report.baseline["why"] == (
+        "main's run at bbbbbbbbbbbb, 2 commits before the change's base commit 999999999999: the nearest with a run"
+    )
     assert report.counts.regressions == 2 and round(report.counts.worst_regression, 2) == 0.1  # not -45%, not -63%
-    _run(agg, isolated, project, f"{run_id}-pr-2", "e" * 40, {"1": 1100, "2": 1100}, **pull, base_commit=base,
-         base_ancestors=["8" * 40, "7" * 40])  # none of them has a run: main's latest
+    _run(
+        agg,
+        isolated,
+        project,
+        f"{run_id}-pr-2",
+        "e" * 40,
+        {"1": 1100, "2": 1100},
+        **pull,
+        base_commit=base,
+        base_ancestors=["8" * 40, "7" * 40],
+    )  # none of them has a run: main's latest
     assert agg.reports.report(project, f"{run_id}-pr-2").baseline["why"] == (
-        "main's latest run: none was forwarded at the change's base commit 999999999999 or the 2 commits before it")
+        "main's latest run: none was forwarded at the change's base commit 999999999999 or the 2 commits before it"
+    )
 
 
 def test_a_run_forwarded_with_a_shard_missing_is_never_the_baseline(isolated, project, run_id):
@@ -88,22 +110,43 @@ def test_a_pull_request_whose_upload_could_not_tell_its_merge_base_takes_githubs
     _run(agg, isolated, project, f"{run_id}-pr", head, {"1": 1100, "2": 1100}, **pull, base_commit=tip)
     report = agg.reports.report(project, f"{run_id}-pr")
     assert report.baseline["run_id"] == f"{run_id}-main-1" and report.baseline["why"] == (
-        "main's run at aaaaaaaaaaaa, 1 commit before the change's base commit bbbbbbbbbbbb: the nearest with a run")
-    assert github.reads == [f"/repos/{project}/pulls/4", f"/repos/{project}/compare/main...{head}", f"/repos/{project}/commits"]
-    assert report.counts.regressions == 2 and round(report.counts.worst_regression, 2) == 0.1  # not -45% against the tip
+        "main's run at aaaaaaaaaaaa, 1 commit before the change's base commit bbbbbbbbbbbb: the nearest with a run"
+    )
+    assert github.reads == [
+        f"/repos/{project}/pulls/4",
+        f"/repos/{project}/compare/main...{head}",
+        f"/repos/{project}/commits",
+    ]
+    assert (
+        report.counts.regressions == 2 and round(report.counts.worst_regression, 2) == 0.1
+    )  # not -45% against the tip
 
 
-def test_a_token_github_refuses_leaves_the_uploads_base_commit_and_is_asked_no_more(isolated, github, project, run_id, caplog):
+def test_a_token_github_refuses_leaves_the_uploads_base_commit_and_is_asked_no_more(
+    isolated, github, project, run_id, caplog
+):
     github.pulls[4] = ("main", github.commit_on("feature", "c" * 40))
     github.fail_with = 403
     agg = replace(isolated.aggregator, github_commits=GitHubCommits(github.url, "gh-token"))
     assert _run(agg, isolated, project, f"{run_id}-main", "d" * 40, {"1": 1000, "2": 1000}) == "forwarded"
     pull = {"ref": "refs/pull/4/merge", "base_ref": "main"}
     for attempt in ("pr-1", "pr-2"):
-        assert _run(agg, isolated, project, f"{run_id}-{attempt}", "c" * 40, {"1": 1100, "2": 1100}, **pull,
-                    base_commit="d" * 40) == "forwarded"
+        assert (
+            _run(
+                agg,
+                isolated,
+                project,
+                f"{run_id}-{attempt}",
+                "c" * 40,
+                {"1": 1100, "2": 1100},
+                **pull,
+                base_commit="d" * 40,
+            )
+            == "forwarded"
+        )
         assert agg.reports.report(project, f"{run_id}-{attempt}").baseline["why"] == (
-            "main's run at the change's base commit dddddddddddd")
+            "main's run at the change's base commit dddddddddddd"
+        )
     assert github.reads == [f"/repos/{project}/pulls/4"]
     assert f"GitHub did not tell the merge base of {project}#4 (403)" in caplog.text
 
@@ -119,13 +162,25 @@ def test_githubs_merge_base_comes_with_its_first_parents_only(github):
 
 
 def test_a_baseline_forwarded_by_another_process_shows_in_the_next_partial_report_not_a_minute_later(
-        isolated, project, run_id):
+    isolated, project, run_id
+):
     """The lookup's absence was kept a minute per process: for 60 s after main forwarded, partial
     reports said "no baseline yet" and hid a +30% regression."""
     agg = replace(isolated.aggregator, clock=lambda: 1_900_000_000.0)  # no time passes
     pull = {"ref": "refs/pull/4/merge", "base_ref": "main"}
-    pr = [push(agg, project, f"{run_id}-pr", shard, bundle(10 + int(shard), [f"t{shard}::x"], costs={f"t{shard}::x": 1300}),
-               total=2, commit="c" * 40, **pull)["key"] for shard in ("1", "2")]
+    pr = [
+        push(
+            agg,
+            project,
+            f"{run_id}-pr",
+            shard,
+            bundle(10 + int(shard), [f"t{shard}::x"], costs={f"t{shard}::x": 1300}),
+            total=2,
+            commit="c" * 40,
+            **pull,
+        )["key"]
+        for shard in ("1", "2")
+    ]
     agg.arrivals.record(pr[0])
     assert agg.reports.report(project, f"{run_id}-pr").baseline is None  # main has no run yet
     other = replace(isolated.aggregator)  # another Lambda instance forwards main's run

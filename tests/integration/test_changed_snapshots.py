@@ -16,8 +16,9 @@ from tests.requests_seen import dynamodb_requests, item_keys, whole_run_reads
 
 def _same(a, b) -> None:
     assert a.run.rev == b.run.rev and a.run.arrived_count == b.run.arrived_count
-    assert {n: (s.state, s.rev, s.upload_id) for n, s in a.shards.items()} == \
-        {n: (s.state, s.rev, s.upload_id) for n, s in b.shards.items()}
+    assert {n: (s.state, s.rev, s.upload_id) for n, s in a.shards.items()} == {
+        n: (s.state, s.rev, s.upload_id) for n, s in b.shards.items()
+    }
 
 
 def _fresh(agg) -> Reads:
@@ -35,7 +36,7 @@ def test_a_rebuild_after_a_batch_reads_only_the_shards_it_changed(isolated, proj
             for key in keys[8:11]:
                 assert agg.arrivals.record(key) == "recorded"
     last_write = max(i for i, (op, _) in enumerate(seen) if op == "TransactWriteItems")
-    publish = seen[last_write + 1:]  # the last arrival's check for completeness, then the batch's report
+    publish = seen[last_write + 1 :]  # the last arrival's check for completeness, then the batch's report
     # and the baseline's lookup: main has no forwarded run yet, and an absence is never kept
     assert [op for op, _ in publish] == ["Query", "Query", "BatchGetItem", "BatchGetItem", "Query"]
     assert publish[1][1]["KeyConditionExpression"].endswith("sk BETWEEN :run AND :end")  # the run and its tallies
@@ -53,12 +54,13 @@ def test_a_rebuild_after_a_batch_reads_only_the_shards_it_changed(isolated, proj
     assert sorted(snapshot.shards, key=int) == [str(i) for i in range(1, 12)] + ["13"]
 
 
-@pytest.mark.parametrize("how", ["too many changes for the notes", "two writers read one revision",
-                                 "a writer of the release before"])
+@pytest.mark.parametrize(
+    "how", ["too many changes for the notes", "two writers read one revision", "a writer of the release before"]
+)
 def test_changes_the_notes_cannot_name_are_read_whole(isolated, project, run_id, how):
     agg = isolated.aggregator
     shards = agg.ledger.shards
-    one_tally = [str(i) for i in range(1, 2000) if tally_sk(str(i)) == tally_sk("1")][:CHANGE_NOTES + 2]
+    one_tally = [str(i) for i in range(1, 2000) if tally_sk(str(i)) == tally_sk("1")][: CHANGE_NOTES + 2]
     assert agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=100)["key"]) == "recorded"
     reads = _fresh(agg)
     reads.snapshot(project, run_id)
@@ -99,13 +101,16 @@ def test_the_finalizer_reads_the_shards_changed_since_under_its_own_role(stack, 
     call its role in template.yaml allows (the local stack holds it to the role)."""
     agg = isolated.aggregator
     for shard in ("1", "2"):
-        assert agg.arrivals.record(push(agg, project, run_id, shard, bundle(4100 + int(shard)), total=2)["key"]) == "recorded"
+        assert (
+            agg.arrivals.record(push(agg, project, run_id, shard, bundle(4100 + int(shard)), total=2)["key"])
+            == "recorded"
+        )
     assert agg.ledger.shards.record_rejection(project, run_id, "3", "u-3", "not gzip")  # no report after it
     refused = set(stack.enforcer.refusals())
     with dynamodb_requests(agg.ledger.db) as seen:
         assert isolated.finalize_all(project, run_id) == "forwarded"
     claim = next(i for i, (op, _) in enumerate(seen) if op == "TransactWriteItems")
-    assert item_keys(seen[claim:claim + 4]) == ["SHARD#3"]  # the claim, then its report: the run, its note, shard 3
+    assert item_keys(seen[claim : claim + 4]) == ["SHARD#3"]  # the claim, then its report: the run, its note, shard 3
     assert set(stack.enforcer.refusals()) == refused
     assert any(call[:2] == ("FinalizerFunction", "dynamodb:BatchGetItem") for call in stack.enforcer.seen)
     assert agg.reports.report(project, run_id).shards[2].state == "rejected"
@@ -135,8 +140,9 @@ def test_a_process_new_to_the_run_reads_what_changed_since_what_another_read(iso
     assert _fresh(agg).known(project, run_id) is None  # a process that read nothing has nothing to hand on
 
 
-@pytest.mark.parametrize("how", ["another run under the same id", "shards that do not add up", "not JSON",
-                                 "a later release's field"])
+@pytest.mark.parametrize(
+    "how", ["another run under the same id", "shards that do not add up", "not JSON", "a later release's field"]
+)
 def test_what_another_process_read_is_used_only_when_it_is_of_this_run_and_adds_up(isolated, project, run_id, how):
     agg = isolated.aggregator
     for i in range(1, 4):
@@ -185,8 +191,9 @@ def test_an_unreadable_ledger_or_digest_object_is_read_around_and_the_arrival_co
     s3 = agg.results.s3
     corrupt = (known_key if which == "ledger" else digest_key)(project, run_id)
     s3.put_object(Bucket=agg.settings.bucket_name, Key=corrupt, Body=b"\x1f\x8b not a gzip stream")
-    fresh = replace(agg, ledger=Ledger.on(agg.ledger.table, agg.ledger.db),
-                    results=ResultsStore(agg.settings.bucket_name, s3))
+    fresh = replace(
+        agg, ledger=Ledger.on(agg.ledger.table, agg.ledger.db), results=ResultsStore(agg.settings.bucket_name, s3)
+    )
     assert fresh.arrivals.record(keys[19]) == "recorded"
     report = fresh.reports.report(project, run_id)
     assert report.arrived == 20 and report.state in ("finalizing", "open")

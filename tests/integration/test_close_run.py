@@ -1,8 +1,7 @@
-"""Closing a run: by hand, with nothing in, and at its deadline. Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
+"""Closing a run: by hand, with nothing in, and at its deadline. Against moto's server (real HTTP, real
+boto3, real presigned URLs), driven step by step."""
 
 from dataclasses import replace
-
-
 
 from codspeed_wire.api import CloseRequest
 from tests.factories import bundle, push
@@ -17,7 +16,10 @@ def test_close_finishes_with_what_arrived_and_names_missing_and_skipped_shards(i
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
     report = agg.reports.report(project, run_id)
     assert {s.name: s.state for s in report.shards} == {"1": "arrived", "2": "missing", "3": "skipped"}
-    assert agg.closing.close(CloseRequest(project=project, run_id=run_id)).message == "run is already forwarded: nothing to close"
+    assert (
+        agg.closing.close(CloseRequest(project=project, run_id=run_id)).message
+        == "run is already forwarded: nothing to close"
+    )
 
 
 def test_a_run_closed_with_nothing_arrived_ends_empty_and_forwards_nothing(isolated, project, run_id):
@@ -63,6 +65,10 @@ def test_close_and_the_ci_webhook_act_on_the_latest_attempt_and_a_named_one_on_t
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
     agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242, ["t1::b"]), total=2)["key"])  # attempt 2, open
     named = agg.closing.close(CloseRequest(project=project, run_id=f"{run_id}~1"))
-    assert (named.run_id, named.state, named.message) == (run_id, "forwarded", "run is already forwarded: nothing to close")
+    assert (named.run_id, named.state, named.message) == (
+        run_id,
+        "forwarded",
+        "run is already forwarded: nothing to close",
+    )
     assert agg.closing.close_finished_ci_run(project, run_id) == [f"{run_id}~2"]
     assert agg.closing.close(CloseRequest(project=project, run_id=run_id)).message == "a close was already under way"

@@ -20,27 +20,37 @@ def github():
 
 
 def _push(agg, project, run_id, shard, data, total=2) -> str:
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total)))
+    grant = agg.uploads.grant(
+        ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total))
+    )
     put(grant.model_dump(), data)
     return grant.key
 
 
 def test_statuses_go_pending_then_success_over_real_http_and_link_the_run_page(isolated, github, project, run_id):
-    agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"), page_key=b"k" * 32,
-                  settings=replace(isolated.aggregator.settings, public_url="https://agg.example"))
+    agg = replace(
+        isolated.aggregator,
+        statuses=GitHubStatuses(github.url, "gh-token"),
+        page_key=b"k" * 32,
+        settings=replace(isolated.aggregator.settings, public_url="https://agg.example"),
+    )
     first = _push(agg, project, run_id, "1", bundle())
     assert github.statuses == []  # quiet until a shard arrives
     agg.arrivals.record(first)
     agg.arrivals.record(_push(agg, project, run_id, "2", bundle()))
     agg.finalizing.finalize(project, run_id)
     assert [(s["state"], s["description"]) for s in github.statuses] == [
-        ("pending", "1/2 shards in"), ("pending", "2/2 shards in"), ("pending", "2/2 shards in: finishing, what is not upstream yet going now"),
+        ("pending", "1/2 shards in"),
+        ("pending", "2/2 shards in"),
+        ("pending", "2/2 shards in: finishing, what is not upstream yet going now"),
         ("success", "forwarded 2/2 shards"),
     ]
     assert {s["path"] for s in github.statuses} == {f"/repos/{project}/statuses/{COMMIT}"}
     assert {s["authorization"] for s in github.statuses} == {"Bearer gh-token"}
     assert {s["context"] for s in github.statuses} == {"codspeed/shards"}
-    assert all(s["target_url"].startswith(f"https://agg.example/runs/{project}/{run_id}?expires=") for s in github.statuses)
+    assert all(
+        s["target_url"].startswith(f"https://agg.example/runs/{project}/{run_id}?expires=") for s in github.statuses
+    )
 
 
 def test_a_failing_github_never_fails_an_arrival_or_a_forward(isolated, github, project, run_id):
@@ -53,9 +63,20 @@ def test_a_failing_github_never_fails_an_arrival_or_a_forward(isolated, github, 
 
 
 def _report(state, arrived, shards, **fields):
-    return Report(project="a/b", run_id="1", commit="c", state=state, partial=state == "open", version=1, expected=3,
-                  arrived=arrived, carried=sum(s == "carried" for _, s in shards),
-                  shards=[ShardEntry(name=n, state=s) for n, s in shards], generated_at="t", **fields)
+    return Report(
+        project="a/b",
+        run_id="1",
+        commit="c",
+        state=state,
+        partial=state == "open",
+        version=1,
+        expected=3,
+        arrived=arrived,
+        carried=sum(s == "carried" for _, s in shards),
+        shards=[ShardEntry(name=n, state=s) for n, s in shards],
+        generated_at="t",
+        **fields,
+    )
 
 
 def test_what_the_status_says():
@@ -65,9 +86,13 @@ def test_what_the_status_says():
     assert commit_status(_report("forwarded", 2, [("3", "missing")])) == ("failure", "forwarded 2/3 shards; missing: 3")
     # a carried shard is done: "forwarded 1/3 shards" said two of three were not
     assert commit_status(_report("forwarded", 1, [("1", "arrived"), ("2", "carried"), ("3", "carried")])) == (
-        "success", "forwarded 3/3 shards (1 measured, 2 carried)")
+        "success",
+        "forwarded 3/3 shards (1 measured, 2 carried)",
+    )
     assert commit_status(_report("forwarded", 1, [("2", "carried"), ("3", "missing")])) == (
-        "failure", "forwarded 2/3 shards (1 measured, 1 carried); missing: 3")
+        "failure",
+        "forwarded 2/3 shards (1 measured, 1 carried); missing: 3",
+    )
     assert commit_status(_report("forward_failed", 3, []))[0] == "failure"
     assert commit_status(_report("closed_empty", 0, []))[0] == "failure"
 
@@ -75,7 +100,9 @@ def test_what_the_status_says():
 def test_a_forwarded_run_with_regressions_past_the_threshold_fails_its_status_with_the_reason():
     regressed = BenchmarkCounts(measured=20, regressions=3, improvements=1, unchanged=16, worst_regression=0.3)
     assert commit_status(_report("forwarded", 3, [], counts=regressed, threshold=0.05)) == (
-        "failure", "3 regressions past 5% (worst +30.0%); forwarded 3/3 shards")
+        "failure",
+        "3 regressions past 5% (worst +30.0%); forwarded 3/3 shards",
+    )
     improved = BenchmarkCounts(measured=20, improvements=4, unchanged=16, worst_improvement=-0.2)
     assert commit_status(_report("forwarded", 3, [], counts=improved)) == ("success", "forwarded 3/3 shards")
     assert commit_status(_report("open", 2, [], counts=regressed)) == ("pending", "2/3 shards in")  # gated once final

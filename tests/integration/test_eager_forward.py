@@ -12,8 +12,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
-from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from codspeed_aggregator.domain.uploads import pushed_part_id
+from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from tests.factories import bundle, push
 
 
@@ -34,17 +34,25 @@ def _shard_messages(isolated) -> list[str]:
 
 def _parts(isolated, run_id) -> list[str]:
     """The runPartId of each upload upstream, oldest first."""
-    return [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in isolated.upstream.uploads(run_id)]
+    return [
+        json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in isolated.upstream.uploads(run_id)
+    ]
 
 
 def _footprint(agg, project, run_id) -> dict:
-    return {item["sk"]["S"]: item for item in agg.ledger.reads.db.query(
-        TableName=agg.settings.table_name, KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}})["Items"]}
+    return {
+        item["sk"]["S"]: item
+        for item in agg.ledger.reads.db.query(
+            TableName=agg.settings.table_name,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}},
+        )["Items"]
+    }
 
 
-def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_none_again(eager, isolated, project,
-                                                                                         run_id):
+def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_none_again(
+    eager, isolated, project, run_id
+):
     for index in (1, 2):
         _arrive(eager, project, run_id, str(index), bundle(4200 + index, [f"t{index}::b"]))
     assert _shard_messages(isolated) == ["1", "2"]
@@ -61,8 +69,11 @@ def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_
     assert _parts(isolated, run_id) == [pushed_part_id(s, "valgrind") for s in ("1", "2", "3")]
     assert not isolated.upstream.benchmarks_twice(project)
     report = eager.reports.report(project, run_id)
-    assert report.state == "forwarded" and report.upstream.message.startswith(
-        "3 shards, each its own part upstream (1 sent at the end, ") and "merged" not in report.upstream.message
+    assert (
+        report.state == "forwarded"
+        and report.upstream.message.startswith("3 shards, each its own part upstream (1 sent at the end, ")
+        and "merged" not in report.upstream.message
+    )
 
 
 def test_a_re_run_shard_replaces_its_own_part(eager, isolated, project, run_id):
@@ -115,8 +126,10 @@ def test_a_failed_send_is_said_on_the_run_and_retried_for_that_shard_alone(eager
     changed = {sk for sk in before.keys() | after.keys() if before.get(sk) != after.get(sk)}
     # its claim, released, and the shard noted (its tally, a change note): nothing of the run or of shard 1
     assert {sk.split("#")[0] for sk in changed} == {"~CLAIM", "SHARD", "RUN", "~NOTE"}, changed
-    assert {sk for sk in changed if sk.startswith(("SHARD", "RUN"))} == {"SHARD#2", next(
-        sk for sk in changed if sk.startswith("RUN#TALLY#"))}, changed
+    assert {sk for sk in changed if sk.startswith(("SHARD", "RUN"))} == {
+        "SHARD#2",
+        next(sk for sk in changed if sk.startswith("RUN#TALLY#")),
+    }, changed
     [entry] = [s for s in eager.reports.report(project, run_id).shards if s.name == "2"]
     assert not entry.upstream and entry.reason.startswith("not upstream yet, sent again shortly: "), entry
     assert eager.eager.forward(project, run_id, "2") == "forwarded"  # the message's retry
@@ -168,8 +181,9 @@ def test_a_re_push_while_its_first_send_is_on_its_way_is_sent_after_it(eager, is
 
 
 @pytest.mark.parametrize("kind", ["access denied", "throttling"])
-def test_a_failed_record_after_a_send_releases_the_claim_and_the_retry_goes_on_at_once(eager, isolated, project,
-                                                                                       run_id, kind):
+def test_a_failed_record_after_a_send_releases_the_claim_and_the_retry_goes_on_at_once(
+    eager, isolated, project, run_id, kind
+):
     """The send reached the upstream and its record failed (its transaction refused, or throttled past
     the client's retries): the claim is released, so the message's retry sends again now instead of
     waiting out the lease with the run unable to end."""
@@ -185,7 +199,9 @@ def test_a_failed_record_after_a_send_releases_the_claim_and_the_retry_goes_on_a
             return AWS_FAULTS[kind]("dynamodb")
         return None
 
-    db.meta.events.register_first("before-send.dynamodb.TransactWriteItems", refuse_the_record, unique_id="refuse-record")
+    db.meta.events.register_first(
+        "before-send.dynamodb.TransactWriteItems", refuse_the_record, unique_id="refuse-record"
+    )
     try:
         with mock.patch("botocore.endpoint.time", SimpleNamespace(sleep=lambda seconds: None)):
             with pytest.raises(ClientError):
@@ -211,8 +227,9 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
     isolated.finalize_requests()
     pr = {"ref": "refs/pull/7/merge", "baseRef": "main"}
     for shard in ("1", "2"):
-        eager.arrivals.record(push(eager, project, run_id, shard, bundle(4400 + int(shard), [f"t{shard}::pr"]), total=3,
-                                   **pr)["key"])
+        eager.arrivals.record(
+            push(eager, project, run_id, shard, bundle(4400 + int(shard), [f"t{shard}::pr"]), total=3, **pr)["key"]
+        )
         assert eager.eager.forward(project, run_id, shard) == "forwarded"
     closed = eager.closing.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
     assert closed.message == "the run ends with the shards in so far: each is upstream as its own part, or goes now"
@@ -224,11 +241,14 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
     report = eager.reports.report(project, run_id)
     carried = {s.name: s for s in report.shards}["3"]
     assert carried.state == "carried" and carried.source == {"run_id": main, "commit": report.commit}
-    assert "1 carried, left to CodSpeed's baseline" in report.upstream.message and "merged" not in report.upstream.message
+    assert (
+        "1 carried, left to CodSpeed's baseline" in report.upstream.message and "merged" not in report.upstream.message
+    )
     # a carried shard is done in every summary; ``arrived`` keeps its meaning (measured here)
     assert (report.arrived, report.carried) == (2, 1)
     from codspeed_aggregator.domain.notification import commit_status
     from codspeed_wire.report import render_markdown
+
     assert "forwarded, 3/3 shards in (2 measured, 1 carried)" in render_markdown(report)
     assert commit_status(report) == ("success", "forwarded 3/3 shards (2 measured, 1 carried)")
 
@@ -248,8 +268,18 @@ def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_pa
     isolated.finalize_requests()
     owner, repository = project.split("/")
     stated = metadata(md5_b64(b""), owner=owner, repository=repository, ref="refs/pull/8/merge", baseRef="main")
-    eager.opening.open(OpenRequest(project=project, run_id=run_id, total=2, skip=["1", "2"], commit=COMMIT,
-                                   ref="refs/pull/8/merge", base_ref="main", metadata=UploadMetadata.model_validate(stated)))
+    eager.opening.open(
+        OpenRequest(
+            project=project,
+            run_id=run_id,
+            total=2,
+            skip=["1", "2"],
+            commit=COMMIT,
+            ref="refs/pull/8/merge",
+            base_ref="main",
+            metadata=UploadMetadata.model_validate(stated),
+        )
+    )
     assert isolated.finalize_all(project, run_id, eager) == "forwarded"
 
     [upload] = isolated.upstream.uploads(run_id)
@@ -258,4 +288,6 @@ def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_pa
     assert sent["commitHash"] == COMMIT and not benchmarks_in(archive_of(upload))  # nothing of main's as this commit's
     report = eager.reports.report(project, run_id)
     assert (report.arrived, report.carried) == (0, 2) and {s.state for s in report.shards} == {"carried"}
-    assert report.upstream.message.startswith("nothing measured on this commit: one part with no benchmark (allowEmpty)")
+    assert report.upstream.message.startswith(
+        "nothing measured on this commit: one part with no benchmark (allowEmpty)"
+    )

@@ -28,9 +28,15 @@ def _api(name: str) -> tuple[int, dict]:
 
 def test_every_event_file_is_exercised():
     assert {p.name for p in EVENTS.glob("*.json")} - {"env.json"} == {
-        "api-request-upload.json", "api-drop-in-upload.json", "api-close-run.json", "api-read-report.json",
-        "arrivals-s3-object-created.json", "finalizer-finalize-run.json", "sweeper-scheduled.json",
-        "api-webhook-refresh.json", "api-webhook-github-workflow-run.json",
+        "api-request-upload.json",
+        "api-drop-in-upload.json",
+        "api-close-run.json",
+        "api-read-report.json",
+        "arrivals-s3-object-created.json",
+        "finalizer-finalize-run.json",
+        "sweeper-scheduled.json",
+        "api-webhook-refresh.json",
+        "api-webhook-github-workflow-run.json",
     }
 
 
@@ -54,12 +60,16 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     # The arrival event names a bundle key: make that bundle and its upload record real.
     record = _event("arrivals-s3-object-created.json")
-    key = unquote_plus(json.loads(record["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"])  # as S3 encodes it
+    key = unquote_plus(
+        json.loads(record["Records"][0]["body"])["Records"][0]["s3"]["object"]["key"]
+    )  # as S3 encodes it
     upload_id = key.rsplit("/", 1)[1].removesuffix(".tar.gz")
     from tests.isolated import on_stack
 
     agg = on_stack()  # the test's own set-up: not recorded, this thread calls as no function
-    agg.ledger.shards.add_upload("acme/widgets", "7044765741", UploadRecord("2", upload_id, None, "0.5", metadata={"profileMd5": "x"}))
+    agg.ledger.shards.add_upload(
+        "acme/widgets", "7044765741", UploadRecord("2", upload_id, None, "0.5", metadata={"profileMd5": "x"})
+    )
     agg.store.s3.put_object(Bucket=agg.store.bucket, Key=key, Body=bundle())
     answer = arrivals.handler(record, LocalContext("codspeed-arrivals"))
     assert answer == {"batchItemFailures": []}
@@ -70,11 +80,15 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     status, closed = _api("api-close-run.json")
     assert status == 202 and closed["state"] == "closing"
-    answer = finalizer.handler(_event("finalizer-finalize-run.json"),
-                              LocalContext("codspeed-finalizer"))
+    answer = finalizer.handler(_event("finalizer-finalize-run.json"), LocalContext("codspeed-finalizer"))
     assert answer == {"batchItemFailures": []}
     final = wait_for(lambda: (r := _api("api-read-report.json")[1])["state"] == "forwarded" and r)
-    assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "missing", "2": "arrived", "3": "missing", "4": "skipped"}
+    assert {s["name"]: s["state"] for s in final["shards"]} == {
+        "1": "missing",
+        "2": "arrived",
+        "3": "missing",
+        "4": "skipped",
+    }
 
     # A refresh signed now, as `codspeed-aggregator refresh-event` prints one for sam local invoke: taken.
     import contextlib
@@ -86,13 +100,24 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert main(["refresh-event", "--project", "acme/widgets", "--run-id", "7044765741",
-                     "--webhook-secret", WEBHOOK_SECRET]) == 0
+        assert (
+            main(
+                [
+                    "refresh-event",
+                    "--project",
+                    "acme/widgets",
+                    "--run-id",
+                    "7044765741",
+                    "--webhook-secret",
+                    WEBHOOK_SECRET,
+                ]
+            )
+            == 0
+        )
     answer = api.handler(json.loads(printed.getvalue()), LocalContext("codspeed-api"))
     assert answer["statusCode"] == 200 and json.loads(answer["body"])["version"] >= final["version"], answer
 
-    assert "closed" in sweeper.handler(_event("sweeper-scheduled.json"),
-                                        LocalContext("codspeed-sweeper"))
+    assert "closed" in sweeper.handler(_event("sweeper-scheduled.json"), LocalContext("codspeed-sweeper"))
 
     # The sample finalize message found its run already claimed by the stack's own poller:
     # finalize one more run here, so that the finalizer's whole forward is recorded too.
@@ -101,7 +126,9 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     for shard in ("1", "2"):  # two valgrind shards: merged, spooled to S3, sent from there
         data = bundle(pid=100 + int(shard))
-        grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request("acme/iam", "iam-1", shard, data, total=3)))
+        grant = agg.uploads.grant(
+            ShardUploadRequest.model_validate(upload_request("acme/iam", "iam-1", shard, data, total=3))
+        )
         put(grant.model_dump(), data)
         agg.arrivals.record(grant.key, len(data))
     message = _event("finalizer-finalize-run.json")
@@ -112,8 +139,12 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
     # Every handler ran under its role in template.yaml (the stack holds each to it): nothing was refused.
     assert set(stack.enforcer.refusals()) == refused_before
     seen = {(role, action) for role, action, _, _ in stack.enforcer.seen}
-    assert {("FinalizerFunction", "s3:GetObjectVersion"), ("FinalizerFunction", "s3:PutObjectTagging"),
-            ("SweeperFunction", "dynamodb:Query"), ("ArrivalsFunction", "dynamodb:BatchGetItem")} <= seen
+    assert {
+        ("FinalizerFunction", "s3:GetObjectVersion"),
+        ("FinalizerFunction", "s3:PutObjectTagging"),
+        ("SweeperFunction", "dynamodb:Query"),
+        ("ArrivalsFunction", "dynamodb:BatchGetItem"),
+    } <= seen
 
 
 def test_env_json_gives_sam_local_invoke_every_setting_the_code_requires():
@@ -162,8 +193,11 @@ def test_an_arrivals_batch_out_of_time_sends_the_rest_again_as_new_messages_not_
     from codspeed_aggregator.handlers import arrivals
 
     event = _event("arrivals-s3-object-created.json")
-    second = {**event["Records"][0], "messageId": "second-message",
-              "attributes": {**event["Records"][0]["attributes"], "ApproximateReceiveCount": "5"}}
+    second = {
+        **event["Records"][0],
+        "messageId": "second-message",
+        "attributes": {**event["Records"][0]["attributes"], "ApproximateReceiveCount": "5"},
+    }
     event["Records"].append(second)
     body = json.loads(second["body"])
     body["Records"][0]["s3"]["object"]["key"] = "bundles/acme%252Fbudget/run-1/1/nobody-granted-this.tar.gz"
@@ -174,15 +208,20 @@ def test_an_arrivals_batch_out_of_time_sends_the_rest_again_as_new_messages_not_
     # The second is done here: it goes back as a new message, whose receive count starts again,
     # so a bundle deferred in batch after batch never reaches the dead-letter queue (5 receives).
     assert running_out == {"batchItemFailures": []}
-    assert sent.calls == [("SendMessage", {"QueueUrl": stack.resources.arrivals_queue_url, "MessageBody": second["body"]})]
+    assert sent.calls == [
+        ("SendMessage", {"QueueUrl": stack.resources.arrivals_queue_url, "MessageBody": second["body"]})
+    ]
     with _Sent("arrivals", "sqs", "SendMessage") as sent:
         assert arrivals.handler(event, _Context(5_000)) == {"batchItemFailures": []}  # none fits: both sent again
     assert len(sent.calls) == 2
     assert not [r for r in stack.enforcer.refusals() if r[0] == "ArrivalsFunction"]
 
 
-@pytest.mark.parametrize("size, left_s, deferred", [(1024, 419, False), (5 << 30, 421, True), (5 << 30, 900, False)],
-                         ids=["1 KiB with 419 s left", "5 GiB with 421 s left", "5 GiB in a fresh invocation"])
+@pytest.mark.parametrize(
+    "size, left_s, deferred",
+    [(1024, 419, False), (5 << 30, 421, True), (5 << 30, 900, False)],
+    ids=["1 KiB with 419 s left", "5 GiB with 421 s left", "5 GiB in a fresh invocation"],
+)
 def test_an_arrival_is_taken_only_with_the_time_its_bundles_size_needs(stack, size, left_s, deferred):
     """The reserve was one figure whatever the event said (420 s deployed): a 5 GiB bundle started
     with 421 s left, which its pass (390 to 682 s measured) overruns, and a 1 KiB one was deferred
@@ -200,9 +239,15 @@ def test_an_arrival_is_taken_only_with_the_time_its_bundles_size_needs(stack, si
     body["Records"][0]["s3"]["object"]["size"] = size
     event["Records"][0]["body"] = json.dumps(body)
     mine, taken = threading.get_ident(), []  # the stack's pollers may record other tests' arrivals meanwhile
-    with _Sent("arrivals", "sqs", "SendMessage") as sent, mock.patch.object(arrivals, "settings", lambda: deployed), \
-            mock.patch.object(wiring.arrivals().arrivals, "record",
-                              side_effect=lambda *a: taken.append(a) if threading.get_ident() == mine else None):
+    with (
+        _Sent("arrivals", "sqs", "SendMessage") as sent,
+        mock.patch.object(arrivals, "settings", lambda: deployed),
+        mock.patch.object(
+            wiring.arrivals().arrivals,
+            "record",
+            side_effect=lambda *a: taken.append(a) if threading.get_ident() == mine else None,
+        ),
+    ):
         assert arrivals.handler(event, _Context(left_s * 1000)) == {"batchItemFailures": []}
     assert (len(sent.calls), len(taken)) == ((1, 0) if deferred else (0, 1))
     assert deployed.arrival_reserve(5 << 30) == pytest.approx(20 + 5120 / 7) and deployed.arrival_reserve(5 << 30) < 900
@@ -218,11 +263,20 @@ def test_a_failed_arrival_comes_back_in_minutes_not_after_the_queues_90(stack):
 
     event = _event("arrivals-s3-object-created.json")
     event["Records"][0]["attributes"]["ApproximateReceiveCount"] = "3"
-    with _Sent("arrivals", "sqs", "ChangeMessageVisibility") as sent, \
-            mock.patch.object(wiring.arrivals().arrivals, "record", side_effect=RuntimeError("S3 answered 503")):
+    with (
+        _Sent("arrivals", "sqs", "ChangeMessageVisibility") as sent,
+        mock.patch.object(wiring.arrivals().arrivals, "record", side_effect=RuntimeError("S3 answered 503")),
+    ):
         with pytest.raises(BatchProcessingError, match="All records failed"):  # SQS keeps the message
             arrivals.handler(event, _Context(60_000))
-    assert sent.calls == [("ChangeMessageVisibility", {"QueueUrl": stack.resources.arrivals_queue_url,
-                                                       "ReceiptHandle": event["Records"][0]["receiptHandle"],
-                                                       "VisibilityTimeout": 240})]
+    assert sent.calls == [
+        (
+            "ChangeMessageVisibility",
+            {
+                "QueueUrl": stack.resources.arrivals_queue_url,
+                "ReceiptHandle": event["Records"][0]["receiptHandle"],
+                "VisibilityTimeout": 240,
+            },
+        )
+    ]
     assert not [r for r in stack.enforcer.refusals() if r[0] == "ArrivalsFunction"]

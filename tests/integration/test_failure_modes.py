@@ -27,16 +27,22 @@ def _state(agg, project, run_id):
 
 # -- hangs ---------------------------------------------------------------------------------
 
+
 def test_a_finalize_failing_for_any_reason_ends_forward_failed_with_it_and_is_retried(isolated, project, run_id):
     agg = isolated.aggregator
     for shard in ("1", "2"):
         agg.arrivals.record(_push(agg, project, run_id, shard, bundle(), total=2)["key"])
     isolated.finalize_requests()
-    with mock.patch("codspeed_aggregator.use_cases.forward_part.splice", side_effect=OverflowError("cannot convert float infinity")):
+    with mock.patch(
+        "codspeed_aggregator.use_cases.forward_part.splice", side_effect=OverflowError("cannot convert float infinity")
+    ):
         with pytest.raises(OverflowError):
             agg.finalizing.finalize(project, run_id)
     run = _state(agg, project, run_id)
-    assert run.state == "forward_failed" and run.forward_error == "finalizing failed: OverflowError: cannot convert float infinity"
+    assert (
+        run.state == "forward_failed"
+        and run.forward_error == "finalizing failed: OverflowError: cannot convert float infinity"
+    )
     report = agg.reports.report(project, run_id)
     assert report.state == "forward_failed" and "OverflowError" in report.upstream.message
     assert agg.finalizing.finalize(project, run_id) == "forwarded"  # SQS delivers the message again
@@ -62,7 +68,9 @@ def test_a_run_whose_finalizer_died_is_finalized_again_once_its_lease_runs_out(i
     agg = isolated.aggregator
     agg.arrivals.record(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
     isolated.finalize_requests()
-    assert agg.ledger.runs.claim_finalize(project, run_id, int(agg.clock()), agg.settings.finalize_lease_seconds)  # then it died
+    assert agg.ledger.runs.claim_finalize(
+        project, run_id, int(agg.clock()), agg.settings.finalize_lease_seconds
+    )  # then it died
     assert agg.finalizing.finalize(project, run_id) == "not_claimed"  # a redelivery within the lease leaves it alone
     assert not [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
     agg.closing.sweep()
@@ -86,6 +94,7 @@ def test_colliding_ten_digit_pids_are_renumbered_without_hanging(isolated, proje
 
 
 # -- what validation refuses before the merge could choke on it ----------------------------
+
 
 def _raw_header(name: str, kind: bytes, size: int) -> bytes:
     info = tarfile.TarInfo(name)
@@ -140,6 +149,7 @@ def test_a_sparse_member_and_a_zero_padded_pid_are_refused():
 
 # -- merged output that GNU tar extracts to exactly what the report lists --------------------
 
+
 def test_a_path_that_is_a_file_in_one_shard_and_a_folder_in_another_keeps_both(tmp_path):
     from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
 
@@ -181,12 +191,15 @@ def test_setuid_bits_never_reach_the_merged_archive():
 
 # -- losses ----------------------------------------------------------------------------------
 
+
 def test_a_retried_forward_asks_for_a_new_upload_url_when_the_old_one_is_dead(isolated, project, run_id):
     agg = isolated.aggregator
     key = _push(agg, project, run_id, "1", bundle(), total=1)["key"]
     agg.arrivals.record(key)
     now = int(agg.clock())
-    assert agg.ledger.runs.claim_finalize(project, run_id, now, 0)  # an earlier finalizer announced, then died before its PUT
+    assert agg.ledger.runs.claim_finalize(
+        project, run_id, now, 0
+    )  # an earlier finalizer announced, then died before its PUT
     _, md5 = agg.store.reader(key).digest()
     expired = f"{isolated.upstream.url}/archive/expired"  # the stand-in answers 404 there, as a dead URL answers 403
     agg.ledger.parts.record_announced_part(project, run_id, 0, {"run_id": "gone", "upload_url": expired, "md5": md5})
@@ -213,6 +226,7 @@ def test_a_close_accepted_refuses_later_grants(isolated, project, run_id):
 
 
 # -- bytes nobody validated --------------------------------------------------------------------
+
 
 def test_a_bundle_swapped_through_its_own_upload_url_is_never_merged(isolated, project, run_id):
     agg = isolated.aggregator

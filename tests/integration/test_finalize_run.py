@@ -1,4 +1,5 @@
-"""Finalizing: one forward per part, retries, run parts, shards carried from the baseline, metrics, expiry. Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
+"""Finalizing: one forward per part, retries, run parts, shards carried from the baseline, metrics,
+expiry. Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
 
 import json
 import tarfile
@@ -7,11 +8,10 @@ from dataclasses import replace
 
 import pytest
 
+from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_aggregator.domain.keys import part_plan_key, spool_key
 from codspeed_aggregator.domain.uploads import merged_part_id, pushed_part_id
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
-
-from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from tests.factories import bundle, push, put, upload_request
 
@@ -52,11 +52,15 @@ def test_after_the_last_try_the_run_is_forward_failed_and_keeps_its_bundles(isol
     assert len(isolated.upstream.uploads(run_id)) == 1
 
 
-def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_the_rest(isolated, project, run_id, monkeypatch):
+def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_the_rest(
+    isolated, project, run_id, monkeypatch
+):
 
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2, 3):
-        agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"])
+        agg.arrivals.record(
+            push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"]
+        )
     original_announce = agg.upstream.announce
     calls = []
 
@@ -75,7 +79,9 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
         agg.finalizing.finalize(project, run_id, 1)
     assert agg.reports.report(project, run_id).state == "forward_failed"
     assert agg.finalizing.finalize(project, run_id) == "not_claimed"  # a part's lease holds the run: no re-plan
-    assert agg.finalizing.finalize(project, run_id, 2) == "forward_failed"  # recorded all the same; the run waits for part 2
+    assert (
+        agg.finalizing.finalize(project, run_id, 2) == "forward_failed"
+    )  # recorded all the same; the run waits for part 2
     assert agg.finalizing.finalize(project, run_id, 1) == "forwarded"  # SQS delivers part 2's message again
     assert agg.finalizing.finalize(project, run_id, 1) == "not_claimed"  # and a duplicate delivery does nothing
     assert calls == [merged_part_id("", 1), merged_part_id("", 2), merged_part_id("", 3), merged_part_id("", 2)]
@@ -84,22 +90,33 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
     parts = sorted(json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in uploads)
     assert parts == [1, 2, 3]
     assert "in 3 uploads" in agg.reports.report(project, run_id).upstream.message
-    spooled = agg.store.s3.list_objects_v2(Bucket=agg.store.bucket, Prefix=spool_key(project, run_id, 0).rsplit("/", 1)[0] + "/")["Contents"]
+    spooled = agg.store.s3.list_objects_v2(
+        Bucket=agg.store.bucket, Prefix=spool_key(project, run_id, 0).rsplit("/", 1)[0] + "/"
+    )["Contents"]
     assert sorted((o["Key"].rsplit("/", 1)[1], o["Size"]) for o in spooled) == sorted(
-        (f"part-{json.loads((u / 'metadata.json').read_text())['runPart']['metadata']['part'] - 1:04d}.tar.gz",
-         archive_of(u).stat().st_size) for u in uploads)
+        (
+            f"part-{json.loads((u / 'metadata.json').read_text())['runPart']['metadata']['part'] - 1:04d}.tar.gz",
+            archive_of(u).stat().st_size,
+        )
+        for u in uploads
+    )
 
 
 def test_each_part_reads_its_own_slice_of_the_plan_and_only_the_last_reads_it_whole(isolated, project, run_id):
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2, 3):
-        agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"])
+        agg.arrivals.record(
+            push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"]
+        )
     isolated.finalize_requests()
     assert agg.finalizing.finalize(project, run_id) == "finalizing"
     read = []
     s3 = agg.finalizing.store.s3
-    s3.meta.events.register("before-parameter-build.s3.GetObject",
-                            lambda params, **_: read.append(params["Key"].rsplit("/", 1)[1]), unique_id="plan-reads")
+    s3.meta.events.register(
+        "before-parameter-build.s3.GetObject",
+        lambda params, **_: read.append(params["Key"].rsplit("/", 1)[1]),
+        unique_id="plan-reads",
+    )
     try:
         states = [agg.finalizing.finalize(project, run_id, part) for part in (0, 1, 2)]
     finally:
@@ -116,17 +133,22 @@ def test_each_part_reads_its_own_slice_of_the_plan_and_only_the_last_reads_it_wh
 def test_a_part_of_a_plan_recorded_without_slices_reads_the_plan_whole(isolated, project, run_id):
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2):
-        agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=2)["key"])
+        agg.arrivals.record(
+            push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=2)["key"]
+        )
     assert agg.finalizing.finalize(project, run_id) == "finalizing"
     recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
     assert agg.ledger.runs.record_plan(project, run_id, {k: v for k, v in recorded.items() if k != "parts_at"})
     assert [agg.finalizing.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
     assert sorted(sorted(benchmarks_in(archive_of(u))) for u in isolated.upstream.uploads(run_id)) == [
-        [f"t1::b{j}" for j in range(3)], [f"t2::b{j}" for j in range(3)]]
+        [f"t1::b{j}" for j in range(3)],
+        [f"t2::b{j}" for j in range(3)],
+    ]
 
 
-def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_only_what_the_upstream_lacks(isolated, project,
-                                                                                                    run_id):
+def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_only_what_the_upstream_lacks(
+    isolated, project, run_id
+):
     agg = isolated.aggregator
     agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2)["key"])
     agg.closing.close(CloseRequest(project=project, run_id=run_id))
@@ -140,8 +162,12 @@ def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_only_wha
     assert agg.reports.report(project, run_id).run_id == f"{run_id}~2"  # a run's report is its latest attempt's
     assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
     first_upload, second_upload = isolated.upstream.uploads(run_id)  # both name the CI's run id
-    assert [json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in (first_upload, second_upload)] \
-        == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]  # each shard once: the upstream held shard 1
+    assert [
+        json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in (first_upload, second_upload)
+    ] == [
+        pushed_part_id("1", "valgrind"),
+        pushed_part_id("2", "valgrind"),
+    ]  # each shard once: the upstream held shard 1
     assert "1 part the upstream holds already" in agg.reports.report(project, f"{run_id}~2").upstream.message
     assert agg.reports.report(project, f"{run_id}~1").state == "forwarded"  # the first attempt is left as it was
     assert isolated.upstream.benchmarks_twice() == {}
@@ -172,7 +198,9 @@ def test_a_skipped_shard_is_carried_from_the_latest_forwarded_run_on_the_base_br
     assert carried.state == "carried" and carried.source == {"run_id": baseline, "commit": report.commit}
     assert f"carried from run {baseline}" in carried.reason and carried.benchmarks == 1
     assert report.baseline["run_id"] == baseline and report.missing_benchmarks == ["t1::gone"]
-    assert "Benchmarks gone since the baseline (1): t1\\:\\:gone" in __import__("codspeed_wire.report", fromlist=["x"]).render_markdown(report)
+    assert "Benchmarks gone since the baseline (1): t1\\:\\:gone" in __import__(
+        "codspeed_wire.report", fromlist=["x"]
+    ).render_markdown(report)
 
     [upload] = isolated.upstream.uploads(run_id)
     meta = json.loads((upload / "metadata.json").read_text())
@@ -209,14 +237,18 @@ def _forwarded_text(isolated, run_id) -> tuple[dict, bytes]:
     return json.loads((upload / "metadata.json").read_text()), text
 
 
-def test_a_shard_skipped_on_main_twice_in_a_row_is_carried_from_the_run_that_last_received_it(isolated, project, run_id):
+def test_a_shard_skipped_on_main_twice_in_a_row_is_carried_from_the_run_that_last_received_it(
+    isolated, project, run_id
+):
     agg = isolated.aggregator
     received, skipped_on_main = _main_skips_shard_3_after_receiving_it(agg, project, run_id)
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
 
     report, received_commit = agg.reports.report(project, run_id), agg.reports.report(project, received).commit
     carried = {s.name: s for s in report.shards}["3"]
-    assert report.baseline["run_id"] == skipped_on_main  # compared with main's latest run, its shard 3 from where it ran
+    assert (
+        report.baseline["run_id"] == skipped_on_main
+    )  # compared with main's latest run, its shard 3 from where it ran
     assert carried.state == "carried" and carried.source == {"run_id": received, "commit": received_commit}
     assert f"carried from run {received}" in carried.reason
     meta, text = _forwarded_text(isolated, run_id)
@@ -230,11 +262,16 @@ def test_a_shard_last_received_past_the_retention_is_not_carried_and_the_report_
     agg = isolated.aggregator
     _, skipped_on_main = _main_skips_shard_3_after_receiving_it(agg, project, run_id)
     later = time.time() + agg.settings.retention_days * 86400  # the bucket is about to delete that bundle
-    assert replace(agg.finalizing, clock=lambda: later).finalize(project, run_id) == "forwarded"
+    finalizing = agg.finalizing
+    later_finalizer = replace(finalizing, clock=lambda: later, planner=replace(finalizing.planner, clock=lambda: later))
+    assert later_finalizer.finalize(project, run_id) == "forwarded"
 
     skipped = {s.name: s for s in agg.reports.report(project, run_id).shards}["3"]
     assert skipped.state == "skipped"
-    assert skipped.reason == f"skipped, not carried: no run of main up to baseline run {skipped_on_main} still keeps results of it"
+    assert (
+        skipped.reason
+        == f"skipped, not carried: no run of main up to baseline run {skipped_on_main} still keeps results of it"
+    )
     meta, text = _forwarded_text(isolated, run_id)
     assert "carriedShards" not in meta["runPart"]["metadata"] and b"t3::received" not in text
 
@@ -255,13 +292,16 @@ def _expire_run(isolated, project: str, run_id: str) -> int:
 
 
 def test_a_shard_main_carried_is_kept_beside_that_run_and_carried_from_there_once_the_run_it_ran_in_expired(
-        isolated, project, run_id):
+    isolated, project, run_id
+):
     from codspeed_aggregator.domain.keys import run_bundles_prefix
 
     agg = isolated.aggregator
     received, skipped_on_main = _main_skips_shard_3_after_receiving_it(agg, project, run_id)
     [(name, kept)] = agg.ledger.sources.kept(project, skipped_on_main).items()
-    assert (name, kept.run_id) == ("3", received) and kept.shard.key.startswith(run_bundles_prefix(project, skipped_on_main))
+    assert (name, kept.run_id) == ("3", received) and kept.shard.key.startswith(
+        run_bundles_prefix(project, skipped_on_main)
+    )
     assert _expire_run(isolated, project, received) >= 4  # its 3 bundles, their results (and normalized copies)
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
 
@@ -274,8 +314,9 @@ def test_a_shard_main_carried_is_kept_beside_that_run_and_carried_from_there_onc
     assert [b.name for b in agg.reports.shard_benchmarks(project, run_id, "3").benchmarks] == ["t3::received"]
 
 
-def test_a_carried_shard_that_cannot_be_kept_never_keeps_its_run_from_being_main_s_baseline(isolated, project, run_id,
-                                                                                              monkeypatch, caplog):
+def test_a_carried_shard_that_cannot_be_kept_never_keeps_its_run_from_being_main_s_baseline(
+    isolated, project, run_id, monkeypatch, caplog
+):
     agg = isolated.aggregator
     _forwarded_main_run(agg, project, {"1": ["t1::a"], "2": ["t2::a"], "3": ["t3::received"]})
     skipping = f"main-skips-{run_id}"
@@ -302,7 +343,9 @@ def test_a_pull_requests_run_keeps_no_copy_of_what_it_carried(isolated, project,
 
 def test_with_no_baseline_a_skipped_shard_stays_skipped_and_says_so(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2, ref="refs/pull/7/merge", baseRef="main")["key"])
+    agg.arrivals.record(
+        push(agg, project, run_id, "1", bundle(), total=2, ref="refs/pull/7/merge", baseRef="main")["key"]
+    )
     agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=["2"]))
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
     report = agg.reports.report(project, run_id)
@@ -349,10 +392,14 @@ def test_bundles_are_tagged_for_expiry_only_once_their_run_is_final(isolated, pr
     assert tags(good) == tags(bad) == [{"Key": "run-final", "Value": "true"}]
 
 
-def test_a_part_is_never_forwarded_twice_whatever_retry_arrives_while_its_finalizer_merges(isolated, project, run_id, monkeypatch):
+def test_a_part_is_never_forwarded_twice_whatever_retry_arrives_while_its_finalizer_merges(
+    isolated, project, run_id, monkeypatch
+):
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2, 3):
-        agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"])
+        agg.arrivals.record(
+            push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"]
+        )
     isolated.finalize_requests()
     original, raced = agg.upstream.announce, []
 
@@ -361,8 +408,12 @@ def test_a_part_is_never_forwarded_twice_whatever_retry_arrives_while_its_finali
         if part == merged_part_id("", 3):
             raise UpstreamError("POST answered 503: injected")  # the run is forward_failed while part 2 merges
         if part == merged_part_id("", 2) and not raced:
-            raced.append([agg.finalizing.finalize(project, run_id),  # the first message's retry, a minute later
-                          agg.finalizing.finalize(project, run_id, 1)])  # and a second delivery of part 2's
+            raced.append(
+                [
+                    agg.finalizing.finalize(project, run_id),  # the first message's retry, a minute later
+                    agg.finalizing.finalize(project, run_id, 1),
+                ]
+            )  # and a second delivery of part 2's
         return original(metadata)
 
     monkeypatch.setattr(agg.upstream, "announce", announce)
@@ -374,11 +425,16 @@ def test_a_part_is_never_forwarded_twice_whatever_retry_arrives_while_its_finali
     assert raced == [["not_claimed", "not_claimed"]]
     monkeypatch.setattr(agg.upstream, "announce", original)
     assert agg.finalizing.finalize(project, run_id, 2) == "forwarded"  # SQS delivers part 3's message again
-    parts = [json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"] for u in isolated.upstream.uploads(run_id)]
+    parts = [
+        json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"]
+        for u in isolated.upstream.uploads(run_id)
+    ]
     assert sorted(parts) == [1, 2, 3]  # each part once
 
 
-def test_a_run_every_part_of_which_reached_the_upstream_ends_forwarded_when_a_ledger_write_is_throttled(isolated, project, run_id):
+def test_a_run_every_part_of_which_reached_the_upstream_ends_forwarded_when_a_ledger_write_is_throttled(
+    isolated, project, run_id
+):
     from botocore.awsrequest import AWSResponse
 
     class Recorder:
@@ -403,7 +459,8 @@ def test_a_run_every_part_of_which_reached_the_upstream_ends_forwarded_when_a_le
             throttled.append(1)
             return AWSResponse("https://dynamodb.us-east-1.amazonaws.com", 400, {}, None), {
                 "Error": {"Code": "ThrottlingException", "Message": "Rate of requests exceeds the allowed throughput."},
-                "ResponseMetadata": {"HTTPStatusCode": 400}}
+                "ResponseMetadata": {"HTTPStatusCode": 400},
+            }
 
     events = agg.ledger.db.meta.events
     events.register("before-parameter-build.dynamodb.UpdateItem", note, unique_id="throttle-note")
@@ -477,7 +534,8 @@ def test_re_running_all_jobs_is_one_attempt_forwarded_once(isolated, project, ru
 
 
 def test_re_running_failed_jobs_waits_for_the_ci_attempts_close_and_carries_the_shards_not_re_run(
-        isolated, project, run_id):
+    isolated, project, run_id
+):
     agg = isolated.aggregator
     for shard in "123":
         agg.arrivals.record(_pushed_in(agg, project, run_id, shard, f"t{shard}::first", 1)["key"])

@@ -13,9 +13,9 @@ import pytest
 from codspeed_aggregator import wiring
 from codspeed_aggregator.adapters.github_pulls import GitHubPulls
 from codspeed_aggregator.handlers import api as api_handler
+from codspeed_aggregator.use_cases.fork_pull_requests import VERIFIED_SECONDS
 from codspeed_local.gateway import http_api_event
 from codspeed_local.lambda_context import LocalContext
-from codspeed_aggregator.use_cases.fork_pull_requests import VERIFIED_SECONDS
 from codspeed_wire.api import ShardUploadRequest
 from tests import runner
 from tests.factories import bundle, footprint, put, upload_request
@@ -48,8 +48,12 @@ def fork(isolated, github, project):
     github.pulls[NUMBER], github.forks[NUMBER] = ("main", HEAD), FORK
     github.workflow_runs[run_id] = (HEAD, FORK)
     base = isolated.aggregator
-    agg = replace(base, settings=replace(base.settings, tokenless_projects=frozenset({project})),
-                  github_pulls=GitHubPulls(github.url, "gh-token"), clock=Clock())
+    agg = replace(
+        base,
+        settings=replace(base.settings, tokenless_projects=frozenset({project})),
+        github_pulls=GitHubPulls(github.url, "gh-token"),
+        clock=Clock(),
+    )
     return agg, project, run_id
 
 
@@ -87,7 +91,9 @@ def test_a_forks_shard_counts_and_its_close_and_report_are_taken_without_a_token
     assert len(sent) == 1 and json.loads((sent[0] / "metadata.json").read_text())["tokenless"] is True
     assert "Authorization" not in json.loads((sent[0] / "post-headers.json").read_text())
     # GitHub was asked once for the pull request and once for the run: the close and reads ask nothing
-    assert sorted(github.reads) == sorted([f"/repos/{project}/pulls/{NUMBER}", f"/repos/{project}/actions/runs/{run_id}"])
+    assert sorted(github.reads) == sorted(
+        [f"/repos/{project}/pulls/{NUMBER}", f"/repos/{project}/actions/runs/{run_id}"]
+    )
 
 
 def test_a_second_shard_within_a_minute_asks_github_nothing_and_after_it_asks_again(github, fork):
@@ -98,28 +104,53 @@ def test_a_second_shard_within_a_minute_asks_github_nothing_and_after_it_asks_ag
     agg.clock.now += VERIFIED_SECONDS + 1
     github.closed.add(NUMBER)  # closed meanwhile: a claim is checked again, and refused
     status, refused = _call(agg, "POST", "/v1/uploads", _upload(project, run_id, "1")[0])
-    assert (status, refused["error"]) == (403, f"request without a token refused: pull request {project}#{NUMBER} is "
-                                                "closed: only an open pull request's run is taken without a token")
+    assert (status, refused["error"]) == (
+        403,
+        f"request without a token refused: pull request {project}#{NUMBER} is "
+        "closed: only an open pull request's run is taken without a token",
+    )
 
 
 def _refusals(project: str, run_id: str) -> list:
     """(what the request changes, its expected status and error) for claims GitHub does not bear out."""
     at = f"{project}#{NUMBER}"
     return [
-        ("a branch of the project", lambda g: g.forks.__setitem__(NUMBER, project), 403,
-         f"request without a token refused: pull request {at} comes from a branch of {project}, not from a fork: its "
-         "jobs have the project's secrets, so they send the aggregator's token"),
-        ("not the head", lambda g: g.pulls.__setitem__(NUMBER, ("main", "d" * 40)), 403,
-         f"request without a token refused: commit {HEAD[:12]} is not the head of pull request {at} ({'d' * 12}): a "
-         "pushed commit that is no longer the head is not benchmarked without a token"),
-        ("no such pull request", lambda g: g.pulls.pop(NUMBER), 403,
-         f"request without a token refused: GitHub has no pull request {at}"),
-        ("another run", lambda g: g.workflow_runs.__setitem__(run_id, ("e" * 40, FORK)), 403,
-         f"request without a token refused: Actions run {run_id} of {project} did not run pull request {at}'s head "
-         f"{HEAD[:12]}: a run without a token is the pull request's own workflow run"),
-        ("no such run", lambda g: g.workflow_runs.pop(run_id), 403,
-         f"request without a token refused: GitHub has no Actions run {run_id} in {project}: a run without a token is "
-         "the pull request's own workflow run (GITHUB_RUN_ID)"),
+        (
+            "a branch of the project",
+            lambda g: g.forks.__setitem__(NUMBER, project),
+            403,
+            f"request without a token refused: pull request {at} comes from a branch of {project}, not from a fork: "
+            "its "
+            "jobs have the project's secrets, so they send the aggregator's token",
+        ),
+        (
+            "not the head",
+            lambda g: g.pulls.__setitem__(NUMBER, ("main", "d" * 40)),
+            403,
+            f"request without a token refused: commit {HEAD[:12]} is not the head of pull request {at} ({'d' * 12}): a "
+            "pushed commit that is no longer the head is not benchmarked without a token",
+        ),
+        (
+            "no such pull request",
+            lambda g: g.pulls.pop(NUMBER),
+            403,
+            f"request without a token refused: GitHub has no pull request {at}",
+        ),
+        (
+            "another run",
+            lambda g: g.workflow_runs.__setitem__(run_id, ("e" * 40, FORK)),
+            403,
+            f"request without a token refused: Actions run {run_id} of {project} did not run pull request {at}'s head "
+            f"{HEAD[:12]}: a run without a token is the pull request's own workflow run",
+        ),
+        (
+            "no such run",
+            lambda g: g.workflow_runs.pop(run_id),
+            403,
+            f"request without a token refused: GitHub has no Actions run {run_id} in {project}: a run without a token "
+            "is "
+            "the pull request's own workflow run (GITHUB_RUN_ID)",
+        ),
     ]
 
 
@@ -129,8 +160,10 @@ def test_a_claim_github_does_not_bear_out_is_refused_and_changes_nothing(isolate
     what, change, status, error = _refusals(project, run_id)[case]
     change(github)
     before = footprint(isolated, project, run_id)
-    for path, body in (("/v1/uploads", _upload(project, run_id)[0]),
-                       ("/v1/runs/open", {"project": project, "run_id": run_id, "commit": HEAD, "ref": PULL, "total": 2})):
+    for path, body in (
+        ("/v1/uploads", _upload(project, run_id)[0]),
+        ("/v1/runs/open", {"project": project, "run_id": run_id, "commit": HEAD, "ref": PULL, "total": 2}),
+    ):
         assert _call(agg, "POST", path, body) == (status, {"error": error}), (what, path)
     assert footprint(isolated, project, run_id) == before
 
@@ -140,20 +173,44 @@ def test_requests_without_a_token_are_refused_with_a_sentence_where_they_may_not
     before = footprint(isolated, project, run_id)
     unlisted = f"{project}-other"
     request, _ = _upload(unlisted, run_id)
-    assert _call(agg, "POST", "/v1/uploads", request) == (401, {"error": (
-        "missing Authorization header: send the aggregator's token: a request without one (a pull request from a fork) "
-        f"is taken for the projects in the aggregator's TokenlessProjects parameter, and {unlisted} is not one of them")})
+    assert _call(agg, "POST", "/v1/uploads", request) == (
+        401,
+        {
+            "error": (
+                "missing Authorization header: send the aggregator's token: a request without one (a pull request "
+                "from a fork) "
+                f"is taken for the projects in the aggregator's TokenlessProjects parameter, and {unlisted} is not "
+                "one of them"
+            )
+        },
+    )
     said_so = _upload(project, run_id, tokenless=False)[0]  # upstream it would go with the stack's token
-    assert _call(agg, "POST", "/v1/uploads", said_so) == (401, {"error": "missing Authorization header: send the "
-                                                                         "aggregator's token"})
+    assert _call(agg, "POST", "/v1/uploads", said_so) == (
+        401,
+        {"error": "missing Authorization header: send the aggregator's token"},
+    )
     branch = _upload(project, run_id, ref="refs/heads/main")[0]
-    assert _call(agg, "POST", "/v1/uploads", branch) == (403, {"error": (
-        "a request without a token is taken for a pull request's ref only (refs/pull/N/merge), not 'refs/heads/main': "
-        "a branch's run may become the baseline, and needs the aggregator's token")})
+    assert _call(agg, "POST", "/v1/uploads", branch) == (
+        403,
+        {
+            "error": (
+                "a request without a token is taken for a pull request's ref only (refs/pull/N/merge), not "
+                "'refs/heads/main': "
+                "a branch's run may become the baseline, and needs the aggregator's token"
+            )
+        },
+    )
     big = _upload(project, run_id, size=agg.settings.tokenless_max_bundle_bytes + 1)[0]
-    assert _call(agg, "POST", "/v1/uploads", big) == (422, {"error": (
-        f"size {agg.settings.tokenless_max_bundle_bytes + 1} is over the limit of {agg.settings.tokenless_max_bundle_bytes} "
-        "bytes for a shard sent without a token (the aggregator's TokenlessMaxBundleBytes)")})
+    assert _call(agg, "POST", "/v1/uploads", big) == (
+        422,
+        {
+            "error": (
+                f"size {agg.settings.tokenless_max_bundle_bytes + 1} is over the limit of "
+                f"{agg.settings.tokenless_max_bundle_bytes} "
+                "bytes for a shard sent without a token (the aggregator's TokenlessMaxBundleBytes)"
+            )
+        },
+    )
     assert _call(agg, "GET", f"/v1/costs?project={project}")[0] == 401
     assert footprint(isolated, project, run_id) == before
 
@@ -163,8 +220,10 @@ def test_a_run_opened_with_a_token_is_neither_closed_nor_read_without_one(isolat
     request, _ = _upload(project, run_id, tokenless=False)
     agg.uploads.grant(ShardUploadRequest.model_validate(request))
     before = footprint(isolated, project, run_id)
-    error = ("missing Authorization header: send the aggregator's token (without one, only the run of a pull request "
-             "from a fork can be closed or read)")
+    error = (
+        "missing Authorization header: send the aggregator's token (without one, only the run of a pull request "
+        "from a fork can be closed or read)"
+    )
     assert _call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id}) == (401, {"error": error})
     assert _call(agg, "GET", f"/v1/runs/{project}/{run_id}") == (401, {"error": error})
     assert _call(agg, "GET", f"/v1/runs/{project}/no-such-run") == (401, {"error": error})
@@ -175,10 +234,18 @@ def test_without_a_github_token_the_clients_route_is_refused_and_the_drop_in_is_
     agg, project, run_id = fork
     agg = replace(agg, github_pulls=None)
     before = footprint(isolated, project, run_id)
-    assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id)[0]) == (403, {"error": (
-        f"a request without a token for {project} is checked with GitHub (the pull request comes from a fork, the "
-        "commit is its head), and this aggregator has no GitHub token: its operator sets GitHubTokenParameter (a token "
-        "that reads pull requests and Actions runs)")})
+    assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id)[0]) == (
+        403,
+        {
+            "error": (
+                f"a request without a token for {project} is checked with GitHub (the pull request comes from a fork, "
+                "the "
+                "commit is its head), and this aggregator has no GitHub token: its operator sets GitHubTokenParameter "
+                "(a token "
+                "that reads pull requests and Actions runs)"
+            )
+        },
+    )
     assert footprint(isolated, project, run_id) == before
 
 
@@ -190,9 +257,11 @@ def test_github_failing_is_a_503_and_refusing_the_stacks_token_a_sentence(isolat
     got, body = _call(agg, "POST", "/v1/uploads", _upload(project, run_id)[0])
     assert got == status, body
     if status == 403:
-        assert body["error"] == (f"GitHub refused the aggregator's token ({answer}) when asked about {project}'s pull "
-                                 f"request {NUMBER}: its operator gives GitHubTokenParameter a token that reads pull "
-                                 "requests and Actions runs")
+        assert body["error"] == (
+            f"GitHub refused the aggregator's token ({answer}) when asked about {project}'s pull "
+            f"request {NUMBER}: its operator gives GitHubTokenParameter a token that reads pull "
+            "requests and Actions runs"
+        )
     assert footprint(isolated, project, run_id) == before
 
 
@@ -200,17 +269,33 @@ def _runner_post(agg, project: str, run_id: str, commit: str = HEAD) -> tuple[in
     """CodSpeed's runner in a fork's pull request: its POST /upload, no Authorization header."""
     archive = runner.recorded(1)
     owner, repository = project.rsplit("/", 1)
-    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=commit, ref=PULL,
-                           event="pull_request", tokenless=True, run_part=runner.github_run_part(run_id, "bench", "valgrind"))
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=commit,
+        ref=PULL,
+        event="pull_request",
+        tokenless=True,
+        run_part=runner.github_run_part(run_id, "bench", "valgrind"),
+    )
     return _call(agg, "POST", "/upload", meta)
 
 
 def test_the_runner_drop_in_without_a_token_is_checked_where_the_stack_has_a_github_token(isolated, github, fork):
     agg, project, run_id = fork
     before = footprint(isolated, project, run_id)
-    assert _runner_post(agg, project, run_id, commit="d" * 40) == (403, {"error": (
-        f"request without a token refused: commit {'d' * 12} is not the head of pull request {project}#{NUMBER} "
-        f"({HEAD[:12]}): a pushed commit that is no longer the head is not benchmarked without a token")})
+    assert _runner_post(agg, project, run_id, commit="d" * 40) == (
+        403,
+        {
+            "error": (
+                f"request without a token refused: commit {'d' * 12} is not the head of pull request "
+                f"{project}#{NUMBER} "
+                f"({HEAD[:12]}): a pushed commit that is no longer the head is not benchmarked without a token"
+            )
+        },
+    )
     assert footprint(isolated, project, run_id) == before
     status, accepted = _runner_post(agg, project, run_id)
     assert status == 200, accepted
@@ -239,16 +324,36 @@ def test_a_runners_shard_over_the_tokenless_limit_is_rejected_when_it_lands(isol
     agg = replace(agg, settings=replace(agg.settings, tokenless_max_bundle_bytes=64))
     archive = runner.recorded(1)
     owner, repository = project.rsplit("/", 1)
-    meta = runner.metadata(archive, executor="valgrind", owner=owner, repository=repository, commit=HEAD, ref=PULL,
-                           event="pull_request", tokenless=True, run_part=runner.github_run_part(run_id, "bench", "valgrind"))
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=HEAD,
+        ref=PULL,
+        event="pull_request",
+        tokenless=True,
+        run_part=runner.github_run_part(run_id, "bench", "valgrind"),
+    )
     status, accepted = _call(agg, "POST", "/upload", meta)
     assert status == 200, accepted
-    assert requests.put(accepted["uploadUrl"], data=archive, timeout=30,
-                        headers={"Content-MD5": meta["profileMd5"], "Content-Type": "application/x-tar",
-                                 "Content-Encoding": "gzip"}).status_code == 200
+    assert (
+        requests.put(
+            accepted["uploadUrl"],
+            data=archive,
+            timeout=30,
+            headers={
+                "Content-MD5": meta["profileMd5"],
+                "Content-Type": "application/x-tar",
+                "Content-Encoding": "gzip",
+            },
+        ).status_code
+        == 200
+    )
     key = unquote(urlsplit(accepted["uploadUrl"]).path.split("/", 2)[2])
     assert agg.arrivals.record(key, len(archive)) == "rejected"
     [shard] = [s for s in agg.reports.report(project, run_id).shards if s.state == "rejected"]
     assert shard.reason == (
         f"the bundle is {len(archive)} bytes, over the 64 a shard sent without a token may be (the aggregator's "
-        "TokenlessMaxBundleBytes)")
+        "TokenlessMaxBundleBytes)"
+    )

@@ -1,4 +1,5 @@
-"""The ledger's items: TTL on every one, baselines in forward order, parts beside the run item. Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
+"""The ledger's items: TTL on every one, baselines in forward order, parts beside the run item. Against
+moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
 
 import json
 
@@ -16,9 +17,14 @@ def test_every_record_of_a_run_carries_the_ttl_attribute(isolated, project, run_
     agg = isolated.aggregator
     agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
     agg.arrivals.record(push(agg, project, run_id, "2", b"not gzip", total=2)["key"])
-    items = [load(i) for i in agg.ledger.db.query(
-        TableName=agg.ledger.table, KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}})["Items"]]
+    items = [
+        load(i)
+        for i in agg.ledger.db.query(
+            TableName=agg.ledger.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}},
+        )["Items"]
+    ]
     assert {i["sk"].split("#")[0] for i in items} == {"RUN", "SHARD", "UPLOAD", "~META", "~NOTE"}
     horizon = time.time() + agg.settings.retention_days * 86400
     assert all(horizon - 120 < i["expires_at"] <= horizon + 1 for i in items)
@@ -40,8 +46,14 @@ def test_each_forwarded_part_is_an_item_of_its_own_and_the_run_item_stays_small(
     shards = 25
     for index in range(1, shards + 1):
         archive = runner.folder_archive(runner.walltime_folder(4000 + index, f"t{index}"), gzipped=False)
-        request = upload_request(project, run_id, str(index), archive, total=shards, runner={
-            "name": "codspeed-runner", "version": "5.0.2", "instruments": [], "executor": "walltime"})
+        request = upload_request(
+            project,
+            run_id,
+            str(index),
+            archive,
+            total=shards,
+            runner={"name": "codspeed-runner", "version": "5.0.2", "instruments": [], "executor": "walltime"},
+        )
         grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
         put(grant.model_dump(), archive)
         assert agg.arrivals.record(grant.key) == "recorded"
@@ -63,7 +75,9 @@ def test_arrivals_write_their_shard_and_its_tally_never_the_run_item(isolated, p
     def note(params, event_name, **_):
         operation = event_name.rsplit(".", 1)[1]
         if operation == "TransactWriteItems":
-            written.extend((op.get("Key") or op["Item"])["sk"]["S"] for i in params["TransactItems"] for op in i.values())
+            written.extend(
+                (op.get("Key") or op["Item"])["sk"]["S"] for i in params["TransactItems"] for op in i.values()
+            )
         elif operation in ("PutItem", "UpdateItem", "DeleteItem"):
             written.append((params.get("Key") or params.get("Item"))["sk"]["S"])
 
@@ -78,17 +92,27 @@ def test_arrivals_write_their_shard_and_its_tally_never_the_run_item(isolated, p
     assert {sk.split("#", 1)[0] for sk in written} == {"SHARD", "RUN", "~NOTE"}  # the shard, RUN#TALLY#NN, its note
     assert len({sk for sk in written if sk.startswith("RUN#TALLY#")}) > 1
     snapshot = agg.ledger.reads.snapshot(project, run_id)
-    assert snapshot.consistent() and snapshot.run.arrived_count == 7 and snapshot.run.rev == snapshot.run.run_changes + 7
+    assert (
+        snapshot.consistent() and snapshot.run.arrived_count == 7 and snapshot.run.rev == snapshot.run.run_changes + 7
+    )
     assert isolated.finalize_requests() == []
     assert agg.arrivals.record(keys[-1]) == "recorded"
     assert [m["reason"] for m in isolated.finalize_requests()] == ["complete"]
 
 
 def test_a_run_counted_on_its_item_before_tallies_goes_on_counting_on_them():
-    from codspeed_aggregator.adapters.ledger.codec import run_from
+    from codspeed_aggregator.adapters.ledger.records import run_from
 
-    item = {"sk": "RUN", "project": "acme/widgets", "run_id": "7001", "state": "open", "rev": 5, "run_changes": 3,
-            "group@": {"total": 4, "names": None, "indexed": False}, "arrived@": 2}  # 2 shards counted by the release before
+    item = {
+        "sk": "RUN",
+        "project": "acme/widgets",
+        "run_id": "7001",
+        "state": "open",
+        "rev": 5,
+        "run_changes": 3,
+        "group@": {"total": 4, "names": None, "indexed": False},
+        "arrived@": 2,
+    }  # 2 shards counted by the release before
     tallies = [{"sk": "RUN#TALLY#03", "rev": 1, "arrived@": 1}, {"sk": "RUN#TALLY#09", "rev": 2, "arrived@": 0}]
     run = run_from(item, tallies)
     assert (run.rev, run.run_changes, run.group_counts, run.arrived_count) == (8, 3, {"": 3}, 3)
@@ -109,13 +133,28 @@ def test_a_transaction_cancelled_by_a_condition_changes_none_of_its_items(isolat
     key = {"pk": {"S": f"TEST#{run_id}"}}
     db.put_item(TableName=table, Item={**key, "sk": {"S": "a"}, "n": {"N": "1"}})
     with pytest.raises(ClientError) as cancelled:
-        db.transact_write_items(TransactItems=[
-            {"Update": {"TableName": table, "Key": {**key, "sk": {"S": "a"}}, "UpdateExpression": "SET n = :two",
-                        "ExpressionAttributeValues": {":two": {"N": "2"}}}},
-            {"Put": {"TableName": table, "Item": {**key, "sk": {"S": "b"}}}},
-            {"ConditionCheck": {"TableName": table, "Key": {**key, "sk": {"S": "c"}},
-                                "ConditionExpression": "attribute_exists(pk)"}}])
+        db.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": {**key, "sk": {"S": "a"}},
+                        "UpdateExpression": "SET n = :two",
+                        "ExpressionAttributeValues": {":two": {"N": "2"}},
+                    }
+                },
+                {"Put": {"TableName": table, "Item": {**key, "sk": {"S": "b"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": table,
+                        "Key": {**key, "sk": {"S": "c"}},
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        )
     assert cancelled.value.response["Error"]["Code"] == "TransactionCanceledException"
-    items = db.query(TableName=table, KeyConditionExpression="pk = :pk",
-                     ExpressionAttributeValues={":pk": key["pk"]})["Items"]
+    items = db.query(TableName=table, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": key["pk"]})[
+        "Items"
+    ]
     assert items == [{**key, "sk": {"S": "a"}, "n": {"N": "1"}}]

@@ -3,7 +3,8 @@ runner's runPartIds and hostile ones, tokenless too), duplicate events, bad bund
 close, deadline, finalize and late pushes, re-runs into the run's later attempts included, in a
 run opened by its first upload or declared first; any AWS call may answer a fault (throttling, a
 500, an access denied) that botocore's retry handler sees, and the step is then retried as SQS or
-the client would; the upstream may answer a finalizer's sends 429 or 5xx. DESIGN's invariants are checked after every step, the upstream's as CodSpeed
+the client would; the upstream may answer a finalizer's sends 429 or 5xx. DESIGN's invariants are checked
+after every step, the upstream's as CodSpeed
 would hold it (the stand-in combines the run's parts: the last upload of each runPartId), and
 every refused request is followed by a comparison of the run's items and object versions."""
 
@@ -23,17 +24,22 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
 )
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_aggregator.domain.errors import Busy, Conflict, Unprocessable
 from codspeed_aggregator.domain.keys import parse_bundle_key
 from codspeed_aggregator.domain.uploads import pushed_part_id
+from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from codspeed_rules.names import shard_key
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
-from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from tests.conftest import EAGER_LIFECYCLE, TOKEN
 from tests.factories import COMMIT, bundle, footprint, metadata, put, upload_request
 from tests.faults import AWS_FAULTS, aws_fault
@@ -44,14 +50,21 @@ pytestmark = pytest.mark.slow  # over 10 s each on a 2-core machine: left out of
 SHARDS = ("1", "2", "3")
 FINAL = ("forwarded", "forward_failed", "closed_empty")
 EXECUTORS = ("valgrind", "walltime")
-RUNNER_PART_IDS = ('bench-{"executor":"valgrind","run-index":0}', 'bench-{"executor":"valgrind","run-index":1}',
-                   # a job named like the aggregator's own: its part and the pushed shards' are two
-                   'codspeed-shard-aggregator-{"executor":"valgrind","run-index":0}')
-HOSTILE_PART_IDS = ('bench-{"aggregated-part":1,"executor":"valgrind"}',
-                    'codspeed-shard-aggregator-{"aggregated-shard":"1","executor":"valgrind"}')
+RUNNER_PART_IDS = (
+    'bench-{"executor":"valgrind","run-index":0}',
+    'bench-{"executor":"valgrind","run-index":1}',
+    # a job named like the aggregator's own: its part and the pushed shards' are two
+    'codspeed-shard-aggregator-{"executor":"valgrind","run-index":0}',
+)
+HOSTILE_PART_IDS = (
+    'bench-{"aggregated-part":1,"executor":"valgrind"}',
+    'codspeed-shard-aggregator-{"aggregated-shard":"1","executor":"valgrind"}',
+)
 # (kind, the first call that answers it, how many do): past the clients' 6 attempts a call fails
 FAULTS = st.one_of(st.none(), st.tuples(st.sampled_from(sorted(AWS_FAULTS)), st.integers(0, 12), st.integers(1, 7)))
-UPSTREAM_FAULTS = st.lists(st.sampled_from((429, 500, 502, 503)), max_size=4)  # what CodSpeed's API answers a POST instead
+UPSTREAM_FAULTS = st.lists(
+    st.sampled_from((429, 500, 502, 503)), max_size=4
+)  # what CodSpeed's API answers a POST instead
 
 
 class Faulted(Exception):
@@ -64,17 +77,26 @@ FALLBACK_TOKEN = "upstream-secret"  # the isolated stack's own
 
 
 def machine_for(isolated):
+    from codspeed_aggregator import wiring
     from codspeed_aggregator.adapters import aws
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
     from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
-    from codspeed_aggregator import wiring
     from codspeed_aggregator.handlers import api as api_handler
     from codspeed_local.gateway import http_api_event
     from codspeed_local.lambda_context import LocalContext
 
     tokens = UpstreamTokens(TOKENS_PATH, FALLBACK_TOKEN, lambda parameter: aws.secret(None, parameter))
-    agg = replace(isolated.aggregator, upstream=UpstreamClient(isolated.aggregator.upstream.url, FALLBACK_TOKEN, timeout=10,
-                                                               attempts=3, sleep=lambda s: None, tokens=tokens))
+    agg = replace(
+        isolated.aggregator,
+        upstream=UpstreamClient(
+            isolated.aggregator.upstream.url,
+            FALLBACK_TOKEN,
+            timeout=10,
+            attempts=3,
+            sleep=lambda s: None,
+            tokens=tokens,
+        ),
+    )
     AWS_CLIENTS = [aws.client("dynamodb"), aws.client("s3"), aws.client("sqs"), aws.client("ssm")]
 
     class RunLifecycle(RuleBasedStateMachine):
@@ -100,19 +122,30 @@ def machine_for(isolated):
             self.token = f"token-of-{self.project}" if own_token else FALLBACK_TOKEN
             # each example a fresh process's cache: an earlier example's "no parameter" (remembered five
             # minutes, UpstreamTokens' MISSING_FOR_SECONDS) is not this example's project's
-            agg.upstream.tokens = UpstreamTokens(TOKENS_PATH, FALLBACK_TOKEN, lambda parameter: aws.secret(None, parameter))
+            agg.upstream.tokens = UpstreamTokens(
+                TOKENS_PATH, FALLBACK_TOKEN, lambda parameter: aws.secret(None, parameter)
+            )
             if own_token:  # the stand-in, as CodSpeed, then refuses any other (401)
-                aws.client("ssm").put_parameter(Name=tokens.parameter(self.project), Value=self.token,
-                                                Type="SecureString", Overwrite=True)
+                aws.client("ssm").put_parameter(
+                    Name=tokens.parameter(self.project), Value=self.token, Type="SecureString", Overwrite=True
+                )
                 isolated.upstream.project_tokens[self.project] = self.token
             elif eager:  # the eager project's own token of an earlier example, gone
                 isolated.upstream.project_tokens.pop(self.project, None)
                 with contextlib.suppress(aws.client("ssm").exceptions.ParameterNotFound):
                     aws.client("ssm").delete_parameter(Name=tokens.parameter(self.project))
             if declared:
-                self._api("POST", "/v1/runs/open", OpenRequest(
-                    project=self.project, run_id=self.run_id, total=len(SHARDS), commit=COMMIT,
-                    ref="refs/heads/main").model_dump(mode="json"))
+                self._api(
+                    "POST",
+                    "/v1/runs/open",
+                    OpenRequest(
+                        project=self.project,
+                        run_id=self.run_id,
+                        total=len(SHARDS),
+                        commit=COMMIT,
+                        ref="refs/heads/main",
+                    ).model_dump(mode="json"),
+                )
 
         def _faulted(self, fault, step):
             """Run ``step`` with ``fault`` answered by the AWS calls it picks; a step it failed is run
@@ -132,8 +165,12 @@ def machine_for(isolated):
         def _api(self, method: str, path: str, body: dict | None = None) -> dict:
             """A request to the API's own handler, as API Gateway hands it over: never a 500 but for an
             access denied, never over Lambda's 6 MB; a refusal is raised as the error it names."""
-            event = http_api_event(method, path, {"authorization": TOKEN, "content-type": "application/json"},
-                                   json.dumps(body).encode() if body is not None else b"")
+            event = http_api_event(
+                method,
+                path,
+                {"authorization": TOKEN, "content-type": "application/json"},
+                json.dumps(body).encode() if body is not None else b"",
+            )
             with mock.patch.object(wiring, "api", lambda: agg):
                 answer = api_handler.handler(event, LocalContext("ApiFunction"))
             status, text = answer["statusCode"], answer.get("body") or ""
@@ -173,11 +210,23 @@ def machine_for(isolated):
                 data = bundle(4242, [benchmark])
             else:
                 data = folder_archive(walltime_folder(4242, benchmark), gzipped=True)
-            request = ShardUploadRequest.model_validate(upload_request(
-                self.project, self.run_id, shard, data, total=len(SHARDS),
-                runner={"name": "codspeed-client", "version": "1.0.0", "instruments": [], "executor": executor}))
-            self._granted(lambda: self._api("POST", "/v1/uploads", request.model_dump(mode="json", exclude_none=True)),
-                          data, shard_key(shard, executor), benchmark if good else None, fault)
+            request = ShardUploadRequest.model_validate(
+                upload_request(
+                    self.project,
+                    self.run_id,
+                    shard,
+                    data,
+                    total=len(SHARDS),
+                    runner={"name": "codspeed-client", "version": "1.0.0", "instruments": [], "executor": executor},
+                )
+            )
+            self._granted(
+                lambda: self._api("POST", "/v1/uploads", request.model_dump(mode="json", exclude_none=True)),
+                data,
+                shard_key(shard, executor),
+                benchmark if good else None,
+                fault,
+            )
 
         @rule(label=st.sampled_from(RUNNER_PART_IDS + HOSTILE_PART_IDS), tokenless=st.booleans(), fault=FAULTS)
         def drop_in(self, label, tokenless, fault):
@@ -186,18 +235,34 @@ def machine_for(isolated):
             is any job of a declared run."""
             benchmark = f"bench::runner{len(self.pushed)}"
             data = bundle(4343, [benchmark])
-            meta = UploadMetadata.model_validate(metadata(
-                md5_b64(data), owner=self.project.split("/")[0], repository=self.project.split("/")[1], tokenless=tokenless,
-                run_part={"runId": self.run_id, "runPartId": label, "jobName": label.split("-{")[0],
-                          "metadata": {"job-total": 1}}))
+            meta = UploadMetadata.model_validate(
+                metadata(
+                    md5_b64(data),
+                    owner=self.project.split("/")[0],
+                    repository=self.project.split("/")[1],
+                    tokenless=tokenless,
+                    run_part={
+                        "runId": self.run_id,
+                        "runPartId": label,
+                        "jobName": label.split("-{")[0],
+                        "metadata": {"job-total": 1},
+                    },
+                )
+            )
 
             def grant():
                 accepted = self._api("POST", "/upload", meta.wire())
-                return {"upload_url": accepted["uploadUrl"], "headers": {"Content-MD5": meta.profile_md5},
-                        "key": _key_of(accepted["uploadUrl"]), "run_id": accepted["runId"]}
+                return {
+                    "upload_url": accepted["uploadUrl"],
+                    "headers": {"Content-MD5": meta.profile_md5},
+                    "key": _key_of(accepted["uploadUrl"]),
+                    "run_id": accepted["runId"],
+                }
 
             if label in HOSTILE_PART_IDS:
-                return self._refused(lambda: self._faulted(fault, grant), Unprocessable, "names the aggregator's own run parts")
+                return self._refused(
+                    lambda: self._faulted(fault, grant), Unprocessable, "names the aggregator's own run parts"
+                )
             if self.declared:
                 return self._refused(lambda: self._faulted(fault, grant), Conflict, "is not among what run|is closing")
             self._granted(grant, data, None, benchmark, fault)
@@ -206,7 +271,9 @@ def machine_for(isolated):
             """An upload granted (or refused: the run is closing, out of attempts), then PUT."""
             snapshot = agg.ledger.reads.snapshot(self.project, self.run_id)
             if snapshot is not None and snapshot.run.state == "open" and snapshot.run.closing:
-                return self._refused(lambda: self._faulted(fault, grant), Conflict, "is closing: it takes no more shards")
+                return self._refused(
+                    lambda: self._faulted(fault, grant), Conflict, "is closing: it takes no more shards"
+                )
             if snapshot is not None and snapshot.run.state != "open":
                 try:  # a later attempt: its counts are not modelled, what reaches the upstream is
                     granted = self._faulted(fault, grant)
@@ -233,9 +300,16 @@ def machine_for(isolated):
                 other_manifest = False  # no client shard yet: any manifest would be the first
             total, name = (len(SHARDS) + 1, shard) if other_manifest else (len(SHARDS), "9")
             data = bundle(4242, [f"s{shard}::refused"])
-            request = ShardUploadRequest.model_validate(upload_request(self.project, self.run_id, name, data, total=total))
-            self._refused(lambda: self._faulted(fault, lambda: self._api("POST", "/v1/uploads", request.model_dump(
-                mode="json", exclude_none=True))), (Conflict, Unprocessable), "manifest|is closing|takes no more")
+            request = ShardUploadRequest.model_validate(
+                upload_request(self.project, self.run_id, name, data, total=total)
+            )
+            self._refused(
+                lambda: self._faulted(
+                    fault, lambda: self._api("POST", "/v1/uploads", request.model_dump(mode="json", exclude_none=True))
+                ),
+                (Conflict, Unprocessable),
+                "manifest|is closing|takes no more",
+            )
 
         @precondition(lambda self: self.pushed)
         @rule(pick=st.integers(min_value=0), times=st.integers(min_value=1, max_value=3), fault=FAULTS)
@@ -245,7 +319,8 @@ def machine_for(isolated):
             shard, key, benchmark = self.pushed[pick % len(self.pushed)]
             before = agg.ledger.reads.snapshot(self.project, self.run_id)
             outcomes = [self._faulted(fault, lambda: agg.arrivals.record(key))] + [
-                agg.arrivals.record(key) for _ in range(times - 1)]
+                agg.arrivals.record(key) for _ in range(times - 1)
+            ]
             first = outcomes[0]
             if benchmark is None:
                 assert outcomes[0] in ("rejected", "duplicate") and outcomes[1:] == ["duplicate"] * (times - 1)
@@ -256,8 +331,9 @@ def machine_for(isolated):
                 assert outcomes[1:] == ["duplicate"] * (times - 1)
                 assert first in ("recorded", "duplicate", "late"), first
                 counted = agg.ledger.reads.snapshot(self.project, self.run_id).arrived().get(shard)
-                if first == "recorded" or (fault and first == "duplicate" and counted and counted.key == key
-                                           and before.run.state == "open"):  # counted by the delivery the fault failed
+                if first == "recorded" or (
+                    fault and first == "duplicate" and counted and counted.key == key and before.run.state == "open"
+                ):  # counted by the delivery the fault failed
                     assert before.run.state == "open"
                     self.current[shard] = benchmark
 
@@ -290,15 +366,20 @@ def machine_for(isolated):
             finally:
                 del agg.upstream.put
             assert meanwhile == ["not_claimed"]
-            held = isolated.upstream.combined(self.project)[(self.project, self.run_id)][pushed_part_id(shard, "valgrind")]
+            held = isolated.upstream.combined(self.project)[(self.project, self.run_id)][
+                pushed_part_id(shard, "valgrind")
+            ]
             assert benchmarks_in(archive_of(held)) == {self.current[shard]}  # the newer, landed last
 
         def _repush(self, shard):
             """The shard's job run again, its bundle counted at once."""
             benchmark = f"s{shard}::valgrind-again{len(self.pushed)}"
             data = bundle(4242, [benchmark])
-            grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(
-                self.project, self.run_id, shard, data, total=len(SHARDS)))).model_dump()
+            grant = agg.uploads.grant(
+                ShardUploadRequest.model_validate(
+                    upload_request(self.project, self.run_id, shard, data, total=len(SHARDS))
+                )
+            ).model_dump()
             put(grant, data)
             self.pushed.append((shard, grant["key"], benchmark))
             assert agg.arrivals.record(grant["key"]) == "recorded"
@@ -342,10 +423,19 @@ def machine_for(isolated):
                 if message["run_id"].split("~")[0] == self.run_id:
                     try:
                         if message.get("shard"):  # an eager run's shard, sent as it was counted
-                            self._faulted(fault, lambda: agg.eager.forward(self.project, message["run_id"], message["shard"]))
+                            self._faulted(
+                                fault,
+                                lambda message=message: agg.eager.forward(
+                                    self.project, message["run_id"], message["shard"]
+                                ),
+                            )
                         else:
-                            self._faulted(fault, lambda: agg.finalizing.finalize(self.project, message["run_id"],
-                                                                                 message.get("part")))
+                            self._faulted(
+                                fault,
+                                lambda message=message: agg.finalizing.finalize(
+                                    self.project, message["run_id"], message.get("part")
+                                ),
+                            )
                     except UpstreamError:  # the handler fails the message: SQS brings it back later
                         self.waiting.append(message)
                     fault = None  # the first message's only
@@ -358,7 +448,9 @@ def machine_for(isolated):
             arrived = snapshot.arrived()
             assert set(arrived) == set(self.current)  # invariant 1: the distinct shards accepted
             assert snapshot.run.arrived_count == len(arrived)  # the run's own count is as exact
-            assert {n: agg.results.read(s.key).names for n, s in arrived.items()} == {n: [b] for n, b in self.current.items()}
+            assert {n: agg.results.read(s.key).names for n, s in arrived.items()} == {
+                n: [b] for n, b in self.current.items()
+            }
             report = agg.reports.report(self.project, self.run_id)
             assert report.version >= self.seen_version and report.arrived >= self.seen_arrived  # invariant 4
             self.seen_version, self.seen_arrived = report.version, report.arrived
@@ -368,7 +460,9 @@ def machine_for(isolated):
             """Its own token when it has one, else the stack's, or none for a tokenless run: never another's."""
             for upload in isolated.upstream.uploads():
                 meta = json.loads((upload / "metadata.json").read_text())
-                ran = (meta.get("runPart") or {}).get("runId", "").split("~")[0]  # an eager project's runs are many examples'
+                ran = (
+                    (meta.get("runPart") or {}).get("runId", "").split("~")[0]
+                )  # an eager project's runs are many examples'
                 if f"{meta.get('owner')}/{meta.get('repository')}" == self.project and ran == self.run_id:
                     sent = {k.lower(): v for k, v in json.loads((upload / "post-headers.json").read_text()).items()}
                     assert sent.get("authorization") in (None, self.token), (sent.get("authorization"), self.token)
@@ -376,8 +470,11 @@ def machine_for(isolated):
 
         @invariant()
         def each_benchmark_once_upstream_with_everything_accepted(self):
-            held = {part: benchmarks_in(archive_of(upload))
-                    for parts in isolated.upstream.combined(self.project).values() for part, upload in parts.items()}
+            held = {
+                part: benchmarks_in(archive_of(upload))
+                for parts in isolated.upstream.combined(self.project).values()
+                for part, upload in parts.items()
+            }
             assert not isolated.upstream.benchmarks_twice(self.project)  # invariant 2: whatever the attempts
             latest = agg.reports.report(self.project, self.run_id) if self._state() else None
             if latest is not None and latest.state == "forwarded":  # invariant 3: nothing accepted is lost
@@ -398,6 +495,10 @@ def _key_of(upload_url: str) -> str:
 def test_run_lifecycle_holds_the_invariants_under_random_interleavings(isolated):
     run_state_machine_as_test(
         machine_for(isolated),
-        settings=settings(max_examples=int(os.environ.get("LIFECYCLE_EXAMPLES", 12)), stateful_step_count=14, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]),
+        settings=settings(
+            max_examples=int(os.environ.get("LIFECYCLE_EXAMPLES", 12)),
+            stateful_step_count=14,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
     )

@@ -11,13 +11,17 @@ def test_without_a_readable_webhook_secret_runs_still_count_and_reports_carry_no
     from codspeed_aggregator import wiring
 
     monkeypatch.delenv("WEBHOOK_SECRET", raising=False)
-    monkeypatch.setenv("WEBHOOK_SECRET_PARAMETER", "/codspeed-aggregator/webhook-secret")  # the template's, never created
+    monkeypatch.setenv(
+        "WEBHOOK_SECRET_PARAMETER", "/codspeed-aggregator/webhook-secret"
+    )  # the template's, never created
     wiring.reset()
     try:
         agg = wiring.arrivals()
         assert agg.page_key is None and "run pages get no signed links" in caplog.text
         data = bundle()
-        grant = wiring.api().uploads.grant(ShardUploadRequest.model_validate(upload_request("acme/nosecret", "r1", "1", data, total=2)))
+        grant = wiring.api().uploads.grant(
+            ShardUploadRequest.model_validate(upload_request("acme/nosecret", "r1", "1", data, total=2))
+        )
         put(grant.model_dump(), data)
         # the shared stack's own arrivals poller takes the same S3 event: whichever comes first counts it, once
         assert agg.arrivals.record(grant.key) in ("recorded", "duplicate")
@@ -31,13 +35,20 @@ def test_without_a_readable_webhook_secret_runs_still_count_and_reports_carry_no
 def test_the_markdown_report_lists_what_changed_past_the_threshold_and_links_the_page(isolated, project, run_id):
     from dataclasses import replace
 
-    agg = replace(isolated.aggregator, page_key=b"k" * 32,
-                  settings=replace(isolated.aggregator.settings, public_url="https://agg.example"))
+    agg = replace(
+        isolated.aggregator,
+        page_key=b"k" * 32,
+        settings=replace(isolated.aggregator.settings, public_url="https://agg.example"),
+    )
     names = ["t::steady", "t::slow|er"]
-    for run, cost, meta in ((f"{run_id}-main", 1000, {}),
-                            (run_id, 1500, {"ref": "refs/pull/3/merge", "base_ref": "main", "commit": "d" * 40})):
+    for run, cost, meta in (
+        (f"{run_id}-main", 1000, {}),
+        (run_id, 1500, {"ref": "refs/pull/3/merge", "base_ref": "main", "commit": "d" * 40}),
+    ):
         data = bundle(7, names, costs={"t::steady": 1000, "t::slow|er": cost})
-        grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run, "1", data, total=1, **meta)))
+        grant = agg.uploads.grant(
+            ShardUploadRequest.model_validate(upload_request(project, run, "1", data, total=1, **meta))
+        )
         put(grant.model_dump(), data)
         agg.arrivals.record(grant.key)
         isolated.finalize_requests()
@@ -60,8 +71,9 @@ def test_an_open_run_compares_with_a_baseline_forwarded_elsewhere_within_a_minut
 
     def arrive(aggregator, run, shard, cost, **meta):
         data = bundle(7 + int(shard), [f"t{shard}::x"], costs={f"t{shard}::x": cost})
-        grant = aggregator.uploads.grant(ShardUploadRequest.model_validate(
-            upload_request(project, run, shard, data, total=2, **meta)))
+        grant = aggregator.uploads.grant(
+            ShardUploadRequest.model_validate(upload_request(project, run, shard, data, total=2, **meta))
+        )
         put(grant.model_dump(), data)
         assert aggregator.arrivals.record(grant.key) == "recorded"
 
@@ -72,7 +84,9 @@ def test_an_open_run_compares_with_a_baseline_forwarded_elsewhere_within_a_minut
     isolated.finalize_requests()
     assert other.finalizing.finalize(project, f"{run_id}-main") == "forwarded"
     now[0] += 5
-    with mock.patch.object(agg.ledger.baselines, "latest_baseline", wraps=agg.ledger.baselines.latest_baseline) as looked_up:
+    with mock.patch.object(
+        agg.ledger.baselines, "latest_baseline", wraps=agg.ledger.baselines.latest_baseline
+    ) as looked_up:
         agg.reports.refresh(project, run_id)  # a new report version, 5 s on: looked up again, and found
         assert looked_up.call_count == 1 and agg.reports.report(project, run_id).baseline["run_id"] == f"{run_id}-main"
         arrive(agg, run_id, "2", 1000, **pull)  # the run's next change, within the minute: the one found is kept
@@ -84,8 +98,10 @@ def test_an_open_run_compares_with_a_baseline_forwarded_elsewhere_within_a_minut
 
 
 def test_each_arrival_records_what_its_benchmarks_cost_and_the_page_predicts_the_longest_shard_balanced(
-        isolated, project, run_id):
+    isolated, project, run_id
+):
     from codspeed_aggregator.pages.run_page import render_main
+    from codspeed_wire.api import CloseRequest
     from tests.factories import push
 
     agg = isolated.aggregator
@@ -93,7 +109,16 @@ def test_each_arrival_records_what_its_benchmarks_cost_and_the_page_predicts_the
         data = bundle(20 + int(shard), list(costs), costs=costs)  # instructions: 40 M a second under callgrind
         assert agg.arrivals.record(push(agg, project, run_id, shard, data, total=3)["key"]) == "recorded"
     report = agg.reports.report(project, run_id)
-    assert [(s.name, s.cost_s, s.longest_s) for s in report.shards] == [("1", 3.0, 2.0), ("2", 1.0, 1.0), ("3", None, None)]
-    page = render_main(report, {}, None, None)
-    assert ('Recorded costs: 4.0s of benchmarks in 2 shards; balanced on them (<code>codspeed-client split --shards 2'
-            '</code>), the longest shard would run about 2.0s, against 3.0s for shard 1 here.') in page
+    assert [(s.name, s.cost_s, s.longest_s) for s in report.shards] == [
+        ("1", 3.0, 2.0),
+        ("2", 1.0, 1.0),
+        ("3", None, None),
+    ]
+    assert 'id="predicted"' not in render_main(report, {}, None, None)  # open: its third shard may still come
+    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    assert isolated.finalize_all(project, run_id) == "forwarded"
+    page = render_main(agg.reports.report(project, run_id), {}, None, None)
+    assert (
+        "Recorded costs: 4.0s of benchmarks in 2 shards; balanced on them (<code>codspeed-client split --shards 2"
+        "</code>), the longest shard would run about 2.0s, against 3.0s for shard 1 here."
+    ) in page

@@ -38,21 +38,27 @@ class Clock:
 
 def _commenting(isolated, github, clock=None, quiet=30):
     base = isolated.aggregator
-    return replace(base, github_comments=GitHubComments(github.url, "gh-token"),
-                   settings=replace(base.settings, comment_seconds=quiet), **({"clock": clock} if clock else {}))
+    return replace(
+        base,
+        github_comments=GitHubComments(github.url, "gh-token"),
+        settings=replace(base.settings, comment_seconds=quiet),
+        **({"clock": clock} if clock else {}),
+    )
 
 
 def _push(agg, project, run_id, shard, total=3, ref=PULL, tokenless=False, **meta) -> str:
     data = bundle(4000 + int(shard))
-    request = upload_request(project, run_id, shard, data, total=total, ref=ref, event="pull_request", tokenless=tokenless,
-                             **meta)
+    request = upload_request(
+        project, run_id, shard, data, total=total, ref=ref, event="pull_request", tokenless=tokenless, **meta
+    )
     grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
     put(grant.model_dump(), data)
     return grant.key
 
 
-def test_one_comment_is_posted_then_edited_and_the_final_report_lands_within_the_quiet_time(isolated, github, project,
-                                                                                            run_id):
+def test_one_comment_is_posted_then_edited_and_the_final_report_lands_within_the_quiet_time(
+    isolated, github, project, run_id
+):
     clock = Clock()
     agg = _commenting(isolated, github, clock)
     keys = [_push(agg, project, run_id, str(i)) for i in (1, 2, 3)]
@@ -87,8 +93,10 @@ def test_publishers_racing_on_a_new_comment_post_it_once(isolated, github, proje
     agg.arrivals.record(key)
     github.comments.clear()
     github.requests.clear()
-    agg.ledger.db.delete_item(TableName=agg.ledger.table, Key={"pk": {"S": f"RUN#{project}#~pull-requests"},
-                                                               "sk": {"S": "~COMMENT#GITHUB#42"}})
+    agg.ledger.db.delete_item(
+        TableName=agg.ledger.table,
+        Key={"pk": {"S": f"RUN#{project}#~pull-requests"}, "sk": {"S": "~COMMENT#GITHUB#42"}},
+    )
     report = agg.reports.report(project, run_id)
     start = threading.Barrier(6)
 
@@ -128,8 +136,10 @@ def test_a_tokenless_run_of_a_branch_never_becomes_its_baseline(isolated, projec
     """The API refuses a tokenless upload for a branch's ref (tests/e2e/test_runner_drop_in.py); a
     run marked tokenless is no baseline even so."""
     agg = isolated.aggregator
-    assert agg.arrivals.record(_push(agg, project, run_id, "1", total=1, ref="refs/heads/main", tokenless=True)) == \
-        "recorded"
+    assert (
+        agg.arrivals.record(_push(agg, project, run_id, "1", total=1, ref="refs/heads/main", tokenless=True))
+        == "recorded"
+    )
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert agg.ledger.baselines.latest_baseline(project, "main") is None
     trusted = f"{run_id}-b"
@@ -147,8 +157,9 @@ def test_a_token_github_refuses_is_warned_about_once_and_nothing_fails(isolated,
     assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert github.requests == [("POST", f"/repos/{project}/issues/42/comments")]  # then left alone
     warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
-    assert warned == [f"pull-request comments on {project} are off: GitHub answered 403 "
-                      "(the token needs pull requests: write)"]
+    assert warned == [
+        f"pull-request comments on {project} are off: GitHub answered 403 (the token needs pull requests: write)"
+    ]
 
 
 def test_a_gitlab_merge_requests_run_asks_github_nothing(isolated, github, project, run_id):
@@ -156,8 +167,11 @@ def test_a_gitlab_merge_requests_run_asks_github_nothing(isolated, github, proje
     from codspeed_aggregator.adapters.github_commits import GitHubCommits
     from codspeed_aggregator.adapters.github_status import GitHubStatuses
 
-    agg = replace(_commenting(isolated, github), statuses=GitHubStatuses(github.url, "gh-token"),
-                  github_commits=GitHubCommits(github.url, "gh-token"))
+    agg = replace(
+        _commenting(isolated, github),
+        statuses=GitHubStatuses(github.url, "gh-token"),
+        github_commits=GitHubCommits(github.url, "gh-token"),
+    )
     for shard in ("1", "2"):
         agg.arrivals.record(_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB"))
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
@@ -173,7 +187,8 @@ def gitlab():
 
 
 def test_a_gitlab_merge_request_gets_one_note_edited_to_the_final_report_and_github_is_asked_nothing(
-        isolated, github, gitlab, run_id):
+    isolated, github, gitlab, run_id
+):
     project = f"platform/perf/engine-{uuid.uuid4().hex[:6]}"  # a subgroup's: its path URL-encoded whole
     agg = replace(_commenting(isolated, github, quiet=0), gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
     first, second = (_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB") for shard in ("1", "2"))
@@ -194,22 +209,34 @@ def test_a_token_gitlab_refuses_is_warned_about_once_and_nothing_fails(isolated,
     gitlab.fail_with = 403
     agg = replace(isolated.aggregator, gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
     for shard in ("1", "2"):
-        assert agg.arrivals.record(_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB")) == "recorded"
+        assert (
+            agg.arrivals.record(_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB")) == "recorded"
+        )
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     assert gitlab.requests == [("POST", f"/api/v4/projects/{quote(project, safe='')}/merge_requests/42/notes")]
     warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
-    assert warned == [f"pull-request comments on {project} are off: GitLab answered 403 (the token needs the api "
-                      "scope, as a member who may comment on merge requests)"]
+    assert warned == [
+        f"pull-request comments on {project} are off: GitLab answered 403 (the token needs the api "
+        "scope, as a member who may comment on merge requests)"
+    ]
 
 
-SECONDARY_LIMIT = (403, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try "
-                                    "again.", "documentation_url": "https://docs.github.com/rest"}, {"retry-after": "60"})
+SECONDARY_LIMIT = (
+    403,
+    {
+        "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+        "documentation_url": "https://docs.github.com/rest",
+    },
+    {"retry-after": "60"},
+)
 
 
-@pytest.mark.parametrize("failure", [(502, {"message": "Server Error"}, {}), SECONDARY_LIMIT],
-                         ids=["502", "secondary rate limit"])
+@pytest.mark.parametrize(
+    "failure", [(502, {"message": "Server Error"}, {}), SECONDARY_LIMIT], ids=["502", "secondary rate limit"]
+)
 def test_a_first_post_that_fails_releases_its_claim_and_the_final_report_posts_the_one_comment(
-        isolated, github, project, run_id, failure):
+    isolated, github, project, run_id, failure
+):
     """A 502 left the claim held for its 60 s and the final report gave up after 10 s; a 403 of
     GitHub's secondary rate limit turned the project's comments off."""
     clock = Clock()
@@ -314,15 +341,21 @@ def test_a_token_one_host_refuses_leaves_the_other_hosts_comments_on(isolated, g
     assert len(warned) == 1 and "GitLab answered 403" in warned[0]
 
 
-def test_every_edit_moves_the_comments_expiry_so_it_lives_as_long_as_its_pull_request(isolated, github, project, run_id):
+def test_every_edit_moves_the_comments_expiry_so_it_lives_as_long_as_its_pull_request(
+    isolated, github, project, run_id
+):
     """The expiry was set once, at the claim: a pull request older than BundleRetentionDays lost its
     item to TTL, and its next run posted a second comment."""
     clock = Clock()
     agg = _commenting(isolated, github, clock, quiet=0)
     comments, pr = agg.ledger.comments, PullRequestRef("GITHUB", project, 42)
     agg.arrivals.record(_push(agg, project, run_id, "1", total=2))
-    comments.db.update_item(TableName=comments.table, Key=comments._key(pr), UpdateExpression="SET expires_at = :soon",
-                            ExpressionAttributeValues={":soon": {"N": "1"}})  # as if written retention days ago
+    comments.db.update_item(
+        TableName=comments.table,
+        Key=comments._key(pr),
+        UpdateExpression="SET expires_at = :soon",
+        ExpressionAttributeValues={":soon": {"N": "1"}},
+    )  # as if written retention days ago
     clock.now += 60
     agg.arrivals.record(_push(agg, project, run_id, "2", total=2))
     assert comments.comment(pr)["expires_at"] >= comments.expires_at() - 60

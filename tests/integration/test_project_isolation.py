@@ -24,4 +24,6 @@ def test_finishing_a_run_tags_its_own_bundles_only(isolated):
     assert tags == []  # grp/sub/repo's open run keeps its bundles out of the expiry rule
     mine = push(agg, "grp/sub", "repo", "1", bundle(), total=2)["key"]
     assert agg.store.mark_final(run_bundles_prefix("grp/sub", "repo")) == 1
-    assert agg.store.s3.get_object_tagging(Bucket=agg.store.bucket, Key=mine)["TagSet"] == [{"Key": "run-final", "Value": "true"}]
+    assert agg.store.s3.get_object_tagging(Bucket=agg.store.bucket, Key=mine)["TagSet"] == [
+        {"Key": "run-final", "Value": "true"}
+    ]

@@ -10,7 +10,9 @@ from tests.factories import bundle, put, upload_request
 
 def _grant(agg, project, run_id, shard, total=2):
     data = bundle(4242, [f"{shard}::b"])
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total)))
+    grant = agg.uploads.grant(
+        ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total))
+    )
     put(grant.model_dump(), data)
     return grant.key
 
@@ -42,7 +44,10 @@ def test_close_racing_the_last_arrival(isolated, project):
         run_id = f"race-close-arrival-{attempt}-{time.time_ns()}"
         agg.arrivals.record(_grant(agg, project, run_id, "1"))
         last = _grant(agg, project, run_id, "2")
-        outcome, _ = _race(lambda: agg.arrivals.record(last), lambda: agg.closing.close(CloseRequest(project=project, run_id=run_id)))
+        outcome, _ = _race(
+            lambda last=last: agg.arrivals.record(last),
+            lambda run_id=run_id: agg.closing.close(CloseRequest(project=project, run_id=run_id)),
+        )
         states = _finalize_all(isolated, project, run_id)
         assert states.count("forwarded") == 1 and len(isolated.upstream.uploads(run_id)) == 1
         shard = {s.name: s.state for s in agg.reports.report(project, run_id).shards}["2"]
@@ -77,7 +82,9 @@ def test_two_arrivals_publishing_at_once_leave_the_report_with_both(isolated, pr
         assert _race(*[lambda k=k: agg.arrivals.record(k) for k in keys]) == ["recorded", "recorded"]
         report = agg.reports.report(project, run_id)
         assert report.arrived == 2 and report.version > before
-        assert report.version == agg.ledger.reads.snapshot(project, run_id).run.rev  # the newest version is the one published
+        assert (
+            report.version == agg.ledger.reads.snapshot(project, run_id).run.rev
+        )  # the newest version is the one published
 
 
 def test_arrivals_in_parallel_leave_each_process_reading_the_run_as_it_is(isolated, project, run_id):
@@ -92,8 +99,12 @@ def test_arrivals_in_parallel_leave_each_process_reading_the_run_as_it_is(isolat
     agg.reports.publish(project, run_id)
     report = agg.reports.report(project, run_id)
     assert report.arrived == 16 and sorted(s.name for s in report.shards if s.state == "arrived") == sorted(
-        str(i) for i in range(1, 17))
-    known, whole = agg.ledger.reads.changed_snapshot(project, run_id), Reads(agg.ledger.table, agg.ledger.db).snapshot(
-        project, run_id)
+        str(i) for i in range(1, 17)
+    )
+    known, whole = (
+        agg.ledger.reads.changed_snapshot(project, run_id),
+        Reads(agg.ledger.table, agg.ledger.db).snapshot(project, run_id),
+    )
     assert known.run.rev == whole.run.rev and {n: s.rev for n, s in known.shards.items()} == {
-        n: s.rev for n, s in whole.shards.items()}
+        n: s.rev for n, s in whole.shards.items()
+    }

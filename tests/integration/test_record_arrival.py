@@ -1,9 +1,9 @@
-"""Counting arrivals: once, replaced on a retry, rejected with a reason, late into the next attempt. Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
+"""Counting arrivals: once, replaced on a retry, rejected with a reason, late into the next attempt.
+Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
 
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 
 from codspeed_aggregator.domain.uploads import pushed_part_id
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
@@ -39,16 +39,27 @@ def test_a_retried_shard_replaces_its_bundle_and_counts_once(isolated, project, 
     assert agg.arrivals.record(new["key"]) == "recorded"
     assert agg.arrivals.record(old["key"]) == "duplicate"  # an old event late: the newer bundle stays
     shard = agg.reports.report(project, run_id).shards[0]
-    assert (shard.state, shard.attempt, shard.benchmarks, agg.reports.report(project, run_id).arrived) == ("arrived", 2, 2, 1)
+    assert (shard.state, shard.attempt, shard.benchmarks, agg.reports.report(project, run_id).arrived) == (
+        "arrived",
+        2,
+        2,
+        1,
+    )
 
 
-@pytest.mark.parametrize("data, reason", [
-    (b"not gzip", "neither gzip-compressed nor a tar archive"),
-    (__import__("gzip").compress(b"not a tar" * 100), "gzip but not a tar archive"),
-    (__import__("tests.factories", fromlist=["tar_gz"]).tar_gz({"../../etc/cron.d/x": b"x"}), "points outside the profile folder"),
-    (packed(bundle())[:-700], "truncated or corrupt"),  # marked as normalized: verified, and refused alike
-    (marked_uncut(__import__("gzip").compress(b"not a tar" * 100)), "gzip but not a tar archive"),
-])
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"not gzip", "neither gzip-compressed nor a tar archive"),
+        (__import__("gzip").compress(b"not a tar" * 100), "gzip but not a tar archive"),
+        (
+            __import__("tests.factories", fromlist=["tar_gz"]).tar_gz({"../../etc/cron.d/x": b"x"}),
+            "points outside the profile folder",
+        ),
+        (packed(bundle())[:-700], "truncated or corrupt"),  # marked as normalized: verified, and refused alike
+        (marked_uncut(__import__("gzip").compress(b"not a tar" * 100)), "gzip but not a tar archive"),
+    ],
+)
 def test_a_bad_bundle_is_rejected_with_its_reason_and_the_run_goes_on(isolated, project, run_id, data, reason):
     agg = isolated.aggregator
     good = push(agg, project, run_id, "1", bundle(), total=2)
@@ -80,7 +91,9 @@ def test_many_shards_with_duplicate_events_in_threads_count_exactly_once(isolate
     assert len([m for m in isolated.finalize_requests() if m["run_id"] == run_id]) >= 1
 
 
-def test_a_bundle_granted_before_the_close_and_in_after_the_forward_counts_in_the_next_attempt(isolated, project, run_id):
+def test_a_bundle_granted_before_the_close_and_in_after_the_forward_counts_in_the_next_attempt(
+    isolated, project, run_id
+):
     agg = isolated.aggregator
     agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242, ["a::one"]), total=2)["key"])
     straggler = push(agg, project, run_id, "2", bundle(4242, ["b::two"]), total=2)  # granted before the close
@@ -90,11 +103,17 @@ def test_a_bundle_granted_before_the_close_and_in_after_the_forward_counts_in_th
     for _ in range(2):  # its event, delivered twice
         assert agg.arrivals.record(straggler["key"]) in ("late", "duplicate")
     shard = {s.name: s for s in agg.reports.report(project, f"{run_id}~1").shards}["2"]
-    assert shard.state == "late" and shard.reason == f"arrived after the run was finalized: counted in attempt 2 ({run_id}~2)"
+    assert (
+        shard.state == "late"
+        and shard.reason == f"arrived after the run was finalized: counted in attempt 2 ({run_id}~2)"
+    )
     second = agg.reports.report(project, f"{run_id}~2")
     assert second.attempt == 2 and second.arrived == 2 and [s.state for s in second.shards] == ["arrived", "arrived"]
     assert [m["run_id"] for m in isolated.finalize_requests()] == [f"{run_id}~2"]  # complete: asked once
     assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
     [parts] = [p for (_, run), p in isolated.upstream.combined().items() if run == run_id]
     held = {part: benchmarks_in(archive_of(upload)) for part, upload in parts.items()}
-    assert held == {pushed_part_id("1", "valgrind"): {"a::one"}, pushed_part_id("2", "valgrind"): {"b::two"}}  # never a yes and a drop, and shard 1 not sent twice
+    assert held == {
+        pushed_part_id("1", "valgrind"): {"a::one"},
+        pushed_part_id("2", "valgrind"): {"b::two"},
+    }  # never a yes and a drop, and shard 1 not sent twice

@@ -36,7 +36,9 @@ def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_on
     try:
         receives = 0
         while True:  # Lambda's SQS poller: each receive fails, the message comes back, until maxReceiveCount
-            messages = sqs.receive_message(QueueUrl=queues.finalize_queue_url, MaxNumberOfMessages=1).get("Messages", [])
+            messages = sqs.receive_message(QueueUrl=queues.finalize_queue_url, MaxNumberOfMessages=1).get(
+                "Messages", []
+            )
             if not messages:
                 break
             receives += 1
@@ -51,41 +53,80 @@ def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_on
         isolated.upstream.failures.clear()
     assert receives == 3  # maxReceiveCount
     report = agg.reports.report(project, run_id)
-    assert report.state == "forward_failed" and "502" in report.upstream.message and len(isolated.upstream.uploads(run_id)) == 0
+    assert (
+        report.state == "forward_failed"
+        and "502" in report.upstream.message
+        and len(isolated.upstream.uploads(run_id)) == 0
+    )
 
     with _move_tasks():
-        assert main(["redrive", "--dead-letter-url", queues.finalize_dlq_url, "--queue-url", queues.finalize_queue_url]) == 0
-    assert capsys.readouterr().out.strip() == f"redrove 1 of 1 finalize message to {queues.finalize_queue_url} (completed)"
+        assert (
+            main(["redrive", "--dead-letter-url", queues.finalize_dlq_url, "--queue-url", queues.finalize_queue_url])
+            == 0
+        )
+    assert (
+        capsys.readouterr().out.strip() == f"redrove 1 of 1 finalize message to {queues.finalize_queue_url} (completed)"
+    )
     [message] = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
     assert agg.finalizing.finalize(message["project"], message["run_id"]) == "forwarded"
     assert len(isolated.upstream.uploads(run_id)) == 1 and agg.reports.report(project, run_id).state == "forwarded"
 
 
 def test_redrive_without_queues_says_what_to_give():
-    result = subprocess.run([sys.executable, "-m", "codspeed_aggregator.cli", "redrive"], capture_output=True, text=True,
-                            env={"PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-m", "codspeed_aggregator.cli", "redrive"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 2 and "give --dead-letter-url and --queue-url" in result.stderr
 
 
 def test_redrive_of_a_queue_that_is_no_dead_letter_queue_is_refused_and_moves_nothing(isolated, capsys):
     queues, sqs = isolated.resources, isolated.sqs
     sqs.send_message(QueueUrl=queues.arrivals_queue_url, MessageBody="an arrival")
-    before = sqs.get_queue_attributes(QueueUrl=queues.arrivals_queue_url, AttributeNames=["ApproximateNumberOfMessages"])
+    before = sqs.get_queue_attributes(
+        QueueUrl=queues.arrivals_queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )
     with _move_tasks() as tasks:
-        assert main(["redrive", "--dead-letter-url", queues.arrivals_queue_url, "--queue-url", queues.finalize_queue_url]) == 3
-    assert capsys.readouterr().err.strip().endswith(
-        "Source queue must be configured as a Dead Letter Queue.") and tasks.tasks == []
-    assert sqs.get_queue_attributes(QueueUrl=queues.arrivals_queue_url, AttributeNames=["ApproximateNumberOfMessages"]) \
-        ["Attributes"] == before["Attributes"]
+        assert (
+            main(["redrive", "--dead-letter-url", queues.arrivals_queue_url, "--queue-url", queues.finalize_queue_url])
+            == 3
+        )
+    assert (
+        capsys.readouterr().err.strip().endswith("Source queue must be configured as a Dead Letter Queue.")
+        and tasks.tasks == []
+    )
+    assert (
+        sqs.get_queue_attributes(QueueUrl=queues.arrivals_queue_url, AttributeNames=["ApproximateNumberOfMessages"])[
+            "Attributes"
+        ]
+        == before["Attributes"]
+    )
     sqs.purge_queue(QueueUrl=queues.arrivals_queue_url)
 
 
 def test_a_redrive_left_running_says_so_and_a_second_one_is_refused_while_it_runs(isolated, capsys):
     queues = isolated.resources
     with _move_tasks(running=True) as tasks:
-        assert main(["redrive", "--wait", "0", "--dead-letter-url", queues.finalize_dlq_url,
-                     "--queue-url", queues.finalize_queue_url]) == 0
+        assert (
+            main(
+                [
+                    "redrive",
+                    "--wait",
+                    "0",
+                    "--dead-letter-url",
+                    queues.finalize_dlq_url,
+                    "--queue-url",
+                    queues.finalize_queue_url,
+                ]
+            )
+            == 0
+        )
         assert "SQS goes on" in capsys.readouterr().out
-        assert main(["redrive", "--dead-letter-url", queues.finalize_dlq_url, "--queue-url", queues.finalize_queue_url]) == 3
+        assert (
+            main(["redrive", "--dead-letter-url", queues.finalize_dlq_url, "--queue-url", queues.finalize_queue_url])
+            == 3
+        )
     assert "Only one active task is allowed for a source queue" in capsys.readouterr().err
     assert [t["Status"] for t in tasks.tasks] == ["RUNNING"]

@@ -3,10 +3,10 @@ beside it (one S3 object), not from every shard's results, and from what its pub
 ledger, not every shard's item; and never from a digest that counts a bundle the run no longer does.
 Against moto's server."""
 
-import pytest
-
 from dataclasses import replace
 from unittest import mock
+
+import pytest
 
 from codspeed_aggregator.adapters.aws import client
 from codspeed_aggregator.adapters.ledger import Reads
@@ -34,13 +34,18 @@ def _main_run(agg, isolated, project, run_id) -> None:
 
 def _pushed(agg, project, run_id, shards) -> list[str]:
     """The keys of a pull request's shards, each slower than on main by its own amount (+1% to +24%)."""
-    return [push(agg, project, run_id, str(s), _data(s, 1000 + 10 * s), total=SHARDS + 5, **PULL)["key"] for s in shards]
+    return [
+        push(agg, project, run_id, str(s), _data(s, 1000 + 10 * s), total=SHARDS + 5, **PULL)["key"] for s in shards
+    ]
 
 
 def _fresh(agg):
     """Another process's arrivals and reports: nothing read of any run yet."""
-    reports = replace(agg.reports, reads=Reads(agg.ledger.table, agg.ledger.db),
-                      results=ResultsStore(agg.results.bucket, client("s3")))
+    reports = replace(
+        agg.reports,
+        reads=Reads(agg.ledger.table, agg.ledger.db),
+        results=ResultsStore(agg.results.bucket, client("s3")),
+    )
     return replace(agg.arrivals, reports=reports), reports
 
 
@@ -77,7 +82,9 @@ def test_a_process_new_to_a_run_reads_its_digest_and_only_the_results_of_shards_
     assert whole_run_reads(asked) == 0  # neither the run's shards nor the baseline's, only the batch's
     batch, read = {f"SHARD#{s}" for s in range(FIRST + 1, SHARDS + 1)}, set(item_keys(asked))
     assert batch <= read and len(read - batch) < run_snapshots.KNOWN_EVERY  # and those changed since the read left
-    assert len([k for k in seen if k.startswith(own)]) == SHARDS - FIRST  # the batch's; every shard's without the digest
+    assert (
+        len([k for k in seen if k.startswith(own)]) == SHARDS - FIRST
+    )  # the batch's; every shard's without the digest
     report = reports.report(project, run_id)
     assert report.arrived == SHARDS and report.counts.measured == 2 * SHARDS
     assert report.counts.regressions == SHARDS - 5  # +6% and more: past the 5% threshold

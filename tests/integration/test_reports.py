@@ -102,8 +102,11 @@ def test_a_digest_refused_leaves_the_report_published_and_its_status_posted(isol
             assert agg.arrivals.record(key) == "recorded"
         left = _objects(agg, project, run_id)
         assert {digest_key(project, run_id), known_key(project, run_id)} <= set(left)  # over 16 shards: both left
-        with refused_puts(agg, which) as refused, caplog.at_level(logging.WARNING), \
-                mock.patch.object(run_snapshots, "KNOWN_EVERY", 1):
+        with (
+            refused_puts(agg, which) as refused,
+            caplog.at_level(logging.WARNING),
+            mock.patch.object(run_snapshots, "KNOWN_EVERY", 1),
+        ):
             assert agg.arrivals.record(keys[17]) == "recorded"
         assert refused and f"digests of {project} {run_id} not left" in caplog.text and "AccessDenied" in caplog.text
         report = agg.reports.report(project, run_id)

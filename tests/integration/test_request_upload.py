@@ -1,27 +1,32 @@
-"""Granting uploads: presigned URLs, refusals, drop-in runs and attempts. Against moto's server (real HTTP, real boto3, real presigned URLs), driven step by step."""
+"""Granting uploads: presigned URLs, refusals, drop-in runs and attempts. Against moto's server (real
+HTTP, real boto3, real presigned URLs), driven step by step."""
 
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-
-
-from codspeed_aggregator.domain.errors import Conflict, NotFound, Unprocessable
 from pydantic import ValidationError
 
+from codspeed_aggregator.domain.errors import Conflict, NotFound, Unprocessable
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
-from tests.factories import bundle, crc32_b64, metadata, md5_b64, push, put, upload_request
+from tests.factories import bundle, crc32_b64, md5_b64, metadata, push, put, upload_request
 
 
 def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expiry(isolated, project, run_id):
     data = bundle()
-    grant = isolated.aggregator.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=2)))
+    grant = isolated.aggregator.uploads.grant(
+        ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=2))
+    )
     query = parse_qs(urlsplit(grant.upload_url).query)
     assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
     assert int(query["X-Amz-Expires"][0]) <= 900
     assert set(query["X-Amz-SignedHeaders"][0].split(";")) >= {"content-md5", "content-length", "content-type", "host"}
     assert grant.key.startswith(f"bundles/{project.replace('/', '%2F')}/{run_id}/1/")  # the project: one key segment
-    assert grant.headers == {"Content-MD5": md5_b64(data), "Content-Length": str(len(data)), "Content-Type": "application/gzip"}
+    assert grant.headers == {
+        "Content-MD5": md5_b64(data),
+        "Content-Length": str(len(data)),
+        "Content-Type": "application/gzip",
+    }
 
 
 def test_the_clients_crc32_is_signed_in_place_of_an_md5_and_the_bundle_counts(isolated, project, run_id):
@@ -30,8 +35,11 @@ def test_the_clients_crc32_is_signed_in_place_of_an_md5_and_the_bundle_counts(is
     grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
     signed = set(parse_qs(urlsplit(grant.upload_url).query)["X-Amz-SignedHeaders"][0].split(";"))
     assert signed == {"x-amz-checksum-crc32", "content-length", "content-type", "host"}
-    assert grant.headers == {"x-amz-checksum-crc32": crc32_b64(data), "Content-Length": str(len(data)),
-                             "Content-Type": "application/gzip"}
+    assert grant.headers == {
+        "x-amz-checksum-crc32": crc32_b64(data),
+        "Content-Length": str(len(data)),
+        "Content-Type": "application/gzip",
+    }
     put(grant.model_dump(), data)
     assert agg.arrivals.record(grant.key) == "recorded"
     report = agg.reports.report(project, run_id)
@@ -106,22 +114,29 @@ def test_a_push_naming_an_attempt_counts_in_the_runs_current_attempt(isolated, p
 
 
 def test_a_ci_run_page_named_by_the_push_is_the_reports_link_and_one_that_would_not_stay_a_link_is_refused(
-        isolated, project, run_id):
+    isolated, project, run_id
+):
     agg, data = isolated.aggregator, bundle()
     page = "https://gitlab.example.com/platform/perf/widgets/-/pipelines/88"
-    agg.uploads.grant(ShardUploadRequest.model_validate({**upload_request(project, run_id, "1", data, total=2),
-                                                         "ci_url": page}))
+    agg.uploads.grant(
+        ShardUploadRequest.model_validate({**upload_request(project, run_id, "1", data, total=2), "ci_url": page})
+    )
     assert agg.reports.report(project, run_id).ci_url == page
     for bad in ("javascript:alert(1)", "https://e.example/a) [x](https://evil.example", "https://e.example/a b"):
         with pytest.raises(ValidationError, match="ci_url"):
-            ShardUploadRequest.model_validate({**upload_request(project, run_id + "-x", "1", data, total=2), "ci_url": bad})
+            ShardUploadRequest.model_validate(
+                {**upload_request(project, run_id + "-x", "1", data, total=2), "ci_url": bad}
+            )
     assert agg.ledger.runs.run_record(project, run_id + "-x") is None  # refused before anything was written
 
 
-@pytest.mark.parametrize("shard, total, refused, says", [
-    ("1", 4, Conflict, "manifest mismatch: this shard expects 4 shards, but the run was opened expecting 3 shards"),
-    ("7", 3, Unprocessable, "shard '7' is not in the run's manifest"),
-])
+@pytest.mark.parametrize(
+    "shard, total, refused, says",
+    [
+        ("1", 4, Conflict, "manifest mismatch: this shard expects 4 shards, but the run was opened expecting 3 shards"),
+        ("7", 3, Unprocessable, "shard '7' is not in the run's manifest"),
+    ],
+)
 def test_a_push_a_forwarded_run_refuses_opens_no_next_attempt(isolated, project, run_id, shard, total, refused, says):
     """The next attempt took the refused push's own manifest before its checks: it was opened (its
     run item, tallies and copied shards), then the push refused."""
@@ -138,11 +153,14 @@ def test_a_push_a_forwarded_run_refuses_opens_no_next_attempt(isolated, project,
     assert push(agg, project, run_id, "1", bundle(), total=3)["run_id"] == f"{run_id}~2"  # a push it takes opens it
 
 
-def test_a_push_outside_its_own_manifest_opens_no_run_and_changes_a_runner_only_run_in_no_way(isolated, project, run_id):
+def test_a_push_outside_its_own_manifest_opens_no_run_and_changes_a_runner_only_run_in_no_way(
+    isolated, project, run_id
+):
     """The shard's own manifest was checked only once the run (or its client group) was written:
     a fresh run id was opened, and a run of runner jobs alone got a client group, then the push refused."""
     from tests.factories import footprint
-    from tests.runner import github_run_part, metadata as runner_metadata
+    from tests.runner import github_run_part
+    from tests.runner import metadata as runner_metadata
 
     agg = isolated.aggregator
     with pytest.raises(Unprocessable, match="shard '9' is not in the run's manifest \\(3 shards\\)"):
@@ -151,8 +169,14 @@ def test_a_push_outside_its_own_manifest_opens_no_run_and_changes_a_runner_only_
 
     owner, repository = project.split("/")
     data = bundle(4343, ["bench::a"])
-    meta = runner_metadata(data, executor="valgrind", owner=owner, repository=repository,
-                           commit="5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6", run_part=github_run_part(run_id, "bench", "valgrind"))
+    meta = runner_metadata(
+        data,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit="5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6",
+        run_part=github_run_part(run_id, "bench", "valgrind"),
+    )
     agg.uploads.accept_drop_in(UploadMetadata.model_validate(meta))
     before = footprint(isolated, project, run_id)
     with pytest.raises(Unprocessable, match="shard '9' is not in the run's manifest"):

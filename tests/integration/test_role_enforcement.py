@@ -23,9 +23,15 @@ def test_a_write_outside_the_functions_role_is_access_denied_and_writes_nothing(
     assert error["Message"] == (
         "User: arn:aws:sts::123456789012:assumed-role/ApiFunctionRole/ApiFunction is not authorized to perform: "
         f"s3:PutObject on resource: arn:aws:s3:::{stack.resources.bucket}/{key} "
-        "because no identity-based policy allows the s3:PutObject action")
+        "because no identity-based policy allows the s3:PutObject action"
+    )
     assert not _exists(stack, key)
-    assert ("ApiFunction", "s3:PutObject", f"arn:aws:s3:::{stack.resources.bucket}/spool/*", "not allowed") in stack.enforcer.seen
+    assert (
+        "ApiFunction",
+        "s3:PutObject",
+        f"arn:aws:s3:::{stack.resources.bucket}/spool/*",
+        "not allowed",
+    ) in stack.enforcer.seen
 
 
 def test_a_table_call_outside_the_role_is_access_denied_exception(stack):
@@ -40,13 +46,15 @@ def test_a_table_call_outside_the_role_is_access_denied_exception(stack):
 def test_a_url_presigned_by_a_role_that_may_not_put_is_refused_when_used(stack):
     key = "bundles/acme/denied/run/1/presigned.tar.gz"
     url = client("s3", wiring.ARRIVALS).generate_presigned_url(
-        "put_object", Params={"Bucket": stack.resources.bucket, "Key": key}, ExpiresIn=60)
+        "put_object", Params={"Bucket": stack.resources.bucket, "Key": key}, ExpiresIn=60
+    )
     answer = requests.put(url, data=b"bundle", timeout=10)
     assert answer.status_code == 403 and "<Code>AccessDenied</Code>" in answer.text
     assert "ArrivalsFunction is not authorized to perform: s3:PutObject" in answer.text
     assert not _exists(stack, key)
     allowed = client("s3", wiring.API).generate_presigned_url(  # the api function's role may: it goes through
-        "put_object", Params={"Bucket": stack.resources.bucket, "Key": key}, ExpiresIn=60)
+        "put_object", Params={"Bucket": stack.resources.bucket, "Key": key}, ExpiresIn=60
+    )
     assert requests.put(allowed, data=b"bundle", timeout=10).status_code == 200 and _exists(stack, key)
 
 
@@ -63,10 +71,14 @@ def test_a_use_case_driven_by_hand_is_held_to_the_role_of_the_function_that_runs
         return lambda *args, **kwargs: seen.append(acting_function()) or answer
 
     assert acting_function() is None  # a test's own calls: held to no role
-    with mock.patch.object(agg.ledger.runs, "open_runs_past", noting([])), \
-            mock.patch.object(agg.ledger.runs, "stalled_finalizing", noting([])), \
-            mock.patch.object(agg.ledger.reads, "snapshot", noting(None)), \
-            mock.patch.object(agg.ledger.reads, "arrival_view", side_effect=lambda *a: seen.append(acting_function()) or 1 / 0):
+    with (
+        mock.patch.object(agg.ledger.runs, "open_runs_past", noting([])),
+        mock.patch.object(agg.ledger.runs, "stalled_finalizing", noting([])),
+        mock.patch.object(agg.ledger.reads, "snapshot", noting(None)),
+        mock.patch.object(
+            agg.ledger.reads, "arrival_view", side_effect=lambda *a: seen.append(acting_function()) or 1 / 0
+        ),
+    ):
         agg.closing.sweep()
         with pytest.raises(Exception, match="no run"):
             agg.closing.close(CloseRequest(project=project, run_id=run_id))

@@ -27,9 +27,13 @@ PHYSICAL = {
     "ArrivalsQueue": {"Ref": ARRIVALS, "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:codspeed-arrivals"},
 }
 RUN = "acme/widgets/7044765741"
-SECRETS = {"api": "/codspeed-aggregator/api-token", "webhook": "/codspeed-aggregator/webhook-secret",
-           "github": "/codspeed-aggregator/github-token", "gitlab": "/codspeed-aggregator/gitlab-token",
-           "upstream": "/codspeed-aggregator/upstream-token"}
+SECRETS = {
+    "api": "/codspeed-aggregator/api-token",
+    "webhook": "/codspeed-aggregator/webhook-secret",
+    "github": "/codspeed-aggregator/github-token",
+    "gitlab": "/codspeed-aggregator/gitlab-token",
+    "upstream": "/codspeed-aggregator/upstream-token",
+}
 
 
 def _ledger(*extra):
@@ -37,8 +41,17 @@ def _ledger(*extra):
 
 
 def _transaction(*checks):
-    return ("dynamodb", "TransactWriteItems", {"TransactItems": [
-        {"Update": {"TableName": TABLE}}, {"Put": {"TableName": TABLE}}, *({check: {"TableName": TABLE}} for check in checks)]})
+    return (
+        "dynamodb",
+        "TransactWriteItems",
+        {
+            "TransactItems": [
+                {"Update": {"TableName": TABLE}},
+                {"Put": {"TableName": TABLE}},
+                *({check: {"TableName": TABLE}} for check in checks),
+            ]
+        },
+    )
 
 
 def _object(op, key, **extra):
@@ -47,21 +60,36 @@ def _object(op, key, **extra):
 
 def _spooled(prefix):  # SpoolWriter: one PUT, or a multipart upload, or its abort
     key = f"{prefix}/{RUN}/part-0000.tar.gz"
-    return [_object(op, key) for op in ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload",
-                                        "AbortMultipartUpload")]
+    return [
+        _object(op, key)
+        for op in (
+            "PutObject",
+            "CreateMultipartUpload",
+            "UploadPart",
+            "CompleteMultipartUpload",
+            "AbortMultipartUpload",
+        )
+    ]
 
 
 def _reports():  # publish, and read the latest version back (a baseline's report, or the run's own); its digest
     key, digest = f"reports/{RUN}/v00000001.json", f"reports/{RUN}/summaries.json.gz"
-    return [_object("PutObject", key), _object("GetObject", key),
-            ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": f"reports/{RUN}/v"}),
-            _object("PutObject", digest), _object("GetObject", digest),
-            ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": digest})]
+    return [
+        _object("PutObject", key),
+        _object("GetObject", key),
+        ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": f"reports/{RUN}/v"}),
+        _object("PutObject", digest),
+        _object("GetObject", digest),
+        ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": digest}),
+    ]
 
 
 def _copied(prefix, version):  # a carried shard's object, copied beside the run that keeps it (keep_sources)
-    source = {"Bucket": BUCKET, "Key": f"{prefix}/acme/widgets/7044765700/1/0123abcd.tar.gz",
-              **({"VersionId": version} if version else {})}
+    source = {
+        "Bucket": BUCKET,
+        "Key": f"{prefix}/acme/widgets/7044765700/1/0123abcd.tar.gz",
+        **({"VersionId": version} if version else {}),
+    }
     return _object("CopyObject", f"{prefix}/{RUN}/1/0123abcd.tar.gz", CopySource=source)
 
 
@@ -76,40 +104,71 @@ def _secret(name):
 # Every call each function's code can make (the event source mappings' own receives are below).
 CALLS = {
     "ApiFunction": [
-        *_ledger(), ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}),
+        *_ledger(),
+        ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}),
         _object("PutObject", f"bundles/{RUN}/1/0123abcd.tar.gz"),  # the presigned upload URL
-        *_reports(), _results(), ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
-        _secret("api"), _secret("webhook"), _secret("github"), _secret("gitlab"),
+        *_reports(),
+        _results(),
+        ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
+        _secret("api"),
+        _secret("webhook"),
+        _secret("github"),
+        _secret("gitlab"),
     ],
     "ArrivalsFunction": [
-        *_ledger(), ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}), _transaction(),
+        *_ledger(),
+        ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}),
+        _transaction(),
         _object("GetObject", f"bundles/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),
         _object("GetObject", f"bundles/{RUN}/1/0123abcd.tar.gz"),
-        *_spooled("normalized"), _object("PutObject", f"normalized/{RUN}/1/0123abcd.index.json"), *_reports(),
-        _object("PutObject", f"results/{RUN}/1/0123abcd.json.gz"), _results(),
+        *_spooled("normalized"),
+        _object("PutObject", f"normalized/{RUN}/1/0123abcd.index.json"),
+        *_reports(),
+        _object("PutObject", f"results/{RUN}/1/0123abcd.json.gz"),
+        _results(),
         ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
-        ("sqs", "SendMessage", {"QueueUrl": ARRIVALS}), ("sqs", "ChangeMessageVisibility", {"QueueUrl": ARRIVALS}),
-        _secret("webhook"), _secret("github"), _secret("gitlab"),
+        ("sqs", "SendMessage", {"QueueUrl": ARRIVALS}),
+        ("sqs", "ChangeMessageVisibility", {"QueueUrl": ARRIVALS}),
+        _secret("webhook"),
+        _secret("github"),
+        _secret("gitlab"),
     ],
     "FinalizerFunction": [  # ConditionCheck: an eager run's shard is claimed while the run is open
-        *_ledger(), ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}), _transaction("ConditionCheck"),
+        *_ledger(),
+        ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}),
+        _transaction("ConditionCheck"),
         _object("GetObject", f"bundles/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),
         _object("GetObject", f"normalized/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),
         _object("GetObject", f"normalized/{RUN}/1/0123abcd.index.json", VersionId="v1"),
-        *_spooled("spool"), _object("GetObject", f"spool/{RUN}/part-0000.tar.gz", VersionId="v1"),
+        *_spooled("spool"),
+        _object("GetObject", f"spool/{RUN}/part-0000.tar.gz", VersionId="v1"),
         ("s3", "ListObjectsV2", {"Bucket": BUCKET, "Prefix": f"bundles/{RUN}/"}),
-        _object("PutObjectTagging", f"bundles/{RUN}/1/0123abcd.tar.gz"), *_reports(), _results(),
-        _object("PutObject", f"plans/{RUN}/plan.json"), _object("GetObject", f"plans/{RUN}/plan.json", VersionId="v1"),
+        _object("PutObjectTagging", f"bundles/{RUN}/1/0123abcd.tar.gz"),
+        *_reports(),
+        _results(),
+        _object("PutObject", f"plans/{RUN}/plan.json"),
+        _object("GetObject", f"plans/{RUN}/plan.json", VersionId="v1"),
         _object("GetObject", f"plans/{RUN}/0123abcd/part-000001.json"),
         *(_copied(prefix, version) for prefix, version in (("bundles", "v1"), ("normalized", "v1"), ("results", None))),
         _object("PutObject", f"normalized/{RUN}/1/4567cdef.index.json"),
-        ("sqs", "SendMessage", {"QueueUrl": FINALIZE}), ("sqs", "ChangeMessageVisibility", {"QueueUrl": FINALIZE}),
-        _secret("upstream"), _secret("webhook"), _secret("github"), _secret("gitlab"),
-        ("ssm", "GetParameter", {"Name": "/codspeed-aggregator/upstream-tokens/platform/perf/engine",  # a project's own
-                                 "WithDecryption": True}),
+        ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
+        ("sqs", "ChangeMessageVisibility", {"QueueUrl": FINALIZE}),
+        _secret("upstream"),
+        _secret("webhook"),
+        _secret("github"),
+        _secret("gitlab"),
+        (
+            "ssm",
+            "GetParameter",
+            {
+                "Name": "/codspeed-aggregator/upstream-tokens/platform/perf/engine",  # a project's own
+                "WithDecryption": True,
+            },
+        ),
     ],
     "SweeperFunction": [
-        ("dynamodb", "Query", {"TableName": TABLE, "IndexName": "open-runs"}), ("dynamodb", "UpdateItem", {"TableName": TABLE}),
+        ("dynamodb", "Query", {"TableName": TABLE, "IndexName": "open-runs"}),
+        ("dynamodb", "UpdateItem", {"TableName": TABLE}),
         ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
     ],
 }
@@ -118,8 +177,10 @@ EVENT_SOURCES = {"ArrivalsFunction": ARRIVALS, "FinalizerFunction": FINALIZE}
 # Calls only the operator's commands make, under no template role: `token revoke`.
 OPERATOR_ONLY = {("dynamodb", "DeleteItem")}
 
-COMBINATIONS = [dict(zip(("AlarmEmail", "PublicUrl", "ParametersKeyArn"), values)) for values in
-                itertools.product(("", "ops@example.com"), ("", "https://bench.example.com"), ("", KEY))]
+COMBINATIONS = [
+    dict(zip(("AlarmEmail", "PublicUrl", "ParametersKeyArn"), values, strict=False))
+    for values in itertools.product(("", "ops@example.com"), ("", "https://bench.example.com"), ("", KEY))
+]
 
 
 @pytest.fixture(scope="module")
@@ -133,11 +194,21 @@ def translated(template):
 
 
 def _needs(function: str, key: str | None):
-    found = [need for service, op, params in CALLS[function]
-             for need in needs(service, op, params, REGION, ACCOUNT, parameters_key=key)]
+    found = [
+        need
+        for service, op, params in CALLS[function]
+        for need in needs(service, op, params, REGION, ACCOUNT, parameters_key=key)
+    ]
     queue = EVENT_SOURCES.get(function)
-    return found + ([need for op in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
-                     for need in needs("sqs", op, {"QueueUrl": queue}, REGION, ACCOUNT)] if queue else [])
+    return found + (
+        [
+            need
+            for op in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
+            for need in needs("sqs", op, {"QueueUrl": queue}, REGION, ACCOUNT)
+        ]
+        if queue
+        else []
+    )
 
 
 @pytest.mark.parametrize("parameters", COMBINATIONS, ids=lambda p: ",".join(f"{k}={bool(v)}" for k, v in p.items()))
@@ -150,9 +221,14 @@ def test_every_call_each_function_can_make_is_allowed_and_nothing_more_is_grante
         assert not refused, f"{function} may not: {refused}"
         granted = {(a, r) for s in policy.statements for a in _listed(s["Action"]) for r in _listed(s["Resource"])}
         used = {(n.action, resource_family(n.resource)) for n in wanted}
-        unused = {(a, r) for a, r in granted
-                  if not any(a == action and (r == resource or r.endswith("*") and resource.startswith(r[:-1]))
-                             for action, resource in used)}
+        unused = {
+            (a, r)
+            for a, r in granted
+            if not any(
+                a == action and (r == resource or r.endswith("*") and resource.startswith(r[:-1]))
+                for action, resource in used
+            )
+        }
         assert not unused, f"{function} is granted what its code never asks for: {unused}"
         assert all(r != "*" and "*" not in a for a, r in granted), function
 
@@ -181,7 +257,8 @@ def test_a_grant_removed_from_the_template_is_a_call_refused(template):
     policies = function_policies(translate(broken), Resolver(broken, {}, PHYSICAL))
     refused = [n for n in _needs("FinalizerFunction", None) if policies["FinalizerFunction"].decide(n) != ALLOWED]
     assert [(n.action, n.resource) for n in refused] == [
-        ("s3:GetObjectVersion", f"arn:aws:s3:::{BUCKET}/spool/{RUN}/part-0000.tar.gz")]
+        ("s3:GetObjectVersion", f"arn:aws:s3:::{BUCKET}/spool/{RUN}/part-0000.tar.gz")
+    ]
 
 
 def _calls_in(path: Path) -> set[tuple[str, str]]:
@@ -204,7 +281,9 @@ def test_the_list_holds_every_aws_call_the_adapters_make():
     made = set().union(*(_calls_in(p) for p in (ROOT / "functions/codspeed_aggregator/adapters").rglob("*.py")))
     listed = {(service, op) for calls in CALLS.values() for service, op, _ in calls}
     assert made, "no call found: the scan reads nothing"
-    assert made - listed <= OPERATOR_ONLY, f"calls no function lists (add them to CALLS): {made - listed - OPERATOR_ONLY}"
+    assert made - listed <= OPERATOR_ONLY, (
+        f"calls no function lists (add them to CALLS): {made - listed - OPERATOR_ONLY}"
+    )
 
 
 def test_alarms_reach_the_email_given_through_a_key_cloudwatch_may_use(template, translated):
@@ -234,5 +313,7 @@ def test_cfn_lint_passes_on_the_translation_of_every_combination(template, tmp_p
         path = tmp_path / f"translated-{number}.json"
         path.write_text(json.dumps(translate(decided), indent=1))
         paths.append(str(path))
-    linted = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--", *paths], capture_output=True, text=True)
+    linted = subprocess.run(
+        [str(Path(sys.executable).parent / "cfn-lint"), "--", *paths], capture_output=True, text=True
+    )
     assert linted.returncode == 0, linted.stdout + linted.stderr

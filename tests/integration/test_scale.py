@@ -27,8 +27,12 @@ def test_a_snapshot_reads_small_items_and_the_benchmarks_are_in_the_bucket(isola
     names = [f"tests/test_{'x' * 150}.py::test_{i}" for i in range(400)]
     agg.arrivals.record(_push(agg, project, run_id, "1", bundle(benchmarks=names), total=2))
     ledger = agg.ledger
-    page = ledger.db.query(TableName=ledger.table, ConsistentRead=True, KeyConditionExpression="pk = :pk",
-                           ExpressionAttributeValues=dump({":pk": f"RUN#{project}#{run_id}"}))
+    page = ledger.db.query(
+        TableName=ledger.table,
+        ConsistentRead=True,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues=dump({":pk": f"RUN#{project}#{run_id}"}),
+    )
     read = {i["sk"]["S"]: _item_bytes(i) for i in page["Items"]}
     assert {sk.split("#")[0] for sk in read} == {"RUN", "SHARD", "UPLOAD", "~META", "~NOTE"}  # no names in the table
     assert max(read.values()) < 4096, read  # 400 names of 170 characters live in the bucket (about 68 KB)
@@ -42,24 +46,34 @@ def test_every_benchmark_of_a_large_shard_is_reachable_from_the_report(isolated,
     report's summary and listed, every one, on the shard's page."""
     agg = isolated.aggregator
     large, small = sizes
-    shards = {"1": [f"tests/test_big.py::test_{i}" for i in range(large)], "2": [f"tests/test_small.py::t{i}" for i in range(small)]}
+    shards = {
+        "1": [f"tests/test_big.py::test_{i}" for i in range(large)],
+        "2": [f"tests/test_small.py::t{i}" for i in range(small)],
+    }
     for shard, names in shards.items():
-        agg.arrivals.record(_push(agg, project, run_id, shard, bundle(pid=4000 + int(shard), benchmarks=names, filler_lines=1),
-                                  total=2))
+        agg.arrivals.record(
+            _push(agg, project, run_id, shard, bundle(pid=4000 + int(shard), benchmarks=names, filler_lines=1), total=2)
+        )
     report = agg.reports.report(project, run_id)
     assert report.counts.measured == large + small == sum(s.benchmarks for s in report.shards)
     assert len(report.model_dump_json()) < 20_000  # a summary, whatever the shards hold
     for shard, names in shards.items():
         page = agg.reports.shard_benchmarks(project, run_id, shard)
-        assert {b.name for b in page.benchmarks} == set(names) and len(page.benchmarks) == len(names) and all(b.state == "measured" and b.value for b in page.benchmarks)
+        assert (
+            {b.name for b in page.benchmarks} == set(names)
+            and len(page.benchmarks) == len(names)
+            and all(b.state == "measured" and b.value for b in page.benchmarks)
+        )
 
 
 def test_a_run_changing_under_every_read_gets_no_report_built_from_it(isolated, project, run_id):
     agg = isolated.aggregator
     key = _push(agg, project, run_id, "1", bundle(), total=2)
     before = agg.store.read_report(project, run_id)
-    with mock.patch.object(Snapshot, "consistent", return_value=False), \
-            mock.patch.object(agg.ledger.reads, "sleep", lambda s: None):
+    with (
+        mock.patch.object(Snapshot, "consistent", return_value=False),
+        mock.patch.object(agg.ledger.reads, "sleep", lambda s: None),
+    ):
         with pytest.raises(SnapshotContended, match=f"run {run_id} of {project} changed under each of 20 reads"):
             agg.ledger.reads.snapshot(project, run_id)
         assert agg.arrivals.record(key) == "recorded"  # counted; its report waits for a read of one instant
@@ -93,7 +107,7 @@ def test_the_spool_writes_parts_of_its_size_and_a_failed_merge_leaves_nothing(is
     data = os.urandom(12 << 20)
     writer = SpoolWriter(store.s3, store.bucket, "spool/acme/x/run/part-0000.tar.gz", part_bytes=5 << 20)
     for start in range(0, len(data), 1 << 20):
-        writer.write(data[start:start + (1 << 20)])
+        writer.write(data[start : start + (1 << 20)])
         assert len(writer._buffer) < 5 << 20  # never more than one part held
     writer.complete()
     assert [p["PartNumber"] for p in writer._parts] == [1, 2, 3]
@@ -123,19 +137,29 @@ def test_a_failed_finalize_comes_back_in_minutes_not_after_the_queues_90(stack):
     import json
 
     from codspeed_aggregator import wiring
+    from codspeed_aggregator.domain.retries import retry_delay
     from codspeed_aggregator.handlers import finalizer
     from codspeed_local.lambda_context import LocalContext
-    from codspeed_aggregator.domain.retries import retry_delay
 
     assert [retry_delay(n) for n in (1, 2, 3, 4, 5, 9)] == [60, 120, 240, 480, 900, 900]
     agg = wiring.finalizer()
-    record = {"messageId": "m-1", "receiptHandle": "handle-1", "body": json.dumps({"project": "a/b", "run_id": "r", "reason": "close"}),
-              "attributes": {"ApproximateReceiveCount": "3"}, "messageAttributes": {}, "md5OfBody": "",
-              "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:finalize", "awsRegion": "us-east-1"}
+    record = {
+        "messageId": "m-1",
+        "receiptHandle": "handle-1",
+        "body": json.dumps({"project": "a/b", "run_id": "r", "reason": "close"}),
+        "attributes": {"ApproximateReceiveCount": "3"},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:finalize",
+        "awsRegion": "us-east-1",
+    }
     from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-    with mock.patch.object(agg.finalizing, "finalize", side_effect=RuntimeError("upstream down")), \
-            mock.patch.object(agg.queue, "retry_in") as retry_in:
+    with (
+        mock.patch.object(agg.finalizing, "finalize", side_effect=RuntimeError("upstream down")),
+        mock.patch.object(agg.queue, "retry_in") as retry_in,
+    ):
         with pytest.raises(BatchProcessingError, match="All records failed"):  # SQS keeps the message
             finalizer.handler({"Records": [record]}, LocalContext("codspeed-finalizer"))
     retry_in.assert_called_once_with("handle-1", 240)
@@ -166,7 +190,9 @@ def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, p
 
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=3))
     for i in (1, 2):
-        agg.arrivals.record(_push(agg, project, run_id, str(i), bundle(40 + i, [f"t{i}::{j}" for j in range(3)]), total=2))
+        agg.arrivals.record(
+            _push(agg, project, run_id, str(i), bundle(40 + i, [f"t{i}::{j}" for j in range(3)]), total=2)
+        )
     isolated.finalize_requests()
     assert agg.finalizing.finalize(project, run_id) == "finalizing"  # planned with no baseline; its 2 parts queued
     parts = [m["part"] for m in isolated.finalize_requests() if m["run_id"] == run_id]

@@ -11,8 +11,8 @@ from unittest import mock
 import pytest
 from botocore.exceptions import ClientError
 
-from codspeed_aggregator.use_cases import forward_part
 from codspeed_aggregator.domain.keys import index_key, normalized_key
+from codspeed_aggregator.use_cases import forward_part
 from codspeed_local.upstream_stub import archive_of
 from codspeed_rules.normalize import INFLATED_ALONE
 from codspeed_wire.api import ShardUploadRequest
@@ -23,7 +23,9 @@ def _run(agg, isolated, project, run_id, shards=3, make=lambda data: data) -> li
     keys = []
     for i in range(1, shards + 1):
         data = make(bundle(4242, [f"t{i}::a", f"t{i}::b"]))
-        grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, str(i), data, total=shards)))
+        grant = agg.uploads.grant(
+            ShardUploadRequest.model_validate(upload_request(project, run_id, str(i), data, total=shards))
+        )
         put(grant.model_dump(), data)
         assert agg.arrivals.record(grant.key) == "recorded"
         keys.append(grant.key)
@@ -38,8 +40,10 @@ def _outs(upload) -> dict[str, bytes]:
 
 def _spliced(agg, isolated, project, run_id):
     """Finalize a run of three shards of pid 4242: spliced, never merged; its upload and callgrind files."""
-    with mock.patch.object(forward_part, "splice", wraps=forward_part.splice) as spliced, \
-            mock.patch.object(forward_part, "merge_bundles") as merged:
+    with (
+        mock.patch.object(forward_part, "splice", wraps=forward_part.splice) as spliced,
+        mock.patch.object(forward_part, "merge_bundles") as merged,
+    ):
         assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert spliced.call_count == 1 and merged.call_count == 0
     [upload] = isolated.upstream.uploads(run_id)
@@ -53,7 +57,11 @@ def test_arrivals_leave_a_normalized_copy_and_the_finalizer_splices_it(isolated,
     agg = isolated.aggregator
     keys = _run(agg, isolated, project, run_id)
     shard = agg.ledger.reads.snapshot(project, run_id).shards["1"]
-    assert shard.normalized["key"] == normalized_key(keys[0]) and set(shard.normalized) == {"key", "version", "index_version"}
+    assert shard.normalized["key"] == normalized_key(keys[0]) and set(shard.normalized) == {
+        "key",
+        "version",
+        "index_version",
+    }
     index = agg.store.read_json(index_key(keys[0]), shard.normalized["index_version"])
     assert index["bundle"] == {"key": keys[0], "version": shard.version_id}
     assert index[INFLATED_ALONE] is True  # the arrival inflated each segment it wrote: no forward does again
@@ -88,8 +96,10 @@ def test_an_index_made_from_another_bundle_is_refused(isolated, project, run_id)
     other = agg.store.read_json(index_key(keys[0]))  # shard 1's index, offered for shard 2
     read_json = agg.store.read_json
     offered = lambda key, version=None: other if key == index_key(keys[1]) else read_json(key, version)  # noqa: E731
-    with mock.patch.object(agg.store, "read_json", side_effect=offered), \
-            mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged:
+    with (
+        mock.patch.object(agg.store, "read_json", side_effect=offered),
+        mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged,
+    ):
         assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 1 and shard.normalized is not None
     assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=normalized_key(keys[1]))["ContentLength"] > 0
@@ -99,7 +109,9 @@ def test_a_normalized_copy_gone_from_the_bucket_is_merged_from_the_bundle(isolat
     agg = isolated.aggregator
     keys = _run(agg, isolated, project, run_id, shards=2)
     shard = agg.ledger.reads.snapshot(project, run_id).shards["1"]
-    agg.store.s3.delete_object(Bucket=agg.store.bucket, Key=normalized_key(keys[0]), VersionId=shard.normalized["version"])
+    agg.store.s3.delete_object(
+        Bucket=agg.store.bucket, Key=normalized_key(keys[0]), VersionId=shard.normalized["version"]
+    )
     with mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged:
         assert agg.finalizing.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 1
@@ -156,9 +168,15 @@ def test_a_marked_bundle_gives_the_results_a_plain_one_gives(isolated, project, 
     _run(agg, isolated, project, run_id, shards=1, make=make)
     plain_run = run_id + "-plain"
     _run(agg, isolated, project, plain_run, shards=1)
-    marked, plain = agg.ledger.reads.snapshot(project, run_id).shards["1"], agg.ledger.reads.snapshot(project, plain_run).shards["1"]
-    assert (marked.pids, marked.benchmarks, agg.results.read(marked.key)) == \
-        (plain.pids, plain.benchmarks, agg.results.read(plain.key))
+    marked, plain = (
+        agg.ledger.reads.snapshot(project, run_id).shards["1"],
+        agg.ledger.reads.snapshot(project, plain_run).shards["1"],
+    )
+    assert (marked.pids, marked.benchmarks, agg.results.read(marked.key)) == (
+        plain.pids,
+        plain.benchmarks,
+        agg.results.read(plain.key),
+    )
     assert marked.benchmarks == 2
 
 
@@ -170,7 +188,9 @@ def test_a_tar_whose_pax_records_override_its_headers_is_merged_as_validation_re
     grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=1)))
     put(grant.model_dump(), data)
     assert agg.arrivals.record(grant.key) == "recorded"
-    assert agg.ledger.reads.snapshot(project, run_id).shards["1"].normalized is None and not _has(agg, normalized_key(grant.key))
+    assert agg.ledger.reads.snapshot(project, run_id).shards["1"].normalized is None and not _has(
+        agg, normalized_key(grant.key)
+    )
     isolated.finalize_requests()
     with mock.patch.object(forward_part, "splice") as spliced:
         assert agg.finalizing.finalize(project, run_id) == "forwarded"

@@ -37,7 +37,9 @@ def translated(template, tmp_path_factory) -> Path:
 
 
 def _lint(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), "--", str(path)], capture_output=True, text=True)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "cfn-lint"), "--", str(path)], capture_output=True, text=True
+    )
 
 
 def test_cfn_lint_passes_on_the_sam_template():
@@ -51,7 +53,9 @@ def test_cfn_lint_passes_on_the_translated_template(translated):
 
 
 def _functions(template):
-    return {name: r["Properties"] for name, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
+    return {
+        name: r["Properties"] for name, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::Function"
+    }
 
 
 def test_every_handler_named_in_the_template_imports(template):
@@ -116,16 +120,27 @@ def test_an_expired_or_replaced_bundle_version_is_gone_two_weeks_later_not_a_ret
     abandoned bundle lived BundleMaxAgeDays + BundleRetentionDays (210 days, not 180). Noncurrent
     versions live 15 days: a validated bundle read by version id, for as long as a failed forward
     waits in the dead-letter queue (14 days)."""
-    rules = {r["Id"]: r for r in template["Resources"]["BundlesBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]}
+    rules = {
+        r["Id"]: r for r in template["Resources"]["BundlesBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    }
     days = rules["expire-noncurrent-versions"]["NoncurrentVersionExpiration"]["NoncurrentDays"]
     dead_letters = template["Resources"]["FinalizeDeadLetterQueue"]["Properties"]["MessageRetentionPeriod"] / 86400
     assert days == 15 and days > dead_letters
 
 
 def test_every_alarm_notifies_the_alarm_topic(template):
-    alarms = {name: r["Properties"] for name, r in template["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
-    assert {"ArrivalsDeadLetterAlarm", "FinalizeDeadLetterAlarm", "ArrivalsBacklogAlarm", "ForwardFailedAlarm",
-            "ApiServerErrorsAlarm", "FinalizerNearTimeoutAlarm", "FinalizerFunctionErrorsAlarm"} <= set(alarms)
+    alarms = {
+        name: r["Properties"] for name, r in template["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"
+    }
+    assert {
+        "ArrivalsDeadLetterAlarm",
+        "FinalizeDeadLetterAlarm",
+        "ArrivalsBacklogAlarm",
+        "ForwardFailedAlarm",
+        "ApiServerErrorsAlarm",
+        "FinalizerNearTimeoutAlarm",
+        "FinalizerFunctionErrorsAlarm",
+    } <= set(alarms)
     for name, props in alarms.items():
         assert props["AlarmActions"] == [{"Ref": "AlarmTopic"}], name
 
@@ -133,21 +148,38 @@ def test_every_alarm_notifies_the_alarm_topic(template):
 def test_what_is_deployed_is_what_the_tests_ran_against():
     import importlib.metadata
 
-    pins = [line.split("==") for line in (ROOT / "functions/requirements.txt").read_text().splitlines()
-            if line and not line.startswith("#")]
+    pins = [
+        line.split("==")
+        for line in (ROOT / "functions/requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     assert pins and all(len(pin) == 2 for pin in pins), "every requirement is pinned with =="
     for name, version in pins:
-        assert importlib.metadata.version(name) == version, f"{name}: tested {importlib.metadata.version(name)}, deployed {version}"
+        assert importlib.metadata.version(name) == version, (
+            f"{name}: tested {importlib.metadata.version(name)}, deployed {version}"
+        )
     names = {name.lower().replace("_", "-") for name, _ in pins}
-    assert {"aws-lambda-powertools", "boto3", "pydantic", "requests", "isal", "pyjwt", "cryptography", "aws-xray-sdk"} <= names
+    assert {
+        "aws-lambda-powertools",
+        "boto3",
+        "pydantic",
+        "requests",
+        "isal",
+        "pyjwt",
+        "cryptography",
+        "aws-xray-sdk",
+    } <= names
 
 
 def test_no_function_gets_a_managed_policy_that_reaches_every_queue(template):
     for name, props in _functions(template).items():
         assert not [e for e in (props.get("Events") or {}).values() if e["Type"] == "SQS"], name
         assert all(isinstance(p, dict) for p in props["Policies"]), name  # inline statements only, no managed policy
-    mappings = {r["Properties"]["FunctionName"]["Ref"]: r["Properties"] for r in template["Resources"].values()
-                if r["Type"] == "AWS::Lambda::EventSourceMapping"}
+    mappings = {
+        r["Properties"]["FunctionName"]["Ref"]: r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::EventSourceMapping"
+    }
     assert mappings["ArrivalsFunction"]["EventSourceArn"] == {"Fn::GetAtt": ["ArrivalsQueue", "Arn"]}
     assert mappings["FinalizerFunction"]["EventSourceArn"] == {"Fn::GetAtt": ["FinalizeQueue", "Arn"]}
 
@@ -195,6 +227,9 @@ def test_the_api_may_reserve_its_concurrency_and_reserves_none_by_default(templa
     it; none by default, since Lambda refuses a reservation that leaves under 100 unreserved."""
     parameter = template["Parameters"]["ApiReservedConcurrency"]
     reserved = template["Resources"]["ApiFunction"]["Properties"]["ReservedConcurrentExecutions"]
-    assert parameter["Default"] == 0 and reserved == {"Fn::If": ["ReservesApiConcurrency", {"Ref": "ApiReservedConcurrency"},
-                                                                 {"Ref": "AWS::NoValue"}]}
-    assert template["Conditions"]["ReservesApiConcurrency"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "ApiReservedConcurrency"}, 0]}]}
+    assert parameter["Default"] == 0 and reserved == {
+        "Fn::If": ["ReservesApiConcurrency", {"Ref": "ApiReservedConcurrency"}, {"Ref": "AWS::NoValue"}]
+    }
+    assert template["Conditions"]["ReservesApiConcurrency"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "ApiReservedConcurrency"}, 0]}]
+    }

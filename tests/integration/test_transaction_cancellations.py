@@ -33,10 +33,15 @@ def cancelled(client, reasons: list[list[str]]):
             return None
         codes = left.pop(0)
         parsed = {
-            "Error": {"Code": "TransactionCanceledException",
-                      "Message": f"Transaction cancelled, please refer cancellation reasons for specific reasons [{', '.join(codes)}]"},
-            "CancellationReasons": [{"Code": c, **({"Message": "Transaction is ongoing for the item"} if c != "None" else {})}
-                                    for c in codes],
+            "Error": {
+                "Code": "TransactionCanceledException",
+                "Message": "Transaction cancelled, please refer cancellation reasons for specific reasons "
+                f"[{', '.join(codes)}]",
+            },
+            "CancellationReasons": [
+                {"Code": c, **({"Message": "Transaction is ongoing for the item"} if c != "None" else {})}
+                for c in codes
+            ],
             "ResponseMetadata": {"HTTPStatusCode": 400},
         }
         return AWSResponse("https://dynamodb.local", 400, {}, None), parsed
@@ -58,14 +63,18 @@ def agg(isolated):
 
 def _grant(agg, project, run_id, shard, total=2) -> str:
     data = bundle(4000 + int(shard))
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total)))
+    grant = agg.uploads.grant(
+        ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total))
+    )
     put(grant.model_dump(), data)
     return grant.key
 
 
 @pytest.mark.parametrize("reason", DOCUMENTED)
 @pytest.mark.parametrize("position", [0, 1])  # on the shard item, or on its tally
-def test_an_arrival_cancelled_for_a_conflict_or_a_throttle_is_retried_and_counted(agg, project, run_id, reason, position):
+def test_an_arrival_cancelled_for_a_conflict_or_a_throttle_is_retried_and_counted(
+    agg, project, run_id, reason, position
+):
     key = _grant(agg, project, run_id, "1")
     codes = ["None", "None"]
     codes[position] = reason
@@ -113,7 +122,9 @@ def test_a_transaction_cancelled_every_time_fails_the_message_back_and_changes_n
 
 @pytest.mark.parametrize("reason", DOCUMENTED)
 def test_a_rejection_cancelled_for_a_conflict_is_retried_and_recorded(agg, project, run_id, reason):
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", b"not a tar", total=2)))
+    grant = agg.uploads.grant(
+        ShardUploadRequest.model_validate(upload_request(project, run_id, "1", b"not a tar", total=2))
+    )
     put(grant.model_dump(), b"not a tar")
     with cancelled(agg.ledger.db, [[reason, "None"]]):
         assert agg.arrivals.record(grant.key) == "rejected"

@@ -25,9 +25,17 @@ def _key_of(upload_url: str) -> str:
 def _job(agg, project: str, workflow: str, shard: int, benchmark: str, pid: int) -> str:
     """A matrix job of 2 of the workflow uploads (POST, PUT) and is counted; answers its label."""
     archive = runner.folder_archive(runner.valgrind_folder(pid, [benchmark]), gzipped=True)
-    part = runner.github_run_part(workflow, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1, job_total=2)
-    meta = runner.metadata(archive, executor="valgrind", owner=project.split("/")[0], repository=project.split("/")[1],
-                           commit=COMMIT, run_part=part)
+    part = runner.github_run_part(
+        workflow, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1, job_total=2
+    )
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=project.split("/")[0],
+        repository=project.split("/")[1],
+        commit=COMMIT,
+        run_part=part,
+    )
     accepted = agg.uploads.accept_drop_in(UploadMetadata.model_validate(meta))
     put({"upload_url": accepted.uploadUrl, "headers": {"Content-MD5": meta["profileMd5"]}}, archive)
     agg.arrivals.record(_key_of(accepted.uploadUrl))
@@ -50,8 +58,9 @@ def before_job_keys(monkeypatch):
 def test_a_run_opened_before_job_keys_keeps_its_jobs_keys_to_its_end(isolated, project, before_job_keys):
     agg, workflow = isolated.aggregator, str(9_100_000_000 + uuid.uuid4().int % 1_000_000)
     first = _job(agg, project, workflow, 1, "s1::first", 6001)
-    item = agg.ledger.reads.db.get_item(TableName=agg.settings.table_name,
-                                        Key={"pk": {"S": f"RUN#{project}#{workflow}"}, "sk": {"S": "RUN"}})["Item"]
+    item = agg.ledger.reads.db.get_item(
+        TableName=agg.settings.table_name, Key={"pk": {"S": f"RUN#{project}#{workflow}"}, "sk": {"S": "RUN"}}
+    )["Item"]
     assert "job_keys" not in item  # as the earlier release wrote it
     assert set(agg.ledger.reads.snapshot(project, workflow).shards) == {safe_key(first)}
     before_job_keys.undo()  # deployed: the run is still open
@@ -72,5 +81,6 @@ def test_a_run_opened_before_job_keys_keeps_its_jobs_keys_to_its_end(isolated, p
 
 
 def _label(workflow: str, shard: int) -> str:
-    return runner.github_run_part(workflow, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1,
-                                  job_total=2)["runPartId"]
+    return runner.github_run_part(
+        workflow, "bench", "valgrind", matrix={"shard": shard}, job_index=shard - 1, job_total=2
+    )["runPartId"]

@@ -140,7 +140,9 @@ def test_a_307_is_followed_with_the_whole_body_and_no_token_goes_to_another_host
         accepted = client.announce({"version": 10})
         archive = b"\x1f\x8b" + bytes(range(256)) * 400
         md5 = base64.b64encode(hashlib.md5(archive).digest()).decode()
-        client.put(f"http://127.0.0.1:{redirecting.server_address[1]}/archive/x", io.BytesIO(archive), len(archive), md5)
+        client.put(
+            f"http://127.0.0.1:{redirecting.server_address[1]}/archive/x", io.BytesIO(archive), len(archive), md5
+        )
     finally:
         redirecting.shutdown()
         receiver.shutdown()
@@ -157,7 +159,9 @@ def test_a_redirect_to_plain_http_elsewhere_or_past_three_hops_is_refused():
     redirecting = _serve(_Redirecting)
     try:
         client = UpstreamClient(f"http://127.0.0.1:{redirecting.server_address[1]}/upload", "t", timeout=5, attempts=1)
-        with pytest.raises(UpstreamRefused, match=r"redirected to http://upstream.example/upload: a redirect is followed to https only"):
+        with pytest.raises(
+            UpstreamRefused, match=r"redirected to http://upstream.example/upload: a redirect is followed to https only"
+        ):
             client.announce({"version": 10})
         _Redirecting.target = f"http://127.0.0.1:{redirecting.server_address[1]}"  # to itself, for ever
         with pytest.raises(UpstreamError, match="redirected more than 3 times"):
@@ -175,7 +179,7 @@ def _powertools_fails(code: str):
     try:
         raise ClientError({"Error": {"Code": code, "Message": f"{code} (injected)"}}, "GetParameter")
     except ClientError as exc:
-        raise GetParameterError(str(exc))
+        raise GetParameterError(str(exc)) from exc
 
 
 def test_each_project_is_forwarded_with_its_own_token_and_a_tokenless_run_with_none(tmp_path):
@@ -193,15 +197,22 @@ def test_each_project_is_forwarded_with_its_own_token_and_a_tokenless_run_with_n
         return "own-token"
 
     now = [0.0]
-    client = UpstreamClient(f"{stub.url}/upload", "stack-token", timeout=5, attempts=1,
-                            tokens=UpstreamTokens("/tokens/", "stack-token", read, clock=lambda: now[0]))
+    client = UpstreamClient(
+        f"{stub.url}/upload",
+        "stack-token",
+        timeout=5,
+        attempts=1,
+        tokens=UpstreamTokens("/tokens/", "stack-token", read, clock=lambda: now[0]),
+    )
     try:
         meta = {"version": 10, "owner": "acme", "repository": "own", "tokenless": False}
         for repository in ("own", "other", "other"):
             client.announce({**meta, "repository": repository})
         client.announce({**meta, "repository": "fork", "tokenless": True})
-        headers = [json.loads((u / "post-headers.json").read_text()) for u in
-                   sorted(tmp_path.iterdir(), key=lambda p: (p / "metadata.json").stat().st_mtime_ns)]
+        headers = [
+            json.loads((u / "post-headers.json").read_text())
+            for u in sorted(tmp_path.iterdir(), key=lambda p: (p / "metadata.json").stat().st_mtime_ns)
+        ]
         assert [h.get("Authorization") for h in headers] == ["own-token", "stack-token", "stack-token", None]
         assert {h["User-Agent"] for h in headers} == {"codspeed-shard-aggregator/0.1.0"}
         assert reads == ["/tokens/acme/own", "/tokens/acme/other"]  # a project with none is not asked again at once
@@ -215,8 +226,9 @@ def test_each_project_is_forwarded_with_its_own_token_and_a_tokenless_run_with_n
         stub.stop()
 
 
-@pytest.mark.parametrize("code", ["ThrottlingException", "AccessDeniedException", "KMSAccessDeniedException",
-                                  "InternalServerError"])
+@pytest.mark.parametrize(
+    "code", ["ThrottlingException", "AccessDeniedException", "KMSAccessDeniedException", "InternalServerError"]
+)
 def test_an_ssm_fault_is_never_taken_for_a_project_without_a_token_of_its_own(tmp_path, code):
     from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
@@ -230,8 +242,13 @@ def test_an_ssm_fault_is_never_taken_for_a_project_without_a_token_of_its_own(tm
         reads.append(parameter)
         _powertools_fails(code)
 
-    client = UpstreamClient(f"{stub.url}/upload", "stack-token", timeout=5, attempts=1,
-                            tokens=UpstreamTokens("/tokens/", "stack-token", read))
+    client = UpstreamClient(
+        f"{stub.url}/upload",
+        "stack-token",
+        timeout=5,
+        attempts=1,
+        tokens=UpstreamTokens("/tokens/", "stack-token", read),
+    )
     try:
         meta = {"version": 10, "owner": "acme", "repository": "own", "tokenless": False}
         for _ in range(2):  # not remembered as "none of its own": asked again, and failing again

@@ -11,8 +11,8 @@ import pytest
 
 from codspeed_aggregator import wiring
 from codspeed_aggregator.adapters import aws
-from codspeed_local.lambda_context import LocalContext
 from codspeed_aggregator.settings import MissingSetting, Settings
+from codspeed_local.lambda_context import LocalContext
 
 
 def test_each_function_builds_only_what_its_use_cases_touch(stack):
@@ -30,7 +30,9 @@ def test_pull_request_comments_are_built_where_reports_are_published_only_when_a
     asked = replace(config, pr_comments=True, github_token="gh-token")
     for name in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER):
         comments = wiring.build(name, asked).reports.comments
-        assert comments.hosts["GITHUB"].http.headers["Authorization"] == "Bearer gh-token" and comments.quiet_seconds == 30
+        assert (
+            comments.hosts["GITHUB"].http.headers["Authorization"] == "Bearer gh-token" and comments.quiet_seconds == 30
+        )
         assert "GITLAB" not in comments.hosts  # GitLab's notes only where the stack knows GitLab's API
     assert wiring.build(wiring.SWEEPER, asked).github_comments is None
     on_gitlab = replace(asked, gitlab_api_url="https://gitlab.example.com/api/v4", gitlab_token="gl-token")
@@ -52,7 +54,8 @@ def test_each_function_calls_aws_with_clients_of_its_own(stack):
     seen = {name: [] for name in built}
     for name in built:
         aws.client("dynamodb", name).meta.events.register(
-            "before-call.dynamodb.*", lambda model, _n=name, **_: seen[_n].append(model.name), unique_id=f"seen-{name}")
+            "before-call.dynamodb.*", lambda model, _n=name, **_: seen[_n].append(model.name), unique_id=f"seen-{name}"
+        )
     try:
         sweeper.handler({"source": "aws.events"}, LocalContext("codspeed-sweeper"))
     finally:
@@ -62,13 +65,19 @@ def test_each_function_calls_aws_with_clients_of_its_own(stack):
     assert not seen[wiring.API] and not seen[wiring.ARRIVALS] and not seen[wiring.FINALIZER]
 
 
-@pytest.mark.parametrize("unset, function, says", [
-    (["table_name"], wiring.SWEEPER, "TABLE_NAME is not set: the sweeper function needs it"),
-    (["bucket_name"], wiring.API, "BUCKET_NAME is not set: the api function needs it"),
-    (["bucket_name"], wiring.ARRIVALS, "BUCKET_NAME is not set: the arrivals function needs it"),
-    (["upstream_url", "finalize_queue_url"], wiring.FINALIZER,
-     "FINALIZE_QUEUE_URL and UPSTREAM_URL are not set: the finalizer function needs them"),
-])
+@pytest.mark.parametrize(
+    "unset, function, says",
+    [
+        (["table_name"], wiring.SWEEPER, "TABLE_NAME is not set: the sweeper function needs it"),
+        (["bucket_name"], wiring.API, "BUCKET_NAME is not set: the api function needs it"),
+        (["bucket_name"], wiring.ARRIVALS, "BUCKET_NAME is not set: the arrivals function needs it"),
+        (
+            ["upstream_url", "finalize_queue_url"],
+            wiring.FINALIZER,
+            "FINALIZE_QUEUE_URL and UPSTREAM_URL are not set: the finalizer function needs them",
+        ),
+    ],
+)
 def test_a_function_missing_a_setting_is_refused_naming_the_variable_before_any_client(stack, unset, function, says):
     config = replace(Settings.from_env(), **{name: "" for name in unset})
     clients = aws._client.cache_info().currsize
@@ -87,11 +96,16 @@ def test_a_setting_one_function_needs_does_not_stop_another(stack):
 
 def test_a_handler_missing_a_setting_fails_its_cold_start_with_that_sentence(stack):
     environment = {k: v for k, v in os.environ.items() if k != "FINALIZE_QUEUE_URL"}
-    cold_start = ("from codspeed_aggregator.handlers import sweeper\n"
-                  "from codspeed_local.lambda_context import LocalContext\n"
-                  "sweeper.handler({'source': 'aws.events'}, LocalContext('codspeed-sweeper'))\n")
-    failed = subprocess.run([sys.executable, "-c", cold_start], env=environment, capture_output=True, text=True,
-                            timeout=60)
+    cold_start = (
+        "from codspeed_aggregator.handlers import sweeper\n"
+        "from codspeed_local.lambda_context import LocalContext\n"
+        "sweeper.handler({'source': 'aws.events'}, LocalContext('codspeed-sweeper'))\n"
+    )
+    failed = subprocess.run(
+        [sys.executable, "-c", cold_start], env=environment, capture_output=True, text=True, timeout=60
+    )
     assert failed.returncode == 1
-    assert ("MissingSetting: FINALIZE_QUEUE_URL is not set: the sweeper function needs it"
-            in failed.stderr.strip().splitlines()[-1]), failed.stderr[-2000:]
+    assert (
+        "MissingSetting: FINALIZE_QUEUE_URL is not set: the sweeper function needs it"
+        in failed.stderr.strip().splitlines()[-1]
+    ), failed.stderr[-2000:]

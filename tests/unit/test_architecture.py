@@ -21,7 +21,7 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
-            base = list(here[:len(here) - node.level]) if node.level else []
+            base = list(here[: len(here) - node.level]) if node.level else []
             module = ".".join([*base, *(node.module.split(".") if node.module else [])])
             found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
     return found
@@ -31,23 +31,41 @@ def _imports(path: Path) -> set[str]:
 def test_a_handler_imports_no_adapter_and_reaches_none_through_the_use_cases(handler):
     adapters = sorted(m for m in _imports(handler) if m.startswith("codspeed_aggregator.adapters"))
     assert not adapters, f"{handler.name} imports {adapters}: call a use case"
-    reached = sorted({node.attr for node in ast.walk(ast.parse(handler.read_text()))
-                      if isinstance(node, ast.Attribute) and node.attr in ADAPTER_FIELDS})
+    reached = sorted(
+        {
+            node.attr
+            for node in ast.walk(ast.parse(handler.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr in ADAPTER_FIELDS
+        }
+    )
     assert not reached, f"{handler.name} reaches .{', .'.join(reached)}: call a use case"
 
 
 def test_the_domain_knows_nothing_of_aws_lambda_or_the_wire():
     for path in _modules("domain"):
-        outside = sorted(m for m in _imports(path) if m.split(".")[0] in {"boto3", "botocore", "aws_lambda_powertools",
-                                                                         "requests", "pydantic"}
-                         or m.startswith(("codspeed_aggregator.adapters", "codspeed_aggregator.use_cases")))
+        outside = sorted(
+            m
+            for m in _imports(path)
+            if m.split(".")[0] in {"boto3", "botocore", "aws_lambda_powertools", "requests", "pydantic"}
+            or m.startswith(("codspeed_aggregator.adapters", "codspeed_aggregator.use_cases"))
+        )
         assert not outside, f"{path.name} imports {outside}"
 
 
 def test_use_cases_call_no_handler_and_build_no_adapter_from_settings():
     for path in _modules("use_cases"):
-        upward = sorted(m for m in _imports(path) if m.startswith(("codspeed_aggregator.handlers", "codspeed_aggregator.wiring",
-                                                                  "codspeed_aggregator.adapters.aws", "boto3")))
+        upward = sorted(
+            m
+            for m in _imports(path)
+            if m.startswith(
+                (
+                    "codspeed_aggregator.handlers",
+                    "codspeed_aggregator.wiring",
+                    "codspeed_aggregator.adapters.aws",
+                    "boto3",
+                )
+            )
+        )
         assert not upward, f"{path.name} imports {upward}"
 
 

@@ -19,7 +19,12 @@ def test_sizes_and_rounding_as_dynamodb_documents_them():
     assert value_size({"L": [{"S": "ab"}, {"N": "1"}]}) == 3 + (1 + 2) + (1 + 2)
     assert value_size({"M": {"k": {"S": "v"}}}) == 3 + 1 + 1 + 1
     assert item_size({"pk": {"S": "a"}, "n": {"N": "7"}}) == (2 + 1) + (1 + 2)
-    assert (read_units(4096, True), read_units(4097, True), read_units(0, True), read_units(100, False)) == (1, 2, 1, 0.5)
+    assert (read_units(4096, True), read_units(4097, True), read_units(0, True), read_units(100, False)) == (
+        1,
+        2,
+        1,
+        0.5,
+    )
     assert (write_units(1024), write_units(1025), write_units(0)) == (1, 2, 1)
 
 
@@ -27,10 +32,15 @@ def test_sizes_and_rounding_as_dynamodb_documents_them():
 def table():
     with mock_aws():
         db = boto3.client("dynamodb", region_name="us-east-1")
-        db.create_table(TableName="t", BillingMode="PAY_PER_REQUEST",
-                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                              {"AttributeName": "sk", "AttributeType": "S"}])
+        db.create_table(
+            TableName="t",
+            BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+        )
         counted = boto3.client("dynamodb", region_name="us-east-1")
         yield counted, BilledUnits({"dynamodb": [counted]}, db)
 
@@ -45,17 +55,36 @@ def test_each_request_is_billed_by_the_items_it_reads_and_writes(table):
     db.put_item(TableName="t", Item=_item("b", 5000))  # 5006 bytes: 5
     assert billed.units["dynamodb_write"] == 7
     db.get_item(TableName="t", Key={"pk": {"S": "p"}, "sk": {"S": "b"}}, ConsistentRead=True)  # 5006: 2 units
-    db.get_item(TableName="t", Key={"pk": {"S": "p"}, "sk": {"S": "b"}}, ProjectionExpression="pk")  # whole, eventual: 1
+    db.get_item(
+        TableName="t", Key={"pk": {"S": "p"}, "sk": {"S": "b"}}, ProjectionExpression="pk"
+    )  # whole, eventual: 1
     db.get_item(TableName="t", Key={"pk": {"S": "p"}, "sk": {"S": "none"}}, ConsistentRead=True)  # absent: 1
     assert billed.units["dynamodb_read"] == 4
-    db.query(TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p"}},
-             ConsistentRead=True, ProjectionExpression="sk")  # 1506 + 5006 summed, whole: 2 units
-    db.batch_get_item(RequestItems={"t": {"Keys": [{"pk": {"S": "p"}, "sk": {"S": s}} for s in ("a", "b", "none")],
-                                          "ConsistentRead": True}})  # 1 + 2, and the absent one's 1
+    db.query(
+        TableName="t",
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": "p"}},
+        ConsistentRead=True,
+        ProjectionExpression="sk",
+    )  # 1506 + 5006 summed, whole: 2 units
+    db.batch_get_item(
+        RequestItems={
+            "t": {"Keys": [{"pk": {"S": "p"}, "sk": {"S": s}} for s in ("a", "b", "none")], "ConsistentRead": True}
+        }
+    )  # 1 + 2, and the absent one's 1
     assert billed.units["dynamodb_read"] == 4 + 2 + 4
-    db.transact_write_items(TransactItems=[  # each item twice: the update's image after (1506 + 4), the put's
-        {"Update": {"TableName": "t", "Key": {"pk": {"S": "p"}, "sk": {"S": "a"}}, "UpdateExpression": "SET n = :n",
-                    "ExpressionAttributeValues": {":n": {"N": "1"}}}},
-        {"Put": {"TableName": "t", "Item": _item("c", 10)}}])
+    db.transact_write_items(
+        TransactItems=[  # each item twice: the update's image after (1506 + 4), the put's
+            {
+                "Update": {
+                    "TableName": "t",
+                    "Key": {"pk": {"S": "p"}, "sk": {"S": "a"}},
+                    "UpdateExpression": "SET n = :n",
+                    "ExpressionAttributeValues": {":n": {"N": "1"}},
+                }
+            },
+            {"Put": {"TableName": "t", "Item": _item("c", 10)}},
+        ]
+    )
     assert billed.units["dynamodb_write"] == 7 + 2 * 2 + 2 * 1
     assert BilledUnits.dollars(billed.units) == pytest.approx(10 * 0.125e-6 + 13 * 0.625e-6)

@@ -5,9 +5,9 @@ import tarfile
 import pytest
 
 from codspeed_aggregator.domain.bundle import validate_bundle
-from codspeed_rules.bundle import MAX_RESULTS, BundleLimits, member_path
 from codspeed_aggregator.domain.errors import BadBundle
 from codspeed_local.profiles import callgrind_text
+from codspeed_rules.bundle import MAX_RESULTS, BundleLimits, member_path
 from tests.factories import bundle, profile_members, tar_gz
 
 
@@ -55,9 +55,25 @@ def test_several_out_files_in_one_shard_are_all_counted():
         (tar_gz({}), "empty archive"),
         (tar_gz({"./../escape.out": b"x"}), "points outside the profile folder"),
         (tar_gz({"/etc/passwd": b"x"}), "absolute path"),
-        (tar_gz({"./1.out": callgrind_text(1, ["a"]).encode(), "./link": _special("./link", tarfile.SYMTYPE, "/etc/passwd")}), "is a symlink"),
-        (tar_gz({"./1.out": callgrind_text(1, ["a"]).encode(), "./hard": _special("./hard", tarfile.LNKTYPE, "../x")}), "is a hard link"),
-        (tar_gz({"./1.out": callgrind_text(1, ["a"]).encode(), "./dev": _special("./dev", tarfile.CHRTYPE)}), "device or special file"),
+        (
+            tar_gz(
+                {
+                    "./1.out": callgrind_text(1, ["a"]).encode(),
+                    "./link": _special("./link", tarfile.SYMTYPE, "/etc/passwd"),
+                }
+            ),
+            "is a symlink",
+        ),
+        (
+            tar_gz(
+                {"./1.out": callgrind_text(1, ["a"]).encode(), "./hard": _special("./hard", tarfile.LNKTYPE, "../x")}
+            ),
+            "is a hard link",
+        ),
+        (
+            tar_gz({"./1.out": callgrind_text(1, ["a"]).encode(), "./dev": _special("./dev", tarfile.CHRTYPE)}),
+            "device or special file",
+        ),
         (tar_gz({"./inner.tar.gz": b"x", "./1.out": callgrind_text(1, ["a"]).encode()}), "archive inside the archive"),
         (tar_gz({"./runner.log": b"only a log"}), "no <pid>.out callgrind file"),
         (tar_gz({"./12.out": b"# callgrind format\nversion: 1\ncmd: x\n"}), "has no 'pid:' header line"),
@@ -103,7 +119,10 @@ def test_every_executors_folder_is_valid_plain_or_gzip():
     assert walltime.gzipped is False and walltime.pids == [] and walltime.members == 5
     # its benchmarks are pytest-codspeed's results: counted and named, as a valgrind shard's callgrind parts are
     assert walltime.benchmarks == 3 and [n.rsplit("::", 1)[1] for n in walltime.benchmark_names] == [
-        "test_fib_10", "test_sum", "test_sorted"]
+        "test_fib_10",
+        "test_sum",
+        "test_sorted",
+    ]
     valgrind = validate_bundle(io.BytesIO(runner.recorded(1)))  # its results/<pid>.json does not count again
     assert valgrind.benchmarks == 1 and len(valgrind.benchmark_names) == 1
     made = runner.folder_archive(runner.walltime_folder(77, "t"), gzipped=True)
@@ -134,7 +153,9 @@ def test_a_pid_line_cut_by_the_64_kib_head_is_refused_not_read_as_another_pid():
     content = head + filler + b"pid: 4242\n" + b"fl=a.py\n"  # the head ends inside the line: 'pid: 42'
     assert len(head + filler) + len(b"pid: 42") == HEADER_BYTES
     # named 42.out, it would pass as pid 42, and its real 'pid: 4242' line would never be renumbered
-    with pytest.raises(BadBundle, match=r"42.out's 'pid:' line runs past its first 64 KiB: its pid cannot be read whole"):
+    with pytest.raises(
+        BadBundle, match=r"42.out's 'pid:' line runs past its first 64 KiB: its pid cannot be read whole"
+    ):
         validate_bundle(io.BytesIO(tar_gz({"./42.out": content})))
     whole = head + b"pid: 42\n" + filler  # a pid line within the head: read
     assert validate_bundle(io.BytesIO(tar_gz({"./42.out": whole}))).pids == [42]
@@ -148,7 +169,7 @@ class _Unseekable:
 
     def read(self, n: int = -1) -> bytes:
         n = self._most if n < 0 else min(n, self._most)
-        piece = self._data[self._at:self._at + n]
+        piece = self._data[self._at : self._at + n]
         self._at += len(piece)
         return piece
 

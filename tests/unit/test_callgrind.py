@@ -1,13 +1,13 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codspeed_rules.callgrind import BenchmarkScanner, PidRewriter, header_pid
 from codspeed_local.profiles import callgrind_text
+from codspeed_rules.callgrind import BenchmarkScanner, PidRewriter, header_pid
 
 
 def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:])]
+    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
 
 
 def test_header_pid_reads_the_pid_line():

@@ -1,7 +1,8 @@
 """The notes of which shard each change of a tally changed: whatever revision the writers read
 before they wrote, the notes either name every shard changed since a revision or say they cannot."""
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codspeed_aggregator.adapters.ledger.codec import CHANGE_NOTES, note_sk, noted_shards, notes_wanted
 
@@ -25,8 +26,10 @@ class Tally:
 
 
 # A writer: the shard it changes, and how far behind the tally's revision its read was (None: no note).
-WRITERS = st.lists(st.tuples(st.sampled_from(["1", "2", "a|b", "shard-7"]), st.one_of(st.none(), st.integers(0, 3))),
-                   max_size=CHANGE_NOTES + 20)
+WRITERS = st.lists(
+    st.tuples(st.sampled_from(["1", "2", "a|b", "shard-7"]), st.one_of(st.none(), st.integers(0, 3))),
+    max_size=CHANGE_NOTES + 20,
+)
 
 
 @settings(max_examples=300, deadline=None)

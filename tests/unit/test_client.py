@@ -12,20 +12,36 @@ from codspeed_client.errors import ClientError
 from tests.factories import git_commit
 
 GITHUB_PR = {
-    "GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "7044765741",
-    "GITHUB_SHA": "1" * 40, "GITHUB_REF": "refs/pull/42/merge", "GITHUB_HEAD_REF": "feature", "GITHUB_BASE_REF": "main",
-    "GITHUB_EVENT_NAME": "pull_request", "GITHUB_JOB": "bench", "GITHUB_ACTOR": "octocat", "GITHUB_WORKSPACE": "/w",
+    "GITHUB_ACTIONS": "true",
+    "GITHUB_REPOSITORY": "acme/widgets",
+    "GITHUB_RUN_ID": "7044765741",
+    "GITHUB_SHA": "1" * 40,
+    "GITHUB_REF": "refs/pull/42/merge",
+    "GITHUB_HEAD_REF": "feature",
+    "GITHUB_BASE_REF": "main",
+    "GITHUB_EVENT_NAME": "pull_request",
+    "GITHUB_JOB": "bench",
+    "GITHUB_ACTOR": "octocat",
+    "GITHUB_WORKSPACE": "/w",
 }
 
 
 def test_shard_forms():
     assert _parse_shard("2/4", None) == ("2", 4, None)
     assert _parse_shard("lint", "parse,lint") == ("lint", None, ["parse", "lint"])
-    for shard, expect, message in (("5/4", None, "1 <= I <= N"), ("0/4", None, "1 <= I <= N"), ("1/0", None, "1 <= I <= N"),
-                                   ("x", "a,b", "not among --expect"), ("1/2", "a,b", "drop --expect"),
-                                   ("3", None, "write --shard 3/N"), ("solo", None, "write --expect solo,other"),
-                                   ("1/3/5", None, "neither I/N"), ("", None, "neither I/N"),
-                                   ("a", "a,a", "names a shard twice"), ("a b", "a b,c", "is not usable")):
+    for shard, expect, message in (
+        ("5/4", None, "1 <= I <= N"),
+        ("0/4", None, "1 <= I <= N"),
+        ("1/0", None, "1 <= I <= N"),
+        ("x", "a,b", "not among --expect"),
+        ("1/2", "a,b", "drop --expect"),
+        ("3", None, "write --shard 3/N"),
+        ("solo", None, "write --expect solo,other"),
+        ("1/3/5", None, "neither I/N"),
+        ("", None, "neither I/N"),
+        ("a", "a,a", "names a shard twice"),
+        ("a b", "a b,c", "is not usable"),
+    ):
         with pytest.raises(ClientError, match=message) as caught:
             _parse_shard(shard, expect)
         assert caught.value.exit_code == errors.USAGE
@@ -35,7 +51,12 @@ def test_github_pull_request_detection_uses_the_head_commit(tmp_path):
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"pull_request": {"head": {"sha": "2" * 40}}}))
     ctx = detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event)})
-    assert (ctx.provider, ctx.project, ctx.run_id, ctx.commit) == ("GITHUB_ACTIONS", "acme/widgets", "7044765741", "2" * 40)
+    assert (ctx.provider, ctx.project, ctx.run_id, ctx.commit) == (
+        "GITHUB_ACTIONS",
+        "acme/widgets",
+        "7044765741",
+        "2" * 40,
+    )
     assert (ctx.ref, ctx.head_ref, ctx.base_ref) == ("refs/pull/42/merge", "feature", "main")
     assert ctx.extra == {"ghData": {"runId": "7044765741", "job": "bench"}}
 
@@ -54,40 +75,113 @@ def test_an_event_file_that_cannot_be_read_is_said_not_silently_dropped(tmp_path
 
 
 def test_gitlab_and_buildkite_detection():
-    gitlab = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "platform/perf/widgets", "CI_PIPELINE_ID": "88",
-                     "CI_COMMIT_SHA": "3" * 40, "CI_COMMIT_REF_NAME": "feature", "CI_JOB_NAME": "bench 1/2",
-                     "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feature", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
-                     "CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "3",
-                     "CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "2"})
-    assert (gitlab.provider, gitlab.project, gitlab.run_id, gitlab.commit) == ("GITLAB_CI", "platform/perf/widgets", "88", "3" * 40)
-    assert (gitlab.ref, gitlab.head_ref, gitlab.base_ref, gitlab.shard) == ("refs/pull/3/merge", "feature", "main", "1/2")
-    buildkite = detect({"BUILDKITE": "true", "BUILDKITE_REPO": "git@github.com:acme/widgets.git", "BUILDKITE_BUILD_ID": "b-1",
-                        "BUILDKITE_COMMIT": "4" * 40, "BUILDKITE_BRANCH": "main", "BUILDKITE_PARALLEL_JOB": "0",
-                        "BUILDKITE_PARALLEL_JOB_COUNT": "3", "BUILDKITE_PULL_REQUEST": "false"})
-    assert (buildkite.project, buildkite.run_id, buildkite.ref, buildkite.shard) == ("acme/widgets", "b-1", "refs/heads/main", "1/3")
-    pull = detect({"BUILDKITE": "true", "BUILDKITE_REPO": "https://gitlab.com/group/sub/app.git", "BUILDKITE_BRANCH": "fix",
-                   "BUILDKITE_PULL_REQUEST": "17", "BUILDKITE_PULL_REQUEST_BASE_BRANCH": "main"})
+    gitlab = detect(
+        {
+            "GITLAB_CI": "true",
+            "CI_PROJECT_PATH": "platform/perf/widgets",
+            "CI_PIPELINE_ID": "88",
+            "CI_COMMIT_SHA": "3" * 40,
+            "CI_COMMIT_REF_NAME": "feature",
+            "CI_JOB_NAME": "bench 1/2",
+            "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feature",
+            "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+            "CI_PIPELINE_SOURCE": "merge_request_event",
+            "CI_MERGE_REQUEST_IID": "3",
+            "CI_NODE_INDEX": "1",
+            "CI_NODE_TOTAL": "2",
+        }
+    )
+    assert (gitlab.provider, gitlab.project, gitlab.run_id, gitlab.commit) == (
+        "GITLAB_CI",
+        "platform/perf/widgets",
+        "88",
+        "3" * 40,
+    )
+    assert (gitlab.ref, gitlab.head_ref, gitlab.base_ref, gitlab.shard) == (
+        "refs/pull/3/merge",
+        "feature",
+        "main",
+        "1/2",
+    )
+    buildkite = detect(
+        {
+            "BUILDKITE": "true",
+            "BUILDKITE_REPO": "git@github.com:acme/widgets.git",
+            "BUILDKITE_BUILD_ID": "b-1",
+            "BUILDKITE_COMMIT": "4" * 40,
+            "BUILDKITE_BRANCH": "main",
+            "BUILDKITE_PARALLEL_JOB": "0",
+            "BUILDKITE_PARALLEL_JOB_COUNT": "3",
+            "BUILDKITE_PULL_REQUEST": "false",
+        }
+    )
+    assert (buildkite.project, buildkite.run_id, buildkite.ref, buildkite.shard) == (
+        "acme/widgets",
+        "b-1",
+        "refs/heads/main",
+        "1/3",
+    )
+    pull = detect(
+        {
+            "BUILDKITE": "true",
+            "BUILDKITE_REPO": "https://gitlab.com/group/sub/app.git",
+            "BUILDKITE_BRANCH": "fix",
+            "BUILDKITE_PULL_REQUEST": "17",
+            "BUILDKITE_PULL_REQUEST_BASE_BRANCH": "main",
+        }
+    )
     assert (pull.project, pull.event, pull.ref, pull.head_ref, pull.base_ref) == (
-        "group/sub/app", "pull_request", "refs/pull/17/head", "fix", "main")
+        "group/sub/app",
+        "pull_request",
+        "refs/pull/17/head",
+        "fix",
+        "main",
+    )
 
 
-CIRCLECI = {"CIRCLECI": "true", "CI": "true", "CIRCLE_PROJECT_USERNAME": "acme", "CIRCLE_PROJECT_REPONAME": "widgets",
-            "CIRCLE_WORKFLOW_ID": "6e1f3c2a-0b4d-4f5e-9a8b-7c6d5e4f3a2b", "CIRCLE_SHA1": "5" * 40, "CIRCLE_BRANCH": "fix",
-            "CIRCLE_JOB": "bench", "CIRCLE_NODE_INDEX": "2", "CIRCLE_NODE_TOTAL": "3", "CIRCLE_USERNAME": "octocat",
-            "CIRCLE_WORKING_DIRECTORY": "/home/circleci/project",
-            "CIRCLE_BUILD_URL": "https://app.circleci.com/pipelines/github/acme/widgets/12/workflows/w/jobs/34"}
+CIRCLECI = {
+    "CIRCLECI": "true",
+    "CI": "true",
+    "CIRCLE_PROJECT_USERNAME": "acme",
+    "CIRCLE_PROJECT_REPONAME": "widgets",
+    "CIRCLE_WORKFLOW_ID": "6e1f3c2a-0b4d-4f5e-9a8b-7c6d5e4f3a2b",
+    "CIRCLE_SHA1": "5" * 40,
+    "CIRCLE_BRANCH": "fix",
+    "CIRCLE_JOB": "bench",
+    "CIRCLE_NODE_INDEX": "2",
+    "CIRCLE_NODE_TOTAL": "3",
+    "CIRCLE_USERNAME": "octocat",
+    "CIRCLE_WORKING_DIRECTORY": "/home/circleci/project",
+    "CIRCLE_BUILD_URL": "https://app.circleci.com/pipelines/github/acme/widgets/12/workflows/w/jobs/34",
+}
 
 
 def test_circleci_detection_names_the_workflow_its_node_and_the_pull_request():
     push = detect(CIRCLECI)
     assert (push.provider, push.project, push.run_id, push.commit, push.job) == (
-        "CIRCLECI", "acme/widgets", CIRCLECI["CIRCLE_WORKFLOW_ID"], "5" * 40, "bench")
+        "CIRCLECI",
+        "acme/widgets",
+        CIRCLECI["CIRCLE_WORKFLOW_ID"],
+        "5" * 40,
+        "bench",
+    )
     assert (push.ref, push.event, push.shard, push.fork, push.ci_url) == (
-        "refs/heads/fix", "push", "3/3", None, CIRCLECI["CIRCLE_BUILD_URL"])
+        "refs/heads/fix",
+        "push",
+        "3/3",
+        None,
+        CIRCLECI["CIRCLE_BUILD_URL"],
+    )
     pull = detect({**CIRCLECI, "CIRCLE_PULL_REQUEST": "https://github.com/acme/widgets/pull/17"})
     assert (pull.ref, pull.head_ref, pull.event) == ("refs/pull/17/head", "fix", "pull_request")
-    fork = detect({**CIRCLECI, "CIRCLE_PULL_REQUEST": "https://github.com/acme/widgets/pull/18",
-                   "CIRCLE_PR_USERNAME": "someone", "CIRCLE_PR_REPONAME": "widgets"})
+    fork = detect(
+        {
+            **CIRCLECI,
+            "CIRCLE_PULL_REQUEST": "https://github.com/acme/widgets/pull/18",
+            "CIRCLE_PR_USERNAME": "someone",
+            "CIRCLE_PR_REPONAME": "widgets",
+        }
+    )
     assert fork.fork == "someone/widgets"
     assert detect({**CIRCLECI, "CIRCLE_TAG": "v1", "CIRCLE_BRANCH": ""}).ref == "refs/tags/v1"
 
@@ -95,7 +189,9 @@ def test_circleci_detection_names_the_workflow_its_node_and_the_pull_request():
 def test_a_circleci_push_states_metadata_version_11_as_the_runner_after_5_0_2_does():
     from codspeed_client import metadata
 
-    sent = metadata.build(detect(CIRCLECI), project="acme/widgets", run_id="w", commit="5" * 40, shard="3/3", carried=None)
+    sent = metadata.build(
+        detect(CIRCLECI), project="acme/widgets", run_id="w", commit="5" * 40, shard="3/3", carried=None
+    )
     assert (sent["version"], sent["runEnvironment"], sent["repositoryProvider"]) == (11, "CIRCLECI", "GITHUB")
     assert "ghData" not in sent and "glData" not in sent
 
@@ -112,20 +208,57 @@ def test_a_remote_that_is_a_local_path_is_not_a_project():
 def test_missing_configuration_is_one_sentence_and_exit_3(capsys, monkeypatch):
     monkeypatch.delenv("CODSPEED_AGGREGATOR_URL", raising=False)
     assert main(["status", "--project", "a/b", "--run-id", "1"]) == errors.CONFIG
-    assert capsys.readouterr().err.strip() == "codspeed-client: error: no aggregator URL: pass --api-url or set CODSPEED_AGGREGATOR_URL"
+    assert (
+        capsys.readouterr().err.strip()
+        == "codspeed-client: error: no aggregator URL: pass --api-url or set CODSPEED_AGGREGATOR_URL"
+    )
 
 
 def test_a_missing_profile_folder_is_exit_7(tmp_path, capsys):
-    code = main(["push", "--shard", "1/2", "--profile-folder", str(tmp_path / "nope"), "--api-url", "http://127.0.0.1:9",
-                 "--token", "t", "--project", "a/b", "--run-id", "1", "--commit", "a" * 40])
+    code = main(
+        [
+            "push",
+            "--shard",
+            "1/2",
+            "--profile-folder",
+            str(tmp_path / "nope"),
+            "--api-url",
+            "http://127.0.0.1:9",
+            "--token",
+            "t",
+            "--project",
+            "a/b",
+            "--run-id",
+            "1",
+            "--commit",
+            "a" * 40,
+        ]
+    )
     assert code == errors.INPUT
     assert "does not exist" in capsys.readouterr().err
 
 
 def test_a_folder_without_profiles_is_exit_7(tmp_path, capsys):
     (tmp_path / "runner.log").write_text("log")
-    code = main(["push", "--shard", "1/2", "--profile-folder", str(tmp_path), "--api-url", "http://127.0.0.1:9",
-                 "--token", "t", "--project", "a/b", "--run-id", "1", "--commit", "a" * 40])
+    code = main(
+        [
+            "push",
+            "--shard",
+            "1/2",
+            "--profile-folder",
+            str(tmp_path),
+            "--api-url",
+            "http://127.0.0.1:9",
+            "--token",
+            "t",
+            "--project",
+            "a/b",
+            "--run-id",
+            "1",
+            "--commit",
+            "a" * 40,
+        ]
+    )
     assert code == errors.INPUT
     assert "holds no <pid>.out file" in capsys.readouterr().err
 
@@ -139,10 +272,14 @@ def test_an_unreachable_aggregator_is_exit_6(capsys, monkeypatch):
 
 def test_the_client_imports_neither_boto3_nor_powertools():
     probe = (
-        "import sys, codspeed_client.cli, codspeed_client.api, codspeed_client.bundle, codspeed_client.metadata, codspeed_client.report;"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'boto3', 'botocore', 'aws_lambda_powertools', 'codspeed_aggregator'}))"
+        "import sys, codspeed_client.cli, codspeed_client.api, codspeed_client.bundle, codspeed_client.metadata, "
+        "codspeed_client.report;"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'boto3', 'botocore', 'aws_lambda_powertools', 'codspeed_aggregator'}))"
     )
-    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    assert (
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    )
 
 
 def test_help_does_not_import_requests_or_pydantic():
@@ -150,14 +287,29 @@ def test_help_does_not_import_requests_or_pydantic():
         "import sys; from codspeed_client.cli import parser; parser().format_help();"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'requests', 'pydantic', 'urllib3'}))"
     )
-    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    assert (
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    )
 
 
 def test_github_fork_pull_request_rerun_and_matrix_keep_the_base_project_and_the_run(tmp_path):
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"pull_request": {"head": {"sha": "9" * 40, "repo": {"full_name": "someone/widgets"}},
-                                                  "base": {"repo": {"full_name": "acme/widgets"}}}}))
-    env = {**GITHUB_PR, "GITHUB_EVENT_PATH": str(event), "GITHUB_RUN_ATTEMPT": "3", "GITHUB_HEAD_REF": "someone:patch-1"}
+    event.write_text(
+        json.dumps(
+            {
+                "pull_request": {
+                    "head": {"sha": "9" * 40, "repo": {"full_name": "someone/widgets"}},
+                    "base": {"repo": {"full_name": "acme/widgets"}},
+                }
+            }
+        )
+    )
+    env = {
+        **GITHUB_PR,
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_RUN_ATTEMPT": "3",
+        "GITHUB_HEAD_REF": "someone:patch-1",
+    }
     ctx = detect(env)
     assert ctx.project == "acme/widgets"  # the base repository, where the benchmarks belong
     assert ctx.run_id == "7044765741"  # a re-run attempt is the same run: its shards replace the earlier ones
@@ -166,14 +318,24 @@ def test_github_fork_pull_request_rerun_and_matrix_keep_the_base_project_and_the
 
 def _fork_event(tmp_path, head: dict | None) -> str:
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"pull_request": {"head": {"sha": "9" * 40, **({"repo": head} if head else {"repo": None})},
-                                                  "base": {"sha": "1" * 40, "repo": {"full_name": "acme/widgets"}}}}))
+    event.write_text(
+        json.dumps(
+            {
+                "pull_request": {
+                    "head": {"sha": "9" * 40, **({"repo": head} if head else {"repo": None})},
+                    "base": {"sha": "1" * 40, "repo": {"full_name": "acme/widgets"}},
+                }
+            }
+        )
+    )
     return str(event)
 
 
 def test_a_pull_request_from_a_fork_is_told_from_one_of_the_projects_own_branches(tmp_path):
-    assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "someone/widgets"})}).fork \
+    assert (
+        detect({**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "someone/widgets"})}).fork
         == "someone/widgets"
+    )
     assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, None)}).fork == "a deleted fork"
     assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "acme/widgets"})}).fork is None
     assert detect({**GITHUB_PR, "GITHUB_EVENT_NAME": "push"}).fork is None
@@ -186,9 +348,14 @@ def test_a_forks_pull_request_without_a_token_sends_its_requests_without_one(tmp
     claim the aggregator refused (403: GitHub does not bear it out) fails it, saying why."""
     from tests.fake_github import JsonHandler, Loopback
 
-    seen, said = [], {401: "missing Authorization header: send the aggregator's token: a request without one is taken "
-                           "for the projects in TokenlessProjects", 403: "request without a token refused: pull request "
-                           "acme/widgets#42 is closed"}
+    seen, said = (
+        [],
+        {
+            401: "missing Authorization header: send the aggregator's token: a request without one is taken "
+            "for the projects in TokenlessProjects",
+            403: "request without a token refused: pull request acme/widgets#42 is closed",
+        },
+    )
 
     class Aggregator(JsonHandler):
         def do_POST(self) -> None:
@@ -198,8 +365,12 @@ def test_a_forks_pull_request_without_a_token_sends_its_requests_without_one(tmp
     server = Loopback()
     server.serve(Aggregator)
     try:
-        for name, value in {**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "someone/widgets"}),
-                            "CODSPEED_AGGREGATOR_URL": server.url, "CODSPEED_AGGREGATOR_TOKEN": ""}.items():
+        for name, value in {
+            **GITHUB_PR,
+            "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "someone/widgets"}),
+            "CODSPEED_AGGREGATOR_URL": server.url,
+            "CODSPEED_AGGREGATOR_TOKEN": "",
+        }.items():
             monkeypatch.setenv(name, value)
         code = main(["close"])
     finally:
@@ -208,9 +379,11 @@ def test_a_forks_pull_request_without_a_token_sends_its_requests_without_one(tmp
     out, err = capsys.readouterr()
     if status == 401:
         assert code == errors.OK and err == ""
-        assert out == ("::warning title=codspeed-client close skipped::this pull request comes from a fork, whose jobs "
-                       "GitHub gives no secrets, and the aggregator takes no request without a token for this project, "
-                       f"so nothing was sent: {said[401]}\n")
+        assert out == (
+            "::warning title=codspeed-client close skipped::this pull request comes from a fork, whose jobs "
+            "GitHub gives no secrets, and the aggregator takes no request without a token for this project, "
+            f"so nothing was sent: {said[401]}\n"
+        )
     else:
         assert code == errors.AUTH
         assert err == f"codspeed-client: error: the aggregator refused a request without a token (403): {said[403]}\n"
@@ -218,22 +391,36 @@ def test_a_forks_pull_request_without_a_token_sends_its_requests_without_one(tmp
 
 def test_a_merge_request_from_a_fork_on_gitlab_without_a_token_warns_once_and_exits_0(capsys, monkeypatch):
     """Only GitHub's pull requests can be checked without a token: a GitLab fork's sends nothing, as before."""
-    for name, value in {"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_PIPELINE_ID": "77",
-                        "CI_COMMIT_SHA": "1" * 40, "CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "5",
-                        "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "someone/widgets", "CI_COMMIT_REF_NAME": "patch",
-                        "CODSPEED_AGGREGATOR_URL": "http://127.0.0.1:9", "CODSPEED_AGGREGATOR_TOKEN": ""}.items():
+    for name, value in {
+        "GITLAB_CI": "true",
+        "CI_PROJECT_PATH": "acme/widgets",
+        "CI_PIPELINE_ID": "77",
+        "CI_COMMIT_SHA": "1" * 40,
+        "CI_PIPELINE_SOURCE": "merge_request_event",
+        "CI_MERGE_REQUEST_IID": "5",
+        "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "someone/widgets",
+        "CI_COMMIT_REF_NAME": "patch",
+        "CODSPEED_AGGREGATOR_URL": "http://127.0.0.1:9",
+        "CODSPEED_AGGREGATOR_TOKEN": "",
+    }.items():
         monkeypatch.setenv(name, value)
     assert main(["close"]) == errors.OK
     out, err = capsys.readouterr()
-    assert out == ("::warning title=codspeed-client close skipped::this merge request comes from a fork "
-                   "(someone/widgets), whose jobs get no secrets: with no aggregator token nothing was sent (a GitHub "
-                   "Actions pull request from a fork is sent without one, and checked with GitHub)\n")
+    assert out == (
+        "::warning title=codspeed-client close skipped::this merge request comes from a fork "
+        "(someone/widgets), whose jobs get no secrets: with no aggregator token nothing was sent (a GitHub "
+        "Actions pull request from a fork is sent without one, and checked with GitHub)\n"
+    )
     assert err == ""
 
 
 def test_a_pull_request_of_the_projects_own_branch_without_a_token_is_still_exit_3(tmp_path, capsys, monkeypatch):
-    for name, value in {**GITHUB_PR, "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "acme/widgets"}),
-                        "CODSPEED_AGGREGATOR_URL": "http://127.0.0.1:9", "CODSPEED_AGGREGATOR_TOKEN": ""}.items():
+    for name, value in {
+        **GITHUB_PR,
+        "GITHUB_EVENT_PATH": _fork_event(tmp_path, {"full_name": "acme/widgets"}),
+        "CODSPEED_AGGREGATOR_URL": "http://127.0.0.1:9",
+        "CODSPEED_AGGREGATOR_TOKEN": "",
+    }.items():
         monkeypatch.setenv(name, value)
     assert main(["close"]) == errors.CONFIG
     assert "no token" in capsys.readouterr().err
@@ -241,9 +428,26 @@ def test_a_pull_request_of_the_projects_own_branch_without_a_token_is_still_exit
 
 def test_plain_git_is_detected_locally(tmp_path, monkeypatch):
     subprocess.run(["git", "init", "-q", "-b", "feature", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
-                    "--allow-empty", "-m", "x"], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", "git@github.com:acme/widgets.git"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tmp_path),
+            "-c",
+            "user.email=a@b",
+            "-c",
+            "user.name=a",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
+    subprocess.run(
+        ["git", "-C", str(tmp_path), "remote", "add", "origin", "git@github.com:acme/widgets.git"], check=True
+    )
     monkeypatch.chdir(tmp_path)
     ctx = detect({})
     assert (ctx.provider, ctx.project, ctx.ref) == ("LOCAL", "acme/widgets", "refs/heads/feature")
@@ -298,18 +502,33 @@ def test_the_metadata_describes_the_machine_with_the_runners_fields(tmp_path, mo
     (tmp_path / "proc").mkdir()
     (tmp_path / "etc/os-release").write_text('NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="24.04"\n')
     (tmp_path / "proc/cpuinfo").write_text(
-        "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763 64-Core Processor\nflags\t\t: sse4_2 avx2 bmi2\n\n"
-        "processor\t: 1\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763 64-Core Processor\nflags\t\t: sse4_2 avx2 bmi2\n")
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763 64-Core Processor\nflags\t\t: sse4_2 "
+        "avx2 bmi2\n\n"
+        "processor\t: 1\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763 64-Core Processor\nflags\t\t: sse4_2 "
+        "avx2 bmi2\n"
+    )
     (tmp_path / "proc/meminfo").write_text("MemTotal:       16375000 kB\nMemFree:         1000 kB\n")
     monkeypatch.setattr(system.platform, "system", lambda: "Linux")
     monkeypatch.setenv("USER", "runner")
     found = system.machine(str(tmp_path))
-    assert {k: found[k] for k in ("os", "osVersion", "user", "cpuBrand", "cpuName", "cpuVendorId", "totalMemoryGb",
-                                  "cpuFlags")} == {
-        "os": "ubuntu", "osVersion": "24.04", "user": "runner", "cpuBrand": "AMD EPYC 7763 64-Core Processor",
-        "cpuName": "cpu0", "cpuVendorId": "AuthenticAMD", "totalMemoryGb": 16, "cpuFlags": ["avx2", "bmi2", "sse4_2"]}
+    assert {
+        k: found[k]
+        for k in ("os", "osVersion", "user", "cpuBrand", "cpuName", "cpuVendorId", "totalMemoryGb", "cpuFlags")
+    } == {
+        "os": "ubuntu",
+        "osVersion": "24.04",
+        "user": "runner",
+        "cpuBrand": "AMD EPYC 7763 64-Core Processor",
+        "cpuName": "cpu0",
+        "cpuVendorId": "AuthenticAMD",
+        "totalMemoryGb": 16,
+        "cpuFlags": ["avx2", "bmi2", "sse4_2"],
+    }
     assert isinstance(found["cpuCores"], int) and found["arch"] and found["host"]
-    for other, name in (("Darwin", "macos"), ("Windows", "windows")):  # no /proc there: what the platform says, no crash
+    for other, name in (
+        ("Darwin", "macos"),
+        ("Windows", "windows"),
+    ):  # no /proc there: what the platform says, no crash
         monkeypatch.setattr(system.platform, "system", lambda other=other: other)
         answer = system.machine(str(tmp_path / "nowhere"))
         assert answer["os"] == name and "cpuFlags" not in answer and "totalMemoryGb" not in answer
@@ -320,19 +539,39 @@ def test_pushed_metadata_has_every_field_the_runner_sends():
     from codspeed_client.metadata import build
     from tests import runner
 
-    built = build(CiContext(provider="GITHUB_ACTIONS", ref="refs/heads/main"), project="acme/app", run_id="1",
-                  commit="a" * 40, shard="1", carried=None)
+    built = build(
+        CiContext(provider="GITHUB_ACTIONS", ref="refs/heads/main"),
+        project="acme/app",
+        run_id="1",
+        commit="a" * 40,
+        shard="1",
+        carried=None,
+    )
     expected = runner.metadata(b"", executor="valgrind", owner="acme", repository="app", commit="a" * 40, run_part=None)
     assert set(expected) - {"profileMd5"} <= set(built)
     assert set(runner.MACHINE) - {"user"} <= set(built["runner"])
 
 
 def test_a_merged_results_pipeline_names_the_source_branch_head_not_gitlabs_merge_commit():
-    merged = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_PIPELINE_ID": "90",
-                     "CI_COMMIT_SHA": "9" * 40, "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA": "5" * 40})
+    merged = detect(
+        {
+            "GITLAB_CI": "true",
+            "CI_PROJECT_PATH": "acme/widgets",
+            "CI_PIPELINE_ID": "90",
+            "CI_COMMIT_SHA": "9" * 40,
+            "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA": "5" * 40,
+        }
+    )
     assert merged.commit == "5" * 40
-    detached = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_PIPELINE_ID": "91",
-                       "CI_COMMIT_SHA": "6" * 40, "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA": ""})  # empty in MR pipelines
+    detached = detect(
+        {
+            "GITLAB_CI": "true",
+            "CI_PROJECT_PATH": "acme/widgets",
+            "CI_PIPELINE_ID": "91",
+            "CI_COMMIT_SHA": "6" * 40,
+            "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA": "",
+        }
+    )  # empty in MR pipelines
     assert detached.commit == "6" * 40
 
 
@@ -340,9 +579,26 @@ def test_a_buildkite_build_started_by_hand_names_head_which_is_read_from_the_che
     import subprocess
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q",
-                    "--allow-empty", "-m", "x"], check=True)
-    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tmp_path),
+            "-c",
+            "user.email=a@b",
+            "-c",
+            "user.name=a",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     monkeypatch.chdir(tmp_path)
     env = {"BUILDKITE": "true", "BUILDKITE_REPO": "git@github.com:acme/widgets.git", "BUILDKITE_BUILD_ID": "b-2"}
     assert detect({**env, "BUILDKITE_COMMIT": "HEAD"}).commit == head
@@ -352,10 +608,22 @@ def test_a_buildkite_build_started_by_hand_names_head_which_is_read_from_the_che
 
 
 def test_each_ci_names_its_run_page_for_the_report_to_link():
-    github = detect({"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "7",
-                     "GITHUB_SERVER_URL": "https://ghe.example.com"})
+    github = detect(
+        {
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_REPOSITORY": "acme/widgets",
+            "GITHUB_RUN_ID": "7",
+            "GITHUB_SERVER_URL": "https://ghe.example.com",
+        }
+    )
     assert github.ci_url == "https://ghe.example.com/acme/widgets/actions/runs/7"
-    gitlab = detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "g/s/app", "CI_PIPELINE_URL": "https://gitlab.example.com/g/s/app/-/pipelines/88"})
+    gitlab = detect(
+        {
+            "GITLAB_CI": "true",
+            "CI_PROJECT_PATH": "g/s/app",
+            "CI_PIPELINE_URL": "https://gitlab.example.com/g/s/app/-/pipelines/88",
+        }
+    )
     assert gitlab.ci_url == "https://gitlab.example.com/g/s/app/-/pipelines/88"
     buildkite = detect({"BUILDKITE": "true", "BUILDKITE_BUILD_URL": "https://buildkite.com/acme/widgets/builds/12"})
     assert buildkite.ci_url == "https://buildkite.com/acme/widgets/builds/12"
@@ -387,9 +655,27 @@ def test_a_base_commits_ancestors_are_its_first_parents_the_nearest_first_as_far
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "side"], check=True)
     side = git_commit(repo, "on a side branch")
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.email=ci@example.com", "-c", "user.name=ci", "merge", "-q",
-                    "--no-ff", "-m", "merged", "side"], check=True)
-    merged = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.email=ci@example.com",
+            "-c",
+            "user.name=ci",
+            "merge",
+            "-q",
+            "--no-ff",
+            "-m",
+            "merged",
+            "side",
+        ],
+        check=True,
+    )
+    merged = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     base = git_commit(repo, "the base")
     assert ancestors(str(repo), base, 50) == [merged, second, first]  # the side branch's commit is no first parent
     assert ancestors(str(repo), base, 2) == [merged, second] and side not in ancestors(str(repo), merged, 50)
@@ -403,47 +689,94 @@ def test_a_merge_requests_base_commit_is_its_diffs_merge_base():
     gitlab = {"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_MERGE_REQUEST_DIFF_BASE_SHA": "7" * 40}
     assert detect(gitlab).base_commit == "7" * 40
     assert detect({**gitlab, "CI_MERGE_REQUEST_TARGET_BRANCH_SHA": "8" * 40}).base_commit == "7" * 40  # merged results
-    assert detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_MERGE_REQUEST_TARGET_BRANCH_SHA": "8" * 40}
-                  ).base_commit == "8" * 40  # only the target's tip given
+    assert (
+        detect(
+            {"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets", "CI_MERGE_REQUEST_TARGET_BRANCH_SHA": "8" * 40}
+        ).base_commit
+        == "8" * 40
+    )  # only the target's tip given
     assert detect({"GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/widgets"}).base_commit is None  # a branch pipeline
 
 
 RUNNER_GITLAB_JOB = {  # the CodSpeed runner's own GitLab test environment (its gitlab_ci provider's tests)
-    "GITLAB_CI": "true", "CI_PROJECT_DIR": "/builds/owner/repository", "GITLAB_USER_ID": "19605940",
-    "GITLAB_USER_LOGIN": "actor", "CI_PROJECT_NAME": "repository", "CI_PROJECT_NAMESPACE": "owner",
-    "CI_PROJECT_PATH": "owner/repository", "CI_JOB_NAME": "build-job", "CI_JOB_ID": "6957110437",
-    "CI_PIPELINE_ID": "1200", "CI_COMMIT_SHA": "3" * 40,
+    "GITLAB_CI": "true",
+    "CI_PROJECT_DIR": "/builds/owner/repository",
+    "GITLAB_USER_ID": "19605940",
+    "GITLAB_USER_LOGIN": "actor",
+    "CI_PROJECT_NAME": "repository",
+    "CI_PROJECT_NAMESPACE": "owner",
+    "CI_PROJECT_PATH": "owner/repository",
+    "CI_JOB_NAME": "build-job",
+    "CI_JOB_ID": "6957110437",
+    "CI_PIPELINE_ID": "1200",
+    "CI_COMMIT_SHA": "3" * 40,
 }
-RUNNER_MERGE_REQUEST = {**RUNNER_GITLAB_JOB, "CI_PIPELINE_SOURCE": "merge_request_event", "CI_COMMIT_REF_NAME": "main",
-                        "CI_MERGE_REQUEST_IID": "5", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
-                        "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feat/awesome-feature",
-                        "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "owner/repository"}
+RUNNER_MERGE_REQUEST = {
+    **RUNNER_GITLAB_JOB,
+    "CI_PIPELINE_SOURCE": "merge_request_event",
+    "CI_COMMIT_REF_NAME": "main",
+    "CI_MERGE_REQUEST_IID": "5",
+    "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+    "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feat/awesome-feature",
+    "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "owner/repository",
+}
 
 
-@pytest.mark.parametrize("env, expected", [
-    (RUNNER_MERGE_REQUEST, {"ref": "refs/pull/5/merge", "headRef": "feat/awesome-feature", "baseRef": "main",
-                            "event": "pull_request"}),
-    ({**RUNNER_MERGE_REQUEST, "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "fork-owner/repository"},
-     {"ref": "refs/pull/5/merge", "headRef": "fork-owner:feat/awesome-feature", "baseRef": "main", "event": "pull_request"}),
-    ({**RUNNER_GITLAB_JOB, "CI_PIPELINE_SOURCE": "push", "CI_COMMIT_REF_NAME": "main"},
-     {"ref": "refs/heads/main", "headRef": None, "baseRef": "main", "event": "push"}),
-    ({**RUNNER_GITLAB_JOB, "CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_REF_NAME": "main", "CI_COMMIT_TAG": "v1"},
-     {"ref": "refs/tags/v1", "headRef": None, "baseRef": "main", "event": "schedule"}),
-    ({**RUNNER_GITLAB_JOB, "CI_PIPELINE_SOURCE": "web", "CI_COMMIT_REF_NAME": "main"},
-     {"ref": "refs/heads/main", "headRef": None, "baseRef": "main", "event": "workflow_dispatch"}),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        (
+            RUNNER_MERGE_REQUEST,
+            {"ref": "refs/pull/5/merge", "headRef": "feat/awesome-feature", "baseRef": "main", "event": "pull_request"},
+        ),
+        (
+            {**RUNNER_MERGE_REQUEST, "CI_MERGE_REQUEST_SOURCE_PROJECT_PATH": "fork-owner/repository"},
+            {
+                "ref": "refs/pull/5/merge",
+                "headRef": "fork-owner:feat/awesome-feature",
+                "baseRef": "main",
+                "event": "pull_request",
+            },
+        ),
+        (
+            {**RUNNER_GITLAB_JOB, "CI_PIPELINE_SOURCE": "push", "CI_COMMIT_REF_NAME": "main"},
+            {"ref": "refs/heads/main", "headRef": None, "baseRef": "main", "event": "push"},
+        ),
+        (
+            {
+                **RUNNER_GITLAB_JOB,
+                "CI_PIPELINE_SOURCE": "schedule",
+                "CI_COMMIT_REF_NAME": "main",
+                "CI_COMMIT_TAG": "v1",
+            },
+            {"ref": "refs/tags/v1", "headRef": None, "baseRef": "main", "event": "schedule"},
+        ),
+        (
+            {**RUNNER_GITLAB_JOB, "CI_PIPELINE_SOURCE": "web", "CI_COMMIT_REF_NAME": "main"},
+            {"ref": "refs/heads/main", "headRef": None, "baseRef": "main", "event": "workflow_dispatch"},
+        ),
+    ],
+)
 def test_gitlab_metadata_is_what_codspeeds_runner_sends_in_the_same_job(env, expected):
     from codspeed_client import metadata
 
     ctx = detect(env)
     sent = metadata.build(ctx, project=ctx.project, run_id=ctx.run_id, commit=ctx.commit, shard="1", carried=None)
-    common = {"owner": "owner", "repository": "repository", "sender": {"id": "19605940", "login": "actor"},
-              "ghData": None, "glData": {"runId": "6957110437", "job": "build-job"},
-              "repositoryRootPath": "/builds/owner/repository"}
+    common = {
+        "owner": "owner",
+        "repository": "repository",
+        "sender": {"id": "19605940", "login": "actor"},
+        "ghData": None,
+        "glData": {"runId": "6957110437", "job": "build-job"},
+        "repositoryRootPath": "/builds/owner/repository",
+    }
     assert {k: sent[k] for k in (*expected, *common)} == {**expected, **common}
     assert ctx.run_id == "1200"  # the run is the pipeline, its jobs its shards
-    assert ctx.fork == ("fork-owner/repository" if expected["headRef"].startswith("fork-owner:") else None) \
-        if expected["headRef"] else ctx.fork is None
+    assert (
+        ctx.fork == ("fork-owner/repository" if expected["headRef"].startswith("fork-owner:") else None)
+        if expected["headRef"]
+        else ctx.fork is None
+    )
 
 
 @pytest.mark.parametrize("recorded", ["valgrind-shard-1.tar.gz", "walltime-shard-1.tar"])

@@ -78,12 +78,29 @@ def scripted():
         s.server.shutdown()
 
 
-REPORT = {"project": "a/b", "run_id": "1", "state": "open", "partial": True, "version": 1, "expected": 2, "arrived": 0, "shards": []}
+REPORT = {
+    "project": "a/b",
+    "run_id": "1",
+    "state": "open",
+    "partial": True,
+    "version": 1,
+    "expected": 2,
+    "arrived": 0,
+    "shards": [],
+}
 
 
 def test_5xx_and_429_are_retried_with_growing_jittered_backoff(scripted):
-    server = scripted({("GET", "/v1/runs"): [(503, {"error": "busy"}, {}), (500, {"error": "oops"}, {}),
-                                             (429, {"error": "slow down"}, {"Retry-After": "2"}), (200, REPORT, {})]})
+    server = scripted(
+        {
+            ("GET", "/v1/runs"): [
+                (503, {"error": "busy"}, {}),
+                (500, {"error": "oops"}, {}),
+                (429, {"error": "slow down"}, {"Retry-After": "2"}),
+                (200, REPORT, {}),
+            ]
+        }
+    )
     delays = []
     api = AggregatorApi(server.url, "t", backoff=1.0, sleep=delays.append)
     assert api.report("a/b", "1") == REPORT
@@ -115,27 +132,72 @@ def test_a_push_to_a_run_being_forwarded_waits_as_told_then_goes_into_its_next_a
 
 def test_connection_errors_are_retried_then_reported_in_one_sentence():
     delays = []
-    with pytest.raises(ClientError, match=r"cannot reach the aggregator at http://127.0.0.1:9 \(ConnectionError\) after 3 tries") as caught:
+    with pytest.raises(
+        ClientError, match=r"cannot reach the aggregator at http://127.0.0.1:9 \(ConnectionError\) after 3 tries"
+    ) as caught:
         AggregatorApi("http://127.0.0.1:9", "t", attempts=3, sleep=delays.append).report("a/b", "1")
     assert caught.value.exit_code == errors.NETWORK and len(delays) == 2
 
 
 def test_an_expired_upload_url_gets_a_new_one(scripted, tmp_path, capsys):
-    grant = {"upload_url": "{url}/put/bundle", "headers": {"Content-MD5": "x"}, "key": "k", "upload_id": "u", "expires_in": 1}
+    grant = {
+        "upload_url": "{url}/put/bundle",
+        "headers": {"Content-MD5": "x"},
+        "key": "k",
+        "upload_id": "u",
+        "expires_in": 1,
+    }
     expired = "<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
-    server = scripted({("POST", "/v1/uploads"): [(201, grant, {})],
-                       ("PUT", "/put/"): [(403, expired, {}), (200, "", {})]})
+    server = scripted(
+        {("POST", "/v1/uploads"): [(201, grant, {})], ("PUT", "/put/"): [(403, expired, {}), (200, "", {})]}
+    )
     archive = tmp_path / "shard.tar.gz"
     archive.write_bytes(bundle())
-    code = main(["push", "--shard", "1/2", "--archive", str(archive), "--api-url", server.url, "--token", "t",
-                 "--project", "a/b", "--run-id", "1", "--commit", "a" * 40, "--quiet"])
+    code = main(
+        [
+            "push",
+            "--shard",
+            "1/2",
+            "--archive",
+            str(archive),
+            "--api-url",
+            server.url,
+            "--token",
+            "t",
+            "--project",
+            "a/b",
+            "--run-id",
+            "1",
+            "--commit",
+            "a" * 40,
+            "--quiet",
+        ]
+    )
     assert code == 0 and capsys.readouterr().out == ""  # --quiet
     assert server.count("POST", "/v1/uploads") == 2 and server.count("PUT", "/put/") == 2
 
 
 def _push(server, source: list[str], *extra) -> int:
-    return main(["push", "--shard", "1/2", *source, "--api-url", server.url, "--token", "t",
-                 "--project", "a/b", "--run-id", "1", "--commit", "a" * 40, "--quiet", *extra])
+    return main(
+        [
+            "push",
+            "--shard",
+            "1/2",
+            *source,
+            "--api-url",
+            server.url,
+            "--token",
+            "t",
+            "--project",
+            "a/b",
+            "--run-id",
+            "1",
+            "--commit",
+            "a" * 40,
+            "--quiet",
+            *extra,
+        ]
+    )
 
 
 def _grant(headers: dict) -> dict:
@@ -152,8 +214,12 @@ def test_the_upload_is_asked_for_with_the_bundles_crc32_and_carries_it(scripted,
         args = ["--archive", str(archive)]
     else:
         args = ["--profile-folder", str(make_profile_folder(tmp_path / "p", 321, ["t::one"]))]
-    server = scripted({("POST", "/v1/uploads"): [(201, _grant({"x-amz-checksum-crc32": "signed-value"}), {})],
-                       ("PUT", "/put/"): [(200, "", {})]})
+    server = scripted(
+        {
+            ("POST", "/v1/uploads"): [(201, _grant({"x-amz-checksum-crc32": "signed-value"}), {})],
+            ("PUT", "/put/"): [(200, "", {})],
+        }
+    )
     assert _push(server, args) == 0
     [(_, _, asked), (_, put_headers, put_body)] = server.received
     request = json.loads(asked)
@@ -167,7 +233,10 @@ def test_the_upload_is_asked_for_with_the_bundles_crc32_and_carries_it(scripted,
 def test_bytes_that_fail_the_checksum_are_one_sentence_and_exit_6(scripted, tmp_path, capsys):
     archive = tmp_path / "shard.tar.gz"
     archive.write_bytes(bundle())
-    bad_digest = "<Error><Code>BadDigest</Code><Message>The CRC32 you specified did not match the calculated checksum.</Message></Error>"
+    bad_digest = (
+        "<Error><Code>BadDigest</Code><Message>The CRC32 you specified did not match the calculated checksum."
+        "</Message></Error>"
+    )
     server = scripted({("POST", "/v1/uploads"): [(201, _grant({}), {})], ("PUT", "/put/"): [(400, bad_digest, {})]})
     assert _push(server, ["--archive", str(archive)], "--json") == errors.NETWORK
     out, err = capsys.readouterr()
@@ -177,26 +246,69 @@ def test_bytes_that_fail_the_checksum_are_one_sentence_and_exit_6(scripted, tmp_
 
 
 def test_a_wrong_token_is_exit_4_in_one_sentence_and_json_on_request(scripted, capsys):
-    server = scripted({("POST", "/v1/runs/close"): [(403, {"error": "the token is not valid for this aggregator"}, {})]})
+    server = scripted(
+        {("POST", "/v1/runs/close"): [(403, {"error": "the token is not valid for this aggregator"}, {})]}
+    )
     code = main(["close", "--api-url", server.url, "--token", "bad", "--project", "a/b", "--run-id", "1", "--json"])
     captured = capsys.readouterr()
     assert code == errors.AUTH
-    assert captured.err.strip() == ("codspeed-client: error: the aggregator refused the token (403): "
-                                    "the token is not valid for this aggregator; check CODSPEED_AGGREGATOR_TOKEN")
-    assert json.loads(captured.out) == {"error": captured.err.strip().removeprefix("codspeed-client: error: "), "exit_code": 4}
+    assert captured.err.strip() == (
+        "codspeed-client: error: the aggregator refused the token (403): "
+        "the token is not valid for this aggregator; check CODSPEED_AGGREGATOR_TOKEN"
+    )
+    assert json.loads(captured.out) == {
+        "error": captured.err.strip().removeprefix("codspeed-client: error: "),
+        "exit_code": 4,
+    }
 
 
 def test_an_unreadable_archive_is_exit_7(tmp_path, capsys):
     archive = tmp_path / "broken.tar.gz"
     archive.write_bytes(b"not an archive")
-    code = main(["push", "--shard", "1/2", "--archive", str(archive), "--api-url", "http://127.0.0.1:9", "--token", "t",
-                 "--project", "a/b", "--run-id", "1", "--commit", "a" * 40])
+    code = main(
+        [
+            "push",
+            "--shard",
+            "1/2",
+            "--archive",
+            str(archive),
+            "--api-url",
+            "http://127.0.0.1:9",
+            "--token",
+            "t",
+            "--project",
+            "a/b",
+            "--run-id",
+            "1",
+            "--commit",
+            "a" * 40,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == errors.INPUT and "Traceback" not in err
-    assert f"{archive} would be refused by the aggregator: the bundle is neither gzip-compressed nor a tar archive" in err
+    assert (
+        f"{archive} would be refused by the aggregator: the bundle is neither gzip-compressed nor a tar archive" in err
+    )
     archive.write_bytes(__import__("gzip").compress(b"gzip, but no tar inside" * 50))
-    assert main(["push", "--shard", "1/2", "--archive", str(archive), "--project", "a/b", "--run-id", "1",
-                 "--commit", "a" * 40, "--dry-run"]) == errors.INPUT
+    assert (
+        main(
+            [
+                "push",
+                "--shard",
+                "1/2",
+                "--archive",
+                str(archive),
+                "--project",
+                "a/b",
+                "--run-id",
+                "1",
+                "--commit",
+                "a" * 40,
+                "--dry-run",
+            ]
+        )
+        == errors.INPUT
+    )
 
 
 def test_a_shard_the_aggregator_would_refuse_is_stopped_at_the_push(scripted, tmp_path, capsys):
@@ -207,13 +319,32 @@ def test_a_shard_the_aggregator_would_refuse_is_stopped_at_the_push(scripted, tm
     server = scripted({("POST", "/v1/uploads"): [(201, _grant({}), {})], ("PUT", "/put/"): [(200, "", {})]})
     assert _push(server, ["--archive", str(archive)]) == errors.INPUT
     err = capsys.readouterr().err
-    assert err.strip() == f"codspeed-client: error: {archive} would be refused by the aggregator: 321.out has no 'pid:' header line"
-    dry = main(["push", "--shard", "1/2", "--archive", str(archive), "--project", "a/b", "--run-id", "1",
-                "--commit", "a" * 40, "--dry-run"])
+    assert (
+        err.strip()
+        == f"codspeed-client: error: {archive} would be refused by the aggregator: 321.out has no 'pid:' header line"
+    )
+    dry = main(
+        [
+            "push",
+            "--shard",
+            "1/2",
+            "--archive",
+            str(archive),
+            "--project",
+            "a/b",
+            "--run-id",
+            "1",
+            "--commit",
+            "a" * 40,
+            "--dry-run",
+        ]
+    )
     assert dry == errors.INPUT and "321.out has no 'pid:' header line" in capsys.readouterr().err
 
 
-def test_an_archive_emptied_before_its_checksum_is_taken_is_exit_7_and_nothing_is_sent(scripted, tmp_path, monkeypatch, capsys):
+def test_an_archive_emptied_before_its_checksum_is_taken_is_exit_7_and_nothing_is_sent(
+    scripted, tmp_path, monkeypatch, capsys
+):
     from codspeed_client import bundle as client_bundle
 
     archive = tmp_path / "shard.tar.gz"
@@ -236,8 +367,23 @@ def test_dry_run_shows_what_would_be_sent_and_sends_nothing(tmp_path, capsys):
     from codspeed_local.profiles import make_profile_folder
 
     folder = make_profile_folder(tmp_path / "p", 321, ["t::one", "t::two"])
-    code = main(["push", "--shard", "1/2", "--profile-folder", str(folder), "--project", "a/b", "--run-id", "1",
-                 "--commit", "a" * 40, "--dry-run", "--json"])
+    code = main(
+        [
+            "push",
+            "--shard",
+            "1/2",
+            "--profile-folder",
+            str(folder),
+            "--project",
+            "a/b",
+            "--run-id",
+            "1",
+            "--commit",
+            "a" * 40,
+            "--dry-run",
+            "--json",
+        ]
+    )
     shown = json.loads(capsys.readouterr().out)
     assert code == 0 and shown["benchmarks"] == 2 and "321.out" in shown["files"]
     assert shown["request"]["metadata"]["runPart"]["runPartId"] == "1" and shown["request"]["total"] == 2
@@ -258,9 +404,16 @@ def test_progress_is_live_on_a_terminal_and_silent_otherwise():
 
 
 def test_env_prints_what_was_detected_and_flags_win(monkeypatch, capsys):
-    for key, value in {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "77",
-                       "GITHUB_RUN_ATTEMPT": "2", "GITHUB_SHA": "1" * 40, "GITHUB_REF": "refs/heads/main",
-                       "GITHUB_JOB": "bench", "GITHUB_EVENT_NAME": "push"}.items():
+    for key, value in {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_REPOSITORY": "acme/widgets",
+        "GITHUB_RUN_ID": "77",
+        "GITHUB_RUN_ATTEMPT": "2",
+        "GITHUB_SHA": "1" * 40,
+        "GITHUB_REF": "refs/heads/main",
+        "GITHUB_JOB": "bench",
+        "GITHUB_EVENT_NAME": "push",
+    }.items():
         monkeypatch.setenv(key, value)
     assert main(["env", "--json", "--run-id", "override"]) == 0
     detected = json.loads(capsys.readouterr().out)

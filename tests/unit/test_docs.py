@@ -22,8 +22,17 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 # CodSpeedHQ/action's inputs (its README and action.yml: v3, and v4's mode): a workflow here may set no other.
-CODSPEED_ACTION_INPUTS = {"token", "run", "working-directory", "upload-url", "runner-version", "instruments",
-                          "mongo_uri_env_name", "shell", "mode"}
+CODSPEED_ACTION_INPUTS = {
+    "token",
+    "run",
+    "working-directory",
+    "upload-url",
+    "runner-version",
+    "instruments",
+    "mongo_uri_env_name",
+    "shell",
+    "mode",
+}
 LANGUAGES = {"sh", "yaml", "toml", "json", "text"}
 FENCE = re.compile(r"(?:<!-- docs-check: ([\w-]+) -->\n)?^```(\w*)\n(.*?)^```$", re.M | re.S)
 
@@ -42,7 +51,7 @@ def commands(script: str) -> list[list[str]]:
     for line in script.replace("\\\n", " ").splitlines():
         words = shlex.split(re.sub(r"\$\([^)]*\)", "SUBSTITUTED", line), comments=True)
         ends = [i for i, word in enumerate(words) if word in ("&", "&&", "|", "||", ";", ">", ">>")]
-        words = words[:ends[0]] if ends else words
+        words = words[: ends[0]] if ends else words
         while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
             words.pop(0)
         if words and Path(words[0]).name in ("codspeed-client", "codspeed-aggregator"):
@@ -65,7 +74,7 @@ def test_every_block_says_what_it_is():
 
 def test_every_shell_line_of_ours_parses():
     seen = 0
-    for page, language, _, text in blocks():
+    for _page, language, _, text in blocks():
         if language == "sh":
             for words in commands(text):
                 parses(words)
@@ -76,8 +85,13 @@ def test_every_shell_line_of_ours_parses():
 def test_make_targets_named_in_the_docs_exist():
     makefile = (ROOT / "Makefile").read_text()
     targets = set(re.findall(r"^([\w-]+):", makefile, re.M))
-    named = {line.split()[1] for _, language, _, text in blocks() if language == "sh"
-             for line in text.splitlines() if line.startswith("make ")}
+    named = {
+        line.split()[1]
+        for _, language, _, text in blocks()
+        if language == "sh"
+        for line in text.splitlines()
+        if line.startswith("make ")
+    }
     assert named and named <= targets, named - targets
 
 
@@ -155,8 +169,11 @@ def test_the_readmes_routes_are_the_docs_pages_own():
 
 
 def _circleci_runs(job: dict) -> list[str]:
-    return [step["run"] if isinstance(step["run"], str) else step["run"]["command"]
-            for step in job.get("steps", []) if isinstance(step, dict) and "run" in step]
+    return [
+        step["run"] if isinstance(step["run"], str) else step["run"]["command"]
+        for step in job.get("steps", [])
+        if isinstance(step, dict) and "run" in step
+    ]
 
 
 def test_gitlab_buildkite_and_circleci_pipelines_parse_and_name_their_jobs():
@@ -178,9 +195,11 @@ def test_gitlab_buildkite_and_circleci_pipelines_parse_and_name_their_jobs():
             else:
                 for workflow in pipeline["workflows"].values():
                     for entry in workflow["jobs"]:
-                        (name, spec), = entry.items() if isinstance(entry, dict) else ((entry, {}),)
+                        ((name, spec),) = entry.items() if isinstance(entry, dict) else ((entry, {}),)
                         assert name in pipeline["jobs"], f"{page}: workflow runs {name}, which is not a job"
-                        required = [next(iter(r)) if isinstance(r, dict) else r for r in (spec or {}).get("requires", [])]
+                        required = [
+                            next(iter(r)) if isinstance(r, dict) else r for r in (spec or {}).get("requires", [])
+                        ]
                         assert set(required) <= set(pipeline["jobs"]), f"{page}: {name} requires {required}"
                 for job in pipeline["jobs"].values():
                     scripts += _circleci_runs(job)
@@ -197,26 +216,48 @@ def _gates() -> list[tuple[str, list[str], bool]]:
     found = []
     for page, _, _, text in blocks("workflow"):
         gate = yaml.safe_load(text)["jobs"]["gate"]
-        commands_ = [step["with"].get("command", "push") for step in gate["steps"]
-                     if step.get("uses", "").startswith("acme/codspeed-shard-aggregator@")]
+        commands_ = [
+            step["with"].get("command", "push")
+            for step in gate["steps"]
+            if step.get("uses", "").startswith("acme/codspeed-shard-aggregator@")
+        ]
         found.append((f"{page} (GitHub)", commands_, gate.get("if") == "always()" and bool(gate.get("needs"))))
     for page, _, _, text in blocks("gitlab"):
         pipeline = yaml.safe_load(text)
         lines = pipeline["gate"].get("script", [])
-        found.append((f"{page} (GitLab)", [w[1] for line in lines for w in commands(line)],
-                      pipeline["gate"].get("when") == "always"))
+        found.append(
+            (
+                f"{page} (GitLab)",
+                [w[1] for line in lines for w in commands(line)],
+                pipeline["gate"].get("when") == "always",
+            )
+        )
     for page, _, _, text in blocks("buildkite"):
         steps = yaml.safe_load(text)["steps"]
         waits = [s for s in steps if "wait" in s]
-        found.append((f"{page} (Buildkite)", [w[1] for line in steps[-1]["command"] for w in commands(line)],
-                      bool(waits) and all(w.get("continue_on_failure") for w in waits)))
+        found.append(
+            (
+                f"{page} (Buildkite)",
+                [w[1] for line in steps[-1]["command"] for w in commands(line)],
+                bool(waits) and all(w.get("continue_on_failure") for w in waits),
+            )
+        )
     for page, _, _, text in blocks("circleci"):
         pipeline = yaml.safe_load(text)
-        [spec] = [entry["gate"] for w in pipeline["workflows"].values() for entry in w["jobs"]
-                  if isinstance(entry, dict) and "gate" in entry]
+        [spec] = [
+            entry["gate"]
+            for w in pipeline["workflows"].values()
+            for entry in w["jobs"]
+            if isinstance(entry, dict) and "gate" in entry
+        ]
         runs_anyway = all(isinstance(r, dict) and "failed" in next(iter(r.values())) for r in spec["requires"])
-        found.append((f"{page} (CircleCI)", [w[1] for line in _circleci_runs(pipeline["jobs"]["gate"])
-                                             for w in commands(line)], runs_anyway))
+        found.append(
+            (
+                f"{page} (CircleCI)",
+                [w[1] for line in _circleci_runs(pipeline["jobs"]["gate"]) for w in commands(line)],
+                runs_anyway,
+            )
+        )
     return found
 
 
@@ -254,9 +295,13 @@ def test_the_readme_stays_short_and_links_only_what_exists():
 
 
 def _build(config_dir: Path, site: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
-                          cwd=config_dir, capture_output=True, text=True, env={"NO_MKDOCS_2_WARNING": "1",
-                                                                               "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        cwd=config_dir,
+        capture_output=True,
+        text=True,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
@@ -270,8 +315,10 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path):
     copy.mkdir()
     (copy / "mkdocs.yml").write_text((ROOT / "mkdocs.yml").read_text())
     subprocess.run(["cp", "-r", str(ROOT / "docs"), str(copy / "docs")], check=True)
-    for broken, said in (("[x](client.md#no-such-anchor)", "does not contain an anchor '#no-such-anchor'"),
-                         ("[x](no-such-page.md)", "'no-such-page.md', but the target is not found")):
+    for broken, said in (
+        ("[x](client.md#no-such-anchor)", "does not contain an anchor '#no-such-anchor'"),
+        ("[x](no-such-page.md)", "'no-such-page.md', but the target is not found"),
+    ):
         page = copy / "docs" / "api.md"
         kept = page.read_text()
         page.write_text(kept + f"\n{broken}\n")

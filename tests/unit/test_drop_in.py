@@ -15,8 +15,11 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def _meta(run_part, executor="valgrind", **kwargs) -> UploadMetadata:
-    return UploadMetadata.model_validate(runner.metadata(b"archive", executor=executor, owner="acme", repository="app",
-                                                         commit=COMMIT, run_part=run_part, **kwargs))
+    return UploadMetadata.model_validate(
+        runner.metadata(
+            b"archive", executor=executor, owner="acme", repository="app", commit=COMMIT, run_part=run_part, **kwargs
+        )
+    )
 
 
 def test_a_github_matrix_job_is_a_shard_of_the_workflow_run_with_the_matrix_size_as_manifest():
@@ -30,12 +33,28 @@ def test_a_github_matrix_job_is_a_shard_of_the_workflow_run_with_the_matrix_size
 
 def test_a_re_run_is_the_same_shard_and_another_executor_or_invocation_is_another():
     def place(executor="valgrind", run_index=0, shard=1):
-        return shard_of(_meta(runner.github_run_part("1", "bench", executor, matrix={"shard": shard}, job_index=shard - 1,
-                                                     job_total=2, run_index=run_index), executor=executor))
+        return shard_of(
+            _meta(
+                runner.github_run_part(
+                    "1",
+                    "bench",
+                    executor,
+                    matrix={"shard": shard},
+                    job_index=shard - 1,
+                    job_total=2,
+                    run_index=run_index,
+                ),
+                executor=executor,
+            )
+        )
 
     assert place().shard == place().shard
     assert len({place().shard, place("walltime").shard, place(run_index=1).shard, place(shard=2).shard}) == 4
-    assert {place().variant, place("walltime").variant, place(run_index=1).variant} == {"valgrind/0", "walltime/0", "valgrind/1"}
+    assert {place().variant, place("walltime").variant, place(run_index=1).variant} == {
+        "valgrind/0",
+        "walltime/0",
+        "valgrind/1",
+    }
     assert place(shard=2).variant == place().variant  # the manifest counts jobs per variant
 
 
@@ -64,10 +83,15 @@ def test_gitlab_jobs_of_one_pipeline_are_grouped_by_commit_and_ref_with_parallel
 def test_without_a_run_part_an_upload_is_a_run_of_one():
     place = shard_of(_meta(None, environment="BUILDKITE", gh_data={"runId": "build-9", "job": "bench"}))
     assert (place.run_id, place.label, place.manifest) == (f"{COMMIT[:12]}-build-9-bench", "1", Manifest(total=1))
-    walltime = shard_of(_meta(None, executor="walltime", environment="BUILDKITE", gh_data={"runId": "build-9", "job": "bench"}))
+    walltime = shard_of(
+        _meta(None, executor="walltime", environment="BUILDKITE", gh_data={"runId": "build-9", "job": "bench"})
+    )
     assert "!" in place.shard and walltime.shard != place.shard and walltime.run_id == place.run_id
     # a run opened before job keys keeps shard 1 of each executor, as it was keyed then
-    assert place.keyed_for(False) == ("1", Manifest(total=1, indexed=True)) and walltime.keyed_for(False)[0] == "1~walltime"
+    assert (
+        place.keyed_for(False) == ("1", Manifest(total=1, indexed=True))
+        and walltime.keyed_for(False)[0] == "1~walltime"
+    )
     assert place.keyed_for(True) == (place.shard, place.manifest)
 
 
@@ -86,8 +110,9 @@ def test_a_run_id_that_is_not_a_usable_name_is_made_one():
 
 def test_each_job_of_a_workflow_is_a_group_and_a_plain_job_is_a_group_of_one():
     plain = shard_of(_meta(runner.github_run_part("9", "lint-bench", "walltime"), executor="walltime"))
-    matrix = shard_of(_meta(runner.github_run_part("9", "bench", "valgrind", matrix={"shard": 2}, job_index=1,
-                                                   job_total=3)))
+    matrix = shard_of(
+        _meta(runner.github_run_part("9", "bench", "valgrind", matrix={"shard": 2}, job_index=1, job_total=3))
+    )
     assert (plain.run_id, plain.group, plain.manifest) == ("9", "lint-bench", Manifest(total=1))
     assert (matrix.run_id, matrix.group, matrix.manifest) == ("9", "bench", Manifest(total=3))
     odd = shard_of(_meta(runner.github_run_part("9", "bench|py 3.12 ünï" * 8, "valgrind")))
@@ -99,8 +124,9 @@ def test_a_runner_label_reads_as_its_job_and_matrix_and_the_raw_id_is_kept_besid
 
     matrix = runner.github_run_part("1", "bench", "valgrind", matrix={"shard": 1}, job_index=0, job_total=3)
     assert display_label(matrix["runPartId"]) == "bench [shard 1, job 1/3]"
-    other = runner.github_run_part("1", "bench", "walltime", matrix={"python": "3.12"}, job_index=1, job_total=2,
-                                   run_index=1)
+    other = runner.github_run_part(
+        "1", "bench", "walltime", matrix={"python": "3.12"}, job_index=1, job_total=2, run_index=1
+    )
     assert display_label(other["runPartId"]) == "bench [python 3.12, job 2/2, walltime, run-index 1]"
     assert display_label(runner.github_run_part("1", "lint", "valgrind")["runPartId"]) == "lint"
     assert display_label(runner.gitlab_run_part("9", "bench 2/4", "valgrind")["runPartId"]) == "bench 2/4"

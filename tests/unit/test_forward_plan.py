@@ -9,13 +9,22 @@ from codspeed_aggregator.domain.uploads import Upload
 
 
 def _plan() -> ForwardPlan:
-    shards = {name: ShardRecord(name=name, state=ARRIVED, key=f"bundles/p/r/{name}/u.tar.gz", pids=[1], group=group)
-              for name, group in (("a", ""), ("b", ""), ("c", ""), ("w", "wall"))}
+    shards = {
+        name: ShardRecord(name=name, state=ARRIVED, key=f"bundles/p/r/{name}/u.tar.gz", pids=[1], group=group)
+        for name, group in (("a", ""), ("b", ""), ("c", ""), ("w", "wall"))
+    }
     carried = {"c": {"from_run": "7001", "key": shards["c"].key}}
     uploads = [Upload(("a",), True, "", "g-1"), Upload(("w",), False, "wall"), Upload(("b", "c"), True, "", "g-2")]
-    return ForwardPlan(run=RunRecord(project="p", run_id="r", groups={}), shards=shards,
-                       completion=Completion({"c": shards["c"]}, {"carried": carried}), baseline_run="7001",
-                       base_metadata={"commitHash": "abc"}, uploads=uploads, part_ids=["i0", "i1", "i2"], todo=[0, 2])
+    return ForwardPlan(
+        run=RunRecord(project="p", run_id="r", groups={}),
+        shards=shards,
+        completion=Completion({"c": shards["c"]}, {"carried": carried}),
+        baseline_run="7001",
+        base_metadata={"commitHash": "abc"},
+        uploads=uploads,
+        part_ids=["i0", "i1", "i2"],
+        todo=[0, 2],
+    )
 
 
 def test_a_part_holds_only_its_own_shards_and_its_place_among_its_groups_merged_parts():

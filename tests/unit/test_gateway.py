@@ -37,13 +37,20 @@ def test_the_event_is_an_http_api_v2_event():
     seen = []
     server = start_gateway(lambda event, context: seen.append(event) or {"statusCode": 204, "body": ""})
     try:
-        requests.get(f"http://127.0.0.1:{server.server_address[1]}/v1/runs/a/b/c?format=markdown",
-                     headers={"Authorization": "t"}, timeout=10)
+        requests.get(
+            f"http://127.0.0.1:{server.server_address[1]}/v1/runs/a/b/c?format=markdown",
+            headers={"Authorization": "t"},
+            timeout=10,
+        )
     finally:
         server.shutdown()
         server.server_close()
     event = seen[0]
-    assert (event["version"], event["rawPath"], event["queryStringParameters"]) == ("2.0", "/v1/runs/a/b/c", {"format": "markdown"})
+    assert (event["version"], event["rawPath"], event["queryStringParameters"]) == (
+        "2.0",
+        "/v1/runs/a/b/c",
+        {"format": "markdown"},
+    )
     assert event["requestContext"]["http"]["method"] == "GET" and event["headers"]["authorization"] == "t"
 
 
@@ -51,8 +58,13 @@ def test_a_response_over_lambdas_6_mb_payload_is_the_500_api_gateway_answers():
     from codspeed_local.limits import LAMBDA_SYNC_PAYLOAD
 
     sizes = {"under": LAMBDA_SYNC_PAYLOAD - 1024, "over": LAMBDA_SYNC_PAYLOAD + 1}
-    server = start_gateway(lambda event, context: {"statusCode": 200, "headers": {"content-type": "text/plain"},
-                                                   "body": "x" * sizes[event["rawPath"].strip("/")]})
+    server = start_gateway(
+        lambda event, context: {
+            "statusCode": 200,
+            "headers": {"content-type": "text/plain"},
+            "body": "x" * sizes[event["rawPath"].strip("/")],
+        }
+    )
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         under, over = requests.get(f"{base}/under", timeout=30), requests.get(f"{base}/over", timeout=30)
@@ -67,8 +79,12 @@ def test_a_request_whose_event_is_over_6_mb_never_reaches_the_handler():
     seen = []
     server = start_gateway(lambda event, context: seen.append(1) or {"statusCode": 200, "body": ""})
     try:
-        answer = requests.post(f"http://127.0.0.1:{server.server_address[1]}/v1/uploads", data=b"\x00" * (5 << 20),
-                               headers={"content-type": "application/octet-stream"}, timeout=30)  # base64: over 6 MB
+        answer = requests.post(
+            f"http://127.0.0.1:{server.server_address[1]}/v1/uploads",
+            data=b"\x00" * (5 << 20),
+            headers={"content-type": "application/octet-stream"},
+            timeout=30,
+        )  # base64: over 6 MB
     finally:
         server.shutdown()
         server.server_close()

@@ -7,8 +7,16 @@ import pytest
 
 from codspeed_aggregator.domain.errors import BadBundle
 from codspeed_aggregator.domain.keys import (
-    bundle_key, index_key, is_report_key, legacy_report_prefix, normalized_key, parse_bundle_key, report_key,
-    report_prefix, run_bundles_prefix, spool_key,
+    bundle_key,
+    index_key,
+    is_report_key,
+    legacy_report_prefix,
+    normalized_key,
+    parse_bundle_key,
+    report_key,
+    report_prefix,
+    run_bundles_prefix,
+    spool_key,
 )
 
 PROJECTS = ["grp/sub", "grp/sub/repo", "grp/sub/repo/deeper", "a/b", "a/bc", "a.b/c-d_e"]
@@ -18,8 +26,15 @@ RUN_IDS = ["repo", "v1secret", "deeper", "7002", "7002~2", "7002~20", "x:y+z", "
 def _places(project: str, run_id: str) -> list[str]:
     """Every key and prefix of one run: what a listing, a tag or a read of it may reach."""
     bundle = bundle_key(project, run_id, "1", "0123abcd")
-    return [run_bundles_prefix(project, run_id), bundle, normalized_key(bundle), index_key(bundle),
-            report_prefix(project, run_id), report_key(project, run_id, 3), spool_key(project, run_id, 0)]
+    return [
+        run_bundles_prefix(project, run_id),
+        bundle,
+        normalized_key(bundle),
+        index_key(bundle),
+        report_prefix(project, run_id),
+        report_key(project, run_id, 3),
+        spool_key(project, run_id, 0),
+    ]
 
 
 def test_no_runs_keys_are_a_prefix_of_another_projects_or_runs():
@@ -45,8 +60,15 @@ def test_keys_of_the_layout_before_are_read_for_one_release():
     assert not is_report_key(old, "reports/grp/sub/repo/v1secret/v0000000001.json")  # another project's run
 
 
-@pytest.mark.parametrize("key", ["bundles/grp%2F..%2Fx/r/1/u.tar.gz", "bundles/only-one/r/1/u.tar.gz",
-                                 "bundles/grp%2Fsub/r/1/u.zip", "reports/grp%2Fsub/r/1/u.tar.gz"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "bundles/grp%2F..%2Fx/r/1/u.tar.gz",
+        "bundles/only-one/r/1/u.tar.gz",
+        "bundles/grp%2Fsub/r/1/u.zip",
+        "reports/grp%2Fsub/r/1/u.tar.gz",
+    ],
+)
 def test_a_key_that_is_no_bundle_key_is_refused_by_name(key):
     with pytest.raises(BadBundle, match=f"object key {key!r} is not a bundle key"):
         parse_bundle_key(key)

@@ -30,9 +30,13 @@ def test_no_manifest_never_completes_by_itself():
 def test_a_run_is_complete_when_every_group_seen_is():
     from codspeed_aggregator.domain.ledger import RunRecord, variant_key
 
-    run = RunRecord(project="a/b", run_id="1", groups={"a": Manifest(total=3), "b": Manifest(total=1)},
-                    variants=(variant_key("a", "valgrind/0"), variant_key("b", "valgrind/0"), variant_key("b", "walltime/1")),
-                    group_counts={"a": 3, "b": 1})
+    run = RunRecord(
+        project="a/b",
+        run_id="1",
+        groups={"a": Manifest(total=3), "b": Manifest(total=1)},
+        variants=(variant_key("a", "valgrind/0"), variant_key("b", "valgrind/0"), variant_key("b", "walltime/1")),
+        group_counts={"a": 3, "b": 1},
+    )
     assert not run.complete() and run.expected_count() == 5  # b: one job, two executors
     run.group_counts["b"] = 2
     assert run.complete() and "3 shards in job a; 1 shard in job b" == run.describe()
@@ -42,8 +46,13 @@ def test_a_run_is_complete_when_every_group_seen_is():
 def test_a_run_opened_with_skips_is_complete_when_the_others_are_in():
     from codspeed_aggregator.domain.ledger import RunRecord
 
-    run = RunRecord(project="a/b", run_id="1", groups={"": Manifest(total=4, indexed=True), "job": Manifest(total=1)},
-                    skipped=("3", "9"), group_counts={"": 2, "job": 1})
+    run = RunRecord(
+        project="a/b",
+        run_id="1",
+        groups={"": Manifest(total=4, indexed=True), "job": Manifest(total=1)},
+        skipped=("3", "9"),
+        group_counts={"": 2, "job": 1},
+    )
     assert not run.complete() and run.skipped_in("", run.groups[""]) == 1  # 9 is none of its shards
     run.group_counts[""] = 3
     assert run.complete() and run.skipped_in("job", run.groups["job"]) == 0  # a runner's job group names no skips
@@ -71,11 +80,18 @@ def test_manifest_round_trips_through_its_item():
 def test_a_client_group_of_two_executors_expects_each_executors_shards_and_skips_carry_both():
     from codspeed_aggregator.domain.ledger import RunRecord, variant_key
 
-    run = RunRecord(project="a/b", run_id="1", groups={"": Manifest(total=3, indexed=True)}, skipped=("3",),
-                    variants=(variant_key("", "walltime"), variant_key("", "valgrind")), group_counts={"": 3})
+    run = RunRecord(
+        project="a/b",
+        run_id="1",
+        groups={"": Manifest(total=3, indexed=True)},
+        skipped=("3",),
+        variants=(variant_key("", "walltime"), variant_key("", "valgrind")),
+        group_counts={"": 3},
+    )
     assert run.executors_of("") == ("valgrind", "walltime")  # valgrind's first: its shards are keyed by name alone
     assert run.skipped_in("", run.groups[""]) == 2 and not run.complete()  # 1, 2 of one executor, 1 of the other
     run.group_counts[""] = 4
     assert run.complete() and run.expected_count() == 6
     assert RunRecord(project="a/b", run_id="1", groups={"": Manifest(total=3, indexed=True)}).executors_of("") == (
-        "valgrind",)  # none pushed yet
+        "valgrind",
+    )  # none pushed yet

@@ -90,7 +90,9 @@ def test_merged_archive_is_one_gzip_member_whose_md5_is_reported_and_stable():
 def test_gnu_tar_reads_the_merged_archive(tmp_path):
     archive, _ = _merge([_shard(str(i), bundle(4242)) for i in (1, 2)])
     (tmp_path / "merged.tar.gz").write_bytes(archive)
-    listing = subprocess.run(["tar", "-tzf", str(tmp_path / "merged.tar.gz")], capture_output=True, text=True, check=True)
+    listing = subprocess.run(
+        ["tar", "-tzf", str(tmp_path / "merged.tar.gz")], capture_output=True, text=True, check=True
+    )
     assert "./4243.out" in listing.stdout.split()
 
 
@@ -126,9 +128,16 @@ def test_real_pytest_codspeed_folders_merge_with_each_pid_its_results_and_its_lo
         results = __import__("json").loads(members[f"./results/{pid}.json"])
         assert results["creator"] == {"name": "pytest-codspeed", "version": "5.0.4", "pid": pid}
         assert f"./environment-{pid}.json" in members and f"./valgrind.{pid}.log" in members
-    assert sorted(n for n in members if n.startswith("./runner")) == ["./runner.log", "./runner.shard-2.log", "./runner.shard-3.log"]
+    assert sorted(n for n in members if n.startswith("./runner")) == [
+        "./runner.log",
+        "./runner.shard-2.log",
+        "./runner.shard-3.log",
+    ]
     assert sorted(n for n in members if n.endswith("gitignore")) == [
-        "./results/.gitignore", "./results/.shard-2.gitignore", "./results/.shard-3.gitignore"]
+        "./results/.gitignore",
+        "./results/.shard-2.gitignore",
+        "./results/.shard-3.gitignore",
+    ]
     assert len(members) == 3 * 6  # nothing any shard had is left out
 
 
@@ -177,8 +186,11 @@ def _unchecked(name: str, data: bytes) -> tuple[ShardBundle, "_CountingOpens"]:
 
 
 def test_bundles_not_validated_before_are_checked_and_read_once_while_merging():
-    datas = {"1": bundle(5, ["a::x"]), "2": tar_gz({**profile_members(5, ["b::x"]), **profile_members(6, ["b::y"])}),
-             "3": bundle(6, ["c::x"])}
+    datas = {
+        "1": bundle(5, ["a::x"]),
+        "2": tar_gz({**profile_members(5, ["b::x"]), **profile_members(6, ["b::y"])}),
+        "3": bundle(6, ["c::x"]),
+    }
     pairs = {name: _unchecked(name, data) for name, data in datas.items()}
     archive, result = _merge([shard for shard, _ in pairs.values()])
     assert {name: (o.opens, o.read) for name, (_, o) in pairs.items()} == {n: (1, len(d)) for n, d in datas.items()}
@@ -195,11 +207,14 @@ def test_bundles_not_validated_before_are_checked_and_read_once_while_merging():
     assert sorted(_members(eager)) != [] and len(_members(eager)) == len(members)
 
 
-@pytest.mark.parametrize("bad, reason", [
-    (tar_gz({"./9.out": b"# callgrind format\nversion: 1\npid: 8\n"}), "9.out declares 'pid: 8'"),
-    (b"\x1f\x8b" + b"\x00" * 20, "gzip"),
-    (tar_gz({"./notes.txt": b"no profile"}), "holds no <pid>.out"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        (tar_gz({"./9.out": b"# callgrind format\nversion: 1\npid: 8\n"}), "9.out declares 'pid: 8'"),
+        (b"\x1f\x8b" + b"\x00" * 20, "gzip"),
+        (tar_gz({"./notes.txt": b"no profile"}), "holds no <pid>.out"),
+    ],
+)
 def test_a_bundle_checked_while_merging_stops_the_merge_with_its_name_and_reason(bad, reason):
     from codspeed_aggregator.domain.merge import ShardRefused
 
@@ -221,9 +236,11 @@ def test_a_merge_is_the_same_bytes_on_one_compressing_thread_as_on_two(monkeypat
     shards = [_shard("1", tar_gz(members)), _shard("2", bundle(4242, ["t::c"]))]
     written, opened = {}, gz.igzip_threaded.open
     for cores in (1, 2):
-        monkeypatch.setattr(gz, "usable_cores", lambda: cores)
+        monkeypatch.setattr(gz, "usable_cores", lambda cores=cores: cores)
         threads = []
-        monkeypatch.setattr(gz.igzip_threaded, "open", lambda *a, **k: threads.append(k["threads"]) or opened(*a, **k))
+        monkeypatch.setattr(
+            gz.igzip_threaded, "open", lambda *a, seen=threads, **k: seen.append(k["threads"]) or opened(*a, **k)
+        )
         written[cores] = _merge(shards)[0]
         assert threads == [cores]
     assert written[1] == written[2] and _members(written[2])["./runner.log"] == members["./runner.log"]

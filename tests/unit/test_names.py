@@ -1,5 +1,6 @@
-import re
 """Run ids, attempts included (``<run>~N``), as the client and the API check them."""
+
+import re
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -19,15 +20,18 @@ def test_run_ids_and_their_attempts_are_accepted(value):
     assert run_id_problem(value) is None and _Named(run_id=value).run_id == value
 
 
-@pytest.mark.parametrize("value, says", [
-    ("7002~0", "'7002~0' names attempt 0: attempts count from 1 (<run> itself is attempt 1)"),
-    ("7002~", "'7002~' ends with '~' but names no attempt: give <run>~N, N from 1"),
-    ("7002~x", "'7002~x' names attempt 'x': an attempt is a number from 1 to 9999"),
-    ("7002~10000", "'7002~10000' names attempt '10000': an attempt is a number from 1 to 9999"),
-    ("7002~2~3", "'7002~2~3' names attempt '2~3': an attempt is a number from 1 to 9999"),
-    ("run 1", "'run 1' is not a run id: letters, digits and _.:+- only (up to 128), then ~N for attempt N"),
-    ("~2", "'~2' is not a run id"),
-])
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("7002~0", "'7002~0' names attempt 0: attempts count from 1 (<run> itself is attempt 1)"),
+        ("7002~", "'7002~' ends with '~' but names no attempt: give <run>~N, N from 1"),
+        ("7002~x", "'7002~x' names attempt 'x': an attempt is a number from 1 to 9999"),
+        ("7002~10000", "'7002~10000' names attempt '10000': an attempt is a number from 1 to 9999"),
+        ("7002~2~3", "'7002~2~3' names attempt '2~3': an attempt is a number from 1 to 9999"),
+        ("run 1", "'run 1' is not a run id: letters, digits and _.:+- only (up to 128), then ~N for attempt N"),
+        ("~2", "'~2' is not a run id"),
+    ],
+)
 def test_a_bad_run_id_or_attempt_is_refused_in_one_sentence_naming_it(value, says):
     assert run_id_problem(value).startswith(says)
     with pytest.raises(ValidationError, match="run_id") as caught:
@@ -44,8 +48,13 @@ def test_an_attempt_past_the_limit_is_refused_and_none_names_the_latest():
 def test_a_name_is_whole_a_trailing_newline_never_passes_a_rule():
     from codspeed_rules.names import is_ci_url, is_commit, is_project, is_run_id, is_shard_name, pull_request
 
-    for check, good in ((is_project, "acme/widgets"), (is_run_id, "96230139"), (is_shard_name, "lint"),
-                        (is_commit, "a" * 40), (is_ci_url, "https://ci.example/run/1")):
+    for check, good in (
+        (is_project, "acme/widgets"),
+        (is_run_id, "96230139"),
+        (is_shard_name, "lint"),
+        (is_commit, "a" * 40),
+        (is_ci_url, "https://ci.example/run/1"),
+    ):
         assert check(good) and not check(good + "\n"), check.__name__
     assert pull_request("refs/pull/7/merge") == 7 and pull_request("refs/pull/7/merge\n") is None
 

@@ -10,13 +10,21 @@ import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from codspeed_aggregator.domain import gz
 from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
 from codspeed_rules import bundle as rules
 from codspeed_rules.normalize import (
-    GZIP_HEADER, INFLATED_ALONE, NORMALIZED_HEADER, Normalizer, Normalizing, NotNormalized, Verifier, closed,
+    GZIP_HEADER,
+    INFLATED_ALONE,
+    NORMALIZED_HEADER,
+    Normalizer,
+    Normalizing,
+    NotNormalized,
+    Verifier,
+    closed,
 )
 from tests.factories import arrival, profile_members, segment_ends, tar_gz
 
@@ -42,16 +50,20 @@ def inflated_alone(index: dict) -> dict:
 def shape(index: dict) -> dict:
     """An index without where its segments sit in the object (several places can be right: a
     stored block that ends with the bytes a full flush ends with closes its segment too)."""
-    return {**index, "object": None, "end": index["end"][::3] if index["end"] else None,
-            "members": [{**m, "segments": [[k, u, c] for k, _, _, u, c in m["segments"]]} for m in index["members"]]}
+    return {
+        **index,
+        "object": None,
+        "end": index["end"][::3] if index["end"] else None,
+        "members": [{**m, "segments": [[k, u, c] for k, _, _, u, c in m["segments"]]} for m in index["members"]],
+    }
 
 
 def stand_alone(bundle: bytes, index: dict) -> bool:
     """Every segment inflates alone to its length and CRC-32, and ends closed."""
     for member in index["members"]:
-        for kind, offset, length, unpacked, crc in member["segments"]:
+        for _kind, offset, length, unpacked, crc in member["segments"]:
             inflate = zlib.decompressobj(-15)
-            data = inflate.decompress(bundle[offset:offset + length])
+            data = inflate.decompress(bundle[offset : offset + length])
             if (len(data), zlib.crc32(data)) != (unpacked, crc) or not closed(inflate):
                 return False
     return True
@@ -101,7 +113,9 @@ def test_only_a_closed_segment_passes_the_closing_test():
     data = b"callgrind cost lines " * 500
     full = comp.compress(data) + comp.flush(zlib.Z_FULL_FLUSH)
     open_block = zlib.compressobj(6, zlib.DEFLATED, -15)
-    partial = open_block.compress("".join(f"{i * 7919 % 100003} " for i in range(200_000)).encode())  # blocks unfinished
+    partial = open_block.compress(
+        "".join(f"{i * 7919 % 100003} " for i in range(200_000)).encode()
+    )  # blocks unfinished
     final = zlib.compressobj(6, zlib.DEFLATED, -15)
     finished = final.compress(data) + final.flush()
     stored_open = b"\x00" + struct.pack("<HH", 10, 0xFFFF ^ 10) + b"abc"  # a stored block of 10 bytes, 3 given
@@ -130,14 +144,18 @@ def _tar() -> bytes:
 def test_a_marked_bundle_with_one_unbroken_deflate_stream_is_not_normalized():
     tar = _tar()
     comp = zlib.compressobj(6, zlib.DEFLATED, -15)
-    with pytest.raises(NotNormalized, match="a header segment ends the deflate stream: it cannot be copied into another"):
+    with pytest.raises(
+        NotNormalized, match="a header segment ends the deflate stream: it cannot be copied into another"
+    ):
         verified(_marked(comp.compress(tar) + comp.flush(), tar))
 
 
 def test_a_marked_bundle_flushed_elsewhere_than_at_its_members_is_not_normalized():
     tar = _tar()
     comp = zlib.compressobj(6, zlib.DEFLATED, -15)
-    deflate = b"".join(comp.compress(tar[at:at + 700]) + comp.flush(zlib.Z_FULL_FLUSH) for at in range(0, len(tar), 700))
+    deflate = b"".join(
+        comp.compress(tar[at : at + 700]) + comp.flush(zlib.Z_FULL_FLUSH) for at in range(0, len(tar), 700)
+    )
     with pytest.raises(NotNormalized, match="does not end where the tar's member does"):
         verified(_marked(deflate + comp.flush(), tar))
 
@@ -145,9 +163,15 @@ def test_a_marked_bundle_flushed_elsewhere_than_at_its_members_is_not_normalized
 def test_segments_that_refer_to_the_one_before_them_are_not_normalized():
     # a sync flush ends where a full flush would, but keeps the history: the same member twice
     # is then coded as a reference to the first
-    tar = gzip.decompress(tar_gz({"./4242.out": profile_members(4242, ["t::a"])["./4242.out"],
-                                  "./copy.txt": b"the same bytes again and again\n" * 200,
-                                  "./again.txt": b"the same bytes again and again\n" * 200}))
+    tar = gzip.decompress(
+        tar_gz(
+            {
+                "./4242.out": profile_members(4242, ["t::a"])["./4242.out"],
+                "./copy.txt": b"the same bytes again and again\n" * 200,
+                "./again.txt": b"the same bytes again and again\n" * 200,
+            }
+        )
+    )
     bundle, _ = packed(tar, full_flush=zlib.Z_SYNC_FLUSH)
     with pytest.raises(NotNormalized, match="does not inflate alone"):
         verified(bundle)
@@ -159,10 +183,13 @@ def test_a_marked_bundle_with_bytes_after_its_trailer_is_not_normalized():
         verified(bundle + gzip.compress(b"more"))
 
 
-@pytest.mark.parametrize("damage, reason", [
-    (lambda b: b[:-8] + bytes([b[-8] ^ 1]) + b[-7:], "truncated or corrupt"),
-    (lambda b: b[: len(b) // 2], "truncated or corrupt"),
-])
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda b: b[:-8] + bytes([b[-8] ^ 1]) + b[-7:], "truncated or corrupt"),
+        (lambda b: b[: len(b) // 2], "truncated or corrupt"),
+    ],
+)
 def test_a_damaged_marked_bundle_is_refused_as_any_damaged_bundle(damage, reason):
     bundle, _ = packed(_tar())
     with pytest.raises(rules.BadBundle, match=reason):
@@ -171,7 +198,7 @@ def test_a_damaged_marked_bundle_is_refused_as_any_damaged_bundle(damage, reason
 
 def test_an_unmarked_bundle_is_not_verified_and_without_a_normalizer_is_refused_for_it():
     bundle, _ = packed(_tar())
-    plain = GZIP_HEADER + bundle[len(NORMALIZED_HEADER):]  # the same stream, without the mark
+    plain = GZIP_HEADER + bundle[len(NORMALIZED_HEADER) :]  # the same stream, without the mark
     reading = normalizing(None)
     with pytest.raises(NotNormalized, match="not marked"):
         validate_bundle(io.BytesIO(plain), gunzip=reading.gunzip, tap=reading.tap)
@@ -197,7 +224,8 @@ def test_without_verifying_a_marked_bundle_is_normalized_again():
 members = st.dictionaries(
     st.sampled_from(["./runner.log", "./a/b.txt", "./results/7.json", "./perf-7.map", "./x" * 60]),
     st.binary(max_size=3000) | st.sampled_from([b"", b"\x00\x00\xff\xff" * 300, b"pid: 3\n" * 100]),
-    max_size=4)
+    max_size=4,
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -278,17 +306,24 @@ def test_a_sub_second_pax_mtime_is_harmless_the_bundle_is_indexed_and_spliced_as
     spliced, merged = io.BytesIO(), io.BytesIO()
     splice([NormalizedShard("1", tuple(summary.pids), index, lambda: io.BytesIO(copy))], spliced)
     merge_bundles([ShardBundle("1", tuple(summary.pids), lambda: io.BytesIO(bundle))], merged)
-    with tarfile.open(fileobj=io.BytesIO(spliced.getvalue())) as a, tarfile.open(fileobj=io.BytesIO(merged.getvalue())) as b:
-        assert [(m.name, m.size, m.mtime) for m in a.getmembers()] == [(m.name, m.size, m.mtime) for m in b.getmembers()]
+    with (
+        tarfile.open(fileobj=io.BytesIO(spliced.getvalue())) as a,
+        tarfile.open(fileobj=io.BytesIO(merged.getvalue())) as b,
+    ):
+        assert [(m.name, m.size, m.mtime) for m in a.getmembers()] == [
+            (m.name, m.size, m.mtime) for m in b.getmembers()
+        ]
 
 
 def _cut_at(tar: bytes, cuts: list[int], finish_last: bool) -> bytes:
     """A marked bundle of ``tar`` full-flushed at each offset of ``cuts``; the last piece ends the
     stream with Z_FINISH (a final block of data) or, as a normalizer writes, an empty final block."""
     comp = zlib.compressobj(6, zlib.DEFLATED, -15)
-    pieces = [tar[a:b] for a, b in zip([0, *cuts], [*cuts, len(tar)])]
+    pieces = [tar[a:b] for a, b in zip([0, *cuts], [*cuts, len(tar)], strict=False)]
     deflate = b"".join(comp.compress(p) + comp.flush(zlib.Z_FULL_FLUSH) for p in pieces[:-1])
-    deflate += comp.compress(pieces[-1]) + (comp.flush() if finish_last else comp.flush(zlib.Z_FULL_FLUSH) + b"\x03\x00")
+    deflate += comp.compress(pieces[-1]) + (
+        comp.flush() if finish_last else comp.flush(zlib.Z_FULL_FLUSH) + b"\x03\x00"
+    )
     return _marked(deflate, tar)
 
 

@@ -28,7 +28,10 @@ def test_merge_command_refuses_a_bad_bundle_by_name_and_writes_nothing(tmp_path,
     bad.write_bytes(b"not gzip")
     out = tmp_path / "merged.tar.gz"
     assert main(["merge", str(good), str(bad), "-o", str(out)]) == 7
-    assert capsys.readouterr().err.strip() == f"codspeed-aggregator: {bad} refused: the bundle is neither gzip-compressed nor a tar archive"
+    assert (
+        capsys.readouterr().err.strip()
+        == f"codspeed-aggregator: {bad} refused: the bundle is neither gzip-compressed nor a tar archive"
+    )
     assert not out.exists()
     assert main(["merge", str(tmp_path / "absent.tar.gz"), "-o", str(out)]) == 7
 
@@ -53,15 +56,18 @@ def _merged_by_the_finalizer(datas: list[bytes], out: Path) -> None:
     from codspeed_aggregator.domain.bundle import validate_bundle
     from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
 
-    shards = [ShardBundle(str(i), tuple(validate_bundle(io.BytesIO(d)).pids), lambda d=d: io.BytesIO(d))
-              for i, d in enumerate(datas, start=1)]
+    shards = [
+        ShardBundle(str(i), tuple(validate_bundle(io.BytesIO(d)).pids), lambda d=d: io.BytesIO(d))
+        for i, d in enumerate(datas, start=1)
+    ]
     with open(out, "wb") as f:
         merge_bundles(shards, f)
 
 
 @pytest.mark.parametrize("cores, how", [(4, "spliced"), (2, "recompressed")])
-def test_packed_runner_and_wrongly_marked_bundles_merge_into_what_the_finalizer_writes(tmp_path, capsys, monkeypatch,
-                                                                                        cores, how):
+def test_packed_runner_and_wrongly_marked_bundles_merge_into_what_the_finalizer_writes(
+    tmp_path, capsys, monkeypatch, cores, how
+):
     """With enough cores each is made ready to splice (verified, or normalized into a copy); on
     fewer, a runner's bundle makes the merge recompress all of them in one read."""
     from codspeed_aggregator import offline
@@ -75,8 +81,13 @@ def test_packed_runner_and_wrongly_marked_bundles_merge_into_what_the_finalizer_
     printed = capsys.readouterr().out
     assert printed.startswith("merged 3 bundles") and f"({how})" in printed and "2 pids renumbered" in printed
     assert _outs(tmp_path / "merged.tar.gz") == _outs(tmp_path / "expected.tar.gz")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["expected.tar.gz", "merged.tar.gz", "shard1.tar.gz",
-                                                          "shard2.tar.gz", "shard3.tar.gz"]  # no scratch left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "expected.tar.gz",
+        "merged.tar.gz",
+        "shard1.tar.gz",
+        "shard2.tar.gz",
+        "shard3.tar.gz",
+    ]  # no scratch left
 
 
 def test_on_two_cores_a_runner_bundle_is_not_normalized_before_the_merge_recompresses_it(tmp_path, capsys, monkeypatch):
@@ -115,8 +126,10 @@ def test_a_packed_bundle_that_fails_a_check_is_refused_by_name_and_nothing_is_wr
     paths = _write(tmp_path, [packed(bundle()), bad])
     out = tmp_path / "merged.tar.gz"
     assert main(["merge", *paths, "-o", str(out)]) == 7
-    assert capsys.readouterr().err.strip() == (f"codspeed-aggregator: {paths[1]} refused: 4242.out is not a callgrind file "
-                                               "(no '# callgrind format' or 'version:' first line)")
+    assert capsys.readouterr().err.strip() == (
+        f"codspeed-aggregator: {paths[1]} refused: 4242.out is not a callgrind file "
+        "(no '# callgrind format' or 'version:' first line)"
+    )
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["shard1.tar.gz", "shard2.tar.gz"]
 
 
@@ -144,10 +157,17 @@ def test_the_merge_command_needs_no_aws_setting(tmp_path):
     import sys
 
     paths = _write(tmp_path, [bundle(4242, ["t1::b"]), bundle(4242, ["t2::b"])])
-    bare = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLE_", "BUCKET_", "FINALIZE_", "UPSTREAM_"))}
+    bare = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TABLE_", "BUCKET_", "FINALIZE_", "UPSTREAM_"))
+    }
     out = tmp_path / "merged.tar.gz"
-    done = subprocess.run([sys.executable, "-m", "codspeed_aggregator.cli", "merge", *paths, "-o", str(out)],
-                          env=bare, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "codspeed_aggregator.cli", "merge", *paths, "-o", str(out)],
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and "merged 2 bundles" in done.stdout, done.stderr
     with tarfile.open(out) as tar:
         assert sorted(n for n in tar.getnames() if n.endswith(".out")) == ["./4242.out", "./4243.out"]
@@ -169,6 +189,7 @@ def test_each_packed_bundle_is_spliced_as_soon_as_it_is_verified(tmp_path, capsy
         def opened():
             events.append(("spliced", f"shard{name}.tar.gz"))
             return opener()
+
         return made(name, pids, index, opened)
 
     monkeypatch.setattr(offline, "_prepare", verified)
@@ -185,15 +206,19 @@ def test_a_verifying_worker_keeps_the_memory_it_frees():
     import subprocess
     import sys
 
-    code = ("import resource, sys\n"
-            "from codspeed_aggregator.offline import keep_freed_memory\n"
-            "if sys.argv[1] == 'kept':\n"
-            "    keep_freed_memory()\n"
-            "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
-            "for _ in range(50):\n"
-            "    held = [b'x' * (1 << 20) for _ in range(4)]\n"
-            "    del held\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n")
-    faults = {how: int(subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True,
-                                      check=True).stdout) for how in ("plain", "kept")}
+    code = (
+        "import resource, sys\n"
+        "from codspeed_aggregator.offline import keep_freed_memory\n"
+        "if sys.argv[1] == 'kept':\n"
+        "    keep_freed_memory()\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "for _ in range(50):\n"
+        "    held = [b'x' * (1 << 20) for _ in range(4)]\n"
+        "    del held\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n"
+    )
+    faults = {
+        how: int(subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, check=True).stdout)
+        for how in ("plain", "kept")
+    }
     assert faults["plain"] > 20 * 1024 and faults["kept"] < faults["plain"] / 10, faults

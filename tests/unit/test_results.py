@@ -4,11 +4,20 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codspeed_aggregator.domain.bundle import validate_bundle
 from codspeed_aggregator.domain.results import (
-    LISTED, ShardResults, SummaryDigest, absent_entries, combine, measured, merged, shard_entries, summarize,
+    LISTED,
+    ShardResults,
+    SummaryDigest,
+    absent_entries,
+    combine,
+    measured,
+    merged,
+    shard_entries,
+    summarize,
 )
 from codspeed_rules.callgrind import BenchmarkScanner
 
@@ -26,11 +35,25 @@ def test_a_real_valgrind_shard_gives_each_benchmark_its_totals_and_estimated_cyc
         summary = validate_bundle(stream)
     [(name, costs)] = summary.results.items()
     assert name.endswith("test_bench.py::test_fib_10")
-    assert costs == {"Ir": 148928, "Dr": 43647, "Dw": 26802, "I1mr": 1189, "D1mr": 1015, "D1mw": 318,
-                     "ILmr": 881, "DLmr": 830, "DLmw": 253}
+    assert costs == {
+        "Ir": 148928,
+        "Dr": 43647,
+        "Dw": 26802,
+        "I1mr": 1189,
+        "D1mr": 1015,
+        "D1mw": 318,
+        "ILmr": 881,
+        "DLmr": 830,
+        "DLmw": 253,
+    }
     kept = measured(summary.results)[name]
-    assert kept == {"unit": "cycles", "instructions": 148928, "l1_misses": 1189 + 1015 + 318,
-                    "ll_misses": 881 + 830 + 253, "value": 148928 + 10 * (1189 + 1015 + 318) + 100 * (881 + 830 + 253)}
+    assert kept == {
+        "unit": "cycles",
+        "instructions": 148928,
+        "l1_misses": 1189 + 1015 + 318,
+        "ll_misses": 881 + 830 + 253,
+        "value": 148928 + 10 * (1189 + 1015 + 318) + 100 * (881 + 830 + 253),
+    }
 
 
 def test_a_real_walltime_shard_gives_each_benchmark_its_mean_spread_and_total_time():
@@ -39,8 +62,12 @@ def test_a_real_walltime_shard_gives_each_benchmark_its_mean_spread_and_total_ti
     assert len(summary.results) == 3
     fib = next(v for k, v in summary.results.items() if k.endswith("::test_fib_10"))
     assert fib["rounds"] == 2993 and fib["mean_ns"] == pytest.approx(8466.14, abs=0.01)
-    assert measured({"t": fib})["t"] == {"unit": "ns", "value": fib["mean_ns"], "stdev_ns": fib["stdev_ns"],
-                                         "total_s": pytest.approx(3.977266)}  # what it took to run: what shards balance on
+    assert measured({"t": fib})["t"] == {
+        "unit": "ns",
+        "value": fib["mean_ns"],
+        "stdev_ns": fib["stdev_ns"],
+        "total_s": pytest.approx(3.977266),
+    }  # what it took to run: what shards balance on
     assert fib["warmup_time_ns"] == 1_000_000_000  # pytest-codspeed's warm-up budget, from the benchmark's config
 
 
@@ -50,7 +77,7 @@ def test_the_scanner_finds_the_same_costs_however_the_file_is_cut(cuts):
     data = _out_of(FIXTURES / "valgrind-shard-2.tar.gz")
     scanner, position = BenchmarkScanner(), 0
     for size in cuts * (len(data) // sum(cuts) + 1):
-        scanner.feed(data[position:position + size])
+        scanner.feed(data[position : position + size])
         position += size
         if position >= len(data):
             break
@@ -94,23 +121,35 @@ def test_a_summary_counts_every_benchmark_and_names_the_same_changes_as_the_full
 
 def test_a_runs_summary_keeps_the_worst_changes_of_all_its_shards_and_counts_the_rest():
     many = {f"t{i}": _c(1000 + 10 * i) for i in range(200)}
-    summaries = [summarize(str(n), {k: _c(v["value"] * (1 + n / 10)) for k, v in many.items()}, many, 0.05)
-                 for n in range(1, 4)]
+    summaries = [
+        summarize(str(n), {k: _c(v["value"] * (1 + n / 10)) for k, v in many.items()}, many, 0.05) for n in range(1, 4)
+    ]
     counts, listed = combine(merged(summaries), carried=7, running=3, missing=2)
-    assert counts.measured == 600 and counts.regressions == 600 and (counts.carried, counts.running, counts.missing) == (7, 3, 2)
+    assert (
+        counts.measured == 600
+        and counts.regressions == 600
+        and (counts.carried, counts.running, counts.missing) == (7, 3, 2)
+    )
     assert len(listed) == LISTED and all(e.shard == "3" for e in listed)  # the worst: shard 3's +30%
     assert counts.worst_regression == pytest.approx(0.3) and counts.worst_improvement is None
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.dictionaries(st.sampled_from([f"t{i}" for i in range(120)]), st.integers(1, 3000), max_size=120),
-                min_size=1, max_size=6),
-       st.integers(0, 6))
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from([f"t{i}" for i in range(120)]), st.integers(1, 3000), max_size=120),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(0, 6),
+)
 def test_a_digest_of_some_shards_merged_with_the_others_is_the_summary_of_them_all(shards, split):
     """What a cold process does: the published digest (its shards merged, through its JSON) merged
     with the shards it does not cover gives the report what every shard's summary would."""
     base = {f"t{i}": _c(1000) for i in range(120)}
-    summaries = [summarize(str(n), {k: _c(v) for k, v in figures.items()}, base, 0.05) for n, figures in enumerate(shards)]
+    summaries = [
+        summarize(str(n), {k: _c(v) for k, v in figures.items()}, base, 0.05) for n, figures in enumerate(shards)
+    ]
     covered, rest = summaries[:split], summaries[split:]
     digest = SummaryDigest(frozenset(f"k{n}" for n in range(len(covered))), "main-1", 0.05, merged(covered))
     again = SummaryDigest.from_json(digest.to_json())
@@ -121,13 +160,20 @@ def test_a_digest_of_some_shards_merged_with_the_others_is_the_summary_of_them_a
 def test_a_digest_covers_a_run_only_at_its_baseline_and_threshold_and_while_it_counts_every_bundle_it_did():
     digest = SummaryDigest(frozenset({"a", "b"}), "main-1", 0.05, merged([]))
     assert digest.covers({"a", "b", "c"}, "main-1", 0.05)
-    assert not digest.covers({"a", "c"}, "main-1", 0.05)  # b's shard uploaded again: its results are no longer the run's
+    assert not digest.covers(
+        {"a", "c"}, "main-1", 0.05
+    )  # b's shard uploaded again: its results are no longer the run's
     assert not digest.covers({"a", "b"}, "main-2", 0.05) and not digest.covers({"a", "b"}, "main-1", 0.1)
 
 
 def test_the_baselines_benchmarks_of_an_absent_shard_say_where_they_stand():
     [carried] = absent_entries("3", {"d": {**_c(500), "instructions": 400}}, "carried", "carried from run main-1")
-    assert (carried.state, carried.value, carried.instructions, carried.source) == ("carried", 500, 400, "carried from run main-1")
+    assert (carried.state, carried.value, carried.instructions, carried.source) == (
+        "carried",
+        500,
+        400,
+        "carried from run main-1",
+    )
     [running] = absent_entries("4", {"e": _c(700)}, "running", "run main-1")
     assert (running.state, running.value, running.baseline) == ("running", None, 700)
 

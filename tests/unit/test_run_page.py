@@ -12,14 +12,35 @@ HOSTILE = '<script>alert("x")</script>&"\''
 
 def _report(**changes) -> Report:
     fields = dict(
-        project="acme/widgets", run_id="r1", commit="c" * 40, state="open", partial=True, version=4, expected=3,
-        arrived=2, opened_at="2026-11-30T07:00:00Z", generated_at="2026-11-30T07:10:00Z", threshold=0.05,
-        shards=[ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:04:00Z"),
-                ShardEntry(name=HOSTILE, state="arrived", arrived_at="2026-11-30T07:08:00Z"),
-                ShardEntry(name="3", state="expected")],
-        benchmarks=[BenchmarkEntry(name=HOSTILE, shard="1", state="measured", unit="cycles", value=1300, baseline=1000,
-                                   change=0.3, flag="regression"),
-                    BenchmarkEntry(name="t::fast", shard=HOSTILE, state="measured", unit="ns", value=2500.0)],
+        project="acme/widgets",
+        run_id="r1",
+        commit="c" * 40,
+        state="open",
+        partial=True,
+        version=4,
+        expected=3,
+        arrived=2,
+        opened_at="2026-11-30T07:00:00Z",
+        generated_at="2026-11-30T07:10:00Z",
+        threshold=0.05,
+        shards=[
+            ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:04:00Z"),
+            ShardEntry(name=HOSTILE, state="arrived", arrived_at="2026-11-30T07:08:00Z"),
+            ShardEntry(name="3", state="expected"),
+        ],
+        benchmarks=[
+            BenchmarkEntry(
+                name=HOSTILE,
+                shard="1",
+                state="measured",
+                unit="cycles",
+                value=1300,
+                baseline=1000,
+                change=0.3,
+                flag="regression",
+            ),
+            BenchmarkEntry(name="t::fast", shard=HOSTILE, state="measured", unit="ns", value=2500.0),
+        ],
         counts=BenchmarkCounts(measured=2, regressions=1, new=1, worst_regression=0.3),
     )
     return Report(**{**fields, **changes})
@@ -52,9 +73,15 @@ def test_names_from_bundles_are_text_never_markup():
 
 def test_bidi_and_invisible_controls_in_names_are_written_out_on_the_page():
     tricky = "test_\u202egnp.exe\u200b"
-    html = render_run(_report(shards=[ShardEntry(name="1", label=tricky, state="arrived", arrived_at="2026-11-30T07:04:00Z")],
-                              benchmarks=[BenchmarkEntry(name=tricky, shard="1", state="measured", unit="ns", value=1.0)]),
-                      {}, "?format=fragment", None)
+    html = render_run(
+        _report(
+            shards=[ShardEntry(name="1", label=tricky, state="arrived", arrived_at="2026-11-30T07:04:00Z")],
+            benchmarks=[BenchmarkEntry(name=tricky, shard="1", state="measured", unit="ns", value=1.0)],
+        ),
+        {},
+        "?format=fragment",
+        None,
+    )
     assert "\u202e" not in html and "\u200b" not in html
     assert "test_U+202Egnp.exeU+200B" in html
 
@@ -64,9 +91,19 @@ def test_sort_links_and_the_filter_form_keep_the_signed_link_and_work_without_ja
     links = re.findall(r'<a href="([^"]+)" data-sort="(\w+)"', main)
     assert {sort for _, sort in links} == {"name", "shard", "state", "value", "change"}
     assert all("expires=99" in href and "sig=feed" in href for href, _ in links)
-    assert '<input type="hidden" name="expires" value="99">' in main and '<input type="hidden" name="sig" value="feed">' in main
-    shard = ShardBenchmarks(project="acme/widgets", run_id="r1", shard="1", state="arrived", benchmarks=[
-        BenchmarkEntry(name=f"t::{i}", shard="1", state="measured", unit="cycles", value=1000 - i) for i in range(3)])
+    assert (
+        '<input type="hidden" name="expires" value="99">' in main
+        and '<input type="hidden" name="sig" value="feed">' in main
+    )
+    shard = ShardBenchmarks(
+        project="acme/widgets",
+        run_id="r1",
+        shard="1",
+        state="arrived",
+        benchmarks=[
+            BenchmarkEntry(name=f"t::{i}", shard="1", state="measured", unit="cycles", value=1000 - i) for i in range(3)
+        ],
+    )
     by_value = render_main(_report(), {"sort": "value", "shard": "1"}, None, None, shard)
     assert by_value.count("<tr class=") == 3 and "3 benchmarks of shard 1" in by_value  # the shard's page, every one
     assert by_value.index("t::0") < by_value.index("t::2")  # sorted on the server, the largest value first
@@ -83,8 +120,12 @@ def test_the_timeline_names_each_strip_and_the_page_stops_refreshing_once_final(
     assert 'data-final="false"' in main and 'data-refresh="?format=fragment"' in main
     final = render_main(_report(state="forwarded", partial=False), {}, "?format=fragment", None)
     assert 'data-final="true"' in final and "Updating while the run is open" not in final
-    eager = render_main(_report(shards=[ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:04:00Z",
-                                                   upstream=True)]), {}, None, None)
+    eager = render_main(
+        _report(shards=[ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:04:00Z", upstream=True)]),
+        {},
+        None,
+        None,
+    )
     assert 'aria-label="shard 1: arrived, upstream, arrived 2026-11-30T07:04:00Z' in eager  # an eager run's, sent
 
 
@@ -97,11 +138,18 @@ def test_the_run_list_links_each_run_and_escapes_what_it_shows():
 
 
 def test_the_page_leads_with_the_verdict_and_draws_time_as_it_passed():
-    shards = [ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:04:00Z"),
-              ShardEntry(name="2", state="carried"), ShardEntry(name="3", state="expected")]
+    shards = [
+        ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:04:00Z"),
+        ShardEntry(name="2", state="carried"),
+        ShardEntry(name="3", state="expected"),
+    ]
     main = render_main(_report(shards=shards, baseline={"run_id": "main-1", "commit": "b" * 40}), {}, None, None)
     verdict = re.search(r'<p id="verdict" class="verdict regression" role="status">([^<]+)</p>', main)
-    assert verdict and verdict.group(1) == "1 regression (worst +30.0%), 0 improvements, 0 unchanged, 1 new against run main-1 so far"
+    assert (
+        verdict
+        and verdict.group(1)
+        == "1 regression (worst +30.0%), 0 improvements, 0 unchanged, 1 new against run main-1 so far"
+    )
     assert main.index('id="verdict"') < main.index("<dl>")  # before everything else
     ticks = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', main)
     assert ticks == ["opened", "+2m 30s", "+5m 00s", "+7m 30s", "+10m 00s"]  # opened 07:00, generated 07:10
@@ -114,35 +162,61 @@ def test_the_page_leads_with_the_verdict_and_draws_time_as_it_passed():
 def test_the_page_says_which_shard_the_run_waited_for_and_by_how_much():
     done = _report(state="forwarded", partial=False, shards=_report().shards[:2])
     main = render_main(done, {}, None, None)  # shard 1 at 07:04, the hostile one at 07:08, opened 07:00
-    assert re.search(r'<p id="critical-path">([^<]*)', main).group(1).startswith(
-        "Critical path: shard &lt;script&gt;")
+    assert re.search(r'<p id="critical-path">([^<]*)', main).group(1).startswith("Critical path: shard &lt;script&gt;")
     text = "".join(_text(main))
-    assert f"Critical path: shard {HOSTILE} arrived last, 8m 00s after the opening, 4m 00s after shard 1, the one before it." in text
+    assert (
+        f"Critical path: shard {HOSTILE} arrived last, 8m 00s after the opening, 4m 00s after shard 1, the one before "
+        "it." in text
+    )
     # while shard 3 still runs, the last arrival is not the critical path (the page named it so)
     waiting = "".join(_text(render_main(_report(), {}, None, None)))
-    assert "Critical path" not in waiting and f"So far shard {HOSTILE} arrived last, 8m 00s after the opening" in waiting
+    assert (
+        "Critical path" not in waiting and f"So far shard {HOSTILE} arrived last, 8m 00s after the opening" in waiting
+    )
     assert "1 shard still running." in waiting
-    alone = render_main(_report(state="forwarded", shards=[ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:00:05Z"),
-                                                           ShardEntry(name="2", state="missing")]), {}, None, None)
+    alone = render_main(
+        _report(
+            state="forwarded",
+            shards=[
+                ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:00:05Z"),
+                ShardEntry(name="2", state="missing"),
+            ],
+        ),
+        {},
+        None,
+        None,
+    )
     assert "Critical path: shard 1 arrived last, 5s after the opening." in "".join(_text(alone))
-    assert 'id="critical-path"' not in render_main(_report(shards=[ShardEntry(name="1", state="expected")]), {}, None, None)
+    assert 'id="critical-path"' not in render_main(
+        _report(shards=[ShardEntry(name="1", state="expected")]), {}, None, None
+    )
 
 
 def test_the_page_says_what_the_recorded_costs_predict_for_the_longest_shard_balanced():
-    shards = [ShardEntry(name="1", state="arrived", cost_s=50.0, longest_s=4.0),
-              ShardEntry(name=HOSTILE, state="arrived", cost_s=10.0, longest_s=2.0),
-              ShardEntry(name="3", state="carried")]  # no cost of its own in this run
+    shards = [
+        ShardEntry(name="1", state="arrived", cost_s=50.0, longest_s=4.0),
+        ShardEntry(name=HOSTILE, state="arrived", cost_s=10.0, longest_s=2.0),
+        ShardEntry(name="3", state="carried"),
+    ]  # no cost of its own in this run
     text = "".join(_text(render_main(_report(shards=shards, state="forwarded"), {}, None, None)))
-    assert ("Recorded costs: 1m 00s of benchmarks in 2 shards; balanced on them (codspeed-client split --shards 2), "
-            "the longest shard would run about 30.0s, against 50.0s for shard 1 here.") in text
-    heavy = [ShardEntry(name="1", state="arrived", cost_s=100.0, longest_s=90.0),
-             ShardEntry(name="2", state="arrived", cost_s=20.0, longest_s=1.0)]  # one benchmark is most of it
+    assert (
+        "Recorded costs: 1m 00s of benchmarks in 2 shards; balanced on them (codspeed-client split --shards 2), "
+        "the longest shard would run about 30.0s, against 50.0s for shard 1 here."
+    ) in text
+    heavy = [
+        ShardEntry(name="1", state="arrived", cost_s=100.0, longest_s=90.0),
+        ShardEntry(name="2", state="arrived", cost_s=20.0, longest_s=1.0),
+    ]  # one benchmark is most of it
     assert "would run about 1m 30s, against 1m 40s for shard 1 here" in "".join(
-        _text(render_main(_report(shards=heavy, state="forwarded"), {}, None, None)))
-    tiny = [ShardEntry(name="1", state="arrived", cost_s=0.012, longest_s=0.004),
-            ShardEntry(name="2", state="arrived", cost_s=0.0003, longest_s=0.0003)]  # valgrind: millions of instructions
+        _text(render_main(_report(shards=heavy, state="forwarded"), {}, None, None))
+    )
+    tiny = [
+        ShardEntry(name="1", state="arrived", cost_s=0.012, longest_s=0.004),
+        ShardEntry(name="2", state="arrived", cost_s=0.0003, longest_s=0.0003),
+    ]  # valgrind: millions of instructions
     assert "Recorded costs: 12.3ms of benchmarks in 2 shards" in "".join(
-        _text(render_main(_report(shards=tiny, state="forwarded"), {}, None, None)))
+        _text(render_main(_report(shards=tiny, state="forwarded"), {}, None, None))
+    )
     one = render_main(_report(shards=shards[:1]), {}, None, None)
     assert 'id="predicted"' not in one and 'id="predicted"' not in render_main(_report(), {}, None, None)
 
@@ -160,14 +234,22 @@ def test_the_page_links_the_projects_runs_on_codspeed_when_the_run_goes_there():
 
 
 def test_a_shards_page_of_many_benchmarks_comes_in_pages_each_well_under_lambdas_answer():
-    many = [BenchmarkEntry(name=f"tests/test_big.py::test_{i:05d}", shard="1", state="measured", unit="ns", value=float(i))
-            for i in range(40_000)]
+    many = [
+        BenchmarkEntry(name=f"tests/test_big.py::test_{i:05d}", shard="1", state="measured", unit="ns", value=float(i))
+        for i in range(40_000)
+    ]
     page = ShardBenchmarks(project="acme/widgets", run_id="r1", shard="1", state="arrived", benchmarks=many)
     report = _report()
-    first = render_run(report, {"expires": "1", "sig": "ab", "shard": "1", "sort": "name"}, "?format=fragment", None, page)
+    first = render_run(
+        report, {"expires": "1", "sig": "ab", "shard": "1", "sort": "name"}, "?format=fragment", None, page
+    )
     assert len(first.encode()) < 2 << 20  # all 40 000 rows were 12 MB: over the 6 MB Lambda answers
     assert "40000 benchmarks of shard 1: 1 to 5000 shown (page 1 of 8)" in first
-    assert len(set(re.findall(r"test_big\.py::test_(\d{5})", first))) == 5000 and "test_04999" in first and "test_05000" not in first
+    assert (
+        len(set(re.findall(r"test_big\.py::test_(\d{5})", first))) == 5000
+        and "test_04999" in first
+        and "test_05000" not in first
+    )
     assert re.search(r'href="\?[^"]*sig=ab[^"]*page=2" rel="next"', first) and 'rel="prev"' not in first
     last = render_run(report, {"shard": "1", "page": "8"}, None, None, page)
     assert "35001 to 40000 shown (page 8 of 8)" in last and 'rel="prev"' in last and 'rel="next"' not in last
@@ -178,8 +260,11 @@ def test_a_shards_page_of_many_benchmarks_comes_in_pages_each_well_under_lambdas
 def test_an_open_run_gets_no_split_advice_and_a_cost_never_recorded_is_not_shown_as_zero():
     """An open 3-shard run with 2 in was told to ``split --shards 2``; a shard that measured nothing
     showed "0ms" and counted in the balance."""
-    costed = [ShardEntry(name="1", state="arrived", cost_s=50.0, longest_s=4.0),
-              ShardEntry(name="2", state="arrived", cost_s=10.0, longest_s=2.0), ShardEntry(name="3", state="expected")]
+    costed = [
+        ShardEntry(name="1", state="arrived", cost_s=50.0, longest_s=4.0),
+        ShardEntry(name="2", state="arrived", cost_s=10.0, longest_s=2.0),
+        ShardEntry(name="3", state="expected"),
+    ]
     assert 'id="predicted"' not in render_main(_report(shards=costed), {}, None, None)
     zero = [*costed[:2], ShardEntry(name="3", state="arrived", cost_s=0.0, longest_s=0.0)]
     text = "".join(_text(render_main(_report(shards=zero, state="forwarded"), {}, None, None)))
@@ -187,9 +272,15 @@ def test_an_open_run_gets_no_split_advice_and_a_cost_never_recorded_is_not_shown
 
 
 def test_the_time_axis_never_repeats_a_label_however_short_the_run():
-    for seconds, ticks in ((2, ["opened", "+1s", "+2s"]), (3, ["opened", "+1s", "+2s", "+3s"]), (1, ["opened", "+1s"]),
-                           (7, ["opened", "+2s", "+4s", "+6s"]), (3600, ["opened", "+15m 00s", "+30m 00s", "+45m 00s",
-                                                                         "+1h 00m"])):
-        report = _report(generated_at=f"2026-11-30T{7 + seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}Z")
+    for seconds, ticks in (
+        (2, ["opened", "+1s", "+2s"]),
+        (3, ["opened", "+1s", "+2s", "+3s"]),
+        (1, ["opened", "+1s"]),
+        (7, ["opened", "+2s", "+4s", "+6s"]),
+        (3600, ["opened", "+15m 00s", "+30m 00s", "+45m 00s", "+1h 00m"]),
+    ):
+        report = _report(
+            generated_at=f"2026-11-30T{7 + seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}Z"
+        )
         found = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', render_main(report, {}, None, None))
         assert found == ticks, (seconds, found)

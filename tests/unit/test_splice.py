@@ -10,7 +10,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from codspeed_aggregator.domain import gz
 from codspeed_aggregator.domain.bundle import validate_bundle
@@ -48,7 +49,10 @@ def _both(datas: list[bytes], prove: bool = False) -> tuple[bytes, object, bytes
 
 def _members(archive: bytes) -> dict:
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        return {m.name: (m.type, m.mode, m.size, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()}
+        return {
+            m.name: (m.type, m.mode, m.size, tar.extractfile(m).read() if m.isfile() else None)
+            for m in tar.getmembers()
+        }
 
 
 def _first_member_only(archive: bytes) -> bytes:
@@ -97,7 +101,7 @@ def test_a_runner_gzip_and_a_plain_tar_normalize_alike():
     assert gzip.decompress(copy_of_gzip) == plain
     for member in index_gzip["members"]:  # every segment stands alone: a full flush ends each
         for kind, offset, length, unpacked, crc in member["segments"]:
-            data = zlib.decompressobj(-15).decompress(copy_of_gzip[offset:offset + length])
+            data = zlib.decompressobj(-15).decompress(copy_of_gzip[offset : offset + length])
             assert (len(data), zlib.crc32(data)) == (unpacked, crc), (member["name"], kind)
     out = next(m for m in index_gzip["members"] if m["name"].endswith(".out"))
     assert [s[0] for s in out["segments"]] == ["header", "head", "body", "pad"] and out["pid_lines"] == 1
@@ -150,8 +154,8 @@ def test_splicing_normalized_bundles_extracts_to_what_the_merge_writes(shards):
 
 
 def test_the_client_packs_a_normalized_bundle(tmp_path):
-    from codspeed_local.profiles import make_profile_folder
     from codspeed_client.cli import main
+    from codspeed_local.profiles import make_profile_folder
 
     folder = make_profile_folder(tmp_path / "profiles", 4242, ["t::a", "t::b"])
     assert main(["pack", str(folder), "-o", str(tmp_path / "shard.tar.gz")]) == 0
@@ -171,12 +175,19 @@ def test_splicing_bundles_the_client_packed_as_verified_extracts_to_what_the_mer
     from codspeed_aggregator.domain.bundle import normalizing
     from tests.factories import packed
 
-    datas = [tar_gz(profile_members(pid, [f"{b}{i}" for b in benchmarks])) for i, (pid, benchmarks, _) in enumerate(shards)]
+    datas = [
+        tar_gz(profile_members(pid, [f"{b}{i}" for b in benchmarks])) for i, (pid, benchmarks, _) in enumerate(shards)
+    ]
     merged = io.BytesIO()
-    merge_result = merge_bundles([ShardBundle(str(i), tuple(validate_bundle(io.BytesIO(d)).pids), lambda d=d: io.BytesIO(d))
-                                  for i, d in enumerate(datas)], merged)
+    merge_result = merge_bundles(
+        [
+            ShardBundle(str(i), tuple(validate_bundle(io.BytesIO(d)).pids), lambda d=d: io.BytesIO(d))
+            for i, d in enumerate(datas)
+        ],
+        merged,
+    )
     verified = []
-    for i, (data, (_, _, level)) in enumerate(zip(datas, shards)):
+    for i, (data, (_, _, level)) in enumerate(zip(datas, shards, strict=False)):
         bundle = packed(data, level=level)
         reading = normalizing(None)
         summary = validate_bundle(io.BytesIO(bundle), gunzip=reading.gunzip, tap=reading.tap)
@@ -194,7 +205,9 @@ def test_a_splice_whose_output_would_not_inflate_to_what_the_indexes_promise_is_
     out = next(m for m in index["members"] if m["name"].endswith(".out"))
     body = next(s for s in out["segments"] if s[0] == "body")
     body[4] ^= 1  # the index promises other bytes than the object's: its object CRC-32 still matches
-    with pytest.raises(IndexMismatch, match=r"the spliced archive inflates to \d+ bytes \(CRC-32 \d+\), not to the \d+ bytes"):
+    with pytest.raises(
+        IndexMismatch, match=r"the spliced archive inflates to \d+ bytes \(CRC-32 \d+\), not to the \d+ bytes"
+    ):
         splice([NormalizedShard("1", (4242,), index, lambda: io.BytesIO(copy))], io.BytesIO())
 
 
@@ -205,7 +218,9 @@ def test_a_splice_checked_a_segment_a_thread_writes_the_very_archive_it_writes_c
     shards = []
     for i, data in enumerate(datas):
         copy, index = normalized(data)
-        shards.append(NormalizedShard(str(i), tuple(validate_bundle(io.BytesIO(data)).pids), index, lambda c=copy: io.BytesIO(c)))
+        shards.append(
+            NormalizedShard(str(i), tuple(validate_bundle(io.BytesIO(data)).pids), index, lambda c=copy: io.BytesIO(c))
+        )
     whole, pieces = io.BytesIO(), io.BytesIO()
     splice(shards, whole)
     monkeypatch.setattr(splicing, "PIECE", 1)  # every segment a piece of its own, on threads
@@ -332,9 +347,14 @@ def test_an_index_marked_inflated_alone_must_place_its_segments_and_add_up_to_it
     def shorten(segments):
         segments["body"][2] -= 2  # two compressed bytes of the body would never be copied
 
-    for change, reason in ((flip_crc, r"its index's segments come to \d+ bytes \(CRC-32 \d+\) ending at byte \d+, "
-                                      r"not to its tar's \d+ bytes"),
-                           (shorten, r"its index places a pad segment at byte \d+, not \d+")):
+    for change, reason in (
+        (
+            flip_crc,
+            r"its index's segments come to \d+ bytes \(CRC-32 \d+\) ending at byte \d+, "
+            r"not to its tar's \d+ bytes",
+        ),
+        (shorten, r"its index places a pad segment at byte \d+, not \d+"),
+    ):
         out = io.BytesIO()
         with pytest.raises(IndexMismatch, match=reason):
             splice([NormalizedShard("1", (4242,), altered(change), lambda: io.BytesIO(copy))], out)

@@ -14,7 +14,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
 from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
@@ -39,8 +40,11 @@ contents = st.binary(max_size=1500) | st.sampled_from([b"", b"\x00\x00\xff\xff" 
 def tars(draw) -> bytes:
     pid = draw(st.sampled_from([7, 42, 4242]))
     members = {f"./{pid}.out": _callgrind(pid, draw(st.integers(1, 4)), draw(st.integers(0, 40)))}
-    for name in draw(st.lists(st.sampled_from(["./runner.log", f"./perf-{pid}.map", "./a/b.txt", "./x" * 50]),
-                              unique=True, max_size=3)):
+    for name in draw(
+        st.lists(
+            st.sampled_from(["./runner.log", f"./perf-{pid}.map", "./a/b.txt", "./x" * 50]), unique=True, max_size=3
+        )
+    ):
         members[name] = draw(contents)
     order = draw(st.permutations(list(members)))
     raw = io.BytesIO()
@@ -76,8 +80,12 @@ def bundles(draw) -> bytes:
         deflate += comp.flush()
         finished_at = at
     else:
-        deflate += comp.compress(tar[at:]) + (comp.flush() if draw(st.booleans()) else  # Z_FINISH: data in a final block
-                                              comp.flush(zlib.Z_FULL_FLUSH) + b"\x03\x00")  # an empty one, as normalizers end
+        deflate += comp.compress(tar[at:]) + (
+            comp.flush()
+            if draw(st.booleans())
+            # Z_FINISH: data in a final block
+            else comp.flush(zlib.Z_FULL_FLUSH) + b"\x03\x00"
+        )  # an empty one, as normalizers end
     marked = draw(st.sampled_from([True, True, True, False]))
     first = (NORMALIZED_HEADER if marked else GZIP_HEADER) + deflate
     if finished_at is None:
@@ -88,17 +96,26 @@ def bundles(draw) -> bytes:
 
 def _members(tar: bytes) -> list:
     with tarfile.open(fileobj=io.BytesIO(tar)) as opened:
-        return [(m.name, m.type, m.mode, m.mtime, opened.extractfile(m).read() if m.isfile() else None)
-                for m in opened.getmembers()]
+        return [
+            (m.name, m.type, m.mode, m.mtime, opened.extractfile(m).read() if m.isfile() else None)
+            for m in opened.getmembers()
+        ]
 
 
-@settings(max_examples=int(os.environ.get("SPLICE_EXAMPLES", 150)), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=int(os.environ.get("SPLICE_EXAMPLES", 150)), deadline=None, suppress_health_check=list(HealthCheck)
+)
 @given(st.lists(bundles(), min_size=1, max_size=3))
 def test_whatever_deflate_stream_a_bundle_holds_the_splice_writes_the_merges_members(datas):
     merged = io.BytesIO()
     try:
-        merge_bundles([ShardBundle(str(i), tuple(validate_bundle(io.BytesIO(d)).pids), lambda d=d: io.BytesIO(d))
-                       for i, d in enumerate(datas)], merged)
+        merge_bundles(
+            [
+                ShardBundle(str(i), tuple(validate_bundle(io.BytesIO(d)).pids), lambda d=d: io.BytesIO(d))
+                for i, d in enumerate(datas)
+            ],
+            merged,
+        )
     except BadBundle:
         return  # a tar validation refuses is never spliced
     shards = []
@@ -121,10 +138,13 @@ def test_whatever_deflate_stream_a_bundle_holds_the_splice_writes_the_merges_mem
 FOREIGN = Path(__file__).resolve().parents[1] / "fixtures" / "foreign_deflate"
 
 
-@pytest.mark.parametrize("name, says", [
-    ("final-block-in-the-last-pad.tar.gz", "a header segment inflates to 532 bytes where the tar.s header is 512"),
-    ("pad-runs-past-its-member.tar.gz", "a pad segment inflates to 522 bytes where the tar's pad is 506"),
-])
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("final-block-in-the-last-pad.tar.gz", "a header segment inflates to 532 bytes where the tar.s header is 512"),
+        ("pad-runs-past-its-member.tar.gz", "a pad segment inflates to 522 bytes where the tar's pad is 506"),
+    ],
+)
 def test_streams_the_fuzz_found_are_normalized_again_and_spliced_whole(name, says):
     bundle = (FOREIGN / name).read_bytes()
     reading = normalizing(None)
@@ -139,6 +159,11 @@ def test_streams_the_fuzz_found_are_normalized_again_and_spliced_whole(name, say
 
 def _merged(datas: list[bytes]) -> bytes:
     out = io.BytesIO()
-    merge_bundles([ShardBundle(str(i), tuple(validate_bundle(io.BytesIO(d)).pids), lambda d=d: io.BytesIO(d))
-                   for i, d in enumerate(datas)], out)
+    merge_bundles(
+        [
+            ShardBundle(str(i), tuple(validate_bundle(io.BytesIO(d)).pids), lambda d=d: io.BytesIO(d))
+            for i, d in enumerate(datas)
+        ],
+        out,
+    )
     return out.getvalue()

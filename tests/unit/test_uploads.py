@@ -9,8 +9,16 @@ from codspeed_aggregator.domain.uploads import Upload, merged_part_id, part_id, 
 
 
 def _shard(name, group="", executor="valgrind", benchmarks=1, key=None):
-    return ShardRecord(name=name, state=ARRIVED, group=group, executor=executor, benchmarks=benchmarks, size=10,
-                       key=key or f"bundles/{name}", version_id="v1")
+    return ShardRecord(
+        name=name,
+        state=ARRIVED,
+        group=group,
+        executor=executor,
+        benchmarks=benchmarks,
+        size=10,
+        key=key or f"bundles/{name}",
+        version_id="v1",
+    )
 
 
 def _shards(*shards):
@@ -18,23 +26,31 @@ def _shards(*shards):
 
 
 def test_each_group_is_its_own_part_and_a_lone_valgrind_shard_goes_as_sent():
-    shards = _shards(_shard("a1", "a"), _shard("a2", "a"), _shard("b1", "b"), _shard("w", "wall", "walltime"),
-                     _shard("lint", "lint"))
+    shards = _shards(
+        _shard("a1", "a"), _shard("a2", "a"), _shard("b1", "b"), _shard("w", "wall", "walltime"), _shard("lint", "lint")
+    )
     plan = plan_forward(shards, limit=1000)
     assert [(u.shards, u.merged, u.run_part_id) for u in plan] == [
-        (("a1", "a2"), True, 'a-{"aggregated-part":1,"executor":"valgrind"}'), (("b1",), False, None), (("lint",), False, None),
-        (("w",), False, None)]
+        (("a1", "a2"), True, 'a-{"aggregated-part":1,"executor":"valgrind"}'),
+        (("b1",), False, None),
+        (("lint",), False, None),
+        (("w",), False, None),
+    ]
 
 
 def test_a_later_attempt_keeps_the_earlier_parts_and_adds_new_ones_numbered_on():
     first = plan_forward(_shards(_shard("1", benchmarks=3), _shard("2", benchmarks=3)), limit=5)
     assert [u.run_part_id for u in first] == [merged_part_id("", 1), merged_part_id("", 2)]
-    grown = _shards(_shard("1", benchmarks=3), _shard("2", benchmarks=3), _shard("0", benchmarks=1),
-                    _shard("3", benchmarks=1))
+    grown = _shards(
+        _shard("1", benchmarks=3), _shard("2", benchmarks=3), _shard("0", benchmarks=1), _shard("3", benchmarks=1)
+    )
     again = plan_forward(grown, limit=5, kept=first)
     # "0" sorts first and would shift every part of a fresh plan: kept, the parts stay where they were
     assert [(u.shards, u.run_part_id) for u in again] == [
-        (("1",), merged_part_id("", 1)), (("2",), merged_part_id("", 2)), (("0", "3"), merged_part_id("", 3))]
+        (("1",), merged_part_id("", 1)),
+        (("2",), merged_part_id("", 2)),
+        (("0", "3"), merged_part_id("", 3)),
+    ]
 
 
 def test_a_part_changes_its_id_only_when_a_shard_in_it_was_re_run():
@@ -45,9 +61,23 @@ def test_a_part_changes_its_id_only_when_a_shard_in_it_was_re_run():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.sampled_from(["", "x", "y"]),
-                                   st.sampled_from(["valgrind", "walltime"]), st.integers(0, 6)),
-                         min_size=1, max_size=6), min_size=1, max_size=4), st.integers(1, 8))
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from("abcdefgh"),
+                st.sampled_from(["", "x", "y"]),
+                st.sampled_from(["valgrind", "walltime"]),
+                st.integers(0, 6),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(1, 8),
+)
 def test_over_any_attempts_every_shard_stands_in_exactly_one_part_and_ids_never_repeat(attempts, limit):
     """The upstream keeps the last upload of each runPartId: whatever shards come in whatever
     attempts, each shard is in exactly one part of the plan, and a part id, once given to some
@@ -70,7 +100,10 @@ def test_over_any_attempts_every_shard_stands_in_exactly_one_part_and_ids_never_
 
 def test_a_plan_item_round_trips():
     upload = Upload(("a", "b"), True, "bench", merged_part_id("bench", 2))
-    assert Upload.from_item(upload.to_item()) == upload and upload.key == 'bench-{"aggregated-part":2,"executor":"valgrind"}'
+    assert (
+        Upload.from_item(upload.to_item()) == upload
+        and upload.key == 'bench-{"aggregated-part":2,"executor":"valgrind"}'
+    )
     assert Upload(("w",), False, "wall").key == "shard:w"
 
 
@@ -84,8 +117,12 @@ def test_a_kept_part_left_with_no_shard_frees_its_id_and_no_id_is_given_twice():
 
 
 def test_a_shard_over_the_limit_goes_alone_as_sent_and_merged_parts_stay_under_it():
-    shards = _shards(_shard("big", benchmarks=5000), _shard("1", benchmarks=600), _shard("2", benchmarks=600),
-                     _shard("3", benchmarks=300))
+    shards = _shards(
+        _shard("big", benchmarks=5000),
+        _shard("1", benchmarks=600),
+        _shard("2", benchmarks=600),
+        _shard("3", benchmarks=300),
+    )
     plan = plan_forward(shards, limit=1000)
     assert [(u.shards, u.merged) for u in plan] == [(("big",), False), (("1",), True), (("2", "3"), True)]
     assert all(sum(shards[n].benchmarks for n in u.shards) <= 1000 for u in plan if u.merged)
@@ -95,7 +132,11 @@ def test_an_eager_run_sends_every_shard_as_it_was_sent_and_keeps_its_earlier_par
     shards = _shards(_shard("a1", "a"), _shard("a2", "a"), _shard("1"), _shard("2"), _shard("w", executor="walltime"))
     plan = plan_forward(shards, limit=1000, merge=False)
     assert [(u.shards, u.merged, u.key) for u in plan] == [
-        (("1",), False, "shard:1"), (("2",), False, "shard:2"), (("a1",), False, "shard:a1"), (("a2",), False, "shard:a2"),
-        (("w",), False, "shard:w")]
+        (("1",), False, "shard:1"),
+        (("2",), False, "shard:2"),
+        (("a1",), False, "shard:a1"),
+        (("a2",), False, "shard:a2"),
+        (("w",), False, "shard:w"),
+    ]
     again = plan_forward({**shards, "3": _shard("3")}, limit=1000, kept=plan, merge=False)
     assert [u.key for u in again] == [u.key for u in plan] + ["shard:3"]

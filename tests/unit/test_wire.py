@@ -1,5 +1,6 @@
-import re
 """Each wire contract from both sides: what the client (or CodSpeed's runner) sends, the server parses."""
+
+import re
 
 import pytest
 from pydantic import ValidationError
@@ -14,7 +15,9 @@ MD5 = "XrY7u+Ae7tCTyyK7j1rNww=="
 
 
 def test_client_built_metadata_is_valid_codspeed_metadata():
-    ctx = CiContext(provider="GITHUB_ACTIONS", ref="refs/heads/main", job="bench", extra={"ghData": {"runId": "9", "job": "bench"}})
+    ctx = CiContext(
+        provider="GITHUB_ACTIONS", ref="refs/heads/main", job="bench", extra={"ghData": {"runId": "9", "job": "bench"}}
+    )
     built = client_metadata.build(ctx, project="acme/widgets", run_id="9", commit="a" * 40, shard="2", carried=None)
     parsed = UploadMetadata.model_validate(built)
     assert parsed.project == "acme/widgets" and parsed.run_part.run_part_id == "2"
@@ -23,12 +26,18 @@ def test_client_built_metadata_is_valid_codspeed_metadata():
 
 def test_carried_metadata_keeps_its_fields_but_not_the_runners_md5():
     carried = metadata("A" * 22 + "==", futureField={"nested": [1, 2]})
-    built = client_metadata.build(CiContext(), project="acme/widgets", run_id="9", commit="b" * 40, shard="1", carried=carried)
+    built = client_metadata.build(
+        CiContext(), project="acme/widgets", run_id="9", commit="b" * 40, shard="1", carried=carried
+    )
     assert built["futureField"] == {"nested": [1, 2]} and "profileMd5" not in built  # this bundle is another archive
 
 
 def test_unknown_metadata_fields_survive_a_round_trip():
-    original = metadata(MD5, futureField={"a": 1}, runPart={"runId": "1", "runPartId": "p", "jobName": "j", "metadata": {"x": 1}, "extra": True})
+    original = metadata(
+        MD5,
+        futureField={"a": 1},
+        runPart={"runId": "1", "runPartId": "p", "jobName": "j", "metadata": {"x": 1}, "extra": True},
+    )
     assert UploadMetadata.model_validate(original).wire() == original
 
 
@@ -80,7 +89,13 @@ def test_a_request_cannot_state_two_manifests_or_a_different_md5():
 
 
 def test_metadata_schema_refusals():
-    for bad in ({"commitHash": "not-a-sha"}, {"version": 0}, {"runner": {"name": ""}}, {"owner": "a/../b"}, {"owner": "a//b"}):
+    for bad in (
+        {"commitHash": "not-a-sha"},
+        {"version": 0},
+        {"runner": {"name": ""}},
+        {"owner": "a/../b"},
+        {"owner": "a//b"},
+    ):
         with pytest.raises(ValidationError):
             UploadMetadata.model_validate({**metadata(MD5), **bad})
 
@@ -93,7 +108,11 @@ def test_run_part_total_comes_from_the_matrix_metadata():
 
 
 def test_upload_accepted_is_codspeeds_answer():
-    assert UploadAccepted(uploadUrl="https://u", runId="r").model_dump() == {"status": "success", "uploadUrl": "https://u", "runId": "r"}
+    assert UploadAccepted(uploadUrl="https://u", runId="r").model_dump() == {
+        "status": "success",
+        "uploadUrl": "https://u",
+        "runId": "r",
+    }
 
 
 def test_close_request_refuses_unknown_fields_and_bad_names():
@@ -103,38 +122,59 @@ def test_close_request_refuses_unknown_fields_and_bad_names():
         CloseRequest.model_validate({"project": "a/b", "run_id": "1", "force": True})
 
 
-@pytest.mark.parametrize("change, says", [
-    ({}, "give total (a shard count), expect (shard names) or jobs (a CodSpeed workflow's)"),
-    ({"total": 2, "expect": ["a", "b"]}, "give either total (a shard count) or expect (shard names), not both"),
-    ({"total": 3, "skip": ["4"]}, "skip names 4, not among the run's shards (1, 2, 3)"),
-    ({"expect": ["a", "a"]}, "expect lists a shard name twice"),
-    ({"total": 2, "commit": "HEAD"}, "String should match pattern"),
-    ({"jobs": {"bench": 0}}, "jobs bench=0: a job runs 1 to 1000 times"),
-    ({"jobs": {}}, "jobs"),
-    ({"jobs": {"bench": 2}, "skip": ["1"]}, "skip names shards of total or expect; this open declares jobs only"),
-    ({"total": 2, "metadata": metadata(None, owner="other")}, "metadata names project other/widgets, not acme/widgets"),
-    ({"total": 2, "metadata": metadata(None, commit="b" * 40)}, f"metadata names commit {'b' * 40}, not {'a' * 40}"),
-])
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({}, "give total (a shard count), expect (shard names) or jobs (a CodSpeed workflow's)"),
+        ({"total": 2, "expect": ["a", "b"]}, "give either total (a shard count) or expect (shard names), not both"),
+        ({"total": 3, "skip": ["4"]}, "skip names 4, not among the run's shards (1, 2, 3)"),
+        ({"expect": ["a", "a"]}, "expect lists a shard name twice"),
+        ({"total": 2, "commit": "HEAD"}, "String should match pattern"),
+        ({"jobs": {"bench": 0}}, "jobs bench=0: a job runs 1 to 1000 times"),
+        ({"jobs": {}}, "jobs"),
+        ({"jobs": {"bench": 2}, "skip": ["1"]}, "skip names shards of total or expect; this open declares jobs only"),
+        (
+            {"total": 2, "metadata": metadata(None, owner="other")},
+            "metadata names project other/widgets, not acme/widgets",
+        ),
+        (
+            {"total": 2, "metadata": metadata(None, commit="b" * 40)},
+            f"metadata names commit {'b' * 40}, not {'a' * 40}",
+        ),
+    ],
+)
 def test_an_open_request_names_what_it_cannot_declare(change, says):
     from codspeed_wire.api import OpenRequest
 
     with pytest.raises(ValidationError, match=re.escape(says)):
         OpenRequest.model_validate({"project": "acme/widgets", "run_id": "r1", "commit": "a" * 40, **change})
-    assert OpenRequest.model_validate({"project": "acme/widgets", "run_id": "r1", "commit": "a" * 40, "total": 3,
-                                       "skip": ["3"]}).manifest_names() == ["1", "2", "3"]
+    assert OpenRequest.model_validate(
+        {"project": "acme/widgets", "run_id": "r1", "commit": "a" * 40, "total": 3, "skip": ["3"]}
+    ).manifest_names() == ["1", "2", "3"]
 
 
 def test_an_open_request_may_declare_a_codspeed_workflows_jobs_alone_with_the_metadata_its_shards_send():
     from codspeed_wire.api import OpenRequest
 
-    request = OpenRequest.model_validate({"project": "acme/widgets", "run_id": "r1", "commit": "a" * 40,
-                                          "jobs": {"bench": 4, "memory": 1}, "metadata": metadata(None, commit="A" * 40)})
+    request = OpenRequest.model_validate(
+        {
+            "project": "acme/widgets",
+            "run_id": "r1",
+            "commit": "a" * 40,
+            "jobs": {"bench": 4, "memory": 1},
+            "metadata": metadata(None, commit="A" * 40),
+        }
+    )
     assert (request.jobs, request.manifest_names(), request.metadata.commit_hash) == (
-        {"bench": 4, "memory": 1}, [], "A" * 40)
+        {"bench": 4, "memory": 1},
+        [],
+        "A" * 40,
+    )
 
 
 def test_a_forward_mode_is_parts_by_default_or_one_upload_its_earlier_names_kept_and_a_projects_own_mode_wins(
-        monkeypatch):
+    monkeypatch,
+):
     from codspeed_aggregator.settings import MissingSetting, Settings
 
     monkeypatch.delenv("FORWARD_MODE", raising=False)
@@ -145,10 +185,17 @@ def test_a_forward_mode_is_parts_by_default_or_one_upload_its_earlier_names_kept
     monkeypatch.setenv("FORWARD_MODE", "merged")
     monkeypatch.setenv("FORWARD_MODES", " acme/fast = eager ,acme/slow=merged,")
     settings = Settings.from_env()
-    assert (settings.eager("acme/fast"), settings.eager("acme/slow"), settings.eager("acme/other")) == (True, False, False)
+    assert (settings.eager("acme/fast"), settings.eager("acme/slow"), settings.eager("acme/other")) == (
+        True,
+        False,
+        False,
+    )
     monkeypatch.setenv("FORWARD_MODE", "eager")
     assert Settings.from_env().eager("acme/other") and not Settings.from_env().eager("acme/slow")
     monkeypatch.setenv("FORWARD_MODES", "acme/x=sometimes")
-    with pytest.raises(MissingSetting, match=r"FORWARD_MODES \(acme/x\) must be parts or one-upload \(eager and merged, "
-                                             r"their earlier names\), not 'sometimes'"):
+    with pytest.raises(
+        MissingSetting,
+        match=r"FORWARD_MODES \(acme/x\) must be parts or one-upload \(eager and merged, "
+        r"their earlier names\), not 'sometimes'",
+    ):
         Settings.from_env()

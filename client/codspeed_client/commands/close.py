@@ -12,7 +12,9 @@ EXAMPLE = "  codspeed-client close --skip lint\n"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--skip", action="append", default=[], help="a shard skipped on purpose (repeat, or comma-separate)")
+    parser.add_argument(
+        "--skip", action="append", default=[], help="a shard skipped on purpose (repeat, or comma-separate)"
+    )
     add_common(parser)
 
 

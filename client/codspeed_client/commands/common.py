@@ -11,21 +11,25 @@ import sys
 
 from ..errors import CONFIG, USAGE, ClientError, Skipped
 
-
 NO_COMMIT = "cannot tell the commit: pass --commit SHA"
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("run and aggregator (detected from the CI and git when absent)")
     group.add_argument("--api-url", help="aggregator URL (env CODSPEED_AGGREGATOR_URL)")
-    group.add_argument("--token", help="aggregator token (env CODSPEED_AGGREGATOR_TOKEN; never CodSpeed's own CODSPEED_TOKEN)")
+    group.add_argument(
+        "--token", help="aggregator token (env CODSPEED_AGGREGATOR_TOKEN; never CodSpeed's own CODSPEED_TOKEN)"
+    )
     group.add_argument("--project", help="owner/repo (GitLab: group/subgroup/repo)")
     group.add_argument("--run-id", help="the CI run every shard belongs to")
     group.add_argument("--commit", help="commit SHA")
     group.add_argument("--ref", help="git ref, e.g. refs/heads/main")
     group.add_argument("--base-ref", help="the branch a pull request targets")
-    group.add_argument("--base-commit", help="the base branch's commit the change is built on: its run is the baseline "
-                                             "(detected from GitHub's and GitLab's pull requests)")
+    group.add_argument(
+        "--base-commit",
+        help="the base branch's commit the change is built on: its run is the baseline "
+        "(detected from GitHub's and GitLab's pull requests)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument("--quiet", action="store_true", help="print errors only")
     out.add_argument("--json", action="store_true", help="print one JSON object (errors too)")
@@ -52,8 +56,9 @@ class Target:
     """Where to send, and which run: flags first, then the environment, then the CI and git.
     Values the aggregator would refuse are usage errors here, said in a sentence."""
 
-    def __init__(self, args: argparse.Namespace, *, need_api: bool = True, check: bool = True,
-                 need_run: bool = True) -> None:
+    def __init__(
+        self, args: argparse.Namespace, *, need_api: bool = True, check: bool = True, need_run: bool = True
+    ) -> None:
         from ..ci import detect
 
         self.ctx, self.need_run = detect(), need_run
@@ -76,7 +81,10 @@ class Target:
     def missing(self, need_api: bool = True) -> list[str]:
         found = [
             (self.project, "cannot tell the project: pass --project owner/repo"),
-            (self.run_id or not self.need_run, "cannot tell the run id: pass --run-id, the same in every shard of the run"),
+            (
+                self.run_id or not self.need_run,
+                "cannot tell the run id: pass --run-id, the same in every shard of the run",
+            ),
         ]
         if need_api:
             found[:0] = [
@@ -97,16 +105,23 @@ class Target:
         if self.ctx.base_commit and not is_commit(self.ctx.base_commit):
             raise ClientError(f"--base-commit {self.ctx.base_commit!r} is not a commit SHA (7 to 64 hex digits)", USAGE)
         if need_api and self.api_url and not re.match(r"^https?://[^/\s]+", self.api_url):
-            raise ClientError(f"--api-url {self.api_url!r} is not an http(s):// URL: give the aggregator's ApiUrl", USAGE)
+            raise ClientError(
+                f"--api-url {self.api_url!r} is not an http(s):// URL: give the aggregator's ApiUrl", USAGE
+            )
         if not self.retries.isdigit():
             raise ClientError(f"CODSPEED_RETRIES={self.retries!r} is not a number of tries", USAGE)
         if need_api and self.token and not re.fullmatch(r"[\x21-\x7e]+", self.token):
-            raise ClientError("the token holds a space, a control or a non-ASCII character, which an HTTP header cannot "
-                              "carry: check CODSPEED_AGGREGATOR_TOKEN (or --token) for a pasted line break", CONFIG)
+            raise ClientError(
+                "the token holds a space, a control or a non-ASCII character, which an HTTP header cannot "
+                "carry: check CODSPEED_AGGREGATOR_TOKEN (or --token) for a pasted line break",
+                CONFIG,
+            )
         if need_api and not self.token and self.ctx.fork and not self.tokenless:
-            raise Skipped(f"this merge request comes from a fork ({self.ctx.fork}), whose jobs get no secrets: with no "
-                          "aggregator token nothing was sent (a GitHub Actions pull request from a fork is sent without "
-                          "one, and checked with GitHub)")
+            raise Skipped(
+                f"this merge request comes from a fork ({self.ctx.fork}), whose jobs get no secrets: with no "
+                "aggregator token nothing was sent (a GitHub Actions pull request from a fork is sent without "
+                "one, and checked with GitHub)"
+            )
         missing = self.missing(need_api)
         if missing:
             raise ClientError(missing[0], CONFIG)
@@ -120,7 +135,6 @@ class Target:
         from ..api import AggregatorApi
 
         return AggregatorApi(self.api_url, self.token, attempts=int(self.retries))
-
 
 
 def where_from(ctx) -> dict:
@@ -141,7 +155,7 @@ def where_from(ctx) -> dict:
 def listed(flag: str, path: str) -> list[str]:
     """A file's lines, one item each, blank ones left out ('-': standard input)."""
     try:
-        with (sys.stdin if path == "-" else open(path, encoding="utf-8")) as lines:
+        with sys.stdin if path == "-" else open(path, encoding="utf-8") as lines:
             return [line.strip() for line in lines if line.strip()]
     except OSError as exc:
         raise ClientError(f"cannot read {flag} {path}: {exc.strerror}", USAGE) from exc

@@ -11,13 +11,19 @@ from .common import Target, add_common
 
 NAME = "durations"
 HELP = "write what each benchmark cost on the base branch's latest run"
-EXAMPLE = "  codspeed-client durations -o .test_durations && pytest --splits 4 --group 1 --durations-path .test_durations\n"
+EXAMPLE = (
+    "  codspeed-client durations -o .test_durations && pytest --splits 4 --group 1 --durations-path .test_durations\n"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--branch", help="the branch whose latest forwarded run is read (default: the stack's)")
-    parser.add_argument("--format", choices=("pytest-split", "json"), default="pytest-split",
-                        help="pytest-split's durations file (node id: seconds), or the aggregator's answer")
+    parser.add_argument(
+        "--format",
+        choices=("pytest-split", "json"),
+        default="pytest-split",
+        help="pytest-split's durations file (node id: seconds), or the aggregator's answer",
+    )
     parser.add_argument("-o", "--output", help="the file to write (default: standard output)")
     add_common(parser)
 

@@ -19,10 +19,21 @@ def run(args: argparse.Namespace) -> int:
     target = Target(args, check=False)
     ctx = target.ctx
     detected = {
-        "provider": ctx.provider, "project": target.project, "run_id": target.run_id, "run_attempt": ctx.run_attempt,
-        "commit": target.commit, "ref": ctx.ref, "head_ref": ctx.head_ref, "base_ref": ctx.base_ref,
-        "base_commit": ctx.base_commit, "event": ctx.event, "fork": ctx.fork,
-        "job": ctx.job, "shard": ctx.shard, "api_url": target.api_url, "token": "set" if target.token else None,
+        "provider": ctx.provider,
+        "project": target.project,
+        "run_id": target.run_id,
+        "run_attempt": ctx.run_attempt,
+        "commit": target.commit,
+        "ref": ctx.ref,
+        "head_ref": ctx.head_ref,
+        "base_ref": ctx.base_ref,
+        "base_commit": ctx.base_commit,
+        "event": ctx.event,
+        "fork": ctx.fork,
+        "job": ctx.job,
+        "shard": ctx.shard,
+        "api_url": target.api_url,
+        "token": "set" if target.token else None,
     }
     missing = target.missing() + ([] if target.commit else [NO_COMMIT])
     lines = [f"{k}: {v if v is not None else '- (not detected)'}" for k, v in detected.items()]

@@ -14,8 +14,11 @@ EXAMPLE = "  codspeed-client pack profiles/ -o shard.tar.gz\n"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", help="the folder CodSpeed wrote its profiles to")
     parser.add_argument("-o", "--output", required=True, help="the archive to write")
-    parser.add_argument("--executor", choices=("valgrind", "walltime", "memory"),
-                        help="what made the profiles (default: told from the folder's files)")
+    parser.add_argument(
+        "--executor",
+        choices=("valgrind", "walltime", "memory"),
+        help="what made the profiles (default: told from the folder's files)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

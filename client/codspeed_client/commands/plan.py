@@ -11,19 +11,29 @@ from .common import Output, Target, add_common, listed
 from .open_run import send_open
 
 NAME = "plan"
-HELP = ("say which shards a change affects, from the repository's shard config and the changed files; with --open, "
-        "open the run with that plan")
+HELP = (
+    "say which shards a change affects, from the repository's shard config and the changed files; with --open, "
+    "open the run with that plan"
+)
 EXAMPLE = "  codspeed-client plan --open     # in a job before the matrix: writes matrix= to GITHUB_OUTPUT\n"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help=".codspeed/shards.toml at the repository's root by default")
-    parser.add_argument("--changed", help="a file listing the changed paths, one a line ('-': standard input); "
-                                          "default: git diff --name-only against the merge base")
+    parser.add_argument(
+        "--changed",
+        help="a file listing the changed paths, one a line ('-': standard input); "
+        "default: git diff --name-only against the merge base",
+    )
     parser.add_argument("--base", help="the commit to diff against (default: the pull request's merge base)")
-    parser.add_argument("--default-branch", default="main", help="a push to it runs each shard marked so (default main)")
-    parser.add_argument("--dotenv", help="also write CODSPEED_SHARDS, CODSPEED_SKIP, CODSPEED_EXPECT, CODSPEED_MATRIX "
-                                         "here (a GitLab dotenv report)")
+    parser.add_argument(
+        "--default-branch", default="main", help="a push to it runs each shard marked so (default main)"
+    )
+    parser.add_argument(
+        "--dotenv",
+        help="also write CODSPEED_SHARDS, CODSPEED_SKIP, CODSPEED_EXPECT, CODSPEED_MATRIX "
+        "here (a GitLab dotenv report)",
+    )
     parser.add_argument("--open", action="store_true", help="open the run with exactly these shards and skips")
     add_common(parser)
 
@@ -39,28 +49,42 @@ def run(args: argparse.Namespace) -> int:
     root = target.ctx.repository_root or "."
     config = planning.load(args.config or os.path.join(root, planning.CONFIG_PATH))
     for where, pattern in config.unmatched(tracked_files(root) or []):  # no file known (no git): nothing to say
-        Output.warn(f"{where} pattern {pattern!r} matches no file of the repository: a change there never runs the "
-                    "shard (a typo, or a path since moved?)")
+        Output.warn(
+            f"{where} pattern {pattern!r} matches no file of the repository: a change there never runs the "
+            "shard (a typo, or a path since moved?)"
+        )
     if args.changed:
         changed = listed("--changed", args.changed)
     else:
         base = args.base or target.ctx.base_commit
         changed = changed_files(root, base, None if args.base else target.ctx.commit) if base else None
         if base and changed is None:
-            raise ClientError(f"git cannot tell what changed since {base} here: fetch it (actions/checkout's "
-                              "fetch-depth: 0) or pass --changed FILE", CONFIG)
+            raise ClientError(
+                f"git cannot tell what changed since {base} here: fetch it (actions/checkout's "
+                "fetch-depth: 0) or pass --changed FILE",
+                CONFIG,
+            )
     if changed is not None and (too_long := planning.long_path(changed)):
-        raise ClientError(f"a changed path of {len(too_long)} characters ({too_long[:60]!r}...) is longer than a path "
-                          f"can be ({planning.MAX_PATH}): check --changed", USAGE)
+        raise ClientError(
+            f"a changed path of {len(too_long)} characters ({too_long[:60]!r}...) is longer than a path "
+            f"can be ({planning.MAX_PATH}): check --changed",
+            USAGE,
+        )
     shards = config.plan(changed, target.ctx.ref == f"refs/heads/{args.default_branch}")
     for name, why in shards.runs.items():
         print(f"runs {name}: {why}")
     for name, why in shards.skips.items():
         print(f"skips {name}: {why}")
-    lines = {"matrix": json.dumps({"include": [{"shard": name} for name in shards.runs]}),
-             "shards": ",".join(shards.runs), "skip": ",".join(shards.skips), "expect": ",".join(shards.names)}
-    for path, form, what in ((os.environ.get("GITHUB_OUTPUT"), "{k}={v}", "$GITHUB_OUTPUT"),
-                             (args.dotenv, "CODSPEED_{K}={v}", "--dotenv")):
+    lines = {
+        "matrix": json.dumps({"include": [{"shard": name} for name in shards.runs]}),
+        "shards": ",".join(shards.runs),
+        "skip": ",".join(shards.skips),
+        "expect": ",".join(shards.names),
+    }
+    for path, form, what in (
+        (os.environ.get("GITHUB_OUTPUT"), "{k}={v}", "$GITHUB_OUTPUT"),
+        (args.dotenv, "CODSPEED_{K}={v}", "--dotenv"),
+    ):
         if path:
             try:
                 with open(path, "a") as out:

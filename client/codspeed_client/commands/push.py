@@ -11,25 +11,42 @@ from .common import Output, Target, add_common, shard_names, where_from
 
 NAME = "push"
 HELP = "upload this job's shard"
-EXAMPLE = ("  codspeed-client push --shard 2/4 --profile-folder profiles/\n"
-           "  codspeed-client push --shard parse --expect parse,lint,codegen --archive shard.tar.gz --dry-run\n")
+EXAMPLE = (
+    "  codspeed-client push --shard 2/4 --profile-folder profiles/\n"
+    "  codspeed-client push --shard parse --expect parse,lint,codegen --archive shard.tar.gz --dry-run\n"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shard", help="I/N (shard I of N) or a shard name (default: GitLab's CI_NODE_INDEX/CI_NODE_TOTAL, "
-                                        "Buildkite's parallel job)")
+    parser.add_argument(
+        "--shard",
+        help="I/N (shard I of N) or a shard name (default: GitLab's CI_NODE_INDEX/CI_NODE_TOTAL, "
+        "Buildkite's parallel job)",
+    )
     parser.add_argument("--expect", help="comma-separated names of every shard of the run")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--profile-folder", help="the folder CodSpeed wrote its profiles to")
     source.add_argument("--archive", help="an already made tar.gz of the profile folder")
-    parser.add_argument("--executor", choices=("valgrind", "walltime", "memory"),
-                        help="the CodSpeed executor that made the profiles (default: told by a folder's files; valgrind for an archive)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="check the shard with the aggregator's rules and show what would be sent; send nothing")
-    parser.add_argument("--wait-upstream", type=_seconds, default=WAIT_UPSTREAM, metavar="SECONDS",
-                        help=f"where each shard goes upstream as it is counted, wait at most this long until this one "
-                             f"is, as CodSpeed's runner ends its job after its upload (default {WAIT_UPSTREAM}; 0: do not "
-                             "wait; running out is a warning, never a failure: the part still goes)")
+    parser.add_argument(
+        "--executor",
+        choices=("valgrind", "walltime", "memory"),
+        help="the CodSpeed executor that made the profiles "
+        "(default: told by a folder's files; valgrind for an archive)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the shard with the aggregator's rules and show what would be sent; send nothing",
+    )
+    parser.add_argument(
+        "--wait-upstream",
+        type=_seconds,
+        default=WAIT_UPSTREAM,
+        metavar="SECONDS",
+        help=f"where each shard goes upstream as it is counted, wait at most this long until this one "
+        f"is, as CodSpeed's runner ends its job after its upload (default {WAIT_UPSTREAM}; 0: do not "
+        "wait; running out is a warning, never a failure: the part still goes)",
+    )
     add_common(parser)
 
 
@@ -63,7 +80,9 @@ def parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[s
         raise ClientError(f"--shard {shard!r} is neither I/N (shard 2 of 4 is --shard 2/4) nor a shard name", USAGE)
     if names is None:
         hint = f"--shard {shard}/N (shard {shard} of N)" if shard.isdigit() else f"--expect {shard},other,..."
-        raise ClientError(f"--shard {shard} says no total: write {hint}, so the run knows when every shard is in", USAGE)
+        raise ClientError(
+            f"--shard {shard} says no total: write {hint}, so the run knows when every shard is in", USAGE
+        )
     names = shard_names("--expect", expect)
     if shard not in names:
         raise ClientError(f"--shard {shard} is not among --expect {expect}", USAGE)
@@ -91,11 +110,26 @@ def run(args: argparse.Namespace) -> int:
     try:
         verdict = bundle.Verdict(made.path, made.executor)  # the aggregator's rules, checked while the upload goes
         api = None if args.dry_run else target.api()  # loads the HTTP client while the archive's CRC32 is taken
-        meta = metadata.build(target.ctx, project=target.project, run_id=target.run_id, commit=target.commit,
-                              shard=shard, carried=made.carried_metadata, executor=made.executor,
-                              tokenless=target.tokenless)
-        request = {"project": target.project, "run_id": target.run_id, "shard": shard, "total": total, "expect": names,
-                   "size": made.size, "crc32": made.crc32(), "metadata": meta}
+        meta = metadata.build(
+            target.ctx,
+            project=target.project,
+            run_id=target.run_id,
+            commit=target.commit,
+            shard=shard,
+            carried=made.carried_metadata,
+            executor=made.executor,
+            tokenless=target.tokenless,
+        )
+        request = {
+            "project": target.project,
+            "run_id": target.run_id,
+            "shard": shard,
+            "total": total,
+            "expect": names,
+            "size": made.size,
+            "crc32": made.crc32(),
+            "metadata": meta,
+        }
         request.update(where_from(target.ctx))
         if str(target.ctx.run_attempt or "").isdigit() and int(target.ctx.run_attempt) >= 1:
             request["ci_attempt"] = int(target.ctx.run_attempt)  # every shard of one CI re-run joins one attempt
@@ -115,8 +149,14 @@ def run(args: argparse.Namespace) -> int:
     run_id, attempt = grant.get("run_id") or target.run_id, grant.get("attempt") or 1
     again = f" (attempt {attempt}: run {target.run_id} was already forwarded)" if attempt > 1 else ""
     kind = f" ({made.executor})" if made.executor != "valgrind" else ""  # a shard is its name and its executor
-    pushed = {"pushed": shard, "executor": made.executor, "project": target.project, "run_id": run_id,
-              "attempt": attempt, "size": made.size}
+    pushed = {
+        "pushed": shard,
+        "executor": made.executor,
+        "project": target.project,
+        "run_id": run_id,
+        "attempt": attempt,
+        "size": made.size,
+    }
     said = f"pushed shard {shard}{of}{kind} of run {run_id} ({target.project}): {made.size} bytes{files}{again}"
     if grant.get("sent_on_arrival") and args.wait_upstream > 0:
         from codspeed_rules.names import shard_key
@@ -143,8 +183,10 @@ def _upstream(api, project: str, run_id: str, key: str, wait: float, out: Output
             return {"run_id": entry.get("upstream_run_id"), "codspeed_url": report.get("codspeed_url")}
         if time.monotonic() + pause > deadline:
             why = f" ({entry['reason']})" if entry and entry.get("reason") else ""
-            out.warn(f"shard {key} of run {run_id} was not upstream within {wait:g} s{why}: it goes as soon as it is "
-                     "counted, and the run's report says when")
+            out.warn(
+                f"shard {key} of run {run_id} was not upstream within {wait:g} s{why}: it goes as soon as it is "
+                "counted, and the run's report says when"
+            )
             return None
         time.sleep(pause)
         pause = min(5.0, pause * 2)
@@ -157,22 +199,38 @@ def _upload(api, made, request: dict, verdict, quiet: bool) -> dict:
     for attempt in range(2):
         grant = api.request_upload(request)
         try:
-            api.put_bundle(grant["upload_url"], grant["headers"], made.path, None if quiet else Progress(made.size),
-                           guard=verdict.guard)
+            api.put_bundle(
+                grant["upload_url"],
+                grant["headers"],
+                made.path,
+                None if quiet else Progress(made.size),
+                guard=verdict.guard,
+            )
             return grant
         except UploadExpired:
             if attempt:
-                raise ClientError("the upload URL expired twice before the bundle was sent: check the network speed "
-                                  "and the machine's clock", NETWORK) from None
+                raise ClientError(
+                    "the upload URL expired twice before the bundle was sent: check the network speed "
+                    "and the machine's clock",
+                    NETWORK,
+                ) from None
 
 
 def _dry_run(out: Output, made, checked, request: dict) -> int:
     files = made.files or sorted(checked.files)
-    summary = {"files": files, "size": made.size, "benchmarks": checked.benchmarks, "executor": made.executor,
-               "verdict": "valid", "request": request}
-    lines = [f"would push shard {request['shard']} of run {request['run_id']} ({request['project']}): "
-             f"{made.size} bytes, {len(files)} files, {checked.benchmarks} benchmarks ({made.executor}); "
-             "the aggregator's rules accept it"]
+    summary = {
+        "files": files,
+        "size": made.size,
+        "benchmarks": checked.benchmarks,
+        "executor": made.executor,
+        "verdict": "valid",
+        "request": request,
+    }
+    lines = [
+        f"would push shard {request['shard']} of run {request['run_id']} ({request['project']}): "
+        f"{made.size} bytes, {len(files)} files, {checked.benchmarks} benchmarks ({made.executor}); "
+        "the aggregator's rules accept it"
+    ]
     lines += [f"  {name}" for name in files]
     lines += ["metadata:", json.dumps(request["metadata"], indent=2)]
     out.result(summary, "\n".join(lines))

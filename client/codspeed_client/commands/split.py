@@ -30,10 +30,20 @@ def run(args: argparse.Namespace) -> int:
     costs = seconds_by_name(answer["benchmarks"], names)
     if args.shards > len(costs):  # pytest fails a job that collects no test (exit 5): its shard would count missing
         empty = args.shards - len(costs)
-        raise ClientError(f"--shards {args.shards} for {len(costs)} benchmarks: {empty} shard{'s' * (empty > 1)} would be "
-                          f"empty, and pytest fails a job that collects no test; split into {len(costs)} or fewer", USAGE)
+        raise ClientError(
+            f"--shards {args.shards} for {len(costs)} benchmarks: {empty} shard{'s' * (empty > 1)} would be "
+            f"empty, and pytest fails a job that collects no test; split into {len(costs)} or fewer",
+            USAGE,
+        )
     groups = split(costs, args.shards)
-    summary = {str(i): {"seconds": round(sum(costs[n] for n in g), 6), "benchmarks": g} for i, g in enumerate(groups, 1)}
-    Output(args).result(summary, "\n".join(f"shard {i}: {s['seconds']:.3f} s, {len(s['benchmarks'])} benchmarks: "
-                                           f"{' '.join(s['benchmarks'])}" for i, s in summary.items()))
+    summary = {
+        str(i): {"seconds": round(sum(costs[n] for n in g), 6), "benchmarks": g} for i, g in enumerate(groups, 1)
+    }
+    Output(args).result(
+        summary,
+        "\n".join(
+            f"shard {i}: {s['seconds']:.3f} s, {len(s['benchmarks'])} benchmarks: {' '.join(s['benchmarks'])}"
+            for i, s in summary.items()
+        ),
+    )
     return 0

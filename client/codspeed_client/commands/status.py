@@ -11,8 +11,10 @@ from .common import Target, add_common
 
 NAME = "status"
 HELP = "show the run's report"
-EXAMPLE = ("  codspeed-client status --wait --timeout 1800 --fail-on-regression 5\n"
-           "  codspeed-client status --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n")
+EXAMPLE = (
+    "  codspeed-client status --wait --timeout 1800 --fail-on-regression 5\n"
+    '  codspeed-client status --format markdown >> "$GITHUB_STEP_SUMMARY"\n'
+)
 
 
 def _percent(text: str) -> str | float:
@@ -34,10 +36,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait at most (default 1800)")
     parser.add_argument("--interval", type=float, default=5, help="seconds between polls (default 5)")
     parser.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    parser.add_argument("--fail-on-regression", nargs="?", const="report", type=_percent, metavar="PCT",
-                        help="exit 13 when a benchmark regressed past PCT (5 or 5%%; alone: the stack's threshold)")
-    parser.add_argument("--benchmarks", action="store_true",
-                        help="list every benchmark (read shard by shard), not only the worst changes")
+    parser.add_argument(
+        "--fail-on-regression",
+        nargs="?",
+        const="report",
+        type=_percent,
+        metavar="PCT",
+        help="exit 13 when a benchmark regressed past PCT (5 or 5%%; alone: the stack's threshold)",
+    )
+    parser.add_argument(
+        "--benchmarks",
+        action="store_true",
+        help="list every benchmark (read shard by shard), not only the worst changes",
+    )
     add_common(parser)
 
 
@@ -47,15 +58,21 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout < 0 or args.interval <= 0:
         raise ClientError("--timeout must be 0 or more seconds and --interval more than 0", USAGE)
     if args.benchmarks and args.format == "markdown":
-        raise ClientError("--benchmarks lists benchmarks in text or JSON: the Markdown names the worst changes only, "
-                          "and links the run's page", USAGE)
+        raise ClientError(
+            "--benchmarks lists benchmarks in text or JSON: the Markdown names the worst changes only, "
+            "and links the run's page",
+            USAGE,
+        )
     target = Target(args)
     api = target.api()
     if args.wait:
         report, timed_out = wait_for_final(api, target.project, target.run_id, args.timeout, args.interval)
         if report is None:
-            raise ClientError(f"run {target.run_id} of {target.project} did not appear within {args.timeout:g} s: "
-                              "did any shard push to it?", TIMEOUT)
+            raise ClientError(
+                f"run {target.run_id} of {target.project} did not appear within {args.timeout:g} s: "
+                "did any shard push to it?",
+                TIMEOUT,
+            )
     elif args.format == "markdown" and not args.json:
         report, timed_out = None, False  # the Markdown is fetched as such below: no JSON read first
     else:
@@ -72,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
     elif not args.quiet:
         print(render_text(report, every=args.benchmarks), end="")
     if timed_out:
-        print(f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final", file=sys.stderr)
+        print(
+            f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final",
+            file=sys.stderr,
+        )
     code = final_exit_code(report, timed_out) if args.wait else 0
     if regressed and code == 0:
         print(f"codspeed-client: {regressed}", file=sys.stderr)

@@ -56,7 +56,9 @@ class SpoolWriter:
         if self.upload_id is None:
             self.upload_id = self.s3.create_multipart_upload(Bucket=self.bucket, Key=self.key)["UploadId"]
         number = len(self._parts) + 1
-        answer = self.s3.upload_part(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=body)
+        answer = self.s3.upload_part(
+            Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=body
+        )
         self._parts.append({"ETag": answer["ETag"], "PartNumber": number})
 
     def abandon(self) -> None:
@@ -72,8 +74,9 @@ class SpoolWriter:
         else:
             if self._buffer:
                 self._send(bytes(self._buffer))
-            answer = self.s3.complete_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id,
-                                                       MultipartUpload={"Parts": self._parts})
+            answer = self.s3.complete_multipart_upload(
+                Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, MultipartUpload={"Parts": self._parts}
+            )
         self._buffer.clear()
         self.version_id = answer.get("VersionId")
 
@@ -122,8 +125,9 @@ class BundleStore:
         self.bucket = bucket
         self.s3 = client
 
-    def presign_put(self, key: str, expires: int, *, size: int | None, content_type: str | None, md5: str | None,
-                    crc32: str | None) -> tuple[str, dict]:
+    def presign_put(
+        self, key: str, expires: int, *, size: int | None, content_type: str | None, md5: str | None, crc32: str | None
+    ) -> tuple[str, dict]:
         """A presigned PUT whose headers, each when given, are signed: S3 refuses a body that
         disagrees with its checksums (Content-MD5, x-amz-checksum-crc32) or its length."""
         params, headers = {"Bucket": self.bucket, "Key": key}, {}
@@ -193,8 +197,9 @@ class BundleStore:
         """Copy an object (at its version) to ``target`` within the bucket, untagged (its run tags
         it final); answers the copy's version. S3 copies 5 GB at most in one request."""
         source = {"Bucket": self.bucket, "Key": key, **({"VersionId": version_id} if version_id else {})}
-        return self.s3.copy_object(Bucket=self.bucket, Key=target, CopySource=source, TaggingDirective="REPLACE"
-                                   ).get("VersionId")
+        return self.s3.copy_object(Bucket=self.bucket, Key=target, CopySource=source, TaggingDirective="REPLACE").get(
+            "VersionId"
+        )
 
     def reader(self, key: str, version_id: str | None = None) -> ObjectReader:
         return ObjectReader(self, key, version_id)
@@ -204,7 +209,9 @@ class BundleStore:
         expires only tagged bundles, so nothing of a run not yet forwarded is ever deleted."""
         tagged = 0
         for key in self._keys(prefix):
-            self.s3.put_object_tagging(Bucket=self.bucket, Key=key, Tagging={"TagSet": [{"Key": FINAL_TAG, "Value": "true"}]})
+            self.s3.put_object_tagging(
+                Bucket=self.bucket, Key=key, Tagging={"TagSet": [{"Key": FINAL_TAG, "Value": "true"}]}
+            )
             tagged += 1
         return tagged
 
@@ -220,15 +227,20 @@ class BundleStore:
         can never put an older report over a newer one, and no read is needed before writing.
         The Markdown goes first: the JSON, once there, says the version is published, and a
         publisher that failed between the two is retried to a version with both."""
-        self.s3.put_object(Bucket=self.bucket, Key=report_key(project, run_id, version, "md"), Body=markdown.encode(),
-                           ContentType="text/markdown; charset=utf-8")
+        self.s3.put_object(
+            Bucket=self.bucket,
+            Key=report_key(project, run_id, version, "md"),
+            Body=markdown.encode(),
+            ContentType="text/markdown; charset=utf-8",
+        )
         return self.put_once(report_key(project, run_id, version), json_body)
 
     def put_once(self, key: str, json_body: str) -> bool:
         """Write a JSON object unless the key has one (``If-None-Match: *``); False when it had."""
         try:
-            self.s3.put_object(Bucket=self.bucket, Key=key, Body=json_body.encode(), ContentType="application/json",
-                               IfNoneMatch="*")
+            self.s3.put_object(
+                Bucket=self.bucket, Key=key, Body=json_body.encode(), ContentType="application/json", IfNoneMatch="*"
+            )
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
                 return False
@@ -237,7 +249,10 @@ class BundleStore:
 
     def latest_report_key(self, project: str, run_id: str) -> str | None:
         """The key of the highest published version of a run's report (its JSON), or None."""
-        for prefix in (report_prefix(project, run_id), legacy_report_prefix(project, run_id)):  # the latter for one release
+        for prefix in (
+            report_prefix(project, run_id),
+            legacy_report_prefix(project, run_id),
+        ):  # the latter for one release
             latest = max((k for k in self._keys(prefix) if is_report_key(prefix, k)), default=None)
             if latest is not None:
                 return latest
@@ -250,4 +265,6 @@ class BundleStore:
 
     def presign_get(self, key: str, expires: int) -> str:
         """A presigned GET of one object (a report too large for Lambda's answer)."""
-        return self.s3.generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires)
+        return self.s3.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
+        )

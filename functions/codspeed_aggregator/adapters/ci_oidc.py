@@ -19,8 +19,15 @@ CIRCLECI_ORIGIN = "oidc.circleci.com/vcs-origin"
 class _Issuer:
     """One issuer: its keys (fetched once an hour at most), its audience, and the claim naming the project."""
 
-    def __init__(self, issuer: str, audience: str, jwks_url: str, claim: str, project: Callable[[str], str | None],
-                 cache_seconds: int = 3600) -> None:
+    def __init__(
+        self,
+        issuer: str,
+        audience: str,
+        jwks_url: str,
+        claim: str,
+        project: Callable[[str], str | None],
+        cache_seconds: int = 3600,
+    ) -> None:
         self.issuer, self.audience, self.jwks_url, self.claim, self.project = issuer, audience, jwks_url, claim, project
         self.cache_seconds = cache_seconds
         self._keys = None
@@ -40,8 +47,15 @@ class _Issuer:
 
         try:
             key = self._key_client().get_signing_key_from_jwt(token)
-            claims = jwt.decode(token, key.key, algorithms=["RS256"], audience=self.audience, issuer=self.issuer,
-                                options={"require": ["exp", "iss", "aud", self.claim]}, leeway=30)
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=["RS256"],
+                audience=self.audience,
+                issuer=self.issuer,
+                options={"require": ["exp", "iss", "aud", self.claim]},
+                leeway=30,
+            )
         except jwt.ExpiredSignatureError as exc:
             raise OidcRefused("the OIDC token has expired") from exc
         except jwt.InvalidAudienceError as exc:
@@ -69,10 +83,21 @@ def _vcs_origin(origin: str) -> str | None:
 class CiOidc:
     """The issuers a token may come from: GitHub Actions', and CircleCI's of the organizations listed."""
 
-    def __init__(self, audience: str, jwks_url: str | None = None, circleci_orgs: Collection[str] = (),
-                 circleci_issuers: str = CIRCLECI_ISSUERS, circleci_jwks_url: str | None = None) -> None:
-        self.github = _Issuer(GITHUB_ISSUER, audience, jwks_url or f"{GITHUB_ISSUER}/.well-known/jwks", "repository",
-                              lambda repository: repository)
+    def __init__(
+        self,
+        audience: str,
+        jwks_url: str | None = None,
+        circleci_orgs: Collection[str] = (),
+        circleci_issuers: str = CIRCLECI_ISSUERS,
+        circleci_jwks_url: str | None = None,
+    ) -> None:
+        self.github = _Issuer(
+            GITHUB_ISSUER,
+            audience,
+            jwks_url or f"{GITHUB_ISSUER}/.well-known/jwks",
+            "repository",
+            lambda repository: repository,
+        )
         self.circleci = {}
         for org in circleci_orgs:
             issuer = f"{circleci_issuers.rstrip('/')}/{org}"
@@ -91,6 +116,8 @@ class CiOidc:
         if issuer in self.circleci:
             return self.circleci[issuer].repository(token)
         if issuer.startswith(f"{self.circleci_issuers}/"):
-            raise OidcRefused(f"the OIDC token's CircleCI organization ({issuer.rsplit('/', 1)[1]}) is not among the "
-                              "aggregator's CircleCiOrgIds: its operator adds it to accept the organization's jobs")
+            raise OidcRefused(
+                f"the OIDC token's CircleCI organization ({issuer.rsplit('/', 1)[1]}) is not among the "
+                "aggregator's CircleCiOrgIds: its operator adds it to accept the organization's jobs"
+            )
         return self.github.repository(token)

@@ -7,10 +7,13 @@ class GitHubApi:
     def __init__(self, api_url: str, token: str, timeout: float = 10) -> None:
         self.api_url = api_url.rstrip("/")
         self.http = requests.Session()
-        self.http.headers.update({
-            "Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
-            "X-GitHub-Api-Version": "2022-11-28",
-        })
+        self.http.headers.update(
+            {
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28",
+            }
+        )
         self.timeout = timeout
 
     def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None):

@@ -12,9 +12,13 @@ class GitHubCommits(GitHubApi):
         its first-parent ancestors, the nearest first."""
         pull = self.call("GET", f"/repos/{project}/pulls/{number}")
         base, head = pull["base"]["ref"], pull["head"]["sha"]
-        found = self.call("GET", f"/repos/{project}/compare/{quote(base, safe='')}...{head}")["merge_base_commit"]["sha"]
+        found = self.call("GET", f"/repos/{project}/compare/{quote(base, safe='')}...{head}")["merge_base_commit"][
+            "sha"
+        ]
         listed = self.call("GET", f"/repos/{project}/commits", params={"sha": found, "per_page": ancestors + 1})
-        parents = {c["sha"]: (c.get("parents") or [{}])[0].get("sha") for c in listed}  # the history, not only first parents
+        parents = {
+            c["sha"]: (c.get("parents") or [{}])[0].get("sha") for c in listed
+        }  # the history, not only first parents
         chain, at = [], parents.get(found)
         while at in parents and len(chain) < ancestors:
             chain.append(at)

@@ -13,9 +13,12 @@ class GitHubPulls(GitHubApi):
         found = self._get(f"/repos/{project}/pulls/{number}")
         if found is None:
             return None
-        return PullRequest(state=found["state"], head_sha=found["head"]["sha"],
-                           head_repository=(found["head"].get("repo") or {}).get("full_name"),
-                           base_repository=found["base"]["repo"]["full_name"])
+        return PullRequest(
+            state=found["state"],
+            head_sha=found["head"]["sha"],
+            head_repository=(found["head"].get("repo") or {}).get("full_name"),
+            base_repository=found["base"]["repo"]["full_name"],
+        )
 
     def workflow_run(self, project: str, run_id: str) -> WorkflowRun | None:
         """Actions run ``run_id`` of ``project``; None when GitHub has none."""
@@ -24,8 +27,9 @@ class GitHubPulls(GitHubApi):
         found = self._get(f"/repos/{project}/actions/runs/{run_id}")
         if found is None:
             return None
-        return WorkflowRun(head_sha=found["head_sha"],
-                           head_repository=(found.get("head_repository") or {}).get("full_name"))
+        return WorkflowRun(
+            head_sha=found["head_sha"], head_repository=(found.get("head_repository") or {}).get("full_name")
+        )
 
     def _get(self, path: str) -> dict | None:
         try:

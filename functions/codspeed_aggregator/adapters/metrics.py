@@ -5,7 +5,9 @@ from typing import Protocol
 
 from aws_lambda_powertools import Metrics as _Powertools
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.metrics.functions import is_metrics_disabled  # POWERTOOLS_METRICS_DISABLED, as powertools reads it
+from aws_lambda_powertools.metrics.functions import (
+    is_metrics_disabled,
+)  # POWERTOOLS_METRICS_DISABLED, as powertools reads it
 
 __all__ = ["CloudWatchMetrics", "Metrics", "NoMetrics", "is_metrics_disabled"]
 

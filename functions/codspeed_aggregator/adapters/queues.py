@@ -19,6 +19,8 @@ class Queue:
 
 
 class FinalizeQueue(Queue):
-    def request(self, project: str, run_id: str, reason: str, part: int | None = None, shard: str | None = None) -> None:
+    def request(
+        self, project: str, run_id: str, reason: str, part: int | None = None, shard: str | None = None
+    ) -> None:
         message = FinalizeMessage(project=project, run_id=run_id, reason=reason, part=part, shard=shard)
         self.send(message.model_dump_json(exclude_none=True))

@@ -35,8 +35,13 @@ class ResultsStore:
     def write(self, bundle_key: str, results: ShardResults) -> None:
         """Written before the arrival is counted: whoever sees the shard counted finds its results.
         An arrival delivered twice writes the same bytes again."""
-        self.s3.put_object(Bucket=self.bucket, Key=results_key(bundle_key), Body=gzip.compress(results.to_json(), LEVEL),
-                           ContentType="application/json", ContentEncoding="gzip")
+        self.s3.put_object(
+            Bucket=self.bucket,
+            Key=results_key(bundle_key),
+            Body=gzip.compress(results.to_json(), LEVEL),
+            ContentType="application/json",
+            ContentEncoding="gzip",
+        )
 
     def read(self, bundle_key: str) -> ShardResults | None:
         """A bundle's results; None when there are none (expired, or counted before results were
@@ -61,7 +66,7 @@ class ResultsStore:
         if len(keys) <= 1:
             return {key: self.read(key) for key in keys}
         with ThreadPoolExecutor(min(READERS, len(keys))) as pool:
-            return dict(zip(keys, pool.map(self.read, keys)))
+            return dict(zip(keys, pool.map(self.read, keys), strict=True))
 
     def write_digest(self, project: str, run_id: str, digest: SummaryDigest) -> None:
         """The last writer's stands: any digest stands for the bundles it names."""
@@ -81,8 +86,11 @@ class ResultsStore:
 
     def copy(self, bundle_key: str, target_bundle_key: str) -> None:
         """A bundle's results, beside a copy of the bundle."""
-        self.s3.copy_object(Bucket=self.bucket, Key=results_key(target_bundle_key),
-                            CopySource={"Bucket": self.bucket, "Key": results_key(bundle_key)})
+        self.s3.copy_object(
+            Bucket=self.bucket,
+            Key=results_key(target_bundle_key),
+            CopySource={"Bucket": self.bucket, "Key": results_key(bundle_key)},
+        )
 
     def read_digest(self, project: str, run_id: str) -> SummaryDigest | None:
         try:
@@ -93,8 +101,13 @@ class ResultsStore:
             return None
 
     def _write(self, key: str, data: bytes) -> None:
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=gzip.compress(data, LEVEL),
-                           ContentType="application/json", ContentEncoding="gzip")
+        self.s3.put_object(
+            Bucket=self.bucket,
+            Key=key,
+            Body=gzip.compress(data, LEVEL),
+            ContentType="application/json",
+            ContentEncoding="gzip",
+        )
 
     def _read_listed(self, key: str) -> bytes | None:
         """Listed first: S3 answers the GET of an absent key 403, not 404, to a role that may list

@@ -6,7 +6,6 @@ second upload. Each step is retried with backoff on connection errors, timeouts,
 and malformed answers; a 4xx other than 429 is final."""
 
 import io
-import random
 import time
 from collections.abc import Callable
 from typing import BinaryIO
@@ -14,9 +13,9 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
+from codspeed_rules.backoff import RETRY_STATUSES, backoff
 from codspeed_wire.upstream import UploadAccepted
 
-RETRY_STATUSES = {429, 500, 502, 503, 504}
 MIN_PUT_RATE = 512 * 1024  # bytes per second: an upload slower than this has stalled
 MAX_ANSWER = 1 << 20  # an upload grant is a few hundred bytes
 MAX_REDIRECTS = 3
@@ -61,9 +60,16 @@ USER_AGENT = "codspeed-shard-aggregator/0.1.0"  # like the runner's codspeed-run
 
 
 class UpstreamClient:
-    def __init__(self, url: str, token: str | None, timeout: float = 60, attempts: int = 3, backoff: float = 1.0,
-                 sleep: Callable[[float], None] = time.sleep,
-                 tokens: Callable[[str | None], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        timeout: float = 60,
+        attempts: int = 3,
+        backoff: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+        tokens: Callable[[str | None], str | None] | None = None,
+    ) -> None:
         self.url = url
         self.token = token
         self.tokens = tokens  # a project's own token (adapters.upstream_tokens); else ``token``
@@ -73,8 +79,16 @@ class UpstreamClient:
         self.sleep = sleep
         self.http = requests.Session()
 
-    def _bounded(self, method: str, url: str, budget: float, *, data: BinaryIO | None = None,
-                 headers: dict | None = None, **kwargs) -> requests.Response:
+    def _bounded(
+        self,
+        method: str,
+        url: str,
+        budget: float,
+        *,
+        data: BinaryIO | None = None,
+        headers: dict | None = None,
+        **kwargs,
+    ) -> requests.Response:
         """One request that ends within ``budget`` seconds however slowly the peer reads or
         answers (``timeout`` alone bounds each read: an upstream trickling a byte at a time
         would hold the finalizer until the function's own timeout). A 307 or 308 is followed,
@@ -84,8 +98,16 @@ class UpstreamClient:
             if data is not None and hop:
                 data.seek(0)
             body = _Deadline(data, deadline, budget) if data is not None else None
-            answer = self.http.request(method, url, stream=True, timeout=self.timeout, allow_redirects=False,
-                                       data=body, headers=headers, **kwargs)
+            answer = self.http.request(
+                method,
+                url,
+                stream=True,
+                timeout=self.timeout,
+                allow_redirects=False,
+                data=body,
+                headers=headers,
+                **kwargs,
+            )
             if answer.status_code not in (307, 308) or not answer.headers.get("location"):
                 break
             answer.close()
@@ -107,11 +129,13 @@ class UpstreamClient:
         answer._content = bytes(content)
         return answer
 
-    def _retrying(self, step: str, send: Callable[[], requests.Response], accept: Callable[[requests.Response], object]):
+    def _retrying(
+        self, step: str, send: Callable[[], requests.Response], accept: Callable[[requests.Response], object]
+    ):
         failure = ""
         for attempt in range(self.attempts):
             if attempt:
-                self.sleep(min(60.0, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0))
+                self.sleep(backoff(attempt - 1, self.backoff, 60.0))
             try:
                 answer = send()
             except requests.RequestException as exc:
@@ -138,8 +162,9 @@ class UpstreamClient:
         project = f"{owner}/{repository}" if owner and repository else None
         return self.tokens(project) if self.tokens else self.token
 
-    def announce(self, metadata: dict, body: bytes | None = None, user_agent: str | None = None,
-                 job_token: str | None = None) -> UploadAccepted:
+    def announce(
+        self, metadata: dict, body: bytes | None = None, user_agent: str | None = None, job_token: str | None = None
+    ) -> UploadAccepted:
         """Step 1: POST the metadata (in the runner's field order, as given), or ``body``, the bytes a
         runner sent (``metadata`` read from them), with its ``user_agent`` and its job's own
         ``job_token`` (still valid) over the stack's; the answer says where to PUT the archive."""
@@ -153,15 +178,20 @@ class UpstreamClient:
             return {"data": io.BytesIO(body)} if body is not None else {"json": metadata}
 
         return self._retrying(
-            f"POST {self.url}", lambda: self._bounded("POST", self.url, self.timeout, headers=headers, **sent()),
+            f"POST {self.url}",
+            lambda: self._bounded("POST", self.url, self.timeout, headers=headers, **sent()),
             lambda answer: UploadAccepted.model_validate_json(answer.content),
         )
 
     def put(self, upload_url: str, archive: BinaryIO, size: int, md5: str, gzipped: bool = True) -> None:
         """Step 2: PUT the archive with the runner's headers: a tar, its Content-MD5, and
         ``Content-Encoding: gzip`` when it is compressed."""
-        headers = {"Content-Type": "application/x-tar", "Content-Length": str(size), "Content-MD5": md5,
-                   "User-Agent": USER_AGENT}
+        headers = {
+            "Content-Type": "application/x-tar",
+            "Content-Length": str(size),
+            "Content-MD5": md5,
+            "User-Agent": USER_AGENT,
+        }
         if gzipped:
             headers["Content-Encoding"] = "gzip"
 

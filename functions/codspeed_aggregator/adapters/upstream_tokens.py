@@ -16,8 +16,13 @@ MISSING_FOR_SECONDS = 300  # a project with no parameter of its own is looked up
 
 
 class UpstreamTokens:
-    def __init__(self, path: str | None, fallback: str | None, read: Callable[[str], str | None],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: str | None,
+        fallback: str | None,
+        read: Callable[[str], str | None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path = (path or "").rstrip("/")
         self.fallback = fallback
         self.read = read
@@ -40,4 +45,3 @@ class UpstreamTokens:
                 raise
             self._missing[name] = now  # no parameter for this project: the stack's token
             return self.fallback
-

@@ -38,8 +38,10 @@ def baseline_why(run: RunRecord, baseline_commit: str | None, branch: str) -> st
             return f"{branch}'s run at the change's base commit {at}"
         if found in run.base_ancestors:
             back = run.base_ancestors.index(found) + 1
-            return (f"{branch}'s run at {found[:12]}, {back} commit{'s' * (back > 1)} before the change's base commit "
-                    f"{at}: the nearest with a run")
+            return (
+                f"{branch}'s run at {found[:12]}, {back} commit{'s' * (back > 1)} before the change's base commit "
+                f"{at}: the nearest with a run"
+            )
         among = f" or the {len(run.base_ancestors)} commits before it" if run.base_ancestors else ""
         return f"{branch}'s latest run: none was forwarded at the change's base commit {at}{among}"
     if branch_of(run.ref) == branch:
@@ -62,19 +64,28 @@ class Completion:
     outcome: dict = field(default_factory=dict)
 
 
-def complete(run: RunRecord, arrived: dict[str, ShardRecord], branch: str, baseline: Snapshot | None,
-             names: dict[str, list[str]] | None = None,
-             earlier: dict[str, tuple[RunRecord, ShardRecord]] | None = None) -> Completion:
+def complete(
+    run: RunRecord,
+    arrived: dict[str, ShardRecord],
+    branch: str,
+    baseline: Snapshot | None,
+    names: dict[str, list[str]] | None = None,
+    earlier: dict[str, tuple[RunRecord, ShardRecord]] | None = None,
+) -> Completion:
     """What a run takes from its baseline; ``names`` has the benchmark names of each shard's
     bundle (by key, of this run's and the baseline's), to tell which benchmarks the run lost
     (without it, none are looked for). A skipped shard the baseline run did not receive (it
     was carried or missing there) is carried from ``earlier``: the branch's latest run before
     it that received it, by shard."""
     if baseline is None:
-        return Completion(outcome={
-            "baseline": None, "carried": {}, "missing_benchmarks": [],
-            "note": f"no forwarded run on {branch} yet: skipped shards stay skipped, nothing to compare with",
-        })
+        return Completion(
+            outcome={
+                "baseline": None,
+                "carried": {},
+                "missing_benchmarks": [],
+                "note": f"no forwarded run on {branch} yet: skipped shards stay skipped, nothing to compare with",
+            }
+        )
     received = baseline.arrived()
     sources = {**(earlier or {}), **{name: (baseline.run, s) for name, s in received.items()}}
     skipped = skipped_keys(run, baseline)
@@ -85,12 +96,28 @@ def complete(run: RunRecord, arrived: dict[str, ShardRecord], branch: str, basel
         explained = {b for name in skipped if name not in carried and name in received for b in of(received[name])}
         present = {b for shard in (*arrived.values(), *(s for _, s in carried.values())) for b in of(shard)}
         gone = sorted({b for shard in received.values() for b in of(shard)} - present - explained)
-    return Completion(carried={name: s for name, (_, s) in carried.items()}, outcome={
-        "baseline": {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": branch,
-                     "why": baseline_why(run, baseline.run.commit, branch)},
-        "carried": {name: {"run_id": source.run_id, "commit": source.commit, "branch": branch, "benchmarks": s.benchmarks,
-                           "size": s.size, "group": s.group, **({"key": s.key} if s.results_kept else {})}
-                    for name, (source, s) in carried.items()},
-        "missing_benchmarks": gone[:MAX_LISTED],
-        "missing_benchmarks_total": len(gone),
-    })
+    return Completion(
+        carried={name: s for name, (_, s) in carried.items()},
+        outcome={
+            "baseline": {
+                "run_id": baseline.run.run_id,
+                "commit": baseline.run.commit,
+                "branch": branch,
+                "why": baseline_why(run, baseline.run.commit, branch),
+            },
+            "carried": {
+                name: {
+                    "run_id": source.run_id,
+                    "commit": source.commit,
+                    "branch": branch,
+                    "benchmarks": s.benchmarks,
+                    "size": s.size,
+                    "group": s.group,
+                    **({"key": s.key} if s.results_kept else {}),
+                }
+                for name, (source, s) in carried.items()
+            },
+            "missing_benchmarks": gone[:MAX_LISTED],
+            "missing_benchmarks_total": len(gone),
+        },
+    )

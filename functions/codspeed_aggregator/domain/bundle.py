@@ -16,6 +16,9 @@ def normalizing(out, level: int = gz.DEFAULT_LEVEL, *, verify: bool = True) -> N
     """Validation's gunzip and tap that verify a bundle marked as normalized, and normalize any
     other into ``out`` (None: refuse it with NotNormalized). Either way each segment is inflated
     alone once, here, so that no forward inflates it again (``INFLATED_ALONE``)."""
-    normalizer = Normalizer(out, level, compressor=gz.raw_compressor, crc32=gz.crc32,
-                            prove=gz.raw_inflater) if out is not None else None
+    normalizer = (
+        Normalizer(out, level, compressor=gz.raw_compressor, crc32=gz.crc32, prove=gz.raw_inflater)
+        if out is not None
+        else None
+    )
     return Normalizing(normalizer, gz.reader, inflater=gz.raw_inflater, crc32=gz.crc32, verify=verify)

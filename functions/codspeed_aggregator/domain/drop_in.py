@@ -28,8 +28,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from codspeed_wire.api import MAX_SHARDS
 from codspeed_rules.names import JOB_MARK, is_run_id, shard_key
+from codspeed_wire.api import MAX_SHARDS
 from codspeed_wire.upstream import UploadMetadata
 
 from .errors import Unprocessable
@@ -105,13 +105,21 @@ def shard_of(metadata: UploadMetadata) -> DropInShard:
     if part is None:
         # a run of one, whose job may upload once per executor: one job of each (before job keys, shard 1 of each)
         name = shard_key("1", metadata.executor)
-        return DropInShard(_single_part_run_id(metadata), job_key(name), "1", Manifest(total=1), metadata.executor,
-                           legacy=(name, Manifest(total=1, indexed=True)))
+        return DropInShard(
+            _single_part_run_id(metadata),
+            job_key(name),
+            "1",
+            Manifest(total=1),
+            metadata.executor,
+            legacy=(name, Manifest(total=1, indexed=True)),
+        )
     variant = part.variant(metadata.executor)
     label = part.run_part_id
     if AGGREGATED_KEY in label:  # upstream, it would stand in the place of one of our merged parts
-        raise Unprocessable(f"runPart.runPartId {label!r} holds {AGGREGATED_KEY}…, which names the aggregator's own "
-                            "run parts: CodSpeed's runner never writes it")
+        raise Unprocessable(
+            f"runPart.runPartId {label!r} holds {AGGREGATED_KEY}…, which names the aggregator's own "
+            "run parts: CodSpeed's runner never writes it"
+        )
     if metadata.run_environment == "GITLAB_CI":
         run_id = gitlab_run_id(metadata.commit_hash, metadata.ref)
         name = part.job_name or label
@@ -121,7 +129,9 @@ def shard_of(metadata: UploadMetadata) -> DropInShard:
         return _job(run_id, label, Manifest(total=1), variant, group_of(name))
     total = part.total_parts()
     if total is not None and not 1 <= total <= MAX_SHARDS:
-        raise Unprocessable(f"runPart.metadata job-total is {total}: a matrix (CircleCI: its parallelism) has 1 to {MAX_SHARDS} jobs")
+        raise Unprocessable(
+            f"runPart.metadata job-total is {total}: a matrix (CircleCI: its parallelism) has 1 to {MAX_SHARDS} jobs"
+        )
     job = part.job_name or label.split("-{", 1)[0]
     if metadata.run_environment == "CIRCLECI" and not part.job_name:
         job = re.sub(r"-[0-9]+$", "", job)  # {job}-{node}: the nodes are one job
@@ -160,4 +170,6 @@ def display_label(label: str | None) -> str | None:
 
 def group_of(job_name: str) -> str:
     """A job group's key: the job's name when it is short and plain, else a safe key of it."""
-    return job_name if job_name and len(job_name) <= 64 and not _UNSAFE_GROUP.search(job_name) else safe_key(job_name, 64)
+    return (
+        job_name if job_name and len(job_name) <= 64 and not _UNSAFE_GROUP.search(job_name) else safe_key(job_name, 64)
+    )

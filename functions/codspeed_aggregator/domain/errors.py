@@ -3,7 +3,17 @@
 
 from codspeed_rules.bundle import BadBundle
 
-__all__ = ["BadBundle", "Busy", "Closing", "Conflict", "Forbidden", "NotFound", "Refused", "Unauthorized", "Unprocessable"]
+__all__ = [
+    "BadBundle",
+    "Busy",
+    "Closing",
+    "Conflict",
+    "Forbidden",
+    "NotFound",
+    "Refused",
+    "Unauthorized",
+    "Unprocessable",
+]
 
 
 class Refused(Exception):

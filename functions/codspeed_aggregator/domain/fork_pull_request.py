@@ -19,8 +19,10 @@ class ForkClaim:
         """The claim a request makes, or the sentence that says why it makes none."""
         number = pull_request(ref)
         if number is None:
-            raise ClaimRefused(f"a request without a token is taken for a pull request's ref only (refs/pull/N/merge), "
-                               f"not {ref!r}: a branch's run may become the baseline, and needs the aggregator's token")
+            raise ClaimRefused(
+                f"a request without a token is taken for a pull request's ref only (refs/pull/N/merge), "
+                f"not {ref!r}: a branch's run may become the baseline, and needs the aggregator's token"
+            )
         if not commit:
             raise ClaimRefused("a request without a token names the pull request's head commit: none was given")
         return cls(project, number, commit.lower(), run_id)
@@ -56,16 +58,26 @@ def check(claim: ForkClaim, pull: PullRequest | None, run: WorkflowRun | None) -
     if pull is None:
         raise ClaimRefused(f"GitHub has no pull request {at}")
     if pull.state != "open":
-        raise ClaimRefused(f"pull request {at} is {pull.state}: only an open pull request's run is taken without a token")
+        raise ClaimRefused(
+            f"pull request {at} is {pull.state}: only an open pull request's run is taken without a token"
+        )
     if pull.head_repository == pull.base_repository:
-        raise ClaimRefused(f"pull request {at} comes from a branch of {claim.project}, not from a fork: its jobs have "
-                           "the project's secrets, so they send the aggregator's token")
+        raise ClaimRefused(
+            f"pull request {at} comes from a branch of {claim.project}, not from a fork: its jobs have "
+            "the project's secrets, so they send the aggregator's token"
+        )
     if pull.head_sha.lower() != claim.commit:
-        raise ClaimRefused(f"commit {claim.commit[:12]} is not the head of pull request {at} ({pull.head_sha[:12]}): "
-                           "a pushed commit that is no longer the head is not benchmarked without a token")
+        raise ClaimRefused(
+            f"commit {claim.commit[:12]} is not the head of pull request {at} ({pull.head_sha[:12]}): "
+            "a pushed commit that is no longer the head is not benchmarked without a token"
+        )
     if run is None:
-        raise ClaimRefused(f"GitHub has no Actions run {claim.run_id} in {claim.project}: a run without a token is "
-                           "the pull request's own workflow run (GITHUB_RUN_ID)")
+        raise ClaimRefused(
+            f"GitHub has no Actions run {claim.run_id} in {claim.project}: a run without a token is "
+            "the pull request's own workflow run (GITHUB_RUN_ID)"
+        )
     if run.head_sha.lower() != claim.commit or run.head_repository != pull.head_repository:
-        raise ClaimRefused(f"Actions run {claim.run_id} of {claim.project} did not run pull request {at}'s head "
-                           f"{claim.commit[:12]}: a run without a token is the pull request's own workflow run")
+        raise ClaimRefused(
+            f"Actions run {claim.run_id} of {claim.project} did not run pull request {at}'s head "
+            f"{claim.commit[:12]}: a run without a token is the pull request's own workflow run"
+        )

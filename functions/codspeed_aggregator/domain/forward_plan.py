@@ -30,17 +30,31 @@ class PartPlan:
         return part_claim(self.upload, self.shards)
 
     def to_item(self) -> dict:
-        return {"index": self.index, "upload": self.upload.to_item(), "id": self.part_id,
-                "shards": {name: asdict(s) for name, s in self.shards.items()}, "carried": self.carried,
-                "number": self.number, "group_parts": self.group_parts, "sends": self.sends,
-                "base_metadata": self.base_metadata}
+        return {
+            "index": self.index,
+            "upload": self.upload.to_item(),
+            "id": self.part_id,
+            "shards": {name: asdict(s) for name, s in self.shards.items()},
+            "carried": self.carried,
+            "number": self.number,
+            "group_parts": self.group_parts,
+            "sends": self.sends,
+            "base_metadata": self.base_metadata,
+        }
 
     @classmethod
     def from_item(cls, item: dict) -> "PartPlan":
-        return cls(index=item["index"], upload=Upload.from_item(item["upload"]), part_id=item["id"],
-                   shards={name: ShardRecord(**s) for name, s in item["shards"].items()}, carried=item["carried"],
-                   number=item["number"], group_parts=item["group_parts"], sends=item["sends"],
-                   base_metadata=item["base_metadata"])
+        return cls(
+            index=item["index"],
+            upload=Upload.from_item(item["upload"]),
+            part_id=item["id"],
+            shards={name: ShardRecord(**s) for name, s in item["shards"].items()},
+            carried=item["carried"],
+            number=item["number"],
+            group_parts=item["group_parts"],
+            sends=item["sends"],
+            base_metadata=item["base_metadata"],
+        )
 
 
 @dataclass(frozen=True)
@@ -59,10 +73,14 @@ class ForwardPlan:
         merged = [u for u in self.uploads if u.merged and u.group == upload.group]
         carried = self.completion.outcome.get("carried") or {}
         return PartPlan(
-            index=index, upload=upload, part_id=self.part_ids[index],
+            index=index,
+            upload=upload,
+            part_id=self.part_ids[index],
             shards={name: self.shards[name] for name in upload.shards},
             carried={name: carried[name] for name in upload.shards if name in self.completion.carried},
-            number=merged.index(upload) + 1 if upload.merged else 0, group_parts=len(merged), sends=len(self.todo),
+            number=merged.index(upload) + 1 if upload.merged else 0,
+            group_parts=len(merged),
+            sends=len(self.todo),
             base_metadata=self.base_metadata,
         )
 
@@ -75,13 +93,16 @@ class ForwardPlan:
             carried = len(self.completion.carried)
             if measured := len(self.shards) - carried:
                 message = f"{measured} shards, each its own part upstream" + (
-                    f" ({len(parts)} sent at the end, {size} bytes)" if parts else "")
+                    f" ({len(parts)} sent at the end, {size} bytes)" if parts else ""
+                )
             else:
                 message = "nothing measured on this commit: one part with no benchmark (allowEmpty)"
             message += f"; {carried} carried, left to CodSpeed's baseline" if carried else ""
             run_ids += [s.upstream["run_id"] for s in self.shards.values() if sent_as(s) and s.upstream.get("run_id")]
         else:
-            message = f"{len(self.shards)} shards merged, {size} bytes" + (f", in {len(parts)} uploads" if len(parts) > 1 else "")
+            message = f"{len(self.shards)} shards merged, {size} bytes" + (
+                f", in {len(parts)} uploads" if len(parts) > 1 else ""
+            )
             if held := len(self.uploads) - len(self.todo):
                 message += f"; {held} part{'s' if held > 1 else ''} the upstream holds already, not sent again"
         return message, ",".join(dict.fromkeys(run_ids)) or None

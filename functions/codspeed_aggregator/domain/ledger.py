@@ -16,7 +16,11 @@ from .errors import Unprocessable
 from .manifest import Manifest
 
 OPEN, FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY = (
-    "open", "finalizing", "forwarded", "forward_failed", "closed_empty",
+    "open",
+    "finalizing",
+    "forwarded",
+    "forward_failed",
+    "closed_empty",
 )
 ARRIVED, REJECTED, LATE = "arrived", "rejected", "late"
 ENDED = (FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY)  # an upload for such a run starts its next attempt
@@ -92,7 +96,9 @@ class RunRecord:
     ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
     rerun: bool = False  # opened by a later CI attempt: complete once that attempt re-ran all, or closes it
     eager: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
-    job_keys: bool = True  # its runner jobs are keyed apart from pushed names (``drop_in.job_key``); False: opened before
+    job_keys: bool = (
+        True  # its runner jobs are keyed apart from pushed names (``drop_in.job_key``); False: opened before
+    )
 
     def awaits_rerun(self, inherited: int) -> bool:
         """A CI re-run's attempt still waiting for its CI attempt: ``inherited`` of its shards are
@@ -108,9 +114,11 @@ class RunRecord:
         """Every group seen has all its shards (outside its manifest they are refused at upload),
         its shards skipped on purpose aside (a push of one is refused: ``codspeed-client open``)."""
         return bool(self.groups) and all(
-            manifest.is_complete_count(self.group_counts.get(group, 0) + self.skipped_in(group, manifest),
-                                       self.variants_of(group))
-            for group, manifest in self.groups.items())
+            manifest.is_complete_count(
+                self.group_counts.get(group, 0) + self.skipped_in(group, manifest), self.variants_of(group)
+            )
+            for group, manifest in self.groups.items()
+        )
 
     def skipped_in(self, group: str, manifest: Manifest) -> int:
         """How many of a group's shards are skipped (the client's group only: skips name its shards),
@@ -128,7 +136,7 @@ class RunRecord:
         counts = [m.expected_count() for m in self.groups.values()]
         if not counts or None in counts:
             return None
-        return sum(c * max(1, self.variants_of(g)) for g, c in zip(self.groups, counts))
+        return sum(c * max(1, self.variants_of(g)) for g, c in zip(self.groups, counts, strict=False))
 
     def base_commits(self) -> tuple[str, ...]:
         """Where the baseline is looked for: the change's base commit, then its ancestors."""
@@ -140,8 +148,10 @@ class RunRecord:
         return tuple(n for names in named if names for n in names) if any(named) else None
 
     def describe(self) -> str:
-        return "; ".join(f"{m.describe()}" + (f" in job {g}" if g else "") for g, m in sorted(self.groups.items())) \
+        return (
+            "; ".join(f"{m.describe()}" + (f" in job {g}" if g else "") for g, m in sorted(self.groups.items()))
             or "no manifest"
+        )
 
 
 @dataclass
@@ -164,12 +174,16 @@ class ShardRecord:
     gzipped: bool = True
     inherited_from: str | None = None  # the earlier attempt this shard's bundle was counted in
     version_id: str | None = None  # the object version validated: the one merged
-    normalized: dict | None = None  # the normalized copy (key, version: the bundle itself when verified) and its index version
+    normalized: dict | None = (
+        None  # the normalized copy (key, version: the bundle itself when verified) and its index version
+    )
     group: str = ""  # the job group it belongs to (RunRecord)
     results_kept: bool = False  # its bundle's benchmarks are in the bucket (results/): counted by this release or later
     cost_ms: int | None = None  # what its benchmarks cost to run, in all (domain.costs), recorded at arrival
     longest_ms: int | None = None  # and its costliest benchmark's
-    upstream: dict | None = None  # an eager run's shard sent as it came: the part sent, the upstream's answer or an error
+    upstream: dict | None = (
+        None  # an eager run's shard sent as it came: the part sent, the upstream's answer or an error
+    )
 
 
 def sent_as(shard: ShardRecord) -> str | None:

@@ -22,14 +22,21 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from . import gz
 from codspeed_rules.bundle import (
-    CHUNK, GUNZIP_ERRORS, BadBundle, BoundedTarInfo, BundleCheck, ForwardOnly, is_gzip, member_path,
+    CHUNK,
+    GUNZIP_ERRORS,
+    BadBundle,
+    BoundedTarInfo,
+    BundleCheck,
+    ForwardOnly,
+    is_gzip,
+    member_path,
 )
+from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 
+from . import gz
 from .bundle import unpacked
 from .pid_plan import StreamedMoves, plan_pids
-from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 
 # The pid in a member's name: the first number of its base name, alone or after a word and
 # '-' or '.', and before '.' or '_' (4242.out, perf-4242.map, valgrind.4242.log, 4242_7f.._0.unwind_data).
@@ -114,7 +121,7 @@ def renamed(path: str, moves) -> str:
     match = PID_IN_NAME.match(base)
     if not match or (new := moves.get(int(match["pid"]))) is None:
         return path
-    base = f"{match['head']}{new}{base[match.end():]}"
+    base = f"{match['head']}{new}{base[match.end() :]}"
     return posixpath.join(folder, base) if folder else base
 
 
@@ -158,7 +165,9 @@ class MemberNames:
         candidate, number = path, 1
         while self._taken(candidate, folder):
             suffix = f".shard-{shard}" + (f"-{number}" if number > 1 else "")
-            candidate = posixpath.join(folder_name, f"{stem}{suffix}{dot}{ext}") if folder_name else f"{stem}{suffix}{dot}{ext}"
+            candidate = (
+                posixpath.join(folder_name, f"{stem}{suffix}{dot}{ext}") if folder_name else f"{stem}{suffix}{dot}{ext}"
+            )
             number += 1
         return candidate
 
@@ -176,21 +185,31 @@ def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFA
     sink = HashingWriter(out)
     names = MemberNames()
     with gz.writer(sink, level) as packed:
-        with tarfile.open(fileobj=ForwardOnly(packed), mode="w:", format=tarfile.GNU_FORMAT, copybufsize=CHUNK) as merged:
+        with tarfile.open(
+            fileobj=ForwardOnly(packed), mode="w:", format=tarfile.GNU_FORMAT, copybufsize=CHUNK
+        ) as merged:
             merged.addfile(root_entry())
             for shard in shards:
                 if shard.name in streamed:
                     _copy_checked(shard, merged, streamed[shard.name], names)
                     continue
-                with shard.open() as stream, _tar_stream(stream) as tar_stream, \
-                        tarfile.open(fileobj=ForwardOnly(tar_stream), mode="r:", copybufsize=CHUNK,
-                                     tarinfo=BoundedTarInfo) as source:
+                with (
+                    shard.open() as stream,
+                    _tar_stream(stream) as tar_stream,
+                    tarfile.open(
+                        fileobj=ForwardOnly(tar_stream), mode="r:", copybufsize=CHUNK, tarinfo=BoundedTarInfo
+                    ) as source,
+                ):
                     for member in source:
                         content = source.extractfile(member) if member.isreg() else None
                         _copy_member(member, content, merged, shard.name, plan[shard.name], names)
     renumbered = {**{k: v for k, v in plan.items() if v}, **{k: m.moved() for k, m in streamed.items() if m.moved()}}
-    return MergeResult(md5=base64.b64encode(sink.md5.digest()).decode(), size=sink.size,
-                       members=sorted(names.written), renumbered=renumbered)
+    return MergeResult(
+        md5=base64.b64encode(sink.md5.digest()).decode(),
+        size=sink.size,
+        members=sorted(names.written),
+        renumbered=renumbered,
+    )
 
 
 def _copy_checked(shard: ShardBundle, merged: tarfile.TarFile, moves: StreamedMoves, names: "MemberNames") -> None:
@@ -257,7 +276,9 @@ def _copy_member(member, content, merged, shard, moves, names: MemberNames) -> N
     results = RESULTS_NAME.match(path)
     if results and moves.get(int(results["pid"])) is not None and member.size <= MAX_RESULTS_BYTES:
         old, new = int(results["pid"]), moves.get(int(results["pid"]))
-        data = CREATOR.sub(lambda m: m.group(1) + (b"%d" % new if int(m.group(2)) == old else m.group(2)), content.read())
+        data = CREATOR.sub(
+            lambda m: m.group(1) + (b"%d" % new if int(m.group(2)) == old else m.group(2)), content.read()
+        )
         info.size = len(data)
         merged.addfile(info, io.BytesIO(data))
         return

@@ -82,8 +82,18 @@ def as_carried(base: dict, shard: ShardRecord) -> dict:
     return metadata
 
 
-SYSTEM_FIELDS = ("os", "osVersion", "arch", "host", "user", "cpuBrand", "cpuName", "cpuVendorId", "cpuCores",
-                 "totalMemoryGb")  # the runner's machine (cpuFlags left out: a hundred flags per shard)
+SYSTEM_FIELDS = (
+    "os",
+    "osVersion",
+    "arch",
+    "host",
+    "user",
+    "cpuBrand",
+    "cpuName",
+    "cpuVendorId",
+    "cpuCores",
+    "totalMemoryGb",
+)  # the runner's machine (cpuFlags left out: a hundred flags per shard)
 
 
 @dataclass(frozen=True)
@@ -106,9 +116,14 @@ def shard_identity(shard: ShardRecord, sent: dict | None) -> dict:
     (the runPart's metadata), its machine and its CI job."""
     sent = sent or {}
     part, runner = sent.get("runPart") or {}, sent.get("runner") or {}
-    identity = {"shard": shard.name, "runPartId": part.get("runPartId") or shard.label or shard.name,
-                "jobName": part.get("jobName"), "executor": runner.get("executor") or shard.executor,
-                "metadata": part.get("metadata") or {}, "system": {k: runner[k] for k in SYSTEM_FIELDS if k in runner}}
+    identity = {
+        "shard": shard.name,
+        "runPartId": part.get("runPartId") or shard.label or shard.name,
+        "jobName": part.get("jobName"),
+        "executor": runner.get("executor") or shard.executor,
+        "metadata": part.get("metadata") or {},
+        "system": {k: runner[k] for k in SYSTEM_FIELDS if k in runner},
+    }
     if ci := {k: sent[k] for k in ("ghData", "glData") if sent.get(k)}:
         identity["ci"] = ci
     return identity
@@ -120,14 +135,22 @@ def merged_metadata(base: dict, part: MergedPart, md5: str) -> dict:
     recomputed profileMd5, gzip encoding and a runPart that describes the part: the run's
     runId (``base``, the run's first arrived shard's: every part of the run goes to one upstream
     run), the part's stable runPartId, and every shard's identity."""
-    uploaded = sorted(((s, m) for s, m in part.shards if m is not None), key=lambda sm: (sm[0].arrived_at or "", sm[0].name))
+    uploaded = sorted(
+        ((s, m) for s, m in part.shards if m is not None), key=lambda sm: (sm[0].arrived_at or "", sm[0].name)
+    )
     first, sent = uploaded[0] if uploaded else (None, base)
     merged = as_sent_metadata(sent, md5, gzipped=True)
     own_part = sent.get("runPart") or {}
-    details = {"aggregatedShards": [shard_identity(s, m) for s, m in part.shards],
-               "runnerOf": first.name if first else None, "part": part.number, "parts": part.group_parts}
+    details = {
+        "aggregatedShards": [shard_identity(s, m) for s, m in part.shards],
+        "runnerOf": first.name if first else None,
+        "part": part.number,
+        "parts": part.group_parts,
+    }
     if part.carried:
-        details["carriedShards"] = {name: {"runId": c["run_id"], "commitHash": c["commit"]} for name, c in part.carried.items()}
+        details["carriedShards"] = {
+            name: {"runId": c["run_id"], "commitHash": c["commit"]} for name, c in part.carried.items()
+        }
     if not part.shards:  # the part of a run that measured nothing (every shard skipped): no benchmark, on purpose
         merged["allowEmpty"] = True
     merged["runPart"] = {

@@ -25,7 +25,9 @@ def commit_status(report: Report) -> tuple[str, str] | None:
         return "failure", f"forwarded {done}; missing: {', '.join(missing)}"[:140]
     if report.counts.regressions:  # the regression gate: the stack's RegressionThreshold
         worst = report.counts.worst_regression
-        return "failure", (f"{plural(report.counts.regressions, 'regression')} past {report.threshold:.0%}"
-                           + (f" (worst {worst:+.1%})" if worst is not None else "")
-                           + f"; forwarded {done}")[:140]
+        return "failure", (
+            f"{plural(report.counts.regressions, 'regression')} past {report.threshold:.0%}"
+            + (f" (worst {worst:+.1%})" if worst is not None else "")
+            + f"; forwarded {done}"
+        )[:140]
     return "success", f"forwarded {done}"

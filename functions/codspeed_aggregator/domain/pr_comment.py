@@ -58,11 +58,18 @@ def earlier_runs(runs: dict, shown: Shown, thread: str = "pull request") -> str:
     others = sorted(((e.get("opened") or 0, run, e) for run, e in runs.items() if run != shown.run), reverse=True)
     if not others:
         return ""
-    lines = [f"- run {run}" + (f" (commit `{e['commit'][:12]}`)" if e.get("commit") else "")
-             + (f": [its report]({e['url']})" if e.get("url") else "") for _, run, e in others]
+    lines = [
+        f"- run {run}"
+        + (f" (commit `{e['commit'][:12]}`)" if e.get("commit") else "")
+        + (f": [its report]({e['url']})" if e.get("url") else "")
+        for _, run, e in others
+    ]
     plural = "s" * (len(others) > 1)
-    return (f"\n\n<details><summary>{len(others)} earlier run{plural} of this {thread}</summary>\n\n"
-            + "\n".join(lines) + "\n\n</details>\n")
+    return (
+        f"\n\n<details><summary>{len(others)} earlier run{plural} of this {thread}</summary>\n\n"
+        + "\n".join(lines)
+        + "\n\n</details>\n"
+    )
 
 
 def comment_body(report: Report, number: int, earlier: str = "", limit: int = BODY_LIMIT) -> str:

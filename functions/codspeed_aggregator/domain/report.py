@@ -12,7 +12,6 @@ from .drop_in import display_label
 from .ledger import OPEN, RunRecord, ShardRecord, Snapshot, sent_as
 from .results import ShardSummary, combine
 
-
 JOB_ENTRY = "job:"  # the report's entry of a job's uploads not in (no shard name or storage key has a colon)
 
 
@@ -24,8 +23,15 @@ def compared_with(run: RunRecord, baseline: Snapshot | None, branch: str) -> dic
     """The baseline a run's report names: the one its finalizer chose, else the one it compares with
     while open (the latest forwarded on ``branch``, its base branch), and why."""
     return (run.outcome or {}).get("baseline") or (
-        {"run_id": baseline.run.run_id, "commit": baseline.run.commit, "branch": branch,
-         "why": baseline_why(run, baseline.run.commit, branch)} if baseline else None)
+        {
+            "run_id": baseline.run.run_id,
+            "commit": baseline.run.commit,
+            "branch": branch,
+            "why": baseline_why(run, baseline.run.commit, branch),
+        }
+        if baseline
+        else None
+    )
 
 
 def shard_names(snapshot: Snapshot) -> list[str]:
@@ -60,26 +66,51 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     shard = snapshot.shards.get(name)
     if shard is not None:
         sent = shard.upstream if sent_as(shard) is not None else None  # its part's answer, once upstream
-        return ShardEntry(name=name, label=shard.label, display=shown_as(name, shard.label), executor=shard.executor,
-                          state=shard.state, attempt=shard.attempt, size=shard.size, benchmarks=shard.benchmarks,
-                          reason=shard.reason or _not_sent(shard), arrived_at=shard.arrived_at,
-                          cost_s=_seconds(shard.cost_ms), longest_s=_seconds(shard.longest_ms),
-                          upstream=sent is not None, upstream_run_id=(sent or {}).get("run_id"))
+        return ShardEntry(
+            name=name,
+            label=shard.label,
+            display=shown_as(name, shard.label),
+            executor=shard.executor,
+            state=shard.state,
+            attempt=shard.attempt,
+            size=shard.size,
+            benchmarks=shard.benchmarks,
+            reason=shard.reason or _not_sent(shard),
+            arrived_at=shard.arrived_at,
+            cost_s=_seconds(shard.cost_ms),
+            longest_s=_seconds(shard.longest_ms),
+            upstream=sent is not None,
+            upstream_run_id=(sent or {}).get("run_id"),
+        )
     display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:
         if skipped:  # declared when the run was opened
-            return ShardEntry(name=name, display=display, state="skipped",
-                              reason="skipped on purpose when the run was opened: carried from the baseline run "
-                                     "when the run is forwarded")
+            return ShardEntry(
+                name=name,
+                display=display,
+                state="skipped",
+                reason="skipped on purpose when the run was opened: carried from the baseline run "
+                "when the run is forwarded",
+            )
         return ShardEntry(name=name, display=display, state="expected")
     if (c := (outcome.get("carried") or {}).get(name)) is not None:
-        return ShardEntry(name=name, display=display, state="carried", benchmarks=c.get("benchmarks"),
-                          size=c.get("size"), reason=carried_from(c), source={"run_id": c["run_id"], "commit": c["commit"]})
+        return ShardEntry(
+            name=name,
+            display=display,
+            state="carried",
+            benchmarks=c.get("benchmarks"),
+            size=c.get("size"),
+            reason=carried_from(c),
+            source={"run_id": c["run_id"], "commit": c["commit"]},
+        )
     if skipped:
         source = outcome.get("baseline")
-        reason = (f"skipped, not carried: no run of {source.get('branch') or 'the base branch'} up to baseline run "
-                  f"{source['run_id']} still keeps results of it" if source else
-                  outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded")
+        reason = (
+            f"skipped, not carried: no run of {source.get('branch') or 'the base branch'} up to baseline run "
+            f"{source['run_id']} still keeps results of it"
+            if source
+            else outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded"
+        )
         return ShardEntry(name=name, display=display, state="skipped", reason=reason)
     return ShardEntry(name=name, display=display, state="missing")
 
@@ -91,7 +122,9 @@ def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
     is never silently absent."""
     run = snapshot.run
     arrived = Counter(s.group for s in snapshot.arrived().values())
-    arrived.update(c.get("group") or "" for c in ((run.outcome or {}).get("carried") or {}).values())  # skipped at close
+    arrived.update(
+        c.get("group") or "" for c in ((run.outcome or {}).get("carried") or {}).values()
+    )  # skipped at close
     entries = []
     for group, manifest in sorted(run.groups.items()):
         if not group or (jobs := manifest.expected_count()) is None:
@@ -100,11 +133,15 @@ def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
         if (short := expected - arrived[group]) <= 0:
             continue
         waiting = run.state == OPEN
-        entries.append(ShardEntry(  # shown short: the page's timeline has room for some 28 characters of it
-            name=f"{JOB_ENTRY}{group}", display=f"{group}: {short} of {expected} {'to come' if waiting else 'never came'}",
-            state="expected" if waiting else "missing",
-            reason=f"job {group}: {short} of its {expected} upload{'s' * (expected != 1)} "
-                   f"{'not in yet' if waiting else 'did not arrive'}"))
+        entries.append(
+            ShardEntry(  # shown short: the page's timeline has room for some 28 characters of it
+                name=f"{JOB_ENTRY}{group}",
+                display=f"{group}: {short} of {expected} {'to come' if waiting else 'never came'}",
+                state="expected" if waiting else "missing",
+                reason=f"job {group}: {short} of its {expected} upload{'s' * (expected != 1)} "
+                f"{'not in yet' if waiting else 'did not arrive'}",
+            )
+        )
     return entries
 
 
@@ -120,9 +157,17 @@ def codspeed_page(upstream_url: str, run: RunRecord) -> str | None:
     return f"https://codspeed.io/{run.project}"
 
 
-def build_report(snapshot: Snapshot, now: str, *, summary: ShardSummary | None = None,
-                 baseline: Snapshot | None = None, branch: str = "main",
-                 threshold: float = 0.05, page_url: str | None = None, codspeed_url: str | None = None) -> Report:
+def build_report(
+    snapshot: Snapshot,
+    now: str,
+    *,
+    summary: ShardSummary | None = None,
+    baseline: Snapshot | None = None,
+    branch: str = "main",
+    threshold: float = 0.05,
+    page_url: str | None = None,
+    codspeed_url: str | None = None,
+) -> Report:
     """The report of one consistent read: ``summary`` has its arrived shards' benchmarks summed up
     against ``baseline`` (the baseline run's read, of ``branch``), when there is one."""
     run = snapshot.run

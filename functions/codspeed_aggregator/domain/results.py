@@ -47,11 +47,20 @@ def measured(raw: dict[str, dict]) -> dict[str, dict]:
         if "Ir" in r:
             l1 = r.get("I1mr", 0) + r.get("D1mr", 0) + r.get("D1mw", 0)
             ll = r.get("ILmr", 0) + r.get("DLmr", 0) + r.get("DLmw", 0)
-            kept[name] = {"unit": "cycles", "value": r["Ir"] + L1_WEIGHT * l1 + LL_WEIGHT * ll,
-                          "instructions": r["Ir"], "l1_misses": l1, "ll_misses": ll}
+            kept[name] = {
+                "unit": "cycles",
+                "value": r["Ir"] + L1_WEIGHT * l1 + LL_WEIGHT * ll,
+                "instructions": r["Ir"],
+                "l1_misses": l1,
+                "ll_misses": ll,
+            }
         elif "mean_ns" in r:
-            kept[name] = {"unit": "ns", "value": r["mean_ns"], "stdev_ns": r.get("stdev_ns"),
-                          **({"total_s": _walltime_cost(r)} if "total_time" in r else {})}
+            kept[name] = {
+                "unit": "ns",
+                "value": r["mean_ns"],
+                "stdev_ns": r.get("stdev_ns"),
+                **({"total_s": _walltime_cost(r)} if "total_time" in r else {}),
+            }
     return kept
 
 
@@ -87,23 +96,34 @@ def flag(delta: float | None, threshold: float) -> str | None:
 
 def _entry(shard: str, name: str, result: dict, base: dict | None, threshold: float) -> BenchmarkEntry:
     delta = change(result, base)
-    return BenchmarkEntry(name=name, shard=shard, state="measured", **result,
-                          baseline=base["value"] if delta is not None else None, change=delta, flag=flag(delta, threshold))
+    return BenchmarkEntry(
+        name=name,
+        shard=shard,
+        state="measured",
+        **result,
+        baseline=base["value"] if delta is not None else None,
+        change=delta,
+        flag=flag(delta, threshold),
+    )
 
 
 def ranked(entries: Iterable[BenchmarkEntry]) -> list[BenchmarkEntry]:
     """Regressions first, the largest first; then the rest by shard and name; improvements last,
     the largest first."""
+
     def key(e: BenchmarkEntry):
         if e.flag == REGRESSION:
             return (0, -e.change, e.shard, e.name)
         if e.flag == IMPROVEMENT:
             return (2, e.change, e.shard, e.name)
         return (1, 0.0, e.shard, e.name)
+
     return sorted(entries, key=key)
 
 
-def shard_entries(shard: str, results: dict[str, dict], before: Mapping[str, dict], threshold: float) -> list[BenchmarkEntry]:
+def shard_entries(
+    shard: str, results: dict[str, dict], before: Mapping[str, dict], threshold: float
+) -> list[BenchmarkEntry]:
     """Every measured benchmark of a shard, compared with its figure in the baseline (``before``:
     name -> its figures there), ranked."""
     return ranked(_entry(shard, name, result, before.get(name), threshold) for name, result in results.items())
@@ -113,10 +133,19 @@ def absent_entries(shard: str, baseline: dict[str, dict], state: str, source: st
     """The baseline's benchmarks of a shard that has none in this run: ``carried`` (their figures
     stand for this run's), ``running`` (the shard is not in yet) or ``missing``."""
     carried = state == "carried"
-    return [BenchmarkEntry(name=name, shard=shard, state=state, unit=r.get("unit"),
-                           value=r.get("value") if carried else None, baseline=r.get("value"),
-                           instructions=r.get("instructions") if carried else None, source=source)
-            for name, r in sorted(baseline.items())]
+    return [
+        BenchmarkEntry(
+            name=name,
+            shard=shard,
+            state=state,
+            unit=r.get("unit"),
+            value=r.get("value") if carried else None,
+            baseline=r.get("value"),
+            instructions=r.get("instructions") if carried else None,
+            source=source,
+        )
+        for name, r in sorted(baseline.items())
+    ]
 
 
 @dataclass
@@ -136,7 +165,11 @@ def summarize(shard: str, results: dict[str, dict], before: Mapping[str, dict], 
         delta = change(result, before.get(name))
         kind = flag(delta, threshold)
         counts["measured"] += 1
-        counts["new" if delta is None else {REGRESSION: "regressions", IMPROVEMENT: "improvements", None: "unchanged"}[kind]] += 1
+        counts[
+            "new"
+            if delta is None
+            else {REGRESSION: "regressions", IMPROVEMENT: "improvements", None: "unchanged"}[kind]
+        ] += 1
         if kind == REGRESSION:
             worse.append((delta, name))
         elif kind == IMPROVEMENT:
@@ -154,19 +187,27 @@ def merged(summaries: Iterable[ShardSummary]) -> ShardSummary:
         total.update(summary.counts)
         worse += summary.regressions
         better += summary.improvements
-    return ShardSummary(total, heapq.nsmallest(LISTED, worse, key=lambda e: (-e.change, e.shard, e.name)),
-                        heapq.nsmallest(LISTED, better, key=lambda e: (e.change, e.shard, e.name)))
+    return ShardSummary(
+        total,
+        heapq.nsmallest(LISTED, worse, key=lambda e: (-e.change, e.shard, e.name)),
+        heapq.nsmallest(LISTED, better, key=lambda e: (e.change, e.shard, e.name)),
+    )
 
 
-def combine(summary: ShardSummary, carried: int = 0, running: int = 0, missing: int = 0
-            ) -> tuple[BenchmarkCounts, list[BenchmarkEntry]]:
+def combine(
+    summary: ShardSummary, carried: int = 0, running: int = 0, missing: int = 0
+) -> tuple[BenchmarkCounts, list[BenchmarkEntry]]:
     """A run's counts and the changes its report names (the worst ``LISTED`` each way, regressions
     first), from its shards' summaries merged."""
     total, worse, better = summary.counts, summary.regressions, summary.improvements
-    counts = BenchmarkCounts(**{k: total[k] for k in ("measured", "regressions", "improvements", "unchanged", "new")},
-                             carried=carried, running=running, missing=missing,
-                             worst_regression=worse[0].change if worse else None,
-                             worst_improvement=better[0].change if better else None)
+    counts = BenchmarkCounts(
+        **{k: total[k] for k in ("measured", "regressions", "improvements", "unchanged", "new")},
+        carried=carried,
+        running=running,
+        missing=missing,
+        worst_regression=worse[0].change if worse else None,
+        worst_improvement=better[0].change if better else None,
+    )
     return counts, worse + better
 
 
@@ -189,13 +230,24 @@ class SummaryDigest:
 
     def to_json(self) -> bytes:
         entries = lambda listed: [e.model_dump(exclude_none=True) for e in listed]  # noqa: E731
-        return json.dumps({"bundles": sorted(self.bundles), "against": self.against, "threshold": self.threshold,
-                           "counts": dict(self.summary.counts), "regressions": entries(self.summary.regressions),
-                           "improvements": entries(self.summary.improvements)}, separators=(",", ":")).encode()
+        return json.dumps(
+            {
+                "bundles": sorted(self.bundles),
+                "against": self.against,
+                "threshold": self.threshold,
+                "counts": dict(self.summary.counts),
+                "regressions": entries(self.summary.regressions),
+                "improvements": entries(self.summary.improvements),
+            },
+            separators=(",", ":"),
+        ).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> "SummaryDigest":
         d = json.loads(data)
-        summary = ShardSummary(Counter(d["counts"]), [BenchmarkEntry(**e) for e in d["regressions"]],
-                               [BenchmarkEntry(**e) for e in d["improvements"]])
+        summary = ShardSummary(
+            Counter(d["counts"]),
+            [BenchmarkEntry(**e) for e in d["regressions"]],
+            [BenchmarkEntry(**e) for e in d["improvements"]],
+        )
         return cls(frozenset(d["bundles"]), d["against"], d["threshold"], summary)

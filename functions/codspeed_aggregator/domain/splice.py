@@ -34,7 +34,14 @@ from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 from codspeed_rules.normalize import BLOCK, FINAL_BLOCK, FORMAT, GZIP_HEADER, INFLATED_ALONE, NORMALIZED_HEADER
 
 from .merge import (
-    CREATOR, MAX_RESULTS_BYTES, RESULTS_NAME, HashingWriter, MemberNames, MergeResult, renamed, root_entry,
+    CREATOR,
+    MAX_RESULTS_BYTES,
+    RESULTS_NAME,
+    HashingWriter,
+    MemberNames,
+    MergeResult,
+    renamed,
+    root_entry,
 )
 from .pid_plan import planned
 from .splice_check import IndexMismatch, SpliceCheck
@@ -95,8 +102,10 @@ class _Cursor:
             self._crc = isal_zlib.crc32(data, self._crc)
             self.position += len(data)
         if (self.position, self._crc) != (expected.get("size"), expected.get("crc32")):
-            raise IndexMismatch(f"the object read ({self.position} bytes, CRC-32 {self._crc}) is not the one indexed "
-                                f"({expected.get('size')} bytes, CRC-32 {expected.get('crc32')})")
+            raise IndexMismatch(
+                f"the object read ({self.position} bytes, CRC-32 {self._crc}) is not the one indexed "
+                f"({expected.get('size')} bytes, CRC-32 {expected.get('crc32')})"
+            )
 
 
 class _Spliced:
@@ -144,15 +153,19 @@ class _Spliced:
         self.write(FINAL_BLOCK)
         crc, size = self._checked.result()
         if (crc, size) != (self._checked_crc, self._checked_size):
-            raise IndexMismatch(f"the spliced archive inflates to {size} bytes (CRC-32 {crc}), not to the "
-                                f"{self._checked_size} bytes (CRC-32 {self._checked_crc}) its segments' indexes promise")
+            raise IndexMismatch(
+                f"the spliced archive inflates to {size} bytes (CRC-32 {crc}), not to the "
+                f"{self._checked_size} bytes (CRC-32 {self._checked_crc}) its segments' indexes promise"
+            )
         self.sink.write(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
 
     def abandon(self) -> None:
         self._checked.stop()
 
 
-def splice(shards: Iterable[NormalizedShard], out: BinaryIO, *, level: int = 1, as_they_come: bool = False) -> MergeResult:
+def splice(
+    shards: Iterable[NormalizedShard], out: BinaryIO, *, level: int = 1, as_they_come: bool = False
+) -> MergeResult:
     """Write the merged tar.gz of normalized bundles to ``out``; the same members, names and
     contents as ``merge_bundles`` writes from the bundles themselves. ``as_they_come``: each
     shard is spliced as soon as ``shards`` hands it over (the offline merge verifies the next
@@ -178,8 +191,12 @@ def splice(shards: Iterable[NormalizedShard], out: BinaryIO, *, level: int = 1, 
         spliced.close()
     finally:
         spliced.abandon()
-    return MergeResult(md5=base64.b64encode(spliced.sink.md5.digest()).decode(), size=spliced.sink.size,
-                       members=sorted(names.written), renumbered=renumbered)
+    return MergeResult(
+        md5=base64.b64encode(spliced.sink.md5.digest()).decode(),
+        size=spliced.sink.size,
+        members=sorted(names.written),
+        renumbered=renumbered,
+    )
 
 
 def _adds_up(shard: NormalizedShard) -> None:
@@ -194,8 +211,10 @@ def _adds_up(shard: NormalizedShard) -> None:
         at, size = at + length, size + unpacked
         crc = isal_zlib.crc32_combine(crc, segment_crc, unpacked)
     if (crc, size) != (index["crc"], index["size"]) or at > index["object"]["size"] - 8:
-        raise IndexMismatch(f"shard {shard.name}: its index's segments come to {size} bytes (CRC-32 {crc}) ending at "
-                            f"byte {at}, not to its tar's {index['size']} bytes (CRC-32 {index['crc']})")
+        raise IndexMismatch(
+            f"shard {shard.name}: its index's segments come to {size} bytes (CRC-32 {crc}) ending at "
+            f"byte {at}, not to its tar's {index['size']} bytes (CRC-32 {index['crc']})"
+        )
 
 
 def _segments(member: dict) -> dict[str, list]:
@@ -209,7 +228,9 @@ def _header(path: str, member: dict, size: int) -> bytes:
     return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
 
 
-def _splice_member(member: dict, cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict, names: MemberNames) -> None:
+def _splice_member(
+    member: dict, cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict, names: MemberNames
+) -> None:
     path, segments = member["name"], _segments(member)
     if not path:
         return  # the archive's root folder: the merged archive has its own members only
@@ -263,8 +284,9 @@ def _copy_member(member: dict, placed: str, segments: dict, cursor: _Cursor, spl
             spliced.copied(cursor, segments[kind])
 
 
-def _encode_member(member: dict, placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced,
-                   old: int, new: int, callgrind: bool) -> None:
+def _encode_member(
+    member: dict, placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced, old: int, new: int, callgrind: bool
+) -> None:
     """A member whose content changes beyond its head: decoded, rewritten, encoded again (rare:
     the merge plans pids of the same width whenever one is free)."""
     with tempfile.TemporaryFile() as spool:
@@ -284,8 +306,9 @@ def _encode_member(member: dict, placed: str, segments: dict, cursor: _Cursor, s
         size = spool.tell()
         spool.seek(0)
         if not callgrind:  # results/<pid>.json: its creator.pid moves with the pid
-            content = CREATOR.sub(lambda m: m.group(1) + (b"%d" % new if int(m.group(2)) == old else m.group(2)),
-                                  spool.read())
+            content = CREATOR.sub(
+                lambda m: m.group(1) + (b"%d" % new if int(m.group(2)) == old else m.group(2)), spool.read()
+            )
             size = len(content)
             spool.seek(0)
             spool.truncate()
@@ -295,4 +318,3 @@ def _encode_member(member: dict, placed: str, segments: dict, cursor: _Cursor, s
         while data := spool.read(CHUNK):
             spliced.encoded(data)
         spliced.encoded(b"\0" * (-size % BLOCK))
-

@@ -1,10 +1,10 @@
 """Timestamps as the ledger and the reports write them."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def epoch(stamp: str) -> float:

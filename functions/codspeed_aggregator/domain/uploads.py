@@ -18,7 +18,6 @@ from codspeed_rules.bundle import VALGRIND
 
 from .ledger import ShardRecord
 
-
 AGGREGATOR_JOB = "codspeed-shard-aggregator"  # the jobName of a merged part of the group "" (pushed shards)
 
 
@@ -112,8 +111,13 @@ def plan_uploads(shards: list[tuple[str, int, int]], limit: int, max_bytes: int 
     return groups
 
 
-def plan_forward(shards: dict[str, ShardRecord], limit: int, max_bytes: int = MAX_UPLOAD_BYTES,
-                 kept: list[Upload] = (), merge: bool = True) -> list[Upload]:
+def plan_forward(
+    shards: dict[str, ShardRecord],
+    limit: int,
+    max_bytes: int = MAX_UPLOAD_BYTES,
+    kept: list[Upload] = (),
+    merge: bool = True,
+) -> list[Upload]:
     """The uploads of a run, in a stable order (a retry makes the same plan).
 
     ``kept`` are the parts of the run's earlier attempt: each keeps its shards (those still in
@@ -134,17 +138,25 @@ def plan_forward(shards: dict[str, ShardRecord], limit: int, max_bytes: int = MA
         return uploads + [Upload((n,), merged=False, group=shards[n].group) for n in rest]
     for group in sorted({shards[n].group for n in rest}):
         names = [n for n in rest if shards[n].group == group]
-        valgrind = [(n, shards[n].benchmarks or 0, shards[n].size or 0) for n in names
-                    if shards[n].executor == VALGRIND and (shards[n].benchmarks or 0) <= limit]
+        valgrind = [
+            (n, shards[n].benchmarks or 0, shards[n].size or 0)
+            for n in names
+            if shards[n].executor == VALGRIND and (shards[n].benchmarks or 0) <= limit
+        ]
         # A shard over the limit by itself goes as its uploader sent it (as the runner would have):
         # a merged part never holds more than the limit.
-        uploads += [Upload((n,), merged=False, group=group) for n in names
-                    if shards[n].executor == VALGRIND and (shards[n].benchmarks or 0) > limit]
+        uploads += [
+            Upload((n,), merged=False, group=group)
+            for n in names
+            if shards[n].executor == VALGRIND and (shards[n].benchmarks or 0) > limit
+        ]
         taken = {u.run_part_id for u in uploads if u.merged and u.group == group}
         if len(valgrind) == 1 and not taken:
             uploads.append(Upload((valgrind[0][0],), merged=False, group=group))
         else:
             free = (merged_part_id(group, n) for n in itertools.count(1) if merged_part_id(group, n) not in taken)
-            uploads += [Upload(tuple(chosen), True, group, next(free)) for chosen in plan_uploads(valgrind, limit, max_bytes)]
+            uploads += [
+                Upload(tuple(chosen), True, group, next(free)) for chosen in plan_uploads(valgrind, limit, max_bytes)
+            ]
         uploads += [Upload((n,), merged=False, group=group) for n in names if shards[n].executor != VALGRIND]
     return uploads

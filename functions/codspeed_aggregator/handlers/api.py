@@ -8,7 +8,8 @@ from urllib.parse import unquote
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from botocore.exceptions import ClientError, ConnectionError as AwsConnectionError
+from botocore.exceptions import ClientError
+from botocore.exceptions import ConnectionError as AwsConnectionError
 
 from ..auth import Principal
 from ..domain.errors import Busy, Refused
@@ -32,15 +33,27 @@ for _router in (runs_api.router, pages.router, webhooks.router):
 @app.exception_handler(Refused)
 def _refused(exc: Refused):
     retry_after = getattr(exc, "retry_after", None)  # the same request will be taken then
-    return Response(status_code=exc.status, content_type=content_types.APPLICATION_JSON, body={"error": str(exc)},
-                    headers={"Retry-After": str(retry_after)} if retry_after else None)
+    return Response(
+        status_code=exc.status,
+        content_type=content_types.APPLICATION_JSON,
+        body={"error": str(exc)},
+        headers={"Retry-After": str(retry_after)} if retry_after else None,
+    )
 
 
 # What AWS answers when it is busy or failing, not when a request is wrong: after botocore's own
 # retries (standard mode: 5 retries, 6 attempts) the caller is told to come back, never given a 500.
-_TRANSIENT = {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
-              "ThrottlingError", "SlowDown", "RequestTimeout", "InternalServerError", "ServiceUnavailable",
-              "InternalError"}
+_TRANSIENT = {
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "ThrottlingError",
+    "SlowDown",
+    "RequestTimeout",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "InternalError",
+}
 
 
 @app.exception_handler([ClientError, AwsConnectionError, Busy])
@@ -53,10 +66,14 @@ def _busy(exc: Exception):
     else:
         why = str(exc)
     logger.warning("answered 503: a dependency still failed after its retries", extra={"why": why})
-    return Response(status_code=HTTPStatus.SERVICE_UNAVAILABLE, content_type=content_types.APPLICATION_JSON,
-                    headers={"Retry-After": "5"},
-                    body=json.dumps({"error": f"the aggregator's storage is busy ({why}): send the request again "
-                                              "in a few seconds"}))
+    return Response(
+        status_code=HTTPStatus.SERVICE_UNAVAILABLE,
+        content_type=content_types.APPLICATION_JSON,
+        headers={"Retry-After": "5"},
+        body=json.dumps(
+            {"error": f"the aggregator's storage is busy ({why}): send the request again in a few seconds"}
+        ),
+    )
 
 
 @app.exception_handler(RequestValidationError)
@@ -87,20 +104,30 @@ def handler(event: dict, context) -> dict:
     path = event.get("rawPath") or event.get("requestContext", {}).get("http", {}).get("path", "")
     body = event.get("body") or ""
     if len(body) > MAX_BODY * (4 / 3 if event.get("isBase64Encoded") else 1):
-        return {"statusCode": 413, "headers": {"Content-Type": content_types.APPLICATION_JSON},
-                "body": json.dumps({"error": f"request body over {MAX_BODY} bytes: bundles go to the upload URL, not the API"})}
+        return {
+            "statusCode": 413,
+            "headers": {"Content-Type": content_types.APPLICATION_JSON},
+            "body": json.dumps(
+                {"error": f"request body over {MAX_BODY} bytes: bundles go to the upload URL, not the API"}
+            ),
+        }
     try:
         if path.startswith(PAGES):
             pass  # a signed link or a token: the page checks which (_page_access)
         elif path.startswith(WEBHOOKS):
             pass  # signed: the webhook checks its signature
         elif not headers.get("authorization"):
-            app.append_context(principal=Principal(None, anonymous=True))  # a fork's pull request, or refused by its route
+            app.append_context(
+                principal=Principal(None, anonymous=True)
+            )  # a fork's pull request, or refused by its route
         else:
             app.append_context(principal=principal(headers.get("authorization")))
     except Refused as exc:
-        return {"statusCode": exc.status, "headers": {"Content-Type": content_types.APPLICATION_JSON},
-                "body": json.dumps({"error": str(exc)})}
+        return {
+            "statusCode": exc.status,
+            "headers": {"Content-Type": content_types.APPLICATION_JSON},
+            "body": json.dumps({"error": str(exc)}),
+        }
     if path.startswith(REPORTS) and "%" in path:
         event = {**event, "rawPath": report_path(path)}
     return app.resolve(event, context)

@@ -10,8 +10,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from ..domain.errors import BadBundle
 from ..domain.keys import BUNDLE_PREFIX, parse_bundle_key
 from ..settings import settings
-from . import sqs_batch
 from ..wiring import arrivals
+from . import sqs_batch
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 tracer = Tracer()
@@ -65,5 +65,6 @@ def record_handler(record: SQSRecord, lambda_context) -> None:
 @metrics.log_metrics
 def handler(event: dict, context) -> dict:
     with arrivals().reports.held():  # one report per run per batch
-        return process_partial_response(event=event, record_handler=record_handler,
-                                        processor=sqs_batch(), context=context)
+        return process_partial_response(
+            event=event, record_handler=record_handler, processor=sqs_batch(), context=context
+        )

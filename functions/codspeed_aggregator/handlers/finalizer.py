@@ -5,8 +5,9 @@ from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from codspeed_wire.queue import FinalizeMessage
-from . import sqs_batch
+
 from ..wiring import finalizer
+from . import sqs_batch
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 tracer = Tracer()
@@ -31,5 +32,4 @@ def record_handler(record: SQSRecord) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict, context) -> dict:
-    return process_partial_response(event=event, record_handler=record_handler,
-                                        processor=sqs_batch(), context=context)
+    return process_partial_response(event=event, record_handler=record_handler, processor=sqs_batch(), context=context)

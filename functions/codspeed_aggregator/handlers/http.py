@@ -18,10 +18,14 @@ class Resolver(APIGatewayHttpResolver):
 
     @staticmethod
     def _compile_regex(rule: str, base_regex: str = "^{}$"):
-        compiled = APIGatewayHttpResolver._compile_regex(rule.replace("<project>", "PROJECT").replace("<page>", "PAGE"),
-                                                         base_regex)
-        return re.compile(compiled.pattern.replace("PROJECT", rf"(?P<project>{SEGMENT}(?:/{SEGMENT})+)")
-                          .replace("PAGE", r"(?P<page>[A-Za-z0-9_.:+~%/-]+)"))
+        compiled = APIGatewayHttpResolver._compile_regex(
+            rule.replace("<project>", "PROJECT").replace("<page>", "PAGE"), base_regex
+        )
+        return re.compile(
+            compiled.pattern.replace("PROJECT", rf"(?P<project>{SEGMENT}(?:/{SEGMENT})+)").replace(
+                "PAGE", r"(?P<page>[A-Za-z0-9_.:+~%/-]+)"
+            )
+        )
 
 
 def json_response(status: int, body) -> Response:
@@ -36,8 +40,9 @@ def raw_body(router) -> bytes:
 def principal(authorization: str | None) -> Principal:
     """Who a token is: the operator's, a project's, or a GitHub Actions OIDC token's repository."""
     verifier = wiring.oidc()
-    return authenticate(authorization, wiring.api_token(), wiring.api().tokens.project_of,
-                        verifier.repository if verifier else None)
+    return authenticate(
+        authorization, wiring.api_token(), wiring.api().tokens.project_of, verifier.repository if verifier else None
+    )
 
 
 def check_attempt(run_id: str) -> None:

@@ -21,10 +21,17 @@ router = APIGatewayHttpRouter()
 
 
 def _html(status: int, body: str) -> Response:
-    return Response(status_code=status, content_type="text/html; charset=utf-8", body=body,
-                    headers={"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff",
-                             "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
-                                                        "script-src 'unsafe-inline'; connect-src 'self'; img-src 'self'"})
+    return Response(
+        status_code=status,
+        content_type="text/html; charset=utf-8",
+        body=body,
+        headers={
+            "Cache-Control": "private, no-store",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+            "script-src 'unsafe-inline'; connect-src 'self'; img-src 'self'",
+        },
+    )
 
 
 def _query() -> dict[str, str]:
@@ -87,7 +94,9 @@ def _run_page(project: str, run_id: str) -> Response:
     report = reports.report(project, run_id)
     if query.get("format") == "json":
         return json_response(HTTPStatus.OK, report.model_dump(mode="json"))
-    shard = reports.shard_benchmarks(project, run_id, query["shard"]) if query.get("shard") else None  # all its benchmarks
+    shard = (
+        reports.shard_benchmarks(project, run_id, query["shard"]) if query.get("shard") else None
+    )  # all its benchmarks
     base = _base_url()
     refresh = "?" + urlencode({**{k: v for k, v in query.items() if k != "format"}, "format": "fragment"})
     # A run's signed link opens that run only: the list is linked for a token's holder.

@@ -35,8 +35,14 @@ def _allow(project: str, run_id: str | None = None) -> None:
         principal.allow(project)
 
 
-def _fork(project: str, metadata: UploadMetadata | None, ref: str | None, commit: str | None, run_id: str,
-          required: bool = True) -> bool:
+def _fork(
+    project: str,
+    metadata: UploadMetadata | None,
+    ref: str | None,
+    commit: str | None,
+    run_id: str,
+    required: bool = True,
+) -> bool:
     """Whether the caller, with no token, is a fork's pull request as GitHub bears it out; a token's
     holder is checked as any other (False)."""
     principal: Principal = router.context["principal"]
@@ -60,7 +66,9 @@ def drop_in_upload(metadata: UploadMetadata):
     run_id = metadata.run_part.run_id if metadata.run_part else ""
     fork = _fork(metadata.project or "", metadata, metadata.ref, metadata.commit_hash, run_id, required=False)
     headers = router.current_event.headers  # what goes upstream, as it came; its OIDC token verified, as the principal
-    sent = SentPost(raw_body(router), headers.get("user-agent"), *(job_token(headers.get("authorization")) or (None, 0)))
+    sent = SentPost(
+        raw_body(router), headers.get("user-agent"), *(job_token(headers.get("authorization")) or (None, 0))
+    )
     return json_response(HTTPStatus.OK, wiring.api().uploads.accept_drop_in(metadata, sent, fork=fork).model_dump())
 
 
@@ -78,9 +86,15 @@ def close_run(request: CloseRequest):
     return json_response(HTTPStatus.ACCEPTED, answer.model_dump())
 
 
-@router.get("/v1/runs/<project>/<run_id>", compress=True)  # gzipped when asked (Accept-Encoding): a shard's page can be MBs
-def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json",
-                shard: Annotated[str | None, Query(pattern=SHARD_KEY_PATTERN)] = None):
+@router.get(
+    "/v1/runs/<project>/<run_id>", compress=True
+)  # gzipped when asked (Accept-Encoding): a shard's page can be MBs
+def read_report(
+    project: str,
+    run_id: str,
+    format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json",
+    shard: Annotated[str | None, Query(pattern=SHARD_KEY_PATTERN)] = None,
+):
     """The run's report (a summary whatever its size), or with ``shard`` every benchmark of that shard."""
     _allow(project, run_id)
     if "%" in run_id:  # left encoded by ``report_path``: a '/' (or a '%') is in no run id
@@ -91,7 +105,9 @@ def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern=
         return _bounded(project, reports.shard_benchmarks(project, run_id, shard))
     report = reports.report(project, run_id)
     body = render_markdown(report) if format == "markdown" else report.model_dump_json()
-    if len(body.encode()) > wiring.api().settings.report_inline_bytes and (link := reports.report_link(project, run_id, format)):
+    if len(body.encode()) > wiring.api().settings.report_inline_bytes and (
+        link := reports.report_link(project, run_id, format)
+    ):
         # over what Lambda may answer (6 MB): the published report itself, from S3
         return Response(status_code=HTTPStatus.SEE_OTHER, headers={"Location": link}, body="")
     if format == "markdown":
@@ -100,9 +116,11 @@ def read_report(project: str, run_id: str, format: Annotated[str, Query(pattern=
 
 
 @router.get("/v1/costs", compress=True)
-def benchmark_costs(project: Annotated[str, Query(pattern=PROJECT_PATTERN)],
-                    branch: Annotated[str | None, Query(max_length=255)] = None,
-                    run_id: Annotated[str | None, Query(pattern=RUN_ID_PATTERN)] = None):
+def benchmark_costs(
+    project: Annotated[str, Query(pattern=PROJECT_PATTERN)],
+    branch: Annotated[str | None, Query(max_length=255)] = None,
+    run_id: Annotated[str | None, Query(pattern=RUN_ID_PATTERN)] = None,
+):
     """What each benchmark of the branch's latest forwarded run cost, in seconds; for a run's split,
     the costs its first split used."""
     _allow(project)
@@ -113,6 +131,9 @@ def _bounded(project: str, answer: BaseModel) -> Response:
     """``answer`` as JSON; over what Lambda may send (6 MB), a 303 to a presigned copy of it in S3."""
     body = answer.model_dump_json()
     if len(body.encode()) > wiring.api().settings.report_inline_bytes:
-        return Response(status_code=HTTPStatus.SEE_OTHER, headers={"Location": wiring.api().reports.answer_link(project, body)},
-                        body="")
+        return Response(
+            status_code=HTTPStatus.SEE_OTHER,
+            headers={"Location": wiring.api().reports.answer_link(project, body)},
+            body="",
+        )
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)

@@ -3,30 +3,31 @@ plain JavaScript (sorting, filtering and, while the run is open, refreshing its 
 place). No framework, no build step, nothing fetched from elsewhere; without JavaScript the
 same sorting and filtering are links and a form, answered by the server."""
 
-from datetime import datetime
-from html import escape as _html_escape
 from urllib.parse import urlencode
 
 from codspeed_rules.summary import counts_line, shards_done
-from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, figure, visible
+from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, figure
 
-
-def escape(text: str, quote: bool = True) -> str:
-    """HTML-escaped, with invisible controls written out (``visible``)."""
-    return _html_escape(visible(text), quote)
-
+from .html import escape
+from .timeline import critical_path, predicted, timeline
 
 REFRESH_MS = 2000
 PAGE_ROWS = 5000  # a shard's benchmarks one page shows: 40 000 made a 12 MB page, over Lambda's 6 MB answer
-COLOURS = {"arrived": "#2e7d32", "expected": "#1565c0", "carried": "#6a1b9a", "skipped": "#757575",
-           "missing": "#c62828", "rejected": "#ef6c00", "late": "#f9a825"}
 SORTS = {  # column -> key of the rows, in the order the column shows first
     "change": lambda b: (b.change is None, -(b.change or 0)),
-    "name": lambda b: b.name, "shard": lambda b: (b.shard, b.name), "state": lambda b: (b.state, b.name),
+    "name": lambda b: b.name,
+    "shard": lambda b: (b.shard, b.name),
+    "state": lambda b: (b.state, b.name),
     "value": lambda b: (b.value is None, -(b.value or 0)),
 }
-COLUMNS = (("name", "Benchmark"), ("shard", "Shard"), ("state", "State"), ("value", "Value"), ("baseline", "Baseline"),
-           ("change", "Change"))
+COLUMNS = (
+    ("name", "Benchmark"),
+    ("shard", "Shard"),
+    ("state", "State"),
+    ("value", "Value"),
+    ("baseline", "Baseline"),
+    ("change", "Change"),
+)
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}
@@ -91,113 +92,7 @@ SCRIPT = """
   wire();
   setTimeout(refresh, %(ms)d);
 })();
-""" % {"ms": REFRESH_MS}
-
-
-def _epoch(stamp: str | None) -> float | None:
-    if not stamp:
-        return None
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-# Steps of the time axis, in seconds: at most five ticks, each a whole number of seconds, none twice
-TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 150, 300, 600, 900, 1800, 3600, 7200, 10800, 21600)
-
-
-def _timeline(report: Report) -> str:
-    """One strip per shard, from the run's opening to its arrival (or to now while it is out)."""
-    start, now = _epoch(report.opened_at), _epoch(report.generated_at)
-    shards = report.shards
-    if start is None or now is None or not shards:
-        return ""
-    span = max(now - start, 1.0)
-    width, label, row = 760, 180, 18
-    height = row * len(shards) + 40
-    out = [f'<svg id="timeline" role="img" aria-labelledby="timeline-title" width="100%" '
-           f'viewBox="0 0 {width + label} {height}" xmlns="http://www.w3.org/2000/svg">',
-           f'<title id="timeline-title">Shard timeline: {len(shards)} shards from the run\'s opening '
-           f'to {"its end" if report.final else "now"}</title>']
-    for i, shard in enumerate(shards):
-        y = 4 + i * row
-        arrived = _epoch(shard.arrived_at)
-        running = shard.state == "expected"
-        colour = COLOURS.get(shard.state, "#9e9e9e")
-        state = "running" if running else shard.state + (", upstream" if shard.upstream else "")
-        when = f", arrived {shard.arrived_at} ({_duration(arrived - start)} after the opening)" if arrived else ""
-        name = escape(shard.label or shard.name)  # the raw runPartId, in the tooltip
-        if running or arrived is not None:
-            length = max(2.0, ((now if running else arrived) - start) / span * width)
-            faded = ' opacity="0.55"' if running else ""
-            bar = (f'<rect x="{label}" y="{y}" width="{length:.1f}" height="{row - 5}" fill="{colour}"'
-                   f'{faded}><title>{name}: {state}{escape(when)}</title></rect>')
-        else:  # never ran in this run (carried, skipped, missing): a mark, not a bar that spans the run
-            bar = (f'<rect x="{label}" y="{y}" width="{row - 5}" height="{row - 5}" fill="none" stroke="{colour}" '
-                   f'stroke-width="2"><title>{name}: {state}</title></rect>'
-                   f'<text x="{label + row + 2}" y="{y + 12}" fill="{colour}">{state}</text>')
-        out.append(f'<g role="listitem" aria-label="shard {name}: {state}{escape(when)}">'
-                   f'<text x="0" y="{y + 12}">{escape(shard.shown[:28])}</text>{bar}</g>')
-    axis = height - 20
-    out.append(f'<line x1="{label}" y1="{axis}" x2="{label + width}" y2="{axis}" stroke="#9e9e9e"/>')
-    step = next((s for s in TICK_STEPS if s >= span / 4), span / 4)
-    for tick in range(int(span / step + 1e-9) + 1):  # a time axis from the opening, each label its own
-        x = label + tick * step / span * width
-        anchor = "start" if tick == 0 else "end" if x >= label + width - 1 else "middle"
-        out.append(f'<line x1="{x:.1f}" y1="{axis}" x2="{x:.1f}" y2="{axis + 4}" stroke="#9e9e9e"/>'
-                   f'<text class="tick" x="{x:.1f}" y="{axis + 16}" text-anchor="{anchor}">'
-                   f'{"opened" if tick == 0 else "+" + _duration(tick * step)}</text>')
-    out.append("</svg>")
-    legend = "".join(f'<span><i class="swatch" style="background:{c}{";opacity:0.55" if s == "expected" else ""}">'
-                     f'</i>{"running" if s == "expected" else s}</span>'
-                     for s, c in COLOURS.items() if any(x.state == s for x in shards))
-    return f'<div class="scroll">{"".join(out)}</div><p class="legend">{legend}</p>'
-
-
-def _critical_path(report: Report) -> str:
-    """Which shard the run waited for: the last to arrive, and by how much it trailed the one before."""
-    start = _epoch(report.opened_at)
-    arrived = sorted((_epoch(s.arrived_at), s.shown) for s in report.shards if s.arrived_at)
-    if start is None or not arrived:
-        return ""
-    (last_at, last), before = arrived[-1], arrived[-2] if len(arrived) > 1 else None
-    trailing = f", {_duration(last_at - before[0])} after shard {escape(before[1])}, the one before it" if before else ""
-    running = sum(1 for s in report.shards if s.state == "expected") if report.state == "open" else 0
-    if running:  # the run still waits: the last arrival is no critical path yet
-        return (f'<p id="critical-path">So far shard {escape(last)} arrived last, {_duration(last_at - start)} after '
-                f'the opening{trailing}; {running} shard{"s" * (running > 1)} still running.</p>')
-    return (f'<p id="critical-path">Critical path: shard {escape(last)} arrived last, '
-            f'{_duration(last_at - start)} after the opening{trailing}.</p>')
-
-
-def _predicted(report: Report) -> str:
-    """What the recorded costs predict for the longest shard with the run's benchmarks balanced over
-    as many shards (no shorter than the total over the shards, nor than the costliest benchmark),
-    against the longest here. Said once the run is over: while it is open, the shards in so far are
-    not the run's, and a cost of 0 is one not recorded (a shard measured nothing)."""
-    costed = [s for s in report.shards if s.cost_s]
-    if report.state == "open" or len(costed) < 2:
-        return ""
-    total = sum(s.cost_s for s in costed)
-    balanced = max(total / len(costed), max(s.longest_s or 0.0 for s in costed))
-    longest = max(costed, key=lambda s: s.cost_s)
-    return (f'<p id="predicted">Recorded costs: {_cost(total)} of benchmarks in {len(costed)} shards; balanced on '
-            f'them (<code>codspeed-client split --shards {len(costed)}</code>), the longest shard would run about '
-            f'{_cost(balanced)}, against {_cost(longest.cost_s)} for shard '
-            f'{escape(longest.shown)} here.</p>')
-
-
-def _cost(seconds: float) -> str:
-    if seconds < 1:  # a valgrind run's few million instructions: milliseconds, never "0.0s"
-        return f"{seconds * 1000:.3g}ms"
-    return f"{seconds:.1f}s" if seconds < 60 else _duration(seconds)
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+""".replace("%(ms)d", str(REFRESH_MS))  # JavaScript's braces: no str.format
 
 
 def _verdict(report: Report) -> str:
@@ -208,18 +103,23 @@ def _verdict(report: Report) -> str:
     kind = "regression" if counts.regressions else "improvement" if counts.improvements else "clean"
     against = f" against run {escape(str(report.baseline['run_id']))}" if report.baseline else ", no baseline yet"
     partial = " so far" if report.partial else ""
-    return f'<p id="verdict" class="verdict {kind}" role="status">{escape(counts_line(counts.model_dump()))}{against}{partial}</p>'
+    said = escape(counts_line(counts.model_dump()))
+    return f'<p id="verdict" class="verdict {kind}" role="status">{said}{against}{partial}</p>'
 
 
 def _row(b: BenchmarkEntry) -> str:
     change = "" if b.change is None else f"{b.change:+.1%}"
     flag = f' <span class="flag">{b.flag}</span>' if b.flag else ""
     where = f' title="{escape(b.source)}"' if b.source else ""
-    data = (f'data-name="{escape(b.name)}" data-shard="{escape(b.shard)}" data-state="{b.state}" '
-            f'data-value="{"" if b.value is None else b.value}" data-change="{"" if b.change is None else b.change}"')
-    return (f'<tr class="{b.flag or b.state}" {data}><td>{escape(b.name)}</td><td>{escape(b.shard)}</td>'
-            f'<td{where}>{b.state}</td><td class="num">{figure(b.value, b.unit)}</td>'
-            f'<td class="num">{figure(b.baseline, b.unit)}</td><td class="num">{change}{flag}</td></tr>')
+    data = (
+        f'data-name="{escape(b.name)}" data-shard="{escape(b.shard)}" data-state="{b.state}" '
+        f'data-value="{"" if b.value is None else b.value}" data-change="{"" if b.change is None else b.change}"'
+    )
+    return (
+        f'<tr class="{b.flag or b.state}" {data}><td>{escape(b.name)}</td><td>{escape(b.shard)}</td>'
+        f'<td{where}>{b.state}</td><td class="num">{figure(b.value, b.unit)}</td>'
+        f'<td class="num">{figure(b.baseline, b.unit)}</td><td class="num">{change}{flag}</td></tr>'
+    )
 
 
 def _table(report: Report, query: dict, sort: str | None, shard: ShardBenchmarks | None) -> str:
@@ -229,9 +129,14 @@ def _table(report: Report, query: dict, sort: str | None, shard: ShardBenchmarks
         rows.sort(key=SORTS[sort])
     names = [s.name for s in report.shards]
     chosen = shard.shard if shard else None
-    options = "".join(f'<option value="{escape(n)}"{" selected" if n == chosen else ""}>{escape(n)}</option>' for n in names)
-    hidden = "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">' for k, v in query.items()
-                     if k not in ("shard", "format"))
+    options = "".join(
+        f'<option value="{escape(n)}"{" selected" if n == chosen else ""}>{escape(n)}</option>' for n in names
+    )
+    hidden = "".join(
+        f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">'
+        for k, v in query.items()
+        if k not in ("shard", "format")
+    )
     heads = []
     for key, title in COLUMNS:
         if key in SORTS:
@@ -242,15 +147,21 @@ def _table(report: Report, query: dict, sort: str | None, shard: ShardBenchmarks
     if shard:
         rows, caption = _paged(rows, query, f"benchmarks of shard {escape(shard.shard)}")
     elif report.counts.measured:
-        caption = (f"{escape(counts_line(report.counts.model_dump()))} (threshold {report.threshold:.0%})"
-                   + ("; the worst changes below, every benchmark shard by shard" if rows else ""))
+        caption = f"{escape(counts_line(report.counts.model_dump()))} (threshold {report.threshold:.0%})" + (
+            "; the worst changes below, every benchmark shard by shard" if rows else ""
+        )
     else:
-        return "<p>No benchmark results yet.</p>" if not report.arrived else "<p>No benchmark results in its shards.</p>"
-    return (f'<form class="controls" method="get"><label>Shard <select id="shard-filter" name="shard">'
-            f'<option value="">worst changes</option>{options}</select></label>{hidden} '
-            f'<button id="shard-filter-go" type="submit">Show</button></form>'
-            f'<div class="scroll"><table id="benchmarks"><caption>{caption}</caption><thead><tr>{"".join(heads)}</tr></thead>'
-            f'<tbody>{"".join(_row(b) for b in rows)}</tbody></table></div>')
+        return (
+            "<p>No benchmark results yet.</p>" if not report.arrived else "<p>No benchmark results in its shards.</p>"
+        )
+    return (
+        f'<form class="controls" method="get"><label>Shard <select id="shard-filter" name="shard">'
+        f'<option value="">worst changes</option>{options}</select></label>{hidden} '
+        f'<button id="shard-filter-go" type="submit">Show</button></form>'
+        f'<div class="scroll"><table id="benchmarks"><caption>{caption}</caption>'
+        f"<thead><tr>{''.join(heads)}</tr></thead>"
+        f"<tbody>{''.join(_row(b) for b in rows)}</tbody></table></div>"
+    )
 
 
 def _paged(rows: list, query: dict, what: str) -> tuple[list, str]:
@@ -261,23 +172,28 @@ def _paged(rows: list, query: dict, what: str) -> tuple[list, str]:
     page = min(pages, max(1, int(asked))) if asked.isascii() and asked.isdigit() else 1
     if pages == 1:
         return rows, f"{len(rows)} {what}"
-    first, shown = (page - 1) * PAGE_ROWS, rows[(page - 1) * PAGE_ROWS:page * PAGE_ROWS]
+    first, shown = (page - 1) * PAGE_ROWS, rows[(page - 1) * PAGE_ROWS : page * PAGE_ROWS]
     links = []
     for label, to in (("previous", page - 1), ("next", page + 1)):
         if 1 <= to <= pages:
             href = "?" + urlencode({**{k: v for k, v in query.items() if k != "format"}, "page": str(to)})
             links.append(f'<a href="{escape(href)}" rel="{"prev" if label == "previous" else "next"}">{label} page</a>')
-    return shown, (f"{len(rows)} {what}: {first + 1} to {first + len(shown)} shown (page {page} of {pages}) "
-                   + " · ".join(links))
+    return shown, (
+        f"{len(rows)} {what}: {first + 1} to {first + len(shown)} shown (page {page} of {pages}) " + " · ".join(links)
+    )
 
 
-def render_main(report: Report, query: dict, refresh_url: str | None, list_url: str | None,
-                shard: ShardBenchmarks | None = None) -> str:
+def render_main(
+    report: Report, query: dict, refresh_url: str | None, list_url: str | None, shard: ShardBenchmarks | None = None
+) -> str:
     """The part of the page that changes while the run is open (the live refresh swaps it)."""
     final = report.state in FINAL_STATES
-    facts = [("Project", escape(report.project)), ("Run", escape(report.run_id)),
-             ("State", f'<span class="state" id="run-state">{escape(report.state)}</span>'),
-             ("Shards", shards_done(report.arrived, report.carried, "?" if report.expected is None else report.expected))]
+    facts = [
+        ("Project", escape(report.project)),
+        ("Run", escape(report.run_id)),
+        ("State", f'<span class="state" id="run-state">{escape(report.state)}</span>'),
+        ("Shards", shards_done(report.arrived, report.carried, "?" if report.expected is None else report.expected)),
+    ]
     if report.attempt > 1:
         facts.append(("Attempt", str(report.attempt)))
     if report.commit:
@@ -286,12 +202,18 @@ def render_main(report: Report, query: dict, refresh_url: str | None, list_url: 
         facts.append(("Ref", escape(report.ref)))
     if report.baseline:
         why = report.baseline.get("why")
-        facts.append(("Baseline", f"run {escape(str(report.baseline.get('run_id')))} "
-                                  f"(commit {escape((report.baseline.get('commit') or '?')[:12])})"
-                                  + (f": {escape(why)}" if why else "")))
+        facts.append(
+            (
+                "Baseline",
+                f"run {escape(str(report.baseline.get('run_id')))} "
+                f"(commit {escape((report.baseline.get('commit') or '?')[:12])})" + (f": {escape(why)}" if why else ""),
+            )
+        )
     if report.upstream:
         up = report.upstream
-        text = escape(f"{up.status}" + (f": {up.message}" if up.message else "") + (f" (run {up.run_id})" if up.run_id else ""))
+        text = escape(
+            f"{up.status}" + (f": {up.message}" if up.message else "") + (f" (run {up.run_id})" if up.run_id else "")
+        )
         facts.append(("Upstream", text))
     if report.ci_url:
         facts.append(("CI", f'<a href="{escape(report.ci_url)}">CI run</a>'))
@@ -301,25 +223,33 @@ def render_main(report: Report, query: dict, refresh_url: str | None, list_url: 
         facts.append(("Runs", f'<a id="run-list" href="{escape(list_url)}">all runs of {escape(report.project)}</a>'))
     live = "" if final else '<p class="live" role="status">Updating while the run is open…</p>'
     refresh = f' data-refresh="{escape(refresh_url)}"' if refresh_url else ""
-    return (f'<main id="run" data-final="{"true" if final else "false"}" data-version="{report.version}"{refresh}>'
-            f'{_verdict(report)}<dl>{"".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)}</dl>{live}'
-            f'<h2>Shards</h2>{_timeline(report)}{_critical_path(report)}{_predicted(report)}<h2>Benchmarks</h2>'
-            f'{_table(report, query, query.get("sort"), shard)}</main>')
+    return (
+        f'<main id="run" data-final="{"true" if final else "false"}" data-version="{report.version}"{refresh}>'
+        f"{_verdict(report)}<dl>{''.join(f'<dt>{k}</dt><dd>{v}</dd>' for k, v in facts)}</dl>{live}"
+        f"<h2>Shards</h2>{timeline(report)}{critical_path(report)}{predicted(report)}<h2>Benchmarks</h2>"
+        f"{_table(report, query, query.get('sort'), shard)}</main>"
+    )
 
 
 def _document(title: str, body: str, script: bool) -> str:
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
-            f'content="width=device-width,initial-scale=1"><meta name="robots" content="noindex">'
-            f'<title>{escape(title)}</title><style>{STYLE}</style></head><body>{body}'
-            f'{f"<script>{SCRIPT}</script>" if script else ""}</body></html>')
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+        f'content="width=device-width,initial-scale=1"><meta name="robots" content="noindex">'
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>{body}"
+        f"{f'<script>{SCRIPT}</script>' if script else ''}</body></html>"
+    )
 
 
-def render_run(report: Report, query: dict, refresh_url: str | None, list_url: str | None,
-               shard: ShardBenchmarks | None = None) -> str:
-    header = f'<header><h1>CodSpeed shards: {escape(report.project)} · run {escape(report.run_id)}</h1></header>'
-    footer = f'<footer>Report version {report.version} · generated {escape(report.generated_at)}</footer>'
-    return _document(f"{report.project} run {report.run_id}: {report.state}",
-                     header + render_main(report, query, refresh_url, list_url, shard) + footer, script=True)
+def render_run(
+    report: Report, query: dict, refresh_url: str | None, list_url: str | None, shard: ShardBenchmarks | None = None
+) -> str:
+    header = f"<header><h1>CodSpeed shards: {escape(report.project)} · run {escape(report.run_id)}</h1></header>"
+    footer = f"<footer>Report version {report.version} · generated {escape(report.generated_at)}</footer>"
+    return _document(
+        f"{report.project} run {report.run_id}: {report.state}",
+        header + render_main(report, query, refresh_url, list_url, shard) + footer,
+        script=True,
+    )
 
 
 def _linked(text: str, link: str | None) -> str:
@@ -329,11 +259,15 @@ def _linked(text: str, link: str | None) -> str:
 def render_list(project: str, runs: list[tuple[object, str | None]]) -> str:
     """A project's runs, newest first; each links to its page (``runs``: (RunRecord, link))."""
     rows = "".join(
-        f'<tr><td>{_linked(run.run_id, link)}</td><td>{escape(run.state)}</td><td>{escape((run.commit or "")[:12])}</td>'
-        f'<td>{escape(run.ref or "")}</td><td>{escape(run.created_at)}</td></tr>'
-        for run, link in runs)
-    body = (f'<header><h1>CodSpeed shards: {escape(project)}</h1></header><main><table id="runs">'
-            f'<caption>{len(runs)} latest runs</caption><thead><tr><th scope="col">Run</th><th scope="col">State</th>'
-            f'<th scope="col">Commit</th><th scope="col">Ref</th><th scope="col">Opened</th></tr></thead>'
-            f'<tbody>{rows}</tbody></table></main>')
+        f"<tr><td>{_linked(run.run_id, link)}</td><td>{escape(run.state)}</td>"
+        f"<td>{escape((run.commit or '')[:12])}</td>"
+        f"<td>{escape(run.ref or '')}</td><td>{escape(run.created_at)}</td></tr>"
+        for run, link in runs
+    )
+    body = (
+        f'<header><h1>CodSpeed shards: {escape(project)}</h1></header><main><table id="runs">'
+        f'<caption>{len(runs)} latest runs</caption><thead><tr><th scope="col">Run</th><th scope="col">State</th>'
+        f'<th scope="col">Commit</th><th scope="col">Ref</th><th scope="col">Opened</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table></main>"
+    )
     return _document(f"{project}: runs", body, script=False)

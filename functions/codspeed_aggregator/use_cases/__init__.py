@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..adapters.bundle_store import BundleStore
-from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.github_comments import GitHubComments
 from ..adapters.github_commits import GitHubCommits
 from ..adapters.github_pulls import GitHubPulls
@@ -18,23 +17,26 @@ from ..adapters.github_status import GitHubStatuses
 from ..adapters.gitlab_notes import GitLabNotes
 from ..adapters.ledger import Ledger
 from ..adapters.metrics import Metrics, NoMetrics
+from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamClient
 from ..settings import Settings
 from .benchmark_costs import BenchmarkCosts
 from .close_run import CloseRun
 from .finalize_run import FinalizeRun
+from .fork_pull_requests import ForkPullRequests
 from .forward_part import ForwardPart
 from .forward_shard import ForwardShard
-from .fork_pull_requests import ForkPullRequests
 from .keep_sources import KeepSources
 from .merge_bases import MergeBases
 from .open_run import OpenRun
+from .plan_forward import PlanForward
 from .pr_comments import PullRequestComments
 from .project_tokens import ProjectTokens
 from .record_arrival import RecordArrival
 from .reports import Reports
 from .request_upload import RequestUpload
+from .run_attempts import RunAttempts
 
 
 @dataclass
@@ -61,16 +63,44 @@ class Aggregator:
 
     @cached_property
     def reports(self) -> Reports:
-        hosts = {provider: host for provider, host in (("GITHUB", self.github_comments), ("GITLAB", self.gitlab_notes))
-                 if host is not None}
-        comments = PullRequestComments(self.ledger.comments, hosts, self.settings.comment_seconds,
-                                       self.clock) if hosts else None
-        return Reports(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.baselines, self.store,
-                       self.results, self.statuses, self._metrics, self.clock, self.page_key, comments)
+        hosts = {
+            provider: host
+            for provider, host in (("GITHUB", self.github_comments), ("GITLAB", self.gitlab_notes))
+            if host is not None
+        }
+        comments = (
+            PullRequestComments(self.ledger.comments, hosts, self.settings.comment_seconds, self.clock)
+            if hosts
+            else None
+        )
+        return Reports(
+            self.settings,
+            self.ledger.reads,
+            self.ledger.runs,
+            self.ledger.baselines,
+            self.store,
+            self.results,
+            self.statuses,
+            self._metrics,
+            self.clock,
+            self.page_key,
+            comments,
+        )
 
     @cached_property
     def uploads(self) -> RequestUpload:
-        return RequestUpload(self.settings, self.ledger.runs, self.ledger.shards, self.store, self.clock)
+        return RequestUpload(
+            settings=self.settings,
+            runs=self.ledger.runs,
+            shards=self.ledger.shards,
+            store=self.store,
+            attempts=self._attempts,
+            clock=self.clock,
+        )
+
+    @cached_property
+    def _attempts(self) -> RunAttempts:
+        return RunAttempts(self.settings, self.ledger.runs, self.ledger.shards)
 
     @cached_property
     def forks(self) -> ForkPullRequests:
@@ -78,8 +108,20 @@ class Aggregator:
 
     @cached_property
     def arrivals(self) -> RecordArrival:
-        return RecordArrival(self.settings, self.ledger.reads, self.ledger.shards, self.ledger.runs, self.store,
-                             self.results, self.queue, self.arrivals_queue, self.uploads, self.reports, self._metrics, self.clock)
+        return RecordArrival(
+            self.settings,
+            self.ledger.reads,
+            self.ledger.shards,
+            self.ledger.runs,
+            self.store,
+            self.results,
+            self.queue,
+            self.arrivals_queue,
+            self._attempts,
+            self.reports,
+            self._metrics,
+            self.clock,
+        )
 
     @cached_property
     def costs(self) -> BenchmarkCosts:
@@ -87,29 +129,70 @@ class Aggregator:
 
     @cached_property
     def opening(self) -> OpenRun:
-        return OpenRun(self.settings, self.ledger.runs, self.ledger.shards, self.ledger.baselines, self.queue, self.reports,
-                       self.clock)
+        return OpenRun(
+            self.settings,
+            self.ledger.runs,
+            self.ledger.shards,
+            self.ledger.baselines,
+            self.queue,
+            self.reports,
+            self.clock,
+        )
 
     @cached_property
     def closing(self) -> CloseRun:
-        return CloseRun(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.baselines, self.queue, self.clock)
+        return CloseRun(
+            self.settings, self.ledger.reads, self.ledger.runs, self.ledger.baselines, self.queue, self.clock
+        )
 
     @cached_property
     def _forwarder(self) -> ForwardPart:
-        return ForwardPart(self.settings, self.ledger.shards, self.ledger.parts, self.store, self.upstream, self._metrics)
+        return ForwardPart(
+            self.settings, self.ledger.shards, self.ledger.parts, self.store, self.upstream, self._metrics
+        )
 
     @cached_property
     def eager(self) -> ForwardShard:
-        return ForwardShard(self.settings, self.ledger.reads, self.ledger.parts, self.store, self.queue, self._forwarder,
-                            self.reports, self._metrics, self.clock)
+        return ForwardShard(
+            self.settings,
+            self.ledger.reads,
+            self.ledger.parts,
+            self.store,
+            self.queue,
+            self._forwarder,
+            self.reports,
+            self._metrics,
+            self.clock,
+        )
 
     @cached_property
     def finalizing(self) -> FinalizeRun:
-        forwarder = self._forwarder
-        return FinalizeRun(self.settings, self.ledger.reads, self.ledger.runs, self.ledger.parts,
-                           self.ledger.baselines, self.ledger.sources, self.store, self.results, self.queue, forwarder,
-                           self.reports, self._metrics, self.clock, MergeBases(self.github_commits),
-                           KeepSources(self.store, self.results, self.ledger.sources, self.clock))
+        planner = PlanForward(
+            settings=self.settings,
+            reads=self.ledger.reads,
+            baselines=self.ledger.baselines,
+            sources=self.ledger.sources,
+            store=self.store,
+            results=self.results,
+            forwarder=self._forwarder,
+            clock=self.clock,
+            merge_bases=MergeBases(self.github_commits),
+        )
+        return FinalizeRun(
+            settings=self.settings,
+            reads=self.ledger.reads,
+            runs=self.ledger.runs,
+            parts=self.ledger.parts,
+            baselines=self.ledger.baselines,
+            store=self.store,
+            queue=self.queue,
+            planner=planner,
+            forwarder=self._forwarder,
+            reports=self.reports,
+            metrics=self._metrics,
+            clock=self.clock,
+            keeper=KeepSources(self.store, self.results, self.ledger.sources, self.clock),
+        )
 
     @cached_property
     def tokens(self) -> ProjectTokens:

@@ -13,7 +13,6 @@ from ..domain.errors import NotFound
 from ..domain.ledger import base_run_id
 from ..settings import Settings
 
-
 COST_RUNS = 5  # the branch's latest forwarded runs each benchmark's latest cost is looked for in
 
 
@@ -46,9 +45,15 @@ class BenchmarkCosts:
                 costs.update(found)
                 used.append(snapshot.run.run_id)
         newest = snapshots[0].run
-        return CostsAnswer(project=project, branch=branch, run_id=newest.run_id, commit=newest.commit,
-                           runs=used or [newest.run_id], benchmarks=costs,
-                           **({"for_run": base_run_id(run_id)} if run_id else {}))
+        return CostsAnswer(
+            project=project,
+            branch=branch,
+            run_id=newest.run_id,
+            commit=newest.commit,
+            runs=used or [newest.run_id],
+            benchmarks=costs,
+            **({"for_run": base_run_id(run_id)} if run_id else {}),
+        )
 
     def _costs(self, snapshot) -> dict:
         sources = result_sources(snapshot)

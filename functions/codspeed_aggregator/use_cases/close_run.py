@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from codspeed_rules.names import split_shard_key
 from codspeed_wire.api import CloseAnswer, CloseRequest
 
-from ..adapters.queues import FinalizeQueue
 from ..adapters.ledger import Baselines, Reads, Runs
+from ..adapters.queues import FinalizeQueue
 from ..domain.baseline import branch_of
 from ..domain.errors import NotFound, Unprocessable
 from ..domain.ledger import OPEN, Snapshot
@@ -34,8 +34,9 @@ class CloseRun:
         self._check_skips(snapshot, request.skip)
         state = snapshot.run.state
         if state != OPEN:
-            return CloseAnswer(project=request.project, run_id=run_id, state=state,
-                               message=f"run is already {state}: nothing to close")
+            return CloseAnswer(
+                project=request.project, run_id=run_id, state=state, message=f"run is already {state}: nothing to close"
+            )
         first = self.runs.request_close(request.project, run_id, list(request.skip), reason)
         self.queue.request(request.project, run_id, reason)
         if not first:
@@ -55,8 +56,9 @@ class CloseRun:
         run = snapshot.run
         known = run.expected_names()
         if known is None:
-            baseline = self.baselines.baseline_for(run.project, branch_of(run.base_ref) or self.settings.default_branch,
-                                                   run.base_commits())
+            baseline = self.baselines.baseline_for(
+                run.project, branch_of(run.base_ref) or self.settings.default_branch, run.base_commits()
+            )
             seen = self.reads.snapshot(run.project, baseline) if baseline else None
             keys = (*snapshot.shards, *run.skipped, *(seen.shards if seen else ()), *(seen.run.skipped if seen else ()))
             known = {split_shard_key(key)[0] for key in keys}  # a skip names a shard of every executor

@@ -4,31 +4,33 @@ baseline, forward each part (``forward_part``), and record how it ended."""
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
 
-from ..adapters.bundle_store import BundleStore, MissingObject
-from ..adapters.queues import FinalizeQueue
-from ..adapters.ledger import Baselines, Parts, Reads, Runs, Sources
+from codspeed_rules.backoff import backoff
+
+from ..adapters.bundle_store import BundleStore
+from ..adapters.ledger import Baselines, Parts, Reads, Runs
 from ..adapters.metrics import Metrics
-from ..adapters.results_store import ResultsStore
+from ..adapters.queues import FinalizeQueue
 from ..adapters.upstream_http import UpstreamError
-from ..domain.baseline import LOOKBACK, Completion, branch_of, complete, skipped_keys
+from ..domain.baseline import branch_of
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, plan_key, run_bundles_prefix
-from ..domain.retries import retry_delay
 from ..domain.ledger import (
-    CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as,
+    CLOSED_EMPTY,
+    FORWARD_FAILED,
+    FORWARDED,
+    sent_as,
 )
+from ..domain.retries import retry_delay
 from ..domain.timestamps import epoch, iso
-from ..domain.uploads import Upload, empty_part_id, part_id, plan_forward
 from ..settings import Settings
 from .forward_part import ForwardPart
 from .keep_sources import KeepSources
-from .merge_bases import MergeBases
+from .plan_forward import PlanForward
 from .reports import Reports
-
 
 WRITE_TRIES = 5
 
@@ -39,16 +41,14 @@ class FinalizeRun:
     reads: Reads  # DynamoDB: the run, and its baseline's shards
     runs: Runs  # DynamoDB: the claim, the plan, how it ended
     parts: Parts  # DynamoDB: each part's claim and the upstream's answer
-    baselines: Baselines  # DynamoDB: the branch's latest forwarded run, read and recorded
-    sources: Sources  # DynamoDB: the copies the branch's runs keep of shards they carried, read
-    store: BundleStore  # S3: the plan written and read (plans/); the run's bundles tagged final once forwarded
-    results: ResultsStore  # S3: the benchmark names of the run's and its baseline's shards, read once, to plan
+    baselines: Baselines  # DynamoDB: the branch's latest forwarded run, recorded
+    store: BundleStore  # S3: the plan written (plans/); the run's bundles tagged final once forwarded
     queue: FinalizeQueue  # SQS: one message per part of a run in several; a failed message's retry
+    planner: PlanForward  # what the run forwards: planned once, read by every finalizer of it
     forwarder: ForwardPart
     reports: Reports
     metrics: Metrics
     clock: Callable[[], float] = time.time
-    merge_bases: MergeBases = field(default_factory=lambda: MergeBases(None))  # GitHub: a pull request's, untold
     keeper: KeepSources | None = None  # a branch's run keeps what it carried, as a source of the branch's later runs
 
     def finalize(self, project: str, run_id: str, part: int | None = None) -> str:
@@ -59,7 +59,8 @@ class FinalizeRun:
         parts): the first finalizer (``part`` None) plans them and queues one message per part, so
         parts merge in parallel, each in an invocation of its own, and each is retried alone.
         Every part is forwarded under a claim of its own (keyed by its runPartId), so no part is
-        ever sent by two finalizers at once, nor beside an eager run's send of it; each part that reached the upstream is recorded, so a
+        ever sent by two finalizers at once, nor beside an eager run's send of it; each part that reached the
+        upstream is recorded, so a
         retry sends only the rest; whoever records the last one finishes the run."""
         if part is None:
             if not self.runs.claim_finalize(project, run_id, int(self.clock()), self.settings.finalize_lease_seconds):
@@ -69,7 +70,7 @@ class FinalizeRun:
         run = self.reads.run_with_parts(project, run_id)  # a part reads no shard item: its plan has its own
         if run is None or run.plan is None:
             return "not_claimed"
-        own = self._part_plan(run, part)
+        own = self.planner.part(run, part)
         if not self._claim(project, run_id, own.claim):
             return "not_claimed"
 
@@ -77,6 +78,7 @@ class FinalizeRun:
             if str(part) not in run.forwarded_parts:
                 self._forward_part(own, project, run_id, run.announced_parts.get(str(part)), run.eager)
             return self._finish_when_forwarded(project, run_id)
+
         return self._failing_with_reason(project, run_id, forward)
 
     def retry_later(self, receipt_handle: str, receive_count: int) -> None:
@@ -114,7 +116,7 @@ class FinalizeRun:
             except ClientError:
                 if attempt == tries - 1:
                     raise
-                self.runs.sleep(min(2.0, 0.1 * 2**attempt))
+                self.runs.sleep(backoff(attempt, 0.1, 2.0, jitter=False))
 
     def _claim(self, project: str, run_id: str, claim: str) -> bool:
         return self.parts.claim_part(project, run_id, claim, int(self.clock()), self.settings.finalize_lease_seconds)
@@ -122,22 +124,25 @@ class FinalizeRun:
     def _finalize_claimed(self, project: str, run_id: str) -> str:
         snapshot = self.reads.snapshot(project, run_id)
         if not snapshot.arrived() and not (snapshot.run.skipped and self.forwarder.opened_metadata(project, run_id)):
-            return self._closed_empty(project, run_id)  # nothing came, and nothing can be carried under a run of its own
+            return self._closed_empty(
+                project, run_id
+            )  # nothing came, and nothing can be carried under a run of its own
         recorded, whole = snapshot.run.plan, None  # a retry's: the parts already sent were planned with it
         if recorded is None or "version" not in recorded:
-            whole = self._new_plan(snapshot)
+            whole = self.planner.new(snapshot)
             if not whole["uploads"]:  # every shard skipped, and no run of the branch has any of them
                 return self._closed_empty(project, run_id, whole["outcome"])
             recorded = {"baseline": whole["baseline"], "parts": len(whole["uploads"]), "sends": len(whole["todo"])}
-            plan = self._plan(snapshot.run, recorded, whole)
+            plan = self.planner.of(snapshot.run, recorded, whole)
             if len(plan.todo) > 1:  # what each part's finalizer reads: its slice, written before the plan is recorded
                 recorded["parts_at"] = uuid.uuid4().hex[:16]
-                self.store.put_json_many({part_plan_key(project, run_id, recorded["parts_at"], i): plan.part(i).to_item()
-                                          for i in plan.todo})
+                self.store.put_json_many(
+                    {part_plan_key(project, run_id, recorded["parts_at"], i): plan.part(i).to_item() for i in plan.todo}
+                )
             recorded["version"] = self.store.put_json(plan_key(project, run_id), whole)
             self.runs.record_plan(project, run_id, recorded)
         else:
-            plan = self._plan(snapshot.run, recorded)
+            plan = self.planner.of(snapshot.run, recorded)
         todo = [i for i in plan.todo if str(i) not in snapshot.run.forwarded_parts]
         if len(plan.todo) > 1:  # each part on a message of its own: merged in parallel, retried alone
             for index in todo:
@@ -152,94 +157,29 @@ class FinalizeRun:
         self.reports.publish(project, run_id)
         return CLOSED_EMPTY
 
-    def _new_plan(self, snapshot: Snapshot) -> dict:
-        """What this attempt forwards, decided once by its claiming finalizer. The run's earlier
-        attempt's parts are kept (the upstream holds them); only parts it does not hold as they
-        are now are sent: a shard re-run, a group that came late, a part that failed."""
-        run = snapshot.run
-        earlier, held = earlier_plan(self.reads, self.store, run)
-        if earlier is not None:
-            baseline = earlier["baseline"]  # what the earlier attempt carried stays carried from the same run
-        else:
-            snapshot = replace(snapshot, run=self.merge_bases.resolved(run))
-            baseline = self.baselines.baseline_for(run.project, branch_of(run.base_ref) or self.settings.default_branch,
-                                                   snapshot.run.base_commits())
-        kept = [Upload.from_item(u) for u in earlier["uploads"]] if earlier else []
-        shards, completion = self._shards(snapshot, baseline, lost=True)
-        # In the parts mode a skipped shard is left to CodSpeed, which fills a run's absent benchmarks
-        # from its baseline and marks them skipped: nothing measured on another commit goes up as this one's.
-        sent = {n: s for n, s in shards.items() if n not in completion.carried} if run.eager else shards
-        uploads = plan_forward(sent, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept,
-                               merge=not run.eager)
-        if run.eager and not uploads and completion.carried:  # nothing measured here: CodSpeed still gets the commit's run
-            uploads = [Upload((), merged=True, run_part_id=empty_part_id())]
-        held |= {Upload((n,), merged=False).key: sent_as(s) for n, s in snapshot.arrived().items() if sent_as(s)}
-        ids = [part_id(upload, shards) for upload in uploads]
-        return {"baseline": baseline, "uploads": [u.to_item() for u in uploads], "ids": ids, "held": held,
-                "todo": [i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]], "outcome": completion.outcome,
-                # what each part's finalizer needs, so that it reads no shard item (and no baseline) itself
-                "shards": {name: asdict(s) for name, s in shards.items()}, "carried": sorted(completion.carried),
-                "first": first.name if (first := snapshot.first_arrived()) else None}
-
-    def _shards(self, snapshot: Snapshot, baseline_run: str | None, lost: bool = False
-                ) -> tuple[dict[str, ShardRecord], Completion]:
-        """A run's arrived shards and those carried from its baseline run, by name; with ``lost``,
-        the benchmarks of the baseline the run lost are looked for (in every shard's results:
-        once, by the claiming finalizer, whose plan keeps what it found for the parts)."""
-        run = snapshot.run
-        arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
-        branch = branch_of(run.base_ref) or self.settings.default_branch
-        baseline = self.reads.snapshot(run.project, baseline_run) if baseline_run else None
-        names = None
-        if lost and baseline is not None:
-            found = self.results.read_many(s.key for s in (*arrived.values(), *baseline.arrived().values())
-                                           if s.results_kept)
-            names = {key: results.names for key, results in found.items() if results}
-        kept_since = self.clock() - (self.settings.retention_days - 1) * 86400  # a day's margin: the forward must find it
-        earlier = received_before(self.reads, self.baselines, self.sources, run, arrived, branch, baseline, kept_since)
-        completion = complete(run, arrived, branch, baseline, names, earlier)
-        return dict(sorted({**arrived, **completion.carried}.items())), completion
-
-    def _plan(self, run: RunRecord, recorded: dict, written: dict | None = None) -> ForwardPlan:
-        """What a run forwards, the same for every finalizer of it: the plan its claiming
-        finalizer wrote (``written``, when it is this one), with the shards it names as they were counted."""
-        recorded = written or self.store.read_json(plan_key(run.project, run.run_id), recorded["version"])
-        if "shards" in recorded:
-            shards = {name: ShardRecord(**s) for name, s in recorded["shards"].items()}
-            completion = Completion({name: shards[name] for name in recorded["carried"]}, recorded["outcome"])
-            first = shards[recorded["first"]] if recorded["first"] else None
-        else:  # planned by the release before: its shards are read as they are now
-            snapshot = self.reads.snapshot(run.project, run.run_id)
-            shards, completion = self._shards(snapshot, recorded["baseline"])
-            first = snapshot.first_arrived()
-        return ForwardPlan(
-            run=run, shards=shards, completion=completion, baseline_run=recorded["baseline"],
-            base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, first) if first
-            else self.forwarder.opened_metadata(run.project, run.run_id),  # every shard carried: the run's own
-            uploads=[Upload.from_item(u) for u in recorded["uploads"]], part_ids=list(recorded["ids"]),
-            todo=list(recorded["todo"]),
-        )
-
-    def _part_plan(self, run: RunRecord, index: int) -> PartPlan:
-        """What one part's finalizer forwards: its slice of the plan (the plan of a release before
-        this one has none: read whole)."""
-        if "parts_at" in run.plan:
-            return PartPlan.from_item(self.store.read_json(part_plan_key(run.project, run.run_id, run.plan["parts_at"], index)))
-        return self._plan(run, run.plan).part(index)
-
     def _forward_part(self, part: PartPlan, project: str, run_id: str, announced: dict | None, eager: bool) -> None:
         """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once.
         A shard an eager run sent while this was planned is not sent again."""
         if eager and not part.upload.merged:
             shard = self.reads.shard_view(project, run_id, part.upload.shards[0])[1]  # None: a carried shard
             if shard is not None and sent_as(shard) == part.part_id:
-                self.parts.record_forwarded_part(project, run_id, part.index,
-                                                 {k: v for k, v in shard.upstream.items() if k != "part"})
+                self.parts.record_forwarded_part(
+                    project, run_id, part.index, {k: v for k, v in shard.upstream.items() if k != "part"}
+                )
                 return
         try:
-            answer = self.forwarder.forward([part.shards[n] for n in part.upload.shards], part.upload, project, run_id,
-                                            part.base_metadata, part.carried, part.index, part.number,
-                                            part.group_parts, announced)
+            answer = self.forwarder.forward(
+                [part.shards[n] for n in part.upload.shards],
+                part.upload,
+                project,
+                run_id,
+                part.base_metadata,
+                part.carried,
+                part.index,
+                part.number,
+                part.group_parts,
+                announced,
+            )
         except Exception as exc:
             self.parts.release_part(project, run_id, part.claim)
             if part.sends > 1 and isinstance(exc, UpstreamError):
@@ -254,20 +194,21 @@ class FinalizeRun:
         answers = now.forwarded_parts
         if len(answers) < _sends(now.plan):
             return now.state  # the finalizer of the last part to reach the upstream finishes the run
-        plan = plan or self._plan(now, now.plan)
+        plan = plan or self.planner.of(now, now.plan)
         parts = [answers[str(i)] for i in plan.todo]
         size = sum(p["size"] for p in parts)
         message, run_ids = plan.outcome_said(parts)
         finished = self.clock()
         upstream = {"run_id": run_ids, "status": "success", "at": iso(finished), "message": message}
-        if not self._written(lambda: self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome,
-                                                      upstream=upstream)):
+        if not self._written(
+            lambda: self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome, upstream=upstream)
+        ):
             return FORWARDED  # the finalizer of another part finished it first
         self.metrics.add("ForwardSucceeded", 1, "Count")
         self.metrics.add("MergedBytes", size, "Bytes")
         self.metrics.add("FinalizeLatency", finished - epoch(plan.run.created_at), "Seconds")
         whole = (expected := plan.run.expected_count()) is None or len(plan.shards) >= expected  # else no baseline
-        if (own_branch := None if plan.run.tokenless else branch_of(plan.run.ref)):
+        if own_branch := None if plan.run.tokenless else branch_of(plan.run.ref):
             self.baselines.record_forwarded(project, own_branch, run_id, finished)  # what benchmarks cost: whole or not
         if own_branch and whole:
             if self.keeper and plan.completion.carried:  # before its bundles are tagged final: the copies with them
@@ -279,54 +220,6 @@ class FinalizeRun:
         return FORWARDED
 
 
-
 def _sends(recorded: dict) -> int:
     """How many uploads a recorded plan sends (a plan of an early release says only how many parts)."""
     return recorded.get("sends", recorded.get("parts", 1))
-
-
-def received_before(reads: Reads, baselines: Baselines, sources: Sources, run: RunRecord, arrived: dict, branch: str,
-                    baseline: Snapshot | None, kept_since: float) -> dict[str, tuple[RunRecord, ShardRecord]]:
-    """Where each skipped shard the baseline run did not receive was last received: a copy the
-    baseline run keeps of it (``keep_sources``), else the branch's runs before it, the latest first
-    (``LOOKBACK`` of them at most), received (or kept) since ``kept_since``: the bucket still keeps
-    that bundle. A source names the run the shard was measured in, wherever its copy is."""
-    wanted = {n for n in skipped_keys(run, baseline) if n not in arrived and n not in baseline.arrived()} if baseline else set()
-    found = {}
-
-    def take(shards: dict[str, tuple[RunRecord, ShardRecord, float]]) -> None:
-        found.update({name: (source, shard) for name, (source, shard, at) in shards.items()
-                      if name in wanted and name not in found and at > kept_since})
-
-    def kept(run_id: str) -> dict[str, tuple[RunRecord, ShardRecord, float]]:
-        return {name: (k.source(run.project), k.shard, k.kept_at) for name, k in sources.kept(run.project, run_id).items()}
-
-    if wanted:
-        take(kept(baseline.run.run_id))
-    for earlier_id in baselines.earlier_runs(run.project, branch, baseline.run.run_id, LOOKBACK) if wanted - set(found) else ():
-        earlier = reads.snapshot(run.project, earlier_id)
-        take({name: (earlier.run, shard, epoch(shard.arrived_at)) for name, shard in (earlier.arrived() if earlier else {}).items()
-              if shard.arrived_at})
-        take(kept(earlier_id))
-        if not wanted - set(found):
-            break
-    return found
-
-
-def earlier_plan(reads: Reads, store: BundleStore, run: RunRecord) -> tuple[dict | None, dict]:
-    """The plan of the run's latest earlier attempt that made one, and what the upstream holds
-    after it: each part's key and what it held when it got there."""
-    for attempt in range(run.attempt - 1, 0, -1):
-        earlier_id = attempt_run_id(base_run_id(run.run_id), attempt)
-        earlier = reads.snapshot(run.project, earlier_id)
-        recorded = earlier.run.plan if earlier else None
-        if recorded and "version" in recorded:
-            try:
-                plan = store.read_json(plan_key(run.project, earlier_id), recorded["version"])
-            except MissingObject:  # expired with the earlier attempt's bundles: planned afresh (same ids)
-                return None, {}
-            held = dict(plan.get("held") or {})
-            for index in earlier.run.forwarded_parts:
-                held[Upload.from_item(plan["uploads"][int(index)]).key] = plan["ids"][int(index)]
-            return plan, held
-    return None, {}

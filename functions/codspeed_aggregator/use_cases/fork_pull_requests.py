@@ -41,10 +41,12 @@ class ForkPullRequests:
         claim = self._claim(project, ref, commit, run_id)
         if self.pulls is None:
             if required:
-                raise Forbidden(f"a request without a token for {project} is checked with GitHub (the pull request "
-                                "comes from a fork, the commit is its head), and this aggregator has no GitHub token: "
-                                "its operator sets GitHubTokenParameter (a token that reads pull requests and Actions "
-                                "runs)")
+                raise Forbidden(
+                    f"a request without a token for {project} is checked with GitHub (the pull request "
+                    "comes from a fork, the commit is its head), and this aggregator has no GitHub token: "
+                    "its operator sets GitHubTokenParameter (a token that reads pull requests and Actions "
+                    "runs)"
+                )
             return False
         with self._lock:
             if self._verified.get(claim, 0) > self.clock():
@@ -56,11 +58,14 @@ class ForkPullRequests:
         except requests.HTTPError as exc:
             status = exc.response.status_code if exc.response is not None else 0
             if status in (401, 403):
-                log.error("GitHub refused the stack's token (%s) on %s: tokenless requests cannot be checked", status,
-                          project)
-                raise Forbidden(f"GitHub refused the aggregator's token ({status}) when asked about {project}'s pull "
-                                f"request {claim.number}: its operator gives GitHubTokenParameter a token that reads "
-                                "pull requests and Actions runs") from exc
+                log.error(
+                    "GitHub refused the stack's token (%s) on %s: tokenless requests cannot be checked", status, project
+                )
+                raise Forbidden(
+                    f"GitHub refused the aggregator's token ({status}) when asked about {project}'s pull "
+                    f"request {claim.number}: its operator gives GitHubTokenParameter a token that reads "
+                    "pull requests and Actions runs"
+                ) from exc
             raise Busy(f"GitHub answered {status} when asked about pull request {claim.number}") from exc
         except requests.RequestException as exc:
             raise Busy(f"GitHub could not be reached ({type(exc).__name__})") from exc
@@ -73,14 +78,17 @@ class ForkPullRequests:
         self._listed(project)
         run = self.runs.run_record(project, base_run_id(run_id))
         if run is None or not run.fork:
-            raise Unauthorized(f"{NO_TOKEN} (without one, only the run of a pull request from a fork can be closed "
-                               "or read)")
+            raise Unauthorized(
+                f"{NO_TOKEN} (without one, only the run of a pull request from a fork can be closed or read)"
+            )
 
     def _listed(self, project: str) -> None:
         if project not in self.settings.tokenless_projects:
-            raise Unauthorized(f"{NO_TOKEN}: a request without one (a pull request from a fork) is taken for the "
-                               "projects in the aggregator's TokenlessProjects parameter, and "
-                               f"{project} is not one of them")
+            raise Unauthorized(
+                f"{NO_TOKEN}: a request without one (a pull request from a fork) is taken for the "
+                "projects in the aggregator's TokenlessProjects parameter, and "
+                f"{project} is not one of them"
+            )
 
     @staticmethod
     def _claim(project: str, ref: str | None, commit: str | None, run_id: str) -> ForkClaim:

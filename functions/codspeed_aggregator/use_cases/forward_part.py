@@ -38,8 +38,19 @@ class ForwardPart:
         """The CodSpeed metadata the job that opened the run stated (``codspeed-client open``), if any."""
         return self.shards.upload_metadata(project, run_id, OPENED)
 
-    def forward(self, shards: list[ShardRecord], upload: Upload, project: str, run_id: str, base_metadata: dict | None,
-                carried: dict, index: int | None, number: int, group_parts: int, announced: dict | None) -> dict:
+    def forward(
+        self,
+        shards: list[ShardRecord],
+        upload: Upload,
+        project: str,
+        run_id: str,
+        base_metadata: dict | None,
+        carried: dict,
+        index: int | None,
+        number: int,
+        group_parts: int,
+        announced: dict | None,
+    ) -> dict:
         """Send one upload: the shards merged (merged part ``number`` of its group's ``group_parts``), or
         one shard's archive as it was sent. A POST already answered for the same bytes (the merge
         is deterministic) is not made again: the archive goes to the URL it gave."""
@@ -87,17 +98,28 @@ class ForwardPart:
         if all(s.normalized for s in shards):
             try:
                 with self.store.spool(key) as sink:
-                    result = splice([NormalizedShard(
-                        s.name, tuple(s.pids), self._index(s),
-                        partial(self.store.open, s.normalized["key"], s.normalized["version"])) for s in shards],
-                        sink, level=self.settings.merge_level)
+                    result = splice(
+                        [
+                            NormalizedShard(
+                                s.name,
+                                tuple(s.pids),
+                                self._index(s),
+                                partial(self.store.open, s.normalized["key"], s.normalized["version"]),
+                            )
+                            for s in shards
+                        ],
+                        sink,
+                        level=self.settings.merge_level,
+                    )
                 self.metrics.add("PartsSpliced", 1, "Count")
                 return sink, result
             except (IndexMismatch, MissingObject) as exc:  # MissingObject: a carried shard's copy expired
                 log.warning("normalized copies of %s not spliced, merged instead: %s", key, exc)
                 self.metrics.add("SpliceFallbacks", 1, "Count")
         with self.store.spool(key) as sink:
-            bundles = [ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key, s.version_id)) for s in shards]
+            bundles = [
+                ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key, s.version_id)) for s in shards
+            ]
             result = merge_bundles(bundles, sink, level=self.settings.merge_level)
         return sink, result
 
@@ -108,8 +130,9 @@ class ForwardPart:
             raise IndexMismatch(f"the index of {shard.key} was made from another object ({made_from})")
         return index
 
-    def _announce(self, project: str, run_id: str, index: int | None, describe, md5: str, post: SentPost | None,
-                  token: str | None) -> dict:
+    def _announce(
+        self, project: str, run_id: str, index: int | None, describe, md5: str, post: SentPost | None, token: str | None
+    ) -> dict:
         """POST an upload's metadata (``post``'s bytes when a runner's POST goes as it came) and record
         the answer before the PUT (a retry re-PUTs there); a shard of an eager run (no ``index``) is
         announced again when it is sent again."""

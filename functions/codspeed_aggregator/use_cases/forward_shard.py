@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class ForwardShard:
     settings: Settings
-    reads: Reads  # DynamoDB: the run's record and the one shard (whether it is upstream); the parts, in a race with a close
+    # DynamoDB: the run's record and the one shard (whether it is upstream); the parts, in a race with a close
+    reads: Reads
     parts: Parts  # DynamoDB: the shard's claim (the one its run's finalizer takes) and its upstream answer
     store: BundleStore  # S3: the run's plan, when a finalizer planned it while this shard was on its way
     queue: FinalizeQueue  # SQS: that finalizer's parts, asked again
@@ -51,7 +52,13 @@ class ForwardShard:
             return "not_claimed"  # its holder sends this version after its own, or the run's finalizer does
         while not self._send(project, run_id, shard, claim):
             run, shard = self.reads.shard_view(project, run_id, name)  # re-pushed while it was sent: the newer now
-            if run is None or run.state != OPEN or shard is None or shard.state != ARRIVED or sent_as(shard) == _version(shard):
+            if (
+                run is None
+                or run.state != OPEN
+                or shard is None
+                or shard.state != ARRIVED
+                or sent_as(shard) == _version(shard)
+            ):
                 self.parts.release_part(project, run_id, claim)
                 break
         self.metrics.add("ShardsForwarded", 1, "Count")
@@ -66,8 +73,18 @@ class ForwardShard:
         held = _version(shard)
         upload = Upload((shard.name,), merged=False, group=shard.group)
         try:
-            answer = self.forwarder.forward([shard], upload, project, run_id, base_metadata=None, carried={}, index=None,
-                                            number=0, group_parts=0, announced=None)
+            answer = self.forwarder.forward(
+                [shard],
+                upload,
+                project,
+                run_id,
+                base_metadata=None,
+                carried={},
+                index=None,
+                number=0,
+                group_parts=0,
+                announced=None,
+            )
         except Exception as exc:
             self.metrics.add("ShardForwardFailed", 1, "Count")
             if not self._record(project, run_id, shard, held, claim, {"error": str(exc)}):

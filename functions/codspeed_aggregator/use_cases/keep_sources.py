@@ -34,10 +34,18 @@ class KeepSources:
             source = outcome[name]
             try:
                 copy = self._copied(project, run_id, shard)
-                self.sources.keep(project, run_id, KeptSource(copy, source["run_id"], source.get("commit"), self.clock()))
+                self.sources.keep(
+                    project, run_id, KeptSource(copy, source["run_id"], source.get("commit"), self.clock())
+                )
             except Exception as exc:
-                log.warning("shard %s carried by %s run %s is not kept beside it: %s: %s", name, project, run_id,
-                            type(exc).__name__, exc)
+                log.warning(
+                    "shard %s carried by %s run %s is not kept beside it: %s: %s",
+                    name,
+                    project,
+                    run_id,
+                    type(exc).__name__,
+                    exc,
+                )
                 continue
             kept += 1
         return kept
@@ -48,12 +56,18 @@ class KeepSources:
         normalized = None
         if shard.normalized:
             own = shard.normalized["key"] == shard.key  # a bundle verified as normalized is its own copy
-            copied = version if own else self.store.copy(shard.normalized["key"], shard.normalized["version"],
-                                                         normalized_key(key))
+            copied = (
+                version
+                if own
+                else self.store.copy(shard.normalized["key"], shard.normalized["version"], normalized_key(key))
+            )
             index = self.store.read_json(index_key(shard.key), shard.normalized.get("index_version"))
             index["bundle"] = {"key": key, "version": version}  # the splice checks the index against the bundle
-            normalized = {"key": key if own else normalized_key(key), "version": copied,
-                          "index_version": self.store.put_json(index_key(key), index)}
+            normalized = {
+                "key": key if own else normalized_key(key),
+                "version": copied,
+                "index_version": self.store.put_json(index_key(key), index),
+            }
         if shard.results_kept:
             self.results.copy(shard.key, key)
         return replace(shard, key=key, version_id=version, normalized=normalized)

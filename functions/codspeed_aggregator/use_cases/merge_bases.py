@@ -25,8 +25,13 @@ class MergeBases:
         and that commit's ancestors; as it is when its upload sent the ancestors (the clone had
         the history), when it is no pull request, or when GitHub cannot answer (warned)."""
         number = pull_request(run.ref)
-        if self.github is None or number is None or run.base_ancestors or run.project in self._refused \
-                or run.provider not in (None, "GITHUB"):
+        if (
+            self.github is None
+            or number is None
+            or run.base_ancestors
+            or run.project in self._refused
+            or run.provider not in (None, "GITHUB")
+        ):
             return run
         try:
             base, ancestors = self.github.merge_base(run.project, number, MAX_ANCESTORS)
@@ -34,7 +39,12 @@ class MergeBases:
             status = getattr(getattr(exc, "response", None), "status_code", None)
             if status in (401, 403):
                 self._refused.add(run.project)
-            log.warning("GitHub did not tell the merge base of %s#%s (%s): the baseline is looked for at %s",
-                        run.project, number, status or type(exc).__name__, run.base_commit or "the base branch's latest run")
+            log.warning(
+                "GitHub did not tell the merge base of %s#%s (%s): the baseline is looked for at %s",
+                run.project,
+                number,
+                status or type(exc).__name__,
+                run.base_commit or "the base branch's latest run",
+            )
             return run
         return replace(run, base_commit=base.lower(), base_ancestors=tuple(a.lower() for a in ancestors))

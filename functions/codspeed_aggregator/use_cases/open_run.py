@@ -40,18 +40,30 @@ class OpenRun:
         run_id = self.runs.attempt_of(project, self._run_id(request), self.settings.max_attempts)
         owner, repository = project.rsplit("/", 1)
         declared = RunRecord(
-            project=project, run_id=run_id, groups=_groups(request), commit=commit, ref=request.ref,
-            base_ref=request.base_ref, base_commit=request.base_commit,
+            project=project,
+            run_id=run_id,
+            groups=_groups(request),
+            commit=commit,
+            ref=request.ref,
+            base_ref=request.base_ref,
+            base_commit=request.base_commit,
             base_ancestors=tuple(request.base_ancestors) if request.base_commit else (),
             identity={"commitHash": commit, "owner": owner, "repository": repository, "ref": request.ref},
-            created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
-            skipped=tuple(dict.fromkeys(request.skip)), ci_url=request.ci_url, provider=request.provider, declared=True,
-            eager=self.settings.eager(project), fork=fork,
+            created_at=iso(now),
+            deadline_at=int(now) + self.settings.run_deadline_seconds,
+            skipped=tuple(dict.fromkeys(request.skip)),
+            ci_url=request.ci_url,
+            provider=request.provider,
+            declared=True,
+            eager=self.settings.eager(project),
+            fork=fork,
         )
         if request.metadata is not None and (stated := request.metadata.identity()) != declared.identity:
             field = next(k for k in stated if stated[k] != declared.identity[k])
-            raise Unprocessable(f"metadata field {field} is {stated[field]!r} but the open states "
-                                f"{declared.identity[field]!r}: the metadata is what the run's shards send")
+            raise Unprocessable(
+                f"metadata field {field} is {stated[field]!r} but the open states "
+                f"{declared.identity[field]!r}: the metadata is what the run's shards send"
+            )
         run, created = self.runs.open_run(declared)  # as stored, when it was there
         if not created:
             return self._again(run, declared)
@@ -72,8 +84,10 @@ class OpenRun:
         run id, their run is their commit and ref (``domain.drop_in``), and so is the one declared."""
         if request.jobs and request.provider == "GITLAB":
             if request.total is not None or request.expect is not None:
-                raise Unprocessable("on GitLab, a CodSpeed runner's jobs count in a run of their own (their commit "
-                                    "and ref): open the jobs apart from the shards codspeed-client pushes")
+                raise Unprocessable(
+                    "on GitLab, a CodSpeed runner's jobs count in a run of their own (their commit "
+                    "and ref): open the jobs apart from the shards codspeed-client pushes"
+                )
             return gitlab_run_id(request.commit, request.ref)
         return request.run_id
 
@@ -95,8 +109,10 @@ class OpenRun:
         check_identity(run.identity, declared.identity)
         if run.groups != declared.groups or set(run.skipped) != set(declared.skipped):
             said = lambda r: f"{r.describe()}, skipping {', '.join(r.skipped) or 'none'}"  # noqa: E731
-            raise Conflict(f"run {run.run_id} of {run.project} was opened expecting {said(run)}; this open declares "
-                           f"{said(declared)}")
+            raise Conflict(
+                f"run {run.run_id} of {run.project} was opened expecting {said(run)}; this open declares "
+                f"{said(declared)}"
+            )
         answer.message = "already open as declared"
         return answer
 

@@ -53,8 +53,13 @@ class PullRequestComments:
             if not _refused(exc):
                 raise
             self._refused.add((provider, report.project))  # that host's token: another host's may comment
-            log.warning("pull-request comments on %s are off: %s answered %s (the token needs %s)", report.project,
-                        host.host, exc.response.status_code, host.needs)
+            log.warning(
+                "pull-request comments on %s are off: %s answered %s (the token needs %s)",
+                report.project,
+                host.host,
+                exc.response.status_code,
+                host.needs,
+            )
 
     def _show(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes) -> None:
         now = self.clock()
@@ -67,15 +72,21 @@ class PullRequestComments:
                 return  # another publisher is posting it: a later report edits it
             stored = self._posted(report, pr, host)
             if stored is None:
-                log.warning("the comment on %s #%s was not posted in %ss: the final report of run %s is not in it",
-                            pr.project, pr.number, POSTED_WAIT_SECONDS, report.run_id)
+                log.warning(
+                    "the comment on %s #%s was not posted in %ss: the final report of run %s is not in it",
+                    pr.project,
+                    pr.number,
+                    POSTED_WAIT_SECONDS,
+                    report.run_id,
+                )
                 return
         runs = stored.get("runs") or {}
         shown = Shown.of(report, runs, now)
         quiet_since = None if report.final else now - self.quiet_seconds
         if self.comments.take_edit(pr, shown, now, quiet_since):
-            body = comment_body(report, pr.number, earlier_runs({**runs, shown.run: shown.entry()}, shown, host.thread),
-                                host.body_limit)
+            body = comment_body(
+                report, pr.number, earlier_runs({**runs, shown.run: shown.entry()}, shown, host.thread), host.body_limit
+            )
             self._calling(report, lambda: host.edit(pr.project, pr.number, int(stored["comment_id"]), body))
 
     def _post(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes, claimed_at: float) -> None:
@@ -98,7 +109,7 @@ class PullRequestComments:
             except RequestException as exc:  # HTTPError among them
                 if attempt == tries - 1 or (isinstance(exc, HTTPError) and _refused(exc)):
                     raise
-            self.sleep(2.0 ** attempt)
+            self.sleep(2.0**attempt)
 
     def _posted(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes) -> dict | None:
         """The comment once a concurrent first post recorded its id, or once this final report posted
@@ -125,7 +136,10 @@ def _refused(exc: HTTPError) -> bool:
     if answer is None or answer.status_code not in (401, 403, 404):
         return False
     if answer.status_code == 403:
-        limited = ("rate limit" in (answer.text or "").lower() or "retry-after" in answer.headers
-                   or answer.headers.get("x-ratelimit-remaining") == "0")
+        limited = (
+            "rate limit" in (answer.text or "").lower()
+            or "retry-after" in answer.headers
+            or answer.headers.get("x-ratelimit-remaining") == "0"
+        )
         return not limited
     return True

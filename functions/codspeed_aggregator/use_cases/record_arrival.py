@@ -11,9 +11,9 @@ from codspeed_rules.bundle import VALGRIND
 from codspeed_rules.normalize import NotNormalized
 
 from ..adapters.bundle_store import BundleStore
-from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.ledger import Reads, Runs, Shards
 from ..adapters.metrics import Metrics
+from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.results_store import ResultsStore
 from ..domain.bundle import normalizing, validate_bundle
 from ..domain.costs import shard_cost
@@ -25,12 +25,17 @@ from ..domain.retries import retry_delay
 from ..domain.timestamps import iso
 from ..settings import Settings
 from .reports import Reports
-from .request_upload import RequestUpload
+from .run_attempts import RunAttempts
 
 log = logging.getLogger(__name__)
 
-ARRIVAL_METRICS = {"recorded": "ShardsCounted", "duplicate": "DuplicatesAbsorbed", "rejected": "BundlesRejected",
-                   "late": "LateBundles", "ignored": "ObjectsIgnored"}
+ARRIVAL_METRICS = {
+    "recorded": "ShardsCounted",
+    "duplicate": "DuplicatesAbsorbed",
+    "rejected": "BundlesRejected",
+    "late": "LateBundles",
+    "ignored": "ObjectsIgnored",
+}
 
 
 @dataclass
@@ -43,7 +48,7 @@ class RecordArrival:
     results: ResultsStore  # S3: the bundle's benchmark names and figures written under results/
     queue: FinalizeQueue  # SQS: finalize, once complete
     arrivals_queue: Queue  # SQS: an event deferred or failed, handed back
-    attempts: RequestUpload  # the run's next attempt, for a bundle that came after the forward
+    attempts: RunAttempts  # the run's next attempt, for a bundle that came after the forward
     reports: Reports
     metrics: Metrics
     clock: Callable[[], float] = time.time
@@ -86,8 +91,10 @@ class RecordArrival:
             if size is not None and upload.size is not None and size != upload.size:
                 raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
             if size is not None and upload.tokenless and size > self.settings.tokenless_max_bundle_bytes:
-                raise BadBundle(f"the bundle is {size} bytes, over the {self.settings.tokenless_max_bundle_bytes} a shard "
-                                "sent without a token may be (the aggregator's TokenlessMaxBundleBytes)")
+                raise BadBundle(
+                    f"the bundle is {size} bytes, over the {self.settings.tokenless_max_bundle_bytes} a shard "
+                    "sent without a token may be (the aggregator's TokenlessMaxBundleBytes)"
+                )
             summary, version_id, normalized = self._validate(key, version_id, upload.executor)
         except BadBundle as exc:
             if not self.shards.record_rejection(project, run_id, shard, upload_id, str(exc)):
@@ -98,10 +105,23 @@ class RecordArrival:
         self.results.write(key, ShardResults(summary.benchmark_names, figures))
         cost_ms, longest_ms = shard_cost(figures) or (None, None)
         record = ShardRecord(
-            name=shard, state=ARRIVED, upload_id=upload_id, key=key, size=size or upload.size,
-            benchmarks=summary.benchmarks, pids=summary.pids, arrived_at=iso(self.clock()), label=upload.label,
-            executor=upload.executor, gzipped=summary.gzipped, version_id=version_id, normalized=normalized, group=upload.group,
-            results_kept=True, cost_ms=cost_ms, longest_ms=longest_ms,
+            name=shard,
+            state=ARRIVED,
+            upload_id=upload_id,
+            key=key,
+            size=size or upload.size,
+            benchmarks=summary.benchmarks,
+            pids=summary.pids,
+            arrived_at=iso(self.clock()),
+            label=upload.label,
+            executor=upload.executor,
+            gzipped=summary.gzipped,
+            version_id=version_id,
+            normalized=normalized,
+            group=upload.group,
+            results_kept=True,
+            cost_ms=cost_ms,
+            longest_ms=longest_ms,
         )
         outcome = self._count(project, run_id, record, upload, view.shard)
         if outcome != "run_not_open":
@@ -114,11 +134,21 @@ class RecordArrival:
         in this one."""
         run, now = view.run, self.clock()
         project, run_id = run.project, run.run_id
-        following = self.attempts.current_attempt(RunRecord(
-            project=project, run_id=base_run_id(run.run_id), groups=dict(run.groups), commit=run.commit, ref=run.ref,
-            base_ref=run.base_ref, identity=run.identity, created_at=iso(now),
-            deadline_at=int(now) + self.settings.run_deadline_seconds, variants=run.variants, ci_url=run.ci_url,
-        ))
+        following = self.attempts.current(
+            RunRecord(
+                project=project,
+                run_id=base_run_id(run.run_id),
+                groups=dict(run.groups),
+                commit=run.commit,
+                ref=run.ref,
+                base_ref=run.base_ref,
+                identity=run.identity,
+                created_at=iso(now),
+                deadline_at=int(now) + self.settings.run_deadline_seconds,
+                variants=run.variants,
+                ci_url=run.ci_url,
+            )
+        )
         self.shards.copy_upload_metadata(project, run_id, following.run_id, upload.upload_id)
         current = self.reads.arrival_view(project, following.run_id, record.name, upload.upload_id).shard
         if self._count(project, following.run_id, record, upload, current) == "run_not_open":
@@ -155,12 +185,16 @@ class RecordArrival:
             return summary, stream.version_id, None
         index["bundle"] = {"key": key, "version": stream.version_id}
         index_version = self.store.put_json(index_key(key), index)
-        copy = {"key": key, "version": stream.version_id} if reading.verifier is not None else \
-            {"key": normalized_key(key), "version": sink.version_id}
+        copy = (
+            {"key": key, "version": stream.version_id}
+            if reading.verifier is not None
+            else {"key": normalized_key(key), "version": sink.version_id}
+        )
         return summary, stream.version_id, {**copy, "index_version": index_version}
 
-    def _count(self, project: str, run_id: str, record: ShardRecord, upload: UploadRecord,
-               shard: ShardRecord | None) -> str:
+    def _count(
+        self, project: str, run_id: str, record: ShardRecord, upload: UploadRecord, shard: ShardRecord | None
+    ) -> str:
         """Count a validated bundle in a run, once; publish; ask to finalize when it completed the run."""
         if _seen(shard, upload):
             return "duplicate"

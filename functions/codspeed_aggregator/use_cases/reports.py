@@ -51,7 +51,9 @@ class Reports:
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
     comments: PullRequestComments | None = None  # GitHub, GitLab: the sticky pull-request comment, when configured
     _baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its read
-    _latest: dict = field(default_factory=dict, init=False, repr=False)  # (project, branch, base commit) -> (run, when looked up)
+    _latest: dict = field(
+        default_factory=dict, init=False, repr=False
+    )  # (project, branch, base commit) -> (run, when looked up)
     _held: threading.local = field(default_factory=threading.local, init=False, repr=False)  # held(), per thread
 
     def __post_init__(self) -> None:
@@ -87,7 +89,9 @@ class Reports:
             self.metrics.add("ReportsDeferred", 1)
             return
         report, digest = self._build(snapshot)
-        if self.store.publish_report(project, run_id, report.version, report.model_dump_json(), render_markdown(report)):
+        if self.store.publish_report(
+            project, run_id, report.version, report.model_dump_json(), render_markdown(report)
+        ):
             self._leave_digests(digest, snapshot)
             self._notify(report, snapshot.run)
 
@@ -103,11 +107,16 @@ class Reports:
     def _build(self, snapshot: Snapshot) -> tuple[Report, SummaryDigest]:
         baseline = self._baseline(snapshot.run)
         digest = self._summaries.summed(snapshot, baseline)
-        return build_report(snapshot, iso(self.clock()), summary=digest.summary,
-                            baseline=baseline, branch=self._branch(snapshot.run),
-                            threshold=self.settings.regression_threshold,
-                            page_url=self.page_url(snapshot.run.project, snapshot.run.run_id),
-                            codspeed_url=codspeed_page(self.settings.upstream_url, snapshot.run)), digest
+        return build_report(
+            snapshot,
+            iso(self.clock()),
+            summary=digest.summary,
+            baseline=baseline,
+            branch=self._branch(snapshot.run),
+            threshold=self.settings.regression_threshold,
+            page_url=self.page_url(snapshot.run.project, snapshot.run.run_id),
+            codspeed_url=codspeed_page(self.settings.upstream_url, snapshot.run),
+        ), digest
 
     def _baseline(self, run: RunRecord) -> Snapshot | None:
         """The run this one compares with: the one its finalizer chose, or while it is open the
@@ -211,17 +220,26 @@ class Reports:
         if (record := snapshot.arrived().get(shard)) is not None:
             found = self.results.read(record.key) if record.results_kept else None
             figures = found.results if found else {}
-            benchmarks = shard_entries(shard, figures, self._summaries.before(baseline, sources, shard, figures), threshold)
+            benchmarks = shard_entries(
+                shard, figures, self._summaries.before(baseline, sources, shard, figures), threshold
+            )
         elif carried is not None and carried.get("key") and (found := self.results.read(carried["key"])):
             benchmarks = absent_entries(shard, found.results, "carried", carried_from(carried))
         elif shard in sources and (found := self.results.read(sources[shard][0])):
-            benchmarks = absent_entries(shard, found.results, "running" if run.state == OPEN else "missing",
-                                        f"run {baseline.run.run_id}")
+            benchmarks = absent_entries(
+                shard, found.results, "running" if run.state == OPEN else "missing", f"run {baseline.run.run_id}"
+            )
         else:
             benchmarks = []
-        return ShardBenchmarks(project=project, run_id=run_id, shard=shard, state=shard_entry(snapshot, shard).state,
-                               baseline=compared_with(run, baseline, self._branch(run)), threshold=threshold,
-                               benchmarks=benchmarks)
+        return ShardBenchmarks(
+            project=project,
+            run_id=run_id,
+            shard=shard,
+            state=shard_entry(snapshot, shard).state,
+            baseline=compared_with(run, baseline, self._branch(run)),
+            threshold=threshold,
+            benchmarks=benchmarks,
+        )
 
     def answer_link(self, project: str, body: str) -> str:
         """A presigned link to an answer's JSON ``body`` written to S3: for one over what Lambda may send.
@@ -244,4 +262,6 @@ class Reports:
         return self.runs.recent_runs(project, limit)
 
     def has_run(self, project: str, run_id: str) -> bool:
-        return self.runs.run_record(project, self.runs.attempt_of(project, run_id, self.settings.max_attempts)) is not None
+        return (
+            self.runs.run_record(project, self.runs.attempt_of(project, run_id, self.settings.max_attempts)) is not None
+        )

@@ -17,11 +17,12 @@ from ..adapters.ledger import Runs, Shards
 from ..domain.drop_in import shard_of
 from ..domain.errors import Closing, Conflict, Unprocessable
 from ..domain.keys import bundle_key
-from ..domain.ledger import ENDED, RunRecord, SentPost, UploadRecord, attempt_run_id, base_run_id, variant_key
+from ..domain.ledger import RunRecord, SentPost, UploadRecord, base_run_id, variant_key
 from ..domain.manifest import Manifest
-from ..domain.metadata import check_identity, ci_url, pushed_metadata
+from ..domain.metadata import ci_url, pushed_metadata
 from ..domain.timestamps import iso
 from ..settings import Settings
+from .run_attempts import RunAttempts
 
 
 @dataclass
@@ -30,6 +31,7 @@ class RequestUpload:
     runs: Runs  # DynamoDB: the run item, opened here
     shards: Shards  # DynamoDB: upload requests, and shards an attempt inherits
     store: BundleStore  # S3: presigned PUTs under bundles/
+    attempts: RunAttempts  # the run, or its next attempt, an upload goes to
     clock: Callable[[], float] = time.time
 
     def grant(self, request: ShardUploadRequest, fork: bool = False) -> UploadGrant:
@@ -37,19 +39,25 @@ class RequestUpload:
         if request.size > self.settings.max_bundle_bytes:
             raise Unprocessable(f"size {request.size} is over the limit of {self.settings.max_bundle_bytes} bytes")
         if fork and request.size > self.settings.tokenless_max_bundle_bytes:
-            raise Unprocessable(f"size {request.size} is over the limit of {self.settings.tokenless_max_bundle_bytes} "
-                                "bytes for a shard sent without a token (the aggregator's TokenlessMaxBundleBytes)")
+            raise Unprocessable(
+                f"size {request.size} is over the limit of {self.settings.tokenless_max_bundle_bytes} "
+                "bytes for a shard sent without a token (the aggregator's TokenlessMaxBundleBytes)"
+            )
         if not request.metadata.project:  # forwarded, it would go under no project, and the stack's token
-            raise Unprocessable(f"metadata has no owner and repository: say {request.project!r} in its owner and "
-                                "repository, as CodSpeed's runner does")
+            raise Unprocessable(
+                f"metadata has no owner and repository: say {request.project!r} in its owner and "
+                "repository, as CodSpeed's runner does"
+            )
         if request.metadata.project != request.project:
             raise Unprocessable(
                 f"metadata names project {request.metadata.project!r} but the request is for {request.project!r}"
             )
         executor = request.metadata.executor
         if not re.fullmatch(EXECUTOR_PATTERN, executor):
-            raise Unprocessable(f"metadata.runner.executor {executor!r} is not an executor's name (valgrind, walltime, "
-                                "memory: what a CodSpeed runner writes)")
+            raise Unprocessable(
+                f"metadata.runner.executor {executor!r} is not an executor's name (valgrind, walltime, "
+                "memory: what a CodSpeed runner writes)"
+            )
         if request.expect is not None:
             manifest = Manifest(names=tuple(request.expect))
         elif request.total is not None:
@@ -59,13 +67,26 @@ class RequestUpload:
         # Two executors' shard 1 are two shards: counted, reported and forwarded apart.
         metadata = pushed_metadata(request.metadata, base_run_id(request.run_id), request.shard)
         return self._grant(
-            request.project, request.run_id, request.shard, manifest, metadata,
-            size=request.size, content_type="application/gzip", crc32=request.crc32, page=request.ci_url,
-            base_commit=request.base_commit, base_ancestors=request.base_ancestors,
-            variant=executor, key=shard_key(request.shard, executor), ci_attempt=request.ci_attempt, fork=fork,
+            request.project,
+            request.run_id,
+            request.shard,
+            manifest,
+            metadata,
+            size=request.size,
+            content_type="application/gzip",
+            crc32=request.crc32,
+            page=request.ci_url,
+            base_commit=request.base_commit,
+            base_ancestors=request.base_ancestors,
+            variant=executor,
+            key=shard_key(request.shard, executor),
+            ci_attempt=request.ci_attempt,
+            fork=fork,
         )
 
-    def accept_drop_in(self, metadata: UploadMetadata, sent: SentPost | None = None, fork: bool = False) -> UploadAccepted:
+    def accept_drop_in(
+        self, metadata: UploadMetadata, sent: SentPost | None = None, fork: bool = False
+    ) -> UploadAccepted:
         """``POST /upload`` as CodSpeed answers it: a runner pointed at us becomes a shard
         (which run and which shard: ``domain.drop_in``). Its upload URL signs the runner's MD5,
         and only that: the runner sends the archive's own type and encoding. ``sent``: the POST as
@@ -76,14 +97,48 @@ class RequestUpload:
         if not metadata.profile_md5:
             raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
         place = shard_of(metadata)
-        grant = self._grant(project, place.run_id, place.label, place.manifest, metadata, size=None, content_type=None,
-                            crc32=None, label=place.label, variant=place.variant, group=place.group, key=place.shard,
-                            keyed_for=place.keyed_for, sent=sent, fork=fork)
+        grant = self._grant(
+            project,
+            place.run_id,
+            place.label,
+            place.manifest,
+            metadata,
+            size=None,
+            content_type=None,
+            crc32=None,
+            label=place.label,
+            variant=place.variant,
+            group=place.group,
+            key=place.shard,
+            keyed_for=place.keyed_for,
+            sent=sent,
+            fork=fork,
+        )
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
-    def _grant(self, project, run_id, shard, manifest, metadata, *, size, content_type, crc32,
-               label=None, variant=None, group="", page=None, base_commit=None, base_ancestors=(),
-               key=None, ci_attempt=None, keyed_for=None, sent=None, fork=False) -> UploadGrant:
+    def _grant(
+        self,
+        project,
+        run_id,
+        shard,
+        manifest,
+        metadata,
+        *,
+        size,
+        content_type,
+        crc32,
+        label=None,
+        variant=None,
+        group="",
+        page=None,
+        base_commit=None,
+        base_ancestors=(),
+        key=None,
+        ci_attempt=None,
+        keyed_for=None,
+        sent=None,
+        fork=False,
+    ) -> UploadGrant:
         """``shard``: the name the manifest knows; ``key``: the shard as stored (a pushed shard's
         name and executor), the name itself when not given; ``keyed_for``: a runner job's key and
         manifest in a run, by whether the run keys jobs apart (``RunRecord.job_keys``)."""
@@ -95,22 +150,40 @@ class RequestUpload:
             return keyed_for(run.job_keys) if keyed_for else own
 
         variants = (variant_key(group, variant),) if variant else ()
-        run = self.current_attempt(RunRecord(
-            project=project, run_id=run_id, groups={group: manifest}, commit=metadata.commit_hash.lower(),
-            ref=metadata.ref, base_ref=metadata.base_ref, base_commit=base_commit,
-            base_ancestors=tuple(base_ancestors) if base_commit else (), identity=metadata.identity(),
-            created_at=iso(now), deadline_at=int(now) + self.settings.run_deadline_seconds,
-            variants=variants, ci_url=page or ci_url(metadata), tokenless=metadata.tokenless and not fork, fork=fork,
-            provider=metadata.repository_provider, ci_attempt=ci_attempt,
-        ), admit=lambda previous: _admit(previous, group, shard, keyed(previous)[1]))
+        run = self.attempts.current(
+            RunRecord(
+                project=project,
+                run_id=run_id,
+                groups={group: manifest},
+                commit=metadata.commit_hash.lower(),
+                ref=metadata.ref,
+                base_ref=metadata.base_ref,
+                base_commit=base_commit,
+                base_ancestors=tuple(base_ancestors) if base_commit else (),
+                identity=metadata.identity(),
+                created_at=iso(now),
+                deadline_at=int(now) + self.settings.run_deadline_seconds,
+                variants=variants,
+                ci_url=page or ci_url(metadata),
+                tokenless=metadata.tokenless and not fork,
+                fork=fork,
+                provider=metadata.repository_provider,
+                ci_attempt=ci_attempt,
+            ),
+            admit=lambda previous: _admit(previous, group, shard, keyed(previous)[1]),
+        )
         key, manifest = keyed(run)
-        closing = Closing(f"run {run.run_id} of {project} is closing: it takes no more shards "
-                          "(a shard pushed after the run is forwarded starts its next attempt)")
+        closing = Closing(
+            f"run {run.run_id} of {project} is closing: it takes no more shards "
+            "(a shard pushed after the run is forwarded starts its next attempt)"
+        )
         if run.closing:
             raise closing
         if group == "" and shard in run.skipped and run.attempt == 1:
-            raise Conflict(f"shard {shard} was declared skipped when run {run.run_id} of {project} was opened: "
-                           "it is carried from the baseline run, not pushed")
+            raise Conflict(
+                f"shard {shard} was declared skipped when run {run.run_id} of {project} was opened: "
+                "it is carried from the baseline run, not pushed"
+            )
         _admit(run, group, shard, manifest)  # every check before the first write: a refusal changes nothing
         if group not in run.groups:
             if self.runs.add_group(project, run.run_id, group, manifest):
@@ -127,68 +200,47 @@ class RequestUpload:
         if metadata.tokenless and not (run.fork if fork else run.tokenless):  # no token: it may not speak unchecked
             self.runs.mark_tokenless(project, run.run_id, checked=fork)
         upload_id = uuid.uuid4().hex
-        self.shards.add_upload(project, run.run_id, UploadRecord(
-            shard=key, upload_id=upload_id, metadata=metadata.wire(), size=size, requested_at=f"{now:.6f}",
-            label=label if label != key else None, executor=metadata.executor, group=group, sent=sent,
-            tokenless=metadata.tokenless,
-        ))
+        self.shards.add_upload(
+            project,
+            run.run_id,
+            UploadRecord(
+                shard=key,
+                upload_id=upload_id,
+                metadata=metadata.wire(),
+                size=size,
+                requested_at=f"{now:.6f}",
+                label=label if label != key else None,
+                executor=metadata.executor,
+                group=group,
+                sent=sent,
+                tokenless=metadata.tokenless,
+            ),
+        )
         key = bundle_key(project, run.run_id, key, upload_id)
         expires = self.settings.presign_expiry_seconds
-        url, headers = self.store.presign_put(key, expires, size=size, content_type=content_type,
-                                              md5=metadata.profile_md5, crc32=crc32)
-        return UploadGrant(upload_url=url, headers=headers, key=key, upload_id=upload_id, expires_in=expires,
-                           run_id=run.run_id, attempt=run.attempt, sent_on_arrival=run.eager)
-
-    def current_attempt(self, opening: RunRecord, admit: Callable[[RunRecord], None] | None = None) -> RunRecord:
-        """The run an upload goes to: the run as first opened, or when that one has ended
-        (forwarded, or being finalized: a CI re-run, or a shard that came too late), its next
-        attempt. A next attempt keeps the groups, their manifests and the shards skipped, and
-        starts with the shards counted before, so it is complete, and forwarded, as soon as the
-        re-run shards (or a group that came late) are in. ``admit``: an upload's checks, which refuse
-        what a next attempt would refuse before that attempt is opened."""
-        base_id, previous = base_run_id(opening.run_id), None  # a push naming an attempt counts in the current one
-        opening.eager = self.settings.eager(opening.project)  # fixed at the opening: its attempts keep it
-        for attempt in range(1, self.settings.max_attempts + 1):
-            opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
-            if previous is not None:
-                existing = self.runs.run_record(opening.project, opening.run_id)  # one read, not a copy per upload
-                if existing is not None:
-                    if existing.state not in ENDED:
-                        return existing
-                    previous = existing
-                    continue
-                if admit is not None:  # what the next attempt would refuse opens no attempt
-                    admit(previous)
-                opening.groups = {**opening.groups, **previous.groups}
-                opening.identity, opening.skipped, opening.declared = previous.identity, previous.skipped, previous.declared
-                opening.eager = previous.eager  # a mode switched meanwhile never sends a benchmark twice in one run
-                opening.job_keys = previous.job_keys  # its inherited shards keep their keys
-                opening.fork = opening.fork or previous.fork  # a fork's run's attempts are the fork's (its close)
-                # a later CI attempt's re-run: one attempt for all its shards, not one per shard
-                opening.rerun = bool(opening.ci_attempt and opening.ci_attempt > (previous.ci_attempt or 1))
-                # A run's report is its latest attempt's: its versions go on from the previous one's.
-                opening.rev = opening.run_changes = previous.rev + 1
-                opening.variants = tuple(sorted({*previous.variants, *opening.variants}))
-                opening.group_counts = self.shards.inherit_arrived(opening.project, previous.run_id, opening.run_id)
-                opening.arrived_count = sum(opening.group_counts.values())
-            run, created = self.runs.open_run(opening)
-            if created:
-                return run
-            if attempt == 1:
-                check_identity(run.identity, opening.identity)
-            if run.state not in ENDED:
-                return run
-            previous = run
-        raise Conflict(f"run {base_id} of {opening.project} was forwarded {self.settings.max_attempts} times: "
-                       "it takes no more attempts")
+        url, headers = self.store.presign_put(
+            key, expires, size=size, content_type=content_type, md5=metadata.profile_md5, crc32=crc32
+        )
+        return UploadGrant(
+            upload_url=url,
+            headers=headers,
+            key=key,
+            upload_id=upload_id,
+            expires_in=expires,
+            run_id=run.run_id,
+            attempt=run.attempt,
+            sent_on_arrival=run.eager,
+        )
 
 
 def _admit(run: RunRecord, group: str, shard: str, manifest: Manifest) -> None:
     """Refuse an upload the run cannot take, before anything is written: a job the declared run
     does not expect (in every attempt), a manifest other than its group's, a shard outside it."""
     if group not in run.groups and run.declared:
-        raise Conflict(f"{f'job {group}' if group else 'a shard pushed by codspeed-client'} is not among what run "
-                       f"{run.run_id} of {run.project} was opened expecting ({run.describe()})")
+        raise Conflict(
+            f"{f'job {group}' if group else 'a shard pushed by codspeed-client'} is not among what run "
+            f"{run.run_id} of {run.project} was opened expecting ({run.describe()})"
+        )
     if group in run.groups:
         manifest.agree(run.groups[group], group)
         run.groups[group].admit(shard)

@@ -10,7 +10,9 @@ from ..adapters.results_store import ResultsStore
 from ..domain.ledger import Snapshot
 from .shard_summaries import trim_oldest
 
-KNOWN_WORTH = 16  # shards a process new to the run reads from DynamoDB itself before it starts from the publisher's read
+KNOWN_WORTH = (
+    16  # shards a process new to the run reads from DynamoDB itself before it starts from the publisher's read
+)
 KNOWN_EVERY = 16  # changes of a run its publisher lets pass before it leaves its read again (a few KB, not the whole)
 LEFT_RUNS = 32  # runs whose last read left a process remembers
 
@@ -33,7 +35,8 @@ class RunSnapshots:
         ``KNOWN_EVERY`` changes (each leaving costs a PUT of about 100 B a shard)."""
         run, key = snapshot.run, (snapshot.run.project, snapshot.run.run_id)
         if len(snapshot.shards) <= KNOWN_WORTH or run.rev < self._left.get(key, -KNOWN_EVERY) + KNOWN_EVERY:
-            return  # a process new to the run reads the changes since the last left: fewer than KNOWN_EVERY of this one's
+            # a process new to the run reads the changes since the last left: fewer than KNOWN_EVERY of this one's
+            return
         if known := self.reads.known(*key):
             self.results.write_known(*key, known)
             self._left.pop(key, None)  # the newest last

@@ -26,7 +26,9 @@ DIGEST_WORTH = 16  # results one rebuild reads itself (one round of GETs) before
 class ShardSummaries:
     results: ResultsStore  # S3: results/, each shard's benchmarks; the runs' digests
     threshold: float
-    _summaries: dict = field(default_factory=dict, init=False, repr=False)  # (bundle, baseline, threshold) -> ShardSummary
+    _summaries: dict = field(
+        default_factory=dict, init=False, repr=False
+    )  # (bundle, baseline, threshold) -> ShardSummary
     _digests: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> SummaryDigest
     _whole_baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> every figure of it
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -36,7 +38,9 @@ class ShardSummaries:
         against, threshold = (baseline.run.run_id if baseline else None), self.threshold
         bundles = {name: s.key for name, s in snapshot.arrived().items() if s.results_kept}
         seed = self._seed(snapshot, set(bundles.values()), against)
-        keys = {name: (key, against, threshold) for name, key in bundles.items() if seed is None or key not in seed.bundles}
+        keys = {
+            name: (key, against, threshold) for name, key in bundles.items() if seed is None or key not in seed.bundles
+        }
         with self._lock:
             known = {key: self._summaries[key] for key in keys.values() if key in self._summaries}
         todo = [name for name, key in keys.items() if key not in known]
@@ -52,8 +56,9 @@ class ShardSummaries:
             self._summaries.update(made)
             trim_oldest(self._summaries, CACHED_SUMMARIES)
         parts = [*known.values(), *made.values()]
-        digest = SummaryDigest(frozenset(bundles.values()), against, threshold,
-                               merged([*([seed.summary] if seed else []), *parts]))
+        digest = SummaryDigest(
+            frozenset(bundles.values()), against, threshold, merged([*([seed.summary] if seed else []), *parts])
+        )
         with self._lock:
             self._digests.pop(run := (snapshot.run.project, snapshot.run.run_id), None)  # the newest last
             self._digests[run] = digest

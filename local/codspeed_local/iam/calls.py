@@ -24,17 +24,23 @@ _S3_OBJECT = {  # operation -> (action, action when the request names a VersionI
     "DeleteObject": ("s3:DeleteObject", "s3:DeleteObjectVersion"),
 }
 _S3_BUCKET = {  # operation -> action on the bucket; a listing carries s3:prefix
-    "ListObjectsV2": "s3:ListBucket", "ListObjects": "s3:ListBucket", "ListObjectVersions": "s3:ListBucketVersions",
+    "ListObjectsV2": "s3:ListBucket",
+    "ListObjects": "s3:ListBucket",
+    "ListObjectVersions": "s3:ListBucketVersions",
     "ListMultipartUploads": "s3:ListBucketMultipartUploads",
 }
-_SQS = {"SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteMessage",
-        "ChangeMessageVisibilityBatch": "ChangeMessageVisibility"}
+_SQS = {
+    "SendMessageBatch": "SendMessage",
+    "DeleteMessageBatch": "DeleteMessage",
+    "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
+}
 _TRANSACT = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
 _DYNAMODB_SIMPLE = {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "DescribeTable"}
 
 
-def needs(service: str, operation: str, params: dict, region: str, account: str,
-          parameters_key: str | None = None) -> list[Need]:
+def needs(
+    service: str, operation: str, params: dict, region: str, account: str, parameters_key: str | None = None
+) -> list[Need]:
     """The IAM needs of one call. ``parameters_key``: the customer-managed KMS key of the SSM
     parameters, whose decryption SSM asks KMS for on the caller's behalf (kms:Decrypt)."""
     if service == "dynamodb":
@@ -44,7 +50,9 @@ def needs(service: str, operation: str, params: dict, region: str, account: str,
     if service == "sqs":
         if operation == "StartMessageMoveTask":  # SQS moves them as the caller: reads the source, sends on
             source, found = params["SourceArn"], [Need("sqs:StartMessageMoveTask", params["SourceArn"])]
-            found += [Need(f"sqs:{action}", source) for action in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")]
+            found += [
+                Need(f"sqs:{action}", source) for action in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
+            ]
             if "DestinationArn" not in params:  # back to each queue the source is the dead-letter queue of
                 raise Unmapped("sqs.StartMessageMoveTask without DestinationArn: its queues are not known here")
             return found + [Need("sqs:SendMessage", params["DestinationArn"])]
@@ -70,8 +78,11 @@ def _dynamodb(operation: str, params: dict, tables: str) -> list[Need]:
     if operation in ("BatchGetItem", "BatchWriteItem"):
         return [Need(f"dynamodb:{operation}", f"{tables}{table}") for table in params["RequestItems"]]
     if operation == "TransactWriteItems":  # each item is authorized as its own write
-        return [Need(f"dynamodb:{_TRANSACT[kind]}", f"{tables}{item[kind]['TableName']}")
-                for item in params["TransactItems"] for kind in item]
+        return [
+            Need(f"dynamodb:{_TRANSACT[kind]}", f"{tables}{item[kind]['TableName']}")
+            for item in params["TransactItems"]
+            for kind in item
+        ]
     raise Unmapped(f"no IAM mapping for dynamodb.{operation}: add it to {__name__}")
 
 
@@ -85,8 +96,10 @@ def _s3(operation: str, params: dict) -> list[Need]:
         return found
     if operation == "CopyObject":  # written where it goes, read where it comes from (at the version it names)
         source, key, version = _copy_source(params["CopySource"])
-        found = [Need("s3:PutObject", f"{bucket}/{params['Key']}"),
-                 Need("s3:GetObjectVersion" if version else "s3:GetObject", f"arn:aws:s3:::{source}/{key}")]
+        found = [
+            Need("s3:PutObject", f"{bucket}/{params['Key']}"),
+            Need("s3:GetObjectVersion" if version else "s3:GetObject", f"arn:aws:s3:::{source}/{key}"),
+        ]
         if params.get("Tagging"):  # tags written with the copy, as a tagged PutObject writes them
             found.append(Need("s3:PutObjectTagging", f"{bucket}/{params['Key']}"))
         return found

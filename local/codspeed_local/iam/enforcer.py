@@ -9,25 +9,45 @@ the function that runs that use case in AWS (``USE_CASE_FUNCTIONS``), the rest a
 import sys
 import threading
 from collections import Counter
+
 from botocore.awsrequest import AWSResponse
 
 from codspeed_aggregator.adapters.aws import OPERATOR
+
 from .calls import needs
 from .policy import ALLOWED, Need, Policy
 from .roles import ACCOUNT, REGION
 
-FUNCTIONS = {"api": "ApiFunction", "arrivals": "ArrivalsFunction", "finalizer": "FinalizerFunction",
-             "sweeper": "SweeperFunction"}
+FUNCTIONS = {
+    "api": "ApiFunction",
+    "arrivals": "ArrivalsFunction",
+    "finalizer": "FinalizerFunction",
+    "sweeper": "SweeperFunction",
+}
 _USE_CASES = "codspeed_aggregator.use_cases."
 # use case module (or module.function) -> the template's function that runs it
 # (every module of use_cases/ is here: tests/unit/test_iam.py holds it)
 USE_CASE_FUNCTIONS = {
-    "request_upload": "ApiFunction", "open_run": "ApiFunction", "reports": "ApiFunction", "close_run": "ApiFunction",
-    "benchmark_costs": "ApiFunction", "close_run.sweep": "SweeperFunction", "record_arrival": "ArrivalsFunction",
-    "finalize_run": "FinalizerFunction", "forward_part": "FinalizerFunction", "forward_shard": "FinalizerFunction",
-    "keep_sources": "FinalizerFunction", "merge_bases": "FinalizerFunction", "fork_pull_requests": "ApiFunction",
+    "request_upload": "ApiFunction",
+    "open_run": "ApiFunction",
+    "reports": "ApiFunction",
+    "close_run": "ApiFunction",
+    "benchmark_costs": "ApiFunction",
+    "close_run.sweep": "SweeperFunction",
+    "record_arrival": "ArrivalsFunction",
+    "finalize_run": "FinalizerFunction",
+    "forward_part": "FinalizerFunction",
+    "forward_shard": "FinalizerFunction",
+    "keep_sources": "FinalizerFunction",
+    "merge_bases": "FinalizerFunction",
+    "fork_pull_requests": "ApiFunction",
     # helpers of the use cases above, never the outermost in a function: held to the role of the one calling
-    "project_tokens": None, "run_snapshots": None, "shard_summaries": None, "pr_comments": None,
+    "project_tokens": None,
+    "run_attempts": None,
+    "plan_forward": None,
+    "run_snapshots": None,
+    "shard_summaries": None,
+    "pr_comments": None,
 }
 _JSON_SERVICES = {"dynamodb", "sqs", "ssm"}
 
@@ -92,8 +112,9 @@ class RoleEnforcer:
             if verdict == ALLOWED:
                 continue
             if context.get("is_presign_request"):  # nothing is sent now: the URL is refused when used
-                self._denied_presigns[f"/{params['Bucket']}/{params['Key']}"] = \
-                    _refusal(role, need, verdict, service)[1]["Error"]["Message"]
+                self._denied_presigns[f"/{params['Bucket']}/{params['Key']}"] = _refusal(role, need, verdict, service)[
+                    1
+                ]["Error"]["Message"]
             else:
                 context["iam_refusal"] = _refusal(role, need, verdict, service)
             return
@@ -131,18 +152,27 @@ class RoleEnforcer:
 
     def report(self) -> list[str]:
         """One line per (function, action, resource) seen, with its verdict and how many calls."""
-        return [f"{role:18} {action:32} {resource}  {verdict} x{count}"
-                for (role, action, resource, verdict), count in sorted(self.seen.items())]
+        return [
+            f"{role:18} {action:32} {resource}  {verdict} x{count}"
+            for (role, action, resource, verdict), count in sorted(self.seen.items())
+        ]
 
     def refusals(self) -> list[tuple]:
         return [key for key in self.seen if key[3] != ALLOWED]
 
 
 def _refusal(role: str, need: Need, verdict: str, service: str):
-    why = ("with an explicit deny in an identity-based policy" if verdict == "denied"
-           else f"because no identity-based policy allows the {need.action} action")
-    message = (f"User: arn:aws:sts::{ACCOUNT}:assumed-role/{role}Role/{role} is not authorized to perform: "
-               f"{need.action} on resource: {need.resource} {why}")
+    why = (
+        "with an explicit deny in an identity-based policy"
+        if verdict == "denied"
+        else f"because no identity-based policy allows the {need.action} action"
+    )
+    message = (
+        f"User: arn:aws:sts::{ACCOUNT}:assumed-role/{role}Role/{role} is not authorized to perform: "
+        f"{need.action} on resource: {need.resource} {why}"
+    )
     code, status = ("AccessDeniedException", 400) if service in _JSON_SERVICES else ("AccessDenied", 403)
     return AWSResponse(f"https://{service}.{REGION}.amazonaws.com", status, {}, None), {
-        "Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+    }

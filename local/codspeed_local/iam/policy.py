@@ -96,6 +96,8 @@ class Policy:
             return False
         if not any(_pattern(r).fullmatch(need.resource) for r in _listed(statement.get("Resource", "*"))):
             return False
-        return all(_condition_holds(operator, key, expected, need.context)
-                   for operator, keys in (statement.get("Condition") or {}).items()
-                   for key, expected in keys.items())
+        return all(
+            _condition_holds(operator, key, expected, need.context)
+            for operator, keys in (statement.get("Condition") or {}).items()
+            for key, expected in keys.items()
+        )

@@ -13,8 +13,18 @@ from .policy import Policy
 TEMPLATE = Path(__file__).resolve().parents[3] / "template.yaml"
 REGION, ACCOUNT = "us-east-1", "123456789012"  # moto's account
 NO_VALUE = object()
-_INTRINSICS = {"Ref": "_ref", "Fn::GetAtt": "_get_att", "Fn::Sub": "_sub", "Fn::Join": "_join", "Fn::If": "_if",
-               "Fn::Equals": "_equals", "Fn::Not": "_not", "Fn::And": "_and", "Fn::Or": "_or", "Condition": "condition"}
+_INTRINSICS = {
+    "Ref": "_ref",
+    "Fn::GetAtt": "_get_att",
+    "Fn::Sub": "_sub",
+    "Fn::Join": "_join",
+    "Fn::If": "_if",
+    "Fn::Equals": "_equals",
+    "Fn::Not": "_not",
+    "Fn::And": "_and",
+    "Fn::Or": "_or",
+    "Condition": "condition",
+}
 
 
 def load_template(path: Path = TEMPLATE) -> dict:
@@ -47,8 +57,13 @@ class Resolver:
             if spec.get("Type") == "CommaDelimitedList" and isinstance(self.parameters[name], str):
                 self.parameters[name] = [v for v in self.parameters[name].split(",") if v]
         self.physical = physical  # logical id -> {"Ref": ..., "Arn": ..., other attributes}
-        self.pseudo = {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::Partition": "aws",
-                       "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "codspeed-aggregator"}
+        self.pseudo = {
+            "AWS::Region": REGION,
+            "AWS::AccountId": ACCOUNT,
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::StackName": "codspeed-aggregator",
+        }
         self._raw_conditions = template.get("Conditions") or {}
         self._decided: dict[str, bool] = {}
         self.conditions = {name: self.condition(name) for name in self._raw_conditions}
@@ -126,19 +141,28 @@ def function_policies(translated: dict, resolver: Resolver) -> dict[str, Policy]
         if resource["Type"] != "AWS::Lambda::Function":
             continue
         role = resources[resource["Properties"]["Role"]["Fn::GetAtt"][0]]
-        statements = [s for policy in resolver.resolve(role["Properties"].get("Policies") or [])
-                      for s in policy["PolicyDocument"]["Statement"]]
+        statements = [
+            s
+            for policy in resolver.resolve(role["Properties"].get("Policies") or [])
+            for s in policy["PolicyDocument"]["Statement"]
+        ]
         found[name] = Policy(statements)
     return found
 
 
 # Where the functions read their secrets: the SSM parameters the template names, as the
 # environment of a function names them (the local stack passes most secrets directly).
-_PARAMETER_VARIABLES = {"ApiTokenParameter": "API_TOKEN_PARAMETER", "UpstreamTokenParameter": "UPSTREAM_TOKEN_PARAMETER",
-                        "WebhookSecretParameter": "WEBHOOK_SECRET_PARAMETER", "GitHubTokenParameter": "GITHUB_TOKEN_PARAMETER"}
+_PARAMETER_VARIABLES = {
+    "ApiTokenParameter": "API_TOKEN_PARAMETER",
+    "UpstreamTokenParameter": "UPSTREAM_TOKEN_PARAMETER",
+    "WebhookSecretParameter": "WEBHOOK_SECRET_PARAMETER",
+    "GitHubTokenParameter": "GITHUB_TOKEN_PARAMETER",
+}
 
 
-def local_policies(resources, parameters: dict[str, str] | None = None, template: dict | None = None) -> dict[str, Policy]:
+def local_policies(
+    resources, parameters: dict[str, str] | None = None, template: dict | None = None
+) -> dict[str, Policy]:
     """The roles of the functions as they would be deployed, on the local stack's ``resources``."""
     from .calls import queue_arn
 
@@ -150,7 +174,8 @@ def local_policies(resources, parameters: dict[str, str] | None = None, template
     physical = {
         "RunsTable": {"Ref": resources.table, "Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{resources.table}"},
         "BundlesBucket": {"Ref": resources.bucket, "Arn": f"arn:aws:s3:::{resources.bucket}"},
-        "ArrivalsQueue": queue(resources.arrivals_queue_url), "FinalizeQueue": queue(resources.finalize_queue_url),
+        "ArrivalsQueue": queue(resources.arrivals_queue_url),
+        "FinalizeQueue": queue(resources.finalize_queue_url),
         "FinalizeDeadLetterQueue": queue(resources.finalize_dlq_url),
     }
     named = {name: os.environ[variable] for name, variable in _PARAMETER_VARIABLES.items() if os.environ.get(variable)}

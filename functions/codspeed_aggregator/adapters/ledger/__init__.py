@@ -13,8 +13,19 @@ from .shards import Shards
 from .sources import Sources
 from .tokens import Tokens
 
-__all__ = ["Baselines", "Comments", "Ledger", "Parts", "Reads", "Runs", "Shards", "SnapshotContended", "Sources",
-           "Tokens", "TransactionContended"]
+__all__ = [
+    "Baselines",
+    "Comments",
+    "Ledger",
+    "Parts",
+    "Reads",
+    "Runs",
+    "Shards",
+    "SnapshotContended",
+    "Sources",
+    "Tokens",
+    "TransactionContended",
+]
 
 
 @dataclass(frozen=True)
@@ -32,8 +43,12 @@ class Ledger:
 
     @classmethod
     def on(cls, table_name: str, client, retention_seconds: int = 30 * 86400, sleep=time.sleep) -> "Ledger":
-        return cls(*(kind(table_name, client, retention_seconds, sleep)
-                     for kind in (Runs, Shards, Parts, Baselines, Tokens, Reads, Comments, Sources)))
+        return cls(
+            *(
+                kind(table_name, client, retention_seconds, sleep)
+                for kind in (Runs, Shards, Parts, Baselines, Tokens, Reads, Comments, Sources)
+            )
+        )
 
     @property
     def table(self) -> str:

@@ -21,12 +21,21 @@ class Baselines(TableItems):
     def _record(self, pk: str, run_id: str, at: float, **extra) -> None:
         """Sorted by the microsecond it was forwarded at (two runs forwarded within one second must
         not fall back to the order of their ids)."""
-        self.db.put_item(TableName=self.table, Item=dump({"pk": pk, "sk": f"{at:017.6f}#{run_id}", "run_id": run_id,
-                                                           **extra, "expires_at": self.expires_at()}))
+        self.db.put_item(
+            TableName=self.table,
+            Item=dump(
+                {"pk": pk, "sk": f"{at:017.6f}#{run_id}", "run_id": run_id, **extra, "expires_at": self.expires_at()}
+            ),
+        )
 
     def _latest(self, pk: str, limit: int) -> list[str]:
-        page = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
-                             Limit=limit, ExpressionAttributeValues=dump({":pk": pk}))
+        page = self.db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ScanIndexForward=False,
+            Limit=limit,
+            ExpressionAttributeValues=dump({":pk": pk}),
+        )
         return [load(item)["run_id"] for item in page["Items"]]
 
     def baseline_for(self, project: str, branch: str, commits: tuple[str, ...]) -> str | None:
@@ -36,9 +45,12 @@ class Baselines(TableItems):
         if commits:
             values = {f":c{i}": commit.lower() for i, commit in enumerate(commits)}
             found = self.query_all(
-                KeyConditionExpression="pk = :pk", ScanIndexForward=False, FilterExpression=f"#commit IN ({', '.join(values)})",
+                KeyConditionExpression="pk = :pk",
+                ScanIndexForward=False,
+                FilterExpression=f"#commit IN ({', '.join(values)})",
                 ExpressionAttributeNames={"#commit": "commit"},
-                ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}", **values}))
+                ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}", **values}),
+            )
             latest = {}
             for item in found:  # the latest first
                 latest.setdefault(item["commit"], item["run_id"])
@@ -56,8 +68,11 @@ class Baselines(TableItems):
         a shard the baseline run did not receive was last received)."""
         found, seen = [], False
         for page in self.db.get_paginator("query").paginate(
-                TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
-                ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}"})):
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ScanIndexForward=False,
+            ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}"}),
+        ):
             for item in map(load, page["Items"]):
                 if seen and len(found) < limit:
                     found.append(item["run_id"])
@@ -76,8 +91,11 @@ class Baselines(TableItems):
         re-runs included, then gives each shard the same benchmarks, whatever the branch forwards meanwhile."""
         key = {"pk": run_pk(project, run_id), "sk": COSTS_SK}
         try:
-            self.db.put_item(TableName=self.table, Item=dump({**key, "sources": sources, "expires_at": self.expires_at()}),
-                             ConditionExpression="attribute_not_exists(pk)")
+            self.db.put_item(
+                TableName=self.table,
+                Item=dump({**key, "sources": sources, "expires_at": self.expires_at()}),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
             return sources
         except ClientError as exc:
             if not condition_failed(exc):
@@ -85,6 +103,7 @@ class Baselines(TableItems):
         return self.costs_pinned(project, run_id) or sources
 
     def costs_pinned(self, project: str, run_id: str) -> list[str] | None:
-        item = self.db.get_item(TableName=self.table, Key=dump({"pk": run_pk(project, run_id), "sk": COSTS_SK}),
-                                ConsistentRead=True).get("Item")
+        item = self.db.get_item(
+            TableName=self.table, Key=dump({"pk": run_pk(project, run_id), "sk": COSTS_SK}), ConsistentRead=True
+        ).get("Item")
         return list(load(item)["sources"]) if item else None

@@ -1,8 +1,6 @@
 """What every item kind of the ledger shares: the one table's key layout, (de)serialisation,
 transactions and the cancellation reasons DynamoDB answers them with."""
 
-import json
-import random
 import time
 import zlib
 from decimal import Decimal
@@ -10,9 +8,9 @@ from decimal import Decimal
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from codspeed_rules.backoff import backoff
+
 from ...domain.errors import Busy
-from ...domain.ledger import RunRecord, ShardRecord, UploadRecord, variant_key
-from ...domain.manifest import Manifest
 
 # A run record, its shards and its upload requests share a partition, so one consistent Query
 # reads a whole run. Sort keys, in the order they sort:
@@ -147,25 +145,40 @@ class TableItems:
 
     def query_run(self, project: str, run_id: str, condition: str, values: dict) -> list[dict]:
         """Items of one run's partition, read consistently."""
-        return self.query_all(ConsistentRead=True, KeyConditionExpression=f"pk = :pk AND {condition}",
-                              ExpressionAttributeValues=dump({":pk": run_pk(project, run_id), **values}))
+        return self.query_all(
+            ConsistentRead=True,
+            KeyConditionExpression=f"pk = :pk AND {condition}",
+            ExpressionAttributeValues=dump({":pk": run_pk(project, run_id), **values}),
+        )
 
-    def run_update(self, project: str, run_id: str, expression: str, condition: str, values: dict,
-                   names: dict | None = None) -> dict:
+    def run_update(
+        self, project: str, run_id: str, expression: str, condition: str, values: dict, names: dict | None = None
+    ) -> dict:
         """The run item's part of a transaction: every change to the run's own record bumps its revision."""
         names = {**({"#state": "state"} if "#state" in condition else {}), **(names or {})}
         return {
-            "TableName": self.table, "Key": self.key(project, run_id, RUN_SK),
-            "UpdateExpression": expression, "ConditionExpression": condition,
+            "TableName": self.table,
+            "Key": self.key(project, run_id, RUN_SK),
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
             **({"ExpressionAttributeNames": names} if names else {}),
             "ExpressionAttributeValues": dump({":one": 1, **values}),
         }
 
-    def tally_update(self, project: str, run_id: str, shard: str, expression: str, condition: str | None,
-                     values: dict, names: dict | None = None) -> dict:
+    def tally_update(
+        self,
+        project: str,
+        run_id: str,
+        shard: str,
+        expression: str,
+        condition: str | None,
+        values: dict,
+        names: dict | None = None,
+    ) -> dict:
         """A shard's tally's part of a transaction: every change to a shard bumps its tally's revision."""
         return {
-            "TableName": self.table, "Key": self.key(project, run_id, tally_sk(shard)),
+            "TableName": self.table,
+            "Key": self.key(project, run_id, tally_sk(shard)),
             "UpdateExpression": f"{expression} SET expires_at = if_not_exists(expires_at, :exp)",
             **({"ConditionExpression": condition} if condition else {}),
             **({"ExpressionAttributeNames": names} if names else {}),
@@ -176,18 +189,31 @@ class TableItems:
         """The revision of a shard's tally, read just before the transaction that notes its change
         (``codec.noted_shards``): a change the arrival's own read (seconds before, ahead of
         validating the bundle) missed would put its note where another's is."""
-        item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, tally_sk(shard)),
-                                ProjectionExpression="#rev", ExpressionAttributeNames={"#rev": "rev"},
-                                ConsistentRead=True).get("Item")
+        item = self.db.get_item(
+            TableName=self.table,
+            Key=self.key(project, run_id, tally_sk(shard)),
+            ProjectionExpression="#rev",
+            ExpressionAttributeNames={"#rev": "rev"},
+            ConsistentRead=True,
+        ).get("Item")
         return load(item).get("rev", 0) if item else 0
 
     def change_note(self, project: str, run_id: str, shard: str, tally_rev: int) -> dict:
         """The note of a shard's change, in the transaction that changes it: where its tally's next
         revision after ``tally_rev`` (as read just before) notes it (``noted_shards``)."""
         rev = tally_rev + 1
-        return {"TableName": self.table, "Item": dump({
-            "pk": run_pk(project, run_id), "sk": note_sk(tally_sk(shard), rev), "rev": rev, "shard": shard,
-            "expires_at": self.expires_at()})}
+        return {
+            "TableName": self.table,
+            "Item": dump(
+                {
+                    "pk": run_pk(project, run_id),
+                    "sk": note_sk(tally_sk(shard), rev),
+                    "rev": rev,
+                    "shard": shard,
+                    "expires_at": self.expires_at(),
+                }
+            ),
+        }
 
     def transact(self, items: list[dict]) -> list[str] | None:
         """Run a transaction: None when it was written, else the per-item codes of the cancellation
@@ -204,83 +230,10 @@ class TableItems:
                     raise
                 if CONDITION_FAILED in codes:
                     return codes
-                self.sleep(random.uniform(0.5, 1.0) * min(1.0, 0.02 * 2**attempt))
+                self.sleep(backoff(attempt, 0.02, 1.0))
         raise TransactionContended(
-            f"a transaction was cancelled {TRANSACTION_TRIES} times for other reasons than its conditions")
+            f"a transaction was cancelled {TRANSACTION_TRIES} times for other reasons than its conditions"
+        )
 
 
 GROUP_PREFIX, COUNT_PREFIX = "group@", "arrived@"  # top-level attributes: one per job group (ADD needs top level)
-
-
-def group_attribute(group: str) -> str:
-    return f"{GROUP_PREFIX}{group}"
-
-
-def count_attribute(group: str) -> str:
-    return f"{COUNT_PREFIX}{group}"
-
-
-def _counts(item: dict) -> dict[str, int]:
-    return {k.removeprefix(COUNT_PREFIX): int(v) for k, v in item.items() if k.startswith(COUNT_PREFIX)}
-
-
-def _groups(item: dict, tallies: list[dict]) -> tuple[dict, dict, tuple]:
-    """A run's groups, their counts (its item's: shards counted before tallies, or inherited by a
-    next attempt; plus its tallies') and variants; a run stored before groups is the group ""."""
-    groups = {k.removeprefix(GROUP_PREFIX): Manifest.from_item(v) for k, v in item.items() if k.startswith(GROUP_PREFIX)}
-    counts = _counts(item)
-    if not groups and "manifest" in item:
-        groups, counts = {"": Manifest.from_item(item["manifest"])}, {"": int(item.get("arrived_count", 0))}
-    for tally in tallies:
-        for group, n in _counts(tally).items():
-            counts[group] = counts.get(group, 0) + n
-    variants = tuple(sorted(v if "|" in v else variant_key("", v) for v in item.get("variants") or ()))
-    return groups, counts, variants
-
-
-def run_from(item: dict, tallies: list[dict]) -> RunRecord:
-    """A run's record from its item and its tallies (those written so far). Its revision counts
-    the run's own changes (its item's) and its shards' (its tallies')."""
-    identity = item.get("identity")
-    groups, counts, variants = _groups(item, tallies)
-    return RunRecord(
-        project=item["project"], run_id=item["run_id"], groups=groups, group_counts=counts,
-        state=item["state"], commit=item.get("commit"), ref=item.get("ref"), base_ref=item.get("base_ref"),
-        base_commit=item.get("base_commit"), base_ancestors=tuple(item.get("base_ancestors") or ()),
-        identity=json.loads(identity) if identity else None, created_at=item.get("created_at", ""),
-        deadline_at=item.get("deadline_at", 0), rev=item.get("rev", 0) + sum(t.get("rev", 0) for t in tallies),
-        run_changes=item.get("run_changes", 0),
-        skipped=tuple(dict.fromkeys(item.get("skipped") or ())), close_reason=item.get("close_reason"),
-        upstream=item.get("upstream"), forward_error=item.get("forward_error"), lease_until=item.get("lease_until", 0),
-        arrived_count=sum(counts.values()),
-        outcome=item.get("outcome") or {}, attempt=item.get("run_attempt", 1), variants=variants,
-        closing=bool(item.get("close_requested")), ci_url=item.get("ci_url"), tokenless=bool(item.get("tokenless")),
-        fork=bool(item.get("fork")),
-        provider=item.get("provider"), declared=bool(item.get("declared")),
-        ci_attempt=item.get("ci_attempt"), rerun=bool(item.get("rerun")), eager=bool(item.get("eager")),
-        job_keys=bool(item.get("job_keys")),
-        plan=json.loads(item["plan"]) if item.get("plan") else None,
-    )
-
-
-def shard_from(item: dict) -> ShardRecord:
-    return ShardRecord(
-        name=item["sk"].removeprefix(SHARD_PREFIX), state=item["state"], attempt=item.get("attempt", 0),
-        upload_id=item.get("upload_id"), key=item.get("key"), size=item.get("size"),
-        benchmarks=item.get("benchmarks"),
-        pids=item.get("pids") or [], arrived_at=item.get("arrived_at"), reason=item.get("reason"),
-        rev=item.get("rev", 0), noted_upload=item.get("noted_upload"), requested_at=item.get("requested_at"),
-        label=item.get("label"), executor=item.get("executor") or "valgrind", gzipped=item.get("gzipped", True),
-        inherited_from=item.get("inherited_from"), version_id=item.get("version_id"),
-        normalized=item.get("normalized"), group=item.get("group") or "", results_kept=bool(item.get("results_kept")),
-        cost_ms=item.get("cost_ms"), longest_ms=item.get("longest_ms"),
-        upstream=json.loads(item["upstream"]) if item.get("upstream") else None,
-    )
-
-
-def upload_from(item: dict) -> UploadRecord:
-    return UploadRecord(
-        shard=item["shard"], upload_id=item["upload_id"], size=item.get("size"),
-        requested_at=item["requested_at"], label=item.get("label"), executor=item.get("executor") or "valgrind",
-        group=item.get("group") or "", tokenless=bool(item.get("tokenless")),
-    )

@@ -41,9 +41,13 @@ class Comments(TableItems):
         if legacy is None:
             return None
         try:
-            self.db.update_item(TableName=self.table, Key=self._legacy_key(pr), UpdateExpression="SET adopted_by = :host",
-                                ConditionExpression="attribute_not_exists(adopted_by) OR adopted_by = :host",
-                                ExpressionAttributeValues=dump({":host": pr.host}))
+            self.db.update_item(
+                TableName=self.table,
+                Key=self._legacy_key(pr),
+                UpdateExpression="SET adopted_by = :host",
+                ConditionExpression="attribute_not_exists(adopted_by) OR adopted_by = :host",
+                ExpressionAttributeValues=dump({":host": pr.host}),
+            )
             copy = {**legacy, **self._key(pr), **dump({"expires_at": self.expires_at()})}
             copy.pop("adopted_by", None)
             self.db.put_item(TableName=self.table, Item=copy, ConditionExpression="attribute_not_exists(pk)")
@@ -55,43 +59,71 @@ class Comments(TableItems):
     def claim(self, pr: PullRequestRef, now: float, stale_before: float) -> bool:
         """Take the posting of the comment: once, unless whoever took it posted nothing by
         ``stale_before`` (it died between its claim and its POST)."""
-        return self._write(pr, "SET claimed_at = :now",
-                           "attribute_not_exists(pk) OR (attribute_not_exists(comment_id) AND claimed_at < :stale)",
-                           {":now": now, ":stale": stale_before})
+        return self._write(
+            pr,
+            "SET claimed_at = :now",
+            "attribute_not_exists(pk) OR (attribute_not_exists(comment_id) AND claimed_at < :stale)",
+            {":now": now, ":stale": stale_before},
+        )
 
     def release(self, pr: PullRequestRef, claimed_at: float) -> bool:
         """Give up a claim whose post failed, so that the next report posts the comment at once
         instead of after the claim's time (the final report among them)."""
-        return self._write(pr, "SET claimed_at = :free", "attribute_not_exists(comment_id) AND claimed_at = :mine",
-                           {":free": 0, ":mine": claimed_at})
+        return self._write(
+            pr,
+            "SET claimed_at = :free",
+            "attribute_not_exists(comment_id) AND claimed_at = :mine",
+            {":free": 0, ":mine": claimed_at},
+        )
 
     def posted(self, pr: PullRequestRef, comment_id: int, shown: Shown, now: float) -> None:
-        self._write(pr, "SET comment_id = :id, #run = :r, opened = :o, version = :v, edited_at = :now, runs = :runs",
-                    "attribute_exists(pk)",
-                    {":id": comment_id, ":r": shown.run, ":o": shown.opened, ":v": shown.version, ":now": now,
-                     ":runs": {shown.run: shown.entry()}}, {"#run": "run"})
+        self._write(
+            pr,
+            "SET comment_id = :id, #run = :r, opened = :o, version = :v, edited_at = :now, runs = :runs",
+            "attribute_exists(pk)",
+            {
+                ":id": comment_id,
+                ":r": shown.run,
+                ":o": shown.opened,
+                ":v": shown.version,
+                ":now": now,
+                ":runs": {shown.run: shown.entry()},
+            },
+            {"#run": "run"},
+        )
 
     def take_edit(self, pr: PullRequestRef, shown: Shown, now: float, quiet_since: float | None) -> bool:
         """Take the edit that shows ``shown``: a later version of the run the comment shows, or a
         newer run's (opened later), never an older one; and (for a partial report, ``quiet_since``)
         only when the comment was last edited before then."""
-        condition = ("attribute_exists(comment_id) AND ((#run = :r AND version < :v) OR opened < :o "
-                     "OR (opened = :o AND #run < :r))")
+        condition = (
+            "attribute_exists(comment_id) AND ((#run = :r AND version < :v) OR opened < :o "
+            "OR (opened = :o AND #run < :r))"
+        )
         values = {":r": shown.run, ":o": shown.opened, ":v": shown.version, ":now": now, ":entry": shown.entry()}
         if quiet_since is not None:
             condition += " AND edited_at <= :quiet"
             values[":quiet"] = quiet_since
-        return self._write(pr, "SET #run = :r, opened = :o, version = :v, edited_at = :now, runs.#shown = :entry",
-                           condition, values, {"#run": "run", "#shown": shown.run})
+        return self._write(
+            pr,
+            "SET #run = :r, opened = :o, version = :v, edited_at = :now, runs.#shown = :entry",
+            condition,
+            values,
+            {"#run": "run", "#shown": shown.run},
+        )
 
     def _write(self, pr: PullRequestRef, expression: str, condition: str, values: dict, names=None) -> bool:
         """One conditional write of the item, which moves its expiry on (the pull request still lives)."""
         values = {k: int(v) if isinstance(v, float) else v for k, v in values.items()}  # times: whole seconds
         try:
-            self.db.update_item(TableName=self.table, Key=self._key(pr), UpdateExpression=f"{expression}, expires_at = :exp",
-                                ConditionExpression=condition,
-                                ExpressionAttributeValues=dump({**values, ":exp": self.expires_at()}),
-                                **({"ExpressionAttributeNames": names} if names else {}))
+            self.db.update_item(
+                TableName=self.table,
+                Key=self._key(pr),
+                UpdateExpression=f"{expression}, expires_at = :exp",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=dump({**values, ":exp": self.expires_at()}),
+                **({"ExpressionAttributeNames": names} if names else {}),
+            )
             return True
         except ClientError as exc:
             if condition_failed(exc):

@@ -14,9 +14,13 @@ class Parts(TableItems):
         again while any part is worked on."""
         claim = self._claim(project, run_id, part, now, lease_seconds)
         run_update = self.run_update(
-            project, run_id, "SET lease_until = :lease, deadline_at = :lease ADD rev :one, run_changes :one",
+            project,
+            run_id,
+            "SET lease_until = :lease, deadline_at = :lease ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed) AND attribute_exists(#plan)",
-            {":lease": now + lease_seconds, ":finalizing": FINALIZING, ":failed": FORWARD_FAILED}, names={"#plan": "plan"})
+            {":lease": now + lease_seconds, ":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
+            names={"#plan": "plan"},
+        )
         return self.transact([{"Update": claim}, {"Update": run_update}]) is None
 
     def claim_shard(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> bool:
@@ -24,26 +28,45 @@ class Parts(TableItems):
         run is open: two deliveries of one arrival, two versions of the shard, or an arrival and the
         run's finalizer, never send it at once (the finalizer claims it under the same item)."""
         claim = self._claim(project, run_id, part, now, lease_seconds)
-        is_open = {"TableName": self.table, "Key": self.key(project, run_id, RUN_SK), "ConditionExpression": "#state = :open",
-                   "ExpressionAttributeNames": {"#state": "state"}, "ExpressionAttributeValues": dump({":open": OPEN})}
+        is_open = {
+            "TableName": self.table,
+            "Key": self.key(project, run_id, RUN_SK),
+            "ConditionExpression": "#state = :open",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": dump({":open": OPEN}),
+        }
         return self.transact([{"Update": claim}, {"ConditionCheck": is_open}]) is None
 
-    def record_sent_shard(self, project: str, run_id: str, shard: ShardRecord, part: str, claim: str, sent: dict) -> bool:
+    def record_sent_shard(
+        self, project: str, run_id: str, shard: ShardRecord, part: str, claim: str, sent: dict
+    ) -> bool:
         """Remember on an eager run's shard how its send of ``part`` (what it held) went (``sent``: the
         upstream's answer, or the error it ended with), at the version sent, and release ``claim``:
         a change of the shard (its tally noted), so reports see it and the run's item stays as it
         was. False: the shard was re-pushed meanwhile, and the claim is still held (for its sender
         to send the newer version next)."""
         shard_update = {
-            "TableName": self.table, "Key": self.key(project, run_id, f"{SHARD_PREFIX}{shard.name}"),
-            "UpdateExpression": "SET upstream = :sent ADD rev :one", "ConditionExpression": "version_id = :v",
-            "ExpressionAttributeValues": dump({":sent": json.dumps({**sent, "part": part}), ":v": shard.version_id,
-                                               ":one": 1}),
+            "TableName": self.table,
+            "Key": self.key(project, run_id, f"{SHARD_PREFIX}{shard.name}"),
+            "UpdateExpression": "SET upstream = :sent ADD rev :one",
+            "ConditionExpression": "version_id = :v",
+            "ExpressionAttributeValues": dump(
+                {":sent": json.dumps({**sent, "part": part}), ":v": shard.version_id, ":one": 1}
+            ),
         }
         tally = self.tally_update(project, run_id, shard.name, "ADD rev :one", None, {})
         note = self.change_note(project, run_id, shard.name, self.tally_rev(project, run_id, shard.name))
-        return self.transact([{"Update": shard_update}, {"Update": tally}, {"Put": note},
-                              {"Update": self._released(project, run_id, claim)}]) is None
+        return (
+            self.transact(
+                [
+                    {"Update": shard_update},
+                    {"Update": tally},
+                    {"Put": note},
+                    {"Update": self._released(project, run_id, claim)},
+                ]
+            )
+            is None
+        )
 
     def release_part(self, project: str, run_id: str, part: str) -> None:
         """A part's finalizer failed: its retry may take the part at once."""
@@ -52,15 +75,20 @@ class Parts(TableItems):
     def _claim(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> dict:
         """A part's (or an eager shard's) claim item, taken unless its holder's lease still runs."""
         return {
-            "TableName": self.table, "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
+            "TableName": self.table,
+            "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
             "UpdateExpression": "SET lease_until = :lease, expires_at = :exp",
             "ConditionExpression": "attribute_not_exists(lease_until) OR lease_until < :now",
             "ExpressionAttributeValues": dump({":lease": now + lease_seconds, ":now": now, ":exp": self.expires_at()}),
         }
 
     def _released(self, project: str, run_id: str, part: str) -> dict:
-        return {"TableName": self.table, "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
-                "UpdateExpression": "SET lease_until = :zero", "ExpressionAttributeValues": dump({":zero": 0})}
+        return {
+            "TableName": self.table,
+            "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
+            "UpdateExpression": "SET lease_until = :zero",
+            "ExpressionAttributeValues": dump({":zero": 0}),
+        }
 
     def record_announced_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
         """Remember the upstream's answer to upload ``index``'s POST, before its PUT."""
@@ -73,9 +101,18 @@ class Parts(TableItems):
     def _record_part(self, kind: str, project: str, run_id: str, index: int, answer: dict) -> bool:
         """One transaction on the part's own item and the run item (its revision), by the finalizer
         holding the claim (a run of a thousand walltime shards has a thousand parts: never in the run item)."""
-        part = {"pk": run_pk(project, run_id), "sk": f"{PART_PREFIX}{kind}#{index:06d}",
-                "answer": json.dumps(answer), "expires_at": self.expires_at()}
+        part = {
+            "pk": run_pk(project, run_id),
+            "sk": f"{PART_PREFIX}{kind}#{index:06d}",
+            "answer": json.dumps(answer),
+            "expires_at": self.expires_at(),
+        }
         # a part that failed made the run forward_failed: the parts still running are recorded all the same
-        run_update = self.run_update(project, run_id, "ADD rev :one, run_changes :one", "#state IN (:finalizing, :failed)",
-                                     {":finalizing": FINALIZING, ":failed": FORWARD_FAILED})
+        run_update = self.run_update(
+            project,
+            run_id,
+            "ADD rev :one, run_changes :one",
+            "#state IN (:finalizing, :failed)",
+            {":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
+        )
         return self.transact([{"Put": {"TableName": self.table, "Item": dump(part)}}, {"Update": run_update}]) is None

@@ -3,15 +3,25 @@
 import dataclasses
 import json
 import logging
-import random
 import threading
 from dataclasses import dataclass
 
+from codspeed_rules.backoff import backoff
+
 from ...domain.ledger import ArrivalView, RunRecord, ShardRecord, Snapshot
 from .codec import (
-    PART_PREFIX, RUN_SK, SHARD_PREFIX, TALLY_PREFIX, UPLOAD_PREFIX, TableItems, load, noted_shards, notes_wanted, run_from,
-    shard_from, tally_sks, upload_from,
+    PART_PREFIX,
+    RUN_SK,
+    SHARD_PREFIX,
+    TALLY_PREFIX,
+    UPLOAD_PREFIX,
+    TableItems,
+    load,
+    noted_shards,
+    notes_wanted,
+    tally_sks,
 )
+from .records import run_from, shard_from, upload_from
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +39,21 @@ class _Known:
     created_at: str
 
     def to_json(self) -> bytes:
-        return json.dumps({"created_at": self.created_at, "tally_revs": self.tally_revs,
-                           "shards": [dataclasses.asdict(s) for s in self.shards.values()]},
-                          separators=(",", ":")).encode()
+        return json.dumps(
+            {
+                "created_at": self.created_at,
+                "tally_revs": self.tally_revs,
+                "shards": [dataclasses.asdict(s) for s in self.shards.values()],
+            },
+            separators=(",", ":"),
+        ).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> "_Known":
-        d, fields = json.loads(data), {f.name for f in dataclasses.fields(ShardRecord)}  # a release's own, or an older's
+        d, fields = (
+            json.loads(data),
+            {f.name for f in dataclasses.fields(ShardRecord)},
+        )  # a release's own, or an older's
         shards = {s["name"]: ShardRecord(**{k: v for k, v in s.items() if k in fields}) for s in d["shards"]}
         return cls(shards, {sk: int(rev) for sk, rev in d["tally_revs"].items()}, d["created_at"])
 
@@ -138,7 +156,7 @@ class Reads(TableItems):
             self._known.pop(next(iter(self._known)))
 
     def _pause(self, attempt: int) -> None:
-        self.sleep(random.uniform(0.5, 1.0) * 0.005 * (attempt + 1))
+        self.sleep(backoff(attempt, 0.005, 0.2))
 
     def run_with_parts(self, project: str, run_id: str) -> RunRecord | None:
         """The run's record and its parts' items (which the upstream announced and holds), none of
@@ -149,8 +167,12 @@ class Reads(TableItems):
     def arrival_view(self, project: str, run_id: str, shard: str, upload_id: str) -> ArrivalView:
         """What an arrival needs (the run with its tallies, the shard, the upload request) in one
         small consistent read, however many shards the run has."""
-        keys = {RUN_SK: None, f"{SHARD_PREFIX}{shard}": None, f"{UPLOAD_PREFIX}{shard}#{upload_id}": None,
-                **dict.fromkeys(tally_sks())}
+        keys = {
+            RUN_SK: None,
+            f"{SHARD_PREFIX}{shard}": None,
+            f"{UPLOAD_PREFIX}{shard}#{upload_id}": None,
+            **dict.fromkeys(tally_sks()),
+        }
         for item in self._get_many(project, run_id, list(keys)):
             keys[item["sk"]] = item
         run, shard_item, upload = (keys.pop(sk) for sk in list(keys)[:3])
@@ -173,11 +195,18 @@ class Reads(TableItems):
         """The items of one run with these sort keys (those there are), read consistently, 100 a
         request; only ``attributes`` of them, when given."""
         found, wanted = [], [self.key(project, run_id, sk) for sk in sks]
-        projection = {"ProjectionExpression": ", ".join(f"#a{i}" for i in range(len(attributes))),
-                      "ExpressionAttributeNames": {f"#a{i}": a for i, a in enumerate(attributes)}} if attributes else {}
+        projection = (
+            {
+                "ProjectionExpression": ", ".join(f"#a{i}" for i in range(len(attributes))),
+                "ExpressionAttributeNames": {f"#a{i}": a for i, a in enumerate(attributes)},
+            }
+            if attributes
+            else {}
+        )
         while wanted:
-            answer = self.db.batch_get_item(RequestItems={self.table: {"Keys": wanted[:100], "ConsistentRead": True,
-                                                                       **projection}})
+            answer = self.db.batch_get_item(
+                RequestItems={self.table: {"Keys": wanted[:100], "ConsistentRead": True, **projection}}
+            )
             found += map(load, answer["Responses"].get(self.table, []))
             wanted = wanted[100:] + answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
         return found

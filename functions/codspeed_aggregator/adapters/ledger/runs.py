@@ -5,55 +5,43 @@ import json
 
 from botocore.exceptions import ClientError
 
-from ...domain.ledger import ENDED, FINALIZING, FORWARD_FAILED, OPEN, RunRecord, attempt_run_id, base_run_id, named_attempt
-from .codec import (
-    FINALIZING_PK, OPEN_INDEX, PROJECT_PREFIX, RUN_SK, TableItems, condition_failed, count_attribute, dump,
-    group_attribute, load, run_from, run_pk, tally_sks,
+from ...domain.ledger import (
+    ENDED,
+    FINALIZING,
+    FORWARD_FAILED,
+    OPEN,
+    RunRecord,
+    attempt_run_id,
+    base_run_id,
+    named_attempt,
 )
+from .codec import (
+    FINALIZING_PK,
+    OPEN_INDEX,
+    PROJECT_PREFIX,
+    RUN_SK,
+    TableItems,
+    condition_failed,
+    dump,
+    load,
+    tally_sks,
+)
+from .records import group_attribute, listed_item, run_from, run_item
 
 
 class Runs(TableItems):
     def open_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Create the run if it is new; either way answer the run as stored and whether it was created.
         Touches the run item and, when it creates the run, the project's list."""
-        item = {
-            "pk": run_pk(run.project, run.run_id), "sk": RUN_SK, "project": run.project, "run_id": run.run_id,
-            "state": run.state, "commit": run.commit, "ref": run.ref,
-            "base_ref": run.base_ref, "base_commit": run.base_commit, "identity": json.dumps(run.identity, sort_keys=True),
-            "created_at": run.created_at, "deadline_at": run.deadline_at, "open_pk": OPEN,
-            "rev": run.rev, "run_changes": run.run_changes,
-            "run_attempt": run.attempt, "ci_url": run.ci_url, "expires_at": self.expires_at(),
-        }
-        item.update({group_attribute(g): m.to_item() for g, m in run.groups.items()})
-        item.update({count_attribute(g): n for g, n in run.group_counts.items()})
-        if run.skipped:
-            item["skipped"] = list(run.skipped)
-        if run.variants:
-            item["variants"] = set(run.variants)
-        if run.tokenless:
-            item["tokenless"] = True
-        if run.fork:
-            item["fork"] = True
-        if run.base_ancestors:
-            item["base_ancestors"] = list(run.base_ancestors)
-        if run.provider:
-            item["provider"] = run.provider
-        if run.declared:
-            item["declared"] = True
-        if run.ci_attempt:
-            item["ci_attempt"] = run.ci_attempt
-        if run.rerun:
-            item["rerun"] = True
-        if run.eager:
-            item["eager"] = True
-        if run.job_keys:
-            item["job_keys"] = True
+        item = run_item(run, self.expires_at())
         try:
-            self.db.put_item(TableName=self.table, Item=dump(item), ConditionExpression="attribute_not_exists(pk)",
-                             ReturnValuesOnConditionCheckFailure="ALL_OLD")  # the run as stored: no read after
-            self.db.put_item(TableName=self.table, Item=dump({  # the project's list of runs, newest last
-                "pk": f"{PROJECT_PREFIX}{run.project}", "sk": f"{run.created_at}#{run.run_id}", "run_id": run.run_id,
-                "expires_at": self.expires_at()}))
+            self.db.put_item(
+                TableName=self.table,
+                Item=dump(item),
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )  # the run as stored: no read after
+            self.db.put_item(TableName=self.table, Item=dump(listed_item(run, self.expires_at())))
             return run, True
         except ClientError as exc:
             if not condition_failed(exc):
@@ -78,16 +66,24 @@ class Runs(TableItems):
             return attempt_run_id(base, named)
         latest = 1
         while latest < max_attempts and self.db.get_item(
-                TableName=self.table, Key=self.key(project, attempt_run_id(base, latest + 1), RUN_SK),
-                ProjectionExpression="pk", ConsistentRead=True).get("Item"):
+            TableName=self.table,
+            Key=self.key(project, attempt_run_id(base, latest + 1), RUN_SK),
+            ProjectionExpression="pk",
+            ConsistentRead=True,
+        ).get("Item"):
             latest += 1
         return attempt_run_id(base, latest)
 
     def recent_runs(self, project: str, limit: int) -> list[RunRecord]:
         """A project's latest runs, newest first: its list, then its run items in one batch read
         (not their tallies: the records hold no counts of shards, which the list shows none of)."""
-        page = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
-                             Limit=limit, ExpressionAttributeValues=dump({":pk": f"{PROJECT_PREFIX}{project}"}))
+        page = self.db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ScanIndexForward=False,
+            Limit=limit,
+            ExpressionAttributeValues=dump({":pk": f"{PROJECT_PREFIX}{project}"}),
+        )
         ids = [load(i)["run_id"] for i in page["Items"]]
         if not ids:
             return []
@@ -108,24 +104,35 @@ class Runs(TableItems):
         return self._indexed(FINALIZING_PK, now)
 
     def _indexed(self, kind: str, now: int) -> list[tuple[str, str]]:
-        items = self.query_all(IndexName=OPEN_INDEX, KeyConditionExpression="open_pk = :o AND deadline_at <= :now",
-                               ExpressionAttributeValues=dump({":o": kind, ":now": now}))
+        items = self.query_all(
+            IndexName=OPEN_INDEX,
+            KeyConditionExpression="open_pk = :o AND deadline_at <= :now",
+            ExpressionAttributeValues=dump({":o": kind, ":now": now}),
+        )
         return [(i["project"], i["run_id"]) for i in items]
 
     def add_group(self, project: str, run_id: str, group: str, manifest) -> bool:
         """Note a job group the run had not seen, with its manifest. False when the group is
         there already (read the run: its manifest stands) or the run is no longer open or is closing."""
-        return self._update_run(project, run_id, "SET #group = :m ADD rev :one, run_changes :one",
-                                "#state = :open AND attribute_not_exists(close_requested) "
-                                "AND attribute_not_exists(#group)",
-                                {":m": manifest.to_item(), ":open": OPEN}, names={"#group": group_attribute(group)})
+        return self._update_run(
+            project,
+            run_id,
+            "SET #group = :m ADD rev :one, run_changes :one",
+            "#state = :open AND attribute_not_exists(close_requested) AND attribute_not_exists(#group)",
+            {":m": manifest.to_item(), ":open": OPEN},
+            names={"#group": group_attribute(group)},
+        )
 
     def add_variant(self, project: str, run_id: str, variant: str) -> bool:
         """Note a kind of upload the run had not seen (another executor): its manifest now expects it
         too. False when the run is no longer open or is closing."""
-        return self._update_run(project, run_id, "ADD variants :v, rev :one, run_changes :one",
-                                "#state = :open AND attribute_not_exists(close_requested)",
-                                {":v": {variant}, ":open": OPEN})
+        return self._update_run(
+            project,
+            run_id,
+            "ADD variants :v, rev :one, run_changes :one",
+            "#state = :open AND attribute_not_exists(close_requested)",
+            {":v": {variant}, ":open": OPEN},
+        )
 
     def mark_tokenless(self, project: str, run_id: str, checked: bool) -> bool:
         """Note that an upload of the run came without a token: ``checked``, a fork's pull request as
@@ -133,14 +140,20 @@ class Runs(TableItems):
         unchecked (``tokenless``: the run never posts a pull-request comment). Neither run becomes a
         baseline. False when it was noted already."""
         mark = "fork" if checked else "tokenless"
-        return self._update_run(project, run_id, f"SET {mark} = :true ADD rev :one, run_changes :one",
-                                f"attribute_not_exists({mark})", {":true": True})
+        return self._update_run(
+            project,
+            run_id,
+            f"SET {mark} = :true ADD rev :one, run_changes :one",
+            f"attribute_not_exists({mark})",
+            {":true": True},
+        )
 
     def request_close(self, project: str, run_id: str, skip: list[str], reason: str) -> bool:
         """Mark an open run closed (first close wins), adding ``skip`` to the shards it skips (an
         attempt starts with its previous one's); False when it was not open or already closing."""
         return self._update_run(
-            project, run_id,
+            project,
+            run_id,
             "SET close_requested = :true, skipped = list_append(if_not_exists(skipped, :none), :skip), "
             "close_reason = :reason ADD rev :one, run_changes :one",
             "#state = :open AND attribute_not_exists(close_requested)",
@@ -152,39 +165,73 @@ class Runs(TableItems):
         forward failed; never while a part of it holds a live lease (claims move the run's lease).
         The same transaction closes every tally, so no shard is counted in the run after it."""
         claim = self.run_update(
-            project, run_id,
+            project,
+            run_id,
             "SET #state = :finalizing, lease_until = :lease, open_pk = :stalled, deadline_at = :lease "
             "ADD rev :one, run_changes :one",
             "attribute_exists(pk) AND (#state = :open OR "
             "((#state = :failed OR #state = :finalizing) AND lease_until < :now))",
-            {":finalizing": FINALIZING, ":failed": FORWARD_FAILED, ":open": OPEN, ":stalled": FINALIZING_PK,
-             ":lease": now + lease_seconds, ":now": now},
+            {
+                ":finalizing": FINALIZING,
+                ":failed": FORWARD_FAILED,
+                ":open": OPEN,
+                ":stalled": FINALIZING_PK,
+                ":lease": now + lease_seconds,
+                ":now": now,
+            },
         )
-        closes = [{"Update": {"TableName": self.table, "Key": self.key(project, run_id, sk),
-                              "UpdateExpression": "SET closed = :true, expires_at = if_not_exists(expires_at, :exp)",
-                              "ExpressionAttributeValues": dump({":true": True, ":exp": self.expires_at()})}}
-                  for sk in tally_sks()]
+        closes = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": self.key(project, run_id, sk),
+                    "UpdateExpression": "SET closed = :true, expires_at = if_not_exists(expires_at, :exp)",
+                    "ExpressionAttributeValues": dump({":true": True, ":exp": self.expires_at()}),
+                }
+            }
+            for sk in tally_sks()
+        ]
         return self.transact([{"Update": claim}, *closes]) is None
 
     def record_plan(self, project: str, run_id: str, plan: dict) -> bool:
         """What the claiming finalizer decided: the baseline run, how many parts and how many of them
         it sends, and the version of the whole plan it wrote to S3 (``keys.plan_key``), which every
         part's finalizer and the run's next attempt read."""
-        return self._update_run(project, run_id, "SET #plan = :plan ADD rev :one, run_changes :one",
-                                "#state = :finalizing", {":plan": json.dumps(plan), ":finalizing": FINALIZING},
-                                names={"#plan": "plan"})
+        return self._update_run(
+            project,
+            run_id,
+            "SET #plan = :plan ADD rev :one, run_changes :one",
+            "#state = :finalizing",
+            {":plan": json.dumps(plan), ":finalizing": FINALIZING},
+            names={"#plan": "plan"},
+        )
 
-    def finish(self, project: str, run_id: str, state: str, upstream: dict | None = None,
-               error: str | None = None, outcome: dict | None = None) -> bool:
+    def finish(
+        self,
+        project: str,
+        run_id: str,
+        state: str,
+        upstream: dict | None = None,
+        error: str | None = None,
+        outcome: dict | None = None,
+    ) -> bool:
         """Record how finalizing ended (or, for a run of parts, how one part failed): only a
         finalizer holding the run or one of its parts can, once the run is forwarded no more."""
         return self._update_run(
-            project, run_id,
+            project,
+            run_id,
             "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero "
             "REMOVE open_pk ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed)",
-            {":s": state, ":up": upstream, ":err": error, ":outcome": outcome or {}, ":zero": 0, ":finalizing": FINALIZING,
-             ":failed": FORWARD_FAILED},
+            {
+                ":s": state,
+                ":up": upstream,
+                ":err": error,
+                ":outcome": outcome or {},
+                ":zero": 0,
+                ":finalizing": FINALIZING,
+                ":failed": FORWARD_FAILED,
+            },
         )
 
     def fail_held(self, project: str, run_id: str, upstream: dict, error: str) -> bool:
@@ -192,9 +239,17 @@ class Runs(TableItems):
         place among the runs being finalized: no retry takes the run while another part may still
         be at work, and the sweeper brings it back once the last lease has run out."""
         return self._update_run(
-            project, run_id, "SET #state = :s, upstream = :up, forward_error = :err ADD rev :one, run_changes :one",
+            project,
+            run_id,
+            "SET #state = :s, upstream = :up, forward_error = :err ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed)",
-            {":s": FORWARD_FAILED, ":up": upstream, ":err": error, ":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
+            {
+                ":s": FORWARD_FAILED,
+                ":up": upstream,
+                ":err": error,
+                ":finalizing": FINALIZING,
+                ":failed": FORWARD_FAILED,
+            },
         )
 
     def touch(self, project: str, run_id: str) -> bool:
@@ -205,8 +260,10 @@ class Runs(TableItems):
         names = {**({"#state": "state"} if "#state" in expression + condition else {}), **(names or {})}
         try:
             self.db.update_item(
-                TableName=self.table, Key=self.key(project, run_id, RUN_SK),
-                UpdateExpression=expression, ConditionExpression=f"attribute_exists(pk) AND ({condition})",
+                TableName=self.table,
+                Key=self.key(project, run_id, RUN_SK),
+                UpdateExpression=expression,
+                ConditionExpression=f"attribute_exists(pk) AND ({condition})",
                 **({"ExpressionAttributeNames": names} if names else {}),
                 ExpressionAttributeValues=dump({**values, ":one": 1}),
             )

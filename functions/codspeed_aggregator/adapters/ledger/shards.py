@@ -8,9 +8,18 @@ from botocore.exceptions import ClientError
 
 from ...domain.ledger import ARRIVED, LATE, REJECTED, SentPost, ShardRecord, UploadRecord
 from .codec import (
-    CONDITION_FAILED, META_PREFIX, SHARD_PREFIX, TOKEN_PREFIX, UPLOAD_PREFIX, TableItems, condition_failed,
-    count_attribute, dump, load, run_pk,
+    CONDITION_FAILED,
+    META_PREFIX,
+    SHARD_PREFIX,
+    TOKEN_PREFIX,
+    UPLOAD_PREFIX,
+    TableItems,
+    condition_failed,
+    dump,
+    load,
+    run_pk,
 )
+from .records import count_attribute
 
 
 class Shards(TableItems):
@@ -20,37 +29,71 @@ class Shards(TableItems):
         grant is answered, which is after both; a grant that fails between them leaves an item
         that expires. (Half the write units of a transaction.)"""
         self.keep_metadata(project, run_id, upload.upload_id, upload.metadata, upload.sent)
-        self.db.put_item(TableName=self.table, Item=dump({
-            "pk": run_pk(project, run_id), "sk": f"{UPLOAD_PREFIX}{upload.shard}#{upload.upload_id}", "shard": upload.shard,
-            "upload_id": upload.upload_id, "size": upload.size, "label": upload.label, "executor": upload.executor,
-            "group": upload.group, "requested_at": upload.requested_at, "expires_at": self.expires_at(),
-            **({"tokenless": True} if upload.tokenless else {}),
-        }))
+        self.db.put_item(
+            TableName=self.table,
+            Item=dump(
+                {
+                    "pk": run_pk(project, run_id),
+                    "sk": f"{UPLOAD_PREFIX}{upload.shard}#{upload.upload_id}",
+                    "shard": upload.shard,
+                    "upload_id": upload.upload_id,
+                    "size": upload.size,
+                    "label": upload.label,
+                    "executor": upload.executor,
+                    "group": upload.group,
+                    "requested_at": upload.requested_at,
+                    "expires_at": self.expires_at(),
+                    **({"tokenless": True} if upload.tokenless else {}),
+                }
+            ),
+        )
 
-    def keep_metadata(self, project: str, run_id: str, upload_id: str, metadata: dict,
-                      sent: SentPost | None = None) -> None:
+    def keep_metadata(
+        self, project: str, run_id: str, upload_id: str, metadata: dict, sent: SentPost | None = None
+    ) -> None:
         """CodSpeed metadata beside a run, out of its snapshots: an upload's (by its id), or what
         the CI job that opened the run stated (``OPENED``). A runner's POST is kept as it came (its
         bytes are the metadata, read back from them), with its User-Agent."""
         kept = {"post": sent.body, "user_agent": sent.user_agent} if sent else {"metadata": json.dumps(metadata)}
-        self.db.put_item(TableName=self.table, Item=dump({
-            "pk": run_pk(project, run_id), "sk": f"{META_PREFIX}{upload_id}", **kept, "expires_at": self.expires_at()}))
-        if sent is not None and sent.token:  # an item of its own, expiring with the token (TTL), out of every read but this
-            self.db.put_item(TableName=self.table, Item=dump({
-                "pk": run_pk(project, run_id), "sk": f"{TOKEN_PREFIX}{upload_id}", "token": sent.token,
-                "expires_at": sent.token_expires}))
+        self.db.put_item(
+            TableName=self.table,
+            Item=dump(
+                {
+                    "pk": run_pk(project, run_id),
+                    "sk": f"{META_PREFIX}{upload_id}",
+                    **kept,
+                    "expires_at": self.expires_at(),
+                }
+            ),
+        )
+        if (
+            sent is not None and sent.token
+        ):  # an item of its own, expiring with the token (TTL), out of every read but this
+            self.db.put_item(
+                TableName=self.table,
+                Item=dump(
+                    {
+                        "pk": run_pk(project, run_id),
+                        "sk": f"{TOKEN_PREFIX}{upload_id}",
+                        "token": sent.token,
+                        "expires_at": sent.token_expires,
+                    }
+                ),
+            )
 
     def job_token(self, project: str, run_id: str, upload_id: str, now: float, margin: int = 60) -> str | None:
         """The OIDC token the upload's job sent, while it is good for ``margin`` seconds more; else None
         (TTL deletes the item within a day or two of its expiry: an expired one is never used meanwhile)."""
-        item = self.db.get_item(TableName=self.table, Key=self.key(project, run_id, f"{TOKEN_PREFIX}{upload_id}"),
-                                ConsistentRead=True).get("Item")
+        item = self.db.get_item(
+            TableName=self.table, Key=self.key(project, run_id, f"{TOKEN_PREFIX}{upload_id}"), ConsistentRead=True
+        ).get("Item")
         kept = load(item) if item else None
         return kept["token"] if kept and kept["expires_at"] > now + margin else None
 
     def _metadata_item(self, project: str, run_id: str, upload_id: str) -> dict | None:
-        return self.db.get_item(TableName=self.table, Key=self.key(project, run_id, f"{META_PREFIX}{upload_id}"),
-                                ConsistentRead=True).get("Item")
+        return self.db.get_item(
+            TableName=self.table, Key=self.key(project, run_id, f"{META_PREFIX}{upload_id}"), ConsistentRead=True
+        ).get("Item")
 
     def upload_metadata(self, project: str, run_id: str, upload_id: str) -> dict | None:
         found = self.upload_post(project, run_id, upload_id)
@@ -71,18 +114,26 @@ class Shards(TableItems):
         """An upload's CodSpeed metadata (its POST as sent), beside the run's next attempt that counts its bundle."""
         item = self._metadata_item(project, earlier, upload_id)
         if item is not None:
-            self.db.put_item(TableName=self.table, Item={**item, **dump({"pk": run_pk(project, run_id),
-                                                                          "expires_at": self.expires_at()})})
+            self.db.put_item(
+                TableName=self.table,
+                Item={**item, **dump({"pk": run_pk(project, run_id), "expires_at": self.expires_at()})},
+            )
 
     def inherit_arrived(self, project: str, earlier: str, run_id: str) -> dict[str, int]:
         """Copy the shards counted in an earlier attempt of a run (their upload metadata too; their
         results are the bundle's, in the bucket) into ``run_id``, the next attempt, before that run
-        is opened; answers how many there are per job group. Each shard's copy is conditional, so one counted meanwhile in the new attempt
+        is opened; answers how many there are per job group. Each shard's copy is conditional, so one counted
+        meanwhile in the new attempt
         is left as it is."""
         items = self.query_run(project, earlier, "begins_with(sk, :shard)", {":shard": SHARD_PREFIX})
         arrived = [i for i in items if i.get("state") == ARRIVED]
         for item in arrived:
-            copy = {**item, "pk": run_pk(project, run_id), "rev": 0, "inherited_from": item.get("inherited_from") or earlier}
+            copy = {
+                **item,
+                "pk": run_pk(project, run_id),
+                "rev": 0,
+                "inherited_from": item.get("inherited_from") or earlier,
+            }
             try:
                 self.db.put_item(TableName=self.table, Item=dump(copy), ConditionExpression="attribute_not_exists(pk)")
             except ClientError as exc:
@@ -92,8 +143,9 @@ class Shards(TableItems):
             self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
         return dict(Counter(item.get("group") or "" for item in arrived))
 
-    def record_arrival(self, project: str, run_id: str, shard: ShardRecord, requested_at: str,
-                       previous: ShardRecord | None) -> str:
+    def record_arrival(
+        self, project: str, run_id: str, shard: ShardRecord, requested_at: str, previous: ShardRecord | None
+    ) -> str:
         """Count an accepted bundle once, replacing ``previous`` (the shard as read): "recorded",
         "changed" (the shard is no longer as read: read again) or "run_not_open". One transaction
         on the shard item and its tally (``codec.tally_sk``; the shard's results are in the bucket
@@ -104,32 +156,55 @@ class Shards(TableItems):
         refuses it."""
         replacing = previous is not None and previous.upload_id is not None
         values = {
-            ":arrived": ARRIVED, ":u": shard.upload_id, ":k": shard.key, ":size": shard.size,
-            ":b": shard.benchmarks, ":pids": shard.pids,
-            ":at": shard.arrived_at, ":req": requested_at, ":one": 1, ":exp": self.expires_at(),
-            ":label": shard.label, ":executor": shard.executor, ":gz": shard.gzipped, ":v": shard.version_id,
-            ":norm": shard.normalized, ":group": shard.group, ":kept": shard.results_kept,
-            ":cost": shard.cost_ms, ":longest": shard.longest_ms,
+            ":arrived": ARRIVED,
+            ":u": shard.upload_id,
+            ":k": shard.key,
+            ":size": shard.size,
+            ":b": shard.benchmarks,
+            ":pids": shard.pids,
+            ":at": shard.arrived_at,
+            ":req": requested_at,
+            ":one": 1,
+            ":exp": self.expires_at(),
+            ":label": shard.label,
+            ":executor": shard.executor,
+            ":gz": shard.gzipped,
+            ":v": shard.version_id,
+            ":norm": shard.normalized,
+            ":group": shard.group,
+            ":kept": shard.results_kept,
+            ":cost": shard.cost_ms,
+            ":longest": shard.longest_ms,
         }
         if replacing:
             values[":prev"] = previous.upload_id
         shard_update = {
-            "TableName": self.table, "Key": self.key(project, run_id, f"{SHARD_PREFIX}{shard.name}"),
+            "TableName": self.table,
+            "Key": self.key(project, run_id, f"{SHARD_PREFIX}{shard.name}"),
             "UpdateExpression": (
                 "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
                 "pids = :pids, arrived_at = :at, requested_at = :req, "
-                "label = :label, executor = :executor, gzipped = :gz, version_id = :v, normalized = :norm, #group = :group, "
+                "label = :label, executor = :executor, gzipped = :gz, version_id = :v, normalized = :norm, #group = "
+                ":group, "
                 "results_kept = :kept, cost_ms = :cost, longest_ms = :longest, "
-                "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from, upstream ADD attempt :one, rev :one"
+                "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from, upstream ADD attempt "
+                ":one, rev :one"
             ),
-            "ConditionExpression": "upload_id = :prev AND requested_at < :req" if replacing
+            "ConditionExpression": "upload_id = :prev AND requested_at < :req"
+            if replacing
             else "attribute_not_exists(upload_id)",
             "ExpressionAttributeNames": {"#state": "state", "#key": "key", "#size": "size", "#group": "group"},
             "ExpressionAttributeValues": dump(values),
         }
-        tally = self.tally_update(project, run_id, shard.name, "ADD rev :one, #counted :count",
-                                  "attribute_not_exists(closed)", {":count": 0 if replacing else 1},
-                                  names={"#counted": count_attribute(shard.group)})
+        tally = self.tally_update(
+            project,
+            run_id,
+            shard.name,
+            "ADD rev :one, #counted :count",
+            "attribute_not_exists(closed)",
+            {":count": 0 if replacing else 1},
+            names={"#counted": count_attribute(shard.group)},
+        )
         note = self.change_note(project, run_id, shard.name, self.tally_rev(project, run_id, shard.name))
         codes = self.transact([{"Update": shard_update}, {"Update": tally}, {"Put": note}])
         if codes is None:
@@ -139,7 +214,10 @@ class Shards(TableItems):
     def record_rejection(self, project: str, run_id: str, name: str, upload_id: str, reason: str) -> bool:
         """Note a refused bundle; a shard that already has an accepted bundle keeps it."""
         return self._shard_note(
-            project, run_id, name, upload_id,
+            project,
+            run_id,
+            name,
+            upload_id,
             "SET #state = if_not_exists(#state, :rejected), reason = :r, noted_upload = :u, "
             "expires_at = if_not_exists(expires_at, :exp) ADD rev :one",
             {":rejected": REJECTED, ":r": reason},
@@ -148,7 +226,10 @@ class Shards(TableItems):
     def record_late(self, project: str, run_id: str, shard: ShardRecord, reason: str) -> bool:
         """Note a bundle that arrived after finalizing: shown in this run, counted in its next attempt."""
         return self._shard_note(
-            project, run_id, shard.name, shard.upload_id,
+            project,
+            run_id,
+            shard.name,
+            shard.upload_id,
             "SET #state = if_not_exists(#state, :late), reason = :r, noted_upload = :u, "
             "late_key = :k, arrived_at = if_not_exists(arrived_at, :at), expires_at = if_not_exists(expires_at, :exp) "
             "ADD rev :one",
@@ -158,10 +239,11 @@ class Shards(TableItems):
     def _shard_note(self, project, run_id, name, upload_id, expression, values) -> bool:
         """One transaction on the shard item (noted once per upload) and its tally (its revision)."""
         shard_update = {
-            "TableName": self.table, "Key": self.key(project, run_id, f"{SHARD_PREFIX}{name}"),
+            "TableName": self.table,
+            "Key": self.key(project, run_id, f"{SHARD_PREFIX}{name}"),
             "UpdateExpression": expression,
             "ConditionExpression": "(attribute_not_exists(noted_upload) OR noted_upload <> :u) "
-                                   "AND (attribute_not_exists(upload_id) OR upload_id <> :u)",
+            "AND (attribute_not_exists(upload_id) OR upload_id <> :u)",
             "ExpressionAttributeNames": {"#state": "state"},
             "ExpressionAttributeValues": dump({**values, ":u": upload_id, ":one": 1, ":exp": self.expires_at()}),
         }

@@ -1,0 +1,181 @@
+"""The ledger's records as its items hold them: a run (its item and its tallies), a shard, an
+upload request; and the attributes a run item keeps per job group."""
+
+import json
+
+from ...domain.ledger import OPEN, RunRecord, ShardRecord, UploadRecord, variant_key
+from ...domain.manifest import Manifest
+from .codec import COUNT_PREFIX, GROUP_PREFIX, PROJECT_PREFIX, RUN_SK, SHARD_PREFIX, run_pk
+
+
+def group_attribute(group: str) -> str:
+    return f"{GROUP_PREFIX}{group}"
+
+
+def count_attribute(group: str) -> str:
+    return f"{COUNT_PREFIX}{group}"
+
+
+def _counts(item: dict) -> dict[str, int]:
+    return {k.removeprefix(COUNT_PREFIX): int(v) for k, v in item.items() if k.startswith(COUNT_PREFIX)}
+
+
+def _groups(item: dict, tallies: list[dict]) -> tuple[dict, dict, tuple]:
+    """A run's groups, their counts (its item's: shards counted before tallies, or inherited by a
+    next attempt; plus its tallies') and variants; a run stored before groups is the group ""."""
+    groups = {
+        k.removeprefix(GROUP_PREFIX): Manifest.from_item(v) for k, v in item.items() if k.startswith(GROUP_PREFIX)
+    }
+    counts = _counts(item)
+    if not groups and "manifest" in item:
+        groups, counts = {"": Manifest.from_item(item["manifest"])}, {"": int(item.get("arrived_count", 0))}
+    for tally in tallies:
+        for group, n in _counts(tally).items():
+            counts[group] = counts.get(group, 0) + n
+    variants = tuple(sorted(v if "|" in v else variant_key("", v) for v in item.get("variants") or ()))
+    return groups, counts, variants
+
+
+def run_from(item: dict, tallies: list[dict]) -> RunRecord:
+    """A run's record from its item and its tallies (those written so far). Its revision counts
+    the run's own changes (its item's) and its shards' (its tallies')."""
+    identity = item.get("identity")
+    groups, counts, variants = _groups(item, tallies)
+    return RunRecord(
+        project=item["project"],
+        run_id=item["run_id"],
+        groups=groups,
+        group_counts=counts,
+        state=item["state"],
+        commit=item.get("commit"),
+        ref=item.get("ref"),
+        base_ref=item.get("base_ref"),
+        base_commit=item.get("base_commit"),
+        base_ancestors=tuple(item.get("base_ancestors") or ()),
+        identity=json.loads(identity) if identity else None,
+        created_at=item.get("created_at", ""),
+        deadline_at=item.get("deadline_at", 0),
+        rev=item.get("rev", 0) + sum(t.get("rev", 0) for t in tallies),
+        run_changes=item.get("run_changes", 0),
+        skipped=tuple(dict.fromkeys(item.get("skipped") or ())),
+        close_reason=item.get("close_reason"),
+        upstream=item.get("upstream"),
+        forward_error=item.get("forward_error"),
+        lease_until=item.get("lease_until", 0),
+        arrived_count=sum(counts.values()),
+        outcome=item.get("outcome") or {},
+        attempt=item.get("run_attempt", 1),
+        variants=variants,
+        closing=bool(item.get("close_requested")),
+        ci_url=item.get("ci_url"),
+        tokenless=bool(item.get("tokenless")),
+        fork=bool(item.get("fork")),
+        provider=item.get("provider"),
+        declared=bool(item.get("declared")),
+        ci_attempt=item.get("ci_attempt"),
+        rerun=bool(item.get("rerun")),
+        eager=bool(item.get("eager")),
+        job_keys=bool(item.get("job_keys")),
+        plan=json.loads(item["plan"]) if item.get("plan") else None,
+    )
+
+
+def shard_from(item: dict) -> ShardRecord:
+    return ShardRecord(
+        name=item["sk"].removeprefix(SHARD_PREFIX),
+        state=item["state"],
+        attempt=item.get("attempt", 0),
+        upload_id=item.get("upload_id"),
+        key=item.get("key"),
+        size=item.get("size"),
+        benchmarks=item.get("benchmarks"),
+        pids=item.get("pids") or [],
+        arrived_at=item.get("arrived_at"),
+        reason=item.get("reason"),
+        rev=item.get("rev", 0),
+        noted_upload=item.get("noted_upload"),
+        requested_at=item.get("requested_at"),
+        label=item.get("label"),
+        executor=item.get("executor") or "valgrind",
+        gzipped=item.get("gzipped", True),
+        inherited_from=item.get("inherited_from"),
+        version_id=item.get("version_id"),
+        normalized=item.get("normalized"),
+        group=item.get("group") or "",
+        results_kept=bool(item.get("results_kept")),
+        cost_ms=item.get("cost_ms"),
+        longest_ms=item.get("longest_ms"),
+        upstream=json.loads(item["upstream"]) if item.get("upstream") else None,
+    )
+
+
+def upload_from(item: dict) -> UploadRecord:
+    return UploadRecord(
+        shard=item["shard"],
+        upload_id=item["upload_id"],
+        size=item.get("size"),
+        requested_at=item["requested_at"],
+        label=item.get("label"),
+        executor=item.get("executor") or "valgrind",
+        group=item.get("group") or "",
+        tokenless=bool(item.get("tokenless")),
+    )
+
+
+def run_item(run: RunRecord, expires_at: int) -> dict:
+    """A new run's item: its fields, a top-level attribute per job group, and the flags it has set."""
+    item = {
+        "pk": run_pk(run.project, run.run_id),
+        "sk": RUN_SK,
+        "project": run.project,
+        "run_id": run.run_id,
+        "state": run.state,
+        "commit": run.commit,
+        "ref": run.ref,
+        "base_ref": run.base_ref,
+        "base_commit": run.base_commit,
+        "identity": json.dumps(run.identity, sort_keys=True),
+        "created_at": run.created_at,
+        "deadline_at": run.deadline_at,
+        "open_pk": OPEN,
+        "rev": run.rev,
+        "run_changes": run.run_changes,
+        "run_attempt": run.attempt,
+        "ci_url": run.ci_url,
+        "expires_at": expires_at,
+    }
+    item.update({group_attribute(g): m.to_item() for g, m in run.groups.items()})
+    item.update({count_attribute(g): n for g, n in run.group_counts.items()})
+    if run.skipped:
+        item["skipped"] = list(run.skipped)
+    if run.variants:
+        item["variants"] = set(run.variants)
+    if run.tokenless:
+        item["tokenless"] = True
+    if run.fork:
+        item["fork"] = True
+    if run.base_ancestors:
+        item["base_ancestors"] = list(run.base_ancestors)
+    if run.provider:
+        item["provider"] = run.provider
+    if run.declared:
+        item["declared"] = True
+    if run.ci_attempt:
+        item["ci_attempt"] = run.ci_attempt
+    if run.rerun:
+        item["rerun"] = True
+    if run.eager:
+        item["eager"] = True
+    if run.job_keys:
+        item["job_keys"] = True
+    return item
+
+
+def listed_item(run: RunRecord, expires_at: int) -> dict:
+    """The run's entry in its project's list of runs, newest last."""
+    return {
+        "pk": f"{PROJECT_PREFIX}{run.project}",
+        "sk": f"{run.created_at}#{run.run_id}",
+        "run_id": run.run_id,
+        "expires_at": expires_at,
+    }

@@ -1,0 +1,203 @@
+"""What a run forwards: planned once by its claiming finalizer (the shards it sends, those it
+carries from the baseline, each part's runPartId, what an earlier attempt already sent), written to
+S3, and read back the same by every finalizer of the run, each part's its own slice."""
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+
+from ..adapters.bundle_store import BundleStore, MissingObject
+from ..adapters.ledger import Baselines, Reads, Sources
+from ..adapters.results_store import ResultsStore
+from ..domain.baseline import LOOKBACK, Completion, branch_of, complete, skipped_keys
+from ..domain.forward_plan import ForwardPlan, PartPlan
+from ..domain.keys import part_plan_key, plan_key
+from ..domain.ledger import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
+from ..domain.timestamps import epoch
+from ..domain.uploads import Upload, empty_part_id, part_id, plan_forward
+from ..settings import Settings
+from .forward_part import ForwardPart
+from .merge_bases import MergeBases
+
+
+@dataclass
+class PlanForward:
+    settings: Settings
+    reads: Reads  # DynamoDB: the run's and its baseline's shards, an earlier attempt's plan
+    baselines: Baselines  # DynamoDB: the branch's baseline, and its runs before it
+    sources: Sources  # DynamoDB: the copies the branch's runs keep of shards they carried
+    store: BundleStore  # S3: plans (plans/) read
+    results: ResultsStore  # S3: the benchmark names of the run's and its baseline's shards, read once
+    forwarder: ForwardPart  # the metadata the run's parts go under
+    clock: Callable[[], float] = time.time
+    merge_bases: MergeBases = field(default_factory=lambda: MergeBases(None))  # GitHub: a pull request's, untold
+
+    def new(self, snapshot: Snapshot) -> dict:
+        """What this attempt forwards, decided once by its claiming finalizer. The run's earlier
+        attempt's parts are kept (the upstream holds them); only parts it does not hold as they
+        are now are sent: a shard re-run, a group that came late, a part that failed."""
+        run = snapshot.run
+        earlier, held = earlier_plan(self.reads, self.store, run)
+        if earlier is not None:
+            baseline = earlier["baseline"]  # what the earlier attempt carried stays carried from the same run
+        else:
+            snapshot = replace(snapshot, run=self.merge_bases.resolved(run))
+            baseline = self.baselines.baseline_for(
+                run.project, branch_of(run.base_ref) or self.settings.default_branch, snapshot.run.base_commits()
+            )
+        kept = [Upload.from_item(u) for u in earlier["uploads"]] if earlier else []
+        shards, completion = self._shards(snapshot, baseline, lost=True)
+        # In the parts mode a skipped shard is left to CodSpeed, which fills a run's absent benchmarks
+        # from its baseline and marks them skipped: nothing measured on another commit goes up as this one's.
+        sent = {n: s for n, s in shards.items() if n not in completion.carried} if run.eager else shards
+        uploads = plan_forward(
+            sent, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept, merge=not run.eager
+        )
+        if (
+            run.eager and not uploads and completion.carried
+        ):  # nothing measured here: CodSpeed still gets the commit's run
+            uploads = [Upload((), merged=True, run_part_id=empty_part_id())]
+        held |= {Upload((n,), merged=False).key: sent_as(s) for n, s in snapshot.arrived().items() if sent_as(s)}
+        ids = [part_id(upload, shards) for upload in uploads]
+        return {
+            "baseline": baseline,
+            "uploads": [u.to_item() for u in uploads],
+            "ids": ids,
+            "held": held,
+            "todo": [i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]],
+            "outcome": completion.outcome,
+            # what each part's finalizer needs, so that it reads no shard item (and no baseline) itself
+            "shards": {name: asdict(s) for name, s in shards.items()},
+            "carried": sorted(completion.carried),
+            "first": first.name if (first := snapshot.first_arrived()) else None,
+        }
+
+    def _shards(
+        self, snapshot: Snapshot, baseline_run: str | None, lost: bool = False
+    ) -> tuple[dict[str, ShardRecord], Completion]:
+        """A run's arrived shards and those carried from its baseline run, by name; with ``lost``,
+        the benchmarks of the baseline the run lost are looked for (in every shard's results:
+        once, by the claiming finalizer, whose plan keeps what it found for the parts)."""
+        run = snapshot.run
+        arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
+        branch = branch_of(run.base_ref) or self.settings.default_branch
+        baseline = self.reads.snapshot(run.project, baseline_run) if baseline_run else None
+        names = None
+        if lost and baseline is not None:
+            found = self.results.read_many(
+                s.key for s in (*arrived.values(), *baseline.arrived().values()) if s.results_kept
+            )
+            names = {key: results.names for key, results in found.items() if results}
+        kept_since = (
+            self.clock() - (self.settings.retention_days - 1) * 86400
+        )  # a day's margin: the forward must find it
+        earlier = received_before(self.reads, self.baselines, self.sources, run, arrived, branch, baseline, kept_since)
+        completion = complete(run, arrived, branch, baseline, names, earlier)
+        return dict(sorted({**arrived, **completion.carried}.items())), completion
+
+    def of(self, run: RunRecord, recorded: dict, written: dict | None = None) -> ForwardPlan:
+        """What a run forwards, the same for every finalizer of it: the plan its claiming
+        finalizer wrote (``written``, when it is this one), with the shards it names as they were counted."""
+        recorded = written or self.store.read_json(plan_key(run.project, run.run_id), recorded["version"])
+        if "shards" in recorded:
+            shards = {name: ShardRecord(**s) for name, s in recorded["shards"].items()}
+            completion = Completion({name: shards[name] for name in recorded["carried"]}, recorded["outcome"])
+            first = shards[recorded["first"]] if recorded["first"] else None
+        else:  # planned by the release before: its shards are read as they are now
+            snapshot = self.reads.snapshot(run.project, run.run_id)
+            shards, completion = self._shards(snapshot, recorded["baseline"])
+            first = snapshot.first_arrived()
+        return ForwardPlan(
+            run=run,
+            shards=shards,
+            completion=completion,
+            baseline_run=recorded["baseline"],
+            base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, first)
+            if first
+            else self.forwarder.opened_metadata(run.project, run.run_id),  # every shard carried: the run's own
+            uploads=[Upload.from_item(u) for u in recorded["uploads"]],
+            part_ids=list(recorded["ids"]),
+            todo=list(recorded["todo"]),
+        )
+
+    def part(self, run: RunRecord, index: int) -> PartPlan:
+        """What one part's finalizer forwards: its slice of the plan (the plan of a release before
+        this one has none: read whole)."""
+        if "parts_at" in run.plan:
+            return PartPlan.from_item(
+                self.store.read_json(part_plan_key(run.project, run.run_id, run.plan["parts_at"], index))
+            )
+        return self.of(run, run.plan).part(index)
+
+
+def received_before(
+    reads: Reads,
+    baselines: Baselines,
+    sources: Sources,
+    run: RunRecord,
+    arrived: dict,
+    branch: str,
+    baseline: Snapshot | None,
+    kept_since: float,
+) -> dict[str, tuple[RunRecord, ShardRecord]]:
+    """Where each skipped shard the baseline run did not receive was last received: a copy the
+    baseline run keeps of it (``keep_sources``), else the branch's runs before it, the latest first
+    (``LOOKBACK`` of them at most), received (or kept) since ``kept_since``: the bucket still keeps
+    that bundle. A source names the run the shard was measured in, wherever its copy is."""
+    wanted = (
+        {n for n in skipped_keys(run, baseline) if n not in arrived and n not in baseline.arrived()}
+        if baseline
+        else set()
+    )
+    found = {}
+
+    def take(shards: dict[str, tuple[RunRecord, ShardRecord, float]]) -> None:
+        found.update(
+            {
+                name: (source, shard)
+                for name, (source, shard, at) in shards.items()
+                if name in wanted and name not in found and at > kept_since
+            }
+        )
+
+    def kept(run_id: str) -> dict[str, tuple[RunRecord, ShardRecord, float]]:
+        return {
+            name: (k.source(run.project), k.shard, k.kept_at) for name, k in sources.kept(run.project, run_id).items()
+        }
+
+    if wanted:
+        take(kept(baseline.run.run_id))
+    for earlier_id in (
+        baselines.earlier_runs(run.project, branch, baseline.run.run_id, LOOKBACK) if wanted - set(found) else ()
+    ):
+        earlier = reads.snapshot(run.project, earlier_id)
+        take(
+            {
+                name: (earlier.run, shard, epoch(shard.arrived_at))
+                for name, shard in (earlier.arrived() if earlier else {}).items()
+                if shard.arrived_at
+            }
+        )
+        take(kept(earlier_id))
+        if not wanted - set(found):
+            break
+    return found
+
+
+def earlier_plan(reads: Reads, store: BundleStore, run: RunRecord) -> tuple[dict | None, dict]:
+    """The plan of the run's latest earlier attempt that made one, and what the upstream holds
+    after it: each part's key and what it held when it got there."""
+    for attempt in range(run.attempt - 1, 0, -1):
+        earlier_id = attempt_run_id(base_run_id(run.run_id), attempt)
+        earlier = reads.snapshot(run.project, earlier_id)
+        recorded = earlier.run.plan if earlier else None
+        if recorded and "version" in recorded:
+            try:
+                plan = store.read_json(plan_key(run.project, earlier_id), recorded["version"])
+            except MissingObject:  # expired with the earlier attempt's bundles: planned afresh (same ids)
+                return None, {}
+            held = dict(plan.get("held") or {})
+            for index in earlier.run.forwarded_parts:
+                held[Upload.from_item(plan["uploads"][int(index)]).key] = plan["ids"][int(index)]
+            return plan, held
+    return None, {}

@@ -1,0 +1,13 @@
+"""The one backoff every retry of ours waits by (botocore's and urllib3's own aside)."""
+
+from codspeed_rules.backoff import backoff
+
+
+def test_it_doubles_from_its_base_up_to_its_cap():
+    assert [backoff(a, 0.5, 30.0, jitter=False) for a in range(8)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
+    assert backoff(-1, 60, 900, jitter=False) == 60  # a count from 1 given as 0 - 1 waits the base
+
+
+def test_its_jitter_is_half_to_all_of_the_wait():
+    waits = [backoff(3, 1.0, 60.0) for _ in range(500)]
+    assert 4.0 <= min(waits) and max(waits) <= 8.0 and len(set(waits)) > 400
