@@ -1,5 +1,5 @@
-"""CodSpeed's runner (release 5.0.2) as ``shared/RUNNER-PROTOCOL.md`` records it from its source:
-the exact metadata (version 10, every field, in the runner's order), runPartIds with their JSON
+"""CodSpeed's runner (release 5.0.2, and its CircleCI provider after it) as ``docs/protocol.md``
+records it: the exact metadata (version 10, every field, in the runner's order), runPartIds with their JSON
 suffixes, and the two requests (POST the metadata, PUT the archive with the runner's headers).
 
 Tests build drop-in uploads with this, never with a protocol of their own."""
@@ -17,9 +17,17 @@ import requests
 FIXTURES = Path(__file__).parent / "fixtures" / "pytest_codspeed"
 RUNNER_VERSION = "5.0.2"
 MACHINE = {
-    "os": "ubuntu", "osVersion": "24.04", "arch": "x86_64", "host": "runnervm1", "user": "runner",
-    "cpuBrand": "AMD EPYC 7763 64-Core Processor", "cpuName": "cpu0", "cpuVendorId": "AuthenticAMD", "cpuCores": 4,
-    "totalMemoryGb": 16, "cpuFlags": ["avx2", "bmi2", "sse4_2"],
+    "os": "ubuntu",
+    "osVersion": "24.04",
+    "arch": "x86_64",
+    "host": "runnervm1",
+    "user": "runner",
+    "cpuBrand": "AMD EPYC 7763 64-Core Processor",
+    "cpuName": "cpu0",
+    "cpuVendorId": "AuthenticAMD",
+    "cpuCores": 4,
+    "totalMemoryGb": 16,
+    "cpuFlags": ["avx2", "bmi2", "sse4_2"],
 }
 
 
@@ -50,8 +58,16 @@ def body_of(metadata: dict) -> bytes:
     return json.dumps(metadata, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def github_run_part(run_id: str, job: str, executor: str, *, matrix: dict | None = None, job_index: int | None = None,
-                    job_total: int | None = None, run_index: int = 0) -> dict:
+def github_run_part(
+    run_id: str,
+    job: str,
+    executor: str,
+    *,
+    matrix: dict | None = None,
+    job_index: int | None = None,
+    job_total: int | None = None,
+    run_index: int = 0,
+) -> dict:
     """A GitHub Actions runPart: runPartId is the job, or ``job-<matrix>-<strategy>`` for a matrix
     job, then the ``{"executor", "run-index"}`` suffix; its metadata holds all of those keys."""
     part_id, metadata = job, {}
@@ -71,20 +87,40 @@ def gitlab_run_part(job_id: str, job_name: str, executor: str, run_index: int = 
     return {"runId": job_id, "runPartId": f"{job_name}-{_json(suffix)}", "jobName": job_name, "metadata": suffix}
 
 
-def circleci_run_part(workflow_id: str, job: str, executor: str, *, node_index: int, node_total: int,
-                      run_index: int = 0) -> dict:
+def circleci_run_part(
+    workflow_id: str, job: str, executor: str, *, node_index: int, node_total: int, run_index: int = 0
+) -> dict:
     """CircleCI (the runner after 5.0.2): the workflow (``CIRCLE_WORKFLOW_ID``) is the run, each node
     of a job's parallelism a part ``{job}-{node}``, then the same suffix; its metadata holds the node's
     index and the job's node count."""
     suffix = {"executor": executor, "run-index": run_index}
-    return {"runId": workflow_id, "runPartId": f"{job}-{node_index}-{_json(suffix)}", "jobName": job,
-            "metadata": {"node-index": node_index, "node-total": node_total, **suffix}}
+    return {
+        "runId": workflow_id,
+        "runPartId": f"{job}-{node_index}-{_json(suffix)}",
+        "jobName": job,
+        "metadata": {"node-index": node_index, "node-total": node_total, **suffix},
+    }
 
 
-def metadata(archive: bytes, *, executor: str, owner: str, repository: str, commit: str, run_part: dict | None,
-             provider: str = "GITHUB", environment: str = "GITHUB_ACTIONS", ref: str = "refs/heads/main",
-             head_ref: str | None = None, base_ref: str | None = None, event: str = "push", tokenless: bool = False,
-             gh_data: dict | None = None, gl_data: dict | None = None, version: int = 10) -> dict:
+def metadata(
+    archive: bytes,
+    *,
+    executor: str,
+    owner: str,
+    repository: str,
+    commit: str,
+    run_part: dict | None,
+    provider: str = "GITHUB",
+    environment: str = "GITHUB_ACTIONS",
+    ref: str = "refs/heads/main",
+    head_ref: str | None = None,
+    base_ref: str | None = None,
+    event: str = "push",
+    tokenless: bool = False,
+    gh_data: dict | None = None,
+    gl_data: dict | None = None,
+    version: int = 10,
+) -> dict:
     """Metadata version 10, fields in the runner's order; absent values are null. Version 11 (the
     runner after 5.0.2) drops ghData and glData."""
     gzipped = archive[:2] == b"\x1f\x8b"
@@ -94,8 +130,13 @@ def metadata(archive: bytes, *, executor: str, owner: str, repository: str, comm
         "tokenless": tokenless,
         "profileMd5": md5_b64(archive),
         "profileEncoding": "gzip" if gzipped else None,
-        "runner": {"name": "codspeed-runner", "version": RUNNER_VERSION, "instruments": [], "executor": executor,
-                   **MACHINE},
+        "runner": {
+            "name": "codspeed-runner",
+            "version": RUNNER_VERSION,
+            "instruments": [],
+            "executor": executor,
+            **MACHINE,
+        },
         "runEnvironment": environment,
         "runPart": run_part,
         "commitHash": commit,
@@ -107,8 +148,13 @@ def metadata(archive: bytes, *, executor: str, owner: str, repository: str, comm
         "repository": repository,
         "event": event,
         "sender": {"id": "1234567", "login": "octocat"} if provider == "GITHUB" else None,
-        "ghData": gh_data if gh_data is not None else (
-            {"runId": run_part["runId"], "job": run_part["jobName"]} if run_part and environment == "GITHUB_ACTIONS" else None),
+        "ghData": gh_data
+        if gh_data is not None
+        else (
+            {"runId": run_part["runId"], "job": run_part["jobName"]}
+            if run_part and environment == "GITHUB_ACTIONS"
+            else None
+        ),
         "glData": gl_data,
         "localData": None,
         "repositoryRootPath": f"/home/runner/work/{repository}/{repository}/",
@@ -127,8 +173,11 @@ def upload(api_url: str, up: Upload, upload_url: str | None = None) -> Upload:
     up.post = requests.post(upload_url or f"{api_url}/upload", data=up.body, headers=headers, timeout=30)
     if up.post.status_code != 200:
         return up
-    put_headers = {"Content-Type": "application/x-tar", "Content-Length": str(len(up.archive)),
-                   "Content-MD5": up.metadata["profileMd5"]}
+    put_headers = {
+        "Content-Type": "application/x-tar",
+        "Content-Length": str(len(up.archive)),
+        "Content-MD5": up.metadata["profileMd5"],
+    }
     if up.metadata["profileEncoding"] == "gzip":
         put_headers["Content-Encoding"] = "gzip"
     up.headers = put_headers
@@ -155,9 +204,11 @@ def folder_archive(files: dict[str, bytes], gzipped: bool) -> bytes:
 
 def walltime_folder(pid: int, benchmark: str) -> dict[str, bytes]:
     """What a walltime profile folder holds (pytest-codspeed's results, perf's data and maps)."""
-    results = {"creator": {"name": "pytest-codspeed", "version": "5.0.4", "pid": pid},
-               "instrument": {"type": "walltime"},
-               "benchmarks": [{"name": benchmark, "uri": benchmark, "stats": {"mean_ns": 1200.5, "stdev_ns": 13.2}}]}
+    results = {
+        "creator": {"name": "pytest-codspeed", "version": "5.0.4", "pid": pid},
+        "instrument": {"type": "walltime"},
+        "benchmarks": [{"name": benchmark, "uri": benchmark, "stats": {"mean_ns": 1200.5, "stdev_ns": 13.2}}],
+    }
     return {
         f"results/{pid}.json": json.dumps(results, indent=2).encode(),
         "results/.gitignore": b"*\n",
@@ -171,7 +222,9 @@ def walltime_folder(pid: int, benchmark: str) -> dict[str, bytes]:
 
 def memory_folder(pid: int) -> dict[str, bytes]:
     return {
-        f"results/{pid}.MemtrackArtifact.msgpack": b"\x82\xa3pid\xcd" + pid.to_bytes(2, "big") + b"\xa6allocs\x93\x01\x02\x03",
+        f"results/{pid}.MemtrackArtifact.msgpack": b"\x82\xa3pid\xcd"
+        + pid.to_bytes(2, "big")
+        + b"\xa6allocs\x93\x01\x02\x03",
         "results/ExecutionTimestamps.msgpack": b"\x91\x92\xce\x00\x00\x00\x01\xce\x00\x00\x00\x02",
     }
 

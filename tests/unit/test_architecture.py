@@ -78,3 +78,31 @@ def test_no_room_is_too_big_to_read_whole():
             if isinstance(node, ast.ClassDef):
                 size = node.end_lineno - node.lineno + 1
                 assert size <= 250, f"{path.relative_to(PACKAGE)}: class {node.name} has {size} lines"
+
+
+def _layout_modules() -> dict[str, str]:
+    """The modules docs/layout.md names under functions/codspeed_aggregator/, by path, with what it says of each."""
+    text = (PACKAGE.parents[1] / "docs" / "layout.md").read_text()
+    lines = text.split("functions/codspeed_aggregator/\n", 1)[1].splitlines()
+    found, folders = {}, []  # folders: (indent, name) of the folders the line sits in
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            break  # the next top-level entry: the package's tree ended
+        name, _, said = line.strip().partition(" ")
+        folders = [(i, f) for i, f in folders if i < indent]
+        if name.endswith("/"):
+            folders.append((indent, name.rstrip("/")))
+        elif name.endswith(".py"):
+            found["/".join([*(f for _, f in folders), name])] = said.strip()
+    return found
+
+
+def test_the_layout_names_every_module_with_what_it_is_for():
+    """docs/layout.md cannot drift: each module of the package is there, in its folder, with its purpose,
+    and nothing it names is gone."""
+    actual = {str(p.relative_to(PACKAGE)) for p in _modules() if p.name != "__init__.py"}
+    named = _layout_modules()
+    assert sorted(actual - set(named)) == [], "modules docs/layout.md does not name"
+    assert sorted(set(named) - actual) == [], "modules docs/layout.md names that are gone"
+    assert all(len(said) > 10 for said in named.values()), [m for m, said in named.items() if len(said) <= 10]

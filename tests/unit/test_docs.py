@@ -325,3 +325,18 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path):
         built = _build(copy, tmp_path / "site")
         page.write_text(kept)
         assert built.returncode != 0 and said in built.stderr, broken
+
+
+def test_the_project_stands_alone_citing_no_document_outside_it():
+    """What the tests rely on of the runner's protocol is in docs/protocol.md, which tests/runner.py cites."""
+    outside = "../" + "shared/"  # spelled apart: this test names it, and must not find itself
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True).stdout.split()
+    citing = [
+        p
+        for p in tracked
+        if p.endswith((".py", ".md", ".yml", ".yaml", ".toml"))
+        and (ROOT / p).is_file()
+        and (outside in (ROOT / p).read_text() or "RUNNER-" + "PROTOCOL" in (ROOT / p).read_text())
+    ]
+    assert citing == []
+    assert "docs/protocol.md" in (ROOT / "tests" / "runner.py").read_text()
