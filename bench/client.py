@@ -96,7 +96,7 @@ def main() -> int:
         env = {**os.environ, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": stack.token}
         common = ["--project", "acme/bench", "--commit", "b" * 40, "--quiet"]
 
-        pushes = itertools.count()
+        push_ids = itertools.count()
 
         def client_push() -> float:
             # the push itself: no arrival runs here (no pollers), so no wait for the part upstream (the parts mode's)
@@ -110,7 +110,7 @@ def main() -> int:
                 "--wait-upstream",
                 "0",
                 "--run-id",
-                f"c{next(pushes)}",
+                f"c{next(push_ids)}",
                 *common,
             ]
             start = time.perf_counter()
@@ -119,10 +119,10 @@ def main() -> int:
 
         crc32 = crc32_b64(archive.read_bytes())
 
-        grants = itertools.count()
+        grant_ids = itertools.count()
 
         def grant_as_the_client_asks() -> dict:
-            request = upload_request("acme/bench", f"b{next(grants)}", "1", b"", total=1, checksum="crc32")
+            request = upload_request("acme/bench", f"b{next(grant_ids)}", "1", b"", total=1, checksum="crc32")
             request.update(size=data_size, crc32=crc32)
             return requests.post(
                 f"{stack.api_url}/v1/uploads", json=request, headers={"Authorization": stack.token}, timeout=30
