@@ -78,7 +78,7 @@ sam-build: $(SAM_VENV)/bin/sam
 	$(SAM_VENV)/bin/sam build --no-cached
 	test -n "$$(find .aws-sam/build/FinalizerFunction/isal -name '*aarch64*.so')"  # native wheels for arm64
 	# nothing local deployed: the embedded stack (moto's server, the gateway, the IAM evaluator) is not in any function
-	test -z "$$(find .aws-sam/build -path '*codspeed_local*' -o -path '*/moto/*' -print -quit)"
+	test -z "$$(find .aws-sam/build \( -name moto_server.py -o -path '*codspeed_local*' -o -path '*/moto/*' \) -print -quit)"
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .hypothesis site
