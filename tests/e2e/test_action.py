@@ -160,6 +160,7 @@ def test_an_input_no_step_could_use_is_exit_2_naming_it_before_anything_runs(tmp
         ("fail-on-regression", ""),
     ],
 )
+@pytest.mark.slow
 def test_each_input_value_the_action_documents_is_taken(tmp_path, name, value):
     job = Runner(
         tmp_path,
@@ -228,6 +229,7 @@ def test_the_actions_gate_fails_the_step_on_a_regression_and_still_writes_its_ou
     assert job.use({**common, "run-id": "pr-gate"})[0] == 0  # no gate asked: the step passes
 
 
+@pytest.mark.slow
 def test_a_forks_pull_request_runs_plan_push_and_status_green_with_one_warning_each_and_no_traceback(
     stack, project, tmp_path
 ):

@@ -20,6 +20,7 @@ def test_there_are_at_least_thirty_kinds():
 
 
 @pytest.mark.parametrize("name, refuse", CASES, ids=[name for name, _ in CASES])
+@pytest.mark.slow
 def test_bad_input_is_refused_cleanly(target, name, refuse):
     refuse(target, name)
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 
+import pytest
 import requests
 
 from tests.factories import bundle, put, upload_request, wait_for
@@ -20,6 +21,7 @@ def _get(stack, path: str, **headers) -> requests.Response:
     return requests.get(f"{stack.api_url}{path}", timeout=60, headers={"Authorization": stack.token, **headers})
 
 
+@pytest.mark.slow
 def test_a_shard_page_over_lambdas_answer_comes_from_s3_and_the_client_lists_every_benchmark(stack):
     project, run_id = f"acme/big-{uuid.uuid4().hex[:6]}", "run-1"
     names = [f"tests/test_{'long_module_name_' * 3}{i // 100}.py::test_case_number_{i}" for i in range(BENCHMARKS)]

@@ -633,6 +633,7 @@ def test_there_are_forty_mistakes_at_least():
 
 
 @pytest.mark.parametrize("what, argv, code, words, extra", CASES, ids=[_name(c) for c in CASES])
+@pytest.mark.slow
 def test_each_mistake_is_one_sentence_its_exit_code_and_no_traceback(files, what, argv, code, words, extra):
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CODSPEED_"))

@@ -5,6 +5,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import requests
 
 from codspeed_local.profiles import make_profile_folder
@@ -20,6 +21,7 @@ COSTS = {
 }
 
 
+@pytest.mark.slow
 def test_costs_recorded_on_main_are_exported_for_pytest_split_and_balance_a_split(
     stack, project, tmp_path, monkeypatch
 ):
@@ -102,6 +104,7 @@ def test_costs_of_a_branch_with_no_forwarded_run_are_refused_in_one_sentence(sta
     assert _run(stack, "split", "--shards", "0", "--project", project).returncode == 2
 
 
+@pytest.mark.slow
 def test_every_split_of_a_run_and_of_its_re_runs_uses_the_costs_its_first_split_used(stack, project, tmp_path):
     """split read the branch's latest costs: once main forwarded another run between a run's first
     attempt and its re-run, a re-run shard got other benchmarks (1 then 3), and some ran in two
@@ -144,6 +147,7 @@ def test_every_split_of_a_run_and_of_its_re_runs_uses_the_costs_its_first_split_
     assert json.loads(durations.stdout)["run_id"] == f"costs-a-{os.getpid()}", durations.stderr
 
 
+@pytest.mark.slow
 def test_durations_take_each_benchmarks_latest_recorded_cost_from_runs_forwarded_with_shards_missing(
     stack, project, tmp_path
 ):

@@ -8,6 +8,8 @@ import time
 import uuid
 from urllib.parse import quote_plus
 
+import pytest
+
 from codspeed_aggregator.adapters.aws import client
 from codspeed_aggregator.domain.keys import run_bundles_prefix
 from codspeed_aggregator.domain.uploads import pushed_part_id
@@ -77,6 +79,7 @@ def _deliver_again(stack, project: str, run_id: str, shard: int) -> None:
     client("sqs").send_message(QueueUrl=stack.resources.arrivals_queue_url, MessageBody=json.dumps(event))
 
 
+@pytest.mark.slow
 def test_each_shard_is_upstream_before_the_next_is_pushed_and_every_benchmark_once_after_all(stack, tmp_path):
     tag = uuid.uuid4().hex[:8]
     main = f"main-{tag}"
@@ -200,6 +203,7 @@ def test_a_jobs_oidc_token_goes_upstream_with_its_part_while_it_is_valid(stack, 
     assert valid not in shown and short not in shown  # never reported
 
 
+@pytest.mark.slow
 def test_push_ends_once_its_shards_part_is_upstream_and_a_wait_that_runs_out_is_a_warning(stack, tmp_path):
     """As CodSpeed's runner ends its job after its upload: ``push`` in the parts mode returns once the
     shard's part is upstream, and says where; a part not upstream in time is a warning, exit 0."""
@@ -231,6 +235,7 @@ def test_push_ends_once_its_shards_part_is_upstream_and_a_wait_that_runs_out_is_
     del stack.upstream.failures[:]
 
 
+@pytest.mark.slow
 def test_a_run_across_two_workflows_goes_upstream_as_one_codspeed_run_each_benchmark_once(stack, tmp_path):
     """Pushed shards of two workflows (or CI systems) named one run: in the parts mode each goes as it
     lands, all under the run's one upstream run id, so CodSpeed combines them as one run's parts."""

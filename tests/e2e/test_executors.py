@@ -11,6 +11,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
 import requests
 
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
@@ -105,6 +106,7 @@ def _benchmarks(held: dict) -> dict[str, list[str]]:
     return {executor: sorted(name.rsplit("::", 1)[-1] for name in names) for executor, names in held.items()}
 
 
+@pytest.mark.slow
 def test_two_executors_pushed_at_once_under_one_name_are_six_shards_and_each_benchmark_reaches_the_upstream_once(
     stack, project, run_id, tmp_path
 ):
@@ -137,6 +139,7 @@ def test_two_executors_pushed_at_once_under_one_name_are_six_shards_and_each_ben
     ]
 
 
+@pytest.mark.slow
 def test_a_second_executor_pushed_after_the_first_was_forwarded_is_one_next_attempt_that_sends_only_its_shards(
     stack, project, run_id, tmp_path
 ):
@@ -155,6 +158,7 @@ def test_a_second_executor_pushed_after_the_first_was_forwarded_is_one_next_atte
     assert len(stack.upstream.uploads(run_id)) == 4  # the valgrind part once, then each walltime shard once
 
 
+@pytest.mark.slow
 def test_in_eager_mode_each_executors_shard_goes_as_its_own_part_and_never_replaces_the_others(stack, run_id, tmp_path):
     folders = _folders(tmp_path)
     for (_, shard), folder in sorted(folders.items(), key=lambda f: (f[0][1], f[0][0])):  # both shard 1s first

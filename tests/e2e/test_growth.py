@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # over 10 s each on a 2-core machine: left out of the quick loop (-m "not slow")
+pytestmark = pytest.mark.slow  # over 3 s each on a 2-core machine: left out of the quick loop (-m "not slow")
 
 ROOT = Path(__file__).resolve().parents[2]
 

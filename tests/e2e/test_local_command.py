@@ -16,7 +16,7 @@ from codspeed_local.profiles import make_profile_folder
 from tests.factories import wait_for
 from tests.local_process import local_aggregator
 
-pytestmark = pytest.mark.slow  # over 10 s each on a 2-core machine: left out of the quick loop (-m "not slow")
+pytestmark = pytest.mark.slow  # over 3 s each on a 2-core machine: left out of the quick loop (-m "not slow")
 
 
 @pytest.mark.parametrize("mode, deadline", [("one-upload", 4), (None, 20)])  # parts, the default: upstream well before

@@ -4,6 +4,8 @@ client, through the local stack."""
 import json
 import os
 
+import pytest
+
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from tests import runner
 from tests.conftest import TOKEN
@@ -18,6 +20,7 @@ def _states(report: dict) -> dict[str, str]:
     return {s["name"]: s["state"] for s in report["shards"]}
 
 
+@pytest.mark.slow
 def test_a_run_opened_with_a_skip_shows_every_shard_before_any_push_and_is_forwarded_when_the_others_are_in(
     stack, project, tmp_path
 ):
@@ -125,6 +128,7 @@ def _runner_upload(stack, gh_run: str, project: str, job: str, index: int | None
     )
 
 
+@pytest.mark.slow
 def test_a_codspeed_workflows_jobs_declared_by_name_are_waited_for_and_another_job_is_refused(stack, project):
     gh_run = str(7_100_000_000 + os.getpid())
     opened = _run(stack, "open", "--job", "bench=2", "--job", "memory", "--project", project, "--run-id", gh_run, *MAIN)
@@ -162,6 +166,7 @@ def test_a_codspeed_workflows_jobs_declared_by_name_are_waited_for_and_another_j
     assert stack.upstream.uploads(gh_run)
 
 
+@pytest.mark.slow
 def test_a_shard_carried_alone_beside_a_job_goes_under_its_own_run_part_not_the_jobs(stack, project, tmp_path):
     [folder] = _folders(tmp_path, 1, pid=777)
     main_run, gh_run = f"alone-main-{os.getpid()}", str(7_200_000_000 + os.getpid())
@@ -235,6 +240,7 @@ def test_a_shard_carried_alone_beside_a_job_goes_under_its_own_run_part_not_the_
     assert held[carried] == {f"tests/test_1.py::test_bench_{j}" for j in range(3)} and len(held[part["runPartId"]]) == 1
 
 
+@pytest.mark.slow
 def test_a_gitlab_pipelines_runner_jobs_declared_by_name_count_in_the_run_of_their_commit_and_ref(stack):
     """GitLab's runner names no run its jobs share (each runPart is a job's): the run the open
     declares is theirs, by commit and ref, and it waits for every job declared."""
@@ -303,6 +309,7 @@ def test_a_gitlab_pipelines_runner_jobs_declared_by_name_count_in_the_run_of_the
     assert (final["state"], final["arrived"], final["expected"]) == ("forwarded", 3, 3)
 
 
+@pytest.mark.slow
 def test_a_refused_tokenless_upload_for_an_undeclared_job_changes_nothing(stack):
     """Anyone can send a tokenless upload naming a public pull request's run: refused, it must not
     switch the run's comment and baseline role off (it was marked tokenless before the checks)."""
@@ -344,6 +351,7 @@ def test_a_refused_tokenless_upload_for_an_undeclared_job_changes_nothing(stack)
     assert footprint(stack, project, gh_run) != before
 
 
+@pytest.mark.slow
 def test_a_declared_run_refuses_an_undeclared_job_after_its_forward_too_and_opens_no_attempt(stack, project):
     from tests.factories import footprint
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from tests.e2e.test_sharded_run import _final, _folders, _report, _run, pull_request_env
 from tests.factories import git_commit
@@ -74,6 +76,7 @@ def _main_ran_every_shard(stack, project: str, main_run: str, tmp_path) -> dict:
     return folders
 
 
+@pytest.mark.slow
 def test_plan_gives_the_matrix_and_the_skips_of_a_change_and_opens_the_run_with_them(stack, project, tmp_path):
     main_run, pr_run = f"plan-main-{os.getpid()}", f"plan-pr-{os.getpid()}"
     folders = _main_ran_every_shard(stack, project, main_run, tmp_path)
@@ -148,6 +151,7 @@ def test_plan_gives_the_matrix_and_the_skips_of_a_change_and_opens_the_run_with_
     }
 
 
+@pytest.mark.slow
 def test_an_empty_plan_opens_a_run_of_every_shard_carried_and_forwards_it_at_once_under_its_own_ci_run(
     stack, project, tmp_path
 ):

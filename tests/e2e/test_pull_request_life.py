@@ -28,7 +28,7 @@ from tests.github_actions import OURS, ROOT, Event, Workflow
 from tests.gitlab_ci import GitLabCi, Pipeline
 from tests.local_process import local_aggregator
 
-pytestmark = pytest.mark.slow  # over 10 s each on a 2-core machine: left out of the quick loop (-m "not slow")
+pytestmark = pytest.mark.slow  # over 3 s each on a 2-core machine: left out of the quick loop (-m "not slow")
 
 PROJECT, TOKEN, SECRET = "oxc-project/oxc", "pr-life-token", "pr-life-webhook-secret"
 GITLAB_PIPELINE = re.findall(

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_the_docs_hand_run_example_runs_verbatim(tmp_path):
     page = (ROOT / "docs" / "local.md").read_text()
     block = re.search(r"<!-- docs-check: hand-run -->\n```sh\n(.*?)```", page, re.S)[1]

@@ -57,6 +57,7 @@ def _shard_bundle(index: int, cost: int = 1000, benchmarks: int = 2) -> bytes:
     return bundle(100 + index, names, costs={name: cost for name in names})
 
 
+@pytest.mark.slow
 def test_a_run_page_shows_shards_results_as_they_land_and_turns_final_by_itself(stack, page, tmp_path):
     project, run_id = f"acme/page-{uuid.uuid4().hex[:6]}", "run-live"
     for index in (1, 2):
@@ -90,6 +91,7 @@ def test_a_run_page_shows_shards_results_as_they_land_and_turns_final_by_itself(
     page.screenshot(path=str(tmp_path / "forwarded.png"), full_page=True)
 
 
+@pytest.mark.slow
 def test_a_regression_against_the_baseline_is_flagged_first_and_the_run_list_links_to_it(stack, page, tmp_path):
     project = f"acme/regress-{uuid.uuid4().hex[:6]}"
     for index in (1, 2):  # the baseline: forwarded on main
@@ -123,6 +125,7 @@ def test_a_regression_against_the_baseline_is_flagged_first_and_the_run_list_lin
     assert page.url.startswith(f"{stack.api_url}/runs/{project}/pr-1?")
 
 
+@pytest.mark.slow
 def test_the_page_sorts_and_filters_with_javascript_off(stack, browser, tmp_path):
     project, run_id = f"acme/nojs-{uuid.uuid4().hex[:6]}", "run-1"
     _push(stack, project, run_id, "1", _shard_bundle(1, cost=500), total=2)
@@ -141,6 +144,7 @@ def test_the_page_sorts_and_filters_with_javascript_off(stack, browser, tmp_path
     context.close()
 
 
+@pytest.mark.slow
 def test_a_tampered_expired_or_missing_link_is_refused_and_a_project_token_opens_the_page(stack):
     project, run_id = f"acme/links-{uuid.uuid4().hex[:6]}", "run-1"
     _push(stack, project, run_id, "1", _shard_bundle(1), total=2)

@@ -58,6 +58,7 @@ def repo() -> tuple[str, str]:
     return "acme", f"bench-{uuid.uuid4().hex[:8]}"
 
 
+@pytest.mark.slow
 def test_a_github_matrix_of_real_valgrind_profiles_with_colliding_pids_becomes_one_upload(stack, gh_run, repo):
     owner, repository = repo
     sent = []
@@ -103,6 +104,7 @@ def test_a_github_matrix_of_real_valgrind_profiles_with_colliding_pids_becomes_o
     }
 
 
+@pytest.mark.slow
 def test_a_job_with_two_executors_uploads_twice_and_both_are_forwarded(stack, gh_run, repo):
     owner, repository = repo
     walltime = {}
@@ -150,6 +152,7 @@ def test_a_job_with_two_executors_uploads_twice_and_both_are_forwarded(stack, gh
         assert headers["content-md5"] == sent.metadata["profileMd5"]
 
 
+@pytest.mark.slow
 def test_a_walltime_matrix_and_a_memory_run_reach_the_upstream_complete(stack, gh_run, repo):
     owner, repository = repo
     recorded = runner.recorded_walltime()  # a real pytest-codspeed walltime folder, plain tar
@@ -393,6 +396,7 @@ def test_a_run_id_ending_in_a_newline_is_a_run_that_can_be_read(stack, repo):
     assert report["state"] == "forwarded" and report["arrived"] == 1
 
 
+@pytest.mark.slow
 def test_three_circleci_nodes_of_one_workflow_are_one_run_of_3_that_waits_for_the_third(stack, oidc_issuer, repo):
     """CircleCI, as the runner after 5.0.2 sends it: metadata version 11 (no ghData, no glData), the
     workflow as the run, ``{job}-{node}`` parts whose metadata names the node and the job's

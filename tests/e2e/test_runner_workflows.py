@@ -99,6 +99,7 @@ def _benchmarks(held: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("plain_first", [True, False], ids=["plain-then-matrix", "matrix-then-plain"])
+@pytest.mark.slow
 def test_a_plain_job_and_a_matrix_are_two_groups_each_forwarded_as_its_own_part(stack, workflow, plain_first):
     def plain():
         workflow.job(stack, "lint-bench", ["lint::a"])  # a plain job: a group of one, complete at once
@@ -122,6 +123,7 @@ def test_a_plain_job_and_a_matrix_are_two_groups_each_forwarded_as_its_own_part(
     assert len(stack.upstream.uploads(workflow.run_id)) == 2  # the group forwarded first was not sent again
 
 
+@pytest.mark.slow
 def test_interleaved_matrices_of_three_and_two_are_refused_nothing_and_forwarded_once(stack, workflow):
     order = [("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3)]
     for job, shard in order:
@@ -149,6 +151,7 @@ def test_interleaved_matrices_of_three_and_two_are_refused_nothing_and_forwarded
     )  # the runner's field order
 
 
+@pytest.mark.slow
 def test_a_walltime_job_beside_a_valgrind_matrix_keeps_both_executors(stack, workflow):
     workflow.job(stack, "walltime-bench", ["wall::w"], executor="walltime", run_index=0)
     for shard in (1, 2):
@@ -164,6 +167,7 @@ def test_a_walltime_job_beside_a_valgrind_matrix_keeps_both_executors(stack, wor
 
 
 @pytest.mark.parametrize("rerun", [[2], [1, 2]], ids=["failed-jobs", "all-jobs"])
+@pytest.mark.slow
 def test_a_re_run_replaces_its_part_upstream_under_the_same_run_part_id(stack, workflow, rerun):
     for shard in (1, 2):
         workflow.job(stack, "bench", [f"bench::s{shard}"], shard=shard, total=2)
@@ -191,6 +195,7 @@ def test_a_re_run_replaces_its_part_upstream_under_the_same_run_part_id(stack, w
     assert len(stack.upstream.uploads(workflow.run_id)) == last["attempt"]
 
 
+@pytest.mark.slow
 def test_an_attempt_can_be_closed_followed_and_named_and_its_skips_go_with_it(stack, workflow, tmp_path):
     from tests.e2e.test_sharded_run import _run as client
 
@@ -254,6 +259,7 @@ def test_a_skip_in_the_runner_route_must_name_a_shard_the_run_can_hold(stack, wo
             assert shard["label"].startswith('bench-{"shard":') and shard["display"].startswith("bench [shard ")
 
 
+@pytest.mark.slow
 def test_a_shard_main_skipped_can_be_skipped_again_and_is_carried_from_the_run_that_ran_it(stack, workflow):
     """Main ran shard 3, then skipped it (carried); a pull request skips it too: its baseline (main's
     latest) never saw shard 3 but skipped it, so the skip is one the run can hold."""
@@ -287,6 +293,7 @@ def test_a_shard_main_skipped_can_be_skipped_again_and_is_carried_from_the_run_t
         assert not [s for s in report["shards"] if s["state"] == "missing"]  # the job carried is no job missing
 
 
+@pytest.mark.slow
 def test_gitlab_parallel_jobs_in_a_subgroup_and_a_plain_job_are_groups_of_one_pipeline(stack):
     group, repository = "platform/perf", f"engine-{uuid.uuid4().hex[:6]}"
     project, accepted, pid = f"{group}/{repository}", [], 6000
@@ -386,6 +393,7 @@ def _push(stack, workflow: Workflow, shard: str, benchmark: str, **manifest) -> 
     put(answer.json(), data)
 
 
+@pytest.mark.slow
 def test_a_job_named_like_the_aggregators_own_keeps_its_part_beside_the_pushed_shards_part(stack, workflow):
     """A matrix job called ``codspeed-shard-aggregator`` and two pushed shards in one run: two merged
     parts under two runPartIds, every benchmark upstream (it was 2 of 4: one part replaced the other)."""
@@ -402,6 +410,7 @@ def test_a_job_named_like_the_aggregators_own_keeps_its_part_beside_the_pushed_s
     assert _benchmarks(held) == ["job::s1", "job::s2", "pushed::s1", "pushed::s2"]
 
 
+@pytest.mark.slow
 def test_a_push_named_like_a_runner_jobs_key_is_a_shard_of_its_own(stack, workflow):
     """A pushed shard spelled exactly like a runner job's key of the layout before (slug ``@`` digest)
     is its own shard: the job keeps its shard and its benchmark (it was lost, and reported missing)."""

@@ -69,6 +69,7 @@ def _folders(tmp_path, count, pid=4242) -> list[Path]:
     ]
 
 
+@pytest.mark.slow
 def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack, project, run_id, tmp_path):
     pushes = [
         _client(stack, "push", "--shard", f"{i}/3", "--profile-folder", str(folder), *_common(project, run_id))
@@ -110,6 +111,7 @@ def test_three_shards_pushed_in_parallel_reach_the_upstream_as_one_upload(stack,
     assert _normalized(stack, project, run_id) == [".index.json"] * 3
 
 
+@pytest.mark.slow
 def test_a_run_over_the_benchmark_limit_reaches_the_upstream_in_parts_each_merged_by_its_own_finalizer(
     stack, project, run_id, tmp_path
 ):
@@ -141,6 +143,7 @@ def test_a_run_over_the_benchmark_limit_reaches_the_upstream_in_parts_each_merge
     assert not [r for r in stack.enforcer.refusals() if r[0] == "FinalizerFunction"]
 
 
+@pytest.mark.slow
 def test_an_archive_made_with_tar_is_pushed_as_it_is_and_merged_with_a_folder(stack, project, run_id, tmp_path):
     folder, packed = _folders(tmp_path, 2, pid=5151)
     archive = tmp_path / "shard-2.tar.gz"
@@ -171,6 +174,7 @@ def _normalized(stack, project: str, run_id: str) -> list[str]:
     return [".index.json" if o["Key"].endswith(".index.json") else ".tar.gz" for o in listed.get("Contents", [])]
 
 
+@pytest.mark.slow
 def test_a_shard_never_pushed_is_reported_missing_after_close(stack, project, run_id, tmp_path):
     folders = _folders(tmp_path, 3)
     for i in (1, 2):
@@ -219,6 +223,7 @@ def _resend_s3_event(stack, key: str, size: int) -> None:
     client("sqs").send_message(QueueUrl=stack.resources.arrivals_queue_url, MessageBody=json.dumps(body))
 
 
+@pytest.mark.slow
 def test_duplicate_events_and_a_shard_pushed_twice_count_once_and_forward_once(stack, project, run_id, tmp_path):
     folders = _folders(tmp_path, 2)
     for _ in range(2):
@@ -260,6 +265,7 @@ def _api(stack, method, path, token=TOKEN, headers=None, **kwargs) -> requests.R
         (tar_gz({"./../../outside.out": b"x"}), "points outside the profile folder"),
     ],
 )
+@pytest.mark.slow
 def test_a_bad_bundle_is_refused_with_its_reason_and_the_run_goes_on(stack, project, run_id, tmp_path, data, reason):
     from tests.factories import upload_request
 
@@ -319,6 +325,7 @@ def test_status_prints_markdown_for_a_ci_summary(stack, project, run_id, tmp_pat
     assert "open, 1/2 shards in" in first and "partial report" in first
 
 
+@pytest.mark.slow
 def test_a_skipped_shard_is_carried_from_the_main_branch_run(stack, project, tmp_path):
     folders = _folders(tmp_path, 3)
     main_run, pr_run = f"main-{os.getpid()}", f"pr-{os.getpid()}"
@@ -354,6 +361,7 @@ def test_a_skipped_shard_is_carried_from_the_main_branch_run(stack, project, tmp
     }
 
 
+@pytest.mark.slow
 def test_a_report_too_large_to_answer_inline_is_served_from_s3_and_the_client_follows(
     stack, project, run_id, tmp_path, monkeypatch
 ):
@@ -420,6 +428,7 @@ def test_a_report_too_large_to_answer_inline_is_served_from_s3_and_the_client_fo
     )
 
 
+@pytest.mark.slow
 def test_status_lists_every_benchmark_shard_by_shard_with_benchmarks(stack, project, run_id, tmp_path):
     for i, folder in enumerate(_folders(tmp_path, 2), start=1):
         assert (
@@ -459,6 +468,7 @@ def _costed(index: int, cost: int) -> bytes:
     return bundle(200 + index, names, costs={name: cost for name in names})
 
 
+@pytest.mark.slow
 def test_status_fails_on_a_regression_past_the_threshold_with_its_own_exit_code(stack, project):
     for index in (1, 2):  # the baseline, forwarded on main
         _push_bundle(stack, project, "main-gate", str(index), _costed(index, 1000), 2)
@@ -505,6 +515,7 @@ def test_a_token_pasted_with_its_line_break_works_and_one_no_header_can_carry_is
         assert "which an HTTP header cannot carry" in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_pull_request_compares_with_main_at_its_merge_base_while_main_moved_on(stack, project, tmp_path):
     """The client in a GitHub Actions pull-request job whose clone holds the history: the event's
     base.sha is main's tip, and the baseline is main's run where the branch left it."""

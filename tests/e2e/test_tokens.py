@@ -32,6 +32,7 @@ def _call(stack, token, method, path, **kwargs) -> requests.Response:
     return requests.request(method, f"{stack.api_url}{path}", headers={"Authorization": token}, timeout=10, **kwargs)
 
 
+@pytest.mark.slow
 def test_a_project_token_works_for_its_project_and_is_stored_as_a_digest(stack, project, run_id, project_token):
     from codspeed_aggregator.wiring import operator
 
@@ -47,6 +48,7 @@ def test_a_project_token_works_for_its_project_and_is_stored_as_a_digest(stack, 
 
 
 @pytest.mark.parametrize("call", ["upload", "drop-in", "close", "report"])
+@pytest.mark.slow
 def test_a_project_token_cannot_touch_another_project(stack, project, run_id, project_token, call):
     other = "acme/someone-else"
     meta = metadata(md5_b64(b"x"), owner="acme", repository="someone-else")
@@ -67,6 +69,7 @@ def test_a_project_token_cannot_touch_another_project(stack, project, run_id, pr
     assert _call(stack, TOKEN, "GET", f"/v1/runs/{other}/{run_id}").status_code == 404  # nothing was made
 
 
+@pytest.mark.slow
 def test_a_revoked_token_is_refused(stack, project, run_id, project_token):
     assert _token("revoke", "--token", project_token).stdout.strip() == "revoked"
     answer = _call(stack, project_token, "GET", f"/v1/runs/{project}/{run_id}")

@@ -79,6 +79,7 @@ def test_a_signed_refresh_republishes_the_report_with_a_new_version(stack, proje
         ("replayed old timestamp", "refused as a replay"),
     ],
 )
+@pytest.mark.slow
 def test_a_bad_signature_gets_401_and_changes_nothing(stack, project, run_id, tmp_path, case, expected):
     before = _pushed_run(stack, project, run_id, tmp_path)
     body = _refresh_body(project, run_id)
@@ -110,6 +111,7 @@ def _workflow_run(project, run_id, action="completed") -> bytes:
     ).encode()
 
 
+@pytest.mark.slow
 def test_githubs_workflow_run_completed_closes_the_run(stack, project, tmp_path):
     run_id = str(int(time.time() * 1000))
     _pushed_run(stack, project, run_id, tmp_path)

@@ -25,6 +25,7 @@ def github():
     fake.stop()
 
 
+@pytest.mark.slow
 def test_a_pull_request_compares_with_the_run_at_its_base_commit_not_the_latest(isolated, project, run_id):
     agg = isolated.aggregator
     old, new = "a" * 40, "b" * 40
@@ -44,6 +45,7 @@ def test_a_pull_request_compares_with_the_run_at_its_base_commit_not_the_latest(
     assert fallback["why"] == "main's latest run: none was forwarded at the change's base commit 999999999999"
 
 
+@pytest.mark.slow
 def test_without_a_run_at_its_base_commit_a_change_compares_with_the_nearest_ancestor_that_has_one(
     isolated, project, run_id
 ):
@@ -86,6 +88,7 @@ def test_without_a_run_at_its_base_commit_a_change_compares_with_the_nearest_anc
     )
 
 
+@pytest.mark.slow
 def test_a_run_forwarded_with_a_shard_missing_is_never_the_baseline(isolated, project, run_id):
     agg = isolated.aggregator
     assert _run(agg, isolated, project, f"{run_id}-main-1", "a" * 40, {"1": 1000, "2": 1000}) == "forwarded"
@@ -95,6 +98,7 @@ def test_a_run_forwarded_with_a_shard_missing_is_never_the_baseline(isolated, pr
     assert agg.ledger.baselines.latest_baseline(project, "main") == f"{run_id}-main-1"
 
 
+@pytest.mark.slow
 def test_a_pull_request_whose_upload_could_not_tell_its_merge_base_takes_githubs(isolated, github, project, run_id):
     """A depth-1 clone sends the base branch's tip (``pull_request.base.sha``) and no ancestors;
     the finalizer asks GitHub where the pull request left main, and the commits before."""
@@ -122,6 +126,7 @@ def test_a_pull_request_whose_upload_could_not_tell_its_merge_base_takes_githubs
     )  # not -45% against the tip
 
 
+@pytest.mark.slow
 def test_a_token_github_refuses_leaves_the_uploads_base_commit_and_is_asked_no_more(
     isolated, github, project, run_id, caplog
 ):
@@ -161,6 +166,7 @@ def test_githubs_merge_base_comes_with_its_first_parents_only(github):
     assert GitHubCommits(github.url, "t").merge_base("acme/widgets", 9, 1) == (base, [merged])
 
 
+@pytest.mark.slow
 def test_a_baseline_forwarded_by_another_process_shows_in_the_next_partial_report_not_a_minute_later(
     isolated, project, run_id
 ):

@@ -26,6 +26,7 @@ def _fresh(agg) -> Reads:
     return Reads(agg.ledger.table, agg.ledger.db)
 
 
+@pytest.mark.slow
 def test_a_rebuild_after_a_batch_reads_only_the_shards_it_changed(isolated, project, run_id):
     agg = isolated.aggregator
     keys = [push(agg, project, run_id, str(i), bundle(4000 + i), total=20)["key"] for i in range(1, 13)]
@@ -57,6 +58,7 @@ def test_a_rebuild_after_a_batch_reads_only_the_shards_it_changed(isolated, proj
 @pytest.mark.parametrize(
     "how", ["too many changes for the notes", "two writers read one revision", "a writer of the release before"]
 )
+@pytest.mark.slow
 def test_changes_the_notes_cannot_name_are_read_whole(isolated, project, run_id, how):
     agg = isolated.aggregator
     shards = agg.ledger.shards
@@ -122,6 +124,7 @@ def _adopted(agg, project, run_id, known: bytes) -> Reads:
     return reads
 
 
+@pytest.mark.slow
 def test_a_process_new_to_the_run_reads_what_changed_since_what_another_read(isolated, project, run_id):
     agg = isolated.aggregator
     keys = [push(agg, project, run_id, str(i), bundle(4200 + i), total=30)["key"] for i in range(1, 24)]
@@ -143,6 +146,7 @@ def test_a_process_new_to_the_run_reads_what_changed_since_what_another_read(iso
 @pytest.mark.parametrize(
     "how", ["another run under the same id", "shards that do not add up", "not JSON", "a later release's field"]
 )
+@pytest.mark.slow
 def test_what_another_process_read_is_used_only_when_it_is_of_this_run_and_adds_up(isolated, project, run_id, how):
     agg = isolated.aggregator
     for i in range(1, 4):
@@ -175,6 +179,7 @@ def test_a_process_keeps_its_own_read_over_what_another_read(isolated, project, 
 
 
 @pytest.mark.parametrize("which", ["ledger", "digest"])
+@pytest.mark.slow
 def test_an_unreadable_ledger_or_digest_object_is_read_around_and_the_arrival_counts(isolated, project, run_id, which):
     """Not gzip (a truncated write, a hand edit): a process new to the run reads it whole instead. It
     was a BadGzipFile out of the arrival, which went to the dead-letter queue while the run waited."""

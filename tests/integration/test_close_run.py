@@ -3,6 +3,8 @@ boto3, real presigned URLs), driven step by step."""
 
 from dataclasses import replace
 
+import pytest
+
 from codspeed_wire.api import CloseRequest
 from tests.factories import bundle, push
 
@@ -30,6 +32,7 @@ def test_a_run_closed_with_nothing_arrived_ends_empty_and_forwards_nothing(isola
     assert agg.reports.report(project, run_id).state == "closed_empty" and not isolated.upstream.uploads(run_id)
 
 
+@pytest.mark.slow
 def test_the_sweeper_closes_runs_past_their_deadline(isolated, project, run_id):
     agg = isolated.aggregator
     agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
@@ -43,6 +46,7 @@ def test_the_sweeper_closes_runs_past_their_deadline(isolated, project, run_id):
     assert (project, run_id) not in late.closing.sweep()
 
 
+@pytest.mark.slow
 def test_the_next_attempt_keeps_the_skip_list_so_its_deadline_reports_the_skip_not_a_loss(isolated, project, run_id):
     agg = isolated.aggregator
     for name in ("1", "2"):

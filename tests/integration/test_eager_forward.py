@@ -50,6 +50,7 @@ def _footprint(agg, project, run_id) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_none_again(
     eager, isolated, project, run_id
 ):
@@ -76,6 +77,7 @@ def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_
     )
 
 
+@pytest.mark.slow
 def test_a_re_run_shard_replaces_its_own_part(eager, isolated, project, run_id):
     _arrive(eager, project, run_id, "1", bundle(4201, ["t1::first"]), total=2)
     assert eager.eager.forward(project, run_id, "1") == "forwarded"
@@ -214,6 +216,7 @@ def test_a_failed_record_after_a_send_releases_the_claim_and_the_retry_goes_on_a
     assert len(isolated.upstream.uploads(run_id)) == 2  # sent again under its runPartId: it replaces itself
 
 
+@pytest.mark.slow
 def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isolated, project, run_id):
     """In the parts mode nothing of a skipped shard goes upstream: CodSpeed fills it from the
     baseline and marks it skipped. It went as its own part, under the pull request's commit, with
@@ -253,6 +256,7 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
     assert commit_status(report) == ("success", "forwarded 3/3 shards (2 measured, 1 carried)")
 
 
+@pytest.mark.slow
 def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_part(eager, isolated, project, run_id):
     """Every shard skipped in the parts mode: nothing of the baseline goes up as this commit's, yet
     CodSpeed gets a run for it, one part with no benchmark and ``allowEmpty``, as the runner sends one."""

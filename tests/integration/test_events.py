@@ -40,6 +40,7 @@ def test_every_event_file_is_exercised():
     }
 
 
+@pytest.mark.slow
 def test_the_sample_events_walk_a_run_through_every_handler(stack):
     from codspeed_aggregator.handlers import arrivals, finalizer, sweeper
 

@@ -16,6 +16,7 @@ from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from tests.factories import bundle, push, put, upload_request
 
 
+@pytest.mark.slow
 def test_finalizing_forwards_one_merged_upload_whatever_the_duplicates(isolated, project, run_id):
     agg = isolated.aggregator
     keys = [push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b"]), total=3)["key"] for i in (1, 2, 3)]
@@ -102,6 +103,7 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
     )
 
 
+@pytest.mark.slow
 def test_each_part_reads_its_own_slice_of_the_plan_and_only_the_last_reads_it_whole(isolated, project, run_id):
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2, 3):
@@ -146,6 +148,7 @@ def test_a_part_of_a_plan_recorded_without_slices_reads_the_plan_whole(isolated,
     ]
 
 
+@pytest.mark.slow
 def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_only_what_the_upstream_lacks(
     isolated, project, run_id
 ):
@@ -181,6 +184,7 @@ def _forwarded_main_run(agg, project, shards: dict[str, list[str]]) -> str:
     return run_id
 
 
+@pytest.mark.slow
 def test_a_skipped_shard_is_carried_from_the_latest_forwarded_run_on_the_base_branch(isolated, project, run_id):
     import io
 
@@ -237,6 +241,7 @@ def _forwarded_text(isolated, run_id) -> tuple[dict, bytes]:
     return json.loads((upload / "metadata.json").read_text()), text
 
 
+@pytest.mark.slow
 def test_a_shard_skipped_on_main_twice_in_a_row_is_carried_from_the_run_that_last_received_it(
     isolated, project, run_id
 ):
@@ -256,6 +261,7 @@ def test_a_shard_skipped_on_main_twice_in_a_row_is_carried_from_the_run_that_las
     assert b"Client Request: t3::received" in text
 
 
+@pytest.mark.slow
 def test_a_shard_last_received_past_the_retention_is_not_carried_and_the_report_says_so(isolated, project, run_id):
     import time
 
@@ -291,6 +297,7 @@ def _expire_run(isolated, project: str, run_id: str) -> int:
     return gone
 
 
+@pytest.mark.slow
 def test_a_shard_main_carried_is_kept_beside_that_run_and_carried_from_there_once_the_run_it_ran_in_expired(
     isolated, project, run_id
 ):
@@ -314,6 +321,7 @@ def test_a_shard_main_carried_is_kept_beside_that_run_and_carried_from_there_onc
     assert [b.name for b in agg.reports.shard_benchmarks(project, run_id, "3").benchmarks] == ["t3::received"]
 
 
+@pytest.mark.slow
 def test_a_carried_shard_that_cannot_be_kept_never_keeps_its_run_from_being_main_s_baseline(
     isolated, project, run_id, monkeypatch, caplog
 ):
@@ -334,6 +342,7 @@ def test_a_carried_shard_that_cannot_be_kept_never_keeps_its_run_from_being_main
     assert f"shard 3 carried by {project} run {skipping} is not kept beside it: ValueError: not JSON" in caplog.text
 
 
+@pytest.mark.slow
 def test_a_pull_requests_run_keeps_no_copy_of_what_it_carried(isolated, project, run_id):
     agg = isolated.aggregator
     _main_skips_shard_3_after_receiving_it(agg, project, run_id)
@@ -392,6 +401,7 @@ def test_bundles_are_tagged_for_expiry_only_once_their_run_is_final(isolated, pr
     assert tags(good) == tags(bad) == [{"Key": "run-final", "Value": "true"}]
 
 
+@pytest.mark.slow
 def test_a_part_is_never_forwarded_twice_whatever_retry_arrives_while_its_finalizer_merges(
     isolated, project, run_id, monkeypatch
 ):
@@ -474,6 +484,7 @@ def test_a_run_every_part_of_which_reached_the_upstream_ends_forwarded_when_a_le
     assert agg.reports.report(project, run_id).state == "forwarded" and len(isolated.upstream.uploads(run_id)) == 1
 
 
+@pytest.mark.slow
 def test_over_three_attempts_each_benchmark_stands_in_one_part_upstream(isolated, project, run_id):
     """Attempt 1 merges shards 1 and 2; attempt 2 re-runs 2 and brings 3 (the group's next part);
     attempt 3 re-runs 1. The
@@ -513,6 +524,7 @@ def _held(isolated, project, run_id) -> set[str]:
     return {b for upload in parts.values() for b in benchmarks_in(archive_of(upload))}
 
 
+@pytest.mark.slow
 def test_re_running_all_jobs_is_one_attempt_forwarded_once(isolated, project, run_id):
     """ "Re-run all jobs" made one attempt and one forward per shard: the first re-run shard opened
     ~2 (complete at once with the others inherited) and went upstream, the next opened ~3."""
@@ -533,6 +545,7 @@ def test_re_running_all_jobs_is_one_attempt_forwarded_once(isolated, project, ru
     assert _held(isolated, project, run_id) == {"t1::again", "t2::again", "t3::again"}
 
 
+@pytest.mark.slow
 def test_re_running_failed_jobs_waits_for_the_ci_attempts_close_and_carries_the_shards_not_re_run(
     isolated, project, run_id
 ):
@@ -550,6 +563,7 @@ def test_re_running_failed_jobs_waits_for_the_ci_attempts_close_and_carries_the_
     assert isolated.upstream.benchmarks_twice(project) == {}
 
 
+@pytest.mark.slow
 def test_an_upload_that_names_no_ci_attempt_opens_the_next_attempt_as_before(isolated, project, run_id):
     agg = isolated.aggregator
     for shard in "123":

@@ -155,6 +155,7 @@ def _refusals(project: str, run_id: str) -> list:
 
 
 @pytest.mark.parametrize("case", range(5), ids=["branch", "not-head", "no-pull", "other-run", "no-run"])
+@pytest.mark.slow
 def test_a_claim_github_does_not_bear_out_is_refused_and_changes_nothing(isolated, github, fork, case):
     agg, project, run_id = fork
     what, change, status, error = _refusals(project, run_id)[case]
@@ -168,6 +169,7 @@ def test_a_claim_github_does_not_bear_out_is_refused_and_changes_nothing(isolate
     assert footprint(isolated, project, run_id) == before
 
 
+@pytest.mark.slow
 def test_requests_without_a_token_are_refused_with_a_sentence_where_they_may_not_go(isolated, github, fork):
     agg, project, run_id = fork
     before = footprint(isolated, project, run_id)
@@ -215,6 +217,7 @@ def test_requests_without_a_token_are_refused_with_a_sentence_where_they_may_not
     assert footprint(isolated, project, run_id) == before
 
 
+@pytest.mark.slow
 def test_a_run_opened_with_a_token_is_neither_closed_nor_read_without_one(isolated, fork):
     agg, project, run_id = fork
     request, _ = _upload(project, run_id, tokenless=False)
@@ -230,6 +233,7 @@ def test_a_run_opened_with_a_token_is_neither_closed_nor_read_without_one(isolat
     assert footprint(isolated, project, run_id) == before
 
 
+@pytest.mark.slow
 def test_without_a_github_token_the_clients_route_is_refused_and_the_drop_in_is_taken_unchecked(isolated, fork):
     agg, project, run_id = fork
     agg = replace(agg, github_pulls=None)
@@ -250,6 +254,7 @@ def test_without_a_github_token_the_clients_route_is_refused_and_the_drop_in_is_
 
 
 @pytest.mark.parametrize("answer, status", [(500, 503), (401, 403)], ids=["github-down", "token-refused"])
+@pytest.mark.slow
 def test_github_failing_is_a_503_and_refusing_the_stacks_token_a_sentence(isolated, github, fork, answer, status):
     agg, project, run_id = fork
     github.fail_with = answer
@@ -283,6 +288,7 @@ def _runner_post(agg, project: str, run_id: str, commit: str = HEAD) -> tuple[in
     return _call(agg, "POST", "/upload", meta)
 
 
+@pytest.mark.slow
 def test_the_runner_drop_in_without_a_token_is_checked_where_the_stack_has_a_github_token(isolated, github, fork):
     agg, project, run_id = fork
     before = footprint(isolated, project, run_id)

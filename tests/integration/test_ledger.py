@@ -65,6 +65,7 @@ def test_each_forwarded_part_is_an_item_of_its_own_and_the_run_item_stays_small(
     assert sorted(snapshot.run.forwarded_parts, key=int) == [str(i) for i in range(shards)] and snapshot.consistent()
 
 
+@pytest.mark.slow
 def test_arrivals_write_their_shard_and_its_tally_never_the_run_item(isolated, project, run_id):
     """Concurrent arrivals meet on one of the run's 16 tallies, not all on the run item; the run's
     counts and revision are its item's plus its tallies', and the last arrival still completes it."""

@@ -45,7 +45,7 @@ from tests.factories import COMMIT, bundle, footprint, metadata, put, upload_req
 from tests.faults import AWS_FAULTS, aws_fault
 from tests.runner import folder_archive, md5_b64, walltime_folder
 
-pytestmark = pytest.mark.slow  # over 10 s each on a 2-core machine: left out of the quick loop (-m "not slow")
+pytestmark = pytest.mark.slow  # over 3 s each on a 2-core machine: left out of the quick loop (-m "not slow")
 
 SHARDS = ("1", "2", "3")
 FINAL = ("forwarded", "forward_failed", "closed_empty")

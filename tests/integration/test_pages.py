@@ -2,6 +2,8 @@
 
 from unittest import mock
 
+import pytest
+
 from codspeed_wire.api import ShardUploadRequest
 from codspeed_wire.report import render_markdown
 from tests.factories import bundle, put, upload_request
@@ -32,6 +34,7 @@ def test_without_a_readable_webhook_secret_runs_still_count_and_reports_carry_no
         wiring.reset()
 
 
+@pytest.mark.slow
 def test_the_markdown_report_lists_what_changed_past_the_threshold_and_links_the_page(isolated, project, run_id):
     from dataclasses import replace
 
@@ -61,6 +64,7 @@ def test_the_markdown_report_lists_what_changed_past_the_threshold_and_links_the
     assert f"[Run page]({report.page_url})" in markdown
 
 
+@pytest.mark.slow
 def test_an_open_run_compares_with_a_baseline_forwarded_elsewhere_within_a_minute(isolated, project, run_id):
     from dataclasses import replace
 

@@ -119,6 +119,7 @@ def test_a_branch_run_posts_no_comment(isolated, github, project, run_id):
 
 
 @pytest.mark.parametrize("which", ["first", "second"])
+@pytest.mark.slow
 def test_a_run_an_upload_of_which_came_without_a_token_posts_no_comment(isolated, github, project, run_id, which):
     """Anyone can send a tokenless upload (a fork's pull request has no secrets), naming any pull
     request: the stack's token never speaks for it. A tokenless upload joining a run marks it too."""
@@ -234,6 +235,7 @@ SECONDARY_LIMIT = (
 @pytest.mark.parametrize(
     "failure", [(502, {"message": "Server Error"}, {}), SECONDARY_LIMIT], ids=["502", "secondary rate limit"]
 )
+@pytest.mark.slow
 def test_a_first_post_that_fails_releases_its_claim_and_the_final_report_posts_the_one_comment(
     isolated, github, project, run_id, failure
 ):
@@ -256,6 +258,7 @@ def test_a_first_post_that_fails_releases_its_claim_and_the_final_report_posts_t
     assert [m for m, _ in github.requests].count("POST") == 2  # the failed one and the one that landed
 
 
+@pytest.mark.slow
 def test_the_final_reports_edit_is_retried_until_it_lands(isolated, github, project, run_id):
     clock = Clock()
     agg = _commenting(isolated, github, clock)

@@ -4,6 +4,8 @@ import threading
 import time
 from dataclasses import replace
 
+import pytest
+
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from tests.factories import bundle, put, upload_request
 
@@ -38,6 +40,7 @@ def _finalize_all(isolated, project, run_id) -> list[str]:
     return [isolated.aggregator.finalizing.finalize(project, run_id) for _ in requests]
 
 
+@pytest.mark.slow
 def test_close_racing_the_last_arrival(isolated, project):
     agg = isolated.aggregator
     for attempt in range(4):
@@ -54,6 +57,7 @@ def test_close_racing_the_last_arrival(isolated, project):
         assert (outcome, shard) in (("recorded", "arrived"), ("late", "late"))
 
 
+@pytest.mark.slow
 def test_two_closes_and_the_sweeper_racing(isolated, project, run_id):
     agg = isolated.aggregator
     agg.arrivals.record(_grant(agg, project, run_id, "1"))
@@ -87,6 +91,7 @@ def test_two_arrivals_publishing_at_once_leave_the_report_with_both(isolated, pr
         )  # the newest version is the one published
 
 
+@pytest.mark.slow
 def test_arrivals_in_parallel_leave_each_process_reading_the_run_as_it_is(isolated, project, run_id):
     """Sixteen arrivals at once, each publishing after its own (reading only what changed since the
     process's last read): the last report holds every shard, and what the process knows of the run

@@ -75,6 +75,7 @@ def test_a_bad_bundle_is_rejected_with_its_reason_and_the_run_goes_on(isolated, 
     assert {s.name: (s.state, s.reason) for s in agg.reports.report(project, run_id).shards}["2"] == ("arrived", None)
 
 
+@pytest.mark.slow
 def test_many_shards_with_duplicate_events_in_threads_count_exactly_once(isolated, project, run_id):
     agg = isolated.aggregator
     isolated.finalize_requests()

@@ -109,6 +109,7 @@ def test_a_digest_that_counted_a_bundle_the_run_no_longer_counts_is_not_used(iso
     _same(report, _whole(agg, project, run_id))
 
 
+@pytest.mark.slow
 def test_a_small_run_leaves_no_digest_and_a_cold_process_reads_its_shards(isolated, project, run_id):
     agg = isolated.aggregator
     for key in _pushed(agg, project, run_id, range(1, shard_summaries.DIGEST_WORTH + 1)):

@@ -93,6 +93,7 @@ def test_a_report_whose_markdown_was_refused_is_not_published_until_both_are(iso
 
 
 @pytest.mark.parametrize("which", ["summaries.json.gz", "ledger.json.gz"])
+@pytest.mark.slow
 def test_a_digest_refused_leaves_the_report_published_and_its_status_posted(isolated, project, run_id, which, caplog):
     github = FakeGitHub()
     try:

@@ -137,6 +137,7 @@ def test_a_ci_run_page_named_by_the_push_is_the_reports_link_and_one_that_would_
         ("7", 3, Unprocessable, "shard '7' is not in the run's manifest"),
     ],
 )
+@pytest.mark.slow
 def test_a_push_a_forwarded_run_refuses_opens_no_next_attempt(isolated, project, run_id, shard, total, refused, says):
     """The next attempt took the refused push's own manifest before its checks: it was opened (its
     run item, tallies and copied shards), then the push refused."""
@@ -153,6 +154,7 @@ def test_a_push_a_forwarded_run_refuses_opens_no_next_attempt(isolated, project,
     assert push(agg, project, run_id, "1", bundle(), total=3)["run_id"] == f"{run_id}~2"  # a push it takes opens it
 
 
+@pytest.mark.slow
 def test_a_push_outside_its_own_manifest_opens_no_run_and_changes_a_runner_only_run_in_no_way(
     isolated, project, run_id
 ):

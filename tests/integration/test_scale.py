@@ -41,6 +41,7 @@ def test_a_snapshot_reads_small_items_and_the_benchmarks_are_in_the_bucket(isola
 
 
 @pytest.mark.parametrize("sizes", [(5000, 3), (20000, 1)])
+@pytest.mark.slow
 def test_every_benchmark_of_a_large_shard_is_reachable_from_the_report(isolated, project, run_id, sizes):
     """A DynamoDB item holds about 2000 results: a shard's 5000 or 20000 are counted in the
     report's summary and listed, every one, on the shard's page."""
@@ -183,6 +184,7 @@ def test_the_largest_manifest_skip_list_and_ancestry_fit_the_run_item_with_room_
     assert len(run.skipped) == MAX_SHARDS - 1 and len(run.base_commits()) == 1 + MAX_ANCESTORS
 
 
+@pytest.mark.slow
 def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, project, run_id):
     from dataclasses import replace
 

@@ -42,6 +42,7 @@ def _lint(path: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_cfn_lint_passes_on_the_sam_template():
     result = _lint(TEMPLATE)
     assert result.returncode == 0, result.stdout + result.stderr

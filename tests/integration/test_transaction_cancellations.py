@@ -72,6 +72,7 @@ def _grant(agg, project, run_id, shard, total=2) -> str:
 
 @pytest.mark.parametrize("reason", DOCUMENTED)
 @pytest.mark.parametrize("position", [0, 1])  # on the shard item, or on its tally
+@pytest.mark.slow
 def test_an_arrival_cancelled_for_a_conflict_or_a_throttle_is_retried_and_counted(
     agg, project, run_id, reason, position
 ):
@@ -97,6 +98,7 @@ def test_only_a_failed_condition_on_the_tally_means_the_run_is_closed(agg, proje
 
 
 @pytest.mark.parametrize("reason", DOCUMENTED)
+@pytest.mark.slow
 def test_a_claim_cancelled_on_a_tally_is_retried_and_no_shard_is_counted_after_it(agg, project, run_id, reason):
     agg.arrivals.record(_grant(agg, project, run_id, "1"))
     straggler = _grant(agg, project, run_id, "2")

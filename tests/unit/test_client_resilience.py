@@ -262,6 +262,7 @@ def test_a_wrong_token_is_exit_4_in_one_sentence_and_json_on_request(scripted, c
     }
 
 
+@pytest.mark.slow
 def test_an_unreadable_archive_is_exit_7(tmp_path, capsys):
     archive = tmp_path / "broken.tar.gz"
     archive.write_bytes(b"not an archive")

@@ -310,6 +310,7 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
     assert (tmp_path / "site" / "setup" / "gitlab" / "index.html").is_file()
 
 
+@pytest.mark.slow
 def test_a_broken_link_or_anchor_fails_the_build(tmp_path):
     copy = tmp_path / "copy"
     copy.mkdir()

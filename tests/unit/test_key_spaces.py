@@ -71,6 +71,7 @@ def _single_part_key(executor: str) -> str:
     jobs=st.lists(st.tuples(LABELS, EXECUTORS), min_size=1, max_size=6),
     single=st.lists(EXECUTORS, max_size=3),
 )
+@pytest.mark.slow
 def test_no_pushed_name_is_keyed_like_a_runner_job(pushed, jobs, single):
     # the likeliest attack: a push named like a job's key of the layout before (slug @ digest)
     lookalikes = [(safe_key(label), "valgrind") for label, _ in jobs if is_shard_name(safe_key(label))]
@@ -94,6 +95,7 @@ def test_two_runner_jobs_have_two_keys(first, second):
     pushed=st.lists(st.tuples(NAMES, EXECUTORS), max_size=6),
     merged=st.lists(st.tuples(GROUPS, st.integers(1, 50)), max_size=6),
 )
+@pytest.mark.slow
 def test_no_two_parts_of_a_run_share_a_run_part_id_upstream(labels, pushed, merged):
     """A runner's own id (forwarded as it sent it), a pushed shard's, a merged part's: each kind
     holds apart from the others and, within its kind, one id names one thing."""

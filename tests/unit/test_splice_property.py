@@ -106,6 +106,7 @@ def _members(tar: bytes) -> list:
     max_examples=int(os.environ.get("SPLICE_EXAMPLES", 150)), deadline=None, suppress_health_check=list(HealthCheck)
 )
 @given(st.lists(bundles(), min_size=1, max_size=3))
+@pytest.mark.slow
 def test_whatever_deflate_stream_a_bundle_holds_the_splice_writes_the_merges_members(datas):
     merged = io.BytesIO()
     try:
