@@ -69,22 +69,27 @@ class Aggregator:
             if host is not None
         }
         comments = (
-            PullRequestComments(self.ledger.comments, hosts, self.settings.comment_seconds, self.clock)
+            PullRequestComments(
+                comments=self.ledger.comments,
+                hosts=hosts,
+                quiet_seconds=self.settings.comment_seconds,
+                clock=self.clock,
+            )
             if hosts
             else None
         )
         return Reports(
-            self.settings,
-            self.ledger.reads,
-            self.ledger.runs,
-            self.ledger.baselines,
-            self.store,
-            self.results,
-            self.statuses,
-            self._metrics,
-            self.clock,
-            self.page_key,
-            comments,
+            settings=self.settings,
+            reads=self.ledger.reads,
+            runs=self.ledger.runs,
+            baselines=self.ledger.baselines,
+            store=self.store,
+            results=self.results,
+            statuses=self.statuses,
+            metrics=self._metrics,
+            clock=self.clock,
+            page_key=self.page_key,
+            comments=comments,
         )
 
     @cached_property
@@ -100,69 +105,83 @@ class Aggregator:
 
     @cached_property
     def _attempts(self) -> RunAttempts:
-        return RunAttempts(self.settings, self.ledger.runs, self.ledger.shards)
+        return RunAttempts(settings=self.settings, runs=self.ledger.runs, shards=self.ledger.shards)
 
     @cached_property
     def forks(self) -> ForkPullRequests:
-        return ForkPullRequests(self.settings, self.ledger.runs, self.github_pulls, self.clock)
+        return ForkPullRequests(
+            settings=self.settings, runs=self.ledger.runs, pulls=self.github_pulls, clock=self.clock
+        )
 
     @cached_property
     def arrivals(self) -> RecordArrival:
         return RecordArrival(
-            self.settings,
-            self.ledger.reads,
-            self.ledger.shards,
-            self.ledger.runs,
-            self.store,
-            self.results,
-            self.queue,
-            self.arrivals_queue,
-            self._attempts,
-            self.reports,
-            self._metrics,
-            self.clock,
+            settings=self.settings,
+            reads=self.ledger.reads,
+            shards=self.ledger.shards,
+            runs=self.ledger.runs,
+            store=self.store,
+            results=self.results,
+            queue=self.queue,
+            arrivals_queue=self.arrivals_queue,
+            attempts=self._attempts,
+            reports=self.reports,
+            metrics=self._metrics,
+            clock=self.clock,
         )
 
     @cached_property
     def costs(self) -> BenchmarkCosts:
-        return BenchmarkCosts(self.settings, self.ledger.reads, self.ledger.baselines, self.results)
+        return BenchmarkCosts(
+            settings=self.settings, reads=self.ledger.reads, baselines=self.ledger.baselines, results=self.results
+        )
 
     @cached_property
     def opening(self) -> OpenRun:
         return OpenRun(
-            self.settings,
-            self.ledger.runs,
-            self.ledger.shards,
-            self.ledger.baselines,
-            self.queue,
-            self.reports,
-            self.clock,
+            settings=self.settings,
+            runs=self.ledger.runs,
+            shards=self.ledger.shards,
+            baselines=self.ledger.baselines,
+            queue=self.queue,
+            reports=self.reports,
+            clock=self.clock,
         )
 
     @cached_property
     def closing(self) -> CloseRun:
         return CloseRun(
-            self.settings, self.ledger.reads, self.ledger.runs, self.ledger.baselines, self.queue, self.clock
+            settings=self.settings,
+            reads=self.ledger.reads,
+            runs=self.ledger.runs,
+            baselines=self.ledger.baselines,
+            queue=self.queue,
+            clock=self.clock,
         )
 
     @cached_property
     def _forwarder(self) -> ForwardPart:
         return ForwardPart(
-            self.settings, self.ledger.shards, self.ledger.parts, self.store, self.upstream, self._metrics
+            settings=self.settings,
+            shards=self.ledger.shards,
+            parts=self.ledger.parts,
+            store=self.store,
+            upstream=self.upstream,
+            metrics=self._metrics,
         )
 
     @cached_property
     def eager(self) -> ForwardShard:
         return ForwardShard(
-            self.settings,
-            self.ledger.reads,
-            self.ledger.parts,
-            self.store,
-            self.queue,
-            self._forwarder,
-            self.reports,
-            self._metrics,
-            self.clock,
+            settings=self.settings,
+            reads=self.ledger.reads,
+            parts=self.ledger.parts,
+            store=self.store,
+            queue=self.queue,
+            forwarder=self._forwarder,
+            reports=self.reports,
+            metrics=self._metrics,
+            clock=self.clock,
         )
 
     @cached_property
@@ -176,7 +195,7 @@ class Aggregator:
             results=self.results,
             forwarder=self._forwarder,
             clock=self.clock,
-            merge_bases=MergeBases(self.github_commits),
+            merge_bases=MergeBases(github=self.github_commits),
         )
         return FinalizeRun(
             settings=self.settings,
@@ -191,9 +210,9 @@ class Aggregator:
             reports=self.reports,
             metrics=self._metrics,
             clock=self.clock,
-            keeper=KeepSources(self.store, self.results, self.ledger.sources, self.clock),
+            keeper=KeepSources(store=self.store, results=self.results, sources=self.ledger.sources, clock=self.clock),
         )
 
     @cached_property
     def tokens(self) -> ProjectTokens:
-        return ProjectTokens(self.ledger.tokens, self.clock)
+        return ProjectTokens(tokens=self.ledger.tokens, clock=self.clock)

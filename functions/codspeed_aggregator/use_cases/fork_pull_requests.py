@@ -30,8 +30,8 @@ class ForkPullRequests:
     runs: Runs  # DynamoDB: whether a run is a fork's (opened by a claim that held)
     pulls: GitHubPulls | None  # GitHub, with the stack's token; None when the stack has none
     clock: Callable[[], float] = time.time
-    _verified: dict[ForkClaim, float] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _verified: dict[ForkClaim, float] = field(default_factory=dict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def admit(self, project: str, ref: str | None, commit: str | None, run_id: str, *, required: bool = True) -> bool:
         """Take a request without a token that claims a fork's pull request: True when GitHub bore the
