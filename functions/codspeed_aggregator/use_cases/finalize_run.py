@@ -168,18 +168,24 @@ class FinalizeRun:
                 )
                 return
         try:
-            answer = self.forwarder.forward(
-                [part.shards[n] for n in part.upload.shards],
-                part.upload,
-                project,
-                run_id,
-                part.base_metadata,
-                part.carried,
-                part.index,
-                part.number,
-                part.group_parts,
-                announced,
-            )
+            shards = [part.shards[n] for n in part.upload.shards]
+            if part.upload.merged:
+                answer = self.forwarder.send_merged(
+                    shards,
+                    part.upload,
+                    project,
+                    run_id,
+                    part.base_metadata,
+                    part.carried,
+                    part.index,
+                    part.number,
+                    part.group_parts,
+                    announced,
+                )
+            else:
+                answer = self.forwarder.send_as_sent(
+                    shards[0], project, run_id, part.base_metadata, part.index, announced
+                )
         except Exception as exc:
             self.parts.release_part(project, run_id, part.claim)
             if part.sends > 1 and isinstance(exc, UpstreamError):

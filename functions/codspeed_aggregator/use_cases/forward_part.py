@@ -38,7 +38,7 @@ class ForwardPart:
         """The CodSpeed metadata the job that opened the run stated (``codspeed-client open``), if any."""
         return self.shards.upload_metadata(project, run_id, OPENED)
 
-    def forward(
+    def send_merged(
         self,
         shards: list[ShardRecord],
         upload: Upload,
@@ -51,32 +51,48 @@ class ForwardPart:
         group_parts: int,
         announced: dict | None,
     ) -> dict:
-        """Send one upload: the shards merged (merged part ``number`` of its group's ``group_parts``), or
-        one shard's archive as it was sent. A POST already answered for the same bytes (the merge
-        is deterministic) is not made again: the archive goes to the URL it gave."""
-        post, token = None, None  # a runner's POST as it came, and its job's token while valid
-        if upload.merged:
-            # Spooled to S3 (a multipart upload), not to /tmp: a part's size is bounded by S3, and the
-            # MD5 the upstream wants before the PUT is taken while the merge writes.
-            key = spool_key(project, run_id, index)
-            sink, result = self._merge_part(key, shards)
-            archive = self.store.reader(sink.key, sink.version_id)
-            size, md5, gzipped = result.size, result.md5, True
-            sent = [(s, self.sent_metadata(project, run_id, s)) for s in shards]
-            part = MergedPart(base_run_id(run_id), upload.run_part_id, upload.group, number, group_parts, sent, carried)
-            describe = partial(merged_metadata, base_metadata, part, md5)
+        """Send the shards merged: part ``number`` of its group's ``group_parts``, under
+        ``base_metadata``, naming the shards it ``carried``. A POST already answered for the same
+        bytes (the merge is deterministic) is not made again: the archive goes to the URL it gave."""
+        # Spooled to S3 (a multipart upload), not to /tmp: a part's size is bounded by S3, and the
+        # MD5 the upstream wants before the PUT is taken while the merge writes.
+        sink, result = self._merge_part(spool_key(project, run_id, index), shards)
+        archive = self.store.reader(sink.key, sink.version_id)
+        sent = [(s, self.sent_metadata(project, run_id, s)) for s in shards]
+        part = MergedPart(base_run_id(run_id), upload.run_part_id, upload.group, number, group_parts, sent, carried)
+        describe = partial(merged_metadata, base_metadata, part, result.md5)
+        return self._deliver(
+            project, run_id, index, archive, result.size, result.md5, True, describe, None, None, announced
+        )
+
+    def send_as_sent(
+        self,
+        shard: ShardRecord,
+        project: str,
+        run_id: str,
+        base_metadata: dict | None = None,
+        index: int | None = None,
+        announced: dict | None = None,
+    ) -> dict:
+        """Send one shard's archive as it was sent: a runner's POST byte for byte, with its job's token
+        while valid, when its metadata names this very archive; else its metadata (a carried
+        shard's under ``base_metadata``)."""
+        archive = self.store.reader(shard.key, shard.version_id)
+        size, md5 = archive.digest()
+        found = self.shards.upload_post(project, run_id, shard.upload_id) if shard.upload_id else None
+        sent, post = found or (as_carried(base_metadata, shard), None)
+        describe = partial(as_sent_metadata, sent, md5, shard.gzipped)
+        token = None
+        if post is not None and names_archive(sent, md5, shard.gzipped):  # it names this very archive
+            token = self.shards.job_token(project, run_id, shard.upload_id, time.time())
         else:
-            [shard] = shards
-            archive = self.store.reader(shard.key, shard.version_id)
-            size, md5 = archive.digest()
-            gzipped = shard.gzipped
-            found = self.shards.upload_post(project, run_id, shard.upload_id) if shard.upload_id else None
-            sent, post = found or (as_carried(base_metadata, shard), None)
-            describe = partial(as_sent_metadata, sent, md5, gzipped)
-            if post is not None and names_archive(sent, md5, gzipped):  # it names this very archive: byte for byte
-                token = self.shards.job_token(project, run_id, shard.upload_id, time.time())
-            else:
-                post = None
+            post = None
+        return self._deliver(
+            project, run_id, index, archive, size, md5, shard.gzipped, describe, post, token, announced
+        )
+
+    def _deliver(self, project, run_id, index, archive, size, md5, gzipped, describe, post, token, announced) -> dict:
+        """POST the upload's metadata (unless ``announced`` for these bytes already), then PUT the archive."""
         announce = partial(self._announce, project, run_id, index, describe, md5, post, token)
         fresh = announced is None or announced["md5"] != md5
         if fresh:

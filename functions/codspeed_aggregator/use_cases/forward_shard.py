@@ -71,20 +71,8 @@ class ForwardShard:
         (the claim still held). A send that fails is said on the run, and the message's retry sends
         it again."""
         held = _version(shard)
-        upload = Upload((shard.name,), merged=False, group=shard.group)
         try:
-            answer = self.forwarder.forward(
-                [shard],
-                upload,
-                project,
-                run_id,
-                base_metadata=None,
-                carried={},
-                index=None,
-                number=0,
-                group_parts=0,
-                announced=None,
-            )
+            answer = self.forwarder.send_as_sent(shard, project, run_id)
         except Exception as exc:
             self.metrics.add("ShardForwardFailed", 1, "Count")
             if not self._record(project, run_id, shard, held, claim, {"error": str(exc)}):
