@@ -12,7 +12,7 @@ from codspeed_aggregator.adapters.aws import client
 from codspeed_aggregator.adapters.ledger import Reads
 from codspeed_aggregator.adapters.results_store import ResultsStore
 from codspeed_aggregator.domain.keys import digest_key, known_key, project_segment
-from codspeed_aggregator.use_cases import run_snapshots, shard_summaries
+from codspeed_aggregator.services import run_snapshots, shard_summaries
 from tests.factories import bundle, push
 from tests.requests_seen import dynamodb_requests, item_keys, s3_gets, whole_run_reads
 

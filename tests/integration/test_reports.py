@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from codspeed_aggregator.adapters.github_status import GitHubStatuses
 from codspeed_aggregator.domain.keys import digest_key, known_key, report_key
-from codspeed_aggregator.use_cases import run_snapshots
+from codspeed_aggregator.services import run_snapshots
 from tests.factories import bundle, push
 from tests.fake_github import FakeGitHub
 from tests.faults import AWS_FAULTS

@@ -53,7 +53,7 @@ def test_the_domain_knows_nothing_of_aws_lambda_or_the_wire():
 
 
 def test_use_cases_call_no_handler_and_build_no_adapter_from_settings():
-    for path in _modules("use_cases"):
+    for path in _modules("use_cases") + _modules("services"):
         upward = sorted(
             m
             for m in _imports(path)

@@ -20,6 +20,8 @@ from ..adapters.metrics import Metrics, NoMetrics
 from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamClient
+from ..services.pr_comments import PullRequestComments
+from ..services.run_attempts import RunAttempts
 from ..settings import Settings
 from .benchmark_costs import BenchmarkCosts
 from .close_run import CloseRun
@@ -31,12 +33,10 @@ from .keep_sources import KeepSources
 from .merge_bases import MergeBases
 from .open_run import OpenRun
 from .plan_forward import PlanForward
-from .pr_comments import PullRequestComments
 from .project_tokens import ProjectTokens
 from .record_arrival import RecordArrival
 from .reports import Reports
 from .request_upload import RequestUpload
-from .run_attempts import RunAttempts
 
 
 @dataclass

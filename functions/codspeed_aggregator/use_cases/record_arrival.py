@@ -23,9 +23,9 @@ from ..domain.ledger import ARRIVED, OPEN, ArrivalView, RunRecord, ShardRecord, 
 from ..domain.results import ShardResults, measured
 from ..domain.retries import retry_delay
 from ..domain.timestamps import iso
+from ..services.run_attempts import RunAttempts
 from ..settings import Settings
 from .reports import Reports
-from .run_attempts import RunAttempts
 
 log = logging.getLogger(__name__)
 

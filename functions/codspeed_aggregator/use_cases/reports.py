@@ -26,10 +26,10 @@ from ..domain.notification import commit_status
 from ..domain.report import build_report, carried_from, codspeed_page, compared_with, shard_entry, shard_names
 from ..domain.results import SummaryDigest, absent_entries, shard_entries
 from ..domain.timestamps import iso
+from ..services.pr_comments import PullRequestComments
+from ..services.run_snapshots import RunSnapshots
+from ..services.shard_summaries import ShardSummaries
 from ..settings import Settings
-from .pr_comments import PullRequestComments
-from .run_snapshots import RunSnapshots
-from .shard_summaries import ShardSummaries
 
 log = logging.getLogger(__name__)
 

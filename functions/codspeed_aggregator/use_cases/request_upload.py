@@ -21,8 +21,8 @@ from ..domain.ledger import RunRecord, SentPost, UploadRecord, base_run_id, vari
 from ..domain.manifest import Manifest
 from ..domain.metadata import ci_url, pushed_metadata
 from ..domain.timestamps import iso
+from ..services.run_attempts import RunAttempts
 from ..settings import Settings
-from .run_attempts import RunAttempts
 
 
 @dataclass

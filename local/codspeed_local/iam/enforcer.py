@@ -43,11 +43,7 @@ USE_CASE_FUNCTIONS = {
     "fork_pull_requests": "ApiFunction",
     # helpers of the use cases above, never the outermost in a function: held to the role of the one calling
     "project_tokens": None,
-    "run_attempts": None,
     "plan_forward": None,
-    "run_snapshots": None,
-    "shard_summaries": None,
-    "pr_comments": None,
 }
 _JSON_SERVICES = {"dynamodb", "sqs", "ssm"}
 
