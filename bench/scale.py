@@ -41,7 +41,7 @@ from samtranslator.yaml_helper import yaml_parse  # noqa: E402
 
 from codspeed_aggregator.domain.bundle import normalizing, validate_bundle  # noqa: E402
 from codspeed_aggregator.domain.merge import merge_bundles  # noqa: E402
-from codspeed_aggregator.domain.uploads import plan_uploads  # noqa: E402
+from codspeed_aggregator.domain.upstream_parts import plan_uploads  # noqa: E402
 from codspeed_aggregator.settings import Settings  # noqa: E402
 
 MIB = 1 << 20

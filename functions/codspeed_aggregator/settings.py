@@ -4,7 +4,7 @@ import os
 from dataclasses import dataclass
 from functools import cache
 
-from .domain.uploads import MAX_UPLOAD_BYTES
+from .domain.upstream_parts import MAX_UPLOAD_BYTES
 
 
 def _flag(name: str, default: bool = False) -> bool:

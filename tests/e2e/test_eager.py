@@ -12,7 +12,7 @@ import pytest
 
 from codspeed_aggregator.adapters.aws import client
 from codspeed_aggregator.domain.keys import run_bundles_prefix
-from codspeed_aggregator.domain.uploads import pushed_part_id
+from codspeed_aggregator.domain.upstream_parts import pushed_part_id
 from codspeed_local.profiles import make_profile_folder
 from tests.conftest import EAGER_PROJECT as PROJECT
 from tests.e2e.test_sharded_run import _final, _report, _run

@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
-from codspeed_aggregator.domain.uploads import pushed_part_id
+from codspeed_aggregator.domain.upstream_parts import pushed_part_id
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from tests.factories import bundle, push
 
@@ -260,7 +260,7 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
 def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_part(eager, isolated, project, run_id):
     """Every shard skipped in the parts mode: nothing of the baseline goes up as this commit's, yet
     CodSpeed gets a run for it, one part with no benchmark and ``allowEmpty``, as the runner sends one."""
-    from codspeed_aggregator.domain.uploads import empty_part_id
+    from codspeed_aggregator.domain.upstream_parts import empty_part_id
     from codspeed_wire.api import OpenRequest
     from codspeed_wire.upstream import UploadMetadata
     from tests.factories import COMMIT, md5_b64, metadata

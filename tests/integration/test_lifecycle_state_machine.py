@@ -35,7 +35,7 @@ from hypothesis.stateful import (
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_aggregator.domain.errors import Busy, Conflict, Unprocessable
 from codspeed_aggregator.domain.keys import parse_bundle_key
-from codspeed_aggregator.domain.uploads import pushed_part_id
+from codspeed_aggregator.domain.upstream_parts import pushed_part_id
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from codspeed_rules.names import shard_key
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest

@@ -5,7 +5,7 @@ import json
 from codspeed_aggregator.domain.baseline import Completion
 from codspeed_aggregator.domain.forward_plan import ForwardPlan, PartPlan
 from codspeed_aggregator.domain.ledger import ARRIVED, RunRecord, ShardRecord
-from codspeed_aggregator.domain.uploads import Upload
+from codspeed_aggregator.domain.upstream_parts import UpstreamPart
 
 
 def _plan() -> ForwardPlan:
@@ -14,7 +14,11 @@ def _plan() -> ForwardPlan:
         for name, group in (("a", ""), ("b", ""), ("c", ""), ("w", "wall"))
     }
     carried = {"c": {"from_run": "7001", "key": shards["c"].key}}
-    uploads = [Upload(("a",), True, "", "g-1"), Upload(("w",), False, "wall"), Upload(("b", "c"), True, "", "g-2")]
+    uploads = [
+        UpstreamPart(("a",), True, "", "g-1"),
+        UpstreamPart(("w",), False, "wall"),
+        UpstreamPart(("b", "c"), True, "", "g-2"),
+    ]
     return ForwardPlan(
         run=RunRecord(project="p", run_id="r", groups={}),
         shards=shards,

@@ -97,7 +97,7 @@ def test_gnu_tar_reads_the_merged_archive(tmp_path):
 
 
 def test_uploads_are_planned_under_the_benchmark_limit_in_shard_order():
-    from codspeed_aggregator.domain.uploads import plan_uploads
+    from codspeed_aggregator.domain.upstream_parts import plan_uploads
 
     assert plan_uploads([("a", 400, 1), ("b", 400, 1), ("c", 400, 1)], 1000) == [["a", "b"], ["c"]]
     assert plan_uploads([("a", 1000, 1), ("b", 1, 1)], 1000) == [["a"], ["b"]]
@@ -106,7 +106,7 @@ def test_uploads_are_planned_under_the_benchmark_limit_in_shard_order():
 
 
 def test_uploads_are_bounded_by_bytes_too():
-    from codspeed_aggregator.domain.uploads import MAX_UPLOAD_BYTES, plan_uploads
+    from codspeed_aggregator.domain.upstream_parts import MAX_UPLOAD_BYTES, plan_uploads
 
     gib = 1 << 30
     shards = [(f"s{i}", 10, gib // 5) for i in range(200)]  # 200 shards x 200 MiB: a 40 GB run

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codspeed_aggregator.domain.ledger import ARRIVED, ShardRecord
-from codspeed_aggregator.domain.uploads import Upload, merged_part_id, part_id, plan_forward
+from codspeed_aggregator.domain.upstream_parts import UpstreamPart, merged_part_id, part_id, plan_forward
 
 
 def _shard(name, group="", executor="valgrind", benchmarks=1, key=None):
@@ -99,12 +99,12 @@ def test_over_any_attempts_every_shard_stands_in_exactly_one_part_and_ids_never_
 
 
 def test_a_plan_item_round_trips():
-    upload = Upload(("a", "b"), True, "bench", merged_part_id("bench", 2))
+    upload = UpstreamPart(("a", "b"), True, "bench", merged_part_id("bench", 2))
     assert (
-        Upload.from_item(upload.to_item()) == upload
+        UpstreamPart.from_item(upload.to_item()) == upload
         and upload.key == 'bench-{"aggregated-part":2,"executor":"valgrind"}'
     )
-    assert Upload(("w",), False, "wall").key == "shard:w"
+    assert UpstreamPart(("w",), False, "wall").key == "shard:w"
 
 
 def test_a_kept_part_left_with_no_shard_frees_its_id_and_no_id_is_given_twice():

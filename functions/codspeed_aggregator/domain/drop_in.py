@@ -34,7 +34,7 @@ from codspeed_wire.upstream import UploadMetadata
 
 from .errors import Unprocessable
 from .manifest import Manifest
-from .uploads import AGGREGATED_KEY
+from .upstream_parts import AGGREGATED_KEY
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=+]+")  # runs of anything else, "-" too, become one "-"
 _PARALLEL = re.compile(r"^(?P<job>.+?) (?P<index>[0-9]+)/(?P<total>[0-9]+)(?:-\{.*)?$", re.DOTALL)

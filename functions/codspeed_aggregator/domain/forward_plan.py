@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from .baseline import Completion
 from .ledger import RunRecord, ShardRecord, sent_as
 from .metadata import part_claim
-from .uploads import Upload
+from .upstream_parts import UpstreamPart
 
 
 @dataclass(frozen=True)
@@ -14,8 +14,8 @@ class PartPlan:
     """One upload of a run forwarded in several: all its finalizer reads (never the whole plan)."""
 
     index: int
-    upload: Upload
-    part_id: str  # what it holds (``uploads.part_id``): a shard an eager run sent as it is now is not sent again
+    upload: UpstreamPart
+    part_id: str  # what it holds (``upstream_parts.part_id``): a shard an eager run sent as it is now is not sent again
     shards: dict[str, ShardRecord]  # its own, by name
     carried: dict[str, dict]  # the outcome's entry of each of its shards carried from the baseline
     number: int  # its place among its group's merged parts (0: a shard sent as it was)
@@ -46,7 +46,7 @@ class PartPlan:
     def from_item(cls, item: dict) -> "PartPlan":
         return cls(
             index=item["index"],
-            upload=Upload.from_item(item["upload"]),
+            upload=UpstreamPart.from_item(item["upload"]),
             part_id=item["id"],
             shards={name: ShardRecord(**s) for name, s in item["shards"].items()},
             carried=item["carried"],
@@ -64,8 +64,8 @@ class ForwardPlan:
     completion: Completion
     baseline_run: str | None
     base_metadata: dict | None
-    uploads: list[Upload]
-    part_ids: list[str]  # what each upload holds (``uploads.part_id``)
+    uploads: list[UpstreamPart]
+    part_ids: list[str]  # what each upload holds (``upstream_parts.part_id``)
     todo: list[int]  # the uploads this attempt sends: the others the upstream holds, as they are, from an earlier one
 
     def part(self, index: int) -> PartPlan:

@@ -9,7 +9,7 @@ from codspeed_wire.upstream import UploadMetadata, in_runner_order
 
 from .errors import Conflict
 from .ledger import ShardRecord
-from .uploads import AGGREGATOR_JOB, Upload, claim_id, pushed_part_id
+from .upstream_parts import AGGREGATOR_JOB, UpstreamPart, claim_id, pushed_part_id
 
 
 def check_identity(run_identity: dict | None, mine: dict | None) -> None:
@@ -65,7 +65,7 @@ def upstream_part_id(shard: ShardRecord) -> str:
     return pushed_part_id(name, shard.executor) if shard.group == "" else shard.name
 
 
-def part_claim(upload: Upload, shards: dict[str, ShardRecord]) -> str:
+def part_claim(upload: UpstreamPart, shards: dict[str, ShardRecord]) -> str:
     """The claim an upload is sent under (``uploads.claim_id``): its merged runPartId, or its shard's."""
     if upload.merged:
         return claim_id(upload.run_part_id, VALGRIND)

@@ -15,7 +15,7 @@ from ..domain.ledger import OPENED, SentPost, ShardRecord, base_run_id
 from ..domain.merge import ShardBundle, merge_bundles
 from ..domain.metadata import MergedPart, as_carried, as_sent_metadata, merged_metadata, names_archive
 from ..domain.splice import IndexMismatch, NormalizedShard, splice
-from ..domain.uploads import Upload
+from ..domain.upstream_parts import UpstreamPart
 from ..settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class ForwardPart:
     def send_merged(
         self,
         shards: list[ShardRecord],
-        upload: Upload,
+        upload: UpstreamPart,
         project: str,
         run_id: str,
         base_metadata: dict | None,

@@ -15,7 +15,7 @@ from ..adapters.queues import FinalizeQueue
 from ..domain.keys import plan_key
 from ..domain.ledger import ARRIVED, OPEN, ShardRecord, sent_as
 from ..domain.metadata import part_claim
-from ..domain.uploads import Upload, part_id
+from ..domain.upstream_parts import UpstreamPart, part_id
 from ..settings import Settings
 from .forward_part import ForwardPart
 from .reports import Reports
@@ -47,7 +47,7 @@ class ForwardShard:
             return "not_open"  # ended, or finalizing: its finalizer sends what is not upstream
         if sent_as(shard) == _version(shard):
             return "upstream"  # a second delivery of one arrival
-        claim = part_claim(Upload((name,), merged=False, group=shard.group), {name: shard})
+        claim = part_claim(UpstreamPart((name,), merged=False, group=shard.group), {name: shard})
         if not self.parts.claim_shard(project, run_id, claim, int(self.clock()), self.settings.finalize_lease_seconds):
             return "not_claimed"  # its holder sends this version after its own, or the run's finalizer does
         while not self._send(project, run_id, shard, claim):
@@ -108,5 +108,5 @@ class ForwardShard:
 
 
 def _version(shard: ShardRecord) -> str:
-    """What the shard holds as counted now (``uploads.part_id``): what a send of it is recorded as."""
-    return part_id(Upload((shard.name,), merged=False), {shard.name: shard})
+    """What the shard holds as counted now (``upstream_parts.part_id``): what a send of it is recorded as."""
+    return part_id(UpstreamPart((shard.name,), merged=False), {shard.name: shard})

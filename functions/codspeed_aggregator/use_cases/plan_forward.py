@@ -14,7 +14,7 @@ from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, plan_key
 from ..domain.ledger import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
 from ..domain.timestamps import epoch
-from ..domain.uploads import Upload, empty_part_id, part_id, plan_forward
+from ..domain.upstream_parts import UpstreamPart, empty_part_id, part_id, plan_forward
 from ..settings import Settings
 from .forward_part import ForwardPart
 from .merge_bases import MergeBases
@@ -45,7 +45,7 @@ class PlanForward:
             baseline = self.baselines.baseline_for(
                 run.project, branch_of(run.base_ref) or self.settings.default_branch, snapshot.run.base_commits()
             )
-        kept = [Upload.from_item(u) for u in earlier["uploads"]] if earlier else []
+        kept = [UpstreamPart.from_item(u) for u in earlier["uploads"]] if earlier else []
         shards, completion = self._shards(snapshot, baseline, lost=True)
         # In the parts mode a skipped shard is left to CodSpeed, which fills a run's absent benchmarks
         # from its baseline and marks them skipped: nothing measured on another commit goes up as this one's.
@@ -56,8 +56,8 @@ class PlanForward:
         if (
             run.eager and not uploads and completion.carried
         ):  # nothing measured here: CodSpeed still gets the commit's run
-            uploads = [Upload((), merged=True, run_part_id=empty_part_id())]
-        held |= {Upload((n,), merged=False).key: sent_as(s) for n, s in snapshot.arrived().items() if sent_as(s)}
+            uploads = [UpstreamPart((), merged=True, run_part_id=empty_part_id())]
+        held |= {UpstreamPart((n,), merged=False).key: sent_as(s) for n, s in snapshot.arrived().items() if sent_as(s)}
         ids = [part_id(upload, shards) for upload in uploads]
         return {
             "baseline": baseline,
@@ -115,7 +115,7 @@ class PlanForward:
             base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, first)
             if first
             else self.forwarder.opened_metadata(run.project, run.run_id),  # every shard carried: the run's own
-            uploads=[Upload.from_item(u) for u in recorded["uploads"]],
+            uploads=[UpstreamPart.from_item(u) for u in recorded["uploads"]],
             part_ids=list(recorded["ids"]),
             todo=list(recorded["todo"]),
         )
@@ -198,6 +198,6 @@ def earlier_plan(reads: Reads, store: BundleStore, run: RunRecord) -> tuple[dict
                 return None, {}
             held = dict(plan.get("held") or {})
             for index in earlier.run.forwarded_parts:
-                held[Upload.from_item(plan["uploads"][int(index)]).key] = plan["ids"][int(index)]
+                held[UpstreamPart.from_item(plan["uploads"][int(index)]).key] = plan["ids"][int(index)]
             return plan, held
     return None, {}

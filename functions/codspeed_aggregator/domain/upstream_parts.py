@@ -22,7 +22,7 @@ AGGREGATOR_JOB = "codspeed-shard-aggregator"  # the jobName of a merged part of 
 
 
 @dataclass(frozen=True)
-class Upload:
+class UpstreamPart:
     """One run part forwarded upstream. A merged part goes under ``run_part_id``, stable for
     what it holds (its group, and its place among the group's merged parts), so a part sent
     again replaces itself upstream; a shard sent as it was keeps its uploader's runPartId."""
@@ -41,7 +41,7 @@ class Upload:
         return {"shards": list(self.shards), "merged": self.merged, "group": self.group, "id": self.run_part_id}
 
     @classmethod
-    def from_item(cls, item: dict) -> "Upload":
+    def from_item(cls, item: dict) -> "UpstreamPart":
         return cls(tuple(item["shards"]), bool(item["merged"]), item.get("group") or "", item.get("id"))
 
 
@@ -78,7 +78,7 @@ def _part_id(job: str, suffix: dict) -> str:
     return f"{job}-{json.dumps(suffix, separators=(',', ':'))}"
 
 
-def part_id(upload: Upload, shards: dict[str, ShardRecord]) -> str:
+def part_id(upload: UpstreamPart, shards: dict[str, ShardRecord]) -> str:
     """A stable id of what an upload holds (its shards, at the objects validated), not of where it
     stands in a plan: an attempt sends again only the parts whose id changed (a shard re-run)."""
     held = "\n".join(f"{name}={shards[name].key}@{shards[name].version_id}" for name in upload.shards)
@@ -115,9 +115,9 @@ def plan_forward(
     shards: dict[str, ShardRecord],
     limit: int,
     max_bytes: int = MAX_UPLOAD_BYTES,
-    kept: list[Upload] = (),
+    kept: list[UpstreamPart] = (),
     merge: bool = True,
-) -> list[Upload]:
+) -> list[UpstreamPart]:
     """The uploads of a run, in a stable order (a retry makes the same plan).
 
     ``kept`` are the parts of the run's earlier attempt: each keeps its shards (those still in
@@ -131,11 +131,11 @@ def plan_forward(
     for part in kept:
         held = tuple(n for n in part.shards if n in shards and n not in placed)
         if held:
-            uploads.append(Upload(held, part.merged, part.group, part.run_part_id))
+            uploads.append(UpstreamPart(held, part.merged, part.group, part.run_part_id))
             placed.update(held)
     rest = sorted(n for n in shards if n not in placed)
     if not merge:
-        return uploads + [Upload((n,), merged=False, group=shards[n].group) for n in rest]
+        return uploads + [UpstreamPart((n,), merged=False, group=shards[n].group) for n in rest]
     for group in sorted({shards[n].group for n in rest}):
         names = [n for n in rest if shards[n].group == group]
         valgrind = [
@@ -146,17 +146,18 @@ def plan_forward(
         # A shard over the limit by itself goes as its uploader sent it (as the runner would have):
         # a merged part never holds more than the limit.
         uploads += [
-            Upload((n,), merged=False, group=group)
+            UpstreamPart((n,), merged=False, group=group)
             for n in names
             if shards[n].executor == VALGRIND and (shards[n].benchmarks or 0) > limit
         ]
         taken = {u.run_part_id for u in uploads if u.merged and u.group == group}
         if len(valgrind) == 1 and not taken:
-            uploads.append(Upload((valgrind[0][0],), merged=False, group=group))
+            uploads.append(UpstreamPart((valgrind[0][0],), merged=False, group=group))
         else:
             free = (merged_part_id(group, n) for n in itertools.count(1) if merged_part_id(group, n) not in taken)
             uploads += [
-                Upload(tuple(chosen), True, group, next(free)) for chosen in plan_uploads(valgrind, limit, max_bytes)
+                UpstreamPart(tuple(chosen), True, group, next(free))
+                for chosen in plan_uploads(valgrind, limit, max_bytes)
             ]
-        uploads += [Upload((n,), merged=False, group=group) for n in names if shards[n].executor != VALGRIND]
+        uploads += [UpstreamPart((n,), merged=False, group=group) for n in names if shards[n].executor != VALGRIND]
     return uploads
