@@ -39,7 +39,7 @@ class Isolated:
 def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Isolated:
     """``enforcer``: the local stack's, which then holds this stack's calls to the template's roles too."""
     from codspeed_aggregator.adapters.aws import client
-    from codspeed_aggregator.adapters.bundle_store import BundleStore
+    from codspeed_aggregator.adapters.bucket import Bucket
     from codspeed_aggregator.adapters.ledger import Ledger
     from codspeed_aggregator.adapters.queues import FinalizeQueue, Queue
     from codspeed_aggregator.adapters.results_store import ResultsStore
@@ -67,7 +67,7 @@ def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Iso
     aggregator = Aggregator(
         settings=settings,
         ledger=Ledger.on(resources.table, client("dynamodb")),
-        store=BundleStore(resources.bucket, client("s3")),
+        store=Bucket(resources.bucket, client("s3")),
         results=ResultsStore(resources.bucket, client("s3")),
         queue=FinalizeQueue(resources.finalize_queue_url, client("sqs")),
         arrivals_queue=Queue(resources.arrivals_queue_url, client("sqs")),
@@ -80,7 +80,7 @@ def on_stack():
     """The running local stack's use cases on the operator's clients: a test's own set-up and reads
     are held to no role, and each use case it drives to the role of the function that runs it."""
     from codspeed_aggregator.adapters.aws import OPERATOR, client
-    from codspeed_aggregator.adapters.bundle_store import BundleStore
+    from codspeed_aggregator.adapters.bucket import Bucket
     from codspeed_aggregator.adapters.ledger import Ledger
     from codspeed_aggregator.adapters.queues import FinalizeQueue, Queue
     from codspeed_aggregator.adapters.results_store import ResultsStore
@@ -94,7 +94,7 @@ def on_stack():
         settings=config,
         ledger=Ledger.on(config.table_name, client("dynamodb")),
         page_key=page_key(master) if master else None,
-        store=BundleStore(config.bucket_name, client("s3")),
+        store=Bucket(config.bucket_name, client("s3")),
         results=ResultsStore(config.bucket_name, client("s3")),
         queue=FinalizeQueue(config.finalize_queue_url, client("sqs")),
         arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")),

@@ -9,7 +9,7 @@ import threading
 from functools import cache
 
 from .adapters import aws
-from .adapters.bundle_store import BundleStore
+from .adapters.bucket import Bucket
 from .adapters.ci_oidc import CiOidc
 from .adapters.github_comments import GitHubComments
 from .adapters.github_commits import GitHubCommits
@@ -87,7 +87,7 @@ def build(name: str, config: Settings) -> Aggregator:
     return Aggregator(
         settings=config,
         ledger=Ledger.on(config.table_name, client("dynamodb"), config.retention_days * 86400),
-        store=BundleStore(config.bucket_name, client("s3")) if "bucket" in needs else None,
+        store=Bucket(config.bucket_name, client("s3")) if "bucket" in needs else None,
         results=ResultsStore(config.bucket_name, client("s3")) if "bucket" in needs else None,
         queue=FinalizeQueue(config.finalize_queue_url, client("sqs")) if "queue" in needs else None,
         arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")) if "arrivals_queue" in needs else None,

@@ -8,7 +8,7 @@ from urllib.parse import unquote_plus
 
 import pytest
 
-from codspeed_aggregator.domain.ledger import UploadRecord
+from codspeed_aggregator.domain.ledger import GrantRecord
 from codspeed_local.lambda_context import LocalContext
 from tests.factories import bundle, wait_for
 
@@ -69,7 +69,7 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     agg = on_stack()  # the test's own set-up: not recorded, this thread calls as no function
     agg.ledger.shards.add_upload(
-        "acme/widgets", "7044765741", UploadRecord("2", upload_id, None, "0.5", metadata={"profileMd5": "x"})
+        "acme/widgets", "7044765741", GrantRecord("2", upload_id, None, "0.5", metadata={"profileMd5": "x"})
     )
     agg.store.s3.put_object(Bucket=agg.store.bucket, Key=key, Body=bundle())
     answer = arrivals.handler(record, LocalContext("codspeed-arrivals"))

@@ -102,7 +102,7 @@ def test_a_batch_of_arrivals_publishes_each_runs_report_once_after_its_last_chan
 def test_the_spool_writes_parts_of_its_size_and_a_failed_merge_leaves_nothing(isolated):
     import os
 
-    from codspeed_aggregator.adapters.bundle_store import SpoolWriter
+    from codspeed_aggregator.adapters.bucket import SpoolWriter
 
     store = isolated.aggregator.store
     data = os.urandom(12 << 20)

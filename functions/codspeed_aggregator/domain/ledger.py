@@ -207,7 +207,10 @@ class KeptSource:
 
 
 @dataclass
-class UploadRecord:
+class GrantRecord:
+    """A shard's upload grant (its ``UPLOAD#`` item): the upload URL handed out for one bundle,
+    which the bundle that lands under its key is checked against."""
+
     shard: str
     upload_id: str
     size: int | None
@@ -253,4 +256,4 @@ class ArrivalView:
 
     run: RunRecord | None
     shard: ShardRecord | None
-    upload: UploadRecord | None
+    upload: GrantRecord | None

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..adapters.bundle_store import BundleStore
+from ..adapters.bucket import Bucket
 from ..adapters.github_comments import GitHubComments
 from ..adapters.github_commits import GitHubCommits
 from ..adapters.github_pulls import GitHubPulls
@@ -43,7 +43,7 @@ from .request_upload import RequestUpload
 class Aggregator:
     settings: Settings
     ledger: Ledger  # DynamoDB
-    store: BundleStore | None = None  # S3
+    store: Bucket | None = None  # S3
     results: ResultsStore | None = None  # S3: the shards' benchmarks
     queue: FinalizeQueue | None = None  # SQS
     arrivals_queue: Queue | None = None  # SQS: the arrivals function's own

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from codspeed_rules.backoff import backoff
 
-from ..adapters.bundle_store import BundleStore
+from ..adapters.bucket import Bucket
 from ..adapters.ledger import Baselines, Parts, Reads, Runs
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
@@ -42,7 +42,7 @@ class FinalizeRun:
     runs: Runs  # DynamoDB: the claim, the plan, how it ended
     parts: Parts  # DynamoDB: each part's claim and the upstream's answer
     baselines: Baselines  # DynamoDB: the branch's latest forwarded run, recorded
-    store: BundleStore  # S3: the plan written (plans/); the run's bundles tagged final once forwarded
+    store: Bucket  # S3: the plan written (plans/); the run's bundles tagged final once forwarded
     queue: FinalizeQueue  # SQS: one message per part of a run in several; a failed message's retry
     planner: PlanForward  # what the run forwards: planned once, read by every finalizer of it
     forwarder: ForwardPart

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from functools import partial
 
-from ..adapters.bundle_store import BundleStore, MissingObject
+from ..adapters.bucket import Bucket, MissingObject
 from ..adapters.ledger import Parts, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamClient, UpstreamRefused
@@ -26,7 +26,7 @@ class ForwardPart:
     settings: Settings
     shards: Shards  # DynamoDB: the CodSpeed metadata each shard was uploaded with
     parts: Parts  # DynamoDB: the upstream's answer to a part's POST, recorded before its PUT
-    store: BundleStore  # S3: bundles/ and normalized/ read; spool/ written and read back
+    store: Bucket  # S3: bundles/ and normalized/ read; spool/ written and read back
     upstream: UpstreamClient  # the upstream (CodSpeed): POST metadata, PUT archive
     metrics: Metrics
 

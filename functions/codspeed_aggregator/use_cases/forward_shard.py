@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..adapters.bundle_store import BundleStore
+from ..adapters.bucket import Bucket
 from ..adapters.ledger import Parts, Reads
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
@@ -29,7 +29,7 @@ class ForwardShard:
     # DynamoDB: the run's record and the one shard (whether it is upstream); the parts, in a race with a close
     reads: Reads
     parts: Parts  # DynamoDB: the shard's claim (the one its run's finalizer takes) and its upstream answer
-    store: BundleStore  # S3: the run's plan, when a finalizer planned it while this shard was on its way
+    store: Bucket  # S3: the run's plan, when a finalizer planned it while this shard was on its way
     queue: FinalizeQueue  # SQS: that finalizer's parts, asked again
     forwarder: ForwardPart
     reports: Reports

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..adapters.bundle_store import BundleStore
+from ..adapters.bucket import Bucket
 from ..adapters.ledger import Sources
 from ..adapters.results_store import ResultsStore
 from ..domain.keys import bundle_key, index_key, normalized_key
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class KeepSources:
-    store: BundleStore  # S3: the carried shard's bundle, normalized copy and index copied beside the run
+    store: Bucket  # S3: the carried shard's bundle, normalized copy and index copied beside the run
     results: ResultsStore  # S3: its results copied beside the copy
     sources: Sources  # DynamoDB: what the run keeps, beside it
     clock: Callable[[], float] = time.time

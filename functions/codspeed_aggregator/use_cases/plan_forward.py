@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
-from ..adapters.bundle_store import BundleStore, MissingObject
+from ..adapters.bucket import Bucket, MissingObject
 from ..adapters.ledger import Baselines, Reads, Sources
 from ..adapters.results_store import ResultsStore
 from ..domain.baseline import LOOKBACK, Completion, branch_of, complete, skipped_keys
@@ -26,7 +26,7 @@ class PlanForward:
     reads: Reads  # DynamoDB: the run's and its baseline's shards, an earlier attempt's plan
     baselines: Baselines  # DynamoDB: the branch's baseline, and its runs before it
     sources: Sources  # DynamoDB: the copies the branch's runs keep of shards they carried
-    store: BundleStore  # S3: plans (plans/) read
+    store: Bucket  # S3: plans (plans/) read
     results: ResultsStore  # S3: the benchmark names of the run's and its baseline's shards, read once
     forwarder: ForwardPart  # the metadata the run's parts go under
     clock: Callable[[], float] = time.time
@@ -184,7 +184,7 @@ def received_before(
     return found
 
 
-def earlier_plan(reads: Reads, store: BundleStore, run: RunRecord) -> tuple[dict | None, dict]:
+def earlier_plan(reads: Reads, store: Bucket, run: RunRecord) -> tuple[dict | None, dict]:
     """The plan of the run's latest earlier attempt that made one, and what the upstream holds
     after it: each part's key and what it held when it got there."""
     for attempt in range(run.attempt - 1, 0, -1):

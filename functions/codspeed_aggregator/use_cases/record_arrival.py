@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from codspeed_rules.bundle import VALGRIND
 from codspeed_rules.normalize import NotNormalized
 
-from ..adapters.bundle_store import BundleStore
+from ..adapters.bucket import Bucket
 from ..adapters.ledger import Reads, Runs, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue, Queue
@@ -19,7 +19,7 @@ from ..domain.bundle import normalizing, validate_bundle
 from ..domain.costs import shard_cost
 from ..domain.errors import BadBundle, Conflict
 from ..domain.keys import index_key, normalized_key, parse_bundle_key
-from ..domain.ledger import ARRIVED, OPEN, ArrivalView, RunRecord, ShardRecord, UploadRecord, base_run_id
+from ..domain.ledger import ARRIVED, OPEN, ArrivalView, GrantRecord, RunRecord, ShardRecord, base_run_id
 from ..domain.results import ShardResults, measured
 from ..domain.retries import retry_delay
 from ..domain.timestamps import iso
@@ -44,7 +44,7 @@ class RecordArrival:
     reads: Reads  # DynamoDB: the run, shard and upload request an arrival needs
     shards: Shards  # DynamoDB: the shard counted, rejected or noted late
     runs: Runs  # DynamoDB: the run after the count (complete?)
-    store: BundleStore  # S3: the bundle read; its normalized copy and index written under normalized/
+    store: Bucket  # S3: the bundle read; its normalized copy and index written under normalized/
     results: ResultsStore  # S3: the bundle's benchmark names and figures written under results/
     queue: FinalizeQueue  # SQS: finalize, once complete
     arrivals_queue: Queue  # SQS: an event deferred or failed, handed back
@@ -128,7 +128,7 @@ class RecordArrival:
             return outcome
         return self._late(view, record, upload)
 
-    def _late(self, view: ArrivalView, record: ShardRecord, upload: UploadRecord) -> str:
+    def _late(self, view: ArrivalView, record: ShardRecord, upload: GrantRecord) -> str:
         """Granted before the run's close, in after it was finalized: never a yes and a drop. The
         bundle counts in the run's next attempt (forwarded again once complete), and shows late
         in this one."""
@@ -193,7 +193,7 @@ class RecordArrival:
         return summary, stream.version_id, {**copy, "index_version": index_version}
 
     def _count(
-        self, project: str, run_id: str, record: ShardRecord, upload: UploadRecord, shard: ShardRecord | None
+        self, project: str, run_id: str, record: ShardRecord, upload: GrantRecord, shard: ShardRecord | None
     ) -> str:
         """Count a validated bundle in a run, once; publish; ask to finalize when it completed the run."""
         if _seen(shard, upload):
@@ -224,7 +224,7 @@ class RecordArrival:
         return not run.awaits_rerun(sum(1 for s in shards if s.inherited_from))
 
 
-def _seen(shard: ShardRecord | None, upload: UploadRecord) -> bool:
+def _seen(shard: ShardRecord | None, upload: GrantRecord) -> bool:
     """This upload was handled already, or a later one of the same shard was counted."""
     if shard is None:
         return False

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from codspeed_wire.report import Report, ShardBenchmarks, render_markdown
 
-from ..adapters.bundle_store import BundleStore
+from ..adapters.bucket import Bucket
 from ..adapters.github_status import GitHubStatuses
 from ..adapters.ledger import Baselines, Reads, Runs, SnapshotContended
 from ..adapters.metrics import Metrics
@@ -43,7 +43,7 @@ class Reports:
     reads: Reads  # DynamoDB: run snapshots
     runs: Runs  # DynamoDB: a refresh's revision, the project's list of runs
     baselines: Baselines  # DynamoDB: the latest forwarded run of a branch
-    store: BundleStore  # S3: reports/ published and read back
+    store: Bucket  # S3: reports/ published and read back
     results: ResultsStore  # S3: results/, each shard's benchmarks
     statuses: GitHubStatuses | None  # GitHub: commit statuses, when configured
     metrics: Metrics

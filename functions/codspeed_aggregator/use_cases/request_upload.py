@@ -12,12 +12,12 @@ from codspeed_rules.names import EXECUTOR_PATTERN, shard_key
 from codspeed_wire.api import ShardUploadRequest, UploadGrant
 from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 
-from ..adapters.bundle_store import BundleStore
+from ..adapters.bucket import Bucket
 from ..adapters.ledger import Runs, Shards
 from ..domain.drop_in import shard_of
 from ..domain.errors import Closing, Conflict, Unprocessable
 from ..domain.keys import bundle_key
-from ..domain.ledger import RunRecord, SentPost, UploadRecord, base_run_id, variant_key
+from ..domain.ledger import GrantRecord, RunRecord, SentPost, base_run_id, variant_key
 from ..domain.manifest import Manifest
 from ..domain.metadata import ci_url, pushed_metadata
 from ..domain.timestamps import iso
@@ -30,7 +30,7 @@ class RequestUpload:
     settings: Settings
     runs: Runs  # DynamoDB: the run item, opened here
     shards: Shards  # DynamoDB: upload requests, and shards an attempt inherits
-    store: BundleStore  # S3: presigned PUTs under bundles/
+    store: Bucket  # S3: presigned PUTs under bundles/
     attempts: RunAttempts  # the run, or its next attempt, an upload goes to
     clock: Callable[[], float] = time.time
 
@@ -203,7 +203,7 @@ class RequestUpload:
         self.shards.add_upload(
             project,
             run.run_id,
-            UploadRecord(
+            GrantRecord(
                 shard=key,
                 upload_id=upload_id,
                 metadata=metadata.wire(),

@@ -3,7 +3,7 @@ upload request; and the attributes a run item keeps per job group."""
 
 import json
 
-from ...domain.ledger import OPEN, RunRecord, ShardRecord, UploadRecord, variant_key
+from ...domain.ledger import OPEN, GrantRecord, RunRecord, ShardRecord, variant_key
 from ...domain.manifest import Manifest
 from .codec import COUNT_PREFIX, GROUP_PREFIX, PROJECT_PREFIX, RUN_SK, SHARD_PREFIX, run_pk
 
@@ -109,8 +109,8 @@ def shard_from(item: dict) -> ShardRecord:
     )
 
 
-def upload_from(item: dict) -> UploadRecord:
-    return UploadRecord(
+def upload_from(item: dict) -> GrantRecord:
+    return GrantRecord(
         shard=item["shard"],
         upload_id=item["upload_id"],
         size=item.get("size"),

@@ -6,7 +6,7 @@ from collections import Counter
 
 from botocore.exceptions import ClientError
 
-from ...domain.ledger import ARRIVED, LATE, REJECTED, SentPost, ShardRecord, UploadRecord
+from ...domain.ledger import ARRIVED, LATE, REJECTED, GrantRecord, SentPost, ShardRecord
 from .codec import (
     CONDITION_FAILED,
     META_PREFIX,
@@ -23,7 +23,7 @@ from .records import count_attribute
 
 
 class Shards(TableItems):
-    def add_upload(self, project: str, run_id: str, upload: UploadRecord) -> None:
+    def add_upload(self, project: str, run_id: str, upload: GrantRecord) -> None:
         """The upload request, and beside it (out of snapshots) the CodSpeed metadata it came with.
         Two plain writes, not a transaction: nobody can upload (so nothing can arrive) before the
         grant is answered, which is after both; a grant that fails between them leaves an item

@@ -89,7 +89,7 @@ class ObjectReader:
     """One version of an object read like a file, from its start again after ``seek(0)`` (a
     retried PUT streams it again): the finalizer sends what it spooled, or a bundle, without a copy."""
 
-    def __init__(self, store: "BundleStore", key: str, version_id: str | None) -> None:
+    def __init__(self, store: "Bucket", key: str, version_id: str | None) -> None:
         self._store, self.key, self.version_id = store, key, version_id
         self._body = None
 
@@ -120,7 +120,7 @@ class ObjectReader:
             self._body = None
 
 
-class BundleStore:
+class Bucket:
     def __init__(self, bucket: str, client) -> None:
         self.bucket = bucket
         self.s3 = client
