@@ -104,7 +104,13 @@ def _local(args: argparse.Namespace) -> NoReturn:
                 CONFIG,
             ) from None
         raise
+    import signal
+    import threading
+
     try:
+        # before "Ctrl-C stops it." is said: a SIGINT sent on reading it must find the handler in place
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops it as cleanly as Ctrl-C
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C too, started in the background
         print(f"API URL:  {stack.api_url}")
         print(f"token:    {stack.token}")
         kept = "kept there" if args.upstream_dir else "removed when this stops; keep them with --upstream-dir"
@@ -115,11 +121,6 @@ def _local(args: argparse.Namespace) -> NoReturn:
             "codspeed-client push --shard 1/2 ..."
         )
         print("Ctrl-C stops it.", flush=True)
-        import signal
-        import threading
-
-        signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops it as cleanly as Ctrl-C
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C too, started in the background (ignoring it)
         threading.Event().wait()
     except KeyboardInterrupt:
         print("stopped", flush=True)

@@ -204,7 +204,10 @@ class StubUpstream:
                     return self._reply(400, {"error": "Content-MD5 does not match the body"})
                 (folder / "put-headers.json").write_text(json.dumps(dict(self.headers.items()), indent=2))
                 gzipped = self.headers.get("content-encoding") == "gzip"
-                (folder / ARCHIVES[0 if gzipped else 1]).write_bytes(body)
+                stored = folder / ARCHIVES[0 if gzipped else 1]
+                partial = stored.with_name(f".{stored.name}.partial")
+                partial.write_bytes(body)
+                partial.replace(stored)  # whole or absent, as an object store shows it: never seen half-written
                 self._reply(200, {"status": "stored"})
 
             def log_message(self, *args) -> None:
