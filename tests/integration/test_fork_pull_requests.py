@@ -270,8 +270,8 @@ def test_github_failing_is_a_503_and_refusing_the_stacks_token_a_sentence(isolat
     assert footprint(isolated, project, run_id) == before
 
 
-def _runner_post(agg, project: str, run_id: str, commit: str = HEAD) -> tuple[int, dict]:
-    """CodSpeed's runner in a fork's pull request: its POST /upload, no Authorization header."""
+def _runner_upload(project: str, run_id: str, commit: str = HEAD) -> tuple[dict, bytes]:
+    """CodSpeed's runner in a fork's pull request: the metadata it POSTs (tokenless) and its archive."""
     archive = runner.recorded(1)
     owner, repository = project.rsplit("/", 1)
     meta = runner.metadata(
@@ -285,7 +285,12 @@ def _runner_post(agg, project: str, run_id: str, commit: str = HEAD) -> tuple[in
         tokenless=True,
         run_part=runner.github_run_part(run_id, "bench", "valgrind"),
     )
-    return _call(agg, "POST", "/upload", meta)
+    return meta, archive
+
+
+def _runner_post(agg, project: str, run_id: str, commit: str = HEAD) -> tuple[int, dict]:
+    """Its POST /upload, with no Authorization header."""
+    return _call(agg, "POST", "/upload", _runner_upload(project, run_id, commit)[0])
 
 
 @pytest.mark.slow
@@ -328,19 +333,7 @@ def test_a_runners_shard_over_the_tokenless_limit_is_rejected_when_it_lands(isol
 
     agg, project, run_id = fork
     agg = replace(agg, settings=replace(agg.settings, tokenless_max_bundle_bytes=64))
-    archive = runner.recorded(1)
-    owner, repository = project.rsplit("/", 1)
-    meta = runner.metadata(
-        archive,
-        executor="valgrind",
-        owner=owner,
-        repository=repository,
-        commit=HEAD,
-        ref=PULL,
-        event="pull_request",
-        tokenless=True,
-        run_part=runner.github_run_part(run_id, "bench", "valgrind"),
-    )
+    meta, archive = _runner_upload(project, run_id)
     status, accepted = _call(agg, "POST", "/upload", meta)
     assert status == 200, accepted
     assert (
