@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
-from codspeed_aggregator.domain.keys import part_plan_key, spool_key
+from codspeed_aggregator.domain.keys import part_plan_key, plan_key, spool_key
 from codspeed_aggregator.domain.upstream_parts import merged_part_id, pushed_part_id
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
@@ -127,7 +127,7 @@ def test_each_part_reads_its_own_slice_of_the_plan_and_only_the_last_reads_it_wh
     plan_reads = [key for key in read if key.endswith(".json") and not key.endswith("index.json")]
     assert plan_reads == ["part-000000.json", "part-000001.json", "part-000002.json", "plan.json"]
     recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
-    slice_ = agg.store.read_json(part_plan_key(project, run_id, recorded["parts_at"], 1))
+    slice_ = agg.store.read_json(part_plan_key(project, run_id, recorded.parts_at, 1))
     assert list(slice_["shards"]) == slice_["upload"]["shards"] and len(slice_["shards"]) == 1
     assert len(isolated.upstream.uploads(run_id)) == 3
 
@@ -140,7 +140,7 @@ def test_a_part_of_a_plan_recorded_without_slices_reads_the_plan_whole(isolated,
         )
     assert agg.finalizing.finalize(project, run_id) == "finalizing"
     recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
-    assert agg.ledger.runs.record_plan(project, run_id, {k: v for k, v in recorded.items() if k != "parts_at"})
+    assert agg.ledger.runs.record_plan(project, run_id, replace(recorded, parts_at=None))
     assert [agg.finalizing.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
     assert sorted(sorted(benchmarks_in(archive_of(u))) for u in isolated.upstream.uploads(run_id)) == [
         [f"t1::b{j}" for j in range(3)],
@@ -572,3 +572,24 @@ def test_an_upload_that_names_no_ci_attempt_opens_the_next_attempt_as_before(iso
     late = push(agg, project, run_id, "2", bundle(4242, ["t2::b"]), total=3)
     assert agg.arrivals.record(late["key"]) == "recorded"
     assert [m["run_id"] for m in isolated.finalize_requests()] == [f"{run_id}~2"]  # complete with the others carried
+
+
+def test_a_plan_of_the_release_before_that_kept_no_shard_is_forwarded_with_its_shards_as_they_are_now(
+    isolated, project, run_id
+):
+    agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
+    for i in (1, 2):
+        agg.arrivals.record(
+            push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=2)["key"]
+        )
+    assert agg.finalizing.finalize(project, run_id) == "finalizing"
+    recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
+    whole = agg.store.read_json(plan_key(project, run_id), recorded.version)
+    old = {k: whole[k] for k in ("baseline", "uploads", "ids", "todo")}  # as that release wrote it
+    version = agg.store.put_json(plan_key(project, run_id), old)
+    assert agg.ledger.runs.record_plan(project, run_id, replace(recorded, version=version, parts_at=None))
+    assert [agg.finalizing.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
+    assert sorted(sorted(benchmarks_in(archive_of(u))) for u in isolated.upstream.uploads(run_id)) == [
+        [f"t1::b{j}" for j in range(3)],
+        [f"t2::b{j}" for j in range(3)],
+    ]

@@ -206,7 +206,7 @@ def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, p
         agg.arrivals.record(_push(agg, project, f"{run_id}-other", str(i), bundle(50 + i), total=2))
     assert isolated.finalize_all(project, f"{run_id}-other", agg) == "forwarded"
     assert [agg.finalizing.finalize(project, run_id, part) for part in parts][-1] == "forwarded"  # SQS redelivers each
-    assert agg.ledger.reads.snapshot(project, run_id).run.plan["baseline"] is None
+    assert agg.ledger.reads.snapshot(project, run_id).run.plan.baseline is None
     assert agg.reports.report(project, run_id).baseline is None
 
 

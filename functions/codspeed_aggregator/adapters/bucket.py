@@ -8,7 +8,8 @@ from contextlib import contextmanager
 
 from botocore.exceptions import ClientError
 
-from ..domain.keys import is_report_key, legacy_report_prefix, report_key, report_prefix
+from ..domain.keys import is_report_key, legacy_report_prefix, plan_key, report_key, report_prefix
+from ..domain.run_plan import RunPlan
 
 FINAL_TAG = "run-final"  # template.yaml's lifecycle rule expires bundles carrying it
 
@@ -192,6 +193,13 @@ class Bucket:
     def read_json(self, key: str, version_id: str | None = None) -> dict:
         with self.open(key, version_id) as body:
             return json.loads(body.read())
+
+    def put_plan(self, project: str, run_id: str, plan: RunPlan) -> str | None:
+        """Write a run's whole plan; answers the version its run item records."""
+        return self.put_json(plan_key(project, run_id), plan.to_item())
+
+    def read_plan(self, project: str, run_id: str, version_id: str | None) -> RunPlan:
+        return RunPlan.from_item(self.read_json(plan_key(project, run_id), version_id))
 
     def copy(self, key: str, version_id: str | None, target: str) -> str | None:
         """Copy an object (at its version) to ``target`` within the bucket, untagged (its run tags

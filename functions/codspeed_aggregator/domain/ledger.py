@@ -9,11 +9,15 @@ never shows less.
 """
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from codspeed_rules.names import KEYED_AS_NAME
 
 from .errors import Unprocessable
 from .manifest import Manifest
+
+if TYPE_CHECKING:  # run_plan holds ShardRecords: imported only to name the type
+    from .run_plan import PlanRecord
 
 OPEN, FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY = (
     "open",
@@ -91,7 +95,7 @@ class RunRecord:
     fork: bool = False  # opened by a fork's pull request without a token, as GitHub bore it out: no baseline
     provider: str | None = None  # where the repository lives, as its metadata says (GITHUB, GITLAB): whom to notify
     ci_url: str | None = None
-    plan: dict | None = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
+    plan: "PlanRecord | None" = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
     declared: bool = False  # opened by ``codspeed-client open``: its groups are all it takes, no other is added
     ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
     rerun: bool = False  # opened by a later CI attempt: complete once that attempt re-ran all, or closes it

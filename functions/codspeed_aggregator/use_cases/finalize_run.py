@@ -4,7 +4,7 @@ baseline, forward each part (``forward_part``), and record how it ended."""
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from botocore.exceptions import ClientError
 
@@ -17,7 +17,7 @@ from ..adapters.queues import FinalizeQueue
 from ..adapters.upstream_http import UpstreamError
 from ..domain.baseline import branch_of
 from ..domain.forward_plan import ForwardPlan, PartPlan
-from ..domain.keys import part_plan_key, plan_key, run_bundles_prefix
+from ..domain.keys import part_plan_key, run_bundles_prefix
 from ..domain.ledger import (
     CLOSED_EMPTY,
     FORWARD_FAILED,
@@ -25,6 +25,7 @@ from ..domain.ledger import (
     sent_as,
 )
 from ..domain.retries import retry_delay
+from ..domain.run_plan import PlanRecord
 from ..domain.timestamps import epoch, iso
 from ..settings import Settings
 from .forward_part import ForwardPart
@@ -70,7 +71,7 @@ class FinalizeRun:
         run = self.reads.run_with_parts(project, run_id)  # a part reads no shard item: its plan has its own
         if run is None or run.plan is None:
             return "not_claimed"
-        own = self.planner.part(run, part)
+        own = self.planner.part(run, run.plan, part)
         if not self._claim(project, run_id, own.claim):
             return "not_claimed"
 
@@ -95,7 +96,7 @@ class FinalizeRun:
         except Exception as exc:
             message = str(exc) if isinstance(exc, UpstreamError) else f"finalizing failed: {type(exc).__name__}: {exc}"
             now = self.reads.run_with_parts(project, run_id)
-            sends = _sends(now.plan or {})
+            sends = now.plan.sends if now.plan else 1
             if now.plan and len(now.forwarded_parts) >= sends:
                 raise  # forwarded in full: only the ledger's last write failed, and the retry makes it
             upstream = {"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message}
@@ -127,19 +128,19 @@ class FinalizeRun:
             return self._closed_empty(
                 project, run_id
             )  # nothing came, and nothing can be carried under a run of its own
-        recorded, whole = snapshot.run.plan, None  # a retry's: the parts already sent were planned with it
-        if recorded is None or "version" not in recorded:
+        recorded = snapshot.run.plan  # a retry's: the parts already sent were planned with it
+        if recorded is None or not recorded.written:
             whole = self.planner.new(snapshot)
-            if not whole["uploads"]:  # every shard skipped, and no run of the branch has any of them
-                return self._closed_empty(project, run_id, whole["outcome"])
-            recorded = {"baseline": whole["baseline"], "parts": len(whole["uploads"]), "sends": len(whole["todo"])}
+            if not whole.uploads:  # every shard skipped, and no run of the branch has any of them
+                return self._closed_empty(project, run_id, whole.outcome)
+            recorded = PlanRecord(baseline=whole.baseline, parts=len(whole.uploads), sends=len(whole.todo))
             plan = self.planner.of(snapshot.run, recorded, whole)
             if len(plan.todo) > 1:  # what each part's finalizer reads: its slice, written before the plan is recorded
-                recorded["parts_at"] = uuid.uuid4().hex[:16]
+                recorded = replace(recorded, parts_at=uuid.uuid4().hex[:16])
                 self.store.put_json_many(
-                    {part_plan_key(project, run_id, recorded["parts_at"], i): plan.part(i).to_item() for i in plan.todo}
+                    {part_plan_key(project, run_id, recorded.parts_at, i): plan.part(i).to_item() for i in plan.todo}
                 )
-            recorded["version"] = self.store.put_json(plan_key(project, run_id), whole)
+            recorded = replace(recorded, version=self.store.put_plan(project, run_id, whole))
             self.runs.record_plan(project, run_id, recorded)
         else:
             plan = self.planner.of(snapshot.run, recorded)
@@ -198,9 +199,10 @@ class FinalizeRun:
         (once a run) only then, by a part's finalizer that does not have it."""
         now = self.reads.run_with_parts(project, run_id)
         answers = now.forwarded_parts
-        if len(answers) < _sends(now.plan):
+        recorded = now.plan
+        if recorded is None or len(answers) < recorded.sends:
             return now.state  # the finalizer of the last part to reach the upstream finishes the run
-        plan = plan or self.planner.of(now, now.plan)
+        plan = plan or self.planner.of(now, recorded)
         parts = [answers[str(i)] for i in plan.todo]
         size = sum(p["size"] for p in parts)
         message, run_ids = plan.outcome_said(parts)
@@ -224,8 +226,3 @@ class FinalizeRun:
         self.store.mark_final(run_bundles_prefix(project, run_id))
         self.reports.publish(project, run_id)
         return FORWARDED
-
-
-def _sends(recorded: dict) -> int:
-    """How many uploads a recorded plan sends (a plan of an early release says only how many parts)."""
-    return recorded.get("sends", recorded.get("parts", 1))

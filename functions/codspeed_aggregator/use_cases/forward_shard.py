@@ -12,7 +12,6 @@ from ..adapters.bucket import Bucket
 from ..adapters.ledger import Parts, Reads
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
-from ..domain.keys import plan_key
 from ..domain.ledger import ARRIVED, OPEN, ShardRecord, sent_as
 from ..domain.metadata import part_claim
 from ..domain.upstream_parts import UpstreamPart, part_id
@@ -98,11 +97,10 @@ class ForwardShard:
         claimed, and left it. Each of its parts not forwarded yet is asked again: the one this
         shard is, is recorded as forwarded without a second send."""
         run, _ = self.reads.shard_view(project, run_id, "")
-        if run is None or not run.plan or "version" not in run.plan:
+        if run is None or run.plan is None or not run.plan.written:
             return
         run = self.reads.run_with_parts(project, run_id)  # a close came meanwhile: rare, and once a run
-        plan = self.store.read_json(plan_key(project, run_id), run.plan["version"])
-        for index in plan["todo"]:
+        for index in self.store.read_plan(project, run_id, run.plan.version).todo:
             if str(index) not in run.forwarded_parts:
                 self.queue.request(project, run_id, "part", part=index)
 

@@ -4,15 +4,16 @@ S3, and read back the same by every finalizer of the run, each part's its own sl
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 from ..adapters.bucket import Bucket, MissingObject
 from ..adapters.ledger import Baselines, Reads, Sources
 from ..adapters.results_store import ResultsStore
 from ..domain.baseline import LOOKBACK, Completion, branch_of, complete, skipped_keys
 from ..domain.forward_plan import ForwardPlan, PartPlan
-from ..domain.keys import part_plan_key, plan_key
+from ..domain.keys import part_plan_key
 from ..domain.ledger import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
+from ..domain.run_plan import PlanRecord, RunPlan
 from ..domain.timestamps import epoch
 from ..domain.upstream_parts import UpstreamPart, empty_part_id, part_id, plan_forward
 from ..settings import Settings
@@ -32,20 +33,20 @@ class PlanForward:
     clock: Callable[[], float] = time.time
     merge_bases: MergeBases = field(default_factory=lambda: MergeBases(None))  # GitHub: a pull request's, untold
 
-    def new(self, snapshot: Snapshot) -> dict:
+    def new(self, snapshot: Snapshot) -> RunPlan:
         """What this attempt forwards, decided once by its claiming finalizer. The run's earlier
         attempt's parts are kept (the upstream holds them); only parts it does not hold as they
         are now are sent: a shard re-run, a group that came late, a part that failed."""
         run = snapshot.run
         earlier, held = earlier_plan(self.reads, self.store, run)
         if earlier is not None:
-            baseline = earlier["baseline"]  # what the earlier attempt carried stays carried from the same run
+            baseline = earlier.baseline  # what the earlier attempt carried stays carried from the same run
         else:
             snapshot = replace(snapshot, run=self.merge_bases.resolved(run))
             baseline = self.baselines.baseline_for(
                 run.project, branch_of(run.base_ref) or self.settings.default_branch, snapshot.run.base_commits()
             )
-        kept = [UpstreamPart.from_item(u) for u in earlier["uploads"]] if earlier else []
+        kept = earlier.uploads if earlier else []
         shards, completion = self._shards(snapshot, baseline, lost=True)
         # In the parts mode a skipped shard is left to CodSpeed, which fills a run's absent benchmarks
         # from its baseline and marks them skipped: nothing measured on another commit goes up as this one's.
@@ -59,18 +60,18 @@ class PlanForward:
             uploads = [UpstreamPart((), merged=True, run_part_id=empty_part_id())]
         held |= {UpstreamPart((n,), merged=False).key: sent_as(s) for n, s in snapshot.arrived().items() if sent_as(s)}
         ids = [part_id(upload, shards) for upload in uploads]
-        return {
-            "baseline": baseline,
-            "uploads": [u.to_item() for u in uploads],
-            "ids": ids,
-            "held": held,
-            "todo": [i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]],
-            "outcome": completion.outcome,
-            # what each part's finalizer needs, so that it reads no shard item (and no baseline) itself
-            "shards": {name: asdict(s) for name, s in shards.items()},
-            "carried": sorted(completion.carried),
-            "first": first.name if (first := snapshot.first_arrived()) else None,
-        }
+        first = snapshot.first_arrived()
+        return RunPlan(
+            baseline=baseline,
+            uploads=uploads,
+            ids=ids,
+            held=held,
+            todo=[i for i, u in enumerate(uploads) if held.get(u.key) != ids[i]],
+            outcome=completion.outcome,
+            shards=shards,
+            carried=sorted(completion.carried),
+            first=first.name if first else None,
+        )
 
     def _shards(
         self, snapshot: Snapshot, baseline_run: str | None, lost: bool = False
@@ -95,39 +96,39 @@ class PlanForward:
         completion = complete(run, arrived, branch, baseline, names, earlier)
         return dict(sorted({**arrived, **completion.carried}.items())), completion
 
-    def of(self, run: RunRecord, recorded: dict, written: dict | None = None) -> ForwardPlan:
+    def of(self, run: RunRecord, recorded: PlanRecord, written: RunPlan | None = None) -> ForwardPlan:
         """What a run forwards, the same for every finalizer of it: the plan its claiming
         finalizer wrote (``written``, when it is this one), with the shards it names as they were counted."""
-        recorded = written or self.store.read_json(plan_key(run.project, run.run_id), recorded["version"])
-        if "shards" in recorded:
-            shards = {name: ShardRecord(**s) for name, s in recorded["shards"].items()}
-            completion = Completion({name: shards[name] for name in recorded["carried"]}, recorded["outcome"])
-            first = shards[recorded["first"]] if recorded["first"] else None
-        else:  # planned by the release before: its shards are read as they are now
+        whole = written or self.store.read_plan(run.project, run.run_id, recorded.version)
+        if whole.shards is not None:
+            shards = whole.shards
+            completion = Completion({name: shards[name] for name in whole.carried}, whole.outcome)
+            first = shards[whole.first] if whole.first else None
+        else:  # planned by a release before plans kept their shards (run_plan._old_form): read as they are now
             snapshot = self.reads.snapshot(run.project, run.run_id)
-            shards, completion = self._shards(snapshot, recorded["baseline"])
+            shards, completion = self._shards(snapshot, whole.baseline)
             first = snapshot.first_arrived()
         return ForwardPlan(
             run=run,
             shards=shards,
             completion=completion,
-            baseline_run=recorded["baseline"],
+            baseline_run=whole.baseline,
             base_metadata=self.forwarder.sent_metadata(run.project, run.run_id, first)
             if first
             else self.forwarder.opened_metadata(run.project, run.run_id),  # every shard carried: the run's own
-            uploads=[UpstreamPart.from_item(u) for u in recorded["uploads"]],
-            part_ids=list(recorded["ids"]),
-            todo=list(recorded["todo"]),
+            uploads=whole.uploads,
+            part_ids=whole.ids,
+            todo=whole.todo,
         )
 
-    def part(self, run: RunRecord, index: int) -> PartPlan:
-        """What one part's finalizer forwards: its slice of the plan (the plan of a release before
-        this one has none: read whole)."""
-        if "parts_at" in run.plan:
+    def part(self, run: RunRecord, recorded: PlanRecord, index: int) -> PartPlan:
+        """What one part's finalizer forwards: its slice of the plan (a plan of a release before
+        slices has none, run_plan._old_form: read whole)."""
+        if recorded.parts_at is not None:
             return PartPlan.from_item(
-                self.store.read_json(part_plan_key(run.project, run.run_id, run.plan["parts_at"], index))
+                self.store.read_json(part_plan_key(run.project, run.run_id, recorded.parts_at, index))
             )
-        return self.of(run, run.plan).part(index)
+        return self.of(run, recorded).part(index)
 
 
 def received_before(
@@ -184,20 +185,20 @@ def received_before(
     return found
 
 
-def earlier_plan(reads: Reads, store: Bucket, run: RunRecord) -> tuple[dict | None, dict]:
+def earlier_plan(reads: Reads, store: Bucket, run: RunRecord) -> tuple[RunPlan | None, dict[str, str]]:
     """The plan of the run's latest earlier attempt that made one, and what the upstream holds
     after it: each part's key and what it held when it got there."""
     for attempt in range(run.attempt - 1, 0, -1):
         earlier_id = attempt_run_id(base_run_id(run.run_id), attempt)
         earlier = reads.snapshot(run.project, earlier_id)
         recorded = earlier.run.plan if earlier else None
-        if recorded and "version" in recorded:
+        if earlier and recorded and recorded.written:
             try:
-                plan = store.read_json(plan_key(run.project, earlier_id), recorded["version"])
+                plan = store.read_plan(run.project, earlier_id, recorded.version)
             except MissingObject:  # expired with the earlier attempt's bundles: planned afresh (same ids)
                 return None, {}
-            held = dict(plan.get("held") or {})
+            held = dict(plan.held)
             for index in earlier.run.forwarded_parts:
-                held[UpstreamPart.from_item(plan["uploads"][int(index)]).key] = plan["ids"][int(index)]
+                held[plan.uploads[int(index)].key] = plan.ids[int(index)]
             return plan, held
     return None, {}

@@ -5,6 +5,7 @@ import json
 
 from ...domain.ledger import OPEN, GrantRecord, RunRecord, ShardRecord, variant_key
 from ...domain.manifest import Manifest
+from ...domain.run_plan import PlanRecord
 from .codec import COUNT_PREFIX, GROUP_PREFIX, PROJECT_PREFIX, RUN_SK, SHARD_PREFIX, run_pk
 
 
@@ -76,7 +77,7 @@ def run_from(item: dict, tallies: list[dict]) -> RunRecord:
         rerun=bool(item.get("rerun")),
         eager=bool(item.get("eager")),
         job_keys=bool(item.get("job_keys")),
-        plan=json.loads(item["plan"]) if item.get("plan") else None,
+        plan=PlanRecord.from_item(json.loads(item["plan"])) if item.get("plan") else None,
     )
 
 

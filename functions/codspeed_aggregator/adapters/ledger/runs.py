@@ -15,6 +15,7 @@ from ...domain.ledger import (
     base_run_id,
     named_attempt,
 )
+from ...domain.run_plan import PlanRecord
 from .codec import (
     FINALIZING_PK,
     OPEN_INDEX,
@@ -193,7 +194,7 @@ class Runs(TableItems):
         ]
         return self.transact([{"Update": claim}, *closes]) is None
 
-    def record_plan(self, project: str, run_id: str, plan: dict) -> bool:
+    def record_plan(self, project: str, run_id: str, plan: PlanRecord) -> bool:
         """What the claiming finalizer decided: the baseline run, how many parts and how many of them
         it sends, and the version of the whole plan it wrote to S3 (``keys.plan_key``), which every
         part's finalizer and the run's next attempt read."""
@@ -202,7 +203,7 @@ class Runs(TableItems):
             run_id,
             "SET #plan = :plan ADD rev :one, run_changes :one",
             "#state = :finalizing",
-            {":plan": json.dumps(plan), ":finalizing": FINALIZING},
+            {":plan": json.dumps(plan.to_item()), ":finalizing": FINALIZING},
             names={"#plan": "plan"},
         )
 

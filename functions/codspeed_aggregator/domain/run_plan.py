@@ -1,0 +1,98 @@
+"""A run's forward plan as it is kept: the claiming finalizer's whole plan (``RunPlan``, in S3 at
+``keys.plan_key``) and what the run item records of it (``PlanRecord``, in DynamoDB). Each is read
+and written here only. A field this release does not know is kept as it came, so that a release
+rolled back reads a newer plan, and writes it back whole."""
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Self
+
+from .ledger import ShardRecord
+from .upstream_parts import UpstreamPart
+
+
+def _decoded(cls: type, item: dict[str, Any], **read: Any) -> Any:
+    """``cls`` from a stored item: its fields by name (``read``: those decoded), the others kept."""
+    known = {f.name for f in fields(cls)} - {"later_fields"}
+    as_stored = {name: item[name] for name in known - set(read) if name in item}
+    return cls(**as_stored, **read, later_fields=_later(item, known))
+
+
+def _later(item: dict[str, Any], known: set[str]) -> dict[str, Any]:
+    return {name: value for name, value in item.items() if name not in known}
+
+
+def _encoded(record: Any, **written: Any) -> dict[str, Any]:
+    """A stored item of ``record``: its later fields first, so that none of its own is overwritten."""
+    own = {f.name: getattr(record, f.name) for f in fields(record) if f.name != "later_fields"}
+    return {**record.later_fields, **own, **written}
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """What the run item says of its plan: enough for every finalizer of the run to find the rest."""
+
+    baseline: str | None  # the run its skipped shards are carried from
+    parts: int  # the uploads the plan holds
+    sends: int  # those of them this attempt sends (the others the upstream holds from an earlier one)
+    version: str | None = None  # the whole plan's S3 version (None: kept by a release before plans went to S3)
+    parts_at: str | None = None  # where each part's slice is (``keys.part_plan_key``): written when several send
+    later_fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def written(self) -> bool:
+        """The whole plan is in S3: a retry and a later attempt read it, not plan again."""
+        return self.version is not None
+
+    def to_item(self) -> dict[str, Any]:
+        return _encoded(self)
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> Self:
+        return _decoded(cls, _old_form(item))
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run forwards, decided once by its claiming finalizer: read back by every finalizer of
+    the run (each part's, when it has no slice of its own) and by the run's next attempt."""
+
+    baseline: str | None  # the run its skipped shards are carried from
+    uploads: list[UpstreamPart]
+    ids: list[str]  # what each upload holds (``upstream_parts.part_id``)
+    held: dict[str, str]  # an upload's key -> what the upstream holds of it, from an earlier attempt or an eager send
+    todo: list[int]  # the uploads this attempt sends
+    outcome: dict[str, Any]  # the run's completion (``baseline.complete``): carried shards, missing benchmarks
+    # the shards it forwards, arrived and carried, as they were counted, so that a part's finalizer
+    # reads no shard item: None in a plan of the release before, whose shards are read as they are now
+    shards: dict[str, ShardRecord] | None
+    carried: list[str]  # the shards among them carried from the baseline
+    first: str | None  # the shard that arrived first: its metadata is the run's
+    later_fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_item(self) -> dict[str, Any]:
+        return _encoded(
+            self,
+            uploads=[u.to_item() for u in self.uploads],
+            shards=None if self.shards is None else {name: asdict(s) for name, s in self.shards.items()},
+        )
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> Self:
+        item = _old_form(item)
+        shards = item["shards"]
+        return _decoded(
+            cls,
+            item,
+            uploads=[UpstreamPart.from_item(u) for u in item["uploads"]],
+            shards=None if shards is None else {name: ShardRecord(**s) for name, s in shards.items()},
+        )
+
+
+def _old_form(item: dict[str, Any]) -> dict[str, Any]:
+    """A plan written by a release of before 2026-12-02, in this release's form: it said only how
+    many parts (each sent), held nothing from an earlier send, and kept no shard. A plan lives as
+    long as its run's bundles (``BundleRetentionDays``, at most 365 days): once none is that old,
+    this function, and the reads of a ``None`` shards or ``parts_at`` it leaves, can go."""
+    if "uploads" in item:
+        return {"held": {}, "shards": None, "outcome": {}, "carried": [], "first": None, **item}
+    return {"sends": item.get("parts", 1), **item}  # {"baseline", "parts"}: planned again, sent whole
