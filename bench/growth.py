@@ -145,7 +145,7 @@ def measure(
             for event in batch:
                 for key, size, version_id in s3_objects(event):
                     made = Counter(counter.total)  # all threads' (a report reads results in parallel): one driver here
-                    outcome = agg.arrivals.record(key, size, version_id)
+                    outcome = agg.record_arrival.record(key, size, version_id)
                     assert outcome == "recorded", (
                         outcome,
                         key,
@@ -212,7 +212,7 @@ def measure(
 def drain(stack, run_id: str, counter: RequestCounter, nbytes: ByteCounter, later: list[dict]) -> list[dict]:
     """Each shard message of the run handled as the finalizer function would: its requests
     (every service's), and the bytes it read (DynamoDB, S3). The run's other messages go to ``later``."""
-    sqs, forwarding, found = client("sqs"), wiring.finalizer().eager, []
+    sqs, forwarding, found = client("sqs"), wiring.for_finalizer().forward_shard, []
     while messages := sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get(
         "Messages", []
     ):
@@ -236,7 +236,7 @@ def drain(stack, run_id: str, counter: RequestCounter, nbytes: ByteCounter, late
 def finalize(stack, run_id: str, last_arrival: float, taken: list[dict]) -> float:
     """The finalize messages (those ``taken`` off the queue already, then the queue's) handled as
     the finalizer function would; seconds from the last arrival."""
-    sqs, finalizing = client("sqs"), wiring.finalizer().finalizing
+    sqs, finalizing = client("sqs"), wiring.for_finalizer().finalize_run
     for _ in range(50):
         messages = sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get(
             "Messages", []

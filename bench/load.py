@@ -113,7 +113,7 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
     events = collect_events(stack, run_id, shards)
     deliveries = [e for e in events for _ in range(3)]
     random.Random(42).shuffle(deliveries)
-    agg = wiring.arrivals()
+    agg = wiring.for_arrivals()
     outcomes, per_arrival, lock = Counter(), [], threading.Lock()
     close_at = len(deliveries) - max(5, len(deliveries) // 50)
 
@@ -135,7 +135,9 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
                         ).raise_for_status()
                     for key, size, version_id in s3_objects(event):
                         outcome, counts = counter.measure(
-                            lambda key=key, size=size, version_id=version_id: agg.arrivals.record(key, size, version_id)
+                            lambda key=key, size=size, version_id=version_id: agg.record_arrival.record(
+                                key, size, version_id
+                            )
                         )
                         with lock:
                             outcomes[outcome] += 1
@@ -162,7 +164,7 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
         messages += batch
         for m in batch:
             sqs.delete_message(QueueUrl=stack.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
-    finalizing = wiring.finalizer().finalizing
+    finalizing = wiring.for_finalizer().finalize_run
     with ThreadPoolExecutor(4) as pool:  # the finalize messages (complete, close) race each other too
         for state in pool.map(
             lambda m: finalizing.finalize(**{k: v for k, v in json.loads(m["Body"]).items() if k != "reason"}), messages
@@ -260,11 +262,11 @@ def main() -> int:
                 *[(step, lambda s=step: faults.arrival_scenario(side, s)) for step in faults.ARRIVAL_FAULTS],
             ],
         )
-        target = bad_inputs.Target(stack.api_url, stack.token, wiring.arrivals())
+        target = bad_inputs.Target(stack.api_url, stack.token, wiring.for_arrivals())
         tried, refused = survived(
             "bad input", [(name, lambda n=name, f=refuse: f(target, n)) for name, refuse in bad_inputs.CASES]
         )
-        checks = auth_cases.cases(stack, wiring.operator().tokens, "bench-secret")
+        checks = auth_cases.cases(stack, wiring.for_operator().project_tokens, "bench-secret")
         auth_total, auth_ok = survived(
             "auth", [(name, lambda c=call, st=st, n=name: _expect(c().status_code, st, n)) for name, call, st in checks]
         )

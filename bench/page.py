@@ -34,9 +34,9 @@ def make_run(agg, project: str, run_id: str, shards: int, benchmarks: int, slowe
             costs = {name: int(10_000 * (1 + j) * (slower if j == 0 else 1)) for j, name in enumerate(names)}
             data = bundle(1000 + index, names, costs=costs, filler_lines=2)
             request = upload_request(project, run_id, str(index + 1), data, total=shards, **meta)
-            grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
+            grant = agg.request_upload.grant(ShardUploadRequest.model_validate(request))
             put(grant.model_dump(), data)
-            agg.arrivals.record(grant.key, len(data))
+            agg.record_arrival.record(grant.key, len(data))
 
 
 def finalize(agg, stack, project: str, run_id: str) -> None:
@@ -45,13 +45,13 @@ def finalize(agg, stack, project: str, run_id: str) -> None:
 
     from codspeed_aggregator.adapters.aws import client
 
-    agg.finalizing.finalize(project, run_id)
+    agg.finalize_run.finalize(project, run_id)
     sqs, url = client("sqs"), stack.resources.finalize_queue_url
     while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
         for message in messages:
             body = json.loads(message["Body"])
             if body.get("part") is not None:
-                agg.finalizing.finalize(body["project"], body["run_id"], body["part"])
+                agg.finalize_run.finalize(body["project"], body["run_id"], body["part"])
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     assert agg.reports.report(project, run_id).state == "forwarded"
 

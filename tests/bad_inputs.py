@@ -315,7 +315,7 @@ def _run_with_one_shard(target: Target) -> tuple[str, str, dict]:
     data = bundle(4242, ["t::good"])
     grant = target.call("POST", "/v1/uploads", json=upload_request(project, run_id, "1", data, total=2)).json()
     requests.put(grant["upload_url"], data=data, headers=grant["headers"], timeout=30).raise_for_status()
-    target.aggregator.arrivals.record(grant["key"], len(data))
+    target.aggregator.record_arrival.record(grant["key"], len(data))
     return project, run_id, _state(target, project, run_id)
 
 
@@ -338,7 +338,7 @@ def refuse_bundle(target: Target, name: str) -> None:
         timeout=60,
         headers={k: v for k, v in grant["headers"].items() if k != "Content-Length"},
     ).raise_for_status()
-    target.aggregator.arrivals.record(grant["key"], len(data))
+    target.aggregator.record_arrival.record(grant["key"], len(data))
     shard = target.aggregator.ledger.reads.snapshot(project, run_id).shards["2"]
     assert shard.state == "rejected" and reason in (shard.reason or ""), f"{name}: {shard}"
     assert _state(target, project, run_id) == before, f"{name}: the run changed"

@@ -168,7 +168,9 @@ def push(agg, project: str, run_id: str, shard: str, data: bytes, **kwargs) -> d
     """Grant an upload through the use case and PUT the bundle to its URL: the grant, as JSON."""
     from codspeed_wire.api import ShardUploadRequest
 
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs)))
+    grant = agg.request_upload.grant(
+        ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs))
+    )
     put(grant.model_dump(), data)
     return grant.model_dump()
 

@@ -97,7 +97,7 @@ def _pushed(agg, project, run_id, shards=2) -> list[str]:
     keys = []
     for shard in range(1, shards + 1):
         data = bundle(4242, [f"{shard}::bench"])
-        grant = agg.uploads.grant(
+        grant = agg.request_upload.grant(
             ShardUploadRequest.model_validate(upload_request(project, run_id, str(shard), data, total=shards))
         )
         put(grant.model_dump(), data)
@@ -112,15 +112,15 @@ def _after_lease(agg):
 def finalize_scenario(isolated, name: str) -> None:
     agg, project, run_id = isolated.aggregator, f"acme/faults-{uuid.uuid4().hex[:6]}", f"f-{uuid.uuid4().hex[:8]}"
     for key in _pushed(agg, project, run_id):
-        agg.arrivals.record(key)
+        agg.record_arrival.record(key)
     with FINALIZE_FAULTS[name](agg):
         try:
-            agg.finalizing.finalize(project, run_id)
+            agg.finalize_run.finalize(project, run_id)
             raise AssertionError(f"no crash was injected {name}")
         except Crash:
             pass
-    assert agg.finalizing.finalize(project, run_id) == "not_claimed"  # the dead finalizer's lease still holds the run
-    assert _after_lease(agg).finalizing.finalize(project, run_id) == "forwarded"  # SQS redelivers after the lease
+    assert agg.finalize_run.finalize(project, run_id) == "not_claimed"  # the dead finalizer's lease still holds the run
+    assert _after_lease(agg).finalize_run.finalize(project, run_id) == "forwarded"  # SQS redelivers after the lease
     report = agg.reports.report(project, run_id)
     assert report.state == "forwarded" and report.arrived == 2, report
     assert len(isolated.upstream.uploads(run_id)) == 1, f"{name}: not exactly one upload"
@@ -129,19 +129,19 @@ def finalize_scenario(isolated, name: str) -> None:
 def arrival_scenario(isolated, name: str) -> None:
     agg, project, run_id = isolated.aggregator, f"acme/faults-{uuid.uuid4().hex[:6]}", f"a-{uuid.uuid4().hex[:8]}"
     first, last = _pushed(agg, project, run_id)
-    agg.arrivals.record(first)
+    agg.record_arrival.record(first)
     isolated.finalize_requests()
     with ARRIVAL_FAULTS[name](agg):
         try:
-            agg.arrivals.record(last)
+            agg.record_arrival.record(last)
             raise AssertionError(f"no crash was injected {name}")
         except Crash:
             pass
-    agg.arrivals.record(last)  # SQS delivers the event again
+    agg.record_arrival.record(last)  # SQS delivers the event again
     messages = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
     assert messages, f"{name}: the complete run was never sent to the finalizer"
     for _ in messages:
-        agg.finalizing.finalize(project, run_id)
+        agg.finalize_run.finalize(project, run_id)
     report = agg.reports.report(project, run_id)
     assert report.state == "forwarded" and report.arrived == 2, report
     assert len(isolated.upstream.uploads(run_id)) == 1

@@ -29,10 +29,10 @@ class Isolated:
     def finalize_all(self, project: str, run_id: str, aggregator=None) -> str:
         """Finalize a run as the finalizer's queue would: the run, then each part it queued."""
         aggregator = aggregator or self.aggregator
-        state = aggregator.finalizing.finalize(project, run_id)
+        state = aggregator.finalize_run.finalize(project, run_id)
         for message in self.finalize_requests():
             if message.get("part") is not None and message["run_id"] == run_id:
-                state = aggregator.finalizing.finalize(project, run_id, message["part"])
+                state = aggregator.finalize_run.finalize(project, run_id, message["part"])
         return state
 
 

@@ -16,7 +16,7 @@ def project_tokens():
     from botocore.exceptions import BotoCoreError
 
     from .settings import settings
-    from .wiring import operator
+    from .wiring import for_operator
 
     if not settings().table_name:
         raise Failure(
@@ -24,7 +24,7 @@ def project_tokens():
             CONFIG,
         )
     try:
-        return operator().tokens
+        return for_operator().project_tokens
     except BotoCoreError as exc:
         raise Failure(f"AWS is not configured: {exc}", CONFIG) from None
 

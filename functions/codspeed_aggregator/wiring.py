@@ -46,28 +46,28 @@ _SETTINGS = {
 _LOCK = threading.RLock()
 
 
-def api() -> Aggregator:
-    return function(API)
+def for_api() -> Aggregator:
+    return for_function(API)
 
 
-def arrivals() -> Aggregator:
-    return function(ARRIVALS)
+def for_arrivals() -> Aggregator:
+    return for_function(ARRIVALS)
 
 
-def finalizer() -> Aggregator:
-    return function(FINALIZER)
+def for_finalizer() -> Aggregator:
+    return for_function(FINALIZER)
 
 
-def sweeper() -> Aggregator:
-    return function(SWEEPER)
+def for_sweeper() -> Aggregator:
+    return for_function(SWEEPER)
 
 
-def operator() -> Aggregator:
+def for_operator() -> Aggregator:
     """The operator's commands (``codspeed-aggregator token``): the table only."""
-    return function(OPERATOR)
+    return for_function(OPERATOR)
 
 
-def function(name: str) -> Aggregator:
+def for_function(name: str) -> Aggregator:
     with _LOCK:  # one per function and process, even when threads (the local stack's) ask at once
         return _function(name)
 

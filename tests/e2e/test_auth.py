@@ -5,8 +5,8 @@ from tests.conftest import WEBHOOK_SECRET
 
 
 def test_every_auth_case_gets_its_status(stack):
-    from codspeed_aggregator.wiring import operator
+    from codspeed_aggregator.wiring import for_operator
 
-    seen = {name: call().status_code for name, call, _ in cases(stack, operator().tokens, WEBHOOK_SECRET)}
-    expected = {name: status for name, _, status in cases(stack, operator().tokens, WEBHOOK_SECRET)}
+    seen = {name: call().status_code for name, call, _ in cases(stack, for_operator().project_tokens, WEBHOOK_SECRET)}
+    expected = {name: status for name, _, status in cases(stack, for_operator().project_tokens, WEBHOOK_SECRET)}
     assert seen == expected

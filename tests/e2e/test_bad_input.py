@@ -10,9 +10,9 @@ from tests.bad_inputs import CASES, Target
 
 @pytest.fixture(scope="module")
 def target(stack):
-    from codspeed_aggregator.wiring import arrivals
+    from codspeed_aggregator.wiring import for_arrivals
 
-    return Target(stack.api_url, stack.token, arrivals())
+    return Target(stack.api_url, stack.token, for_arrivals())
 
 
 def test_there_are_at_least_thirty_kinds():

@@ -80,7 +80,7 @@ def test_costs_recorded_on_main_are_exported_for_pytest_split_and_balance_a_spli
 
     from codspeed_aggregator import wiring
 
-    api = wiring.api()
+    api = wiring.for_api()
     monkeypatch.setattr(api, "settings", replace(api.settings, report_inline_bytes=200))  # Lambda's 6 MB, made small
     answer = requests.get(
         f"{stack.api_url}/v1/costs",

@@ -174,13 +174,13 @@ def test_a_tampered_expired_or_missing_link_is_refused_and_a_project_token_opens
 
 
 def test_a_projects_list_is_its_own_even_when_a_shorter_project_has_a_run_of_its_name(stack):
-    from codspeed_aggregator.wiring import operator
+    from codspeed_aggregator.wiring import for_operator
 
     group = f"grp{uuid.uuid4().hex[:6]}"
     short, longer = f"{group}/sub", f"{group}/sub/repo"
     _push(stack, short, "repo", "1", bundle(), total=2)  # grp/sub's run "repo": /runs/grp/sub/repo names it too
     _push(stack, longer, "r1", "1", bundle(), total=2)
-    tokens = operator().tokens
+    tokens = for_operator().project_tokens
     listed = requests.get(
         f"{stack.api_url}/runs/{longer}", headers={"Authorization": tokens.create(longer)}, timeout=10
     )

@@ -234,9 +234,9 @@ def test_duplicate_events_and_a_shard_pushed_twice_count_once_and_forward_once(s
             == 0
         )
     shard = wait_for(lambda: (s := _report(stack, project, run_id)["shards"][0])["attempt"] == 2 and s)
-    from codspeed_aggregator.wiring import arrivals
+    from codspeed_aggregator.wiring import for_arrivals
 
-    snapshot = arrivals().ledger.reads.snapshot(project, run_id)
+    snapshot = for_arrivals().ledger.reads.snapshot(project, run_id)
     current = snapshot.shards["1"]
     for _ in range(3):
         _resend_s3_event(stack, current.key, current.size)
@@ -378,7 +378,7 @@ def test_a_report_too_large_to_answer_inline_is_served_from_s3_and_the_client_fo
             == 0
         )
     inline = _final(stack, project, run_id)
-    api = wiring.api()
+    api = wiring.for_api()
     monkeypatch.setattr(api, "settings", replace(api.settings, report_inline_bytes=200))  # both formats are over
     for fmt, content_type in (("json", "application/json"), ("markdown", "text/markdown")):
         answer = requests.get(

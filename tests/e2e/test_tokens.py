@@ -34,14 +34,14 @@ def _call(stack, token, method, path, **kwargs) -> requests.Response:
 
 @pytest.mark.slow
 def test_a_project_token_works_for_its_project_and_is_stored_as_a_digest(stack, project, run_id, project_token):
-    from codspeed_aggregator.wiring import operator
+    from codspeed_aggregator.wiring import for_operator
 
     answer = _call(
         stack, project_token, "POST", "/v1/uploads", json=upload_request(project, run_id, "1", b"x", total=2)
     )
     assert answer.status_code == 201, answer.text
     assert _call(stack, project_token, "GET", f"/v1/runs/{project}/{run_id}").status_code == 200
-    ledger = operator().ledger
+    ledger = for_operator().ledger
     assert ledger.tokens.token_project(token_digest(project_token)) == project
     stored = ledger.db.scan(TableName=ledger.table)["Items"]
     assert not any(project_token in str(item) for item in stored)  # the token itself is nowhere

@@ -14,7 +14,7 @@ from tests.fake_github import FakeGitHub
 def _run(agg, isolated, project, run_id, commit, costs, **meta):
     for shard, cost in costs.items():
         data = bundle(10 + int(shard), [f"t{shard}::x"], costs={f"t{shard}::x": cost})
-        agg.arrivals.record(push(agg, project, run_id, shard, data, total=2, commit=commit, **meta)["key"])
+        agg.record_arrival.record(push(agg, project, run_id, shard, data, total=2, commit=commit, **meta)["key"])
     return isolated.finalize_all(project, run_id, agg) if len(costs) == 2 else None
 
 
@@ -93,7 +93,7 @@ def test_a_run_forwarded_with_a_shard_missing_is_never_the_baseline(isolated, pr
     agg = isolated.aggregator
     assert _run(agg, isolated, project, f"{run_id}-main-1", "a" * 40, {"1": 1000, "2": 1000}) == "forwarded"
     _run(agg, isolated, project, f"{run_id}-main-2", "b" * 40, {"1": 5000})  # shard 2 never comes
-    agg.closing.close(CloseRequest(project=project, run_id=f"{run_id}-main-2"))
+    agg.close_run.close(CloseRequest(project=project, run_id=f"{run_id}-main-2"))
     assert isolated.finalize_all(project, f"{run_id}-main-2") == "forwarded"
     assert agg.ledger.baselines.latest_baseline(project, "main") == f"{run_id}-main-1"
 
@@ -187,10 +187,10 @@ def test_a_baseline_forwarded_by_another_process_shows_in_the_next_partial_repor
         )["key"]
         for shard in ("1", "2")
     ]
-    agg.arrivals.record(pr[0])
+    agg.record_arrival.record(pr[0])
     assert agg.reports.report(project, f"{run_id}-pr").baseline is None  # main has no run yet
     other = replace(isolated.aggregator)  # another Lambda instance forwards main's run
     assert _run(other, isolated, project, f"{run_id}-main", "a" * 40, {"1": 1000, "2": 1000}) == "forwarded"
-    agg.arrivals.record(pr[1])
+    agg.record_arrival.record(pr[1])
     report = agg.reports.report(project, f"{run_id}-pr")
     assert report.baseline["run_id"] == f"{run_id}-main" and round(report.counts.worst_regression, 2) == 0.3

@@ -31,11 +31,11 @@ def test_a_rebuild_after_a_batch_reads_only_the_shards_it_changed(isolated, proj
     agg = isolated.aggregator
     keys = [push(agg, project, run_id, str(i), bundle(4000 + i), total=20)["key"] for i in range(1, 13)]
     for key in keys[:8]:
-        assert agg.arrivals.record(key) == "recorded"  # each publishes: the process knows the run
+        assert agg.record_arrival.record(key) == "recorded"  # each publishes: the process knows the run
     with dynamodb_requests(agg.ledger.db) as seen:
         with agg.reports.held():
             for key in keys[8:11]:
-                assert agg.arrivals.record(key) == "recorded"
+                assert agg.record_arrival.record(key) == "recorded"
     last_write = max(i for i, (op, _) in enumerate(seen) if op == "TransactWriteItems")
     publish = seen[last_write + 1 :]  # the last arrival's check for completeness, then the batch's report
     # and the baseline's lookup: main has no forwarded run yet, and an absence is never kept
@@ -63,7 +63,7 @@ def test_changes_the_notes_cannot_name_are_read_whole(isolated, project, run_id,
     agg = isolated.aggregator
     shards = agg.ledger.shards
     one_tally = [str(i) for i in range(1, 2000) if tally_sk(str(i)) == tally_sk("1")][: CHANGE_NOTES + 2]
-    assert agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=100)["key"]) == "recorded"
+    assert agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=100)["key"]) == "recorded"
     reads = _fresh(agg)
     reads.snapshot(project, run_id)
     rev = shards.tally_rev(project, run_id, "1")
@@ -90,7 +90,7 @@ def test_changes_the_notes_cannot_name_are_read_whole(isolated, project, run_id,
 
 def test_a_process_that_never_read_the_run_reads_it_whole(isolated, project, run_id):
     agg = isolated.aggregator
-    assert agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"]) == "recorded"
+    assert agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"]) == "recorded"
     reads = _fresh(agg)
     with dynamodb_requests(agg.ledger.db) as seen:
         snapshot = reads.changed_snapshot(project, run_id)
@@ -104,7 +104,7 @@ def test_the_finalizer_reads_the_shards_changed_since_under_its_own_role(stack, 
     agg = isolated.aggregator
     for shard in ("1", "2"):
         assert (
-            agg.arrivals.record(push(agg, project, run_id, shard, bundle(4100 + int(shard)), total=2)["key"])
+            agg.record_arrival.record(push(agg, project, run_id, shard, bundle(4100 + int(shard)), total=2)["key"])
             == "recorded"
         )
     assert agg.ledger.shards.record_rejection(project, run_id, "3", "u-3", "not gzip")  # no report after it
@@ -129,10 +129,10 @@ def test_a_process_new_to_the_run_reads_what_changed_since_what_another_read(iso
     agg = isolated.aggregator
     keys = [push(agg, project, run_id, str(i), bundle(4200 + i), total=30)["key"] for i in range(1, 24)]
     for key in keys[:20]:
-        assert agg.arrivals.record(key) == "recorded"
+        assert agg.record_arrival.record(key) == "recorded"
     known = agg.ledger.reads.known(project, run_id)
     for key in keys[20:]:
-        assert agg.arrivals.record(key) == "recorded"
+        assert agg.record_arrival.record(key) == "recorded"
     assert agg.ledger.shards.record_rejection(project, run_id, "3", "u-3", "not gzip")  # a counted shard's later upload
     reads = _adopted(agg, project, run_id, known)
     with dynamodb_requests(agg.ledger.db) as seen:
@@ -150,7 +150,10 @@ def test_a_process_new_to_the_run_reads_what_changed_since_what_another_read(iso
 def test_what_another_process_read_is_used_only_when_it_is_of_this_run_and_adds_up(isolated, project, run_id, how):
     agg = isolated.aggregator
     for i in range(1, 4):
-        assert agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4300 + i), total=5)["key"]) == "recorded"
+        assert (
+            agg.record_arrival.record(push(agg, project, run_id, str(i), bundle(4300 + i), total=5)["key"])
+            == "recorded"
+        )
     known = json.loads(agg.ledger.reads.known(project, run_id))
     if how == "another run under the same id":  # the first expired, and its id was used again
         known["created_at"] = "2020-01-01T00:00:00Z"
@@ -170,9 +173,12 @@ def test_what_another_process_read_is_used_only_when_it_is_of_this_run_and_adds_
 def test_a_process_keeps_its_own_read_over_what_another_read(isolated, project, run_id):
     agg = isolated.aggregator
     for i in range(1, 3):
-        assert agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4400 + i), total=5)["key"]) == "recorded"
+        assert (
+            agg.record_arrival.record(push(agg, project, run_id, str(i), bundle(4400 + i), total=5)["key"])
+            == "recorded"
+        )
     older = agg.ledger.reads.known(project, run_id)
-    assert agg.arrivals.record(push(agg, project, run_id, "3", bundle(4403), total=5)["key"]) == "recorded"
+    assert agg.record_arrival.record(push(agg, project, run_id, "3", bundle(4403), total=5)["key"]) == "recorded"
     mine = agg.ledger.reads.known(project, run_id)
     agg.ledger.reads.adopt(project, run_id, older)
     assert agg.ledger.reads.known(project, run_id) == mine != older
@@ -192,13 +198,13 @@ def test_an_unreadable_ledger_or_digest_object_is_read_around_and_the_arrival_co
     agg = isolated.aggregator
     keys = [push(agg, project, run_id, str(i), bundle(4500 + i), total=20)["key"] for i in range(1, 21)]
     for key in keys[:19]:
-        assert agg.arrivals.record(key) == "recorded"
+        assert agg.record_arrival.record(key) == "recorded"
     s3 = agg.results.s3
     corrupt = (known_key if which == "ledger" else digest_key)(project, run_id)
     s3.put_object(Bucket=agg.settings.bucket_name, Key=corrupt, Body=b"\x1f\x8b not a gzip stream")
     fresh = replace(
         agg, ledger=Ledger.on(agg.ledger.table, agg.ledger.db), results=ResultsStore(agg.settings.bucket_name, s3)
     )
-    assert fresh.arrivals.record(keys[19]) == "recorded"
+    assert fresh.record_arrival.record(keys[19]) == "recorded"
     report = fresh.reports.report(project, run_id)
     assert report.arrived == 20 and report.state in ("finalizing", "open")

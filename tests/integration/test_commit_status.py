@@ -20,7 +20,7 @@ def github():
 
 
 def _push(agg, project, run_id, shard, data, total=2) -> str:
-    grant = agg.uploads.grant(
+    grant = agg.request_upload.grant(
         ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total))
     )
     put(grant.model_dump(), data)
@@ -36,9 +36,9 @@ def test_statuses_go_pending_then_success_over_real_http_and_link_the_run_page(i
     )
     first = _push(agg, project, run_id, "1", bundle())
     assert github.statuses == []  # quiet until a shard arrives
-    agg.arrivals.record(first)
-    agg.arrivals.record(_push(agg, project, run_id, "2", bundle()))
-    agg.finalizing.finalize(project, run_id)
+    agg.record_arrival.record(first)
+    agg.record_arrival.record(_push(agg, project, run_id, "2", bundle()))
+    agg.finalize_run.finalize(project, run_id)
     assert [(s["state"], s["description"]) for s in github.statuses] == [
         ("pending", "1/2 shards in"),
         ("pending", "2/2 shards in"),
@@ -56,9 +56,9 @@ def test_statuses_go_pending_then_success_over_real_http_and_link_the_run_page(i
 def test_a_failing_github_never_fails_an_arrival_or_a_forward(isolated, github, project, run_id):
     github.fail_with = 500
     agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"))
-    assert agg.arrivals.record(_push(agg, project, run_id, "1", bundle())) == "recorded"
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.record_arrival.record(_push(agg, project, run_id, "1", bundle())) == "recorded"
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert len(github.statuses) >= 2
 
 

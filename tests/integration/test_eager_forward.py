@@ -25,7 +25,7 @@ def eager(isolated):
 
 
 def _arrive(agg, project, run_id, shard, data, total=3) -> None:
-    agg.arrivals.record(push(agg, project, run_id, shard, data, total=total)["key"])
+    agg.record_arrival.record(push(agg, project, run_id, shard, data, total=total)["key"])
 
 
 def _shard_messages(isolated) -> list[str]:
@@ -57,7 +57,11 @@ def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_
     for index in (1, 2):
         _arrive(eager, project, run_id, str(index), bundle(4200 + index, [f"t{index}::b"]))
     assert _shard_messages(isolated) == ["1", "2"]
-    assert [eager.eager.forward(project, run_id, s) for s in ("1", "2", "1")] == ["forwarded", "forwarded", "upstream"]
+    assert [eager.forward_shard.forward(project, run_id, s) for s in ("1", "2", "1")] == [
+        "forwarded",
+        "forwarded",
+        "upstream",
+    ]
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
     shown = {s.name: s.upstream for s in eager.reports.report(project, run_id).shards}
     assert shown == {"1": True, "2": True, "3": False}
@@ -66,7 +70,7 @@ def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_
     messages = isolated.finalize_requests()
     assert [(m["reason"], m.get("shard")) for m in messages] == [("shard", "3"), ("complete", None)]
     assert isolated.finalize_all(project, run_id, eager) == "forwarded"  # the close came first: 3 goes with it
-    assert eager.eager.forward(project, run_id, "3") == "not_open"
+    assert eager.forward_shard.forward(project, run_id, "3") == "not_open"
     assert _parts(isolated, run_id) == [pushed_part_id(s, "valgrind") for s in ("1", "2", "3")]
     assert not isolated.upstream.benchmarks_twice(project)
     report = eager.reports.report(project, run_id)
@@ -80,14 +84,14 @@ def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_
 @pytest.mark.slow
 def test_a_re_run_shard_replaces_its_own_part(eager, isolated, project, run_id):
     _arrive(eager, project, run_id, "1", bundle(4201, ["t1::first"]), total=2)
-    assert eager.eager.forward(project, run_id, "1") == "forwarded"
+    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
     _arrive(eager, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)  # the job re-run before the run ended
     assert _shard_messages(isolated) == ["1", "1"]
     assert not eager.reports.report(project, run_id).shards[0].upstream  # its re-run is not upstream yet
-    assert eager.eager.forward(project, run_id, "1") == "forwarded"
+    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind")] * 2  # the same part: CodSpeed keeps the last
     _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]), total=2)
-    assert eager.eager.forward(project, run_id, "2") == "forwarded"
+    assert eager.forward_shard.forward(project, run_id, "2") == "forwarded"
     assert isolated.finalize_all(project, run_id, eager) == "forwarded"
     combined = isolated.upstream.combined(project)[(project, run_id)]
     assert sorted(combined) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
@@ -102,16 +106,16 @@ def test_a_close_while_a_shard_is_sent_sends_it_once_and_the_run_ends(eager, iso
     announce, closed = eager.upstream.announce, []
 
     def close_meanwhile(metadata):
-        closed.append(eager.finalizing.finalize(project, run_id))  # the deadline, or a close, right now
+        closed.append(eager.finalize_run.finalize(project, run_id))  # the deadline, or a close, right now
         return announce(metadata)
 
     monkeypatch.setattr(eager.upstream, "announce", close_meanwhile)
-    assert eager.eager.forward(project, run_id, "1") == "forwarded"
+    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
     monkeypatch.setattr(eager.upstream, "announce", announce)
     assert closed == ["finalizing"]
     parts = [m["part"] for m in isolated.finalize_requests() if m.get("part") is not None]
     assert parts == [0]
-    assert eager.finalizing.finalize(project, run_id, 0) == "forwarded"
+    assert eager.finalize_run.finalize(project, run_id, 0) == "forwarded"
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind")]
 
 
@@ -119,11 +123,11 @@ def test_a_failed_send_is_said_on_the_run_and_retried_for_that_shard_alone(eager
     _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]))
     _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]))
     isolated.finalize_requests()
-    assert eager.eager.forward(project, run_id, "1") == "forwarded"
+    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
     before = _footprint(eager, project, run_id)
     isolated.upstream.failures.extend([503, 503, 503])
     with pytest.raises(UpstreamError, match="503"):
-        eager.eager.forward(project, run_id, "2")
+        eager.forward_shard.forward(project, run_id, "2")
     after = _footprint(eager, project, run_id)
     changed = {sk for sk in before.keys() | after.keys() if before.get(sk) != after.get(sk)}
     # its claim, released, and the shard noted (its tally, a change note): nothing of the run or of shard 1
@@ -134,7 +138,7 @@ def test_a_failed_send_is_said_on_the_run_and_retried_for_that_shard_alone(eager
     }, changed
     [entry] = [s for s in eager.reports.report(project, run_id).shards if s.name == "2"]
     assert not entry.upstream and entry.reason.startswith("not upstream yet, sent again shortly: "), entry
-    assert eager.eager.forward(project, run_id, "2") == "forwarded"  # the message's retry
+    assert eager.forward_shard.forward(project, run_id, "2") == "forwarded"  # the message's retry
     [entry] = [s for s in eager.reports.report(project, run_id).shards if s.name == "2"]
     assert entry.upstream and entry.reason is None
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
@@ -160,7 +164,7 @@ def test_a_re_push_while_its_first_send_is_on_its_way_is_sent_after_it(eager, is
     def elsewhere():  # other invocations (the API's grant, an arrival, the finalizer's message): their own roles
         meanwhile.append("re-pushed")
         _arrive(eager, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)
-        meanwhile.append(eager.eager.forward(project, run_id, "1"))
+        meanwhile.append(eager.forward_shard.forward(project, run_id, "1"))
 
     def slow_put(url, archive, size, md5, gzipped):
         if not meanwhile:  # the first PUT is slow: the job is re-run and its message handled before it lands
@@ -170,7 +174,7 @@ def test_a_re_push_while_its_first_send_is_on_its_way_is_sent_after_it(eager, is
         return put(url, archive, size, md5, gzipped=gzipped)
 
     monkeypatch.setattr(eager.upstream, "put", slow_put)
-    assert eager.eager.forward(project, run_id, "1") == "forwarded"
+    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
     assert meanwhile == ["re-pushed", "not_claimed"]
     [first, last] = isolated.upstream.uploads(run_id)
     assert benchmarks_in(archive_of(first)) == {"t1::first"} and benchmarks_in(archive_of(last)) == {"t1::again"}
@@ -178,7 +182,7 @@ def test_a_re_push_while_its_first_send_is_on_its_way_is_sent_after_it(eager, is
     assert benchmarks_in(archive_of(held)) == {"t1::again"}
     [entry] = [s for s in eager.reports.report(project, run_id).shards if s.name == "1"]
     assert entry.upstream and entry.attempt == 2  # the ledger says what the upstream holds
-    assert eager.eager.forward(project, run_id, "1") == "upstream"  # that message again: nothing more sent
+    assert eager.forward_shard.forward(project, run_id, "1") == "upstream"  # that message again: nothing more sent
     assert len(isolated.upstream.uploads(run_id)) == 2
 
 
@@ -193,7 +197,7 @@ def test_a_failed_record_after_a_send_releases_the_claim_and_the_retry_goes_on_a
 
     _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]), total=2)
     isolated.finalize_requests()
-    db, failed = eager.eager.parts.db, []
+    db, failed = eager.forward_shard.parts.db, []
 
     def refuse_the_record(request, **kwargs):
         if b"SET upstream" in request.body:  # every try of it, botocore's own retries included
@@ -207,12 +211,12 @@ def test_a_failed_record_after_a_send_releases_the_claim_and_the_retry_goes_on_a
     try:
         with mock.patch("botocore.endpoint.time", SimpleNamespace(sleep=lambda seconds: None)):
             with pytest.raises(ClientError):
-                eager.eager.forward(project, run_id, "1")
+                eager.forward_shard.forward(project, run_id, "1")
     finally:
         db.meta.events.unregister("before-send.dynamodb.TransactWriteItems", unique_id="refuse-record")
     claims = [item for sk, item in _footprint(eager, project, run_id).items() if sk.startswith("~CLAIM#")]
     assert [c["lease_until"]["N"] for c in claims] == ["0"]
-    assert eager.eager.forward(project, run_id, "1") == "forwarded"  # the retry: not "not_claimed" for 960 s
+    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"  # the retry: not "not_claimed" for 960 s
     assert len(isolated.upstream.uploads(run_id)) == 2  # sent again under its runPartId: it replaces itself
 
 
@@ -230,11 +234,11 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
     isolated.finalize_requests()
     pr = {"ref": "refs/pull/7/merge", "baseRef": "main"}
     for shard in ("1", "2"):
-        eager.arrivals.record(
+        eager.record_arrival.record(
             push(eager, project, run_id, shard, bundle(4400 + int(shard), [f"t{shard}::pr"]), total=3, **pr)["key"]
         )
-        assert eager.eager.forward(project, run_id, shard) == "forwarded"
-    closed = eager.closing.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
+        assert eager.forward_shard.forward(project, run_id, shard) == "forwarded"
+    closed = eager.close_run.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
     assert closed.message == "the run ends with the shards in so far: each is upstream as its own part, or goes now"
     assert isolated.finalize_all(project, run_id, eager) == "forwarded"
 
@@ -272,7 +276,7 @@ def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_pa
     isolated.finalize_requests()
     owner, repository = project.split("/")
     stated = metadata(md5_b64(b""), owner=owner, repository=repository, ref="refs/pull/8/merge", baseRef="main")
-    eager.opening.open(
+    eager.open_run.open(
         OpenRequest(
             project=project,
             run_id=run_id,

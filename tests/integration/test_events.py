@@ -127,11 +127,11 @@ def test_the_sample_events_walk_a_run_through_every_handler(stack):
 
     for shard in ("1", "2"):  # two valgrind shards: merged, spooled to S3, sent from there
         data = bundle(pid=100 + int(shard))
-        grant = agg.uploads.grant(
+        grant = agg.request_upload.grant(
             ShardUploadRequest.model_validate(upload_request("acme/iam", "iam-1", shard, data, total=3))
         )
         put(grant.model_dump(), data)
-        agg.arrivals.record(grant.key, len(data))
+        agg.record_arrival.record(grant.key, len(data))
     message = _event("finalizer-finalize-run.json")
     message["Records"][0]["body"] = json.dumps({"project": "acme/iam", "run_id": "iam-1", "reason": "close"})
     finalizer.handler(message, LocalContext("codspeed-finalizer"))
@@ -244,7 +244,7 @@ def test_an_arrival_is_taken_only_with_the_time_its_bundles_size_needs(stack, si
         _Sent("arrivals", "sqs", "SendMessage") as sent,
         mock.patch.object(arrivals, "settings", lambda: deployed),
         mock.patch.object(
-            wiring.arrivals().arrivals,
+            wiring.for_arrivals().record_arrival,
             "record",
             side_effect=lambda *a: taken.append(a) if threading.get_ident() == mine else None,
         ),
@@ -266,7 +266,7 @@ def test_a_failed_arrival_comes_back_in_minutes_not_after_the_queues_90(stack):
     event["Records"][0]["attributes"]["ApproximateReceiveCount"] = "3"
     with (
         _Sent("arrivals", "sqs", "ChangeMessageVisibility") as sent,
-        mock.patch.object(wiring.arrivals().arrivals, "record", side_effect=RuntimeError("S3 answered 503")),
+        mock.patch.object(wiring.for_arrivals().record_arrival, "record", side_effect=RuntimeError("S3 answered 503")),
     ):
         with pytest.raises(BatchProcessingError, match="All records failed"):  # SQS keeps the message
             arrivals.handler(event, _Context(60_000))

@@ -16,7 +16,9 @@ from tests.factories import bundle, profile_members, put, tar_gz, upload_request
 
 
 def _push(agg, project, run_id, shard, data, **kwargs) -> dict:
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs)))
+    grant = agg.request_upload.grant(
+        ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs))
+    )
     put(grant.model_dump(), data)
     return grant.model_dump()
 
@@ -31,13 +33,13 @@ def _state(agg, project, run_id):
 def test_a_finalize_failing_for_any_reason_ends_forward_failed_with_it_and_is_retried(isolated, project, run_id):
     agg = isolated.aggregator
     for shard in ("1", "2"):
-        agg.arrivals.record(_push(agg, project, run_id, shard, bundle(), total=2)["key"])
+        agg.record_arrival.record(_push(agg, project, run_id, shard, bundle(), total=2)["key"])
     isolated.finalize_requests()
     with mock.patch(
         "codspeed_aggregator.use_cases.forward_part.splice", side_effect=OverflowError("cannot convert float infinity")
     ):
         with pytest.raises(OverflowError):
-            agg.finalizing.finalize(project, run_id)
+            agg.finalize_run.finalize(project, run_id)
     run = _state(agg, project, run_id)
     assert (
         run.state == "forward_failed"
@@ -45,13 +47,13 @@ def test_a_finalize_failing_for_any_reason_ends_forward_failed_with_it_and_is_re
     )
     report = agg.reports.report(project, run_id)
     assert report.state == "forward_failed" and "OverflowError" in report.upstream.message
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"  # SQS delivers the message again
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"  # SQS delivers the message again
     assert len(isolated.upstream.uploads(run_id)) == 1
 
 
 def test_the_report_says_finalizing_while_the_run_is(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
+    agg.record_arrival.record(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
     seen = []
     original = agg.upstream.announce
 
@@ -60,34 +62,34 @@ def test_the_report_says_finalizing_while_the_run_is(isolated, project, run_id):
         return original(metadata)
 
     with mock.patch.object(agg.upstream, "announce", announce):
-        assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert seen == ["finalizing"]
 
 
 def test_a_run_whose_finalizer_died_is_finalized_again_once_its_lease_runs_out(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
+    agg.record_arrival.record(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
     isolated.finalize_requests()
     assert agg.ledger.runs.claim_finalize(
         project, run_id, int(agg.clock()), agg.settings.finalize_lease_seconds
     )  # then it died
-    assert agg.finalizing.finalize(project, run_id) == "not_claimed"  # a redelivery within the lease leaves it alone
+    assert agg.finalize_run.finalize(project, run_id) == "not_claimed"  # a redelivery within the lease leaves it alone
     assert not [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
-    agg.closing.sweep()
+    agg.close_run.sweep()
     assert not [m for m in isolated.finalize_requests() if m["run_id"] == run_id]  # the lease still runs
     later = replace(agg, clock=lambda: agg.clock() + agg.settings.finalize_lease_seconds + 5)
-    later.closing.sweep()
+    later.close_run.sweep()
     assert [m["reason"] for m in isolated.finalize_requests() if m["run_id"] == run_id] == ["lease-expired"]
-    assert later.finalizing.finalize(project, run_id) == "forwarded" and len(isolated.upstream.uploads(run_id)) == 1
-    later.closing.sweep()
+    assert later.finalize_run.finalize(project, run_id) == "forwarded" and len(isolated.upstream.uploads(run_id)) == 1
+    later.close_run.sweep()
     assert not [m for m in isolated.finalize_requests() if m["run_id"] == run_id]  # a finished run is left alone
 
 
 def test_colliding_ten_digit_pids_are_renumbered_without_hanging(isolated, project, run_id):
     agg = isolated.aggregator
     for shard in ("1", "2"):
-        agg.arrivals.record(_push(agg, project, run_id, shard, bundle(9_999_999_999), total=2)["key"])
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        agg.record_arrival.record(_push(agg, project, run_id, shard, bundle(9_999_999_999), total=2)["key"])
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     [upload] = isolated.upstream.uploads(run_id)
     with tarfile.open(upload / "archive.tar.gz") as tar:
         assert sorted(n for n in tar.getnames() if n.endswith(".out")) == ["./1000000000.out", "./9999999999.out"]
@@ -111,7 +113,7 @@ def test_a_tar_header_bomb_is_refused_before_it_is_read(isolated, project, run_i
     agg = isolated.aggregator
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     grant = _push(agg, project, run_id, "1", data, total=2)
-    assert agg.arrivals.record(grant["key"]) == "rejected"
+    assert agg.record_arrival.record(grant["key"]) == "rejected"
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB: nothing near 100 MiB was read
     reason = agg.reports.report(project, run_id).shards[0].reason
     assert reason == "a tar extended header (PAX or GNU long name) of 104857600 bytes is over the 64 KiB limit", what
@@ -195,7 +197,7 @@ def test_setuid_bits_never_reach_the_merged_archive():
 def test_a_retried_forward_asks_for_a_new_upload_url_when_the_old_one_is_dead(isolated, project, run_id):
     agg = isolated.aggregator
     key = _push(agg, project, run_id, "1", bundle(), total=1)["key"]
-    agg.arrivals.record(key)
+    agg.record_arrival.record(key)
     now = int(agg.clock())
     assert agg.ledger.runs.claim_finalize(
         project, run_id, now, 0
@@ -203,24 +205,24 @@ def test_a_retried_forward_asks_for_a_new_upload_url_when_the_old_one_is_dead(is
     _, md5 = agg.store.reader(key).digest()
     expired = f"{isolated.upstream.url}/archive/expired"  # the stand-in answers 404 there, as a dead URL answers 403
     agg.ledger.parts.record_announced_part(project, run_id, 0, {"run_id": "gone", "upload_url": expired, "md5": md5})
-    assert replace(agg, clock=lambda: now + 5).finalizing.finalize(project, run_id) == "forwarded"
+    assert replace(agg, clock=lambda: now + 5).finalize_run.finalize(project, run_id) == "forwarded"
     [upload] = isolated.upstream.uploads(run_id)
     assert _state(agg, project, run_id).upstream["run_id"] == upload.name
 
 
 def test_a_refusal_of_a_fresh_upload_url_is_not_retried_forever(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
+    agg.record_arrival.record(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
     with mock.patch.object(agg.upstream, "put", side_effect=UpstreamRefused("PUT answered 403")):
         with pytest.raises(UpstreamError, match="PUT answered 403"):
-            agg.finalizing.finalize(project, run_id)
+            agg.finalize_run.finalize(project, run_id)
     assert _state(agg, project, run_id).state == "forward_failed"
 
 
 def test_a_close_accepted_refuses_later_grants(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(_push(agg, project, run_id, "1", bundle(), total=3)["key"])
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    agg.record_arrival.record(_push(agg, project, run_id, "1", bundle(), total=3)["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
     with pytest.raises(Conflict, match="is closing"):
         _push(agg, project, run_id, "2", bundle(), total=3)
 
@@ -232,13 +234,13 @@ def test_a_bundle_swapped_through_its_own_upload_url_is_never_merged(isolated, p
     agg = isolated.aggregator
     good = bundle(4242, ["tests/a.py::validated"])
     grant = _push(agg, project, run_id, "1", good, total=1)
-    assert agg.arrivals.record(grant["key"]) == "recorded"
+    assert agg.record_arrival.record(grant["key"]) == "recorded"
     fifo = tarfile.TarInfo("./pipe")
     fifo.type = tarfile.FIFOTYPE
     swapped = tar_gz({"./4242.out": b"# callgrind format\nno pid line\n", "./pipe": fifo})
     put(grant, swapped)  # the URL is still valid; the signed checksum is no MAC (and moto checks none)
-    assert agg.arrivals.record(grant["key"]) == "duplicate"  # its event is absorbed before any download
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.record_arrival.record(grant["key"]) == "duplicate"  # its event is absorbed before any download
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     [upload] = isolated.upstream.uploads(run_id)
     assert (upload / "archive.tar.gz").read_bytes() == good  # one shard: forwarded as sent, the version validated
 

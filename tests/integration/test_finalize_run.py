@@ -21,9 +21,9 @@ def test_finalizing_forwards_one_merged_upload_whatever_the_duplicates(isolated,
     agg = isolated.aggregator
     keys = [push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b"]), total=3)["key"] for i in (1, 2, 3)]
     for key in keys:
-        agg.arrivals.record(key)
+        agg.record_arrival.record(key)
     with ThreadPoolExecutor(4) as pool:
-        states = list(pool.map(lambda _: agg.finalizing.finalize(project, run_id), range(4)))
+        states = list(pool.map(lambda _: agg.finalize_run.finalize(project, run_id), range(4)))
     assert sorted(states) == ["forwarded", "not_claimed", "not_claimed", "not_claimed"]
     uploads = isolated.upstream.uploads(run_id)
     assert len(uploads) == 1
@@ -33,23 +33,23 @@ def test_finalizing_forwards_one_merged_upload_whatever_the_duplicates(isolated,
 
 def test_a_failed_forward_keeps_everything_and_a_retry_forwards_once(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=1)["key"])
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=1)["key"])
     isolated.upstream.failures.extend([500, 429])  # retried with backoff: the third try gets through
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert len(isolated.upstream.uploads(run_id)) == 1
 
 
 def test_after_the_last_try_the_run_is_forward_failed_and_keeps_its_bundles(isolated, project, run_id):
     agg = isolated.aggregator
     key = push(agg, project, run_id, "1", bundle(), total=1)["key"]
-    agg.arrivals.record(key)
+    agg.record_arrival.record(key)
     isolated.upstream.failures.extend([503, 503, 503])
     with pytest.raises(UpstreamError, match=r"answered 503: .* \(after 3 tries\)"):
-        agg.finalizing.finalize(project, run_id)
+        agg.finalize_run.finalize(project, run_id)
     report = agg.reports.report(project, run_id)
     assert report.state == "forward_failed" and "after 3 tries" in report.upstream.message
     assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=key)["ContentLength"] > 0  # nothing accepted is lost
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert len(isolated.upstream.uploads(run_id)) == 1
 
 
@@ -59,7 +59,7 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
 
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2, 3):
-        agg.arrivals.record(
+        agg.record_arrival.record(
             push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"]
         )
     original_announce = agg.upstream.announce
@@ -73,18 +73,20 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
 
     monkeypatch.setattr(agg.upstream, "announce", fail_second)
     isolated.finalize_requests()
-    assert agg.finalizing.finalize(project, run_id) == "finalizing"  # planned: the 3 parts queued, to merge in parallel
-    assert [(m["part"], m["reason"]) for m in isolated.finalize_requests()] == [(0, "part"), (1, "part"), (2, "part")]
-    assert agg.finalizing.finalize(project, run_id, 0) == "finalizing"
-    with pytest.raises(UpstreamError, match="upload 2 of 3: POST answered 503: injected"):
-        agg.finalizing.finalize(project, run_id, 1)
-    assert agg.reports.report(project, run_id).state == "forward_failed"
-    assert agg.finalizing.finalize(project, run_id) == "not_claimed"  # a part's lease holds the run: no re-plan
     assert (
-        agg.finalizing.finalize(project, run_id, 2) == "forward_failed"
+        agg.finalize_run.finalize(project, run_id) == "finalizing"
+    )  # planned: the 3 parts queued, to merge in parallel
+    assert [(m["part"], m["reason"]) for m in isolated.finalize_requests()] == [(0, "part"), (1, "part"), (2, "part")]
+    assert agg.finalize_run.finalize(project, run_id, 0) == "finalizing"
+    with pytest.raises(UpstreamError, match="upload 2 of 3: POST answered 503: injected"):
+        agg.finalize_run.finalize(project, run_id, 1)
+    assert agg.reports.report(project, run_id).state == "forward_failed"
+    assert agg.finalize_run.finalize(project, run_id) == "not_claimed"  # a part's lease holds the run: no re-plan
+    assert (
+        agg.finalize_run.finalize(project, run_id, 2) == "forward_failed"
     )  # recorded all the same; the run waits for part 2
-    assert agg.finalizing.finalize(project, run_id, 1) == "forwarded"  # SQS delivers part 2's message again
-    assert agg.finalizing.finalize(project, run_id, 1) == "not_claimed"  # and a duplicate delivery does nothing
+    assert agg.finalize_run.finalize(project, run_id, 1) == "forwarded"  # SQS delivers part 2's message again
+    assert agg.finalize_run.finalize(project, run_id, 1) == "not_claimed"  # and a duplicate delivery does nothing
     assert calls == [merged_part_id("", 1), merged_part_id("", 2), merged_part_id("", 3), merged_part_id("", 2)]
     uploads = isolated.upstream.uploads(run_id)
     assert len(uploads) == 3  # parts 1 and 3 were not sent again
@@ -107,20 +109,20 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
 def test_each_part_reads_its_own_slice_of_the_plan_and_only_the_last_reads_it_whole(isolated, project, run_id):
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2, 3):
-        agg.arrivals.record(
+        agg.record_arrival.record(
             push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"]
         )
     isolated.finalize_requests()
-    assert agg.finalizing.finalize(project, run_id) == "finalizing"
+    assert agg.finalize_run.finalize(project, run_id) == "finalizing"
     read = []
-    s3 = agg.finalizing.store.s3
+    s3 = agg.finalize_run.store.s3
     s3.meta.events.register(
         "before-parameter-build.s3.GetObject",
         lambda params, **_: read.append(params["Key"].rsplit("/", 1)[1]),
         unique_id="plan-reads",
     )
     try:
-        states = [agg.finalizing.finalize(project, run_id, part) for part in (0, 1, 2)]
+        states = [agg.finalize_run.finalize(project, run_id, part) for part in (0, 1, 2)]
     finally:
         s3.meta.events.unregister("before-parameter-build.s3.GetObject", unique_id="plan-reads")
     assert states == ["finalizing", "finalizing", "forwarded"]
@@ -135,13 +137,13 @@ def test_each_part_reads_its_own_slice_of_the_plan_and_only_the_last_reads_it_wh
 def test_a_part_of_a_plan_recorded_without_slices_reads_the_plan_whole(isolated, project, run_id):
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2):
-        agg.arrivals.record(
+        agg.record_arrival.record(
             push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=2)["key"]
         )
-    assert agg.finalizing.finalize(project, run_id) == "finalizing"
+    assert agg.finalize_run.finalize(project, run_id) == "finalizing"
     recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
     assert agg.ledger.runs.record_plan(project, run_id, replace(recorded, parts_at=None))
-    assert [agg.finalizing.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
+    assert [agg.finalize_run.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
     assert sorted(sorted(benchmarks_in(archive_of(u))) for u in isolated.upstream.uploads(run_id)) == [
         [f"t1::b{j}" for j in range(3)],
         [f"t2::b{j}" for j in range(3)],
@@ -153,17 +155,17 @@ def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_only_wha
     isolated, project, run_id
 ):
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2)["key"])
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2)["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     again = push(agg, project, run_id, "2", bundle(4242, ["t2::a"]), total=2)  # the job that came late
     assert (again["run_id"], again["attempt"]) == (f"{run_id}~2", 2)
-    assert agg.arrivals.record(again["key"]) == "recorded"
+    assert agg.record_arrival.record(again["key"]) == "recorded"
     second = agg.reports.report(project, f"{run_id}~2")
     assert second.attempt == 2 and second.arrived == 2 and second.partial
     assert {s.name: s.state for s in second.shards} == {"1": "arrived", "2": "arrived"}
     assert agg.reports.report(project, run_id).run_id == f"{run_id}~2"  # a run's report is its latest attempt's
-    assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
+    assert agg.finalize_run.finalize(project, f"{run_id}~2") == "forwarded"
     first_upload, second_upload = isolated.upstream.uploads(run_id)  # both name the CI's run id
     assert [
         json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in (first_upload, second_upload)
@@ -179,8 +181,8 @@ def test_a_push_after_forwarding_starts_the_next_attempt_which_forwards_only_wha
 def _forwarded_main_run(agg, project, shards: dict[str, list[str]]) -> str:
     run_id = f"main-{__import__('uuid').uuid4().hex[:8]}"
     for name, benchmarks in shards.items():
-        agg.arrivals.record(push(agg, project, run_id, name, bundle(4242, benchmarks), total=len(shards))["key"])
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        agg.record_arrival.record(push(agg, project, run_id, name, bundle(4242, benchmarks), total=len(shards))["key"])
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     return run_id
 
 
@@ -192,10 +194,10 @@ def test_a_skipped_shard_is_carried_from_the_latest_forwarded_run_on_the_base_br
     _forwarded_main_run(agg, project, {"1": ["old::1"], "2": ["old::2"], "3": ["old::3"]})
     baseline = _forwarded_main_run(agg, project, {"1": ["t1::a", "t1::gone"], "2": ["t2::a"], "3": ["t3::a"]})
     pr = {"ref": "refs/pull/7/merge", "baseRef": "main"}
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=3, **pr)["key"])
-    agg.arrivals.record(push(agg, project, run_id, "2", bundle(4242, ["t2::a"]), total=3, **pr)["key"])
-    agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=3, **pr)["key"])
+    agg.record_arrival.record(push(agg, project, run_id, "2", bundle(4242, ["t2::a"]), total=3, **pr)["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
 
     report = agg.reports.report(project, run_id)
     carried = {s.name: s for s in report.shards}["3"]
@@ -221,13 +223,15 @@ def _main_skips_shard_3_after_receiving_it(agg, project, run_id) -> tuple[str, s
     received = _forwarded_main_run(agg, project, {"1": ["t1::a"], "2": ["t2::a"], "3": ["t3::received"]})
     skipped_on_main = f"main-skips-{run_id}"
     for name in ("1", "2"):
-        agg.arrivals.record(push(agg, project, skipped_on_main, name, bundle(4242, [f"t{name}::a"]), total=3)["key"])
-    agg.closing.close(CloseRequest(project=project, run_id=skipped_on_main, skip=["3"]))
-    assert agg.finalizing.finalize(project, skipped_on_main) == "forwarded"
+        agg.record_arrival.record(
+            push(agg, project, skipped_on_main, name, bundle(4242, [f"t{name}::a"]), total=3)["key"]
+        )
+    agg.close_run.close(CloseRequest(project=project, run_id=skipped_on_main, skip=["3"]))
+    assert agg.finalize_run.finalize(project, skipped_on_main) == "forwarded"
     pr = {"ref": "refs/pull/7/merge", "baseRef": "main"}
     for name in ("1", "2"):
-        agg.arrivals.record(push(agg, project, run_id, name, bundle(4242, [f"t{name}::a"]), total=3, **pr)["key"])
-    agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
+        agg.record_arrival.record(push(agg, project, run_id, name, bundle(4242, [f"t{name}::a"]), total=3, **pr)["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
     return received, skipped_on_main
 
 
@@ -247,7 +251,7 @@ def test_a_shard_skipped_on_main_twice_in_a_row_is_carried_from_the_run_that_las
 ):
     agg = isolated.aggregator
     received, skipped_on_main = _main_skips_shard_3_after_receiving_it(agg, project, run_id)
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
 
     report, received_commit = agg.reports.report(project, run_id), agg.reports.report(project, received).commit
     carried = {s.name: s for s in report.shards}["3"]
@@ -268,7 +272,7 @@ def test_a_shard_last_received_past_the_retention_is_not_carried_and_the_report_
     agg = isolated.aggregator
     _, skipped_on_main = _main_skips_shard_3_after_receiving_it(agg, project, run_id)
     later = time.time() + agg.settings.retention_days * 86400  # the bucket is about to delete that bundle
-    finalizing = agg.finalizing
+    finalizing = agg.finalize_run
     later_finalizer = replace(finalizing, clock=lambda: later, planner=replace(finalizing.planner, clock=lambda: later))
     assert later_finalizer.finalize(project, run_id) == "forwarded"
 
@@ -310,7 +314,7 @@ def test_a_shard_main_carried_is_kept_beside_that_run_and_carried_from_there_onc
         run_bundles_prefix(project, skipped_on_main)
     )
     assert _expire_run(isolated, project, received) >= 4  # its 3 bundles, their results (and normalized copies)
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
 
     report, received_commit = agg.reports.report(project, run_id), agg.reports.report(project, received).commit
     carried = {s.name: s for s in report.shards}["3"]
@@ -329,14 +333,14 @@ def test_a_carried_shard_that_cannot_be_kept_never_keeps_its_run_from_being_main
     _forwarded_main_run(agg, project, {"1": ["t1::a"], "2": ["t2::a"], "3": ["t3::received"]})
     skipping = f"main-skips-{run_id}"
     for name in ("1", "2"):
-        agg.arrivals.record(push(agg, project, skipping, name, bundle(4242, [f"t{name}::a"]), total=3)["key"])
-    agg.closing.close(CloseRequest(project=project, run_id=skipping, skip=["3"]))
+        agg.record_arrival.record(push(agg, project, skipping, name, bundle(4242, [f"t{name}::a"]), total=3)["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=skipping, skip=["3"]))
 
     def unexpected(*args, **kwargs):
         raise ValueError("not JSON")  # whatever goes wrong copying the carried shard's results
 
     monkeypatch.setattr(agg.results, "copy", unexpected)
-    assert agg.finalizing.finalize(project, skipping) == "forwarded"
+    assert agg.finalize_run.finalize(project, skipping) == "forwarded"
     assert agg.ledger.baselines.latest_baseline(project, "main") == skipping  # recorded, not lost to the keep
     assert agg.ledger.sources.kept(project, skipping) == {}
     assert f"shard 3 carried by {project} run {skipping} is not kept beside it: ValueError: not JSON" in caplog.text
@@ -346,17 +350,17 @@ def test_a_carried_shard_that_cannot_be_kept_never_keeps_its_run_from_being_main
 def test_a_pull_requests_run_keeps_no_copy_of_what_it_carried(isolated, project, run_id):
     agg = isolated.aggregator
     _main_skips_shard_3_after_receiving_it(agg, project, run_id)
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert agg.ledger.sources.kept(project, run_id) == {}  # no baseline: nothing will carry from it
 
 
 def test_with_no_baseline_a_skipped_shard_stays_skipped_and_says_so(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(
+    agg.record_arrival.record(
         push(agg, project, run_id, "1", bundle(), total=2, ref="refs/pull/7/merge", baseRef="main")["key"]
     )
-    agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=["2"]))
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, skip=["2"]))
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     report = agg.reports.report(project, run_id)
     skipped = {s.name: s for s in report.shards}["2"]
     assert skipped.state == "skipped" and "no forwarded run on main yet" in skipped.reason
@@ -373,10 +377,10 @@ def test_metrics_count_arrivals_duplicates_and_the_forward(isolated, project, ru
 
     agg = replace(isolated.aggregator, metrics=Recorder())
     key = push(agg, project, run_id, "1", bundle(), total=1)["key"]
-    agg.arrivals.record(key)
-    agg.arrivals.record(key)
-    agg.arrivals.record(push(agg, project, run_id, "1", b"junk", total=1)["key"])
-    agg.finalizing.finalize(project, run_id)
+    agg.record_arrival.record(key)
+    agg.record_arrival.record(key)
+    agg.record_arrival.record(push(agg, project, run_id, "1", b"junk", total=1)["key"])
+    agg.finalize_run.finalize(project, run_id)
     names = [name for name, _, _ in agg.metrics.seen]
     assert names[:3] == ["ShardsCounted", "DuplicatesAbsorbed", "BundlesRejected"]
     assert {"ForwardSucceeded", "MergedBytes", "FinalizeLatency"} <= set(names)
@@ -389,15 +393,15 @@ def test_bundles_are_tagged_for_expiry_only_once_their_run_is_final(isolated, pr
     agg = isolated.aggregator
     good = push(agg, project, run_id, "1", bundle(), total=2)["key"]
     bad = push(agg, project, run_id, "2", b"junk", total=2)["key"]
-    agg.arrivals.record(good)
-    agg.arrivals.record(bad)
+    agg.record_arrival.record(good)
+    agg.record_arrival.record(bad)
     tags = lambda key: agg.store.s3.get_object_tagging(Bucket=agg.store.bucket, Key=key)["TagSet"]  # noqa: E731
     isolated.upstream.failures.extend([500, 500, 500])
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
     with pytest.raises(UpstreamError):
-        agg.finalizing.finalize(project, run_id)
+        agg.finalize_run.finalize(project, run_id)
     assert tags(good) == [] and tags(bad) == []  # a failed forward keeps everything
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert tags(good) == tags(bad) == [{"Key": "run-final", "Value": "true"}]
 
 
@@ -407,7 +411,7 @@ def test_a_part_is_never_forwarded_twice_whatever_retry_arrives_while_its_finali
 ):
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2, 3):
-        agg.arrivals.record(
+        agg.record_arrival.record(
             push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=3)["key"]
         )
     isolated.finalize_requests()
@@ -420,21 +424,21 @@ def test_a_part_is_never_forwarded_twice_whatever_retry_arrives_while_its_finali
         if part == merged_part_id("", 2) and not raced:
             raced.append(
                 [
-                    agg.finalizing.finalize(project, run_id),  # the first message's retry, a minute later
-                    agg.finalizing.finalize(project, run_id, 1),
+                    agg.finalize_run.finalize(project, run_id),  # the first message's retry, a minute later
+                    agg.finalize_run.finalize(project, run_id, 1),
                 ]
             )  # and a second delivery of part 2's
         return original(metadata)
 
     monkeypatch.setattr(agg.upstream, "announce", announce)
-    agg.finalizing.finalize(project, run_id)
-    assert agg.finalizing.finalize(project, run_id, 0) == "finalizing"
+    agg.finalize_run.finalize(project, run_id)
+    assert agg.finalize_run.finalize(project, run_id, 0) == "finalizing"
     with pytest.raises(UpstreamError):
-        agg.finalizing.finalize(project, run_id, 2)
-    assert agg.finalizing.finalize(project, run_id, 1) == "forward_failed"  # part 2 sent, while the retries raced it
+        agg.finalize_run.finalize(project, run_id, 2)
+    assert agg.finalize_run.finalize(project, run_id, 1) == "forward_failed"  # part 2 sent, while the retries raced it
     assert raced == [["not_claimed", "not_claimed"]]
     monkeypatch.setattr(agg.upstream, "announce", original)
-    assert agg.finalizing.finalize(project, run_id, 2) == "forwarded"  # SQS delivers part 3's message again
+    assert agg.finalize_run.finalize(project, run_id, 2) == "forwarded"  # SQS delivers part 3's message again
     parts = [
         json.loads((u / "metadata.json").read_text())["runPart"]["metadata"]["part"]
         for u in isolated.upstream.uploads(run_id)
@@ -457,7 +461,7 @@ def test_a_run_every_part_of_which_reached_the_upstream_ends_forwarded_when_a_le
     metrics = Recorder()
     agg = replace(isolated.aggregator, metrics=metrics)
     for i in (1, 2):
-        agg.arrivals.record(push(agg, project, run_id, str(i), bundle(4242 + i), total=2)["key"])
+        agg.record_arrival.record(push(agg, project, run_id, str(i), bundle(4242 + i), total=2)["key"])
     throttled = []
 
     def note(params, context, **_):
@@ -476,7 +480,7 @@ def test_a_run_every_part_of_which_reached_the_upstream_ends_forwarded_when_a_le
     events.register("before-parameter-build.dynamodb.UpdateItem", note, unique_id="throttle-note")
     events.register_first("before-call.dynamodb.UpdateItem", throttle, unique_id="throttle")
     try:
-        assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     finally:
         events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="throttle-note")
         events.unregister("before-call.dynamodb.UpdateItem", unique_id="throttle")
@@ -495,8 +499,8 @@ def test_over_three_attempts_each_benchmark_stands_in_one_part_upstream(isolated
     def attempt(pushes: dict[str, str]) -> str:
         for shard, benchmark in pushes.items():
             grant = push(agg, project, run_id, shard, bundle(4242, [benchmark]), total=4)
-            agg.arrivals.record(grant["key"])
-        agg.closing.close(CloseRequest(project=project, run_id=run_id))
+            agg.record_arrival.record(grant["key"])
+        agg.close_run.close(CloseRequest(project=project, run_id=run_id))
         assert isolated.finalize_all(project, grant["run_id"]) == "forwarded"
         return grant["run_id"]
 
@@ -514,7 +518,7 @@ def _pushed_in(agg, project, run_id, shard, benchmark, ci_attempt) -> dict:
     """A shard pushed by the client in the CI's attempt ``ci_attempt`` (GITHUB_RUN_ATTEMPT)."""
     data = bundle(4242, [benchmark])
     request = {**upload_request(project, run_id, shard, data, total=3), "ci_attempt": ci_attempt}
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(request)).model_dump()
+    grant = agg.request_upload.grant(ShardUploadRequest.model_validate(request)).model_dump()
     put(grant, data)
     return grant
 
@@ -530,16 +534,16 @@ def test_re_running_all_jobs_is_one_attempt_forwarded_once(isolated, project, ru
     ~2 (complete at once with the others inherited) and went upstream, the next opened ~3."""
     agg = isolated.aggregator
     for shard in "123":
-        agg.arrivals.record(_pushed_in(agg, project, run_id, shard, f"t{shard}::first", 1)["key"])
+        agg.record_arrival.record(_pushed_in(agg, project, run_id, shard, f"t{shard}::first", 1)["key"])
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     again = [_pushed_in(agg, project, run_id, shard, f"t{shard}::again", 2) for shard in "123"]
     assert {g["run_id"] for g in again} == {f"{run_id}~2"}  # one attempt for the CI's attempt 2
     for grant in again[:2]:
-        assert agg.arrivals.record(grant["key"]) == "recorded"
+        assert agg.record_arrival.record(grant["key"]) == "recorded"
         assert isolated.finalize_requests() == []  # shard 3 still re-runs: nothing goes upstream yet
-    agg.arrivals.record(again[2]["key"])
+    agg.record_arrival.record(again[2]["key"])
     assert [m["run_id"] for m in isolated.finalize_requests()] == [f"{run_id}~2"]
-    assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
+    assert agg.finalize_run.finalize(project, f"{run_id}~2") == "forwarded"
     assert agg.ledger.runs.run_record(project, f"{run_id}~3") is None
     assert len(isolated.upstream.uploads(run_id)) == 2  # attempt 1's part, then the re-run's, once
     assert _held(isolated, project, run_id) == {"t1::again", "t2::again", "t3::again"}
@@ -551,13 +555,13 @@ def test_re_running_failed_jobs_waits_for_the_ci_attempts_close_and_carries_the_
 ):
     agg = isolated.aggregator
     for shard in "123":
-        agg.arrivals.record(_pushed_in(agg, project, run_id, shard, f"t{shard}::first", 1)["key"])
+        agg.record_arrival.record(_pushed_in(agg, project, run_id, shard, f"t{shard}::first", 1)["key"])
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     failed = _pushed_in(agg, project, run_id, "2", "t2::again", 2)  # "re-run failed jobs": shard 2 alone
-    assert agg.arrivals.record(failed["key"]) == "recorded"
+    assert agg.record_arrival.record(failed["key"]) == "recorded"
     assert isolated.finalize_requests() == []  # the run cannot tell which jobs re-run: its close says
     assert agg.reports.report(project, run_id).state == "open"
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))  # the re-run's close job (or the webhook)
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))  # the re-run's close job (or the webhook)
     assert isolated.finalize_all(project, f"{run_id}~2", agg) == "forwarded"
     assert _held(isolated, project, run_id) == {"t1::first", "t2::again", "t3::first"}
     assert isolated.upstream.benchmarks_twice(project) == {}
@@ -567,10 +571,10 @@ def test_re_running_failed_jobs_waits_for_the_ci_attempts_close_and_carries_the_
 def test_an_upload_that_names_no_ci_attempt_opens_the_next_attempt_as_before(isolated, project, run_id):
     agg = isolated.aggregator
     for shard in "123":
-        agg.arrivals.record(push(agg, project, run_id, shard, bundle(4242, [f"t{shard}::a"]), total=3)["key"])
+        agg.record_arrival.record(push(agg, project, run_id, shard, bundle(4242, [f"t{shard}::a"]), total=3)["key"])
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     late = push(agg, project, run_id, "2", bundle(4242, ["t2::b"]), total=3)
-    assert agg.arrivals.record(late["key"]) == "recorded"
+    assert agg.record_arrival.record(late["key"]) == "recorded"
     assert [m["run_id"] for m in isolated.finalize_requests()] == [f"{run_id}~2"]  # complete with the others carried
 
 
@@ -579,16 +583,16 @@ def test_a_plan_of_the_release_before_that_kept_no_shard_is_forwarded_with_its_s
 ):
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2):
-        agg.arrivals.record(
+        agg.record_arrival.record(
             push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=2)["key"]
         )
-    assert agg.finalizing.finalize(project, run_id) == "finalizing"
+    assert agg.finalize_run.finalize(project, run_id) == "finalizing"
     recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
     whole = agg.store.read_json(plan_key(project, run_id), recorded.version)
     old = {k: whole[k] for k in ("baseline", "uploads", "ids", "todo")}  # as that release wrote it
     version = agg.store.put_json(plan_key(project, run_id), old)
     assert agg.ledger.runs.record_plan(project, run_id, replace(recorded, version=version, parts_at=None))
-    assert [agg.finalizing.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
+    assert [agg.finalize_run.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
     assert sorted(sorted(benchmarks_in(archive_of(u))) for u in isolated.upstream.uploads(run_id)) == [
         [f"t1::b{j}" for j in range(3)],
         [f"t2::b{j}" for j in range(3)],

@@ -60,7 +60,7 @@ def fork(isolated, github, project):
 def _call(agg, method: str, path: str, body: dict | None = None, token: str | None = None) -> tuple[int, dict]:
     headers = {"content-type": "application/json", **({"authorization": token} if token else {})}
     event = http_api_event(method, path, headers, json.dumps(body).encode() if body is not None else b"")
-    with mock.patch.object(wiring, "api", lambda: agg):
+    with mock.patch.object(wiring, "for_api", lambda: agg):
         answer = api_handler.handler(event, LocalContext("ApiFunction"))
     return answer["statusCode"], json.loads(answer.get("body") or "{}")
 
@@ -80,7 +80,7 @@ def test_a_forks_shard_counts_and_its_close_and_report_are_taken_without_a_token
     status, grant = _call(agg, "POST", "/v1/uploads", request)
     assert status == 201, grant
     put(grant, data)
-    assert agg.arrivals.record(grant["key"]) == "recorded"
+    assert agg.record_arrival.record(grant["key"]) == "recorded"
     run = agg.ledger.runs.run_record(project, run_id)
     assert run.fork and not run.tokenless  # checked: its comment is posted, it is never a baseline
     assert _call(agg, "GET", f"/v1/runs/{project}/{run_id}")[1]["arrived"] == 1
@@ -221,7 +221,7 @@ def test_requests_without_a_token_are_refused_with_a_sentence_where_they_may_not
 def test_a_run_opened_with_a_token_is_neither_closed_nor_read_without_one(isolated, fork):
     agg, project, run_id = fork
     request, _ = _upload(project, run_id, tokenless=False)
-    agg.uploads.grant(ShardUploadRequest.model_validate(request))
+    agg.request_upload.grant(ShardUploadRequest.model_validate(request))
     before = footprint(isolated, project, run_id)
     error = (
         "missing Authorization header: send the aggregator's token (without one, only the run of a pull request "
@@ -350,7 +350,7 @@ def test_a_runners_shard_over_the_tokenless_limit_is_rejected_when_it_lands(isol
         == 200
     )
     key = unquote(urlsplit(accepted["uploadUrl"]).path.split("/", 2)[2])
-    assert agg.arrivals.record(key, len(archive)) == "rejected"
+    assert agg.record_arrival.record(key, len(archive)) == "rejected"
     [shard] = [s for s in agg.reports.report(project, run_id).shards if s.state == "rejected"]
     assert shard.reason == (
         f"the bundle is {len(archive)} bytes, over the 64 a shard sent without a token may be (the aggregator's "

@@ -15,8 +15,8 @@ def test_every_record_of_a_run_carries_the_ttl_attribute(isolated, project, run_
     from codspeed_aggregator.adapters.ledger.codec import load
 
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
-    agg.arrivals.record(push(agg, project, run_id, "2", b"not gzip", total=2)["key"])
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    agg.record_arrival.record(push(agg, project, run_id, "2", b"not gzip", total=2)["key"])
     items = [
         load(i)
         for i in agg.ledger.db.query(
@@ -54,9 +54,9 @@ def test_each_forwarded_part_is_an_item_of_its_own_and_the_run_item_stays_small(
             total=shards,
             runner={"name": "codspeed-runner", "version": "5.0.2", "instruments": [], "executor": "walltime"},
         )
-        grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
+        grant = agg.request_upload.grant(ShardUploadRequest.model_validate(request))
         put(grant.model_dump(), archive)
-        assert agg.arrivals.record(grant.key) == "recorded"
+        assert agg.record_arrival.record(grant.key) == "recorded"
     assert isolated.finalize_all(project, run_id) == "forwarded"
     assert len(isolated.upstream.uploads(run_id)) == shards  # walltime: one upload each, as sent
     raw = agg.ledger.db.get_item(TableName=agg.ledger.table, Key=agg.ledger.runs.key(project, run_id, "RUN"))["Item"]
@@ -82,10 +82,10 @@ def test_arrivals_write_their_shard_and_its_tally_never_the_run_item(isolated, p
         elif operation in ("PutItem", "UpdateItem", "DeleteItem"):
             written.append((params.get("Key") or params.get("Item"))["sk"]["S"])
 
-    db = agg.arrivals.shards.db
+    db = agg.record_arrival.shards.db
     db.meta.events.register("before-parameter-build.dynamodb", note, unique_id="writes")
     try:
-        outcomes = [agg.arrivals.record(key) for key in keys[:-1]]
+        outcomes = [agg.record_arrival.record(key) for key in keys[:-1]]
     finally:
         db.meta.events.unregister("before-parameter-build.dynamodb", unique_id="writes")
     assert outcomes == ["recorded"] * 7
@@ -97,7 +97,7 @@ def test_arrivals_write_their_shard_and_its_tally_never_the_run_item(isolated, p
         snapshot.consistent() and snapshot.run.arrived_count == 7 and snapshot.run.rev == snapshot.run.run_changes + 7
     )
     assert isolated.finalize_requests() == []
-    assert agg.arrivals.record(keys[-1]) == "recorded"
+    assert agg.record_arrival.record(keys[-1]) == "recorded"
     assert [m["reason"] for m in isolated.finalize_requests()] == ["complete"]
 
 

@@ -171,7 +171,7 @@ def machine_for(isolated):
                 {"authorization": TOKEN, "content-type": "application/json"},
                 json.dumps(body).encode() if body is not None else b"",
             )
-            with mock.patch.object(wiring, "api", lambda: agg):
+            with mock.patch.object(wiring, "for_api", lambda: agg):
                 answer = api_handler.handler(event, LocalContext("ApiFunction"))
             status, text = answer["statusCode"], answer.get("body") or ""
             assert len(text.encode()) <= LAMBDA_PAYLOAD, (path, status, len(text))
@@ -318,8 +318,8 @@ def machine_for(isolated):
             failed is delivered again."""
             shard, key, benchmark = self.pushed[pick % len(self.pushed)]
             before = agg.ledger.reads.snapshot(self.project, self.run_id)
-            outcomes = [self._faulted(fault, lambda: agg.arrivals.record(key))] + [
-                agg.arrivals.record(key) for _ in range(times - 1)
+            outcomes = [self._faulted(fault, lambda: agg.record_arrival.record(key))] + [
+                agg.record_arrival.record(key) for _ in range(times - 1)
             ]
             first = outcomes[0]
             if benchmark is None:
@@ -351,7 +351,7 @@ def machine_for(isolated):
 
             def other_invocations():  # the API's grant, the arrival, the re-run's own message: each its own role
                 self._repush(shard)
-                meanwhile.append(agg.eager.forward(self.project, self.run_id, shard))
+                meanwhile.append(agg.forward_shard.forward(self.project, self.run_id, shard))
 
             def slow_put(*args, **kwargs):
                 if not meanwhile:
@@ -362,7 +362,7 @@ def machine_for(isolated):
 
             agg.upstream.put = slow_put
             try:
-                assert agg.eager.forward(self.project, self.run_id, shard) == "forwarded"
+                assert agg.forward_shard.forward(self.project, self.run_id, shard) == "forwarded"
             finally:
                 del agg.upstream.put
             assert meanwhile == ["not_claimed"]
@@ -375,14 +375,14 @@ def machine_for(isolated):
             """The shard's job run again, its bundle counted at once."""
             benchmark = f"s{shard}::valgrind-again{len(self.pushed)}"
             data = bundle(4242, [benchmark])
-            grant = agg.uploads.grant(
+            grant = agg.request_upload.grant(
                 ShardUploadRequest.model_validate(
                     upload_request(self.project, self.run_id, shard, data, total=len(SHARDS))
                 )
             ).model_dump()
             put(grant, data)
             self.pushed.append((shard, grant["key"], benchmark))
-            assert agg.arrivals.record(grant["key"]) == "recorded"
+            assert agg.record_arrival.record(grant["key"]) == "recorded"
             self.current[shard] = benchmark
 
         @rule(skip=st.lists(st.sampled_from(SHARDS), unique=True, max_size=2), fault=FAULTS)
@@ -399,13 +399,13 @@ def machine_for(isolated):
 
         @rule()
         def deadline(self):
-            replace(agg, clock=lambda: time.time() + agg.settings.run_deadline_seconds + 60).closing.sweep()
+            replace(agg, clock=lambda: time.time() + agg.settings.run_deadline_seconds + 60).close_run.sweep()
 
         @precondition(lambda self: self.later)
         @rule(pick=st.integers(min_value=0))
         def deliver_later(self, pick):
             shard, key = self.later[pick % len(self.later)]
-            assert agg.arrivals.record(key) in ("recorded", "duplicate", "late")
+            assert agg.record_arrival.record(key) in ("recorded", "duplicate", "late")
 
         @rule(fault=FAULTS, upstream=UPSTREAM_FAULTS)
         def finalize(self, fault, upstream):
@@ -425,14 +425,14 @@ def machine_for(isolated):
                         if message.get("shard"):  # an eager run's shard, sent as it was counted
                             self._faulted(
                                 fault,
-                                lambda message=message: agg.eager.forward(
+                                lambda message=message: agg.forward_shard.forward(
                                     self.project, message["run_id"], message["shard"]
                                 ),
                             )
                         else:
                             self._faulted(
                                 fault,
-                                lambda message=message: agg.finalizing.finalize(
+                                lambda message=message: agg.finalize_run.finalize(
                                     self.project, message["run_id"], message.get("part")
                                 ),
                             )

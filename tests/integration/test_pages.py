@@ -18,15 +18,15 @@ def test_without_a_readable_webhook_secret_runs_still_count_and_reports_carry_no
     )  # the template's, never created
     wiring.reset()
     try:
-        agg = wiring.arrivals()
+        agg = wiring.for_arrivals()
         assert agg.page_key is None and "run pages get no signed links" in caplog.text
         data = bundle()
-        grant = wiring.api().uploads.grant(
+        grant = wiring.for_api().request_upload.grant(
             ShardUploadRequest.model_validate(upload_request("acme/nosecret", "r1", "1", data, total=2))
         )
         put(grant.model_dump(), data)
         # the shared stack's own arrivals poller takes the same S3 event: whichever comes first counts it, once
-        assert agg.arrivals.record(grant.key) in ("recorded", "duplicate")
+        assert agg.record_arrival.record(grant.key) in ("recorded", "duplicate")
         report = agg.reports.report("acme/nosecret", "r1")
         assert report.page_url is None and report.arrived == 1 and "Run page" not in render_markdown(report)
     finally:
@@ -49,13 +49,13 @@ def test_the_markdown_report_lists_what_changed_past_the_threshold_and_links_the
         (run_id, 1500, {"ref": "refs/pull/3/merge", "base_ref": "main", "commit": "d" * 40}),
     ):
         data = bundle(7, names, costs={"t::steady": 1000, "t::slow|er": cost})
-        grant = agg.uploads.grant(
+        grant = agg.request_upload.grant(
             ShardUploadRequest.model_validate(upload_request(project, run, "1", data, total=1, **meta))
         )
         put(grant.model_dump(), data)
-        agg.arrivals.record(grant.key)
+        agg.record_arrival.record(grant.key)
         isolated.finalize_requests()
-        assert agg.finalizing.finalize(project, run) == "forwarded"
+        assert agg.finalize_run.finalize(project, run) == "forwarded"
     report = agg.reports.report(project, run_id)
     assert report.page_url.startswith(f"https://agg.example/runs/{project}/{run_id}?expires=")
     markdown = render_markdown(report)
@@ -75,18 +75,18 @@ def test_an_open_run_compares_with_a_baseline_forwarded_elsewhere_within_a_minut
 
     def arrive(aggregator, run, shard, cost, **meta):
         data = bundle(7 + int(shard), [f"t{shard}::x"], costs={f"t{shard}::x": cost})
-        grant = aggregator.uploads.grant(
+        grant = aggregator.request_upload.grant(
             ShardUploadRequest.model_validate(upload_request(project, run, shard, data, total=2, **meta))
         )
         put(grant.model_dump(), data)
-        assert aggregator.arrivals.record(grant.key) == "recorded"
+        assert aggregator.record_arrival.record(grant.key) == "recorded"
 
     arrive(agg, run_id, "1", 1200, **pull)  # no baseline yet: looked up, and that absence is not kept
     assert agg.reports.report(project, run_id).baseline is None
     for shard in ("1", "2"):
         arrive(other, f"{run_id}-main", shard, 1000)
     isolated.finalize_requests()
-    assert other.finalizing.finalize(project, f"{run_id}-main") == "forwarded"
+    assert other.finalize_run.finalize(project, f"{run_id}-main") == "forwarded"
     now[0] += 5
     with mock.patch.object(
         agg.ledger.baselines, "latest_baseline", wraps=agg.ledger.baselines.latest_baseline
@@ -111,7 +111,7 @@ def test_each_arrival_records_what_its_benchmarks_cost_and_the_page_predicts_the
     agg = isolated.aggregator
     for shard, costs in (("1", {"t1::a": 80_000_000, "t1::b": 40_000_000}), ("2", {"t2::a": 40_000_000})):
         data = bundle(20 + int(shard), list(costs), costs=costs)  # instructions: 40 M a second under callgrind
-        assert agg.arrivals.record(push(agg, project, run_id, shard, data, total=3)["key"]) == "recorded"
+        assert agg.record_arrival.record(push(agg, project, run_id, shard, data, total=3)["key"]) == "recorded"
     report = agg.reports.report(project, run_id)
     assert [(s.name, s.cost_s, s.longest_s) for s in report.shards] == [
         ("1", 3.0, 2.0),
@@ -119,7 +119,7 @@ def test_each_arrival_records_what_its_benchmarks_cost_and_the_page_predicts_the
         ("3", None, None),
     ]
     assert 'id="predicted"' not in render_main(report, {}, None, None)  # open: its third shard may still come
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
     assert isolated.finalize_all(project, run_id) == "forwarded"
     page = render_main(agg.reports.report(project, run_id), {}, None, None)
     assert (

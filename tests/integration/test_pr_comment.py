@@ -51,7 +51,7 @@ def _push(agg, project, run_id, shard, total=3, ref=PULL, tokenless=False, **met
     request = upload_request(
         project, run_id, shard, data, total=total, ref=ref, event="pull_request", tokenless=tokenless, **meta
     )
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
+    grant = agg.request_upload.grant(ShardUploadRequest.model_validate(request))
     put(grant.model_dump(), data)
     return grant.key
 
@@ -62,19 +62,19 @@ def test_one_comment_is_posted_then_edited_and_the_final_report_lands_within_the
     clock = Clock()
     agg = _commenting(isolated, github, clock)
     keys = [_push(agg, project, run_id, str(i)) for i in (1, 2, 3)]
-    agg.arrivals.record(keys[0])
+    agg.record_arrival.record(keys[0])
     [(comment_id, comment)] = github.comments.items()
     assert (comment["project"], comment["number"], comment["edits"]) == (project, 42, 0)
     assert comment["body"].startswith(marker(project, 42) + "\n")
     assert "1/3 shards in" in comment["body"]
     clock.now += 5
-    agg.arrivals.record(keys[1])  # within the quiet time: not edited
+    agg.record_arrival.record(keys[1])  # within the quiet time: not edited
     assert comment["edits"] == 0 and "1/3 shards in" in comment["body"]
     clock.now += 30
-    agg.arrivals.record(keys[2])  # past it: edited (3/3 in)
+    agg.record_arrival.record(keys[2])  # past it: edited (3/3 in)
     assert comment["edits"] == 1 and "3/3 shards in" in comment["body"]
     clock.now += 1
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"  # final: edited at once, quiet time or not
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"  # final: edited at once, quiet time or not
     assert len(github.comments) == 1 and "forwarded, 3/3 shards in" in github.comments[comment_id]["body"]
     assert [m for m, _ in github.requests].count("POST") == 1
 
@@ -90,7 +90,7 @@ def test_publishers_racing_on_a_new_comment_post_it_once(isolated, github, proje
 
     monkeypatch.setattr(db, "_make_api_call", one_at_a_time)
     key = _push(agg, project, run_id, "1")
-    agg.arrivals.record(key)
+    agg.record_arrival.record(key)
     github.comments.clear()
     github.requests.clear()
     agg.ledger.db.delete_item(
@@ -114,7 +114,7 @@ def test_publishers_racing_on_a_new_comment_post_it_once(isolated, github, proje
 
 def test_a_branch_run_posts_no_comment(isolated, github, project, run_id):
     agg = _commenting(isolated, github)
-    agg.arrivals.record(_push(agg, project, run_id, "1", total=1, ref="refs/heads/main"))
+    agg.record_arrival.record(_push(agg, project, run_id, "1", total=1, ref="refs/heads/main"))
     assert github.requests == [] and github.comments == {}
 
 
@@ -127,8 +127,8 @@ def test_a_run_an_upload_of_which_came_without_a_token_posts_no_comment(isolated
     first = _push(agg, project, run_id, "1", total=2, tokenless=which == "first")
     second = _push(agg, project, run_id, "2", total=2, tokenless=which == "second")
     assert agg.ledger.runs.run_record(project, run_id).tokenless
-    assert [agg.arrivals.record(k) for k in (first, second)] == ["recorded", "recorded"]
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert [agg.record_arrival.record(k) for k in (first, second)] == ["recorded", "recorded"]
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert github.requests == [] and github.comments == {}
     assert agg.reports.report(project, run_id).state == "forwarded"  # reported as any other run
 
@@ -138,24 +138,24 @@ def test_a_tokenless_run_of_a_branch_never_becomes_its_baseline(isolated, projec
     run marked tokenless is no baseline even so."""
     agg = isolated.aggregator
     assert (
-        agg.arrivals.record(_push(agg, project, run_id, "1", total=1, ref="refs/heads/main", tokenless=True))
+        agg.record_arrival.record(_push(agg, project, run_id, "1", total=1, ref="refs/heads/main", tokenless=True))
         == "recorded"
     )
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert agg.ledger.baselines.latest_baseline(project, "main") is None
     trusted = f"{run_id}-b"
-    assert agg.arrivals.record(_push(agg, project, trusted, "1", total=1, ref="refs/heads/main")) == "recorded"
-    assert agg.finalizing.finalize(project, trusted) == "forwarded"
+    assert agg.record_arrival.record(_push(agg, project, trusted, "1", total=1, ref="refs/heads/main")) == "recorded"
+    assert agg.finalize_run.finalize(project, trusted) == "forwarded"
     assert agg.ledger.baselines.latest_baseline(project, "main") == trusted
 
 
 def test_a_token_github_refuses_is_warned_about_once_and_nothing_fails(isolated, github, project, run_id, caplog):
     github.fail_with = 403
     agg = _commenting(isolated, github, quiet=0)
-    assert agg.arrivals.record(_push(agg, project, run_id, "1", total=2)) == "recorded"
-    assert agg.arrivals.record(_push(agg, project, run_id, "2", total=2)) == "recorded"
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.record_arrival.record(_push(agg, project, run_id, "1", total=2)) == "recorded"
+    assert agg.record_arrival.record(_push(agg, project, run_id, "2", total=2)) == "recorded"
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert github.requests == [("POST", f"/repos/{project}/issues/42/comments")]  # then left alone
     warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
     assert warned == [
@@ -174,7 +174,7 @@ def test_a_gitlab_merge_requests_run_asks_github_nothing(isolated, github, proje
         github_commits=GitHubCommits(github.url, "gh-token"),
     )
     for shard in ("1", "2"):
-        agg.arrivals.record(_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB"))
+        agg.record_arrival.record(_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB"))
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     assert agg.reports.report(project, run_id).ref == PULL
     assert (github.comments, github.statuses, github.reads, github.requests) == ({}, [], [], [])
@@ -193,11 +193,11 @@ def test_a_gitlab_merge_request_gets_one_note_edited_to_the_final_report_and_git
     project = f"platform/perf/engine-{uuid.uuid4().hex[:6]}"  # a subgroup's: its path URL-encoded whole
     agg = replace(_commenting(isolated, github, quiet=0), gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
     first, second = (_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB") for shard in ("1", "2"))
-    agg.arrivals.record(first)
+    agg.record_arrival.record(first)
     [(note_id, note)] = gitlab.notes.items()
     assert (note["project"], note["merge_request"], note["edits"]) == (quote(project, safe=""), 42, 0)
     assert note["body"].startswith(marker(project, 42) + "\n") and "1/2 shards in" in note["body"]
-    agg.arrivals.record(second)
+    agg.record_arrival.record(second)
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     assert len(gitlab.notes) == 1 and "forwarded, 2/2 shards in" in gitlab.notes[note_id]["body"]
     notes = f"/api/v4/projects/{quote(project, safe='')}/merge_requests/42/notes"
@@ -211,7 +211,8 @@ def test_a_token_gitlab_refuses_is_warned_about_once_and_nothing_fails(isolated,
     agg = replace(isolated.aggregator, gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
     for shard in ("1", "2"):
         assert (
-            agg.arrivals.record(_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB")) == "recorded"
+            agg.record_arrival.record(_push(agg, project, run_id, shard, total=2, repositoryProvider="GITLAB"))
+            == "recorded"
         )
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     assert gitlab.requests == [("POST", f"/api/v4/projects/{quote(project, safe='')}/merge_requests/42/notes")]
@@ -245,14 +246,14 @@ def test_a_first_post_that_fails_releases_its_claim_and_the_final_report_posts_t
     agg = _commenting(isolated, github, clock)
     keys = [_push(agg, project, run_id, str(i)) for i in (1, 2, 3)]
     github.fail_next.append(failure)
-    agg.arrivals.record(keys[0])  # its comment's POST fails: logged, the arrival counted all the same
+    agg.record_arrival.record(keys[0])  # its comment's POST fails: logged, the arrival counted all the same
     assert github.comments == {} and [m for m, _ in github.requests] == ["POST"]
     stored = agg.ledger.comments.comment(PullRequestRef("GITHUB", project, 42))
     assert stored["claimed_at"] == 0 and "comment_id" not in stored  # given up, not held
     clock.now += 5  # well within the claim's 60 s
     for key in keys[1:]:
-        agg.arrivals.record(key)
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        agg.record_arrival.record(key)
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     [comment] = github.comments.values()
     assert "forwarded, 3/3 shards in" in comment["body"]
     assert [m for m, _ in github.requests].count("POST") == 2  # the failed one and the one that landed
@@ -263,11 +264,11 @@ def test_the_final_reports_edit_is_retried_until_it_lands(isolated, github, proj
     clock = Clock()
     agg = _commenting(isolated, github, clock)
     keys = [_push(agg, project, run_id, str(i), total=2) for i in (1, 2)]
-    agg.arrivals.record(keys[0])
-    agg.arrivals.record(keys[1])
+    agg.record_arrival.record(keys[0])
+    agg.record_arrival.record(keys[1])
     github.fail_next += [(502, {"message": "Server Error"}, {}), (503, {"message": "Unavailable"}, {})]
     clock.now += 1
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     [comment] = github.comments.values()
     assert "forwarded, 2/2 shards in" in comment["body"]
     assert [m for m, _ in github.requests][-3:] == ["PATCH", "PATCH", "PATCH"]  # two failures, then the edit
@@ -280,23 +281,25 @@ def test_a_pull_requests_pushes_and_re_runs_share_one_comment_that_shows_the_new
     clock = Clock()
     agg = _commenting(isolated, github, clock, quiet=0)
     first, second = f"pr-{uuid.uuid4().hex[:8]}", f"pr-{uuid.uuid4().hex[:8]}"
-    agg.arrivals.record(_push(agg, project, first, "1", total=2, commit="1" * 40))
+    agg.record_arrival.record(_push(agg, project, first, "1", total=2, commit="1" * 40))
     clock.now += 60
-    agg.arrivals.record(_push(agg, project, second, "1", total=2, commit="2" * 40))  # the next push: a newer run
+    agg.record_arrival.record(_push(agg, project, second, "1", total=2, commit="2" * 40))  # the next push: a newer run
     [(comment_id, comment)] = github.comments.items()
     assert "2222222" in comment["body"] and "1 earlier run of this pull request" in comment["body"]
     assert f"run {first} (commit `111111111111`)" in comment["body"]
     edits = comment["edits"]
 
     clock.now += 60
-    agg.arrivals.record(_push(agg, project, first, "2", total=2, commit="1" * 40))  # the older run completes later
-    assert agg.finalizing.finalize(project, first) == "forwarded"
-    agg.arrivals.record(_push(agg, project, first, "2", total=2, commit="1" * 40))  # and is re-run: its attempt 2
-    assert agg.finalizing.finalize(project, f"{first}~2") == "forwarded"
+    agg.record_arrival.record(
+        _push(agg, project, first, "2", total=2, commit="1" * 40)
+    )  # the older run completes later
+    assert agg.finalize_run.finalize(project, first) == "forwarded"
+    agg.record_arrival.record(_push(agg, project, first, "2", total=2, commit="1" * 40))  # and is re-run: its attempt 2
+    assert agg.finalize_run.finalize(project, f"{first}~2") == "forwarded"
     assert comment["edits"] == edits and "2222222" in comment["body"]  # never over the newer run
 
-    agg.arrivals.record(_push(agg, project, second, "2", total=2, commit="2" * 40))
-    assert agg.finalizing.finalize(project, second) == "forwarded"
+    agg.record_arrival.record(_push(agg, project, second, "2", total=2, commit="2" * 40))
+    assert agg.finalize_run.finalize(project, second) == "forwarded"
     assert len(github.comments) == 1 and [m for m, _ in github.requests].count("POST") == 1
     assert "forwarded, 2/2 shards in" in github.comments[comment_id]["body"] and comment["edits"] > edits
 
@@ -308,7 +311,7 @@ def test_a_merge_requests_pipelines_share_one_note(isolated, github, gitlab):
     agg = replace(_commenting(isolated, github, clock, quiet=0), gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
     for commit in ("3" * 40, "4" * 40):
         run = f"gl-{commit[:12]}"
-        agg.arrivals.record(_push(agg, project, run, "1", total=1, commit=commit, repositoryProvider="GITLAB"))
+        agg.record_arrival.record(_push(agg, project, run, "1", total=1, commit=commit, repositoryProvider="GITLAB"))
         assert isolated.finalize_all(project, run, agg) == "forwarded"
         clock.now += 60
     [note] = gitlab.notes.values()
@@ -322,12 +325,12 @@ def test_a_github_and_a_gitlab_project_of_one_path_each_keep_their_own_comment(i
     project, clock = f"acme/both-{uuid.uuid4().hex[:6]}", Clock()
     agg = replace(_commenting(isolated, github, clock, quiet=0), gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
     hub, lab = f"gh-{uuid.uuid4().hex[:8]}", f"gl-{uuid.uuid4().hex[:8]}"
-    agg.arrivals.record(_push(agg, project, hub, "1", total=2))
-    agg.arrivals.record(_push(agg, project, lab, "1", total=2, repositoryProvider="GITLAB"))
+    agg.record_arrival.record(_push(agg, project, hub, "1", total=2))
+    agg.record_arrival.record(_push(agg, project, lab, "1", total=2, repositoryProvider="GITLAB"))
     [comment], [note] = github.comments.values(), gitlab.notes.values()
     for run, provider in ((hub, None), (lab, {"repositoryProvider": "GITLAB"})):
         clock.now += 60
-        agg.arrivals.record(_push(agg, project, run, "2", total=2, **(provider or {})))
+        agg.record_arrival.record(_push(agg, project, run, "2", total=2, **(provider or {})))
     assert "2/2 shards in" in comment["body"] and "2/2 shards in" in note["body"]
     assert [m for m, _ in github.requests].count("POST") == 1 and [m for m, _ in gitlab.requests].count("POST") == 1
     assert not [r for r in caplog.records if "pull-request comments" in r.getMessage()]
@@ -337,8 +340,10 @@ def test_a_token_one_host_refuses_leaves_the_other_hosts_comments_on(isolated, g
     project = f"acme/both-{uuid.uuid4().hex[:6]}"
     gitlab.fail_with = 403
     agg = replace(_commenting(isolated, github, quiet=0), gitlab_notes=GitLabNotes(gitlab.api_url, "gl-token"))
-    agg.arrivals.record(_push(agg, project, f"gl-{uuid.uuid4().hex[:8]}", "1", total=1, repositoryProvider="GITLAB"))
-    agg.arrivals.record(_push(agg, project, f"gh-{uuid.uuid4().hex[:8]}", "1", total=2))
+    agg.record_arrival.record(
+        _push(agg, project, f"gl-{uuid.uuid4().hex[:8]}", "1", total=1, repositoryProvider="GITLAB")
+    )
+    agg.record_arrival.record(_push(agg, project, f"gh-{uuid.uuid4().hex[:8]}", "1", total=2))
     assert len(github.comments) == 1  # GitLab's refusal said nothing of GitHub's token
     warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
     assert len(warned) == 1 and "GitLab answered 403" in warned[0]
@@ -352,7 +357,7 @@ def test_every_edit_moves_the_comments_expiry_so_it_lives_as_long_as_its_pull_re
     clock = Clock()
     agg = _commenting(isolated, github, clock, quiet=0)
     comments, pr = agg.ledger.comments, PullRequestRef("GITHUB", project, 42)
-    agg.arrivals.record(_push(agg, project, run_id, "1", total=2))
+    agg.record_arrival.record(_push(agg, project, run_id, "1", total=2))
     comments.db.update_item(
         TableName=comments.table,
         Key=comments._key(pr),
@@ -360,7 +365,7 @@ def test_every_edit_moves_the_comments_expiry_so_it_lives_as_long_as_its_pull_re
         ExpressionAttributeValues={":soon": {"N": "1"}},
     )  # as if written retention days ago
     clock.now += 60
-    agg.arrivals.record(_push(agg, project, run_id, "2", total=2))
+    agg.record_arrival.record(_push(agg, project, run_id, "2", total=2))
     assert comments.comment(pr)["expires_at"] >= comments.expires_at() - 60
 
 
@@ -371,13 +376,13 @@ def test_a_comment_posted_before_hosts_were_in_its_key_is_edited_not_posted_agai
 
     agg = _commenting(isolated, github, quiet=0)
     comments, pr = agg.ledger.comments, PullRequestRef("GITHUB", project, 42)
-    agg.arrivals.record(_push(agg, project, run_id, "1", total=2))
+    agg.record_arrival.record(_push(agg, project, run_id, "1", total=2))
     [comment_id] = github.comments
     item = comments.db.get_item(TableName=comments.table, Key=comments._key(pr))["Item"]
     legacy = {**item, "sk": {"S": f"{COMMENT_PREFIX}42"}}
     comments.db.delete_item(TableName=comments.table, Key=comments._key(pr))
     comments.db.put_item(TableName=comments.table, Item=legacy)  # as the release before wrote it
-    agg.arrivals.record(_push(agg, project, run_id, "2", total=2))
+    agg.record_arrival.record(_push(agg, project, run_id, "2", total=2))
     assert list(github.comments) == [comment_id] and "2/2 shards in" in github.comments[comment_id]["body"]
     assert [m for m, _ in github.requests].count("POST") == 1
     assert comments.comment(PullRequestRef("GITLAB", project, 42)) is None  # adopted by GitHub's, once

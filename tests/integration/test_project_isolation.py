@@ -10,7 +10,7 @@ from tests.factories import bundle, push
 
 def test_a_project_never_reads_the_report_of_a_longer_project_whose_run_starts_like_its_own(isolated):
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, "grp/sub/repo", "v1secret", "1", bundle(), total=2)["key"])
+    agg.record_arrival.record(push(agg, "grp/sub/repo", "v1secret", "1", bundle(), total=2)["key"])
     assert agg.reports.report("grp/sub/repo", "v1secret").arrived == 1
     with pytest.raises(NotFound, match="no run repo for project grp/sub"):
         agg.reports.report("grp/sub", "repo")  # its report prefix was reports/grp/sub/repo/v: the other's run

@@ -12,7 +12,7 @@ from tests.factories import bundle, put, upload_request
 
 def _grant(agg, project, run_id, shard, total=2):
     data = bundle(4242, [f"{shard}::b"])
-    grant = agg.uploads.grant(
+    grant = agg.request_upload.grant(
         ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total))
     )
     put(grant.model_dump(), data)
@@ -37,7 +37,7 @@ def _race(*calls):
 
 def _finalize_all(isolated, project, run_id) -> list[str]:
     requests = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
-    return [isolated.aggregator.finalizing.finalize(project, run_id) for _ in requests]
+    return [isolated.aggregator.finalize_run.finalize(project, run_id) for _ in requests]
 
 
 @pytest.mark.slow
@@ -45,11 +45,11 @@ def test_close_racing_the_last_arrival(isolated, project):
     agg = isolated.aggregator
     for attempt in range(4):
         run_id = f"race-close-arrival-{attempt}-{time.time_ns()}"
-        agg.arrivals.record(_grant(agg, project, run_id, "1"))
+        agg.record_arrival.record(_grant(agg, project, run_id, "1"))
         last = _grant(agg, project, run_id, "2")
         outcome, _ = _race(
-            lambda last=last: agg.arrivals.record(last),
-            lambda run_id=run_id: agg.closing.close(CloseRequest(project=project, run_id=run_id)),
+            lambda last=last: agg.record_arrival.record(last),
+            lambda run_id=run_id: agg.close_run.close(CloseRequest(project=project, run_id=run_id)),
         )
         states = _finalize_all(isolated, project, run_id)
         assert states.count("forwarded") == 1 and len(isolated.upstream.uploads(run_id)) == 1
@@ -60,10 +60,10 @@ def test_close_racing_the_last_arrival(isolated, project):
 @pytest.mark.slow
 def test_two_closes_and_the_sweeper_racing(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(_grant(agg, project, run_id, "1"))
+    agg.record_arrival.record(_grant(agg, project, run_id, "1"))
     late_clock = replace(agg, clock=lambda: time.time() + agg.settings.run_deadline_seconds + 60)
-    close = lambda: agg.closing.close(CloseRequest(project=project, run_id=run_id))  # noqa: E731
-    _race(close, close, late_clock.closing.sweep)
+    close = lambda: agg.close_run.close(CloseRequest(project=project, run_id=run_id))  # noqa: E731
+    _race(close, close, late_clock.close_run.sweep)
     states = _finalize_all(isolated, project, run_id)
     assert len(states) >= 2 and states.count("forwarded") == 1 and set(states) <= {"forwarded", "not_claimed"}
     assert len(isolated.upstream.uploads(run_id)) == 1
@@ -72,8 +72,8 @@ def test_two_closes_and_the_sweeper_racing(isolated, project, run_id):
 def test_duplicate_finalize_messages_in_parallel_forward_once(isolated, project, run_id):
     agg = isolated.aggregator
     for shard in ("1", "2"):
-        agg.arrivals.record(_grant(agg, project, run_id, shard))
-    results = _race(*[lambda: agg.finalizing.finalize(project, run_id)] * 6)
+        agg.record_arrival.record(_grant(agg, project, run_id, shard))
+    results = _race(*[lambda: agg.finalize_run.finalize(project, run_id)] * 6)
     assert results.count("forwarded") == 1 and len(isolated.upstream.uploads(run_id)) == 1
 
 
@@ -83,7 +83,7 @@ def test_two_arrivals_publishing_at_once_leave_the_report_with_both(isolated, pr
         run_id = f"race-publish-{attempt}-{time.time_ns()}"
         keys = [_grant(agg, project, run_id, shard, total=3) for shard in ("1", "2")]
         before = agg.reports.report(project, run_id).version
-        assert _race(*[lambda k=k: agg.arrivals.record(k) for k in keys]) == ["recorded", "recorded"]
+        assert _race(*[lambda k=k: agg.record_arrival.record(k) for k in keys]) == ["recorded", "recorded"]
         report = agg.reports.report(project, run_id)
         assert report.arrived == 2 and report.version > before
         assert (
@@ -100,7 +100,7 @@ def test_arrivals_in_parallel_leave_each_process_reading_the_run_as_it_is(isolat
 
     agg = isolated.aggregator
     keys = [_grant(agg, project, run_id, str(i), total=17) for i in range(1, 17)]
-    assert _race(*(lambda k=k: agg.arrivals.record(k) for k in keys)) == ["recorded"] * 16
+    assert _race(*(lambda k=k: agg.record_arrival.record(k) for k in keys)) == ["recorded"] * 16
     agg.reports.publish(project, run_id)
     report = agg.reports.report(project, run_id)
     assert report.arrived == 16 and sorted(s.name for s in report.shards if s.state == "arrived") == sorted(

@@ -15,14 +15,14 @@ def test_an_arrival_is_counted_once_and_completion_asks_for_finalizing(isolated,
     agg = isolated.aggregator
     isolated.finalize_requests()
     first = push(agg, project, run_id, "1", bundle(4242), total=2)
-    assert agg.arrivals.record(first["key"]) == "recorded"
-    assert agg.arrivals.record(first["key"]) == "duplicate"
+    assert agg.record_arrival.record(first["key"]) == "recorded"
+    assert agg.record_arrival.record(first["key"]) == "duplicate"
     report = agg.reports.report(project, run_id)
     assert (report.arrived, report.partial, report.state) == (1, True, "open")
     assert not [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
     second = push(agg, project, run_id, "2", bundle(4242), total=2)
-    assert agg.arrivals.record(second["key"]) == "recorded"
-    assert agg.arrivals.record(second["key"]) == "duplicate"
+    assert agg.record_arrival.record(second["key"]) == "recorded"
+    assert agg.record_arrival.record(second["key"]) == "duplicate"
     # The arrival that completed the run asks for finalizing; so does its duplicate (its first
     # delivery may have died before asking). The finalizer claims the run once either way.
     assert [m for m in isolated.finalize_requests() if m["run_id"] == run_id] == [
@@ -35,9 +35,9 @@ def test_a_retried_shard_replaces_its_bundle_and_counts_once(isolated, project, 
     agg = isolated.aggregator
     old = push(agg, project, run_id, "1", bundle(1, ["old::bench"]), total=2)
     new = push(agg, project, run_id, "1", bundle(1, ["new::a", "new::b"]), total=2)
-    assert agg.arrivals.record(old["key"]) == "recorded"
-    assert agg.arrivals.record(new["key"]) == "recorded"
-    assert agg.arrivals.record(old["key"]) == "duplicate"  # an old event late: the newer bundle stays
+    assert agg.record_arrival.record(old["key"]) == "recorded"
+    assert agg.record_arrival.record(new["key"]) == "recorded"
+    assert agg.record_arrival.record(old["key"]) == "duplicate"  # an old event late: the newer bundle stays
     shard = agg.reports.report(project, run_id).shards[0]
     assert (shard.state, shard.attempt, shard.benchmarks, agg.reports.report(project, run_id).arrived) == (
         "arrived",
@@ -63,15 +63,15 @@ def test_a_retried_shard_replaces_its_bundle_and_counts_once(isolated, project, 
 def test_a_bad_bundle_is_rejected_with_its_reason_and_the_run_goes_on(isolated, project, run_id, data, reason):
     agg = isolated.aggregator
     good = push(agg, project, run_id, "1", bundle(), total=2)
-    agg.arrivals.record(good["key"])
+    agg.record_arrival.record(good["key"])
     bad = push(agg, project, run_id, "2", data, total=2)
-    assert agg.arrivals.record(bad["key"]) == "rejected"
+    assert agg.record_arrival.record(bad["key"]) == "rejected"
     report = agg.reports.report(project, run_id)
     shards = {s.name: s for s in report.shards}
     assert shards["2"].state == "rejected" and reason in shards["2"].reason
     assert shards["1"].state == "arrived" and report.arrived == 1 and report.state == "open"
     fixed = push(agg, project, run_id, "2", bundle(77), total=2)  # the shard pushed again, fixed
-    assert agg.arrivals.record(fixed["key"]) == "recorded"
+    assert agg.record_arrival.record(fixed["key"]) == "recorded"
     assert {s.name: (s.state, s.reason) for s in agg.reports.report(project, run_id).shards}["2"] == ("arrived", None)
 
 
@@ -84,7 +84,7 @@ def test_many_shards_with_duplicate_events_in_threads_count_exactly_once(isolate
     events = keys * 3
     __import__("random").Random(7).shuffle(events)
     with ThreadPoolExecutor(8) as pool:
-        outcomes = list(pool.map(agg.arrivals.record, events))
+        outcomes = list(pool.map(agg.record_arrival.record, events))
     assert outcomes.count("recorded") == shards and outcomes.count("duplicate") == 2 * shards
     report = agg.reports.report(project, run_id)
     assert report.arrived == shards and report.version >= shards
@@ -96,13 +96,13 @@ def test_a_bundle_granted_before_the_close_and_in_after_the_forward_counts_in_th
     isolated, project, run_id
 ):
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(4242, ["a::one"]), total=2)["key"])
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["a::one"]), total=2)["key"])
     straggler = push(agg, project, run_id, "2", bundle(4242, ["b::two"]), total=2)  # granted before the close
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     isolated.finalize_requests()
     for _ in range(2):  # its event, delivered twice
-        assert agg.arrivals.record(straggler["key"]) in ("late", "duplicate")
+        assert agg.record_arrival.record(straggler["key"]) in ("late", "duplicate")
     shard = {s.name: s for s in agg.reports.report(project, f"{run_id}~1").shards}["2"]
     assert (
         shard.state == "late"
@@ -111,7 +111,7 @@ def test_a_bundle_granted_before_the_close_and_in_after_the_forward_counts_in_th
     second = agg.reports.report(project, f"{run_id}~2")
     assert second.attempt == 2 and second.arrived == 2 and [s.state for s in second.shards] == ["arrived", "arrived"]
     assert [m["run_id"] for m in isolated.finalize_requests()] == [f"{run_id}~2"]  # complete: asked once
-    assert agg.finalizing.finalize(project, f"{run_id}~2") == "forwarded"
+    assert agg.finalize_run.finalize(project, f"{run_id}~2") == "forwarded"
     [parts] = [p for (_, run), p in isolated.upstream.combined().items() if run == run_id]
     held = {part: benchmarks_in(archive_of(upload)) for part, upload in parts.items()}
     assert held == {

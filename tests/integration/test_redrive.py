@@ -29,7 +29,7 @@ def _move_tasks(running: bool = False):
 def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_once(isolated, project, run_id, capsys):
     agg, sqs, queues = isolated.aggregator, isolated.sqs, isolated.resources
     for key in _pushed(agg, project, run_id):
-        agg.arrivals.record(key)
+        agg.record_arrival.record(key)
     isolated.finalize_requests()
     agg.queue.request(project, run_id, "complete")
     sqs.set_queue_attributes(QueueUrl=queues.finalize_queue_url, Attributes={"VisibilityTimeout": "0"})
@@ -45,7 +45,7 @@ def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_on
             message = FinalizeMessage.model_validate_json(messages[0]["Body"])
             isolated.upstream.failures.extend([502] * agg.upstream.attempts)
             try:
-                agg.finalizing.finalize(message.project, message.run_id)
+                agg.finalize_run.finalize(message.project, message.run_id)
             except Exception:
                 pass
     finally:
@@ -68,7 +68,7 @@ def test_the_dead_letter_queue_keeps_a_failed_forward_and_redrive_forwards_it_on
         capsys.readouterr().out.strip() == f"redrove 1 of 1 finalize message to {queues.finalize_queue_url} (completed)"
     )
     [message] = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
-    assert agg.finalizing.finalize(message["project"], message["run_id"]) == "forwarded"
+    assert agg.finalize_run.finalize(message["project"], message["run_id"]) == "forwarded"
     assert len(isolated.upstream.uploads(run_id)) == 1 and agg.reports.report(project, run_id).state == "forwarded"
 
 

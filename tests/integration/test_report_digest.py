@@ -28,7 +28,7 @@ def _data(shard: int, cost: int) -> bytes:
 
 def _main_run(agg, isolated, project, run_id) -> None:
     for shard in range(1, SHARDS + 1):
-        agg.arrivals.record(push(agg, project, run_id, str(shard), _data(shard, 1000), total=SHARDS)["key"])
+        agg.record_arrival.record(push(agg, project, run_id, str(shard), _data(shard, 1000), total=SHARDS)["key"])
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
 
 
@@ -46,7 +46,7 @@ def _fresh(agg):
         reads=Reads(agg.ledger.table, agg.ledger.db),
         results=ResultsStore(agg.results.bucket, client("s3")),
     )
-    return replace(agg.arrivals, reports=reports), reports
+    return replace(agg.record_arrival, reports=reports), reports
 
 
 def _whole(agg, project, run_id):
@@ -67,7 +67,7 @@ def test_a_process_new_to_a_run_reads_its_digest_and_only_the_results_of_shards_
     keys = _pushed(agg, project, run_id, range(1, SHARDS + 1))
     with s3_gets(agg.results.s3, "PutObject") as written:  # the digests are written with the results
         for key in keys[:FIRST]:
-            assert agg.arrivals.record(key) == "recorded"  # each publishes, and leaves its digest
+            assert agg.record_arrival.record(key) == "recorded"  # each publishes, and leaves its digest
     assert written.count(digest_key(project, run_id)) == FIRST - shard_summaries.DIGEST_WORTH
     assert written.count(known_key(project, run_id)) == 1  # once over 16 shards, then after 16 changes more
     arrivals, reports = _fresh(agg)
@@ -97,7 +97,7 @@ def test_a_digest_that_counted_a_bundle_the_run_no_longer_counts_is_not_used(iso
     agg = isolated.aggregator
     _main_run(agg, isolated, project, f"{run_id}-main")
     for key in _pushed(agg, project, run_id, range(1, FIRST + 1)):
-        assert agg.arrivals.record(key) == "recorded"
+        assert agg.record_arrival.record(key) == "recorded"
     arrivals, reports = _fresh(agg)
     [again] = _pushed(agg, project, run_id, [3])  # shard 3 uploaded again: the digest counted its first bundle
     with s3_gets(client("s3")) as seen:
@@ -113,7 +113,7 @@ def test_a_digest_that_counted_a_bundle_the_run_no_longer_counts_is_not_used(iso
 def test_a_small_run_leaves_no_digest_and_a_cold_process_reads_its_shards(isolated, project, run_id):
     agg = isolated.aggregator
     for key in _pushed(agg, project, run_id, range(1, shard_summaries.DIGEST_WORTH + 1)):
-        assert agg.arrivals.record(key) == "recorded"
+        assert agg.record_arrival.record(key) == "recorded"
     assert agg.results.read_digest(project, run_id) is None  # one round of reads: a digest would spare nothing
     assert agg.results.read_known(project, run_id) is None
     _same(agg.reports.report(project, run_id), _whole(agg, project, run_id))

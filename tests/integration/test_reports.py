@@ -22,7 +22,7 @@ from tests.faults import AWS_FAULTS
 
 def test_an_older_report_never_replaces_a_newer_one(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
     current = agg.reports.report(project, run_id)
     stale = current.model_copy(update={"version": current.version - 1, "arrived": 0}).model_dump_json()
     agg.store.publish_report(project, run_id, current.version - 1, stale, "stale")
@@ -33,7 +33,7 @@ def test_an_older_report_never_replaces_a_newer_one(isolated, project, run_id):
 
 def test_concurrent_publishers_leave_the_newest_version(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
     base = agg.reports.report(project, run_id)
     versions = list(range(base.version + 1, base.version + 21))
     __import__("random").Random(3).shuffle(versions)
@@ -78,14 +78,14 @@ def _objects(agg, project, run_id) -> dict[str, str]:
 
 def test_a_report_whose_markdown_was_refused_is_not_published_until_both_are(isolated, project, run_id):
     agg = isolated.aggregator
-    assert agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=3)["key"]) == "recorded"
+    assert agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=3)["key"]) == "recorded"
     before, published = _objects(agg, project, run_id), agg.reports.report(project, run_id)
     key = push(agg, project, run_id, "2", bundle(4502), total=3)["key"]
     with refused_puts(agg, ".md") as refused, pytest.raises(ClientError, match="AccessDenied"):
-        agg.arrivals.record(key)
+        agg.record_arrival.record(key)
     assert refused and _objects(agg, project, run_id) == before  # no JSON version without its Markdown
     assert agg.reports.report(project, run_id) == published
-    assert agg.arrivals.record(key) == "duplicate"  # SQS delivers it again: counted once, published now
+    assert agg.record_arrival.record(key) == "duplicate"  # SQS delivers it again: counted once, published now
     report = agg.reports.report(project, run_id)
     assert report.arrived == 2 and report.version > published.version
     for ext in ("json", "md"):
@@ -100,7 +100,7 @@ def test_a_digest_refused_leaves_the_report_published_and_its_status_posted(isol
         agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"))
         keys = [push(agg, project, run_id, str(i), bundle(4600 + i), total=20)["key"] for i in range(1, 19)]
         for key in keys[:17]:
-            assert agg.arrivals.record(key) == "recorded"
+            assert agg.record_arrival.record(key) == "recorded"
         left = _objects(agg, project, run_id)
         assert {digest_key(project, run_id), known_key(project, run_id)} <= set(left)  # over 16 shards: both left
         with (
@@ -108,7 +108,7 @@ def test_a_digest_refused_leaves_the_report_published_and_its_status_posted(isol
             caplog.at_level(logging.WARNING),
             mock.patch.object(run_snapshots, "KNOWN_EVERY", 1),
         ):
-            assert agg.arrivals.record(keys[17]) == "recorded"
+            assert agg.record_arrival.record(keys[17]) == "recorded"
         assert refused and f"digests of {project} {run_id} not left" in caplog.text and "AccessDenied" in caplog.text
         report = agg.reports.report(project, run_id)
         assert report.arrived == 18 and github.statuses[-1]["description"] == "18/20 shards in"

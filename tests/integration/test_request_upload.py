@@ -14,7 +14,7 @@ from tests.factories import bundle, crc32_b64, md5_b64, metadata, push, put, upl
 
 def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expiry(isolated, project, run_id):
     data = bundle()
-    grant = isolated.aggregator.uploads.grant(
+    grant = isolated.aggregator.request_upload.grant(
         ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=2))
     )
     query = parse_qs(urlsplit(grant.upload_url).query)
@@ -32,7 +32,7 @@ def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expi
 def test_the_clients_crc32_is_signed_in_place_of_an_md5_and_the_bundle_counts(isolated, project, run_id):
     agg, data = isolated.aggregator, bundle()
     request = upload_request(project, run_id, "1", data, total=1, checksum="crc32")
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(request))
+    grant = agg.request_upload.grant(ShardUploadRequest.model_validate(request))
     signed = set(parse_qs(urlsplit(grant.upload_url).query)["X-Amz-SignedHeaders"][0].split(";"))
     assert signed == {"x-amz-checksum-crc32", "content-length", "content-type", "host"}
     assert grant.headers == {
@@ -41,14 +41,14 @@ def test_the_clients_crc32_is_signed_in_place_of_an_md5_and_the_bundle_counts(is
         "Content-Type": "application/gzip",
     }
     put(grant.model_dump(), data)
-    assert agg.arrivals.record(grant.key) == "recorded"
+    assert agg.record_arrival.record(grant.key) == "recorded"
     report = agg.reports.report(project, run_id)
     assert (report.arrived, report.shards[0].state) == (1, "arrived")
 
 
 def test_refusals_name_the_problem_and_change_nothing(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
     before = agg.reports.report(project, run_id)
     with pytest.raises(Conflict, match="expects 3 shards, but the run was opened expecting 2 shards"):
         push(agg, project, run_id, "2", bundle(), total=3)
@@ -57,17 +57,17 @@ def test_refusals_name_the_problem_and_change_nothing(isolated, project, run_id)
     with pytest.raises(Unprocessable, match="shard '7' is not in the run's manifest"):
         push(agg, project, run_id, "7", bundle(), total=2)
     with pytest.raises(Unprocessable, match="cannot skip 9"):
-        agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=["9"]))
+        agg.close_run.close(CloseRequest(project=project, run_id=run_id, skip=["9"]))
     with pytest.raises(NotFound):
-        agg.closing.close(CloseRequest(project=project, run_id="no-such-run"))
+        agg.close_run.close(CloseRequest(project=project, run_id="no-such-run"))
     after = agg.reports.report(project, run_id)
     assert after.model_dump(exclude={"generated_at"}) == before.model_dump(exclude={"generated_at"})
 
 
 def test_a_push_while_closing_is_refused_and_nothing_changes(isolated, project, run_id):
     agg = isolated.aggregator
-    agg.arrivals.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
     before = agg.reports.report(project, run_id)
     with pytest.raises(Conflict, match=f"run {run_id} of {project} is closing: it takes no more shards"):
         push(agg, project, run_id, "2", bundle(), total=2)
@@ -78,7 +78,7 @@ def test_a_push_while_closing_is_refused_and_nothing_changes(isolated, project, 
 def test_drop_in_metadata_without_run_part_is_a_run_of_one_shard(isolated):
     data = bundle()
     meta = UploadMetadata.model_validate(metadata(md5_b64(data)))
-    accepted = isolated.aggregator.uploads.accept_drop_in(meta)
+    accepted = isolated.aggregator.request_upload.accept_drop_in(meta)
     assert accepted.runId.startswith("5f1c2e3d4b5a-")
     assert "X-Amz-Signature" in accepted.uploadUrl
 
@@ -86,8 +86,8 @@ def test_drop_in_metadata_without_run_part_is_a_run_of_one_shard(isolated):
 def test_the_next_attempt_copies_the_earlier_shards_once_not_at_every_upload(isolated, project, run_id):
     agg = isolated.aggregator
     for shard in ("1", "2", "3"):
-        agg.arrivals.record(push(agg, project, run_id, shard, bundle(), total=3)["key"])
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        agg.record_arrival.record(push(agg, project, run_id, shard, bundle(), total=3)["key"])
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     calls = []
     agg.ledger.db.meta.events.register("before-call.dynamodb.PutItem", lambda **kw: calls.append(1))
     try:
@@ -106,8 +106,8 @@ def test_a_push_naming_an_attempt_counts_in_the_runs_current_attempt(isolated, p
     agg = isolated.aggregator
     assert push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2)["run_id"] == run_id
     assert push(agg, project, f"{run_id}~2", "2", bundle(4242, ["t2::a"]), total=2)["run_id"] == run_id  # still open
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))
-    assert agg.finalizing.finalize(project, run_id) == "closed_empty"  # nothing was PUT: no bundle arrived
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize_run.finalize(project, run_id) == "closed_empty"  # nothing was PUT: no bundle arrived
     again = push(agg, project, f"{run_id}~1", "1", bundle(4242, ["t1::b"]), total=2)
     assert (again["run_id"], again["attempt"]) == (f"{run_id}~2", 2)  # never a run of its own, "<run>~1~2"
     assert agg.ledger.runs.run_record(project, f"{run_id}~2").attempt == 2
@@ -118,7 +118,7 @@ def test_a_ci_run_page_named_by_the_push_is_the_reports_link_and_one_that_would_
 ):
     agg, data = isolated.aggregator, bundle()
     page = "https://gitlab.example.com/platform/perf/widgets/-/pipelines/88"
-    agg.uploads.grant(
+    agg.request_upload.grant(
         ShardUploadRequest.model_validate({**upload_request(project, run_id, "1", data, total=2), "ci_url": page})
     )
     assert agg.reports.report(project, run_id).ci_url == page
@@ -145,8 +145,8 @@ def test_a_push_a_forwarded_run_refuses_opens_no_next_attempt(isolated, project,
 
     agg = isolated.aggregator
     for name in ("1", "2", "3"):
-        agg.arrivals.record(push(agg, project, run_id, name, bundle(), total=3)["key"])
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        agg.record_arrival.record(push(agg, project, run_id, name, bundle(), total=3)["key"])
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     before = footprint(isolated, project, run_id)
     with pytest.raises(refused, match=says):
         push(agg, project, run_id, shard, bundle(), total=total)
@@ -179,7 +179,7 @@ def test_a_push_outside_its_own_manifest_opens_no_run_and_changes_a_runner_only_
         commit="5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6",
         run_part=github_run_part(run_id, "bench", "valgrind"),
     )
-    agg.uploads.accept_drop_in(UploadMetadata.model_validate(meta))
+    agg.request_upload.accept_drop_in(UploadMetadata.model_validate(meta))
     before = footprint(isolated, project, run_id)
     with pytest.raises(Unprocessable, match="shard '9' is not in the run's manifest"):
         push(agg, project, run_id, "9", bundle(), total=3)

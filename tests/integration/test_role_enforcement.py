@@ -79,11 +79,11 @@ def test_a_use_case_driven_by_hand_is_held_to_the_role_of_the_function_that_runs
             agg.ledger.reads, "arrival_view", side_effect=lambda *a: seen.append(acting_function()) or 1 / 0
         ),
     ):
-        agg.closing.sweep()
+        agg.close_run.sweep()
         with pytest.raises(Exception, match="no run"):
-            agg.closing.close(CloseRequest(project=project, run_id=run_id))
+            agg.close_run.close(CloseRequest(project=project, run_id=run_id))
         with pytest.raises(ZeroDivisionError):
-            agg.arrivals.record(bundle_key(project, run_id, "1", "0123abcd"))
+            agg.record_arrival.record(bundle_key(project, run_id, "1", "0123abcd"))
     assert seen == ["SweeperFunction", "SweeperFunction", "ApiFunction", "ArrivalsFunction"]
 
 

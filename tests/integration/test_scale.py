@@ -13,7 +13,9 @@ from tests.factories import bundle, put, upload_request
 
 
 def _push(agg, project, run_id, shard, data, **kwargs) -> str:
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs)))
+    grant = agg.request_upload.grant(
+        ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs))
+    )
     put(grant.model_dump(), data)
     return grant.key
 
@@ -25,7 +27,7 @@ def _item_bytes(item: dict) -> int:
 def test_a_snapshot_reads_small_items_and_the_benchmarks_are_in_the_bucket(isolated, project, run_id):
     agg = isolated.aggregator
     names = [f"tests/test_{'x' * 150}.py::test_{i}" for i in range(400)]
-    agg.arrivals.record(_push(agg, project, run_id, "1", bundle(benchmarks=names), total=2))
+    agg.record_arrival.record(_push(agg, project, run_id, "1", bundle(benchmarks=names), total=2))
     ledger = agg.ledger
     page = ledger.db.query(
         TableName=ledger.table,
@@ -52,7 +54,7 @@ def test_every_benchmark_of_a_large_shard_is_reachable_from_the_report(isolated,
         "2": [f"tests/test_small.py::t{i}" for i in range(small)],
     }
     for shard, names in shards.items():
-        agg.arrivals.record(
+        agg.record_arrival.record(
             _push(agg, project, run_id, shard, bundle(pid=4000 + int(shard), benchmarks=names, filler_lines=1), total=2)
         )
     report = agg.reports.report(project, run_id)
@@ -77,7 +79,7 @@ def test_a_run_changing_under_every_read_gets_no_report_built_from_it(isolated, 
     ):
         with pytest.raises(SnapshotContended, match=f"run {run_id} of {project} changed under each of 20 reads"):
             agg.ledger.reads.snapshot(project, run_id)
-        assert agg.arrivals.record(key) == "recorded"  # counted; its report waits for a read of one instant
+        assert agg.record_arrival.record(key) == "recorded"  # counted; its report waits for a read of one instant
     assert agg.store.read_report(project, run_id) == before
     assert agg.ledger.reads.snapshot(project, run_id).run.arrived_count == 1
     agg.reports.publish(project, run_id)
@@ -90,12 +92,14 @@ def test_a_batch_of_arrivals_publishes_each_runs_report_once_after_its_last_chan
     other = _push(agg, project, f"{run_id}-b", "1", bundle(), total=2)
     with mock.patch.object(agg.store, "publish_report", wraps=agg.store.publish_report) as published:
         with agg.reports.held():
-            assert [agg.arrivals.record(k) for k in [*keys, other]] == ["recorded"] * 4
+            assert [agg.record_arrival.record(k) for k in [*keys, other]] == ["recorded"] * 4
             assert published.call_count == 0
         assert sorted(c.args[1] for c in published.call_args_list) == [run_id, f"{run_id}-b"]
     assert sorted(s.name for s in agg.reports.report(project, run_id).shards if s.state == "arrived") == ["1", "2", "3"]
     with mock.patch.object(agg.store, "publish_report", wraps=agg.store.publish_report) as published:
-        assert agg.arrivals.record(keys[0]) == "duplicate"  # outside a batch: published at once (a retry's repair)
+        assert (
+            agg.record_arrival.record(keys[0]) == "duplicate"
+        )  # outside a batch: published at once (a retry's repair)
         assert published.call_count == 1
 
 
@@ -143,7 +147,7 @@ def test_a_failed_finalize_comes_back_in_minutes_not_after_the_queues_90(stack):
     from codspeed_local.lambda_context import LocalContext
 
     assert [retry_delay(n) for n in (1, 2, 3, 4, 5, 9)] == [60, 120, 240, 480, 900, 900]
-    agg = wiring.finalizer()
+    agg = wiring.for_finalizer()
     record = {
         "messageId": "m-1",
         "receiptHandle": "handle-1",
@@ -158,7 +162,7 @@ def test_a_failed_finalize_comes_back_in_minutes_not_after_the_queues_90(stack):
     from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
     with (
-        mock.patch.object(agg.finalizing, "finalize", side_effect=RuntimeError("upstream down")),
+        mock.patch.object(agg.finalize_run, "finalize", side_effect=RuntimeError("upstream down")),
         mock.patch.object(agg.queue, "retry_in") as retry_in,
     ):
         with pytest.raises(BatchProcessingError, match="All records failed"):  # SQS keeps the message
@@ -176,7 +180,7 @@ def test_the_largest_manifest_skip_list_and_ancestry_fit_the_run_item_with_room_
     names = [f"{i:04d}" + "x" * 124 for i in range(MAX_SHARDS)]  # the longest names, as many as a run may expect
     ancestors = [f"{i:040x}" for i in range(MAX_ANCESTORS)]  # and as many base commits as a run may name
     _push(agg, project, run_id, names[0], bundle(), expect=names, base_commit="f" * 40, base_ancestors=ancestors)
-    agg.closing.close(CloseRequest(project=project, run_id=run_id, skip=names[1:]))
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, skip=names[1:]))
     raw = agg.ledger.db.get_item(TableName=agg.ledger.table, Key=agg.ledger.runs.key(project, run_id, "RUN"))["Item"]
     size = len(json.dumps(raw))  # over-counts DynamoDB's own measure (type tags, quotes)
     assert size < 300 * 1024, size  # DynamoDB's limit is 400 KB
@@ -192,20 +196,22 @@ def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, p
 
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=3))
     for i in (1, 2):
-        agg.arrivals.record(
+        agg.record_arrival.record(
             _push(agg, project, run_id, str(i), bundle(40 + i, [f"t{i}::{j}" for j in range(3)]), total=2)
         )
     isolated.finalize_requests()
-    assert agg.finalizing.finalize(project, run_id) == "finalizing"  # planned with no baseline; its 2 parts queued
+    assert agg.finalize_run.finalize(project, run_id) == "finalizing"  # planned with no baseline; its 2 parts queued
     parts = [m["part"] for m in isolated.finalize_requests() if m["run_id"] == run_id]
     with mock.patch.object(agg.upstream, "announce", side_effect=UpstreamError("POST answered 503: injected")):
         for part in parts:
             with pytest.raises(UpstreamError):
-                agg.finalizing.finalize(project, run_id, part)  # nothing sent
+                agg.finalize_run.finalize(project, run_id, part)  # nothing sent
     for i in (1, 2):  # meanwhile another run of the branch is forwarded: a baseline now exists
-        agg.arrivals.record(_push(agg, project, f"{run_id}-other", str(i), bundle(50 + i), total=2))
+        agg.record_arrival.record(_push(agg, project, f"{run_id}-other", str(i), bundle(50 + i), total=2))
     assert isolated.finalize_all(project, f"{run_id}-other", agg) == "forwarded"
-    assert [agg.finalizing.finalize(project, run_id, part) for part in parts][-1] == "forwarded"  # SQS redelivers each
+    assert [agg.finalize_run.finalize(project, run_id, part) for part in parts][
+        -1
+    ] == "forwarded"  # SQS redelivers each
     assert agg.ledger.reads.snapshot(project, run_id).run.plan.baseline is None
     assert agg.reports.report(project, run_id).baseline is None
 
@@ -214,8 +220,8 @@ def test_a_report_rebuilt_after_an_arrival_reads_the_new_shards_results_only(iso
     agg = isolated.aggregator
     keys = [_push(agg, project, run_id, str(i), bundle(pid=4000 + i), total=8) for i in range(1, 7)]
     for key in keys[:5]:
-        agg.arrivals.record(key)
+        agg.record_arrival.record(key)
     with mock.patch.object(agg.results, "read", wraps=agg.results.read) as read:
-        agg.arrivals.record(keys[5])
+        agg.record_arrival.record(keys[5])
     assert [c.args[0] for c in read.call_args_list] == [keys[5]]  # the five before are summed up already
     assert agg.reports.report(project, run_id).counts.measured == 6 * 3

@@ -23,11 +23,11 @@ def _run(agg, isolated, project, run_id, shards=3, make=lambda data: data) -> li
     keys = []
     for i in range(1, shards + 1):
         data = make(bundle(4242, [f"t{i}::a", f"t{i}::b"]))
-        grant = agg.uploads.grant(
+        grant = agg.request_upload.grant(
             ShardUploadRequest.model_validate(upload_request(project, run_id, str(i), data, total=shards))
         )
         put(grant.model_dump(), data)
-        assert agg.arrivals.record(grant.key) == "recorded"
+        assert agg.record_arrival.record(grant.key) == "recorded"
         keys.append(grant.key)
     isolated.finalize_requests()
     return keys
@@ -44,7 +44,7 @@ def _spliced(agg, isolated, project, run_id):
         mock.patch.object(forward_part, "splice", wraps=forward_part.splice) as spliced,
         mock.patch.object(forward_part, "merge_bundles") as merged,
     ):
-        assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert spliced.call_count == 1 and merged.call_count == 0
     [upload] = isolated.upstream.uploads(run_id)
     outs = _outs(upload)
@@ -84,7 +84,7 @@ def test_a_normalized_copy_that_does_not_match_its_index_is_merged_from_the_bund
         return document
 
     with mock.patch.object(agg.store, "read_json", read_json):
-        assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     [upload] = isolated.upstream.uploads(run_id)
     assert sorted(_outs(upload)) == ["./4242.out", "./4243.out", "./4244.out"]
 
@@ -100,7 +100,7 @@ def test_an_index_made_from_another_bundle_is_refused(isolated, project, run_id)
         mock.patch.object(agg.store, "read_json", side_effect=offered),
         mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged,
     ):
-        assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 1 and shard.normalized is not None
     assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=normalized_key(keys[1]))["ContentLength"] > 0
 
@@ -113,7 +113,7 @@ def test_a_normalized_copy_gone_from_the_bucket_is_merged_from_the_bundle(isolat
         Bucket=agg.store.bucket, Key=normalized_key(keys[0]), VersionId=shard.normalized["version"]
     )
     with mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged:
-        assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 1
     [upload] = isolated.upstream.uploads(run_id)
     assert sorted(_outs(upload)) == ["./4242.out", "./4243.out"]
@@ -156,7 +156,7 @@ def test_a_bundle_marked_as_normalized_but_not_cut_is_read_again_and_normalized(
     shard = agg.ledger.reads.snapshot(project, run_id).shards["1"]
     assert shard.state == "arrived" and shard.normalized["key"] == normalized_key(keys[0])
     with mock.patch.object(forward_part, "merge_bundles") as merged:
-        assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 0
     [upload] = isolated.upstream.uploads(run_id)
     assert sorted(_outs(upload)) == ["./4242.out", "./4243.out"]
@@ -185,15 +185,17 @@ def test_a_tar_whose_pax_records_override_its_headers_is_merged_as_validation_re
 
     agg = isolated.aggregator
     data = __import__("gzip").compress(_pax_overridden("size", "3"))
-    grant = agg.uploads.grant(ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=1)))
+    grant = agg.request_upload.grant(
+        ShardUploadRequest.model_validate(upload_request(project, run_id, "1", data, total=1))
+    )
     put(grant.model_dump(), data)
-    assert agg.arrivals.record(grant.key) == "recorded"
+    assert agg.record_arrival.record(grant.key) == "recorded"
     assert agg.ledger.reads.snapshot(project, run_id).shards["1"].normalized is None and not _has(
         agg, normalized_key(grant.key)
     )
     isolated.finalize_requests()
     with mock.patch.object(forward_part, "splice") as spliced:
-        assert agg.finalizing.finalize(project, run_id) == "forwarded"
+        assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert spliced.call_count == 0
     [upload] = isolated.upstream.uploads(run_id)
     with tarfile.open(archive_of(upload)) as tar:

@@ -63,7 +63,7 @@ def agg(isolated):
 
 def _grant(agg, project, run_id, shard, total=2) -> str:
     data = bundle(4000 + int(shard))
-    grant = agg.uploads.grant(
+    grant = agg.request_upload.grant(
         ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total))
     )
     put(grant.model_dump(), data)
@@ -80,19 +80,19 @@ def test_an_arrival_cancelled_for_a_conflict_or_a_throttle_is_retried_and_counte
     codes = ["None", "None"]
     codes[position] = reason
     with cancelled(agg.ledger.db, [codes, codes]) as calls:
-        assert agg.arrivals.record(key) == "recorded"
+        assert agg.record_arrival.record(key) == "recorded"
     assert len(calls) == 3  # two cancelled, the third written
     snapshot = agg.ledger.reads.snapshot(project, run_id)
     assert snapshot.shards["1"].state == "arrived" and snapshot.run.arrived_count == 1 and snapshot.run.state == "open"
 
 
 def test_only_a_failed_condition_on_the_tally_means_the_run_is_closed(agg, project, run_id):
-    agg.arrivals.record(_grant(agg, project, run_id, "1"))
+    agg.record_arrival.record(_grant(agg, project, run_id, "1"))
     straggler = _grant(agg, project, run_id, "2")
-    agg.closing.close(CloseRequest(project=project, run_id=run_id))
-    assert agg.finalizing.finalize(project, run_id) == "forwarded"
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     with cancelled(agg.ledger.db, [["None", "TransactionConflict"]]) as calls:
-        assert agg.arrivals.record(straggler) == "late"  # then the tally's real condition: the claim closed it
+        assert agg.record_arrival.record(straggler) == "late"  # then the tally's real condition: the claim closed it
     assert len(calls) >= 3  # the conflict retried, the closed run's refusal, the count in the next attempt, the note
     assert agg.reports.report(project, f"{run_id}~2").arrived == 2
 
@@ -100,13 +100,13 @@ def test_only_a_failed_condition_on_the_tally_means_the_run_is_closed(agg, proje
 @pytest.mark.parametrize("reason", DOCUMENTED)
 @pytest.mark.slow
 def test_a_claim_cancelled_on_a_tally_is_retried_and_no_shard_is_counted_after_it(agg, project, run_id, reason):
-    agg.arrivals.record(_grant(agg, project, run_id, "1"))
+    agg.record_arrival.record(_grant(agg, project, run_id, "1"))
     straggler = _grant(agg, project, run_id, "2")
     on_a_tally = ["None", reason] + ["None"] * 15  # the run item, then the 16 tallies the claim closes
     with cancelled(agg.ledger.db, [on_a_tally]) as calls:
         assert agg.ledger.runs.claim_finalize(project, run_id, 1_000, 900)
     assert len(calls) == 2 and len(json.loads(calls[0]["body"])["TransactItems"]) == 17
-    assert agg.arrivals.record(straggler) == "late"  # granted before the claim, in after it: the next attempt's
+    assert agg.record_arrival.record(straggler) == "late"  # granted before the claim, in after it: the next attempt's
     assert agg.ledger.reads.snapshot(project, run_id).run.arrived_count == 1
     assert agg.reports.report(project, f"{run_id}~2").arrived == 2
 
@@ -116,18 +116,18 @@ def test_a_transaction_cancelled_every_time_fails_the_message_back_and_changes_n
     before = agg.ledger.reads.snapshot(project, run_id)
     with cancelled(agg.ledger.db, [["TransactionConflict", "None"]] * 50):
         with pytest.raises(TransactionContended, match="cancelled 8 times for other reasons than its conditions"):
-            agg.arrivals.record(key)
+            agg.record_arrival.record(key)
     after = agg.ledger.reads.snapshot(project, run_id)
     assert after.shards == before.shards and after.run.arrived_count == 0 and after.run.rev == before.run.rev
-    assert agg.arrivals.record(key) == "recorded"  # SQS delivers it again: counted once
+    assert agg.record_arrival.record(key) == "recorded"  # SQS delivers it again: counted once
 
 
 @pytest.mark.parametrize("reason", DOCUMENTED)
 def test_a_rejection_cancelled_for_a_conflict_is_retried_and_recorded(agg, project, run_id, reason):
-    grant = agg.uploads.grant(
+    grant = agg.request_upload.grant(
         ShardUploadRequest.model_validate(upload_request(project, run_id, "1", b"not a tar", total=2))
     )
     put(grant.model_dump(), b"not a tar")
     with cancelled(agg.ledger.db, [[reason, "None"]]):
-        assert agg.arrivals.record(grant.key) == "rejected"
+        assert agg.record_arrival.record(grant.key) == "rejected"
     assert agg.ledger.reads.snapshot(project, run_id).shards["1"].state == "rejected"

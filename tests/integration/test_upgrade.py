@@ -36,9 +36,9 @@ def _job(agg, project: str, workflow: str, shard: int, benchmark: str, pid: int)
         commit=COMMIT,
         run_part=part,
     )
-    accepted = agg.uploads.accept_drop_in(UploadMetadata.model_validate(meta))
+    accepted = agg.request_upload.accept_drop_in(UploadMetadata.model_validate(meta))
     put({"upload_url": accepted.uploadUrl, "headers": {"Content-MD5": meta["profileMd5"]}}, archive)
-    agg.arrivals.record(_key_of(accepted.uploadUrl))
+    agg.record_arrival.record(_key_of(accepted.uploadUrl))
     return part["runPartId"]
 
 

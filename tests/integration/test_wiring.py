@@ -16,12 +16,17 @@ from codspeed_local.lambda_context import LocalContext
 
 
 def test_each_function_builds_only_what_its_use_cases_touch(stack):
-    api, arrivals, finalizer, sweeper = wiring.api(), wiring.arrivals(), wiring.finalizer(), wiring.sweeper()
+    api, arrivals, finalizer, sweeper = (
+        wiring.for_api(),
+        wiring.for_arrivals(),
+        wiring.for_finalizer(),
+        wiring.for_sweeper(),
+    )
     assert api.store and api.queue and api.upstream is None and api.page_key
     assert arrivals.store and arrivals.queue and arrivals.upstream is None and arrivals.page_key
     assert finalizer.store and finalizer.queue and finalizer.upstream and finalizer.page_key
     assert sweeper.queue and sweeper.store is None and sweeper.upstream is None and sweeper.page_key is None
-    assert wiring.api() is api  # once per process
+    assert wiring.for_api() is api  # once per process
 
 
 def test_pull_request_comments_are_built_where_reports_are_published_only_when_asked_for(stack):
@@ -42,7 +47,9 @@ def test_pull_request_comments_are_built_where_reports_are_published_only_when_a
 
 
 def test_each_function_calls_aws_with_clients_of_its_own(stack):
-    built = {name: wiring.function(name) for name in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER, wiring.SWEEPER)}
+    built = {
+        name: wiring.for_function(name) for name in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER, wiring.SWEEPER)
+    }
     tables = {name: agg.ledger.db for name, agg in built.items()}
     assert len({id(db) for db in tables.values()}) == 4
     assert all(db is aws.client("dynamodb", name) for name, db in tables.items())
@@ -90,8 +97,8 @@ def test_a_function_missing_a_setting_is_refused_naming_the_variable_before_any_
 def test_a_setting_one_function_needs_does_not_stop_another(stack):
     config = replace(Settings.from_env(), bucket_name="", upstream_url="")
     sweeper = wiring.build(wiring.SWEEPER, config)  # the sweeper reads no bucket and sends nothing upstream
-    assert sweeper.store is None and isinstance(sweeper.closing.sweep(), list)
-    assert wiring.build(wiring.OPERATOR, replace(config, finalize_queue_url="")).tokens
+    assert sweeper.store is None and isinstance(sweeper.close_run.sweep(), list)
+    assert wiring.build(wiring.OPERATOR, replace(config, finalize_queue_url="")).project_tokens
 
 
 def test_a_handler_missing_a_setting_fails_its_cold_start_with_that_sentence(stack):

@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from ..domain.errors import BadBundle
 from ..domain.keys import BUNDLE_PREFIX, parse_bundle_key
 from ..settings import settings
-from ..wiring import arrivals
+from ..wiring import for_arrivals
 from . import sqs_batch
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
@@ -43,7 +43,7 @@ def record_handler(record: SQSRecord, lambda_context) -> None:
     if left < reserve:
         # Too little of the invocation is left to validate these bundles: the event goes back to
         # the queue as a new message (this one is done), instead of the batch timing out.
-        arrivals().arrivals.defer(record.body)
+        for_arrivals().record_arrival.defer(record.body)
         logger.info("arrival deferred", extra={"seconds_left": round(left), "reserve": round(reserve)})
         return
     try:
@@ -53,10 +53,12 @@ def record_handler(record: SQSRecord, lambda_context) -> None:
                 logger.append_keys(project=project, run_id=run_id, shard=shard)
             except BadBundle:
                 pass  # the use case says why it ignores it
-            outcome = arrivals().arrivals.record(key, size, version_id)
+            outcome = for_arrivals().record_arrival.record(key, size, version_id)
             logger.info("bundle arrival", extra={"key": key, "outcome": outcome})
     except Exception:
-        arrivals().arrivals.retry_later(record.receipt_handle, int(record.attributes.approximate_receive_count or 1))
+        for_arrivals().record_arrival.retry_later(
+            record.receipt_handle, int(record.attributes.approximate_receive_count or 1)
+        )
         raise
 
 
@@ -64,7 +66,7 @@ def record_handler(record: SQSRecord, lambda_context) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict, context) -> dict:
-    with arrivals().reports.held():  # one report per run per batch
+    with for_arrivals().reports.held():  # one report per run per batch
         return process_partial_response(
             event=event, record_handler=record_handler, processor=sqs_batch(), context=context
         )

@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from codspeed_wire.queue import FinalizeMessage
 
-from ..wiring import finalizer
+from ..wiring import for_finalizer
 from . import sqs_batch
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
@@ -19,11 +19,13 @@ def record_handler(record: SQSRecord) -> None:
     logger.append_keys(project=message.project, run_id=message.run_id, part=message.part, shard=message.shard)
     try:
         if message.shard is not None:
-            state = finalizer().eager.forward(message.project, message.run_id, message.shard)
+            state = for_finalizer().forward_shard.forward(message.project, message.run_id, message.shard)
         else:
-            state = finalizer().finalizing.finalize(message.project, message.run_id, message.part)
+            state = for_finalizer().finalize_run.finalize(message.project, message.run_id, message.part)
     except Exception:
-        finalizer().finalizing.retry_later(record.receipt_handle, int(record.attributes.approximate_receive_count))
+        for_finalizer().finalize_run.retry_later(
+            record.receipt_handle, int(record.attributes.approximate_receive_count)
+        )
         raise
     logger.info("finalize", extra={**message.model_dump(), "state": state})
 

@@ -41,7 +41,10 @@ def principal(authorization: str | None) -> Principal:
     """Who a token is: the operator's, a project's, or a GitHub Actions OIDC token's repository."""
     verifier = wiring.oidc()
     return authenticate(
-        authorization, wiring.api_token(), wiring.api().tokens.project_of, verifier.repository if verifier else None
+        authorization,
+        wiring.api_token(),
+        wiring.for_api().project_tokens.project_of,
+        verifier.repository if verifier else None,
     )
 
 

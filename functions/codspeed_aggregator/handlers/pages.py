@@ -50,7 +50,7 @@ def _page_access(project: str, run_id: str) -> None:
     """A signed link for this page, or a token for its project (Authorization header)."""
     query = _query()
     if query.get("sig") or not router.current_event.headers.get("authorization"):
-        check_page_link(wiring.api().page_key, project, run_id, query.get("expires"), query.get("sig"), time.time())
+        check_page_link(wiring.for_api().page_key, project, run_id, query.get("expires"), query.get("sig"), time.time())
         return
     principal(router.current_event.headers.get("authorization")).allow(project)
 
@@ -68,7 +68,7 @@ def page(page: str):
     if not is_project(path):
         return json_response(HTTPStatus.NOT_FOUND, {"error": f"no page at /runs/{page}"})
     _page_access(path, "")
-    reports, base, query = wiring.api().reports, _base_url(), _query()
+    reports, base, query = wiring.for_api().reports, _base_url(), _query()
     until = int(query["expires"]) if query.get("sig") else None  # a list's links never outlive the link it came by
     runs = [(run, reports.page_url(path, run.run_id, base, until)) for run in reports.recent_runs(path)]
     return _html(HTTPStatus.OK, render_list(path, runs))
@@ -80,17 +80,17 @@ def _is_run_page(project: str, run_id: str) -> bool:
         return True  # no project segment looks like that: a run id
     query = _query()
     if query.get("sig"):  # a signed link says which page it opens
-        return signed_for(wiring.api().page_key, project, run_id, query.get("expires"), query["sig"])
+        return signed_for(wiring.for_api().page_key, project, run_id, query.get("expires"), query["sig"])
     authorization = router.current_event.headers.get("authorization")
     if authorization and principal(authorization).project == f"{project}/{run_id}":
         return False  # the token's own project: its list, whatever run a shorter project has of that name
-    return wiring.api().reports.has_run(project, run_id)
+    return wiring.for_api().reports.has_run(project, run_id)
 
 
 def _run_page(project: str, run_id: str) -> Response:
     _page_access(project, run_id)
     check_attempt(run_id)
-    reports, query = wiring.api().reports, _query()
+    reports, query = wiring.for_api().reports, _query()
     report = reports.report(project, run_id)
     if query.get("format") == "json":
         return json_response(HTTPStatus.OK, report.model_dump(mode="json"))

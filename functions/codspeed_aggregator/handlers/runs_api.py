@@ -30,7 +30,7 @@ def _allow(project: str, run_id: str | None = None) -> None:
     """The caller's token is good for ``project``; without a token, ``run_id`` is a fork's pull request's run."""
     principal: Principal = router.context["principal"]
     if principal.anonymous and run_id is not None:
-        wiring.api().forks.admit_run(project, run_id)
+        wiring.for_api().fork_pull_requests.admit_run(project, run_id)
     else:
         principal.allow(project)
 
@@ -49,14 +49,14 @@ def _fork(
     if not principal.anonymous or (metadata is not None and not metadata.tokenless):
         principal.allow(project)  # without a token, what goes upstream says so, as the runner's metadata does
         return False
-    return wiring.api().forks.admit(project, ref, commit, run_id, required=required)
+    return wiring.for_api().fork_pull_requests.admit(project, ref, commit, run_id, required=required)
 
 
 @router.post("/v1/uploads")
 def request_upload(request: ShardUploadRequest):
     meta = request.metadata
     fork = _fork(request.project, meta, meta.ref, meta.commit_hash, request.run_id)
-    grant = wiring.api().uploads.grant(request, fork=fork)
+    grant = wiring.for_api().request_upload.grant(request, fork=fork)
     logger.info("upload granted", extra={"project": request.project, "run_id": request.run_id, "shard": request.shard})
     return json_response(HTTPStatus.CREATED, grant.model_dump())
 
@@ -69,20 +69,22 @@ def drop_in_upload(metadata: UploadMetadata):
     sent = SentPost(
         raw_body(router), headers.get("user-agent"), *(job_token(headers.get("authorization")) or (None, 0))
     )
-    return json_response(HTTPStatus.OK, wiring.api().uploads.accept_drop_in(metadata, sent, fork=fork).model_dump())
+    return json_response(
+        HTTPStatus.OK, wiring.for_api().request_upload.accept_drop_in(metadata, sent, fork=fork).model_dump()
+    )
 
 
 @router.post("/v1/runs/open")
 def open_run(request: OpenRequest):
     fork = _fork(request.project, request.metadata, request.ref, request.commit, request.run_id)
-    answer = wiring.api().opening.open(request, fork=fork)
+    answer = wiring.for_api().open_run.open(request, fork=fork)
     return json_response(HTTPStatus.OK, answer.model_dump())
 
 
 @router.post("/v1/runs/close")
 def close_run(request: CloseRequest):
     _allow(request.project, request.run_id)
-    answer = wiring.api().closing.close(request)
+    answer = wiring.for_api().close_run.close(request)
     return json_response(HTTPStatus.ACCEPTED, answer.model_dump())
 
 
@@ -100,12 +102,12 @@ def read_report(
     if "%" in run_id:  # left encoded by ``report_path``: a '/' (or a '%') is in no run id
         raise Unprocessable(f"run id {unquote(run_id)!r} is not a run id: it holds '/' or '%'")
     check_attempt(run_id)
-    reports = wiring.api().reports
+    reports = wiring.for_api().reports
     if shard is not None:
         return _bounded(project, reports.shard_benchmarks(project, run_id, shard))
     report = reports.report(project, run_id)
     body = render_markdown(report) if format == "markdown" else report.model_dump_json()
-    if len(body.encode()) > wiring.api().settings.report_inline_bytes and (
+    if len(body.encode()) > wiring.for_api().settings.report_inline_bytes and (
         link := reports.report_link(project, run_id, format)
     ):
         # over what Lambda may answer (6 MB): the published report itself, from S3
@@ -124,16 +126,16 @@ def benchmark_costs(
     """What each benchmark of the branch's latest forwarded run cost, in seconds; for a run's split,
     the costs its first split used."""
     _allow(project)
-    return _bounded(project, wiring.api().costs.latest(project, branch, run_id))
+    return _bounded(project, wiring.for_api().benchmark_costs.latest(project, branch, run_id))
 
 
 def _bounded(project: str, answer: BaseModel) -> Response:
     """``answer`` as JSON; over what Lambda may send (6 MB), a 303 to a presigned copy of it in S3."""
     body = answer.model_dump_json()
-    if len(body.encode()) > wiring.api().settings.report_inline_bytes:
+    if len(body.encode()) > wiring.for_api().settings.report_inline_bytes:
         return Response(
             status_code=HTTPStatus.SEE_OTHER,
-            headers={"Location": wiring.api().reports.answer_link(project, body)},
+            headers={"Location": wiring.for_api().reports.answer_link(project, body)},
             body="",
         )
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)

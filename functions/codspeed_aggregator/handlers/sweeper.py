@@ -3,7 +3,7 @@
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
-from ..wiring import sweeper
+from ..wiring import for_sweeper
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 tracer = Tracer()
@@ -14,7 +14,7 @@ metrics = Metrics()
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict, context) -> dict:
-    closed = sweeper().closing.sweep()
+    closed = for_sweeper().close_run.sweep()
     metrics.add_metric(name="RunsClosedAtDeadline", unit=MetricUnit.Count, value=len(closed))
     logger.info("sweep", extra={"closed": len(closed)})
     return {"closed": [f"{project}#{run_id}" for project, run_id in closed]}

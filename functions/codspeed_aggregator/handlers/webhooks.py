@@ -35,7 +35,7 @@ def refresh_webhook():
     check_signature(raw, _signature(), wiring.webhook_secret())  # nothing is parsed before
     request = _parse(RefreshRequest, raw)
     check_fresh(request.timestamp, time.time())
-    report = wiring.api().reports.refresh(request.project, request.run_id)
+    report = wiring.for_api().reports.refresh(request.project, request.run_id)
     return json_response(HTTPStatus.OK, {"project": report.project, "run_id": report.run_id, "version": report.version})
 
 
@@ -51,5 +51,5 @@ def github_webhook():
     event = _parse(WorkflowRunEvent, raw)
     if event.action != "completed":
         return json_response(HTTPStatus.ACCEPTED, {"ignored": f"workflow_run {event.action}"})
-    closed = wiring.api().closing.close_finished_ci_run(project, str(event.workflow_run.id))
+    closed = wiring.for_api().close_run.close_finished_ci_run(project, str(event.workflow_run.id))
     return json_response(HTTPStatus.OK, {"closed": closed})

@@ -93,7 +93,7 @@ class Aggregator:
         )
 
     @cached_property
-    def uploads(self) -> RequestUpload:
+    def request_upload(self) -> RequestUpload:
         return RequestUpload(
             settings=self.settings,
             runs=self.ledger.runs,
@@ -108,13 +108,13 @@ class Aggregator:
         return RunAttempts(settings=self.settings, runs=self.ledger.runs, shards=self.ledger.shards)
 
     @cached_property
-    def forks(self) -> ForkPullRequests:
+    def fork_pull_requests(self) -> ForkPullRequests:
         return ForkPullRequests(
             settings=self.settings, runs=self.ledger.runs, pulls=self.github_pulls, clock=self.clock
         )
 
     @cached_property
-    def arrivals(self) -> RecordArrival:
+    def record_arrival(self) -> RecordArrival:
         return RecordArrival(
             settings=self.settings,
             reads=self.ledger.reads,
@@ -131,13 +131,13 @@ class Aggregator:
         )
 
     @cached_property
-    def costs(self) -> BenchmarkCosts:
+    def benchmark_costs(self) -> BenchmarkCosts:
         return BenchmarkCosts(
             settings=self.settings, reads=self.ledger.reads, baselines=self.ledger.baselines, results=self.results
         )
 
     @cached_property
-    def opening(self) -> OpenRun:
+    def open_run(self) -> OpenRun:
         return OpenRun(
             settings=self.settings,
             runs=self.ledger.runs,
@@ -149,7 +149,7 @@ class Aggregator:
         )
 
     @cached_property
-    def closing(self) -> CloseRun:
+    def close_run(self) -> CloseRun:
         return CloseRun(
             settings=self.settings,
             reads=self.ledger.reads,
@@ -171,7 +171,7 @@ class Aggregator:
         )
 
     @cached_property
-    def eager(self) -> ForwardShard:
+    def forward_shard(self) -> ForwardShard:
         return ForwardShard(
             settings=self.settings,
             reads=self.ledger.reads,
@@ -185,7 +185,7 @@ class Aggregator:
         )
 
     @cached_property
-    def finalizing(self) -> FinalizeRun:
+    def finalize_run(self) -> FinalizeRun:
         planner = PlanForward(
             settings=self.settings,
             reads=self.ledger.reads,
@@ -214,5 +214,5 @@ class Aggregator:
         )
 
     @cached_property
-    def tokens(self) -> ProjectTokens:
+    def project_tokens(self) -> ProjectTokens:
         return ProjectTokens(tokens=self.ledger.tokens, clock=self.clock)

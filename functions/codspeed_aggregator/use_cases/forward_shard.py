@@ -96,11 +96,11 @@ class ForwardShard:
         """A close that came while this shard was sent: its finalizer planned the shard, found it
         claimed, and left it. Each of its parts not forwarded yet is asked again: the one this
         shard is, is recorded as forwarded without a second send."""
-        run, _ = self.reads.shard_view(project, run_id, "")
-        if run is None or run.plan is None or not run.plan.written:
+        recorded = self.reads.plan_record(project, run_id)
+        if recorded is None or not recorded.written:
             return
         run = self.reads.run_with_parts(project, run_id)  # a close came meanwhile: rare, and once a run
-        for index in self.store.read_plan(project, run_id, run.plan.version).todo:
+        for index in self.store.read_plan(project, run_id, recorded.version).todo:
             if str(index) not in run.forwarded_parts:
                 self.queue.request(project, run_id, "part", part=index)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from codspeed_rules.backoff import backoff
 
 from ...domain.ledger import ArrivalView, RunRecord, ShardRecord, Snapshot
+from ...domain.run_plan import PlanRecord
 from .codec import (
     PART_PREFIX,
     RUN_SK,
@@ -21,7 +22,7 @@ from .codec import (
     notes_wanted,
     tally_sks,
 )
-from .records import run_from, shard_from, upload_from
+from .records import plan_from, run_from, shard_from, upload_from
 
 log = logging.getLogger(__name__)
 
@@ -184,12 +185,18 @@ class Reads(TableItems):
 
     def shard_view(self, project: str, run_id: str, shard: str) -> tuple[RunRecord | None, ShardRecord | None]:
         """The run's own record (not its tallies) and one shard (what of it is upstream), in one
-        small consistent read, however many shards the run has; ``shard`` empty: the run's record alone."""
-        keys = {RUN_SK: None, **({f"{SHARD_PREFIX}{shard}": None} if shard else {})}
+        small consistent read, however many shards the run has."""
+        keys: dict[str, dict | None] = {RUN_SK: None, f"{SHARD_PREFIX}{shard}": None}
         for item in self._get_many(project, run_id, list(keys)):
             keys[item["sk"]] = item
-        run_item, shard_item = keys.get(RUN_SK), keys.get(f"{SHARD_PREFIX}{shard}")
+        run_item, shard_item = keys.values()
         return (run_from(run_item, []) if run_item else None), (shard_from(shard_item) if shard_item else None)
+
+    def plan_record(self, project: str, run_id: str) -> PlanRecord | None:
+        """What the run's item records of its plan (None: not planned, or no such run), in one
+        small consistent read of that attribute alone."""
+        found = self._get_many(project, run_id, [RUN_SK], ("plan",))
+        return plan_from(found[0]) if found else None
 
     def _get_many(self, project: str, run_id: str, sks: list[str], attributes: tuple[str, ...] = ()) -> list[dict]:
         """The items of one run with these sort keys (those there are), read consistently, 100 a

@@ -77,8 +77,13 @@ def run_from(item: dict, tallies: list[dict]) -> RunRecord:
         rerun=bool(item.get("rerun")),
         eager=bool(item.get("eager")),
         job_keys=bool(item.get("job_keys")),
-        plan=PlanRecord.from_item(json.loads(item["plan"])) if item.get("plan") else None,
+        plan=plan_from(item),
     )
+
+
+def plan_from(item: dict) -> PlanRecord | None:
+    """What a run's item records of its plan, kept as JSON text."""
+    return PlanRecord.from_item(json.loads(item["plan"])) if item.get("plan") else None
 
 
 def shard_from(item: dict) -> ShardRecord:
