@@ -159,3 +159,36 @@ def test_started_with_no_mode_a_forks_tokenless_job_goes_upstream_as_it_came_wit
         )
         assert body.read_bytes() == up.body and (body.parent / "archive.tar.gz").read_bytes() == archive
         assert "Authorization" not in json.loads((body.parent / "post-headers.json").read_text())
+
+
+def test_ctrl_c_stops_it_whichever_of_its_threads_the_signal_lands_on():
+    """The kernel gives a process's signal to any of its threads that does not block it (under load,
+    not always the main one): a SIGINT a server thread took still stops it, and at once."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "codspeed_aggregator.cli", "local", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        for line in process.stdout:
+            if line.startswith("Ctrl-C"):
+                break
+        threads = [int(t) for t in os.listdir(f"/proc/{process.pid}/task") if int(t) != process.pid]
+        assert threads, "its servers and pollers run in threads of their own"
+        os.kill(process.pid, 0)
+        _signal_thread(process.pid, threads[0], signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        assert process.stdout.read().strip() == "stopped"
+    finally:
+        process.kill()
+
+
+def _signal_thread(pid: int, tid: int, sig: int) -> None:
+    """tgkill(2): a signal to one thread of another process (os.kill lets the kernel choose)."""
+    import ctypes
+    import platform
+
+    number = {"x86_64": 234, "aarch64": 131}[platform.machine()]
+    if ctypes.CDLL(None, use_errno=True).syscall(number, pid, tid, sig) != 0:
+        raise OSError(ctypes.get_errno(), f"tgkill({pid}, {tid}, {sig})")
