@@ -33,8 +33,8 @@ $(BROWSER):
 test: install $(BROWSER)
 	CHROMIUM_HEADLESS_SHELL=$(BROWSER) $(BIN)/python -m pytest -q
 
-# ruff's checks (pyflakes, pycodestyle, import order, bugbear, pyupgrade) and its formatter, at zero
-# findings, configured in pyproject.toml: CI runs it
+# ruff's checks (pyflakes, pycodestyle, import order, bugbear, pyupgrade, McCabe complexity, too many
+# arguments) and its formatter, at zero findings, configured in pyproject.toml: CI runs it
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -125,32 +125,41 @@ class BilledUnits:
             self.units["dynamodb_write"] += writes
 
     def _dynamodb(self, operation: str, params: dict, parsed: dict) -> tuple[float, float]:
+        """The read and write units a call costs (DescribeTable and the like: none, not billed per request)."""
+        if operation in ("GetItem", "Query", "BatchGetItem"):
+            return self._read_units(operation, params, parsed), 0
+        if operation in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"):
+            return 0, self._write_units(operation, params)
+        return 0, 0
+
+    def _read_units(self, operation: str, params: dict, parsed: dict) -> float:
         consistent = bool(params.get("ConsistentRead"))
         if operation == "GetItem":
             item = parsed.get("Item")
             if item is not None and params.get("ProjectionExpression"):
                 item = self._whole(params["TableName"], params["Key"])
-            return read_units(item_size(item) if item else 0, consistent), 0
+            return read_units(item_size(item) if item else 0, consistent)
         if operation == "Query":
             items = parsed.get("Items") or []
             if params.get("ProjectionExpression"):  # the same page again, whole
                 items = self.reader.query(**_unprojected(params)).get("Items") or []
-            return read_units(sum(item_size(i) for i in items), consistent), 0
-        if operation == "BatchGetItem":
-            units = 0.0
-            for table, asked in params["RequestItems"].items():
-                found = parsed.get("Responses", {}).get(table, [])
-                strong = bool(asked.get("ConsistentRead"))
-                if asked.get("ProjectionExpression"):
-                    found = [item for key in asked["Keys"] if (item := self._whole(table, key))]
-                units += sum(read_units(item_size(i), strong) for i in found)
-                units += (len(asked["Keys"]) - len(found)) * read_units(0, strong)  # absent: the minimum
-            return units, 0
+            return read_units(sum(item_size(i) for i in items), consistent)
+        units = 0.0
+        for table, asked in params["RequestItems"].items():  # BatchGetItem
+            found = parsed.get("Responses", {}).get(table, [])
+            strong = bool(asked.get("ConsistentRead"))
+            if asked.get("ProjectionExpression"):
+                found = [item for key in asked["Keys"] if (item := self._whole(table, key))]
+            units += sum(read_units(item_size(i), strong) for i in found)
+            units += (len(asked["Keys"]) - len(found)) * read_units(0, strong)  # absent: the minimum
+        return units
+
+    def _write_units(self, operation: str, params: dict) -> float:
         if operation == "PutItem":
-            return 0, write_units(item_size(params["Item"]))
+            return write_units(item_size(params["Item"]))
         if operation in ("UpdateItem", "DeleteItem"):
             after = self._whole(params["TableName"], params["Key"])
-            return 0, write_units(item_size(after) if after else 0)
+            return write_units(item_size(after) if after else 0)
         if operation == "TransactWriteItems":
             units = 0
             for entry in params["TransactItems"]:
@@ -161,14 +170,12 @@ class BilledUnits:
                     after = self._whole(request["TableName"], request["Key"])
                     size = item_size(after) if after else 0
                 units += 2 * write_units(size)
-            return 0, units
-        if operation == "BatchWriteItem":
-            return 0, sum(
-                write_units(item_size(r["PutRequest"]["Item"])) if "PutRequest" in r else 1
-                for rows in params["RequestItems"].values()
-                for r in rows
-            )
-        return 0, 0  # DescribeTable and the like: not billed per request
+            return units
+        return sum(  # BatchWriteItem
+            write_units(item_size(r["PutRequest"]["Item"])) if "PutRequest" in r else 1
+            for rows in params["RequestItems"].values()
+            for r in rows
+        )
 
     def _whole(self, table: str, key: dict) -> dict | None:
         return self.reader.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")

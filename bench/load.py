@@ -105,6 +105,23 @@ def collect_events(stack, run_id: str, count: int) -> list[dict]:
 BATCH = 10  # the arrivals event source's batch size (template.yaml)
 
 
+def _finalize_queued(stack) -> tuple[list[dict], Counter]:
+    """Every finalize message queued, received and handled at once: the messages (complete, close)
+    race each other too. Answers them, and how many finalizations ended in each state."""
+    sqs, messages = client("sqs"), []
+    for _ in range(20):
+        batch = sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10)
+        messages += batch.get("Messages", [])
+        for m in batch.get("Messages", []):
+            sqs.delete_message(QueueUrl=stack.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
+    finalizing = wiring.for_finalizer().finalize_run
+    with ThreadPoolExecutor(4) as pool:
+        states = pool.map(
+            lambda m: finalizing.finalize(**{k: v for k, v in json.loads(m["Body"]).items() if k != "reason"}), messages
+        )
+        return messages, Counter(states)
+
+
 def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
     run_id = f"load-{int(time.time())}"
     before = counter.total["dynamodb"]
@@ -155,25 +172,10 @@ def load(stack, counter: RequestCounter, shards: int) -> tuple[str, bool]:
         list(pool.map(deliver, batches))
     wall = time.perf_counter() - start
 
-    sqs, finalizations = client("sqs"), Counter()
-    messages = []
-    for _ in range(20):
-        batch = sqs.receive_message(QueueUrl=stack.resources.finalize_queue_url, MaxNumberOfMessages=10).get(
-            "Messages", []
-        )
-        messages += batch
-        for m in batch:
-            sqs.delete_message(QueueUrl=stack.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
-    finalizing = wiring.for_finalizer().finalize_run
-    with ThreadPoolExecutor(4) as pool:  # the finalize messages (complete, close) race each other too
-        for state in pool.map(
-            lambda m: finalizing.finalize(**{k: v for k, v in json.loads(m["Body"]).items() if k != "reason"}), messages
-        ):
-            finalizations[state] += 1
+    messages, finalizations = _finalize_queued(stack)
     report = agg.reports.report(PROJECT, run_id)
-    for shard in report.shards:
-        if shard.state != "arrived":
-            print(f"  shard {shard.name}: {shard.state} ({shard.reason})")
+    for shard in (s for s in report.shards if s.state != "arrived"):
+        print(f"  shard {shard.name}: {shard.state} ({shard.reason})")
     print(f"  distinct events collected: {len({k for e in events for k, _, _ in s3_objects(e)})}")
     uploads = stack.upstream.uploads(run_id)
     counted = report.arrived + sum(s.state == "late" for s in report.shards)

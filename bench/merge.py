@@ -291,6 +291,28 @@ def peak_rss_of_merge(paths: list[Path], out: Path) -> int:
     return int(result.stdout.strip())
 
 
+def _child_merge(out: str, *paths: str) -> int:
+    """The merge alone, in a process of its own: its peak memory is the merge's."""
+    merge_to(shards_from([Path(p) for p in paths]), Path(out))
+    print(peak_rss_kib())
+    return 0
+
+
+def _offline_vs_floor(kind: str, count: int, size: int, work: Path, runner_way: str) -> float:
+    """The offline merge of the same content in tarfile's ``kind`` format, against its own floor."""
+    made = [work / f"{kind}-{i}.tar.gz" for i in range(count)]
+    for i, path in enumerate(made):
+        write_bundle(path, size, seed=i + 1, kind=kind)
+    own_floor = min(timed(lambda: floor_to(made, work / "floor.tar.gz")) for _ in range(3))
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        took = min(timed(lambda: merge_files([str(p) for p in made], str(work / "offline.tar.gz"))) for _ in range(3))
+    assert f"({runner_way})" in said.getvalue(), (kind, said.getvalue())  # a harmless PAX or GNU field changes no way
+    for path in made:
+        path.unlink()
+    return took / own_floor
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run for CI")
@@ -299,11 +321,7 @@ def main() -> int:
     parser.add_argument("--child-merge", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_merge:
-        out, *paths = args.child_merge
-        shards = shards_from([Path(p) for p in paths])
-        merge_to(shards, Path(out))
-        print(peak_rss_kib())
-        return 0
+        return _child_merge(*args.child_merge)
     size = int((args.mb or (2 if args.quick else 32)) * 1024 * 1024)
     with tempfile.TemporaryDirectory(prefix="bench-merge-") as tmp:
         work = Path(tmp)
@@ -326,25 +344,7 @@ def main() -> int:
                 timed(lambda: merge_files([str(p) for p in paths], str(work / "offline.tar.gz"))) for _ in range(3)
             )
         assert f"({runner_way})" in said.getvalue(), said.getvalue()
-        kinds = {}
-        for kind in ("pax", "gnu"):  # the same content in tarfile's other formats, each against its own floor
-            made = [work / f"{kind}-{i}.tar.gz" for i in range(args.shards)]
-            for i, path in enumerate(made):
-                write_bundle(path, size, seed=i + 1, kind=kind)
-            own_floor = min(timed(lambda made=made: floor_to(made, work / "floor.tar.gz")) for _ in range(3))
-            said = io.StringIO()
-            with contextlib.redirect_stdout(said):
-                took = min(
-                    timed(lambda made=made: merge_files([str(p) for p in made], str(work / "offline.tar.gz")))
-                    for _ in range(3)
-                )
-            assert f"({runner_way})" in said.getvalue(), (
-                kind,
-                said.getvalue(),
-            )  # a harmless PAX or GNU field changes no way
-            kinds[kind] = took / own_floor
-            for path in made:
-                path.unlink()
+        kinds = {kind: _offline_vs_floor(kind, args.shards, size, work, runner_way) for kind in ("pax", "gnu")}
         packs = [work / f"packed-{i}.tar.gz" for i in range(len(paths))]
         for path, pack in zip(paths, packs, strict=False):
             pack_bundle(path, pack)

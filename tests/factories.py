@@ -106,7 +106,7 @@ def metadata(
     return meta
 
 
-def upload_request(
+def upload_request(  # noqa: PLR0913 -- each field of an upload request, a keyword
     project: str,
     run_id: str,
     shard: str,

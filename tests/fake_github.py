@@ -70,109 +70,8 @@ class FakeGitHub(Loopback):
         self.closed: set[int] = set()  # pull requests closed or merged
         self.workflow_runs: dict[str, tuple[str, str]] = {}  # Actions run id -> (head sha, repository it ran from)
         self.reads: list[str] = []  # the path of every GET
-        fake, lock = self, threading.Lock()
-
-        class Handler(JsonHandler):
-            def do_POST(self) -> None:
-                body = self._body()
-                if self.path.split("/")[-2] == "statuses":
-                    fake.statuses.append(
-                        {"path": self.path, "authorization": self.headers.get("authorization"), **body}
-                    )
-                    return self._answer(fake.fail_with or 201, {"state": body.get("state")})
-                created = _CREATE.match(self.path)
-                with lock:
-                    fake.requests.append(("POST", self.path))
-                    refused = self._refused(created, body)
-                    if refused:
-                        return self._answer(*refused)
-                    comment_id = 1000 + len(fake.comments)
-                    fake.comments[comment_id] = {
-                        "project": created.group(1),
-                        "number": int(created.group(2)),
-                        "body": body["body"],
-                        "edits": 0,
-                    }
-                self._answer(201, {"id": comment_id, "body": body["body"]})
-
-            def do_GET(self) -> None:
-                url = urlsplit(self.path)
-                fake.reads.append(url.path)
-                if fake.fail_with:
-                    return self._answer(fake.fail_with, {"message": "Resource not accessible by integration"})
-                if not (self.headers.get("authorization") or "").startswith("Bearer "):
-                    return self._answer(401, {"message": "Requires authentication"})
-                if pull := _PULL.match(url.path):
-                    if int(pull.group(2)) not in fake.pulls:
-                        return self._answer(404, {"message": "Not Found"})
-                    number, project = int(pull.group(2)), pull.group(1)
-                    base, head = fake.pulls[number]
-                    origin = fake.forks.get(number, project)
-                    return self._answer(
-                        200,
-                        {
-                            "number": number,
-                            "state": "closed" if number in fake.closed else "open",
-                            "base": {"ref": base, "sha": fake.branches.get(base), "repo": {"full_name": project}},
-                            "head": {"sha": head, "repo": {"full_name": origin} if origin else None},
-                        },
-                    )
-                if run := _RUN.match(url.path):
-                    if run.group(2) not in fake.workflow_runs:
-                        return self._answer(404, {"message": "Not Found"})
-                    head, origin = fake.workflow_runs[run.group(2)]
-                    return self._answer(
-                        200, {"id": int(run.group(2)), "head_sha": head, "head_repository": {"full_name": origin}}
-                    )
-                if compare := _COMPARE.match(url.path):
-                    base = fake.branches.get(unquote(compare.group(2)), unquote(compare.group(2)))
-                    if base not in fake.commits or compare.group(3) not in fake.commits:
-                        return self._answer(404, {"message": "Not Found"})
-                    ours = fake.history(base)
-                    found = next(c for c in fake.history(compare.group(3)) if c in ours)
-                    return self._answer(200, {"merge_base_commit": fake.commit(found), "status": "diverged"})
-                if _COMMITS.match(url.path):
-                    query = parse_qs(url.query)
-                    per_page = int(query.get("per_page", ["30"])[0])
-                    if per_page > 100:
-                        return self._answer(422, {"message": "per_page is at most 100"})
-                    return self._answer(200, [fake.commit(c) for c in fake.history(query["sha"][0])[:per_page]])
-                self._answer(404, {"message": "Not Found"})
-
-            def do_PATCH(self) -> None:
-                body, edited = self._body(), _EDIT.match(self.path)
-                with lock:
-                    fake.requests.append(("PATCH", self.path))
-                    refused = self._refused(edited, body)
-                    if refused:
-                        return self._answer(*refused)
-                    comment = fake.comments.get(int(edited.group(2)))
-                    if comment is None or comment["project"] != edited.group(1):
-                        return self._answer(404, {"message": "Not Found"})
-                    comment["body"], comment["edits"] = body["body"], comment["edits"] + 1
-                self._answer(200, {"id": int(edited.group(2)), "body": body["body"]})
-
-            def _refused(self, path, body: dict) -> tuple | None:
-                if fake.fail_next:
-                    return fake.fail_next.pop(0)
-                if fake.fail_with:
-                    return fake.fail_with, {"message": "Resource not accessible by integration"}
-                if path is None:
-                    return 404, {"message": "Not Found"}
-                if not (self.headers.get("authorization") or "").startswith("Bearer "):
-                    return 401, {"message": "Requires authentication"}
-                if self.headers.get("accept") != "application/vnd.github+json":
-                    return 415, {"message": "Unsupported media type"}
-                if not isinstance(body.get("body"), str) or not body["body"]:
-                    return 422, {"message": "Validation Failed", "errors": [{"field": "body", "code": "missing_field"}]}
-                if len(body["body"]) > BODY_LIMIT:
-                    return 422, {
-                        "message": "Validation Failed",
-                        "errors": [{"message": "body is too long (maximum is 65536 characters)"}],
-                    }
-                return None
-
-        self.serve(Handler)
+        self.lock = threading.Lock()
+        self.serve(type("Handler", (_GitHubHandler,), {"fake": self}))
 
     def commit_on(self, branch: str, sha: str, *parents: str) -> str:
         """A commit of the fake repository, ``branch``'s tip now."""
@@ -192,3 +91,115 @@ class FakeGitHub(Loopback):
 
     def commit(self, sha: str) -> dict:
         return {"sha": sha, "parents": [{"sha": p} for p in self.commits[sha]]}
+
+
+class _GitHubHandler(JsonHandler):
+    """GitHub's REST API, the calls the aggregator makes, answered from ``fake``'s state."""
+
+    fake: FakeGitHub
+
+    def do_POST(self) -> None:
+        fake, body = self.fake, self._body()
+        if self.path.split("/")[-2] == "statuses":
+            fake.statuses.append({"path": self.path, "authorization": self.headers.get("authorization"), **body})
+            return self._answer(fake.fail_with or 201, {"state": body.get("state")})
+        created = _CREATE.match(self.path)
+        with fake.lock:
+            fake.requests.append(("POST", self.path))
+            refused = self._refused(created, body)
+            if refused:
+                return self._answer(*refused)
+            comment_id = 1000 + len(fake.comments)
+            fake.comments[comment_id] = {
+                "project": created.group(1),
+                "number": int(created.group(2)),
+                "body": body["body"],
+                "edits": 0,
+            }
+        self._answer(201, {"id": comment_id, "body": body["body"]})
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        self.fake.reads.append(url.path)
+        if self.fake.fail_with:
+            return self._answer(self.fake.fail_with, {"message": "Resource not accessible by integration"})
+        if not (self.headers.get("authorization") or "").startswith("Bearer "):
+            return self._answer(401, {"message": "Requires authentication"})
+        for route, answer in (
+            (_PULL, self._pull),
+            (_RUN, self._workflow_run),
+            (_COMPARE, self._compare),
+            (_COMMITS, self._commits),
+        ):
+            if found := route.match(url.path):
+                return self._answer(*(answer(found, url.query) or (404, {"message": "Not Found"})))
+        self._answer(404, {"message": "Not Found"})
+
+    def _pull(self, pull: re.Match, _query: str) -> tuple[int, dict] | None:
+        fake, number, project = self.fake, int(pull.group(2)), pull.group(1)
+        if number not in fake.pulls:
+            return None
+        base, head = fake.pulls[number]
+        origin = fake.forks.get(number, project)
+        return 200, {
+            "number": number,
+            "state": "closed" if number in fake.closed else "open",
+            "base": {"ref": base, "sha": fake.branches.get(base), "repo": {"full_name": project}},
+            "head": {"sha": head, "repo": {"full_name": origin} if origin else None},
+        }
+
+    def _workflow_run(self, run: re.Match, _query: str) -> tuple[int, dict] | None:
+        if run.group(2) not in self.fake.workflow_runs:
+            return None
+        head, origin = self.fake.workflow_runs[run.group(2)]
+        return 200, {"id": int(run.group(2)), "head_sha": head, "head_repository": {"full_name": origin}}
+
+    def _compare(self, compare: re.Match, _query: str) -> tuple[int, dict] | None:
+        fake = self.fake
+        base = fake.branches.get(unquote(compare.group(2)), unquote(compare.group(2)))
+        if base not in fake.commits or compare.group(3) not in fake.commits:
+            return None
+        ours = fake.history(base)
+        found = next(c for c in fake.history(compare.group(3)) if c in ours)
+        return 200, {"merge_base_commit": fake.commit(found), "status": "diverged"}
+
+    def _commits(self, _path: re.Match, query: str) -> tuple[int, dict | list]:
+        asked = parse_qs(query)
+        per_page = int(asked.get("per_page", ["30"])[0])
+        if per_page > 100:
+            return 422, {"message": "per_page is at most 100"}
+        return 200, [self.fake.commit(c) for c in self.fake.history(asked["sha"][0])[:per_page]]
+
+    def do_PATCH(self) -> None:
+        fake, body, edited = self.fake, self._body(), _EDIT.match(self.path)
+        with fake.lock:
+            fake.requests.append(("PATCH", self.path))
+            refused = self._refused(edited, body)
+            if refused:
+                return self._answer(*refused)
+            comment = fake.comments.get(int(edited.group(2)))
+            if comment is None or comment["project"] != edited.group(1):
+                return self._answer(404, {"message": "Not Found"})
+            comment["body"], comment["edits"] = body["body"], comment["edits"] + 1
+        self._answer(200, {"id": int(edited.group(2)), "body": body["body"]})
+
+    def _refused(self, path, body: dict) -> tuple | None:
+        fake = self.fake
+        if fake.fail_next:
+            return fake.fail_next.pop(0)
+        if fake.fail_with:
+            return fake.fail_with, {"message": "Resource not accessible by integration"}
+        if path is None:
+            return 404, {"message": "Not Found"}
+        if not (self.headers.get("authorization") or "").startswith("Bearer "):
+            return 401, {"message": "Requires authentication"}
+        if self.headers.get("accept") != "application/vnd.github+json":
+            return 415, {"message": "Unsupported media type"}
+        if not isinstance(body.get("body"), str) or not body["body"]:
+            return 422, {"message": "Validation Failed", "errors": [{"field": "body", "code": "missing_field"}]}
+        if len(body["body"]) > BODY_LIMIT:
+            return 422, {
+                "message": "Validation Failed",
+                "errors": [{"message": "body is too long (maximum is 65536 characters)"}],
+            }
+        return None

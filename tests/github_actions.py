@@ -225,7 +225,7 @@ class Workflow:
         legs = [dict(zip(axes, values, strict=False)) for values in itertools.product(*axes.values())] if axes else []
         return legs + include
 
-    def _job(
+    def _job(  # noqa: PLR0913 -- a job of a workflow run, as GitHub expands it
         self,
         name: str,
         spec: dict,

@@ -102,7 +102,7 @@ def circleci_run_part(
     }
 
 
-def metadata(
+def metadata(  # noqa: PLR0913 -- each field of the runner's metadata, a keyword
     archive: bytes,
     *,
     executor: str,

@@ -11,7 +11,7 @@ class CiContext:
     """What the CI (or git) says about this job; None where it cannot tell. A plain class: the
     dataclasses module alone would add about 7 ms to every push's start-up."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 -- a record, each field a keyword: the dataclasses module would cost every push 10 ms
         self,
         provider: str = "LOCAL",
         project: str | None = None,

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import __version__
 from .ci import CiContext
+
+if TYPE_CHECKING:  # the bundle module itself is loaded by push only
+    from .bundle import Bundle
 from .system import machine
 
 METADATA_VERSION = 10
@@ -22,11 +27,14 @@ def build(
     run_id: str,
     commit: str,
     shard: str,
-    carried: dict | None,
-    executor: str = "valgrind",
+    bundle: Bundle | None = None,
     tokenless: bool = False,
 ) -> dict:
+    """What a shard is uploaded under: the metadata its folder carries (``bundle``'s, a runner's
+    own), else made from the CI as CodSpeed's runner makes it, for ``bundle``'s executor."""
     owner, repository = project.rsplit("/", 1)  # GitLab: group/subgroup/repo
+    carried = bundle.carried_metadata if bundle else None
+    executor = bundle.executor if bundle else "valgrind"
     if carried is not None:
         metadata = dict(carried)
         metadata.pop("profileMd5", None)  # the runner's own archive's; S3 checks this bundle's CRC32 instead

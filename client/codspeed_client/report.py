@@ -66,6 +66,17 @@ def final_exit_code(report: dict, timed_out: bool) -> int:
     return OK
 
 
+def _shard_detail(shard: dict) -> str:
+    detail = [shard["state"]]
+    if shard.get("benchmarks") is not None:
+        detail.append(plural(shard["benchmarks"], "benchmark"))
+    if shard.get("attempt"):
+        detail.append(f"attempt {shard['attempt']}")
+    if shard.get("reason"):
+        detail.append(shard["reason"])
+    return ", ".join(detail)
+
+
 def render_text(report: dict, every: bool = False) -> str:
     """The report for people; with ``every``, one line per benchmark (``report["benchmarks"]``
     holds all of them: ``every_benchmark``)."""
@@ -79,15 +90,7 @@ def render_text(report: dict, every: bool = False) -> str:
         f"run {report['run_id']} of {report['project']}{attempt}: {report['state']}, "
         f"{shards_done(report['arrived'], report.get('carried') or 0, expected)}{doing}"
     ]
-    for s in report["shards"]:
-        detail = [s["state"]]
-        if s.get("benchmarks") is not None:
-            detail.append(plural(s["benchmarks"], "benchmark"))
-        if s.get("attempt"):
-            detail.append(f"attempt {s['attempt']}")
-        if s.get("reason"):
-            detail.append(s["reason"])
-        lines.append(f"  {s.get('display') or s.get('label') or s['name']}: " + ", ".join(detail))
+    lines += [f"  {s.get('display') or s.get('label') or s['name']}: " + _shard_detail(s) for s in report["shards"]]
     upstream = report.get("upstream")
     if upstream:
         why = f": {upstream['message']}" if upstream.get("message") else ""

@@ -205,6 +205,20 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
     """The report for a pull request comment or a job summary: the verdict first, then the run
     and what changed, the shard table folded when long (and cut to ``shard_rows``: a comment has
     a limit), internal counters out of the way."""
+    sections = (
+        _md_heading(report),
+        _md_named_shards(report),
+        _md_baseline(report),
+        _md_flagged(report),
+        _md_links(report),
+        _md_shard_table(report, shard_rows),
+        _md_details(report),
+    )
+    return "\n".join(line for section in sections for line in section) + "\n"
+
+
+def _md_heading(report: Report) -> list[str]:
+    """The verdict, the title, and where the run is (its commit, CI run, CodSpeed)."""
     expected = "?" if report.expected is None else str(report.expected)
     attempt = f" (attempt {report.attempt})" if report.attempt > 1 else ""
     title = (
@@ -222,9 +236,15 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
     if where:
         line = " · ".join(where)
         lines += [line[0].upper() + line[1:], ""]
+    return lines
+
+
+def _md_named_shards(report: Report) -> list[str]:
+    """The shards not measured here, by state: names, not a count ("Skipped: 3" would read as three shards)."""
+    lines = []
     for state in ("missing", "skipped", "carried", "rejected", "late"):
         names = [s.shown for s in report.shards if s.state == state]
-        if names:  # names, not a count: "Skipped: 3" would read as three shards
+        if names:
             more = f" and {len(names) - NAMED_SHARDS} more" if len(names) > NAMED_SHARDS else ""
             lines += [
                 f"{state.capitalize()} shard{'s' if len(names) > 1 else ''}: "
@@ -232,8 +252,13 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
                 + more,
                 "",
             ]
-    if report.baseline:
-        b = report.baseline
+    return lines
+
+
+def _md_baseline(report: Report) -> list[str]:
+    """The baseline compared with, the benchmarks gone since it, and the counts."""
+    lines = []
+    if b := report.baseline:
         branch = f" on {md(b['branch'])}" if b.get("branch") else ""
         why = f": {md(b['why'])}" if b.get("why") else ""
         lines += [f"Baseline: run {md(b['run_id'])}{branch} (commit {md((b.get('commit') or '?')[:12])}){why}", ""]
@@ -243,25 +268,25 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
             + ", ".join(md(name) for name in report.missing_benchmarks[:20]),
             "",
         ]
-    counts = report.counts
-    if counts.measured:
-        lines += [f"Benchmarks: {counts_line(counts.model_dump())} (threshold {report.threshold:.0%})", ""]
-    room = MAX_FLAGGED
+    if report.counts.measured:
+        lines += [f"Benchmarks: {counts_line(report.counts.model_dump())} (threshold {report.threshold:.0%})", ""]
+    return lines
+
+
+def _md_flagged(report: Report) -> list[str]:
+    """The regressions, then the improvements, ``MAX_FLAGGED`` of them in all: the reviewer's first question first."""
+    lines, room = [], MAX_FLAGGED
     for flag, heading, total in (
-        ("regression", "Regressions", counts.regressions),
-        ("improvement", "Improvements", counts.improvements),
+        ("regression", "Regressions", report.counts.regressions),
+        ("improvement", "Improvements", report.counts.improvements),
     ):
-        flagged = [b for b in report.benchmarks if b.flag == flag][:room]  # the reviewer's first question first
+        flagged = [b for b in report.benchmarks if b.flag == flag][:room]
         if not flagged:
             continue
         room -= len(flagged)
+        worst = f" (the worst {len(flagged)} of {total}; every benchmark is on the run page):"
         lines += [
-            f"{heading} past {report.threshold:.0%} against the baseline"
-            + (
-                f" (the worst {len(flagged)} of {total}; every benchmark is on the run page):"
-                if len(flagged) < total
-                else ":"
-            ),
+            f"{heading} past {report.threshold:.0%} against the baseline" + (worst if len(flagged) < total else ":"),
             "",
             "| benchmark | shard | change | value | baseline |",
             "|---|---|---|---|---|",
@@ -272,13 +297,20 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
             for b in flagged
         ]
         lines.append("")
-    if report.page_url:
-        lines += [f"[Run page]({report.page_url})", ""]
-    if report.upstream:
-        u = report.upstream
+    return lines
+
+
+def _md_links(report: Report) -> list[str]:
+    lines = [f"[Run page]({report.page_url})", ""] if report.page_url else []
+    if u := report.upstream:
         lines += [f"Upstream: {u.status} at {u.at}" + (f": {md(u.message)}" if u.message else ""), ""]
+    return lines
+
+
+def _md_shard_table(report: Report, shard_rows: int | None) -> list[str]:
+    """Every shard (``shard_rows`` at most), folded when there are many."""
     opened = " open" if len(report.shards) <= OPEN_SHARD_LIST else ""
-    lines += [
+    lines = [
         f"<details{opened}><summary>{len(report.shards)} shard{'' if len(report.shards) == 1 else 's'}</summary>",
         "",
         "| shard | state | attempt | benchmarks | size | arrived at | note |",
@@ -294,10 +326,12 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
         )
     if len(rows) < len(report.shards):
         lines.append(f"| … | {len(report.shards) - len(rows)} more shards on the run page | | | | | |")
-    lines += [
-        "",
-        "</details>",
-        "",
+    return [*lines, "", "</details>", ""]
+
+
+def _md_details(report: Report) -> list[str]:
+    """The internal counters, out of the way."""
+    return [
         "<details><summary>Details</summary>",
         "",
         f"Report version {report.version} · generated {report.generated_at}"
@@ -306,4 +340,3 @@ def render_markdown(report: Report, shard_rows: int | None = None) -> str:
         "",
         "</details>",
     ]
-    return "\n".join(lines) + "\n"

@@ -58,6 +58,25 @@ def http_api_event(
     }
 
 
+def _invoked(handler: Callable[[dict, object], dict], event: dict, instance: threading.Lock) -> dict:
+    """The handler's answer as API Gateway passes it on: a 500 for a handler that failed, or for an
+    answer over Lambda's payload limit."""
+    try:
+        with instance:
+            result = handler(event, LocalContext("codspeed-api"))
+    except Exception:
+        logging.getLogger(__name__).exception("api handler failed")
+        return SERVER_ERROR
+    if payload_bytes(result) > LAMBDA_SYNC_PAYLOAD:
+        logging.getLogger(__name__).error(
+            "api response of %d bytes is over Lambda's %d-byte payload limit: API Gateway answers 500",
+            payload_bytes(result),
+            LAMBDA_SYNC_PAYLOAD,
+        )
+        return SERVER_ERROR
+    return result
+
+
 def start_gateway(
     handler: Callable[[dict, object], dict],
     host: str = "127.0.0.1",
@@ -90,19 +109,7 @@ def start_gateway(
                     json.dumps({"message": "Request Entity Too Large"}).encode(),
                 )
                 return
-            try:
-                with instance:
-                    result = handler(event, LocalContext("codspeed-api"))
-            except Exception:
-                logging.getLogger(__name__).exception("api handler failed")
-                result = SERVER_ERROR
-            if payload_bytes(result) > LAMBDA_SYNC_PAYLOAD:
-                logging.getLogger(__name__).error(
-                    "api response of %d bytes is over Lambda's %d-byte payload limit: API Gateway answers 500",
-                    payload_bytes(result),
-                    LAMBDA_SYNC_PAYLOAD,
-                )
-                result = SERVER_ERROR
+            result = _invoked(handler, event, instance)
             payload = result.get("body") or ""
             raw = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
             self._answer(result.get("statusCode", 200), result.get("headers") or {}, raw)

@@ -24,7 +24,7 @@ UPSTREAM_TOKENS_PATH = "/codspeed-aggregator/upstream-tokens"  # the template's 
 
 
 class LocalStack:
-    def __init__(
+    def __init__(  # noqa: PLR0913 -- each option of `codspeed-aggregator local`, a keyword
         self,
         *,
         port: int = 0,

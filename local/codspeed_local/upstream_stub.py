@@ -70,7 +70,7 @@ class StubUpstream:
         self._held: dict[Path, set[str]] = {}  # an upload's benchmarks, read once (an archive never changes)
         self.failures: list[int] = []  # status codes to answer the next POSTs with (fault injection)
         self._lock = threading.Lock()
-        self.server = ThreadingHTTPServer((host, port), self._handler_class())
+        self.server = ThreadingHTTPServer((host, port), type("Handler", (_UpstreamHandler,), {"stub": self}))
         self.server.daemon_threads = True
 
     @property
@@ -142,75 +142,81 @@ class StubUpstream:
         except Exception:  # refused: expired, another issuer or audience, a bad signature
             return False
 
-    def _handler_class(self):
-        stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
+class _UpstreamHandler(BaseHTTPRequestHandler):
+    """CodSpeed's upload API, as ``stub`` keeps it: POST the metadata, PUT the archive where it says."""
 
-            def _reply(self, status: int, body: dict) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+    stub: StubUpstream
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
 
-            def _body(self) -> bytes:
-                return self.rfile.read(int(self.headers.get("content-length") or 0))
+    def _reply(self, status: int, body: dict) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
 
-            def do_POST(self) -> None:
-                body = self._body()
-                with stub._lock:
-                    failure = stub.failures.pop(0) if stub.failures else None
-                if failure:
-                    return self._reply(failure, {"error": f"injected failure {failure}"})
-                if self.path != "/upload":
-                    return self._reply(404, {"error": "not found"})
-                try:
-                    metadata = json.loads(body)
-                except ValueError:
-                    return self._reply(400, {"error": "metadata is not JSON"})
-                authorization = self.headers.get("authorization")
-                if metadata.get("tokenless"):
-                    if authorization is not None:  # the runner sends one or the other, never both
-                        return self._reply(400, {"error": "a tokenless upload came with an Authorization header"})
-                elif not stub.job_token_of(authorization, metadata):
-                    expected = stub.project_tokens.get(
-                        f"{metadata.get('owner')}/{metadata.get('repository')}", stub.token
-                    )
-                    if expected and authorization != expected:
-                        return self._reply(401, {"error": "Invalid token: check that owner and repository are correct"})
-                upload_id = uuid.uuid4().hex
-                folder = stub.folder / upload_id
-                folder.mkdir()
-                (folder / "metadata.json").write_text(json.dumps(metadata, indent=2))
-                (folder / "post-body.json").write_bytes(body)  # the bytes as they came: the runner's Run Hash is theirs
-                (folder / "post-headers.json").write_text(json.dumps(dict(self.headers.items()), indent=2))
-                host = self.headers.get("host") or f"{stub.server.server_address[0]}:{stub.server.server_address[1]}"
-                self._reply(
-                    200, {"status": "success", "uploadUrl": f"http://{host}/archive/{upload_id}", "runId": upload_id}
-                )
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("content-length") or 0))
 
-            def do_PUT(self) -> None:
-                body = self._body()
-                upload_id = self.path.removeprefix("/archive/")
-                folder = stub.folder / upload_id
-                if not self.path.startswith("/archive/") or not (folder / "metadata.json").exists():
-                    return self._reply(404, {"error": "no such upload"})
-                md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
-                if self.headers.get("content-md5") != md5:
-                    return self._reply(400, {"error": "Content-MD5 does not match the body"})
-                (folder / "put-headers.json").write_text(json.dumps(dict(self.headers.items()), indent=2))
-                gzipped = self.headers.get("content-encoding") == "gzip"
-                stored = folder / ARCHIVES[0 if gzipped else 1]
-                partial = stored.with_name(f".{stored.name}.partial")
-                partial.write_bytes(body)
-                partial.replace(stored)  # whole or absent, as an object store shows it: never seen half-written
-                self._reply(200, {"status": "stored"})
+    def do_POST(self) -> None:
+        body = self._body()
+        with self.stub._lock:
+            failure = self.stub.failures.pop(0) if self.stub.failures else None
+        if failure:
+            return self._reply(failure, {"error": f"injected failure {failure}"})
+        if self.path != "/upload":
+            return self._reply(404, {"error": "not found"})
+        try:
+            metadata = json.loads(body)
+        except ValueError:
+            return self._reply(400, {"error": "metadata is not JSON"})
+        if refused := self._unauthorized(metadata):
+            return self._reply(*refused)
+        upload_id = uuid.uuid4().hex
+        folder = self.stub.folder / upload_id
+        folder.mkdir()
+        (folder / "metadata.json").write_text(json.dumps(metadata, indent=2))
+        (folder / "post-body.json").write_bytes(body)  # the bytes as they came: the runner's Run Hash is theirs
+        (folder / "post-headers.json").write_text(json.dumps(dict(self.headers.items()), indent=2))
+        host = self.headers.get("host") or f"{self.stub.server.server_address[0]}:{self.stub.server.server_address[1]}"
+        self._reply(200, {"status": "success", "uploadUrl": f"http://{host}/archive/{upload_id}", "runId": upload_id})
 
-            def log_message(self, *args) -> None:
-                pass
+    def _unauthorized(self, metadata: dict) -> tuple[int, dict] | None:
+        """CodSpeed's rule: a tokenless upload carries no Authorization; any other, the project's
+        token (or a CI job's OIDC token naming its repository)."""
+        authorization = self.headers.get("authorization")
+        if metadata.get("tokenless"):
+            if authorization is not None:  # the runner sends one or the other, never both
+                return 400, {"error": "a tokenless upload came with an Authorization header"}
+            return None
+        if self.stub.job_token_of(authorization, metadata):
+            return None
+        expected = self.stub.project_tokens.get(
+            f"{metadata.get('owner')}/{metadata.get('repository')}", self.stub.token
+        )
+        if expected and authorization != expected:
+            return 401, {"error": "Invalid token: check that owner and repository are correct"}
+        return None
 
-        return Handler
+    def do_PUT(self) -> None:
+        body = self._body()
+        upload_id = self.path.removeprefix("/archive/")
+        folder = self.stub.folder / upload_id
+        if not self.path.startswith("/archive/") or not (folder / "metadata.json").exists():
+            return self._reply(404, {"error": "no such upload"})
+        md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+        if self.headers.get("content-md5") != md5:
+            return self._reply(400, {"error": "Content-MD5 does not match the body"})
+        (folder / "put-headers.json").write_text(json.dumps(dict(self.headers.items()), indent=2))
+        gzipped = self.headers.get("content-encoding") == "gzip"
+        stored = folder / ARCHIVES[0 if gzipped else 1]
+        partial = stored.with_name(f".{stored.name}.partial")
+        partial.write_bytes(body)
+        partial.replace(stored)  # whole or absent, as an object store shows it: never seen half-written
+        self._reply(200, {"status": "stored"})
+
+    def log_message(self, *args) -> None:
+        pass

@@ -36,7 +36,7 @@ class Workflow:
         self.project = f"{owner}/{repository}"
         self.pid = 5000
 
-    def job(
+    def job(  # noqa: PLR0913 -- each field of a runner job's upload, a keyword
         self,
         stack,
         job: str,

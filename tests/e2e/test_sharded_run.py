@@ -547,7 +547,7 @@ def test_a_pull_request_compares_with_main_at_its_merge_base_while_main_moved_on
     )
 
 
-def pull_request_env(
+def pull_request_env(  # noqa: PLR0913 -- what GitHub's pull_request event says, each its own
     stack, tmp_path, project, run_id: str, repo, head: str, base_sha: str, number: int, job: str
 ) -> dict:
     """A GitHub Actions pull_request job's environment, its checkout ``repo`` (``base_sha`` is the

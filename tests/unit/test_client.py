@@ -189,9 +189,7 @@ def test_circleci_detection_names_the_workflow_its_node_and_the_pull_request():
 def test_a_circleci_push_states_metadata_version_11_as_the_runner_after_5_0_2_does():
     from codspeed_client import metadata
 
-    sent = metadata.build(
-        detect(CIRCLECI), project="acme/widgets", run_id="w", commit="5" * 40, shard="3/3", carried=None
-    )
+    sent = metadata.build(detect(CIRCLECI), project="acme/widgets", run_id="w", commit="5" * 40, shard="3/3")
     assert (sent["version"], sent["runEnvironment"], sent["repositoryProvider"]) == (11, "CIRCLECI", "GITHUB")
     assert "ghData" not in sent and "glData" not in sent
 
@@ -545,7 +543,6 @@ def test_pushed_metadata_has_every_field_the_runner_sends():
         run_id="1",
         commit="a" * 40,
         shard="1",
-        carried=None,
     )
     expected = runner.metadata(b"", executor="valgrind", owner="acme", repository="app", commit="a" * 40, run_part=None)
     assert set(expected) - {"profileMd5"} <= set(built)
@@ -761,7 +758,7 @@ def test_gitlab_metadata_is_what_codspeeds_runner_sends_in_the_same_job(env, exp
     from codspeed_client import metadata
 
     ctx = detect(env)
-    sent = metadata.build(ctx, project=ctx.project, run_id=ctx.run_id, commit=ctx.commit, shard="1", carried=None)
+    sent = metadata.build(ctx, project=ctx.project, run_id=ctx.run_id, commit=ctx.commit, shard="1")
     common = {
         "owner": "owner",
         "repository": "repository",

@@ -178,36 +178,47 @@ def _circleci_runs(job: dict) -> list[str]:
 
 def test_gitlab_buildkite_and_circleci_pipelines_parse_and_name_their_jobs():
     seen = 0
-    for kind in ("gitlab", "buildkite", "circleci"):
+    for kind, scripts_of in (
+        ("gitlab", _gitlab_scripts),
+        ("buildkite", _buildkite_scripts),
+        ("circleci", _circleci_scripts),
+    ):
         for page, language, _, text in blocks(kind):
             assert language == "yaml"
-            pipeline = yaml.safe_load(text)
-            scripts = []
-            if kind == "gitlab":
-                for name, job in pipeline.items():
-                    assert set(job.get("needs", [])) <= set(pipeline), f"{page}: {name} needs {job['needs']}"
-                    assert job.get("extends", name) in pipeline, f"{page}: {name} extends {job['extends']}"
-                    scripts += job.get("before_script", []) + job.get("script", [])
-            elif kind == "buildkite":
-                for step in pipeline["steps"]:
-                    command = step.get("command", [])
-                    scripts += [command] if isinstance(command, str) else command
-            else:
-                for workflow in pipeline["workflows"].values():
-                    for entry in workflow["jobs"]:
-                        ((name, spec),) = entry.items() if isinstance(entry, dict) else ((entry, {}),)
-                        assert name in pipeline["jobs"], f"{page}: workflow runs {name}, which is not a job"
-                        required = [
-                            next(iter(r)) if isinstance(r, dict) else r for r in (spec or {}).get("requires", [])
-                        ]
-                        assert set(required) <= set(pipeline["jobs"]), f"{page}: {name} requires {required}"
-                for job in pipeline["jobs"].values():
-                    scripts += _circleci_runs(job)
-            for line in scripts:
+            for line in scripts_of(page, yaml.safe_load(text)):
                 for words in commands(line.replace("$$", "$")):
                     parses(words)
                     seen += 1
     assert seen >= 9, seen
+
+
+def _gitlab_scripts(page: str, pipeline: dict) -> list[str]:
+    """A GitLab pipeline's script lines; each job's needs and extends are jobs of it."""
+    scripts = []
+    for name, job in pipeline.items():
+        assert set(job.get("needs", [])) <= set(pipeline), f"{page}: {name} needs {job['needs']}"
+        assert job.get("extends", name) in pipeline, f"{page}: {name} extends {job['extends']}"
+        scripts += job.get("before_script", []) + job.get("script", [])
+    return scripts
+
+
+def _buildkite_scripts(_page: str, pipeline: dict) -> list[str]:
+    scripts = []
+    for step in pipeline["steps"]:
+        command = step.get("command", [])
+        scripts += [command] if isinstance(command, str) else command
+    return scripts
+
+
+def _circleci_scripts(page: str, pipeline: dict) -> list[str]:
+    """A CircleCI config's run lines; what each workflow runs and requires are jobs of it."""
+    for workflow in pipeline["workflows"].values():
+        for entry in workflow["jobs"]:
+            ((name, spec),) = entry.items() if isinstance(entry, dict) else ((entry, {}),)
+            assert name in pipeline["jobs"], f"{page}: workflow runs {name}, which is not a job"
+            required = [next(iter(r)) if isinstance(r, dict) else r for r in (spec or {}).get("requires", [])]
+            assert set(required) <= set(pipeline["jobs"]), f"{page}: {name} requires {required}"
+    return [line for job in pipeline["jobs"].values() for line in _circleci_runs(job)]
 
 
 def _gates() -> list[tuple[str, list[str], bool]]:

@@ -309,7 +309,7 @@ def test_a_run_forwarded_to_codspeed_links_the_projects_runs_there_and_one_on_gi
     assert codspeed_page("https://codspeed.internal.example/upload", run) is None  # an on-premise instance: unknown
     run.provider = "GITLAB"
     assert codspeed_page("https://api.codspeed.io/upload", run) is None
-    linked = build_report(_snapshot(), "now", codspeed_url="https://codspeed.io/acme/widgets")
+    linked = build_report(_snapshot(), "now").model_copy(update={"codspeed_url": "https://codspeed.io/acme/widgets"})
     assert "Commit abc1234 · [CodSpeed](https://codspeed.io/acme/widgets)\n" in render_markdown(linked)
 
 

@@ -1,11 +1,13 @@
 """Each wire contract from both sides: what the client (or CodSpeed's runner) sends, the server parses."""
 
 import re
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from codspeed_client import metadata as client_metadata
+from codspeed_client.bundle import Bundle
 from codspeed_client.ci import CiContext
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from codspeed_wire.upstream import RunPart, UploadAccepted, UploadMetadata
@@ -18,7 +20,7 @@ def test_client_built_metadata_is_valid_codspeed_metadata():
     ctx = CiContext(
         provider="GITHUB_ACTIONS", ref="refs/heads/main", job="bench", extra={"ghData": {"runId": "9", "job": "bench"}}
     )
-    built = client_metadata.build(ctx, project="acme/widgets", run_id="9", commit="a" * 40, shard="2", carried=None)
+    built = client_metadata.build(ctx, project="acme/widgets", run_id="9", commit="a" * 40, shard="2")
     parsed = UploadMetadata.model_validate(built)
     assert parsed.project == "acme/widgets" and parsed.run_part.run_part_id == "2"
     assert parsed.wire() == built  # nothing lost, nothing added
@@ -26,8 +28,9 @@ def test_client_built_metadata_is_valid_codspeed_metadata():
 
 def test_carried_metadata_keeps_its_fields_but_not_the_runners_md5():
     carried = metadata("A" * 22 + "==", futureField={"nested": [1, 2]})
+    made = Bundle(Path("shard.tar.gz"), 0, str, [], carried_metadata=carried)
     built = client_metadata.build(
-        CiContext(), project="acme/widgets", run_id="9", commit="b" * 40, shard="1", carried=carried
+        CiContext(), project="acme/widgets", run_id="9", commit="b" * 40, shard="1", bundle=made
     )
     assert built["futureField"] == {"nested": [1, 2]} and "profileMd5" not in built  # this bundle is another archive
 

@@ -111,7 +111,6 @@ def send_open(args: argparse.Namespace, target: Target, manifest: dict, skip: li
             run_id=target.run_id,
             commit=target.commit,
             shard=target.ctx.job or "open",
-            carried=None,
             tokenless=target.tokenless,
         ),
     }

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import plan as planning
-    from ..ci import changed_files, tracked_files
+    from ..ci import tracked_files
 
     try:
         target, skipped = Target(args, check=args.open), None  # only an open sends anything
@@ -53,6 +53,33 @@ def run(args: argparse.Namespace) -> int:
             f"{where} pattern {pattern!r} matches no file of the repository: a change there never runs the "
             "shard (a typo, or a path since moved?)"
         )
+    shards = config.plan(_changed(args, target, root), target.ctx.ref == f"refs/heads/{args.default_branch}")
+    for name, why in shards.runs.items():
+        print(f"runs {name}: {why}")
+    for name, why in shards.skips.items():
+        print(f"skips {name}: {why}")
+    _write_outputs(
+        args,
+        {
+            "matrix": json.dumps({"include": [{"shard": name} for name in shards.runs]}),
+            "shards": ",".join(shards.runs),
+            "skip": ",".join(shards.skips),
+            "expect": ",".join(shards.names),
+        },
+    )
+    if skipped is not None:
+        raise skipped
+    if args.open:
+        target.need_commit()
+        send_open(args, target, {"expect": shards.names}, list(shards.skips))
+    return 0
+
+
+def _changed(args: argparse.Namespace, target: Target, root: str) -> list[str] | None:
+    """The files changed (None: no base to compare with): ``--changed``, else git's since the base."""
+    from .. import plan as planning
+    from ..ci import changed_files
+
     if args.changed:
         changed = listed("--changed", args.changed)
     else:
@@ -70,17 +97,11 @@ def run(args: argparse.Namespace) -> int:
             f"can be ({planning.MAX_PATH}): check --changed",
             USAGE,
         )
-    shards = config.plan(changed, target.ctx.ref == f"refs/heads/{args.default_branch}")
-    for name, why in shards.runs.items():
-        print(f"runs {name}: {why}")
-    for name, why in shards.skips.items():
-        print(f"skips {name}: {why}")
-    lines = {
-        "matrix": json.dumps({"include": [{"shard": name} for name in shards.runs]}),
-        "shards": ",".join(shards.runs),
-        "skip": ",".join(shards.skips),
-        "expect": ",".join(shards.names),
-    }
+    return changed
+
+
+def _write_outputs(args: argparse.Namespace, lines: dict[str, str]) -> None:
+    """The plan as the CI's step outputs: GitHub's ``$GITHUB_OUTPUT``, a GitLab dotenv report."""
     for path, form, what in (
         (os.environ.get("GITHUB_OUTPUT"), "{k}={v}", "$GITHUB_OUTPUT"),
         (args.dotenv, "CODSPEED_{K}={v}", "--dotenv"),
@@ -91,9 +112,3 @@ def run(args: argparse.Namespace) -> int:
                     out.writelines(form.format(k=k, K=k.upper(), v=v) + "\n" for k, v in lines.items())
             except OSError as exc:
                 raise ClientError(f"cannot write the plan to {what} {path}: {exc.strerror}", USAGE) from exc
-    if skipped is not None:
-        raise skipped
-    if args.open:
-        target.need_commit()
-        send_open(args, target, {"expect": shards.names}, list(shards.skips))
-    return 0

@@ -116,8 +116,7 @@ def run(args: argparse.Namespace) -> int:
             run_id=target.run_id,
             commit=target.commit,
             shard=shard,
-            carried=made.carried_metadata,
-            executor=made.executor,
+            bundle=made,
             tokenless=target.tokenless,
         )
         request = {
@@ -129,10 +128,9 @@ def run(args: argparse.Namespace) -> int:
             "size": made.size,
             "crc32": made.crc32(),
             "metadata": meta,
+            **where_from(target.ctx),
+            **_ci_attempt(target.ctx.run_attempt),
         }
-        request.update(where_from(target.ctx))
-        if str(target.ctx.run_attempt or "").isdigit() and int(target.ctx.run_attempt) >= 1:
-            request["ci_attempt"] = int(target.ctx.run_attempt)  # every shard of one CI re-run joins one attempt
         if api is None:
             return _dry_run(out, made, verdict.result(), request)
         try:
@@ -144,11 +142,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if args.profile_folder:
             made.path.unlink(missing_ok=True)
-    of = f" of {total}" if total else ""
-    files = f", {len(made.files)} files" if made.files else ""
     run_id, attempt = grant.get("run_id") or target.run_id, grant.get("attempt") or 1
-    again = f" (attempt {attempt}: run {target.run_id} was already forwarded)" if attempt > 1 else ""
-    kind = f" ({made.executor})" if made.executor != "valgrind" else ""  # a shard is its name and its executor
     pushed = {
         "pushed": shard,
         "executor": made.executor,
@@ -157,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         "attempt": attempt,
         "size": made.size,
     }
-    said = f"pushed shard {shard}{of}{kind} of run {run_id} ({target.project}): {made.size} bytes{files}{again}"
+    said = _pushed_said(shard, total, made, target, run_id, attempt)
     if grant.get("sent_on_arrival") and args.wait_upstream > 0:
         from codspeed_rules.names import shard_key
 
@@ -168,6 +162,19 @@ def run(args: argparse.Namespace) -> int:
             said += f"\nupstream: its part is CodSpeed's run {upstream['run_id'] or '-'}{link}"
     out.result(pushed, said)
     return 0
+
+
+def _ci_attempt(run_attempt: str | None) -> dict[str, int]:
+    """The CI's attempt, when it says one: every shard of one CI re-run joins one attempt of the run."""
+    return {"ci_attempt": int(run_attempt)} if str(run_attempt or "").isdigit() and int(run_attempt) >= 1 else {}
+
+
+def _pushed_said(shard: str, total: int | None, made, target: Target, run_id: str, attempt: int) -> str:
+    of = f" of {total}" if total else ""
+    files = f", {len(made.files)} files" if made.files else ""
+    again = f" (attempt {attempt}: run {target.run_id} was already forwarded)" if attempt > 1 else ""
+    kind = f" ({made.executor})" if made.executor != "valgrind" else ""  # a shard is its name and its executor
+    return f"pushed shard {shard}{of}{kind} of run {run_id} ({target.project}): {made.size} bytes{files}{again}"
 
 
 def _upstream(api, project: str, run_id: str, key: str, wait: float, out: Output) -> dict | None:

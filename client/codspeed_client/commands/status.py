@@ -53,41 +53,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import every_benchmark, final_exit_code, regressions_past, render_text, wait_for_final
+    from ..report import every_benchmark, final_exit_code, regressions_past
 
-    if args.timeout < 0 or args.interval <= 0:
-        raise ClientError("--timeout must be 0 or more seconds and --interval more than 0", USAGE)
-    if args.benchmarks and args.format == "markdown":
-        raise ClientError(
-            "--benchmarks lists benchmarks in text or JSON: the Markdown names the worst changes only, "
-            "and links the run's page",
-            USAGE,
-        )
+    _check(args)
     target = Target(args)
     api = target.api()
-    if args.wait:
-        report, timed_out = wait_for_final(api, target.project, target.run_id, args.timeout, args.interval)
-        if report is None:
-            raise ClientError(
-                f"run {target.run_id} of {target.project} did not appear within {args.timeout:g} s: "
-                "did any shard push to it?",
-                TIMEOUT,
-            )
-    elif args.format == "markdown" and not args.json:
-        report, timed_out = None, False  # the Markdown is fetched as such below: no JSON read first
-    else:
-        report, timed_out = api.report(target.project, target.run_id), False
+    report, timed_out = _read(args, api, target)
     if args.benchmarks:
         report["benchmarks"] = every_benchmark(api, report)
     regressed = None
     if args.fail_on_regression is not None and report is not None:
         regressed = regressions_past(api, report, args.fail_on_regression)
-    if args.json or args.format == "json":
-        print(json.dumps(report, indent=2))
-    elif args.format == "markdown":
-        print(api.report(target.project, target.run_id, "markdown"), end="")
-    elif not args.quiet:
-        print(render_text(report, every=args.benchmarks), end="")
+    _show(args, api, target, report)
     if timed_out:
         print(
             f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final",
@@ -98,3 +75,42 @@ def run(args: argparse.Namespace) -> int:
         print(f"codspeed-client: {regressed}", file=sys.stderr)
         return REGRESSED
     return code
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.timeout < 0 or args.interval <= 0:
+        raise ClientError("--timeout must be 0 or more seconds and --interval more than 0", USAGE)
+    if args.benchmarks and args.format == "markdown":
+        raise ClientError(
+            "--benchmarks lists benchmarks in text or JSON: the Markdown names the worst changes only, "
+            "and links the run's page",
+            USAGE,
+        )
+
+
+def _read(args: argparse.Namespace, api, target: Target) -> tuple[dict | None, bool]:
+    """The run's report (None: only its Markdown is wanted, fetched as such), and whether the wait timed out."""
+    from ..report import wait_for_final
+
+    if not args.wait:
+        markdown_only = args.format == "markdown" and not args.json  # no JSON read first
+        return (None if markdown_only else api.report(target.project, target.run_id)), False
+    report, timed_out = wait_for_final(api, target.project, target.run_id, args.timeout, args.interval)
+    if report is None:
+        raise ClientError(
+            f"run {target.run_id} of {target.project} did not appear within {args.timeout:g} s: "
+            "did any shard push to it?",
+            TIMEOUT,
+        )
+    return report, timed_out
+
+
+def _show(args: argparse.Namespace, api, target: Target, report: dict | None) -> None:
+    from ..report import render_text
+
+    if args.json or args.format == "json":
+        print(json.dumps(report, indent=2))
+    elif args.format == "markdown":
+        print(api.report(target.project, target.run_id, "markdown"), end="")
+    elif not args.quiet:
+        print(render_text(report, every=args.benchmarks), end="")

@@ -165,11 +165,10 @@ def build_report(
     baseline: Snapshot | None = None,
     branch: str = "main",
     threshold: float = 0.05,
-    page_url: str | None = None,
-    codspeed_url: str | None = None,
 ) -> Report:
     """The report of one consistent read: ``summary`` has its arrived shards' benchmarks summed up
-    against ``baseline`` (the baseline run's read, of ``branch``), when there is one."""
+    against ``baseline`` (the baseline run's read, of ``branch``), when there is one. Its links (the
+    run page's, CodSpeed's) are the caller's to add."""
     run = snapshot.run
     outcome = run.outcome or {}
     arrived = snapshot.arrived()
@@ -204,7 +203,5 @@ def build_report(
         counts=counts,
         benchmarks=listed,
         threshold=threshold,
-        page_url=page_url,
-        codspeed_url=codspeed_url,
         generated_at=now,
     )

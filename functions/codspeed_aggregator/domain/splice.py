@@ -247,19 +247,27 @@ def _splice_member(
     if new is None:
         _copy_member(member, placed, segments, cursor, spliced)
     elif out and len(str(old)) == len(str(new)) and member["pid_lines"] == 1 and "head" in segments:
-        spliced.encoded(_header(placed, member, member["size"]))
-        _, offset, length, unpacked, crc = segments["head"]
-        head = _inflated(isal_zlib.decompressobj(-15), cursor.read(offset, length), path)
-        if len(head) != unpacked or zlib.crc32(head) != crc:
-            raise IndexMismatch(f"shard {shard}: the head of {path} does not match its index")
-        spliced.encoded(_rewrite_head(head, old, new))
-        for kind in ("body", "pad"):
-            if kind in segments:
-                spliced.copied(cursor, segments[kind])
+        _splice_head(member, placed, segments, cursor, spliced, shard, (old, new))
     elif results and member["size"] > MAX_RESULTS_BYTES:
         _copy_member(member, placed, segments, cursor, spliced)  # as the merge leaves it: too large to rewrite
     else:
-        _encode_member(member, placed, segments, cursor, spliced, old, new, bool(out))
+        _encode_member(member, placed, segments, cursor, spliced, (old, new, bool(out)))
+
+
+def _splice_head(
+    member: dict, placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced, shard: str, pids: tuple[int, int]
+) -> None:
+    """A callgrind file whose pid keeps its width: only its head (which ends with its one ``pid:``
+    line) is inflated and rewritten, its body copied as it was compressed."""
+    spliced.encoded(_header(placed, member, member["size"]))
+    _, offset, length, unpacked, crc = segments["head"]
+    head = _inflated(isal_zlib.decompressobj(-15), cursor.read(offset, length), member["name"])
+    if len(head) != unpacked or zlib.crc32(head) != crc:
+        raise IndexMismatch(f"shard {shard}: the head of {member['name']} does not match its index")
+    spliced.encoded(_rewrite_head(head, *pids))
+    for kind in ("body", "pad"):
+        if kind in segments:
+            spliced.copied(cursor, segments[kind])
 
 
 def _inflated(inflate, packed: bytes, path: str) -> bytes:
@@ -285,10 +293,12 @@ def _copy_member(member: dict, placed: str, segments: dict, cursor: _Cursor, spl
 
 
 def _encode_member(
-    member: dict, placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced, old: int, new: int, callgrind: bool
+    member: dict, placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced, rewrite: tuple[int, int, bool]
 ) -> None:
     """A member whose content changes beyond its head: decoded, rewritten, encoded again (rare:
-    the merge plans pids of the same width whenever one is free)."""
+    the merge plans pids of the same width whenever one is free). ``rewrite``: its old pid, its
+    new one, and whether it is a callgrind file (else a results file)."""
+    old, new, callgrind = rewrite
     with tempfile.TemporaryFile() as spool:
         inflate = isal_zlib.decompressobj(-15)
         rewriter = PidRewriter(old, new) if callgrind else None

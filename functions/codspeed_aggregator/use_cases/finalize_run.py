@@ -169,24 +169,11 @@ class FinalizeRun:
                 )
                 return
         try:
-            shards = [part.shards[n] for n in part.upload.shards]
             if part.upload.merged:
-                answer = self.forwarder.send_merged(
-                    shards,
-                    part.upload,
-                    project,
-                    run_id,
-                    part.base_metadata,
-                    part.carried,
-                    part.index,
-                    part.number,
-                    part.group_parts,
-                    announced,
-                )
+                answer = self.forwarder.send_merged(part, project, run_id, announced)
             else:
-                answer = self.forwarder.send_as_sent(
-                    shards[0], project, run_id, part.base_metadata, part.index, announced
-                )
+                shard = part.shards[part.upload.shards[0]]
+                answer = self.forwarder.send_as_sent(shard, project, run_id, part.base_metadata, part.index, announced)
         except Exception as exc:
             self.parts.release_part(project, run_id, part.claim)
             if part.sends > 1 and isinstance(exc, UpstreamError):

@@ -3,19 +3,20 @@ lone shard's archive as it was sent, announce it upstream (POST) and send it (PU
 
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import partial
 
-from ..adapters.bucket import Bucket, MissingObject
+from ..adapters.bucket import Bucket, MissingObject, ObjectReader
 from ..adapters.ledger import Parts, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamClient, UpstreamRefused
+from ..domain.forward_plan import PartPlan
 from ..domain.keys import index_key, spool_key
 from ..domain.ledger import OPENED, SentPost, ShardRecord, base_run_id
 from ..domain.merge import ShardBundle, merge_bundles
 from ..domain.metadata import MergedPart, as_carried, as_sent_metadata, merged_metadata, names_archive
 from ..domain.splice import IndexMismatch, NormalizedShard, splice
-from ..domain.upstream_parts import UpstreamPart
 from ..settings import Settings
 
 log = logging.getLogger(__name__)
@@ -38,32 +39,27 @@ class ForwardPart:
         """The CodSpeed metadata the job that opened the run stated (``codspeed-client open``), if any."""
         return self.shards.upload_metadata(project, run_id, OPENED)
 
-    def send_merged(
-        self,
-        shards: list[ShardRecord],
-        upload: UpstreamPart,
-        project: str,
-        run_id: str,
-        base_metadata: dict | None,
-        carried: dict,
-        index: int | None,
-        number: int,
-        group_parts: int,
-        announced: dict | None,
-    ) -> dict:
-        """Send the shards merged: part ``number`` of its group's ``group_parts``, under
-        ``base_metadata``, naming the shards it ``carried``. A POST already answered for the same
-        bytes (the merge is deterministic) is not made again: the archive goes to the URL it gave."""
+    def send_merged(self, part: PartPlan, project: str, run_id: str, announced: dict | None) -> dict:
+        """Send the part's shards merged: its number among its group's merged parts, under the run's
+        metadata, naming the shards it carried. A POST already answered for the same bytes (the
+        merge is deterministic) is not made again: the archive goes to the URL it gave."""
         # Spooled to S3 (a multipart upload), not to /tmp: a part's size is bounded by S3, and the
         # MD5 the upstream wants before the PUT is taken while the merge writes.
-        sink, result = self._merge_part(spool_key(project, run_id, index), shards)
-        archive = self.store.reader(sink.key, sink.version_id)
+        shards = [part.shards[name] for name in part.upload.shards]
+        sink, result = self._merge_part(spool_key(project, run_id, part.index), shards)
         sent = [(s, self.sent_metadata(project, run_id, s)) for s in shards]
-        part = MergedPart(base_run_id(run_id), upload.run_part_id, upload.group, number, group_parts, sent, carried)
-        describe = partial(merged_metadata, base_metadata, part, result.md5)
-        return self._deliver(
-            project, run_id, index, archive, result.size, result.md5, True, describe, None, None, announced
+        upload = part.upload
+        merged = MergedPart(
+            base_run_id(run_id), upload.run_part_id, upload.group, part.number, part.group_parts, sent, part.carried
         )
+        outgoing = _Outgoing(
+            self.store.reader(sink.key, sink.version_id),
+            result.size,
+            result.md5,
+            gzipped=True,
+            describe=partial(merged_metadata, part.base_metadata, merged, result.md5),
+        )
+        return self._deliver(project, run_id, part.index, outgoing, announced)
 
     def send_as_sent(
         self,
@@ -81,31 +77,31 @@ class ForwardPart:
         size, md5 = archive.digest()
         found = self.shards.upload_post(project, run_id, shard.upload_id) if shard.upload_id else None
         sent, post = found or (as_carried(base_metadata, shard), None)
-        describe = partial(as_sent_metadata, sent, md5, shard.gzipped)
-        token = None
+        outgoing = _Outgoing(archive, size, md5, shard.gzipped, partial(as_sent_metadata, sent, md5, shard.gzipped))
         if post is not None and names_archive(sent, md5, shard.gzipped):  # it names this very archive
-            token = self.shards.job_token(project, run_id, shard.upload_id, time.time())
-        else:
-            post = None
-        return self._deliver(
-            project, run_id, index, archive, size, md5, shard.gzipped, describe, post, token, announced
-        )
+            outgoing = replace(
+                outgoing, post=post, token=self.shards.job_token(project, run_id, shard.upload_id, time.time())
+            )
+        return self._deliver(project, run_id, index, outgoing, announced)
 
-    def _deliver(self, project, run_id, index, archive, size, md5, gzipped, describe, post, token, announced) -> dict:
+    def _deliver(
+        self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing", announced: dict | None
+    ) -> dict:
         """POST the upload's metadata (unless ``announced`` for these bytes already), then PUT the archive."""
-        announce = partial(self._announce, project, run_id, index, describe, md5, post, token)
+        announce = partial(self._announce, project, run_id, index, outgoing)
+        size, md5 = outgoing.size, outgoing.md5
         fresh = announced is None or announced["md5"] != md5
         if fresh:
             announced = announce()
         try:
-            self.upstream.put(announced["upload_url"], archive, size, md5, gzipped=gzipped)
+            self.upstream.put(announced["upload_url"], outgoing.archive, size, md5, gzipped=outgoing.gzipped)
         except UpstreamRefused:
             if fresh:
                 raise
             announced = announce()  # the URL of an earlier try is dead (expired, or refused): ask for a new one
-            self.upstream.put(announced["upload_url"], archive, size, md5, gzipped=gzipped)
+            self.upstream.put(announced["upload_url"], outgoing.archive, size, md5, gzipped=outgoing.gzipped)
         finally:
-            archive.close()
+            outgoing.archive.close()
         return {"run_id": announced["run_id"], "size": size, "md5": md5}
 
     def _merge_part(self, key: str, shards: list[ShardRecord]):
@@ -146,17 +142,29 @@ class ForwardPart:
             raise IndexMismatch(f"the index of {shard.key} was made from another object ({made_from})")
         return index
 
-    def _announce(
-        self, project: str, run_id: str, index: int | None, describe, md5: str, post: SentPost | None, token: str | None
-    ) -> dict:
-        """POST an upload's metadata (``post``'s bytes when a runner's POST goes as it came) and record
+    def _announce(self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing") -> dict:
+        """POST an upload's metadata (a runner's POST's bytes when it goes as it came) and record
         the answer before the PUT (a retry re-PUTs there); a shard of an eager run (no ``index``) is
         announced again when it is sent again."""
-        if post is None:
-            accepted = self.upstream.announce(describe())
+        if outgoing.post is None:
+            accepted = self.upstream.announce(outgoing.describe())
         else:
-            accepted = self.upstream.announce(describe(), post.body, post.user_agent, token)
-        announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": md5}
+            post = outgoing.post
+            accepted = self.upstream.announce(outgoing.describe(), post.body, post.user_agent, outgoing.token)
+        announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": outgoing.md5}
         if index is not None:
             self.parts.record_announced_part(project, run_id, index, announced)
         return announced
+
+
+@dataclass(frozen=True)
+class _Outgoing:
+    """An archive on its way upstream, and what announces it."""
+
+    archive: ObjectReader  # read once, by the PUT
+    size: int
+    md5: str
+    gzipped: bool
+    describe: Callable[[], dict]  # its metadata, made when the POST is
+    post: SentPost | None = None  # a runner's POST, sent as it came
+    token: str | None = None  # that runner job's token, while valid

@@ -92,9 +92,58 @@ class PlanForward:
         kept_since = (
             self.clock() - (self.settings.retention_days - 1) * 86400
         )  # a day's margin: the forward must find it
-        earlier = received_before(self.reads, self.baselines, self.sources, run, arrived, branch, baseline, kept_since)
+        earlier = self._received_before(run, arrived, branch, baseline, kept_since)
         completion = complete(run, arrived, branch, baseline, names, earlier)
         return dict(sorted({**arrived, **completion.carried}.items())), completion
+
+    def _received_before(
+        self, run: RunRecord, arrived: dict, branch: str, baseline: Snapshot | None, kept_since: float
+    ) -> dict[str, tuple[RunRecord, ShardRecord]]:
+        """Where each skipped shard the baseline run did not receive was last received: a copy the
+        baseline run keeps of it (``keep_sources``), else the branch's runs before it, the latest first
+        (``LOOKBACK`` of them at most), received (or kept) since ``kept_since``: the bucket still keeps
+        that bundle. A source names the run the shard was measured in, wherever its copy is."""
+        wanted = (
+            {n for n in skipped_keys(run, baseline) if n not in arrived and n not in baseline.arrived()}
+            if baseline
+            else set()
+        )
+        found = {}
+
+        def take(shards: dict[str, tuple[RunRecord, ShardRecord, float]]) -> None:
+            found.update(
+                {
+                    name: (source, shard)
+                    for name, (source, shard, at) in shards.items()
+                    if name in wanted and name not in found and at > kept_since
+                }
+            )
+
+        def kept(run_id: str) -> dict[str, tuple[RunRecord, ShardRecord, float]]:
+            return {
+                name: (k.source(run.project), k.shard, k.kept_at)
+                for name, k in self.sources.kept(run.project, run_id).items()
+            }
+
+        if wanted:
+            take(kept(baseline.run.run_id))
+        for earlier_id in (
+            self.baselines.earlier_runs(run.project, branch, baseline.run.run_id, LOOKBACK)
+            if wanted - set(found)
+            else ()
+        ):
+            earlier = self.reads.snapshot(run.project, earlier_id)
+            take(
+                {
+                    name: (earlier.run, shard, epoch(shard.arrived_at))
+                    for name, shard in (earlier.arrived() if earlier else {}).items()
+                    if shard.arrived_at
+                }
+            )
+            take(kept(earlier_id))
+            if not wanted - set(found):
+                break
+        return found
 
     def of(self, run: RunRecord, recorded: PlanRecord, written: RunPlan | None = None) -> ForwardPlan:
         """What a run forwards, the same for every finalizer of it: the plan its claiming
@@ -129,60 +178,6 @@ class PlanForward:
                 self.store.read_json(part_plan_key(run.project, run.run_id, recorded.parts_at, index))
             )
         return self.of(run, recorded).part(index)
-
-
-def received_before(
-    reads: Reads,
-    baselines: Baselines,
-    sources: Sources,
-    run: RunRecord,
-    arrived: dict,
-    branch: str,
-    baseline: Snapshot | None,
-    kept_since: float,
-) -> dict[str, tuple[RunRecord, ShardRecord]]:
-    """Where each skipped shard the baseline run did not receive was last received: a copy the
-    baseline run keeps of it (``keep_sources``), else the branch's runs before it, the latest first
-    (``LOOKBACK`` of them at most), received (or kept) since ``kept_since``: the bucket still keeps
-    that bundle. A source names the run the shard was measured in, wherever its copy is."""
-    wanted = (
-        {n for n in skipped_keys(run, baseline) if n not in arrived and n not in baseline.arrived()}
-        if baseline
-        else set()
-    )
-    found = {}
-
-    def take(shards: dict[str, tuple[RunRecord, ShardRecord, float]]) -> None:
-        found.update(
-            {
-                name: (source, shard)
-                for name, (source, shard, at) in shards.items()
-                if name in wanted and name not in found and at > kept_since
-            }
-        )
-
-    def kept(run_id: str) -> dict[str, tuple[RunRecord, ShardRecord, float]]:
-        return {
-            name: (k.source(run.project), k.shard, k.kept_at) for name, k in sources.kept(run.project, run_id).items()
-        }
-
-    if wanted:
-        take(kept(baseline.run.run_id))
-    for earlier_id in (
-        baselines.earlier_runs(run.project, branch, baseline.run.run_id, LOOKBACK) if wanted - set(found) else ()
-    ):
-        earlier = reads.snapshot(run.project, earlier_id)
-        take(
-            {
-                name: (earlier.run, shard, epoch(shard.arrived_at))
-                for name, shard in (earlier.arrived() if earlier else {}).items()
-                if shard.arrived_at
-            }
-        )
-        take(kept(earlier_id))
-        if not wanted - set(found):
-            break
-    return found
 
 
 def earlier_plan(reads: Reads, store: Bucket, run: RunRecord) -> tuple[RunPlan | None, dict[str, str]]:

@@ -107,16 +107,19 @@ class Reports:
     def _build(self, snapshot: Snapshot) -> tuple[Report, SummaryDigest]:
         baseline = self._baseline(snapshot.run)
         digest = self._summaries.summed(snapshot, baseline)
-        return build_report(
+        report = build_report(
             snapshot,
             iso(self.clock()),
             summary=digest.summary,
             baseline=baseline,
             branch=self._branch(snapshot.run),
             threshold=self.settings.regression_threshold,
-            page_url=self.page_url(snapshot.run.project, snapshot.run.run_id),
-            codspeed_url=codspeed_page(self.settings.upstream_url, snapshot.run),
-        ), digest
+        )
+        links = {
+            "page_url": self.page_url(snapshot.run.project, snapshot.run.run_id),
+            "codspeed_url": codspeed_page(self.settings.upstream_url, snapshot.run),
+        }
+        return report.model_copy(update=links), digest
 
     def _baseline(self, run: RunRecord) -> Snapshot | None:
         """The run this one compares with: the one its finalizer chose, or while it is open the

@@ -67,21 +67,23 @@ class RequestUpload:
         # Two executors' shard 1 are two shards: counted, reported and forwarded apart.
         metadata = pushed_metadata(request.metadata, base_run_id(request.run_id), request.shard)
         return self._grant(
-            request.project,
-            request.run_id,
-            request.shard,
-            manifest,
-            metadata,
-            size=request.size,
-            content_type="application/gzip",
-            crc32=request.crc32,
-            page=request.ci_url,
-            base_commit=request.base_commit,
-            base_ancestors=request.base_ancestors,
-            variant=executor,
-            key=shard_key(request.shard, executor),
-            ci_attempt=request.ci_attempt,
-            fork=fork,
+            _Asked(
+                project=request.project,
+                run_id=request.run_id,
+                shard=request.shard,
+                manifest=manifest,
+                metadata=metadata,
+                size=request.size,
+                content_type="application/gzip",
+                crc32=request.crc32,
+                page=request.ci_url,
+                base_commit=request.base_commit,
+                base_ancestors=tuple(request.base_ancestors),
+                variant=executor,
+                key=shard_key(request.shard, executor),
+                ci_attempt=request.ci_attempt,
+                fork=fork,
+            )
         )
 
     def accept_drop_in(
@@ -98,77 +100,54 @@ class RequestUpload:
             raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
         place = shard_of(metadata)
         grant = self._grant(
-            project,
-            place.run_id,
-            place.label,
-            place.manifest,
-            metadata,
-            size=None,
-            content_type=None,
-            crc32=None,
-            label=place.label,
-            variant=place.variant,
-            group=place.group,
-            key=place.shard,
-            keyed_for=place.keyed_for,
-            sent=sent,
-            fork=fork,
+            _Asked(
+                project=project,
+                run_id=place.run_id,
+                shard=place.label,
+                manifest=place.manifest,
+                metadata=metadata,
+                label=place.label,
+                variant=place.variant,
+                group=place.group,
+                key=place.shard,
+                keyed_for=place.keyed_for,
+                sent=sent,
+                fork=fork,
+            )
         )
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
-    def _grant(
-        self,
-        project,
-        run_id,
-        shard,
-        manifest,
-        metadata,
-        *,
-        size,
-        content_type,
-        crc32,
-        label=None,
-        variant=None,
-        group="",
-        page=None,
-        base_commit=None,
-        base_ancestors=(),
-        key=None,
-        ci_attempt=None,
-        keyed_for=None,
-        sent=None,
-        fork=False,
-    ) -> UploadGrant:
-        """``shard``: the name the manifest knows; ``key``: the shard as stored (a pushed shard's
-        name and executor), the name itself when not given; ``keyed_for``: a runner job's key and
-        manifest in a run, by whether the run keys jobs apart (``RunRecord.job_keys``)."""
+    def _grant(self, asked: "_Asked") -> UploadGrant:
+        """One upload granted: the run (or its next attempt) opened or joined, the shard's grant
+        recorded, its URL presigned. Every check is made before the first write."""
+        project, shard, group, metadata = asked.project, asked.shard, asked.group, asked.metadata
         now = self.clock()
-        own = (key or shard, manifest)
-        manifest.admit(shard)  # its own manifest first: a run it cannot join is neither opened nor changed
+        own = (asked.key or shard, asked.manifest)
+        asked.manifest.admit(shard)  # its own manifest first: a run it cannot join is neither opened nor changed
 
         def keyed(run: RunRecord) -> tuple[str, Manifest]:
-            return keyed_for(run.job_keys) if keyed_for else own
+            return asked.keyed_for(run.job_keys) if asked.keyed_for else own
 
-        variants = (variant_key(group, variant),) if variant else ()
+        variants = (variant_key(group, asked.variant),) if asked.variant else ()
         run = self.attempts.current(
             RunRecord(
                 project=project,
-                run_id=run_id,
-                groups={group: manifest},
+                run_id=asked.run_id,
+                groups={group: asked.manifest},
                 commit=metadata.commit_hash.lower(),
                 ref=metadata.ref,
                 base_ref=metadata.base_ref,
-                base_commit=base_commit,
-                base_ancestors=tuple(base_ancestors) if base_commit else (),
+                base_commit=asked.base_commit,
+                base_ancestors=asked.base_ancestors if asked.base_commit else (),
                 identity=metadata.identity(),
                 created_at=iso(now),
                 deadline_at=int(now) + self.settings.run_deadline_seconds,
                 variants=variants,
-                ci_url=page or ci_url(metadata),
-                tokenless=metadata.tokenless and not fork,
-                fork=fork,
+                ci_url=asked.page or ci_url(metadata),
+                tokenless=metadata.tokenless and not asked.fork,
+                fork=asked.fork,
                 provider=metadata.repository_provider,
-                ci_attempt=ci_attempt,
+                ci_attempt=asked.ci_attempt,
             ),
             admit=lambda previous: _admit(previous, group, shard, keyed(previous)[1]),
         )
@@ -197,8 +176,10 @@ class RequestUpload:
         for kind in variants:
             if kind not in run.variants and not self.runs.add_variant(project, run.run_id, kind):
                 raise closing
-        if metadata.tokenless and not (run.fork if fork else run.tokenless):  # no token: it may not speak unchecked
-            self.runs.mark_tokenless(project, run.run_id, checked=fork)
+        if metadata.tokenless and not (
+            run.fork if asked.fork else run.tokenless
+        ):  # no token: it may not speak unchecked
+            self.runs.mark_tokenless(project, run.run_id, checked=asked.fork)
         upload_id = uuid.uuid4().hex
         self.shards.add_upload(
             project,
@@ -207,19 +188,19 @@ class RequestUpload:
                 shard=key,
                 upload_id=upload_id,
                 metadata=metadata.wire(),
-                size=size,
+                size=asked.size,
                 requested_at=f"{now:.6f}",
-                label=label if label != key else None,
+                label=asked.label if asked.label != key else None,
                 executor=metadata.executor,
                 group=group,
-                sent=sent,
+                sent=asked.sent,
                 tokenless=metadata.tokenless,
             ),
         )
         key = bundle_key(project, run.run_id, key, upload_id)
         expires = self.settings.presign_expiry_seconds
         url, headers = self.store.presign_put(
-            key, expires, size=size, content_type=content_type, md5=metadata.profile_md5, crc32=crc32
+            key, expires, size=asked.size, content_type=asked.content_type, md5=metadata.profile_md5, crc32=asked.crc32
         )
         return UploadGrant(
             upload_url=url,
@@ -231,6 +212,32 @@ class RequestUpload:
             attempt=run.attempt,
             sent_on_arrival=run.eager,
         )
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What an upload asks for: a pushed shard's request, or a runner's POST read as a shard."""
+
+    project: str
+    run_id: str
+    shard: str  # the name the manifest knows
+    manifest: Manifest
+    metadata: UploadMetadata
+    size: int | None = None  # signed into a pushed shard's URL; a runner's signs its MD5 only
+    content_type: str | None = None
+    crc32: str | None = None
+    label: str | None = None  # a runner job's name, as its run shows it
+    variant: str | None = None  # the executor (and run index) a group's total is counted per
+    group: str = ""  # a runner job's group; "" for pushed shards
+    page: str | None = None  # the CI run's page, as the client says it
+    base_commit: str | None = None
+    base_ancestors: tuple[str, ...] = ()
+    key: str | None = None  # the shard as stored (a pushed shard's name and executor); ``shard`` when None
+    ci_attempt: int | None = None
+    # a runner job's key and manifest in a run, by whether the run keys jobs apart (``RunRecord.job_keys``)
+    keyed_for: Callable[[bool], tuple[str, Manifest]] | None = None
+    sent: SentPost | None = None  # a runner's POST as it came, to go upstream as it was
+    fork: bool = False  # sent without a token by a fork's pull request, as GitHub bore it out
 
 
 def _admit(run: RunRecord, group: str, shard: str, manifest: Manifest) -> None:

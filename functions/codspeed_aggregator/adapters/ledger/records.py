@@ -152,29 +152,20 @@ def run_item(run: RunRecord, expires_at: int) -> dict:
     }
     item.update({group_attribute(g): m.to_item() for g, m in run.groups.items()})
     item.update({count_attribute(g): n for g, n in run.group_counts.items()})
-    if run.skipped:
-        item["skipped"] = list(run.skipped)
-    if run.variants:
-        item["variants"] = set(run.variants)
-    if run.tokenless:
-        item["tokenless"] = True
-    if run.fork:
-        item["fork"] = True
-    if run.base_ancestors:
-        item["base_ancestors"] = list(run.base_ancestors)
-    if run.provider:
-        item["provider"] = run.provider
-    if run.declared:
-        item["declared"] = True
-    if run.ci_attempt:
-        item["ci_attempt"] = run.ci_attempt
-    if run.rerun:
-        item["rerun"] = True
-    if run.eager:
-        item["eager"] = True
-    if run.job_keys:
-        item["job_keys"] = True
-    return item
+    flags = {  # set only where the run has them: an item carries no empty attribute
+        "skipped": list(run.skipped),
+        "variants": set(run.variants),
+        "tokenless": run.tokenless,
+        "fork": run.fork,
+        "base_ancestors": list(run.base_ancestors),
+        "provider": run.provider,
+        "declared": run.declared,
+        "ci_attempt": run.ci_attempt,
+        "rerun": run.rerun,
+        "eager": run.eager,
+        "job_keys": run.job_keys,
+    }
+    return item | {name: value for name, value in flags.items() if value}
 
 
 def listed_item(run: RunRecord, expires_at: int) -> dict:
