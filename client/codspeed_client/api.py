@@ -13,6 +13,12 @@ from codspeed_rules.backoff import RETRY_STATUSES, backoff
 
 from .errors import AUTH, CONFIG, NETWORK, REFUSED, ClientError, Skipped
 
+TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
+    from .progress import Progress
+
 WAIT_CLOSING = 300  # seconds a push waits for a run being forwarded (a big run's merge takes minutes)
 
 
@@ -77,13 +83,19 @@ class AggregatorApi:
                 continue
             return answer
 
-    def _call(self, method: str, path: str, missing_ok: bool = False, **kwargs) -> dict | str | None:
+    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        answer = self._call(method, path, **kwargs)
+        found: dict[str, Any] = answer.json() if answer is not None else {}
+        return found
+
+    def _call(self, method: str, path: str, missing_ok: bool = False, **kwargs: Any) -> requests.Response | None:
+        """The aggregator's answer of 2xx (None: 404 and ``missing_ok``); any other, one sentence raised."""
         answer = self._send(
             lambda: self.http.request(method, f"{self.url}{path}", timeout=self.timeout, **kwargs),
             f"the aggregator at {self.url}",
         )
         if answer.status_code < 300:
-            return answer.json() if "json" in answer.headers.get("content-type", "") else answer.text
+            return answer
         try:
             message = answer.json()["error"]
         except (ValueError, KeyError, TypeError):
@@ -116,36 +128,50 @@ class AggregatorApi:
             NETWORK,
         )
 
-    def request_upload(self, request: dict) -> dict:
-        return self._call("POST", "/v1/uploads", json=request)
+    def request_upload(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self._json("POST", "/v1/uploads", json=request)
 
-    def costs(self, project: str, branch: str | None, run_id: str | None = None) -> dict:
+    def costs(self, project: str, branch: str | None, run_id: str | None = None) -> dict[str, Any]:
         """The costs to split with: for a run (``run_id``), those its first split used."""
         params = {
             "project": project,
             **({"branch": branch} if branch else {}),
             **({"run_id": run_id} if run_id else {}),
         }
-        return self._call("GET", "/v1/costs", params=params)
+        return self._json("GET", "/v1/costs", params=params)
 
-    def open(self, request: dict) -> dict:
-        return self._call("POST", "/v1/runs/open", json=request)
+    def open(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self._json("POST", "/v1/runs/open", json=request)
 
-    def close(self, project: str, run_id: str, skip: list[str]) -> dict:
-        return self._call("POST", "/v1/runs/close", json={"project": project, "run_id": run_id, "skip": skip})
+    def close(self, project: str, run_id: str, skip: list[str]) -> dict[str, Any]:
+        return self._json("POST", "/v1/runs/close", json={"project": project, "run_id": run_id, "skip": skip})
 
-    def report(self, project: str, run_id: str, fmt: str = "json", missing_ok: bool = False) -> dict | str | None:
-        return self._call("GET", f"/v1/runs/{project}/{run_id}", missing_ok, params={"format": fmt})
+    def report(self, project: str, run_id: str, missing_ok: bool = False) -> dict[str, Any] | None:
+        """The run's report (None: no such run, with ``missing_ok``)."""
+        answer = self._call("GET", f"/v1/runs/{project}/{run_id}", missing_ok, params={"format": "json"})
+        found: dict[str, Any] | None = answer.json() if answer is not None else None
+        return found
 
-    def shard_benchmarks(self, project: str, run_id: str, shard: str) -> dict:
+    def report_markdown(self, project: str, run_id: str) -> str:
+        answer = self._call("GET", f"/v1/runs/{project}/{run_id}", params={"format": "markdown"})
+        return answer.text if answer is not None else ""
+
+    def shard_benchmarks(self, project: str, run_id: str, shard: str) -> dict[str, Any]:
         """Every benchmark of one shard of a run (the report itself names only the worst changes)."""
-        return self._call("GET", f"/v1/runs/{project}/{run_id}", params={"shard": shard})
+        return self._json("GET", f"/v1/runs/{project}/{run_id}", params={"shard": shard})
 
-    def put_bundle(self, url: str, headers: dict[str, str], path: Path, progress=None, guard=None) -> None:
+    def put_bundle(
+        self,
+        url: str,
+        headers: dict[str, str],
+        path: Path,
+        progress: Progress | None = None,
+        guard: Callable[[BinaryIO], Any] | None = None,  # a file-like the upload reads instead
+    ) -> None:
         def send() -> requests.Response:
             with open(path, "rb") as body:
-                data = guard(body) if guard else body
-                data = progress.wrap(data) if progress else data
+                guarded = guard(body) if guard else body
+                data = progress.wrap(guarded) if progress else guarded
                 return requests.put(url, data=data, headers=headers, timeout=max(self.timeout, 300))
 
         answer = self._send(send, "the bundle store")

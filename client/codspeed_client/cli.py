@@ -48,7 +48,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.run(args)
+        code: int = args.run(args)
+        return code
     except ClientError as exc:
         print(f"codspeed-client: error: {exc}", file=sys.stderr)
         if getattr(args, "json", False):

@@ -14,7 +14,16 @@ shard, and whether a shard always runs on the default branch.
 
 from __future__ import annotations
 
+import sys
+
 from .errors import CONFIG, ClientError
+
+TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any
+
+    from pathspec import GitIgnoreSpec
 
 CONFIG_PATH = ".codspeed/shards.toml"
 
@@ -35,7 +44,7 @@ SHARD_KEYS = ("paths", "on_default_branch")
 
 
 class ShardConfig:
-    def __init__(self, path: str, document: dict, text: str = "") -> None:
+    def __init__(self, path: str, document: dict[str, Any], text: str = "") -> None:
         import pathspec
 
         from codspeed_rules.names import is_shard_name
@@ -46,7 +55,7 @@ class ShardConfig:
             raise ClientError(f"{path} names no shards: give each a [shards.NAME] table with its paths", CONFIG)
         self.always = self._spec(pathspec, path, "always", document.get("always", []))
         self.always_patterns: list[str] = document.get("always", [])
-        self.shards: dict[str, tuple[list[str], object, bool]] = {}
+        self.shards: dict[str, tuple[list[str], GitIgnoreSpec, bool]] = {}
         for name, shard in shards.items():
             if not is_shard_name(name):
                 raise ClientError(f"{path}: shard name {name!r} is not usable: letters, digits and _.=+@- only", CONFIG)
@@ -63,7 +72,7 @@ class ShardConfig:
             )
 
     @staticmethod
-    def _spec(pathspec, path: str, where: str, patterns):
+    def _spec(pathspec: ModuleType, path: str, where: str, patterns: object) -> GitIgnoreSpec:
         if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
             raise ClientError(f"{path}: {where} must be a list of path patterns", CONFIG)
         for pattern in patterns:
@@ -75,7 +84,10 @@ class ShardConfig:
                 raise ClientError(
                     f"{path}: {where} pattern {pattern!r} does not parse as a gitignore pattern ({exc})", CONFIG
                 ) from exc
-        return pathspec.GitIgnoreSpec.from_lines(patterns)  # git's own rules (pathspec 1 deprecates "gitwildmatch")
+        spec: GitIgnoreSpec = pathspec.GitIgnoreSpec.from_lines(
+            patterns
+        )  # git's own rules (pathspec 1 deprecates "gitwildmatch")
+        return spec
 
     def unmatched(self, files: list[str]) -> list[tuple[str, str]]:
         """(where, pattern) of each pattern that matches none of ``files`` (the repository's): a typo
@@ -112,7 +124,7 @@ class ShardConfig:
         return ShardPlan(runs, skips)
 
 
-def _known_keys(path: str, text: str, table: dict, known: tuple[str, ...], where: str) -> None:
+def _known_keys(path: str, text: str, table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
     """Refuse a key the config does not know (``path`` for ``paths`` planned nothing: that shard
     never ran on a pull request and was always carried), naming it, its line and the keys it takes."""
     for key in table:
@@ -181,9 +193,9 @@ def long_path(paths: list[str]) -> str | None:
 
 
 def load(path: str) -> ShardConfig:
-    try:
+    if sys.version_info >= (3, 11):  # noqa: UP036 -- the client runs on Python 3.9 too (client/pyproject.toml)
         import tomllib
-    except ImportError:  # Python before 3.11
+    else:  # Python before 3.11
         import tomli as tomllib
     try:
         with open(path, "rb") as f:

@@ -8,12 +8,25 @@ from codspeed_rules.summary import counts_line, plural, shards_done
 
 from .errors import FORWARD_FAILED, OK, SHARDS_MISSING, TIMEOUT
 
+TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from .api import AggregatorApi
+
 FINAL = ("forwarded", "forward_failed", "closed_empty")
 
 
 def wait_for_final(
-    api, project: str, run_id: str, timeout: float, interval: float, sleep=time.sleep, clock=time.monotonic
-) -> tuple[dict | None, bool]:
+    api: AggregatorApi,
+    project: str,
+    run_id: str,
+    timeout: float,
+    interval: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[dict[str, Any] | None, bool]:
     """Poll until the run is final, for ``timeout`` seconds exactly (the last poll at the end);
     a run that does not exist yet (no shard has asked to upload) is waited for."""
     deadline = clock() + timeout
@@ -27,7 +40,7 @@ def wait_for_final(
         sleep(min(interval, left))
 
 
-def every_benchmark(api, report: dict) -> list[dict]:
+def every_benchmark(api: AggregatorApi, report: dict[str, Any]) -> list[dict[str, Any]]:
     """Every benchmark of a run, shard after shard: a report names only the worst changes."""
     return [
         b
@@ -36,7 +49,7 @@ def every_benchmark(api, report: dict) -> list[dict]:
     ]
 
 
-def regressions_past(api, report: dict, threshold) -> str | None:
+def regressions_past(api: AggregatorApi, report: dict[str, Any], threshold: float | str) -> str | None:
     """What regressed past ``threshold`` (a fraction, or "report": the report's own), in one
     sentence; None when nothing did. Another threshold than the report's reads every shard's page."""
     own = report.get("threshold", 0.05)
@@ -56,7 +69,7 @@ def regressions_past(api, report: dict, threshold) -> str | None:
     )
 
 
-def final_exit_code(report: dict, timed_out: bool) -> int:
+def final_exit_code(report: dict[str, Any], timed_out: bool) -> int:
     if timed_out:
         return TIMEOUT
     if report["state"] == "forward_failed":
@@ -66,7 +79,7 @@ def final_exit_code(report: dict, timed_out: bool) -> int:
     return OK
 
 
-def _shard_detail(shard: dict) -> str:
+def _shard_detail(shard: dict[str, Any]) -> str:
     detail = [shard["state"]]
     if shard.get("benchmarks") is not None:
         detail.append(plural(shard["benchmarks"], "benchmark"))
@@ -77,7 +90,7 @@ def _shard_detail(shard: dict) -> str:
     return ", ".join(detail)
 
 
-def render_text(report: dict, every: bool = False) -> str:
+def render_text(report: dict[str, Any], every: bool = False) -> str:
     """The report for people; with ``every``, one line per benchmark (``report["benchmarks"]``
     holds all of them: ``every_benchmark``)."""
     expected = "?" if report.get("expected") is None else report["expected"]

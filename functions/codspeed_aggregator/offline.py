@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from codspeed_rules.normalize import NORMALIZED_HEADER, NotNormalized
 
@@ -128,7 +129,7 @@ def _prepared(paths: list[str], scratch: Path) -> Iterator[NormalizedShard]:
             yield NormalizedShard(str(index), pids, index_doc, lambda c=copy: open(c, "rb"))
 
 
-def _prepare(job: tuple[str, Path]) -> tuple[tuple[int, ...], dict, str | Path] | str | None:
+def _prepare(job: tuple[str, Path]) -> tuple[tuple[int, ...], dict[str, Any], str | Path] | str | None:
     """(pids, index, the normalized object: the bundle itself or its copy); the reason a bundle
     is refused; None when it cannot be indexed."""
     source, copy = job

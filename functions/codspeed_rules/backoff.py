@@ -12,5 +12,5 @@ def backoff(attempt: int, base: float, cap: float, *, jitter: bool = True) -> fl
     """Seconds before try ``attempt + 1`` (``attempt`` counts from 0): ``base`` doubled each time, at
     most ``cap``; with ``jitter``, a random half of it to all of it, so that callers that failed
     together do not come back together."""
-    wait = min(cap, base * 2 ** max(0, attempt))
+    wait: float = min(cap, base * 2 ** max(0, attempt))
     return wait * random.uniform(0.5, 1.0) if jitter else wait

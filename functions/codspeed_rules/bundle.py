@@ -15,11 +15,17 @@ import math
 import re
 import tarfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import IO, Any, Protocol
 
 from .callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
+
+
+class Readable(Protocol):
+    """What a bundle is read from: a file, an S3 body, a stream being unpacked."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
 
 
 class BadBundle(Exception):
@@ -29,8 +35,10 @@ class BadBundle(Exception):
 GUNZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
-def stdlib_gunzip(raw: BinaryIO):
-    return gzip.GzipFile(fileobj=raw, mode="rb")
+def stdlib_gunzip(raw: Readable) -> gzip.GzipFile:
+    # typeshed's readable file object for GzipFile asks more than the read() it calls
+    opened: gzip.GzipFile = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[call-overload]
+    return opened
 
 
 VALGRIND = "valgrind"
@@ -58,7 +66,7 @@ class BoundedTarInfo(tarfile.TarInfo):
     it (a 100 MiB header in a 102 KB bundle): its size is checked first, and sparse members,
     which the merge could not write back, are refused."""
 
-    def _proc_member(self, tarfile_):
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
         if self.type in _EXTENDED and self.size > MAX_HEADER_BYTES:
             raise BadBundle(
                 f"a tar extended header (PAX or GNU long name) of {self.size} bytes is over the "
@@ -66,7 +74,9 @@ class BoundedTarInfo(tarfile.TarInfo):
             )
         if self.type == tarfile.GNUTYPE_SPARSE:
             raise BadBundle(f"member {self.name!r} is a sparse file: only regular files and folders are accepted")
-        return super()._proc_member(tarfile_)
+        # tarfile's own hook, private and not in typeshed: the one place a header's size is known first
+        member: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]
+        return member
 
 
 CHUNK = 1 << 20
@@ -91,9 +101,9 @@ class BundleSummary:
     gzipped: bool = True
     files: set[str] = field(default_factory=set, repr=False)
     # every member as read: (path, "file" or "dir", size, permission bits, mtime)
-    listing: list[tuple] = field(default_factory=list, repr=False)
+    listing: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
     # per benchmark (the first MAX_RESULTS): callgrind costs {"Ir": ...} or walltime {"mean_ns": ...}
-    results: dict[str, dict] = field(default_factory=dict, repr=False)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
 
 def member_path(name: str) -> str:
@@ -108,7 +118,7 @@ def member_path(name: str) -> str:
     return "/".join(parts)
 
 
-def read_exactly(raw: BinaryIO, n: int) -> bytes:
+def read_exactly(raw: Readable, n: int) -> bytes:
     """``n`` bytes, fewer only at the end: a stream may answer a read with less than asked."""
     data = raw.read(n)
     while len(data) < n and (more := raw.read(n - len(data))):
@@ -119,7 +129,7 @@ def read_exactly(raw: BinaryIO, n: int) -> bytes:
 class _CountingReader:
     """Counts the compressed bytes read and the bytes they unpacked to, for the ratio limit."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: Readable) -> None:
         self._raw = raw
         self._pushed = b""
         self.count = 0
@@ -142,7 +152,7 @@ class ForwardOnly:
     where its stream modes ("r|", "w|") join and slice every chunk through a buffer of their own
     (three copies of each byte). It seeks only forward, reading what it skips."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: Any) -> None:  # read from (mode "r:"), or written to (mode "w:")
         self._raw, self._at = raw, 0
 
     def read(self, n: int = -1) -> bytes:
@@ -152,7 +162,8 @@ class ForwardOnly:
 
     def write(self, data: bytes) -> int:
         self._at += len(data)
-        return self._raw.write(data)
+        written: int = self._raw.write(data)
+        return written
 
     def tell(self) -> int:
         return self._at
@@ -184,18 +195,20 @@ def is_gzip(magic: bytes) -> bool:
     return magic[:2] == b"\x1f\x8b"
 
 
-def unpacked(stream: BinaryIO, gzipped: bool, gunzip: Callable = stdlib_gunzip):
+def unpacked(
+    stream: Readable, gzipped: bool, gunzip: Callable[..., Any] = stdlib_gunzip
+) -> contextlib.AbstractContextManager[Readable]:
     """The tar stream of a bundle: decompressed when it is gzip, as it is when it is a plain tar."""
     return gunzip(stream) if gzipped else contextlib.nullcontext(stream)
 
 
 def validate_bundle(
-    stream: BinaryIO,
+    stream: Readable,
     executor: str = VALGRIND,
     limits: BundleLimits = BundleLimits(),
     *,
-    gunzip: Callable = stdlib_gunzip,
-    gunzip_errors: tuple = GUNZIP_ERRORS,
+    gunzip: Callable[..., Any] = stdlib_gunzip,
+    gunzip_errors: tuple[Any, ...] = GUNZIP_ERRORS,
     tap: Callable[[bytes], None] | None = None,
     keep: int | None = MAX_RESULTS,
 ) -> BundleSummary:
@@ -218,12 +231,12 @@ class BundleCheck:
 
     def __init__(
         self,
-        stream: BinaryIO,
+        stream: Readable,
         executor: str = VALGRIND,
         limits: BundleLimits = BundleLimits(),
         *,
-        gunzip: Callable = stdlib_gunzip,
-        gunzip_errors: tuple = GUNZIP_ERRORS,
+        gunzip: Callable[..., Any] = stdlib_gunzip,
+        gunzip_errors: tuple[Any, ...] = GUNZIP_ERRORS,
         tap: Callable[[bytes], None] | None = None,
         keep: int | None = MAX_RESULTS,
     ) -> None:
@@ -238,7 +251,7 @@ class BundleCheck:
         self._current: _CheckedContent | None = None
 
     @contextlib.contextmanager
-    def members(self):
+    def members(self) -> Iterator[Iterator[tarfile.TarInfo]]:
         magic = self.counted.peek(2)
         if not magic:
             raise BadBundle("the bundle is an empty file")
@@ -247,7 +260,9 @@ class BundleCheck:
             with unpacked(self.counted, self.summary.gzipped, self.gunzip) as tar_stream:
                 if self.tap is not None:
                     tar_stream = _Tapped(tar_stream, self.tap)
-                with tarfile.open(fileobj=ForwardOnly(tar_stream), mode="r:", tarinfo=BoundedTarInfo) as tar:
+                # ForwardOnly reads and seeks forward only: all that mode "r:" asks of a file
+                forward: IO[bytes] = ForwardOnly(tar_stream)  # type: ignore[assignment]
+                with tarfile.open(fileobj=forward, mode="r:", tarinfo=BoundedTarInfo) as tar:
                     self.tar = tar
                     yield self._checked(tar)
                 while tar_stream.read(CHUNK):  # to the end, so that gzip checks its CRC and length
@@ -266,7 +281,7 @@ class BundleCheck:
                 "which every valgrind profile folder has"
             )
 
-    def _checked(self, tar: tarfile.TarFile):
+    def _checked(self, tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
         for member in tar:
             _check_header(member, self.summary, self.limits)
             yield member
@@ -277,11 +292,15 @@ class BundleCheck:
             return None
         path = member_path(member.name)
         keep = RESULTS_NAME.match(path) is not None and member.size <= MAX_RESULTS_JSON
-        self._current = _CheckedContent(self.tar.extractfile(member), path, self.counted, self.limits, keep, self.keep)
+        assert self.tar is not None, "content() is read within members()"
+        extracted = self.tar.extractfile(member)
+        assert extracted is not None, "a regular member has content"
+        self._current = _CheckedContent(extracted, path, self.counted, self.limits, keep, self.keep)
         return self._current
 
     def member_done(self) -> None:
         current, self._current = self._current, None
+        assert current is not None, "member_done() follows content()"
         out = OUT_NAME.match(current.path)
         summary = self.summary
         if out:
@@ -302,7 +321,7 @@ class BundleCheck:
                     summary.results.setdefault(name, stats)
 
 
-def walltime_results(document: bytes) -> dict[str, dict]:
+def walltime_results(document: bytes) -> dict[str, dict[str, Any]]:
     """Each benchmark's timing stats in a ``results/<pid>.json`` (pytest-codspeed's walltime
     output); nothing for one without (valgrind's) or that does not parse: it is not checked."""
     try:
@@ -322,7 +341,7 @@ def walltime_results(document: bytes) -> dict[str, dict]:
 
 
 class _Tapped:
-    def __init__(self, raw: BinaryIO, tap: Callable[[bytes], None]) -> None:
+    def __init__(self, raw: Readable, tap: Callable[[bytes], None]) -> None:
         self._raw, self._tap = raw, tap
 
     def read(self, n: int = -1) -> bytes:
@@ -335,7 +354,7 @@ class _Tapped:
 class _CheckedContent:
     def __init__(
         self,
-        reader,
+        reader: Readable,
         path: str,
         counted: _CountingReader,
         limits: BundleLimits,

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
-from typing import BinaryIO
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, Protocol
 
 from .bundle import CHUNK, member_path, read_exactly
 from .callgrind import HEADER_BYTES, OUT_NAME
@@ -43,7 +43,7 @@ EXTENDED = (b"L", b"K", b"x", b"g", b"X")
 PID_LINE_START = b"\npid: "
 
 
-def raw_compressor(level: int):
+def raw_compressor(level: int) -> Any:  # zlib's compressobj (or ISA-L's): compress() and flush()
     return zlib.compressobj(level, zlib.DEFLATED, -15)
 
 
@@ -59,6 +59,12 @@ def _padded(size: int) -> int:
     return -size % BLOCK
 
 
+class Writable(Protocol):
+    """Where a normalized gzip goes: a file, a spool, a checksumming wrapper."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
 class Normalizer:
     """Fed a tar's bytes in order (``feed``), writes the normalized gzip to ``out``;
     ``close`` answers the index. Memory: one header block and, for a callgrind file, its first
@@ -69,23 +75,23 @@ class Normalizer:
 
     def __init__(
         self,
-        out: BinaryIO | None,
+        out: Writable | None,
         level: int = 1,
-        compressor: Callable = raw_compressor,
+        compressor: Callable[..., Any] = raw_compressor,
         full_flush: int = zlib.Z_FULL_FLUSH,
-        crc32: Callable = zlib.crc32,
-        prove: Callable | None = None,
+        crc32: Callable[..., Any] = zlib.crc32,
+        prove: Callable[..., Any] | None = None,
     ) -> None:
         self._out, self._full_flush, self._crc32 = out, full_flush, crc32
         self._comp = compressor(level) if out is not None else None
         self._proof = _Proof(prove, crc32) if prove is not None and out is not None else None
         self._object_crc, self._offset = 0, 0  # of the compressed bytes written
         self._emit(NORMALIZED_HEADER)
-        self.unplaced: list[tuple[list, int]] = []
+        self.unplaced: list[tuple[list[Any], int]] = []
         self.crc, self.size = 0, 0
-        self.members: list[dict] = []
+        self.members: list[dict[str, Any]] = []
         self._segment = {"start": self._offset, "ulen": 0, "crc": 0}
-        self._member_segments: list[list] = []
+        self._member_segments: list[list[Any]] = []
         self._state, self._remaining = "header", 0
         self._block = bytearray()
         self._ext = bytearray()
@@ -100,7 +106,7 @@ class Normalizer:
 
     # -- writing segments -----------------------------------------------------------
 
-    def _write(self, data) -> None:
+    def _write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
         self._segment["ulen"] += len(data)
@@ -121,7 +127,7 @@ class Normalizer:
             self._out.write(packed)
             self._offset += len(packed)
 
-    def _cut(self, kind: str) -> list | None:
+    def _cut(self, kind: str) -> list[Any] | None:
         """End the current segment (if it holds anything) as ``kind``; answers it."""
         segment = self._segment
         if segment["ulen"] == 0:
@@ -235,7 +241,7 @@ class Normalizer:
             self._pax_path = _pax_path(data)
         self._state = "header"
 
-    def _body(self, chunk) -> None:
+    def _body(self, chunk: bytes | memoryview) -> None:
         if self._head is not None:  # a callgrind file's head, held until its pid: line ends
             chunk = self._grow_head(chunk)
         if self._head is None and len(chunk):
@@ -253,9 +259,10 @@ class Normalizer:
                 self._close_member()
                 self._state = "header"
 
-    def _grow_head(self, chunk):
+    def _grow_head(self, chunk: bytes | memoryview) -> bytes | memoryview:
         """Takes a callgrind file's first bytes into its head; the head is cut as soon as its first
         ``pid:`` line has ended (a verifier must know a cut when it reaches it). Answers the rest."""
+        assert self._head is not None, "a head is held"
         held = len(self._head)
         room = self._head_limit - held
         self._head += chunk[:room]
@@ -273,6 +280,7 @@ class Normalizer:
         return rest
 
     def _end_head(self, line_end: int) -> None:
+        assert self._head is not None, "a head is held"
         head, self._head = bytes(self._head), None
         if line_end < 0:  # no pid line in the head (validation refuses such a file): all body
             self._count_pid_lines(head)
@@ -295,7 +303,7 @@ class Normalizer:
     def _close_member(self) -> None:
         self._member_segments = []  # the next member's; the last one's list stays in its entry
 
-    def close(self) -> dict | None:
+    def close(self) -> dict[str, Any] | None:
         """Ends the stream; answers the index of what was written, or None when the tar could
         not be cut (it ended inside a member, or a header did not parse)."""
         if self.broken or self._state not in ("end", "header") or self._block:
@@ -322,7 +330,7 @@ class _Proof:
     """A normalizer's segments inflated alone as they are written: what the splice would otherwise
     inflate again at every forward, done once (a compressor's full flush is trusted nowhere)."""
 
-    def __init__(self, inflater: Callable, crc32: Callable) -> None:
+    def __init__(self, inflater: Callable[..., Any], crc32: Callable[..., int]) -> None:
         self._inflater, self._crc32 = inflater, crc32
         self._inflate, self._crc, self._size = inflater(), 0, 0
         self.held = True
@@ -343,11 +351,11 @@ class _Proof:
         self._inflate, self._crc, self._size = self._inflater(), 0, 0
 
 
-def raw_inflater():
+def raw_inflater() -> Any:  # zlib's decompressobj: decompress(), eof, unused_data
     return zlib.decompressobj(-15)
 
 
-def closed(inflate) -> bool:
+def closed(inflate: Any) -> bool:
     """Whether what ``inflate`` (a raw inflater, used up by the test) was fed ends with a complete,
     byte-aligned, non-final block, so that any other such segment may follow it. The test: an
     empty final stored block appended must inflate to nothing and end the stream exactly. Its only
@@ -376,7 +384,9 @@ class Verifier:
     00 00 FF FF), and there the segment must be ``closed``. Raises NotNormalized when it
     is not so, and what gzip readers raise when the stream is corrupt."""
 
-    def __init__(self, raw: BinaryIO, inflater: Callable = raw_inflater, crc32: Callable = zlib.crc32) -> None:
+    def __init__(
+        self, raw: BinaryIO, inflater: Callable[..., Any] = raw_inflater, crc32: Callable[..., int] = zlib.crc32
+    ) -> None:
         self._raw, self._inflater, self._crc32 = raw, inflater, crc32
         self._walker = Normalizer(None, crc32=crc32)
         self._position = len(NORMALIZED_HEADER)  # object offset of the next compressed byte fed
@@ -387,12 +397,12 @@ class Verifier:
         self._trailer = b""
         self._pieces = self._inflated_object()
         self._rest = b""
-        self.index: dict | None = None
+        self.index: dict[str, Any] | None = None
 
     def __enter__(self) -> Verifier:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         return None
 
     def read(self, n: int = -1) -> bytes:
@@ -401,7 +411,7 @@ class Verifier:
             data, self._rest = data[:n], data[n:]
         return data
 
-    def _inflated_object(self):
+    def _inflated_object(self) -> Iterator[bytes]:
         """The tar's bytes, at most CHUNK at a time (a bomb never inflates at once)."""
         held = b""  # the last bytes of a read may begin a flush's end
         while chunk := self._raw.read(CHUNK):
@@ -417,7 +427,7 @@ class Verifier:
         yield from self._inflated(held)
         self._finish()
 
-    def _inflated(self, packed: bytes):
+    def _inflated(self, packed: bytes) -> Iterator[bytes]:
         self._position += len(packed)
         while True:
             if self._inflate.eof:
@@ -452,7 +462,7 @@ class Verifier:
         self._walker.unplaced.clear()
         self._inflate = self._inflater()
 
-    def _check_inflated(self, cut: list, ends: int) -> None:
+    def _check_inflated(self, cut: list[Any], ends: int) -> None:
         """The compressed bytes placed for a cut inflate, alone, to exactly its bytes: a walk that
         holds bytes back (a callgrind head until its pid: line) must not let a segment run past them."""
         if (self._inflated_bytes, self._inflated_crc) != (cut[3], cut[4]):
@@ -461,7 +471,7 @@ class Verifier:
                 f"{cut[0]} is {cut[3]} (byte {ends})"
             )
 
-    def _place(self, cut: list, end: int) -> None:
+    def _place(self, cut: list[Any], end: int) -> None:
         cut[1], cut[2] = self._segment_start, end - self._segment_start
         self._segment_start, self._inflated_bytes, self._inflated_crc = end, 0, 0
 
@@ -503,16 +513,16 @@ class Normalizing:
     def __init__(
         self,
         normalizer: Normalizer | None,
-        gunzip: Callable,
-        inflater: Callable = raw_inflater,
-        crc32: Callable = zlib.crc32,
+        gunzip: Callable[..., Any],
+        inflater: Callable[..., Any] = raw_inflater,
+        crc32: Callable[..., Any] = zlib.crc32,
         verify: bool = True,
     ) -> None:
         self._normalizer, self._gunzip, self._inflater, self._crc32 = normalizer, gunzip, inflater, crc32
         self._verify = verify
         self.verifier: Verifier | None = None
 
-    def gunzip(self, raw: BinaryIO):
+    def gunzip(self, raw: BinaryIO) -> Any:  # a Verifier, or the gunzip's stream
         head = read_exactly(raw, len(NORMALIZED_HEADER))
         if head == NORMALIZED_HEADER and self._verify:
             self.verifier = Verifier(raw, self._inflater, self._crc32)
@@ -525,7 +535,7 @@ class Normalizing:
         if self.verifier is None and self._normalizer is not None:
             self._normalizer.feed(data)
 
-    def close(self, listing: list[tuple]) -> dict | None:
+    def close(self, listing: list[tuple[Any, ...]]) -> dict[str, Any] | None:
         """The index (of the bundle itself when it was verified, else of the normalized copy), when
         its members are exactly those validation read (``BundleSummary.listing``): the splice
         writes the members the index lists, so a tar that ``tarfile`` reads otherwise than this

@@ -3,6 +3,8 @@ and in ``codspeed-client status`` alike."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
@@ -14,7 +16,7 @@ def shards_done(arrived: int, carried: int, expected: object, then: str = " in")
     return said + (f" ({arrived} measured, {carried} carried)" if carried else "")
 
 
-def counts_line(counts: dict) -> str:
+def counts_line(counts: dict[str, Any]) -> str:
     """``3 regressions (worst +30.0%), 1 improvement, 16 unchanged``, then the kinds a run has
     only sometimes (new, carried, running, missing) when there are any."""
     worst = f" (worst {counts['worst_regression']:+.1%})" if counts.get("worst_regression") is not None else ""

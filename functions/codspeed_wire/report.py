@@ -1,6 +1,7 @@
 """The run report: the stable contract read by the client, webhooks and CI summaries."""
 
 import unicodedata
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -20,7 +21,7 @@ class ShardEntry(BaseModel):
     benchmarks: int | None = None
     reason: str | None = None
     arrived_at: str | None = None
-    source: dict | None = None  # for a carried shard: the run and commit its results come from
+    source: dict[str, Any] | None = None  # for a carried shard: the run and commit its results come from
     cost_s: float | None = None  # what its benchmarks cost to run, recorded at arrival (seconds: see /v1/costs)
     longest_s: float | None = None  # its costliest benchmark's
     upstream: bool = False  # an eager run's shard: its results went upstream as it was counted
@@ -75,7 +76,7 @@ class ShardBenchmarks(BaseModel):
     run_id: str
     shard: str
     state: str  # the shard's, as in the report
-    baseline: dict | None = None  # the run compared with: run_id, commit
+    baseline: dict[str, Any] | None = None  # the run compared with: run_id, commit
     threshold: float = 0.05
     benchmarks: list[BenchmarkEntry] = []  # regressions first, the largest first; improvements last
 
@@ -103,7 +104,7 @@ class Report(BaseModel):
     carried: int = 0  # shards skipped and carried from the baseline: done, with the arrived ones
     shards: list[ShardEntry]
     upstream: UpstreamEntry | None = None
-    baseline: dict | None = None  # the run compared with and carried from: run_id, commit, branch, why
+    baseline: dict[str, Any] | None = None  # the run compared with and carried from: run_id, commit, branch, why
     missing_benchmarks: list[str] = []  # in the baseline, gone here, and no skipped shard explains it (the first 200)
     counts: BenchmarkCounts = BenchmarkCounts()
     # The changes past the threshold, the worst first: at most 50 regressions, then at most 50
@@ -147,10 +148,11 @@ def md(text: object) -> str:
 def _size(n: int | None) -> str:
     if n is None:
         return ""
+    size: float = n
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        if size < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
     return ""
 
 

@@ -42,7 +42,7 @@ RUNNER_ORDER = (  # the runner's own field order (src/upload/interfaces.rs)
 )
 
 
-def in_runner_order(metadata: dict) -> dict:
+def in_runner_order(metadata: dict[str, Any]) -> dict[str, Any]:
     """Metadata with its fields in the runner's order; fields the runner does not send last, as they came."""
     return {
         **{k: metadata[k] for k in RUNNER_ORDER if k in metadata},

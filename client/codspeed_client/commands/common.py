@@ -11,6 +11,13 @@ import sys
 
 from ..errors import CONFIG, USAGE, ClientError, Skipped
 
+TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..api import AggregatorApi
+    from ..ci import CiContext
+
 NO_COMMIT = "cannot tell the commit: pass --commit SHA"
 
 
@@ -40,7 +47,7 @@ class Output:
         self.quiet = getattr(args, "quiet", False)
         self.json = getattr(args, "json", False)
 
-    def result(self, data: dict, text: str) -> None:
+    def result(self, data: dict[str, Any], text: str) -> None:
         if self.json:
             print(json.dumps(data, indent=2))
         elif not self.quiet:
@@ -62,12 +69,13 @@ class Target:
         from ..ci import detect
 
         self.ctx, self.need_run = detect(), need_run
-        self.api_url = args.api_url or os.environ.get("CODSPEED_AGGREGATOR_URL")
+        # "" where nothing says: a command that needs one says which (``missing``)
+        self.api_url: str = args.api_url or os.environ.get("CODSPEED_AGGREGATOR_URL") or ""
         # a secret pasted with its line break (a CI secret, a file read into the variable) is the token
         self.token = (args.token or os.environ.get("CODSPEED_AGGREGATOR_TOKEN") or "").strip() or None
-        self.project = args.project or self.ctx.project
-        self.run_id = args.run_id or self.ctx.run_id
-        self.commit = args.commit or self.ctx.commit
+        self.project: str = args.project or self.ctx.project or ""
+        self.run_id: str = args.run_id or self.ctx.run_id or ""
+        self.commit: str = args.commit or self.ctx.commit or ""
         self.ctx.ref = args.ref or self.ctx.ref
         self.ctx.base_ref = args.base_ref or self.ctx.base_ref
         self.ctx.base_commit = getattr(args, "base_commit", None) or self.ctx.base_commit
@@ -131,20 +139,20 @@ class Target:
             raise ClientError(NO_COMMIT, CONFIG)
         return self.commit
 
-    def api(self):
+    def api(self) -> AggregatorApi:
         from ..api import AggregatorApi
 
         return AggregatorApi(self.api_url, self.token, attempts=int(self.retries))
 
 
-def where_from(ctx) -> dict:
+def where_from(ctx: CiContext) -> dict[str, Any]:
     """What a run's first request says of its CI run and its base, each only when known (a stack
     before it takes none): the CI run's page, the base commit and the commits before it."""
     from codspeed_rules.names import MAX_ANCESTORS, is_ci_url
 
     from ..ci import ancestors
 
-    found = {"ci_url": ctx.ci_url} if ctx.ci_url and is_ci_url(ctx.ci_url) else {}
+    found: dict[str, Any] = {"ci_url": ctx.ci_url} if ctx.ci_url and is_ci_url(ctx.ci_url) else {}
     if ctx.base_commit:
         found["base_commit"] = ctx.base_commit
         if before := ancestors(ctx.repository_root, ctx.base_commit, MAX_ANCESTORS):

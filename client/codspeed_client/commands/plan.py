@@ -80,6 +80,7 @@ def _changed(args: argparse.Namespace, target: Target, root: str) -> list[str] |
     from .. import plan as planning
     from ..ci import changed_files
 
+    changed: list[str] | None
     if args.changed:
         changed = listed("--changed", args.changed)
     else:

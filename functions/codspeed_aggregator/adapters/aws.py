@@ -4,6 +4,7 @@
 import threading
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -12,10 +13,10 @@ _CONFIG = Config(signature_version="s3v4", retries={"mode": "standard", "max_att
 OPERATOR = "operator"  # the operator's commands and the local stack's set-up: no function's role
 
 _LOCK = threading.Lock()
-_SESSION_HOOKS: list[Callable] = []  # called with (function, session) as each session is made
+_SESSION_HOOKS: list[Callable[..., Any]] = []  # called with (function, session) as each session is made
 
 
-def on_session(hook: Callable) -> Callable[[], None]:
+def on_session(hook: Callable[..., Any]) -> Callable[[], None]:
     """Have ``hook(function, session)`` see every session made from now on (the local stack holds
     each function's calls to its role there); answers what takes the hook off again."""
     _SESSION_HOOKS.append(hook)

@@ -5,6 +5,7 @@ import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -40,7 +41,7 @@ class SpoolWriter:
         self.upload_id: str | None = None  # started with the first full part
         self.version_id: str | None = None
         self._buffer = bytearray()
-        self._parts: list[dict] = []
+        self._parts: list[dict[str, Any]] = []
         self._abandoned = False
 
     def write(self, data: bytes) -> int:
@@ -128,7 +129,7 @@ class Bucket:
 
     def presign_put(
         self, key: str, expires: int, *, size: int | None, content_type: str | None, md5: str | None, crc32: str | None
-    ) -> tuple[str, dict]:
+    ) -> tuple[str, dict[str, Any]]:
         """A presigned PUT whose headers, each when given, are signed: S3 refuses a body that
         disagrees with its checksums (Content-MD5, x-amz-checksum-crc32) or its length."""
         params, headers = {"Bucket": self.bucket, "Key": key}, {}
@@ -159,7 +160,7 @@ class Bucket:
         finally:
             answer["Body"].close()
 
-    def get(self, key: str, version_id: str | None = None) -> dict:
+    def get(self, key: str, version_id: str | None = None) -> dict[str, Any]:
         """S3's GetObject answer for the version given, else the current one; MissingObject when absent."""
         try:
             return self.s3.get_object(Bucket=self.bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
@@ -179,18 +180,18 @@ class Bucket:
             raise
         writer.complete()
 
-    def put_json(self, key: str, document: dict | str) -> str | None:
+    def put_json(self, key: str, document: dict[str, Any] | str) -> str | None:
         """Write a JSON object (or its text, already made); answers its version."""
         text = document if isinstance(document, str) else json.dumps(document, separators=(",", ":"))
         answer = self.s3.put_object(Bucket=self.bucket, Key=key, Body=text.encode(), ContentType="application/json")
         return answer.get("VersionId")
 
-    def put_json_many(self, documents: dict[str, dict], writers: int = 16) -> None:
+    def put_json_many(self, documents: dict[str, dict[str, Any]], writers: int = 16) -> None:
         """Write many JSON objects, in parallel (a plan's parts: a thousand for a big run)."""
         with ThreadPoolExecutor(max(1, min(writers, len(documents)))) as pool:
             list(pool.map(self.put_json, documents, documents.values()))
 
-    def read_json(self, key: str, version_id: str | None = None) -> dict:
+    def read_json(self, key: str, version_id: str | None = None) -> dict[str, Any]:
         with self.open(key, version_id) as body:
             return json.loads(body.read())
 

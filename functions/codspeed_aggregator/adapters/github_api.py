@@ -1,5 +1,7 @@
 """GitHub's REST API, as the aggregator calls it: one session with the stack's token."""
 
+from typing import Any
+
 import requests
 
 
@@ -16,7 +18,7 @@ class GitHubApi:
         )
         self.timeout = timeout
 
-    def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None):
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None, params: dict | None = None):
         answer = self.http.request(method, f"{self.api_url}{path}", json=body, params=params, timeout=self.timeout)
         answer.raise_for_status()
         return answer.json() if answer.content else {}

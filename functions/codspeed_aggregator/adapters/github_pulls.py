@@ -1,6 +1,8 @@
 """GitHub's word on a pull request and on an Actions run, asked with the stack's token: what a
 tokenless request claims (a fork's pull request, its head, its workflow run) is checked here."""
 
+from typing import Any
+
 import requests
 
 from ..domain.fork_pull_request import PullRequest, WorkflowRun
@@ -31,7 +33,7 @@ class GitHubPulls(GitHubApi):
             head_sha=found["head_sha"], head_repository=(found.get("head_repository") or {}).get("full_name")
         )
 
-    def _get(self, path: str) -> dict | None:
+    def _get(self, path: str) -> dict[str, Any] | None:
         try:
             return self.call("GET", path)
         except requests.HTTPError as exc:

@@ -8,7 +8,7 @@ and malformed answers; a 4xx other than 429 is final."""
 import io
 import time
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -86,7 +86,7 @@ class UpstreamClient:
         budget: float,
         *,
         data: BinaryIO | None = None,
-        headers: dict | None = None,
+        headers: dict[str, Any] | None = None,
         **kwargs,
     ) -> requests.Response:
         """One request that ends within ``budget`` seconds however slowly the peer reads or
@@ -153,7 +153,7 @@ class UpstreamClient:
                 failure = f"{step} answered a body that is not an upload grant: {answer.text[:300]}"
         raise UpstreamError(f"{failure} (after {self.attempts} tries)")
 
-    def token_for(self, metadata: dict) -> str | None:
+    def token_for(self, metadata: dict[str, Any]) -> str | None:
         """The token a run's upload goes with: none for a tokenless one (a fork's pull request: the
         runner sends no Authorization then), else its project's."""
         if metadata.get("tokenless"):
@@ -163,7 +163,11 @@ class UpstreamClient:
         return self.tokens(project) if self.tokens else self.token
 
     def announce(
-        self, metadata: dict, body: bytes | None = None, user_agent: str | None = None, job_token: str | None = None
+        self,
+        metadata: dict[str, Any],
+        body: bytes | None = None,
+        user_agent: str | None = None,
+        job_token: str | None = None,
     ) -> UploadAccepted:
         """Step 1: POST the metadata (in the runner's field order, as given), or ``body``, the bytes a
         runner sent (``metadata`` read from them), with its ``user_agent`` and its job's own
@@ -174,7 +178,7 @@ class UpstreamClient:
         if token := (job_token if job_token and not metadata.get("tokenless") else self.token_for(metadata)):
             headers["Authorization"] = token  # CodSpeed wants the bare token, no "Bearer"
 
-        def sent() -> dict:  # each try from the start
+        def sent() -> dict[str, Any]:  # each try from the start
             return {"data": io.BytesIO(body)} if body is not None else {"json": metadata}
 
         return self._retrying(

@@ -3,6 +3,7 @@ commit, else its latest): results for the shards it skipped, each from the branc
 that received it, and the benchmarks it lost."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from codspeed_rules.names import shard_key
 
@@ -61,7 +62,7 @@ class Completion:
     """The shards carried from the baseline, and the outcome stored on the run for its report."""
 
     carried: dict[str, ShardRecord] = field(default_factory=dict)
-    outcome: dict = field(default_factory=dict)
+    outcome: dict[str, Any] = field(default_factory=dict)
 
 
 def complete(

@@ -3,12 +3,14 @@ walltime benchmark's measured total time; a valgrind one's instructions at one d
 (callgrind runs a benchmark once, at about ``VALGRIND_INSTRUCTIONS_PER_SECOND``), relative
 seconds, which is what balancing shards needs."""
 
+from typing import Any
+
 # callgrind's pace, the runner's options, pytest-codspeed's warm-up included: fitted at 35, 41 and 63 M a
 # second in three runs on one core here (python bench/valgrind_rate.py), about 50 times slower than native
 VALGRIND_INSTRUCTIONS_PER_SECOND = 40e6
 
 
-def cost_seconds(result: dict) -> float | None:
+def cost_seconds(result: dict[str, Any]) -> float | None:
     """A benchmark's cost in seconds, or None when its figures say none (a walltime result
     recorded before its total time was)."""
     if result.get("unit") == "cycles" and result.get("instructions") is not None:
@@ -18,14 +20,14 @@ def cost_seconds(result: dict) -> float | None:
     return None
 
 
-def shard_cost(results: dict[str, dict]) -> tuple[int, int] | None:
+def shard_cost(results: dict[str, dict[str, Any]]) -> tuple[int, int] | None:
     """What a shard's benchmarks cost to run in all, and its costliest one's, in milliseconds;
     None when no figure says (walltime results recorded before total times were)."""
     seconds = [s for s in map(cost_seconds, results.values()) if s is not None]
     return (round(sum(seconds) * 1000), round(max(seconds) * 1000)) if seconds else None
 
 
-def run_costs(results_by_shard: dict[str, dict[str, dict]]) -> dict[str, dict]:
+def run_costs(results_by_shard: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict]:
     """Each benchmark's cost and shard, by name, over a run's shards' results (a benchmark in two
     shards is the later shard's, by name)."""
     costs = {}

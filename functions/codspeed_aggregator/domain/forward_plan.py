@@ -2,6 +2,7 @@
 finalizer needs: its upload, its own shards, what of them was carried, and the run's metadata."""
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from .baseline import Completion
 from .ledger import RunRecord, ShardRecord, sent_as
@@ -17,11 +18,11 @@ class PartPlan:
     upload: UpstreamPart
     part_id: str  # what it holds (``upstream_parts.part_id``): a shard an eager run sent as it is now is not sent again
     shards: dict[str, ShardRecord]  # its own, by name
-    carried: dict[str, dict]  # the outcome's entry of each of its shards carried from the baseline
+    carried: dict[str, dict[str, Any]]  # the outcome's entry of each of its shards carried from the baseline
     number: int  # its place among its group's merged parts (0: a shard sent as it was)
     group_parts: int  # its group's merged parts
     sends: int  # how many uploads this attempt sends
-    base_metadata: dict | None  # the run's CodSpeed metadata (its first shard's)
+    base_metadata: dict[str, Any] | None  # the run's CodSpeed metadata (its first shard's)
 
     @property
     def claim(self) -> str:
@@ -29,7 +30,7 @@ class PartPlan:
         eager run's send of the same shard."""
         return part_claim(self.upload, self.shards)
 
-    def to_item(self) -> dict:
+    def to_item(self) -> dict[str, Any]:
         return {
             "index": self.index,
             "upload": self.upload.to_item(),
@@ -43,7 +44,7 @@ class PartPlan:
         }
 
     @classmethod
-    def from_item(cls, item: dict) -> "PartPlan":
+    def from_item(cls, item: dict[str, Any]) -> "PartPlan":
         return cls(
             index=item["index"],
             upload=UpstreamPart.from_item(item["upload"]),
@@ -63,7 +64,7 @@ class ForwardPlan:
     shards: dict[str, ShardRecord]  # arrived and carried, by name
     completion: Completion
     baseline_run: str | None
-    base_metadata: dict | None
+    base_metadata: dict[str, Any] | None
     uploads: list[UpstreamPart]
     part_ids: list[str]  # what each upload holds (``upstream_parts.part_id``)
     todo: list[int]  # the uploads this attempt sends: the others the upstream holds, as they are, from an earlier one
@@ -84,7 +85,7 @@ class ForwardPlan:
             base_metadata=self.base_metadata,
         )
 
-    def outcome_said(self, parts: list[dict]) -> tuple[str, str | None]:
+    def outcome_said(self, parts: list[dict[str, Any]]) -> tuple[str, str | None]:
         """What the run's end says it sent (``parts``: the upstream's answers to this attempt's
         sends), and the upstream run ids it went under."""
         size = sum(p["size"] for p in parts)

@@ -9,7 +9,7 @@ never shows less.
 """
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from codspeed_rules.names import KEYED_AS_NAME
 
@@ -73,20 +73,22 @@ class RunRecord:
     base_ref: str | None = None
     base_commit: str | None = None  # the base branch's commit the change was built on: its run is the baseline
     base_ancestors: tuple[str, ...] = ()  # its first-parent ancestors, the nearest first: else the nearest with a run
-    identity: dict | None = None
+    identity: dict[str, Any] | None = None
     created_at: str = ""
     deadline_at: int = 0
     rev: int = 1
     run_changes: int = 1
     skipped: tuple[str, ...] = ()
     close_reason: str | None = None
-    upstream: dict | None = None
+    upstream: dict[str, Any] | None = None
     forward_error: str | None = None
     lease_until: int = 0
     arrived_count: int = 0  # distinct shards with an accepted bundle, kept exact by the arrival's condition
-    forwarded_parts: dict = field(default_factory=dict)  # upload index -> the upstream's answer
-    announced_parts: dict = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not done
-    outcome: dict = field(default_factory=dict)  # baseline, carried shards, missing benchmarks (domain.baseline)
+    forwarded_parts: dict[str, Any] = field(default_factory=dict)  # upload index -> the upstream's answer
+    announced_parts: dict[str, Any] = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not done
+    outcome: dict[str, Any] = field(
+        default_factory=dict
+    )  # baseline, carried shards, missing benchmarks (domain.baseline)
     attempt: int = 1  # a run forwarded and uploaded to again (a CI re-run) goes on as its next attempt
     variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)
@@ -178,14 +180,14 @@ class ShardRecord:
     gzipped: bool = True
     inherited_from: str | None = None  # the earlier attempt this shard's bundle was counted in
     version_id: str | None = None  # the object version validated: the one merged
-    normalized: dict | None = (
+    normalized: dict[str, Any] | None = (
         None  # the normalized copy (key, version: the bundle itself when verified) and its index version
     )
     group: str = ""  # the job group it belongs to (RunRecord)
     results_kept: bool = False  # its bundle's benchmarks are in the bucket (results/): counted by this release or later
     cost_ms: int | None = None  # what its benchmarks cost to run, in all (domain.costs), recorded at arrival
     longest_ms: int | None = None  # and its costliest benchmark's
-    upstream: dict | None = (
+    upstream: dict[str, Any] | None = (
         None  # an eager run's shard sent as it came: the part sent, the upstream's answer or an error
     )
 
@@ -219,7 +221,7 @@ class GrantRecord:
     upload_id: str
     size: int | None
     requested_at: str
-    metadata: dict | None = None  # stored beside the record, read only when forwarding
+    metadata: dict[str, Any] | None = None  # stored beside the record, read only when forwarding
     label: str | None = None
     executor: str = "valgrind"
     group: str = ""

@@ -1,6 +1,7 @@
 """Which shards a run expects: a count, a list of names, or nothing said (closed by hand)."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import Conflict, Unprocessable
 
@@ -12,7 +13,7 @@ class Manifest:
     indexed: bool = False  # shards named "1".."total" (`--shard 2/4`)
 
     @classmethod
-    def from_item(cls, item: dict | None) -> "Manifest":
+    def from_item(cls, item: dict[str, Any] | None) -> "Manifest":
         if not item:
             return cls()
         names = item.get("names")
@@ -22,7 +23,7 @@ class Manifest:
             indexed=bool(item.get("indexed", False)),
         )
 
-    def to_item(self) -> dict:
+    def to_item(self) -> dict[str, Any]:
         return {"total": self.total, "names": list(self.names) if self.names else None, "indexed": self.indexed}
 
     @property

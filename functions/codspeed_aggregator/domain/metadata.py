@@ -2,6 +2,7 @@
 
 import copy
 from dataclasses import dataclass
+from typing import Any
 
 from codspeed_rules.bundle import VALGRIND
 from codspeed_rules.names import split_shard_key
@@ -12,7 +13,7 @@ from .ledger import ShardRecord
 from .upstream_parts import AGGREGATOR_JOB, UpstreamPart, claim_id, pushed_part_id
 
 
-def check_identity(run_identity: dict | None, mine: dict | None) -> None:
+def check_identity(run_identity: dict[str, Any] | None, mine: dict | None) -> None:
     """Refuse a shard whose commit, project or ref differs from the run's first shard."""
     if not run_identity or mine is None:
         return
@@ -34,7 +35,7 @@ def ci_url(metadata: UploadMetadata) -> str | None:
     return f"https://github.com/{metadata.project}/actions/runs/{run}"
 
 
-def as_sent_metadata(sent: dict, md5: str, gzipped: bool) -> dict:
+def as_sent_metadata(sent: dict[str, Any], md5: str, gzipped: bool) -> dict:
     """A shard's own metadata for forwarding its archive as it was sent: the archive's MD5 and
     encoding (what a CodSpeed runner sent already; what a pushed bundle's metadata lacks)."""
     metadata = copy.deepcopy(sent)
@@ -43,7 +44,7 @@ def as_sent_metadata(sent: dict, md5: str, gzipped: bool) -> dict:
     return in_runner_order(metadata)
 
 
-def names_archive(sent: dict, md5: str, gzipped: bool) -> bool:
+def names_archive(sent: dict[str, Any], md5: str, gzipped: bool) -> bool:
     """Whether an upload's own metadata describes this archive as it is (its MD5 and encoding): its
     POST can then go upstream as it came."""
     return sent.get("profileMd5") == md5 and sent.get("profileEncoding") == ("gzip" if gzipped else None)
@@ -73,7 +74,7 @@ def part_claim(upload: UpstreamPart, shards: dict[str, ShardRecord]) -> str:
     return claim_id(upstream_part_id(shard), shard.executor)
 
 
-def as_carried(base: dict, shard: ShardRecord) -> dict:
+def as_carried(base: dict[str, Any], shard: ShardRecord) -> dict:
     """The metadata a shard carried from another run goes alone under: the run's (``base``), with
     the shard's own runPartId, the one it was sent under, and executor."""
     metadata = copy.deepcopy(base)
@@ -107,11 +108,11 @@ class MergedPart:
     group: str
     number: int
     group_parts: int
-    shards: list[tuple[ShardRecord, dict | None]]
-    carried: dict
+    shards: list[tuple[ShardRecord, dict[str, Any] | None]]
+    carried: dict[str, Any]
 
 
-def shard_identity(shard: ShardRecord, sent: dict | None) -> dict:
+def shard_identity(shard: ShardRecord, sent: dict[str, Any] | None) -> dict:
     """Who a merged shard was: its runner's runPartId and job, executor, run index and matrix keys
     (the runPart's metadata), its machine and its CI job."""
     sent = sent or {}
@@ -129,7 +130,7 @@ def shard_identity(shard: ShardRecord, sent: dict | None) -> dict:
     return identity
 
 
-def merged_metadata(base: dict, part: MergedPart, md5: str) -> dict:
+def merged_metadata(base: dict[str, Any], part: MergedPart, md5: str) -> dict:
     """A merged upload's metadata: the metadata of its first arrived shard (the top-level
     ``runner`` is that shard's, and ``runnerOf`` says which; unknown fields kept), with the
     recomputed profileMd5, gzip encoding and a runPart that describes the part: the run's

@@ -3,6 +3,7 @@ in place across every push, workflow run and attempt; which run it shows; its hi
 body within its host's limit whatever the run's size."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from codspeed_wire.report import Report, render_markdown
 
@@ -40,7 +41,7 @@ class Shown:
     url: str | None
 
     @classmethod
-    def of(cls, report: Report, runs: dict, now: float) -> "Shown":
+    def of(cls, report: Report, runs: dict[str, Any], now: float) -> "Shown":
         """``runs``: the pull request's runs the comment has shown (a later attempt keeps its run's
         first place: a re-run of an older commit stays older)."""
         run = base_run_id(report.run_id)
@@ -48,11 +49,11 @@ class Shown:
         opened = known.get("opened") or int(epoch(report.opened_at) if report.opened_at else now)
         return cls(run, int(opened), report.version, report.commit, report.page_url)
 
-    def entry(self) -> dict:
+    def entry(self) -> dict[str, Any]:
         return {"opened": self.opened, "commit": self.commit, "url": self.url}
 
 
-def earlier_runs(runs: dict, shown: Shown, thread: str = "pull request") -> str:
+def earlier_runs(runs: dict[str, Any], shown: Shown, thread: str = "pull request") -> str:
     """The pull request's (``thread``: a merge request's) other runs, newest first, folded into one
     line with their links."""
     others = sorted(((e.get("opened") or 0, run, e) for run, e in runs.items() if run != shown.run), reverse=True)

@@ -2,6 +2,7 @@
 summaries of its shards' benchmarks."""
 
 from collections import Counter
+from typing import Any
 from urllib.parse import urlsplit
 
 from codspeed_rules.names import shard_key, split_shard_key
@@ -15,11 +16,11 @@ from .results import ShardSummary, combine
 JOB_ENTRY = "job:"  # the report's entry of a job's uploads not in (no shard name or storage key has a colon)
 
 
-def carried_from(carried: dict) -> str:
+def carried_from(carried: dict[str, Any]) -> str:
     return f"carried from run {carried['run_id']} (commit {(carried['commit'] or '?')[:12]})"
 
 
-def compared_with(run: RunRecord, baseline: Snapshot | None, branch: str) -> dict | None:
+def compared_with(run: RunRecord, baseline: Snapshot | None, branch: str) -> dict[str, Any] | None:
     """The baseline a run's report names: the one its finalizer chose, else the one it compares with
     while open (the latest forwarded on ``branch``, its base branch), and why."""
     return (run.outcome or {}).get("baseline") or (

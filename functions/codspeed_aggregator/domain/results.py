@@ -15,6 +15,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from codspeed_wire.report import BenchmarkCounts, BenchmarkEntry
 
@@ -29,7 +30,7 @@ class ShardResults:
     (``measured``), as the arrival that counted it stored them."""
 
     names: list[str]
-    results: dict[str, dict]
+    results: dict[str, dict[str, Any]]
 
     def to_json(self) -> bytes:
         return json.dumps({"names": self.names, "results": self.results}, separators=(",", ":")).encode()
@@ -40,7 +41,7 @@ class ShardResults:
         return cls(list(document.get("names") or []), dict(document.get("results") or {}))
 
 
-def measured(raw: dict[str, dict]) -> dict[str, dict]:
+def measured(raw: dict[str, dict[str, Any]]) -> dict[str, dict]:
     """A bundle's results (``BundleSummary.results``) in the form the ledger keeps."""
     kept = {}
     for name, r in raw.items():
@@ -64,7 +65,7 @@ def measured(raw: dict[str, dict]) -> dict[str, dict]:
     return kept
 
 
-def _walltime_cost(stats: dict) -> float:
+def _walltime_cost(stats: dict[str, Any]) -> float:
     """What a walltime benchmark took to run, in seconds, as pytest-codspeed runs one: a call for
     its result, the warm-up, then the measured rounds (``total_time``). The warm-up calls until
     ``warmup_time_ns`` has passed, so it ends past that budget by at most one call: its calls
@@ -80,7 +81,7 @@ def _walltime_cost(stats: dict) -> float:
     return stats["total_time"] + call + warmup
 
 
-def change(result: dict, base: dict | None) -> float | None:
+def change(result: dict[str, Any], base: dict | None) -> float | None:
     """(value - baseline) / baseline, when both are figures of one unit; a walltime figure is
     never compared with a cycles one."""
     if base is None or base.get("unit") != result.get("unit") or not base.get("value") or result.get("value") is None:
@@ -94,7 +95,7 @@ def flag(delta: float | None, threshold: float) -> str | None:
     return REGRESSION if delta > 0 else IMPROVEMENT
 
 
-def _entry(shard: str, name: str, result: dict, base: dict | None, threshold: float) -> BenchmarkEntry:
+def _entry(shard: str, name: str, result: dict[str, Any], base: dict | None, threshold: float) -> BenchmarkEntry:
     delta = change(result, base)
     return BenchmarkEntry(
         name=name,
@@ -122,14 +123,16 @@ def ranked(entries: Iterable[BenchmarkEntry]) -> list[BenchmarkEntry]:
 
 
 def shard_entries(
-    shard: str, results: dict[str, dict], before: Mapping[str, dict], threshold: float
+    shard: str, results: dict[str, dict[str, Any]], before: Mapping[str, dict], threshold: float
 ) -> list[BenchmarkEntry]:
     """Every measured benchmark of a shard, compared with its figure in the baseline (``before``:
     name -> its figures there), ranked."""
     return ranked(_entry(shard, name, result, before.get(name), threshold) for name, result in results.items())
 
 
-def absent_entries(shard: str, baseline: dict[str, dict], state: str, source: str | None) -> list[BenchmarkEntry]:
+def absent_entries(
+    shard: str, baseline: dict[str, dict[str, Any]], state: str, source: str | None
+) -> list[BenchmarkEntry]:
     """The baseline's benchmarks of a shard that has none in this run: ``carried`` (their figures
     stand for this run's), ``running`` (the shard is not in yet) or ``missing``."""
     carried = state == "carried"
@@ -153,12 +156,14 @@ class ShardSummary:
     """What a report keeps of one shard's benchmarks: how many of each kind, and the worst
     ``LISTED`` changes each way."""
 
-    counts: Counter = field(default_factory=Counter)  # measured, regressions, improvements, unchanged, new
+    counts: Counter[str] = field(default_factory=Counter)  # measured, regressions, improvements, unchanged, new
     regressions: list[BenchmarkEntry] = field(default_factory=list)
     improvements: list[BenchmarkEntry] = field(default_factory=list)
 
 
-def summarize(shard: str, results: dict[str, dict], before: Mapping[str, dict], threshold: float) -> ShardSummary:
+def summarize(
+    shard: str, results: dict[str, dict[str, Any]], before: Mapping[str, dict], threshold: float
+) -> ShardSummary:
     """A shard's summary, in one pass over its results: a model is made only for the changes it names."""
     counts, worse, better = Counter(), [], []
     for name, result in results.items():

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from isal import isal_zlib
 
@@ -53,7 +53,7 @@ END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
 class NormalizedShard:
     name: str
     pids: tuple[int, ...]
-    index: dict
+    index: dict[str, Any]
     open: Callable[[], AbstractContextManager[BinaryIO]]  # the normalized object
 
 
@@ -97,7 +97,7 @@ class _Cursor:
             length -= len(data)
             yield data
 
-    def finish(self, expected: dict) -> None:
+    def finish(self, expected: dict[str, Any]) -> None:
         while data := self._stream.read(CHUNK):
             self._crc = isal_zlib.crc32(data, self._crc)
             self.position += len(data)
@@ -138,7 +138,7 @@ class _Spliced:
             self._checked.segment_done()
             self._promised(zlib.crc32(data), len(data), checked=True)
 
-    def copied(self, cursor: _Cursor, segment: list) -> None:
+    def copied(self, cursor: _Cursor, segment: list[Any]) -> None:
         """A segment of a normalized bundle, copied as it is."""
         _, offset, length, unpacked, crc = segment
         if cursor.inflated_alone:
@@ -217,11 +217,11 @@ def _adds_up(shard: NormalizedShard) -> None:
         )
 
 
-def _segments(member: dict) -> dict[str, list]:
+def _segments(member: dict[str, Any]) -> dict[str, list[Any]]:
     return {segment[0]: segment for segment in member["segments"]}
 
 
-def _header(path: str, member: dict, size: int) -> bytes:
+def _header(path: str, member: dict[str, Any], size: int) -> bytes:
     info = tarfile.TarInfo("./" + path)
     info.type = tarfile.DIRTYPE if member["type"] == "dir" else tarfile.REGTYPE
     info.size, info.mode, info.mtime = size, member["mode"] & 0o777, member["mtime"]
@@ -229,7 +229,7 @@ def _header(path: str, member: dict, size: int) -> bytes:
 
 
 def _splice_member(
-    member: dict, cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict, names: MemberNames
+    member: dict[str, Any], cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict, names: MemberNames
 ) -> None:
     path, segments = member["name"], _segments(member)
     if not path:
@@ -255,7 +255,13 @@ def _splice_member(
 
 
 def _splice_head(
-    member: dict, placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced, shard: str, pids: tuple[int, int]
+    member: dict[str, Any],
+    placed: str,
+    segments: dict,
+    cursor: _Cursor,
+    spliced: _Spliced,
+    shard: str,
+    pids: tuple[int, int],
 ) -> None:
     """A callgrind file whose pid keeps its width: only its head (which ends with its one ``pid:``
     line) is inflated and rewritten, its body copied as it was compressed."""
@@ -285,7 +291,7 @@ def _rewrite_head(head: bytes, old: int, new: int) -> bytes:
     return head[: -len(line)] + b"pid: %d\n" % new
 
 
-def _copy_member(member: dict, placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced) -> None:
+def _copy_member(member: dict[str, Any], placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced) -> None:
     spliced.encoded(_header(placed, member, member["size"]))
     for kind in ("head", "body", "pad"):
         if kind in segments:
@@ -293,7 +299,12 @@ def _copy_member(member: dict, placed: str, segments: dict, cursor: _Cursor, spl
 
 
 def _encode_member(
-    member: dict, placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced, rewrite: tuple[int, int, bool]
+    member: dict[str, Any],
+    placed: str,
+    segments: dict,
+    cursor: _Cursor,
+    spliced: _Spliced,
+    rewrite: tuple[int, int, bool],
 ) -> None:
     """A member whose content changes beyond its head: decoded, rewritten, encoded again (rare:
     the merge plans pids of the same width whenever one is free). ``rewrite``: its old pid, its

@@ -5,6 +5,7 @@ come to what its segments' indexes promise."""
 import queue
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from isal import isal_zlib
 
@@ -38,7 +39,7 @@ class SpliceCheck:
         threads = min(CHECK_THREADS, usable_cores())
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="splice-check")
         self._room = threading.BoundedSemaphore(2 * threads)
-        self._checks: list[Future] = []
+        self._checks: list[Future[Any]] = []
         self._piece: queue.Queue | None = None
         self._small: list[bytes] = []  # the piece's first chunks, until it has INLINE bytes
         self._held = 0
@@ -102,8 +103,8 @@ class SpliceCheck:
         return crc, size
 
 
-def _inflated_here(chunks: list[bytes], last: bool) -> Future:
-    done: Future = Future()
+def _inflated_here(chunks: list[bytes], last: bool) -> Future[Any]:
+    done: Future[Any] = Future()
     try:
         inflated = _PieceInflate()
         for chunk in chunks:

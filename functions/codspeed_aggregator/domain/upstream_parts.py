@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from codspeed_rules.bundle import VALGRIND
 
@@ -37,11 +38,11 @@ class UpstreamPart:
         """What the upstream knows this part as: its runPartId, or the shard forwarded as sent."""
         return self.run_part_id if self.merged else f"shard:{self.shards[0]}"
 
-    def to_item(self) -> dict:
+    def to_item(self) -> dict[str, Any]:
         return {"shards": list(self.shards), "merged": self.merged, "group": self.group, "id": self.run_part_id}
 
     @classmethod
-    def from_item(cls, item: dict) -> "UpstreamPart":
+    def from_item(cls, item: dict[str, Any]) -> "UpstreamPart":
         return cls(tuple(item["shards"]), bool(item["merged"]), item.get("group") or "", item.get("id"))
 
 
@@ -73,7 +74,7 @@ def pushed_part_id(name: str, executor: str) -> str:
     return _part_id(AGGREGATOR_JOB, {"aggregated-shard": name, "executor": executor})
 
 
-def _part_id(job: str, suffix: dict) -> str:
+def _part_id(job: str, suffix: dict[str, Any]) -> str:
     """A runPartId in the runner's form: the job, then a JSON object (``-{"executor":…}``)."""
     return f"{job}-{json.dumps(suffix, separators=(',', ':'))}"
 

@@ -3,6 +3,7 @@ router: the JSON API (``runs_api``), the pages (``pages``) or the webhooks (``we
 
 import json
 from http import HTTPStatus
+from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools import Logger, Tracer
@@ -83,7 +84,7 @@ def _invalid(exc: RequestValidationError):
     return json_response(HTTPStatus.UNPROCESSABLE_ENTITY, {"error": f"invalid request: {fields}", "detail": detail})
 
 
-def _field(detail: dict) -> str:
+def _field(detail: dict[str, Any]) -> str:
     if detail["type"] == "json_invalid":
         return "body: not valid JSON"
     return f"{'.'.join(str(p) for p in detail['loc'][1:]) or 'body'}: {detail['msg']}"
@@ -99,7 +100,7 @@ def report_path(raw: str) -> str:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-def handler(event: dict, context) -> dict:
+def handler(event: dict[str, Any], context) -> dict:
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     path = event.get("rawPath") or event.get("requestContext", {}).get("http", {}).get("path", "")
     body = event.get("body") or ""

@@ -1,5 +1,6 @@
 """S3 ObjectCreated events, through SQS: validate and count each bundle once."""
 
+from typing import Any
 from urllib.parse import unquote_plus
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -18,7 +19,7 @@ tracer = Tracer()
 metrics = Metrics()
 
 
-def s3_objects(body: dict) -> list[tuple[str, int | None, str | None]]:
+def s3_objects(body: dict[str, Any]) -> list[tuple[str, int | None, str | None]]:
     """(key, size, version id) of each created bundle in an S3 notification; S3's test event has none.
 
     S3 URL-encodes keys in events (a space as ``+``, ``%`` as ``%25``); powertools decodes only
@@ -65,7 +66,7 @@ def record_handler(record: SQSRecord, lambda_context) -> None:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict, context) -> dict:
+def handler(event: dict[str, Any], context) -> dict:
     with for_arrivals().reports.held():  # one report per run per batch
         return process_partial_response(
             event=event, record_handler=record_handler, processor=sqs_batch(), context=context

@@ -1,5 +1,7 @@
 """Finalize queue: merge a run's shards and forward one upload upstream, once."""
 
+from typing import Any
+
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -33,5 +35,5 @@ def record_handler(record: SQSRecord) -> None:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict, context) -> dict:
+def handler(event: dict[str, Any], context) -> dict:
     return process_partial_response(event=event, record_handler=record_handler, processor=sqs_batch(), context=context)

@@ -1,5 +1,7 @@
 """Scheduled: close the runs whose deadline passed, so no run hangs forever."""
 
+from typing import Any
+
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -13,7 +15,7 @@ metrics = Metrics()
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict, context) -> dict:
+def handler(event: dict[str, Any], context) -> dict:
     closed = for_sweeper().close_run.sweep()
     metrics.add_metric(name="RunsClosedAtDeadline", unit=MetricUnit.Count, value=len(closed))
     logger.info("sweep", extra={"closed": len(closed)})

@@ -3,6 +3,7 @@ plain JavaScript (sorting, filtering and, while the run is open, refreshing its 
 place). No framework, no build step, nothing fetched from elsewhere; without JavaScript the
 same sorting and filtering are links and a form, answered by the server."""
 
+from typing import Any
 from urllib.parse import urlencode
 
 from codspeed_rules.summary import counts_line, shards_done
@@ -122,7 +123,7 @@ def _row(b: BenchmarkEntry) -> str:
     )
 
 
-def _table(report: Report, query: dict, sort: str | None, shard: ShardBenchmarks | None) -> str:
+def _table(report: Report, query: dict[str, Any], sort: str | None, shard: ShardBenchmarks | None) -> str:
     """The benchmarks: of one shard (all of them), or the run's worst changes, with the counts of all."""
     rows = list(shard.benchmarks if shard else report.benchmarks)
     if sort in SORTS:
@@ -164,7 +165,7 @@ def _table(report: Report, query: dict, sort: str | None, shard: ShardBenchmarks
     )
 
 
-def _paged(rows: list, query: dict, what: str) -> tuple[list, str]:
+def _paged(rows: list[Any], query: dict[str, Any], what: str) -> tuple[list, str]:
     """One page of ``rows`` (``?page=N``, PAGE_ROWS a page) and a caption that says which, with links
     to the pages before and after it that keep the rest of the query (a signed link's too)."""
     pages = max(1, -(-len(rows) // PAGE_ROWS))
@@ -184,7 +185,11 @@ def _paged(rows: list, query: dict, what: str) -> tuple[list, str]:
 
 
 def render_main(
-    report: Report, query: dict, refresh_url: str | None, list_url: str | None, shard: ShardBenchmarks | None = None
+    report: Report,
+    query: dict[str, Any],
+    refresh_url: str | None,
+    list_url: str | None,
+    shard: ShardBenchmarks | None = None,
 ) -> str:
     """The part of the page that changes while the run is open (the live refresh swaps it)."""
     final = report.state in FINAL_STATES
@@ -241,7 +246,11 @@ def _document(title: str, body: str, script: bool) -> str:
 
 
 def render_run(
-    report: Report, query: dict, refresh_url: str | None, list_url: str | None, shard: ShardBenchmarks | None = None
+    report: Report,
+    query: dict[str, Any],
+    refresh_url: str | None,
+    list_url: str | None,
+    shard: ShardBenchmarks | None = None,
 ) -> str:
     header = f"<header><h1>CodSpeed shards: {escape(report.project)} · run {escape(report.run_id)}</h1></header>"
     footer = f"<footer>Report version {report.version} · generated {escape(report.generated_at)}</footer>"

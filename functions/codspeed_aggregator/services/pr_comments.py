@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from requests import HTTPError, RequestException
 
@@ -36,7 +37,9 @@ class PullRequestComments:
     quiet_seconds: int
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
-    _refused: set = field(default_factory=set, init=False, repr=False)  # (host, project)s whose token may not comment
+    _refused: set[Any] = field(
+        default_factory=set, init=False, repr=False
+    )  # (host, project)s whose token may not comment
 
     def show(self, report: Report, provider: str | None = None) -> None:
         """Post or edit the comment of the pull request (merge request) ``report``'s run belongs to
@@ -99,7 +102,7 @@ class PullRequestComments:
             raise
         self.comments.posted(pr, comment_id, shown, self.clock())
 
-    def _calling(self, report: Report, call: Callable):
+    def _calling(self, report: Report, call: Callable[..., Any]):
         """A call to the host: once for a partial report (a later one comes), retried for the final
         one, which is always written, on anything but a refusal of the token."""
         tries = FINAL_TRIES if report.final else 1
@@ -111,7 +114,7 @@ class PullRequestComments:
                     raise
             self.sleep(2.0**attempt)
 
-    def _posted(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes) -> dict | None:
+    def _posted(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes) -> dict[str, Any] | None:
         """The comment once a concurrent first post recorded its id, or once this final report posted
         it itself because that post was given up (its claim released); None after the wait."""
         waited = 0.0

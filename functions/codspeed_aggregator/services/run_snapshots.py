@@ -4,6 +4,7 @@ reports (one S3 object instead of every shard's item: a cold start of a function
 the API and the arrivals each reading a big run and its baseline for the first time)."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..adapters.ledger import Reads
 from ..adapters.results_store import ResultsStore
@@ -21,7 +22,9 @@ LEFT_RUNS = 32  # runs whose last read left a process remembers
 class RunSnapshots:
     reads: Reads  # DynamoDB: the run's record, tallies and the shards changed since
     results: ResultsStore  # S3: what the last publisher read of the run
-    _left: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> the revision it left last
+    _left: dict[str, Any] = field(
+        default_factory=dict, init=False, repr=False
+    )  # (project, run) -> the revision it left last
 
     def read(self, project: str, run_id: str) -> Snapshot | None:
         """The run as it is now (``Reads.changed_snapshot``), or None when no such run."""

@@ -10,6 +10,7 @@ import threading
 from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..adapters.results_store import ResultsStore
 from ..domain.baseline import result_sources
@@ -26,11 +27,13 @@ DIGEST_WORTH = 16  # results one rebuild reads itself (one round of GETs) before
 class ShardSummaries:
     results: ResultsStore  # S3: results/, each shard's benchmarks; the runs' digests
     threshold: float
-    _summaries: dict = field(
+    _summaries: dict[str, Any] = field(
         default_factory=dict, init=False, repr=False
     )  # (bundle, baseline, threshold) -> ShardSummary
-    _digests: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> SummaryDigest
-    _whole_baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> every figure of it
+    _digests: dict[str, Any] = field(default_factory=dict, init=False, repr=False)  # (project, run) -> SummaryDigest
+    _whole_baselines: dict[str, Any] = field(
+        default_factory=dict, init=False, repr=False
+    )  # (project, run) -> every figure of it
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def summed(self, snapshot: Snapshot, baseline: Snapshot | None) -> SummaryDigest:
@@ -88,7 +91,9 @@ class ShardSummaries:
             return best
         return found
 
-    def before(self, baseline: Snapshot | None, sources: dict, shard: str, figures: dict) -> Mapping[str, dict]:
+    def before(
+        self, baseline: Snapshot | None, sources: dict[str, Any], shard: str, figures: dict
+    ) -> Mapping[str, dict]:
         """The baseline's figures of a shard's benchmarks (``sources``: where the baseline's results
         are): those of its shard of the same name, and for a benchmark not there (moved to another
         shard since), the baseline's whole set."""
@@ -111,7 +116,7 @@ class ShardSummaries:
         return ChainMap(before, whole)
 
 
-def trim_oldest(cache: dict, limit: int) -> None:
+def trim_oldest(cache: dict[str, Any], limit: int) -> None:
     """Let go of the oldest entries of a process's cache beyond ``limit``."""
     while len(cache) > limit:
         cache.pop(next(iter(cache)))

@@ -2,6 +2,7 @@
 branch's latest forwarded runs (every shard's, a carried shard's from its source run), in seconds."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from codspeed_wire.api import CostsAnswer
 
@@ -55,7 +56,7 @@ class BenchmarkCosts:
             **({"for_run": base_run_id(run_id)} if run_id else {}),
         )
 
-    def _costs(self, snapshot) -> dict:
+    def _costs(self, snapshot) -> dict[str, Any]:
         sources = result_sources(snapshot)
         found = self.results.read_many(key for key, _ in sources.values())
         return run_costs({shard: found[key].results if found.get(key) else {} for shard, (key, _) in sources.items()})

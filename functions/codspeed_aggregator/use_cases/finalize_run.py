@@ -5,6 +5,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -152,13 +153,15 @@ class FinalizeRun:
             self._forward_part(own, project, run_id, snapshot.run.announced_parts.get(str(todo[0])), snapshot.run.eager)
         return self._finish_when_forwarded(project, run_id, plan)
 
-    def _closed_empty(self, project: str, run_id: str, outcome: dict | None = None) -> str:
+    def _closed_empty(self, project: str, run_id: str, outcome: dict[str, Any] | None = None) -> str:
         self.runs.finish(project, run_id, CLOSED_EMPTY, outcome=outcome)
         self.store.mark_final(run_bundles_prefix(project, run_id))
         self.reports.publish(project, run_id)
         return CLOSED_EMPTY
 
-    def _forward_part(self, part: PartPlan, project: str, run_id: str, announced: dict | None, eager: bool) -> None:
+    def _forward_part(
+        self, part: PartPlan, project: str, run_id: str, announced: dict[str, Any] | None, eager: bool
+    ) -> None:
         """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once.
         A shard an eager run sent while this was planned is not sent again."""
         if eager and not part.upload.merged:

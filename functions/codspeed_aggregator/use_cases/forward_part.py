@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 from ..adapters.bucket import Bucket, MissingObject, ObjectReader
 from ..adapters.ledger import Parts, Shards
@@ -31,15 +32,15 @@ class ForwardPart:
     upstream: UpstreamClient  # the upstream (CodSpeed): POST metadata, PUT archive
     metrics: Metrics
 
-    def sent_metadata(self, project: str, run_id: str, shard: ShardRecord) -> dict | None:
+    def sent_metadata(self, project: str, run_id: str, shard: ShardRecord) -> dict[str, Any] | None:
         """The CodSpeed metadata a shard was uploaded with (None for a shard carried from another run)."""
         return self.shards.upload_metadata(project, run_id, shard.upload_id) if shard.upload_id else None
 
-    def opened_metadata(self, project: str, run_id: str) -> dict | None:
+    def opened_metadata(self, project: str, run_id: str) -> dict[str, Any] | None:
         """The CodSpeed metadata the job that opened the run stated (``codspeed-client open``), if any."""
         return self.shards.upload_metadata(project, run_id, OPENED)
 
-    def send_merged(self, part: PartPlan, project: str, run_id: str, announced: dict | None) -> dict:
+    def send_merged(self, part: PartPlan, project: str, run_id: str, announced: dict[str, Any] | None) -> dict:
         """Send the part's shards merged: its number among its group's merged parts, under the run's
         metadata, naming the shards it carried. A POST already answered for the same bytes (the
         merge is deterministic) is not made again: the archive goes to the URL it gave."""
@@ -66,10 +67,10 @@ class ForwardPart:
         shard: ShardRecord,
         project: str,
         run_id: str,
-        base_metadata: dict | None = None,
+        base_metadata: dict[str, Any] | None = None,
         index: int | None = None,
-        announced: dict | None = None,
-    ) -> dict:
+        announced: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Send one shard's archive as it was sent: a runner's POST byte for byte, with its job's token
         while valid, when its metadata names this very archive; else its metadata (a carried
         shard's under ``base_metadata``)."""
@@ -85,8 +86,8 @@ class ForwardPart:
         return self._deliver(project, run_id, index, outgoing, announced)
 
     def _deliver(
-        self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing", announced: dict | None
-    ) -> dict:
+        self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing", announced: dict[str, Any] | None
+    ) -> dict[str, Any]:
         """POST the upload's metadata (unless ``announced`` for these bytes already), then PUT the archive."""
         announce = partial(self._announce, project, run_id, index, outgoing)
         size, md5 = outgoing.size, outgoing.md5
@@ -135,14 +136,14 @@ class ForwardPart:
             result = merge_bundles(bundles, sink, level=self.settings.merge_level)
         return sink, result
 
-    def _index(self, shard: ShardRecord) -> dict:
+    def _index(self, shard: ShardRecord) -> dict[str, Any]:
         index = self.store.read_json(index_key(shard.key), shard.normalized.get("index_version"))
         made_from = index.get("bundle") or {}
         if made_from.get("key") != shard.key or made_from.get("version") != shard.version_id:
             raise IndexMismatch(f"the index of {shard.key} was made from another object ({made_from})")
         return index
 
-    def _announce(self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing") -> dict:
+    def _announce(self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing") -> dict[str, Any]:
         """POST an upload's metadata (a runner's POST's bytes when it goes as it came) and record
         the answer before the PUT (a retry re-PUTs there); a shard of an eager run (no ``index``) is
         announced again when it is sent again."""
@@ -165,6 +166,6 @@ class _Outgoing:
     size: int
     md5: str
     gzipped: bool
-    describe: Callable[[], dict]  # its metadata, made when the POST is
+    describe: Callable[[], dict[str, Any]]  # its metadata, made when the POST is
     post: SentPost | None = None  # a runner's POST, sent as it came
     token: str | None = None  # that runner job's token, while valid

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Parts, Reads
@@ -80,7 +81,9 @@ class ForwardShard:
             raise
         return self._record(project, run_id, shard, held, claim, answer)
 
-    def _record(self, project: str, run_id: str, shard: ShardRecord, held: str, claim: str, sent: dict) -> bool:
+    def _record(
+        self, project: str, run_id: str, shard: ShardRecord, held: str, claim: str, sent: dict[str, Any]
+    ) -> bool:
         """Record a send; a write that fails (a throttle, an access denied) releases the claim before
         the message is retried, so the run never waits out a lease nobody holds."""
         try:

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Sources
@@ -24,7 +25,7 @@ class KeepSources:
     sources: Sources  # DynamoDB: what the run keeps, beside it
     clock: Callable[[], float] = time.time
 
-    def keep(self, project: str, run_id: str, carried: dict[str, ShardRecord], outcome: dict) -> int:
+    def keep(self, project: str, run_id: str, carried: dict[str, ShardRecord], outcome: dict[str, Any]) -> int:
         """Copy each shard ``carried`` (from the run ``outcome`` names for it) beside run ``run_id``;
         answers how many were kept. One that cannot be kept (gone already, over S3's 5 GB copy, or
         anything else) is said in the log and left to age as it was: the run is forwarded, recorded

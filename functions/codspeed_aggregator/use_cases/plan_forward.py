@@ -5,6 +5,7 @@ S3, and read back the same by every finalizer of the run, each part's its own sl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..adapters.bucket import Bucket, MissingObject
 from ..adapters.ledger import Baselines, Reads, Sources
@@ -97,7 +98,7 @@ class PlanForward:
         return dict(sorted({**arrived, **completion.carried}.items())), completion
 
     def _received_before(
-        self, run: RunRecord, arrived: dict, branch: str, baseline: Snapshot | None, kept_since: float
+        self, run: RunRecord, arrived: dict[str, Any], branch: str, baseline: Snapshot | None, kept_since: float
     ) -> dict[str, tuple[RunRecord, ShardRecord]]:
         """Where each skipped shard the baseline run did not receive was last received: a copy the
         baseline run keeps of it (``keep_sources``), else the branch's runs before it, the latest first

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 from codspeed_wire.report import Report, ShardBenchmarks, render_markdown
@@ -50,8 +51,8 @@ class Reports:
     clock: Callable[[], float] = time.time
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
     comments: PullRequestComments | None = None  # GitHub, GitLab: the sticky pull-request comment, when configured
-    _baselines: dict = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its read
-    _latest: dict = field(
+    _baselines: dict[str, Any] = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its read
+    _latest: dict[str, Any] = field(
         default_factory=dict, init=False, repr=False
     )  # (project, branch, base commit) -> (run, when looked up)
     _held: threading.local = field(default_factory=threading.local, init=False, repr=False)  # held(), per thread

@@ -4,6 +4,7 @@ transactions and the cancellation reasons DynamoDB answers them with."""
 import time
 import zlib
 from decimal import Decimal
+from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -48,11 +49,11 @@ def _plain(value):
     return value
 
 
-def dump(values: dict) -> dict:
+def dump(values: dict[str, Any]) -> dict:
     return {k: _ser.serialize(v) for k, v in values.items()}
 
 
-def load(item: dict) -> dict:
+def load(item: dict[str, Any]) -> dict:
     return {k: _plain(_de.deserialize(v)) for k, v in item.items()}
 
 
@@ -86,7 +87,7 @@ def notes_wanted(tally: str, since: int, rev: int) -> dict[str, int] | None:
     return {note_sk(tally, at): at for at in range(since + 1, rev + 1)}
 
 
-def noted_shards(wanted: dict[str, int], notes: dict[str, dict]) -> set[str] | None:
+def noted_shards(wanted: dict[str, int], notes: dict[str, dict[str, Any]]) -> set[str] | None:
     """The shards the ``wanted`` notes (read: ``notes``, by sort key) name, or None when they do not
     name every change.
 
@@ -135,15 +136,15 @@ class TableItems:
         """Every item carries the table's TTL attribute: the run's records go with its bundles."""
         return int(time.time()) + self.retention_seconds
 
-    def key(self, project: str, run_id: str, sk: str) -> dict:
+    def key(self, project: str, run_id: str, sk: str) -> dict[str, Any]:
         return dump({"pk": run_pk(project, run_id), "sk": sk})
 
-    def query_all(self, **query) -> list[dict]:
+    def query_all(self, **query) -> list[dict[str, Any]]:
         """Every item a Query answers, page after page."""
         paginator = self.db.get_paginator("query")
         return [load(i) for page in paginator.paginate(TableName=self.table, **query) for i in page["Items"]]
 
-    def query_run(self, project: str, run_id: str, condition: str, values: dict) -> list[dict]:
+    def query_run(self, project: str, run_id: str, condition: str, values: dict[str, Any]) -> list[dict]:
         """Items of one run's partition, read consistently."""
         return self.query_all(
             ConsistentRead=True,
@@ -152,8 +153,14 @@ class TableItems:
         )
 
     def run_update(
-        self, project: str, run_id: str, expression: str, condition: str, values: dict, names: dict | None = None
-    ) -> dict:
+        self,
+        project: str,
+        run_id: str,
+        expression: str,
+        condition: str,
+        values: dict[str, Any],
+        names: dict | None = None,
+    ) -> dict[str, Any]:
         """The run item's part of a transaction: every change to the run's own record bumps its revision."""
         names = {**({"#state": "state"} if "#state" in condition else {}), **(names or {})}
         return {
@@ -172,9 +179,9 @@ class TableItems:
         shard: str,
         expression: str,
         condition: str | None,
-        values: dict,
-        names: dict | None = None,
-    ) -> dict:
+        values: dict[str, Any],
+        names: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """A shard's tally's part of a transaction: every change to a shard bumps its tally's revision."""
         return {
             "TableName": self.table,
@@ -198,7 +205,7 @@ class TableItems:
         ).get("Item")
         return load(item).get("rev", 0) if item else 0
 
-    def change_note(self, project: str, run_id: str, shard: str, tally_rev: int) -> dict:
+    def change_note(self, project: str, run_id: str, shard: str, tally_rev: int) -> dict[str, Any]:
         """The note of a shard's change, in the transaction that changes it: where its tally's next
         revision after ``tally_rev`` (as read just before) notes it (``noted_shards``)."""
         rev = tally_rev + 1
@@ -215,7 +222,7 @@ class TableItems:
             ),
         }
 
-    def transact(self, items: list[dict]) -> list[str] | None:
+    def transact(self, items: list[dict[str, Any]]) -> list[str] | None:
         """Run a transaction: None when it was written, else the per-item codes of the cancellation
         that came from a condition. Cancellations for any other reason (TransactionConflict, which
         real DynamoDB answers whenever two transactions touch one item at once, ThrottlingError,

@@ -9,6 +9,8 @@ host to read it after the upgrade adopts it (marked on it, so no other host's pu
 number ever does) and goes on under its own key. Kept as long as such an item can live
 (``BundleRetentionDays`` after its last write): then this fallback read can go."""
 
+from typing import Any
+
 from botocore.exceptions import ClientError
 
 from ...domain.pr_comment import PullRequestRef, Shown
@@ -18,23 +20,23 @@ PULL_REQUESTS = "~pull-requests"
 
 
 class Comments(TableItems):
-    def _key(self, pr: PullRequestRef) -> dict:
+    def _key(self, pr: PullRequestRef) -> dict[str, Any]:
         return self.key(pr.project, PULL_REQUESTS, f"{COMMENT_PREFIX}{pr.host}#{pr.number}")
 
-    def _legacy_key(self, pr: PullRequestRef) -> dict:
+    def _legacy_key(self, pr: PullRequestRef) -> dict[str, Any]:
         return self.key(pr.project, PULL_REQUESTS, f"{COMMENT_PREFIX}{pr.number}")
 
-    def comment(self, pr: PullRequestRef) -> dict | None:
+    def comment(self, pr: PullRequestRef) -> dict[str, Any] | None:
         item = self._read(self._key(pr))
         if item is None:
             item = self._adopted(pr)
         return item
 
-    def _read(self, key: dict) -> dict | None:
+    def _read(self, key: dict[str, Any]) -> dict | None:
         item = self.db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         return load(item) if item else None
 
-    def _adopted(self, pr: PullRequestRef) -> dict | None:
+    def _adopted(self, pr: PullRequestRef) -> dict[str, Any] | None:
         """The item of the key before hosts, taken over by this host (once: it says by whom), copied
         under this host's key; None when there is none, or another host's pull request took it."""
         legacy = self.db.get_item(TableName=self.table, Key=self._legacy_key(pr), ConsistentRead=True).get("Item")
@@ -112,7 +114,7 @@ class Comments(TableItems):
             {"#run": "run", "#shown": shown.run},
         )
 
-    def _write(self, pr: PullRequestRef, expression: str, condition: str, values: dict, names=None) -> bool:
+    def _write(self, pr: PullRequestRef, expression: str, condition: str, values: dict[str, Any], names=None) -> bool:
         """One conditional write of the item, which moves its expiry on (the pull request still lives)."""
         values = {k: int(v) if isinstance(v, float) else v for k, v in values.items()}  # times: whole seconds
         try:

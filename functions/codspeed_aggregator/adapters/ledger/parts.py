@@ -1,6 +1,7 @@
 """Part items: one upload of a run forwarded in several, its claim and what the upstream answered."""
 
 import json
+from typing import Any
 
 from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN, ShardRecord
 from .codec import CLAIM_PREFIX, PART_PREFIX, RUN_SK, SHARD_PREFIX, TableItems, dump, run_pk
@@ -38,7 +39,7 @@ class Parts(TableItems):
         return self.transact([{"Update": claim}, {"ConditionCheck": is_open}]) is None
 
     def record_sent_shard(
-        self, project: str, run_id: str, shard: ShardRecord, part: str, claim: str, sent: dict
+        self, project: str, run_id: str, shard: ShardRecord, part: str, claim: str, sent: dict[str, Any]
     ) -> bool:
         """Remember on an eager run's shard how its send of ``part`` (what it held) went (``sent``: the
         upstream's answer, or the error it ended with), at the version sent, and release ``claim``:
@@ -72,7 +73,7 @@ class Parts(TableItems):
         """A part's finalizer failed: its retry may take the part at once."""
         self.db.update_item(**self._released(project, run_id, part))
 
-    def _claim(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> dict:
+    def _claim(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> dict[str, Any]:
         """A part's (or an eager shard's) claim item, taken unless its holder's lease still runs."""
         return {
             "TableName": self.table,
@@ -82,7 +83,7 @@ class Parts(TableItems):
             "ExpressionAttributeValues": dump({":lease": now + lease_seconds, ":now": now, ":exp": self.expires_at()}),
         }
 
-    def _released(self, project: str, run_id: str, part: str) -> dict:
+    def _released(self, project: str, run_id: str, part: str) -> dict[str, Any]:
         return {
             "TableName": self.table,
             "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),
@@ -90,15 +91,15 @@ class Parts(TableItems):
             "ExpressionAttributeValues": dump({":zero": 0}),
         }
 
-    def record_announced_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
+    def record_announced_part(self, project: str, run_id: str, index: int, answer: dict[str, Any]) -> bool:
         """Remember the upstream's answer to upload ``index``'s POST, before its PUT."""
         return self._record_part("announced", project, run_id, index, answer)
 
-    def record_forwarded_part(self, project: str, run_id: str, index: int, answer: dict) -> bool:
+    def record_forwarded_part(self, project: str, run_id: str, index: int, answer: dict[str, Any]) -> bool:
         """Remember that upload ``index`` of a run reached the upstream, so a retry skips it."""
         return self._record_part("forwarded", project, run_id, index, answer)
 
-    def _record_part(self, kind: str, project: str, run_id: str, index: int, answer: dict) -> bool:
+    def _record_part(self, kind: str, project: str, run_id: str, index: int, answer: dict[str, Any]) -> bool:
         """One transaction on the part's own item and the run item (its revision), by the finalizer
         holding the claim (a run of a thousand walltime shards has a thousand parts: never in the run item)."""
         part = {

@@ -5,6 +5,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from codspeed_rules.backoff import backoff
 
@@ -35,8 +36,8 @@ class _Known:
     """A consistent snapshot as read, its tallies' revisions then, and when the run was opened
     (a run id used again once the first run expired is another run)."""
 
-    shards: dict
-    tally_revs: dict
+    shards: dict[str, Any]
+    tally_revs: dict[str, Any]
     created_at: str
 
     def to_json(self) -> bytes:
@@ -145,7 +146,7 @@ class Reads(TableItems):
     def knows(self, project: str, run_id: str) -> bool:
         return (project, run_id) in self._known
 
-    def _keep(self, project: str, run_id: str, snap: Snapshot, items: list[dict]) -> None:
+    def _keep(self, project: str, run_id: str, snap: Snapshot, items: list[dict[str, Any]]) -> None:
         revs = {i["sk"]: i.get("rev", 0) for i in items if i["sk"].startswith(TALLY_PREFIX)}
         with self._known_lock:
             self._remember(project, run_id, _Known(dict(snap.shards), revs, snap.run.created_at))
@@ -186,7 +187,7 @@ class Reads(TableItems):
     def shard_view(self, project: str, run_id: str, shard: str) -> tuple[RunRecord | None, ShardRecord | None]:
         """The run's own record (not its tallies) and one shard (what of it is upstream), in one
         small consistent read, however many shards the run has."""
-        keys: dict[str, dict | None] = {RUN_SK: None, f"{SHARD_PREFIX}{shard}": None}
+        keys: dict[str, dict[str, Any] | None] = {RUN_SK: None, f"{SHARD_PREFIX}{shard}": None}
         for item in self._get_many(project, run_id, list(keys)):
             keys[item["sk"]] = item
         run_item, shard_item = keys.values()
@@ -198,7 +199,9 @@ class Reads(TableItems):
         found = self._get_many(project, run_id, [RUN_SK], ("plan",))
         return plan_from(found[0]) if found else None
 
-    def _get_many(self, project: str, run_id: str, sks: list[str], attributes: tuple[str, ...] = ()) -> list[dict]:
+    def _get_many(
+        self, project: str, run_id: str, sks: list[str], attributes: tuple[str, ...] = ()
+    ) -> list[dict[str, Any]]:
         """The items of one run with these sort keys (those there are), read consistently, 100 a
         request; only ``attributes`` of them, when given."""
         found, wanted = [], [self.key(project, run_id, sk) for sk in sks]
@@ -219,7 +222,7 @@ class Reads(TableItems):
         return found
 
 
-def _parse(items: list[dict]) -> Snapshot | None:
+def _parse(items: list[dict[str, Any]]) -> Snapshot | None:
     run, tallies, shards, parts = None, [], {}, {"announced": {}, "forwarded": {}}
     for item in items:
         if item["sk"] == RUN_SK:

@@ -2,6 +2,7 @@
 upload request; and the attributes a run item keeps per job group."""
 
 import json
+from typing import Any
 
 from ...domain.ledger import OPEN, GrantRecord, RunRecord, ShardRecord, variant_key
 from ...domain.manifest import Manifest
@@ -17,11 +18,11 @@ def count_attribute(group: str) -> str:
     return f"{COUNT_PREFIX}{group}"
 
 
-def _counts(item: dict) -> dict[str, int]:
+def _counts(item: dict[str, Any]) -> dict[str, int]:
     return {k.removeprefix(COUNT_PREFIX): int(v) for k, v in item.items() if k.startswith(COUNT_PREFIX)}
 
 
-def _groups(item: dict, tallies: list[dict]) -> tuple[dict, dict, tuple]:
+def _groups(item: dict[str, Any], tallies: list[dict]) -> tuple[dict, dict, tuple[Any, ...]]:
     """A run's groups, their counts (its item's: shards counted before tallies, or inherited by a
     next attempt; plus its tallies') and variants; a run stored before groups is the group ""."""
     groups = {
@@ -37,7 +38,7 @@ def _groups(item: dict, tallies: list[dict]) -> tuple[dict, dict, tuple]:
     return groups, counts, variants
 
 
-def run_from(item: dict, tallies: list[dict]) -> RunRecord:
+def run_from(item: dict[str, Any], tallies: list[dict]) -> RunRecord:
     """A run's record from its item and its tallies (those written so far). Its revision counts
     the run's own changes (its item's) and its shards' (its tallies')."""
     identity = item.get("identity")
@@ -81,12 +82,12 @@ def run_from(item: dict, tallies: list[dict]) -> RunRecord:
     )
 
 
-def plan_from(item: dict) -> PlanRecord | None:
+def plan_from(item: dict[str, Any]) -> PlanRecord | None:
     """What a run's item records of its plan, kept as JSON text."""
     return PlanRecord.from_item(json.loads(item["plan"])) if item.get("plan") else None
 
 
-def shard_from(item: dict) -> ShardRecord:
+def shard_from(item: dict[str, Any]) -> ShardRecord:
     return ShardRecord(
         name=item["sk"].removeprefix(SHARD_PREFIX),
         state=item["state"],
@@ -115,7 +116,7 @@ def shard_from(item: dict) -> ShardRecord:
     )
 
 
-def upload_from(item: dict) -> GrantRecord:
+def upload_from(item: dict[str, Any]) -> GrantRecord:
     return GrantRecord(
         shard=item["shard"],
         upload_id=item["upload_id"],
@@ -128,7 +129,7 @@ def upload_from(item: dict) -> GrantRecord:
     )
 
 
-def run_item(run: RunRecord, expires_at: int) -> dict:
+def run_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
     """A new run's item: its fields, a top-level attribute per job group, and the flags it has set."""
     item = {
         "pk": run_pk(run.project, run.run_id),
@@ -168,7 +169,7 @@ def run_item(run: RunRecord, expires_at: int) -> dict:
     return item | {name: value for name, value in flags.items() if value}
 
 
-def listed_item(run: RunRecord, expires_at: int) -> dict:
+def listed_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
     """The run's entry in its project's list of runs, newest last."""
     return {
         "pk": f"{PROJECT_PREFIX}{run.project}",

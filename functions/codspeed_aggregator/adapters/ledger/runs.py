@@ -2,6 +2,7 @@
 of runs, and the index of runs that are open or being finalized."""
 
 import json
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -212,9 +213,9 @@ class Runs(TableItems):
         project: str,
         run_id: str,
         state: str,
-        upstream: dict | None = None,
+        upstream: dict[str, Any] | None = None,
         error: str | None = None,
-        outcome: dict | None = None,
+        outcome: dict[str, Any] | None = None,
     ) -> bool:
         """Record how finalizing ended (or, for a run of parts, how one part failed): only a
         finalizer holding the run or one of its parts can, once the run is forwarded no more."""
@@ -235,7 +236,7 @@ class Runs(TableItems):
             },
         )
 
-    def fail_held(self, project: str, run_id: str, upstream: dict, error: str) -> bool:
+    def fail_held(self, project: str, run_id: str, upstream: dict[str, Any], error: str) -> bool:
         """Record that a part of a run forwarded in several failed, keeping the run's lease and its
         place among the runs being finalized: no retry takes the run while another part may still
         be at work, and the sweeper brings it back once the last lease has run out."""

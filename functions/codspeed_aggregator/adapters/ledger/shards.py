@@ -3,6 +3,7 @@ came with) and each shard's state, counted exactly once."""
 
 import json
 from collections import Counter
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -49,7 +50,7 @@ class Shards(TableItems):
         )
 
     def keep_metadata(
-        self, project: str, run_id: str, upload_id: str, metadata: dict, sent: SentPost | None = None
+        self, project: str, run_id: str, upload_id: str, metadata: dict[str, Any], sent: SentPost | None = None
     ) -> None:
         """CodSpeed metadata beside a run, out of its snapshots: an upload's (by its id), or what
         the CI job that opened the run stated (``OPENED``). A runner's POST is kept as it came (its
@@ -90,16 +91,16 @@ class Shards(TableItems):
         kept = load(item) if item else None
         return kept["token"] if kept and kept["expires_at"] > now + margin else None
 
-    def _metadata_item(self, project: str, run_id: str, upload_id: str) -> dict | None:
+    def _metadata_item(self, project: str, run_id: str, upload_id: str) -> dict[str, Any] | None:
         return self.db.get_item(
             TableName=self.table, Key=self.key(project, run_id, f"{META_PREFIX}{upload_id}"), ConsistentRead=True
         ).get("Item")
 
-    def upload_metadata(self, project: str, run_id: str, upload_id: str) -> dict | None:
+    def upload_metadata(self, project: str, run_id: str, upload_id: str) -> dict[str, Any] | None:
         found = self.upload_post(project, run_id, upload_id)
         return found[0] if found else None
 
-    def upload_post(self, project: str, run_id: str, upload_id: str) -> tuple[dict, SentPost | None] | None:
+    def upload_post(self, project: str, run_id: str, upload_id: str) -> tuple[dict[str, Any], SentPost | None] | None:
         """An upload's metadata, and the POST it came in when a runner sent it (stored before this
         release, or pushed by the client: None)."""
         item = self._metadata_item(project, run_id, upload_id)
