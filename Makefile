@@ -34,10 +34,12 @@ test: install $(BROWSER)
 	CHROMIUM_HEADLESS_SHELL=$(BROWSER) $(BIN)/python -m pytest -q
 
 # ruff's checks (pyflakes, pycodestyle, import order, bugbear, pyupgrade, McCabe complexity, too many
-# arguments) and its formatter, at zero findings, configured in pyproject.toml: CI runs it
+# arguments), its formatter and mypy, strict on functions/ and client/, at zero findings, configured
+# in pyproject.toml: CI runs it
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The docs site into site/, every warning an error: links and anchors included (mkdocs.yml).
 docs: install

@@ -144,9 +144,8 @@ def from_folder(folder: Path, executor: str | None = None) -> Bundle:
         # A normalized bundle (cut at every member): the aggregator's merge copies it as it is.
         with handle:
             normalizer = Normalizer(checksummed, level=6)
-            # a stream ("w|") only writes; typeshed's fileobj is any file tarfile may take, seekable too
-            feeding = _Feeding(normalizer)
-            with tarfile.open(fileobj=feeding, mode="w|", format=tarfile.GNU_FORMAT) as tar:  # type: ignore[call-overload]
+            feeding = _Feeding(normalizer)  # a stream ("w|") only writes: typeshed wants a whole file
+            with tarfile.open(fileobj=feeding, mode="w|", format=tarfile.GNU_FORMAT) as tar:  # type: ignore[call-overload]  # a stream
                 for name in _members(folder, files):
                     tar.add(folder / name, arcname="." if name == "." else f"./{name}", recursive=False)
             normalizer.close()
@@ -189,7 +188,8 @@ class _ChecksummedFile:
 
     def write(self, data: bytes) -> int:
         self.crc = zlib.crc32(data, self.crc)
-        return self._raw.write(data)
+        self._raw.write(data)
+        return len(data)
 
 
 def _crc32_meanwhile(path: Path) -> Callable[[], str]:

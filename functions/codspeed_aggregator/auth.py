@@ -149,9 +149,9 @@ def signed_query(key: bytes, project: str, run_id: str, expires: int) -> str:
 
 def signed_for(key: bytes | None, project: str, run_id: str, expires: str | None, sig: str | None) -> bool:
     """Whether a link's signature is that of this page (expired or not)."""
-    return bool(key and sig and (expires or "").isdigit()) and hmac.compare_digest(
-        sig.encode(), page_signature(key, project, run_id, int(expires)).encode()
-    )
+    if not key or not sig or not expires or not expires.isdigit():
+        return False
+    return hmac.compare_digest(sig.encode(), page_signature(key, project, run_id, int(expires)).encode())
 
 
 def check_page_link(
@@ -162,7 +162,7 @@ def check_page_link(
         raise Unauthorized("this page needs a signed link (the run's page_url) or a project token")
     if key is None:
         raise Forbidden("the aggregator has no webhook secret configured: it signs no page links")
-    if not (expires or "").isdigit():
+    if not expires or not expires.isdigit():
         raise Forbidden("the link's expiry is not a number: the link was altered")
     if not signed_for(key, project, run_id, expires, sig):
         raise Forbidden("the link's signature does not match this page: it was altered or is another run's")

@@ -7,8 +7,9 @@ import errno
 import os
 import re
 import sys
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from . import operator_commands
 from .failure import CONFIG, EXIT_CODES, USAGE, Failure
@@ -26,7 +27,7 @@ def _seconds(text: str) -> int:
     return int(text)
 
 
-def _positive(what: str):
+def _positive(what: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
         if not text.isdigit() or int(text) < 1:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what} (1 or more)")
@@ -171,7 +172,7 @@ def parser() -> argparse.ArgumentParser:
     root.add_argument("--version", action="version", version=f"codspeed-aggregator {release}")
     commands = root.add_subparsers(dest="command", required=True)
 
-    def command(name: str, help: str, example: str, **kwargs) -> argparse.ArgumentParser:
+    def command(name: str, help: str, example: str, **kwargs: Any) -> argparse.ArgumentParser:
         return commands.add_parser(
             name,
             help=help,
@@ -274,7 +275,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.run(args)
+        code: int = args.run(args)
+        return code
     except Failure as exc:
         print(f"codspeed-aggregator: {exc}", file=sys.stderr)
         return exc.code

@@ -15,10 +15,11 @@ import ctypes
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from io import BufferedReader
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from codspeed_rules.normalize import NORMALIZED_HEADER, NotNormalized
 
@@ -26,7 +27,8 @@ from .domain.bundle import normalizing, validate_bundle
 from .domain.errors import BadBundle
 from .domain.gz import usable_cores
 from .domain.merge import MergeResult, ShardBundle, ShardRefused, merge_bundles
-from .domain.splice import IndexMismatch, NormalizedShard, splice
+from .domain.splice import NormalizedShard, splice
+from .domain.splice_check import IndexMismatch
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 SPLICE_CORES = 3  # below, normalizing runner bundles to splice them is slower than one read (bench/merge.py)
@@ -67,7 +69,7 @@ def merge_files(paths: list[str], output: str) -> int:
     return 0
 
 
-def _merged(paths: list[str], out) -> tuple[MergeResult, str]:
+def _merged(paths: list[str], out: IO[bytes]) -> tuple[MergeResult, str]:
     if usable_cores() >= SPLICE_CORES or all(map(_packed, paths)):
         with tempfile.TemporaryDirectory(prefix="codspeed-merge-") as scratch:
             shards = _prepared(paths, Path(scratch))
@@ -79,10 +81,13 @@ def _merged(paths: list[str], out) -> tuple[MergeResult, str]:
             finally:
                 shards.close()
     # Each bundle is checked as it is merged (one read of each): its pids are planned as it streams.
-    bundles = [
-        ShardBundle(str(index), None, lambda p=Path(name): open(p, "rb")) for index, name in enumerate(paths, start=1)
-    ]
+    bundles = [ShardBundle(str(index), None, _opening(name)) for index, name in enumerate(paths, start=1)]
     return merge_bundles(bundles, out), "recompressed"
+
+
+def _opening(path: str | Path) -> Callable[[], BufferedReader]:
+    """What opens a bundle when the merge reaches it (not before: one file open at a time)."""
+    return lambda: open(path, "rb")
 
 
 def _packed(path: str) -> bool:
@@ -108,14 +113,14 @@ class _Unindexed(Exception):
     """A bundle cannot be indexed (a tar read otherwise than its headers say): none is spliced."""
 
 
-def _prepared(paths: list[str], scratch: Path) -> Iterator[NormalizedShard]:
+def _prepared(paths: list[str], scratch: Path) -> Generator[NormalizedShard, None, None]:
     """Every bundle validated and ready to splice, in order, each as soon as it is: the next ones
     are prepared meanwhile, in a process per core. ShardRefused for one that fails a check,
     _Unindexed for one that cannot be indexed."""
     jobs = [(name, scratch / f"{index}.tar.gz") for index, name in enumerate(paths, start=1)]
     workers = min(len(jobs), usable_cores())
     with contextlib.ExitStack() as stack:
-        found = map(_prepare, jobs)
+        found: Iterator[Prepared] = map(_prepare, jobs)
         if workers > 1:
             pool = stack.enter_context(ProcessPoolExecutor(workers, initializer=keep_freed_memory))
             stack.callback(pool.shutdown, cancel_futures=True)  # a splice given up waits for no bundle not begun
@@ -126,10 +131,14 @@ def _prepared(paths: list[str], scratch: Path) -> Iterator[NormalizedShard]:
             if ready is None:
                 raise _Unindexed(paths[index - 1])
             pids, index_doc, copy = ready
-            yield NormalizedShard(str(index), pids, index_doc, lambda c=copy: open(c, "rb"))
+            yield NormalizedShard(str(index), pids, index_doc, _opening(copy))
 
 
-def _prepare(job: tuple[str, Path]) -> tuple[tuple[int, ...], dict[str, Any], str | Path] | str | None:
+# a bundle ready to splice: its pids, its index, and the normalized object (the bundle itself or its copy)
+Prepared = tuple[tuple[int, ...], dict[str, Any], str | Path] | str | None
+
+
+def _prepare(job: tuple[str, Path]) -> Prepared:
     """(pids, index, the normalized object: the bundle itself or its copy); the reason a bundle
     is refused; None when it cannot be indexed."""
     source, copy = job
@@ -142,12 +151,13 @@ def _prepare(job: tuple[str, Path]) -> tuple[tuple[int, ...], dict[str, Any], st
         return str(exc)
 
 
-def _normalized(source: str, copy: Path, verify: bool):
+def _normalized(source: str, copy: Path, verify: bool) -> Prepared:
     with open(source, "rb") as raw, open(copy, "wb") as out:
         reading = normalizing(out, verify=verify)
         summary = validate_bundle(raw, gunzip=reading.gunzip, tap=reading.tap, keep=None)  # it reports no benchmark
         index = reading.close(summary.listing)
+    made: str | Path = copy
     if reading.verifier is not None:
         copy.unlink()
-        copy = source
-    return (tuple(summary.pids), index, copy) if index is not None else None
+        made = source
+    return (tuple(summary.pids), index, made) if index is not None else None

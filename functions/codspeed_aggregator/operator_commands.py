@@ -2,16 +2,22 @@
 a GitHub webhook's secret, a signed refresh event, the finalize queue's redrive. Each failure is a
 ``Failure``: one sentence and its exit code."""
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
 import re
 import time
+from typing import TYPE_CHECKING
 
 from .failure import CONFIG, NOTHING, USAGE, Failure
 
+if TYPE_CHECKING:
+    from .use_cases.project_tokens import ProjectTokens
 
-def project_tokens():
+
+def project_tokens() -> ProjectTokens:
     """The deployed stack's project tokens, or a Failure saying what configuration is missing."""
     from botocore.exceptions import BotoCoreError
 

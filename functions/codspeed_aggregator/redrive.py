@@ -2,8 +2,15 @@
 the dead-letter queue) back to the finalize queue, once the upstream is healthy again. SQS's own
 message move task does it (StartMessageMoveTask): no message passes through this machine."""
 
+from __future__ import annotations
+
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
+    from mypy_boto3_sqs import SQSClient
 
 
 @dataclass(frozen=True)
@@ -14,7 +21,13 @@ class Redriven:
     failure: str | None = None
 
 
-def redrive(sqs, dead_letter_url: str, queue_url: str, wait_seconds: float = 120, sleep=time.sleep) -> Redriven:
+def redrive(
+    sqs: SQSClient,
+    dead_letter_url: str,
+    queue_url: str,
+    wait_seconds: float = 120,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Redriven:
     """Start the move and follow it until it ends or ``wait_seconds`` pass (it goes on in SQS then)."""
     source, destination = (
         sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

@@ -82,15 +82,14 @@ def build(name: str, config: Settings) -> Aggregator:
     setting it needs is missing."""
     needs = _NEEDS[name]
     config.require(name, "table_name", *(_SETTINGS[n] for n in sorted(needs) if n in _SETTINGS))
-    client = lambda service: aws.client(service, name)  # noqa: E731
     reports = "reports" in needs
     return Aggregator(
         settings=config,
-        ledger=Ledger.on(config.table_name, client("dynamodb"), config.retention_days * 86400),
-        store=Bucket(config.bucket_name, client("s3")) if "bucket" in needs else None,
-        results=ResultsStore(config.bucket_name, client("s3")) if "bucket" in needs else None,
-        queue=FinalizeQueue(config.finalize_queue_url, client("sqs")) if "queue" in needs else None,
-        arrivals_queue=Queue(config.arrivals_queue_url, client("sqs")) if "arrivals_queue" in needs else None,
+        ledger=Ledger.on(config.table_name, aws.client("dynamodb", name), config.retention_days * 86400),
+        store=Bucket(config.bucket_name, aws.client("s3", name)) if "bucket" in needs else None,
+        results=ResultsStore(config.bucket_name, aws.client("s3", name)) if "bucket" in needs else None,
+        queue=FinalizeQueue(config.finalize_queue_url, aws.client("sqs", name)) if "queue" in needs else None,
+        arrivals_queue=Queue(config.arrivals_queue_url, aws.client("sqs", name)) if "arrivals_queue" in needs else None,
         upstream=_upstream(name, config) if "upstream" in needs else None,
         statuses=GitHubStatuses(config.github_api_url, _github_token(name, config))
         if reports and config.commit_status
@@ -112,7 +111,7 @@ def build(name: str, config: Settings) -> Aggregator:
     )
 
 
-def _github_token(function: str, config: Settings) -> str:
+def _github_token(function: str, config: Settings) -> str | None:
     return aws.secret(config.github_token, config.github_token_parameter, function)
 
 

@@ -36,8 +36,7 @@ GUNZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
 def stdlib_gunzip(raw: Readable) -> gzip.GzipFile:
-    # typeshed's readable file object for GzipFile asks more than the read() it calls
-    opened: gzip.GzipFile = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[call-overload]
+    opened: gzip.GzipFile = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[call-overload]  # it only read()s
     return opened
 
 
@@ -74,8 +73,8 @@ class BoundedTarInfo(tarfile.TarInfo):
             )
         if self.type == tarfile.GNUTYPE_SPARSE:
             raise BadBundle(f"member {self.name!r} is a sparse file: only regular files and folders are accepted")
-        # tarfile's own hook, private and not in typeshed: the one place a header's size is known first
-        member: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]
+        # tarfile's own hook, private: the one place a header's size is known before it is read
+        member: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]  # private, so not in typeshed
         return member
 
 
@@ -260,8 +259,7 @@ class BundleCheck:
             with unpacked(self.counted, self.summary.gzipped, self.gunzip) as tar_stream:
                 if self.tap is not None:
                     tar_stream = _Tapped(tar_stream, self.tap)
-                # ForwardOnly reads and seeks forward only: all that mode "r:" asks of a file
-                forward: IO[bytes] = ForwardOnly(tar_stream)  # type: ignore[assignment]
+                forward: IO[bytes] = ForwardOnly(tar_stream)  # type: ignore[assignment]  # all "r:" asks of a file
                 with tarfile.open(fileobj=forward, mode="r:", tarinfo=BoundedTarInfo) as tar:
                     self.tar = tar
                     yield self._checked(tar)

@@ -62,7 +62,7 @@ def _padded(size: int) -> int:
 class Writable(Protocol):
     """Where a normalized gzip goes: a file, a spool, a checksumming wrapper."""
 
-    def write(self, data: bytes, /) -> int: ...
+    def write(self, data: bytes, /) -> object: ...
 
 
 class Normalizer:

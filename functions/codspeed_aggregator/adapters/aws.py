@@ -1,13 +1,22 @@
 """boto3 clients, one session per Lambda function (each function its own credentials: its role).
 ``AWS_ENDPOINT_URL`` points them at the local stack."""
 
+from __future__ import annotations
+
 import threading
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import boto3
 from botocore.config import Config
+
+if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
+    from aws_lambda_powertools.utilities.parameters import SSMProvider
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_ssm import SSMClient
 
 _CONFIG = Config(signature_version="s3v4", retries={"mode": "standard", "max_attempts": 5})
 OPERATOR = "operator"  # the operator's commands and the local stack's set-up: no function's role
@@ -23,7 +32,15 @@ def on_session(hook: Callable[..., Any]) -> Callable[[], None]:
     return lambda: _SESSION_HOOKS.remove(hook)
 
 
-def client(service: str, function: str = OPERATOR):
+@overload
+def client(service: Literal["dynamodb"], function: str = OPERATOR) -> DynamoDBClient: ...
+@overload
+def client(service: Literal["s3"], function: str = OPERATOR) -> S3Client: ...
+@overload
+def client(service: Literal["sqs"], function: str = OPERATOR) -> SQSClient: ...
+@overload
+def client(service: Literal["ssm"], function: str = OPERATOR) -> SSMClient: ...
+def client(service: str, function: str = OPERATOR) -> Any:
     """One client per function and service. Made under a lock: two threads asking at once (the
     local stack's pollers and gateway) would otherwise each make one, and hold different clients."""
     with _LOCK:
@@ -39,8 +56,8 @@ def session(function: str) -> boto3.session.Session:
 
 
 @cache
-def _client(function: str, service: str):
-    return session(function).client(service, config=_CONFIG)
+def _client(function: str, service: str) -> Any:
+    return session(function).client(service, config=_CONFIG)  # type: ignore[call-overload]  # any service
 
 
 def cache_clear() -> None:
@@ -50,7 +67,7 @@ def cache_clear() -> None:
 
 
 @cache
-def _parameters(function: str):
+def _parameters(function: str) -> SSMProvider:
     from aws_lambda_powertools.utilities.parameters import SSMProvider
 
     return SSMProvider(boto3_client=client("ssm", function))
@@ -61,7 +78,8 @@ def secret(value: str | None, parameter: str | None, function: str = OPERATOR) -
     with the function's own client and cached for five minutes."""
     if value or not parameter:
         return value
-    return _parameters(function).get(parameter, decrypt=True, max_age=300)
+    found = _parameters(function).get(parameter, decrypt=True, max_age=300)
+    return found if isinstance(found, str) or found is None else str(found)  # a String or SecureString parameter
 
 
 def secret_if_set(value: str | None, parameter: str | None, function: str = OPERATOR) -> str | None:

@@ -1,16 +1,24 @@
 """The bucket: presigned uploads, bundle streams, published reports."""
 
+from __future__ import annotations
+
 import base64
 import hashlib
 import json
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from ..domain.keys import is_report_key, legacy_report_prefix, plan_key, report_key, report_prefix
 from ..domain.run_plan import RunPlan
+
+if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
+    from botocore.response import StreamingBody
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import CompletedPartTypeDef, CopySourceTypeDef, GetObjectOutputTypeDef
 
 FINAL_TAG = "run-final"  # template.yaml's lifecycle rule expires bundles carrying it
 
@@ -19,8 +27,10 @@ class MissingObject(Exception):
     """An object (or the version asked for) is not in the bucket: expired, or never written."""
 
 
-class _Body:
-    def __init__(self, raw, version_id: str | None) -> None:
+class VersionedStream:
+    """One object read once, front to back, saying which version it is (the bucket is versioned)."""
+
+    def __init__(self, raw: StreamingBody, version_id: str | None) -> None:
         self._raw = raw
         self.version_id = version_id if version_id not in (None, "null") else None
 
@@ -36,12 +46,12 @@ class SpoolWriter:
     memory stays at one part whatever the object's size, and nothing touches the disk. An
     object smaller than one part is written with one PUT."""
 
-    def __init__(self, s3, bucket: str, key: str, part_bytes: int = SPOOL_PART_BYTES) -> None:
+    def __init__(self, s3: S3Client, bucket: str, key: str, part_bytes: int = SPOOL_PART_BYTES) -> None:
         self.s3, self.bucket, self.key, self.part_bytes = s3, bucket, key, part_bytes
         self.upload_id: str | None = None  # started with the first full part
         self.version_id: str | None = None
         self._buffer = bytearray()
-        self._parts: list[dict[str, Any]] = []
+        self._parts: list[CompletedPartTypeDef] = []
         self._abandoned = False
 
     def write(self, data: bytes) -> int:
@@ -72,15 +82,16 @@ class SpoolWriter:
         if self._abandoned:
             return
         if self.upload_id is None:
-            answer = self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=bytes(self._buffer))
+            self.version_id = self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=bytes(self._buffer)).get(
+                "VersionId"
+            )
         else:
             if self._buffer:
                 self._send(bytes(self._buffer))
-            answer = self.s3.complete_multipart_upload(
+            self.version_id = self.s3.complete_multipart_upload(
                 Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, MultipartUpload={"Parts": self._parts}
-            )
+            ).get("VersionId")
         self._buffer.clear()
-        self.version_id = answer.get("VersionId")
 
     def abort(self) -> None:
         if self.upload_id is not None:
@@ -91,9 +102,9 @@ class ObjectReader:
     """One version of an object read like a file, from its start again after ``seek(0)`` (a
     retried PUT streams it again): the finalizer sends what it spooled, or a bundle, without a copy."""
 
-    def __init__(self, store: "Bucket", key: str, version_id: str | None) -> None:
+    def __init__(self, store: Bucket, key: str, version_id: str | None) -> None:
         self._store, self.key, self.version_id = store, key, version_id
-        self._body = None
+        self._body: StreamingBody | None = None
 
     def seek(self, offset: int, whence: int = 0) -> int:
         if (offset, whence) != (0, 0):
@@ -104,7 +115,8 @@ class ObjectReader:
     def read(self, n: int = -1) -> bytes:
         if self._body is None:
             self._body = self._store.get(self.key, self.version_id)["Body"]
-        return self._body.read() if n is None or n < 0 else self._body.read(n)
+        body = self._body
+        return body.read() if n is None or n < 0 else body.read(n)
 
     def digest(self, chunk: int = 1 << 20) -> tuple[int, str]:
         """The object's size and the base64 of its MD5, read through once."""
@@ -123,7 +135,7 @@ class ObjectReader:
 
 
 class Bucket:
-    def __init__(self, bucket: str, client) -> None:
+    def __init__(self, bucket: str, client: S3Client) -> None:
         self.bucket = bucket
         self.s3 = client
 
@@ -132,7 +144,8 @@ class Bucket:
     ) -> tuple[str, dict[str, Any]]:
         """A presigned PUT whose headers, each when given, are signed: S3 refuses a body that
         disagrees with its checksums (Content-MD5, x-amz-checksum-crc32) or its length."""
-        params, headers = {"Bucket": self.bucket, "Key": key}, {}
+        params: dict[str, str | int] = {"Bucket": self.bucket, "Key": key}
+        headers: dict[str, str] = {}
         if md5 is not None:
             params["ContentMD5"] = md5
             headers["Content-MD5"] = md5
@@ -149,28 +162,30 @@ class Bucket:
         return url, headers
 
     @contextmanager
-    def open(self, key: str, version_id: str | None = None):
+    def open(self, key: str, version_id: str | None = None) -> Iterator[VersionedStream]:
         """A bundle's bytes: the version given (the bucket is versioned: a second PUT to a
         bundle's URL makes a new version and leaves the validated one as it was), else the
         current one; the stream's ``version_id`` says which was read."""
         answer = self.get(key, version_id)
-        body = _Body(answer["Body"], answer.get("VersionId") or version_id)
+        body = VersionedStream(answer["Body"], answer.get("VersionId") or version_id)
         try:
             yield body
         finally:
             answer["Body"].close()
 
-    def get(self, key: str, version_id: str | None = None) -> dict[str, Any]:
+    def get(self, key: str, version_id: str | None = None) -> GetObjectOutputTypeDef:
         """S3's GetObject answer for the version given, else the current one; MissingObject when absent."""
         try:
-            return self.s3.get_object(Bucket=self.bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
+            if version_id:
+                return self.s3.get_object(Bucket=self.bucket, Key=key, VersionId=version_id)
+            return self.s3.get_object(Bucket=self.bucket, Key=key)
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("NoSuchKey", "NoSuchVersion", "404"):
                 raise MissingObject(f"{key} (version {version_id or 'current'}) is not in the bucket") from exc
             raise
 
     @contextmanager
-    def spool(self, key: str):
+    def spool(self, key: str) -> Iterator[SpoolWriter]:
         """A ``SpoolWriter`` for ``key``; the object exists once the block ends without an error."""
         writer = SpoolWriter(self.s3, self.bucket, key)
         try:
@@ -193,7 +208,8 @@ class Bucket:
 
     def read_json(self, key: str, version_id: str | None = None) -> dict[str, Any]:
         with self.open(key, version_id) as body:
-            return json.loads(body.read())
+            document: dict[str, Any] = json.loads(body.read())
+            return document
 
     def put_plan(self, project: str, run_id: str, plan: RunPlan) -> str | None:
         """Write a run's whole plan; answers the version its run item records."""
@@ -205,7 +221,9 @@ class Bucket:
     def copy(self, key: str, version_id: str | None, target: str) -> str | None:
         """Copy an object (at its version) to ``target`` within the bucket, untagged (its run tags
         it final); answers the copy's version. S3 copies 5 GB at most in one request."""
-        source = {"Bucket": self.bucket, "Key": key, **({"VersionId": version_id} if version_id else {})}
+        source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": key}
+        if version_id:
+            source["VersionId"] = version_id
         return self.s3.copy_object(Bucket=self.bucket, Key=target, CopySource=source, TaggingDirective="REPLACE").get(
             "VersionId"
         )
@@ -224,7 +242,7 @@ class Bucket:
             tagged += 1
         return tagged
 
-    def _keys(self, prefix: str):
+    def _keys(self, prefix: str) -> Iterator[str]:
         """Every key under ``prefix``, page after page."""
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
             yield from (o["Key"] for o in page.get("Contents", []))

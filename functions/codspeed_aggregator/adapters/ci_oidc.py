@@ -3,8 +3,14 @@ audience ``codspeed.io``): GitHub Actions' (one issuer; the ``repository`` claim
 (an issuer per organization, the ones the operator lists; the ``oidc.circleci.com/vcs-origin``
 claim, ``github.com/owner/repo``). Each is verified against its issuer's published keys."""
 
+from __future__ import annotations
+
 import threading
 from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # loaded when a JWT is presented only
+    from jwt import PyJWKClient
 
 
 class OidcRefused(Exception):
@@ -30,10 +36,10 @@ class _Issuer:
     ) -> None:
         self.issuer, self.audience, self.jwks_url, self.claim, self.project = issuer, audience, jwks_url, claim, project
         self.cache_seconds = cache_seconds
-        self._keys = None
+        self._keys: PyJWKClient | None = None
         self._lock = threading.Lock()
 
-    def _key_client(self):
+    def _key_client(self) -> PyJWKClient:
         with self._lock:
             if self._keys is None:
                 import jwt  # only when a JWT is presented: static tokens never load it

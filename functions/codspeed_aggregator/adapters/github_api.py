@@ -6,7 +6,7 @@ import requests
 
 
 class GitHubApi:
-    def __init__(self, api_url: str, token: str, timeout: float = 10) -> None:
+    def __init__(self, api_url: str, token: str | None, timeout: float = 10) -> None:
         self.api_url = api_url.rstrip("/")
         self.http = requests.Session()
         self.http.headers.update(
@@ -18,7 +18,9 @@ class GitHubApi:
         )
         self.timeout = timeout
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None, params: dict | None = None):
+    def call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, params: dict[str, Any] | None = None
+    ) -> Any:  # GitHub's JSON: an object, or a list (commits)
         answer = self.http.request(method, f"{self.api_url}{path}", json=body, params=params, timeout=self.timeout)
         answer.raise_for_status()
         return answer.json() if answer.content else {}

@@ -19,8 +19,9 @@ class GitHubCommits(GitHubApi):
         parents = {
             c["sha"]: (c.get("parents") or [{}])[0].get("sha") for c in listed
         }  # the history, not only first parents
-        chain, at = [], parents.get(found)
-        while at in parents and len(chain) < ancestors:
+        chain: list[str] = []
+        at = parents.get(found)
+        while at is not None and at in parents and len(chain) < ancestors:
             chain.append(at)
             at = parents[at]
         return found, chain

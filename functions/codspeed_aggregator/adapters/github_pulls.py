@@ -35,7 +35,8 @@ class GitHubPulls(GitHubApi):
 
     def _get(self, path: str) -> dict[str, Any] | None:
         try:
-            return self.call("GET", path)
+            found: dict[str, Any] = self.call("GET", path)
+            return found
         except requests.HTTPError as exc:
             if exc.response is not None and exc.response.status_code == 404:
                 return None

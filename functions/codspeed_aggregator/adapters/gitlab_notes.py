@@ -11,10 +11,11 @@ class GitLabNotes:
     needs = "the api scope, as a member who may comment on merge requests"  # what a refused token lacks
     body_limit = 1_000_000  # GitLab's: a note's body is limited to 1,000,000 characters
 
-    def __init__(self, api_url: str, token: str, timeout: float = 10) -> None:
+    def __init__(self, api_url: str, token: str | None, timeout: float = 10) -> None:
         self.api_url = api_url.rstrip("/")  # https://gitlab.com/api/v4
         self.http = requests.Session()
-        self.http.headers.update({"PRIVATE-TOKEN": token})
+        if token:  # none: no header, and GitLab answers 401
+            self.http.headers["PRIVATE-TOKEN"] = token
         self.timeout = timeout
 
     def _notes(self, project: str, number: int) -> str:

@@ -1,11 +1,18 @@
 """The SQS queues the functions send to: the finalize queue (a message asks the finalizer to
 finish one run, or one upload of it) and the arrivals queue (S3's events of bundles)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from codspeed_wire.queue import FinalizeMessage
+
+if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
+    from mypy_boto3_sqs import SQSClient
 
 
 class Queue:
-    def __init__(self, url: str, client) -> None:
+    def __init__(self, url: str, client: SQSClient) -> None:
         self.url = url
         self.sqs = client
 

@@ -3,6 +3,8 @@ one gzipped JSON object beside the bundle, however many benchmarks it holds (a D
 holds 400 KB: about 2000 of them); and beside a run's reports, what the latest one summed up of
 them (its digest) and what its publisher had read of the run's ledger."""
 
+from __future__ import annotations
+
 import gzip
 import logging
 import threading
@@ -10,11 +12,15 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
 from ..domain.keys import digest_key, known_key, results_key
 from ..domain.results import ShardResults, SummaryDigest
+
+if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
+    from mypy_boto3_s3 import S3Client
 
 LEVEL = 6  # a few hundred KB at most, written once
 READERS = 16  # GETs in flight when a report reads many shards' results (a cold process, a shard's page)
@@ -25,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 class ResultsStore:
-    def __init__(self, bucket: str, client, cached_benchmarks: int = CACHED_BENCHMARKS) -> None:
+    def __init__(self, bucket: str, client: S3Client, cached_benchmarks: int = CACHED_BENCHMARKS) -> None:
         self.bucket = bucket
         self.s3 = client
         self._cache: OrderedDict[str, ShardResults | None] = OrderedDict()

@@ -8,13 +8,24 @@ and malformed answers; a 4xx other than 429 is final."""
 import io
 import time
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import requests
 
 from codspeed_rules.backoff import RETRY_STATUSES, backoff
 from codspeed_wire.upstream import UploadAccepted
+
+T = TypeVar("T")
+
+
+class Rewindable(Protocol):
+    """An archive a PUT streams, and streams again from its start on a retry."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
 
 MIN_PUT_RATE = 512 * 1024  # bytes per second: an upload slower than this has stalled
 MAX_ANSWER = 1 << 20  # an upload grant is a few hundred bytes
@@ -28,7 +39,7 @@ class TooSlow(requests.Timeout):
 class _Deadline:
     """A request body read like a file, that stops the request once its time is up."""
 
-    def __init__(self, raw: BinaryIO, deadline: float, budget: float) -> None:
+    def __init__(self, raw: Rewindable, deadline: float, budget: float) -> None:
         self._raw, self._deadline, self._budget = raw, deadline, budget
 
     def read(self, n: int = -1) -> bytes:
@@ -85,9 +96,9 @@ class UpstreamClient:
         url: str,
         budget: float,
         *,
-        data: BinaryIO | None = None,
+        data: Rewindable | None = None,
         headers: dict[str, Any] | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> requests.Response:
         """One request that ends within ``budget`` seconds however slowly the peer reads or
         answers (``timeout`` alone bounds each read: an upstream trickling a byte at a time
@@ -130,8 +141,8 @@ class UpstreamClient:
         return answer
 
     def _retrying(
-        self, step: str, send: Callable[[], requests.Response], accept: Callable[[requests.Response], object]
-    ):
+        self, step: str, send: Callable[[], requests.Response], accept: Callable[[requests.Response], T]
+    ) -> T:
         failure = ""
         for attempt in range(self.attempts):
             if attempt:
@@ -187,7 +198,7 @@ class UpstreamClient:
             lambda answer: UploadAccepted.model_validate_json(answer.content),
         )
 
-    def put(self, upload_url: str, archive: BinaryIO, size: int, md5: str, gzipped: bool = True) -> None:
+    def put(self, upload_url: str, archive: Rewindable, size: int, md5: str, gzipped: bool = True) -> None:
         """Step 2: PUT the archive with the runner's headers: a tar, its Content-MD5, and
         ``Content-Encoding: gzip`` when it is compressed."""
         headers = {

@@ -2,6 +2,7 @@
 commit, else its latest): results for the shards it skipped, each from the branch's latest run
 that received it, and the benchmarks it lost."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +94,11 @@ def complete(
     carried = {name: sources[name] for name in sorted(skipped) if name in sources and name not in arrived}
     gone = []
     if names is not None:
-        of = lambda shard: names.get(shard.key) or ()  # noqa: E731
+        listed = names
+
+        def of(shard: ShardRecord) -> Iterable[str]:
+            return listed.get(shard.key) or () if shard.key else ()
+
         explained = {b for name in skipped if name not in carried and name in received for b in of(received[name])}
         present = {b for shard in (*arrived.values(), *(s for _, s in carried.values())) for b in of(shard)}
         gone = sorted({b for shard in received.values() for b in of(shard)} - present - explained)

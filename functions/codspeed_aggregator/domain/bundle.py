@@ -4,7 +4,7 @@ aggregator's gzip codec, ISA-L: several times faster than zlib at the same forma
 from functools import partial
 
 from codspeed_rules import bundle as rules
-from codspeed_rules.normalize import Normalizer, Normalizing
+from codspeed_rules.normalize import Normalizer, Normalizing, Writable
 
 from . import gz
 
@@ -12,7 +12,7 @@ validate_bundle = partial(rules.validate_bundle, gunzip=gz.reader, gunzip_errors
 unpacked = partial(rules.unpacked, gunzip=gz.reader)
 
 
-def normalizing(out, level: int = gz.DEFAULT_LEVEL, *, verify: bool = True) -> Normalizing:
+def normalizing(out: Writable | None, level: int = gz.DEFAULT_LEVEL, *, verify: bool = True) -> Normalizing:
     """Validation's gunzip and tap that verify a bundle marked as normalized, and normalize any
     other into ``out`` (None: refuse it with NotNormalized). Either way each segment is inflated
     alone once, here, so that no forward inflates it again (``INFLATED_ALONE``)."""

@@ -14,7 +14,7 @@ def cost_seconds(result: dict[str, Any]) -> float | None:
     """A benchmark's cost in seconds, or None when its figures say none (a walltime result
     recorded before its total time was)."""
     if result.get("unit") == "cycles" and result.get("instructions") is not None:
-        return result["instructions"] / VALGRIND_INSTRUCTIONS_PER_SECOND
+        return float(result["instructions"]) / VALGRIND_INSTRUCTIONS_PER_SECOND
     if result.get("unit") == "ns" and result.get("total_s") is not None:
         return float(result["total_s"])
     return None
@@ -27,7 +27,7 @@ def shard_cost(results: dict[str, dict[str, Any]]) -> tuple[int, int] | None:
     return (round(sum(seconds) * 1000), round(max(seconds) * 1000)) if seconds else None
 
 
-def run_costs(results_by_shard: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict]:
+def run_costs(results_by_shard: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Each benchmark's cost and shard, by name, over a run's shards' results (a benchmark in two
     shards is the later shard's, by name)."""
     costs = {}

@@ -1,6 +1,8 @@
 """Refusals the domain raises; handlers map each to one HTTP status. A bundle's refusal,
 ``BadBundle``, is the shared rules' (``codspeed_rules.bundle``)."""
 
+from typing import TypeVar
+
 from codspeed_rules.bundle import BadBundle
 
 __all__ = [
@@ -9,6 +11,7 @@ __all__ = [
     "Closing",
     "Conflict",
     "Forbidden",
+    "Gone",
     "NotFound",
     "Refused",
     "Unauthorized",
@@ -52,3 +55,18 @@ class Unprocessable(Refused):
 class Busy(Exception):
     """A store that still refused a write after every retry, for reasons of its own (contention,
     throttling): nothing the caller sent is wrong, and the same request may succeed later."""
+
+
+class Gone(Exception):
+    """A record this invocation read or wrote a moment ago is no longer there (it expired with its
+    run): the invocation fails, and its retry finds the run gone for good."""
+
+
+T = TypeVar("T")
+
+
+def existing(found: T | None, what: str) -> T:
+    """``found``, which must be there: else ``Gone``, naming ``what``."""
+    if found is None:
+        raise Gone(f"{what} is gone: its records expired meanwhile")
+    return found

@@ -99,7 +99,11 @@ class ForwardPlan:
             else:
                 message = "nothing measured on this commit: one part with no benchmark (allowEmpty)"
             message += f"; {carried} carried, left to CodSpeed's baseline" if carried else ""
-            run_ids += [s.upstream["run_id"] for s in self.shards.values() if sent_as(s) and s.upstream.get("run_id")]
+            run_ids += [
+                s.upstream["run_id"]
+                for s in self.shards.values()
+                if sent_as(s) and s.upstream and s.upstream.get("run_id")
+            ]
         else:
             message = f"{len(self.shards)} shards merged, {size} bytes" + (
                 f", in {len(parts)} uploads" if len(parts) > 1 else ""

@@ -139,10 +139,11 @@ class RunRecord:
         return tuple(sorted(said, key=lambda e: (e != KEYED_AS_NAME, e))) or (KEYED_AS_NAME,)
 
     def expected_count(self) -> int | None:
-        counts = [m.expected_count() for m in self.groups.values()]
-        if not counts or None in counts:
+        counts = {g: m.expected_count() for g, m in self.groups.items()}
+        known = {g: c for g, c in counts.items() if c is not None}
+        if not counts or len(known) < len(counts):
             return None
-        return sum(c * max(1, self.variants_of(g)) for g, c in zip(self.groups, counts, strict=False))
+        return sum(c * max(1, self.variants_of(g)) for g, c in known.items())
 
     def base_commits(self) -> tuple[str, ...]:
         """Where the baseline is looked for: the change's base commit, then its ancestors."""
@@ -190,6 +191,13 @@ class ShardRecord:
     upstream: dict[str, Any] | None = (
         None  # an eager run's shard sent as it came: the part sent, the upstream's answer or an error
     )
+
+    @property
+    def bundle_key(self) -> str:
+        """Where its bundle is: a shard that arrived, or is carried, has one."""
+        if self.key is None:
+            raise ValueError(f"shard {self.name} ({self.state}) has no bundle")
+        return self.key
 
 
 def sent_as(shard: ShardRecord) -> str | None:

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Protocol
 
 from codspeed_rules.bundle import (
     CHUNK,
@@ -29,6 +29,7 @@ from codspeed_rules.bundle import (
     BoundedTarInfo,
     BundleCheck,
     ForwardOnly,
+    Readable,
     is_gzip,
     member_path,
 )
@@ -36,7 +37,7 @@ from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 
 from . import gz
 from .bundle import unpacked
-from .pid_plan import StreamedMoves, plan_pids
+from .pid_plan import PidMoves, StreamedMoves, plan_pids
 
 # The pid in a member's name: the first number of its base name, alone or after a word and
 # '-' or '.', and before '.' or '_' (4242.out, perf-4242.map, valgrind.4242.log, 4242_7f.._0.unwind_data).
@@ -52,7 +53,7 @@ DEFAULT_LEVEL = gz.DEFAULT_LEVEL
 class ShardBundle:
     name: str
     pids: tuple[int, ...] | None  # None: not validated yet, so checked as it is merged (the offline merge)
-    open: Callable[[], AbstractContextManager[BinaryIO]]
+    open: Callable[[], AbstractContextManager[Readable]]
 
 
 class ShardRefused(BadBundle):
@@ -71,8 +72,16 @@ class MergeResult:
     renumbered: dict[str, dict[int, int]] = field(default_factory=dict)
 
 
+class Sink(Protocol):
+    """Where an archive is written: a file, an S3 multipart upload (``Bucket.spool``)."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+
 class HashingWriter:
-    def __init__(self, out: BinaryIO) -> None:
+    def __init__(self, out: Sink) -> None:
         self._out = out
         self.md5 = hashlib.md5()
         self.size = 0
@@ -80,7 +89,8 @@ class HashingWriter:
     def write(self, data: bytes) -> int:
         self.md5.update(data)
         self.size += len(data)
-        return self._out.write(data)
+        self._out.write(data)
+        return len(data)
 
     def flush(self) -> None:
         self._out.flush()
@@ -89,7 +99,7 @@ class HashingWriter:
 class _RewritingReader:
     """A member's content with its ``pid:`` lines rewritten, read like a file."""
 
-    def __init__(self, source: BinaryIO, rewriter: PidRewriter) -> None:
+    def __init__(self, source: Readable, rewriter: PidRewriter) -> None:
         self._source = source
         self._rewriter = rewriter
         self._buffer = bytearray()  # appended to and cut from the front: no copy of what stays
@@ -116,7 +126,7 @@ class _RewritingReader:
         return self._rewriter.close()
 
 
-def renamed(path: str, moves) -> str:
+def renamed(path: str, moves: PidMoves) -> str:
     folder, base = posixpath.split(path)
     match = PID_IN_NAME.match(base)
     if not match or (new := moves.get(int(match["pid"]))) is None:
@@ -145,12 +155,18 @@ class MemberNames:
         clash = path in self.files or (not folder and path in self.folders)
         return clash or any(a in self.files for a in self._ancestors(path))
 
-    def place(self, path: str, shard: str, folder: bool = False) -> str | None:
-        """The name to write a member under, or None for a folder already written."""
-        if folder and path in self.folders and path not in self.files:
-            if path in self.written:
-                return None
-        elif self._taken(path, folder):
+    def place(self, path: str, shard: str) -> str:
+        """The name to write a file under."""
+        return self._placed(path, shard, folder=False)
+
+    def place_folder(self, path: str, shard: str) -> str | None:
+        """The name to write a folder under, or None for a folder already written."""
+        if path in self.folders and path not in self.files and path in self.written:
+            return None
+        return self._placed(path, shard, folder=True)
+
+    def _placed(self, path: str, shard: str, folder: bool) -> str:
+        if not (folder and path in self.folders and path not in self.files) and self._taken(path, folder):
             path = self._elsewhere(path, shard, folder)
         (self.folders if folder else self.files).add(path)
         self.folders.update(self._ancestors(path))
@@ -172,20 +188,20 @@ class MemberNames:
         return candidate
 
 
-def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFAULT_LEVEL) -> MergeResult:
+def merge_bundles(shards: list[ShardBundle], out: Sink, *, level: int = DEFAULT_LEVEL) -> MergeResult:
     """Write the merged tar.gz to ``out`` (a single gzip member, members under ``./``).
 
     Shards validated before (the finalizer's, at arrival) come with their pids, planned up
     front; shards without (the offline command's) are checked as they are copied, with the
     checks of validation, and their pids planned as they stream: each bundle is read once."""
-    known = [s for s in shards if s.pids is not None]
-    plan = plan_pids((s.name, s.pids) for s in known)
-    used = {p for s in known for p in s.pids}  # shared: a pid is taken whichever shard named it first
+    known = {s.name: s.pids for s in shards if s.pids is not None}
+    plan = plan_pids(known.items())
+    used = {p for pids in known.values() for p in pids}  # shared: a pid is taken whichever shard named it first
     streamed = {s.name: StreamedMoves(used) for s in shards if s.pids is None}
     sink = HashingWriter(out)
     names = MemberNames()
     with gz.writer(sink, level) as packed:
-        with tarfile.open(
+        with tarfile.open(  # type: ignore[call-overload]  # copybufsize: TarFile's, not in typeshed's open()
             fileobj=ForwardOnly(packed), mode="w:", format=tarfile.GNU_FORMAT, copybufsize=CHUNK
         ) as merged:
             merged.addfile(root_entry())
@@ -196,7 +212,7 @@ def merge_bundles(shards: list[ShardBundle], out: BinaryIO, *, level: int = DEFA
                 with (
                     shard.open() as stream,
                     _tar_stream(stream) as tar_stream,
-                    tarfile.open(
+                    tarfile.open(  # type: ignore[call-overload]  # copybufsize, as above
                         fileobj=ForwardOnly(tar_stream), mode="r:", copybufsize=CHUNK, tarinfo=BoundedTarInfo
                     ) as source,
                 ):
@@ -231,7 +247,7 @@ def _copy_checked(shard: ShardBundle, merged: tarfile.TarFile, moves: StreamedMo
 class _Peeked:
     """A stream whose first bytes were read to tell gzip from a plain tar."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: Readable) -> None:
         self._raw = raw
         self.head = raw.read(2)
 
@@ -242,21 +258,29 @@ class _Peeked:
         return head + self._raw.read(n - len(head)) if n > len(head) else head[:n]
 
 
-def _tar_stream(stream: BinaryIO):
+def _tar_stream(stream: Readable) -> AbstractContextManager[Readable]:
     peeked = _Peeked(stream)
     return unpacked(peeked, is_gzip(peeked.head))
 
 
-def _copy_member(member, content, merged, shard, moves, names: MemberNames) -> None:
+def _copy_member(
+    member: tarfile.TarInfo,
+    content: Readable | None,
+    merged: tarfile.TarFile,
+    shard: str,
+    moves: PidMoves,
+    names: MemberNames,
+) -> None:
     path = member_path(member.name)
     if not path:
         return
     if not (member.isreg() or member.isdir()):  # validation refused these already: never write one
         raise BadBundle(f"shard {shard}: member {path!r} is not a regular file or folder")
     if member.isdir():
-        if (placed := names.place(path, shard, folder=True)) is not None:
+        if (placed := names.place_folder(path, shard)) is not None:
             merged.addfile(_copy_info(member, placed))
         return
+    assert content is not None, "a regular member has content"
     info = _copy_info(member, names.place(renamed(path, moves), shard))
     out = OUT_NAME.match(path)
     old_pid = int(out["pid"]) if out else None
@@ -274,8 +298,8 @@ def _copy_member(member, content, merged, shard, moves, names: MemberNames) -> N
                 merged.addfile(info, spool)
         return
     results = RESULTS_NAME.match(path)
-    if results and moves.get(int(results["pid"])) is not None and member.size <= MAX_RESULTS_BYTES:
-        old, new = int(results["pid"]), moves.get(int(results["pid"]))
+    old = int(results["pid"]) if results else None
+    if old is not None and (new := moves.get(old)) is not None and member.size <= MAX_RESULTS_BYTES:
         data = CREATOR.sub(
             lambda m: m.group(1) + (b"%d" % new if int(m.group(2)) == old else m.group(2)), content.read()
         )

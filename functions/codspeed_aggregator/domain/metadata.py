@@ -13,7 +13,7 @@ from .ledger import ShardRecord
 from .upstream_parts import AGGREGATOR_JOB, UpstreamPart, claim_id, pushed_part_id
 
 
-def check_identity(run_identity: dict[str, Any] | None, mine: dict | None) -> None:
+def check_identity(run_identity: dict[str, Any] | None, mine: dict[str, Any] | None) -> None:
     """Refuse a shard whose commit, project or ref differs from the run's first shard."""
     if not run_identity or mine is None:
         return
@@ -28,14 +28,14 @@ def check_identity(run_identity: dict[str, Any] | None, mine: dict | None) -> No
 def ci_url(metadata: UploadMetadata) -> str | None:
     """The CI run's page, where the metadata says enough to know it (GitHub Actions)."""
     extra = metadata.model_extra or {}
-    gh = extra.get("ghData") if isinstance(extra.get("ghData"), dict) else {}
+    gh: dict[str, Any] = extra["ghData"] if isinstance(extra.get("ghData"), dict) else {}
     run = gh.get("runId") or (metadata.run_part.run_id if metadata.run_part else None)
     if metadata.run_environment != "GITHUB_ACTIONS" or not metadata.project or not str(run or "").isdigit():
         return None
     return f"https://github.com/{metadata.project}/actions/runs/{run}"
 
 
-def as_sent_metadata(sent: dict[str, Any], md5: str, gzipped: bool) -> dict:
+def as_sent_metadata(sent: dict[str, Any], md5: str, gzipped: bool) -> dict[str, Any]:
     """A shard's own metadata for forwarding its archive as it was sent: the archive's MD5 and
     encoding (what a CodSpeed runner sent already; what a pushed bundle's metadata lacks)."""
     metadata = copy.deepcopy(sent)
@@ -69,15 +69,15 @@ def upstream_part_id(shard: ShardRecord) -> str:
 def part_claim(upload: UpstreamPart, shards: dict[str, ShardRecord]) -> str:
     """The claim an upload is sent under (``uploads.claim_id``): its merged runPartId, or its shard's."""
     if upload.merged:
-        return claim_id(upload.run_part_id, VALGRIND)
+        return claim_id(upload.key, VALGRIND)
     shard = shards[upload.shards[0]]
     return claim_id(upstream_part_id(shard), shard.executor)
 
 
-def as_carried(base: dict[str, Any], shard: ShardRecord) -> dict:
+def as_carried(base: dict[str, Any] | None, shard: ShardRecord) -> dict[str, Any]:
     """The metadata a shard carried from another run goes alone under: the run's (``base``), with
     the shard's own runPartId, the one it was sent under, and executor."""
-    metadata = copy.deepcopy(base)
+    metadata = copy.deepcopy(_stated(base))
     metadata["runPart"] = {**(metadata.get("runPart") or {}), "runPartId": upstream_part_id(shard)}
     metadata["runner"] = {**(metadata.get("runner") or {}), "executor": shard.executor}
     return metadata
@@ -112,7 +112,15 @@ class MergedPart:
     carried: dict[str, Any]
 
 
-def shard_identity(shard: ShardRecord, sent: dict[str, Any] | None) -> dict:
+def _stated(base: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's metadata, which a part of shards none of which kept its own goes under: a run
+    with none is closed empty before any part is planned."""
+    if base is None:
+        raise ValueError("no metadata for the part: none of its shards kept the metadata it was sent with")
+    return base
+
+
+def shard_identity(shard: ShardRecord, sent: dict[str, Any] | None) -> dict[str, Any]:
     """Who a merged shard was: its runner's runPartId and job, executor, run index and matrix keys
     (the runPart's metadata), its machine and its CI job."""
     sent = sent or {}
@@ -130,7 +138,7 @@ def shard_identity(shard: ShardRecord, sent: dict[str, Any] | None) -> dict:
     return identity
 
 
-def merged_metadata(base: dict[str, Any], part: MergedPart, md5: str) -> dict:
+def merged_metadata(base: dict[str, Any] | None, part: MergedPart, md5: str) -> dict[str, Any]:
     """A merged upload's metadata: the metadata of its first arrived shard (the top-level
     ``runner`` is that shard's, and ``runnerOf`` says which; unknown fields kept), with the
     recomputed profileMd5, gzip encoding and a runPart that describes the part: the run's
@@ -139,10 +147,10 @@ def merged_metadata(base: dict[str, Any], part: MergedPart, md5: str) -> dict:
     uploaded = sorted(
         ((s, m) for s, m in part.shards if m is not None), key=lambda sm: (sm[0].arrived_at or "", sm[0].name)
     )
-    first, sent = uploaded[0] if uploaded else (None, base)
+    first, sent = uploaded[0] if uploaded else (None, _stated(base))
     merged = as_sent_metadata(sent, md5, gzipped=True)
     own_part = sent.get("runPart") or {}
-    details = {
+    details: dict[str, Any] = {
         "aggregatedShards": [shard_identity(s, m) for s, m in part.shards],
         "runnerOf": first.name if first else None,
         "part": part.number,
@@ -155,7 +163,7 @@ def merged_metadata(base: dict[str, Any], part: MergedPart, md5: str) -> dict:
     if not part.shards:  # the part of a run that measured nothing (every shard skipped): no benchmark, on purpose
         merged["allowEmpty"] = True
     merged["runPart"] = {
-        "runId": (base.get("runPart") or {}).get("runId") or own_part.get("runId") or part.run_id,
+        "runId": ((base or {}).get("runPart") or {}).get("runId") or own_part.get("runId") or part.run_id,
         "runPartId": part.run_part_id,
         "jobName": own_part.get("jobName") or part.group or AGGREGATOR_JOB,
         "metadata": details,

@@ -3,7 +3,7 @@ free pid of the same width (so a ``.out`` keeps its size), a wider one only when
 
 import itertools
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 
 def plan_pids(shards: Iterable[tuple[str, Iterable[int]]]) -> dict[str, dict[int, int]]:
@@ -42,6 +42,12 @@ def _moves(pids: Iterable[int], used: set[int], taken: set[int]) -> dict[int, in
     return moves
 
 
+class PidMoves(Protocol):
+    """Where a shard's pids move: planned up front (a dict), or as its bundle streams (``StreamedMoves``)."""
+
+    def get(self, pid: int, /) -> int | None: ...
+
+
 class StreamedMoves:
     """Pids planned as the bundles stream, for bundles not validated before (so read once): the
     first shard to name a pid keeps it; a later one moves to a free pid of the same width. ``get``
@@ -54,8 +60,8 @@ class StreamedMoves:
     def get(self, pid: int) -> int | None:
         if pid not in self.moves:
             if pid in self.used:
-                self.moves[pid] = _free_pid(pid, self.used)
-                self.used.add(self.moves[pid])
+                self.moves[pid] = free = _free_pid(pid, self.used)
+                self.used.add(free)
             else:
                 self.used.add(pid)
                 self.moves[pid] = None
@@ -68,11 +74,12 @@ class StreamedMoves:
 def _free_pid(pid: int, taken: set[int]) -> int:
     """The next pid of the same width that nobody uses (lazily: O(1) memory), else a wider one."""
     width = len(str(pid))
-    low, high = (0 if width == 1 else 10 ** (width - 1)), 10**width
+    low: int = 0 if width == 1 else 10 ** (width - 1)
+    high: int = 10**width
     for candidate in itertools.chain(range(pid + 1, high), range(low, pid)):
         if candidate not in taken:
             return candidate
-    candidate = high
-    while candidate in taken:
-        candidate += 1
-    return candidate
+    wider = high
+    while wider in taken:
+        wider += 1
+    return wider

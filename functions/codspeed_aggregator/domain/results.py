@@ -41,7 +41,7 @@ class ShardResults:
         return cls(list(document.get("names") or []), dict(document.get("results") or {}))
 
 
-def measured(raw: dict[str, dict[str, Any]]) -> dict[str, dict]:
+def measured(raw: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """A bundle's results (``BundleSummary.results``) in the form the ledger keeps."""
     kept = {}
     for name, r in raw.items():
@@ -78,15 +78,15 @@ def _walltime_cost(stats: dict[str, Any]) -> float:
         warmup = min(max(stats.get("warmup_iters", 1) * call, budget), budget + call)
     else:
         warmup = stats.get("warmup_iters", 0) * call
-    return stats["total_time"] + call + warmup
+    return float(stats["total_time"] + call + warmup)
 
 
-def change(result: dict[str, Any], base: dict | None) -> float | None:
+def change(result: dict[str, Any], base: dict[str, Any] | None) -> float | None:
     """(value - baseline) / baseline, when both are figures of one unit; a walltime figure is
     never compared with a cycles one."""
     if base is None or base.get("unit") != result.get("unit") or not base.get("value") or result.get("value") is None:
         return None
-    return (result["value"] - base["value"]) / base["value"]
+    return float((result["value"] - base["value"]) / base["value"])
 
 
 def flag(delta: float | None, threshold: float) -> str | None:
@@ -95,35 +95,42 @@ def flag(delta: float | None, threshold: float) -> str | None:
     return REGRESSION if delta > 0 else IMPROVEMENT
 
 
-def _entry(shard: str, name: str, result: dict[str, Any], base: dict | None, threshold: float) -> BenchmarkEntry:
+def _entry(
+    shard: str, name: str, result: dict[str, Any], base: dict[str, Any] | None, threshold: float
+) -> BenchmarkEntry:
     delta = change(result, base)
     return BenchmarkEntry(
         name=name,
         shard=shard,
         state="measured",
         **result,
-        baseline=base["value"] if delta is not None else None,
+        baseline=base["value"] if base is not None and delta is not None else None,
         change=delta,
         flag=flag(delta, threshold),
     )
+
+
+def _change(entry: BenchmarkEntry) -> float:
+    """A flagged entry's change (a flag is given only with one)."""
+    return entry.change or 0.0
 
 
 def ranked(entries: Iterable[BenchmarkEntry]) -> list[BenchmarkEntry]:
     """Regressions first, the largest first; then the rest by shard and name; improvements last,
     the largest first."""
 
-    def key(e: BenchmarkEntry):
+    def key(e: BenchmarkEntry) -> tuple[int, float, str, str]:
         if e.flag == REGRESSION:
-            return (0, -e.change, e.shard, e.name)
+            return (0, -_change(e), e.shard, e.name)
         if e.flag == IMPROVEMENT:
-            return (2, e.change, e.shard, e.name)
+            return (2, _change(e), e.shard, e.name)
         return (1, 0.0, e.shard, e.name)
 
     return sorted(entries, key=key)
 
 
 def shard_entries(
-    shard: str, results: dict[str, dict[str, Any]], before: Mapping[str, dict], threshold: float
+    shard: str, results: dict[str, dict[str, Any]], before: Mapping[str, dict[str, Any]], threshold: float
 ) -> list[BenchmarkEntry]:
     """Every measured benchmark of a shard, compared with its figure in the baseline (``before``:
     name -> its figures there), ranked."""
@@ -162,10 +169,12 @@ class ShardSummary:
 
 
 def summarize(
-    shard: str, results: dict[str, dict[str, Any]], before: Mapping[str, dict], threshold: float
+    shard: str, results: dict[str, dict[str, Any]], before: Mapping[str, dict[str, Any]], threshold: float
 ) -> ShardSummary:
     """A shard's summary, in one pass over its results: a model is made only for the changes it names."""
-    counts, worse, better = Counter(), [], []
+    counts: Counter[str] = Counter()
+    worse: list[tuple[float, str]] = []
+    better: list[tuple[float, str]] = []
     for name, result in results.items():
         delta = change(result, before.get(name))
         kind = flag(delta, threshold)
@@ -175,11 +184,14 @@ def summarize(
             if delta is None
             else {REGRESSION: "regressions", IMPROVEMENT: "improvements", None: "unchanged"}[kind]
         ] += 1
-        if kind == REGRESSION:
+        if delta is not None and kind == REGRESSION:
             worse.append((delta, name))
-        elif kind == IMPROVEMENT:
+        elif delta is not None and kind == IMPROVEMENT:
             better.append((delta, name))
-    make = lambda picked: [_entry(shard, n, results[n], before.get(n), threshold) for _, n in picked]  # noqa: E731
+
+    def make(picked: list[tuple[float, str]]) -> list[BenchmarkEntry]:
+        return [_entry(shard, n, results[n], before.get(n), threshold) for _, n in picked]
+
     worst = heapq.nsmallest(LISTED, worse, key=lambda c: (-c[0], c[1]))
     return ShardSummary(counts, make(worst), make(heapq.nsmallest(LISTED, better)))
 
@@ -187,15 +199,17 @@ def summarize(
 def merged(summaries: Iterable[ShardSummary]) -> ShardSummary:
     """Summaries as one: their counts added, and the worst ``LISTED`` changes each way of them all.
     A merged summary merges again with others into what its parts would have."""
-    total, worse, better = Counter(), [], []
+    total: Counter[str] = Counter()
+    worse: list[BenchmarkEntry] = []
+    better: list[BenchmarkEntry] = []
     for summary in summaries:
         total.update(summary.counts)
         worse += summary.regressions
         better += summary.improvements
     return ShardSummary(
         total,
-        heapq.nsmallest(LISTED, worse, key=lambda e: (-e.change, e.shard, e.name)),
-        heapq.nsmallest(LISTED, better, key=lambda e: (e.change, e.shard, e.name)),
+        heapq.nsmallest(LISTED, worse, key=lambda e: (-_change(e), e.shard, e.name)),
+        heapq.nsmallest(LISTED, better, key=lambda e: (_change(e), e.shard, e.name)),
     )
 
 
@@ -234,7 +248,9 @@ class SummaryDigest:
         return self.against == against and self.threshold == threshold and self.bundles <= bundles
 
     def to_json(self) -> bytes:
-        entries = lambda listed: [e.model_dump(exclude_none=True) for e in listed]  # noqa: E731
+        def entries(listed: list[BenchmarkEntry]) -> list[dict[str, Any]]:
+            return [e.model_dump(exclude_none=True) for e in listed]
+
         return json.dumps(
             {
                 "bundles": sorted(self.bundles),

@@ -48,7 +48,8 @@ class PlanRecord:
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Self:
-        return _decoded(cls, _old_form(item))
+        decoded: Self = _decoded(cls, _old_form(item))
+        return decoded
 
 
 @dataclass(frozen=True)
@@ -80,12 +81,13 @@ class RunPlan:
     def from_item(cls, item: dict[str, Any]) -> Self:
         item = _old_form(item)
         shards = item["shards"]
-        return _decoded(
+        decoded: Self = _decoded(
             cls,
             item,
             uploads=[UpstreamPart.from_item(u) for u in item["uploads"]],
             shards=None if shards is None else {name: ShardRecord(**s) for name, s in shards.items()},
         )
+        return decoded
 
 
 def _old_form(item: dict[str, Any]) -> dict[str, Any]:

@@ -22,17 +22,26 @@ import struct
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from isal import isal_zlib
 
-from codspeed_rules.bundle import CHUNK, BadBundle
+from codspeed_rules.bundle import CHUNK, BadBundle, Readable
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
-from codspeed_rules.normalize import BLOCK, FINAL_BLOCK, FORMAT, GZIP_HEADER, INFLATED_ALONE, NORMALIZED_HEADER
+from codspeed_rules.normalize import (
+    BLOCK,
+    FINAL_BLOCK,
+    FORMAT,
+    GZIP_HEADER,
+    INFLATED_ALONE,
+    NORMALIZED_HEADER,
+    Writable,
+)
 
+from . import gz
 from .merge import (
     CREATOR,
     MAX_RESULTS_BYTES,
@@ -40,6 +49,7 @@ from .merge import (
     HashingWriter,
     MemberNames,
     MergeResult,
+    Sink,
     renamed,
     root_entry,
 )
@@ -54,14 +64,14 @@ class NormalizedShard:
     name: str
     pids: tuple[int, ...]
     index: dict[str, Any]
-    open: Callable[[], AbstractContextManager[BinaryIO]]  # the normalized object
+    open: Callable[[], AbstractContextManager[Readable]]  # the normalized object
 
 
 class _Cursor:
     """Reads a normalized object front to back, hashing all of it, refusing to go backwards.
     ``inflated_alone``: its index says each segment was inflated alone when it was made."""
 
-    def __init__(self, stream: BinaryIO, inflated_alone: bool = False) -> None:
+    def __init__(self, stream: Readable, inflated_alone: bool = False) -> None:
         self._stream, self.position, self._crc = stream, 0, 0
         self.inflated_alone = inflated_alone
 
@@ -83,14 +93,11 @@ class _Cursor:
         self.seek(offset)
         return self._take(length)
 
-    def copy(self, offset: int, length: int, sink) -> None:
-        self.seek(offset)
-        while length:
-            data = self._take(min(CHUNK, length))
+    def copy(self, offset: int, length: int, sink: Writable) -> None:
+        for data in self.chunks(offset, length):
             sink.write(data)
-            length -= len(data)
 
-    def chunks(self, offset: int, length: int):
+    def chunks(self, offset: int, length: int) -> Iterator[bytes]:
         self.seek(offset)
         while length:
             data = self._take(min(CHUNK, length))
@@ -113,7 +120,7 @@ class _Spliced:
     as it is written, but for segments inflated alone before, and must come to what the segments'
     indexes promise, or it is refused (``IndexMismatch``) before anything is forwarded."""
 
-    def __init__(self, out: BinaryIO, level: int) -> None:
+    def __init__(self, out: Sink, level: int) -> None:
         self.sink = HashingWriter(out)
         self.sink.write(GZIP_HEADER)
         self._comp = isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15)
@@ -163,9 +170,7 @@ class _Spliced:
         self._checked.stop()
 
 
-def splice(
-    shards: Iterable[NormalizedShard], out: BinaryIO, *, level: int = 1, as_they_come: bool = False
-) -> MergeResult:
+def splice(shards: Iterable[NormalizedShard], out: Sink, *, level: int = 1, as_they_come: bool = False) -> MergeResult:
     """Write the merged tar.gz of normalized bundles to ``out``; the same members, names and
     contents as ``merge_bundles`` writes from the bundles themselves. ``as_they_come``: each
     shard is spliced as soon as ``shards`` hands it over (the offline merge verifies the next
@@ -229,7 +234,7 @@ def _header(path: str, member: dict[str, Any], size: int) -> bytes:
 
 
 def _splice_member(
-    member: dict[str, Any], cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict, names: MemberNames
+    member: dict[str, Any], cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict[int, int], names: MemberNames
 ) -> None:
     path, segments = member["name"], _segments(member)
     if not path:
@@ -237,14 +242,14 @@ def _splice_member(
     if member["type"] not in ("file", "dir"):
         raise BadBundle(f"shard {shard}: member {path!r} is not a regular file or folder")
     if member["type"] == "dir":
-        if (placed := names.place(path, shard, folder=True)) is not None:
+        if (placed := names.place_folder(path, shard)) is not None:
             spliced.encoded(_header(placed, member, 0))
         return
     placed = names.place(renamed(path, moves), shard)
     out, results = OUT_NAME.match(path), RESULTS_NAME.match(path)
     old = int(out["pid"]) if out else int(results["pid"]) if results else None
     new = moves.get(old) if old is not None else None
-    if new is None:
+    if old is None or new is None:
         _copy_member(member, placed, segments, cursor, spliced)
     elif out and len(str(old)) == len(str(new)) and member["pid_lines"] == 1 and "head" in segments:
         _splice_head(member, placed, segments, cursor, spliced, shard, (old, new))
@@ -257,7 +262,7 @@ def _splice_member(
 def _splice_head(
     member: dict[str, Any],
     placed: str,
-    segments: dict,
+    segments: dict[str, Any],
     cursor: _Cursor,
     spliced: _Spliced,
     shard: str,
@@ -276,10 +281,11 @@ def _splice_head(
             spliced.copied(cursor, segments[kind])
 
 
-def _inflated(inflate, packed: bytes, path: str) -> bytes:
+def _inflated(inflate: Any, packed: bytes, path: str) -> bytes:
     try:
-        return inflate.decompress(packed)
-    except isal_zlib.error as exc:  # the object is not the one indexed: its CRC-32 would say so at its end
+        inflated: bytes = inflate.decompress(packed)
+        return inflated
+    except gz.INFLATE_ERROR as exc:  # the object is not the one indexed: its CRC-32 would say so at its end
         raise IndexMismatch(f"{path} does not inflate as indexed ({exc})") from exc
 
 
@@ -291,7 +297,9 @@ def _rewrite_head(head: bytes, old: int, new: int) -> bytes:
     return head[: -len(line)] + b"pid: %d\n" % new
 
 
-def _copy_member(member: dict[str, Any], placed: str, segments: dict, cursor: _Cursor, spliced: _Spliced) -> None:
+def _copy_member(
+    member: dict[str, Any], placed: str, segments: dict[str, Any], cursor: _Cursor, spliced: _Spliced
+) -> None:
     spliced.encoded(_header(placed, member, member["size"]))
     for kind in ("head", "body", "pad"):
         if kind in segments:
@@ -301,7 +309,7 @@ def _copy_member(member: dict[str, Any], placed: str, segments: dict, cursor: _C
 def _encode_member(
     member: dict[str, Any],
     placed: str,
-    segments: dict,
+    segments: dict[str, Any],
     cursor: _Cursor,
     spliced: _Spliced,
     rewrite: tuple[int, int, bool],

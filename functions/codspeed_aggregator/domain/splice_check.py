@@ -11,6 +11,7 @@ from isal import isal_zlib
 
 from codspeed_rules.normalize import closed
 
+from . import gz
 from .gz import usable_cores
 
 PIECE = 8 << 20  # compressed bytes of whole segments that one thread checks, at the least
@@ -40,7 +41,7 @@ class SpliceCheck:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="splice-check")
         self._room = threading.BoundedSemaphore(2 * threads)
         self._checks: list[Future[Any]] = []
-        self._piece: queue.Queue | None = None
+        self._piece: queue.Queue[bytes | bool] | None = None  # a piece's segments, then whether it ends the stream
         self._small: list[bytes] = []  # the piece's first chunks, until it has INLINE bytes
         self._held = 0
 
@@ -73,7 +74,7 @@ class SpliceCheck:
             self._checks.append(_inflated_here(self._small, last))
         self._piece, self._small, self._held = None, [], 0
 
-    def _check(self, chunks: queue.Queue) -> tuple[int, int]:
+    def _check(self, chunks: queue.Queue[bytes | bool]) -> tuple[int, int]:
         inflated, packed = _PieceInflate(), None
         try:
             while not isinstance(packed := chunks.get(), bool):
@@ -132,7 +133,7 @@ class _PieceInflate:
     def _inflated(self, packed: bytes) -> bytes:
         try:
             data = self._inflate.decompress(packed, INFLATE_OUT)
-        except isal_zlib.error as exc:
+        except gz.INFLATE_ERROR as exc:
             raise IndexMismatch(f"the spliced archive does not inflate ({exc})") from exc
         self._crc, self._size = isal_zlib.crc32(data, self._crc), self._size + len(data)
         return data

@@ -12,6 +12,7 @@ sent too.
 import hashlib
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,10 @@ class UpstreamPart:
     @property
     def key(self) -> str:
         """What the upstream knows this part as: its runPartId, or the shard forwarded as sent."""
-        return self.run_part_id if self.merged else f"shard:{self.shards[0]}"
+        if self.merged:
+            assert self.run_part_id is not None, "a merged part is planned with its runPartId"
+            return self.run_part_id
+        return f"shard:{self.shards[0]}"
 
     def to_item(self) -> dict[str, Any]:
         return {"shards": list(self.shards), "merged": self.merged, "group": self.group, "id": self.run_part_id}
@@ -116,7 +120,7 @@ def plan_forward(
     shards: dict[str, ShardRecord],
     limit: int,
     max_bytes: int = MAX_UPLOAD_BYTES,
-    kept: list[UpstreamPart] = (),
+    kept: Sequence[UpstreamPart] = (),
     merge: bool = True,
 ) -> list[UpstreamPart]:
     """The uploads of a run, in a stable order (a retry makes the same plan).
@@ -128,7 +132,8 @@ def plan_forward(
     sent, and a group's lone valgrind shard, or one over ``limit`` by itself, as sent too (as
     its uploader would have). Without ``merge`` (an eager run, whose shards went upstream as they
     came) every shard goes as it was sent."""
-    uploads, placed = [], set()
+    uploads: list[UpstreamPart] = []
+    placed: set[str] = set()
     for part in kept:
         held = tuple(n for n in part.shards if n in shards and n not in placed)
         if held:

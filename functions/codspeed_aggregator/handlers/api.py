@@ -9,13 +9,14 @@ from urllib.parse import unquote
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 from botocore.exceptions import ConnectionError as AwsConnectionError
 
 from ..auth import Principal
 from ..domain.errors import Busy, Refused
 from . import pages, runs_api, webhooks
-from .http import Resolver, json_response, principal
+from .http import JsonResponse, Resolver, json_response, principal
 
 WEBHOOKS = "/webhooks/"  # signed instead of carrying the API token
 PAGES = "/runs/"  # opened by a signed link (or a token)
@@ -32,7 +33,7 @@ for _router in (runs_api.router, pages.router, webhooks.router):
 
 
 @app.exception_handler(Refused)
-def _refused(exc: Refused):
+def _refused(exc: Refused) -> JsonResponse:
     retry_after = getattr(exc, "retry_after", None)  # the same request will be taken then
     return Response(
         status_code=exc.status,
@@ -58,7 +59,7 @@ _TRANSIENT = {
 
 
 @app.exception_handler([ClientError, AwsConnectionError, Busy])
-def _busy(exc: Exception):
+def _busy(exc: Exception) -> JsonResponse:
     if isinstance(exc, ClientError):
         error, status = exc.response.get("Error", {}), exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         if error.get("Code") not in _TRANSIENT and status < 500:
@@ -71,14 +72,12 @@ def _busy(exc: Exception):
         status_code=HTTPStatus.SERVICE_UNAVAILABLE,
         content_type=content_types.APPLICATION_JSON,
         headers={"Retry-After": "5"},
-        body=json.dumps(
-            {"error": f"the aggregator's storage is busy ({why}): send the request again in a few seconds"}
-        ),
+        body={"error": f"the aggregator's storage is busy ({why}): send the request again in a few seconds"},
     )
 
 
 @app.exception_handler(RequestValidationError)
-def _invalid(exc: RequestValidationError):
+def _invalid(exc: RequestValidationError) -> JsonResponse:
     detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
     fields = "; ".join(_field(d) for d in detail)
     return json_response(HTTPStatus.UNPROCESSABLE_ENTITY, {"error": f"invalid request: {fields}", "detail": detail})
@@ -100,7 +99,7 @@ def report_path(raw: str) -> str:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-def handler(event: dict[str, Any], context) -> dict:
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     path = event.get("rawPath") or event.get("requestContext", {}).get("http", {}).get("path", "")
     body = event.get("body") or ""
@@ -118,11 +117,9 @@ def handler(event: dict[str, Any], context) -> dict:
         elif path.startswith(WEBHOOKS):
             pass  # signed: the webhook checks its signature
         elif not headers.get("authorization"):
-            app.append_context(
-                principal=Principal(None, anonymous=True)
-            )  # a fork's pull request, or refused by its route
+            app.context["principal"] = Principal(None, anonymous=True)  # a fork's pull request, or refused by its route
         else:
-            app.append_context(principal=principal(headers.get("authorization")))
+            app.context["principal"] = principal(headers.get("authorization"))
     except Refused as exc:
         return {
             "statusCode": exc.status,

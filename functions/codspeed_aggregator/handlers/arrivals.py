@@ -7,6 +7,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ..domain.errors import BadBundle
 from ..domain.keys import BUNDLE_PREFIX, parse_bundle_key
@@ -37,7 +38,7 @@ def s3_objects(body: dict[str, Any]) -> list[tuple[str, int | None, str | None]]
     return objects
 
 
-def record_handler(record: SQSRecord, lambda_context) -> None:
+def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
     left = lambda_context.get_remaining_time_in_millis() / 1000
     objects = s3_objects(record.json_body)
     reserve = sum(settings().arrival_reserve(size) for _, size, _ in objects) or settings().arrival_reserve_seconds
@@ -66,8 +67,9 @@ def record_handler(record: SQSRecord, lambda_context) -> None:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context) -> dict:
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     with for_arrivals().reports.held():  # one report per run per batch
-        return process_partial_response(
+        answer: dict[str, Any] = process_partial_response(  # type: ignore[assignment]  # a TypedDict of it
             event=event, record_handler=record_handler, processor=sqs_batch(), context=context
         )
+        return answer

@@ -2,8 +2,10 @@
 the request's raw body, who a token is, and a run id read from a path."""
 
 import re
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from codspeed_rules.names import SEGMENT, attempt_problem
 
@@ -17,7 +19,7 @@ class Resolver(APIGatewayHttpResolver):
     and all (powertools' own parameters stop at a slash)."""
 
     @staticmethod
-    def _compile_regex(rule: str, base_regex: str = "^{}$"):
+    def _compile_regex(rule: str, base_regex: str = "^{}$") -> re.Pattern[str]:
         compiled = APIGatewayHttpResolver._compile_regex(
             rule.replace("<project>", "PROJECT").replace("<page>", "PAGE"), base_regex
         )
@@ -28,11 +30,14 @@ class Resolver(APIGatewayHttpResolver):
         )
 
 
-def json_response(status: int, body) -> Response:
+JsonResponse = Response[dict[str, Any]]  # a route's JSON answer: powertools serializes the body
+
+
+def json_response(status: int, body: dict[str, Any]) -> JsonResponse:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
 
-def raw_body(router) -> bytes:
+def raw_body(router: APIGatewayHttpRouter) -> bytes:
     body = router.current_event.decoded_body or ""
     return body.encode() if isinstance(body, str) else body
 

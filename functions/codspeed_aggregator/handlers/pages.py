@@ -4,6 +4,7 @@ a signed link or with a token."""
 import re
 import time
 from http import HTTPStatus
+from typing import Any
 from urllib.parse import unquote, urlencode
 
 from aws_lambda_powertools.event_handler import Response
@@ -20,7 +21,7 @@ from .http import check_attempt, json_response, principal
 router = APIGatewayHttpRouter()
 
 
-def _html(status: int, body: str) -> Response:
+def _html(status: int, body: str) -> Response[str]:
     return Response(
         status_code=status,
         content_type="text/html; charset=utf-8",
@@ -56,7 +57,7 @@ def _page_access(project: str, run_id: str) -> None:
 
 
 @router.get("/runs/<page>")
-def page(page: str):
+def page(page: str) -> Response[Any]:  # powertools validates a body by its Response[...]: HTML or JSON
     """``/runs/{project}``: its latest runs; ``/runs/{project}/{run_id}``: the run. A GitLab
     project's path has slashes of its own: the run is tried first, then the list."""
     path = unquote(page).strip("/")
@@ -87,7 +88,7 @@ def _is_run_page(project: str, run_id: str) -> bool:
     return wiring.for_api().reports.has_run(project, run_id)
 
 
-def _run_page(project: str, run_id: str) -> Response:
+def _run_page(project: str, run_id: str) -> Response[Any]:
     _page_access(project, run_id)
     check_attempt(run_id)
     reports, query = wiring.for_api().reports, _query()

@@ -20,7 +20,7 @@ from .. import wiring
 from ..auth import Principal, job_token
 from ..domain.errors import Unprocessable
 from ..domain.ledger import SentPost
-from .http import check_attempt, json_response, raw_body
+from .http import JsonResponse, check_attempt, json_response, raw_body
 
 router = APIGatewayHttpRouter()
 logger = Logger(child=True)  # the handler's logger: its service and its Lambda context
@@ -53,7 +53,7 @@ def _fork(
 
 
 @router.post("/v1/uploads")
-def request_upload(request: ShardUploadRequest):
+def request_upload(request: ShardUploadRequest) -> JsonResponse:
     meta = request.metadata
     fork = _fork(request.project, meta, meta.ref, meta.commit_hash, request.run_id)
     grant = wiring.for_api().request_upload.grant(request, fork=fork)
@@ -62,7 +62,7 @@ def request_upload(request: ShardUploadRequest):
 
 
 @router.post("/upload")
-def drop_in_upload(metadata: UploadMetadata):
+def drop_in_upload(metadata: UploadMetadata) -> JsonResponse:
     run_id = metadata.run_part.run_id if metadata.run_part else ""
     fork = _fork(metadata.project or "", metadata, metadata.ref, metadata.commit_hash, run_id, required=False)
     headers = router.current_event.headers  # what goes upstream, as it came; its OIDC token verified, as the principal
@@ -75,14 +75,14 @@ def drop_in_upload(metadata: UploadMetadata):
 
 
 @router.post("/v1/runs/open")
-def open_run(request: OpenRequest):
+def open_run(request: OpenRequest) -> JsonResponse:
     fork = _fork(request.project, request.metadata, request.ref, request.commit, request.run_id)
     answer = wiring.for_api().open_run.open(request, fork=fork)
     return json_response(HTTPStatus.OK, answer.model_dump())
 
 
 @router.post("/v1/runs/close")
-def close_run(request: CloseRequest):
+def close_run(request: CloseRequest) -> JsonResponse:
     _allow(request.project, request.run_id)
     answer = wiring.for_api().close_run.close(request)
     return json_response(HTTPStatus.ACCEPTED, answer.model_dump())
@@ -96,7 +96,7 @@ def read_report(
     run_id: str,
     format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json",
     shard: Annotated[str | None, Query(pattern=SHARD_KEY_PATTERN)] = None,
-):
+) -> Response[str]:
     """The run's report (a summary whatever its size), or with ``shard`` every benchmark of that shard."""
     _allow(project, run_id)
     if "%" in run_id:  # left encoded by ``report_path``: a '/' (or a '%') is in no run id
@@ -122,14 +122,14 @@ def benchmark_costs(
     project: Annotated[str, Query(pattern=PROJECT_PATTERN)],
     branch: Annotated[str | None, Query(max_length=255)] = None,
     run_id: Annotated[str | None, Query(pattern=RUN_ID_PATTERN)] = None,
-):
+) -> Response[str]:
     """What each benchmark of the branch's latest forwarded run cost, in seconds; for a run's split,
     the costs its first split used."""
     _allow(project)
     return _bounded(project, wiring.for_api().benchmark_costs.latest(project, branch, run_id))
 
 
-def _bounded(project: str, answer: BaseModel) -> Response:
+def _bounded(project: str, answer: BaseModel) -> Response[str]:
     """``answer`` as JSON; over what Lambda may send (6 MB), a 303 to a presigned copy of it in S3."""
     body = answer.model_dump_json()
     if len(body.encode()) > wiring.for_api().settings.report_inline_bytes:

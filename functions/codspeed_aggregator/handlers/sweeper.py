@@ -4,6 +4,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from ..wiring import for_sweeper
 
@@ -15,7 +16,7 @@ metrics = Metrics()
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context) -> dict:
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     closed = for_sweeper().close_run.sweep()
     metrics.add_metric(name="RunsClosedAtDeadline", unit=MetricUnit.Count, value=len(closed))
     logger.info("sweep", extra={"closed": len(closed)})

@@ -3,6 +3,7 @@ GitHub's ``workflow_run`` completed closes the CI run's aggregator run."""
 
 import time
 from http import HTTPStatus
+from typing import TypeVar
 
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel, ValidationError
@@ -12,7 +13,9 @@ from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
 from .. import wiring
 from ..auth import check_fresh, check_github_signature, check_signature
 from ..domain.errors import Unprocessable
-from .http import json_response, raw_body
+from .http import JsonResponse, json_response, raw_body
+
+M = TypeVar("M", bound=BaseModel)
 
 router = APIGatewayHttpRouter()
 
@@ -21,7 +24,7 @@ def _signature() -> str | None:
     return router.current_event.headers.get("x-hub-signature-256")
 
 
-def _parse(model: type[BaseModel], raw: bytes) -> BaseModel:
+def _parse(model: type[M], raw: bytes) -> M:
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
@@ -30,7 +33,7 @@ def _parse(model: type[BaseModel], raw: bytes) -> BaseModel:
 
 
 @router.post("/webhooks/refresh")
-def refresh_webhook():
+def refresh_webhook() -> JsonResponse:
     raw = raw_body(router)
     check_signature(raw, _signature(), wiring.webhook_secret())  # nothing is parsed before
     request = _parse(RefreshRequest, raw)
@@ -40,7 +43,7 @@ def refresh_webhook():
 
 
 @router.post("/webhooks/github")
-def github_webhook():
+def github_webhook() -> JsonResponse:
     raw = raw_body(router)
     project = check_github_signature(raw, _signature(), wiring.webhook_secret())
     kind = router.current_event.headers.get("x-github-event", "")

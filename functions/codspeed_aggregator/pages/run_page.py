@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 from codspeed_rules.summary import counts_line, shards_done
 from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, figure
 
+from ..domain.ledger import RunRecord
 from .html import escape
 from .timeline import critical_path, predicted, timeline
 
@@ -165,7 +166,7 @@ def _table(report: Report, query: dict[str, Any], sort: str | None, shard: Shard
     )
 
 
-def _paged(rows: list[Any], query: dict[str, Any], what: str) -> tuple[list, str]:
+def _paged(rows: list[Any], query: dict[str, Any], what: str) -> tuple[list[Any], str]:
     """One page of ``rows`` (``?page=N``, PAGE_ROWS a page) and a caption that says which, with links
     to the pages before and after it that keep the rest of the query (a signed link's too)."""
     pages = max(1, -(-len(rows) // PAGE_ROWS))
@@ -265,7 +266,7 @@ def _linked(text: str, link: str | None) -> str:
     return f'<a href="{escape(link)}">{escape(text)}</a>' if link else escape(text)
 
 
-def render_list(project: str, runs: list[tuple[object, str | None]]) -> str:
+def render_list(project: str, runs: list[tuple[RunRecord, str | None]]) -> str:
     """A project's runs, newest first; each links to its page (``runs``: (RunRecord, link))."""
     rows = "".join(
         f"<tr><td>{_linked(run.run_id, link)}</td><td>{escape(run.state)}</td>"

@@ -51,8 +51,8 @@ def timeline(report: Report) -> str:
         state = "running" if running else shard.state + (", upstream" if shard.upstream else "")
         when = f", arrived {shard.arrived_at} ({_duration(arrived - start)} after the opening)" if arrived else ""
         name = escape(shard.label or shard.name)  # the raw runPartId, in the tooltip
-        if running or arrived is not None:
-            length = max(2.0, ((now if running else arrived) - start) / span * width)
+        if (end := now if running else arrived) is not None:
+            length = max(2.0, (end - start) / span * width)
             faded = ' opacity="0.55"' if running else ""
             bar = (
                 f'<rect x="{label}" y="{y}" width="{length:.1f}" height="{row - 5}" fill="{colour}"'
@@ -92,7 +92,7 @@ def timeline(report: Report) -> str:
 def critical_path(report: Report) -> str:
     """Which shard the run waited for: the last to arrive, and by how much it trailed the one before."""
     start = _epoch(report.opened_at)
-    arrived = sorted((_epoch(s.arrived_at), s.shown) for s in report.shards if s.arrived_at)
+    arrived = sorted((at, s.shown) for s in report.shards if (at := _epoch(s.arrived_at)) is not None)
     if start is None or not arrived:
         return ""
     (last_at, last), before = arrived[-1], arrived[-2] if len(arrived) > 1 else None
@@ -116,16 +116,16 @@ def predicted(report: Report) -> str:
     as many shards (no shorter than the total over the shards, nor than the costliest benchmark),
     against the longest here. Said once the run is over: while it is open, the shards in so far are
     not the run's, and a cost of 0 is one not recorded (a shard measured nothing)."""
-    costed = [s for s in report.shards if s.cost_s]
+    costed = [(s, cost) for s in report.shards if (cost := s.cost_s)]
     if report.state == "open" or len(costed) < 2:
         return ""
-    total = sum(s.cost_s for s in costed)
-    balanced = max(total / len(costed), max(s.longest_s or 0.0 for s in costed))
-    longest = max(costed, key=lambda s: s.cost_s)
+    total = sum(cost for _, cost in costed)
+    balanced = max(total / len(costed), max(s.longest_s or 0.0 for s, _ in costed))
+    longest, longest_cost = max(costed, key=lambda shard_cost: shard_cost[1])
     return (
         f'<p id="predicted">Recorded costs: {_cost(total)} of benchmarks in {len(costed)} shards; balanced on '
         f"them (<code>codspeed-client split --shards {len(costed)}</code>), the longest shard would run about "
-        f"{_cost(balanced)}, against {_cost(longest.cost_s)} for shard "
+        f"{_cost(balanced)}, against {_cost(longest_cost)} for shard "
         f"{escape(longest.shown)} here.</p>"
     )
 

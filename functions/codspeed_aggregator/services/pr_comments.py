@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from requests import HTTPError, RequestException
 
@@ -22,6 +22,8 @@ from ..adapters.github_comments import GitHubComments
 from ..adapters.gitlab_notes import GitLabNotes
 from ..adapters.ledger import Comments
 from ..domain.pr_comment import PullRequestRef, Shown, comment_body, earlier_runs
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,7 @@ class PullRequestComments:
             raise
         self.comments.posted(pr, comment_id, shown, self.clock())
 
-    def _calling(self, report: Report, call: Callable[..., Any]):
+    def _calling(self, report: Report, call: Callable[[], T]) -> T:
         """A call to the host: once for a partial report (a later one comes), retried for the final
         one, which is always written, on anything but a refusal of the token."""
         tries = FINAL_TRIES if report.final else 1
@@ -113,6 +115,7 @@ class PullRequestComments:
                 if attempt == tries - 1 or (isinstance(exc, HTTPError) and _refused(exc)):
                     raise
             self.sleep(2.0**attempt)
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def _posted(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes) -> dict[str, Any] | None:
         """The comment once a concurrent first post recorded its id, or once this final report posted

@@ -4,7 +4,6 @@ reports (one S3 object instead of every shard's item: a cold start of a function
 the API and the arrivals each reading a big run and its baseline for the first time)."""
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..adapters.ledger import Reads
 from ..adapters.results_store import ResultsStore
@@ -22,7 +21,7 @@ LEFT_RUNS = 32  # runs whose last read left a process remembers
 class RunSnapshots:
     reads: Reads  # DynamoDB: the run's record, tallies and the shards changed since
     results: ResultsStore  # S3: what the last publisher read of the run
-    _left: dict[str, Any] = field(
+    _left: dict[tuple[str, str], int] = field(
         default_factory=dict, init=False, repr=False
     )  # (project, run) -> the revision it left last
 

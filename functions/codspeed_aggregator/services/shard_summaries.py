@@ -15,7 +15,7 @@ from typing import Any
 from ..adapters.results_store import ResultsStore
 from ..domain.baseline import result_sources
 from ..domain.ledger import Snapshot
-from ..domain.results import SummaryDigest, merged, summarize
+from ..domain.results import ShardSummary, SummaryDigest, merged, summarize
 
 CACHED_SUMMARIES = 20_000  # shard summaries a process keeps (a few KB each)
 CACHED_DIGESTS = 32  # runs whose merged summary a process keeps
@@ -27,19 +27,19 @@ DIGEST_WORTH = 16  # results one rebuild reads itself (one round of GETs) before
 class ShardSummaries:
     results: ResultsStore  # S3: results/, each shard's benchmarks; the runs' digests
     threshold: float
-    _summaries: dict[str, Any] = field(
+    # (bundle, baseline run, threshold) -> its summary
+    _summaries: dict[tuple[str, str | None, float], ShardSummary] = field(default_factory=dict, init=False, repr=False)
+    _digests: dict[tuple[str, str], SummaryDigest] = field(default_factory=dict, init=False, repr=False)
+    # (project, run) -> every figure of the run, by benchmark
+    _whole_baselines: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(
         default_factory=dict, init=False, repr=False
-    )  # (bundle, baseline, threshold) -> ShardSummary
-    _digests: dict[str, Any] = field(default_factory=dict, init=False, repr=False)  # (project, run) -> SummaryDigest
-    _whole_baselines: dict[str, Any] = field(
-        default_factory=dict, init=False, repr=False
-    )  # (project, run) -> every figure of it
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def summed(self, snapshot: Snapshot, baseline: Snapshot | None) -> SummaryDigest:
         """The run's arrived shards summed up against ``baseline``, as a digest of their bundles."""
         against, threshold = (baseline.run.run_id if baseline else None), self.threshold
-        bundles = {name: s.key for name, s in snapshot.arrived().items() if s.results_kept}
+        bundles = {name: s.key for name, s in snapshot.arrived().items() if s.results_kept and s.key}
         seed = self._seed(snapshot, set(bundles.values()), against)
         keys = {
             name: (key, against, threshold) for name, key in bundles.items() if seed is None or key not in seed.bundles
@@ -50,7 +50,7 @@ class ShardSummaries:
         sources = result_sources(baseline) if baseline and todo else {}
         # the baseline's results of the same shards read with them, in parallel: ``before`` finds them read
         found = self.results.read_many([*(bundles[n] for n in todo), *(sources[n][0] for n in todo if n in sources)])
-        made = {}
+        made: dict[tuple[str, str | None, float], ShardSummary] = {}
         for name in todo:
             results = found[bundles[name]]
             figures = results.results if results else {}
@@ -92,8 +92,8 @@ class ShardSummaries:
         return found
 
     def before(
-        self, baseline: Snapshot | None, sources: dict[str, Any], shard: str, figures: dict
-    ) -> Mapping[str, dict]:
+        self, baseline: Snapshot | None, sources: dict[str, Any], shard: str, figures: dict[str, Any]
+    ) -> Mapping[str, dict[str, Any]]:
         """The baseline's figures of a shard's benchmarks (``sources``: where the baseline's results
         are): those of its shard of the same name, and for a benchmark not there (moved to another
         shard since), the baseline's whole set."""
@@ -116,7 +116,7 @@ class ShardSummaries:
         return ChainMap(before, whole)
 
 
-def trim_oldest(cache: dict[str, Any], limit: int) -> None:
+def trim_oldest(cache: dict[Any, Any], limit: int) -> None:
     """Let go of the oldest entries of a process's cache beyond ``limit``."""
     while len(cache) > limit:
         cache.pop(next(iter(cache)))

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 from ..adapters.bucket import Bucket
 from ..adapters.github_comments import GitHubComments
@@ -83,8 +84,8 @@ class Aggregator:
             reads=self.ledger.reads,
             runs=self.ledger.runs,
             baselines=self.ledger.baselines,
-            store=self.store,
-            results=self.results,
+            store=_built(self.store, "the bucket"),
+            results=_built(self.results, "the results store"),
             statuses=self.statuses,
             metrics=self._metrics,
             clock=self.clock,
@@ -98,7 +99,7 @@ class Aggregator:
             settings=self.settings,
             runs=self.ledger.runs,
             shards=self.ledger.shards,
-            store=self.store,
+            store=_built(self.store, "the bucket"),
             attempts=self._attempts,
             clock=self.clock,
         )
@@ -120,10 +121,10 @@ class Aggregator:
             reads=self.ledger.reads,
             shards=self.ledger.shards,
             runs=self.ledger.runs,
-            store=self.store,
-            results=self.results,
-            queue=self.queue,
-            arrivals_queue=self.arrivals_queue,
+            store=_built(self.store, "the bucket"),
+            results=_built(self.results, "the results store"),
+            queue=_built(self.queue, "the finalize queue"),
+            arrivals_queue=_built(self.arrivals_queue, "the arrivals queue"),
             attempts=self._attempts,
             reports=self.reports,
             metrics=self._metrics,
@@ -133,7 +134,10 @@ class Aggregator:
     @cached_property
     def benchmark_costs(self) -> BenchmarkCosts:
         return BenchmarkCosts(
-            settings=self.settings, reads=self.ledger.reads, baselines=self.ledger.baselines, results=self.results
+            settings=self.settings,
+            reads=self.ledger.reads,
+            baselines=self.ledger.baselines,
+            results=_built(self.results, "the results store"),
         )
 
     @cached_property
@@ -143,7 +147,7 @@ class Aggregator:
             runs=self.ledger.runs,
             shards=self.ledger.shards,
             baselines=self.ledger.baselines,
-            queue=self.queue,
+            queue=_built(self.queue, "the finalize queue"),
             reports=self.reports,
             clock=self.clock,
         )
@@ -155,7 +159,7 @@ class Aggregator:
             reads=self.ledger.reads,
             runs=self.ledger.runs,
             baselines=self.ledger.baselines,
-            queue=self.queue,
+            queue=_built(self.queue, "the finalize queue"),
             clock=self.clock,
         )
 
@@ -165,8 +169,8 @@ class Aggregator:
             settings=self.settings,
             shards=self.ledger.shards,
             parts=self.ledger.parts,
-            store=self.store,
-            upstream=self.upstream,
+            store=_built(self.store, "the bucket"),
+            upstream=_built(self.upstream, "the upstream"),
             metrics=self._metrics,
         )
 
@@ -176,8 +180,8 @@ class Aggregator:
             settings=self.settings,
             reads=self.ledger.reads,
             parts=self.ledger.parts,
-            store=self.store,
-            queue=self.queue,
+            store=_built(self.store, "the bucket"),
+            queue=_built(self.queue, "the finalize queue"),
             forwarder=self._forwarder,
             reports=self.reports,
             metrics=self._metrics,
@@ -191,8 +195,8 @@ class Aggregator:
             reads=self.ledger.reads,
             baselines=self.ledger.baselines,
             sources=self.ledger.sources,
-            store=self.store,
-            results=self.results,
+            store=_built(self.store, "the bucket"),
+            results=_built(self.results, "the results store"),
             forwarder=self._forwarder,
             clock=self.clock,
             merge_bases=MergeBases(github=self.github_commits),
@@ -203,16 +207,32 @@ class Aggregator:
             runs=self.ledger.runs,
             parts=self.ledger.parts,
             baselines=self.ledger.baselines,
-            store=self.store,
-            queue=self.queue,
+            store=_built(self.store, "the bucket"),
+            queue=_built(self.queue, "the finalize queue"),
             planner=planner,
             forwarder=self._forwarder,
             reports=self.reports,
             metrics=self._metrics,
             clock=self.clock,
-            keeper=KeepSources(store=self.store, results=self.results, sources=self.ledger.sources, clock=self.clock),
+            keeper=KeepSources(
+                store=_built(self.store, "the bucket"),
+                results=_built(self.results, "the results store"),
+                sources=self.ledger.sources,
+                clock=self.clock,
+            ),
         )
 
     @cached_property
     def project_tokens(self) -> ProjectTokens:
         return ProjectTokens(tokens=self.ledger.tokens, clock=self.clock)
+
+
+A = TypeVar("A")
+
+
+def _built(adapter: A | None, what: str) -> A:
+    """An adapter a use case needs: each function is built with those its use cases touch only
+    (``wiring._NEEDS``), so one missing here is a use case asked of the wrong function."""
+    if adapter is None:
+        raise RuntimeError(f"this function was built without {what}: see wiring._NEEDS")
+    return adapter

@@ -11,7 +11,7 @@ from ..adapters.results_store import ResultsStore
 from ..domain.baseline import result_sources
 from ..domain.costs import run_costs
 from ..domain.errors import NotFound
-from ..domain.ledger import base_run_id
+from ..domain.ledger import Snapshot, base_run_id
 from ..settings import Settings
 
 COST_RUNS = 5  # the branch's latest forwarded runs each benchmark's latest cost is looked for in
@@ -56,7 +56,9 @@ class BenchmarkCosts:
             **({"for_run": base_run_id(run_id)} if run_id else {}),
         )
 
-    def _costs(self, snapshot) -> dict[str, Any]:
+    def _costs(self, snapshot: Snapshot) -> dict[str, Any]:
         sources = result_sources(snapshot)
         found = self.results.read_many(key for key, _ in sources.values())
-        return run_costs({shard: found[key].results if found.get(key) else {} for shard, (key, _) in sources.items()})
+        return run_costs(
+            {shard: results.results if (results := found.get(key)) else {} for shard, (key, _) in sources.items()}
+        )

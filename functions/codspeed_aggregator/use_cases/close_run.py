@@ -54,8 +54,9 @@ class CloseRun:
         if not skip:
             return
         run = snapshot.run
-        known = run.expected_names()
-        if known is None:
+        expected = run.expected_names()
+        known: set[str] | tuple[str, ...]
+        if expected is None:
             baseline = self.baselines.baseline_for(
                 run.project, branch_of(run.base_ref) or self.settings.default_branch, run.base_commits()
             )
@@ -64,7 +65,7 @@ class CloseRun:
             known = {split_shard_key(key)[0] for key in keys}  # a skip names a shard of every executor
             where = "shards of this run or of its baseline run" + (f" {baseline}" if baseline else " (none yet)")
         else:
-            where = f"the run's manifest ({run.describe()})"
+            known, where = expected, f"the run's manifest ({run.describe()})"
         unknown = [name for name in skip if name not in known]
         if unknown:
             raise Unprocessable(f"cannot skip {', '.join(unknown)}: not among the {where}")

@@ -17,14 +17,10 @@ from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
 from ..adapters.upstream_http import UpstreamError
 from ..domain.baseline import branch_of
+from ..domain.errors import existing
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, run_bundles_prefix
-from ..domain.ledger import (
-    CLOSED_EMPTY,
-    FORWARD_FAILED,
-    FORWARDED,
-    sent_as,
-)
+from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, RunRecord, sent_as
 from ..domain.retries import retry_delay
 from ..domain.run_plan import PlanRecord
 from ..domain.timestamps import epoch, iso
@@ -88,7 +84,7 @@ class FinalizeRun:
         queue's visibility timeout."""
         self.queue.retry_in(receipt_handle, retry_delay(receive_count))
 
-    def _failing_with_reason(self, project: str, run_id: str, work) -> str:
+    def _failing_with_reason(self, project: str, run_id: str, work: Callable[[], str]) -> str:
         """Whatever fails, the attempt ends with its reason and SQS retries it; a run of several
         parts keeps its lease (a part may still be at work), and a run every part of which reached
         the upstream is never marked failed."""
@@ -96,7 +92,7 @@ class FinalizeRun:
             return work()
         except Exception as exc:
             message = str(exc) if isinstance(exc, UpstreamError) else f"finalizing failed: {type(exc).__name__}: {exc}"
-            now = self.reads.run_with_parts(project, run_id)
+            now = self._run(project, run_id)
             sends = now.plan.sends if now.plan else 1
             if now.plan and len(now.forwarded_parts) >= sends:
                 raise  # forwarded in full: only the ledger's last write failed, and the retry makes it
@@ -109,22 +105,21 @@ class FinalizeRun:
             self.reports.publish(project, run_id)
             raise
 
-    def _written(self, write, tries: int = WRITE_TRIES):
+    def _written(self, write: Callable[[], bool], tries: int = WRITE_TRIES) -> bool:
         """A ledger write retried while DynamoDB fails it (throttled, or a server error), so that a
         run whose every part reached the upstream ends forwarded, not failed."""
-        for attempt in range(tries):
+        for attempt in range(tries - 1):
             try:
                 return write()
             except ClientError:
-                if attempt == tries - 1:
-                    raise
                 self.runs.sleep(backoff(attempt, 0.1, 2.0, jitter=False))
+        return write()  # the last try: its failure is raised
 
     def _claim(self, project: str, run_id: str, claim: str) -> bool:
         return self.parts.claim_part(project, run_id, claim, int(self.clock()), self.settings.finalize_lease_seconds)
 
     def _finalize_claimed(self, project: str, run_id: str) -> str:
-        snapshot = self.reads.snapshot(project, run_id)
+        snapshot = existing(self.reads.snapshot(project, run_id), f"run {run_id} of {project}")
         if not snapshot.arrived() and not (snapshot.run.skipped and self.forwarder.opened_metadata(project, run_id)):
             return self._closed_empty(
                 project, run_id
@@ -137,9 +132,10 @@ class FinalizeRun:
             recorded = PlanRecord(baseline=whole.baseline, parts=len(whole.uploads), sends=len(whole.todo))
             plan = self.planner.of(snapshot.run, recorded, whole)
             if len(plan.todo) > 1:  # what each part's finalizer reads: its slice, written before the plan is recorded
-                recorded = replace(recorded, parts_at=uuid.uuid4().hex[:16])
+                parts_at = uuid.uuid4().hex[:16]
+                recorded = replace(recorded, parts_at=parts_at)
                 self.store.put_json_many(
-                    {part_plan_key(project, run_id, recorded.parts_at, i): plan.part(i).to_item() for i in plan.todo}
+                    {part_plan_key(project, run_id, parts_at, i): plan.part(i).to_item() for i in plan.todo}
                 )
             recorded = replace(recorded, version=self.store.put_plan(project, run_id, whole))
             self.runs.record_plan(project, run_id, recorded)
@@ -168,7 +164,7 @@ class FinalizeRun:
             shard = self.reads.shard_view(project, run_id, part.upload.shards[0])[1]  # None: a carried shard
             if shard is not None and sent_as(shard) == part.part_id:
                 self.parts.record_forwarded_part(
-                    project, run_id, part.index, {k: v for k, v in shard.upstream.items() if k != "part"}
+                    project, run_id, part.index, {k: v for k, v in (shard.upstream or {}).items() if k != "part"}
                 )
                 return
         try:
@@ -187,7 +183,7 @@ class FinalizeRun:
     def _finish_when_forwarded(self, project: str, run_id: str, plan: ForwardPlan | None = None) -> str:
         """Finish the run once every upload it sends reached the upstream; the plan is read whole
         (once a run) only then, by a part's finalizer that does not have it."""
-        now = self.reads.run_with_parts(project, run_id)
+        now = self._run(project, run_id)
         answers = now.forwarded_parts
         recorded = now.plan
         if recorded is None or len(answers) < recorded.sends:
@@ -216,3 +212,7 @@ class FinalizeRun:
         self.store.mark_final(run_bundles_prefix(project, run_id))
         self.reports.publish(project, run_id)
         return FORWARDED
+
+    def _run(self, project: str, run_id: str) -> RunRecord:
+        """The run's record and its parts' answers, of a run this finalizer claimed (so there is one)."""
+        return existing(self.reads.run_with_parts(project, run_id), f"run {run_id} of {project}")

@@ -8,16 +8,17 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from ..adapters.bucket import Bucket, MissingObject, ObjectReader
+from ..adapters.bucket import Bucket, MissingObject, ObjectReader, SpoolWriter
 from ..adapters.ledger import Parts, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamClient, UpstreamRefused
 from ..domain.forward_plan import PartPlan
 from ..domain.keys import index_key, spool_key
 from ..domain.ledger import OPENED, SentPost, ShardRecord, base_run_id
-from ..domain.merge import ShardBundle, merge_bundles
+from ..domain.merge import MergeResult, ShardBundle, merge_bundles
 from ..domain.metadata import MergedPart, as_carried, as_sent_metadata, merged_metadata, names_archive
-from ..domain.splice import IndexMismatch, NormalizedShard, splice
+from ..domain.splice import NormalizedShard, splice
+from ..domain.splice_check import IndexMismatch
 from ..settings import Settings
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,9 @@ class ForwardPart:
         """The CodSpeed metadata the job that opened the run stated (``codspeed-client open``), if any."""
         return self.shards.upload_metadata(project, run_id, OPENED)
 
-    def send_merged(self, part: PartPlan, project: str, run_id: str, announced: dict[str, Any] | None) -> dict:
+    def send_merged(
+        self, part: PartPlan, project: str, run_id: str, announced: dict[str, Any] | None
+    ) -> dict[str, Any]:
         """Send the part's shards merged: its number among its group's merged parts, under the run's
         metadata, naming the shards it carried. A POST already answered for the same bytes (the
         merge is deterministic) is not made again: the archive goes to the URL it gave."""
@@ -51,7 +54,7 @@ class ForwardPart:
         sent = [(s, self.sent_metadata(project, run_id, s)) for s in shards]
         upload = part.upload
         merged = MergedPart(
-            base_run_id(run_id), upload.run_part_id, upload.group, part.number, part.group_parts, sent, part.carried
+            base_run_id(run_id), upload.key, upload.group, part.number, part.group_parts, sent, part.carried
         )
         outgoing = _Outgoing(
             self.store.reader(sink.key, sink.version_id),
@@ -74,12 +77,12 @@ class ForwardPart:
         """Send one shard's archive as it was sent: a runner's POST byte for byte, with its job's token
         while valid, when its metadata names this very archive; else its metadata (a carried
         shard's under ``base_metadata``)."""
-        archive = self.store.reader(shard.key, shard.version_id)
+        archive = self.store.reader(shard.bundle_key, shard.version_id)
         size, md5 = archive.digest()
         found = self.shards.upload_post(project, run_id, shard.upload_id) if shard.upload_id else None
         sent, post = found or (as_carried(base_metadata, shard), None)
         outgoing = _Outgoing(archive, size, md5, shard.gzipped, partial(as_sent_metadata, sent, md5, shard.gzipped))
-        if post is not None and names_archive(sent, md5, shard.gzipped):  # it names this very archive
+        if post is not None and shard.upload_id and names_archive(sent, md5, shard.gzipped):  # this very archive
             outgoing = replace(
                 outgoing, post=post, token=self.shards.job_token(project, run_id, shard.upload_id, time.time())
             )
@@ -92,23 +95,23 @@ class ForwardPart:
         announce = partial(self._announce, project, run_id, index, outgoing)
         size, md5 = outgoing.size, outgoing.md5
         fresh = announced is None or announced["md5"] != md5
-        if fresh:
-            announced = announce()
+        current = announce() if fresh or announced is None else announced
         try:
-            self.upstream.put(announced["upload_url"], outgoing.archive, size, md5, gzipped=outgoing.gzipped)
+            self.upstream.put(current["upload_url"], outgoing.archive, size, md5, gzipped=outgoing.gzipped)
         except UpstreamRefused:
             if fresh:
                 raise
-            announced = announce()  # the URL of an earlier try is dead (expired, or refused): ask for a new one
-            self.upstream.put(announced["upload_url"], outgoing.archive, size, md5, gzipped=outgoing.gzipped)
+            current = announce()  # the URL of an earlier try is dead (expired, or refused): ask for a new one
+            self.upstream.put(current["upload_url"], outgoing.archive, size, md5, gzipped=outgoing.gzipped)
         finally:
             outgoing.archive.close()
-        return {"run_id": announced["run_id"], "size": size, "md5": md5}
+        return {"run_id": current["run_id"], "size": size, "md5": md5}
 
-    def _merge_part(self, key: str, shards: list[ShardRecord]):
+    def _merge_part(self, key: str, shards: list[ShardRecord]) -> tuple[SpoolWriter, MergeResult]:
         """Splice the shards' normalized copies; merge their bundles when one has none, or when
         a copy does not match its index (never trusted blindly)."""
         if all(s.normalized for s in shards):
+            copies = {s.name: s.normalized or {} for s in shards}
             try:
                 with self.store.spool(key) as sink:
                     result = splice(
@@ -117,7 +120,7 @@ class ForwardPart:
                                 s.name,
                                 tuple(s.pids),
                                 self._index(s),
-                                partial(self.store.open, s.normalized["key"], s.normalized["version"]),
+                                partial(self.store.open, copies[s.name]["key"], copies[s.name]["version"]),
                             )
                             for s in shards
                         ],
@@ -131,13 +134,13 @@ class ForwardPart:
                 self.metrics.add("SpliceFallbacks", 1, "Count")
         with self.store.spool(key) as sink:
             bundles = [
-                ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.key, s.version_id)) for s in shards
+                ShardBundle(s.name, tuple(s.pids), partial(self.store.open, s.bundle_key, s.version_id)) for s in shards
             ]
             result = merge_bundles(bundles, sink, level=self.settings.merge_level)
         return sink, result
 
     def _index(self, shard: ShardRecord) -> dict[str, Any]:
-        index = self.store.read_json(index_key(shard.key), shard.normalized.get("index_version"))
+        index = self.store.read_json(index_key(shard.bundle_key), (shard.normalized or {}).get("index_version"))
         made_from = index.get("bundle") or {}
         if made_from.get("key") != shard.key or made_from.get("version") != shard.version_id:
             raise IndexMismatch(f"the index of {shard.key} was made from another object ({made_from})")

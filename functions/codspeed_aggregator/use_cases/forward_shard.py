@@ -13,6 +13,7 @@ from ..adapters.bucket import Bucket
 from ..adapters.ledger import Parts, Reads
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
+from ..domain.errors import existing
 from ..domain.ledger import ARRIVED, OPEN, ShardRecord, sent_as
 from ..domain.metadata import part_claim
 from ..domain.upstream_parts import UpstreamPart, part_id
@@ -102,7 +103,8 @@ class ForwardShard:
         recorded = self.reads.plan_record(project, run_id)
         if recorded is None or not recorded.written:
             return
-        run = self.reads.run_with_parts(project, run_id)  # a close came meanwhile: rare, and once a run
+        # a close came meanwhile: rare, and once a run
+        run = existing(self.reads.run_with_parts(project, run_id), f"run {run_id} of {project}")
         for index in self.store.read_plan(project, run_id, recorded.version).todo:
             if str(index) not in run.forwarded_parts:
                 self.queue.request(project, run_id, "part", part=index)

@@ -52,17 +52,18 @@ class KeepSources:
         return kept
 
     def _copied(self, project: str, run_id: str, shard: ShardRecord) -> ShardRecord:
-        key = bundle_key(project, run_id, shard.name, shard.upload_id)
-        version = self.store.copy(shard.key, shard.version_id, key)
+        source = shard.bundle_key
+        key = bundle_key(project, run_id, shard.name, shard.upload_id or "carried")
+        version = self.store.copy(source, shard.version_id, key)
         normalized = None
         if shard.normalized:
-            own = shard.normalized["key"] == shard.key  # a bundle verified as normalized is its own copy
+            own = shard.normalized["key"] == source  # a bundle verified as normalized is its own copy
             copied = (
                 version
                 if own
                 else self.store.copy(shard.normalized["key"], shard.normalized["version"], normalized_key(key))
             )
-            index = self.store.read_json(index_key(shard.key), shard.normalized.get("index_version"))
+            index = self.store.read_json(index_key(source), shard.normalized.get("index_version"))
             index["bundle"] = {"key": key, "version": version}  # the splice checks the index against the bundle
             normalized = {
                 "key": key if own else normalized_key(key),
@@ -70,5 +71,5 @@ class KeepSources:
                 "index_version": self.store.put_json(index_key(key), index),
             }
         if shard.results_kept:
-            self.results.copy(shard.key, key)
+            self.results.copy(source, key)
         return replace(shard, key=key, version_id=version, normalized=normalized)

@@ -58,11 +58,12 @@ class OpenRun:
             eager=self.settings.eager(project),
             fork=fork,
         )
-        if request.metadata is not None and (stated := request.metadata.identity()) != declared.identity:
-            field = next(k for k in stated if stated[k] != declared.identity[k])
+        identity = declared.identity or {}
+        if request.metadata is not None and (stated := request.metadata.identity()) != identity:
+            field = next(k for k in stated if stated[k] != identity.get(k))
             raise Unprocessable(
                 f"metadata field {field} is {stated[field]!r} but the open states "
-                f"{declared.identity[field]!r}: the metadata is what the run's shards send"
+                f"{identity.get(field)!r}: the metadata is what the run's shards send"
             )
         run, created = self.runs.open_run(declared)  # as stored, when it was there
         if not created:
@@ -108,7 +109,10 @@ class OpenRun:
             return answer
         check_identity(run.identity, declared.identity)
         if run.groups != declared.groups or set(run.skipped) != set(declared.skipped):
-            said = lambda r: f"{r.describe()}, skipping {', '.join(r.skipped) or 'none'}"  # noqa: E731
+
+            def said(r: RunRecord) -> str:
+                return f"{r.describe()}, skipping {', '.join(r.skipped) or 'none'}"
+
             raise Conflict(
                 f"run {run.run_id} of {run.project} was opened expecting {said(run)}; this open declares "
                 f"{said(declared)}"

@@ -11,6 +11,7 @@ from ..adapters.bucket import Bucket, MissingObject
 from ..adapters.ledger import Baselines, Reads, Sources
 from ..adapters.results_store import ResultsStore
 from ..domain.baseline import LOOKBACK, Completion, branch_of, complete, skipped_keys
+from ..domain.errors import existing
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key
 from ..domain.ledger import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
@@ -59,7 +60,11 @@ class PlanForward:
             run.eager and not uploads and completion.carried
         ):  # nothing measured here: CodSpeed still gets the commit's run
             uploads = [UpstreamPart((), merged=True, run_part_id=empty_part_id())]
-        held |= {UpstreamPart((n,), merged=False).key: sent_as(s) for n, s in snapshot.arrived().items() if sent_as(s)}
+        held |= {
+            UpstreamPart((n,), merged=False).key: as_sent
+            for n, s in snapshot.arrived().items()
+            if (as_sent := sent_as(s))
+        }
         ids = [part_id(upload, shards) for upload in uploads]
         first = snapshot.first_arrived()
         return RunPlan(
@@ -87,7 +92,7 @@ class PlanForward:
         names = None
         if lost and baseline is not None:
             found = self.results.read_many(
-                s.key for s in (*arrived.values(), *baseline.arrived().values()) if s.results_kept
+                s.bundle_key for s in (*arrived.values(), *baseline.arrived().values()) if s.results_kept
             )
             names = {key: results.names for key, results in found.items() if results}
         kept_since = (
@@ -104,12 +109,10 @@ class PlanForward:
         baseline run keeps of it (``keep_sources``), else the branch's runs before it, the latest first
         (``LOOKBACK`` of them at most), received (or kept) since ``kept_since``: the bucket still keeps
         that bundle. A source names the run the shard was measured in, wherever its copy is."""
-        wanted = (
-            {n for n in skipped_keys(run, baseline) if n not in arrived and n not in baseline.arrived()}
-            if baseline
-            else set()
-        )
-        found = {}
+        if baseline is None:
+            return {}
+        wanted = {n for n in skipped_keys(run, baseline) if n not in arrived and n not in baseline.arrived()}
+        found: dict[str, tuple[RunRecord, ShardRecord]] = {}
 
         def take(shards: dict[str, tuple[RunRecord, ShardRecord, float]]) -> None:
             found.update(
@@ -133,14 +136,9 @@ class PlanForward:
             if wanted - set(found)
             else ()
         ):
-            earlier = self.reads.snapshot(run.project, earlier_id)
-            take(
-                {
-                    name: (earlier.run, shard, epoch(shard.arrived_at))
-                    for name, shard in (earlier.arrived() if earlier else {}).items()
-                    if shard.arrived_at
-                }
-            )
+            if earlier := self.reads.snapshot(run.project, earlier_id):
+                received = earlier.arrived().items()
+                take({name: (earlier.run, s, epoch(s.arrived_at)) for name, s in received if s.arrived_at})
             take(kept(earlier_id))
             if not wanted - set(found):
                 break
@@ -155,7 +153,7 @@ class PlanForward:
             completion = Completion({name: shards[name] for name in whole.carried}, whole.outcome)
             first = shards[whole.first] if whole.first else None
         else:  # planned by a release before plans kept their shards (run_plan._old_form): read as they are now
-            snapshot = self.reads.snapshot(run.project, run.run_id)
+            snapshot = existing(self.reads.snapshot(run.project, run.run_id), f"run {run.run_id} of {run.project}")
             shards, completion = self._shards(snapshot, whole.baseline)
             first = snapshot.first_arrived()
         return ForwardPlan(

@@ -6,18 +6,19 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from codspeed_rules.bundle import VALGRIND
+from codspeed_rules.bundle import VALGRIND, BundleSummary
 from codspeed_rules.normalize import NotNormalized
 
-from ..adapters.bucket import Bucket
+from ..adapters.bucket import Bucket, VersionedStream
 from ..adapters.ledger import Reads, Runs, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.results_store import ResultsStore
 from ..domain.bundle import normalizing, validate_bundle
 from ..domain.costs import shard_cost
-from ..domain.errors import BadBundle, Conflict
+from ..domain.errors import BadBundle, Conflict, existing
 from ..domain.keys import index_key, normalized_key, parse_bundle_key
 from ..domain.ledger import ARRIVED, OPEN, ArrivalView, GrantRecord, RunRecord, ShardRecord, base_run_id
 from ..domain.results import ShardResults, measured
@@ -132,7 +133,7 @@ class RecordArrival:
         """Granted before the run's close, in after it was finalized: never a yes and a drop. The
         bundle counts in the run's next attempt (forwarded again once complete), and shows late
         in this one."""
-        run, now = view.run, self.clock()
+        run, now = existing(view.run, "the run of a late bundle"), self.clock()
         project, run_id = run.project, run.run_id
         following = self.attempts.current(
             RunRecord(
@@ -158,7 +159,9 @@ class RecordArrival:
         self.reports.publish(project, run_id)
         return "late" if noted else "duplicate"
 
-    def _validate(self, key: str, version_id: str | None, executor: str):
+    def _validate(
+        self, key: str, version_id: str | None, executor: str
+    ) -> tuple[BundleSummary, str | None, dict[str, Any] | None]:
         """Validate a bundle; a valgrind one is also made ready to splice in the same pass: one the
         client normalized is verified (then it is its own normalized copy), any other is normalized
         into a copy. Answers (summary, version validated, where the copy and its index are)."""
@@ -174,7 +177,9 @@ class RecordArrival:
         with self.store.open(key, version_id) as stream:
             return self._validate_normalizing(key, stream, executor, verify=False)
 
-    def _validate_normalizing(self, key: str, stream, executor: str, verify: bool):
+    def _validate_normalizing(
+        self, key: str, stream: VersionedStream, executor: str, verify: bool
+    ) -> tuple[BundleSummary, str | None, dict[str, Any] | None]:
         with self.store.spool(normalized_key(key)) as sink:
             reading = normalizing(sink, self.settings.merge_level, verify=verify)
             summary = validate_bundle(stream, executor, gunzip=reading.gunzip, tap=reading.tap)
@@ -207,7 +212,7 @@ class RecordArrival:
         if outcome == "run_not_open":
             return outcome
         self.reports.publish(project, run_id)
-        run = self.runs.run_record(project, run_id)
+        run = existing(self.runs.run_record(project, run_id), f"run {run_id} of {project}")
         if run.eager and run.state == OPEN:  # its results upstream now, not at the run's end
             self.queue.request(project, run_id, "shard", shard=record.name)
         if self._completes(run):
@@ -220,7 +225,8 @@ class RecordArrival:
         if run.state != OPEN or not run.complete():
             return False
         # one more read, in a CI re-run's attempt only
-        shards = self.reads.snapshot(run.project, run.run_id).arrived().values() if run.rerun else ()
+        snapshot = self.reads.snapshot(run.project, run.run_id) if run.rerun else None
+        shards = snapshot.arrived().values() if snapshot else ()
         return not run.awaits_rerun(sum(1 for s in shards if s.inherited_from))
 
 

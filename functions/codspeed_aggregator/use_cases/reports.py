@@ -5,10 +5,9 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import quote
 
 from codspeed_wire.report import Report, ShardBenchmarks, render_markdown
@@ -51,10 +50,12 @@ class Reports:
     clock: Callable[[], float] = time.time
     page_key: bytes | None = None  # signs run pages' links (auth.page_key)
     comments: PullRequestComments | None = None  # GitHub, GitLab: the sticky pull-request comment, when configured
-    _baselines: dict[str, Any] = field(default_factory=dict, init=False, repr=False)  # (project, run) -> its read
-    _latest: dict[str, Any] = field(
+    # (project, run) -> its read
+    _baselines: dict[tuple[str, str], Snapshot | None] = field(default_factory=dict, init=False, repr=False)
+    # (project, branch, base commits) -> (run, when looked up)
+    _latest: dict[tuple[str, str, tuple[str, ...]], tuple[str | None, float]] = field(
         default_factory=dict, init=False, repr=False
-    )  # (project, branch, base commit) -> (run, when looked up)
+    )
     _held: threading.local = field(default_factory=threading.local, init=False, repr=False)  # held(), per thread
 
     def __post_init__(self) -> None:
@@ -62,11 +63,12 @@ class Reports:
         self._snapshots = RunSnapshots(self.reads, self.results)
 
     @contextmanager
-    def held(self):
+    def held(self) -> Iterator[None]:
         """Within it (a batch of arrivals), each run's report is published once, at the end, from
         a read after the batch's last change to it: under load a run's report is rebuilt once
         per batch instead of once per arrival."""
-        self._held.runs = held = set()
+        held: set[tuple[str, str]] = set()
+        self._held.runs = held
         try:
             yield
         finally:
@@ -88,6 +90,8 @@ class Reports:
             # Every read saw the run change under it: whoever changed it publishes after its change.
             log.warning("report of %s %s not rebuilt: %s", project, run_id, exc)
             self.metrics.add("ReportsDeferred", 1)
+            return
+        if snapshot is None:  # expired meanwhile: no report to rebuild
             return
         report, digest = self._build(snapshot)
         if self.store.publish_report(
@@ -178,8 +182,8 @@ class Reports:
         or a forward. A run an upload of which came without a token posts no comment: anyone can
         send one, naming any pull request."""
         on_github = run.provider in (None, "GITHUB")  # a GitLab project's run: GitHub knows nothing of it
-        status = commit_status(report) if self.statuses and report.commit and on_github else None
-        if status is not None:
+        status = commit_status(report) if on_github else None
+        if status is not None and self.statuses and report.commit:
             try:
                 self.statuses.post(report.project, report.commit, *status, target_url=report.page_url)
             except Exception as exc:
@@ -222,14 +226,14 @@ class Reports:
         carried = ((run.outcome or {}).get("carried") or {}).get(shard)
         sources = result_sources(baseline) if baseline else {}
         if (record := snapshot.arrived().get(shard)) is not None:
-            found = self.results.read(record.key) if record.results_kept else None
+            found = self.results.read(record.key) if record.results_kept and record.key else None
             figures = found.results if found else {}
             benchmarks = shard_entries(
                 shard, figures, self._summaries.before(baseline, sources, shard, figures), threshold
             )
         elif carried is not None and carried.get("key") and (found := self.results.read(carried["key"])):
             benchmarks = absent_entries(shard, found.results, "carried", carried_from(carried))
-        elif shard in sources and (found := self.results.read(sources[shard][0])):
+        elif baseline and shard in sources and (found := self.results.read(sources[shard][0])):
             benchmarks = absent_entries(
                 shard, found.results, "running" if run.state == OPEN else "missing", f"run {baseline.run.run_id}"
             )

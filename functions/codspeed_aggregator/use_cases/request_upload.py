@@ -15,7 +15,7 @@ from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Runs, Shards
 from ..domain.drop_in import shard_of
-from ..domain.errors import Closing, Conflict, Unprocessable
+from ..domain.errors import Closing, Conflict, Unprocessable, existing
 from ..domain.keys import bundle_key
 from ..domain.ledger import GrantRecord, RunRecord, SentPost, base_run_id, variant_key
 from ..domain.manifest import Manifest
@@ -168,7 +168,7 @@ class RequestUpload:
             if self.runs.add_group(project, run.run_id, group, manifest):
                 run.groups[group] = manifest
             else:  # another upload added it meanwhile (its manifest stands), or the run is closing now
-                run = self.runs.run_record(project, run.run_id)
+                run = existing(self.runs.run_record(project, run.run_id), f"run {run.run_id} of {project}")
                 if group not in run.groups:
                     raise closing
         manifest.agree(run.groups[group], group)

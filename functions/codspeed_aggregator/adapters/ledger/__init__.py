@@ -1,7 +1,11 @@
 """The ledger: one DynamoDB table, an adapter per kind of item it holds."""
 
+from __future__ import annotations
+
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .baselines import Baselines
 from .codec import TransactionContended
@@ -12,6 +16,9 @@ from .runs import Runs
 from .shards import Shards
 from .sources import Sources
 from .tokens import Tokens
+
+if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
     "Baselines",
@@ -42,12 +49,23 @@ class Ledger:
     sources: Sources
 
     @classmethod
-    def on(cls, table_name: str, client, retention_seconds: int = 30 * 86400, sleep=time.sleep) -> "Ledger":
+    def on(
+        cls,
+        table_name: str,
+        client: DynamoDBClient,
+        retention_seconds: int = 30 * 86400,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Ledger:
+        made = (table_name, client, retention_seconds, sleep)
         return cls(
-            *(
-                kind(table_name, client, retention_seconds, sleep)
-                for kind in (Runs, Shards, Parts, Baselines, Tokens, Reads, Comments, Sources)
-            )
+            runs=Runs(*made),
+            shards=Shards(*made),
+            parts=Parts(*made),
+            baselines=Baselines(*made),
+            tokens=Tokens(*made),
+            reads=Reads(*made),
+            comments=Comments(*made),
+            sources=Sources(*made),
         )
 
     @property
@@ -55,5 +73,5 @@ class Ledger:
         return self.runs.table
 
     @property
-    def db(self):
+    def db(self) -> DynamoDBClient:
         return self.runs.db

@@ -1,6 +1,8 @@
 """Baseline items: the runs forwarded on each branch, the latest last; later runs carry results
 from, and compare with, them."""
 
+from typing import Any
+
 from botocore.exceptions import ClientError
 
 from .codec import TableItems, condition_failed, dump, load, run_pk
@@ -18,7 +20,7 @@ class Baselines(TableItems):
         last cost is read from the latest of them (a baseline is a whole run only)."""
         self._record(f"FORWARDED#{project}#{branch}", run_id, at)
 
-    def _record(self, pk: str, run_id: str, at: float, **extra) -> None:
+    def _record(self, pk: str, run_id: str, at: float, **extra: Any) -> None:
         """Sorted by the microsecond it was forwarded at (two runs forwarded within one second must
         not fall back to the order of their ids)."""
         self.db.put_item(
@@ -51,7 +53,7 @@ class Baselines(TableItems):
                 ExpressionAttributeNames={"#commit": "commit"},
                 ExpressionAttributeValues=dump({":pk": f"BASELINE#{project}#{branch}", **values}),
             )
-            latest = {}
+            latest: dict[str, str] = {}
             for item in found:  # the latest first
                 latest.setdefault(item["commit"], item["run_id"])
             for commit in values.values():
@@ -66,7 +68,8 @@ class Baselines(TableItems):
     def earlier_runs(self, project: str, branch: str, run_id: str, limit: int) -> list[str]:
         """Up to ``limit`` runs forwarded on ``branch`` before ``run_id``, the latest first (where
         a shard the baseline run did not receive was last received)."""
-        found, seen = [], False
+        found: list[str] = []
+        seen = False
         for page in self.db.get_paginator("query").paginate(
             TableName=self.table,
             KeyConditionExpression="pk = :pk",

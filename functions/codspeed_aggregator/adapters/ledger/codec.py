@@ -1,10 +1,13 @@
 """What every item kind of the ledger shares: the one table's key layout, (de)serialisation,
 transactions and the cancellation reasons DynamoDB answers them with."""
 
+from __future__ import annotations
+
 import time
 import zlib
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -12,6 +15,10 @@ from botocore.exceptions import ClientError
 from codspeed_rules.backoff import backoff
 
 from ...domain.errors import Busy
+
+if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import UpdateItemInputTypeDef
 
 # A run record, its shards and its upload requests share a partition, so one consistent Query
 # reads a whole run. Sort keys, in the order they sort:
@@ -39,7 +46,7 @@ TRANSACTION_TRIES = 8
 _ser, _de = TypeSerializer(), TypeDeserializer()
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, list):
@@ -49,11 +56,11 @@ def _plain(value):
     return value
 
 
-def dump(values: dict[str, Any]) -> dict:
+def dump(values: dict[str, Any]) -> dict[str, Any]:
     return {k: _ser.serialize(v) for k, v in values.items()}
 
 
-def load(item: dict[str, Any]) -> dict:
+def load(item: dict[str, Any]) -> dict[str, Any]:
     return {k: _plain(_de.deserialize(v)) for k, v in item.items()}
 
 
@@ -126,7 +133,13 @@ class TransactionContended(Busy):
 class TableItems:
     """One kind of item in the ledger's table; every kind reads and writes through these."""
 
-    def __init__(self, table_name: str, client, retention_seconds: int = 30 * 86400, sleep=time.sleep) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        client: DynamoDBClient,
+        retention_seconds: int = 30 * 86400,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.table = table_name
         self.db = client
         self.retention_seconds = retention_seconds
@@ -139,12 +152,38 @@ class TableItems:
     def key(self, project: str, run_id: str, sk: str) -> dict[str, Any]:
         return dump({"pk": run_pk(project, run_id), "sk": sk})
 
-    def query_all(self, **query) -> list[dict[str, Any]]:
+    def update_if(  # noqa: PLR0913 -- an UpdateItem's parts
+        self,
+        key: dict[str, Any],
+        expression: str,
+        condition: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
+    ) -> bool:
+        """One conditional UpdateItem of an item; False when its condition fails."""
+        update: UpdateItemInputTypeDef = {
+            "TableName": self.table,
+            "Key": key,
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": dump(values),
+        }
+        if names:  # DynamoDB refuses an empty map
+            update["ExpressionAttributeNames"] = names
+        try:
+            self.db.update_item(**update)
+            return True
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    def query_all(self, **query: Any) -> list[dict[str, Any]]:
         """Every item a Query answers, page after page."""
         paginator = self.db.get_paginator("query")
         return [load(i) for page in paginator.paginate(TableName=self.table, **query) for i in page["Items"]]
 
-    def query_run(self, project: str, run_id: str, condition: str, values: dict[str, Any]) -> list[dict]:
+    def query_run(self, project: str, run_id: str, condition: str, values: dict[str, Any]) -> list[dict[str, Any]]:
         """Items of one run's partition, read consistently."""
         return self.query_all(
             ConsistentRead=True,
@@ -159,7 +198,7 @@ class TableItems:
         expression: str,
         condition: str,
         values: dict[str, Any],
-        names: dict | None = None,
+        names: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The run item's part of a transaction: every change to the run's own record bumps its revision."""
         names = {**({"#state": "state"} if "#state" in condition else {}), **(names or {})}
@@ -229,7 +268,7 @@ class TableItems:
         ...) say nothing about the conditions: the transaction is tried again, with jitter."""
         for attempt in range(TRANSACTION_TRIES):
             try:
-                self.db.transact_write_items(TransactItems=items)
+                self.db.transact_write_items(TransactItems=items)  # type: ignore[arg-type]  # items: dump()ed
                 return None
             except ClientError as exc:
                 codes = cancelled(exc)

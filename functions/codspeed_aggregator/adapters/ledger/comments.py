@@ -9,12 +9,17 @@ host to read it after the upgrade adopts it (marked on it, so no other host's pu
 number ever does) and goes on under its own key. Kept as long as such an item can live
 (``BundleRetentionDays`` after its last write): then this fallback read can go."""
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from ...domain.pr_comment import PullRequestRef, Shown
 from .codec import COMMENT_PREFIX, TableItems, condition_failed, dump, load
+
+if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
+    pass
 
 PULL_REQUESTS = "~pull-requests"
 
@@ -32,7 +37,7 @@ class Comments(TableItems):
             item = self._adopted(pr)
         return item
 
-    def _read(self, key: dict[str, Any]) -> dict | None:
+    def _read(self, key: dict[str, Any]) -> dict[str, Any] | None:
         item = self.db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         return load(item) if item else None
 
@@ -114,20 +119,15 @@ class Comments(TableItems):
             {"#run": "run", "#shown": shown.run},
         )
 
-    def _write(self, pr: PullRequestRef, expression: str, condition: str, values: dict[str, Any], names=None) -> bool:
+    def _write(
+        self,
+        pr: PullRequestRef,
+        expression: str,
+        condition: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
+    ) -> bool:
         """One conditional write of the item, which moves its expiry on (the pull request still lives)."""
         values = {k: int(v) if isinstance(v, float) else v for k, v in values.items()}  # times: whole seconds
-        try:
-            self.db.update_item(
-                TableName=self.table,
-                Key=self._key(pr),
-                UpdateExpression=f"{expression}, expires_at = :exp",
-                ConditionExpression=condition,
-                ExpressionAttributeValues=dump({**values, ":exp": self.expires_at()}),
-                **({"ExpressionAttributeNames": names} if names else {}),
-            )
-            return True
-        except ClientError as exc:
-            if condition_failed(exc):
-                return False
-            raise
+        values = {**values, ":exp": self.expires_at()}
+        return self.update_if(self._key(pr), f"{expression}, expires_at = :exp", condition, values, names)

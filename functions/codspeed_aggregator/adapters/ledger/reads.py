@@ -1,11 +1,13 @@
 """Reads that span item kinds: a consistent snapshot of a whole run, and what one arrival needs."""
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codspeed_rules.backoff import backoff
 
@@ -24,6 +26,9 @@ from .codec import (
     tally_sks,
 )
 from .records import plan_from, run_from, shard_from, upload_from
+
+if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
+    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesTypeDef
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,7 @@ class _Known:
         ).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> "_Known":
+    def from_json(cls, data: bytes) -> _Known:
         d, fields = (
             json.loads(data),
             {f.name for f in dataclasses.fields(ShardRecord)},
@@ -65,7 +70,7 @@ class SnapshotContended(Exception):
 
 
 class Reads(TableItems):
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._known: dict[tuple[str, str], _Known] = {}  # (project, run) -> its latest snapshot read here
         self._known_lock = threading.Lock()
@@ -204,29 +209,28 @@ class Reads(TableItems):
     ) -> list[dict[str, Any]]:
         """The items of one run with these sort keys (those there are), read consistently, 100 a
         request; only ``attributes`` of them, when given."""
-        found, wanted = [], [self.key(project, run_id, sk) for sk in sks]
-        projection = (
-            {
-                "ProjectionExpression": ", ".join(f"#a{i}" for i in range(len(attributes))),
-                "ExpressionAttributeNames": {f"#a{i}": a for i, a in enumerate(attributes)},
-            }
-            if attributes
-            else {}
-        )
+        found: list[dict[str, Any]] = []
+        wanted = [self.key(project, run_id, sk) for sk in sks]
         while wanted:
-            answer = self.db.batch_get_item(
-                RequestItems={self.table: {"Keys": wanted[:100], "ConsistentRead": True, **projection}}
-            )
+            asked: KeysAndAttributesTypeDef = {"Keys": wanted[:100], "ConsistentRead": True}
+            if attributes:
+                asked["ProjectionExpression"] = ", ".join(f"#a{i}" for i in range(len(attributes)))
+                asked["ExpressionAttributeNames"] = {f"#a{i}": a for i, a in enumerate(attributes)}
+            answer = self.db.batch_get_item(RequestItems={self.table: asked})
             found += map(load, answer["Responses"].get(self.table, []))
-            wanted = wanted[100:] + answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+            unprocessed = answer.get("UnprocessedKeys", {}).get(self.table)
+            wanted = wanted[100:] + list(unprocessed["Keys"] if unprocessed else [])
         return found
 
 
 def _parse(items: list[dict[str, Any]]) -> Snapshot | None:
-    run, tallies, shards, parts = None, [], {}, {"announced": {}, "forwarded": {}}
+    found: dict[str, Any] | None = None
+    tallies: list[dict[str, Any]] = []
+    shards: dict[str, ShardRecord] = {}
+    parts: dict[str, dict[str, Any]] = {"announced": {}, "forwarded": {}}
     for item in items:
         if item["sk"] == RUN_SK:
-            run = item
+            found = item
         elif item["sk"].startswith(TALLY_PREFIX):
             tallies.append(item)
         elif item["sk"].startswith(SHARD_PREFIX):
@@ -236,8 +240,8 @@ def _parse(items: list[dict[str, Any]]) -> Snapshot | None:
             _, kind, index = item["sk"].split("#", 2)
             if kind in parts:
                 parts[kind][str(int(index))] = json.loads(item["answer"])
-    if run is None:
+    if found is None:
         return None
-    run = run_from(run, tallies)
+    run = run_from(found, tallies)
     run.announced_parts, run.forwarded_parts = parts["announced"], parts["forwarded"]
     return Snapshot(run, shards)

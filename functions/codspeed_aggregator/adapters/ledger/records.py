@@ -22,7 +22,9 @@ def _counts(item: dict[str, Any]) -> dict[str, int]:
     return {k.removeprefix(COUNT_PREFIX): int(v) for k, v in item.items() if k.startswith(COUNT_PREFIX)}
 
 
-def _groups(item: dict[str, Any], tallies: list[dict]) -> tuple[dict, dict, tuple[Any, ...]]:
+def _groups(
+    item: dict[str, Any], tallies: list[dict[str, Any]]
+) -> tuple[dict[str, Manifest], dict[str, int], tuple[str, ...]]:
     """A run's groups, their counts (its item's: shards counted before tallies, or inherited by a
     next attempt; plus its tallies') and variants; a run stored before groups is the group ""."""
     groups = {
@@ -38,7 +40,7 @@ def _groups(item: dict[str, Any], tallies: list[dict]) -> tuple[dict, dict, tupl
     return groups, counts, variants
 
 
-def run_from(item: dict[str, Any], tallies: list[dict]) -> RunRecord:
+def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
     """A run's record from its item and its tallies (those written so far). Its revision counts
     the run's own changes (its item's) and its shards' (its tallies')."""
     identity = item.get("identity")
@@ -131,7 +133,7 @@ def upload_from(item: dict[str, Any]) -> GrantRecord:
 
 def run_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
     """A new run's item: its fields, a top-level attribute per job group, and the flags it has set."""
-    item = {
+    item: dict[str, Any] = {
         "pk": run_pk(run.project, run.run_id),
         "sk": RUN_SK,
         "project": run.project,
@@ -151,7 +153,7 @@ def run_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
         "ci_url": run.ci_url,
         "expires_at": expires_at,
     }
-    item.update({group_attribute(g): m.to_item() for g, m in run.groups.items()})
+    item |= {group_attribute(g): m.to_item() for g, m in run.groups.items()}
     item.update({count_attribute(g): n for g, n in run.group_counts.items()})
     flags = {  # set only where the run has them: an item carries no empty attribute
         "skipped": list(run.skipped),

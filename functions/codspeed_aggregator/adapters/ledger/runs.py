@@ -1,8 +1,10 @@
 """Run items: a run's record (state, manifest, close, claim, plan, outcome), the project's list
 of runs, and the index of runs that are open or being finalized."""
 
+from __future__ import annotations
+
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -16,6 +18,7 @@ from ...domain.ledger import (
     base_run_id,
     named_attempt,
 )
+from ...domain.manifest import Manifest
 from ...domain.run_plan import PlanRecord
 from .codec import (
     FINALIZING_PK,
@@ -29,6 +32,9 @@ from .codec import (
     tally_sks,
 )
 from .records import group_attribute, listed_item, run_from, run_item
+
+if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
+    pass
 
 
 class Runs(TableItems):
@@ -48,9 +54,9 @@ class Runs(TableItems):
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            stored = load(exc.response["Item"])
+            stored = load(exc.response["Item"])  # type: ignore[typeddict-item]  # ReturnValuesOnConditionCheckFailure
             if stored["state"] in ENDED:  # its next attempt goes on from its revision and counts: read whole
-                return self.run_record(run.project, run.run_id), False
+                return self.run_record(run.project, run.run_id) or run_from(stored, []), False
             return run_from(stored, []), False  # an open run as a grant needs it: its counts are not read
 
     def run_record(self, project: str, run_id: str) -> RunRecord | None:
@@ -89,12 +95,14 @@ class Runs(TableItems):
         ids = [load(i)["run_id"] for i in page["Items"]]
         if not ids:
             return []
-        found, keys = {}, [self.key(project, r, RUN_SK) for r in ids]
+        found: dict[str, RunRecord] = {}
+        keys = [self.key(project, r, RUN_SK) for r in ids]
         while keys:
             answer = self.db.batch_get_item(RequestItems={self.table: {"Keys": keys[:100]}})
             for item in map(load, answer["Responses"].get(self.table, [])):
                 found[item["run_id"]] = run_from(item, [])
-            keys = keys[100:] + answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+            unprocessed = answer.get("UnprocessedKeys", {}).get(self.table)
+            keys = keys[100:] + list(unprocessed["Keys"] if unprocessed else [])
         return [found[r] for r in ids if r in found]
 
     def open_runs_past(self, now: int) -> list[tuple[str, str]]:
@@ -113,7 +121,7 @@ class Runs(TableItems):
         )
         return [(i["project"], i["run_id"]) for i in items]
 
-    def add_group(self, project: str, run_id: str, group: str, manifest) -> bool:
+    def add_group(self, project: str, run_id: str, group: str, manifest: Manifest) -> bool:
         """Note a job group the run had not seen, with its manifest. False when the group is
         there already (read the run: its manifest stands) or the run is no longer open or is closing."""
         return self._update_run(
@@ -258,19 +266,15 @@ class Runs(TableItems):
         """A change that changes nothing but the revision: the next report gets a new version."""
         return self._update_run(project, run_id, "ADD rev :one, run_changes :one", "attribute_exists(sk)", {})
 
-    def _update_run(self, project, run_id, expression, condition, values, names=None) -> bool:
+    def _update_run(  # noqa: PLR0913 -- the run, and the update it makes
+        self,
+        project: str,
+        run_id: str,
+        expression: str,
+        condition: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
+    ) -> bool:
         names = {**({"#state": "state"} if "#state" in expression + condition else {}), **(names or {})}
-        try:
-            self.db.update_item(
-                TableName=self.table,
-                Key=self.key(project, run_id, RUN_SK),
-                UpdateExpression=expression,
-                ConditionExpression=f"attribute_exists(pk) AND ({condition})",
-                **({"ExpressionAttributeNames": names} if names else {}),
-                ExpressionAttributeValues=dump({**values, ":one": 1}),
-            )
-            return True
-        except ClientError as exc:
-            if condition_failed(exc):
-                return False
-            raise
+        key = self.key(project, run_id, RUN_SK)
+        return self.update_if(key, expression, f"attribute_exists(pk) AND ({condition})", {**values, ":one": 1}, names)

@@ -29,7 +29,7 @@ class Shards(TableItems):
         Two plain writes, not a transaction: nobody can upload (so nothing can arrive) before the
         grant is answered, which is after both; a grant that fails between them leaves an item
         that expires. (Half the write units of a transaction.)"""
-        self.keep_metadata(project, run_id, upload.upload_id, upload.metadata, upload.sent)
+        self.keep_metadata(project, run_id, upload.upload_id, upload.metadata or {}, upload.sent)
         self.db.put_item(
             TableName=self.table,
             Item=dump(
@@ -177,7 +177,7 @@ class Shards(TableItems):
             ":cost": shard.cost_ms,
             ":longest": shard.longest_ms,
         }
-        if replacing:
+        if replacing and previous is not None:
             values[":prev"] = previous.upload_id
         shard_update = {
             "TableName": self.table,
@@ -237,7 +237,9 @@ class Shards(TableItems):
             {":late": LATE, ":r": reason, ":k": shard.key, ":at": shard.arrived_at},
         )
 
-    def _shard_note(self, project, run_id, name, upload_id, expression, values) -> bool:
+    def _shard_note(  # noqa: PLR0913 -- the shard, and the update its note makes
+        self, project: str, run_id: str, name: str, upload_id: str | None, expression: str, values: dict[str, Any]
+    ) -> bool:
         """One transaction on the shard item (noted once per upload) and its tally (its revision)."""
         shard_update = {
             "TableName": self.table,
