@@ -118,3 +118,9 @@ def test_a_digest_refused_leaves_the_report_published_and_its_status_posted(isol
         assert report_key(project, run_id, report.version, "md") in now  # reads the changes since it
     finally:
         github.stop()
+
+
+def test_a_run_gone_before_its_report_is_rebuilt_publishes_nothing_and_fails_nothing(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.reports.publish(project, run_id)  # its records expired meanwhile: there is nothing to show (it raised before)
+    assert agg.store.read_report(project, run_id) is None

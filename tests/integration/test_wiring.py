@@ -116,3 +116,11 @@ def test_a_handler_missing_a_setting_fails_its_cold_start_with_that_sentence(sta
         "MissingSetting: FINALIZE_QUEUE_URL is not set: the sweeper function needs it"
         in failed.stderr.strip().splitlines()[-1]
     ), failed.stderr[-2000:]
+
+
+def test_a_use_case_asked_of_a_function_built_without_what_it_needs_says_so(stack):
+    config = replace(Settings.from_env(), bucket_name="", upstream_url="")
+    sweeper = wiring.build(wiring.SWEEPER, config)
+    with pytest.raises(RuntimeError, match=r"^this function was built without the bucket: see wiring._NEEDS$"):
+        sweeper.record_arrival  # noqa: B018 -- built on access: the access is the test
+    assert sweeper.store is None and isinstance(sweeper.close_run.sweep(), list)  # what it has still works
