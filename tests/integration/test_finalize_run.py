@@ -134,7 +134,18 @@ def test_each_part_reads_its_own_slice_of_the_plan_and_only_the_last_reads_it_wh
     assert len(isolated.upstream.uploads(run_id)) == 3
 
 
-def test_a_part_of_a_plan_recorded_without_slices_reads_the_plan_whole(isolated, project, run_id):
+def _without_slices(agg, project: str, run_id: str, recorded):
+    return replace(recorded, parts_at=None)
+
+
+def _without_shards(agg, project: str, run_id: str, recorded):
+    whole = agg.store.read_json(plan_key(project, run_id), recorded.version)
+    old = {k: whole[k] for k in ("baseline", "uploads", "ids", "todo")}  # as that release wrote it
+    return replace(recorded, version=agg.store.put_json(plan_key(project, run_id), old), parts_at=None)
+
+
+@pytest.mark.parametrize("earlier", [_without_slices, _without_shards], ids=["without slices", "without its shards"])
+def test_a_plan_of_a_release_before_is_forwarded_its_parts_reading_it_whole(isolated, project, run_id, earlier):
     agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
     for i in (1, 2):
         agg.record_arrival.record(
@@ -142,7 +153,7 @@ def test_a_part_of_a_plan_recorded_without_slices_reads_the_plan_whole(isolated,
         )
     assert agg.finalize_run.finalize(project, run_id) == "finalizing"
     recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
-    assert agg.ledger.runs.record_plan(project, run_id, replace(recorded, parts_at=None))
+    assert agg.ledger.runs.record_plan(project, run_id, earlier(agg, project, run_id, recorded))
     assert [agg.finalize_run.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
     assert sorted(sorted(benchmarks_in(archive_of(u))) for u in isolated.upstream.uploads(run_id)) == [
         [f"t1::b{j}" for j in range(3)],
@@ -576,24 +587,3 @@ def test_an_upload_that_names_no_ci_attempt_opens_the_next_attempt_as_before(iso
     late = push(agg, project, run_id, "2", bundle(4242, ["t2::b"]), total=3)
     assert agg.record_arrival.record(late["key"]) == "recorded"
     assert [m["run_id"] for m in isolated.finalize_requests()] == [f"{run_id}~2"]  # complete with the others carried
-
-
-def test_a_plan_of_the_release_before_that_kept_no_shard_is_forwarded_with_its_shards_as_they_are_now(
-    isolated, project, run_id
-):
-    agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
-    for i in (1, 2):
-        agg.record_arrival.record(
-            push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=2)["key"]
-        )
-    assert agg.finalize_run.finalize(project, run_id) == "finalizing"
-    recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
-    whole = agg.store.read_json(plan_key(project, run_id), recorded.version)
-    old = {k: whole[k] for k in ("baseline", "uploads", "ids", "todo")}  # as that release wrote it
-    version = agg.store.put_json(plan_key(project, run_id), old)
-    assert agg.ledger.runs.record_plan(project, run_id, replace(recorded, version=version, parts_at=None))
-    assert [agg.finalize_run.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
-    assert sorted(sorted(benchmarks_in(archive_of(u))) for u in isolated.upstream.uploads(run_id)) == [
-        [f"t1::b{j}" for j in range(3)],
-        [f"t2::b{j}" for j in range(3)],
-    ]

@@ -18,7 +18,6 @@ from ...domain.errors import Busy
 
 if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import UpdateItemInputTypeDef
 
 # A run record, its shards and its upload requests share a partition, so one consistent Query
 # reads a whole run. Sort keys, in the order they sort:
@@ -152,24 +151,26 @@ class TableItems:
     def key(self, project: str, run_id: str, sk: str) -> dict[str, Any]:
         return dump({"pk": run_pk(project, run_id), "sk": sk})
 
-    def update_if(  # noqa: PLR0913 -- an UpdateItem's parts
+    def item_update(  # noqa: PLR0913 -- an UpdateItem's parts
         self,
         key: dict[str, Any],
         expression: str,
         condition: str,
         values: dict[str, Any],
         names: dict[str, str] | None = None,
-    ) -> bool:
-        """One conditional UpdateItem of an item; False when its condition fails."""
-        update: UpdateItemInputTypeDef = {
+    ) -> dict[str, Any]:
+        """An UpdateItem of one item: a transaction's part, or ``update_if``'s."""
+        return {
             "TableName": self.table,
             "Key": key,
             "UpdateExpression": expression,
             "ConditionExpression": condition,
+            **({"ExpressionAttributeNames": names} if names else {}),  # DynamoDB refuses an empty map
             "ExpressionAttributeValues": dump(values),
         }
-        if names:  # DynamoDB refuses an empty map
-            update["ExpressionAttributeNames"] = names
+
+    def update_if(self, update: dict[str, Any]) -> bool:
+        """One conditional UpdateItem (``item_update``); False when its condition fails."""
         try:
             self.db.update_item(**update)
             return True
@@ -200,16 +201,10 @@ class TableItems:
         values: dict[str, Any],
         names: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The run item's part of a transaction: every change to the run's own record bumps its revision."""
-        names = {**({"#state": "state"} if "#state" in condition else {}), **(names or {})}
-        return {
-            "TableName": self.table,
-            "Key": self.key(project, run_id, RUN_SK),
-            "UpdateExpression": expression,
-            "ConditionExpression": condition,
-            **({"ExpressionAttributeNames": names} if names else {}),
-            "ExpressionAttributeValues": dump({":one": 1, **values}),
-        }
+        """The run item's update (a transaction's part, or ``update_if``'s): every change to the run's
+        own record bumps its revision."""
+        names = {**({"#state": "state"} if "#state" in expression + condition else {}), **(names or {})}
+        return self.item_update(self.key(project, run_id, RUN_SK), expression, condition, {":one": 1, **values}, names)
 
     def tally_update(
         self,

@@ -11,15 +11,12 @@ number ever does) and goes on under its own key. Kept as long as such an item ca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from ...domain.pr_comment import PullRequestRef, Shown
 from .codec import COMMENT_PREFIX, TableItems, condition_failed, dump, load
-
-if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
-    pass
 
 PULL_REQUESTS = "~pull-requests"
 
@@ -130,4 +127,6 @@ class Comments(TableItems):
         """One conditional write of the item, which moves its expiry on (the pull request still lives)."""
         values = {k: int(v) if isinstance(v, float) else v for k, v in values.items()}  # times: whole seconds
         values = {**values, ":exp": self.expires_at()}
-        return self.update_if(self._key(pr), f"{expression}, expires_at = :exp", condition, values, names)
+        return self.update_if(
+            self.item_update(self._key(pr), f"{expression}, expires_at = :exp", condition, values, names)
+        )

@@ -4,7 +4,7 @@ of runs, and the index of runs that are open or being finalized."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -32,9 +32,6 @@ from .codec import (
     tally_sks,
 )
 from .records import group_attribute, listed_item, run_from, run_item
-
-if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
-    pass
 
 
 class Runs(TableItems):
@@ -275,6 +272,5 @@ class Runs(TableItems):
         values: dict[str, Any],
         names: dict[str, str] | None = None,
     ) -> bool:
-        names = {**({"#state": "state"} if "#state" in expression + condition else {}), **(names or {})}
-        key = self.key(project, run_id, RUN_SK)
-        return self.update_if(key, expression, f"attribute_exists(pk) AND ({condition})", {**values, ":one": 1}, names)
+        conditioned = f"attribute_exists(pk) AND ({condition})"
+        return self.update_if(self.run_update(project, run_id, expression, conditioned, values, names))
