@@ -111,8 +111,10 @@ class RunLifecycle(RuleBasedStateMachine):
         if eager:
             self.project = EAGER_LIFECYCLE
         self.token = f"token-of-{self.project}" if own_token else FALLBACK_TOKEN
-        # each example a fresh process's cache: an earlier example's "no parameter" (remembered five
-        # minutes, UpstreamTokens' MISSING_FOR_SECONDS) is not this example's project's
+        # each example a fresh process's caches: an earlier example's token, or its "no parameter" (each
+        # remembered five minutes: powertools' SSM cache, UpstreamTokens' MISSING_FOR_SECONDS), is not
+        # this example's project's (the eager examples share one project)
+        aws._parameters.cache_clear()
         self.agg.upstream.tokens = UpstreamTokens(
             TOKENS_PATH, FALLBACK_TOKEN, lambda parameter: aws.secret(None, parameter)
         )
