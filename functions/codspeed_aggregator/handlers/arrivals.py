@@ -5,6 +5,7 @@ from urllib.parse import unquote_plus
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.batch import process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -67,9 +68,8 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     with for_arrivals().reports.held():  # one report per run per batch
-        answer: dict[str, Any] = process_partial_response(  # type: ignore[assignment]  # a TypedDict of it
+        return process_partial_response(
             event=event, record_handler=record_handler, processor=sqs_batch(), context=context
         )
-        return answer

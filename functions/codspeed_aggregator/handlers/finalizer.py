@@ -4,6 +4,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.batch import process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -36,8 +37,5 @@ def record_handler(record: SQSRecord) -> None:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    answer: dict[str, Any] = process_partial_response(  # type: ignore[assignment]  # a TypedDict of it
-        event=event, record_handler=record_handler, processor=sqs_batch(), context=context
-    )
-    return answer
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(event=event, record_handler=record_handler, processor=sqs_batch(), context=context)
