@@ -84,9 +84,8 @@ class ShardConfig:
                 raise ClientError(
                     f"{path}: {where} pattern {pattern!r} does not parse as a gitignore pattern ({exc})", CONFIG
                 ) from exc
-        spec: GitIgnoreSpec = pathspec.GitIgnoreSpec.from_lines(
-            patterns
-        )  # git's own rules (pathspec 1 deprecates "gitwildmatch")
+        # git's own rules (pathspec 1 deprecates "gitwildmatch")
+        spec: GitIgnoreSpec = pathspec.GitIgnoreSpec.from_lines(patterns)
         return spec
 
     def unmatched(self, files: list[str]) -> list[tuple[str, str]]:

@@ -67,9 +67,8 @@ def test_close_and_the_ci_webhook_act_on_the_latest_attempt_and_a_named_one_on_t
     agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2)["key"])
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
     assert agg.finalize_run.finalize(project, run_id) == "forwarded"
-    agg.record_arrival.record(
-        push(agg, project, run_id, "1", bundle(4242, ["t1::b"]), total=2)["key"]
-    )  # attempt 2, open
+    # attempt 2, open
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["t1::b"]), total=2)["key"])
     named = agg.close_run.close(CloseRequest(project=project, run_id=f"{run_id}~1"))
     assert (named.run_id, named.state, named.message) == (
         run_id,

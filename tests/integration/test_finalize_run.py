@@ -73,18 +73,16 @@ def test_over_the_benchmark_limit_the_run_goes_as_parts_and_a_retry_sends_only_t
 
     monkeypatch.setattr(agg.upstream, "announce", fail_second)
     isolated.finalize_requests()
-    assert (
-        agg.finalize_run.finalize(project, run_id) == "finalizing"
-    )  # planned: the 3 parts queued, to merge in parallel
+    # planned: the 3 parts queued, to merge in parallel
+    assert agg.finalize_run.finalize(project, run_id) == "finalizing"
     assert [(m["part"], m["reason"]) for m in isolated.finalize_requests()] == [(0, "part"), (1, "part"), (2, "part")]
     assert agg.finalize_run.finalize(project, run_id, 0) == "finalizing"
     with pytest.raises(UpstreamError, match="upload 2 of 3: POST answered 503: injected"):
         agg.finalize_run.finalize(project, run_id, 1)
     assert agg.reports.report(project, run_id).state == "forward_failed"
     assert agg.finalize_run.finalize(project, run_id) == "not_claimed"  # a part's lease holds the run: no re-plan
-    assert (
-        agg.finalize_run.finalize(project, run_id, 2) == "forward_failed"
-    )  # recorded all the same; the run waits for part 2
+    # recorded all the same; the run waits for part 2
+    assert agg.finalize_run.finalize(project, run_id, 2) == "forward_failed"
     assert agg.finalize_run.finalize(project, run_id, 1) == "forwarded"  # SQS delivers part 2's message again
     assert agg.finalize_run.finalize(project, run_id, 1) == "not_claimed"  # and a duplicate delivery does nothing
     assert calls == [merged_part_id("", 1), merged_part_id("", 2), merged_part_id("", 3), merged_part_id("", 2)]
@@ -266,9 +264,8 @@ def test_a_shard_skipped_on_main_twice_in_a_row_is_carried_from_the_run_that_las
 
     report, received_commit = agg.reports.report(project, run_id), agg.reports.report(project, received).commit
     carried = {s.name: s for s in report.shards}["3"]
-    assert (
-        report.baseline["run_id"] == skipped_on_main
-    )  # compared with main's latest run, its shard 3 from where it ran
+    # compared with main's latest run, its shard 3 from where it ran
+    assert report.baseline["run_id"] == skipped_on_main
     assert carried.state == "carried" and carried.source == {"run_id": received, "commit": received_commit}
     assert f"carried from run {received}" in carried.reason
     meta, text = _forwarded_text(isolated, run_id)
@@ -433,12 +430,13 @@ def test_a_part_is_never_forwarded_twice_whatever_retry_arrives_while_its_finali
         if part == merged_part_id("", 3):
             raise UpstreamError("POST answered 503: injected")  # the run is forward_failed while part 2 merges
         if part == merged_part_id("", 2) and not raced:
+            # and a second delivery of part 2's
             raced.append(
                 [
                     agg.finalize_run.finalize(project, run_id),  # the first message's retry, a minute later
                     agg.finalize_run.finalize(project, run_id, 1),
                 ]
-            )  # and a second delivery of part 2's
+            )
         return original(metadata)
 
     monkeypatch.setattr(agg.upstream, "announce", announce)

@@ -69,9 +69,8 @@ HOSTILE_PART_IDS = (
 )
 # (kind, the first call that answers it, how many do): past the clients' 6 attempts a call fails
 FAULTS = st.one_of(st.none(), st.tuples(st.sampled_from(sorted(AWS_FAULTS)), st.integers(0, 12), st.integers(1, 7)))
-UPSTREAM_FAULTS = st.lists(
-    st.sampled_from((429, 500, 502, 503)), max_size=4
-)  # what CodSpeed's API answers a POST instead
+# what CodSpeed's API answers a POST instead
+UPSTREAM_FAULTS = st.lists(st.sampled_from((429, 500, 502, 503)), max_size=4)
 
 
 class Faulted(Exception):
@@ -320,9 +319,10 @@ class RunLifecycle(RuleBasedStateMachine):
             assert outcomes[1:] == ["duplicate"] * (times - 1)
             assert first in ("recorded", "duplicate", "late"), first
             counted = self.agg.ledger.reads.snapshot(self.project, self.run_id).arrived().get(shard)
+            # counted by the delivery the fault failed
             if first == "recorded" or (
                 fault and first == "duplicate" and counted and counted.key == key and before.run.state == "open"
-            ):  # counted by the delivery the fault failed
+            ):
                 assert before.run.state == "open"
                 self.current[shard] = benchmark
 
@@ -447,9 +447,8 @@ class RunLifecycle(RuleBasedStateMachine):
         """Its own token when it has one, else the stack's, or none for a tokenless run: never another's."""
         for upload in self.isolated.upstream.uploads():
             meta = json.loads((upload / "metadata.json").read_text())
-            ran = (
-                (meta.get("runPart") or {}).get("runId", "").split("~")[0]
-            )  # an eager project's runs are many examples'
+            # an eager project's runs are many examples'
+            ran = (meta.get("runPart") or {}).get("runId", "").split("~")[0]
             if f"{meta.get('owner')}/{meta.get('repository')}" == self.project and ran == self.run_id:
                 sent = {k.lower(): v for k, v in json.loads((upload / "post-headers.json").read_text()).items()}
                 assert sent.get("authorization") in (None, self.token), (sent.get("authorization"), self.token)

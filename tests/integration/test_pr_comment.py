@@ -290,9 +290,8 @@ def test_a_pull_requests_pushes_and_re_runs_share_one_comment_that_shows_the_new
     edits = comment["edits"]
 
     clock.now += 60
-    agg.record_arrival.record(
-        _push(agg, project, first, "2", total=2, commit="1" * 40)
-    )  # the older run completes later
+    # the older run completes later
+    agg.record_arrival.record(_push(agg, project, first, "2", total=2, commit="1" * 40))
     assert agg.finalize_run.finalize(project, first) == "forwarded"
     agg.record_arrival.record(_push(agg, project, first, "2", total=2, commit="1" * 40))  # and is re-run: its attempt 2
     assert agg.finalize_run.finalize(project, f"{first}~2") == "forwarded"
@@ -358,12 +357,13 @@ def test_every_edit_moves_the_comments_expiry_so_it_lives_as_long_as_its_pull_re
     agg = _commenting(isolated, github, clock, quiet=0)
     comments, pr = agg.ledger.comments, PullRequestRef("GITHUB", project, 42)
     agg.record_arrival.record(_push(agg, project, run_id, "1", total=2))
+    # as if written retention days ago
     comments.db.update_item(
         TableName=comments.table,
         Key=comments._key(pr),
         UpdateExpression="SET expires_at = :soon",
         ExpressionAttributeValues={":soon": {"N": "1"}},
-    )  # as if written retention days ago
+    )
     clock.now += 60
     agg.record_arrival.record(_push(agg, project, run_id, "2", total=2))
     assert comments.comment(pr)["expires_at"] >= comments.expires_at() - 60

@@ -97,9 +97,8 @@ def test_a_batch_of_arrivals_publishes_each_runs_report_once_after_its_last_chan
         assert sorted(c.args[1] for c in published.call_args_list) == [run_id, f"{run_id}-b"]
     assert sorted(s.name for s in agg.reports.report(project, run_id).shards if s.state == "arrived") == ["1", "2", "3"]
     with mock.patch.object(agg.store, "publish_report", wraps=agg.store.publish_report) as published:
-        assert (
-            agg.record_arrival.record(keys[0]) == "duplicate"
-        )  # outside a batch: published at once (a retry's repair)
+        # outside a batch: published at once (a retry's repair)
+        assert agg.record_arrival.record(keys[0]) == "duplicate"
         assert published.call_count == 1
 
 

@@ -86,9 +86,8 @@ class RunRecord:
     arrived_count: int = 0  # distinct shards with an accepted bundle, kept exact by the arrival's condition
     forwarded_parts: dict[str, Any] = field(default_factory=dict)  # upload index -> the upstream's answer
     announced_parts: dict[str, Any] = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not done
-    outcome: dict[str, Any] = field(
-        default_factory=dict
-    )  # baseline, carried shards, missing benchmarks (domain.baseline)
+    # baseline, carried shards, missing benchmarks (domain.baseline)
+    outcome: dict[str, Any] = field(default_factory=dict)
     attempt: int = 1  # a run forwarded and uploaded to again (a CI re-run) goes on as its next attempt
     variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)

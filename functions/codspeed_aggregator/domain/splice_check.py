@@ -5,7 +5,6 @@ come to what its segments' indexes promise."""
 import queue
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 from isal import isal_zlib
 
@@ -40,7 +39,7 @@ class SpliceCheck:
         threads = min(CHECK_THREADS, usable_cores())
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="splice-check")
         self._room = threading.BoundedSemaphore(2 * threads)
-        self._checks: list[Future[Any]] = []
+        self._checks: list[Future[tuple[int, int]]] = []
         self._piece: queue.Queue[bytes | bool] | None = None  # a piece's segments, then whether it ends the stream
         self._small: list[bytes] = []  # the piece's first chunks, until it has INLINE bytes
         self._held = 0
@@ -104,8 +103,8 @@ class SpliceCheck:
         return crc, size
 
 
-def _inflated_here(chunks: list[bytes], last: bool) -> Future[Any]:
-    done: Future[Any] = Future()
+def _inflated_here(chunks: list[bytes], last: bool) -> Future[tuple[int, int]]:
+    done: Future[tuple[int, int]] = Future()
     try:
         inflated = _PieceInflate()
         for chunk in chunks:

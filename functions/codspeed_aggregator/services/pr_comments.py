@@ -39,9 +39,8 @@ class PullRequestComments:
     quiet_seconds: int
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
-    _refused: set[Any] = field(
-        default_factory=set, init=False, repr=False
-    )  # (host, project)s whose token may not comment
+    # (host, project)s whose token may not comment
+    _refused: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
 
     def show(self, report: Report, provider: str | None = None) -> None:
         """Post or edit the comment of the pull request (merge request) ``report``'s run belongs to

@@ -21,9 +21,8 @@ LEFT_RUNS = 32  # runs whose last read left a process remembers
 class RunSnapshots:
     reads: Reads  # DynamoDB: the run's record, tallies and the shards changed since
     results: ResultsStore  # S3: what the last publisher read of the run
-    _left: dict[tuple[str, str], int] = field(
-        default_factory=dict, init=False, repr=False
-    )  # (project, run) -> the revision it left last
+    # (project, run) -> the revision it left last
+    _left: dict[tuple[str, str], int] = field(default_factory=dict, init=False, repr=False)
 
     def read(self, project: str, run_id: str) -> Snapshot | None:
         """The run as it is now (``Reads.changed_snapshot``), or None when no such run."""

@@ -4,7 +4,6 @@ branch's tip, with no ancestors."""
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from requests import RequestException
 
@@ -19,7 +18,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class MergeBases:
     github: GitHubCommits | None  # GitHub: the pull request, its compare with its base, the commits before
-    _refused: set[Any] = field(default_factory=set, init=False, repr=False)  # projects whose token may not read them
+    _refused: set[str] = field(default_factory=set, init=False, repr=False)  # projects whose token may not read them
 
     def resolved(self, run: RunRecord) -> RunRecord:
         """``run`` with its base commit where GitHub says its pull request left the base branch,
