@@ -12,6 +12,7 @@ import zlib
 import requests
 
 from codspeed_local.profiles import callgrind_text
+from codspeed_rules.runner_json import compact, pushed_part_id
 
 COMMIT = "5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6"
 
@@ -119,21 +120,25 @@ def upload_request(  # noqa: PLR0913 -- each field of an upload request, a keywo
     base_ancestors: list[str] | None = None,
     **meta_extra,
 ) -> dict:
-    """``checksum="crc32"`` asks as codspeed-client does: a CRC32, no MD5 (the default keeps
-    CodSpeed's MD5 in the metadata). The metadata names the run part as the client's does."""
+    """As codspeed-client asks: the bundle's MD5 (CodSpeed's profileMd5), with ``checksum="crc32"`` its
+    CRC32 too; the metadata names the run part as the client's does (the aggregator's run, its own id for
+    the shard) and goes as ``metadata_body`` too, the bytes upstream."""
     owner, repository = project.rsplit("/", 1)
     md5 = md5_b64(data)
-    meta_extra.setdefault("run_part", {"runId": run_id, "runPartId": shard, "jobName": "codspeed", "metadata": {}})
+    executor = (meta_extra.get("runner") or {}).get("executor", "valgrind")
+    part = {"runId": run_id.partition("~")[0], "runPartId": pushed_part_id(shard, executor), "jobName": "bench"}
+    meta_extra.setdefault("run_part", {**part, "metadata": {"executor": executor, "run-index": 0}})
+    meta = metadata(md5, owner=owner, repository=repository, **meta_extra)
     request = {
         "project": project,
         "run_id": run_id,
         "shard": shard,
         "size": len(data),
         "md5": md5,
-        "metadata": metadata(md5, owner=owner, repository=repository, **meta_extra),
+        "metadata": meta,
+        "metadata_body": compact(meta).decode(),
     }
     if checksum == "crc32":
-        del request["md5"], request["metadata"]["profileMd5"]
         request["crc32"] = crc32_b64(data)
     if total is not None:
         request["total"] = total
@@ -144,6 +149,12 @@ def upload_request(  # noqa: PLR0913 -- each field of an upload request, a keywo
     if base_ancestors is not None:
         request["base_ancestors"] = base_ancestors
     return request
+
+
+def restated(request: dict, **metadata_fields) -> dict:
+    """An upload request with its metadata changed, its body (the bytes upstream) saying the same."""
+    meta = {**request["metadata"], **metadata_fields}
+    return {**request, "metadata": meta, "metadata_body": compact(meta).decode()}
 
 
 def put(grant: dict, data: bytes) -> requests.Response:

@@ -8,6 +8,7 @@ and the repository it ran from), as ``GET /repos/{owner}/{repo}/actions/runs/{id
 import json
 import re
 import threading
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -17,6 +18,7 @@ _EDIT = re.compile(r"^/repos/([^/]+/[^/]+)/issues/comments/(\d+)$")
 _PULL = re.compile(r"^/repos/([^/]+/[^/]+)/pulls/(\d+)$")
 _COMPARE = re.compile(r"^/repos/([^/]+/[^/]+)/compare/(.+)\.\.\.([0-9a-f]{40})$")  # BASE...HEAD
 _COMMITS = re.compile(r"^/repos/([^/]+/[^/]+)/commits$")
+_COMMIT = re.compile(r"^/repos/([^/]+/[^/]+)/commits/([0-9a-f]{40})$")
 _RUN = re.compile(r"^/repos/([^/]+/[^/]+)/actions/runs/(\d+)$")
 
 
@@ -68,6 +70,8 @@ class FakeGitHub(Loopback):
         self.pulls: dict[int, tuple[str, str]] = {}  # number -> (base branch, head sha)
         self.forks: dict[int, str | None] = {}  # number -> the fork it comes from (None: a deleted fork)
         self.closed: set[int] = set()  # pull requests closed or merged
+        # number -> GitHub's latest test merge commit (its merge_commit_sha), when computed
+        self.merge_commits: dict[int, str] = {}
         self.workflow_runs: dict[str, tuple[str, str]] = {}  # Actions run id -> (head sha, repository it ran from)
         self.reads: list[str] = []  # the path of every GET
         self.lock = threading.Lock()
@@ -91,6 +95,11 @@ class FakeGitHub(Loopback):
 
     def commit(self, sha: str) -> dict:
         return {"sha": sha, "parents": [{"sha": p} for p in self.commits[sha]]}
+
+
+def _repository(full_name: str) -> dict:
+    """A repository as GitHub's payloads hold it: its id (stable, what the runner compares), name and owner."""
+    return {"id": zlib.crc32(full_name.encode()), "full_name": full_name, "owner": {"login": full_name.split("/")[0]}}
 
 
 class _GitHubHandler(JsonHandler):
@@ -130,6 +139,7 @@ class _GitHubHandler(JsonHandler):
             (_RUN, self._workflow_run),
             (_COMPARE, self._compare),
             (_COMMITS, self._commits),
+            (_COMMIT, self._commit),
         ):
             if found := route.match(url.path):
                 return self._answer(*(answer(found, url.query) or (404, {"message": "Not Found"})))
@@ -144,8 +154,9 @@ class _GitHubHandler(JsonHandler):
         return 200, {
             "number": number,
             "state": "closed" if number in fake.closed else "open",
-            "base": {"ref": base, "sha": fake.branches.get(base), "repo": {"full_name": project}},
-            "head": {"sha": head, "repo": {"full_name": origin} if origin else None},
+            "merge_commit_sha": fake.merge_commits.get(number),
+            "base": {"ref": base, "sha": fake.branches.get(base), "repo": _repository(project)},
+            "head": {"ref": f"feature-{number}", "sha": head, "repo": _repository(origin) if origin else None},
         }
 
     def _workflow_run(self, run: re.Match, _query: str) -> tuple[int, dict] | None:
@@ -159,9 +170,24 @@ class _GitHubHandler(JsonHandler):
         base = fake.branches.get(unquote(compare.group(2)), unquote(compare.group(2)))
         if base not in fake.commits or compare.group(3) not in fake.commits:
             return None
-        ours = fake.history(base)
-        found = next(c for c in fake.history(compare.group(3)) if c in ours)
-        return 200, {"merge_base_commit": fake.commit(found), "status": "diverged"}
+        ours, theirs = fake.history(base), fake.history(compare.group(3))
+        found = next((c for c in theirs if c in ours), None)
+        if found is None:  # GitHub: 404 "No common ancestor between BASE and HEAD"
+            return None
+        # as GitHub says where HEAD stands against BASE
+        status = (
+            "identical"
+            if base == compare.group(3)
+            else "behind"
+            if compare.group(3) in ours
+            else "ahead"
+            if base in theirs
+            else "diverged"
+        )
+        return 200, {"merge_base_commit": fake.commit(found), "status": status}
+
+    def _commit(self, commit: re.Match, _query: str) -> tuple[int, dict] | None:
+        return (200, self.fake.commit(commit.group(2))) if commit.group(2) in self.fake.commits else None
 
     def _commits(self, _path: re.Match, query: str) -> tuple[int, dict | list]:
         asked = parse_qs(query)

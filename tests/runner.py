@@ -166,7 +166,7 @@ def metadata(  # noqa: PLR0913 -- each field of the runner's metadata, a keyword
 
 def upload(api_url: str, up: Upload, upload_url: str | None = None) -> Upload:
     """POST the metadata, then PUT the archive to the answered uploadUrl, as the runner does."""
-    headers = {"Content-Type": "application/json", "User-Agent": f"codspeed-runner/{RUNNER_VERSION}"}
+    headers = {"Content-Type": "application/json", "User-Agent": "codspeed-runner"}  # exactly (src/request_client.rs)
     if up.token:
         headers["Authorization"] = up.token  # bare, no "Bearer"; absent when the job has no token
     up.body = body_of(up.metadata)

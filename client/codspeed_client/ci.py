@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
@@ -34,6 +35,10 @@ class CiContext:
         ci_url: str | None = None,
         base_commit: str | None = None,
         fork: str | None = None,
+        head_commit: str | None = None,
+        local_data: dict[str, Any] | None = None,
+        repository_provider: str | None = None,
+        part_metadata: dict[str, Any] | None = None,
     ) -> None:
         self.provider, self.project, self.run_id, self.commit = provider, project, run_id, commit
         self.ref, self.head_ref, self.base_ref, self.event, self.job = ref, head_ref, base_ref, event, job
@@ -45,6 +50,13 @@ class CiContext:
         self.ci_url = ci_url  # the CI run's page, as the CI names it
         self.base_commit = base_commit  # the base branch's commit a pull request's code is built on
         self.fork = fork  # the repository a pull request comes from, when not the project's own (no secrets there)
+        # a pull request's head, where the commit sent is a merge commit: what a reviewer is shown (its status)
+        self.head_commit = head_commit
+        self.local_data = local_data  # the runner's localData, for a run outside CI
+        # what the runner's runPart.metadata says of the job: a GitHub matrix's keys, a CircleCI node's place
+        self.part_metadata = part_metadata or {}
+        # where the repository lives (GITHUB, GITLAB): the CI's own, or a local clone's remote's host
+        self.repository_provider = repository_provider or ("GITLAB" if provider == "GITLAB_CI" else "GITHUB")
 
 
 def _git(*args: str) -> str | None:
@@ -71,45 +83,83 @@ def detect(env: dict[str, str] | None = None) -> CiContext:
     return _local()
 
 
+def _checkout(fallback: str | None) -> tuple[str | None, str | None]:
+    """The repository's top folder and its ``HEAD`` commit, as CodSpeed's runner finds them: from the
+    current folder up, else in ``fallback`` (the CI's checkout folder); None where git cannot tell."""
+    found = (_git("rev-parse", "--show-toplevel", "HEAD") or "").splitlines()
+    if len(found) == 2:
+        return found[0], found[1]
+    return None, _git("-C", fallback, "rev-parse", "HEAD") if fallback else None
+
+
+def _rooted(top: str | None, fallback: str) -> str:
+    """``repositoryRootPath`` as the runner writes it: the checkout's top folder with a trailing slash."""
+    return f"{top or fallback.rstrip('/')}/"
+
+
+_MERGE_REF = re.compile(r"^refs/pull/[0-9]+/merge$")
+
+
 def _github(env: dict[str, str]) -> CiContext:
-    event_name = env.get("GITHUB_EVENT_NAME")
+    """A GitHub Actions job, as the runner's github_actions provider says it: the commit is the
+    checkout's ``HEAD`` (on a pull request, GitHub's merge commit, ``refs/pull/N/merge``); a pull
+    request's head branch is ``owner:branch`` when its repository's id is not the base's (a fork).
+    What a reviewer is shown stays on the pull request's head (``head_commit``)."""
+    event_name, repository = env.get("GITHUB_EVENT_NAME"), env.get("GITHUB_REPOSITORY")
+    name = (repository or "/").split("/", 1)[1]
+    top, head = _checkout(env.get("GITHUB_WORKSPACE"))
     ctx = CiContext(
         provider="GITHUB_ACTIONS",
-        project=env.get("GITHUB_REPOSITORY"),
+        project=repository,
         run_id=env.get("GITHUB_RUN_ID"),
-        commit=env.get("GITHUB_SHA"),
+        commit=head or env.get("GITHUB_SHA"),
         ref=env.get("GITHUB_REF"),
-        head_ref=env.get("GITHUB_HEAD_REF") or None,
-        base_ref=env.get("GITHUB_BASE_REF") or None,
+        base_ref=env.get("GITHUB_BASE_REF"),  # as GitHub sets it: "" outside a pull request
         event=event_name,
         job=env.get("GITHUB_JOB"),
-        sender={"login": env["GITHUB_ACTOR"], "id": env.get("GITHUB_ACTOR_ID", "")}
+        sender={"id": env.get("GITHUB_ACTOR_ID", ""), "login": env["GITHUB_ACTOR"]}
         if env.get("GITHUB_ACTOR")
         else None,
         extra={"ghData": {"runId": env.get("GITHUB_RUN_ID"), "job": env.get("GITHUB_JOB")}},
-        repository_root=env.get("GITHUB_WORKSPACE"),
+        repository_root=_rooted(top, env.get("GITHUB_WORKSPACE") or f"/home/runner/work/{name}/{name}"),
         run_attempt=env.get("GITHUB_RUN_ATTEMPT"),
-        ci_url=f"{env.get('GITHUB_SERVER_URL') or 'https://github.com'}/{env['GITHUB_REPOSITORY']}/actions/runs/"
+        part_metadata=_matrix(env),
+        ci_url=f"{env.get('GITHUB_SERVER_URL') or 'https://github.com'}/{repository}/actions/runs/"
         f"{env['GITHUB_RUN_ID']}"
-        if env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID")
+        if repository and env.get("GITHUB_RUN_ID")
         else None,
     )
     if event_name in ("pull_request", "pull_request_target") and env.get("GITHUB_EVENT_PATH"):
         try:
             with open(env["GITHUB_EVENT_PATH"]) as f:
                 pr = json.load(f).get("pull_request") or {}
-            head, tip = (pr.get("head") or {}).get("sha"), (pr.get("base") or {}).get("sha")
-            ctx.commit = head or ctx.commit  # the PR head, not the merge commit
-            ctx.base_commit = _merge_base(ctx.repository_root, tip, head) or tip
-            ctx.fork = _fork(pr)
-        except (OSError, ValueError) as exc:  # said, not swallowed: the run then compares the merge commit
+        except (OSError, ValueError) as exc:  # said, not swallowed: the run then shows the commit sent
             print(
                 f"::warning title=codspeed-client::GITHUB_EVENT_PATH {env['GITHUB_EVENT_PATH']} cannot be read "
-                f"({type(exc).__name__}: {exc}): the pull request's head commit, base and fork are not known, so the "
-                "shard goes under GITHUB_SHA",
+                f"({type(exc).__name__}: {exc}): the pull request's head, base and fork are not known",
                 file=sys.stderr,
             )
+            return ctx
+        head_sha, tip = (pr.get("head") or {}).get("sha"), (pr.get("base") or {}).get("sha")
+        ctx.head_commit = head_sha
+        ctx.base_commit = _merge_base(ctx.repository_root, tip, head_sha) or tip
+        ctx.fork = _fork(pr)
+        if _MERGE_REF.match(ctx.ref or ""):  # the runner names a head branch on a pull request's merge ref only
+            ctx.head_ref = _head_branch(pr)
     return ctx
+
+
+def _matrix(env: dict[str, str]) -> dict[str, Any]:
+    """A matrix job's keys as the runner puts them in its runPart's metadata: ``GH_MATRIX`` and
+    ``GH_STRATEGY`` (``toJson(matrix)``, ``toJson(strategy)``, which CodSpeed's action sets), the
+    strategy without fail-fast and max-parallel; nothing outside a matrix."""
+    try:
+        matrix, strategy = json.loads(env.get("GH_MATRIX") or "null"), json.loads(env.get("GH_STRATEGY") or "null")
+    except ValueError:
+        return {}
+    if not isinstance(matrix, dict) or not isinstance(strategy, dict):
+        return {}
+    return {**matrix, **{k: v for k, v in strategy.items() if k not in ("fail-fast", "max-parallel")}}
 
 
 def _merge_base(root: str | None, tip: str | None, head: str | None) -> str | None:
@@ -155,13 +205,30 @@ def tracked_files(root: str | None) -> list[str] | None:
 
 
 def _fork(pr: dict[str, Any]) -> str | None:
-    """The head repository of a pull request from a fork (GitHub's event payload: ``head.repo``
-    is another repository than ``base.repo``, or null once the fork is deleted), else None."""
-    base = ((pr.get("base") or {}).get("repo") or {}).get("full_name")
+    """The head repository of a pull request from a fork, else None. The runner's test: the head
+    repository's id is not the base's (GitHub's event payload; ``head.repo`` is null once the fork is
+    deleted)."""
+    base = (pr.get("base") or {}).get("repo") or {}
     if not base or not pr.get("head"):
         return None
-    head = (pr["head"].get("repo") or {}).get("full_name")
-    return None if head == base else head or "a deleted fork"
+    head = pr["head"].get("repo") or {}
+    if not head:
+        return "a deleted fork"
+    same = (
+        head.get("id") == base.get("id")
+        if "id" in head and "id" in base
+        else head.get("full_name") == base.get("full_name")
+    )
+    return None if same else head.get("full_name") or "a deleted fork"
+
+
+def _head_branch(pr: dict[str, Any]) -> str | None:
+    """A pull request's ``headRef`` in the runner's words: its branch, ``owner:branch`` from a fork."""
+    branch = (pr.get("head") or {}).get("ref")
+    if not branch or not _fork(pr):
+        return branch
+    owner = (((pr["head"].get("repo") or {}).get("owner")) or {}).get("login")
+    return f"{owner}:{branch}" if owner else branch
 
 
 def _shard(index: str | None, total: str | None, first: int) -> str | None:
@@ -182,9 +249,10 @@ GITLAB_EVENTS = {
 
 
 def _gitlab(env: dict[str, str]) -> CiContext:
-    """A GitLab job, described as CodSpeed's runner describes it (its gitlab_ci provider): a merge
-    request is ``refs/pull/IID/merge`` against its target branch, a fork's head named
-    ``owner:branch``; a push, a schedule or a pipeline started by hand is the branch (or tag)."""
+    """A GitLab job, as the runner's gitlab_ci provider says it: a merge request is
+    ``refs/pull/IID/merge`` against its target branch, a fork's head named ``owner:branch``; a push,
+    a schedule or a pipeline started by hand is the branch (or tag); the commit is ``HEAD`` of
+    ``CI_PROJECT_DIR`` (in a merged results pipeline, GitLab's merge commit)."""
     tag, branch, source = env.get("CI_COMMIT_TAG"), env.get("CI_COMMIT_REF_NAME"), env.get("CI_PIPELINE_SOURCE")
     ref = f"refs/tags/{tag}" if tag else f"refs/heads/{branch}" if branch else None
     head_ref, base_ref, fork = None, branch or None, None
@@ -199,13 +267,13 @@ def _gitlab(env: dict[str, str]) -> CiContext:
         if env.get("GITLAB_USER_LOGIN")
         else None
     )
+    root = env.get("CI_PROJECT_DIR")
+    head = _git("-C", root, "rev-parse", "HEAD") if root else None
     return CiContext(
         provider="GITLAB_CI",
-        project=env.get("CI_PROJECT_PATH"),
-        run_id=env.get("CI_PIPELINE_ID"),  # group/subgroup/repo
-        # in a merged results pipeline CI_COMMIT_SHA is GitLab's internal merge commit: the source branch's head is
-        # the change
-        commit=env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_SHA") or env.get("CI_COMMIT_SHA"),
+        project=env.get("CI_PROJECT_PATH"),  # group/subgroup/repo
+        run_id=env.get("CI_PIPELINE_ID"),
+        commit=head or env.get("CI_COMMIT_SHA"),
         ref=ref,
         head_ref=head_ref,
         base_ref=base_ref,
@@ -213,13 +281,43 @@ def _gitlab(env: dict[str, str]) -> CiContext:
         sender=sender,
         job=env.get("CI_JOB_NAME"),
         extra={"glData": {"runId": env.get("CI_JOB_ID"), "job": env.get("CI_JOB_NAME")}},
-        repository_root=env.get("CI_PROJECT_DIR"),
+        repository_root=root,  # the runner's: CI_PROJECT_DIR as it is
         shard=_shard(env.get("CI_NODE_INDEX"), env.get("CI_NODE_TOTAL"), 1),
         ci_url=env.get("CI_PIPELINE_URL") or None,
         fork=fork,
+        head_commit=env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_SHA") or None,
         # the merge request's merge base (its diff's base); else, in a merged results pipeline, the target's tip
         base_commit=env.get("CI_MERGE_REQUEST_DIFF_BASE_SHA") or env.get("CI_MERGE_REQUEST_TARGET_BRANCH_SHA") or None,
     )
+
+
+def next_run_index(ctx: CiContext, run_id: str) -> int:
+    """The runner's count of a CI job's uploads (``run-index``): 0 for its first, then 1, … kept where
+    the runner keeps it (``.codspeed/run-state/`` in the checkout), per run and job; a re-run of the job
+    is a fresh machine, so it starts at 0 again. A local run counts nothing (the runner's doesn't)."""
+    if ctx.provider == "LOCAL" or not ctx.repository_root:
+        return 0
+    import hashlib
+
+    state = os.path.join(
+        ctx.repository_root,
+        ".codspeed",
+        "run-state",
+        run_id.replace("/", "-"),
+        hashlib.sha256(f"codspeed-client:{ctx.job}".encode()).hexdigest() + ".json",
+    )
+    try:
+        with open(state) as f:
+            index = int(json.load(f).get("run_index", 0))
+    except (OSError, ValueError, AttributeError, TypeError):
+        index = 0
+    try:
+        os.makedirs(os.path.dirname(state), exist_ok=True)
+        with open(state, "w") as f:
+            json.dump({"run_index": index + 1}, f)
+    except OSError:  # a read-only checkout: the runner goes on with 0 too
+        pass
+    return index
 
 
 def project_of_remote(remote: str) -> str | None:
@@ -232,59 +330,84 @@ def project_of_remote(remote: str) -> str | None:
 
 
 def _buildkite(env: dict[str, str]) -> CiContext:
+    """A Buildkite job, as the runner's buildkite provider says it: a pull request is
+    ``refs/pull/N/merge``, its branch the head and its base branch the base; the commit is the
+    checkout's ``HEAD``."""
     pull = env.get("BUILDKITE_PULL_REQUEST", "false")
-    pull_request = pull not in ("", "false")
+    pull_request = pull.isdigit()
+    top, head = _checkout(env.get("BUILDKITE_BUILD_CHECKOUT_PATH"))
+    folder = "/".join(
+        env.get(k, "") for k in ("BUILDKITE_AGENT_NAME", "BUILDKITE_ORGANIZATION_SLUG", "BUILDKITE_PIPELINE_SLUG")
+    )
     return CiContext(
         provider="BUILDKITE",
         project=project_of_remote(env.get("BUILDKITE_REPO", "")),
         run_id=env.get("BUILDKITE_BUILD_ID"),
-        commit=_resolved(env.get("BUILDKITE_COMMIT")),
-        ref=f"refs/pull/{pull}/head"
+        commit=head or _resolved(env.get("BUILDKITE_COMMIT")),
+        ref=f"refs/pull/{pull}/merge"
         if pull_request
         else (f"refs/heads/{env['BUILDKITE_BRANCH']}" if env.get("BUILDKITE_BRANCH") else None),
         head_ref=env.get("BUILDKITE_BRANCH") if pull_request else None,
-        base_ref=env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") or None,
+        base_ref=env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") if pull_request else None,
         event="pull_request" if pull_request else "push",
         job=env.get("BUILDKITE_LABEL"),
-        repository_root=env.get("BUILDKITE_BUILD_CHECKOUT_PATH"),
+        repository_root=_rooted(top, f"/buildkite/builds/{folder}"),
         shard=_shard(env.get("BUILDKITE_PARALLEL_JOB"), env.get("BUILDKITE_PARALLEL_JOB_COUNT"), 0),
         ci_url=env.get("BUILDKITE_BUILD_URL") or None,
     )
 
 
 def _circleci(env: dict[str, str]) -> CiContext:
-    """A CircleCI job: the workflow is the run (a "rerun workflow" gets a new workflow id: a new
-    run), a job's ``parallelism`` nodes its shards (``CIRCLE_NODE_INDEX`` from 0 of
-    ``CIRCLE_NODE_TOTAL``); a pull request is named by its URL (``CIRCLE_PULL_REQUEST``), a fork's
-    by its owner and repository (``CIRCLE_PR_USERNAME``, ``CIRCLE_PR_REPONAME``)."""
-    pull = (env.get("CIRCLE_PULL_REQUEST") or "").rstrip("/").rsplit("/", 1)[-1]
+    """A CircleCI job, as the runner's CircleCI provider says it (CodSpeedHQ/codspeed PR #482): the
+    workflow is the run (a "rerun workflow" gets a new workflow id: a new run), a job's
+    ``parallelism`` nodes its shards (``CIRCLE_NODE_INDEX`` from 0 of ``CIRCLE_NODE_TOTAL``); a pull
+    request is named by its URL (``CIRCLE_PULL_REQUEST``) or, from a fork, by ``CIRCLE_PR_NUMBER``
+    alone, and is ``refs/pull/N/merge``; no sender, no base branch."""
+    from_url = (env.get("CIRCLE_PULL_REQUEST") or "").rstrip("/").rsplit("/", 1)[-1]
+    pull = from_url if from_url.isdigit() else env.get("CIRCLE_PR_NUMBER", "")
+    pull = pull if pull.isdigit() else ""
     tag, branch = env.get("CIRCLE_TAG"), env.get("CIRCLE_BRANCH")
     ref = (
-        f"refs/pull/{pull}/head"
-        if pull.isdigit()
-        else f"refs/tags/{tag}"
-        if tag
-        else f"refs/heads/{branch}"
-        if branch
-        else None
+        f"refs/pull/{pull}/merge" if pull else f"refs/heads/{branch}" if branch else f"refs/tags/{tag}" if tag else None
     )
+    project = project_of_remote(env.get("CIRCLE_REPOSITORY_URL", ""))
     owner, name = env.get("CIRCLE_PROJECT_USERNAME"), env.get("CIRCLE_PROJECT_REPONAME")
+    if project is None and owner and name:
+        project = f"{owner}/{name}"
+    working = os.path.expanduser(env.get("CIRCLE_WORKING_DIRECTORY") or "~/project")
+    top, head = _checkout(working)
     fork_owner = env.get("CIRCLE_PR_USERNAME")
+    forked = bool(env.get("CIRCLE_PR_NUMBER"))  # "only available on forked PRs" (CircleCI's docs)
     return CiContext(
         provider="CIRCLECI",
-        project=f"{owner}/{name}" if owner and name else None,
+        project=project,
         run_id=env.get("CIRCLE_WORKFLOW_ID"),
-        commit=env.get("CIRCLE_SHA1"),
+        commit=head or env.get("CIRCLE_SHA1"),
         ref=ref,
-        head_ref=branch if pull.isdigit() else None,
-        event="pull_request" if pull.isdigit() else "push",
+        head_ref=branch if pull else None,
+        event="pull_request" if pull else "push",
         job=env.get("CIRCLE_JOB"),
-        sender={"login": env["CIRCLE_USERNAME"], "id": ""} if env.get("CIRCLE_USERNAME") else None,
-        repository_root=env.get("CIRCLE_WORKING_DIRECTORY"),
+        repository_root=_rooted(top, working),
         ci_url=env.get("CIRCLE_BUILD_URL") or None,
         shard=_shard(env.get("CIRCLE_NODE_INDEX"), env.get("CIRCLE_NODE_TOTAL"), 0),
-        fork=f"{fork_owner}/{env.get('CIRCLE_PR_REPONAME') or name}" if fork_owner and fork_owner != owner else None,
+        part_metadata={
+            "node-index": _number(env.get("CIRCLE_NODE_INDEX"), 0),
+            "node-total": _number(env.get("CIRCLE_NODE_TOTAL"), 1),
+        },
+        fork=f"{fork_owner or 'a fork'}/{env.get('CIRCLE_PR_REPONAME') or (project or '/').rsplit('/', 1)[-1]}"
+        if forked
+        else None,
+        head_commit=env.get("CIRCLE_SHA1") if pull else None,
     )
+
+
+def _number(value: str | None, default: int) -> int:
+    return int(value) if value and value.isdigit() else default
+
+
+def _host(remote: str) -> str:
+    """The host of a git remote URL (``https://host/…``, ``git@host:…``)."""
+    return remote.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0].rpartition("@")[2]
 
 
 def _resolved(commit: str | None) -> str | None:
@@ -298,15 +421,21 @@ def _resolved(commit: str | None) -> str | None:
 
 
 def _local() -> CiContext:
+    """A run outside CI, as the runner's local provider says it: the ref is the ``HEAD`` commit, the
+    head branch the branch checked out, the event ``local``; its ``localData`` (how many parts the run
+    expects) is filled in by the command that knows."""
     remote = _git("config", "--get", "remote.origin.url") or ""
     project = project_of_remote(remote) if remote else None
     # one git call for three answers: the top folder, the commit, the branch ("HEAD" when detached)
-    answers = (_git("rev-parse", "--show-toplevel", "HEAD", "--symbolic-full-name", "HEAD") or "").splitlines()
-    root, commit, ref = (answers + [None, None, None])[:3]
+    answers = (_git("rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD") or "").splitlines()
+    root, commit, branch = (answers + [None, None, None])[:3]
     return CiContext(
         provider="LOCAL",
         project=project,
         commit=commit,
-        ref=ref if ref and ref.startswith("refs/") else None,
-        repository_root=root,
+        ref=commit,
+        head_ref=branch if branch and branch != "HEAD" else None,
+        event="local",
+        repository_root=_rooted(root, "") if root else None,
+        repository_provider="GITLAB" if "gitlab" in _host(remote) else "GITHUB",
     )

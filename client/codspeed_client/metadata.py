@@ -1,6 +1,9 @@
-"""CodSpeed's upload metadata for a shard, built from the CI and git when the folder carries none."""
+"""CodSpeed's upload metadata for a shard, as CodSpeed's runner would write it for this job
+(``ci``'s model of the job is the runner's), and the bytes the client sends it as."""
 
 from __future__ import annotations
+
+from codspeed_rules.runner_json import AGGREGATOR_JOB, compact, in_runner_order, pushed_part_id
 
 from . import __version__
 from .ci import CiContext
@@ -18,10 +21,10 @@ WITHOUT_CI_DATA = 11  # the runner after 5.0.2: no ghData nor glData (what its C
 
 def repository_provider(ctx: CiContext) -> str:
     """Where the repository lives, as CodSpeed's metadata names it."""
-    return "GITLAB" if ctx.provider == "GITLAB_CI" else "GITHUB"
+    return ctx.repository_provider
 
 
-def build(
+def build(  # noqa: PLR0913 -- each part of what the job is, a keyword
     ctx: CiContext,
     *,
     project: str,
@@ -30,50 +33,70 @@ def build(
     shard: str,
     bundle: Bundle | None = None,
     tokenless: bool = False,
+    md5: str | None = None,
+    expected_parts: int = 1,
+    run_index: int = 0,
 ) -> dict[str, Any]:
-    """What a shard is uploaded under: the metadata its folder carries (``bundle``'s, a runner's
-    own), else made from the CI as CodSpeed's runner makes it, for ``bundle``'s executor."""
+    """What a shard is uploaded under: the metadata its folder carries (``bundle``'s, a runner's own),
+    else made from the CI as CodSpeed's runner makes it, for ``bundle``'s executor; ``md5``: the
+    archive's, as pushed. Where the client must differ from the runner (docs/protocol.md): its
+    ``runner.name``, and its ``runPart``'s ``runId`` (the aggregator's run) and ``runPartId`` (the
+    aggregator's own id for the shard, ``pushed_part_id``: a key space no runner job's id is in)."""
     owner, repository = project.rsplit("/", 1)  # GitLab: group/subgroup/repo
     carried = bundle.carried_metadata if bundle else None
     executor = bundle.executor if bundle else "valgrind"
+    suffix: dict[str, Any] = {"executor": executor}
+    if ctx.provider != "LOCAL":  # the runner counts a job's uploads; a local run is a new run each time
+        suffix["run-index"] = run_index
+    part = {
+        "runId": run_id,
+        "runPartId": pushed_part_id(shard, executor),
+        "jobName": "local-job" if ctx.provider == "LOCAL" else ctx.job or AGGREGATOR_JOB,
+        "metadata": dict(sorted({**ctx.part_metadata, **suffix}.items())),  # the runner's: a sorted map
+    }
+    stated = {
+        "tokenless": tokenless,  # a fork's pull request: sent upstream without a token, as the runner sends it
+        "profileMd5": md5,
+        "profileEncoding": "gzip",  # a pushed bundle is gzipped, whatever the executor
+        "runPart": part,
+        "commitHash": commit,
+        "owner": owner,
+        "repository": repository,
+    }
     if carried is not None:
-        metadata = dict(carried)
-        metadata.pop("profileMd5", None)  # the runner's own archive's; S3 checks this bundle's CRC32 instead
-    else:
-        metadata = {
-            "repositoryProvider": repository_provider(ctx),
-            "version": WITHOUT_CI_DATA if ctx.provider == "CIRCLECI" else METADATA_VERSION,
-            "tokenless": tokenless,
-            "profileEncoding": "gzip",
-            "runner": {
-                "name": "codspeed-client",
-                "version": __version__,
-                "instruments": [],
-                "executor": executor,
-                **machine(),
-            },
-            "runEnvironment": ctx.provider,
-            "allowEmpty": False,
-            "event": ctx.event or "push",
-            "sender": ctx.sender,
-            # the runner's: the checkout with a trailing slash, GitLab's CI_PROJECT_DIR as it is
-            "repositoryRootPath": ctx.repository_root or ""
-            if ctx.provider == "GITLAB_CI"
-            else (ctx.repository_root or "").rstrip("/") + "/",
-            **({} if ctx.provider == "CIRCLECI" else {"ghData": None, "glData": None}),
-            "localData": None,  # the runner sends each, null when absent
-            **ctx.extra,
-        }
-    metadata.update(
-        {
-            "tokenless": tokenless,  # a fork's pull request: sent upstream without a token, as the runner sends it
-            "commitHash": commit,
-            "owner": owner,
-            "repository": repository,
-            "ref": metadata.get("ref") or ctx.ref,
-            "headRef": metadata.get("headRef") or ctx.head_ref,
-            "baseRef": metadata.get("baseRef") or ctx.base_ref,
-            "runPart": {"runId": run_id, "runPartId": shard, "jobName": ctx.job or "codspeed", "metadata": {}},
-        }
-    )
-    return metadata
+        return in_runner_order({**carried, **stated})
+    made: dict[str, Any] = {
+        "repositoryProvider": repository_provider(ctx),
+        "version": WITHOUT_CI_DATA if ctx.provider == "CIRCLECI" else METADATA_VERSION,
+        "runner": {
+            "name": "codspeed-client",
+            "version": __version__,
+            "instruments": [],
+            "executor": executor,
+            **machine(),
+        },
+        "runEnvironment": ctx.provider,
+        "allowEmpty": False,
+        "ref": ctx.ref,
+        "headRef": ctx.head_ref,
+        "baseRef": ctx.base_ref,
+        "event": ctx.event or "push",
+        "sender": ctx.sender,
+        **({} if ctx.provider == "CIRCLECI" else {"ghData": None, "glData": None}),
+        "localData": {"expectedRunPartsCount": expected_parts} if ctx.provider == "LOCAL" else None,
+        "repositoryRootPath": ctx.repository_root or "",
+        **ctx.extra,  # ghData / glData
+    }
+    return in_runner_order({**made, **stated})
+
+
+def body(metadata: dict[str, Any]) -> bytes:
+    """The metadata as the runner POSTs it (serde_json, compact): what goes upstream byte for byte."""
+    return compact(metadata)
+
+
+def run_hash(sent: bytes) -> str:
+    """The runner's "CodSpeed Run Hash" of a tokenless upload: the sha256 of its POST's bytes."""
+    import hashlib
+
+    return hashlib.sha256(sent).hexdigest()

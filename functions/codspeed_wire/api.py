@@ -1,10 +1,11 @@
 """The aggregator's own API: what ``codspeed-client`` sends and receives."""
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from codspeed_rules.names import CI_URL_PATTERN, COMMIT_PATTERN, MAX_ANCESTORS
+from codspeed_rules.runner_json import DuplicateKey, read
 
 from .names import Project, RunId, ShardName, SkippedShard
 from .upstream import UploadMetadata
@@ -13,10 +14,14 @@ MAX_SHARDS = 1000
 Commit = Annotated[str, Field(pattern=COMMIT_PATTERN), AfterValidator(str.lower)]  # as the ledger keeps it
 
 
+MAX_METADATA_BODY = 128 * 1024  # a runner's POST body is a few KiB; matrix values make it longer, never this long
+
+
 class ShardUploadRequest(BaseModel):
-    """Ask for a presigned URL to upload one shard's bundle. Its checksum is signed into the URL
-    and S3 refuses other bytes. codspeed-client sends a CRC32 (a fifth of an MD5's time);
-    an MD5 is CodSpeed's own."""
+    """Ask for a presigned URL to upload one shard's bundle. Its MD5 (CodSpeed's ``profileMd5``, and
+    S3's Content-MD5) and, when given, its CRC32 are signed into the URL: S3 refuses other bytes.
+    ``metadata_body`` is the metadata as it goes upstream, byte for byte (the runner's compact form):
+    ``metadata`` is the same object, parsed, and must say the same thing."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -31,10 +36,11 @@ class ShardUploadRequest(BaseModel):
         pattern=r"^[A-Za-z0-9+/]{6}==$",
         description="base64 of the bundle's big-endian CRC32, as S3's x-amz-checksum-crc32",
     )
-    md5: str | None = Field(
-        default=None, pattern=r"^[A-Za-z0-9+/]{22}==$", description="base64 of the bundle's raw MD5"
-    )
+    md5: str = Field(pattern=r"^[A-Za-z0-9+/]{22}==$", description="base64 of the bundle's raw MD5")
     metadata: UploadMetadata
+    metadata_body: str = Field(min_length=2, max_length=MAX_METADATA_BODY)
+    # a pull request's head, where the commit benchmarked is GitHub's merge commit of it: what people are shown
+    head_commit: Commit | None = None
     # the CI run's page (GitLab's CI_PIPELINE_URL, Buildkite's BUILDKITE_BUILD_URL), linked from the report
     ci_url: str | None = Field(default=None, pattern=CI_URL_PATTERN)
     # the base branch's commit the change was built on (a pull request's base): its run is the baseline
@@ -45,14 +51,27 @@ class ShardUploadRequest(BaseModel):
     # the CI's attempt of the run (GitHub's GITHUB_RUN_ATTEMPT): every shard of one re-run joins one attempt
     ci_attempt: int | None = Field(default=None, ge=1, le=10_000)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _body_says_the_metadata(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("metadata_body"), str):
+            return data
+        try:
+            sent = read(data["metadata_body"])
+        except DuplicateKey as exc:
+            raise ValueError(f"metadata_body names {exc.key!r} twice: a body is read one way only") from None
+        except ValueError as exc:
+            raise ValueError(f"metadata_body is not JSON ({exc})") from None
+        if sent != data.get("metadata"):
+            raise ValueError("metadata_body does not say what metadata says: send the same object in both")
+        return data
+
     @model_validator(mode="after")
     def _manifest_is_one_kind(self) -> "ShardUploadRequest":
         if self.total is not None and self.expect is not None:
             raise ValueError("give either total (a shard count) or expect (shard names), not both")
         if self.expect is not None and len(set(self.expect)) != len(self.expect):
             raise ValueError("expect lists a shard name twice")
-        if self.crc32 is None and self.md5 is None:
-            raise ValueError("give the bundle's crc32 or md5: S3 checks the upload against it")
         if self.metadata.profile_md5 != self.md5:
             raise ValueError("metadata.profileMd5 differs from md5")
         return self
@@ -89,6 +108,7 @@ class OpenRequest(BaseModel):
     expect: list[ShardName] | None = Field(default=None, min_length=1, max_length=MAX_SHARDS)
     skip: list[ShardName] = Field(default=[], max_length=MAX_SHARDS)
     commit: Commit
+    head_commit: Commit | None = None  # a pull request's head, where ``commit`` is GitHub's merge commit of it
     ref: str | None = Field(default=None, max_length=1000)
     base_ref: str | None = Field(default=None, max_length=1000)
     ci_url: str | None = Field(default=None, pattern=CI_URL_PATTERN)

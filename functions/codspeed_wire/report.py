@@ -92,7 +92,8 @@ class Report(BaseModel):
     project: str
     run_id: str
     attempt: int = 1  # a run forwarded and then uploaded to again goes on as attempt 2, run id "<run>~2"
-    commit: str | None = None
+    commit: str | None = None  # what was benchmarked, as CodSpeed's runner says it (a pull request's merge commit)
+    head_commit: str | None = None  # the pull request's head, where ``commit`` is its merge commit: what people see
     ref: str | None = None
     opened_at: str | None = None  # when the run's first upload was granted
     ci_url: str | None = None  # the CI run's page, when the CI says where it is
@@ -230,7 +231,8 @@ def _md_heading(report: Report) -> list[str]:
     if report.partial:
         title += " (partial report: more shards may still arrive)"
     lines = [f"**{verdict(report)}**", "", title, ""]
-    where = [f"commit {md(report.commit[:12])}"] if report.commit else []
+    shown = report.head_commit or report.commit
+    where = [f"commit {md(shown[:12])}"] if shown else []
     if report.ci_url:
         where.append(f"[CI run]({report.ci_url})")
     if report.codspeed_url:
@@ -338,6 +340,7 @@ def _md_details(report: Report) -> list[str]:
         "",
         f"Report version {report.version} · generated {report.generated_at}"
         + (f" · commit {md(report.commit)}" if report.commit else "")
+        + (f" (merging head {md(report.head_commit)})" if report.head_commit else "")
         + (f" · upstream run {md(report.upstream.run_id)}" if report.upstream and report.upstream.run_id else ""),
         "",
         "</details>",

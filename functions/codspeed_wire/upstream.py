@@ -10,44 +10,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from codspeed_rules.runner_json import in_runner_order
+
 from .names import Owner, Segment
 
 # The oldest metadata version still sent by runners in the wild (7 until early 2026).
 OLDEST_VERSION = 5
 MAX_RUN_PART_ID = 4096  # opaque, matrix values are free text: hundreds of characters are normal
-
-
-RUNNER_ORDER = (  # the runner's own field order (src/upload/interfaces.rs)
-    "repositoryProvider",
-    "version",
-    "tokenless",
-    "profileMd5",
-    "profileEncoding",
-    "runner",
-    "runEnvironment",
-    "runPart",
-    "commitHash",
-    "allowEmpty",
-    "ref",
-    "headRef",
-    "baseRef",
-    "owner",
-    "repository",
-    "event",
-    "sender",
-    "ghData",
-    "glData",
-    "localData",
-    "repositoryRootPath",
-)
-
-
-def in_runner_order(metadata: dict[str, Any]) -> dict[str, Any]:
-    """Metadata with its fields in the runner's order; fields the runner does not send last, as they came."""
-    return {
-        **{k: metadata[k] for k in RUNNER_ORDER if k in metadata},
-        **{k: v for k, v in metadata.items() if k not in RUNNER_ORDER},
-    }
 
 
 class _Camel(BaseModel):

@@ -12,8 +12,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
-from codspeed_aggregator.domain.upstream_parts import pushed_part_id
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
+from codspeed_rules.runner_json import pushed_part_id
 from tests.factories import bundle, push
 
 

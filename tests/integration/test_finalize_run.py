@@ -10,8 +10,9 @@ import pytest
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_aggregator.domain.keys import part_plan_key, plan_key, spool_key
-from codspeed_aggregator.domain.upstream_parts import merged_part_id, pushed_part_id
+from codspeed_aggregator.domain.upstream_parts import merged_part_id
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
+from codspeed_rules.runner_json import pushed_part_id
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from tests.factories import bundle, push, put, upload_request
 

@@ -22,6 +22,7 @@ from tests.factories import bundle, footprint, put, upload_request
 from tests.fake_github import FakeGitHub
 
 HEAD, FORK, NUMBER = "c" * 40, "someone/widgets", 8
+BASE, MERGE = "b" * 40, "e" * 40  # main's tip, and GitHub's test merge commit of HEAD into it
 PULL = f"refs/pull/{NUMBER}/merge"
 
 
@@ -45,8 +46,11 @@ def fork(isolated, github, project):
     """The project takes requests without a token; its pull request 8 comes from a fork, and Actions
     run ``run_id`` ran its head."""
     run_id = str(8_000_000_000 + uuid.uuid4().int % 1_000_000_000)
-    github.pulls[NUMBER], github.forks[NUMBER] = ("main", HEAD), FORK
-    github.workflow_runs[run_id] = (HEAD, FORK)
+    github.commit_on("main", BASE)
+    github.commits[HEAD] = [BASE]
+    github.commits[MERGE] = [BASE, HEAD]  # refs/pull/8/merge, which actions/checkout checks out
+    github.pulls[NUMBER], github.forks[NUMBER], github.merge_commits[NUMBER] = ("main", HEAD), FORK, MERGE
+    github.workflow_runs[run_id] = (HEAD, FORK)  # an Actions run's head_sha is the pull request's head
     base = isolated.aggregator
     agg = replace(
         base,
@@ -67,7 +71,7 @@ def _call(agg, method: str, path: str, body: dict | None = None, token: str | No
 
 def _upload(project: str, run_id: str, shard: str = "1", *, size: int | None = None, **meta) -> tuple[dict, bytes]:
     data = bundle(5000 + int(shard))
-    meta = {"ref": PULL, "event": "pull_request", "tokenless": True, "commit": HEAD, **meta}
+    meta = {"ref": PULL, "event": "pull_request", "tokenless": True, "commit": MERGE, **meta}
     request = upload_request(project, run_id, shard, data, total=2, **meta)
     if size is not None:
         request["size"] = size
@@ -125,10 +129,11 @@ def _refusals(project: str, run_id: str) -> list:
         ),
         (
             "not the head",
-            lambda g: g.pulls.__setitem__(NUMBER, ("main", "d" * 40)),
+            lambda g: (g.pulls.__setitem__(NUMBER, ("main", "d" * 40)), g.merge_commits.pop(NUMBER)),
             403,
-            f"request without a token refused: commit {HEAD[:12]} is not the head of pull request {at} ({'d' * 12}): a "
-            "pushed commit that is no longer the head is not benchmarked without a token",
+            f"request without a token refused: commit {MERGE[:12]} is not the head of pull request {at} "
+            f"({'d' * 12}), nor a merge of it (its parents: {BASE[:12]}, {HEAD[:12]}): a pushed commit that is no "
+            "longer the head is not benchmarked without a token",
         ),
         (
             "no such pull request",
@@ -163,7 +168,7 @@ def test_a_claim_github_does_not_bear_out_is_refused_and_changes_nothing(isolate
     before = footprint(isolated, project, run_id)
     for path, body in (
         ("/v1/uploads", _upload(project, run_id)[0]),
-        ("/v1/runs/open", {"project": project, "run_id": run_id, "commit": HEAD, "ref": PULL, "total": 2}),
+        ("/v1/runs/open", {"project": project, "run_id": run_id, "commit": MERGE, "ref": PULL, "total": 2}),
     ):
         assert _call(agg, "POST", path, body) == (status, {"error": error}), (what, path)
     assert footprint(isolated, project, run_id) == before
@@ -270,8 +275,9 @@ def test_github_failing_is_a_503_and_refusing_the_stacks_token_a_sentence(isolat
     assert footprint(isolated, project, run_id) == before
 
 
-def _runner_upload(project: str, run_id: str, commit: str = HEAD) -> tuple[dict, bytes]:
-    """CodSpeed's runner in a fork's pull request: the metadata it POSTs (tokenless) and its archive."""
+def _runner_upload(project: str, run_id: str, commit: str = MERGE) -> tuple[dict, bytes]:
+    """CodSpeed's runner in a fork's pull request: the metadata it POSTs (tokenless) and its archive. Its
+    commitHash is its checkout's HEAD: actions/checkout's default on a pull request, GitHub's merge commit."""
     archive = runner.recorded(1)
     owner, repository = project.rsplit("/", 1)
     meta = runner.metadata(
@@ -281,6 +287,8 @@ def _runner_upload(project: str, run_id: str, commit: str = HEAD) -> tuple[dict,
         repository=repository,
         commit=commit,
         ref=PULL,
+        head_ref="someone:feature-8",
+        base_ref="main",
         event="pull_request",
         tokenless=True,
         run_part=runner.github_run_part(run_id, "bench", "valgrind"),
@@ -288,7 +296,7 @@ def _runner_upload(project: str, run_id: str, commit: str = HEAD) -> tuple[dict,
     return meta, archive
 
 
-def _runner_post(agg, project: str, run_id: str, commit: str = HEAD) -> tuple[int, dict]:
+def _runner_post(agg, project: str, run_id: str, commit: str = MERGE) -> tuple[int, dict]:
     """Its POST /upload, with no Authorization header."""
     return _call(agg, "POST", "/upload", _runner_upload(project, run_id, commit)[0])
 
@@ -301,9 +309,9 @@ def test_the_runner_drop_in_without_a_token_is_checked_where_the_stack_has_a_git
         403,
         {
             "error": (
-                f"request without a token refused: commit {'d' * 12} is not the head of pull request "
-                f"{project}#{NUMBER} "
-                f"({HEAD[:12]}): a pushed commit that is no longer the head is not benchmarked without a token"
+                f"request without a token refused: commit {'d' * 12} is neither the head of pull request "
+                f"{project}#{NUMBER} ({HEAD[:12]}) nor a commit GitHub has: a pushed commit that is no longer "
+                "the head is not benchmarked without a token"
             )
         },
     )
@@ -356,3 +364,94 @@ def test_a_runners_shard_over_the_tokenless_limit_is_rejected_when_it_lands(isol
         f"the bundle is {len(archive)} bytes, over the 64 a shard sent without a token may be (the aggregator's "
         "TokenlessMaxBundleBytes)"
     )
+
+
+def test_the_runners_fork_upload_names_githubs_merge_commit_and_is_taken(isolated, github, fork):
+    """The oxc case: CodSpeed's runner in a fork's pull request sends its checkout's HEAD, GitHub's
+    merge commit (refs/pull/N/merge), not the head. GitHub's merge_commit_sha names it: nothing more
+    is asked. It was refused (403) before, and the contributor's job went red."""
+    agg, project, run_id = fork
+    meta, archive = _runner_upload(project, run_id)
+    status, accepted = _call(agg, "POST", "/upload", meta)
+    assert status == 200, accepted
+    assert agg.ledger.runs.run_record(project, run_id).fork
+    assert sorted(github.reads) == sorted(
+        [f"/repos/{project}/pulls/{NUMBER}", f"/repos/{project}/actions/runs/{run_id}"]
+    )
+
+
+def test_a_merge_commit_of_a_base_that_moved_since_is_taken_once_github_bears_it_out(isolated, github, fork):
+    """main moved while the jobs ran: GitHub recomputed its merge commit, and the job's is older. Its
+    parents say what it is (the head merged into a commit on main)."""
+    agg, project, run_id = fork
+    github.commit_on("main", "f" * 40)  # main's new tip, after BASE
+    github.merge_commits[NUMBER] = "1" * 40
+    status, accepted = _runner_post(agg, project, run_id)
+    assert status == 200, accepted
+    assert f"/repos/{project}/commits/{MERGE}" in github.reads
+    assert f"/repos/{project}/compare/main...{BASE}" in github.reads
+
+
+def _merges(project: str) -> list:
+    """(what changes in GitHub's history, the refusal) for a commit that is neither the head nor a merge of it."""
+    at = f"{project}#{NUMBER}"
+    return [
+        (
+            lambda g: g.commits.__setitem__(MERGE, [BASE, "d" * 40]),
+            f"commit {MERGE[:12]} is not the head of pull request {at} ({HEAD[:12]}), nor a merge of it "
+            f"(its parents: {BASE[:12]}, {'d' * 12}): a pushed commit that is no longer the head is not "
+            "benchmarked without a token",
+        ),
+        (
+            lambda g: (g.commits.__setitem__("a" * 40, []), g.commits.__setitem__(MERGE, ["a" * 40, HEAD])),
+            f"commit {MERGE[:12]} merges pull request {at}'s head into {'a' * 12}, which is not on its base "
+            "branch 'main': only a merge into the base branch is taken",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("case", range(2), ids=["another-head", "not-into-the-base"])
+def test_a_merge_commit_that_does_not_merge_the_head_into_the_base_is_refused_and_changes_nothing(
+    isolated, github, fork, case
+):
+    agg, project, run_id = fork
+    change, error = _merges(project)[case]
+    github.merge_commits.pop(NUMBER)
+    change(github)
+    before = footprint(isolated, project, run_id)
+    assert _runner_post(agg, project, run_id) == (403, {"error": f"request without a token refused: {error}"})
+    assert footprint(isolated, project, run_id) == before
+
+
+ODD = {
+    "pull-without-head": (r"/pulls/\d+$", lambda a: {k: v for k, v in a.items() if k != "head"}),
+    "pull-head-null": (r"/pulls/\d+$", lambda a: {**a, "head": None}),
+    "pull-a-list": (r"/pulls/\d+$", lambda a: [a]),
+    "run-head-sha-null": (r"/actions/runs/\d+$", lambda a: {**a, "head_sha": None}),
+    "commit-without-parents": (r"/commits/[0-9a-f]{40}$", lambda a: {"sha": a["sha"]}),
+}
+
+
+@pytest.mark.parametrize("case", list(ODD))
+def test_githubs_odd_answers_to_any_lookup_are_a_503_with_a_sentence_and_change_nothing(
+    isolated, github, fork, monkeypatch, case
+):
+    import re
+
+    from tests import fake_github
+
+    agg, project, run_id = fork
+    github.merge_commits.pop(NUMBER)  # the commit is looked up too
+    where, odd = ODD[case]
+    answer = fake_github._GitHubHandler._answer
+
+    def oddly(handler, status, body, headers=None):
+        changed = odd(body) if status == 200 and re.search(where, handler.path) else body
+        return answer(handler, status, changed, headers)
+
+    monkeypatch.setattr(fake_github._GitHubHandler, "_answer", oddly)
+    before = footprint(isolated, project, run_id)
+    status, body = _runner_post(agg, project, run_id)
+    assert status == 503 and f"GitHub's answer about pull request {NUMBER} could not be read" in body["error"]
+    assert "in a form GitHub's API does not document" in body["error"]
+    assert footprint(isolated, project, run_id) == before

@@ -38,13 +38,13 @@ from codspeed_aggregator.adapters.upstream_http import UpstreamClient, UpstreamE
 from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
 from codspeed_aggregator.domain.errors import Busy, Conflict, Unprocessable
 from codspeed_aggregator.domain.keys import parse_bundle_key
-from codspeed_aggregator.domain.upstream_parts import pushed_part_id
 from codspeed_aggregator.handlers import api as api_handler
 from codspeed_aggregator.use_cases import Aggregator
 from codspeed_local.gateway import http_api_event
 from codspeed_local.lambda_context import LocalContext
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from codspeed_rules.names import shard_key
+from codspeed_rules.runner_json import pushed_part_id
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
 from tests.conftest import EAGER_LIFECYCLE, TOKEN

@@ -5,8 +5,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from codspeed_aggregator.domain.upstream_parts import pushed_part_id
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
+from codspeed_rules.runner_json import pushed_part_id
 from codspeed_wire.api import CloseRequest
 from tests.factories import bundle, marked_uncut, packed, push
 

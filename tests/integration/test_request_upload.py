@@ -29,13 +29,16 @@ def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expi
     }
 
 
-def test_the_clients_crc32_is_signed_in_place_of_an_md5_and_the_bundle_counts(isolated, project, run_id):
+def test_the_clients_md5_and_crc32_are_both_signed_and_the_bundle_counts(isolated, project, run_id):
+    """The client's MD5 is CodSpeed's profileMd5, which the part goes upstream under as it was pushed:
+    S3 checks the bytes against it, and against the CRC32 the client takes in the same pass."""
     agg, data = isolated.aggregator, bundle()
     request = upload_request(project, run_id, "1", data, total=1, checksum="crc32")
     grant = agg.request_upload.grant(ShardUploadRequest.model_validate(request))
     signed = set(parse_qs(urlsplit(grant.upload_url).query)["X-Amz-SignedHeaders"][0].split(";"))
-    assert signed == {"x-amz-checksum-crc32", "content-length", "content-type", "host"}
+    assert signed == {"x-amz-checksum-crc32", "content-md5", "content-length", "content-type", "host"}
     assert grant.headers == {
+        "Content-MD5": md5_b64(data),
         "x-amz-checksum-crc32": crc32_b64(data),
         "Content-Length": str(len(data)),
         "Content-Type": "application/gzip",

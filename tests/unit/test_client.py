@@ -26,6 +26,15 @@ GITHUB_PR = {
 }
 
 
+@pytest.fixture(autouse=True)
+def outside_any_checkout(tmp_path, monkeypatch):
+    """The client reads the job's commit from the checkout it runs in, as the runner does: these tests
+    run where there is none (never this repository's own), unless they make one."""
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    monkeypatch.chdir(away)
+
+
 def test_shard_forms():
     assert _parse_shard("2/4", None) == ("2", 4, None)
     assert _parse_shard("lint", "parse,lint") == ("lint", None, ["parse", "lint"])
@@ -47,14 +56,18 @@ def test_shard_forms():
         assert caught.value.exit_code == errors.USAGE
 
 
-def test_github_pull_request_detection_uses_the_head_commit(tmp_path):
+def test_github_pull_request_detection_sends_the_merge_commit_and_shows_the_head(tmp_path):
+    """Without a checkout, GITHUB_SHA (the merge commit, as the checkout's HEAD would be); the head is
+    what people are shown."""
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"pull_request": {"head": {"sha": "2" * 40}}}))
+    repo = {"id": 1, "full_name": "acme/widgets", "owner": {"login": "acme"}}
+    event.write_text(json.dumps({"pull_request": {"head": {"sha": "2" * 40, "ref": "feature", "repo": repo}}}))
     ctx = detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event)})
-    assert (ctx.provider, ctx.project, ctx.run_id, ctx.commit) == (
+    assert (ctx.provider, ctx.project, ctx.run_id, ctx.commit, ctx.head_commit) == (
         "GITHUB_ACTIONS",
         "acme/widgets",
         "7044765741",
+        "1" * 40,
         "2" * 40,
     )
     assert (ctx.ref, ctx.head_ref, ctx.base_ref) == ("refs/pull/42/merge", "feature", "main")
@@ -71,7 +84,7 @@ def test_an_event_file_that_cannot_be_read_is_said_not_silently_dropped(tmp_path
     said = capsys.readouterr()
     assert ctx.commit == GITHUB_PR["GITHUB_SHA"] and ctx.fork is None and said.out == ""
     assert said.err.startswith(f"::warning title=codspeed-client::GITHUB_EVENT_PATH {event} cannot be read (")
-    assert "the pull request's head commit, base and fork are not known" in said.err
+    assert "the pull request's head, base and fork are not known" in said.err
 
 
 def test_gitlab_and_buildkite_detection():
@@ -133,7 +146,7 @@ def test_gitlab_and_buildkite_detection():
     assert (pull.project, pull.event, pull.ref, pull.head_ref, pull.base_ref) == (
         "group/sub/app",
         "pull_request",
-        "refs/pull/17/head",
+        "refs/pull/17/merge",
         "fix",
         "main",
     )
@@ -173,16 +186,11 @@ def test_circleci_detection_names_the_workflow_its_node_and_the_pull_request():
         CIRCLECI["CIRCLE_BUILD_URL"],
     )
     pull = detect({**CIRCLECI, "CIRCLE_PULL_REQUEST": "https://github.com/acme/widgets/pull/17"})
-    assert (pull.ref, pull.head_ref, pull.event) == ("refs/pull/17/head", "fix", "pull_request")
-    fork = detect(
-        {
-            **CIRCLECI,
-            "CIRCLE_PULL_REQUEST": "https://github.com/acme/widgets/pull/18",
-            "CIRCLE_PR_USERNAME": "someone",
-            "CIRCLE_PR_REPONAME": "widgets",
-        }
+    assert (pull.ref, pull.head_ref, pull.event) == ("refs/pull/17/merge", "fix", "pull_request")
+    fork = detect(  # a fork's pull request: CIRCLE_PR_NUMBER alone names it
+        {**CIRCLECI, "CIRCLE_PR_NUMBER": "18", "CIRCLE_PR_USERNAME": "someone", "CIRCLE_PR_REPONAME": "widgets"}
     )
-    assert fork.fork == "someone/widgets"
+    assert (fork.fork, fork.ref, fork.event) == ("someone/widgets", "refs/pull/18/merge", "pull_request")
     assert detect({**CIRCLECI, "CIRCLE_TAG": "v1", "CIRCLE_BRANCH": ""}).ref == "refs/tags/v1"
 
 
@@ -296,8 +304,12 @@ def test_github_fork_pull_request_rerun_and_matrix_keep_the_base_project_and_the
         json.dumps(
             {
                 "pull_request": {
-                    "head": {"sha": "9" * 40, "repo": {"full_name": "someone/widgets"}},
-                    "base": {"repo": {"full_name": "acme/widgets"}},
+                    "head": {
+                        "sha": "9" * 40,
+                        "ref": "patch-1",
+                        "repo": {"id": 2, "full_name": "someone/widgets", "owner": {"login": "someone"}},
+                    },
+                    "base": {"repo": {"id": 1, "full_name": "acme/widgets", "owner": {"login": "acme"}}},
                 }
             }
         )
@@ -311,7 +323,8 @@ def test_github_fork_pull_request_rerun_and_matrix_keep_the_base_project_and_the
     ctx = detect(env)
     assert ctx.project == "acme/widgets"  # the base repository, where the benchmarks belong
     assert ctx.run_id == "7044765741"  # a re-run attempt is the same run: its shards replace the earlier ones
-    assert ctx.commit == "9" * 40 and ctx.head_ref == "someone:patch-1"
+    # the runner's words: the merge commit (GITHUB_SHA without a checkout), the fork's branch as owner:branch
+    assert (ctx.commit, ctx.head_commit, ctx.head_ref) == ("1" * 40, "9" * 40, "someone:patch-1")
 
 
 def _fork_event(tmp_path, head: dict | None) -> str:
@@ -448,11 +461,18 @@ def test_plain_git_is_detected_locally(tmp_path, monkeypatch):
     )
     monkeypatch.chdir(tmp_path)
     ctx = detect({})
-    assert (ctx.provider, ctx.project, ctx.ref) == ("LOCAL", "acme/widgets", "refs/heads/feature")
-    assert ctx.commit and len(ctx.commit) == 40 and Path(ctx.repository_root) == tmp_path.resolve()
+    # the runner's local provider: the ref is the HEAD commit, the branch its head ref, the event "local"
+    assert (ctx.provider, ctx.project, ctx.ref, ctx.head_ref, ctx.event) == (
+        "LOCAL",
+        "acme/widgets",
+        ctx.commit,
+        "feature",
+        "local",
+    )
+    assert ctx.commit and len(ctx.commit) == 40 and ctx.repository_root == f"{tmp_path.resolve()}/"
     subprocess.run(["git", "-C", str(tmp_path), "checkout", "-q", "--detach"], check=True)
     detached = detect({})
-    assert (detached.commit, detached.ref) == (ctx.commit, None)
+    assert (detached.commit, detached.ref, detached.head_ref) == (ctx.commit, ctx.commit, None)
 
 
 class _FakeApi:
@@ -549,7 +569,9 @@ def test_pushed_metadata_has_every_field_the_runner_sends():
     assert set(runner.MACHINE) - {"user"} <= set(built["runner"])
 
 
-def test_a_merged_results_pipeline_names_the_source_branch_head_not_gitlabs_merge_commit():
+def test_a_merged_results_pipeline_sends_gitlabs_merge_commit_and_shows_the_source_branch_head():
+    """The runner sends HEAD of CI_PROJECT_DIR (CI_COMMIT_SHA, GitLab's merge commit in a merged results
+    pipeline); people are shown the source branch's head."""
     merged = detect(
         {
             "GITLAB_CI": "true",
@@ -559,7 +581,7 @@ def test_a_merged_results_pipeline_names_the_source_branch_head_not_gitlabs_merg
             "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA": "5" * 40,
         }
     )
-    assert merged.commit == "5" * 40
+    assert (merged.commit, merged.head_commit) == ("9" * 40, "5" * 40)
     detached = detect(
         {
             "GITLAB_CI": "true",
@@ -569,10 +591,10 @@ def test_a_merged_results_pipeline_names_the_source_branch_head_not_gitlabs_merg
             "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA": "",
         }
     )  # empty in MR pipelines
-    assert detached.commit == "6" * 40
+    assert (detached.commit, detached.head_commit) == ("6" * 40, None)
 
 
-def test_a_buildkite_build_started_by_hand_names_head_which_is_read_from_the_checkout(tmp_path, monkeypatch):
+def test_a_buildkite_build_names_the_checkouts_head_and_without_one_its_commit(tmp_path, monkeypatch):
     import subprocess
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
@@ -599,9 +621,10 @@ def test_a_buildkite_build_started_by_hand_names_head_which_is_read_from_the_che
     monkeypatch.chdir(tmp_path)
     env = {"BUILDKITE": "true", "BUILDKITE_REPO": "git@github.com:acme/widgets.git", "BUILDKITE_BUILD_ID": "b-2"}
     assert detect({**env, "BUILDKITE_COMMIT": "HEAD"}).commit == head
-    assert detect({**env, "BUILDKITE_COMMIT": "4" * 40}).commit == "4" * 40  # a SHA is taken as it is
-    monkeypatch.chdir(tmp_path.parent)  # no checkout here: git cannot tell, and the client says to pass --commit
-    assert detect({**env, "BUILDKITE_COMMIT": "HEAD"}).commit is None
+    assert detect({**env, "BUILDKITE_COMMIT": "4" * 40}).commit == head  # the runner's: the checkout's HEAD
+    monkeypatch.chdir(tmp_path.parent)  # no checkout here: the CI's commit, a SHA taken as it is
+    assert detect({**env, "BUILDKITE_COMMIT": "4" * 40}).commit == "4" * 40
+    assert detect({**env, "BUILDKITE_COMMIT": "HEAD"}).commit is None  # git cannot tell: the client says --commit
 
 
 def test_each_ci_names_its_run_page_for_the_report_to_link():
@@ -637,7 +660,7 @@ def test_a_pull_requests_base_commit_is_its_merge_base_when_the_clone_has_the_hi
     event = tmp_path / "event.json"  # GitHub's pull_request payload: base.sha is the base branch's tip
     event.write_text(json.dumps({"pull_request": {"head": {"sha": head}, "base": {"sha": tip}}}))
     found = detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event), "GITHUB_WORKSPACE": str(repo)})
-    assert (found.commit, found.base_commit) == (head, fork_point)
+    assert (found.commit, found.head_commit, found.base_commit) == (tip, head, fork_point)
     shallow = tmp_path / "shallow"  # actions/checkout's depth-1 clone: neither commit is there
     subprocess.run(["git", "init", "-q", str(shallow)], check=True)
     assert detect({**GITHUB_PR, "GITHUB_EVENT_PATH": str(event), "GITHUB_WORKSPACE": str(shallow)}).base_commit == tip

@@ -13,8 +13,9 @@ from codspeed_client.api import AggregatorApi
 from codspeed_client.cli import main
 from codspeed_client.errors import ClientError
 from codspeed_client.progress import Progress
+from codspeed_rules.runner_json import compact, pushed_part_id
 from codspeed_wire.api import ShardUploadRequest
-from tests.factories import bundle, crc32_b64, profile_members, tar_gz
+from tests.factories import bundle, crc32_b64, md5_b64, profile_members, tar_gz
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -88,6 +89,15 @@ REPORT = {
     "arrived": 0,
     "shards": [],
 }
+
+
+@pytest.fixture(autouse=True)
+def outside_any_checkout(tmp_path, monkeypatch):
+    """The client reads the job's commit from the checkout it runs in, as the runner does: these tests
+    run where there is none (never this repository's own)."""
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    monkeypatch.chdir(away)
 
 
 def test_5xx_and_429_are_retried_with_growing_jittered_backoff(scripted):
@@ -224,7 +234,9 @@ def test_the_upload_is_asked_for_with_the_bundles_crc32_and_carries_it(scripted,
     [(_, _, asked), (_, put_headers, put_body)] = server.received
     request = json.loads(asked)
     assert ShardUploadRequest.model_validate(request).crc32 == crc32_b64(put_body)  # the API's own contract
-    assert "md5" not in request and "profileMd5" not in request["metadata"]
+    # its MD5 too, taken in the same pass: CodSpeed's profileMd5, naming the archive as pushed
+    assert request["md5"] == request["metadata"]["profileMd5"] == md5_b64(put_body)
+    assert request["metadata_body"].encode() == compact(request["metadata"])  # the runner's compact bytes
     assert put_headers["x-amz-checksum-crc32"] == "signed-value" and put_headers["content-length"] == str(len(put_body))
     if source == "archive":
         assert put_body == archive.read_bytes()
@@ -350,13 +362,13 @@ def test_an_archive_emptied_before_its_checksum_is_taken_is_exit_7_and_nothing_i
 
     archive = tmp_path / "shard.tar.gz"
     archive.write_bytes(bundle())
-    take = client_bundle._crc32_meanwhile
+    take = client_bundle._checksums_meanwhile
 
     def emptied_first(path):
         path.write_bytes(b"")
         return take(path)
 
-    monkeypatch.setattr(client_bundle, "_crc32_meanwhile", emptied_first)
+    monkeypatch.setattr(client_bundle, "_checksums_meanwhile", emptied_first)
     server = scripted({("POST", "/v1/uploads"): [(201, _grant({}), {})], ("PUT", "/put/"): [(200, "", {})]})
     assert _push(server, ["--archive", str(archive)]) == errors.INPUT
     err = capsys.readouterr().err
@@ -387,7 +399,8 @@ def test_dry_run_shows_what_would_be_sent_and_sends_nothing(tmp_path, capsys):
     )
     shown = json.loads(capsys.readouterr().out)
     assert code == 0 and shown["benchmarks"] == 2 and "321.out" in shown["files"]
-    assert shown["request"]["metadata"]["runPart"]["runPartId"] == "1" and shown["request"]["total"] == 2
+    assert shown["request"]["metadata"]["runPart"]["runPartId"] == pushed_part_id("1", "valgrind")
+    assert shown["request"]["total"] == 2
 
 
 def test_progress_is_live_on_a_terminal_and_silent_otherwise():

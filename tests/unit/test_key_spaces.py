@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from codspeed_aggregator.domain.drop_in import group_of, job_key, safe_key, shard_of
 from codspeed_aggregator.domain.errors import Unprocessable
-from codspeed_aggregator.domain.upstream_parts import AGGREGATED_KEY, empty_part_id, merged_part_id, pushed_part_id
+from codspeed_aggregator.domain.upstream_parts import AGGREGATED_KEY, empty_part_id, merged_part_id
 from codspeed_rules.names import EXECUTOR_PATTERN, JOB_MARK, SHARD_KEY_PATTERN, SHARD_PATTERN, is_shard_name, shard_key
+from codspeed_rules.runner_json import pushed_part_id
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner
 

@@ -1,5 +1,6 @@
 """Each wire contract from both sides: what the client (or CodSpeed's runner) sends, the server parses."""
 
+import json
 import re
 from pathlib import Path
 
@@ -9,9 +10,10 @@ from pydantic import ValidationError
 from codspeed_client import metadata as client_metadata
 from codspeed_client.bundle import Bundle
 from codspeed_client.ci import CiContext
+from codspeed_rules.runner_json import pushed_part_id
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from codspeed_wire.upstream import RunPart, UploadAccepted, UploadMetadata
-from tests.factories import metadata, upload_request
+from tests.factories import metadata, restated, upload_request
 
 MD5 = "XrY7u+Ae7tCTyyK7j1rNww=="
 
@@ -22,17 +24,17 @@ def test_client_built_metadata_is_valid_codspeed_metadata():
     )
     built = client_metadata.build(ctx, project="acme/widgets", run_id="9", commit="a" * 40, shard="2")
     parsed = UploadMetadata.model_validate(built)
-    assert parsed.project == "acme/widgets" and parsed.run_part.run_part_id == "2"
+    assert parsed.project == "acme/widgets" and parsed.run_part.run_part_id == pushed_part_id("2", "valgrind")
     assert parsed.wire() == built  # nothing lost, nothing added
 
 
 def test_carried_metadata_keeps_its_fields_but_not_the_runners_md5():
     carried = metadata("A" * 22 + "==", futureField={"nested": [1, 2]})
-    made = Bundle(Path("shard.tar.gz"), 0, str, [], carried_metadata=carried)
+    made = Bundle(Path("shard.tar.gz"), 0, str, [], carried_metadata=carried, md5=lambda: MD5)
     built = client_metadata.build(
-        CiContext(), project="acme/widgets", run_id="9", commit="b" * 40, shard="1", bundle=made
+        CiContext(), project="acme/widgets", run_id="9", commit="b" * 40, shard="1", bundle=made, md5=MD5
     )
-    assert built["futureField"] == {"nested": [1, 2]} and "profileMd5" not in built  # this bundle is another archive
+    assert built["futureField"] == {"nested": [1, 2]} and built["profileMd5"] == MD5  # this bundle's, not the runner's
 
 
 def test_unknown_metadata_fields_survive_a_round_trip():
@@ -44,9 +46,10 @@ def test_unknown_metadata_fields_survive_a_round_trip():
     assert UploadMetadata.model_validate(original).wire() == original
 
 
-def test_a_request_with_codspeeds_md5_is_accepted_too():
+def test_a_request_names_its_md5_and_its_crc32_is_optional():
     request = ShardUploadRequest.model_validate(upload_request("acme/widgets", "r1", "2", b"data", total=4))
     assert request.total == 4 and request.md5 == request.metadata.profile_md5 and request.crc32 is None
+    assert json.loads(request.metadata_body) == request.metadata.wire()
 
 
 @pytest.mark.parametrize(
@@ -79,16 +82,41 @@ def test_bad_upload_requests_name_the_field(change, field):
 def test_a_request_cannot_state_two_manifests_or_a_different_md5():
     with pytest.raises(ValidationError, match="either total"):
         ShardUploadRequest.model_validate(upload_request("acme/widgets", "r1", "a", b"d", total=2, expect=["a", "b"]))
-    data = upload_request("acme/widgets", "r1", "a", b"d")
-    data["metadata"]["profileMd5"] = MD5
+    data = restated(upload_request("acme/widgets", "r1", "a", b"d"), profileMd5=MD5)
     with pytest.raises(ValidationError, match="profileMd5 differs"):
         ShardUploadRequest.model_validate(data)
     client = upload_request("acme/widgets", "r1", "a", b"d", checksum="crc32")
-    assert ShardUploadRequest.model_validate(client).md5 is None
-    with pytest.raises(ValidationError, match="profileMd5 differs"):  # both or neither
-        ShardUploadRequest.model_validate({**client, "metadata": {**client["metadata"], "profileMd5": MD5}})
-    with pytest.raises(ValidationError, match="give the bundle's crc32 or md5"):
-        ShardUploadRequest.model_validate({**client, "crc32": None})
+    assert ShardUploadRequest.model_validate(client).crc32
+    with pytest.raises(ValidationError, match="md5\n  Field required"):
+        ShardUploadRequest.model_validate({k: v for k, v in client.items() if k != "md5"})
+
+
+@pytest.mark.parametrize(
+    "body, said",
+    [
+        (
+            lambda b: b.replace('{"repositoryProvider"', '{"repository":"other","repositoryProvider"', 1),
+            "metadata_body names 'repository' twice: a body is read one way only",
+        ),
+        (
+            lambda b: b.replace('"runPart":{', '"runPart":{"runId":"9",', 1),
+            "metadata_body names 'runId' twice: a body is read one way only",
+        ),
+        (
+            lambda b: b.replace('"acme"', '"someone"', 1),
+            "metadata_body does not say what metadata says: send the same object in both",
+        ),
+        (lambda b: b[:-1], "metadata_body is not JSON"),
+    ],
+    ids=["duplicate-key", "duplicate-nested-key", "says-another-owner", "not-json"],
+)
+def test_a_metadata_body_that_reads_two_ways_or_says_something_else_is_refused(body, said):
+    """The body goes upstream byte for byte: it is read one way only (a serde reader refuses a key
+    twice; others keep the first value, Python's json the last), and says what the metadata says."""
+    request = upload_request("acme/widgets", "r1", "a", b"d")
+    request["metadata_body"] = body(request["metadata_body"])
+    with pytest.raises(ValidationError, match=re.escape(said)):
+        ShardUploadRequest.model_validate(request)
 
 
 def test_metadata_schema_refusals():

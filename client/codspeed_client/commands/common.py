@@ -53,6 +53,11 @@ class Output:
         elif not self.quiet:
             print(text)
 
+    def say(self, text: str) -> None:
+        """A line for the job's log, on stderr (stdout is data another step may read)."""
+        if not self.quiet:
+            print(text, file=sys.stderr)
+
     @staticmethod
     def warn(text: str) -> None:
         """A warning, on stderr (stdout is data another step may read), as a GitHub annotation."""
@@ -145,14 +150,17 @@ class Target:
         return AggregatorApi(self.api_url, self.token, attempts=int(self.retries))
 
 
-def where_from(ctx: CiContext) -> dict[str, Any]:
-    """What a run's first request says of its CI run and its base, each only when known (a stack
-    before it takes none): the CI run's page, the base commit and the commits before it."""
-    from codspeed_rules.names import MAX_ANCESTORS, is_ci_url
+def where_from(ctx: CiContext, commit: str) -> dict[str, Any]:
+    """What a run's first request says of its CI run, of what people are shown and of its base, each
+    only when known: the CI run's page, the pull request's head (where ``commit`` is GitHub's merge
+    commit of it), the base commit and the commits before it."""
+    from codspeed_rules.names import MAX_ANCESTORS, is_ci_url, is_commit
 
     from ..ci import ancestors
 
     found: dict[str, Any] = {"ci_url": ctx.ci_url} if ctx.ci_url and is_ci_url(ctx.ci_url) else {}
+    if ctx.head_commit and is_commit(ctx.head_commit) and ctx.head_commit.lower() != commit.lower():
+        found["head_commit"] = ctx.head_commit
     if ctx.base_commit:
         found["base_commit"] = ctx.base_commit
         if before := ancestors(ctx.repository_root, ctx.base_commit, MAX_ANCESTORS):

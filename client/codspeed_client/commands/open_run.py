@@ -105,7 +105,7 @@ def send_open(args: argparse.Namespace, target: Target, manifest: dict[str, Any]
         "commit": target.commit,
         "ref": target.ctx.ref,
         "base_ref": target.ctx.base_ref,
-        **where_from(target.ctx),
+        **where_from(target.ctx, target.commit),
         **manifest,
         "provider": metadata.repository_provider(target.ctx),
         # what a run whose every shard is skipped is forwarded under: this job's, as a push states it

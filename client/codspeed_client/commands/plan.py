@@ -85,7 +85,7 @@ def _changed(args: argparse.Namespace, target: Target, root: str) -> list[str] |
         changed = listed("--changed", args.changed)
     else:
         base = args.base or target.ctx.base_commit
-        changed = changed_files(root, base, None if args.base else target.ctx.commit) if base else None
+        changed = changed_files(root, base, None if args.base else target.ctx.head_commit) if base else None
         if base and changed is None:
             raise ClientError(
                 f"git cannot tell what changed since {base} here: fetch it (actions/checkout's "

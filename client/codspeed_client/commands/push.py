@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 
+from ..ci import next_run_index
 from ..errors import NETWORK, USAGE, ClientError
 from .common import Output, Target, add_common, shard_names, where_from
 
@@ -101,7 +102,7 @@ def parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[s
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .. import bundle, metadata
+    from .. import bundle
 
     out = Output(args)
     for flag, value in (("--profile-folder", args.profile_folder), ("--archive", args.archive)):
@@ -119,27 +120,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         verdict = bundle.Verdict(made.path, made.executor)  # the aggregator's rules, checked while the upload goes
         api = None if args.dry_run else target.api()  # loads the HTTP client while the archive's CRC32 is taken
-        meta = metadata.build(
-            target.ctx,
-            project=target.project,
-            run_id=target.run_id,
-            commit=target.commit,
-            shard=shard,
-            bundle=made,
-            tokenless=target.tokenless,
-        )
-        request = {
-            "project": target.project,
-            "run_id": target.run_id,
-            "shard": shard,
-            "total": total,
-            "expect": names,
-            "size": made.size,
-            "crc32": made.crc32(),
-            "metadata": meta,
-            **where_from(target.ctx),
-            **_ci_attempt(target.ctx.run_attempt),
-        }
+        request = _request(args, target, made, (shard, total, names), out)
         if api is None:
             return _dry_run(out, made, verdict.result(), request)
         try:
@@ -171,6 +152,50 @@ def run(args: argparse.Namespace) -> int:
             said += f"\nupstream: its part is CodSpeed's run {upstream['run_id'] or '-'}{link}"
     out.result(pushed, said)
     return 0
+
+
+def _request(
+    args: argparse.Namespace,
+    target: Target,
+    made: Bundle,
+    manifest: tuple[str, int | None, list[str] | None],
+    out: Output,
+) -> dict[str, Any]:
+    """The upload request: the shard's metadata as the runner would write it for this job, and its bytes,
+    which go upstream as they are."""
+    from .. import metadata
+
+    shard, total, names = manifest
+    meta = metadata.build(
+        target.ctx,
+        project=target.project,
+        run_id=target.run_id.partition("~")[0],  # the run, whichever attempt of it is asked for
+        commit=target.commit,
+        shard=shard,
+        bundle=made,
+        tokenless=target.tokenless,
+        md5=made.md5(),
+        expected_parts=total or len(names or ()) or 1,
+        run_index=0 if args.dry_run else next_run_index(target.ctx, target.run_id),
+    )
+    sent = metadata.body(meta)
+    request = {
+        "project": target.project,
+        "run_id": target.run_id,
+        "shard": shard,
+        "total": total,
+        "expect": names,
+        "size": made.size,
+        "crc32": made.crc32(),
+        "md5": meta["profileMd5"],
+        "metadata": meta,
+        "metadata_body": sent.decode(),
+        **where_from(target.ctx, target.commit),
+        **_ci_attempt(target.ctx.run_attempt),
+    }
+    if target.tokenless:  # as the runner says it for a tokenless upload: the hash of the POST's bytes
+        out.say(f'CodSpeed Run Hash: "{metadata.run_hash(sent)}"')
+    return request
 
 
 def _ci_attempt(run_attempt: str | None) -> dict[str, int]:

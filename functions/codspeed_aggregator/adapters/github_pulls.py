@@ -1,43 +1,87 @@
-"""GitHub's word on a pull request and on an Actions run, asked with the stack's token: what a
-tokenless request claims (a fork's pull request, its head, its workflow run) is checked here."""
+"""GitHub's word on a pull request, an Actions run and a merge commit, asked with the stack's token:
+what a tokenless request claims (a fork's pull request, its commit, its workflow run) is checked
+here. An answer not of the form GitHub documents is ``OddAnswer``: never read as a refusal."""
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 import requests
 
-from ..domain.fork_pull_request import PullRequest, WorkflowRun
+from ..domain.fork_pull_request import MergeCommit, PullRequest, WorkflowRun
 from .github_api import GitHubApi
+
+T = TypeVar("T")
+
+
+class OddAnswer(Exception):
+    """GitHub answered, but not in the form its API documents."""
 
 
 class GitHubPulls(GitHubApi):
     def pull(self, project: str, number: int) -> PullRequest | None:
         """Pull request ``number`` of ``project``; None when GitHub has none."""
-        found = self._get(f"/repos/{project}/pulls/{number}")
-        if found is None:
-            return None
-        return PullRequest(
-            state=found["state"],
-            head_sha=found["head"]["sha"],
-            head_repository=(found["head"].get("repo") or {}).get("full_name"),
-            base_repository=found["base"]["repo"]["full_name"],
+        return self._read(
+            f"/repos/{project}/pulls/{number}",
+            lambda found: PullRequest(
+                state=_text(found["state"]),
+                head_sha=_text(found["head"]["sha"]),
+                head_repository=_maybe_text((found["head"].get("repo") or {}).get("full_name")),
+                base_repository=_text(found["base"]["repo"]["full_name"]),
+                base_ref=_text(found["base"]["ref"]),
+                merge_commit_sha=_maybe_text(found.get("merge_commit_sha")),
+            ),
         )
 
     def workflow_run(self, project: str, run_id: str) -> WorkflowRun | None:
         """Actions run ``run_id`` of ``project``; None when GitHub has none."""
         if not run_id.isdigit():
             return None  # GitHub's run ids are numbers: no request for another name
-        found = self._get(f"/repos/{project}/actions/runs/{run_id}")
-        if found is None:
-            return None
-        return WorkflowRun(
-            head_sha=found["head_sha"], head_repository=(found.get("head_repository") or {}).get("full_name")
+        return self._read(
+            f"/repos/{project}/actions/runs/{run_id}",
+            lambda found: WorkflowRun(
+                head_sha=_text(found["head_sha"]),
+                head_repository=_maybe_text((found.get("head_repository") or {}).get("full_name")),
+            ),
         )
 
-    def _get(self, path: str) -> dict[str, Any] | None:
+    def merge_commit(self, project: str, commit: str, base_ref: str) -> MergeCommit | None:
+        """Commit ``commit`` of ``project`` (a pull request's merge commit lives in the base repository)
+        with its parents, and whether its first parent is on ``base_ref``; None when GitHub has no such
+        commit. Two requests: the commit, then the base branch compared with its first parent."""
+        parents = self._read(
+            f"/repos/{project}/commits/{commit}",
+            lambda found: tuple(_text(p["sha"]) for p in found["parents"]),
+        )
+        if parents is None:
+            return None
+        if len(parents) != 2:
+            return MergeCommit(parents, first_parent_on_base=False)
+        status = self._read(
+            f"/repos/{project}/compare/{quote(base_ref, safe='')}...{parents[0]}",
+            lambda found: _text(found["status"]),
+        )
+        # the first parent is on the base branch when the branch's tip is it or is ahead of it
+        return MergeCommit(parents, first_parent_on_base=status in ("identical", "behind"))
+
+    def _read(self, path: str, read: Callable[[Any], T]) -> T | None:
         try:
-            found: dict[str, Any] = self.call("GET", path)
-            return found
+            found = self.call("GET", path)
         except requests.HTTPError as exc:
             if exc.response is not None and exc.response.status_code == 404:
                 return None
             raise
+        try:
+            return read(found)
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise OddAnswer(f"GET {path} answered in a form GitHub's API does not document ({exc!r})") from exc
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"a string where it holds {type(value).__name__}")
+    return value
+
+
+def _maybe_text(value: Any) -> str | None:
+    return None if value is None else _text(value)

@@ -11,3 +11,8 @@ class GitHubStatuses(GitHubApi):
         if target_url:
             body["target_url"] = target_url
         self.call("POST", f"/repos/{project}/statuses/{commit}", body)
+
+    def parents(self, project: str, commit: str) -> list[str]:
+        """A commit's parents, the first first (a pull request's merge commit: its base, then its head)."""
+        found = self.call("GET", f"/repos/{project}/commits/{commit}")
+        return [str(parent["sha"]) for parent in found["parents"]]

@@ -11,7 +11,7 @@ from codspeed_rules.names import pull_request
 class ForkClaim:
     project: str
     number: int  # the pull request, from the ref (refs/pull/N/merge)
-    commit: str  # the pull request's head, as the job benchmarked it
+    commit: str  # what the job benchmarked: the pull request's head, or GitHub's merge commit of it (the runner's)
     run_id: str  # the CI run (GITHUB_RUN_ID) every shard of the run names
 
     @classmethod
@@ -40,6 +40,22 @@ class PullRequest:
     head_sha: str
     head_repository: str | None  # None: the fork was deleted
     base_repository: str
+    base_ref: str = ""  # the base branch
+    merge_commit_sha: str | None = None  # GitHub's latest test merge commit (recomputed as the base moves)
+
+    def named_by(self, commit: str) -> bool:
+        """Whether ``commit`` is this pull request's head or GitHub's latest merge commit of it: no
+        more need be asked."""
+        return commit in (self.head_sha.lower(), (self.merge_commit_sha or "").lower())
+
+
+@dataclass(frozen=True)
+class MergeCommit:
+    """A commit as GitHub has it, asked when a claim names neither the head nor the latest merge
+    commit (the base moved since the job checked out ``refs/pull/N/merge``)."""
+
+    parents: tuple[str, ...]
+    first_parent_on_base: bool  # its first parent is on the pull request's base branch
 
 
 @dataclass(frozen=True)
@@ -50,10 +66,14 @@ class WorkflowRun:
     head_repository: str | None
 
 
-def check(claim: ForkClaim, pull: PullRequest | None, run: WorkflowRun | None) -> None:
-    """Whether GitHub bears the claim out: the pull request is open and comes from a fork, the commit is
-    its head, and the run is an Actions run of that commit from that fork. A pull request of the
-    project's own branches has the token, and needs none of this."""
+def check(
+    claim: ForkClaim, pull: PullRequest | None, run: WorkflowRun | None, merge: MergeCommit | None = None
+) -> None:
+    """Whether GitHub bears the claim out: the pull request is open and comes from a fork; the commit
+    is its head, or a merge commit of its head into its base branch (what CodSpeed's runner sends: the
+    checkout of ``refs/pull/N/merge``; ``merge``, when the commit is not GitHub's latest); and the run
+    is an Actions run of its head from that fork. A pull request of the project's own branches has the
+    token, and needs none of this. The refusal says which check failed."""
     at = f"{claim.project}#{claim.number}"
     if pull is None:
         raise ClaimRefused(f"GitHub has no pull request {at}")
@@ -66,18 +86,37 @@ def check(claim: ForkClaim, pull: PullRequest | None, run: WorkflowRun | None) -
             f"pull request {at} comes from a branch of {claim.project}, not from a fork: its jobs have "
             "the project's secrets, so they send the aggregator's token"
         )
-    if pull.head_sha.lower() != claim.commit:
-        raise ClaimRefused(
-            f"commit {claim.commit[:12]} is not the head of pull request {at} ({pull.head_sha[:12]}): "
-            "a pushed commit that is no longer the head is not benchmarked without a token"
-        )
+    if not pull.named_by(claim.commit):
+        _check_merge(claim, pull, merge, at)
     if run is None:
         raise ClaimRefused(
             f"GitHub has no Actions run {claim.run_id} in {claim.project}: a run without a token is "
             "the pull request's own workflow run (GITHUB_RUN_ID)"
         )
-    if run.head_sha.lower() != claim.commit or run.head_repository != pull.head_repository:
+    if run.head_sha.lower() != pull.head_sha.lower() or run.head_repository != pull.head_repository:
         raise ClaimRefused(
             f"Actions run {claim.run_id} of {claim.project} did not run pull request {at}'s head "
-            f"{claim.commit[:12]}: a run without a token is the pull request's own workflow run"
+            f"{pull.head_sha[:12]}: a run without a token is the pull request's own workflow run"
+        )
+
+
+def _check_merge(claim: ForkClaim, pull: PullRequest, merge: MergeCommit | None, at: str) -> None:
+    """A commit that is not the head: taken when it merges the head (its second parent) into the base
+    branch (its first parent, on that branch)."""
+    head = pull.head_sha.lower()
+    if merge is None:
+        raise ClaimRefused(
+            f"commit {claim.commit[:12]} is neither the head of pull request {at} ({head[:12]}) nor a "
+            "commit GitHub has: a pushed commit that is no longer the head is not benchmarked without a token"
+        )
+    if len(merge.parents) != 2 or merge.parents[1].lower() != head:
+        raise ClaimRefused(
+            f"commit {claim.commit[:12]} is not the head of pull request {at} ({head[:12]}), nor a merge "
+            f"of it (its parents: {', '.join(p[:12] for p in merge.parents) or 'none'}): a pushed commit that "
+            "is no longer the head is not benchmarked without a token"
+        )
+    if not merge.first_parent_on_base:
+        raise ClaimRefused(
+            f"commit {claim.commit[:12]} merges pull request {at}'s head into {merge.parents[0][:12]}, which "
+            f"is not on its base branch {pull.base_ref!r}: only a merge into the base branch is taken"
         )

@@ -68,7 +68,9 @@ class RunRecord:
     run_id: str
     groups: dict[str, Manifest]
     state: str = OPEN
-    commit: str | None = None
+    commit: str | None = None  # what was benchmarked, as CodSpeed's runner says it: on a pull request, the merge commit
+    # what people are shown: a pull request's head where ``commit`` is GitHub's merge commit of it (its status)
+    head_commit: str | None = None
     ref: str | None = None
     base_ref: str | None = None
     base_commit: str | None = None  # the base branch's commit the change was built on: its run is the baseline

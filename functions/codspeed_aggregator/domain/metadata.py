@@ -6,11 +6,12 @@ from typing import Any
 
 from codspeed_rules.bundle import VALGRIND
 from codspeed_rules.names import split_shard_key
-from codspeed_wire.upstream import UploadMetadata, in_runner_order
+from codspeed_rules.runner_json import AGGREGATOR_JOB, in_runner_order, pushed_part_id
+from codspeed_wire.upstream import UploadMetadata
 
 from .errors import Conflict
-from .ledger import ShardRecord
-from .upstream_parts import AGGREGATOR_JOB, UpstreamPart, claim_id, pushed_part_id
+from .ledger import ShardRecord, base_run_id
+from .upstream_parts import UpstreamPart, claim_id
 
 
 def check_identity(run_identity: dict[str, Any] | None, mine: dict[str, Any] | None) -> None:
@@ -35,6 +36,28 @@ def ci_url(metadata: UploadMetadata) -> str | None:
     return f"https://github.com/{metadata.project}/actions/runs/{run}"
 
 
+COMBINED_MARK = "@"  # in no run id a client or a runner may send (``names.RUN_ID_PATTERN``): ours alone
+
+
+def combined_run_id(sent: dict[str, Any], run_id: str) -> str | None:
+    """The upstream run a runner job's part goes under where CodSpeed cannot combine a CI run's jobs
+    itself: on GitLab each job sends its own id (``CI_JOB_ID``) as ``runPart.runId``, so the aggregator
+    names the pipeline's run (invariant 14's one exception). It holds ``COMBINED_MARK``, so no pushed
+    ``--run-id`` can be spelled like it. None: the part keeps its own (a GitHub workflow run, a CircleCI
+    workflow, a part the client pushed under the aggregator's run)."""
+    part = sent.get("runPart") or {}
+    if sent.get("runEnvironment") != "GITLAB_CI" or part.get("runId") in (None, base_run_id(run_id)):
+        return None
+    return f"gitlab{COMBINED_MARK}{base_run_id(run_id)}"
+
+
+def with_run_id(sent: dict[str, Any], upstream_run: str | None) -> dict[str, Any]:
+    """``sent`` with its ``runPart.runId`` rewritten to ``upstream_run`` (nothing else changed), or as it is."""
+    if upstream_run is None:
+        return sent
+    return {**sent, "runPart": {**sent["runPart"], "runId": upstream_run}}
+
+
 def as_sent_metadata(sent: dict[str, Any], md5: str, gzipped: bool) -> dict[str, Any]:
     """A shard's own metadata for forwarding its archive as it was sent: the archive's MD5 and
     encoding (what a CodSpeed runner sent already; what a pushed bundle's metadata lacks)."""
@@ -48,14 +71,6 @@ def names_archive(sent: dict[str, Any], md5: str, gzipped: bool) -> bool:
     """Whether an upload's own metadata describes this archive as it is (its MD5 and encoding): its
     POST can then go upstream as it came."""
     return sent.get("profileMd5") == md5 and sent.get("profileEncoding") == ("gzip" if gzipped else None)
-
-
-def pushed_metadata(metadata: UploadMetadata, run_id: str, shard: str) -> UploadMetadata:
-    """A pushed shard's metadata, kept to forward it as it was sent: under a runPartId of the
-    aggregator's for its name and executor (``pushed_part_id``), whatever its client wrote."""
-    part = metadata.run_part.wire() if metadata.run_part else {"runId": run_id, "jobName": AGGREGATOR_JOB}
-    part["runPartId"] = pushed_part_id(shard, metadata.executor)
-    return UploadMetadata.model_validate({**metadata.wire(), "runPart": part})
 
 
 def upstream_part_id(shard: ShardRecord) -> str:
@@ -162,8 +177,12 @@ def merged_metadata(base: dict[str, Any] | None, part: MergedPart, md5: str) -> 
         }
     if not part.shards:  # the part of a run that measured nothing (every shard skipped): no benchmark, on purpose
         merged["allowEmpty"] = True
+    stated = base or sent
     merged["runPart"] = {
-        "runId": ((base or {}).get("runPart") or {}).get("runId") or own_part.get("runId") or part.run_id,
+        "runId": combined_run_id(stated, part.run_id)
+        or ((base or {}).get("runPart") or {}).get("runId")
+        or own_part.get("runId")
+        or part.run_id,
         "runPartId": part.run_part_id,
         "jobName": own_part.get("jobName") or part.group or AGGREGATOR_JOB,
         "metadata": details,

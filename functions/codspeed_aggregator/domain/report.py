@@ -188,6 +188,7 @@ def build_report(
         run_id=run.run_id,
         attempt=run.attempt,
         commit=run.commit,
+        head_commit=run.head_commit,
         ref=run.ref,
         opened_at=run.created_at or None,
         ci_url=run.ci_url,

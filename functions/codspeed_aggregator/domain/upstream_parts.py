@@ -11,16 +11,14 @@ sent too.
 
 import hashlib
 import itertools
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from codspeed_rules.bundle import VALGRIND
+from codspeed_rules.runner_json import AGGREGATOR_JOB, runner_part_id
 
 from .ledger import ShardRecord
-
-AGGREGATOR_JOB = "codspeed-shard-aggregator"  # the jobName of a merged part of the group "" (pushed shards)
 
 
 @dataclass(frozen=True)
@@ -61,26 +59,15 @@ def merged_part_id(group: str, number: int) -> str:
     (named like our own job, even) ``aggregated-part``, the pushed shards ``aggregated-pushed-part``,
     a pushed shard sent as it was ``aggregated-shard``."""
     if group:
-        return _part_id(group, {"aggregated-part": number, "executor": VALGRIND})
-    return _part_id(AGGREGATOR_JOB, {"aggregated-pushed-part": number, "executor": VALGRIND})
+        return runner_part_id(group, {"aggregated-part": number, "executor": VALGRIND})
+    return runner_part_id(AGGREGATOR_JOB, {"aggregated-pushed-part": number, "executor": VALGRIND})
 
 
 def empty_part_id() -> str:
     """The runPartId of the part with no benchmark that a run measuring nothing on its commit sends in
     the parts mode (every shard skipped: CodSpeed fills them all from the baseline), so that CodSpeed
     has a run for the commit, as the runner sends one with ``allowEmpty``."""
-    return _part_id(AGGREGATOR_JOB, {"aggregated-empty-part": 1, "executor": VALGRIND})
-
-
-def pushed_part_id(name: str, executor: str) -> str:
-    """The runPartId a pushed shard goes upstream under when sent as it was: one per name and
-    executor, so two executors' shard 1 are two parts (CodSpeed keeps the last upload of a runPartId)."""
-    return _part_id(AGGREGATOR_JOB, {"aggregated-shard": name, "executor": executor})
-
-
-def _part_id(job: str, suffix: dict[str, Any]) -> str:
-    """A runPartId in the runner's form: the job, then a JSON object (``-{"executor":…}``)."""
-    return f"{job}-{json.dumps(suffix, separators=(',', ':'))}"
+    return runner_part_id(AGGREGATOR_JOB, {"aggregated-empty-part": 1, "executor": VALGRIND})
 
 
 def part_id(upload: UpstreamPart, shards: dict[str, ShardRecord]) -> str:

@@ -202,8 +202,8 @@ def render_main(
     ]
     if report.attempt > 1:
         facts.append(("Attempt", str(report.attempt)))
-    if report.commit:
-        facts.append(("Commit", escape(report.commit[:12])))
+    if report.head_commit or report.commit:
+        facts.append(("Commit", escape((report.head_commit or report.commit or "")[:12])))
     if report.ref:
         facts.append(("Ref", escape(report.ref)))
     if report.baseline:

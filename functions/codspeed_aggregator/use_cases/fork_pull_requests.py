@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import requests
 
-from ..adapters.github_pulls import GitHubPulls
+from ..adapters.github_pulls import GitHubPulls, OddAnswer
 from ..adapters.ledger import Runs
 from ..domain.errors import Busy, Forbidden, Unauthorized
 from ..domain.fork_pull_request import ClaimRefused, ForkClaim, check
@@ -52,7 +52,7 @@ class ForkPullRequests:
             if self._verified.get(claim, 0) > self.clock():
                 return True
         try:
-            check(claim, self.pulls.pull(project, claim.number), self.pulls.workflow_run(project, run_id))
+            self._check(claim, self.pulls)
         except ClaimRefused as exc:
             raise Forbidden(f"request without a token refused: {exc}") from exc
         except requests.HTTPError as exc:
@@ -69,9 +69,22 @@ class ForkPullRequests:
             raise Busy(f"GitHub answered {status} when asked about pull request {claim.number}") from exc
         except requests.RequestException as exc:
             raise Busy(f"GitHub could not be reached ({type(exc).__name__})") from exc
+        except OddAnswer as exc:
+            log.error("GitHub's answer about %s#%s is not of its documented form: %s", project, claim.number, exc)
+            raise Busy(f"GitHub's answer about pull request {claim.number} could not be read ({exc})") from exc
         with self._lock:
             self._verified[claim] = self.clock() + VERIFIED_SECONDS
         return True
+
+    @staticmethod
+    def _check(claim: ForkClaim, pulls: GitHubPulls) -> None:
+        """GitHub's word on the claim: the pull request and the Actions run, and the commit itself when
+        it is neither the head nor GitHub's latest merge commit (the base moved since the checkout)."""
+        pull = pulls.pull(claim.project, claim.number)
+        merge = None
+        if pull is not None and pull.state == "open" and not pull.named_by(claim.commit):
+            merge = pulls.merge_commit(claim.project, claim.commit, pull.base_ref)
+        check(claim, pull, pulls.workflow_run(claim.project, claim.run_id), merge)
 
     def admit_run(self, project: str, run_id: str) -> None:
         """A close or a report without a token: only of a run a fork's claim opened."""

@@ -8,6 +8,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from codspeed_rules.runner_json import compact
+
 from ..adapters.bucket import Bucket, MissingObject, ObjectReader, SpoolWriter
 from ..adapters.ledger import Parts, Shards
 from ..adapters.metrics import Metrics
@@ -16,7 +18,15 @@ from ..domain.forward_plan import PartPlan
 from ..domain.keys import index_key, spool_key
 from ..domain.ledger import OPENED, SentPost, ShardRecord, base_run_id
 from ..domain.merge import MergeResult, ShardBundle, merge_bundles
-from ..domain.metadata import MergedPart, as_carried, as_sent_metadata, merged_metadata, names_archive
+from ..domain.metadata import (
+    MergedPart,
+    as_carried,
+    as_sent_metadata,
+    combined_run_id,
+    merged_metadata,
+    names_archive,
+    with_run_id,
+)
 from ..domain.splice import NormalizedShard, splice
 from ..domain.splice_check import IndexMismatch
 from ..settings import Settings
@@ -81,6 +91,9 @@ class ForwardPart:
         size, md5 = archive.digest()
         found = self.shards.upload_post(project, run_id, shard.upload_id) if shard.upload_id else None
         sent, post = found or (as_carried(base_metadata, shard), None)
+        if combined := combined_run_id(sent, run_id):  # a GitLab job's part, in its pipeline's one run
+            sent = with_run_id(sent, combined)
+            post = replace(post, body=compact(sent)) if post is not None else None
         outgoing = _Outgoing(archive, size, md5, shard.gzipped, partial(as_sent_metadata, sent, md5, shard.gzipped))
         if post is not None and shard.upload_id and names_archive(sent, md5, shard.gzipped):  # this very archive
             outgoing = replace(

@@ -46,6 +46,7 @@ class OpenRun:
             commit=commit,
             ref=request.ref,
             base_ref=request.base_ref,
+            head_commit=request.head_commit,
             base_commit=request.base_commit,
             base_ancestors=tuple(request.base_ancestors) if request.base_commit else (),
             identity={"commitHash": commit, "owner": owner, "repository": repository, "ref": request.ref},

@@ -141,6 +141,7 @@ class RecordArrival:
                 run_id=base_run_id(run.run_id),
                 groups=dict(run.groups),
                 commit=run.commit,
+                head_commit=run.head_commit,
                 ref=run.ref,
                 base_ref=run.base_ref,
                 identity=run.identity,

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from codspeed_rules.names import pull_request
 from codspeed_wire.report import Report, ShardBenchmarks, render_markdown
 
 from ..adapters.bucket import Bucket
@@ -26,6 +27,7 @@ from ..domain.notification import commit_status
 from ..domain.report import build_report, carried_from, codspeed_page, compared_with, shard_entry, shard_names
 from ..domain.results import SummaryDigest, absent_entries, shard_entries
 from ..domain.timestamps import iso
+from ..services.merged_heads import MergedHeads
 from ..services.pr_comments import PullRequestComments
 from ..services.run_snapshots import RunSnapshots
 from ..services.shard_summaries import ShardSummaries
@@ -61,6 +63,7 @@ class Reports:
     def __post_init__(self) -> None:
         self._summaries = ShardSummaries(self.results, self.settings.regression_threshold)
         self._snapshots = RunSnapshots(self.reads, self.results)
+        self._heads = MergedHeads(self.statuses)
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -123,6 +126,7 @@ class Reports:
         links = {
             "page_url": self.page_url(snapshot.run.project, snapshot.run.run_id),
             "codspeed_url": codspeed_page(self.settings.upstream_url, snapshot.run),
+            "head_commit": snapshot.run.head_commit or self._heads.head_of(snapshot.run),
         }
         return report.model_copy(update=links), digest
 
@@ -183,9 +187,11 @@ class Reports:
         send one, naming any pull request."""
         on_github = run.provider in (None, "GITHUB")  # a GitLab project's run: GitHub knows nothing of it
         status = commit_status(report) if on_github else None
-        if status is not None and self.statuses and report.commit:
+        # on a pull request, its head: GitHub shows no status posted on its test merge commit
+        shown = report.head_commit or (None if pull_request(report.ref) is not None else report.commit)
+        if status is not None and self.statuses and shown:
             try:
-                self.statuses.post(report.project, report.commit, *status, target_url=report.page_url)
+                self.statuses.post(report.project, shown, *status, target_url=report.page_url)
             except Exception as exc:
                 log.warning("commit status for %s %s not posted: %s", report.project, report.run_id, exc)
         if self.comments is not None and not run.tokenless:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from codspeed_rules.names import EXECUTOR_PATTERN, shard_key
+from codspeed_rules.runner_json import pushed_part_id
 from codspeed_wire.api import ShardUploadRequest, UploadGrant
 from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 
@@ -19,7 +20,7 @@ from ..domain.errors import Closing, Conflict, Unprocessable, existing
 from ..domain.keys import bundle_key
 from ..domain.ledger import GrantRecord, RunRecord, SentPost, base_run_id, variant_key
 from ..domain.manifest import Manifest
-from ..domain.metadata import ci_url, pushed_metadata
+from ..domain.metadata import ci_url
 from ..domain.timestamps import iso
 from ..services.run_attempts import RunAttempts
 from ..settings import Settings
@@ -64,15 +65,15 @@ class RequestUpload:
             manifest = Manifest(total=request.total, indexed=True)
         else:
             manifest = Manifest()
+        _check_pushed_part(request)
         # Two executors' shard 1 are two shards: counted, reported and forwarded apart.
-        metadata = pushed_metadata(request.metadata, base_run_id(request.run_id), request.shard)
         return self._grant(
             _Asked(
                 project=request.project,
                 run_id=request.run_id,
                 shard=request.shard,
                 manifest=manifest,
-                metadata=metadata,
+                metadata=request.metadata,
                 size=request.size,
                 content_type="application/gzip",
                 crc32=request.crc32,
@@ -83,6 +84,8 @@ class RequestUpload:
                 key=shard_key(request.shard, executor),
                 ci_attempt=request.ci_attempt,
                 fork=fork,
+                sent=SentPost(request.metadata_body.encode()),
+                head_commit=request.head_commit,
             )
         )
 
@@ -135,6 +138,7 @@ class RequestUpload:
                 run_id=asked.run_id,
                 groups={group: asked.manifest},
                 commit=metadata.commit_hash.lower(),
+                head_commit=asked.head_commit,
                 ref=metadata.ref,
                 base_ref=metadata.base_ref,
                 base_commit=asked.base_commit,
@@ -236,8 +240,29 @@ class _Asked:
     ci_attempt: int | None = None
     # a runner job's key and manifest in a run, by whether the run keys jobs apart (``RunRecord.job_keys``)
     keyed_for: Callable[[bool], tuple[str, Manifest]] | None = None
-    sent: SentPost | None = None  # a runner's POST as it came, to go upstream as it was
+    sent: SentPost | None = None  # the POST's body as it came (a runner's) or as the client made it, to go as it was
     fork: bool = False  # sent without a token by a fork's pull request, as GitHub bore it out
+    head_commit: str | None = None  # a pull request's head, where the commit sent is GitHub's merge commit of it
+
+
+def _check_pushed_part(request: ShardUploadRequest) -> None:
+    """A pushed shard's part names the aggregator's run and the aggregator's own id for the shard
+    (``pushed_part_id``, which the client writes with the same function): no other id can reach the
+    upstream from a push, so a push can never stand in a runner job's place, nor one shard in another's."""
+    part, executor = request.metadata.run_part, request.metadata.executor
+    if part is None:
+        raise Unprocessable("metadata has no runPart: a pushed shard names its run and its part, as the client writes")
+    expected = pushed_part_id(request.shard, executor)
+    if part.run_part_id != expected:
+        raise Unprocessable(
+            f"metadata.runPart.runPartId is {part.run_part_id!r}, not {expected!r}: a pushed shard goes under the "
+            f"aggregator's own id for shard {request.shard} ({executor})"
+        )
+    if part.run_id != base_run_id(request.run_id):
+        raise Unprocessable(
+            f"metadata.runPart.runId is {part.run_id!r}, not {base_run_id(request.run_id)!r}: a pushed shard's part "
+            "names the run it is pushed to"
+        )
 
 
 def _admit(run: RunRecord, group: str, shard: str, manifest: Manifest) -> None:

@@ -52,6 +52,7 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
         group_counts=counts,
         state=item["state"],
         commit=item.get("commit"),
+        head_commit=item.get("head_commit"),
         ref=item.get("ref"),
         base_ref=item.get("base_ref"),
         base_commit=item.get("base_commit"),
@@ -157,6 +158,7 @@ def run_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
     item.update({count_attribute(g): n for g, n in run.group_counts.items()})
     flags = {  # set only where the run has them: an item carries no empty attribute
         "skipped": list(run.skipped),
+        "head_commit": run.head_commit,
         "variants": set(run.variants),
         "tokenless": run.tokenless,
         "fork": run.fork,
