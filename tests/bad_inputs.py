@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import requests
 
 from codspeed_local.profiles import callgrind_text
-from tests.factories import bundle, md5_b64, metadata, tar_gz, upload_request
+from codspeed_rules.runner_json import compact
+from tests.factories import bundle, md5_b64, metadata, restated, tar_gz, upload_request
 
 
 def _special(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
@@ -88,6 +89,12 @@ def _req(**change):
     return lambda project, run_id: {"json": {**upload_request(project, run_id, "2", b"data", total=2), **change}}
 
 
+def _without(request: dict, *fields: str) -> dict:
+    """An upload request whose metadata (and its body, which says the same) lacks ``fields``."""
+    meta = {k: v for k, v in request["metadata"].items() if k not in fields}
+    return {**request, "metadata": meta, "metadata_body": compact(meta).decode()}
+
+
 def _meta(**change):
     meta = metadata(md5_b64(b"data"), **change)
     return meta
@@ -113,7 +120,22 @@ REQUESTS = [
         409,
         "the run was opened expecting 2 shards; it keeps its first manifest",
     ),
-    ("shard outside the manifest", "POST", "/v1/uploads", _req(shard="9"), 422, "not in the run's manifest"),
+    (
+        "shard outside the manifest",
+        "POST",
+        "/v1/uploads",
+        lambda p, r: {"json": upload_request(p, r, "9", b"data", total=2)},
+        422,
+        "not in the run's manifest",
+    ),
+    (
+        "a pushed shard under another shard's part id",
+        "POST",
+        "/v1/uploads",
+        lambda p, r: {"json": {**upload_request(p, r, "1", b"data", total=2), "shard": "2"}},
+        422,
+        "a pushed shard goes under the aggregator's own id for shard 2 (valgrind)",
+    ),
     (
         "conflicting commit",
         "POST",
@@ -143,19 +165,17 @@ REQUESTS = [
         "md5 without metadata.profileMd5",
         "POST",
         "/v1/uploads",
-        lambda p, r: {
-            "json": {**upload_request(p, r, "2", b"data", total=2), "metadata": {**_meta(), "profileMd5": None}}
-        },
+        lambda p, r: {"json": restated(upload_request(p, r, "2", b"data", total=2), profileMd5=None)},
         422,
         "metadata.profileMd5 differs from md5",
     ),
     (
-        "no checksum at all",
+        "no md5",
         "POST",
         "/v1/uploads",
-        lambda p, r: {"json": {**upload_request(p, r, "2", b"data", total=2, checksum="crc32"), "crc32": None}},
+        lambda p, r: {"json": {**upload_request(p, r, "2", b"data", total=2, checksum="crc32"), "md5": None}},
         422,
-        "give the bundle's crc32 or md5",
+        "md5",
     ),
     (
         "crc32 not base64 of 4 bytes",
@@ -271,16 +291,7 @@ REQUESTS = [
         "client metadata without owner and repository",
         "POST",
         "/v1/uploads",
-        lambda p, r: {
-            "json": {
-                **upload_request(p, r, "2", b"data", total=2),
-                "metadata": {
-                    k: v
-                    for k, v in upload_request(p, r, "2", b"data", total=2)["metadata"].items()
-                    if k not in ("owner", "repository")
-                },
-            }
-        },
+        lambda p, r: {"json": _without(upload_request(p, r, "2", b"data", total=2), "owner", "repository")},
         422,
         "metadata has no owner and repository",
     ),

@@ -292,19 +292,18 @@ def _gitlab(env: dict[str, str]) -> CiContext:
 
 
 def next_run_index(ctx: CiContext, run_id: str) -> int:
-    """The runner's count of a CI job's uploads (``run-index``): 0 for its first, then 1, … kept where
-    the runner keeps it (``.codspeed/run-state/`` in the checkout), per run and job; a re-run of the job
-    is a fresh machine, so it starts at 0 again. A local run counts nothing (the runner's doesn't)."""
-    if ctx.provider == "LOCAL" or not ctx.repository_root:
+    """The runner's count of a CI job's uploads (``run-index``): 0 for its first, then 1, … per run and
+    job, on the job's machine (a re-run of the job is a fresh machine, so it starts at 0 again, as the
+    runner's does). Kept in the machine's temporary space, not in the checkout as the runner keeps its
+    own: a push leaves the user's files as they were. A local run counts nothing (the runner's doesn't)."""
+    if ctx.provider == "LOCAL":
         return 0
     import hashlib
+    import tempfile
 
+    key = hashlib.sha256(f"{ctx.project}\n{run_id}\n{ctx.job}".encode()).hexdigest()
     state = os.path.join(
-        ctx.repository_root,
-        ".codspeed",
-        "run-state",
-        run_id.replace("/", "-"),
-        hashlib.sha256(f"codspeed-client:{ctx.job}".encode()).hexdigest() + ".json",
+        os.environ.get("RUNNER_TEMP") or tempfile.gettempdir(), "codspeed-client-run-state", f"{key}.json"
     )
     try:
         with open(state) as f:

@@ -282,3 +282,48 @@ def test_a_runner_post_as_large_as_the_api_takes_is_kept_and_forwarded_byte_for_
         lambda: [u for u in stack.upstream.uploads(workflow) if (u / "archive.tar.gz").exists()], timeout=30
     )
     assert (held / "post-body.json").read_bytes() == up.body
+
+
+@pytest.mark.slow
+def test_a_gitlab_pipelines_jobs_go_upstream_as_one_codspeed_run_only_their_run_id_rewritten(stack):
+    """CodSpeed's runner names each GitLab job's own id as its run (CI_JOB_ID): CodSpeed alone shows a
+    ``parallel: 2`` job as two runs of half the benchmarks each. Each part still goes as it lands, its
+    POST's bytes as the job sent them but for ``runPart.runId``: the pipeline's one run, ``gitlab@<run>``."""
+    from codspeed_aggregator.domain.metadata import with_run_id
+    from codspeed_rules.runner_json import compact
+    from tests import runner
+    from tests.conftest import TOKEN
+
+    owner, repository = PROJECT.split("/")
+    commit, bodies = uuid.uuid4().hex + "0" * 8, {}
+    for index in (1, 2):
+        archive = runner.folder_archive(runner.valgrind_folder(7100 + index, [f"gitlab::s{index}"]), gzipped=True)
+        job_id = str(990_000 + index)
+        meta = runner.metadata(
+            archive,
+            executor="valgrind",
+            owner=owner,
+            repository=repository,
+            commit=commit,
+            run_part=runner.gitlab_run_part(job_id, f"bench {index}/2", "valgrind"),
+            provider="GITLAB",
+            environment="GITLAB_CI",
+            ref="refs/heads/main",
+            base_ref="main",
+            gl_data={"runId": job_id, "job": f"bench {index}/2"},
+        )
+        up = runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
+        assert up.post.status_code == 200 and up.put.status_code == 200, up.post.text
+        bodies[up.post.json()["runId"], index] = up.body
+    [run_id] = {run for run, _ in bodies}
+    upstream_run = f"gitlab@{run_id}"
+    held = wait_for(
+        lambda: (
+            [u for u in stack.upstream.uploads(upstream_run) if (u / "archive.tar.gz").exists()][1:]
+            and stack.upstream.uploads(upstream_run)
+        ),
+        timeout=30,
+    )
+    expected = {compact(with_run_id(json.loads(body), upstream_run)) for body in bodies.values()}
+    assert {(u / "post-body.json").read_bytes() for u in held} == expected  # nothing else changed
+    assert stack.upstream.uploads("990001") == stack.upstream.uploads("990002") == []

@@ -8,11 +8,13 @@ main's run is the baseline; main then moves (a minifier change) after the pull r
 The pull request changes the linter and the parser: it is opened (its linter job crashes once: "re-run failed
 jobs"), pushed to again, and "re-run all jobs" is clicked; a fork's pull request follows."""
 
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -164,6 +166,8 @@ class Repository:
         sha = self.git("rev-parse", "HEAD")
         self.git("update-ref", f"refs/pull/{number}/merge", sha)
         self.git("checkout", "-q", "main")
+        self.github.commits[sha] = [base, head]  # GitHub has the merge commit, and names it the pull request's
+        self.github.merge_commits[number] = sha
         return sha
 
     def branches(self) -> list[str]:
@@ -175,16 +179,21 @@ class Repository:
         ).stdout.strip()
 
 
+def _repository(full_name: str) -> dict:
+    """A repository as GitHub's event payloads hold it: its id (what the runner tells a fork by), name, owner."""
+    return {"id": zlib.crc32(full_name.encode()), "full_name": full_name, "owner": {"login": full_name.split("/")[0]}}
+
+
 def _pull_request(action: str, number: int, head: str, base: str, merge: str, fork: str | None = None) -> Event:
     """GitHub's pull_request event as its jobs get it: the payload, GITHUB_SHA the test merge commit."""
-    repo = {"full_name": PROJECT}
+    repo = _repository(PROJECT)
     payload = {
         "action": action,
         "number": number,
-        "repository": repo,
+        "repository": {**repo, "private": False},
         "pull_request": {
             "number": number,
-            "head": {"sha": head, "ref": "fix-linter", "repo": {"full_name": fork or PROJECT}},
+            "head": {"sha": head, "ref": "fix-linter", "repo": _repository(fork) if fork else repo},
             "base": {"sha": base, "ref": "main", "repo": repo},
         },
     }
@@ -373,15 +382,19 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
     )
     github.pulls[8], github.forks[8] = ("main", fork_head), "someone/oxc"
     github.workflow_runs["2003"] = (fork_head, "someone/oxc")
-    forked = workflow.run(
-        2003, _pull_request("opened", 8, fork_head, moved, repo.merge(moved, fork_head, 8), "someone/oxc"), secrets={}
-    )
+    fork_merge = repo.merge(moved, fork_head, 8)
+    forked = workflow.run(2003, _pull_request("opened", 8, fork_head, moved, fork_merge, "someone/oxc"), secrets={})
     assert set(_results(forked).values()) == {"success"}, [j.said for j in forked]
     assert not any("::warning" in said for job in forked for said in job.said), [j.said for j in forked]
     assert _forwards(upstream, 2003) == [benchmarks("linter")]  # the plan's one shard; the others left to CodSpeed
     sent = upstream.uploads(run_id="2003")[0]
-    assert json.loads((sent / "metadata.json").read_text())["tokenless"] is True
+    said = json.loads((sent / "metadata.json").read_text())
+    # what CodSpeed's runner would say for that job: the merge commit it checked out, the fork's branch as owner:branch
+    assert (said["tokenless"], said["commitHash"], said["headRef"]) == (True, fork_merge, "someone:fix-linter")
     assert "Authorization" not in json.loads((sent / "post-headers.json").read_text())
+    # the bytes the client sent go upstream as they are: the run hash it printed names them
+    run_hash = hashlib.sha256((sent / "post-body.json").read_bytes()).hexdigest()
+    assert any(f'CodSpeed Run Hash: "{run_hash}"' in said for job in forked for said in job.said)
     assert _states(api_url, PROJECT, 2003, 1) == ["forwarded"]
     forks_comment = [c for c in github.comments.values() if c["number"] == 8]
     assert len(forks_comment) == 1 and fork_head[:12] in forks_comment[0]["body"], github.comments

@@ -533,7 +533,7 @@ def test_a_pull_request_compares_with_main_at_its_merge_base_while_main_moved_on
         _push_bundle(stack, project, run_id, "1", _costed(1, cost), 1, commit=commit)
         assert _final(stack, project, run_id)["state"] == "forwarded"
     report = _pull_request_run(stack, project, tmp_path, repo, f"mb-pr-{os.getpid()}", head, tip)
-    assert report["commit"] == head and report["baseline"]["commit"] == fork_point
+    assert report["baseline"]["commit"] == fork_point
     assert report["baseline"]["why"] == f"main's run at the change's base commit {fork_point[:12]}"
     assert report["counts"]["regressions"] == 2 and round(report["counts"]["worst_regression"], 2) == 0.1  # not -45%
     unbenchmarked = git_commit(repo, "main, never benchmarked")  # a branch leaves from here: its parent has a run
@@ -582,20 +582,30 @@ def pull_request_env(  # noqa: PLR0913 -- what GitHub's pull_request event says,
 
 
 def _pull_request_run(stack, project, tmp_path, repo, run_id: str, head: str, tip: str) -> dict:
-    """The client pushing a GitHub pull request's one shard, from a clone that holds the history
-    (``repo``; ``tip`` is its base.sha): the run's final report."""
+    """The client pushing a GitHub pull request's one shard in its checkout, as actions/checkout leaves
+    it (``refs/pull/N/merge``: GitHub's merge commit of ``head`` into ``tip``, its base.sha), from a clone
+    that holds the history (``repo``, left on the branch it was on): the run's final report."""
+    git = ["git", "-C", str(repo), "-c", "user.email=gh@example.com", "-c", "user.name=GitHub"]
+    branch = subprocess.run([*git, "branch", "--show-current"], capture_output=True, text=True).stdout.strip()
+    subprocess.run([*git, "checkout", "-q", "--detach", tip], check=True)
+    subprocess.run([*git, "merge", "-q", "--no-ff", "-m", f"Merge {head} into {tip}", head], check=True)
+    merge = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     env = pull_request_env(stack, tmp_path, project, run_id, repo, head, tip, number=5, job="bench")
     names = [f"tests/test_gate1.py::test_{j}" for j in range(2)]
     folder = make_profile_folder(tmp_path / run_id, 201, names, costs={n: 1100 for n in names})
     pushed = subprocess.run(
         [sys.executable, "-m", "codspeed_client.cli", "push", "--shard", "1/1", "--profile-folder", str(folder)],
-        env=env,
+        env={**env, "GITHUB_SHA": merge},
+        cwd=repo,  # a job's steps run in its workspace
         capture_output=True,
         text=True,
         timeout=120,
     )
+    subprocess.run([*git, "checkout", "-q", branch], check=True)
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
-    return _final(stack, project, run_id)
+    report = _final(stack, project, run_id)
+    assert (report["commit"], report["head_commit"]) == (merge, head)  # sent as the runner would; shown: the head
+    return report
 
 
 def _object_key(presigned: str) -> str:

@@ -106,3 +106,56 @@ def test_a_forwarded_run_with_regressions_past_the_threshold_fails_its_status_wi
     improved = BenchmarkCounts(measured=20, improvements=4, unchanged=16, worst_improvement=-0.2)
     assert commit_status(_report("forwarded", 3, [], counts=improved)) == ("success", "forwarded 3/3 shards")
     assert commit_status(_report("open", 2, [], counts=regressed)) == ("pending", "2/3 shards in")  # gated once final
+
+
+def _runner_pull_request(agg, project: str, run_id: str, merge: str) -> None:
+    """CodSpeed's runner in a pull request's job: it says only the commit it checked out, GitHub's merge commit."""
+    from tests import runner
+
+    owner, repository = project.rsplit("/", 1)
+    archive = runner.recorded(1)
+    sent = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=merge,
+        ref="refs/pull/7/merge",
+        head_ref="feature",
+        base_ref="main",
+        event="pull_request",
+        run_part=runner.github_run_part(run_id, "bench", "valgrind"),
+    )
+    from codspeed_wire.upstream import UploadMetadata
+
+    accepted = agg.request_upload.accept_drop_in(UploadMetadata.model_validate(sent))
+    from urllib.parse import unquote, urlsplit
+
+    import requests
+
+    headers = {"Content-MD5": sent["profileMd5"], "Content-Type": "application/x-tar", "Content-Encoding": "gzip"}
+    assert requests.put(accepted.uploadUrl, data=archive, headers=headers, timeout=30).status_code == 200
+    agg.record_arrival.record(unquote(urlsplit(accepted.uploadUrl).path.split("/", 2)[2]))
+
+
+def test_a_runner_pull_requests_status_goes_on_its_head_which_githubs_merge_commit_names(
+    isolated, github, project, run_id
+):
+    """GitHub shows no status posted on its test merge commit: the status goes on the head, the merge
+    commit's second parent, asked of GitHub once; the report shows the head too."""
+    base, head, merge = "1" * 40, "2" * 40, "3" * 40
+    github.commits.update({base: [], head: [base], merge: [base, head]})
+    agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"))
+    _runner_pull_request(agg, project, run_id, merge)
+    assert {s["path"] for s in github.statuses} == {f"/repos/{project}/statuses/{head}"}
+    report = agg.reports.report(project, run_id)
+    assert (report.commit, report.head_commit) == (merge, head)
+    assert github.reads.count(f"/repos/{project}/commits/{merge}") == 1
+
+
+def test_a_status_whose_head_github_cannot_say_is_not_posted_on_the_merge_commit(isolated, github, project, run_id):
+    github.fail_with = 500  # every GitHub call fails: the head stays unknown, and is asked again next time
+    agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"))
+    _runner_pull_request(agg, project, run_id, "3" * 40)
+    assert github.statuses == []  # never on the merge commit, where no reviewer would see it
+    assert agg.reports.report(project, run_id).head_commit is None

@@ -202,18 +202,17 @@ class RunLifecycle(RuleBasedStateMachine):
             data = bundle(4242, [benchmark])
         else:
             data = folder_archive(walltime_folder(4242, benchmark), gzipped=True)
-        request = ShardUploadRequest.model_validate(
-            upload_request(
-                self.project,
-                self.run_id,
-                shard,
-                data,
-                total=len(SHARDS),
-                runner={"name": "codspeed-client", "version": "1.0.0", "instruments": [], "executor": executor},
-            )
+        request = upload_request(
+            self.project,
+            self.run_id,
+            shard,
+            data,
+            total=len(SHARDS),
+            runner={"name": "codspeed-client", "version": "1.0.0", "instruments": [], "executor": executor},
         )
+        ShardUploadRequest.model_validate(request)  # as the client sends it: its metadata and the same bytes
         self._granted(
-            lambda: self._api("POST", "/v1/uploads", request.model_dump(mode="json", exclude_none=True)),
+            lambda: self._api("POST", "/v1/uploads", request),
             data,
             shard_key(shard, executor),
             benchmark if good else None,
@@ -290,11 +289,10 @@ class RunLifecycle(RuleBasedStateMachine):
             other_manifest = False  # no client shard yet: any manifest would be the first
         total, name = (len(SHARDS) + 1, shard) if other_manifest else (len(SHARDS), "9")
         data = bundle(4242, [f"s{shard}::refused"])
-        request = ShardUploadRequest.model_validate(upload_request(self.project, self.run_id, name, data, total=total))
+        request = upload_request(self.project, self.run_id, name, data, total=total)
+        ShardUploadRequest.model_validate(request)
         self._refused(
-            lambda: self._faulted(
-                fault, lambda: self._api("POST", "/v1/uploads", request.model_dump(mode="json", exclude_none=True))
-            ),
+            lambda: self._faulted(fault, lambda: self._api("POST", "/v1/uploads", request)),
             (Conflict, Unprocessable),
             "manifest|is closing|takes no more",
         )

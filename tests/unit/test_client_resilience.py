@@ -448,3 +448,40 @@ def test_a_push_in_a_ci_re_run_says_which_attempt_it_belongs_to(scripted, tmp_pa
         assert _push(server, ["--profile-folder", str(folder)]) == 0
         request = json.loads(server.received[0][2])
         assert ShardUploadRequest.model_validate(request).ci_attempt == said
+
+
+def test_a_tokenless_push_prints_the_run_hash_of_the_bytes_it_sends_as_the_runner_does(
+    scripted, tmp_path, monkeypatch, capsys
+):
+    """A fork's pull request pushes without a token: the client prints "CodSpeed Run Hash", the sha256 of
+    the metadata's bytes, which are what goes upstream as they are (``metadata_body``)."""
+    import hashlib
+
+    from codspeed_local.profiles import make_profile_folder
+
+    folder = make_profile_folder(tmp_path / "p", 321, ["t::one"])
+    event = tmp_path / "event.json"
+    fork = {"id": 2, "full_name": "someone/b", "owner": {"login": "someone"}}
+    base = {"id": 1, "full_name": "a/b", "owner": {"login": "a"}}
+    event.write_text(
+        json.dumps({"pull_request": {"head": {"sha": "9" * 40, "ref": "f", "repo": fork}, "base": {"repo": base}}})
+    )
+    for name, value in {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_REPOSITORY": "a/b",
+        "GITHUB_RUN_ID": "1",
+        "GITHUB_REF": "refs/pull/3/merge",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "CODSPEED_AGGREGATOR_TOKEN": "",
+    }.items():
+        monkeypatch.setenv(name, value)
+    server = scripted({("POST", "/v1/uploads"): [(201, _grant({}), {})], ("PUT", "/put/"): [(200, "", {})]})
+    code = main(
+        ["push", "--shard", "1/2", "--profile-folder", str(folder), "--api-url", server.url, "--commit", "a" * 40]
+    )
+    assert code == 0
+    request = json.loads(server.received[0][2])
+    assert request["metadata"]["tokenless"] is True and request["metadata"]["headRef"] == "someone:f"
+    sent = request["metadata_body"].encode()
+    assert f'CodSpeed Run Hash: "{hashlib.sha256(sent).hexdigest()}"' in capsys.readouterr().err.splitlines()
