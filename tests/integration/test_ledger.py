@@ -159,3 +159,22 @@ def test_a_transaction_cancelled_by_a_condition_changes_none_of_its_items(isolat
         "Items"
     ]
     assert items == [{**key, "sk": {"S": "a"}, "n": {"N": "1"}}]
+
+
+def test_a_jobs_token_follows_its_upload_into_the_attempt_that_counts_it(isolated, project, run_id):
+    """A runner's POST, then a close, then its PUT: the bundle counts in the run's next attempt, and the
+    part went upstream with the stack's token, the job's being left under the first attempt."""
+    import time
+
+    from codspeed_aggregator.domain.ledger import SentPost
+
+    shards = isolated.aggregator.ledger.shards
+    sent = SentPost(b'{"version":10}', "codspeed-runner", token="job-oidc-token", token_expires=int(time.time()) + 600)
+    shards.keep_metadata(project, run_id, "u1", {}, sent)
+    shards.copy_upload_metadata(project, run_id, f"{run_id}~2", "u1")
+    assert shards.job_token(project, f"{run_id}~2", "u1", time.time()) == "job-oidc-token"
+    assert shards.upload_post(project, f"{run_id}~2", "u1")[1].body == sent.body
+    expired = SentPost(b"{}", token="old", token_expires=int(time.time()) + 30)  # within the send's margin
+    shards.keep_metadata(project, run_id, "u2", {}, expired)
+    shards.copy_upload_metadata(project, run_id, f"{run_id}~2", "u2")
+    assert shards.job_token(project, f"{run_id}~2", "u2", time.time()) is None  # never sent once near its expiry

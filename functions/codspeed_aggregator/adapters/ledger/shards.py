@@ -112,13 +112,19 @@ class Shards(TableItems):
         return json.loads(load(item)["metadata"]), None
 
     def copy_upload_metadata(self, project: str, earlier: str, run_id: str, upload_id: str) -> None:
-        """An upload's CodSpeed metadata (its POST as sent), beside the run's next attempt that counts its bundle."""
+        """An upload's CodSpeed metadata (its POST as sent) and its job's token (expiring as it does),
+        beside the run's next attempt that counts its bundle: a part's credentials follow it."""
         item = self._metadata_item(project, earlier, upload_id)
         if item is not None:
             self.db.put_item(
                 TableName=self.table,
                 Item={**item, **dump({"pk": run_pk(project, run_id), "expires_at": self.expires_at()})},
             )
+        token = self.db.get_item(
+            TableName=self.table, Key=self.key(project, earlier, f"{TOKEN_PREFIX}{upload_id}"), ConsistentRead=True
+        ).get("Item")
+        if token is not None:
+            self.db.put_item(TableName=self.table, Item={**token, **dump({"pk": run_pk(project, run_id)})})
 
     def inherit_arrived(self, project: str, earlier: str, run_id: str) -> dict[str, int]:
         """Copy the shards counted in an earlier attempt of a run (their upload metadata too; their
