@@ -175,6 +175,37 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
         time.sleep(interval)
 
 
+class Clock:
+    """An aggregator's clock, moved by hand (``replace(aggregator, clock=Clock())``): an upload URL's
+    expiry, a deadline or a lease without the wait."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def past_the_barrier(agg):
+    """``agg`` with its clock past every upload URL granted until now and past the wait for its bundle's
+    event: its close no longer waits for a bundle whose event never came (one that comes after counts
+    late, in the run's next attempt)."""
+    from dataclasses import replace
+
+    from codspeed_aggregator.domain.barrier import EVENT_GRACE_SECONDS
+
+    later = time.time() + agg.settings.presign_expiry_seconds + EVENT_GRACE_SECONDS + 1
+    return replace(agg, clock=lambda: later)
+
+
+def grant(agg, project: str, run_id: str, shard: str, data: bytes, **kwargs) -> dict:
+    """An upload granted (the job's request answered), its bundle not sent: the grant, as JSON."""
+    from codspeed_wire.api import ShardUploadRequest
+
+    request = ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, **kwargs))
+    return agg.request_upload.grant(request).model_dump()
+
+
 def push(agg, project: str, run_id: str, shard: str, data: bytes, **kwargs) -> dict:
     """Grant an upload through the use case and PUT the bundle to its URL: the grant, as JSON."""
     from codspeed_wire.api import ShardUploadRequest

@@ -64,7 +64,9 @@ def _mid_merge(agg):
 
 
 FINALIZE_FAULTS = {
-    "after the claim": lambda agg: mock.patch.object(agg.ledger.reads, "snapshot", once(agg.ledger.reads.snapshot)),
+    "after the claim": lambda agg: mock.patch.object(
+        agg.ledger.runs, "claim_finalize", once(agg.ledger.runs.claim_finalize, before=False)
+    ),
     "mid-merge": _mid_merge,
     "after the upstream POST, before it is recorded": lambda agg: mock.patch.object(
         agg.ledger.parts, "record_announced_part", once(agg.ledger.parts.record_announced_part)

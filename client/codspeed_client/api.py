@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 
     from .progress import Progress
 
-WAIT_CLOSING = 300  # seconds a push waits for a run being forwarded (a big run's merge takes minutes)
-
 
 class UploadExpired(Exception):
     """The presigned URL expired before the upload: ask for a new one."""
@@ -54,10 +52,9 @@ class AggregatorApi:
         return backoff(attempt, self.backoff, 30.0)
 
     def _send(self, send: Callable[[], requests.Response], what: str) -> requests.Response:
-        """Send, retrying connection errors, 429 and 5xx with backoff; never a 4xx but a 409 that says
-        when to come back (a run being forwarded: then the same push starts its next attempt), for
-        up to ``WAIT_CLOSING`` seconds."""
-        attempt, waited = 0, 0.0
+        """Send, retrying connection errors, 429 and 5xx with backoff; never a 4xx (a closing run takes
+        a push: its close waits for it; one being forwarded sends it to its next attempt)."""
+        attempt = 0
         while True:
             last = attempt == self.attempts - 1
             try:
@@ -75,11 +72,6 @@ class AggregatorApi:
             if answer.status_code in RETRY_STATUSES and not last:
                 self.sleep(self._delay(attempt, answer))
                 attempt += 1
-                continue
-            if answer.status_code == 409 and answer.headers.get("retry-after") and waited < WAIT_CLOSING:
-                delay = self._delay(attempt, answer)
-                self.sleep(delay)
-                waited += delay
                 continue
             return answer
 

@@ -2,6 +2,7 @@
 deleting what succeeded and leaving failed items to come back after the visibility timeout."""
 
 import threading
+import time
 
 from .lambda_context import LocalContext
 from .limits import LAMBDA_SYNC_PAYLOAD, payload_bytes
@@ -42,6 +43,9 @@ class QueuePoller:
         self.arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         self._stop = threading.Event()
         self._wake = wake or threading.Event()  # set when a queue may hold something new (moto_server.Wakeups)
+        # a message is handed over this long after it was sent at the soonest: AWS's timing (an S3 event
+        # reaches its queue seconds after the PUT), for a test to set; 0 here, where the stack is quick
+        self.min_age = 0.0
         self._thread = threading.Thread(target=self._run, name=function_name, daemon=True)
 
     def start(self) -> "QueuePoller":
@@ -62,6 +66,7 @@ class QueuePoller:
             WaitTimeSeconds=wait_seconds,
             AttributeNames=["All"],
         ).get("Messages", [])
+        messages = self._aged(messages)
         if not messages:
             return 0
         event = sqs_event(messages, self.arn)
@@ -83,6 +88,19 @@ class QueuePoller:
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
             )
         return len(messages)
+
+    def _aged(self, messages: list[dict]) -> list[dict]:
+        """The messages at least ``min_age`` old; the others go back until they are."""
+        now, aged = time.time(), []
+        for message in messages:
+            left = self.min_age - (now - int(message["Attributes"]["SentTimestamp"]) / 1000)
+            if left <= 0:
+                aged.append(message)
+            else:
+                self.sqs.change_message_visibility(
+                    QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=int(left) + 1
+                )
+        return aged
 
     def _run(self) -> None:
         # Short polls: moto serves a long poll by sleeping inside the call, which would hold

@@ -48,7 +48,7 @@ def test_a_run_opened_with_a_skip_shows_every_shard_before_any_push_and_is_forwa
     refused = _run(stack, "push", "--shard", "3/4", "--profile-folder", str(folders[2]), *pr)
     assert (
         refused.returncode == 5
-        and (f"shard 3 was declared skipped when run {pr_run} of {project} was opened") in refused.stderr
+        and (f"shard 3 was declared skipped when it was opened (run {pr_run} of {project})") in refused.stderr
     ), refused.stderr
     again = _run(stack, "open", "--shards", "4", "--skip", "3", *pr)  # a CI re-run of the planning job
     assert again.returncode == 0 and "already open as declared" in again.stdout, again.stdout + again.stderr

@@ -469,3 +469,37 @@ def test_a_circleci_token_of_an_organization_not_listed_is_refused_with_a_senten
         refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=token))
         assert (refused.post.status_code, refused.post.json()) == (403, {"error": error})
     assert _report(stack, f"{owner}/{repository}", part["runId"]) == {}
+
+
+@pytest.mark.slow
+def test_a_close_right_after_the_runners_uploads_waits_for_them_on_awss_timing(stack, repo, gh_run):
+    """Three matrix jobs upload (POST, then PUT) and the gate closes at once, while S3's events reach
+    the arrivals queue seconds after each PUT, as on AWS: one CI attempt is one aggregator attempt with
+    its three shards. Before, it read "1/3 shards in … 2 of 3 never came: missing", then a late second
+    attempt, and the commit status went failure, then success."""
+    from tests.e2e.test_sharded_run import _run
+
+    owner, repository = repo
+    project = f"{owner}/{repository}"
+    stack.arrivals.min_age = 3.0  # an S3 event, seconds after its PUT
+    try:
+        for index in range(3):
+            archive = runner.folder_archive(runner.valgrind_folder(7200 + index, [f"gate::s{index}"]), gzipped=True)
+            part = runner.github_run_part(
+                gh_run, "bench", "valgrind", matrix={"s": index}, job_index=index, job_total=3
+            )
+            _send(
+                stack,
+                runner.metadata(
+                    archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=part
+                ),
+                archive,
+            )
+        closed = _run(stack, "close", "--project", project, "--run-id", gh_run)
+        assert closed.returncode == 0, closed.stderr
+        report = _final(stack, project, gh_run)
+    finally:
+        stack.arrivals.min_age = 0.0
+    assert (report["state"], report["attempt"], report["arrived"]) == ("forwarded", 1, 3), report
+    assert sorted(s["state"] for s in report["shards"]) == ["arrived"] * 3
+    assert _report(stack, project, f"{gh_run}~2") == {}  # no second aggregator attempt

@@ -10,7 +10,7 @@ from unittest import mock
 import pytest
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError, UpstreamRefused
-from codspeed_aggregator.domain.errors import BadBundle, Conflict
+from codspeed_aggregator.domain.errors import BadBundle
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from tests.factories import bundle, profile_members, put, tar_gz, upload_request
 
@@ -71,7 +71,11 @@ def test_a_run_whose_finalizer_died_is_finalized_again_once_its_lease_runs_out(i
     agg.record_arrival.record(_push(agg, project, run_id, "1", bundle(), total=1)["key"])
     isolated.finalize_requests()
     assert agg.ledger.runs.claim_finalize(
-        project, run_id, int(agg.clock()), agg.settings.finalize_lease_seconds
+        project,
+        run_id,
+        int(agg.clock()),
+        agg.settings.finalize_lease_seconds,
+        grants=agg.ledger.runs.run_record(project, run_id).grants,
     )  # then it died
     assert agg.finalize_run.finalize(project, run_id) == "not_claimed"  # a redelivery within the lease leaves it alone
     assert not [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
@@ -200,7 +204,7 @@ def test_a_retried_forward_asks_for_a_new_upload_url_when_the_old_one_is_dead(is
     agg.record_arrival.record(key)
     now = int(agg.clock())
     assert agg.ledger.runs.claim_finalize(
-        project, run_id, now, 0
+        project, run_id, now, 0, grants=agg.ledger.runs.run_record(project, run_id).grants
     )  # an earlier finalizer announced, then died before its PUT
     _, md5 = agg.store.reader(key).digest()
     expired = f"{isolated.upstream.url}/archive/expired"  # the stand-in answers 404 there, as a dead URL answers 403
@@ -219,12 +223,13 @@ def test_a_refusal_of_a_fresh_upload_url_is_not_retried_forever(isolated, projec
     assert _state(agg, project, run_id).state == "forward_failed"
 
 
-def test_a_close_accepted_refuses_later_grants(isolated, project, run_id):
+def test_a_grant_once_the_run_is_claimed_goes_to_its_next_attempt(isolated, project, run_id):
     agg = isolated.aggregator
     agg.record_arrival.record(_push(agg, project, run_id, "1", bundle(), total=3)["key"])
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
-    with pytest.raises(Conflict, match="is closing"):
-        _push(agg, project, run_id, "2", bundle(), total=3)
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"  # nothing else was granted: no wait
+    later = _push(agg, project, run_id, "2", bundle(), total=3)
+    assert (later["run_id"], later["attempt"]) == (f"{run_id}~2", 2)
 
 
 # -- bytes nobody validated --------------------------------------------------------------------

@@ -173,8 +173,7 @@ class RunLifecycle(RuleBasedStateMachine):
         decoded = json.loads(text) if text else {}
         if status == 409:
             headers = {k.lower(): v for k, v in (answer.get("headers") or {}).items()}
-            # a push into a run being forwarded is told when to come back: then it opens the next attempt
-            assert ("is closing" in decoded["error"]) == ("retry-after" in headers), (decoded, headers)
+            assert "retry-after" not in headers, (decoded, headers)  # a closing run takes uploads: none waits
             raise Conflict(decoded["error"])
         if status == 422:
             raise Unprocessable(decoded["error"])
@@ -211,6 +210,13 @@ class RunLifecycle(RuleBasedStateMachine):
             runner={"name": "codspeed-client", "version": "1.0.0", "instruments": [], "executor": executor},
         )
         ShardUploadRequest.model_validate(request)  # as the client sends it: its metadata and the same bytes
+        snapshot = self.agg.ledger.reads.snapshot(self.project, self.run_id)
+        if snapshot is not None and snapshot.run.state == "open" and shard in snapshot.run.skipped:
+            return self._refused(  # skipped by its close, which it joins: carried, not pushed
+                lambda: self._faulted(fault, lambda: self._api("POST", "/v1/uploads", request)),
+                Conflict,
+                "was declared skipped",
+            )
         self._granted(
             lambda: self._api("POST", "/v1/uploads", request),
             data,
@@ -255,19 +261,18 @@ class RunLifecycle(RuleBasedStateMachine):
                 lambda: self._faulted(fault, grant), Unprocessable, "names the aggregator's own run parts"
             )
         if self.declared:
-            return self._refused(lambda: self._faulted(fault, grant), Conflict, "is not among what run|is closing")
+            return self._refused(lambda: self._faulted(fault, grant), Conflict, "is not among what run")
         self._granted(grant, data, None, benchmark, fault)
 
     def _granted(self, grant, data, shard, benchmark, fault):
-        """An upload granted (or refused: the run is closing, out of attempts), then PUT."""
+        """An upload granted (or refused: out of attempts), then PUT. A closing run takes it (its close
+        waits for it); a run being finalized or forwarded sends it to its next attempt."""
         snapshot = self.agg.ledger.reads.snapshot(self.project, self.run_id)
-        if snapshot is not None and snapshot.run.state == "open" and snapshot.run.closing:
-            return self._refused(lambda: self._faulted(fault, grant), Conflict, "is closing: it takes no more shards")
         if snapshot is not None and snapshot.run.state != "open":
             try:  # a later attempt: its counts are not modelled, what reaches the upstream is
                 granted = self._faulted(fault, grant)
             except Conflict as exc:
-                assert f"of {self.project} is closing" in str(exc) or "times: it takes no more" in str(exc)
+                assert "times: it takes no more" in str(exc)
                 return
             assert granted["run_id"].startswith(f"{self.run_id}~")
             put(granted, data)
@@ -294,7 +299,7 @@ class RunLifecycle(RuleBasedStateMachine):
         self._refused(
             lambda: self._faulted(fault, lambda: self._api("POST", "/v1/uploads", request)),
             (Conflict, Unprocessable),
-            "manifest|is closing|takes no more",
+            "manifest|takes no more",
         )
 
     @precondition(lambda self: self.pushed)

@@ -8,7 +8,7 @@ import pytest
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from codspeed_rules.runner_json import pushed_part_id
 from codspeed_wire.api import CloseRequest
-from tests.factories import bundle, marked_uncut, packed, push
+from tests.factories import bundle, marked_uncut, packed, past_the_barrier, push
 
 
 def test_an_arrival_is_counted_once_and_completion_asks_for_finalizing(isolated, project, run_id):
@@ -92,14 +92,15 @@ def test_many_shards_with_duplicate_events_in_threads_count_exactly_once(isolate
     assert len([m for m in isolated.finalize_requests() if m["run_id"] == run_id]) >= 1
 
 
-def test_a_bundle_granted_before_the_close_and_in_after_the_forward_counts_in_the_next_attempt(
+def test_a_bundle_whose_event_comes_after_the_close_stopped_waiting_counts_in_the_next_attempt(
     isolated, project, run_id
 ):
     agg = isolated.aggregator
     agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["a::one"]), total=2)["key"])
     straggler = push(agg, project, run_id, "2", bundle(4242, ["b::two"]), total=2)  # granted before the close
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
-    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    assert agg.finalize_run.finalize(project, run_id) == "waiting"  # the close waits for it: its event may come
+    assert past_the_barrier(agg).finalize_run.finalize(project, run_id) == "forwarded"  # it never came in time
     isolated.finalize_requests()
     for _ in range(2):  # its event, delivered twice
         assert agg.record_arrival.record(straggler["key"]) in ("late", "duplicate")

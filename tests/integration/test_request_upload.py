@@ -1,6 +1,7 @@
 """Granting uploads: presigned URLs, refusals, drop-in runs and attempts. Against moto's server (real
 HTTP, real boto3, real presigned URLs), driven step by step."""
 
+from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -9,7 +10,7 @@ from pydantic import ValidationError
 from codspeed_aggregator.domain.errors import Conflict, NotFound, Unprocessable
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
-from tests.factories import bundle, crc32_b64, md5_b64, metadata, push, put, upload_request
+from tests.factories import Clock, bundle, crc32_b64, grant, md5_b64, metadata, push, put, upload_request
 
 
 def test_the_presigned_url_signs_md5_length_and_type_with_sigv4_and_a_short_expiry(isolated, project, run_id):
@@ -67,15 +68,18 @@ def test_refusals_name_the_problem_and_change_nothing(isolated, project, run_id)
     assert after.model_dump(exclude={"generated_at"}) == before.model_dump(exclude={"generated_at"})
 
 
-def test_a_push_while_closing_is_refused_and_nothing_changes(isolated, project, run_id):
+def test_a_push_while_closing_joins_the_run_and_the_close_waits_for_it(isolated, project, run_id):
+    """A close is a barrier, not a wall: a job's upload that comes while the run is closing (its gate
+    started sooner than its S3 event came) counts in the run, in the same attempt."""
     agg = isolated.aggregator
     agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
-    before = agg.reports.report(project, run_id)
-    with pytest.raises(Conflict, match=f"run {run_id} of {project} is closing: it takes no more shards"):
-        push(agg, project, run_id, "2", bundle(), total=2)
-    after = agg.reports.report(project, run_id)
-    assert after.version == before.version and [s.state for s in after.shards] == ["arrived", "expected"]
+    late = push(agg, project, run_id, "2", bundle(4243), total=2)
+    assert (late["run_id"], late["attempt"]) == (run_id, 1)
+    assert agg.finalize_run.finalize(project, run_id) == "waiting"
+    assert agg.record_arrival.record(late["key"]) == "recorded"
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    assert [s.state for s in agg.reports.report(project, run_id).shards] == ["arrived", "arrived"]
 
 
 def test_drop_in_metadata_without_run_part_is_a_run_of_one_shard(isolated):
@@ -106,10 +110,12 @@ def test_the_next_attempt_copies_the_earlier_shards_once_not_at_every_upload(iso
 
 
 def test_a_push_naming_an_attempt_counts_in_the_runs_current_attempt(isolated, project, run_id):
-    agg = isolated.aggregator
-    assert push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2)["run_id"] == run_id
-    assert push(agg, project, f"{run_id}~2", "2", bundle(4242, ["t2::a"]), total=2)["run_id"] == run_id  # still open
+    clock = Clock()
+    agg = replace(isolated.aggregator, clock=clock)
+    assert grant(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2)["run_id"] == run_id
+    assert grant(agg, project, f"{run_id}~2", "2", bundle(4242, ["t2::a"]), total=2)["run_id"] == run_id  # still open
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    clock.now += agg.settings.presign_expiry_seconds + 1  # neither was sent before its URL expired
     assert agg.finalize_run.finalize(project, run_id) == "closed_empty"  # nothing was PUT: no bundle arrived
     again = push(agg, project, f"{run_id}~1", "1", bundle(4242, ["t1::b"]), total=2)
     assert (again["run_id"], again["attempt"]) == (f"{run_id}~2", 2)  # never a run of its own, "<run>~1~2"

@@ -125,21 +125,6 @@ def test_a_4xx_is_never_retried(scripted):
     assert caught.value.exit_code == errors.REFUSED and server.count("POST", "/v1/runs/close") == 1
 
 
-def test_a_push_to_a_run_being_forwarded_waits_as_told_then_goes_into_its_next_attempt(scripted):
-    """A second executor's push came while the first's shards, complete, were being forwarded: a
-    409 "is closing", exit 5. The aggregator now says when to come back, and the client waits."""
-    closing = {"error": "run 1 of a/b is closing: it takes no more shards"}
-    grant = {"upload_url": "u", "headers": {}, "key": "k", "upload_id": "x", "expires_in": 1, "run_id": "1~2"}
-    server = scripted({("POST", "/v1/uploads"): [(409, closing, {"Retry-After": "10"})] * 2 + [(201, grant, {})]})
-    delays = []
-    assert AggregatorApi(server.url, "t", attempts=1, sleep=delays.append).request_upload({})["run_id"] == "1~2"
-    assert delays == [10.0, 10.0] and server.count("POST", "/v1/uploads") == 3
-    forever = scripted({("POST", "/v1/uploads"): [(409, closing, {"Retry-After": "60"})] * 10})
-    with pytest.raises(ClientError, match=r"refused the request \(409\): run 1 of a/b is closing") as caught:
-        AggregatorApi(forever.url, "t", sleep=lambda s: None).request_upload({})
-    assert caught.value.exit_code == errors.REFUSED and forever.count("POST", "/v1/uploads") == 6  # 300 s of 60 s
-
-
 def test_connection_errors_are_retried_then_reported_in_one_sentence():
     delays = []
     with pytest.raises(

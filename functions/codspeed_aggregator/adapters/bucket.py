@@ -242,6 +242,10 @@ class Bucket:
             tagged += 1
         return tagged
 
+    def keys_under(self, prefix: str) -> set[str]:
+        """Every key under ``prefix`` (one list call a thousand keys)."""
+        return set(self._keys(prefix))
+
     def _keys(self, prefix: str) -> Iterator[str]:
         """Every key under ``prefix``, page after page."""
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):

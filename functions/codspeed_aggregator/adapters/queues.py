@@ -31,3 +31,10 @@ class FinalizeQueue(Queue):
     ) -> None:
         message = FinalizeMessage(project=project, run_id=run_id, reason=reason, part=part, shard=shard)
         self.send(message.model_dump_json(exclude_none=True))
+
+    def request_in(self, project: str, run_id: str, reason: str, seconds: int) -> None:
+        """Ask to finalize the run again in ``seconds`` (SQS's DelaySeconds: 900 at most)."""
+        message = FinalizeMessage(project=project, run_id=run_id, reason=reason)
+        self.sqs.send_message(
+            QueueUrl=self.url, MessageBody=message.model_dump_json(exclude_none=True), DelaySeconds=min(seconds, 900)
+        )

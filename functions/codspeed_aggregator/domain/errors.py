@@ -8,7 +8,6 @@ from codspeed_rules.bundle import BadBundle
 __all__ = [
     "BadBundle",
     "Busy",
-    "Closing",
     "Conflict",
     "Forbidden",
     "Gone",
@@ -39,13 +38,6 @@ class NotFound(Refused):
 
 class Conflict(Refused):
     status = 409
-
-
-class Closing(Conflict):
-    """An upload to a run being forwarded: once it is, the same upload starts the run's next
-    attempt, so the caller is told when to send it again (a Retry-After)."""
-
-    retry_after = 10
 
 
 class Unprocessable(Refused):

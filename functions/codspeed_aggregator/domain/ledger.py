@@ -93,7 +93,8 @@ class RunRecord:
     attempt: int = 1  # a run forwarded and uploaded to again (a CI re-run) goes on as its next attempt
     variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)
-    closing: bool = False  # a close was accepted: no more uploads are granted
+    closing: bool = False  # a close was accepted: the run is finalized once the uploads granted before it are in
+    grants: int = 0  # uploads granted in it (``Runs.count_grant``): the close's barrier claims the run at this count
     tokenless: bool = False  # an upload of it came without a token, unchecked: no comment, no baseline
     fork: bool = False  # opened by a fork's pull request without a token, as GitHub bore it out: no baseline
     provider: str | None = None  # where the repository lives, as its metadata says (GITHUB, GITLAB): whom to notify

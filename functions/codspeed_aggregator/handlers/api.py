@@ -34,13 +34,7 @@ for _router in (runs_api.router, pages.router, webhooks.router):
 
 @app.exception_handler(Refused)
 def _refused(exc: Refused) -> JsonResponse:
-    retry_after = getattr(exc, "retry_after", None)  # the same request will be taken then
-    return Response(
-        status_code=exc.status,
-        content_type=content_types.APPLICATION_JSON,
-        body={"error": str(exc)},
-        headers={"Retry-After": str(retry_after)} if retry_after else None,
-    )
+    return Response(status_code=exc.status, content_type=content_types.APPLICATION_JSON, body={"error": str(exc)})
 
 
 # What AWS answers when it is busy or failing, not when a request is wrong: after botocore's own

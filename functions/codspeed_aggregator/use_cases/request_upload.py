@@ -16,7 +16,7 @@ from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Runs, Shards
 from ..domain.drop_in import shard_of
-from ..domain.errors import Closing, Conflict, Unprocessable, existing
+from ..domain.errors import Busy, Conflict, Unprocessable, existing
 from ..domain.keys import bundle_key
 from ..domain.ledger import GrantRecord, RunRecord, SentPost, base_run_id, variant_key
 from ..domain.manifest import Manifest
@@ -24,6 +24,8 @@ from ..domain.metadata import ci_url
 from ..domain.timestamps import iso
 from ..services.run_attempts import RunAttempts
 from ..settings import Settings
+
+GRANT_TRIES = 3  # a run claimed for finalizing while an upload was granted in it: the grant goes to its next attempt
 
 
 @dataclass
@@ -122,64 +124,30 @@ class RequestUpload:
 
     def _grant(self, asked: "_Asked") -> UploadGrant:
         """One upload granted: the run (or its next attempt) opened or joined, the shard's grant
-        recorded, its URL presigned. Every check is made before the first write."""
+        recorded and counted, its URL presigned. Every check is made before the first write. A run
+        that is closing still takes it (its close waits for it: ``domain.barrier``); one claimed for
+        finalizing meanwhile sends it to its next attempt."""
+        for _ in range(GRANT_TRIES):
+            granted = self._grant_in_current(asked)
+            if granted is not None:
+                return granted
+        raise Busy(f"run {asked.run_id} of {asked.project} ended under {GRANT_TRIES} grants in a row: send it again")
+
+    def _grant_in_current(self, asked: "_Asked") -> UploadGrant | None:
+        """The grant in the run's current attempt; None when that attempt ended meanwhile."""
         project, shard, group, metadata = asked.project, asked.shard, asked.group, asked.metadata
         now = self.clock()
-        own = (asked.key or shard, asked.manifest)
-        asked.manifest.admit(shard)  # its own manifest first: a run it cannot join is neither opened nor changed
-
-        def keyed(run: RunRecord) -> tuple[str, Manifest]:
-            return asked.keyed_for(run.job_keys) if asked.keyed_for else own
-
-        variants = (variant_key(group, asked.variant),) if asked.variant else ()
-        run = self.attempts.current(
-            RunRecord(
-                project=project,
-                run_id=asked.run_id,
-                groups={group: asked.manifest},
-                commit=metadata.commit_hash.lower(),
-                head_commit=asked.head_commit,
-                ref=metadata.ref,
-                base_ref=metadata.base_ref,
-                base_commit=asked.base_commit,
-                base_ancestors=asked.base_ancestors if asked.base_commit else (),
-                identity=metadata.identity(),
-                created_at=iso(now),
-                deadline_at=int(now) + self.settings.run_deadline_seconds,
-                variants=variants,
-                ci_url=asked.page or ci_url(metadata),
-                tokenless=metadata.tokenless and not asked.fork,
-                fork=asked.fork,
-                provider=metadata.repository_provider,
-                ci_attempt=asked.ci_attempt,
-            ),
-            admit=lambda previous: _admit(previous, group, shard, keyed(previous)[1]),
-        )
-        key, manifest = keyed(run)
-        closing = Closing(
-            f"run {run.run_id} of {project} is closing: it takes no more shards "
-            "(a shard pushed after the run is forwarded starts its next attempt)"
-        )
-        if run.closing:
-            raise closing
+        run = self._current(asked, now)
+        key, manifest = asked.keyed_in(run)
         if group == "" and shard in run.skipped and run.attempt == 1:
+            when = "by its close" if run.closing else "when it was opened"
             raise Conflict(
-                f"shard {shard} was declared skipped when run {run.run_id} of {project} was opened: "
+                f"shard {shard} was declared skipped {when} (run {run.run_id} of {project}): "
                 "it is carried from the baseline run, not pushed"
             )
         _admit(run, group, shard, manifest)  # every check before the first write: a refusal changes nothing
-        if group not in run.groups:
-            if self.runs.add_group(project, run.run_id, group, manifest):
-                run.groups[group] = manifest
-            else:  # another upload added it meanwhile (its manifest stands), or the run is closing now
-                run = existing(self.runs.run_record(project, run.run_id), f"run {run.run_id} of {project}")
-                if group not in run.groups:
-                    raise closing
-        manifest.agree(run.groups[group], group)
-        run.groups[group].admit(shard)
-        for kind in variants:
-            if kind not in run.variants and not self.runs.add_variant(project, run.run_id, kind):
-                raise closing
+        if not self._joined(run, asked, manifest):
+            return None
         if metadata.tokenless and not (
             run.fork if asked.fork else run.tokenless
         ):  # no token: it may not speak unchecked
@@ -201,6 +169,8 @@ class RequestUpload:
                 tokenless=metadata.tokenless,
             ),
         )
+        if not self.runs.count_grant(project, run.run_id):  # claimed since: its next attempt takes the upload
+            return None
         key = bundle_key(project, run.run_id, key, upload_id)
         expires = self.settings.presign_expiry_seconds
         url, headers = self.store.presign_put(
@@ -215,6 +185,50 @@ class RequestUpload:
             run_id=run.run_id,
             attempt=run.attempt,
             sent_on_arrival=run.eager,
+        )
+
+    def _current(self, asked: "_Asked", now: float) -> RunRecord:
+        """The attempt the upload goes to, opened with what the upload says when it is the first."""
+        metadata, group = asked.metadata, asked.group
+        asked.manifest.admit(asked.shard)  # its own manifest first: a run it cannot join is neither opened nor changed
+        return self.attempts.current(
+            RunRecord(
+                project=asked.project,
+                run_id=asked.run_id,
+                groups={group: asked.manifest},
+                commit=metadata.commit_hash.lower(),
+                head_commit=asked.head_commit,
+                ref=metadata.ref,
+                base_ref=metadata.base_ref,
+                base_commit=asked.base_commit,
+                base_ancestors=asked.base_ancestors if asked.base_commit else (),
+                identity=metadata.identity(),
+                created_at=iso(now),
+                deadline_at=int(now) + self.settings.run_deadline_seconds,
+                variants=asked.variants(),
+                ci_url=asked.page or ci_url(metadata),
+                tokenless=metadata.tokenless and not asked.fork,
+                fork=asked.fork,
+                provider=metadata.repository_provider,
+                ci_attempt=asked.ci_attempt,
+            ),
+            admit=lambda previous: _admit(previous, group, asked.shard, asked.keyed_in(previous)[1]),
+        )
+
+    def _joined(self, run: RunRecord, asked: "_Asked", manifest: Manifest) -> bool:
+        """The run notes the upload's job group and variants it had not seen; False when it ended meanwhile."""
+        project, group = asked.project, asked.group
+        if group not in run.groups:
+            if self.runs.add_group(project, run.run_id, group, manifest):
+                run.groups[group] = manifest
+            else:  # another upload added it meanwhile (its manifest stands), or the run ended
+                run = existing(self.runs.run_record(project, run.run_id), f"run {run.run_id} of {project}")
+                if group not in run.groups:
+                    return False
+        manifest.agree(run.groups[group], group)
+        run.groups[group].admit(asked.shard)
+        return all(
+            kind in run.variants or self.runs.add_variant(project, run.run_id, kind) for kind in asked.variants()
         )
 
 
@@ -243,6 +257,13 @@ class _Asked:
     sent: SentPost | None = None  # the POST's body as it came (a runner's) or as the client made it, to go as it was
     fork: bool = False  # sent without a token by a fork's pull request, as GitHub bore it out
     head_commit: str | None = None  # a pull request's head, where the commit sent is GitHub's merge commit of it
+
+    def keyed_in(self, run: RunRecord) -> tuple[str, Manifest]:
+        """Its key and manifest in ``run`` (a runner job's, by whether the run keys jobs apart)."""
+        return self.keyed_for(run.job_keys) if self.keyed_for else (self.key or self.shard, self.manifest)
+
+    def variants(self) -> tuple[str, ...]:
+        return (variant_key(self.group, self.variant),) if self.variant else ()
 
 
 def _check_pushed_part(request: ShardUploadRequest) -> None:

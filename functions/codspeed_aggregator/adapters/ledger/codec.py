@@ -184,12 +184,15 @@ class TableItems:
         paginator = self.db.get_paginator("query")
         return [load(i) for page in paginator.paginate(TableName=self.table, **query) for i in page["Items"]]
 
-    def query_run(self, project: str, run_id: str, condition: str, values: dict[str, Any]) -> list[dict[str, Any]]:
-        """Items of one run's partition, read consistently."""
+    def query_run(
+        self, project: str, run_id: str, condition: str, values: dict[str, Any], only: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Items of one run's partition, read consistently; ``only``: those of them this filter keeps."""
         return self.query_all(
             ConsistentRead=True,
             KeyConditionExpression=f"pk = :pk AND {condition}",
             ExpressionAttributeValues=dump({":pk": run_pk(project, run_id), **values}),
+            **({"FilterExpression": only} if only else {}),
         )
 
     def run_update(

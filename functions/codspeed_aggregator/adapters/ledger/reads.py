@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from codspeed_rules.backoff import backoff
 
+from ...domain.barrier import BarrierView, Grant
 from ...domain.ledger import ArrivalView, RunRecord, ShardRecord, Snapshot
 from ...domain.run_plan import PlanRecord
 from .codec import (
@@ -197,6 +198,25 @@ class Reads(TableItems):
             keys[item["sk"]] = item
         run_item, shard_item = keys.values()
         return (run_from(run_item, []) if run_item else None), (shard_from(shard_item) if shard_item else None)
+
+    def barrier_view(self, project: str, run_id: str, since: float) -> BarrierView | None:
+        """What a close's barrier reads, in that order: the run's own item (its state and grant count),
+        the uploads granted in it since ``since`` (older ones are past waiting for), and the shards they
+        upload; a few small reads, however many shards the run has. None: no such run."""
+        found = self._get_many(project, run_id, [RUN_SK])
+        if not found:
+            return None
+        run = run_from(found[0], [])
+        items = self.query_run(
+            project,
+            run_id,
+            "begins_with(sk, :uploads)",
+            {":uploads": UPLOAD_PREFIX, ":since": f"{since:.6f}"},
+            only="requested_at >= :since",
+        )
+        grants = [Grant(item["shard"], item["upload_id"], float(item["requested_at"])) for item in items]
+        shards = self._get_many(project, run_id, sorted({f"{SHARD_PREFIX}{g.shard}" for g in grants}))
+        return BarrierView(run, grants, {s.name: s for s in map(shard_from, shards)})
 
     def plan_record(self, project: str, run_id: str) -> PlanRecord | None:
         """What the run's item records of its plan (None: not planned, or no such run), in one

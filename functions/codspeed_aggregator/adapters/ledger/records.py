@@ -72,6 +72,7 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
         attempt=item.get("run_attempt", 1),
         variants=variants,
         closing=bool(item.get("close_requested")),
+        grants=int(item.get("grants", 0)),
         ci_url=item.get("ci_url"),
         tokenless=bool(item.get("tokenless")),
         fork=bool(item.get("fork")),

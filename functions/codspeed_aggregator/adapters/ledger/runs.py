@@ -120,26 +120,33 @@ class Runs(TableItems):
 
     def add_group(self, project: str, run_id: str, group: str, manifest: Manifest) -> bool:
         """Note a job group the run had not seen, with its manifest. False when the group is
-        there already (read the run: its manifest stands) or the run is no longer open or is closing."""
+        there already (read the run: its manifest stands) or the run is no longer open. A closing run
+        still takes one: its close waits for every upload granted before it is finalized."""
         return self._update_run(
             project,
             run_id,
             "SET #group = :m ADD rev :one, run_changes :one",
-            "#state = :open AND attribute_not_exists(close_requested) AND attribute_not_exists(#group)",
+            "#state = :open AND attribute_not_exists(#group)",
             {":m": manifest.to_item(), ":open": OPEN},
             names={"#group": group_attribute(group)},
         )
 
     def add_variant(self, project: str, run_id: str, variant: str) -> bool:
         """Note a kind of upload the run had not seen (another executor): its manifest now expects it
-        too. False when the run is no longer open or is closing."""
+        too. False when the run is no longer open."""
         return self._update_run(
             project,
             run_id,
             "ADD variants :v, rev :one, run_changes :one",
-            "#state = :open AND attribute_not_exists(close_requested)",
+            "#state = :open",
             {":v": {variant}, ":open": OPEN},
         )
+
+    def count_grant(self, project: str, run_id: str) -> bool:
+        """Count an upload granted in the run, its upload item written first: the close's barrier claims
+        the run only at the count it read before listing the grants. False when the run is no longer open
+        (the upload goes to its next attempt). No revision: nothing a report shows changes."""
+        return self._update_run(project, run_id, "ADD grants :one", "#state = :open", {":open": OPEN})
 
     def mark_tokenless(self, project: str, run_id: str, checked: bool) -> bool:
         """Note that an upload of the run came without a token: ``checked``, a fork's pull request as
@@ -167,16 +174,18 @@ class Runs(TableItems):
             {":true": True, ":skip": skip, ":none": [], ":reason": reason, ":open": OPEN},
         )
 
-    def claim_finalize(self, project: str, run_id: str, now: int, lease_seconds: int) -> bool:
+    def claim_finalize(self, project: str, run_id: str, now: int, lease_seconds: int, *, grants: int) -> bool:
         """Take the run for finalizing: once, unless an earlier finalizer's lease ran out or its
         forward failed; never while a part of it holds a live lease (claims move the run's lease).
-        The same transaction closes every tally, so no shard is counted in the run after it."""
+        An open run is taken only while it counts ``grants`` uploads granted (what the close's barrier
+        saw). The same transaction closes every tally, so no shard is counted in the run after it."""
+        counted = "grants = :grants" if grants else "(attribute_not_exists(grants) OR grants = :grants)"
         claim = self.run_update(
             project,
             run_id,
             "SET #state = :finalizing, lease_until = :lease, open_pk = :stalled, deadline_at = :lease "
             "ADD rev :one, run_changes :one",
-            "attribute_exists(pk) AND (#state = :open OR "
+            f"attribute_exists(pk) AND ((#state = :open AND {counted}) OR "
             "((#state = :failed OR #state = :finalizing) AND lease_until < :now))",
             {
                 ":finalizing": FINALIZING,
@@ -185,6 +194,7 @@ class Runs(TableItems):
                 ":stalled": FINALIZING_PK,
                 ":lease": now + lease_seconds,
                 ":now": now,
+                ":grants": grants,
             },
         )
         closes = [
