@@ -22,11 +22,20 @@ SERVER_ERROR = {
 TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
 
 
+def _utf8(body: bytes) -> bool:
+    """Whether API Gateway would hand the body over as text: a body that is not UTF-8 goes base64-encoded."""
+    try:
+        body.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def http_api_event(
     method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str = "127.0.0.1"
 ) -> dict:
     url = urlsplit(target)
-    text = not body or any(t in headers.get("content-type", "application/json") for t in TEXT_TYPES)
+    text = not body or (any(t in headers.get("content-type", "application/json") for t in TEXT_TYPES) and _utf8(body))
     query = {k: ",".join(v) for k, v in parse_qs(url.query, keep_blank_values=True).items()}
     now = time.time()
     return {
@@ -53,7 +62,7 @@ def http_api_event(
             "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
             "timeEpoch": int(now * 1000),
         },
-        "body": body.decode("utf-8", "replace") if text else base64.b64encode(body).decode(),
+        "body": body.decode() if text else base64.b64encode(body).decode(),
         "isBase64Encoded": not text,
     }
 

@@ -503,3 +503,20 @@ def test_a_close_right_after_the_runners_uploads_waits_for_them_on_awss_timing(s
     assert (report["state"], report["attempt"], report["arrived"]) == ("forwarded", 1, 3), report
     assert sorted(s["state"] for s in report["shards"]) == ["arrived"] * 3
     assert _report(stack, project, f"{gh_run}~2") == {}  # no second aggregator attempt
+
+
+def test_a_body_that_is_not_utf8_is_refused_through_the_gateway_not_forwarded_with_replacement_characters(stack):
+    """The local gateway handed the handler U+FFFD where a byte was not UTF-8; API Gateway base64-encodes
+    such a body, and the handler refuses it (400)."""
+    body = b'{"version":10,"owner":"acme","repository":"b\xffd"}'
+    at = body.index(b"\xff")
+    answer = requests.post(
+        f"{stack.api_url}/upload",
+        data=body,
+        headers={"Content-Type": "application/json", "Authorization": TOKEN},
+        timeout=10,
+    )
+    assert (answer.status_code, answer.json()) == (
+        400,
+        {"error": f"request body is not UTF-8 (byte {at} is 0xff): send JSON in UTF-8"},
+    )

@@ -1,6 +1,7 @@
 """The HTTP API's Lambda handler: bounds the body, says who calls, and hands the request to its
 router: the JSON API (``runs_api``), the pages (``pages``) or the webhooks (``webhooks``)."""
 
+import base64
 import json
 from http import HTTPStatus
 from typing import Any
@@ -12,6 +13,8 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 from botocore.exceptions import ConnectionError as AwsConnectionError
+
+from codspeed_rules.runner_json import DuplicateKey, read
 
 from ..auth import Principal
 from ..domain.errors import Busy, Refused
@@ -83,6 +86,37 @@ def _field(detail: dict[str, Any]) -> str:
     return f"{'.'.join(str(p) for p in detail['loc'][1:]) or 'body'}: {detail['msg']}"
 
 
+def body_refusal(event: dict[str, Any]) -> tuple[int, str] | None:
+    """A body the API reads one way only, before any route: at most ``MAX_BODY`` bytes, UTF-8 (API
+    Gateway hands over another base64-encoded), and JSON that names no key twice in one object (a
+    serde reader refuses it, Python's json keeps the last value, others the first: what is kept and
+    forwarded as bytes must mean one thing). The status and sentence of a refusal, else None."""
+    body = event.get("body") or ""
+    raw = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
+    if len(raw) > MAX_BODY:
+        return 413, f"request body over {MAX_BODY} bytes: bundles go to the upload URL, not the API"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return 400, f"request body is not UTF-8 (byte {exc.start} is {raw[exc.start]:#04x}): send JSON in UTF-8"
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            read(text)
+        except DuplicateKey as exc:
+            return 422, f"request body names {exc.key!r} twice in one object: a body is read one way only"
+        except ValueError:
+            pass  # not JSON: the route says what it expected
+    return None
+
+
+def _answer(status: int, error: str) -> dict[str, Any]:
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": content_types.APPLICATION_JSON},
+        "body": json.dumps({"error": error}),
+    }
+
+
 def report_path(raw: str) -> str:
     """A report's path decoded once: the project whole (GitLab's ``group%2Fsub%2Frepo``), the run id
     too unless it would hold a '/' (left encoded, and refused by the route: a run id names no path)."""
@@ -96,15 +130,8 @@ def report_path(raw: str) -> str:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     path = event.get("rawPath") or event.get("requestContext", {}).get("http", {}).get("path", "")
-    body = event.get("body") or ""
-    if len(body) > MAX_BODY * (4 / 3 if event.get("isBase64Encoded") else 1):
-        return {
-            "statusCode": 413,
-            "headers": {"Content-Type": content_types.APPLICATION_JSON},
-            "body": json.dumps(
-                {"error": f"request body over {MAX_BODY} bytes: bundles go to the upload URL, not the API"}
-            ),
-        }
+    if refused := body_refusal(event):
+        return _answer(*refused)
     try:
         if path.startswith(PAGES):
             pass  # a signed link or a token: the page checks which (_page_access)
@@ -115,11 +142,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         else:
             app.context["principal"] = principal(headers.get("authorization"))
     except Refused as exc:
-        return {
-            "statusCode": exc.status,
-            "headers": {"Content-Type": content_types.APPLICATION_JSON},
-            "body": json.dumps({"error": str(exc)}),
-        }
+        return _answer(exc.status, str(exc))
     if path.startswith(REPORTS) and "%" in path:
         event = {**event, "rawPath": report_path(path)}
     return app.resolve(event, context)

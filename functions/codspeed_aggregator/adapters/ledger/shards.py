@@ -55,7 +55,12 @@ class Shards(TableItems):
         """CodSpeed metadata beside a run, out of its snapshots: an upload's (by its id), or what
         the CI job that opened the run stated (``OPENED``). A runner's POST is kept as it came (its
         bytes are the metadata, read back from them), with its User-Agent."""
-        kept = {"post": sent.body, "user_agent": sent.user_agent} if sent else {"metadata": json.dumps(metadata)}
+        # non-ASCII as it is: an escape would make one character of a 256 KiB body six or twelve bytes of the item
+        kept = (
+            {"post": sent.body, "user_agent": sent.user_agent}
+            if sent
+            else {"metadata": json.dumps(metadata, ensure_ascii=False)}
+        )
         self.db.put_item(
             TableName=self.table,
             Item=dump(

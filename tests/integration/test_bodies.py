@@ -1,0 +1,126 @@
+"""One reading of a body, on every route, before anything is stored: a body naming a key twice (readers
+disagree on which value it means, and what the drop-in keeps goes upstream as bytes), one that is not
+UTF-8 (API Gateway hands it over base64-encoded), one over 256 KiB counted in bytes. Each refusal says
+why, and changes nothing."""
+
+import base64
+import json
+from unittest import mock
+
+import pytest
+
+from codspeed_aggregator import wiring
+from codspeed_aggregator.handlers import api as api_handler
+from codspeed_local.gateway import http_api_event
+from codspeed_local.lambda_context import LocalContext
+from tests import runner
+from tests.conftest import TOKEN
+from tests.factories import footprint, upload_request
+
+
+def _call(agg, path: str, body: bytes, base64_encoded: bool = False) -> tuple[int, dict]:
+    event = http_api_event("POST", path, {"content-type": "application/json", "authorization": TOKEN}, body)
+    if base64_encoded:  # as API Gateway hands over a body that is not UTF-8
+        event = {**event, "body": base64.b64encode(body).decode(), "isBase64Encoded": True}
+    with mock.patch.object(wiring, "for_api", lambda: agg):
+        answer = api_handler.handler(event, LocalContext("ApiFunction"))
+    return answer["statusCode"], json.loads(answer.get("body") or "{}")
+
+
+def _runner_body(project: str, run_id: str) -> bytes:
+    owner, repository = project.rsplit("/", 1)
+    archive = runner.recorded(1)
+    sent = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit="a" * 40,
+        run_part=runner.github_run_part(run_id, "bench", "valgrind"),
+    )
+    return runner.body_of(sent)
+
+
+@pytest.mark.parametrize(
+    "field, twice",
+    [
+        ("repository", '"repository":"someone-else",'),
+        ("tokenless", '"tokenless":true,'),
+        ("profileMd5", '"profileMd5":"AAAAAAAAAAAAAAAAAAAAAA==",'),
+        ("runPart", '"runPart":null,'),
+    ],
+)
+def test_a_runner_post_naming_a_key_twice_is_refused_naming_it_and_changes_nothing(
+    isolated, project, run_id, field, twice
+):
+    """It was taken: the aggregator checked the last value (Python's json) and forwarded the bytes, whose
+    first value went upstream unchecked, or a serde reader refused the part after we said 200."""
+    body = _runner_body(project, run_id).replace(
+        b'{"repositoryProvider"', b"{" + twice.encode() + b'"repositoryProvider"', 1
+    )
+    before = footprint(isolated, project, run_id)
+    assert _call(isolated.aggregator, "/upload", body) == (
+        422,
+        {"error": f"request body names {field!r} twice in one object: a body is read one way only"},
+    )
+    assert footprint(isolated, project, run_id) == before
+
+
+def test_a_nested_key_twice_is_refused_on_the_clients_route_too(isolated, project, run_id):
+    request = json.dumps(upload_request(project, run_id, "1", b"data", total=2)).encode()
+    body = request.replace(b'"shard": "1"', b'"shard": "1", "shard": "2"', 1)
+    before = footprint(isolated, project, run_id)
+    assert _call(isolated.aggregator, "/v1/uploads", body) == (
+        422,
+        {"error": "request body names 'shard' twice in one object: a body is read one way only"},
+    )
+    assert footprint(isolated, project, run_id) == before
+
+
+@pytest.mark.parametrize("path", ["/upload", "/v1/uploads", "/v1/runs/open", "/v1/runs/close"])
+def test_a_body_that_is_not_utf8_is_a_400_saying_so_and_changes_nothing(isolated, project, run_id, path):
+    """API Gateway hands it over base64-encoded: it was a traceback (500)."""
+    body = _runner_body(project, run_id).replace(b"bench", b"b\xffnch", 1)
+    before = footprint(isolated, project, run_id)
+    at = body.index(b"\xff")
+    assert _call(isolated.aggregator, path, body, base64_encoded=True) == (
+        400,
+        {"error": f"request body is not UTF-8 (byte {at} is 0xff): send JSON in UTF-8"},
+    )
+    assert footprint(isolated, project, run_id) == before
+
+
+def test_the_256_kib_limit_counts_bytes_not_characters(isolated, project, run_id):
+    """90,000 characters of '€' are 270,000 bytes: they passed a count of characters, and failed at PutItem."""
+    request = upload_request(project, run_id, "1", b"data", total=2)
+    body = json.dumps({**request, "padding": "€" * 90_000}, ensure_ascii=False).encode()
+    assert len(body) > api_handler.MAX_BODY > len(body.decode())
+    status, answer = _call(isolated.aggregator, "/v1/uploads", body)
+    assert (status, answer) == (
+        413,
+        {"error": f"request body over {api_handler.MAX_BODY} bytes: bundles go to the upload URL, not the API"},
+    )
+
+
+def test_an_open_as_large_as_the_api_takes_in_non_ascii_text_is_kept(isolated, project, run_id):
+    """240 KB of '€' in the metadata an open states: kept as it is, it fits its item; written with JSON's
+    escapes (six bytes a character) it was over DynamoDB's 400 KB, and the open a 500."""
+    from tests.factories import md5_b64, metadata
+
+    owner, repository = project.rsplit("/", 1)
+    stated = metadata(md5_b64(b""), owner=owner, repository=repository, commit="a" * 40, laterField="€" * 78_000)
+    request = {
+        "project": project,
+        "run_id": run_id,
+        "total": 2,
+        "commit": "a" * 40,
+        "ref": "refs/heads/main",
+        "metadata": stated,
+    }
+    body = json.dumps(request, ensure_ascii=False).encode()
+    assert 230_000 < len(body) <= api_handler.MAX_BODY
+    status, answer = _call(isolated.aggregator, "/v1/runs/open", body)
+    assert status == 200, answer
+    from codspeed_aggregator.domain.ledger import OPENED
+
+    assert isolated.aggregator.ledger.shards.upload_metadata(project, run_id, OPENED)["laterField"] == "€" * 78_000
