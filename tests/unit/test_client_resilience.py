@@ -470,3 +470,24 @@ def test_a_tokenless_push_prints_the_run_hash_of_the_bytes_it_sends_as_the_runne
     assert request["metadata"]["tokenless"] is True and request["metadata"]["headRef"] == "someone:f"
     sent = request["metadata_body"].encode()
     assert f'CodSpeed Run Hash: "{hashlib.sha256(sent).hexdigest()}"' in capsys.readouterr().err.splitlines()
+
+
+def test_a_push_whose_shard_was_accepted_exits_0_when_following_it_upstream_fails(
+    scripted, tmp_path, monkeypatch, capsys
+):
+    """The network dropped while push waited for the part upstream: it exited 6 after its shard was
+    accepted, failing a job whose upload had succeeded. docs/client.md: a part not yet upstream is a warning."""
+    from codspeed_local.profiles import make_profile_folder
+
+    monkeypatch.setenv("CODSPEED_RETRIES", "1")
+    folder = make_profile_folder(tmp_path / "p", 321, ["t::one"])
+    server = scripted(
+        {
+            ("POST", "/v1/uploads"): [(201, {**_grant({}), "sent_on_arrival": True}, {})],
+            ("PUT", "/put/"): [(200, "", {})],
+            ("GET", "/v1/runs/"): [(503, {"error": "unreachable"}, {})],
+        }
+    )
+    assert _push(server, ["--profile-folder", str(folder)]) == 0
+    err = capsys.readouterr().err
+    assert "was accepted, but whether its part is upstream could not be followed" in err and "Traceback" not in err

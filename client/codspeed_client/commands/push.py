@@ -220,7 +220,14 @@ def _upstream(
 
     deadline, pause = time.monotonic() + wait, 0.25
     while True:
-        report = api.report(project, run_id, missing_ok=True) or {}
+        try:
+            report = api.report(project, run_id, missing_ok=True) or {}
+        except ClientError as exc:  # the shard was accepted: following it is a courtesy, never a failure
+            out.warn(
+                f"shard {key} of run {run_id} was accepted, but whether its part is upstream could not be followed "
+                f"({exc}): it goes as soon as it is counted, and the run's report says when"
+            )
+            return None
         entry = next((s for s in report.get("shards") or [] if s.get("name") == key), None)
         if entry and entry.get("upstream"):
             return {"run_id": entry.get("upstream_run_id"), "codspeed_url": report.get("codspeed_url")}
