@@ -455,3 +455,48 @@ def test_githubs_odd_answers_to_any_lookup_are_a_503_with_a_sentence_and_change_
     assert status == 503 and f"GitHub's answer about pull request {NUMBER} could not be read" in body["error"]
     assert "in a form GitHub's API does not document" in body["error"]
     assert footprint(isolated, project, run_id) == before
+
+
+def test_a_fork_cannot_join_a_run_a_token_opened_nor_then_read_or_close_it(isolated, github, fork):
+    """Same ref, head and Actions run id as the token holder's: it joined the run, which was then readable
+    and closable without a token."""
+    agg, project, run_id = fork
+    request, _ = _upload(project, run_id, tokenless=False)
+    agg.request_upload.grant(ShardUploadRequest.model_validate(request))  # the project's own job, with its token
+    before = footprint(isolated, project, run_id)
+    assert _runner_post(agg, project, run_id) == (
+        403,
+        {
+            "error": f"run {run_id} of {project} was opened with a token: a request without one cannot join it "
+            "(a fork's pull request runs in a workflow run of its own)"
+        },
+    )
+    assert footprint(isolated, project, run_id) == before
+    assert _call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id})[0] == 401
+
+
+def test_a_refused_claim_is_remembered_for_a_minute_and_costs_github_nothing_more(github, fork):
+    """Thirty bogus claims cost sixty GitHub calls of the stack's rate limit."""
+    agg, project, run_id = fork
+    github.closed.add(NUMBER)
+    for _ in range(30):
+        assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id)[0])[0] == 403
+    assert len(github.reads) == 2  # the pull request and the run, once
+    agg.clock.now += VERIFIED_SECONDS + 1
+    assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id)[0])[0] == 403
+    assert len(github.reads) == 4  # asked again once it is forgotten
+
+
+def test_a_run_opened_without_a_token_takes_a_bounded_number_of_uploads(isolated, github, fork, monkeypatch):
+    from codspeed_aggregator.use_cases import request_upload
+
+    agg, project, run_id = fork
+    monkeypatch.setattr(request_upload, "MAX_FORK_UPLOADS", 2)
+    for shard in ("1", "2"):
+        assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id, shard)[0])[0] == 201
+    before = footprint(isolated, project, run_id)
+    assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id, "1")[0]) == (
+        422,
+        {"error": f"run {run_id} of {project} took 2 uploads without a token, the most a run without one takes (2)"},
+    )
+    assert footprint(isolated, project, run_id) == before

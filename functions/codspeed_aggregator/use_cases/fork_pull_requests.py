@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 NO_TOKEN = "missing Authorization header: send the aggregator's token"
 VERIFIED_SECONDS = 60  # a claim GitHub bore out is taken again for this long: a run's shards ask once
+REFUSED_SECONDS = 60  # and one it refused is refused again for this long: bogus claims cost GitHub nothing more
+REMEMBERED = 1000
 
 
 @dataclass
@@ -31,6 +33,7 @@ class ForkPullRequests:
     pulls: GitHubPulls | None  # GitHub, with the stack's token; None when the stack has none
     clock: Callable[[], float] = time.time
     _verified: dict[ForkClaim, float] = field(default_factory=dict, init=False)
+    _refused: dict[ForkClaim, tuple[float, str]] = field(default_factory=dict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def admit(self, project: str, ref: str | None, commit: str | None, run_id: str, *, required: bool = True) -> bool:
@@ -51,10 +54,19 @@ class ForkPullRequests:
         with self._lock:
             if self._verified.get(claim, 0) > self.clock():
                 return True
+            until, why = self._refused.get(claim, (0.0, ""))
+            if until > self.clock():
+                raise Forbidden(why)
         try:
             self._check(claim, self.pulls)
         except ClaimRefused as exc:
-            raise Forbidden(f"request without a token refused: {exc}") from exc
+            why = f"request without a token refused: {exc}"
+            with self._lock:
+                now = self.clock()
+                if len(self._refused) >= REMEMBERED:  # what expired goes first: the map stays small
+                    self._refused = {c: r for c, r in self._refused.items() if r[0] > now}
+                self._refused[claim] = (now + REFUSED_SECONDS, why)
+            raise Forbidden(why) from exc
         except requests.HTTPError as exc:
             status = exc.response.status_code if exc.response is not None else 0
             if status in (401, 403):

@@ -16,7 +16,7 @@ from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Runs, Shards
 from ..domain.drop_in import shard_of
-from ..domain.errors import Busy, Conflict, Unprocessable, existing
+from ..domain.errors import Busy, Conflict, Forbidden, Unprocessable, existing
 from ..domain.keys import bundle_key
 from ..domain.ledger import GrantRecord, RunRecord, SentPost, base_run_id, variant_key
 from ..domain.manifest import Manifest
@@ -25,6 +25,9 @@ from ..domain.timestamps import iso
 from ..services.run_attempts import RunAttempts
 from ..settings import Settings
 
+# a run opened without a token takes at most this many uploads (re-runs included): a fork's pull request can
+# ask for nothing more of the stack (invariant 18's bound, for the one caller nobody authenticated)
+MAX_FORK_UPLOADS = 200
 GRANT_TRIES = 3  # a run claimed for finalizing while an upload was granted in it: the grant goes to its next attempt
 
 
@@ -145,7 +148,7 @@ class RequestUpload:
                 f"shard {shard} was declared skipped {when} (run {run.run_id} of {project}): "
                 "it is carried from the baseline run, not pushed"
             )
-        _admit(run, group, shard, manifest)  # every check before the first write: a refusal changes nothing
+        _admit(run, group, shard, manifest, asked.fork)  # every check before the first write: a refusal changes nothing
         if not self._joined(run, asked, manifest):
             return None
         if metadata.tokenless and not (
@@ -212,7 +215,7 @@ class RequestUpload:
                 provider=metadata.repository_provider,
                 ci_attempt=asked.ci_attempt,
             ),
-            admit=lambda previous: _admit(previous, group, asked.shard, asked.keyed_in(previous)[1]),
+            admit=lambda previous: _admit(previous, group, asked.shard, asked.keyed_in(previous)[1], asked.fork),
         )
 
     def _joined(self, run: RunRecord, asked: "_Asked", manifest: Manifest) -> bool:
@@ -286,9 +289,20 @@ def _check_pushed_part(request: ShardUploadRequest) -> None:
         )
 
 
-def _admit(run: RunRecord, group: str, shard: str, manifest: Manifest) -> None:
+def _admit(run: RunRecord, group: str, shard: str, manifest: Manifest, fork: bool = False) -> None:
     """Refuse an upload the run cannot take, before anything is written: a job the declared run
-    does not expect (in every attempt), a manifest other than its group's, a shard outside it."""
+    does not expect (in every attempt), a manifest other than its group's, a shard outside it; without
+    a token (``fork``), a run a token opened, and past ``MAX_FORK_UPLOADS``."""
+    if fork and not run.fork:
+        raise Forbidden(
+            f"run {run.run_id} of {run.project} was opened with a token: a request without one cannot join it "
+            "(a fork's pull request runs in a workflow run of its own)"
+        )
+    if fork and run.grants >= MAX_FORK_UPLOADS:
+        raise Unprocessable(
+            f"run {run.run_id} of {run.project} took {run.grants} uploads without a token, the most a run without "
+            f"one takes ({MAX_FORK_UPLOADS})"
+        )
     if group not in run.groups and run.declared:
         raise Conflict(
             f"{f'job {group}' if group else 'a shard pushed by codspeed-client'} is not among what run "
