@@ -230,3 +230,29 @@ def test_on_a_phone_the_page_keeps_its_width_and_its_text_readable(stack, browse
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390
     phone.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
     context.close()
+
+
+def test_on_a_phone_a_runs_upstream_run_ids_wrap_within_the_page(browser):
+    """Comma-joined upstream run ids (a run of many parts) do not wrap by themselves: the page grew to
+    915-937 px on a 390 px phone."""
+    from codspeed_aggregator.pages.run_page import render_run
+    from codspeed_wire.report import Report, UpstreamEntry
+
+    ids = ",".join(uuid.uuid4().hex for _ in range(12))
+    report = Report(
+        project="acme/widgets",
+        run_id="r1",
+        state="forwarded",
+        partial=False,
+        version=9,
+        arrived=12,
+        shards=[],
+        generated_at="2026-12-05T10:00:00Z",
+        upstream=UpstreamEntry(run_id=ids, status="accepted", at="2026-12-05T10:00:00Z", message="12 shards"),
+    )
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    phone = context.new_page()
+    phone.set_content(render_run(report, {}, None, None))
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+    assert phone.locator("dd", has_text=ids[:32]).bounding_box()["width"] <= 390
+    context.close()

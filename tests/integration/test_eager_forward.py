@@ -233,6 +233,7 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
     main = f"main-{run_id}"
     for shard in ("1", "2", "3"):
         _arrive(eager, project, main, shard, bundle(4300 + int(shard), [f"t{shard}::main"]))
+        assert eager.forward_shard.forward(project, main, shard) == "forwarded"  # each upstream as it landed
     assert isolated.finalize_all(project, main, eager) == "forwarded"
     isolated.finalize_requests()
     pr = {"ref": "refs/pull/7/merge", "baseRef": "main"}
@@ -254,6 +255,10 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
     assert (
         "1 carried, left to CodSpeed's baseline" in report.upstream.message and "merged" not in report.upstream.message
     )
+    # its upstream is its own: the carried shard's part was main's run's, which this run never sent
+    mains = set(eager.reports.report(project, main).upstream.run_id.split(","))
+    own = {s.upstream_run_id for s in report.shards if s.state == "arrived"}
+    assert set(report.upstream.run_id.split(",")) == own and not own & mains
     # a carried shard is done in every summary; ``arrived`` keeps its meaning (measured here)
     assert (report.arrived, report.carried) == (2, 1)
     from codspeed_aggregator.domain.notification import commit_status

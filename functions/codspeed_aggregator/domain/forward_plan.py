@@ -99,10 +99,10 @@ class ForwardPlan:
             else:
                 message = "nothing measured on this commit: one part with no benchmark (allowEmpty)"
             message += f"; {carried} carried, left to CodSpeed's baseline" if carried else ""
-            run_ids += [
+            run_ids += [  # the parts this run sent: a shard carried from the baseline was sent by that run
                 s.upstream["run_id"]
-                for s in self.shards.values()
-                if sent_as(s) and s.upstream and s.upstream.get("run_id")
+                for name, s in self.shards.items()
+                if name not in self.completion.carried and sent_as(s) and s.upstream and s.upstream.get("run_id")
             ]
         else:
             message = f"{len(self.shards)} shards merged, {size} bytes" + (

@@ -35,7 +35,7 @@ STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}
 header,main,footer{max-width:1100px;margin:0 auto;padding:12px 20px}
 h1{font-size:20px;margin:8px 0}dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}
-dt{color:#555}dd{margin:0}.state{font-weight:600}table{border-collapse:collapse;width:100%;background:#fff}
+dt{color:#555}dd{margin:0;overflow-wrap:anywhere}.state{font-weight:600}table{border-collapse:collapse;width:100%;background:#fff}
 th,td{padding:4px 8px;border-bottom:1px solid #e0e0e0;text-align:left;vertical-align:top}
 th a{color:inherit}td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.regression td{background:#ffebee}tr.improvement td{background:#e8f5e9}

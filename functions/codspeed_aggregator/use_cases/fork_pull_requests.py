@@ -51,22 +51,12 @@ class ForkPullRequests:
                     "runs)"
                 )
             return False
-        with self._lock:
-            if self._verified.get(claim, 0) > self.clock():
-                return True
-            until, why = self._refused.get(claim, (0.0, ""))
-            if until > self.clock():
-                raise Forbidden(why)
+        if self._remembered(claim):
+            return True
         try:
             self._check(claim, self.pulls)
         except ClaimRefused as exc:
-            why = f"request without a token refused: {exc}"
-            with self._lock:
-                now = self.clock()
-                if len(self._refused) >= REMEMBERED:  # what expired goes first: the map stays small
-                    self._refused = {c: r for c, r in self._refused.items() if r[0] > now}
-                self._refused[claim] = (now + REFUSED_SECONDS, why)
-            raise Forbidden(why) from exc
+            raise self._refuse(claim, f"request without a token refused: {exc}") from exc
         except requests.HTTPError as exc:
             status = exc.response.status_code if exc.response is not None else 0
             if status in (401, 403):
@@ -87,6 +77,25 @@ class ForkPullRequests:
         with self._lock:
             self._verified[claim] = self.clock() + VERIFIED_SECONDS
         return True
+
+    def _remembered(self, claim: ForkClaim) -> bool:
+        """True for a claim GitHub bore out lately; a refusal raised again for one it refused lately."""
+        with self._lock:
+            if self._verified.get(claim, 0) > self.clock():
+                return True
+            until, why = self._refused.get(claim, (0.0, ""))
+        if until > self.clock():
+            raise Forbidden(why)
+        return False
+
+    def _refuse(self, claim: ForkClaim, why: str) -> Forbidden:
+        """A refusal, remembered for ``REFUSED_SECONDS``."""
+        with self._lock:
+            now = self.clock()
+            if len(self._refused) >= REMEMBERED:  # what expired goes first: the map stays small
+                self._refused = {c: r for c, r in self._refused.items() if r[0] > now}
+            self._refused[claim] = (now + REFUSED_SECONDS, why)
+        return Forbidden(why)
 
     @staticmethod
     def _check(claim: ForkClaim, pulls: GitHubPulls) -> None:
