@@ -8,6 +8,7 @@ import struct
 import tarfile
 import time
 import zlib
+from pathlib import Path
 
 import requests
 
@@ -184,6 +185,23 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def pull_request_checkout(repo: Path) -> dict[str, str]:
+    """A clone as a pull request's CI job has it: main's tip (``base``), the pull request's head on
+    ``feature`` (``head``), and GitHub's merge commit of the head into main (``merge``), checked out
+    detached as actions/checkout leaves ``refs/pull/N/merge``."""
+    import subprocess
+
+    git = ["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    base = git_commit(repo, "main")
+    subprocess.run([*git, "checkout", "-q", "-b", "feature"], check=True)
+    head = git_commit(repo, "feature")
+    subprocess.run([*git, "checkout", "-q", "--detach", base], check=True)
+    subprocess.run([*git, "merge", "-q", "--no-ff", "-m", "Merge", head], check=True)
+    merge = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return {"base": base, "head": head, "merge": merge}
 
 
 def past_the_barrier(agg):

@@ -164,6 +164,21 @@ def metadata(  # noqa: PLR0913 -- each field of the runner's metadata, a keyword
     return sent
 
 
+def github_job(project: str, run_id: str, archive: bytes, commit: str, **fields) -> dict:
+    """The metadata of GitHub Actions job ``bench`` of workflow run ``run_id`` (valgrind), as the runner
+    POSTs it; ``fields``: the rest of ``metadata``'s keywords (a pull request's ref, head and base, …)."""
+    owner, repository = project.rsplit("/", 1)
+    return metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=commit,
+        run_part=github_run_part(run_id, "bench", "valgrind"),
+        **fields,
+    )
+
+
 def upload(api_url: str, up: Upload, upload_url: str | None = None) -> Upload:
     """POST the metadata, then PUT the archive to the answered uploadUrl, as the runner does."""
     headers = {"Content-Type": "application/json", "User-Agent": "codspeed-runner"}  # exactly (src/request_client.rs)

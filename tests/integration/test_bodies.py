@@ -28,17 +28,7 @@ def _call(agg, path: str, body: bytes, base64_encoded: bool = False) -> tuple[in
 
 
 def _runner_body(project: str, run_id: str) -> bytes:
-    owner, repository = project.rsplit("/", 1)
-    archive = runner.recorded(1)
-    sent = runner.metadata(
-        archive,
-        executor="valgrind",
-        owner=owner,
-        repository=repository,
-        commit="a" * 40,
-        run_part=runner.github_run_part(run_id, "bench", "valgrind"),
-    )
-    return runner.body_of(sent)
+    return runner.body_of(runner.github_job(project, run_id, runner.recorded(1), "a" * 40))
 
 
 @pytest.mark.parametrize(

@@ -112,19 +112,16 @@ def _runner_pull_request(agg, project: str, run_id: str, merge: str) -> None:
     """CodSpeed's runner in a pull request's job: it says only the commit it checked out, GitHub's merge commit."""
     from tests import runner
 
-    owner, repository = project.rsplit("/", 1)
     archive = runner.recorded(1)
-    sent = runner.metadata(
+    sent = runner.github_job(
+        project,
+        run_id,
         archive,
-        executor="valgrind",
-        owner=owner,
-        repository=repository,
-        commit=merge,
+        merge,
         ref="refs/pull/7/merge",
         head_ref="feature",
         base_ref="main",
         event="pull_request",
-        run_part=runner.github_run_part(run_id, "bench", "valgrind"),
     )
     from codspeed_wire.upstream import UploadMetadata
 

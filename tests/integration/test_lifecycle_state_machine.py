@@ -299,7 +299,7 @@ class RunLifecycle(RuleBasedStateMachine):
         self._refused(
             lambda: self._faulted(fault, lambda: self._api("POST", "/v1/uploads", request)),
             (Conflict, Unprocessable),
-            "manifest|takes no more",
+            "manifest|takes no more|declared skipped by its close",
         )
 
     @precondition(lambda self: self.pushed)

@@ -5,7 +5,6 @@ refused, naming both values. The client's request is built by the client itself,
 pull_request environment and payload, in a checkout of refs/pull/N/merge."""
 
 import json
-import subprocess
 
 import pytest
 
@@ -17,7 +16,7 @@ from codspeed_rules.runner_json import compact
 from codspeed_wire.api import ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner
-from tests.factories import bundle, git_commit, md5_b64
+from tests.factories import bundle, md5_b64, pull_request_checkout
 
 
 @pytest.fixture
@@ -25,14 +24,8 @@ def job(tmp_path, monkeypatch, project, run_id):
     """A pull_request job of ``project``'s workflow run ``run_id``: its checkout (GitHub's merge commit of
     the head into main, detached) and its environment."""
     repo = tmp_path / "checkout"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    base = git_commit(repo, "main")
-    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "feature"], check=True)
-    head = git_commit(repo, "feature")
-    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "--detach", base], check=True)
-    git = ["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a"]
-    subprocess.run([*git, "merge", "-q", "--no-ff", "-m", "Merge", head], check=True)
-    merge = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commits = pull_request_checkout(repo)
+    base, head, merge = commits["base"], commits["head"], commits["merge"]
     same = {"id": 1, "full_name": project, "owner": {"login": project.split("/")[0]}}
     event = tmp_path / "event.json"
     event.write_text(
@@ -90,18 +83,15 @@ def _pushed(env: dict, project: str, run_id: str) -> ShardUploadRequest:
 
 def _runner_job(project: str, run_id: str, commit: str) -> tuple[UploadMetadata, SentPost]:
     """CodSpeed's runner in another job of the same workflow run: its POST as it sends it."""
-    owner, repository = project.rsplit("/", 1)
-    sent = runner.metadata(
+    sent = runner.github_job(
+        project,
+        run_id,
         runner.recorded(1),
-        executor="valgrind",
-        owner=owner,
-        repository=repository,
-        commit=commit,
+        commit,
         ref="refs/pull/7/merge",
         head_ref="feature",
         base_ref="main",
         event="pull_request",
-        run_part=runner.github_run_part(run_id, "bench", "valgrind"),
     )
     body = runner.body_of(sent)
     return UploadMetadata.model_validate(json.loads(body)), SentPost(body, "codspeed-runner")

@@ -13,7 +13,7 @@ import pytest
 from codspeed_client import metadata
 from codspeed_client.ci import detect
 from codspeed_rules.runner_json import RUNNER_ORDER, compact, pushed_part_id
-from tests.factories import git_commit
+from tests.factories import pull_request_checkout
 
 # What the client says differently, and why (docs/protocol.md): its own name; the part it pushes is the
 # aggregator's (the run it is pushed to, the aggregator's id for the shard: invariant 15); and on
@@ -29,33 +29,10 @@ def checkout(tmp_path, monkeypatch):
     """A clone as a CI job has it: main's tip, a pull request's head on ``feature``, and GitHub's (or
     GitLab's) merge commit of the head into main, checked out detached as ``refs/pull/N/merge`` is."""
     repo = tmp_path / "widgets"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    base = git_commit(repo, "main")
-    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "feature"], check=True)
-    head = git_commit(repo, "feature")
-    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "--detach", base], check=True)
-    subprocess.run(
-        [
-            "git",
-            "-C",
-            str(repo),
-            "-c",
-            "user.email=a@b",
-            "-c",
-            "user.name=a",
-            "merge",
-            "-q",
-            "--no-ff",
-            "-m",
-            "m",
-            head,
-        ],
-        check=True,
-    )
-    merge = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commits = pull_request_checkout(repo)
     subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "git@github.com:acme/widgets.git"], check=True)
     monkeypatch.chdir(repo)
-    return repo, {"base": base, "head": head, "merge": merge}
+    return repo, commits
 
 
 def at(repo: Path, commit: str) -> None:
