@@ -32,7 +32,7 @@ from .plan_forward import PlanForward
 from .reports import Reports
 
 WRITE_TRIES = 5
-BARRIER_POLL_SECONDS = 5  # how soon a close that waits for an upload granted before it looks again
+BARRIER_POLL_SECONDS = 2  # how soon a close that waits for an upload granted before it looks again (S3 events: seconds)
 
 
 @dataclass
