@@ -5,8 +5,6 @@ so that no run waits forever on an event that never comes)."""
 
 from dataclasses import dataclass
 
-from codspeed_rules.names import split_shard_key
-
 from .ledger import ARRIVED, LATE, REJECTED, RunRecord, ShardRecord
 
 COUNTED = (ARRIVED, REJECTED, LATE)
@@ -43,10 +41,6 @@ class Awaited:
 
     def __bool__(self) -> bool:
         return bool(self.grants)
-
-    def describe(self) -> str:
-        names = ", ".join(sorted({split_shard_key(g.shard)[0] for g in self.grants})[:10])
-        return f"{len(self.grants)} upload{'s' if len(self.grants) != 1 else ''} granted before the close ({names})"
 
 
 def pending(grants: list[Grant], shards: dict[str, ShardRecord]) -> list[Grant]:
