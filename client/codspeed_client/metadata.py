@@ -19,11 +19,6 @@ METADATA_VERSION = 10
 WITHOUT_CI_DATA = 11  # the runner after 5.0.2: no ghData nor glData (what its CircleCI uploads are)
 
 
-def repository_provider(ctx: CiContext) -> str:
-    """Where the repository lives, as CodSpeed's metadata names it."""
-    return ctx.repository_provider
-
-
 def build(  # noqa: PLR0913 -- each part of what the job is, a keyword
     ctx: CiContext,
     *,
@@ -66,7 +61,7 @@ def build(  # noqa: PLR0913 -- each part of what the job is, a keyword
     if carried is not None:
         return in_runner_order({**carried, **stated})
     made: dict[str, Any] = {
-        "repositoryProvider": repository_provider(ctx),
+        "repositoryProvider": ctx.repository_provider,
         "version": WITHOUT_CI_DATA if ctx.provider == "CIRCLECI" else METADATA_VERSION,
         "runner": {
             "name": "codspeed-client",

@@ -107,7 +107,7 @@ def send_open(args: argparse.Namespace, target: Target, manifest: dict[str, Any]
         "base_ref": target.ctx.base_ref,
         **where_from(target.ctx, target.commit),
         **manifest,
-        "provider": metadata.repository_provider(target.ctx),
+        "provider": target.ctx.repository_provider,
         # what a run whose every shard is skipped is forwarded under: this job's, as a push states it
         "metadata": metadata.build(
             target.ctx,

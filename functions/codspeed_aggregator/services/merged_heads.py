@@ -8,8 +8,10 @@ from codspeed_rules.names import pull_request
 
 from ..adapters.github_status import GitHubStatuses
 from ..domain.ledger import RunRecord
+from .shard_summaries import trim_oldest
 
 log = logging.getLogger(__name__)
+KNOWN_HEADS = 1000  # merge commits remembered by one process, the oldest forgotten first
 
 
 @dataclass
@@ -33,4 +35,5 @@ class MergedHeads:
                 log.warning("the head %s of %s merges is not known: %s", run.commit[:12], run.project, exc)
                 return None
             self._known[key] = parents[1] if len(parents) == 2 else None
-        return self._known[key]
+            trim_oldest(self._known, KNOWN_HEADS)
+        return self._known.get(key)

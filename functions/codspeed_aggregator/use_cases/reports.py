@@ -123,12 +123,12 @@ class Reports:
             branch=self._branch(snapshot.run),
             threshold=self.settings.regression_threshold,
         )
-        links = {
+        added = {  # what the run's record alone cannot say: its links, and the head a merge commit merges
             "page_url": self.page_url(snapshot.run.project, snapshot.run.run_id),
             "codspeed_url": codspeed_page(self.settings.upstream_url, snapshot.run),
             "head_commit": snapshot.run.head_commit or self._heads.head_of(snapshot.run),
         }
-        return report.model_copy(update=links), digest
+        return report.model_copy(update=added), digest
 
     def _baseline(self, run: RunRecord) -> Snapshot | None:
         """The run this one compares with: the one its finalizer chose, or while it is open the
