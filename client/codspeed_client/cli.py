@@ -16,7 +16,8 @@ EXIT_CODES = """\
 exit codes: 0 done; 2 usage; 3 configuration missing; 4 token refused; 5 request refused
 (conflict, invalid, run already final); 6 network or aggregator failure; 7 bad input
 (folder, archive); status --wait: 10 forward failed, 11 shards missing or nothing sent,
-12 timed out; status --fail-on-regression: 13 a benchmark regressed past the threshold.
+12 timed out, 14 a benchmark measured in more than one shard (unless --allow-overlaps);
+status --fail-on-regression: 13 a benchmark regressed past the threshold.
 """
 
 

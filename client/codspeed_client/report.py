@@ -6,7 +6,7 @@ import time
 
 from codspeed_rules.summary import counts_line, plural, shards_done
 
-from .errors import FORWARD_FAILED, OK, SHARDS_MISSING, TIMEOUT
+from .errors import FORWARD_FAILED, OK, OVERLAPPED, SHARDS_MISSING, TIMEOUT
 
 TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
 if TYPE_CHECKING:
@@ -69,22 +69,34 @@ def regressions_past(api: AggregatorApi, report: dict[str, Any], threshold: floa
     )
 
 
-def final_exit_code(report: dict[str, Any], timed_out: bool) -> int:
+def final_exit_code(report: dict[str, Any], timed_out: bool, allow_overlaps: bool = False) -> int:
     if timed_out:
         return TIMEOUT
     if report["state"] == "forward_failed":
         return FORWARD_FAILED
     if report["state"] == "closed_empty" or any(s["state"] == "missing" for s in report["shards"]):
         return SHARDS_MISSING
+    if report.get("overlaps_total") and not allow_overlaps:
+        return OVERLAPPED
     return OK
+
+
+def overlaps_text(report: dict[str, Any]) -> str | None:
+    """The benchmarks measured in more than one shard by one executor, in a sentence."""
+    if not report.get("overlaps_total"):
+        return None
+    named = "; ".join(
+        f"{o['benchmark']} ({o['executor']}) in {', '.join(o['shards'])}" for o in report.get("overlaps", [])[:10]
+    )
+    return f"measured in more than one shard ({report['overlaps_total']}): {named}"
 
 
 def _shard_detail(shard: dict[str, Any]) -> str:
     detail = [shard["state"]]
     if shard.get("benchmarks") is not None:
         detail.append(plural(shard["benchmarks"], "benchmark"))
-    if shard.get("attempt"):
-        detail.append(f"attempt {shard['attempt']}")
+    if shard.get("attempt", 0) > 1:  # its uploads in this attempt of the run: the run's attempt is the header's
+        detail.append(f"upload {shard['attempt']}")
     if shard.get("reason"):
         detail.append(shard["reason"])
     return ", ".join(detail)
@@ -111,6 +123,8 @@ def render_text(report: dict[str, Any], every: bool = False) -> str:
     counts = report.get("counts") or {}
     if counts.get("measured"):
         lines.append(f"benchmarks: {counts_line(counts)} (threshold {report.get('threshold', 0.05):.0%})")
+    if overlapped := overlaps_text(report):
+        lines.append(overlapped)
     flagged = [b for b in report.get("benchmarks") or [] if b.get("flag")]
     if flagged:
         lines.append("worst: " + ", ".join(f"{b['name']} {b['change']:+.1%}" for b in flagged[:10]))

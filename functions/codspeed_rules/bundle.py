@@ -47,6 +47,7 @@ MAX_RESULTS = 1_000_000  # benchmarks per bundle whose names and results are kep
 # real one (CodSpeed advises under 1000 per shard), at ~0.3 KB of memory each while validating
 MAX_RESULTS_JSON = 16 << 20  # a results/<pid>.json read for its timings: larger ones are passed over
 WALLTIME_STATS = ("mean_ns", "stdev_ns", "median_ns", "rounds", "total_time", "warmup_iters")  # total_time: seconds
+MAX_PROCESSES = 10_000  # profiled processes (pids) a bundle holds: their list is one record of the aggregator's
 MAX_HEADER_BYTES = 64 * 1024  # a PAX header or GNU long name; real ones are a few hundred bytes
 MAX_MTIME = 8**11 - 1  # what a tar header's mtime field holds in octal
 _EXTENDED = (
@@ -441,4 +442,6 @@ def _check_out(path: str, pid: int, head: bytes, summary: BundleSummary) -> None
 def _add_pid(path: str, pid: int, summary: BundleSummary) -> None:
     """A pid the merge renumbers when it collides: named by a ``.out`` or a ``.tgtrace``."""
     if pid not in summary.pids:
+        if len(summary.pids) >= MAX_PROCESSES:
+            raise BadBundle(f"{path}: a bundle holds the profiles of {MAX_PROCESSES} processes at most")
         summary.pids.append(pid)

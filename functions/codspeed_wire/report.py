@@ -1,6 +1,7 @@
 """The run report: the stable contract read by the client, webhooks and CI summaries."""
 
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -16,7 +17,7 @@ class ShardEntry(BaseModel):
     display: str | None = None  # a readable form of the label: "bench [shard 1, job 1/3]"
     executor: str | None = None
     state: str
-    attempt: int = 0
+    attempt: int = 0  # its uploads counted in this attempt of the run (a re-push is its second)
     size: int | None = None
     benchmarks: int | None = None
     reason: str | None = None
@@ -88,6 +89,15 @@ class UpstreamEntry(BaseModel):
     message: str | None = None
 
 
+class Overlap(BaseModel):
+    """A benchmark measured in more than one shard of a run by one executor."""
+
+    benchmark: str
+    executor: str
+    shards: list[str]  # the first 5 that hold it
+    in_shards: int  # how many hold it
+
+
 class Report(BaseModel):
     project: str
     run_id: str
@@ -107,6 +117,9 @@ class Report(BaseModel):
     upstream: UpstreamEntry | None = None
     baseline: dict[str, Any] | None = None  # the run compared with and carried from: run_id, commit, branch, why
     missing_benchmarks: list[str] = []  # in the baseline, gone here, and no skipped shard explains it (the first 200)
+    # benchmarks measured twice (two shards, one executor), told at the run's close: the first listed, how many
+    overlaps: list[Overlap] = []
+    overlaps_total: int = 0
     counts: BenchmarkCounts = BenchmarkCounts()
     # The changes past the threshold, the worst first: at most 50 regressions, then at most 50
     # improvements (``counts`` has how many there are). Every benchmark is on its shard's page:
@@ -259,6 +272,21 @@ def _md_named_shards(report: Report) -> list[str]:
     return lines
 
 
+def overlaps_line(report: Report, say: Callable[[str], str]) -> str:
+    """The benchmarks measured twice, in a sentence (``say``: made inert for where it is shown)."""
+    named = "; ".join(
+        f"{say(o.benchmark)} ({say(o.executor)}) in {say(', '.join(o.shards))}"
+        + (f" and {o.in_shards - len(o.shards)} more" if o.in_shards > len(o.shards) else "")
+        for o in report.overlaps[:10]
+    )
+    more = report.overlaps_total - min(len(report.overlaps), 10)
+    return (
+        f"Measured in more than one shard ({report.overlaps_total}): {named}"
+        + (f"; and {more} more" if more > 0 else "")
+        + ". Each went upstream from every shard that holds it: a shard's filter overlaps another's."
+    )
+
+
 def _md_baseline(report: Report) -> list[str]:
     """The baseline compared with, the benchmarks gone since it, and the counts."""
     lines = []
@@ -272,6 +300,8 @@ def _md_baseline(report: Report) -> list[str]:
             + ", ".join(md(name) for name in report.missing_benchmarks[:20]),
             "",
         ]
+    if report.overlaps_total:
+        lines += [overlaps_line(report, md), ""]
     if report.counts.measured:
         lines += [f"Benchmarks: {counts_line(report.counts.model_dump())} (threshold {report.threshold:.0%})", ""]
     return lines
@@ -317,7 +347,7 @@ def _md_shard_table(report: Report, shard_rows: int | None) -> list[str]:
     lines = [
         f"<details{opened}><summary>{len(report.shards)} shard{'' if len(report.shards) == 1 else 's'}</summary>",
         "",
-        "| shard | state | attempt | benchmarks | size | arrived at | note |",
+        "| shard | state | uploads | benchmarks | size | arrived at | note |",
         "|---|---|---|---|---|---|---|",
     ]
     rows = report.shards if shard_rows is None else report.shards[:shard_rows]

@@ -7,7 +7,7 @@ import pytest
 from codspeed_aggregator.adapters.github_status import GitHubStatuses
 from codspeed_aggregator.domain.notification import commit_status
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
-from codspeed_wire.report import BenchmarkCounts, Report, ShardEntry
+from codspeed_wire.report import BenchmarkCounts, Report, ShardEntry, render_markdown
 from tests.factories import COMMIT, bundle, put, upload_request
 from tests.fake_github import FakeGitHub
 
@@ -156,3 +156,24 @@ def test_a_status_whose_head_github_cannot_say_is_not_posted_on_the_merge_commit
     _runner_pull_request(agg, project, run_id, "3" * 40)
     assert github.statuses == []  # never on the merge commit, where no reviewer would see it
     assert agg.reports.report(project, run_id).head_commit is None
+
+
+def test_shards_that_measure_the_same_benchmarks_are_named_at_the_close_and_fail_the_status(
+    isolated, github, project, run_id
+):
+    """Three shards of a job that forgot its filter all exited 0, the report said "9 new", and each
+    benchmark went upstream three times, unnoticed."""
+    agg = replace(isolated.aggregator, statuses=GitHubStatuses(github.url, "gh-token"))
+    same = ["tests/a.py::one", "tests/a.py::two", "tests/a.py::three"]
+    for shard in ("1", "2", "3"):
+        agg.record_arrival.record(_push(agg, project, run_id, shard, bundle(benchmarks=same), total=3))
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+    report = agg.reports.report(project, run_id)
+    assert report.overlaps_total == 3
+    assert [(o.benchmark, o.shards) for o in report.overlaps] == [(b, ["1", "2", "3"]) for b in sorted(same)]
+    said = "Measured in more than one shard (3): tests/a.py\\:\\:one (valgrind) in 1, 2, 3"  # made inert in Markdown
+    assert said in render_markdown(report)
+    assert (github.statuses[-1]["state"], github.statuses[-1]["description"]) == (
+        "failure",
+        "3 benchmarks measured in two shards; forwarded 3/3 shards",
+    )

@@ -135,6 +135,7 @@ CALLS = {
     ],
     "FinalizerFunction": [  # ConditionCheck: an eager run's shard is claimed while the run is open
         *_ledger(),
+        ("dynamodb", "BatchWriteItem", {"RequestItems": {TABLE: []}}),  # a finished run's carried shards
         ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}),
         _transaction("ConditionCheck"),
         _object("GetObject", f"bundles/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),

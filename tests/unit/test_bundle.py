@@ -7,7 +7,7 @@ import pytest
 from codspeed_aggregator.domain.bundle import validate_bundle
 from codspeed_aggregator.domain.errors import BadBundle
 from codspeed_local.profiles import callgrind_text
-from codspeed_rules.bundle import MAX_RESULTS, BundleLimits, member_path
+from codspeed_rules.bundle import MAX_PROCESSES, MAX_RESULTS, BundleLimits, member_path
 from tests.factories import bundle, profile_members, tar_gz
 
 
@@ -212,3 +212,14 @@ def test_a_tar_read_and_written_front_to_back_as_a_file_is_what_tarfile_s_stream
     with pytest.raises(tarfile.StreamError, match="seeking backwards is not allowed"):
         stream.seek(10)
     assert stream.tell() == 1000 and stream.seek(5000) == 5000
+
+
+def test_a_bundle_of_more_processes_than_a_shard_record_lists_is_refused_naming_the_limit():
+    """Their pids are one attribute of the shard's item: 10,000 of them are about 70 KB of its 400 KB."""
+    members = {f"./{pid}.out": callgrind_text(pid, [], 0).encode() for pid in range(1, MAX_PROCESSES + 2)}
+    with pytest.raises(
+        BadBundle, match=f"^10001.out: a bundle holds the profiles of {MAX_PROCESSES} processes at most$"
+    ):
+        _validate(tar_gz(members))
+    del members[f"./{MAX_PROCESSES + 1}.out"]
+    assert len(_validate(tar_gz(members)).pids) == MAX_PROCESSES

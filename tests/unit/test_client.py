@@ -818,3 +818,17 @@ def test_a_pushed_folder_is_packed_with_the_runners_members_in_its_order_folders
     bundle.path.unlink()
     expected = sorted(runners[1:] + [("./results/empty", tarfile.DIRTYPE)], key=lambda m: Path(m[0]).parts)
     assert ours == runners[:1] + expected and ours[0] == (".", tarfile.DIRTYPE)
+
+
+def test_a_final_report_naming_overlaps_is_exit_14_unless_allowed_and_its_text_names_them():
+    from codspeed_client.report import final_exit_code, render_text
+
+    overlap = {"benchmark": "a::one", "executor": "valgrind", "shards": ["1", "2"], "in_shards": 2}
+    report = {"state": "forwarded", "partial": False, "run_id": "r", "project": "o/p", "arrived": 2, "expected": 2}
+    report |= {"shards": [{"name": n, "state": "arrived", "attempt": 1} for n in "12"]}
+    assert final_exit_code(report, timed_out=False) == 0
+    report |= {"overlaps": [overlap], "overlaps_total": 1}
+    assert final_exit_code(report, timed_out=False) == 14
+    assert final_exit_code(report, timed_out=False, allow_overlaps=True) == 0
+    assert "measured in more than one shard (1): a::one (valgrind) in 1, 2" in render_text(report)
+    assert "attempt 1" not in render_text(report)  # a shard's first upload: the header says the run's attempt

@@ -51,6 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit 13 when a benchmark regressed past PCT (5 or 5%%; alone: the stack's threshold)",
     )
     parser.add_argument(
+        "--allow-overlaps",
+        action="store_true",
+        help="with --wait: exit 0, not 14, when a benchmark was measured in more than one shard",
+    )
+    parser.add_argument(
         "--benchmarks",
         action="store_true",
         help="list every benchmark (read shard by shard), not only the worst changes",
@@ -76,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final",
             file=sys.stderr,
         )
-    code = final_exit_code(report, timed_out) if report is not None and args.wait else 0
+    code = final_exit_code(report, timed_out, args.allow_overlaps) if report is not None and args.wait else 0
     if regressed and code == 0:
         print(f"codspeed-client: {regressed}", file=sys.stderr)
         return REGRESSED

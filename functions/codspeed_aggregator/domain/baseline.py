@@ -11,6 +11,7 @@ from codspeed_rules.names import shard_key
 from .ledger import RunRecord, ShardRecord, Snapshot
 
 MAX_LISTED = 200
+MAX_LISTED_BYTES = 32 * 1024  # of the names listed: the run's item holds them, whatever a benchmark's name is
 LOOKBACK = 20  # the branch's runs searched before the baseline for where a skipped shard was last received
 
 
@@ -49,6 +50,17 @@ def baseline_why(run: RunRecord, baseline_commit: str | None, branch: str) -> st
     if branch_of(run.ref) == branch:
         return f"{branch}'s latest run before this one"
     return f"{branch}'s latest run: the change names no base commit"
+
+
+def first_listed(names: list[str]) -> list[str]:
+    """The first of ``names`` a report lists: ``MAX_LISTED`` at most, within ``MAX_LISTED_BYTES``."""
+    kept, size = [], 0
+    for name in names[:MAX_LISTED]:
+        size += len(name.encode())
+        if size > MAX_LISTED_BYTES:
+            break
+        kept.append(name)
+    return kept
 
 
 def skipped_keys(run: RunRecord, baseline: Snapshot | None) -> set[str]:
@@ -123,7 +135,7 @@ def complete(
                 }
                 for name, (source, s) in carried.items()
             },
-            "missing_benchmarks": gone[:MAX_LISTED],
+            "missing_benchmarks": first_listed(gone),
             "missing_benchmarks_total": len(gone),
         },
     )

@@ -52,6 +52,11 @@ def named_attempt(run_id: str, max_attempts: int) -> int | None:
     return int(attempt)
 
 
+# What a run's own item holds grows with these, bounded so that it stays far under DynamoDB's 400 KB
+MAX_GROUPS = 100  # job groups (a CodSpeed workflow's jobs, a matrix one): as many as ``open`` declares
+MAX_VARIANTS = 300  # kinds of upload over all its groups (an executor, a runner's run index): 3 a job
+
+
 def variant_key(group: str, variant: str) -> str:
     """A kind of upload (``domain.drop_in``'s variant) within one job group."""
     return f"{group}|{variant}"

@@ -23,6 +23,8 @@ def commit_status(report: Report) -> tuple[str, str] | None:
         return "failure", "closed with no shard arrived: nothing sent"
     if missing:
         return "failure", f"forwarded {done}; missing: {', '.join(missing)}"[:140]
+    if report.overlaps_total:
+        return "failure", f"{plural(report.overlaps_total, 'benchmark')} measured in two shards; forwarded {done}"[:140]
     if report.counts.regressions:  # the regression gate: the stack's RegressionThreshold
         worst = report.counts.worst_regression
         return "failure", (

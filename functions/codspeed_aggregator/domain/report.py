@@ -202,6 +202,8 @@ def build_report(
         upstream=UpstreamEntry(**run.upstream) if run.upstream else None,
         baseline=compared_with(run, baseline, branch),
         missing_benchmarks=outcome.get("missing_benchmarks") or [],
+        overlaps=outcome.get("overlaps") or [],
+        overlaps_total=outcome.get("overlaps_total", 0),
         counts=counts,
         benchmarks=listed,
         threshold=threshold,

@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from codspeed_rules.summary import counts_line, shards_done
-from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, figure
+from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, figure, overlaps_line
 
 from ..domain.ledger import RunRecord
 from .html import escape
@@ -215,6 +215,8 @@ def render_main(
                 f"(commit {escape((report.baseline.get('commit') or '?')[:12])})" + (f": {escape(why)}" if why else ""),
             )
         )
+    if report.overlaps_total:
+        facts.append(("Overlaps", f'<span id="overlaps">{escape(overlaps_line(report, str))}</span>'))
     if report.upstream:
         up = report.upstream
         text = escape(

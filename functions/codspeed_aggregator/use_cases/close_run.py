@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from codspeed_rules.names import split_shard_key
-from codspeed_wire.api import CloseAnswer, CloseRequest
+from codspeed_wire.api import MAX_SHARDS, CloseAnswer, CloseRequest
 
 from ..adapters.ledger import Baselines, Reads, Runs
 from ..adapters.queues import FinalizeQueue
@@ -37,7 +37,7 @@ class CloseRun:
             return CloseAnswer(
                 project=request.project, run_id=run_id, state=state, message=f"run is already {state}: nothing to close"
             )
-        first = self.runs.request_close(request.project, run_id, list(request.skip), reason)
+        first = self.runs.request_close(request.project, run_id, _new_skips(snapshot, request.skip), reason)
         self.queue.request(request.project, run_id, reason)
         if not first:
             message = "a close was already under way"
@@ -69,6 +69,10 @@ class CloseRun:
         unknown = [name for name in skip if name not in known]
         if unknown:
             raise Unprocessable(f"cannot skip {', '.join(unknown)}: not among the {where}")
+        if (count := len(run.skipped) + len(_new_skips(snapshot, skip))) > MAX_SHARDS:
+            raise Unprocessable(
+                f"run {run.run_id} of {run.project} would skip {count} shards: a run skips {MAX_SHARDS} at most"
+            )
 
     def close_finished_ci_run(self, project: str, run_id: str) -> list[str]:
         """CI says the workflow run finished: close its latest attempt, if that one is still open."""
@@ -90,3 +94,8 @@ class CloseRun:
         for project, run_id in self.runs.stalled_finalizing(now):
             self.queue.request(project, run_id, "lease-expired")
         return due
+
+
+def _new_skips(snapshot: Snapshot, skip: list[str]) -> list[str]:
+    """The names a close adds to those the run skips (an attempt's are its previous one's), each once."""
+    return [name for name in dict.fromkeys(skip) if name not in snapshot.run.skipped]

@@ -15,6 +15,7 @@ from ..domain.errors import existing
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key
 from ..domain.ledger import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
+from ..domain.overlaps import overlaps
 from ..domain.run_plan import PlanRecord, RunPlan
 from ..domain.timestamps import epoch
 from ..domain.upstream_parts import UpstreamPart, empty_part_id, part_id, plan_forward
@@ -90,16 +91,17 @@ class PlanForward:
         branch = branch_of(run.base_ref) or self.settings.default_branch
         baseline = self.reads.snapshot(run.project, baseline_run) if baseline_run else None
         names = None
-        if lost and baseline is not None:
-            found = self.results.read_many(
-                s.bundle_key for s in (*arrived.values(), *baseline.arrived().values()) if s.results_kept
-            )
+        if lost:  # and the benchmarks measured twice: every shard's names read once, for both
+            read = (*arrived.values(), *(baseline.arrived().values() if baseline else ()))
+            found = self.results.read_many(s.bundle_key for s in read if s.results_kept)
             names = {key: results.names for key, results in found.items() if results}
         kept_since = (
             self.clock() - (self.settings.retention_days - 1) * 86400
         )  # a day's margin: the forward must find it
         earlier = self._received_before(run, arrived, branch, baseline, kept_since)
         completion = complete(run, arrived, branch, baseline, names, earlier)
+        if names is not None:
+            completion.outcome |= overlaps(arrived, names)
         return dict(sorted({**arrived, **completion.carried}.items())), completion
 
     def _received_before(

@@ -18,7 +18,7 @@ from ..adapters.ledger import Runs, Shards
 from ..domain.drop_in import shard_of
 from ..domain.errors import Busy, Conflict, Forbidden, Unprocessable, existing
 from ..domain.keys import bundle_key
-from ..domain.ledger import GrantRecord, RunRecord, SentPost, base_run_id, variant_key
+from ..domain.ledger import MAX_GROUPS, MAX_VARIANTS, GrantRecord, RunRecord, SentPost, base_run_id, variant_key
 from ..domain.manifest import Manifest
 from ..domain.metadata import ci_url
 from ..domain.timestamps import iso
@@ -148,7 +148,7 @@ class RequestUpload:
                 f"shard {shard} was declared skipped {when} (run {run.run_id} of {project}): "
                 "it is carried from the baseline run, not pushed"
             )
-        _admit(run, group, shard, manifest, asked.fork)  # every check before the first write: a refusal changes nothing
+        _admit(run, asked, manifest)  # every check before the first write: a refusal changes nothing
         if not self._joined(run, asked, manifest):
             return None
         if metadata.tokenless and not (
@@ -215,7 +215,7 @@ class RequestUpload:
                 provider=metadata.repository_provider,
                 ci_attempt=asked.ci_attempt,
             ),
-            admit=lambda previous: _admit(previous, group, asked.shard, asked.keyed_in(previous)[1], asked.fork),
+            admit=lambda previous: _admit(previous, asked, asked.keyed_in(previous)[1]),
         )
 
     def _joined(self, run: RunRecord, asked: "_Asked", manifest: Manifest) -> bool:
@@ -224,15 +224,19 @@ class RequestUpload:
         if group not in run.groups:
             if self.runs.add_group(project, run.run_id, group, manifest):
                 run.groups[group] = manifest
-            else:  # another upload added it meanwhile (its manifest stands), or the run ended
+            else:  # another upload added it meanwhile (its manifest stands), others filled the run, or it ended
                 run = existing(self.runs.run_record(project, run.run_id), f"run {run.run_id} of {project}")
                 if group not in run.groups:
+                    _admit(run, asked, manifest)
                     return False
         manifest.agree(run.groups[group], group)
         run.groups[group].admit(asked.shard)
-        return all(
-            kind in run.variants or self.runs.add_variant(project, run.run_id, kind) for kind in asked.variants()
-        )
+        for kind in asked.variants():
+            if kind not in run.variants and not self.runs.add_variant(project, run.run_id, kind):
+                run = existing(self.runs.run_record(project, run.run_id), f"run {run.run_id} of {project}")
+                _admit(run, asked, manifest)  # others filled the run meanwhile; else it ended
+                return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -289,10 +293,13 @@ def _check_pushed_part(request: ShardUploadRequest) -> None:
         )
 
 
-def _admit(run: RunRecord, group: str, shard: str, manifest: Manifest, fork: bool = False) -> None:
+def _admit(run: RunRecord, asked: "_Asked", manifest: Manifest) -> None:
     """Refuse an upload the run cannot take, before anything is written: a job the declared run
-    does not expect (in every attempt), a manifest other than its group's, a shard outside it; without
-    a token (``fork``), a run a token opened, and past ``MAX_FORK_UPLOADS``."""
+    does not expect (in every attempt), a manifest other than its group's, a shard outside it, a
+    group or a kind of upload past what a run holds (``MAX_GROUPS``, ``MAX_VARIANTS``);
+    without a token (``fork``), a run a token opened, and past ``MAX_FORK_UPLOADS``."""
+    group, shard, fork = asked.group, asked.shard, asked.fork
+    _admit_size(run, asked)  # a next attempt holds what its run held
     if fork and not run.fork:
         raise Forbidden(
             f"run {run.run_id} of {run.project} was opened with a token: a request without one cannot join it "
@@ -311,3 +318,16 @@ def _admit(run: RunRecord, group: str, shard: str, manifest: Manifest, fork: boo
     if group in run.groups:
         manifest.agree(run.groups[group], group)
         run.groups[group].admit(shard)
+
+
+def _admit_size(run: RunRecord, asked: "_Asked") -> None:
+    if asked.group not in run.groups and len(run.groups) >= MAX_GROUPS:
+        raise Unprocessable(
+            f"run {run.run_id} of {run.project} holds {len(run.groups)} jobs, the most a run holds ({MAX_GROUPS}; "
+            f"a matrix is one): job {asked.group} cannot join it"
+        )
+    if (count := len({*run.variants, *asked.variants()})) > MAX_VARIANTS:
+        raise Unprocessable(
+            f"run {run.run_id} of {run.project} would hold {count} kinds of upload (a job's executor and run "
+            f"index), more than a run holds ({MAX_VARIANTS})"
+        )

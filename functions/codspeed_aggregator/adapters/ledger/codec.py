@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
 # reads a whole run. Sort keys, in the order they sort:
 RUN_SK = "RUN"
 TALLY_PREFIX = "RUN#TALLY#"  # the run's counts of its shards' changes, spread over TALLIES items (see tally_sk)
+CARRIED_PREFIX = "CARRIED#"  # a shard a finished run carried from its baseline, as its report says it: an item each
 PART_PREFIX = "PART#"  # the upstream's answer about one upload of the run: an item each, so the run item stays small
 SHARD_PREFIX = "SHARD#"
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
@@ -178,6 +179,18 @@ class TableItems:
             if condition_failed(exc):
                 return False
             raise
+
+    def write_all(self, items: list[dict[str, Any]]) -> None:
+        """Put every item, 25 a request (BatchWriteItem's most), again what DynamoDB left unprocessed."""
+        attempt = 0
+        wanted: list[Any] = [{"PutRequest": {"Item": dump(item)}} for item in items]
+        while wanted:
+            answer = self.db.batch_write_item(RequestItems={self.table: wanted[:25]})
+            left = answer.get("UnprocessedItems", {}).get(self.table) or []
+            wanted = wanted[25:] + left
+            if left:
+                self.sleep(backoff(attempt, 0.05, 2.0))
+                attempt += 1
 
     def query_all(self, **query: Any) -> list[dict[str, Any]]:
         """Every item a Query answers, page after page."""

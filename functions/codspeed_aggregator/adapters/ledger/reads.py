@@ -15,6 +15,7 @@ from ...domain.barrier import BarrierView, Grant
 from ...domain.ledger import ArrivalView, RunRecord, ShardRecord, Snapshot
 from ...domain.run_plan import PlanRecord
 from .codec import (
+    CARRIED_PREFIX,
     PART_PREFIX,
     RUN_SK,
     SHARD_PREFIX,
@@ -106,7 +107,7 @@ class Reads(TableItems):
             return self.snapshot(project, run_id, tries)
         for attempt in range(tries):
             head = self.query_run(project, run_id, "sk BETWEEN :run AND :end", {":run": RUN_SK, ":end": HEAD_END})
-            if any(i["sk"] == RUN_SK and i.get("created_at", "") != known.created_at for i in head):
+            if any(i["sk"] == RUN_SK and _read_whole(i, known) for i in head):
                 return self.snapshot(project, run_id, tries)
             wanted = {}
             for tally in (i for i in head if i["sk"].startswith(TALLY_PREFIX)):
@@ -243,8 +244,15 @@ class Reads(TableItems):
         return found
 
 
+def _read_whole(run: dict[str, Any], known: _Known) -> bool:
+    """A run opened again under its id (the first expired), or one that carried shards: its
+    carried shards are items beside it, out of the few a changed snapshot reads."""
+    return run.get("created_at", "") != known.created_at or bool((run.get("outcome") or {}).get("carried_shards"))
+
+
 def _parse(items: list[dict[str, Any]]) -> Snapshot | None:
     found: dict[str, Any] | None = None
+    carried: dict[str, Any] = {}
     tallies: list[dict[str, Any]] = []
     shards: dict[str, ShardRecord] = {}
     parts: dict[str, dict[str, Any]] = {"announced": {}, "forwarded": {}}
@@ -256,6 +264,8 @@ def _parse(items: list[dict[str, Any]]) -> Snapshot | None:
         elif item["sk"].startswith(SHARD_PREFIX):
             shard = shard_from(item)
             shards[shard.name] = shard
+        elif item["sk"].startswith(CARRIED_PREFIX):
+            carried[item["sk"].removeprefix(CARRIED_PREFIX)] = json.loads(item["carried"])
         elif item["sk"].startswith(PART_PREFIX):
             _, kind, index = item["sk"].split("#", 2)
             if kind in parts:
@@ -263,5 +273,7 @@ def _parse(items: list[dict[str, Any]]) -> Snapshot | None:
     if found is None:
         return None
     run = run_from(found, tallies)
+    if carried:
+        run.outcome = {**run.outcome, "carried": dict(sorted(carried.items()))}
     run.announced_parts, run.forwarded_parts = parts["announced"], parts["forwarded"]
     return Snapshot(run, shards)

@@ -7,7 +7,7 @@ from typing import Any
 from ...domain.ledger import OPEN, GrantRecord, RunRecord, ShardRecord, variant_key
 from ...domain.manifest import Manifest
 from ...domain.run_plan import PlanRecord
-from .codec import COUNT_PREFIX, GROUP_PREFIX, PROJECT_PREFIX, RUN_SK, SHARD_PREFIX, run_pk
+from .codec import CARRIED_PREFIX, COUNT_PREFIX, GROUP_PREFIX, PROJECT_PREFIX, RUN_SK, SHARD_PREFIX, run_pk
 
 
 def group_attribute(group: str) -> str:
@@ -154,6 +154,8 @@ def run_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
         "run_attempt": run.attempt,
         "ci_url": run.ci_url,
         "expires_at": expires_at,
+        "group_count": len(run.groups),  # what ``Runs.add_group`` and ``add_variant`` bound
+        "variant_count": len(run.variants),
     }
     item |= {group_attribute(g): m.to_item() for g, m in run.groups.items()}
     item.update({count_attribute(g): n for g, n in run.group_counts.items()})
@@ -182,3 +184,18 @@ def listed_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
         "run_id": run.run_id,
         "expires_at": expires_at,
     }
+
+
+def carried_items(
+    project: str, run_id: str, outcome: dict[str, Any], expires_at: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A finished run's outcome as its item keeps it (how many shards it carried), and an item
+    beside it for each: they are as many as its shards, and its item stays small."""
+    kept, carried = dict(outcome), outcome.get("carried") or {}
+    kept.pop("carried", None)
+    items = [
+        {"pk": run_pk(project, run_id), "sk": f"{CARRIED_PREFIX}{name}", "carried": json.dumps(entry)}
+        | {"expires_at": expires_at}
+        for name, entry in carried.items()
+    ]
+    return kept | ({"carried_shards": len(carried)} if carried else {}), items

@@ -12,6 +12,8 @@ from ...domain.ledger import (
     ENDED,
     FINALIZING,
     FORWARD_FAILED,
+    MAX_GROUPS,
+    MAX_VARIANTS,
     OPEN,
     RunRecord,
     attempt_run_id,
@@ -31,7 +33,7 @@ from .codec import (
     load,
     tally_sks,
 )
-from .records import group_attribute, listed_item, run_from, run_item
+from .records import carried_items, group_attribute, listed_item, run_from, run_item
 
 
 class Runs(TableItems):
@@ -119,27 +121,27 @@ class Runs(TableItems):
         return [(i["project"], i["run_id"]) for i in items]
 
     def add_group(self, project: str, run_id: str, group: str, manifest: Manifest) -> bool:
-        """Note a job group the run had not seen, with its manifest. False when the group is
-        there already (read the run: its manifest stands) or the run is no longer open. A closing run
-        still takes one: its close waits for every upload granted before it is finalized."""
+        """Note a job group the run had not seen, with its manifest. False when the group is there
+        already (read the run: its manifest stands), the run holds ``MAX_GROUPS``, or it is no longer
+        open. A closing run still takes one: its close waits for every upload granted before it."""
         return self._update_run(
             project,
             run_id,
-            "SET #group = :m ADD rev :one, run_changes :one",
-            "#state = :open AND attribute_not_exists(#group)",
-            {":m": manifest.to_item(), ":open": OPEN},
+            "SET #group = :m ADD group_count :one, rev :one, run_changes :one",
+            "#state = :open AND attribute_not_exists(#group) AND group_count < :most",
+            {":m": manifest.to_item(), ":open": OPEN, ":most": MAX_GROUPS},
             names={"#group": group_attribute(group)},
         )
 
     def add_variant(self, project: str, run_id: str, variant: str) -> bool:
         """Note a kind of upload the run had not seen (another executor): its manifest now expects it
-        too. False when the run is no longer open."""
+        too. False when the run is no longer open or holds ``MAX_VARIANTS``."""
         return self._update_run(
             project,
             run_id,
-            "ADD variants :v, rev :one, run_changes :one",
-            "#state = :open",
-            {":v": {variant}, ":open": OPEN},
+            "ADD variants :v, variant_count :one, rev :one, run_changes :one",
+            "#state = :open AND variant_count < :most",
+            {":v": {variant}, ":open": OPEN, ":most": MAX_VARIANTS},
         )
 
     def count_grant(self, project: str, run_id: str) -> bool:
@@ -165,13 +167,13 @@ class Runs(TableItems):
     def request_close(self, project: str, run_id: str, skip: list[str], reason: str) -> bool:
         """Mark an open run closed (first close wins), adding ``skip`` to the shards it skips (an
         attempt starts with its previous one's); False when it was not open or already closing."""
+        skips = ", skipped = list_append(if_not_exists(skipped, :none), :skip)" if skip else ""
         return self._update_run(
             project,
             run_id,
-            "SET close_requested = :true, skipped = list_append(if_not_exists(skipped, :none), :skip), "
-            "close_reason = :reason ADD rev :one, run_changes :one",
+            f"SET close_requested = :true{skips}, close_reason = :reason ADD rev :one, run_changes :one",
             "#state = :open AND attribute_not_exists(close_requested)",
-            {":true": True, ":skip": skip, ":none": [], ":reason": reason, ":open": OPEN},
+            {":true": True, ":reason": reason, ":open": OPEN} | ({":skip": skip, ":none": []} if skip else {}),
         )
 
     def claim_finalize(self, project: str, run_id: str, now: int, lease_seconds: int, *, grants: int) -> bool:
@@ -233,22 +235,18 @@ class Runs(TableItems):
         outcome: dict[str, Any] | None = None,
     ) -> bool:
         """Record how finalizing ended (or, for a run of parts, how one part failed): only a
-        finalizer holding the run or one of its parts can, once the run is forwarded no more."""
+        finalizer holding the run or one of its parts can, once the run is forwarded no more. The
+        shards ``outcome`` carries go first, an item each (``records.carried_items``)."""
+        outcome, carried = carried_items(project, run_id, outcome or {}, self.expires_at())
+        self.write_all(carried)
         return self._update_run(
             project,
             run_id,
             "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero "
             "REMOVE open_pk ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed)",
-            {
-                ":s": state,
-                ":up": upstream,
-                ":err": error,
-                ":outcome": outcome or {},
-                ":zero": 0,
-                ":finalizing": FINALIZING,
-                ":failed": FORWARD_FAILED,
-            },
+            {":s": state, ":up": upstream, ":err": error, ":outcome": outcome, ":zero": 0}
+            | {":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
         )
 
     def fail_held(self, project: str, run_id: str, upstream: dict[str, Any], error: str) -> bool:

@@ -1,0 +1,224 @@
+"""Every record of the ledger stays under DynamoDB's 400 KB at the limits we state: 1000 shards
+(``MAX_SHARDS``), the longest name, job key and ref we accept, 256 KiB bodies counted in bytes.
+Each record is written at its largest through the adapter that writes it, on moto's server (which
+refuses an item over 400 KB as DynamoDB does), and measured by DynamoDB's own rules of an item's size."""
+
+from decimal import Decimal
+
+import pytest
+
+from codspeed_aggregator.adapters.ledger.codec import CARRIED_PREFIX, RUN_SK, TALLY_PREFIX, load
+from codspeed_aggregator.domain.baseline import MAX_LISTED, MAX_LISTED_BYTES, first_listed
+from codspeed_aggregator.domain.errors import Unprocessable
+from codspeed_aggregator.domain.ledger import (
+    FINALIZING,
+    FORWARDED,
+    MAX_GROUPS,
+    MAX_VARIANTS,
+    RunRecord,
+    SentPost,
+    variant_key,
+)
+from codspeed_aggregator.domain.manifest import Manifest
+from codspeed_aggregator.domain.run_plan import PlanRecord
+from codspeed_wire.api import MAX_SHARDS, CloseRequest
+from codspeed_wire.upstream import UploadMetadata
+from tests import runner
+from tests.factories import bundle, footprint, push
+
+DYNAMODB_ITEM_LIMIT = 400 * 1024
+
+
+def attribute_bytes(value: dict) -> int:
+    """A typed (low-level) value's size by DynamoDB's rules: a string or binary its bytes, a number
+    about one byte per two digits plus one, a list or map 3 bytes plus 1 per element plus its contents."""
+    ((kind, inner),) = value.items()
+    if kind == "S":
+        return len(inner.encode())
+    if kind == "B":
+        return len(inner)
+    if kind == "N":
+        return len(str(abs(Decimal(inner))).replace(".", "").lstrip("0")) // 2 + 2
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(s.encode()) for s in inner)
+    if kind == "L":
+        return 3 + sum(1 + attribute_bytes(v) for v in inner)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + attribute_bytes(v) for k, v in inner.items())
+    raise AssertionError(f"no size rule for {kind}")
+
+
+def item_bytes(item: dict) -> int:
+    return sum(len(name.encode()) + attribute_bytes(value) for name, value in item.items())
+
+
+def _partition(ledger, project: str, run_id: str) -> dict[str, dict]:
+    found = ledger.db.query(
+        TableName=ledger.table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}},
+    )
+    items = found["Items"]
+    while "LastEvaluatedKey" in found:
+        found = ledger.db.query(
+            TableName=ledger.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}},
+            ExclusiveStartKey=found["LastEvaluatedKey"],
+        )
+        items += found["Items"]
+    return {i["sk"]["S"]: i for i in items}
+
+
+def _longest(prefix: str, n: int, width: int) -> str:
+    return f"{prefix}{n:05d}".ljust(width, "x")
+
+
+def test_a_run_at_every_limit_finishes_carrying_its_shards_beside_it_and_each_record_is_under_400_kb(
+    isolated, project, run_id
+):
+    ledger = isolated.aggregator.ledger
+    names = tuple(_longest("s", i, 128) for i in range(MAX_SHARDS))  # a pushed shard's name: 128 characters
+    jobs = {_longest("job", i, 89) + "!0123456789": Manifest(total=MAX_SHARDS) for i in range(MAX_GROUPS - 1)}
+    run = RunRecord(
+        project=project,
+        run_id=run_id,
+        groups={"": Manifest(names=names), **jobs},
+        commit="a" * 64,
+        head_commit="b" * 64,
+        ref="refs/heads/" + "r" * 989,
+        base_ref="refs/heads/" + "m" * 989,
+        base_commit="c" * 64,
+        base_ancestors=tuple(f"{i:064x}" for i in range(50)),
+        identity={"commitHash": "a" * 64, "owner": "o" * 100, "repository": "p" * 100, "ref": "r" * 1000},
+        created_at="2026-12-05T00:00:00.000000Z",
+        ci_url="https://ci.example/" + "u" * 2020,
+        skipped=names,
+        variants=tuple(
+            variant_key(group, f"{'e' * 32}/{i}") for group in jobs for i in range(MAX_VARIANTS // len(jobs) + 1)
+        )[:MAX_VARIANTS],
+    )
+    ledger.runs.open_run(run)
+    assert not ledger.runs.add_group(project, run_id, "one-too-many", Manifest(total=1))
+    assert not ledger.runs.add_variant(project, run_id, variant_key("", "walltime/1"))
+    assert ledger.runs.request_close(project, run_id, [], "close")
+    assert ledger.runs.claim_finalize(project, run_id, 1, 60, grants=0)
+    assert ledger.runs.record_plan(project, run_id, PlanRecord(baseline=run_id, parts=MAX_SHARDS, sends=MAX_SHARDS))
+    carried = {  # each skipped name under three executors: what a skip stands for
+        f"{name}~{executor}": {
+            "run_id": _longest("main-", i, 133),
+            "commit": "d" * 64,
+            "branch": "m" * 989,
+            "benchmarks": 1_000_000,
+            "size": 5 * 1024**3,
+            "group": "",
+            "key": f"bundles/{project}/{'x' * 400}/{name}",
+        }
+        for i, name in enumerate(names)
+        for executor in ("valgrind", "walltime", "memory")
+    }
+    gone = [f"tests/test_{i}.py::" + "b" * 4000 for i in range(MAX_LISTED)]  # benchmark names have no bound
+    outcome = {
+        "baseline": {"run_id": run_id, "why": "w" * 2000},
+        "carried": carried,
+        "missing_benchmarks": first_listed(gone),
+    }
+    assert ledger.runs.finish(project, run_id, FORWARDED, upstream={"run_id": "u" * 200}, outcome=outcome)
+
+    items = _partition(ledger, project, run_id)
+    sizes = {sk: item_bytes(item) for sk, item in items.items()}
+    assert max(sizes.values()) < DYNAMODB_ITEM_LIMIT, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    assert sum(sk.startswith(CARRIED_PREFIX) for sk in items) == len(carried)
+    snapshot = ledger.reads.snapshot(project, run_id)
+    assert snapshot.run.state == FORWARDED and snapshot.run.outcome["carried"] == carried
+    assert snapshot.run.outcome["carried_shards"] == len(carried)
+    fit = MAX_LISTED_BYTES // len(gone[0].encode())  # names of 4 KB: the rest are counted, not listed
+    assert snapshot.run.outcome["missing_benchmarks"] == gone[:fit] and fit == 8
+    assert load(items[RUN_SK])["group_count"] == MAX_GROUPS and load(items[RUN_SK])["variant_count"] == MAX_VARIANTS
+
+
+def test_a_tally_counting_every_group_and_the_metadata_of_a_256_kib_post_fit_their_items(isolated, project, run_id):
+    ledger = isolated.aggregator.ledger
+    body = ('{"k":"' + "€" * (256 * 1024 // 3 - 4) + '"}').encode()
+    assert len(body) <= 256 * 1024
+    ledger.shards.keep_metadata(project, run_id, "u" * 32, {}, SentPost(body, "codspeed-runner", "t" * 8000, 2**40))
+    counts = ", ".join(f"#c{i} :one" for i in range(MAX_GROUPS))
+    ledger.db.update_item(  # every group's count on one tally: the most shards of every group land there
+        TableName=ledger.table,
+        Key={"pk": {"S": f"RUN#{project}#{run_id}"}, "sk": {"S": f"{TALLY_PREFIX}00"}},
+        UpdateExpression=f"ADD {counts}, rev :one",
+        ExpressionAttributeNames={f"#c{i}": f"C#{_longest('job', i, 89)}!0123456789" for i in range(MAX_GROUPS)},
+        ExpressionAttributeValues={":one": {"N": str(MAX_SHARDS)}},
+    )
+    sizes = {sk: item_bytes(item) for sk, item in _partition(ledger, project, run_id).items()}
+    assert all(size < DYNAMODB_ITEM_LIMIT for size in sizes.values()), sizes
+    assert max(sizes.values()) > 256 * 1024  # the POST's bytes, kept as they came
+
+
+def test_a_finishing_run_is_left_finalizing_by_nothing_its_item_cannot_hold(isolated, project, run_id):
+    """The case seen: 999 carried shards of 80-character names made the run item too large to write."""
+    ledger = isolated.aggregator.ledger
+    names = tuple(_longest("s", i, 80) for i in range(MAX_SHARDS))
+    ledger.runs.open_run(
+        RunRecord(project=project, run_id=run_id, groups={"": Manifest(names=names)}, skipped=names[1:])
+    )
+    assert ledger.runs.claim_finalize(project, run_id, 1, 60, grants=0)
+    carried = {name: {"run_id": "main-1", "commit": "d" * 40, "branch": "main", "key": "k" * 200} for name in names[1:]}
+    assert ledger.runs.finish(project, run_id, FORWARDED, outcome={"carried": carried})
+    run = ledger.reads.snapshot(project, run_id).run
+    assert run.state == FORWARDED != FINALIZING and run.outcome["carried"] == carried
+
+
+def _job(project: str, run_id: str, job: str) -> UploadMetadata:
+    owner, repository = project.rsplit("/", 1)
+    sent = runner.metadata(
+        runner.recorded(1),
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit="a" * 40,
+        run_part=runner.github_run_part(run_id, job, "valgrind"),
+    )
+    return UploadMetadata.model_validate(sent)
+
+
+def test_a_job_past_the_most_a_run_holds_is_refused_naming_the_limit_and_changes_nothing(isolated, project, run_id):
+    agg = isolated.aggregator
+    for i in range(MAX_GROUPS):
+        agg.request_upload.accept_drop_in(_job(project, run_id, f"bench-{i}"))
+    before = footprint(isolated, project, run_id)
+    with pytest.raises(Unprocessable) as refused:
+        agg.request_upload.accept_drop_in(_job(project, run_id, "one-more"))
+    assert str(refused.value) == (
+        f"run {run_id} of {project} holds {MAX_GROUPS} jobs, the most a run holds ({MAX_GROUPS}; a matrix is one): "
+        "job one-more cannot join it"
+    )
+    assert footprint(isolated, project, run_id) == before
+    agg.request_upload.accept_drop_in(_job(project, run_id, "bench-7"))  # a job it holds still uploads
+
+
+def test_a_close_stores_each_skipped_name_once_however_often_it_is_named(isolated, project, run_id):
+    """Each attempt starts with its previous one's skips: appending them again grew the list with every close."""
+    agg = isolated.aggregator
+    push(agg, project, run_id, "1", bundle(), expect=["1", "2", "3"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, skip=["2", "3", "2"]))
+    item = agg.ledger.db.get_item(TableName=agg.ledger.table, Key=agg.ledger.runs.key(project, run_id, RUN_SK))["Item"]
+    assert load(item)["skipped"] == ["2", "3"]
+
+
+def test_a_close_past_1000_skipped_shards_is_refused_naming_the_count_and_changes_nothing(isolated, project, run_id):
+    """A run's skips grow with its attempts, each starting with its previous one's: 1000 in all at most."""
+    agg = isolated.aggregator
+    names = tuple(str(i) for i in range(1, MAX_SHARDS + 2))
+    agg.ledger.runs.open_run(
+        RunRecord(project=project, run_id=run_id, groups={"": Manifest(names=names)}, skipped=names[:MAX_SHARDS])
+    )
+    before = footprint(isolated, project, run_id)
+    with pytest.raises(Unprocessable) as refused:
+        agg.close_run.close(CloseRequest(project=project, run_id=run_id, skip=[names[-1]]))
+    assert (
+        str(refused.value) == f"run {run_id} of {project} would skip {MAX_SHARDS + 1} shards: a run skips 1000 at most"
+    )
+    assert footprint(isolated, project, run_id) == before
