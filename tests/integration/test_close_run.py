@@ -200,4 +200,3 @@ def test_a_grant_between_the_barrier_and_the_claim_moves_the_count_and_the_close
     monkeypatch.setattr(reads, "barrier_view", read)
     assert agg.ledger.runs.run_record(project, run_id).state == "open"  # not claimed
     assert agg.finalize_run.finalize(project, run_id) == "waiting"  # shard 2's URL is good: awaited
-

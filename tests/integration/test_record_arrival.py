@@ -111,7 +111,9 @@ def test_a_bundle_whose_event_comes_after_the_close_stopped_waiting_counts_in_th
     )
     second = agg.reports.report(project, f"{run_id}~2")
     assert second.attempt == 2 and second.arrived == 2 and [s.state for s in second.shards] == ["arrived", "arrived"]
-    asked = [m["run_id"] for m in isolated.finalize_requests() if m["reason"] != "barrier"]  # the close's re-reads aside
+    asked = [
+        m["run_id"] for m in isolated.finalize_requests() if m["reason"] != "barrier"
+    ]  # the close's re-reads aside
     assert asked == [f"{run_id}~2"]  # complete: asked once
     assert agg.finalize_run.finalize(project, f"{run_id}~2") == "forwarded"
     [parts] = [p for (_, run), p in isolated.upstream.combined().items() if run == run_id]
