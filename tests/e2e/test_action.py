@@ -130,6 +130,8 @@ def test_a_status_error_is_said_once_in_the_log(tmp_path):
         ("timeout", "", "a number of seconds, such as 300"),
         ("fail-on-regression", "five", "a percentage (5 or 5%), report (the stack's threshold), or empty"),
         ("fail-on-regression", "5 %", "a percentage (5 or 5%), report (the stack's threshold), or empty"),
+        # push ignored it without a word
+        ("skip", "2", "only open and close take skip (the shards a run leaves out, carried from the base branch)"),
     ],
 )
 def test_an_input_no_step_could_use_is_exit_2_naming_it_before_anything_runs(tmp_path, name, value, takes):

@@ -322,14 +322,22 @@ def test_the_runner_drop_in_without_a_token_is_checked_where_the_stack_has_a_git
     assert run.fork and not run.tokenless  # checked: its comment is posted
 
 
-def test_without_a_github_token_the_runner_drop_in_is_taken_unchecked_and_posts_no_comment(fork):
+def test_without_a_github_token_the_runner_drop_in_is_taken_unchecked_and_posts_no_comment(isolated, fork):
     agg, project, run_id = fork
     agg = replace(agg, github_pulls=None)
     status, accepted = _runner_post(agg, project, run_id, commit="d" * 40)  # nothing can check it
     assert status == 200, accepted
     run = agg.ledger.runs.run_record(project, run_id)
     assert run.tokenless and not run.fork  # unchecked: no comment, no close or report without a token
-    assert _call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id})[0] == 401
+    before = footprint(isolated, project, run_id)
+    error = (  # it said "only the run of a pull request from a fork can be closed", of a fork's run
+        "missing Authorization header: send the aggregator's token: this aggregator has no GitHub token "
+        "(GitHubTokenParameter) to bear out a pull request from a fork, so without a token no run is closed or "
+        "read (a fork's run ends at its deadline, or when the CI webhook says the workflow finished)"
+    )
+    assert _call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id}) == (401, {"error": error})
+    assert _call(agg, "GET", f"/v1/runs/{project}/{run_id}") == (401, {"error": error})
+    assert footprint(isolated, project, run_id) == before
 
 
 def test_a_runners_shard_over_the_tokenless_limit_is_rejected_when_it_lands(isolated, fork):

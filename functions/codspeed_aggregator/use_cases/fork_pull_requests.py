@@ -110,6 +110,12 @@ class ForkPullRequests:
     def admit_run(self, project: str, run_id: str) -> None:
         """A close or a report without a token: only of a run a fork's claim opened."""
         self._listed(project)
+        if self.pulls is None:
+            raise Unauthorized(
+                f"{NO_TOKEN}: this aggregator has no GitHub token (GitHubTokenParameter) to bear out a pull "
+                "request from a fork, so without a token no run is closed or read (a fork's run ends at its "
+                "deadline, or when the CI webhook says the workflow finished)"
+            )
         run = self.runs.run_record(project, base_run_id(run_id))
         if run is None or not run.fork:
             raise Unauthorized(
