@@ -1,4 +1,5 @@
-"""Finalize queue: merge a run's shards and forward one upload upstream, once."""
+"""Finalize queue: end a run, sending upstream what is not there yet (parts: each shard as sent;
+one-upload: its shards merged into one upload), once."""
 
 from typing import Any
 
