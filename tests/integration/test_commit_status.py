@@ -34,10 +34,10 @@ def test_statuses_go_pending_then_success_over_real_http_and_link_the_run_page(i
         page_key=b"k" * 32,
         settings=replace(isolated.aggregator.settings, public_url="https://agg.example"),
     )
-    first = _push(agg, project, run_id, "1", bundle())
+    first = _push(agg, project, run_id, "1", bundle(4301, ["a::one"]))
     assert github.statuses == []  # quiet until a shard arrives
     agg.record_arrival.record(first)
-    agg.record_arrival.record(_push(agg, project, run_id, "2", bundle()))
+    agg.record_arrival.record(_push(agg, project, run_id, "2", bundle(4302, ["b::two"])))
     agg.finalize_run.finalize(project, run_id)
     assert [(s["state"], s["description"]) for s in github.statuses] == [
         ("pending", "1/2 shards in"),
