@@ -90,7 +90,8 @@ def test_a_re_run_shard_replaces_its_own_part(eager, isolated, project, run_id):
     assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
     _arrive(eager, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)  # the job re-run before the run ended
     assert _shard_messages(isolated) == ["1", "1"]
-    assert not eager.reports.report(project, run_id).shards[0].upstream  # its re-run is not upstream yet
+    assert eager.ledger.reads.snapshot(project, run_id).shards["1"].upstream is None  # its re-run is not upstream yet
+    assert eager.reports.report(project, run_id).shards[0].upstream  # the report says so once its send publishes
     assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind")] * 2  # the same part: CodSpeed keeps the last
     _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]), total=2)

@@ -1,9 +1,11 @@
 """Every record of the ledger stays under DynamoDB's 400 KB at the limits we state: 1000 shards
 (``MAX_SHARDS``), the longest name, job key and ref we accept, 256 KiB bodies counted in bytes.
 Each record is written at its largest through the adapter that writes it, on moto's server (which
-refuses an item over 400 KB as DynamoDB does), and measured by DynamoDB's own rules of an item's size."""
+refuses an item over 400 KB as DynamoDB does), and measured by DynamoDB's own rules of an item's size
+(``bench/billing.py``'s, which bills by them)."""
 
-from decimal import Decimal
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,32 +28,10 @@ from codspeed_wire.upstream import UploadMetadata
 from tests import runner
 from tests.factories import bundle, footprint, push
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from billing import item_size as item_bytes  # noqa: E402 -- DynamoDB's rules of an item's size, as the bill counts them
+
 DYNAMODB_ITEM_LIMIT = 400 * 1024
-
-
-def attribute_bytes(value: dict) -> int:
-    """A typed (low-level) value's size by DynamoDB's rules: a string or binary its bytes, a number
-    about one byte per two digits plus one, a list or map 3 bytes plus 1 per element plus its contents."""
-    ((kind, inner),) = value.items()
-    if kind == "S":
-        return len(inner.encode())
-    if kind == "B":
-        return len(inner)
-    if kind == "N":
-        return len(str(abs(Decimal(inner))).replace(".", "").lstrip("0")) // 2 + 2
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "SS":
-        return sum(len(s.encode()) for s in inner)
-    if kind == "L":
-        return 3 + sum(1 + attribute_bytes(v) for v in inner)
-    if kind == "M":
-        return 3 + sum(1 + len(k.encode()) + attribute_bytes(v) for k, v in inner.items())
-    raise AssertionError(f"no size rule for {kind}")
-
-
-def item_bytes(item: dict) -> int:
-    return sum(len(name.encode()) + attribute_bytes(value) for name, value in item.items())
 
 
 def _partition(ledger, project: str, run_id: str) -> dict[str, dict]:

@@ -251,26 +251,18 @@ class Bucket:
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
             yield from (o["Key"] for o in page.get("Contents", []))
 
-    def publish_report(self, project: str, run_id: str, version: int, json_body: str, markdown: str) -> bool:
-        """Publish a report version (JSON and Markdown); False when that version was already there.
-
-        Versions are separate objects and readers take the highest, so two publishers racing
-        can never put an older report over a newer one, and no read is needed before writing.
-        The Markdown goes first: the JSON, once there, says the version is published, and a
-        publisher that failed between the two is retried to a version with both."""
-        self.s3.put_object(
-            Bucket=self.bucket,
-            Key=report_key(project, run_id, version, "md"),
-            Body=markdown.encode(),
-            ContentType="text/markdown; charset=utf-8",
-        )
+    def publish_report(self, project: str, run_id: str, version: int, json_body: str) -> bool:
+        """Publish a report version; False when that version was already there. Versions are
+        separate objects and readers take the highest, so two publishers racing can never put an
+        older report over a newer one, and no read is needed before writing. Its Markdown is
+        rendered from it when asked for (one object a publish, not two)."""
         return self.put_once(report_key(project, run_id, version), json_body)
 
-    def put_once(self, key: str, json_body: str) -> bool:
-        """Write a JSON object unless the key has one (``If-None-Match: *``); False when it had."""
+    def put_once(self, key: str, body: str, content_type: str = "application/json") -> bool:
+        """Write an object unless the key has one (``If-None-Match: *``); False when it had."""
         try:
             self.s3.put_object(
-                Bucket=self.bucket, Key=key, Body=json_body.encode(), ContentType="application/json", IfNoneMatch="*"
+                Bucket=self.bucket, Key=key, Body=body.encode(), ContentType=content_type, IfNoneMatch="*"
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict", "412"):

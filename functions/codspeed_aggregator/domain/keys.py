@@ -89,11 +89,12 @@ def known_key(project: str, run_id: str) -> str:
     return f"reports/{project_segment(project)}/{run_id}/ledger.json.gz"
 
 
-def answer_key(project: str, digest: str) -> str:
-    """An API answer too large for Lambda's 6 MB (a shard's page, a branch's costs), kept for a
-    presigned link under the project's reports (expired with them): named by its content's digest,
-    under ``~answers``, which no run id can be (a run id starts with a letter or digit)."""
-    return f"reports/{project_segment(project)}/~answers/{digest}.json"
+def answer_key(project: str, digest: str, ext: str = "json") -> str:
+    """An API answer too large for Lambda's 6 MB (a shard's page, a branch's costs, a report in
+    Markdown), kept for a presigned link under the project's reports (expired with them): named by
+    its content's digest, under ``~answers``, which no run id can be (a run id starts with a letter
+    or digit)."""
+    return f"reports/{project_segment(project)}/~answers/{digest}.{ext}"
 
 
 def report_key(project: str, run_id: str, version: int, ext: str = "json") -> str:

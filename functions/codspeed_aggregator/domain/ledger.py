@@ -188,6 +188,7 @@ class ShardRecord:
     gzipped: bool = True
     inherited_from: str | None = None  # the earlier attempt this shard's bundle was counted in
     version_id: str | None = None  # the object version validated: the one merged
+    md5: str | None = None  # the bundle's MD5 (base64), as its upload URL signed it: S3 took no other bytes
     normalized: dict[str, Any] | None = (
         None  # the normalized copy (key, version: the bundle itself when verified) and its index version
     )
@@ -242,6 +243,7 @@ class GrantRecord:
     group: str = ""
     sent: "SentPost | None" = None  # a runner's POST as it sent it: forwarded byte for byte
     tokenless: bool = False  # sent without a token: its bundle is held to TokenlessMaxBundleBytes when it lands
+    md5: str | None = None  # the bundle's MD5 (base64) its URL signs: a send needs no pass over it to say it
 
 
 @dataclass(frozen=True)
@@ -271,6 +273,16 @@ class Snapshot:
         return min(self.arrived().values(), key=lambda s: (s.arrived_at or "", s.name), default=None)
 
 
+FRESH_SECONDS = 1.0  # a tally's revision read this recently is still likely its current one
+
+
+def fresh_rev(rev: int, read_at: float, now: float) -> int | None:
+    """A tally's revision as read at ``read_at``, when it is fresh enough for a change to be noted at
+    the next one without a read of its own (``TableItems.transact_noted``); None: read it again. Read
+    before a long step (a large bundle validated), it has likely moved under load."""
+    return rev if now - read_at <= FRESH_SECONDS else None
+
+
 @dataclass
 class ArrivalView:
     """What one arrival reads: its run, its shard (None before a first upload) and its upload request."""
@@ -278,3 +290,4 @@ class ArrivalView:
     run: RunRecord | None
     shard: ShardRecord | None
     upload: GrantRecord | None
+    tally_rev: int = 0  # the revision of the shard's tally as read: its change is noted at the next one

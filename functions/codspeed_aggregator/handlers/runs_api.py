@@ -108,7 +108,9 @@ def read_report(
     report = reports.report(project, run_id)
     body = render_markdown(report) if format == "markdown" else report.model_dump_json()
     if len(body.encode()) > wiring.for_api().settings.report_inline_bytes and (
-        link := reports.report_link(project, run_id, format)
+        link := reports.report_link(project, run_id)
+        if format == "json"
+        else reports.answer_link(project, body, markdown=True)
     ):
         # over what Lambda may answer (6 MB): the published report itself, from S3
         return Response(status_code=HTTPStatus.SEE_OTHER, headers={"Location": link}, body="")

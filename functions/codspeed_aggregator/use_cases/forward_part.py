@@ -88,17 +88,15 @@ class ForwardPart:
         while valid, when its metadata names this very archive; else its metadata (a carried
         shard's under ``base_metadata``)."""
         archive = self.store.reader(shard.bundle_key, shard.version_id)
-        size, md5 = archive.digest()
-        found = self.shards.upload_post(project, run_id, shard.upload_id) if shard.upload_id else None
+        size, md5 = (shard.size, shard.md5) if shard.md5 and shard.size is not None else archive.digest()
+        found = self.shards.upload_post(project, run_id, shard.upload_id, time.time()) if shard.upload_id else None
         sent, post = found or (as_carried(base_metadata, shard), None)
         if combined := combined_run_id(sent, run_id):  # a GitLab job's part, in its pipeline's one run
             sent = with_run_id(sent, combined)
             post = replace(post, body=compact(sent)) if post is not None else None
         outgoing = _Outgoing(archive, size, md5, shard.gzipped, partial(as_sent_metadata, sent, md5, shard.gzipped))
         if post is not None and shard.upload_id and names_archive(sent, md5, shard.gzipped):  # this very archive
-            outgoing = replace(
-                outgoing, post=post, token=self.shards.job_token(project, run_id, shard.upload_id, time.time())
-            )
+            outgoing = replace(outgoing, post=post, token=post.token)
         return self._deliver(project, run_id, index, outgoing, announced)
 
     def _deliver(

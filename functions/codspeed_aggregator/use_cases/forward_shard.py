@@ -14,7 +14,7 @@ from ..adapters.ledger import Parts, Reads
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
 from ..domain.errors import existing
-from ..domain.ledger import ARRIVED, OPEN, ShardRecord, sent_as
+from ..domain.ledger import ARRIVED, OPEN, RunRecord, ShardRecord, sent_as
 from ..domain.metadata import part_claim
 from ..domain.upstream_parts import UpstreamPart, part_id
 from ..settings import Settings
@@ -63,8 +63,7 @@ class ForwardShard:
                 self.parts.release_part(project, run_id, claim)
                 break
         self.metrics.add("ShardsForwarded", 1, "Count")
-        self.reports.publish(project, run_id)
-        self._finalizer_waits(project, run_id)
+        self._finalizer_waits(project, run_id, self.reports.publish(project, run_id))
         return "forwarded"
 
     def _send(self, project: str, run_id: str, shard: ShardRecord, claim: str) -> bool:
@@ -96,11 +95,12 @@ class ForwardShard:
                 log.exception("the claim of shard %s of %s %s was not released", shard.name, project, run_id)
             raise
 
-    def _finalizer_waits(self, project: str, run_id: str) -> None:
+    def _finalizer_waits(self, project: str, run_id: str, read: RunRecord | None) -> None:
         """A close that came while this shard was sent: its finalizer planned the shard, found it
         claimed, and left it. Each of its parts not forwarded yet is asked again: the one this
-        shard is, is recorded as forwarded without a second send."""
-        recorded = self.reads.plan_record(project, run_id)
+        shard is, is recorded as forwarded without a second send. ``read``: the run as the report
+        read it, after the send was recorded (else its plan is read)."""
+        recorded = read.plan if read is not None else self.reads.plan_record(project, run_id)
         if recorded is None or not recorded.written:
             return
         # a close came meanwhile: rare, and once a run

@@ -20,7 +20,7 @@ from ..domain.bundle import normalizing, validate_bundle
 from ..domain.costs import shard_cost
 from ..domain.errors import BadBundle, Conflict, existing
 from ..domain.keys import index_key, normalized_key, parse_bundle_key
-from ..domain.ledger import ARRIVED, OPEN, ArrivalView, GrantRecord, RunRecord, ShardRecord, base_run_id
+from ..domain.ledger import ARRIVED, OPEN, ArrivalView, GrantRecord, RunRecord, ShardRecord, base_run_id, fresh_rev
 from ..domain.results import ShardResults, measured
 from ..domain.retries import retry_delay
 from ..domain.timestamps import iso
@@ -78,7 +78,7 @@ class RecordArrival:
         except BadBundle as exc:
             log.warning("ignored object: %s", exc)
             return "ignored"
-        view = self.reads.arrival_view(project, run_id, shard, upload_id)
+        read_at, view = self.clock(), self.reads.arrival_view(project, run_id, shard, upload_id)
         if view.run is None or view.upload is None:
             log.warning("ignored object %s: no upload was granted for it", key)
             return "ignored"
@@ -96,7 +96,7 @@ class RecordArrival:
                     f"the bundle is {size} bytes, over the {self.settings.tokenless_max_bundle_bytes} a shard "
                     "sent without a token may be (the aggregator's TokenlessMaxBundleBytes)"
                 )
-            summary, version_id, normalized = self._validate(key, version_id, upload.executor)
+            summary, version_id, normalized = self._validate(key, version_id, upload.executor, not view.run.eager)
         except BadBundle as exc:
             if not self.shards.record_rejection(project, run_id, shard, upload_id, str(exc)):
                 return "duplicate"
@@ -118,13 +118,15 @@ class RecordArrival:
             executor=upload.executor,
             gzipped=summary.gzipped,
             version_id=version_id,
+            md5=upload.md5,
             normalized=normalized,
             group=upload.group,
             results_kept=True,
             cost_ms=cost_ms,
             longest_ms=longest_ms,
         )
-        outcome = self._count(project, run_id, record, upload, view.shard)
+        seen = fresh_rev(view.tally_rev, read_at, self.clock())
+        outcome = self._count(project, run_id, record, upload, (view.shard, seen))
         if outcome != "run_not_open":
             return outcome
         return self._late(view, record, upload)
@@ -152,8 +154,8 @@ class RecordArrival:
             )
         )
         self.shards.copy_upload_metadata(project, run_id, following.run_id, upload.upload_id)
-        current = self.reads.arrival_view(project, following.run_id, record.name, upload.upload_id).shard
-        if self._count(project, following.run_id, record, upload, current) == "run_not_open":
+        current = self.reads.arrival_view(project, following.run_id, record.name, upload.upload_id)
+        if self._count(project, following.run_id, record, upload, (current.shard, current.tally_rev)) == "run_not_open":
             raise Conflict(f"run {following.run_id} of {project} ended while a late bundle was counted in it: retried")
         reason = f"arrived after the run was finalized: counted in attempt {following.attempt} ({following.run_id})"
         noted = self.shards.record_late(project, run_id, record, reason)
@@ -161,13 +163,15 @@ class RecordArrival:
         return "late" if noted else "duplicate"
 
     def _validate(
-        self, key: str, version_id: str | None, executor: str
+        self, key: str, version_id: str | None, executor: str, merged: bool
     ) -> tuple[BundleSummary, str | None, dict[str, Any] | None]:
-        """Validate a bundle; a valgrind one is also made ready to splice in the same pass: one the
-        client normalized is verified (then it is its own normalized copy), any other is normalized
-        into a copy. Answers (summary, version validated, where the copy and its index are)."""
+        """Validate a bundle; a valgrind one a run ``merged`` upstream (``one-upload``) is also made
+        ready to splice in the same pass: one the client normalized is verified (then it is its own
+        normalized copy), any other is normalized into a copy. A run of parts sends it as it came:
+        no copy (should a later run merge it, it is merged from the bundle itself). Answers
+        (summary, version validated, where the copy and its index are)."""
         with self.store.open(key, version_id) as stream:
-            if executor != VALGRIND:
+            if executor != VALGRIND or not merged:
                 return validate_bundle(stream, executor), stream.version_id, None
             version_id = stream.version_id
             try:
@@ -199,23 +203,33 @@ class RecordArrival:
         return summary, stream.version_id, {**copy, "index_version": index_version}
 
     def _count(
-        self, project: str, run_id: str, record: ShardRecord, upload: GrantRecord, shard: ShardRecord | None
+        self,
+        project: str,
+        run_id: str,
+        record: ShardRecord,
+        upload: GrantRecord,
+        read: tuple[ShardRecord | None, int | None],
     ) -> str:
-        """Count a validated bundle in a run, once; publish; ask to finalize when it completed the run."""
+        """Count a validated bundle in a run, once (``read``: its shard and its tally's revision, as
+        read); publish; ask to finalize when it completed the run."""
+        shard, seen = read
         if _seen(shard, upload):
             return "duplicate"
-        outcome = self.shards.record_arrival(project, run_id, record, upload.requested_at, shard)
+        outcome = self.shards.record_arrival(project, run_id, record, upload.requested_at, shard, seen)
         while outcome == "changed":  # another upload of this shard was counted meanwhile: look again
-            shard = self.reads.arrival_view(project, run_id, record.name, upload.upload_id).shard
-            if _seen(shard, upload):
+            view = self.reads.arrival_view(project, run_id, record.name, upload.upload_id)
+            if _seen(view.shard, upload):
                 return "duplicate"
-            outcome = self.shards.record_arrival(project, run_id, record, upload.requested_at, shard)
+            outcome = self.shards.record_arrival(
+                project, run_id, record, upload.requested_at, view.shard, view.tally_rev
+            )
         if outcome == "run_not_open":
             return outcome
-        self.reports.publish(project, run_id)
         run = existing(self.runs.run_record(project, run_id), f"run {run_id} of {project}")
-        if run.eager and run.state == OPEN:  # its results upstream now, not at the run's end
+        if run.eager and run.state == OPEN:  # its results upstream now: the send publishes it, this arrival with it
             self.queue.request(project, run_id, "shard", shard=record.name)
+        else:
+            self.reports.publish(project, run_id)
         if self._completes(run):
             self.queue.request(project, run_id, "complete")
         return outcome

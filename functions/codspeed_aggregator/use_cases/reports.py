@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from codspeed_rules.names import pull_request
-from codspeed_wire.report import Report, ShardBenchmarks, render_markdown
+from codspeed_wire.report import Report, ShardBenchmarks
 
 from ..adapters.bucket import Bucket
 from ..adapters.github_status import GitHubStatuses
@@ -79,29 +79,30 @@ class Reports:
         for project, run_id in sorted(held):
             self._publish_now(project, run_id)
 
-    def publish(self, project: str, run_id: str) -> None:
+    def publish(self, project: str, run_id: str) -> RunRecord | None:
+        """Publish the run's report (within ``held``: at the batch's end); answers the run's record as
+        the report read it, None when it read none (held, contended, or gone)."""
         held = getattr(self._held, "runs", None)
         if held is not None:
             held.add((project, run_id))
-        else:
-            self._publish_now(project, run_id)
+            return None
+        return self._publish_now(project, run_id)
 
-    def _publish_now(self, project: str, run_id: str) -> None:
+    def _publish_now(self, project: str, run_id: str) -> RunRecord | None:
         try:
             snapshot = self._snapshots.read(project, run_id)
         except SnapshotContended as exc:
             # Every read saw the run change under it: whoever changed it publishes after its change.
             log.warning("report of %s %s not rebuilt: %s", project, run_id, exc)
             self.metrics.add("ReportsDeferred", 1)
-            return
+            return None
         if snapshot is None:  # expired meanwhile: no report to rebuild
-            return
+            return None
         report, digest = self._build(snapshot)
-        if self.store.publish_report(
-            project, run_id, report.version, report.model_dump_json(), render_markdown(report)
-        ):
+        if self.store.publish_report(project, run_id, report.version, report.model_dump_json()):
             self._leave_digests(digest, snapshot)
             self._notify(report, snapshot.run)
+        return snapshot.run
 
     def _leave_digests(self, digest: SummaryDigest, snapshot: Snapshot) -> None:
         """What the published report summed up and read, for processes new to the run: one not
@@ -255,21 +256,19 @@ class Reports:
             benchmarks=benchmarks,
         )
 
-    def answer_link(self, project: str, body: str) -> str:
-        """A presigned link to an answer's JSON ``body`` written to S3: for one over what Lambda may send.
-        Its key is its content's digest, so it is written once, not again (a version kept 15 days) at
-        every GET of the same answer."""
-        key = answer_key(project, hashlib.sha256(body.encode()).hexdigest()[:32])
-        self.store.put_once(key, body)
+    def answer_link(self, project: str, body: str, markdown: bool = False) -> str:
+        """A presigned link to an answer's ``body`` (JSON, or ``markdown``) written to S3: for one over
+        what Lambda may send. Its key is its content's digest, so it is written once, not again (a
+        version kept 15 days) at every GET of the same answer."""
+        key = answer_key(project, hashlib.sha256(body.encode()).hexdigest()[:32], "md" if markdown else "json")
+        self.store.put_once(key, body, "text/markdown; charset=utf-8" if markdown else "application/json")
         return self.store.presign_get(key, REPORT_LINK_SECONDS)
 
-    def report_link(self, project: str, run_id: str, fmt: str = "json") -> str | None:
-        """A presigned link to a run's latest published report (JSON or Markdown), for an answer
-        too large for Lambda's 6 MB; None when none was published yet."""
+    def report_link(self, project: str, run_id: str) -> str | None:
+        """A presigned link to a run's latest published report, for an answer too large for
+        Lambda's 6 MB; None when none was published yet."""
         key = self.store.latest_report_key(project, self.runs.attempt_of(project, run_id, self.settings.max_attempts))
-        if key is None:
-            return None
-        return self.store.presign_get(key if fmt == "json" else key.removesuffix(".json") + ".md", REPORT_LINK_SECONDS)
+        return None if key is None else self.store.presign_get(key, REPORT_LINK_SECONDS)
 
     def recent_runs(self, project: str, limit: int = 50) -> list[RunRecord]:
         """A project's latest runs, newest first."""

@@ -170,6 +170,7 @@ class RequestUpload:
                 group=group,
                 sent=asked.sent,
                 tokenless=metadata.tokenless,
+                md5=metadata.profile_md5,
             ),
         )
         if not self.runs.count_grant(project, run.run_id):  # claimed since: its next attempt takes the upload

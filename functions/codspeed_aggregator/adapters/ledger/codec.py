@@ -18,6 +18,7 @@ from ...domain.errors import Busy
 
 if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesTypeDef
 
 # A run record, its shards and its upload requests share a partition, so one consistent Query
 # reads a whole run. Sort keys, in the order they sort:
@@ -180,6 +181,24 @@ class TableItems:
                 return False
             raise
 
+    def get_many(
+        self, project: str, run_id: str, sks: list[str], attributes: tuple[str, ...] = ()
+    ) -> list[dict[str, Any]]:
+        """The items of one run with these sort keys (those there are), read consistently, 100 a
+        request; only ``attributes`` of them, when given."""
+        found: list[dict[str, Any]] = []
+        wanted = [self.key(project, run_id, sk) for sk in sks]
+        while wanted:
+            asked: KeysAndAttributesTypeDef = {"Keys": wanted[:100], "ConsistentRead": True}
+            if attributes:
+                asked["ProjectionExpression"] = ", ".join(f"#a{i}" for i in range(len(attributes)))
+                asked["ExpressionAttributeNames"] = {f"#a{i}": a for i, a in enumerate(attributes)}
+            answer = self.db.batch_get_item(RequestItems={self.table: asked})
+            found += map(load, answer["Responses"].get(self.table, []))
+            unprocessed = answer.get("UnprocessedKeys", {}).get(self.table)
+            wanted = wanted[100:] + list(unprocessed["Keys"] if unprocessed else [])
+        return found
+
     def write_all(self, items: list[dict[str, Any]]) -> None:
         """Put every item, 25 a request (BatchWriteItem's most), again what DynamoDB left unprocessed."""
         attempt = 0
@@ -271,6 +290,28 @@ class TableItems:
                 }
             ),
         }
+
+    def transact_noted(  # noqa: PLR0913 -- the shard, its change, and its tally as read
+        self, project: str, run_id: str, shard: str, items: list[dict[str, Any]], seen_rev: int | None = None
+    ) -> list[str] | None:
+        """``transact`` a change of a shard (``items``, its tally's update second) with the note of it.
+        ``seen_rev``: its tally's revision as read with the shard; the tally must still be at it, so
+        the note lands on its own place without a read of its own. When the tally moved since (or
+        nothing was read), it is read, and the change made at what it holds (its condition, the
+        tally closed, told as before)."""
+        if seen_rev is not None:
+            tally = dict(items[1]["Update"])
+            at = "rev = :seen" if seen_rev else "attribute_not_exists(rev)"
+            held = tally.get("ConditionExpression")
+            tally["ConditionExpression"] = f"({held}) AND {at}" if held else at
+            tally["ExpressionAttributeValues"] = {**tally["ExpressionAttributeValues"], **dump({":seen": seen_rev})}
+            exact = [items[0], {"Update": tally}, *items[2:]]
+            codes = self.transact([*exact, {"Put": self.change_note(project, run_id, shard, seen_rev)}])
+            others = [code for i, code in enumerate(codes or ()) if i != 1]
+            if codes is None or codes[1] != CONDITION_FAILED or CONDITION_FAILED in others:
+                return codes
+        rev = self.tally_rev(project, run_id, shard)
+        return self.transact([*items, {"Put": self.change_note(project, run_id, shard, rev)}])
 
     def transact(self, items: list[dict[str, Any]]) -> list[str] | None:
         """Run a transaction: None when it was written, else the per-item codes of the cancellation

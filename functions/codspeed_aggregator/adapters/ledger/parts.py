@@ -56,18 +56,8 @@ class Parts(TableItems):
             ),
         }
         tally = self.tally_update(project, run_id, shard.name, "ADD rev :one", None, {})
-        note = self.change_note(project, run_id, shard.name, self.tally_rev(project, run_id, shard.name))
-        return (
-            self.transact(
-                [
-                    {"Update": shard_update},
-                    {"Update": tally},
-                    {"Put": note},
-                    {"Update": self._released(project, run_id, claim)},
-                ]
-            )
-            is None
-        )
+        changes = [{"Update": shard_update}, {"Update": tally}, {"Update": self._released(project, run_id, claim)}]
+        return self.transact_noted(project, run_id, shard.name, changes) is None
 
     def release_part(self, project: str, run_id: str, part: str) -> None:
         """A part's finalizer failed: its retry may take the part at once."""

@@ -7,7 +7,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from codspeed_rules.backoff import backoff
 
@@ -22,15 +22,12 @@ from .codec import (
     TALLY_PREFIX,
     UPLOAD_PREFIX,
     TableItems,
-    load,
     noted_shards,
     notes_wanted,
+    tally_sk,
     tally_sks,
 )
 from .records import plan_from, run_from, shard_from, upload_from
-
-if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
-    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesTypeDef
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +112,11 @@ class Reads(TableItems):
                 if since is None:
                     return self.snapshot(project, run_id, tries)
                 wanted.update(since)
-            notes = self._get_many(project, run_id, list(wanted), attributes=("sk", "rev", "shard"))
+            notes = self.get_many(project, run_id, list(wanted), attributes=("sk", "rev", "shard"))
             named = noted_shards(wanted, {n["sk"]: n for n in notes})
             if named is None:
                 return self.snapshot(project, run_id, tries)
-            snap = _parse(head + self._get_many(project, run_id, [f"{SHARD_PREFIX}{n}" for n in sorted(named)]))
+            snap = _parse(head + self.get_many(project, run_id, [f"{SHARD_PREFIX}{n}" for n in sorted(named)]))
             if snap is None:
                 return None
             snap = Snapshot(snap.run, {**known.shards, **snap.shards})
@@ -182,20 +179,21 @@ class Reads(TableItems):
             f"{UPLOAD_PREFIX}{shard}#{upload_id}": None,
             **dict.fromkeys(tally_sks()),
         }
-        for item in self._get_many(project, run_id, list(keys)):
+        for item in self.get_many(project, run_id, list(keys)):
             keys[item["sk"]] = item
         run, shard_item, upload = (keys.pop(sk) for sk in list(keys)[:3])
         return ArrivalView(
             run=run_from(run, [t for t in keys.values() if t]) if run else None,
             shard=shard_from(shard_item) if shard_item else None,
             upload=upload_from(upload) if upload else None,
+            tally_rev=(keys.get(tally_sk(shard)) or {}).get("rev", 0),
         )
 
     def shard_view(self, project: str, run_id: str, shard: str) -> tuple[RunRecord | None, ShardRecord | None]:
         """The run's own record (not its tallies) and one shard (what of it is upstream), in one
         small consistent read, however many shards the run has."""
         keys: dict[str, dict[str, Any] | None] = {RUN_SK: None, f"{SHARD_PREFIX}{shard}": None}
-        for item in self._get_many(project, run_id, list(keys)):
+        for item in self.get_many(project, run_id, list(keys)):
             keys[item["sk"]] = item
         run_item, shard_item = keys.values()
         return (run_from(run_item, []) if run_item else None), (shard_from(shard_item) if shard_item else None)
@@ -204,7 +202,7 @@ class Reads(TableItems):
         """What a close's barrier reads, in that order: the run's own item (its state and grant count),
         the uploads granted in it since ``since`` (older ones are past waiting for), and the shards they
         upload; a few small reads, however many shards the run has. None: no such run."""
-        found = self._get_many(project, run_id, [RUN_SK])
+        found = self.get_many(project, run_id, [RUN_SK])
         if not found:
             return None
         run = run_from(found[0], [])
@@ -216,32 +214,14 @@ class Reads(TableItems):
             only="requested_at >= :since",
         )
         grants = [Grant(item["shard"], item["upload_id"], float(item["requested_at"])) for item in items]
-        shards = self._get_many(project, run_id, sorted({f"{SHARD_PREFIX}{g.shard}" for g in grants}))
+        shards = self.get_many(project, run_id, sorted({f"{SHARD_PREFIX}{g.shard}" for g in grants}))
         return BarrierView(run, grants, {s.name: s for s in map(shard_from, shards)})
 
     def plan_record(self, project: str, run_id: str) -> PlanRecord | None:
         """What the run's item records of its plan (None: not planned, or no such run), in one
         small consistent read of that attribute alone."""
-        found = self._get_many(project, run_id, [RUN_SK], ("plan",))
+        found = self.get_many(project, run_id, [RUN_SK], ("plan",))
         return plan_from(found[0]) if found else None
-
-    def _get_many(
-        self, project: str, run_id: str, sks: list[str], attributes: tuple[str, ...] = ()
-    ) -> list[dict[str, Any]]:
-        """The items of one run with these sort keys (those there are), read consistently, 100 a
-        request; only ``attributes`` of them, when given."""
-        found: list[dict[str, Any]] = []
-        wanted = [self.key(project, run_id, sk) for sk in sks]
-        while wanted:
-            asked: KeysAndAttributesTypeDef = {"Keys": wanted[:100], "ConsistentRead": True}
-            if attributes:
-                asked["ProjectionExpression"] = ", ".join(f"#a{i}" for i in range(len(attributes)))
-                asked["ExpressionAttributeNames"] = {f"#a{i}": a for i, a in enumerate(attributes)}
-            answer = self.db.batch_get_item(RequestItems={self.table: asked})
-            found += map(load, answer["Responses"].get(self.table, []))
-            unprocessed = answer.get("UnprocessedKeys", {}).get(self.table)
-            wanted = wanted[100:] + list(unprocessed["Keys"] if unprocessed else [])
-        return found
 
 
 def _read_whole(run: dict[str, Any], known: _Known) -> bool:

@@ -111,6 +111,7 @@ def shard_from(item: dict[str, Any]) -> ShardRecord:
         gzipped=item.get("gzipped", True),
         inherited_from=item.get("inherited_from"),
         version_id=item.get("version_id"),
+        md5=item.get("md5"),
         normalized=item.get("normalized"),
         group=item.get("group") or "",
         results_kept=bool(item.get("results_kept")),
@@ -130,6 +131,7 @@ def upload_from(item: dict[str, Any]) -> GrantRecord:
         executor=item.get("executor") or "valgrind",
         group=item.get("group") or "",
         tokenless=bool(item.get("tokenless")),
+        md5=item.get("md5"),
     )
 
 

@@ -17,10 +17,11 @@ from .codec import (
     TableItems,
     condition_failed,
     dump,
-    load,
     run_pk,
 )
 from .records import count_attribute
+
+TOKEN_MARGIN = 60  # seconds a job's token must still be good for to go with its part
 
 
 class Shards(TableItems):
@@ -43,6 +44,7 @@ class Shards(TableItems):
                     "executor": upload.executor,
                     "group": upload.group,
                     "requested_at": upload.requested_at,
+                    "md5": upload.md5,
                     "expires_at": self.expires_at(),
                     **({"tokenless": True} if upload.tokenless else {}),
                 }
@@ -87,15 +89,6 @@ class Shards(TableItems):
                 ),
             )
 
-    def job_token(self, project: str, run_id: str, upload_id: str, now: float, margin: int = 60) -> str | None:
-        """The OIDC token the upload's job sent, while it is good for ``margin`` seconds more; else None
-        (TTL deletes the item within a day or two of its expiry: an expired one is never used meanwhile)."""
-        item = self.db.get_item(
-            TableName=self.table, Key=self.key(project, run_id, f"{TOKEN_PREFIX}{upload_id}"), ConsistentRead=True
-        ).get("Item")
-        kept = load(item) if item else None
-        return kept["token"] if kept and kept["expires_at"] > now + margin else None
-
     def _metadata_item(self, project: str, run_id: str, upload_id: str) -> dict[str, Any] | None:
         return self.db.get_item(
             TableName=self.table, Key=self.key(project, run_id, f"{META_PREFIX}{upload_id}"), ConsistentRead=True
@@ -105,16 +98,23 @@ class Shards(TableItems):
         found = self.upload_post(project, run_id, upload_id)
         return found[0] if found else None
 
-    def upload_post(self, project: str, run_id: str, upload_id: str) -> tuple[dict[str, Any], SentPost | None] | None:
-        """An upload's metadata, and the POST it came in when a runner sent it (stored before this
-        release, or pushed by the client: None)."""
-        item = self._metadata_item(project, run_id, upload_id)
+    def upload_post(
+        self, project: str, run_id: str, upload_id: str, now: float | None = None
+    ) -> tuple[dict[str, Any], SentPost | None] | None:
+        """An upload's metadata, and the POST it came in when a runner sent it (pushed by the client:
+        None); with ``now``, that POST carries its job's OIDC token while the token is good for a
+        minute more (TTL deletes the item a day or two after it expired: an expired one is never
+        used meanwhile), read in the same request."""
+        sks = [f"{META_PREFIX}{upload_id}", *([f"{TOKEN_PREFIX}{upload_id}"] if now is not None else [])]
+        found = {item["sk"]: item for item in self.get_many(project, run_id, sks)}
+        item, token = found.get(sks[0]), found.get(f"{TOKEN_PREFIX}{upload_id}")
         if item is None:
             return None
-        if "post" in item:
-            sent = SentPost(bytes(item["post"]["B"]), item.get("user_agent", {}).get("S"))
-            return json.loads(sent.body), sent
-        return json.loads(load(item)["metadata"]), None
+        if "post" not in item:
+            return json.loads(item["metadata"]), None
+        good = token is not None and now is not None and token["expires_at"] > now + TOKEN_MARGIN
+        sent = SentPost(bytes(item["post"]), item.get("user_agent"), token["token"] if good and token else None)
+        return json.loads(sent.body), sent
 
     def copy_upload_metadata(self, project: str, earlier: str, run_id: str, upload_id: str) -> None:
         """An upload's CodSpeed metadata (its POST as sent) and its job's token (expiring as it does),
@@ -155,8 +155,14 @@ class Shards(TableItems):
             self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
         return dict(Counter(item.get("group") or "" for item in arrived))
 
-    def record_arrival(
-        self, project: str, run_id: str, shard: ShardRecord, requested_at: str, previous: ShardRecord | None
+    def record_arrival(  # noqa: PLR0913 -- the shard, what it replaces, and its tally as read with it
+        self,
+        project: str,
+        run_id: str,
+        shard: ShardRecord,
+        requested_at: str,
+        previous: ShardRecord | None,
+        tally_rev: int | None = None,
     ) -> str:
         """Count an accepted bundle once, replacing ``previous`` (the shard as read): "recorded",
         "changed" (the shard is no longer as read: read again) or "run_not_open". One transaction
@@ -165,7 +171,7 @@ class Shards(TableItems):
 
         The group's count in the tally grows only when the shard had no accepted bundle, and the
         condition on the shard makes that exact under any interleaving; a tally the claim closed
-        refuses it."""
+        refuses it. ``tally_rev``: the tally's revision as read with ``previous`` (``transact_noted``)."""
         replacing = previous is not None and previous.upload_id is not None
         values = {
             ":arrived": ARRIVED,
@@ -182,6 +188,7 @@ class Shards(TableItems):
             ":executor": shard.executor,
             ":gz": shard.gzipped,
             ":v": shard.version_id,
+            ":md5": shard.md5,
             ":norm": shard.normalized,
             ":group": shard.group,
             ":kept": shard.results_kept,
@@ -196,8 +203,8 @@ class Shards(TableItems):
             "UpdateExpression": (
                 "SET #state = :arrived, upload_id = :u, #key = :k, #size = :size, benchmarks = :b, "
                 "pids = :pids, arrived_at = :at, requested_at = :req, "
-                "label = :label, executor = :executor, gzipped = :gz, version_id = :v, normalized = :norm, #group = "
-                ":group, "
+                "label = :label, executor = :executor, gzipped = :gz, version_id = :v, md5 = :md5, "
+                "normalized = :norm, #group = :group, "
                 "results_kept = :kept, cost_ms = :cost, longest_ms = :longest, "
                 "expires_at = if_not_exists(expires_at, :exp) REMOVE reason, inherited_from, upstream ADD attempt "
                 ":one, rev :one"
@@ -217,8 +224,9 @@ class Shards(TableItems):
             {":count": 0 if replacing else 1},
             names={"#counted": count_attribute(shard.group)},
         )
-        note = self.change_note(project, run_id, shard.name, self.tally_rev(project, run_id, shard.name))
-        codes = self.transact([{"Update": shard_update}, {"Update": tally}, {"Put": note}])
+        codes = self.transact_noted(
+            project, run_id, shard.name, [{"Update": shard_update}, {"Update": tally}], tally_rev
+        )
         if codes is None:
             return "recorded"
         return "run_not_open" if codes[1] == CONDITION_FAILED else "changed"
