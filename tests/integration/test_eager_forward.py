@@ -308,3 +308,54 @@ def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_pa
     assert report.upstream.message.startswith(
         "nothing measured on this commit: one part with no benchmark (allowEmpty)"
     )
+
+
+def _objects(agg, run_id: str) -> list[str]:
+    """Every object version the bucket holds of a run, by key."""
+    pages = agg.store.s3.get_paginator("list_object_versions").paginate(Bucket=agg.store.bucket)
+    return [v["Key"] for page in pages for v in page.get("Versions", []) if f"/{run_id}/" in v["Key"]]
+
+
+def test_a_run_of_parts_keeps_bundles_results_plan_and_reports_and_no_normalized_copy(
+    eager, isolated, project, run_id
+):
+    """Every valgrind arrival wrote a normalized copy and its index (2 PUTs a shard, 1.15x the bundles'
+    bytes), for a merge that a run of parts never makes."""
+    for shard in ("1", "2"):
+        _arrive(eager, project, run_id, shard, bundle(4200 + int(shard), [f"t{shard}::b"]), total=2)
+        assert eager.forward_shard.forward(project, run_id, shard) == "forwarded"
+    assert isolated.finalize_all(project, run_id, eager) == "forwarded"
+    assert {key.split("/")[0] for key in _objects(eager, run_id)} == {"bundles", "results", "plans", "reports"}
+    merged = f"{run_id}-merged"  # a one-upload run of the same stack: its bundles are made ready to splice
+    isolated.aggregator.record_arrival.record(push(isolated.aggregator, project, merged, "1", bundle(), total=1)["key"])
+    assert "normalized" in {key.split("/")[0] for key in _objects(eager, merged)}
+
+
+def test_an_arrival_whose_shard_goes_upstream_next_leaves_the_publish_to_its_send(eager, isolated, project, run_id):
+    """The report was published twice for each upload: after the arrival, and after the send."""
+
+    def reports() -> list[str]:
+        return [k for k in _objects(eager, run_id) if k.startswith("reports/") and k.endswith(".json")]
+
+    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]), total=2)
+    assert reports() == []  # its send, queued, publishes it
+    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
+    assert len(reports()) == 1
+    report = eager.reports.report(project, run_id)
+    assert report.arrived == 1 and report.shards[0].upstream  # both, in one report
+
+
+def test_a_shard_is_sent_with_one_read_of_its_bundle_the_md5_its_upload_url_signed(eager, isolated, project, run_id):
+    """Its send read the bundle twice: once through for its MD5, once to PUT it."""
+    data = bundle(4201, ["t1::b"])
+    _arrive(eager, project, run_id, "1", data, total=2)
+    got = []
+    hook = lambda params, **_: got.append(params.get("Key"))  # noqa: E731 -- a hook, named where it is registered
+    eager.store.s3.meta.events.register("before-parameter-build.s3.GetObject", hook)
+    try:
+        assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
+    finally:
+        eager.store.s3.meta.events.unregister("before-parameter-build.s3.GetObject", hook)
+    assert sum(1 for key in got if key.startswith("bundles/")) == 1
+    [upload] = isolated.upstream.uploads(run_id)
+    assert archive_of(upload).read_bytes() == data  # the upstream checked its Content-MD5: the signed one held
