@@ -316,9 +316,7 @@ def _objects(agg, run_id: str) -> list[str]:
     return [v["Key"] for page in pages for v in page.get("Versions", []) if f"/{run_id}/" in v["Key"]]
 
 
-def test_a_run_of_parts_keeps_bundles_results_plan_and_reports_and_no_normalized_copy(
-    eager, isolated, project, run_id
-):
+def test_a_run_of_parts_keeps_bundles_results_plan_and_reports_and_no_normalized_copy(eager, isolated, project, run_id):
     """Every valgrind arrival wrote a normalized copy and its index (2 PUTs a shard, 1.15x the bundles'
     bytes), for a merge that a run of parts never makes."""
     for shard in ("1", "2"):
