@@ -61,6 +61,7 @@ def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Iso
         bucket_name=resources.bucket,
         finalize_queue_url=resources.finalize_queue_url,
         arrivals_queue_url=resources.arrivals_queue_url,
+        arrivals_dead_letter_url=resources.arrivals_dlq_url,
         upstream_url=f"{upstream.url}/upload",
         upstream_token="upstream-secret",
     )
@@ -70,7 +71,7 @@ def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Iso
         store=Bucket(resources.bucket, client("s3")),
         results=ResultsStore(resources.bucket, client("s3")),
         queue=FinalizeQueue(resources.finalize_queue_url, client("sqs")),
-        arrivals_queue=Queue(resources.arrivals_queue_url, client("sqs")),
+        arrivals_queue=Queue(resources.arrivals_queue_url, client("sqs"), resources.arrivals_dlq_url),
         upstream=UpstreamClient(settings.upstream_url, "upstream-secret", timeout=10, attempts=3, sleep=lambda s: None),
     )
     return Isolated(aggregator, resources, upstream, client("sqs"))

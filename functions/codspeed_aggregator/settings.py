@@ -36,6 +36,7 @@ VARIABLES = {
     "bucket_name": "BUCKET_NAME",
     "finalize_queue_url": "FINALIZE_QUEUE_URL",
     "arrivals_queue_url": "ARRIVALS_QUEUE_URL",
+    "arrivals_dead_letter_url": "ARRIVALS_DEAD_LETTER_QUEUE_URL",
     "upstream_url": "UPSTREAM_URL",
 }
 
@@ -91,6 +92,7 @@ class Settings:
     regression_threshold: float
     forward_mode: str = PARTS  # parts: each shard upstream as it is counted; one-upload: a run at its end
     forward_modes: tuple[tuple[str, str], ...] = ()  # (project, mode): a project's own mode
+    arrivals_dead_letter_url: str = ""  # where an event deferred past MAX_DEFERRALS goes
 
     def eager(self, project: str) -> bool:
         """Whether a run of ``project`` opened now sends each shard upstream as it is counted."""
@@ -121,6 +123,7 @@ class Settings:
             bucket_name=env.get("BUCKET_NAME", ""),
             finalize_queue_url=env.get("FINALIZE_QUEUE_URL", ""),
             arrivals_queue_url=env.get("ARRIVALS_QUEUE_URL", ""),
+            arrivals_dead_letter_url=env.get("ARRIVALS_DEAD_LETTER_QUEUE_URL", ""),
             upstream_url=env.get("UPSTREAM_URL", ""),
             api_token=env.get("API_TOKEN") or None,
             api_token_parameter=env.get("API_TOKEN_PARAMETER") or None,

@@ -31,7 +31,7 @@ API, ARRIVALS, FINALIZER, SWEEPER, OPERATOR = "api", "arrivals", "finalizer", "s
 # it publishes reports (which may post commit statuses and sign page links).
 _NEEDS = {
     API: {"bucket", "queue", "reports"},
-    ARRIVALS: {"bucket", "queue", "arrivals_queue", "reports"},
+    ARRIVALS: {"bucket", "queue", "arrivals_queue", "arrivals_dead_letter", "reports"},
     FINALIZER: {"bucket", "queue", "upstream", "reports"},
     SWEEPER: {"queue"},
     OPERATOR: set(),
@@ -40,6 +40,7 @@ _SETTINGS = {
     "bucket": "bucket_name",
     "queue": "finalize_queue_url",
     "arrivals_queue": "arrivals_queue_url",
+    "arrivals_dead_letter": "arrivals_dead_letter_url",
     "upstream": "upstream_url",
 }
 
@@ -89,7 +90,9 @@ def build(name: str, config: Settings) -> Aggregator:
         store=Bucket(config.bucket_name, aws.client("s3", name)) if "bucket" in needs else None,
         results=ResultsStore(config.bucket_name, aws.client("s3", name)) if "bucket" in needs else None,
         queue=FinalizeQueue(config.finalize_queue_url, aws.client("sqs", name)) if "queue" in needs else None,
-        arrivals_queue=Queue(config.arrivals_queue_url, aws.client("sqs", name)) if "arrivals_queue" in needs else None,
+        arrivals_queue=Queue(config.arrivals_queue_url, aws.client("sqs", name), config.arrivals_dead_letter_url)
+        if "arrivals_queue" in needs
+        else None,
         upstream=_upstream(name, config) if "upstream" in needs else None,
         statuses=GitHubStatuses(config.github_api_url, _github_token(name, config))
         if reports and config.commit_status

@@ -16,7 +16,15 @@ def sqs_event(messages: list[dict], queue_arn: str) -> dict:
                 "receiptHandle": m["ReceiptHandle"],
                 "body": m["Body"],
                 "attributes": {k: str(v) for k, v in m.get("Attributes", {}).items()},
-                "messageAttributes": {},
+                "messageAttributes": {  # as Lambda hands them over
+                    name: {
+                        "stringValue": a.get("StringValue"),
+                        "stringListValues": [],
+                        "binaryListValues": [],
+                        "dataType": a["DataType"],
+                    }
+                    for name, a in m.get("MessageAttributes", {}).items()
+                },
                 "md5OfBody": m.get("MD5OfBody", ""),
                 "eventSource": "aws:sqs",
                 "eventSourceARN": queue_arn,
@@ -65,6 +73,7 @@ class QueuePoller:
             MaxNumberOfMessages=self.batch_size,
             WaitTimeSeconds=wait_seconds,
             AttributeNames=["All"],
+            MessageAttributeNames=["All"],
         ).get("Messages", [])
         messages = self._aged(messages)
         if not messages:

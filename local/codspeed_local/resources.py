@@ -16,6 +16,7 @@ class Resources:
     arrivals_queue_url: str
     finalize_queue_url: str
     finalize_dlq_url: str
+    arrivals_dlq_url: str
 
 
 def create(s3, sqs, dynamodb, prefix: str = "codspeed", visibility_timeout: int = 5) -> Resources:
@@ -70,4 +71,6 @@ def create(s3, sqs, dynamodb, prefix: str = "codspeed", visibility_timeout: int 
             }
         ],
     )
-    return Resources(bucket, table, queues["arrivals"][0], queues["finalize"][0], queues["finalize"][1])
+    return Resources(
+        bucket, table, queues["arrivals"][0], queues["finalize"][0], queues["finalize"][1], queues["arrivals"][1]
+    )

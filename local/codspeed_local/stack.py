@@ -106,6 +106,7 @@ class LocalStack:
                 "FINALIZE_QUEUE_URL": self.resources.finalize_queue_url,
                 "UPSTREAM_URL": upstream_url,
                 "ARRIVALS_QUEUE_URL": self.resources.arrivals_queue_url,
+                "ARRIVALS_DEAD_LETTER_QUEUE_URL": self.resources.arrivals_dlq_url,
                 "API_TOKEN": self.token,
                 "UPSTREAM_TOKEN": self.upstream_token,
                 "UPSTREAM_TOKENS_PATH": UPSTREAM_TOKENS_PATH,

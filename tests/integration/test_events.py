@@ -209,12 +209,53 @@ def test_an_arrivals_batch_out_of_time_sends_the_rest_again_as_new_messages_not_
     # The second is done here: it goes back as a new message, whose receive count starts again,
     # so a bundle deferred in batch after batch never reaches the dead-letter queue (5 receives).
     assert running_out == {"batchItemFailures": []}
+    counted = {"deferrals": {"DataType": "Number", "StringValue": "1"}}  # its first deferral, counted
     assert sent.calls == [
-        ("SendMessage", {"QueueUrl": stack.resources.arrivals_queue_url, "MessageBody": second["body"]})
+        (
+            "SendMessage",
+            {
+                "QueueUrl": stack.resources.arrivals_queue_url,
+                "MessageBody": second["body"],
+                "MessageAttributes": counted,
+            },
+        )
     ]
     with _Sent("arrivals", "sqs", "SendMessage") as sent:
         assert arrivals.handler(event, _Context(5_000)) == {"batchItemFailures": []}  # none fits: both sent again
     assert len(sent.calls) == 2
+    assert not [r for r in stack.enforcer.refusals() if r[0] == "ArrivalsFunction"]
+
+
+def test_an_event_deferred_past_its_limit_goes_to_the_dead_letter_queue_saying_why(stack):
+    """A bundle deferred batch after batch went round for ever, unseen: each time a new message (its
+    age, which the backlog alarm reads, new too), nothing counting or capping its deferrals."""
+    from codspeed_aggregator.adapters.aws import client
+    from codspeed_aggregator.handlers import arrivals
+    from codspeed_aggregator.use_cases.record_arrival import MAX_DEFERRALS
+
+    event = _event("arrivals-s3-object-created.json")
+    event["Records"] = event["Records"][:1]
+    record = event["Records"][0]
+    for deferrals in (MAX_DEFERRALS - 1, MAX_DEFERRALS):
+        record["messageAttributes"] = {
+            "deferrals": {"stringValue": str(deferrals), "stringListValues": [], "binaryListValues": []}
+            | {"dataType": "Number"}
+        }
+        with _Sent("arrivals", "sqs", "SendMessage") as sent:
+            assert arrivals.handler(event, _Context(5_000)) == {"batchItemFailures": []}  # no time for it
+        [(_, sent_as)] = sent.calls
+        if deferrals < MAX_DEFERRALS:  # sent again, counted once more
+            assert sent_as["QueueUrl"] == stack.resources.arrivals_queue_url
+            assert sent_as["MessageAttributes"]["deferrals"]["StringValue"] == str(MAX_DEFERRALS)
+    assert sent_as["QueueUrl"] == stack.resources.arrivals_dlq_url and sent_as["MessageBody"] == record["body"]
+    why = sent_as["MessageAttributes"]["why"]["StringValue"]
+    assert (
+        why == f"deferred {MAX_DEFERRALS} times: no invocation of the arrivals function had the time its bundles need"
+    )
+    sqs = client("sqs")
+    [dead] = sqs.receive_message(QueueUrl=stack.resources.arrivals_dlq_url, MessageAttributeNames=["All"])["Messages"]
+    assert dead["Body"] == record["body"]  # there, where ArrivalsDeadLetterAlarm looks
+    sqs.delete_message(QueueUrl=stack.resources.arrivals_dlq_url, ReceiptHandle=dead["ReceiptHandle"])
     assert not [r for r in stack.enforcer.refusals() if r[0] == "ArrivalsFunction"]
 
 

@@ -19,12 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLE, BUCKET = "codspeed-runs", "codspeed-bundles"
 FINALIZE = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/codspeed-finalize"
 ARRIVALS = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/codspeed-arrivals"
+ARRIVALS_DLQ = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/codspeed-arrivals-dlq"
 KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 PHYSICAL = {
     "RunsTable": {"Ref": TABLE, "Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}"},
     "BundlesBucket": {"Ref": BUCKET, "Arn": f"arn:aws:s3:::{BUCKET}"},
     "FinalizeQueue": {"Ref": FINALIZE, "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:codspeed-finalize"},
     "ArrivalsQueue": {"Ref": ARRIVALS, "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:codspeed-arrivals"},
+    "ArrivalsDeadLetterQueue": {"Ref": ARRIVALS_DLQ, "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:codspeed-arrivals-dlq"},
 }
 RUN = "acme/widgets/7044765741"
 SECRETS = {
@@ -128,6 +130,7 @@ CALLS = {
         _results(),
         ("sqs", "SendMessage", {"QueueUrl": FINALIZE}),
         ("sqs", "SendMessage", {"QueueUrl": ARRIVALS}),
+        ("sqs", "SendMessage", {"QueueUrl": ARRIVALS_DLQ}),  # an event deferred past MAX_DEFERRALS
         ("sqs", "ChangeMessageVisibility", {"QueueUrl": ARRIVALS}),
         _secret("webhook"),
         _secret("github"),

@@ -3,7 +3,7 @@ finish one run, or one upload of it) and the arrivals queue (S3's events of bund
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from codspeed_wire.queue import FinalizeMessage
 
@@ -12,12 +12,28 @@ if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
 
 
 class Queue:
-    def __init__(self, url: str, client: SQSClient) -> None:
+    def __init__(self, url: str, client: SQSClient, dead_letter_url: str | None = None) -> None:
         self.url = url
         self.sqs = client
+        self.dead_letter_url = dead_letter_url
 
-    def send(self, body: str) -> None:
-        self.sqs.send_message(QueueUrl=self.url, MessageBody=body)
+    def send(self, body: str, deferrals: int = 0) -> None:
+        """A message; ``deferrals``: how many times its event was sent again for lack of time."""
+        if deferrals:
+            counted: dict[str, Any] = {"deferrals": {"DataType": "Number", "StringValue": str(deferrals)}}
+            self.sqs.send_message(QueueUrl=self.url, MessageBody=body, MessageAttributes=counted)
+        else:
+            self.sqs.send_message(QueueUrl=self.url, MessageBody=body)
+
+    def dead_letter(self, body: str, why: str) -> None:
+        """Put a message in the queue's dead-letter queue (its alarm fires), saying why."""
+        if self.dead_letter_url is None:
+            raise ValueError(f"queue {self.url} was given no dead-letter queue")
+        self.sqs.send_message(
+            QueueUrl=self.dead_letter_url,
+            MessageBody=body,
+            MessageAttributes={"why": {"DataType": "String", "StringValue": why}},
+        )
 
     def retry_in(self, receipt_handle: str, seconds: int) -> None:
         """Bring a message that failed back after ``seconds`` rather than the queue's visibility

@@ -46,8 +46,10 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
     if left < reserve:
         # Too little of the invocation is left to validate these bundles: the event goes back to
         # the queue as a new message (this one is done), instead of the batch timing out.
-        for_arrivals().record_arrival.defer(record.body)
-        logger.info("arrival deferred", extra={"seconds_left": round(left), "reserve": round(reserve)})
+        counted = record.message_attributes["deferrals"]
+        deferrals = int(counted.string_value or 0) if counted is not None else 0
+        outcome = for_arrivals().record_arrival.defer(record.body, deferrals)
+        logger.info(f"arrival {outcome}", extra={"seconds_left": round(left), "reserve": round(reserve)})
         return
     try:
         for key, size, version_id in objects:

@@ -30,6 +30,8 @@ from .reports import Reports
 
 log = logging.getLogger(__name__)
 
+MAX_DEFERRALS = 10  # times an event is sent again for lack of time before it goes to the dead-letter queue
+
 ARRIVAL_METRICS = {
     "recorded": "ShardsCounted",
     "duplicate": "DuplicatesAbsorbed",
@@ -61,11 +63,20 @@ class RecordArrival:
         self.metrics.add(ARRIVAL_METRICS[outcome], 1, "Count")
         return outcome
 
-    def defer(self, event: str) -> None:
-        """An event this invocation has no time left for: sent again as a new message, so that
-        a bundle deferred batch after batch never reaches the dead-letter queue unvalidated."""
-        self.arrivals_queue.send(event)
+    def defer(self, event: str, deferrals: int = 0) -> str:
+        """An event this invocation has no time left for: sent again as a new message (a new
+        message's receive count starts again: a bundle deferred for time never reaches the dead-letter
+        queue unvalidated through it), counting its deferrals; past ``MAX_DEFERRALS`` it goes to the
+        dead-letter queue, saying so (its alarm fires): no invocation had the time it needs."""
+        if deferrals >= MAX_DEFERRALS:
+            why = f"deferred {deferrals} times: no invocation of the arrivals function had the time its bundles need"
+            self.arrivals_queue.dead_letter(event, why)
+            self.metrics.add("ArrivalsDeadLettered", 1, "Count")
+            log.error("arrival dead-lettered: %s", why)
+            return "dead_lettered"
+        self.arrivals_queue.send(event, deferrals + 1)
         self.metrics.add("ArrivalsDeferred", 1, "Count")
+        return "deferred"
 
     def retry_later(self, receipt_handle: str, receive_count: int) -> None:
         """An event whose arrival failed comes back in minutes (``retry_delay``), not after the

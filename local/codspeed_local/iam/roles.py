@@ -177,6 +177,7 @@ def local_policies(
         "ArrivalsQueue": queue(resources.arrivals_queue_url),
         "FinalizeQueue": queue(resources.finalize_queue_url),
         "FinalizeDeadLetterQueue": queue(resources.finalize_dlq_url),
+        "ArrivalsDeadLetterQueue": queue(resources.arrivals_dlq_url),
     }
     named = {name: os.environ[variable] for name, variable in _PARAMETER_VARIABLES.items() if os.environ.get(variable)}
     return function_policies(translated(), Resolver(template, {**named, **(parameters or {})}, physical))
