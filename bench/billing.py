@@ -1,6 +1,12 @@
-"""What AWS bills for the requests the functions make: DynamoDB read and write request units
-computed from the items' sizes with AWS's rounding (moto's ConsumedCapacity is a constant, so
-it cannot say), S3 requests by price class, SQS requests; and their price.
+"""What AWS bills for a run: the requests the functions make, counted (DynamoDB read and write
+request units computed from the items' sizes with AWS's rounding: moto's ConsumedCapacity is a
+constant, so it cannot say; S3 requests by price class; SQS requests), and the rest of the bill
+modelled from them and from what template.yaml deploys (``whole_bill``).
+
+    python bench/billing.py                # both modes, 10 and 100 shards measured, 1000 from 100's
+    python bench/billing.py --bundle-mb 10 # the bundle size the model states (default 10 MB)
+    python bench/billing.py --quick        # 10 shards measured (make bench-smoke): exit 1 when a run of
+                                           # parts bills more than a one-upload run
 
 DynamoDB's rules (its developer guide, "Read/write capacity mode" and "Item sizes"):
 - an item's size is its attribute names and values: a string's UTF-8 bytes, a number's
@@ -15,9 +21,13 @@ S3: PUT, COPY, POST and LIST requests (multipart parts and tagging among them) a
 GET and the rest another; DELETE is free.
 """
 
+import argparse
 import math
+import sys
 from collections import Counter
+from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 
 # us-east-1 list prices at the time of writing (on-demand DynamoDB; S3 Standard): an estimate
 PRICES = {
@@ -187,3 +197,149 @@ def _unprojected(params: dict) -> dict:
     used = " ".join(kept.get(k, "") for k in ("KeyConditionExpression", "FilterExpression"))
     names = {k: v for k, v in (kept.pop("ExpressionAttributeNames", None) or {}).items() if k in used}
     return {**kept, **({"ExpressionAttributeNames": names} if names else {})}
+
+
+# The rest of the bill: us-east-1 list prices at the time of writing (an estimate; check current ones)
+LAMBDA_GB_SECOND = 0.0000133334  # arm64
+LAMBDA_REQUEST = 0.20e-6
+HTTP_API_REQUEST = 1.00e-6
+S3_GB_MONTH = 0.023  # S3 Standard
+TRANSFER_GB = {"in-region": 0.0, "cross-region": 0.02, "internet": 0.09}
+ALARM_METRIC_MONTH, KMS_KEY_MONTH = 0.10, 1.00
+IDLE_POLLS_MONTH = 5 * 30 * 86400 / 20  # an SQS event source: 5 long polls of 20 s at once, all month
+GB, MIB = 1e9, 1 << 20
+
+
+@dataclass(frozen=True)
+class Model:
+    """What the bill assumes beyond the requests counted: each function's time per item (from
+    ``bench/scale.py``'s modelled rates), the memory and retention template.yaml deploys."""
+
+    api_gb: float = 0.5  # the API function's memory, GB
+    api_seconds: float = 0.1  # a grant, an open, a close
+    arrivals_gb: float = 1.769
+    arrival_seconds: float = 0.2  # an arrival's own time, beside its bundle's pass
+    parts_mib_s: float = 28.5  # an arrival's pass in parts (validate), modelled for Lambda by bench/scale.py
+    merged_mib_s: float = 10.3  # in one-upload (validate and normalize)
+    finalizer_gb: float = 2.048
+    send_seconds: float = 0.3  # a send's own time, beside its bytes
+    transfer_mib_s: float = 80  # to S3 and to the upstream
+    splice_mib_s: float = 114  # a part spliced from normalized copies (bench/scale.py, a half core)
+    retention_days: int = 30  # BundleRetentionDays: results, reports, plans, a one-upload run's bundles
+    noncurrent_days: int = 15  # a version made noncurrent is kept this long more
+    parts_bundle_days: int = 3  # PartsBundleRetentionDays (2), then a day as a noncurrent version
+    result_bytes: int = 4096  # a shard's results object
+    report_bytes: int = 20_000  # one published report version (a summary, whatever the run's size)
+
+
+def whole_bill(mode: str, shards: int, bundle_bytes: int, requests: float, model: Model = Model()) -> dict:
+    """One run's bill in dollars, line by line: ``requests`` (counted: DynamoDB, S3, SQS), Lambda,
+    the API, S3 storage over the retention and transfer out, for ``shards`` bundles of
+    ``bundle_bytes``; ``mode``: parts or one-upload."""
+    parts, mib = mode == "parts", bundle_bytes / MIB
+    bundles_gb = shards * bundle_bytes / GB
+    invocations = {"api": shards + 2, "arrivals": shards, "finalizer": shards + 1 if parts else 2}
+    seconds = {
+        "api": invocations["api"] * model.api_seconds * model.api_gb,
+        "arrivals": shards
+        * (model.arrival_seconds + mib / (model.parts_mib_s if parts else model.merged_mib_s))
+        * model.arrivals_gb,
+        "finalizer": (
+            shards * (model.send_seconds + mib / model.transfer_mib_s)
+            if parts
+            else shards * mib / model.splice_mib_s + 3 * shards * mib / model.transfer_mib_s + 1
+        )
+        * model.finalizer_gb,
+    }
+    kept_days = model.retention_days + model.noncurrent_days
+    bundle_days = model.parts_bundle_days if parts else kept_days
+    kept = bundles_gb * (1 if parts else 2.15) * bundle_days  # one-upload: the normalized copies, their indexes
+    kept += (shards * model.result_bytes + (shards + 2) * model.report_bytes) / GB * kept_days
+    storage = kept / 30 * S3_GB_MONTH
+    if not parts:
+        storage += bundles_gb / 30 * S3_GB_MONTH  # a merged part spooled a day
+    lines = {
+        "requests": requests,
+        "lambda": sum(seconds.values()) * LAMBDA_GB_SECOND + sum(invocations.values()) * LAMBDA_REQUEST,
+        "api": invocations["api"] * HTTP_API_REQUEST,
+        "storage": storage,
+    }
+    transfer = {where: bundles_gb * price for where, price in TRANSFER_GB.items()}
+    return {"lines": lines, "transfer": transfer, "gb_seconds": sum(seconds.values())}
+
+
+def fixed_monthly(template: dict) -> dict[str, float]:
+    """What the stack costs a month whatever it runs: its alarms' metrics, its KMS key, the idle
+    polling of its two queues' event sources."""
+    resources = template["Resources"].values()
+    alarms = [r["Properties"] for r in resources if r["Type"] == "AWS::CloudWatch::Alarm"]
+    metrics = sum(sum(1 for m in a["Metrics"] if "MetricStat" in m) if "Metrics" in a else 1 for a in alarms)
+    keys = sum(1 for r in resources if r["Type"] == "AWS::KMS::Key")
+    return {
+        "alarm metrics": metrics * ALARM_METRIC_MONTH,
+        "kms keys": keys * KMS_KEY_MONTH,
+        "idle queue polling": 2 * IDLE_POLLS_MONTH * PRICES["sqs"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bundle-mb", type=float, default=10, help="each shard's bundle, MB (default 10)")
+    parser.add_argument("--quick", action="store_true", help="10 shards measured, the rest from its figures")
+    args = parser.parse_args()
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root / "functions"), str(root), str(root / "local")]
+    from growth import EAGER, PROJECT, ByteCounter, billing, measure  # the local stack: imported to measure only
+    from load import RequestCounter
+    from samtranslator.yaml_helper import yaml_parse
+
+    from codspeed_local.stack import LocalStack
+
+    measured = (10,) if args.quick else (10, 100)
+    with LocalStack(
+        pollers=False,
+        webhook_secret="bench-secret",
+        env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{EAGER}=parts"},
+    ) as stack:
+        counter, nbytes, billed = RequestCounter(), ByteCounter(), billing()
+        runs = {
+            (mode, n): BilledUnits.dollars(measure(stack, counter, nbytes, n, 1, project, billed)["billed"])
+            for mode, project in (("one-upload", PROJECT), ("parts", EAGER))
+            for n in measured
+        }
+    bundle = int(args.bundle_mb * 1e6)
+    print(f"a run's bill, {args.bundle_mb:g} MB a bundle (requests counted at {', '.join(map(str, measured))} shards):")
+    print(
+        "| mode, shards | requests | Lambda (GB-s) | API | S3 storage | transfer: in-region / cross-region / internet "
+        "| per run, in-region |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for mode in ("one-upload", "parts"):
+        for shards in (10, 100, 1000):
+            base = max(n for n in measured if n <= shards)
+            requests = runs[(mode, base)] / base * shards
+            bill = whole_bill(mode, shards, bundle, requests)
+            lines, transfer = bill["lines"], bill["transfer"]
+            cells = [
+                f"${lines['requests']:.4f}" + ("" if shards in measured else " *"),
+                f"${lines['lambda']:.4f} ({bill['gb_seconds']:.0f})",
+                f"${lines['api']:.4f}",
+                f"${lines['storage']:.4f}",
+                " / ".join(f"${v:.2f}" for v in transfer.values()),
+                f"${sum(lines.values()):.4f}",
+            ]
+            print(f"| {mode}, {shards} | " + " | ".join(cells) + " |")
+    print("(* from the largest run measured, per shard: flat per shard, bench/growth.py)")
+    fixed = fixed_monthly(yaml_parse((root / "template.yaml").read_text()))
+    print("fixed, a month: " + ", ".join(f"{k} ${v:.2f}" for k, v in fixed.items()) + f"; ${sum(fixed.values()):.2f}")
+    parts, merged = (
+        whole_bill(m, 1000, bundle, runs[(m, measured[-1])] / measured[-1] * 1000) for m in ("parts", "one-upload")
+    )
+    total = {m: sum(b["lines"].values()) for m, b in (("parts", parts), ("one-upload", merged))}
+    ratio = total["parts"] / total["one-upload"]
+    print(f"billing: parts_1000={total['parts']:.4f} one_upload_1000={total['one-upload']:.4f} ratio={ratio:.2f}")
+    return 1 if ratio > 1 else 0  # the default costs no more than a merge at the end
+
+
+if __name__ == "__main__":
+    sys.exit(main())

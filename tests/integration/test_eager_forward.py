@@ -357,3 +357,36 @@ def test_a_shard_is_sent_with_one_read_of_its_bundle_the_md5_its_upload_url_sign
     assert sum(1 for key in got if key.startswith("bundles/")) == 1
     [upload] = isolated.upstream.uploads(run_id)
     assert archive_of(upload).read_bytes() == data  # the upstream checked its Content-MD5: the signed one held
+
+
+def test_a_run_of_parts_tags_its_bundles_for_their_short_retention_and_keeps_carried_results_not_bundles(
+    eager, isolated, project, run_id
+):
+    """A run of parts kept its bundles as long as a merge's (BundleRetentionDays, then 15 days as
+    noncurrent versions), and copied each carried shard's bundle beside the branch's run: nothing
+    reads them once each is upstream; a later run reads a carried shard's results."""
+    from codspeed_aggregator.domain.keys import run_bundles_prefix
+    from codspeed_wire.api import CloseRequest
+
+    s3 = eager.store.s3
+
+    def tags(run: str) -> set[tuple[str, str]]:
+        keys = eager.store.keys_under(run_bundles_prefix(project, run))
+        found = (s3.get_object_tagging(Bucket=eager.store.bucket, Key=k)["TagSet"] for k in keys)
+        return {(t["Key"], t["Value"]) for tag_set in found for t in tag_set}
+
+    received, skipping = f"main-a-{run_id}", f"main-b-{run_id}"
+    for name in ("1", "2"):
+        _arrive(eager, project, received, name, bundle(4200 + int(name), [f"t{name}::a"]), total=2)
+        assert eager.forward_shard.forward(project, received, name) == "forwarded"
+    assert isolated.finalize_all(project, received, eager) == "forwarded"
+    assert tags(received) == {("run-final", "parts")}  # PartsBundleRetentionDays' lifecycle rule, not the merge's
+
+    _arrive(eager, project, skipping, "1", bundle(4211, ["t1::a"]), total=2)
+    assert eager.forward_shard.forward(project, skipping, "1") == "forwarded"
+    eager.close_run.close(CloseRequest(project=project, run_id=skipping, skip=["2"]))
+    assert isolated.finalize_all(project, skipping, eager) == "forwarded"
+    [(name, kept)] = eager.ledger.sources.kept(project, skipping).items()
+    assert (name, kept.run_id) == ("2", received)
+    assert eager.results.read(kept.shard.key).names == ["t2::a"]  # its results, beside the run that carried it
+    assert len(eager.store.keys_under(run_bundles_prefix(project, skipping))) == 1  # its own bundle: no copy of 2's

@@ -10,7 +10,17 @@ from moto import mock_aws
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from billing import BilledUnits, item_size, read_units, value_size, write_units  # noqa: E402
+from billing import (  # noqa: E402
+    S3_GB_MONTH,
+    BilledUnits,
+    Model,
+    fixed_monthly,
+    item_size,
+    read_units,
+    value_size,
+    whole_bill,
+    write_units,
+)
 
 
 def test_sizes_and_rounding_as_dynamodb_documents_them():
@@ -88,3 +98,33 @@ def test_each_request_is_billed_by_the_items_it_reads_and_writes(table):
     )
     assert billed.units["dynamodb_write"] == 7 + 2 * 2 + 2 * 1
     assert BilledUnits.dollars(billed.units) == pytest.approx(10 * 0.125e-6 + 13 * 0.625e-6)
+
+
+def test_the_whole_bill_keeps_a_run_of_parts_bundles_days_not_weeks_and_sends_each_once():
+    model = Model()
+    parts, merged = (whole_bill(mode, 1000, 10_000_000, 0.04) for mode in ("parts", "one-upload"))
+    bundles_gb = 1000 * 10_000_000 / 1e9
+    small = (1000 * model.result_bytes + 1002 * model.report_bytes) / 1e9 * 45 / 30 * S3_GB_MONTH
+    assert parts["lines"]["storage"] == pytest.approx(bundles_gb * 3 / 30 * S3_GB_MONTH + small)
+    spooled = bundles_gb / 30 * S3_GB_MONTH
+    assert merged["lines"]["storage"] == pytest.approx(bundles_gb * 2.15 * 45 / 30 * S3_GB_MONTH + small + spooled)
+    assert (
+        parts["transfer"] == merged["transfer"] == pytest.approx({"in-region": 0, "cross-region": 0.2, "internet": 0.9})
+    )
+    assert parts["lines"]["api"] == merged["lines"]["api"] == pytest.approx(1002e-6)
+
+
+def test_the_fixed_monthly_lines_count_each_alarms_metrics_and_each_key():
+    template = {
+        "Resources": {
+            "One": {"Type": "AWS::CloudWatch::Alarm", "Properties": {"MetricName": "Errors"}},
+            "Math": {
+                "Type": "AWS::CloudWatch::Alarm",
+                "Properties": {"Metrics": [{"MetricStat": {}}, {"MetricStat": {}}, {"Expression": "a+b"}]},
+            },
+            "Key": {"Type": "AWS::KMS::Key", "Properties": {}},
+        }
+    }
+    fixed = fixed_monthly(template)
+    assert fixed["alarm metrics"] == pytest.approx(0.30) and fixed["kms keys"] == 1.0
+    assert fixed["idle queue polling"] == pytest.approx(2 * 5 * 30 * 86400 / 20 * 0.40e-6)

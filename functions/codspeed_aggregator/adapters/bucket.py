@@ -231,13 +231,15 @@ class Bucket:
     def reader(self, key: str, version_id: str | None = None) -> ObjectReader:
         return ObjectReader(self, key, version_id)
 
-    def mark_final(self, prefix: str) -> int:
-        """Tag every bundle under ``prefix`` ``run-final=true``: the bucket's lifecycle rule
-        expires only tagged bundles, so nothing of a run not yet forwarded is ever deleted."""
-        tagged = 0
+    def mark_final(self, prefix: str, sent_as_they_came: bool = False) -> int:
+        """Tag every bundle under ``prefix`` ``run-final=true``, or ``run-final=parts`` for a run
+        whose bundles each went upstream as they came (``sent_as_they_came``): the bucket's lifecycle
+        rules expire only tagged bundles (nothing of a run not yet forwarded is ever deleted), the
+        second kind sooner: a later run needs their results, kept apart, not them."""
+        tagged, value = 0, "parts" if sent_as_they_came else "true"
         for key in self._keys(prefix):
             self.s3.put_object_tagging(
-                Bucket=self.bucket, Key=key, Tagging={"TagSet": [{"Key": FINAL_TAG, "Value": "true"}]}
+                Bucket=self.bucket, Key=key, Tagging={"TagSet": [{"Key": FINAL_TAG, "Value": value}]}
             )
             tagged += 1
         return tagged

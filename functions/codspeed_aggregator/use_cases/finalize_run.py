@@ -242,10 +242,11 @@ class FinalizeRun:
             self.baselines.record_forwarded(project, own_branch, run_id, finished)  # what benchmarks cost: whole or not
         if own_branch and whole:
             if self.keeper and plan.completion.carried:  # before its bundles are tagged final: the copies with them
-                self.keeper.keep(project, run_id, plan.completion.carried, plan.completion.outcome.get("carried") or {})
+                carried = plan.completion.outcome.get("carried") or {}
+                self.keeper.keep(project, run_id, plan.completion.carried, carried, results_only=plan.run.eager)
             self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
             self.reports.baseline_moved(project, own_branch, run_id, plan.run.commit, finished)  # known here at once
-        self.store.mark_final(run_bundles_prefix(project, run_id))
+        self.store.mark_final(run_bundles_prefix(project, run_id), sent_as_they_came=plan.run.eager)
         self.reports.publish(project, run_id)
         return FORWARDED
 

@@ -25,16 +25,25 @@ class KeepSources:
     sources: Sources  # DynamoDB: what the run keeps, beside it
     clock: Callable[[], float] = time.time
 
-    def keep(self, project: str, run_id: str, carried: dict[str, ShardRecord], outcome: dict[str, Any]) -> int:
+    def keep(  # noqa: PLR0913 -- the run, what it carried, and what of it a later run needs
+        self,
+        project: str,
+        run_id: str,
+        carried: dict[str, ShardRecord],
+        outcome: dict[str, Any],
+        results_only: bool = False,
+    ) -> int:
         """Copy each shard ``carried`` (from the run ``outcome`` names for it) beside run ``run_id``;
-        answers how many were kept. One that cannot be kept (gone already, over S3's 5 GB copy, or
-        anything else) is said in the log and left to age as it was: the run is forwarded, recorded
-        as its branch's baseline and tagged final all the same, as no retry would come back to it."""
+        answers how many were kept. ``results_only``: a run of parts, whose later runs read a carried
+        shard's results and never merge its bundle (kept ``PartsBundleRetentionDays``, not as long).
+        One that cannot be kept (gone already, over S3's 5 GB copy, or anything else) is said in the
+        log and left to age as it was: the run is forwarded, recorded as its branch's baseline and
+        tagged final all the same, as no retry would come back to it."""
         kept = 0
         for name, shard in carried.items():
             source = outcome[name]
             try:
-                copy = self._copied(project, run_id, shard)
+                copy = self._copied(project, run_id, shard, results_only)
                 self.sources.keep(
                     project, run_id, KeptSource(copy, source["run_id"], source.get("commit"), self.clock())
                 )
@@ -51,9 +60,13 @@ class KeepSources:
             kept += 1
         return kept
 
-    def _copied(self, project: str, run_id: str, shard: ShardRecord) -> ShardRecord:
+    def _copied(self, project: str, run_id: str, shard: ShardRecord, results_only: bool) -> ShardRecord:
         source = shard.bundle_key
         key = bundle_key(project, run_id, shard.name, shard.upload_id or "carried")
+        if results_only:  # its results under the key its bundle would have: what a report reads by
+            if shard.results_kept:
+                self.results.copy(source, key)
+            return replace(shard, key=key, version_id=None, normalized=None)
         version = self.store.copy(source, shard.version_id, key)
         normalized = None
         if shard.normalized:
