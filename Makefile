@@ -40,6 +40,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/vermin -t=3.10- --violations --no-tips --quiet client/codspeed_client client/codspeed_rules
 
 # The docs site into site/, every warning an error: links and anchors included (mkdocs.yml).
 docs: install

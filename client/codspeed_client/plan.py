@@ -192,8 +192,8 @@ def long_path(paths: list[str]) -> str | None:
 
 
 def load(path: str) -> ShardConfig:
-    if sys.version_info >= (3, 11):  # noqa: UP036 -- the client runs on Python 3.9 too (client/pyproject.toml)
-        import tomllib
+    if sys.version_info >= (3, 11):  # noqa: UP036 -- the client runs on Python 3.10 too (client/pyproject.toml)
+        import tomllib  # novermin -- behind its version check
     else:  # Python before 3.11
         import tomli as tomllib
     try:
