@@ -9,7 +9,7 @@ from pathlib import Path
 
 import requests
 
-from codspeed_rules.backoff import RETRY_STATUSES, backoff
+from codspeed_rules.backoff import RETRY_STATUSES, retry_delay
 
 from .errors import AUTH, CONFIG, NETWORK, REFUSED, ClientError, Skipped
 
@@ -46,10 +46,9 @@ class AggregatorApi:
         self.sleep = sleep
 
     def _delay(self, attempt: int, answer: requests.Response | None) -> float:
-        retry_after = answer.headers.get("retry-after") if answer is not None else None
-        if retry_after and retry_after.isdigit():
-            return min(float(retry_after), 60.0)
-        return backoff(attempt, self.backoff, 30.0)
+        return retry_delay(
+            attempt, self.backoff, 60.0, answer.headers.get("retry-after") if answer is not None else None
+        )
 
     def _send(self, send: Callable[[], requests.Response], what: str) -> requests.Response:
         """Send, retrying connection errors, 429 and 5xx with backoff; never a 4xx (a closing run takes

@@ -74,7 +74,7 @@ class BoundedTarInfo(tarfile.TarInfo):
             )
         if self.type == tarfile.GNUTYPE_SPARSE:
             raise BadBundle(f"member {self.name!r} is a sparse file: only regular files and folders are accepted")
-        # tarfile's own hook, private: the one place a header's size is known before it is read
+        # tarfile's own hook, private (no public one exists): the one place a header's size is known before it is read
         member: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]  # private, so not in typeshed
         return member
 

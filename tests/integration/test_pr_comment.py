@@ -6,6 +6,7 @@ requests as GitHub documents them."""
 import threading
 import uuid
 from dataclasses import replace
+from unittest import mock
 from urllib.parse import quote
 
 import pytest
@@ -386,3 +387,22 @@ def test_a_comment_posted_before_hosts_were_in_its_key_is_edited_not_posted_agai
     assert list(github.comments) == [comment_id] and "2/2 shards in" in github.comments[comment_id]["body"]
     assert [m for m, _ in github.requests].count("POST") == 1
     assert comments.comment(PullRequestRef("GITLAB", project, 42)) is None  # adopted by GitHub's, once
+
+
+def test_the_final_reports_edit_waits_what_github_says_before_it_tries_again(isolated, github, project, run_id):
+    """Three HTTP retry loops had three policies: the comments doubled their own wait (1, 2, 4 s)
+    whatever GitHub's secondary rate limit said in Retry-After."""
+    clock = Clock()
+    agg = _commenting(isolated, github, clock)
+    keys = [_push(agg, project, run_id, str(i), total=2) for i in (1, 2)]
+    agg.record_arrival.record(keys[0])
+    agg.record_arrival.record(keys[1])
+    limited = dict(SECONDARY_LIMIT[1])
+    github.fail_next.append((403, limited, {"retry-after": "7"}))
+    waited = []
+    with mock.patch.object(agg.reports.comments, "sleep", waited.append):
+        clock.now += 1
+        assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    assert waited == [7.0]  # as GitHub said, not the backoff's second
+    [comment] = github.comments.values()
+    assert "forwarded, 2/2 shards in" in comment["body"]

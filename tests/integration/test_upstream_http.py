@@ -258,3 +258,39 @@ def test_an_ssm_fault_is_never_taken_for_a_project_without_a_token_of_its_own(tm
         assert list(tmp_path.iterdir()) == []  # nothing went upstream, under any token
     finally:
         stub.stop()
+
+
+class _Busy(BaseHTTPRequestHandler):
+    """Answers its first POST 429 with ``Retry-After: 9`` (as CodSpeed's API may), then the grant."""
+
+    answered = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        type(self).answered += 1
+        if type(self).answered == 1:
+            self.send_response(429)
+            self.send_header("Retry-After", "9")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = json.dumps(GRANT).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_429_is_tried_again_after_what_its_retry_after_says():
+    """The upstream ignored Retry-After on a 429 (a backoff of its own: 1 s), where the client honoured it."""
+    server, waited = _serve(_Busy), []
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/upload"
+        client = UpstreamClient(url, "t", timeout=5, attempts=3, sleep=waited.append)
+        assert client.announce({"version": 10}).runId == "r1"
+    finally:
+        server.shutdown()
+    assert waited == [9.0]

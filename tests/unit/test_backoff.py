@@ -1,5 +1,7 @@
 """The one backoff every retry of ours waits by (botocore's and urllib3's own aside)."""
 
+import pytest
+
 from codspeed_rules.backoff import backoff
 
 
@@ -11,3 +13,17 @@ def test_it_doubles_from_its_base_up_to_its_cap():
 def test_its_jitter_is_half_to_all_of_the_wait():
     waits = [backoff(3, 1.0, 60.0) for _ in range(500)]
     assert 4.0 <= min(waits) and max(waits) <= 8.0 and len(set(waits)) > 400
+
+
+def test_one_retry_policy_waits_what_retry_after_says_in_either_form_at_most_its_cap():
+    from email.utils import formatdate
+
+    from codspeed_rules.backoff import retry_delay
+
+    now = 1_800_000_000.0
+    assert retry_delay(0, 1.0, 60.0, "7", now) == 7.0
+    assert retry_delay(0, 1.0, 60.0, formatdate(now + 12, usegmt=True), now) == pytest.approx(12.0)
+    assert retry_delay(0, 1.0, 60.0, formatdate(now - 5, usegmt=True), now) == 0.0  # a date passed: at once
+    assert retry_delay(0, 1.0, 60.0, "3600", now) == 60.0  # never past the cap
+    for garbage in (None, "", "soon", "-3"):  # not a form HTTP allows: the backoff
+        assert 0.5 <= retry_delay(0, 1.0, 60.0, garbage, now) <= 1.0

@@ -218,8 +218,11 @@ def _upstream(
     seconds; what the upstream answered, or None with a warning (the part goes all the same)."""
     import time
 
-    deadline, pause = time.monotonic() + wait, 0.25
+    from codspeed_rules.backoff import backoff
+
+    deadline, polled = time.monotonic() + wait, 0
     while True:
+        pause = backoff(polled, 0.25, 5.0, jitter=False)  # a poll, not a retry: no Retry-After to honour
         try:
             report = api.report(project, run_id, missing_ok=True) or {}
         except ClientError as exc:  # the shard was accepted: following it is a courtesy, never a failure
@@ -239,7 +242,7 @@ def _upstream(
             )
             return None
         time.sleep(pause)
-        pause = min(5.0, pause * 2)
+        polled += 1
 
 
 def _upload(api: AggregatorApi, made: Bundle, request: dict[str, Any], verdict: Verdict, quiet: bool) -> dict[str, Any]:

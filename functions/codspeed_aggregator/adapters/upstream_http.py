@@ -2,18 +2,20 @@
 
 The two steps are separate calls so the finalizer can record the POST's answer before the
 PUT: a retry after a crash then PUTs the same bytes to the same URL instead of making a
-second upload. Each step is retried with backoff on connection errors, timeouts, 429, 5xx
-and malformed answers; a 4xx other than 429 is final."""
+second upload. Each step is retried on connection errors, timeouts, 429, 5xx and malformed
+answers, after what the answer's Retry-After says or else a backoff (``retry_delay``); a 4xx
+other than 429 is final."""
 
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from codspeed_rules.backoff import RETRY_STATUSES, backoff
+from codspeed_rules.backoff import RETRY_STATUSES, retry_delay
 from codspeed_wire.upstream import UploadAccepted
 
 T = TypeVar("T")
@@ -30,6 +32,19 @@ class Rewindable(Protocol):
 MIN_PUT_RATE = 512 * 1024  # bytes per second: an upload slower than this has stalled
 MAX_ANSWER = 1 << 20  # an upload grant is a few hundred bytes
 MAX_REDIRECTS = 3
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer read whole within its request's budget: its status, headers and body."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
 
 
 class TooSlow(requests.Timeout):
@@ -99,7 +114,7 @@ class UpstreamClient:
         data: Rewindable | None = None,
         headers: dict[str, Any] | None = None,
         **kwargs: Any,
-    ) -> requests.Response:
+    ) -> Answer:
         """One request that ends within ``budget`` seconds however slowly the peer reads or
         answers (``timeout`` alone bounds each read: an upstream trickling a byte at a time
         would hold the finalizer until the function's own timeout). A 307 or 308 is followed,
@@ -137,21 +152,19 @@ class UpstreamClient:
                     raise TooSlow(f"the answer took longer than {budget:.0f} s")
                 if len(content) > MAX_ANSWER:
                     raise TooSlow(f"the answer is over {MAX_ANSWER} bytes")
-        answer._content = bytes(content)
-        return answer
+        return Answer(answer.status_code, answer.headers, bytes(content))
 
-    def _retrying(
-        self, step: str, send: Callable[[], requests.Response], accept: Callable[[requests.Response], T]
-    ) -> T:
-        failure = ""
+    def _retrying(self, step: str, send: Callable[[], Answer], accept: Callable[[Answer], T]) -> T:
+        failure, said = "", None
         for attempt in range(self.attempts):
             if attempt:
-                self.sleep(backoff(attempt - 1, self.backoff, 60.0))
+                self.sleep(retry_delay(attempt - 1, self.backoff, 60.0, said))
             try:
                 answer = send()
             except requests.RequestException as exc:
-                failure = f"{step} failed: {type(exc).__name__}: {exc}"
+                failure, said = f"{step} failed: {type(exc).__name__}: {exc}", None
                 continue
+            said = answer.headers.get("retry-after")
             if answer.status_code in RETRY_STATUSES:
                 failure = f"{step} answered {answer.status_code}: {answer.text[:300]}"
                 continue
@@ -210,7 +223,7 @@ class UpstreamClient:
         if gzipped:
             headers["Content-Encoding"] = "gzip"
 
-        def send() -> requests.Response:
+        def send() -> Answer:
             archive.seek(0)
             return self._bounded("PUT", upload_url, self.timeout + size / MIN_PUT_RATE, data=archive, headers=headers)
 

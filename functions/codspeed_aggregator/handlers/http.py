@@ -18,6 +18,8 @@ class Resolver(APIGatewayHttpResolver):
     """Routes take ``<project>``: ``owner/repo`` or GitLab's ``group/subgroup/.../repo``, slashes
     and all (powertools' own parameters stop at a slash)."""
 
+    # No public hook exists: powertools' dynamic parameters stop at '/', and a route's own regular
+    # expression cannot name a group (its ``<name>`` is rewritten as a parameter of its own).
     @staticmethod
     def _compile_regex(rule: str, base_regex: str = "^{}$") -> re.Pattern[str]:
         compiled = APIGatewayHttpResolver._compile_regex(

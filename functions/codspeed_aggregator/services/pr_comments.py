@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from requests import HTTPError, RequestException
 
+from codspeed_rules.backoff import retry_delay
 from codspeed_rules.names import pull_request
 from codspeed_wire.report import Report
 
@@ -113,7 +114,8 @@ class PullRequestComments:
             except RequestException as exc:  # HTTPError among them
                 if attempt == tries - 1 or (isinstance(exc, HTTPError) and _refused(exc)):
                     raise
-            self.sleep(2.0**attempt)
+                said = exc.response.headers.get("retry-after") if exc.response is not None else None
+            self.sleep(retry_delay(attempt, 1.0, 60.0, said))  # GitHub's secondary limit says when, GitLab's 429 too
         raise AssertionError("unreachable: the last try returns or raises")
 
     def _posted(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes) -> dict[str, Any] | None:
