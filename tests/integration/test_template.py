@@ -68,13 +68,20 @@ def test_every_handler_named_in_the_template_imports(template):
 def test_every_setting_the_code_reads_is_in_each_functions_environment(template):
     source = (ROOT / "functions/codspeed_aggregator/settings.py").read_text()
     required = set(re.findall(r'env\.get\("([A-Z_]+)", ""\)', source))
-    assert required == {"TABLE_NAME", "BUCKET_NAME", "FINALIZE_QUEUE_URL", "ARRIVALS_QUEUE_URL", "UPSTREAM_URL"}
+    assert required == {
+        "TABLE_NAME",
+        "BUCKET_NAME",
+        "FINALIZE_QUEUE_URL",
+        "ARRIVALS_QUEUE_URL",
+        "ARRIVALS_DEAD_LETTER_QUEUE_URL",
+        "UPSTREAM_URL",
+    }
     shared = set(template["Globals"]["Function"]["Environment"]["Variables"])
     own = {name: set(p.get("Environment", {}).get("Variables", {})) for name, p in _functions(template).items()}
     for name in own:
         assert {"TABLE_NAME", "BUCKET_NAME", "FINALIZE_QUEUE_URL"} <= shared | own[name], name
     assert {"UPSTREAM_URL", "UPSTREAM_TOKEN_PARAMETER"} <= own["FinalizerFunction"]
-    assert "ARRIVALS_QUEUE_URL" in own["ArrivalsFunction"]
+    assert {"ARRIVALS_QUEUE_URL", "ARRIVALS_DEAD_LETTER_QUEUE_URL"} <= own["ArrivalsFunction"]
     assert "API_TOKEN_PARAMETER" in own["ApiFunction"]
 
 
