@@ -71,6 +71,7 @@ bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/eager.py --quick
 	$(BIN)/python bench/upload_calls.py --most 24
 	$(BIN)/python bench/billing.py --quick
+	$(BIN)/python bench/growth.py --quick
 
 # What `sam deploy` ships: the functions built for arm64 from functions/requirements.txt, with the
 # SAM CLI in a virtual environment of its own (it pins packages the tests need newer).

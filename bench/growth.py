@@ -3,7 +3,7 @@ the local stack at two sizes, one S3 event per shard, delivered in the arrivals 
 batches of 10 (each run's report published once per batch, as SQS drives it).
 
     python bench/growth.py            # 10 and 1000 shards (eager: 20 and 1000)
-    python bench/growth.py --quick    # 10 and 100 shards (tests/e2e/test_growth.py holds the same smoke)
+    python bench/growth.py --quick    # 10 and 100 shards (make bench-smoke: exit 1 past a bound below)
 
 Both sizes go through one arrivals process; then the larger again with its batches round-robin
 over 4 processes (``--processes``), each with what it read of the run before, as Lambda spreads
@@ -401,9 +401,19 @@ def main() -> int:
         + " ".join(f"eager_{k}={v:.2f}" for k, v in eager_ratios.items() if k != "rebuild_cpu_seconds_max")
     )
     checked = {**ratios, **{f"eager_{k}": v for k, v in eager_ratios.items()}}
-    missed = [k for k in checked if k.endswith("_ratio") and checked[k] > TARGET_RATIO]
-    for k in missed:
-        print(f"  growth MISSED: {k} over {TARGET_RATIO}")
+    missed = [f"{k} over {TARGET_RATIO}" for k in checked if k.endswith("_ratio") and checked[k] > TARGET_RATIO]
+    # a partial report's rebuild at the larger size; a process's later rebuilds never read the run whole;
+    # a process new to the run reads the last report's digest and the ledger as its publisher read it, the
+    # baseline's, the batch's results and their baseline's, and publishes (without the digest: a GET a shard more)
+    bounds = {
+        "rebuild_cpu_seconds_max under 1 s": ratios["rebuild_cpu_seconds_max"] < 1.0,
+        "no later rebuild reads the run whole": spread["whole_reads"] == 0,
+        "late_rebuild_s3_requests at most 30": late["requests"]["s3"] <= 30,
+        "late_rebuild_whole_reads 0": late["whole"] == 0,
+    }
+    missed += [bound for bound, held in bounds.items() if not held]
+    for bound in missed:
+        print(f"  growth MISSED: {bound}")
     return 1 if missed else 0
 
 

@@ -501,7 +501,7 @@ def test_run_lifecycle_holds_the_invariants_under_random_interleavings(isolated)
     run_state_machine_as_test(
         machine_for(isolated),
         settings=settings(
-            max_examples=int(os.environ.get("LIFECYCLE_EXAMPLES", 12)),
+            max_examples=int(os.environ.get("LIFECYCLE_EXAMPLES", 8)),
             stateful_step_count=14,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
