@@ -289,7 +289,13 @@ def main() -> int:
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
     sys.path[:0] = [str(root / "functions"), str(root), str(root / "local")]
-    from growth import EAGER, PROJECT, ByteCounter, billing, measure  # the local stack: imported to measure only
+    from growth import (
+        PARTS_PROJECT,
+        PROJECT,
+        ByteCounter,
+        billing,
+        measure,
+    )  # the local stack: imported to measure only
     from load import RequestCounter
     from samtranslator.yaml_helper import yaml_parse
 
@@ -299,12 +305,12 @@ def main() -> int:
     with LocalStack(
         pollers=False,
         webhook_secret="bench-secret",
-        env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{EAGER}=parts"},
+        env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{PARTS_PROJECT}=parts"},
     ) as stack:
         counter, nbytes, billed = RequestCounter(), ByteCounter(), billing()
         runs = {
             (mode, n): BilledUnits.dollars(measure(stack, counter, nbytes, n, 1, project, billed)["billed"])
-            for mode, project in (("one-upload", PROJECT), ("parts", EAGER))
+            for mode, project in (("one-upload", PROJECT), ("parts", PARTS_PROJECT))
             for n in measured
         }
     bundle = int(args.bundle_mb * 1e6)

@@ -2,7 +2,7 @@
 the local stack at two sizes, one S3 event per shard, delivered in the arrivals function's
 batches of 10 (each run's report published once per batch, as SQS drives it).
 
-    python bench/growth.py            # 10 and 1000 shards (eager: 20 and 1000)
+    python bench/growth.py            # 10 and 1000 shards (parts: 20 and 1000)
     python bench/growth.py --quick    # 10 and 100 shards (make bench-smoke: exit 1 past a bound below)
 
 Both sizes go through one arrivals process; then the larger again with its batches round-robin
@@ -29,10 +29,10 @@ see the README's limits). A rebuild's time is the
 publishing thread's own CPU (its code and boto3's): the wall time around it is mostly waiting
 on moto, whose Query and transactions walk the whole table, as DynamoDB's do not.
 
-Then a run of a project in eager mode at both sizes (the smaller 20, two batches): the same
+Then a run of a project in parts mode at both sizes (the smaller 20, two batches): the same
 figures, and per shard sent upstream as its own run part (the finalizer's message for it) its
-requests and the bytes it read; the last line adds ``eager_shards=A->B`` and the same ratios
-prefixed ``eager_``, with ``eager_forward_requests_ratio`` and ``eager_forward_dynamodb_bytes_ratio``
+requests and the bytes it read; the last line adds ``parts_shards=A->B`` and the same ratios
+prefixed ``parts_``, with ``parts_forward_requests_ratio`` and ``parts_forward_dynamodb_bytes_ratio``
 (target: <= 1.2 each; a send reads the run's record and its one shard, never the run whole).
 
 Last, what a run bills in each mode at 10, 100 and the larger size (``bench/billing.py``: DynamoDB
@@ -66,7 +66,7 @@ from codspeed_aggregator.handlers.arrivals import s3_objects  # noqa: E402
 from codspeed_local.stack import LocalStack  # noqa: E402
 from tests.factories import bundle, packed, upload_request  # noqa: E402
 
-PROJECT, EAGER = "acme/growth", "acme/growth-eager"  # the second's runs go upstream shard by shard
+PROJECT, PARTS_PROJECT = "acme/growth", "acme/growth-parts"  # the second's runs go upstream shard by shard
 TARGET_RATIO = 1.2
 
 
@@ -173,7 +173,7 @@ def measure(
             }
         )
         last_arrival = time.perf_counter()
-        per_forward += drain(stack, run_id, counter, nbytes, later)  # an eager run's shards, as the batch counted them
+        per_forward += drain(stack, run_id, counter, nbytes, later)  # a parts run's shards, as the batch counted them
     forwarded_after = finalize(stack, run_id, last_arrival, later)
     run_units = (billed.snapshot() if billed else Counter()) - run_began
     run_units["s3_put"] += shards  # each bundle's PUT, by its shard job to the presigned URL
@@ -295,31 +295,42 @@ def compare(small: dict, big: dict) -> dict:
 
 def run(sizes: tuple[int, int], processes: int) -> tuple[list[dict], dict, dict, list[dict], dict, list[dict]]:
     """Both sizes through one process, then the larger through ``processes``; then both sizes of
-    an eager run (each shard sent upstream as the batch counted it) through one process; and what
+    a parts run (each shard sent upstream as the batch counted it) through one process; and what
     each mode's runs of 10 and 100 shards (and the larger) bill."""
     with LocalStack(
         pollers=False,
         webhook_secret="bench-secret",
-        env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{EAGER}=parts"},
+        env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{PARTS_PROJECT}=parts"},
     ) as stack:
         counter, nbytes, billed = RequestCounter(), ByteCounter(), billing()
         found = [measure(stack, counter, nbytes, n, 1, billed=billed) for n in sizes]
         spread = measure(stack, counter, nbytes, sizes[1], processes)
-        # an eager run's smaller size has two batches: each steady rebuild reads its batch's arrivals and
+        # a parts run's smaller size has two batches: each steady rebuild reads its batch's arrivals and
         # the sends of the batch before, so steady is compared with steady (10 shards have only a first, whole read)
-        eager = [measure(stack, counter, nbytes, n, 1, EAGER, billed) for n in (max(sizes[0], 2 * BATCH), sizes[1])]
+        in_parts = [
+            measure(stack, counter, nbytes, n, 1, PARTS_PROJECT, billed) for n in (max(sizes[0], 2 * BATCH), sizes[1])
+        ]
         costs = [m for m in found if m["shards"] in (10, 100) or m is found[-1]]
-        costs += [measure(stack, counter, nbytes, 10, 1, EAGER, billed)] + [m for m in eager if m["shards"] != 20]
+        costs += [measure(stack, counter, nbytes, 10, 1, PARTS_PROJECT, billed)] + [
+            m for m in in_parts if m["shards"] != 20
+        ]
         if sizes[1] != 100:
-            costs += [measure(stack, counter, nbytes, 100, 1, project, billed) for project in (PROJECT, EAGER)]
-    eager_ratios = compare(*eager)
-    eager_ratios["forward_requests_ratio"] = ratio(
-        *(sum(m["forward"][s] for s in ("dynamodb", "s3", "sqs")) for m in reversed(eager))
+            costs += [measure(stack, counter, nbytes, 100, 1, project, billed) for project in (PROJECT, PARTS_PROJECT)]
+    parts_ratios = compare(*in_parts)
+    parts_ratios["forward_requests_ratio"] = ratio(
+        *(sum(m["forward"][s] for s in ("dynamodb", "s3", "sqs")) for m in reversed(in_parts))
     )
-    eager_ratios["forward_dynamodb_bytes_ratio"] = ratio(
-        eager[1]["forward"]["dynamodb_bytes"], eager[0]["forward"]["dynamodb_bytes"]
+    parts_ratios["forward_dynamodb_bytes_ratio"] = ratio(
+        in_parts[1]["forward"]["dynamodb_bytes"], in_parts[0]["forward"]["dynamodb_bytes"]
     )
-    return found, compare(*found), spread, eager, eager_ratios, sorted(costs, key=lambda m: (m["project"], m["shards"]))
+    return (
+        found,
+        compare(*found),
+        spread,
+        in_parts,
+        parts_ratios,
+        sorted(costs, key=lambda m: (m["project"], m["shards"])),
+    )
 
 
 def main() -> int:
@@ -329,10 +340,10 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=4, help="arrivals processes of the last run (default 4)")
     args = parser.parse_args()
     sizes = (10, args.shards or (100 if args.quick else 1000))
-    found, ratios, spread, eager, eager_ratios, costs = run(sizes, args.processes)
-    for m in (*found, spread, *eager):
-        if m is eager[0]:
-            print("an eager run (each shard sent upstream as its own run part when counted), at both sizes:")
+    found, ratios, spread, in_parts, parts_ratios, costs = run(sizes, args.processes)
+    for m in (*found, spread, *in_parts):
+        if m is in_parts[0]:
+            print("a parts run (each shard sent upstream as its own run part when counted), at both sizes:")
         if m is spread:
             print(f"the {m['shards']} shards again, their batches spread over {m['processes']} processes:")
         arrival = ", ".join(
@@ -384,7 +395,10 @@ def main() -> int:
         "requests; us-east-1 prices): a run, the functions' requests and each bundle's PUT"
     )
     for m in costs:
-        b, mode = m["billed"], "eager (a part per shard)" if m["project"] == EAGER else "merged (one upload per run)"
+        b, mode = (
+            m["billed"],
+            "parts (a part per shard)" if m["project"] == PARTS_PROJECT else "one-upload (one upload per run)",
+        )
         print(
             f"  {mode}, {m['shards']} shards: {b['dynamodb_read']:.0f} read and {b['dynamodb_write']:.0f} write units, "
             f"{b['s3_put']} PUT-class and {b['s3_get']} GET-class S3 requests, {b['sqs']} SQS requests: "
@@ -397,10 +411,10 @@ def main() -> int:
         + " ".join(f"{k}={v:.2f}" for k, v in ratios.items())
         + f" late_rebuild_s3_requests={late['requests']['s3']} "
         + f"late_rebuild_whole_reads={late['whole']} "
-        + f"eager_shards={eager[0]['shards']}->{eager[1]['shards']} "
-        + " ".join(f"eager_{k}={v:.2f}" for k, v in eager_ratios.items() if k != "rebuild_cpu_seconds_max")
+        + f"parts_shards={in_parts[0]['shards']}->{in_parts[1]['shards']} "
+        + " ".join(f"parts_{k}={v:.2f}" for k, v in parts_ratios.items() if k != "rebuild_cpu_seconds_max")
     )
-    checked = {**ratios, **{f"eager_{k}": v for k, v in eager_ratios.items()}}
+    checked = {**ratios, **{f"parts_{k}": v for k, v in parts_ratios.items()}}
     missed = [f"{k} over {TARGET_RATIO}" for k in checked if k.endswith("_ratio") and checked[k] > TARGET_RATIO]
     # a partial report's rebuild at the larger size; a process's later rebuilds never read the run whole;
     # a process new to the run reads the last report's digest and the ledger as its publisher read it, the

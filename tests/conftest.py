@@ -12,8 +12,8 @@ WEBHOOK_SECRET = "webhook-secret"
 
 CIRCLECI_ORG = "9f2c0e4a-1b7d-4e0a-9c55-3a6f8d2b7e10"  # the CircleCI organization whose jobs' OIDC tokens it takes
 TOKENLESS_PROJECT = "acme/open-source"  # the one project whose tokenless uploads the stack accepts
-EAGER_PROJECT = "acme/eager"  # the projects the stack forwards eagerly (each shard as it is counted): the e2e tests'
-EAGER_LIFECYCLE = "acme/eager-lifecycle"  # and the lifecycle machine's
+PARTS_PROJECT = "acme/parts"  # the projects the stack forwards in parts (each shard as it is counted): the e2e tests'
+PARTS_LIFECYCLE = "acme/parts-lifecycle"  # and the lifecycle machine's
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +41,7 @@ def stack(tmp_path_factory, oidc_issuer):
         "FORWARD_MODE": "one-upload",
         "CIRCLECI_ORG_IDS": CIRCLECI_ORG,
         "CIRCLECI_JWKS_URL": oidc_issuer.jwks_url.replace("/.well-known/jwks", "/org/{org}/.well-known/jwks-pub.json"),
-        "FORWARD_MODES": f"{EAGER_PROJECT}=parts,{EAGER_LIFECYCLE}=eager",
+        "FORWARD_MODES": f"{PARTS_PROJECT}=parts,{PARTS_LIFECYCLE}=parts",
     }
     with LocalStack(
         token=TOKEN,

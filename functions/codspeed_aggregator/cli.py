@@ -201,10 +201,10 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument("--webhook-secret", help="HMAC secret of /webhooks/refresh and /webhooks/github")
     local.add_argument(
         "--forward-mode",
-        choices=("parts", "one-upload", "eager", "merged"),
+        choices=("parts", "one-upload"),
         default="parts",
         help="parts (default): each shard upstream as its own run part when it is counted; one-upload: "
-        "a run at its end (eager and merged: their earlier names)",
+        "a run at its end",
     )
     local.set_defaults(run=_local)
     demo = command("demo", "a three-shard run through the local stack, shown step by step", "codspeed-aggregator demo")

@@ -19,15 +19,13 @@ class MissingSetting(RuntimeError):
 # The forward modes: each shard upstream as its own run part the moment it is counted (CodSpeed
 # combines a run's parts itself), or one upload a run, at its end (an upstream that takes only that)
 PARTS, ONE_UPLOAD = "parts", "one-upload"
-MODE_NAMES = {PARTS: PARTS, ONE_UPLOAD: ONE_UPLOAD, "eager": PARTS, "merged": ONE_UPLOAD}  # the earlier names too
+MODES = (PARTS, ONE_UPLOAD)
 
 
 def _mode(value: str, name: str) -> str:
-    if value not in MODE_NAMES:
-        raise MissingSetting(
-            f"{name} must be {PARTS} or {ONE_UPLOAD} (eager and merged, their earlier names), not {value!r}"
-        )
-    return MODE_NAMES[value]
+    if value not in MODES:
+        raise MissingSetting(f"{name} must be {PARTS} or {ONE_UPLOAD}, not {value!r}")
+    return value
 
 
 # What each setting is called in the environment, for the ones a function may require.
@@ -94,7 +92,7 @@ class Settings:
     forward_modes: tuple[tuple[str, str], ...] = ()  # (project, mode): a project's own mode
     arrivals_dead_letter_url: str = ""  # where an event deferred past MAX_DEFERRALS goes
 
-    def eager(self, project: str) -> bool:
+    def sends_parts(self, project: str) -> bool:
         """Whether a run of ``project`` opened now sends each shard upstream as it is counted."""
         return _mode(dict(self.forward_modes).get(project, self.forward_mode), "the forward mode") == PARTS
 

@@ -1,5 +1,5 @@
 """The finalize queue's message: finish one run, or one upload (run part) of it, or send one
-shard of an eager run upstream as it was counted."""
+shard of a parts run upstream as it was counted."""
 
 from pydantic import BaseModel
 
@@ -9,4 +9,4 @@ class FinalizeMessage(BaseModel):
     run_id: str
     reason: str
     part: int | None = None  # one upload of a run forwarded in several: merged in an invocation of its own
-    shard: str | None = None  # one shard of an eager run, sent as its own run part
+    shard: str | None = None  # one shard of a parts run, sent as its own run part

@@ -25,7 +25,7 @@ class ShardEntry(BaseModel):
     source: dict[str, Any] | None = None  # for a carried shard: the run and commit its results come from
     cost_s: float | None = None  # what its benchmarks cost to run, recorded at arrival (seconds: see /v1/costs)
     longest_s: float | None = None  # its costliest benchmark's
-    upstream: bool = False  # an eager run's shard: its results went upstream as it was counted
+    upstream: bool = False  # a parts run's shard: its results went upstream as it was counted
     upstream_run_id: str | None = None  # the upstream's run its part went to (its answer's runId)
 
     @property

@@ -2,7 +2,7 @@
 modes, real recorded folders), each pushed as ``--shard 1/3 … 3/3`` into one run by the real
 client. A shard is its name and its executor: six shards, forwarded so that the upstream's
 combined view (the last upload of each runPartId) holds every benchmark of each executor once,
-merged or, in eager mode, sent shard by shard."""
+merged or, in parts mode, sent shard by shard."""
 
 import io
 import json
@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
-from tests.conftest import EAGER_PROJECT, TOKEN
+from tests.conftest import PARTS_PROJECT, TOKEN
 from tests.factories import wait_for
 from tests.runner import recorded, recorded_walltime
 
@@ -159,17 +159,17 @@ def test_a_second_executor_pushed_after_the_first_was_forwarded_is_one_next_atte
 
 
 @pytest.mark.slow
-def test_in_eager_mode_each_executors_shard_goes_as_its_own_part_and_never_replaces_the_others(stack, run_id, tmp_path):
+def test_in_parts_mode_each_executors_shard_goes_as_its_own_part_and_never_replaces_the_others(stack, run_id, tmp_path):
     folders = _folders(tmp_path)
     for (_, shard), folder in sorted(folders.items(), key=lambda f: (f[0][1], f[0][0])):  # both shard 1s first
-        _pushed(_push(stack, EAGER_PROJECT, run_id, shard, folder))
-    final = _final(stack, EAGER_PROJECT, run_id)
+        _pushed(_push(stack, PARTS_PROJECT, run_id, shard, folder))
+    final = _final(stack, PARTS_PROJECT, run_id)
     assert final["state"] == "forwarded" and final["arrived"] == 6
     assert {s["name"]: s["state"] for s in final["shards"]} == dict.fromkeys(
         ["1", "2", "3", "1~walltime", "2~walltime", "3~walltime"], "arrived"
     )
     three = ["test_fib_10", "test_sorted", "test_sum"]
-    assert _benchmarks(_held(stack, EAGER_PROJECT, run_id)) == {"valgrind": three, "walltime": three}
+    assert _benchmarks(_held(stack, PARTS_PROJECT, run_id)) == {"valgrind": three, "walltime": three}
     part_ids = [
         json.loads((u / "metadata.json").read_text())["runPart"]["runPartId"] for u in stack.upstream.uploads(run_id)
     ]

@@ -47,7 +47,7 @@ from codspeed_rules.names import shard_key
 from codspeed_rules.runner_json import pushed_part_id
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata
-from tests.conftest import EAGER_LIFECYCLE, TOKEN
+from tests.conftest import PARTS_LIFECYCLE, TOKEN
 from tests.factories import COMMIT, bundle, footprint, metadata, put, upload_request
 from tests.faults import AWS_FAULTS, aws_fault
 from tests.runner import folder_archive, md5_b64, walltime_folder
@@ -100,19 +100,19 @@ class RunLifecycle(RuleBasedStateMachine):
         self.seen_version, self.seen_arrived = 0, 0
         self.waiting = []  # finalize messages whose handling the upstream failed: SQS delivers them again
 
-    @initialize(declared=st.booleans(), own_token=st.booleans(), eager=st.booleans())
-    def opened(self, declared, own_token, eager):
+    @initialize(declared=st.booleans(), own_token=st.booleans(), parts=st.booleans())
+    def opened(self, declared, own_token, parts):
         """A run opened by its first upload, or declared first (``codspeed-client open``): then it
         takes the client's shards only, in every state and attempt. The project has an upstream
-        token of its own in SSM, or goes with the stack's. Its runs go upstream merged, or
-        eagerly (the stack's eager project for it: each shard as it is counted)."""
+        token of its own in SSM, or goes with the stack's. Its runs go upstream in one upload, or
+        in parts (the stack's parts project for it: each shard as it is counted)."""
         self.declared, self.fault_kind = declared, None
-        if eager:
-            self.project = EAGER_LIFECYCLE
+        if parts:
+            self.project = PARTS_LIFECYCLE
         self.token = f"token-of-{self.project}" if own_token else FALLBACK_TOKEN
         # each example a fresh process's caches: an earlier example's token, or its "no parameter" (each
         # remembered five minutes: powertools' SSM cache, UpstreamTokens' MISSING_FOR_SECONDS), is not
-        # this example's project's (the eager examples share one project)
+        # this example's project's (the parts examples share one project)
         aws._parameters.cache_clear()
         self.agg.upstream.tokens = UpstreamTokens(
             TOKENS_PATH, FALLBACK_TOKEN, lambda parameter: aws.secret(None, parameter)
@@ -122,7 +122,7 @@ class RunLifecycle(RuleBasedStateMachine):
                 Name=self.upstream_tokens.parameter(self.project), Value=self.token, Type="SecureString", Overwrite=True
             )
             self.isolated.upstream.project_tokens[self.project] = self.token
-        elif eager:  # the eager project's own token of an earlier example, gone
+        elif parts:  # the parts project's own token of an earlier example, gone
             self.isolated.upstream.project_tokens.pop(self.project, None)
             with contextlib.suppress(aws.client("ssm").exceptions.ParameterNotFound):
                 aws.client("ssm").delete_parameter(Name=self.upstream_tokens.parameter(self.project))
@@ -329,10 +329,10 @@ class RunLifecycle(RuleBasedStateMachine):
                 assert before.run.state == "open"
                 self.current[shard] = benchmark
 
-    @precondition(lambda self: self.project == EAGER_LIFECYCLE)
+    @precondition(lambda self: self.project == PARTS_LIFECYCLE)
     @rule(shard=st.sampled_from(SHARDS))
     def repush_while_its_send_is_on_its_way(self, shard):
-        """An eager shard's job re-run while its send is on its way (a slow PUT): the re-run's own
+        """A parts run's shard's job re-run while its send is on its way (a slow PUT): the re-run's own
         message finds the part claimed, and that send sends the newer version after its own, so
         the newer lands last and stays upstream."""
         snapshot = self.agg.ledger.reads.snapshot(self.project, self.run_id)
@@ -412,7 +412,7 @@ class RunLifecycle(RuleBasedStateMachine):
         for message in [*waiting, *self.isolated.finalize_requests()]:
             if message["run_id"].split("~")[0] == self.run_id:
                 try:
-                    if message.get("shard"):  # an eager run's shard, sent as it was counted
+                    if message.get("shard"):  # a parts run's shard, sent as it was counted
                         self._faulted(
                             fault,
                             lambda message=message: self.agg.forward_shard.forward(
@@ -450,7 +450,7 @@ class RunLifecycle(RuleBasedStateMachine):
         """Its own token when it has one, else the stack's, or none for a tokenless run: never another's."""
         for upload in self.isolated.upstream.uploads():
             meta = json.loads((upload / "metadata.json").read_text())
-            # an eager project's runs are many examples'
+            # a parts project's runs are many examples'
             ran = (meta.get("runPart") or {}).get("runId", "").split("~")[0]
             if f"{meta.get('owner')}/{meta.get('repository')}" == self.project and ran == self.run_id:
                 sent = {k.lower(): v for k, v in json.loads((upload / "post-headers.json").read_text()).items()}

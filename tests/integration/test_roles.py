@@ -136,7 +136,7 @@ CALLS = {
         _secret("github"),
         _secret("gitlab"),
     ],
-    "FinalizerFunction": [  # ConditionCheck: an eager run's shard is claimed while the run is open
+    "FinalizerFunction": [  # ConditionCheck: a parts run's shard is claimed while the run is open
         *_ledger(),
         ("dynamodb", "BatchWriteItem", {"RequestItems": {TABLE: []}}),  # a finished run's carried shards
         ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}),

@@ -264,8 +264,8 @@ def test_a_message_move_is_authorized_on_the_queue_messages_move_from_and_what_i
         needs("sqs", "CancelMessageMoveTask", {"TaskHandle": "t"}, "us-east-1", "123")
 
 
-def test_every_use_case_is_held_to_its_functions_role_the_eager_send_included():
-    """A use case missing here ran unheld when a test drove it outside a handler (the eager send's
+def test_every_use_case_is_held_to_its_functions_role_the_parts_send_included():
+    """A use case missing here ran unheld when a test drove it outside a handler (the shard's send's
     calls, driven through the operator's session, were held to no role)."""
     from pathlib import Path
 

@@ -203,8 +203,8 @@ def test_bundles_not_validated_before_are_checked_and_read_once_while_merging():
         assert f"./results/{pid}.json" in members and f"./perf-{pid}.map" in members
     # planned as they stream: 2's 5 took 6 before 2's own 6 came, which then moved on to 7
     assert result.renumbered == {"2": {5: 6, 6: 7}, "3": {6: 8}}
-    eager, _ = _merge([_shard(n, d) for n, d in datas.items()])
-    assert sorted(_members(eager)) != [] and len(_members(eager)) == len(members)
+    planned, _ = _merge([_shard(n, d) for n, d in datas.items()])
+    assert sorted(_members(planned)) != [] and len(_members(planned)) == len(members)
 
 
 @pytest.mark.parametrize(

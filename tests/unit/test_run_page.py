@@ -120,13 +120,15 @@ def test_the_timeline_names_each_strip_and_the_page_stops_refreshing_once_final(
     assert 'data-final="false"' in main and 'data-refresh="?format=fragment"' in main
     final = render_main(_report(state="forwarded", partial=False), {}, "?format=fragment", None)
     assert 'data-final="true"' in final and "Updating while the run is open" not in final
-    eager = render_main(
+    sent_as_parts = render_main(
         _report(shards=[ShardEntry(name="1", state="arrived", arrived_at="2026-11-30T07:04:00Z", upstream=True)]),
         {},
         None,
         None,
     )
-    assert 'aria-label="shard 1: arrived, upstream, arrived 2026-11-30T07:04:00Z' in eager  # an eager run's, sent
+    assert (
+        'aria-label="shard 1: arrived, upstream, arrived 2026-11-30T07:04:00Z' in sent_as_parts
+    )  # a parts run's, sent
 
 
 def test_the_run_list_links_each_run_and_escapes_what_it_shows():

@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # A 5 GiB bundle's validation, modelled by bench/scale.py at a Lambda vCPU (432 s), with its send: the wait ends as
-# soon as the part is upstream (well under a second for the usual shard on the local stack, bench/eager.py)
+# soon as the part is upstream (well under a second for the usual shard on the local stack, bench/parts.py)
 WAIT_UPSTREAM = 600
 
 

@@ -16,7 +16,7 @@ class PartPlan:
 
     index: int
     upload: UpstreamPart
-    part_id: str  # what it holds (``upstream_parts.part_id``): a shard an eager run sent as it is now is not sent again
+    part_id: str  # what it holds (``upstream_parts.part_id``): a shard a parts run sent as it is now is not sent again
     shards: dict[str, ShardRecord]  # its own, by name
     carried: dict[str, dict[str, Any]]  # the outcome's entry of each of its shards carried from the baseline
     number: int  # its place among its group's merged parts (0: a shard sent as it was)
@@ -27,7 +27,7 @@ class PartPlan:
     @property
     def claim(self) -> str:
         """What its finalizer claims it under: its runPartId (``metadata.part_claim``), shared with an
-        eager run's send of the same shard."""
+        parts run's send of the same shard."""
         return part_claim(self.upload, self.shards)
 
     def to_item(self) -> dict[str, Any]:
@@ -90,7 +90,7 @@ class ForwardPlan:
         sends), and the upstream run ids it went under."""
         size = sum(p["size"] for p in parts)
         run_ids = [p["run_id"] for p in parts]
-        if self.run.eager:  # each shard its own part as it landed: nothing merged, nothing carried sent
+        if self.run.sends_parts:  # each shard its own part as it landed: nothing merged, nothing carried sent
             carried = len(self.completion.carried)
             if measured := len(self.shards) - carried:
                 message = f"{measured} shards, each its own part upstream" + (

@@ -108,7 +108,7 @@ class RunRecord:
     declared: bool = False  # opened by ``codspeed-client open``: its groups are all it takes, no other is added
     ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
     rerun: bool = False  # opened by a later CI attempt: complete once that attempt re-ran all, or closes it
-    eager: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
+    sends_parts: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
     job_keys: bool = (
         True  # its runner jobs are keyed apart from pushed names (``drop_in.job_key``); False: opened before
     )
@@ -197,7 +197,7 @@ class ShardRecord:
     cost_ms: int | None = None  # what its benchmarks cost to run, in all (domain.costs), recorded at arrival
     longest_ms: int | None = None  # and its costliest benchmark's
     upstream: dict[str, Any] | None = (
-        None  # an eager run's shard sent as it came: the part sent, the upstream's answer or an error
+        None  # a parts run's shard sent as it came: the part sent, the upstream's answer or an error
     )
 
     @property
@@ -209,7 +209,7 @@ class ShardRecord:
 
 
 def sent_as(shard: ShardRecord) -> str | None:
-    """The part id an eager run's shard reached the upstream as (None: not sent, or its send failed)."""
+    """The part id a parts run's shard reached the upstream as (None: not sent, or its send failed)."""
     return None if shard.upstream is None or "error" in shard.upstream else shard.upstream["part"]
 
 

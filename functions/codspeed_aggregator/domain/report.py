@@ -55,7 +55,7 @@ def _seconds(ms: int | None) -> float | None:
 
 
 def _not_sent(shard: ShardRecord) -> str | None:
-    """An eager run's shard whose send upstream failed: said, until a retry sends it (or its finalizer does)."""
+    """A parts run's shard whose send upstream failed: said, until a retry sends it (or its finalizer does)."""
     error = (shard.upstream or {}).get("error")
     return f"not upstream yet, sent again shortly: {error}" if error else None
 

@@ -60,7 +60,7 @@ class RunPlan:
     baseline: str | None  # the run its skipped shards are carried from
     uploads: list[UpstreamPart]
     ids: list[str]  # what each upload holds (``upstream_parts.part_id``)
-    held: dict[str, str]  # an upload's key -> what the upstream holds of it, from an earlier attempt or an eager send
+    held: dict[str, str]  # an upload's key -> what the upstream holds of it, from an earlier attempt or a shard's send
     todo: list[int]  # the uploads this attempt sends
     outcome: dict[str, Any]  # the run's completion (``baseline.complete``): carried shards, missing benchmarks
     # the shards it forwards, arrived and carried, as they were counted, so that a part's finalizer

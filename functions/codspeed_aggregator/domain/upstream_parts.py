@@ -117,7 +117,7 @@ def plan_forward(
     whatever the attempt; only shards in none of them are planned here, group by group: valgrind
     shards merged (in parts of at most ``limit`` benchmarks and ``max_bytes``), others each as
     sent, and a group's lone valgrind shard, or one over ``limit`` by itself, as sent too (as
-    its uploader would have). Without ``merge`` (an eager run, whose shards went upstream as they
+    its uploader would have). Without ``merge`` (a parts run, whose shards went upstream as they
     came) every shard goes as it was sent."""
     uploads: list[UpstreamPart] = []
     placed: set[str] = set()

@@ -25,7 +25,7 @@ class RunAttempts:
         re-run shards (or a group that came late) are in. ``admit``: an upload's checks, which refuse
         what a next attempt would refuse before that attempt is opened."""
         base_id, previous = base_run_id(opening.run_id), None  # a push naming an attempt counts in the current one
-        opening.eager = self.settings.eager(opening.project)  # fixed at the opening: its attempts keep it
+        opening.sends_parts = self.settings.sends_parts(opening.project)  # fixed at the opening: its attempts keep it
         for attempt in range(1, self.settings.max_attempts + 1):
             opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
             if previous is not None:
@@ -43,7 +43,9 @@ class RunAttempts:
                     previous.skipped,
                     previous.declared,
                 )
-                opening.eager = previous.eager  # a mode switched meanwhile never sends a benchmark twice in one run
+                opening.sends_parts = (
+                    previous.sends_parts
+                )  # a mode switched meanwhile never sends a benchmark twice in one run
                 opening.job_keys = previous.job_keys  # its inherited shards keep their keys
                 opening.fork = opening.fork or previous.fork  # a fork's run's attempts are the fork's (its close)
                 # a later CI attempt's re-run: one attempt for all its shards, not one per shard

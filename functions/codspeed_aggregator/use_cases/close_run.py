@@ -41,7 +41,7 @@ class CloseRun:
         self.queue.request(request.project, run_id, reason)
         if not first:
             message = "a close was already under way"
-        elif snapshot.run.eager:
+        elif snapshot.run.sends_parts:
             message = "the run ends with the shards in so far: each is upstream as its own part, or goes now"
         else:
             message = "the shards in so far will be merged and forwarded"

@@ -59,7 +59,7 @@ class FinalizeRun:
         parts): the first finalizer (``part`` None) plans them and queues one message per part, so
         parts merge in parallel, each in an invocation of its own, and each is retried alone.
         Every part is forwarded under a claim of its own (keyed by its runPartId), so no part is
-        ever sent by two finalizers at once, nor beside an eager run's send of it; each part that reached the
+        ever sent by two finalizers at once, nor beside a parts run's send of it; each part that reached the
         upstream is recorded, so a
         retry sends only the rest; whoever records the last one finishes the run."""
         if part is None:
@@ -80,7 +80,7 @@ class FinalizeRun:
 
         def forward() -> str:
             if str(part) not in run.forwarded_parts:
-                self._forward_part(own, project, run_id, run.announced_parts.get(str(part)), run.eager)
+                self._forward_part(own, project, run_id, run.announced_parts.get(str(part)), run.sends_parts)
             return self._finish_when_forwarded(project, run_id)
 
         return self._failing_with_reason(project, run_id, forward)
@@ -182,7 +182,9 @@ class FinalizeRun:
             for index in todo:
                 self.queue.request(project, run_id, "part", part=index)
         elif todo and self._claim(project, run_id, (own := plan.part(todo[0])).claim):
-            self._forward_part(own, project, run_id, snapshot.run.announced_parts.get(str(todo[0])), snapshot.run.eager)
+            self._forward_part(
+                own, project, run_id, snapshot.run.announced_parts.get(str(todo[0])), snapshot.run.sends_parts
+            )
         return self._finish_when_forwarded(project, run_id, plan)
 
     def _closed_empty(self, project: str, run_id: str, outcome: dict[str, Any] | None = None) -> str:
@@ -192,11 +194,11 @@ class FinalizeRun:
         return CLOSED_EMPTY
 
     def _forward_part(
-        self, part: PartPlan, project: str, run_id: str, announced: dict[str, Any] | None, eager: bool
+        self, part: PartPlan, project: str, run_id: str, announced: dict[str, Any] | None, sends_parts: bool
     ) -> None:
         """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once.
-        A shard an eager run sent while this was planned is not sent again."""
-        if eager and not part.upload.merged:
+        A shard a parts run sent while this was planned is not sent again."""
+        if sends_parts and not part.upload.merged:
             shard = self.reads.shard_view(project, run_id, part.upload.shards[0])[1]  # None: a carried shard
             if shard is not None and sent_as(shard) == part.part_id:
                 self.parts.record_forwarded_part(
@@ -243,10 +245,10 @@ class FinalizeRun:
         if own_branch and whole:
             if self.keeper and plan.completion.carried:  # before its bundles are tagged final: the copies with them
                 carried = plan.completion.outcome.get("carried") or {}
-                self.keeper.keep(project, run_id, plan.completion.carried, carried, results_only=plan.run.eager)
+                self.keeper.keep(project, run_id, plan.completion.carried, carried, results_only=plan.run.sends_parts)
             self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
             self.reports.baseline_moved(project, own_branch, run_id, plan.run.commit, finished)  # known here at once
-        self.store.mark_final(run_bundles_prefix(project, run_id), sent_as_they_came=plan.run.eager)
+        self.store.mark_final(run_bundles_prefix(project, run_id), sent_as_they_came=plan.run.sends_parts)
         self.reports.publish(project, run_id)
         return FORWARDED
 

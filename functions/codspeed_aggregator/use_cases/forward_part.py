@@ -159,7 +159,7 @@ class ForwardPart:
 
     def _announce(self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing") -> dict[str, Any]:
         """POST an upload's metadata (a runner's POST's bytes when it goes as it came) and record
-        the answer before the PUT (a retry re-PUTs there); a shard of an eager run (no ``index``) is
+        the answer before the PUT (a retry re-PUTs there); a shard of a parts run (no ``index``) is
         announced again when it is sent again."""
         if outgoing.post is None:
             accepted = self.upstream.announce(outgoing.describe())

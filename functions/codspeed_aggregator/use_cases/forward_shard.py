@@ -1,4 +1,4 @@
-"""Send one shard of an eager run upstream the moment it is counted: its own run part, under
+"""Send one shard of a parts run upstream the moment it is counted: its own run part, under
 the run part id it was uploaded with (a pushed shard's, ``uploads.pushed_part_id``), as it came.
 A re-run shard replaces its part upstream; the run's finalizer sends only what no shard sent
 (what it carries, a shard whose send failed)."""

@@ -56,7 +56,7 @@ class OpenRun:
             ci_url=request.ci_url,
             provider=request.provider,
             declared=True,
-            eager=self.settings.eager(project),
+            sends_parts=self.settings.sends_parts(project),
             fork=fork,
         )
         identity = declared.identity or {}

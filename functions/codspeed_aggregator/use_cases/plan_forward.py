@@ -53,12 +53,12 @@ class PlanForward:
         shards, completion = self._shards(snapshot, baseline, lost=True)
         # In the parts mode a skipped shard is left to CodSpeed, which fills a run's absent benchmarks
         # from its baseline and marks them skipped: nothing measured on another commit goes up as this one's.
-        sent = {n: s for n, s in shards.items() if n not in completion.carried} if run.eager else shards
+        sent = {n: s for n, s in shards.items() if n not in completion.carried} if run.sends_parts else shards
         uploads = plan_forward(
-            sent, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept, merge=not run.eager
+            sent, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept, merge=not run.sends_parts
         )
         if (
-            run.eager and not uploads and completion.carried
+            run.sends_parts and not uploads and completion.carried
         ):  # nothing measured here: CodSpeed still gets the commit's run
             uploads = [UpstreamPart((), merged=True, run_part_id=empty_part_id())]
         held |= {

@@ -107,7 +107,7 @@ class RecordArrival:
                     f"the bundle is {size} bytes, over the {self.settings.tokenless_max_bundle_bytes} a shard "
                     "sent without a token may be (the aggregator's TokenlessMaxBundleBytes)"
                 )
-            summary, version_id, normalized = self._validate(key, version_id, upload.executor, not view.run.eager)
+            summary, version_id, normalized = self._validate(key, version_id, upload.executor, not view.run.sends_parts)
         except BadBundle as exc:
             if not self.shards.record_rejection(project, run_id, shard, upload_id, str(exc)):
                 return "duplicate"
@@ -237,7 +237,9 @@ class RecordArrival:
         if outcome == "run_not_open":
             return outcome
         run = existing(self.runs.run_record(project, run_id), f"run {run_id} of {project}")
-        if run.eager and run.state == OPEN:  # its results upstream now: the send publishes it, this arrival with it
+        if (
+            run.sends_parts and run.state == OPEN
+        ):  # its results upstream now: the send publishes it, this arrival with it
             self.queue.request(project, run_id, "shard", shard=record.name)
         else:
             self.reports.publish(project, run_id)

@@ -188,7 +188,7 @@ class RequestUpload:
             expires_in=expires,
             run_id=run.run_id,
             attempt=run.attempt,
-            sent_on_arrival=run.eager,
+            sent_on_arrival=run.sends_parts,
         )
 
     def _current(self, asked: "_Asked", now: float) -> RunRecord:

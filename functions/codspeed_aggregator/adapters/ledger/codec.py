@@ -31,7 +31,7 @@ UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before i
 META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots
 TOKEN_PREFIX = "~TOKEN#"  # an upload's job's OIDC token, until it expires (its TTL): out of snapshots and reports
 COMMENT_PREFIX = "~COMMENT#"  # a pull request's sticky comment (in the project's pull-request partition)
-CLAIM_PREFIX = "~CLAIM#"  # one upload's (or an eager run's shard's) claim by its finalizer: out of snapshots
+CLAIM_PREFIX = "~CLAIM#"  # one upload's (or a parts run's shard's) claim by its finalizer: out of snapshots
 KEPT_PREFIX = "~KEPT#"  # a shard the run carried, copied beside it to stay a source of its branch: out of snapshots
 NOTE_PREFIX = "~NOTE#"  # which shard a tally's recent change changed (note_sk): read by key only
 # Partitions of their own:

@@ -25,7 +25,7 @@ class Parts(TableItems):
         return self.transact([{"Update": claim}, {"Update": run_update}]) is None
 
     def claim_shard(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> bool:
-        """Take one shard of an eager run (``part``: its claim, as a finalizer claims it) while the
+        """Take one shard of a parts run (``part``: its claim, as a finalizer claims it) while the
         run is open: two deliveries of one arrival, two versions of the shard, or an arrival and the
         run's finalizer, never send it at once (the finalizer claims it under the same item)."""
         claim = self._claim(project, run_id, part, now, lease_seconds)
@@ -41,7 +41,7 @@ class Parts(TableItems):
     def record_sent_shard(
         self, project: str, run_id: str, shard: ShardRecord, part: str, claim: str, sent: dict[str, Any]
     ) -> bool:
-        """Remember on an eager run's shard how its send of ``part`` (what it held) went (``sent``: the
+        """Remember on a parts run's shard how its send of ``part`` (what it held) went (``sent``: the
         upstream's answer, or the error it ended with), at the version sent, and release ``claim``:
         a change of the shard (its tally noted), so reports see it and the run's item stays as it
         was. False: the shard was re-pushed meanwhile, and the claim is still held (for its sender
@@ -64,7 +64,7 @@ class Parts(TableItems):
         self.db.update_item(**self._released(project, run_id, part))
 
     def _claim(self, project: str, run_id: str, part: str, now: int, lease_seconds: int) -> dict[str, Any]:
-        """A part's (or an eager shard's) claim item, taken unless its holder's lease still runs."""
+        """A part's (or a parts run's shard's) claim item, taken unless its holder's lease still runs."""
         return {
             "TableName": self.table,
             "Key": self.key(project, run_id, f"{CLAIM_PREFIX}{part}"),

@@ -80,7 +80,7 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
         declared=bool(item.get("declared")),
         ci_attempt=item.get("ci_attempt"),
         rerun=bool(item.get("rerun")),
-        eager=bool(item.get("eager")),
+        sends_parts=bool(item.get("sends_parts")),
         job_keys=bool(item.get("job_keys")),
         plan=plan_from(item),
     )
@@ -172,7 +172,7 @@ def run_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
         "declared": run.declared,
         "ci_attempt": run.ci_attempt,
         "rerun": run.rerun,
-        "eager": run.eager,
+        "sends_parts": run.sends_parts,
         "job_keys": run.job_keys,
     }
     return item | {name: value for name, value in flags.items() if value}

@@ -1,17 +1,17 @@
 """When do a run's results reach the upstream? One run of 10 shards, one of them 5x slower than the
-others (oxc's linter shard), through the local stack in each forward mode: merged (the run goes
-upstream once, at its end) and eager (each shard goes as its own run part the moment it is counted).
+others (oxc's linter shard), through the local stack in each forward mode: one-upload (the run goes
+upstream once, at its end) and parts (each shard goes as its own run part the moment it is counted).
 
-    python bench/eager.py            # shards of 2 to 6 s, the slow one 10 s
-    python bench/eager.py --quick    # shards of 1 to 3 s, the slow one 5 s: a smoke for CI
+    python bench/parts.py            # shards of 2 to 6 s, the slow one 10 s
+    python bench/parts.py --quick    # shards of 1 to 3 s, the slow one 5 s: a smoke for CI
 
 Each shard job sleeps its length (the fast ones a quarter of the first's apart, as jobs of one
 matrix end), then pushes its bundle (a grant, then the PUT) as ``codspeed-client push`` does; a watcher notes
 when each run part's archive reaches the stand-in
 upstream. Printed for each mode: from each shard's PUT to its results upstream (mean, max), and
-from the first shard's PUT to the first results upstream. The last line reads ``eager:
-first_results_s merged=S eager=S; shard_to_upstream_s merged=S eager=S`` (the mean over shards;
-target: eager's first results under 1 s; merged's at the slow shard's end).
+from the first shard's PUT to the first results upstream. The last line reads ``parts:
+first_results_s one-upload=S parts=S; shard_to_upstream_s one-upload=S parts=S`` (the mean over shards;
+target: parts' first results under 1 s; one-upload's at the slow shard's end).
 """
 
 import argparse
@@ -34,7 +34,7 @@ from codspeed_rules.runner_json import pushed_part_id  # noqa: E402
 from tests.factories import bundle, upload_request, wait_for  # noqa: E402
 
 SHARDS, SLOW = 10, 5
-PROJECTS = {"merged": "acme/when-merged", "eager": "acme/when-eager"}
+PROJECTS = {"one-upload": "acme/when-one-upload", "parts": "acme/when-parts"}
 
 
 def watch(stack, run_id: str, seen: dict, stop: threading.Event) -> None:
@@ -69,7 +69,7 @@ def one_run(stack, mode: str, length: float) -> dict:
     watcher.start()
     with ThreadPoolExecutor(SHARDS) as pool:
         list(pool.map(job, range(1, SHARDS + 1)))
-    wait_for(lambda: len(seen) >= (SHARDS if mode == "eager" else 1), timeout=120)
+    wait_for(lambda: len(seen) >= (SHARDS if mode == "parts" else 1), timeout=120)
     stop.set()
     watcher.join()
     upstream_at = {}
@@ -91,7 +91,7 @@ def main() -> int:
     args = parser.parse_args()
     length = 1.0 if args.quick else 2.0
     with LocalStack(
-        env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{PROJECTS['eager']}=parts"}, sweep_every=3600
+        env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{PROJECTS['parts']}=parts"}, sweep_every=3600
     ) as stack:
         found = {mode: one_run(stack, mode, length) for mode in PROJECTS}
     print(
@@ -105,12 +105,12 @@ def main() -> int:
             f"mean, {f['max']:.2f} s max; from the first PUT to the first results upstream {f['first']:.2f} s"
         )
     print(
-        f"eager: first_results_s merged={found['merged']['first']:.2f} eager={found['eager']['first']:.2f}; "
-        f"shard_to_upstream_s merged={found['merged']['mean']:.2f} eager={found['eager']['mean']:.2f}"
+        f"parts: first_results_s one-upload={found['one-upload']['first']:.2f} parts={found['parts']['first']:.2f}; "
+        f"shard_to_upstream_s one-upload={found['one-upload']['mean']:.2f} parts={found['parts']['mean']:.2f}"
     )
-    missed = found["eager"]["first"] >= 1.0 or found["merged"]["first"] < length * (SLOW - 1)  # the slow one's end
+    missed = found["parts"]["first"] >= 1.0 or found["one-upload"]["first"] < length * (SLOW - 1)  # the slow one's end
     if missed:
-        print("  eager MISSED: eager's first results not under 1 s, or merged's before the slow shard")
+        print("  parts MISSED: parts' first results not under 1 s, or one-upload's before the slow shard")
     return 1 if missed and not args.quick else 0
 
 

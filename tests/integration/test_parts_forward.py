@@ -1,4 +1,4 @@
-"""Eager forwarding: each shard of an eager run goes upstream as its own run part the moment it is
+"""Forwarding in parts: each shard of a parts run goes upstream as its own run part the moment it is
 counted, once, whatever the deliveries, re-runs, failures and closes; its finalizer sends only
 what no shard sent. Against moto's server and the stand-in upstream, driven step by step."""
 
@@ -18,10 +18,10 @@ from tests.factories import bundle, push
 
 
 @pytest.fixture
-def eager(isolated):
-    """The isolated aggregator in eager mode; the queue emptied of what earlier tests left."""
+def in_parts(isolated):
+    """The isolated aggregator in parts mode; the queue emptied of what earlier tests left."""
     isolated.finalize_requests()
-    return replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, forward_mode="eager"))
+    return replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, forward_mode="parts"))
 
 
 def _arrive(agg, project, run_id, shard, data, total=3) -> None:
@@ -52,31 +52,31 @@ def _footprint(agg, project, run_id) -> dict:
 
 @pytest.mark.slow
 def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_none_again(
-    eager, isolated, project, run_id
+    in_parts, isolated, project, run_id
 ):
     for index in (1, 2):
-        _arrive(eager, project, run_id, str(index), bundle(4200 + index, [f"t{index}::b"]))
+        _arrive(in_parts, project, run_id, str(index), bundle(4200 + index, [f"t{index}::b"]))
     assert _shard_messages(isolated) == ["1", "2"]
-    assert [eager.forward_shard.forward(project, run_id, s) for s in ("1", "2", "1")] == [
+    assert [in_parts.forward_shard.forward(project, run_id, s) for s in ("1", "2", "1")] == [
         "forwarded",
         "forwarded",
         "upstream",
     ]
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
-    shown = {s.name: s.upstream for s in eager.reports.report(project, run_id).shards}
+    shown = {s.name: s.upstream for s in in_parts.reports.report(project, run_id).shards}
     assert shown == {"1": True, "2": True, "3": False}
 
-    _arrive(eager, project, run_id, "3", bundle(4203, ["t3::b"]))
+    _arrive(in_parts, project, run_id, "3", bundle(4203, ["t3::b"]))
     messages = isolated.finalize_requests()
     assert [(m["reason"], m.get("shard")) for m in messages if m["run_id"] == run_id] == [
         ("shard", "3"),
         ("complete", None),
     ]
-    assert isolated.finalize_all(project, run_id, eager) == "forwarded"  # the close came first: 3 goes with it
-    assert eager.forward_shard.forward(project, run_id, "3") == "not_open"
+    assert isolated.finalize_all(project, run_id, in_parts) == "forwarded"  # the close came first: 3 goes with it
+    assert in_parts.forward_shard.forward(project, run_id, "3") == "not_open"
     assert _parts(isolated, run_id) == [pushed_part_id(s, "valgrind") for s in ("1", "2", "3")]
     assert not isolated.upstream.benchmarks_twice(project)
-    report = eager.reports.report(project, run_id)
+    report = in_parts.reports.report(project, run_id)
     assert (
         report.state == "forwarded"
         and report.upstream.message.startswith("3 shards, each its own part upstream (1 sent at the end, ")
@@ -85,54 +85,56 @@ def test_each_shard_goes_upstream_as_it_is_counted_once_and_the_finalizer_sends_
 
 
 @pytest.mark.slow
-def test_a_re_run_shard_replaces_its_own_part(eager, isolated, project, run_id):
-    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::first"]), total=2)
-    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
-    _arrive(eager, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)  # the job re-run before the run ended
+def test_a_re_run_shard_replaces_its_own_part(in_parts, isolated, project, run_id):
+    _arrive(in_parts, project, run_id, "1", bundle(4201, ["t1::first"]), total=2)
+    assert in_parts.forward_shard.forward(project, run_id, "1") == "forwarded"
+    _arrive(in_parts, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)  # the job re-run before the run ended
     assert _shard_messages(isolated) == ["1", "1"]
-    assert eager.ledger.reads.snapshot(project, run_id).shards["1"].upstream is None  # its re-run is not upstream yet
-    assert eager.reports.report(project, run_id).shards[0].upstream  # the report says so once its send publishes
-    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
+    assert (
+        in_parts.ledger.reads.snapshot(project, run_id).shards["1"].upstream is None
+    )  # its re-run is not upstream yet
+    assert in_parts.reports.report(project, run_id).shards[0].upstream  # the report says so once its send publishes
+    assert in_parts.forward_shard.forward(project, run_id, "1") == "forwarded"
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind")] * 2  # the same part: CodSpeed keeps the last
-    _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]), total=2)
-    assert eager.forward_shard.forward(project, run_id, "2") == "forwarded"
-    assert isolated.finalize_all(project, run_id, eager) == "forwarded"
+    _arrive(in_parts, project, run_id, "2", bundle(4202, ["t2::b"]), total=2)
+    assert in_parts.forward_shard.forward(project, run_id, "2") == "forwarded"
+    assert isolated.finalize_all(project, run_id, in_parts) == "forwarded"
     combined = isolated.upstream.combined(project)[(project, run_id)]
     assert sorted(combined) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
     assert len(isolated.upstream.uploads(run_id)) == 3 and not isolated.upstream.benchmarks_twice(project)
 
 
-def test_a_close_while_a_shard_is_sent_sends_it_once_and_the_run_ends(eager, isolated, project, run_id, monkeypatch):
-    """The run's finalizer plans the shard the eager send holds: it leaves it; the send, once
+def test_a_close_while_a_shard_is_sent_sends_it_once_and_the_run_ends(in_parts, isolated, project, run_id, monkeypatch):
+    """The run's finalizer plans the shard the shard's send holds: it leaves it; the send, once
     upstream, asks the finalizer's parts again, and that part is recorded without a second send."""
-    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]))
+    _arrive(in_parts, project, run_id, "1", bundle(4201, ["t1::b"]))
     isolated.finalize_requests()
-    announce, closed = eager.upstream.announce, []
+    announce, closed = in_parts.upstream.announce, []
 
     def close_meanwhile(metadata):
-        closed.append(eager.finalize_run.finalize(project, run_id))  # the deadline, or a close, right now
+        closed.append(in_parts.finalize_run.finalize(project, run_id))  # the deadline, or a close, right now
         return announce(metadata)
 
-    monkeypatch.setattr(eager.upstream, "announce", close_meanwhile)
-    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
-    monkeypatch.setattr(eager.upstream, "announce", announce)
+    monkeypatch.setattr(in_parts.upstream, "announce", close_meanwhile)
+    assert in_parts.forward_shard.forward(project, run_id, "1") == "forwarded"
+    monkeypatch.setattr(in_parts.upstream, "announce", announce)
     assert closed == ["finalizing"]
     parts = [m["part"] for m in isolated.finalize_requests() if m.get("part") is not None]
     assert parts == [0]
-    assert eager.finalize_run.finalize(project, run_id, 0) == "forwarded"
+    assert in_parts.finalize_run.finalize(project, run_id, 0) == "forwarded"
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind")]
 
 
-def test_a_failed_send_is_said_on_the_run_and_retried_for_that_shard_alone(eager, isolated, project, run_id):
-    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]))
-    _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]))
+def test_a_failed_send_is_said_on_the_run_and_retried_for_that_shard_alone(in_parts, isolated, project, run_id):
+    _arrive(in_parts, project, run_id, "1", bundle(4201, ["t1::b"]))
+    _arrive(in_parts, project, run_id, "2", bundle(4202, ["t2::b"]))
     isolated.finalize_requests()
-    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
-    before = _footprint(eager, project, run_id)
+    assert in_parts.forward_shard.forward(project, run_id, "1") == "forwarded"
+    before = _footprint(in_parts, project, run_id)
     isolated.upstream.failures.extend([503, 503, 503])
     with pytest.raises(UpstreamError, match="503"):
-        eager.forward_shard.forward(project, run_id, "2")
-    after = _footprint(eager, project, run_id)
+        in_parts.forward_shard.forward(project, run_id, "2")
+    after = _footprint(in_parts, project, run_id)
     changed = {sk for sk in before.keys() | after.keys() if before.get(sk) != after.get(sk)}
     # its claim, released, and the shard noted (its tally, a change note): nothing of the run or of shard 1
     assert {sk.split("#")[0] for sk in changed} == {"~CLAIM", "SHARD", "RUN", "~NOTE"}, changed
@@ -140,35 +142,37 @@ def test_a_failed_send_is_said_on_the_run_and_retried_for_that_shard_alone(eager
         "SHARD#2",
         next(sk for sk in changed if sk.startswith("RUN#TALLY#")),
     }, changed
-    [entry] = [s for s in eager.reports.report(project, run_id).shards if s.name == "2"]
+    [entry] = [s for s in in_parts.reports.report(project, run_id).shards if s.name == "2"]
     assert not entry.upstream and entry.reason.startswith("not upstream yet, sent again shortly: "), entry
-    assert eager.forward_shard.forward(project, run_id, "2") == "forwarded"  # the message's retry
-    [entry] = [s for s in eager.reports.report(project, run_id).shards if s.name == "2"]
+    assert in_parts.forward_shard.forward(project, run_id, "2") == "forwarded"  # the message's retry
+    [entry] = [s for s in in_parts.reports.report(project, run_id).shards if s.name == "2"]
     assert entry.upstream and entry.reason is None
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]
 
 
-def test_a_run_opened_merged_stays_merged_after_the_stack_turns_eager(isolated, eager, project, run_id):
+def test_a_run_opened_in_one_upload_stays_in_it_after_the_stack_turns_parts(isolated, in_parts, project, run_id):
     merged = isolated.aggregator
     _arrive(merged, project, run_id, "1", bundle(4201, ["t1::b"]), total=2)
-    _arrive(eager, project, run_id, "2", bundle(4202, ["t2::b"]), total=2)  # the same run, after the switch
+    _arrive(in_parts, project, run_id, "2", bundle(4202, ["t2::b"]), total=2)  # the same run, after the switch
     assert _shard_messages(isolated) == []
-    assert isolated.finalize_all(project, run_id, eager) == "forwarded"
+    assert isolated.finalize_all(project, run_id, in_parts) == "forwarded"
     assert len(isolated.upstream.uploads(run_id)) == 1  # one merged part: no benchmark went twice
 
 
-def test_a_re_push_while_its_first_send_is_on_its_way_is_sent_after_it(eager, isolated, project, run_id, monkeypatch):
+def test_a_re_push_while_its_first_send_is_on_its_way_is_sent_after_it(
+    in_parts, isolated, project, run_id, monkeypatch
+):
     """The claim is the part's runPartId's, not its version's: the re-pushed shard's own message
     finds the first send holding the part, and that send sends the newer version after its own,
     so the newer lands last and stays upstream (it was the older, the ledger saying the newer)."""
-    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::first"]), total=2)
+    _arrive(in_parts, project, run_id, "1", bundle(4201, ["t1::first"]), total=2)
     isolated.finalize_requests()
-    put, meanwhile = eager.upstream.put, []
+    put, meanwhile = in_parts.upstream.put, []
 
     def elsewhere():  # other invocations (the API's grant, an arrival, the finalizer's message): their own roles
         meanwhile.append("re-pushed")
-        _arrive(eager, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)
-        meanwhile.append(eager.forward_shard.forward(project, run_id, "1"))
+        _arrive(in_parts, project, run_id, "1", bundle(4211, ["t1::again"]), total=2)
+        meanwhile.append(in_parts.forward_shard.forward(project, run_id, "1"))
 
     def slow_put(url, archive, size, md5, gzipped):
         if not meanwhile:  # the first PUT is slow: the job is re-run and its message handled before it lands
@@ -177,31 +181,31 @@ def test_a_re_push_while_its_first_send_is_on_its_way_is_sent_after_it(eager, is
             other.join()
         return put(url, archive, size, md5, gzipped=gzipped)
 
-    monkeypatch.setattr(eager.upstream, "put", slow_put)
-    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
+    monkeypatch.setattr(in_parts.upstream, "put", slow_put)
+    assert in_parts.forward_shard.forward(project, run_id, "1") == "forwarded"
     assert meanwhile == ["re-pushed", "not_claimed"]
     [first, last] = isolated.upstream.uploads(run_id)
     assert benchmarks_in(archive_of(first)) == {"t1::first"} and benchmarks_in(archive_of(last)) == {"t1::again"}
     held = isolated.upstream.combined(project)[(project, run_id)][pushed_part_id("1", "valgrind")]
     assert benchmarks_in(archive_of(held)) == {"t1::again"}
-    [entry] = [s for s in eager.reports.report(project, run_id).shards if s.name == "1"]
+    [entry] = [s for s in in_parts.reports.report(project, run_id).shards if s.name == "1"]
     assert entry.upstream and entry.attempt == 2  # the ledger says what the upstream holds
-    assert eager.forward_shard.forward(project, run_id, "1") == "upstream"  # that message again: nothing more sent
+    assert in_parts.forward_shard.forward(project, run_id, "1") == "upstream"  # that message again: nothing more sent
     assert len(isolated.upstream.uploads(run_id)) == 2
 
 
 @pytest.mark.parametrize("kind", ["access denied", "throttling"])
 def test_a_failed_record_after_a_send_releases_the_claim_and_the_retry_goes_on_at_once(
-    eager, isolated, project, run_id, kind
+    in_parts, isolated, project, run_id, kind
 ):
     """The send reached the upstream and its record failed (its transaction refused, or throttled past
     the client's retries): the claim is released, so the message's retry sends again now instead of
     waiting out the lease with the run unable to end."""
     from tests.faults import AWS_FAULTS
 
-    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]), total=2)
+    _arrive(in_parts, project, run_id, "1", bundle(4201, ["t1::b"]), total=2)
     isolated.finalize_requests()
-    db, failed = eager.forward_shard.parts.db, []
+    db, failed = in_parts.forward_shard.parts.db, []
 
     def refuse_the_record(request, **kwargs):
         if b"SET upstream" in request.body:  # every try of it, botocore's own retries included
@@ -215,17 +219,17 @@ def test_a_failed_record_after_a_send_releases_the_claim_and_the_retry_goes_on_a
     try:
         with mock.patch("botocore.endpoint.time", SimpleNamespace(sleep=lambda seconds: None)):
             with pytest.raises(ClientError):
-                eager.forward_shard.forward(project, run_id, "1")
+                in_parts.forward_shard.forward(project, run_id, "1")
     finally:
         db.meta.events.unregister("before-send.dynamodb.TransactWriteItems", unique_id="refuse-record")
-    claims = [item for sk, item in _footprint(eager, project, run_id).items() if sk.startswith("~CLAIM#")]
+    claims = [item for sk, item in _footprint(in_parts, project, run_id).items() if sk.startswith("~CLAIM#")]
     assert [c["lease_until"]["N"] for c in claims] == ["0"]
-    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"  # the retry: not "not_claimed" for 960 s
+    assert in_parts.forward_shard.forward(project, run_id, "1") == "forwarded"  # the retry: not "not_claimed" for 960 s
     assert len(isolated.upstream.uploads(run_id)) == 2  # sent again under its runPartId: it replaces itself
 
 
 @pytest.mark.slow
-def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isolated, project, run_id):
+def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(in_parts, isolated, project, run_id):
     """In the parts mode nothing of a skipped shard goes upstream: CodSpeed fills it from the
     baseline and marks it skipped. It went as its own part, under the pull request's commit, with
     the baseline's profile: CodSpeed showed the baseline's figures as measured on the commit."""
@@ -233,31 +237,31 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
 
     main = f"main-{run_id}"
     for shard in ("1", "2", "3"):
-        _arrive(eager, project, main, shard, bundle(4300 + int(shard), [f"t{shard}::main"]))
-        assert eager.forward_shard.forward(project, main, shard) == "forwarded"  # each upstream as it landed
-    assert isolated.finalize_all(project, main, eager) == "forwarded"
+        _arrive(in_parts, project, main, shard, bundle(4300 + int(shard), [f"t{shard}::main"]))
+        assert in_parts.forward_shard.forward(project, main, shard) == "forwarded"  # each upstream as it landed
+    assert isolated.finalize_all(project, main, in_parts) == "forwarded"
     isolated.finalize_requests()
     pr = {"ref": "refs/pull/7/merge", "baseRef": "main"}
     for shard in ("1", "2"):
-        eager.record_arrival.record(
-            push(eager, project, run_id, shard, bundle(4400 + int(shard), [f"t{shard}::pr"]), total=3, **pr)["key"]
+        in_parts.record_arrival.record(
+            push(in_parts, project, run_id, shard, bundle(4400 + int(shard), [f"t{shard}::pr"]), total=3, **pr)["key"]
         )
-        assert eager.forward_shard.forward(project, run_id, shard) == "forwarded"
-    closed = eager.close_run.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
+        assert in_parts.forward_shard.forward(project, run_id, shard) == "forwarded"
+    closed = in_parts.close_run.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
     assert closed.message == "the run ends with the shards in so far: each is upstream as its own part, or goes now"
-    assert isolated.finalize_all(project, run_id, eager) == "forwarded"
+    assert isolated.finalize_all(project, run_id, in_parts) == "forwarded"
 
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]  # no third
     held = isolated.upstream.combined(project)[(project, run_id)]
     assert {b for u in held.values() for b in benchmarks_in(archive_of(u))} == {"t1::pr", "t2::pr"}
-    report = eager.reports.report(project, run_id)
+    report = in_parts.reports.report(project, run_id)
     carried = {s.name: s for s in report.shards}["3"]
     assert carried.state == "carried" and carried.source == {"run_id": main, "commit": report.commit}
     assert (
         "1 carried, left to CodSpeed's baseline" in report.upstream.message and "merged" not in report.upstream.message
     )
     # its upstream is its own: the carried shard's part was main's run's, which this run never sent
-    mains = set(eager.reports.report(project, main).upstream.run_id.split(","))
+    mains = set(in_parts.reports.report(project, main).upstream.run_id.split(","))
     own = {s.upstream_run_id for s in report.shards if s.state == "arrived"}
     assert set(report.upstream.run_id.split(",")) == own and not own & mains
     # a carried shard is done in every summary; ``arrived`` keeps its meaning (measured here)
@@ -270,7 +274,7 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(eager, isol
 
 
 @pytest.mark.slow
-def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_part(eager, isolated, project, run_id):
+def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_part(in_parts, isolated, project, run_id):
     """Every shard skipped in the parts mode: nothing of the baseline goes up as this commit's, yet
     CodSpeed gets a run for it, one part with no benchmark and ``allowEmpty``, as the runner sends one."""
     from codspeed_aggregator.domain.upstream_parts import empty_part_id
@@ -280,12 +284,12 @@ def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_pa
 
     main = f"main-{run_id}"
     for shard in ("1", "2"):
-        _arrive(eager, project, main, shard, bundle(4500 + int(shard), [f"t{shard}::main"]), total=2)
-    assert isolated.finalize_all(project, main, eager) == "forwarded"
+        _arrive(in_parts, project, main, shard, bundle(4500 + int(shard), [f"t{shard}::main"]), total=2)
+    assert isolated.finalize_all(project, main, in_parts) == "forwarded"
     isolated.finalize_requests()
     owner, repository = project.split("/")
     stated = metadata(md5_b64(b""), owner=owner, repository=repository, ref="refs/pull/8/merge", baseRef="main")
-    eager.open_run.open(
+    in_parts.open_run.open(
         OpenRequest(
             project=project,
             run_id=run_id,
@@ -297,13 +301,13 @@ def test_a_run_that_measures_nothing_gives_codspeed_its_commit_with_one_empty_pa
             metadata=UploadMetadata.model_validate(stated),
         )
     )
-    assert isolated.finalize_all(project, run_id, eager) == "forwarded"
+    assert isolated.finalize_all(project, run_id, in_parts) == "forwarded"
 
     [upload] = isolated.upstream.uploads(run_id)
     sent = json.loads((upload / "metadata.json").read_text())
     assert sent["runPart"]["runPartId"] == empty_part_id() and sent["allowEmpty"] is True
     assert sent["commitHash"] == COMMIT and not benchmarks_in(archive_of(upload))  # nothing of main's as this commit's
-    report = eager.reports.report(project, run_id)
+    report = in_parts.reports.report(project, run_id)
     assert (report.arrived, report.carried) == (0, 2) and {s.state for s in report.shards} == {"carried"}
     assert report.upstream.message.startswith(
         "nothing measured on this commit: one part with no benchmark (allowEmpty)"
@@ -316,51 +320,53 @@ def _objects(agg, run_id: str) -> list[str]:
     return [v["Key"] for page in pages for v in page.get("Versions", []) if f"/{run_id}/" in v["Key"]]
 
 
-def test_a_run_of_parts_keeps_bundles_results_plan_and_reports_and_no_normalized_copy(eager, isolated, project, run_id):
+def test_a_run_of_parts_keeps_bundles_results_plan_and_reports_and_no_normalized_copy(
+    in_parts, isolated, project, run_id
+):
     """Every valgrind arrival wrote a normalized copy and its index (2 PUTs a shard, 1.15x the bundles'
     bytes), for a merge that a run of parts never makes."""
     for shard in ("1", "2"):
-        _arrive(eager, project, run_id, shard, bundle(4200 + int(shard), [f"t{shard}::b"]), total=2)
-        assert eager.forward_shard.forward(project, run_id, shard) == "forwarded"
-    assert isolated.finalize_all(project, run_id, eager) == "forwarded"
-    assert {key.split("/")[0] for key in _objects(eager, run_id)} == {"bundles", "results", "plans", "reports"}
+        _arrive(in_parts, project, run_id, shard, bundle(4200 + int(shard), [f"t{shard}::b"]), total=2)
+        assert in_parts.forward_shard.forward(project, run_id, shard) == "forwarded"
+    assert isolated.finalize_all(project, run_id, in_parts) == "forwarded"
+    assert {key.split("/")[0] for key in _objects(in_parts, run_id)} == {"bundles", "results", "plans", "reports"}
     merged = f"{run_id}-merged"  # a one-upload run of the same stack: its bundles are made ready to splice
     isolated.aggregator.record_arrival.record(push(isolated.aggregator, project, merged, "1", bundle(), total=1)["key"])
-    assert "normalized" in {key.split("/")[0] for key in _objects(eager, merged)}
+    assert "normalized" in {key.split("/")[0] for key in _objects(in_parts, merged)}
 
 
-def test_an_arrival_whose_shard_goes_upstream_next_leaves_the_publish_to_its_send(eager, isolated, project, run_id):
+def test_an_arrival_whose_shard_goes_upstream_next_leaves_the_publish_to_its_send(in_parts, isolated, project, run_id):
     """The report was published twice for each upload: after the arrival, and after the send."""
 
     def reports() -> list[str]:
-        return [k for k in _objects(eager, run_id) if k.startswith("reports/") and k.endswith(".json")]
+        return [k for k in _objects(in_parts, run_id) if k.startswith("reports/") and k.endswith(".json")]
 
-    _arrive(eager, project, run_id, "1", bundle(4201, ["t1::b"]), total=2)
+    _arrive(in_parts, project, run_id, "1", bundle(4201, ["t1::b"]), total=2)
     assert reports() == []  # its send, queued, publishes it
-    assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
+    assert in_parts.forward_shard.forward(project, run_id, "1") == "forwarded"
     assert len(reports()) == 1
-    report = eager.reports.report(project, run_id)
+    report = in_parts.reports.report(project, run_id)
     assert report.arrived == 1 and report.shards[0].upstream  # both, in one report
 
 
-def test_a_shard_is_sent_with_one_read_of_its_bundle_the_md5_its_upload_url_signed(eager, isolated, project, run_id):
+def test_a_shard_is_sent_with_one_read_of_its_bundle_the_md5_its_upload_url_signed(in_parts, isolated, project, run_id):
     """Its send read the bundle twice: once through for its MD5, once to PUT it."""
     data = bundle(4201, ["t1::b"])
-    _arrive(eager, project, run_id, "1", data, total=2)
+    _arrive(in_parts, project, run_id, "1", data, total=2)
     got = []
     hook = lambda params, **_: got.append(params.get("Key"))  # noqa: E731 -- a hook, named where it is registered
-    eager.store.s3.meta.events.register("before-parameter-build.s3.GetObject", hook)
+    in_parts.store.s3.meta.events.register("before-parameter-build.s3.GetObject", hook)
     try:
-        assert eager.forward_shard.forward(project, run_id, "1") == "forwarded"
+        assert in_parts.forward_shard.forward(project, run_id, "1") == "forwarded"
     finally:
-        eager.store.s3.meta.events.unregister("before-parameter-build.s3.GetObject", hook)
+        in_parts.store.s3.meta.events.unregister("before-parameter-build.s3.GetObject", hook)
     assert sum(1 for key in got if key.startswith("bundles/")) == 1
     [upload] = isolated.upstream.uploads(run_id)
     assert archive_of(upload).read_bytes() == data  # the upstream checked its Content-MD5: the signed one held
 
 
 def test_a_run_of_parts_tags_its_bundles_for_their_short_retention_and_keeps_carried_results_not_bundles(
-    eager, isolated, project, run_id
+    in_parts, isolated, project, run_id
 ):
     """A run of parts kept its bundles as long as a merge's (BundleRetentionDays, then 15 days as
     noncurrent versions), and copied each carried shard's bundle beside the branch's run: nothing
@@ -368,25 +374,25 @@ def test_a_run_of_parts_tags_its_bundles_for_their_short_retention_and_keeps_car
     from codspeed_aggregator.domain.keys import run_bundles_prefix
     from codspeed_wire.api import CloseRequest
 
-    s3 = eager.store.s3
+    s3 = in_parts.store.s3
 
     def tags(run: str) -> set[tuple[str, str]]:
-        keys = eager.store.keys_under(run_bundles_prefix(project, run))
-        found = (s3.get_object_tagging(Bucket=eager.store.bucket, Key=k)["TagSet"] for k in keys)
+        keys = in_parts.store.keys_under(run_bundles_prefix(project, run))
+        found = (s3.get_object_tagging(Bucket=in_parts.store.bucket, Key=k)["TagSet"] for k in keys)
         return {(t["Key"], t["Value"]) for tag_set in found for t in tag_set}
 
     received, skipping = f"main-a-{run_id}", f"main-b-{run_id}"
     for name in ("1", "2"):
-        _arrive(eager, project, received, name, bundle(4200 + int(name), [f"t{name}::a"]), total=2)
-        assert eager.forward_shard.forward(project, received, name) == "forwarded"
-    assert isolated.finalize_all(project, received, eager) == "forwarded"
+        _arrive(in_parts, project, received, name, bundle(4200 + int(name), [f"t{name}::a"]), total=2)
+        assert in_parts.forward_shard.forward(project, received, name) == "forwarded"
+    assert isolated.finalize_all(project, received, in_parts) == "forwarded"
     assert tags(received) == {("run-final", "parts")}  # PartsBundleRetentionDays' lifecycle rule, not the merge's
 
-    _arrive(eager, project, skipping, "1", bundle(4211, ["t1::a"]), total=2)
-    assert eager.forward_shard.forward(project, skipping, "1") == "forwarded"
-    eager.close_run.close(CloseRequest(project=project, run_id=skipping, skip=["2"]))
-    assert isolated.finalize_all(project, skipping, eager) == "forwarded"
-    [(name, kept)] = eager.ledger.sources.kept(project, skipping).items()
+    _arrive(in_parts, project, skipping, "1", bundle(4211, ["t1::a"]), total=2)
+    assert in_parts.forward_shard.forward(project, skipping, "1") == "forwarded"
+    in_parts.close_run.close(CloseRequest(project=project, run_id=skipping, skip=["2"]))
+    assert isolated.finalize_all(project, skipping, in_parts) == "forwarded"
+    [(name, kept)] = in_parts.ledger.sources.kept(project, skipping).items()
     assert (name, kept.run_id) == ("2", received)
-    assert eager.results.read(kept.shard.key).names == ["t2::a"]  # its results, beside the run that carried it
-    assert len(eager.store.keys_under(run_bundles_prefix(project, skipping))) == 1  # its own bundle: no copy of 2's
+    assert in_parts.results.read(kept.shard.key).names == ["t2::a"]  # its results, beside the run that carried it
+    assert len(in_parts.store.keys_under(run_bundles_prefix(project, skipping))) == 1  # its own bundle: no copy of 2's

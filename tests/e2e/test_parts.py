@@ -1,4 +1,4 @@
-"""Eager forwarding end to end: the real client, the local stack's pollers, the stand-in upstream.
+"""Forwarding in parts end to end: the real client, the local stack's pollers, the stand-in upstream.
 Each shard's results are upstream before the next shard is pushed; after a re-run shard, a
 second delivery of an S3 event and a close with a shard skipped, the upstream's combined view
 (the last upload of each runPartId) holds every benchmark once."""
@@ -14,7 +14,7 @@ from codspeed_aggregator.adapters.aws import client
 from codspeed_aggregator.domain.keys import run_bundles_prefix
 from codspeed_local.profiles import make_profile_folder
 from codspeed_rules.runner_json import pushed_part_id
-from tests.conftest import EAGER_PROJECT as PROJECT
+from tests.conftest import PARTS_PROJECT as PROJECT
 from tests.e2e.test_sharded_run import _final, _report, _run
 from tests.factories import wait_for
 
