@@ -18,10 +18,10 @@ EXECUTOR_PATTERN = r"[a-z][a-z0-9_-]{0,31}"  # valgrind, walltime, memory: what 
 JOB_MARK = "!"
 JOB_KEY_PATTERN = r"[A-Za-z0-9_.=+-]{1,89}![0-9a-f]{10}"  # ``drop_in.job_key``: a slug of its runPartId, a digest
 # A shard as the aggregator keys it: a pushed shard is its name and executor (``shard_key``), a runner
-# job its ``job_key`` (a key of a run opened before the job keys, a slug ``@`` a digest, is a name's form)
+# job its ``job_key``
 SHARD_KEY_PATTERN = rf"^(?:{_SHARD}(?:~{EXECUTOR_PATTERN})?|{JOB_KEY_PATTERN})$"
 SKIP_PATTERN = rf"^(?:{_SHARD}|{JOB_KEY_PATTERN})$"  # what a close may skip: a pushed shard's name, a runner job's key
-KEYED_AS_NAME = "valgrind"  # a pushed shard of this executor is keyed by its name alone, as before executors
+KEYED_AS_NAME = "valgrind"  # a pushed shard of this executor, the default, is keyed by its name alone
 COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
 MAX_ANCESTORS = 50  # of a base commit, sent for the baseline: about two weeks of a busy main
 # a CI run's page, linked from reports: no space, bracket, parenthesis or quote, so one inert link in Markdown

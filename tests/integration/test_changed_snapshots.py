@@ -56,7 +56,7 @@ def test_a_rebuild_after_a_batch_reads_only_the_shards_it_changed(isolated, proj
 
 
 @pytest.mark.parametrize(
-    "how", ["too many changes for the notes", "two writers read one revision", "a writer of the release before"]
+    "how", ["too many changes for the notes", "two writers read one revision", "a change whose note is gone"]
 )
 @pytest.mark.slow
 def test_changes_the_notes_cannot_name_are_read_whole(isolated, project, run_id, how):
@@ -74,7 +74,7 @@ def test_changes_the_notes_cannot_name_are_read_whole(isolated, project, run_id,
         with mock.patch.object(shards, "tally_rev", return_value=rev):
             for shard in one_tally[1:3]:
                 assert shards.record_rejection(project, run_id, shard, f"u-{shard}", "refused")
-    else:  # its transaction has the shard and its tally, no note
+    else:  # its transaction has the shard and its tally, and its note went (TTL deletes notes too)
         write = shards.transact
         with mock.patch.object(shards, "transact", side_effect=lambda items: write(items[:2])):
             assert shards.record_rejection(project, run_id, one_tally[1], "u-x", "refused")

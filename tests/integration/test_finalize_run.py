@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
-from codspeed_aggregator.domain.keys import part_plan_key, plan_key, spool_key
+from codspeed_aggregator.domain.keys import part_plan_key, spool_key
 from codspeed_aggregator.domain.upstream_parts import merged_part_id
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from codspeed_rules.runner_json import pushed_part_id
@@ -131,33 +131,6 @@ def test_each_part_reads_its_own_slice_of_the_plan_and_only_the_last_reads_it_wh
     slice_ = agg.store.read_json(part_plan_key(project, run_id, recorded.parts_at, 1))
     assert list(slice_["shards"]) == slice_["upload"]["shards"] and len(slice_["shards"]) == 1
     assert len(isolated.upstream.uploads(run_id)) == 3
-
-
-def _without_slices(agg, project: str, run_id: str, recorded):
-    return replace(recorded, parts_at=None)
-
-
-def _without_shards(agg, project: str, run_id: str, recorded):
-    whole = agg.store.read_json(plan_key(project, run_id), recorded.version)
-    old = {k: whole[k] for k in ("baseline", "uploads", "ids", "todo")}  # as that release wrote it
-    return replace(recorded, version=agg.store.put_json(plan_key(project, run_id), old), parts_at=None)
-
-
-@pytest.mark.parametrize("earlier", [_without_slices, _without_shards], ids=["without slices", "without its shards"])
-def test_a_plan_of_a_release_before_is_forwarded_its_parts_reading_it_whole(isolated, project, run_id, earlier):
-    agg = replace(isolated.aggregator, settings=replace(isolated.aggregator.settings, max_benchmarks_per_upload=5))
-    for i in (1, 2):
-        agg.record_arrival.record(
-            push(agg, project, run_id, str(i), bundle(4242, [f"t{i}::b{j}" for j in range(3)]), total=2)["key"]
-        )
-    assert agg.finalize_run.finalize(project, run_id) == "finalizing"
-    recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
-    assert agg.ledger.runs.record_plan(project, run_id, earlier(agg, project, run_id, recorded))
-    assert [agg.finalize_run.finalize(project, run_id, part) for part in (0, 1)] == ["finalizing", "forwarded"]
-    assert sorted(sorted(benchmarks_in(archive_of(u))) for u in isolated.upstream.uploads(run_id)) == [
-        [f"t1::b{j}" for j in range(3)],
-        [f"t2::b{j}" for j in range(3)],
-    ]
 
 
 @pytest.mark.slow

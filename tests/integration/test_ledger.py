@@ -101,7 +101,7 @@ def test_arrivals_write_their_shard_and_its_tally_never_the_run_item(isolated, p
     assert [m["reason"] for m in isolated.finalize_requests()] == ["complete"]
 
 
-def test_a_run_counted_on_its_item_before_tallies_goes_on_counting_on_them():
+def test_a_next_attempt_counts_its_inherited_shards_on_its_item_and_its_own_on_its_tallies():
     from codspeed_aggregator.adapters.ledger.records import run_from
 
     item = {
@@ -113,7 +113,7 @@ def test_a_run_counted_on_its_item_before_tallies_goes_on_counting_on_them():
         "run_changes": 3,
         "group@": {"total": 4, "names": None, "indexed": False},
         "arrived@": 2,
-    }  # 2 shards counted by the release before
+    }  # 2 shards inherited from the run's earlier attempt
     tallies = [{"sk": "RUN#TALLY#03", "rev": 1, "arrived@": 1}, {"sk": "RUN#TALLY#09", "rev": 2, "arrived@": 0}]
     run = run_from(item, tallies)
     assert (run.rev, run.run_changes, run.group_counts, run.arrived_count) == (8, 3, {"": 3}, 3)

@@ -370,25 +370,6 @@ def test_every_edit_moves_the_comments_expiry_so_it_lives_as_long_as_its_pull_re
     assert comments.comment(pr)["expires_at"] >= comments.expires_at() - 60
 
 
-def test_a_comment_posted_before_hosts_were_in_its_key_is_edited_not_posted_again(isolated, github, project, run_id):
-    """A pull request open across the upgrade: its item under the number alone is taken over by its
-    host, and no other host's pull request of that number takes it."""
-    from codspeed_aggregator.adapters.ledger.codec import COMMENT_PREFIX
-
-    agg = _commenting(isolated, github, quiet=0)
-    comments, pr = agg.ledger.comments, PullRequestRef("GITHUB", project, 42)
-    agg.record_arrival.record(_push(agg, project, run_id, "1", total=2))
-    [comment_id] = github.comments
-    item = comments.db.get_item(TableName=comments.table, Key=comments._key(pr))["Item"]
-    legacy = {**item, "sk": {"S": f"{COMMENT_PREFIX}42"}}
-    comments.db.delete_item(TableName=comments.table, Key=comments._key(pr))
-    comments.db.put_item(TableName=comments.table, Item=legacy)  # as the release before wrote it
-    agg.record_arrival.record(_push(agg, project, run_id, "2", total=2))
-    assert list(github.comments) == [comment_id] and "2/2 shards in" in github.comments[comment_id]["body"]
-    assert [m for m, _ in github.requests].count("POST") == 1
-    assert comments.comment(PullRequestRef("GITLAB", project, 42)) is None  # adopted by GitHub's, once
-
-
 def test_the_final_reports_edit_waits_what_github_says_before_it_tries_again(isolated, github, project, run_id):
     """Three HTTP retry loops had three policies: the comments doubled their own wait (1, 2, 4 s)
     whatever GitHub's secondary rate limit said in Retry-After."""

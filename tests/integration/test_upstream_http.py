@@ -214,7 +214,7 @@ def test_each_project_is_forwarded_with_its_own_token_and_a_tokenless_run_with_n
             for u in sorted(tmp_path.iterdir(), key=lambda p: (p / "metadata.json").stat().st_mtime_ns)
         ]
         assert [h.get("Authorization") for h in headers] == ["own-token", "stack-token", "stack-token", None]
-        assert {h["User-Agent"] for h in headers} == {"codspeed-shard-aggregator/0.1.0"}
+        assert {h["User-Agent"] for h in headers} == {"codspeed-shard-aggregator/1.0.0"}
         assert reads == ["/tokens/acme/own", "/tokens/acme/other"]  # a project with none is not asked again at once
         now[0] += 301
         client.announce({**meta, "repository": "other"})

@@ -17,7 +17,7 @@ class Tally:
 
     def write(self, shard: str, seen: int | None) -> None:
         self.rev += 1
-        if seen is not None:  # None: a writer of the release before, which notes nothing
+        if seen is not None:  # None: a change whose note is gone
             self.notes[note_sk(TALLY, seen + 1)] = {"rev": seen + 1, "shard": shard}
 
     def named_since(self, since: int) -> set[str] | None:

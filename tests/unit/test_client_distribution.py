@@ -53,3 +53,18 @@ def test_importing_the_client_and_its_rules_loads_no_aggregator_dependency():
     assert (
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
     )
+
+
+def test_the_changelog_starts_at_the_version_every_part_of_the_release_says():
+    """The first release: the aggregator's, the client's and the upstream's User-Agent say one version,
+    the changelog's latest, which states the upgrade rule from then on."""
+    import re
+
+    from codspeed_aggregator.adapters.upstream_http import USER_AGENT
+    from codspeed_client import __version__
+
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    latest = re.search(r"^## ([0-9]+\.[0-9]+\.[0-9]+) ", changelog, re.M)
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert latest and latest.group(1) == version == __version__ == USER_AGENT.rsplit("/", 1)[1]
+    assert "## Upgrading" in changelog and "reads what the release before it wrote" in changelog

@@ -10,7 +10,6 @@ from codspeed_aggregator.domain.keys import (
     bundle_key,
     index_key,
     is_report_key,
-    legacy_report_prefix,
     normalized_key,
     parse_bundle_key,
     report_key,
@@ -53,11 +52,13 @@ def test_a_bundle_key_reads_back_as_it_was_made_even_through_s3s_event_encoding(
     assert parse_bundle_key(unquote_plus(in_event)) == (project, run_id, "shard=1", "0123abcd")
 
 
-def test_keys_of_the_layout_before_are_read_for_one_release():
-    assert parse_bundle_key("bundles/grp/sub/repo/r1/1/0123abcd.tar.gz") == ("grp/sub/repo", "r1", "1", "0123abcd")
-    old = legacy_report_prefix("grp/sub", "repo")  # "reports/grp/sub/repo/v": also the start of grp/sub/repo's runs
-    assert is_report_key(old, "reports/grp/sub/repo/v0000000003.json")
-    assert not is_report_key(old, "reports/grp/sub/repo/v1secret/v0000000001.json")  # another project's run
+def test_a_key_of_no_layout_a_release_wrote_is_no_bundle_key():
+    """The layout of before the project's segment (its own slashes in the key) was read "for one
+    release": no release wrote it."""
+    with pytest.raises(BadBundle, match="is not a bundle key"):
+        parse_bundle_key("bundles/grp/sub/repo/r1/1/0123abcd.tar.gz")
+    prefix = report_prefix("grp/sub", "repo")
+    assert is_report_key(prefix, f"{prefix}0000000003.json") and not is_report_key(prefix, f"{prefix}1x/v1.json")
 
 
 @pytest.mark.parametrize(

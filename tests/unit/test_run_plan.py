@@ -47,29 +47,3 @@ def test_the_fields_a_later_release_wrote_are_kept_and_written_back_as_they_came
         assert read.later_fields == later
         assert read.to_item() == newer
         assert read == type(kept)(**{**kept.__dict__, "later_fields": later})
-
-
-def test_a_plan_record_of_the_release_before_plans_went_to_s3_is_planned_again_and_says_every_part_sent():
-    old = PlanRecord.from_item({"baseline": "7001", "parts": 3})
-    assert (old.baseline, old.parts, old.sends, old.written, old.parts_at, old.later_fields) == (
-        "7001",
-        3,
-        3,
-        False,
-        None,
-        {},
-    )
-
-
-def test_a_whole_plan_of_the_release_before_held_nothing_and_kept_no_shard():
-    old = {"baseline": None, "uploads": [u.to_item() for u in PLAN.uploads], "ids": ["i0", "i1"], "todo": [0, 1]}
-    read = RunPlan.from_item(old)
-    assert (read.held, read.shards, read.outcome, read.carried, read.first, read.later_fields) == (
-        {},
-        None,
-        {},
-        [],
-        None,
-        {},
-    )
-    assert read.uploads == PLAN.uploads and read.todo == [0, 1]

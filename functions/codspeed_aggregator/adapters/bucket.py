@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from ..domain.keys import is_report_key, legacy_report_prefix, plan_key, report_key, report_prefix
+from ..domain.keys import is_report_key, plan_key, report_key, report_prefix
 from ..domain.run_plan import RunPlan
 
 if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
@@ -274,14 +274,8 @@ class Bucket:
 
     def latest_report_key(self, project: str, run_id: str) -> str | None:
         """The key of the highest published version of a run's report (its JSON), or None."""
-        for prefix in (
-            report_prefix(project, run_id),
-            legacy_report_prefix(project, run_id),
-        ):  # the latter for one release
-            latest = max((k for k in self._keys(prefix) if is_report_key(prefix, k)), default=None)
-            if latest is not None:
-                return latest
-        return None
+        prefix = report_prefix(project, run_id)
+        return max((k for k in self._keys(prefix) if is_report_key(prefix, k)), default=None)
 
     def read_report(self, project: str, run_id: str) -> str | None:
         """The highest published version of a run's report, or None."""

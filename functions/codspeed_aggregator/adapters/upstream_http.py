@@ -82,7 +82,7 @@ def _check_redirect(origin: str, target: str) -> None:
         raise UpstreamRefused(f"the upstream redirected to {target}: a redirect is followed to https only")
 
 
-USER_AGENT = "codspeed-shard-aggregator/0.1.0"  # like the runner's codspeed-runner, with our own name
+USER_AGENT = "codspeed-shard-aggregator/1.0.0"  # like the runner's codspeed-runner, with our own name
 
 
 class UpstreamClient:

@@ -19,7 +19,7 @@
 A runPartId is opaque and can be hundreds of characters long: it is kept as the shard's
 label, and a short, safe key derived from it (``job_key``) names the shard in storage. That key
 holds ``names.JOB_MARK``, which no pushed shard's name may hold: a push can never be spelled like
-a runner job's shard. A run opened before job keys keeps the keys it has (``DropInShard.keyed_for``).
+a runner job's shard.
 """
 
 import base64
@@ -50,12 +50,6 @@ class DropInShard:
     manifest: Manifest  # of its group
     variant: str  # executor and run index: the manifest counts jobs per variant
     group: str = ""  # the job group (jobName): its manifest is its own
-    legacy: tuple[str, Manifest] | None = None  # its key and manifest in a run opened before job keys
-
-    def keyed_for(self, job_keys: bool) -> tuple[str, Manifest]:
-        """Its key and manifest in a run: one opened before job keys has its jobs under their old
-        keys, and a job uploading again there must land on its own shard, not count twice."""
-        return (self.shard, self.manifest) if job_keys or self.legacy is None else self.legacy
 
 
 def _digest(text: str, length: int) -> str:
@@ -74,7 +68,7 @@ def job_key(label: str) -> str:
 
 
 def _job(run_id: str, label: str, manifest: Manifest, variant: str, group: str) -> DropInShard:
-    return DropInShard(run_id, job_key(label), label, manifest, variant, group, legacy=(safe_key(label), manifest))
+    return DropInShard(run_id, job_key(label), label, manifest, variant, group)
 
 
 def _run_id(value: str) -> str:
@@ -103,16 +97,9 @@ def gitlab_run_id(commit: str, ref: str | None) -> str:
 def shard_of(metadata: UploadMetadata) -> DropInShard:
     part = metadata.run_part
     if part is None:
-        # a run of one, whose job may upload once per executor: one job of each (before job keys, shard 1 of each)
+        # a run of one, whose job may upload once per executor: one job of each
         name = shard_key("1", metadata.executor)
-        return DropInShard(
-            _single_part_run_id(metadata),
-            job_key(name),
-            "1",
-            Manifest(total=1),
-            metadata.executor,
-            legacy=(name, Manifest(total=1, indexed=True)),
-        )
+        return DropInShard(_single_part_run_id(metadata), job_key(name), "1", Manifest(total=1), metadata.executor)
     variant = part.variant(metadata.executor)
     label = part.run_part_id
     if AGGREGATED_KEY in label:  # upstream, it would stand in the place of one of our merged parts

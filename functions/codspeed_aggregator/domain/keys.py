@@ -2,8 +2,7 @@
 
 A project is one key segment, its ``/`` percent-encoded (``grp%2Fsub``: ``%`` is in no project
 name), so no project's keys are a prefix of another's: ``grp/sub`` and ``grp/sub/repo`` never
-share a key, a prefix or a listing, whatever their run ids. Keys of the layout before it
-(the project's own slashes in the key) are still read for one release: see ``LEGACY``."""
+share a key, a prefix or a listing, whatever their run ids."""
 
 from urllib.parse import quote, unquote
 
@@ -60,14 +59,12 @@ def part_plan_key(project: str, run_id: str, plan: str, index: int) -> str:
 
 
 def parse_bundle_key(key: str) -> tuple[str, str, str, str]:
-    """(project, run_id, shard, upload_id) of a bundle key. A key of the layout before this one
-    (``bundles/grp/sub/run/shard/upload``: uploads granted before a deploy) is read too: run ids
-    and shard names hold no ``/``, so the project is the rest."""
+    """(project, run_id, shard, upload_id) of a bundle key (``bundle_key``'s)."""
     parts = key.split("/")
-    if len(parts) < 5 or parts[0] + "/" != BUNDLE_PREFIX or not parts[-1].endswith(".tar.gz") or "" in parts:
+    if len(parts) != 5 or parts[0] + "/" != BUNDLE_PREFIX or not parts[-1].endswith(".tar.gz") or "" in parts:
         raise BadBundle(f"object key {key!r} is not a bundle key")
-    *segments, run_id, shard, name = parts[1:]
-    project = unquote(segments[0]) if len(segments) == 1 else "/".join(segments)
+    segment, run_id, shard, name = parts[1:]
+    project = unquote(segment)
     if not is_project(project):
         raise BadBundle(f"object key {key!r} is not a bundle key")
     return project, run_id, shard, name.removesuffix(".tar.gz")
@@ -100,12 +97,6 @@ def answer_key(project: str, digest: str, ext: str = "json") -> str:
 def report_key(project: str, run_id: str, version: int, ext: str = "json") -> str:
     """Each report version is its own object: the highest one is the run's report."""
     return f"{report_prefix(project, run_id)}{version:010d}.{ext}"
-
-
-def legacy_report_prefix(project: str, run_id: str) -> str:
-    """Where reports were published before this layout; ``is_report_key`` tells this run's from a
-    longer project's that shares the prefix (``grp/sub`` run ``repo`` and ``grp/sub/repo``)."""
-    return f"reports/{project}/{run_id}/v"
 
 
 def is_report_key(prefix: str, key: str) -> bool:

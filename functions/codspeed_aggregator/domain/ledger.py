@@ -109,9 +109,6 @@ class RunRecord:
     ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
     rerun: bool = False  # opened by a later CI attempt: complete once that attempt re-ran all, or closes it
     sends_parts: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
-    job_keys: bool = (
-        True  # its runner jobs are keyed apart from pushed names (``drop_in.job_key``); False: opened before
-    )
 
     def awaits_rerun(self, inherited: int) -> bool:
         """A CI re-run's attempt still waiting for its CI attempt: ``inherited`` of its shards are

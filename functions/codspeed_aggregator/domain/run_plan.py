@@ -34,7 +34,7 @@ class PlanRecord:
     baseline: str | None  # the run its skipped shards are carried from
     parts: int  # the uploads the plan holds
     sends: int  # those of them this attempt sends (the others the upstream holds from an earlier one)
-    version: str | None = None  # the whole plan's S3 version (None: kept by a release before plans went to S3)
+    version: str | None = None  # the whole plan's S3 version (None: not written yet)
     parts_at: str | None = None  # where each part's slice is (``keys.part_plan_key``): written when several send
     later_fields: dict[str, Any] = field(default_factory=dict)
 
@@ -48,7 +48,7 @@ class PlanRecord:
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Self:
-        decoded: Self = _decoded(cls, _old_form(item))
+        decoded: Self = _decoded(cls, item)
         return decoded
 
 
@@ -64,8 +64,8 @@ class RunPlan:
     todo: list[int]  # the uploads this attempt sends
     outcome: dict[str, Any]  # the run's completion (``baseline.complete``): carried shards, missing benchmarks
     # the shards it forwards, arrived and carried, as they were counted, so that a part's finalizer
-    # reads no shard item: None in a plan of the release before, whose shards are read as they are now
-    shards: dict[str, ShardRecord] | None
+    # reads no shard item
+    shards: dict[str, ShardRecord]
     carried: list[str]  # the shards among them carried from the baseline
     first: str | None  # the shard that arrived first: its metadata is the run's
     later_fields: dict[str, Any] = field(default_factory=dict)
@@ -74,27 +74,15 @@ class RunPlan:
         return _encoded(
             self,
             uploads=[u.to_item() for u in self.uploads],
-            shards=None if self.shards is None else {name: asdict(s) for name, s in self.shards.items()},
+            shards={name: asdict(s) for name, s in self.shards.items()},
         )
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Self:
-        item = _old_form(item)
-        shards = item["shards"]
         decoded: Self = _decoded(
             cls,
             item,
             uploads=[UpstreamPart.from_item(u) for u in item["uploads"]],
-            shards=None if shards is None else {name: ShardRecord(**s) for name, s in shards.items()},
+            shards={name: ShardRecord(**s) for name, s in item["shards"].items()},
         )
         return decoded
-
-
-def _old_form(item: dict[str, Any]) -> dict[str, Any]:
-    """A plan written by a release of before 2026-12-02, in this release's form: it said only how
-    many parts (each sent), held nothing from an earlier send, and kept no shard. A plan lives as
-    long as its run's bundles (``BundleRetentionDays``, at most 365 days): once none is that old,
-    this function, and the reads of a ``None`` shards or ``parts_at`` it leaves, can go."""
-    if "uploads" in item:
-        return {"held": {}, "shards": None, "outcome": {}, "carried": [], "first": None, **item}
-    return {"sends": item.get("parts", 1), **item}  # {"baseline", "parts"}: planned again, sent whole

@@ -46,7 +46,6 @@ class RunAttempts:
                 opening.sends_parts = (
                     previous.sends_parts
                 )  # a mode switched meanwhile never sends a benchmark twice in one run
-                opening.job_keys = previous.job_keys  # its inherited shards keep their keys
                 opening.fork = opening.fork or previous.fork  # a fork's run's attempts are the fork's (its close)
                 # a later CI attempt's re-run: one attempt for all its shards, not one per shard
                 opening.rerun = bool(opening.ci_attempt and opening.ci_attempt > (previous.ci_attempt or 1))

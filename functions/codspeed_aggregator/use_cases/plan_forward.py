@@ -11,7 +11,6 @@ from ..adapters.bucket import Bucket, MissingObject
 from ..adapters.ledger import Baselines, Reads, Sources
 from ..adapters.results_store import ResultsStore
 from ..domain.baseline import LOOKBACK, Completion, branch_of, complete, skipped_keys
-from ..domain.errors import existing
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key
 from ..domain.ledger import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
@@ -150,14 +149,9 @@ class PlanForward:
         """What a run forwards, the same for every finalizer of it: the plan its claiming
         finalizer wrote (``written``, when it is this one), with the shards it names as they were counted."""
         whole = written or self.store.read_plan(run.project, run.run_id, recorded.version)
-        if whole.shards is not None:
-            shards = whole.shards
-            completion = Completion({name: shards[name] for name in whole.carried}, whole.outcome)
-            first = shards[whole.first] if whole.first else None
-        else:  # planned by a release before plans kept their shards (run_plan._old_form): read as they are now
-            snapshot = existing(self.reads.snapshot(run.project, run.run_id), f"run {run.run_id} of {run.project}")
-            shards, completion = self._shards(snapshot, whole.baseline)
-            first = snapshot.first_arrived()
+        shards = whole.shards
+        completion = Completion({name: shards[name] for name in whole.carried}, whole.outcome)
+        first = shards[whole.first] if whole.first else None
         return ForwardPlan(
             run=run,
             shards=shards,
@@ -172,8 +166,8 @@ class PlanForward:
         )
 
     def part(self, run: RunRecord, recorded: PlanRecord, index: int) -> PartPlan:
-        """What one part's finalizer forwards: its slice of the plan (a plan of a release before
-        slices has none, run_plan._old_form: read whole)."""
+        """What one part's finalizer forwards: its slice of the plan (written when several send; one
+        that sends alone reads the plan whole)."""
         if recorded.parts_at is not None:
             return PartPlan.from_item(
                 self.store.read_json(part_plan_key(run.project, run.run_id, recorded.parts_at, index))

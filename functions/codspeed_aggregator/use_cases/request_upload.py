@@ -118,7 +118,6 @@ class RequestUpload:
                 variant=place.variant,
                 group=place.group,
                 key=place.shard,
-                keyed_for=place.keyed_for,
                 sent=sent,
                 fork=fork,
             )
@@ -141,7 +140,7 @@ class RequestUpload:
         project, shard, group, metadata = asked.project, asked.shard, asked.group, asked.metadata
         now = self.clock()
         run = self._current(asked, now)
-        key, manifest = asked.keyed_in(run)
+        key, manifest = asked.stored_as, asked.manifest
         if group == "" and shard in run.skipped and run.attempt == 1:
             when = "by its close" if run.closing else "when it was opened"
             raise Conflict(
@@ -216,7 +215,7 @@ class RequestUpload:
                 provider=metadata.repository_provider,
                 ci_attempt=asked.ci_attempt,
             ),
-            admit=lambda previous: _admit(previous, asked, asked.keyed_in(previous)[1]),
+            admit=lambda previous: _admit(previous, asked, asked.manifest),
         )
 
     def _joined(self, run: RunRecord, asked: "_Asked", manifest: Manifest) -> bool:
@@ -260,15 +259,14 @@ class _Asked:
     base_ancestors: tuple[str, ...] = ()
     key: str | None = None  # the shard as stored (a pushed shard's name and executor); ``shard`` when None
     ci_attempt: int | None = None
-    # a runner job's key and manifest in a run, by whether the run keys jobs apart (``RunRecord.job_keys``)
-    keyed_for: Callable[[bool], tuple[str, Manifest]] | None = None
     sent: SentPost | None = None  # the POST's body as it came (a runner's) or as the client made it, to go as it was
     fork: bool = False  # sent without a token by a fork's pull request, as GitHub bore it out
     head_commit: str | None = None  # a pull request's head, where the commit sent is GitHub's merge commit of it
 
-    def keyed_in(self, run: RunRecord) -> tuple[str, Manifest]:
-        """Its key and manifest in ``run`` (a runner job's, by whether the run keys jobs apart)."""
-        return self.keyed_for(run.job_keys) if self.keyed_for else (self.key or self.shard, self.manifest)
+    @property
+    def stored_as(self) -> str:
+        """The shard as stored: a pushed shard's name and executor, a runner job's key."""
+        return self.key or self.shard
 
     def variants(self) -> tuple[str, ...]:
         return (variant_key(self.group, self.variant),) if self.variant else ()

@@ -2,21 +2,14 @@
 number, whatever its runs), its id once posted, the run and report version it shows, and the pull
 request's runs it has shown. In a partition of the project's own that no run has (no run id starts
 with ``~``). Every write moves the item's expiry on: a pull request keeps its one comment however
-long it lives.
-
-Before hosts were in the key, an item was keyed by the number alone (``_legacy_key``): the first
-host to read it after the upgrade adopts it (marked on it, so no other host's pull request of that
-number ever does) and goes on under its own key. Kept as long as such an item can live
-(``BundleRetentionDays`` after its last write): then this fallback read can go."""
+long it lives."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from ...domain.pr_comment import PullRequestRef, Shown
-from .codec import COMMENT_PREFIX, TableItems, condition_failed, dump, load
+from .codec import COMMENT_PREFIX, TableItems, load
 
 PULL_REQUESTS = "~pull-requests"
 
@@ -25,40 +18,9 @@ class Comments(TableItems):
     def _key(self, pr: PullRequestRef) -> dict[str, Any]:
         return self.key(pr.project, PULL_REQUESTS, f"{COMMENT_PREFIX}{pr.host}#{pr.number}")
 
-    def _legacy_key(self, pr: PullRequestRef) -> dict[str, Any]:
-        return self.key(pr.project, PULL_REQUESTS, f"{COMMENT_PREFIX}{pr.number}")
-
     def comment(self, pr: PullRequestRef) -> dict[str, Any] | None:
-        item = self._read(self._key(pr))
-        if item is None:
-            item = self._adopted(pr)
-        return item
-
-    def _read(self, key: dict[str, Any]) -> dict[str, Any] | None:
-        item = self.db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        item = self.db.get_item(TableName=self.table, Key=self._key(pr), ConsistentRead=True).get("Item")
         return load(item) if item else None
-
-    def _adopted(self, pr: PullRequestRef) -> dict[str, Any] | None:
-        """The item of the key before hosts, taken over by this host (once: it says by whom), copied
-        under this host's key; None when there is none, or another host's pull request took it."""
-        legacy = self.db.get_item(TableName=self.table, Key=self._legacy_key(pr), ConsistentRead=True).get("Item")
-        if legacy is None:
-            return None
-        try:
-            self.db.update_item(
-                TableName=self.table,
-                Key=self._legacy_key(pr),
-                UpdateExpression="SET adopted_by = :host",
-                ConditionExpression="attribute_not_exists(adopted_by) OR adopted_by = :host",
-                ExpressionAttributeValues=dump({":host": pr.host}),
-            )
-            copy = {**legacy, **self._key(pr), **dump({"expires_at": self.expires_at()})}
-            copy.pop("adopted_by", None)
-            self.db.put_item(TableName=self.table, Item=copy, ConditionExpression="attribute_not_exists(pk)")
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-        return self._read(self._key(pr))
 
     def claim(self, pr: PullRequestRef, now: float, stale_before: float) -> bool:
         """Take the posting of the comment: once, unless whoever took it posted nothing by

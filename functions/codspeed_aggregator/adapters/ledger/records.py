@@ -4,7 +4,7 @@ upload request; and the attributes a run item keeps per job group."""
 import json
 from typing import Any
 
-from ...domain.ledger import OPEN, GrantRecord, RunRecord, ShardRecord, variant_key
+from ...domain.ledger import OPEN, GrantRecord, RunRecord, ShardRecord
 from ...domain.manifest import Manifest
 from ...domain.run_plan import PlanRecord
 from .codec import CARRIED_PREFIX, COUNT_PREFIX, GROUP_PREFIX, PROJECT_PREFIX, RUN_SK, SHARD_PREFIX, run_pk
@@ -25,18 +25,16 @@ def _counts(item: dict[str, Any]) -> dict[str, int]:
 def _groups(
     item: dict[str, Any], tallies: list[dict[str, Any]]
 ) -> tuple[dict[str, Manifest], dict[str, int], tuple[str, ...]]:
-    """A run's groups, their counts (its item's: shards counted before tallies, or inherited by a
-    next attempt; plus its tallies') and variants; a run stored before groups is the group ""."""
+    """A run's groups, their counts (its item's: those a next attempt inherited; plus its tallies')
+    and variants."""
     groups = {
         k.removeprefix(GROUP_PREFIX): Manifest.from_item(v) for k, v in item.items() if k.startswith(GROUP_PREFIX)
     }
     counts = _counts(item)
-    if not groups and "manifest" in item:
-        groups, counts = {"": Manifest.from_item(item["manifest"])}, {"": int(item.get("arrived_count", 0))}
     for tally in tallies:
         for group, n in _counts(tally).items():
             counts[group] = counts.get(group, 0) + n
-    variants = tuple(sorted(v if "|" in v else variant_key("", v) for v in item.get("variants") or ()))
+    variants = tuple(sorted(item.get("variants") or ()))
     return groups, counts, variants
 
 
@@ -81,7 +79,6 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
         ci_attempt=item.get("ci_attempt"),
         rerun=bool(item.get("rerun")),
         sends_parts=bool(item.get("sends_parts")),
-        job_keys=bool(item.get("job_keys")),
         plan=plan_from(item),
     )
 
@@ -173,7 +170,6 @@ def run_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
         "ci_attempt": run.ci_attempt,
         "rerun": run.rerun,
         "sends_parts": run.sends_parts,
-        "job_keys": run.job_keys,
     }
     return item | {name: value for name, value in flags.items() if value}
 
