@@ -254,7 +254,7 @@ def arrival(bundle: bytes):
     """What an arrival makes of a bundle, as record_arrival does: (pids, index, the object to
     splice): the bundle itself when it verifies, else a normalized copy of it."""
     from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
-    from codspeed_rules.normalize import NotNormalized
+    from codspeed_rules.verify import NotNormalized
 
     try:
         reading = normalizing(None)

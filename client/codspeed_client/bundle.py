@@ -64,7 +64,8 @@ class Verdict:
         self._thread.start()
 
     def _check(self) -> None:
-        from codspeed_rules.bundle import BadBundle, validate_bundle
+        from codspeed_rules.bundle import validate_bundle
+        from codspeed_rules.tar import BadBundle
 
         try:
             with open(self.path, "rb") as stream:

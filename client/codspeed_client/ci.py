@@ -7,6 +7,8 @@ import os
 import re
 import sys
 
+from . import git
+
 TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
 if TYPE_CHECKING:
     from typing import Any
@@ -59,17 +61,6 @@ class CiContext:
         self.repository_provider = repository_provider or ("GITLAB" if provider == "GITLAB_CI" else "GITHUB")
 
 
-def _git(*args: str) -> str | None:
-    # here, not above: a CI job asks git for a pull request's merge base only, and the import costs 4 ms
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def detect(env: dict[str, str] | None = None) -> CiContext:
     env = dict(os.environ if env is None else env)
     if env.get("GITHUB_ACTIONS") == "true":
@@ -83,20 +74,6 @@ def detect(env: dict[str, str] | None = None) -> CiContext:
     return _local()
 
 
-def _checkout(fallback: str | None) -> tuple[str | None, str | None]:
-    """The repository's top folder and its ``HEAD`` commit, as CodSpeed's runner finds them: from the
-    current folder up, else in ``fallback`` (the CI's checkout folder); None where git cannot tell."""
-    found = (_git("rev-parse", "--show-toplevel", "HEAD") or "").splitlines()
-    if len(found) == 2:
-        return found[0], found[1]
-    return None, _git("-C", fallback, "rev-parse", "HEAD") if fallback else None
-
-
-def _rooted(top: str | None, fallback: str) -> str:
-    """``repositoryRootPath`` as the runner writes it: the checkout's top folder with a trailing slash."""
-    return f"{top or fallback.rstrip('/')}/"
-
-
 _MERGE_REF = re.compile(r"^refs/pull/[0-9]+/merge$")
 
 
@@ -107,7 +84,7 @@ def _github(env: dict[str, str]) -> CiContext:
     What a reviewer is shown stays on the pull request's head (``head_commit``)."""
     event_name, repository = env.get("GITHUB_EVENT_NAME"), env.get("GITHUB_REPOSITORY")
     name = (repository or "/").split("/", 1)[1]
-    top, head = _checkout(env.get("GITHUB_WORKSPACE"))
+    top, head = git.checkout(env.get("GITHUB_WORKSPACE"))
     ctx = CiContext(
         provider="GITHUB_ACTIONS",
         project=repository,
@@ -121,7 +98,7 @@ def _github(env: dict[str, str]) -> CiContext:
         if env.get("GITHUB_ACTOR")
         else None,
         extra={"ghData": {"runId": env.get("GITHUB_RUN_ID"), "job": env.get("GITHUB_JOB")}},
-        repository_root=_rooted(top, env.get("GITHUB_WORKSPACE") or f"/home/runner/work/{name}/{name}"),
+        repository_root=git.rooted(top, env.get("GITHUB_WORKSPACE") or f"/home/runner/work/{name}/{name}"),
         run_attempt=env.get("GITHUB_RUN_ATTEMPT"),
         part_metadata=_matrix(env),
         ci_url=f"{env.get('GITHUB_SERVER_URL') or 'https://github.com'}/{repository}/actions/runs/"
@@ -142,7 +119,7 @@ def _github(env: dict[str, str]) -> CiContext:
             return ctx
         head_sha, tip = (pr.get("head") or {}).get("sha"), (pr.get("base") or {}).get("sha")
         ctx.head_commit = head_sha
-        ctx.base_commit = _merge_base(ctx.repository_root, tip, head_sha) or tip
+        ctx.base_commit = git.merge_base(ctx.repository_root, tip, head_sha) or tip
         ctx.fork = _fork(pr)
         if _MERGE_REF.match(ctx.ref or ""):  # the runner names a head branch on a pull request's merge ref only
             ctx.head_ref = _head_branch(pr)
@@ -160,48 +137,6 @@ def _matrix(env: dict[str, str]) -> dict[str, Any]:
     if not isinstance(matrix, dict) or not isinstance(strategy, dict):
         return {}
     return {**matrix, **{k: v for k, v in strategy.items() if k not in ("fail-fast", "max-parallel")}}
-
-
-def _merge_base(root: str | None, tip: str | None, head: str | None) -> str | None:
-    """Where a pull request's head left its base branch, when the clone holds both histories
-    (actions/checkout's default depth-1 clone does not: then the base branch's tip, which
-    ``pull_request.base.sha`` is, stands in)."""
-    if not tip or not head:
-        return None
-    return _git(*(("-C", root) if root else ()), "merge-base", tip, head)
-
-
-def ancestors(root: str | None, commit: str, count: int) -> list[str]:
-    """Up to ``count`` first-parent ancestors of ``commit``, the nearest first, as far as the
-    clone holds them (none in a depth-1 clone): where the baseline is looked for when no run
-    was forwarded at the base commit itself."""
-    found = _git(*(("-C", root) if root else ()), "rev-list", "--first-parent", f"--max-count={count + 1}", commit)
-    return found.split()[1:] if found else []
-
-
-def changed_files(root: str | None, base: str, head: str | None = None) -> list[str] | None:
-    """The paths the change touches, None when the clone cannot tell. Checked out as a merge commit
-    of ``head`` (actions/checkout's ``refs/pull/N/merge``): what the merge adds to its first parent,
-    the base branch as it was merged into, and nothing the base branch gained since ``base``; else
-    the paths changed since ``base`` (the merge base)."""
-
-    def git(*args: str) -> str | None:
-        return _git(*(("-C", root) if root else ()), *args)
-
-    if head and git("rev-parse", "--verify", "--quiet", "HEAD^2") == head:
-        found = git("diff", "--name-only", "HEAD^1", "HEAD")
-        return found.splitlines() if found else []
-    found = git("diff", "--name-only", f"{base}...HEAD")
-    if found is None:
-        listed = git("rev-parse", "--verify", f"{base}^{{commit}}")
-        return [] if listed else None  # no output: nothing changed, when git knows the base
-    return found.splitlines()
-
-
-def tracked_files(root: str | None) -> list[str] | None:
-    """The repository's files as git tracks them, None when git cannot tell."""
-    found = _git(*(("-C", root) if root else ()), "ls-files")
-    return found.splitlines() if found is not None else None
 
 
 def _fork(pr: dict[str, Any]) -> str | None:
@@ -268,7 +203,7 @@ def _gitlab(env: dict[str, str]) -> CiContext:
         else None
     )
     root = env.get("CI_PROJECT_DIR")
-    head = _git("-C", root, "rev-parse", "HEAD") if root else None
+    head = git.run("-C", root, "rev-parse", "HEAD") if root else None
     return CiContext(
         provider="GITLAB_CI",
         project=env.get("CI_PROJECT_PATH"),  # group/subgroup/repo
@@ -292,10 +227,9 @@ def _gitlab(env: dict[str, str]) -> CiContext:
 
 
 def next_run_index(ctx: CiContext, run_id: str) -> int:
-    """The runner's count of a CI job's uploads (``run-index``): 0 for its first, then 1, … per run and
-    job, on the job's machine (a re-run of the job is a fresh machine, so it starts at 0 again, as the
-    runner's does). Kept in the machine's temporary space, not in the checkout as the runner keeps its
-    own: a push leaves the user's files as they were. A local run counts nothing (the runner's doesn't)."""
+    """The runner's count of a CI job's uploads (``run-index``): 0, 1, … per run and job, on the job's
+    machine (a re-run of the job is a fresh one: 0 again, as the runner's). Kept in its temporary space,
+    not in the checkout: a push leaves the user's files as they were. A local run counts nothing."""
     if ctx.provider == "LOCAL":
         return 0
     import hashlib
@@ -319,30 +253,21 @@ def next_run_index(ctx: CiContext, run_id: str) -> int:
     return index
 
 
-def project_of_remote(remote: str) -> str | None:
-    """``owner/repo`` (or ``group/subgroup/repo``) of a git remote URL; None for a local path."""
-    remote = remote.strip().removesuffix("/").removesuffix(".git")
-    if remote.startswith(("/", ".", "file:")) or "://" not in remote and ":" not in remote:
-        return None
-    path = remote.split("://", 1)[1].split("/", 1)[-1] if "://" in remote else remote.split(":", 1)[1]
-    return path if path.count("/") >= 1 else None
-
-
 def _buildkite(env: dict[str, str]) -> CiContext:
     """A Buildkite job, as the runner's buildkite provider says it: a pull request is
     ``refs/pull/N/merge``, its branch the head and its base branch the base; the commit is the
     checkout's ``HEAD``."""
     pull = env.get("BUILDKITE_PULL_REQUEST", "false")
     pull_request = pull.isdigit()
-    top, head = _checkout(env.get("BUILDKITE_BUILD_CHECKOUT_PATH"))
+    top, head = git.checkout(env.get("BUILDKITE_BUILD_CHECKOUT_PATH"))
     folder = "/".join(
         env.get(k, "") for k in ("BUILDKITE_AGENT_NAME", "BUILDKITE_ORGANIZATION_SLUG", "BUILDKITE_PIPELINE_SLUG")
     )
     return CiContext(
         provider="BUILDKITE",
-        project=project_of_remote(env.get("BUILDKITE_REPO", "")),
+        project=git.project_of_remote(env.get("BUILDKITE_REPO", "")),
         run_id=env.get("BUILDKITE_BUILD_ID"),
-        commit=head or _resolved(env.get("BUILDKITE_COMMIT")),
+        commit=head or git.resolved(env.get("BUILDKITE_COMMIT")),
         ref=f"refs/pull/{pull}/merge"
         if pull_request
         else (f"refs/heads/{env['BUILDKITE_BRANCH']}" if env.get("BUILDKITE_BRANCH") else None),
@@ -350,7 +275,7 @@ def _buildkite(env: dict[str, str]) -> CiContext:
         base_ref=env.get("BUILDKITE_PULL_REQUEST_BASE_BRANCH") if pull_request else None,
         event="pull_request" if pull_request else "push",
         job=env.get("BUILDKITE_LABEL"),
-        repository_root=_rooted(top, f"/buildkite/builds/{folder}"),
+        repository_root=git.rooted(top, f"/buildkite/builds/{folder}"),
         shard=_shard(env.get("BUILDKITE_PARALLEL_JOB"), env.get("BUILDKITE_PARALLEL_JOB_COUNT"), 0),
         ci_url=env.get("BUILDKITE_BUILD_URL") or None,
     )
@@ -369,12 +294,12 @@ def _circleci(env: dict[str, str]) -> CiContext:
     ref = (
         f"refs/pull/{pull}/merge" if pull else f"refs/heads/{branch}" if branch else f"refs/tags/{tag}" if tag else None
     )
-    project = project_of_remote(env.get("CIRCLE_REPOSITORY_URL", ""))
+    project = git.project_of_remote(env.get("CIRCLE_REPOSITORY_URL", ""))
     owner, name = env.get("CIRCLE_PROJECT_USERNAME"), env.get("CIRCLE_PROJECT_REPONAME")
     if project is None and owner and name:
         project = f"{owner}/{name}"
     working = os.path.expanduser(env.get("CIRCLE_WORKING_DIRECTORY") or "~/project")
-    top, head = _checkout(working)
+    top, head = git.checkout(working)
     fork_owner = env.get("CIRCLE_PR_USERNAME")
     forked = bool(env.get("CIRCLE_PR_NUMBER"))  # "only available on forked PRs" (CircleCI's docs)
     return CiContext(
@@ -386,7 +311,7 @@ def _circleci(env: dict[str, str]) -> CiContext:
         head_ref=branch if pull else None,
         event="pull_request" if pull else "push",
         job=env.get("CIRCLE_JOB"),
-        repository_root=_rooted(top, working),
+        repository_root=git.rooted(top, working),
         ci_url=env.get("CIRCLE_BUILD_URL") or None,
         shard=_shard(env.get("CIRCLE_NODE_INDEX"), env.get("CIRCLE_NODE_TOTAL"), 0),
         part_metadata={
@@ -404,29 +329,14 @@ def _number(value: str | None, default: int) -> int:
     return int(value) if value and value.isdigit() else default
 
 
-def _host(remote: str) -> str:
-    """The host of a git remote URL (``https://host/…``, ``git@host:…``)."""
-    return remote.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0].rpartition("@")[2]
-
-
-def _resolved(commit: str | None) -> str | None:
-    """A commit the CI may name symbolically (Buildkite's ``HEAD`` for a build started by hand) as
-    its SHA, read from the checkout; None when git cannot tell."""
-    from codspeed_rules.names import is_commit
-
-    if not commit or is_commit(commit):
-        return commit
-    return _git("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
-
-
 def _local() -> CiContext:
     """A run outside CI, as the runner's local provider says it: the ref is the ``HEAD`` commit, the
     head branch the branch checked out, the event ``local``; its ``localData`` (how many parts the run
     expects) is filled in by the command that knows."""
-    remote = _git("config", "--get", "remote.origin.url") or ""
-    project = project_of_remote(remote) if remote else None
+    remote = git.run("config", "--get", "remote.origin.url") or ""
+    project = git.project_of_remote(remote) if remote else None
     # one git call for three answers: the top folder, the commit, the branch ("HEAD" when detached)
-    answers = (_git("rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD") or "").splitlines()
+    answers = (git.run("rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD") or "").splitlines()
     root, commit, branch = (answers + [None, None, None])[:3]
     return CiContext(
         provider="LOCAL",
@@ -435,6 +345,6 @@ def _local() -> CiContext:
         ref=commit,
         head_ref=branch if branch and branch != "HEAD" else None,
         event="local",
-        repository_root=_rooted(root, "") if root else None,
-        repository_provider="GITLAB" if "gitlab" in _host(remote) else "GITHUB",
+        repository_root=git.rooted(root, "") if root else None,
+        repository_provider="GITLAB" if "gitlab" in git.host(remote) else "GITHUB",
     )

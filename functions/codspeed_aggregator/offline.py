@@ -21,7 +21,8 @@ from io import BufferedReader
 from pathlib import Path
 from typing import IO, Any
 
-from codspeed_rules.normalize import NORMALIZED_HEADER, NotNormalized
+from codspeed_rules.normalize import NORMALIZED_HEADER
+from codspeed_rules.verify import NotNormalized
 
 from .domain.bundle import normalizing, validate_bundle
 from .domain.errors import BadBundle

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from .bundle import CHUNK, member_path, read_exactly
 from .callgrind import HEADER_BYTES, OUT_NAME
+from .deflate import Proof
+from .tar import member_path
 
 FORMAT = 1
 BLOCK = 512
@@ -33,7 +34,6 @@ GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, m
 # The same with an extra field (RFC 1952 2.3.1.1) saying "normalized, format 1"; gzip readers skip it.
 NORMALIZED_HEADER = b"\x1f\x8b\x08\x04\x00\x00\x00\x00\x00\xff\x06\x00Cn\x02\x00" + struct.pack("<H", FORMAT)
 FULL_FLUSH_END = b"\x00\x00\xff\xff"  # how a full flush ends: an empty stored block
-CLOSING_BLOCK = b"\x01\x00\x00\xff\xff"  # an empty final stored block: see closed()
 FINAL_BLOCK = b"\x03\x00"  # an empty final fixed-Huffman block: ends a deflate stream of full-flushed segments
 # An index's mark: when it was made, each segment but the end was inflated alone by a fresh inflater,
 # came to its length and CRC-32 and ended closed (the object's CRC-32 binds it to those bytes).
@@ -84,7 +84,7 @@ class Normalizer:
     ) -> None:
         self._out, self._full_flush, self._crc32 = out, full_flush, crc32
         self._comp = compressor(level) if out is not None else None
-        self._proof = _Proof(prove, crc32) if prove is not None and out is not None else None
+        self._proof = Proof(prove, crc32) if prove is not None and out is not None else None
         self._object_crc, self._offset = 0, 0  # of the compressed bytes written
         self._emit(NORMALIZED_HEADER)
         self.unplaced: list[tuple[list[Any], int]] = []
@@ -93,18 +93,13 @@ class Normalizer:
         self._segment = {"start": self._offset, "ulen": 0, "crc": 0}
         self._member_segments: list[list[Any]] = []
         self._state, self._remaining = "header", 0
-        self._block = bytearray()
-        self._ext = bytearray()
-        self._ext_type, self._ext_size = b"", 0
-        self._callgrind, self._head_limit = False, 0
+        self._block, self._ext, self._ext_type, self._ext_size = bytearray(), bytearray(), b"", 0
+        self._callgrind, self._head_limit, self.broken = False, 0, False
         self._long_name: str | None = None
         self._pax_path: str | None = None
         self._head: bytearray | None = None
         self._pid_line = -1  # where the head's first pid: line starts, once found
         self._tail = b""  # the last bytes of a callgrind body, to find pid lines across chunks
-        self.broken = False
-
-    # -- writing segments -----------------------------------------------------------
 
     def _write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
@@ -146,8 +141,6 @@ class Normalizer:
     def _cut_member(self, kind: str) -> None:
         if (cut := self._cut(kind)) is not None:
             self._member_segments.append(cut)
-
-    # -- walking the tar ------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
         """Never raises on what it is fed: a tar it cannot cut leaves it broken (``close`` answers
@@ -313,263 +306,11 @@ class Normalizer:
         if end is not None and end[1] is not None:
             end[2] += len(FINAL_BLOCK)  # the end segment runs to the trailer
         self._emit(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
-        index = {
-            "format": FORMAT,
-            "members": self.members,
-            "end": end,
-            "crc": self.crc,
-            "size": self.size,
-            "object": {"size": self._offset, "crc32": self._object_crc},
-        }
+        index = {"format": FORMAT, "members": self.members, "end": end, "crc": self.crc, "size": self.size}
+        index["object"] = {"size": self._offset, "crc32": self._object_crc}
         if self._proof is not None and self._proof.held:
             index[INFLATED_ALONE] = True
         return index
-
-
-class _Proof:
-    """A normalizer's segments inflated alone as they are written: what the splice would otherwise
-    inflate again at every forward, done once (a compressor's full flush is trusted nowhere)."""
-
-    def __init__(self, inflater: Callable[..., Any], crc32: Callable[..., int]) -> None:
-        self._inflater, self._crc32 = inflater, crc32
-        self._inflate, self._crc, self._size = inflater(), 0, 0
-        self.held = True
-
-    def feed(self, packed: bytes) -> None:
-        if not packed or not self.held:
-            return
-        try:  # our own compressor's output: it inflates to no more than was just compressed
-            data = self._inflate.decompress(packed)
-        except Exception:  # zlib's or isal's error
-            self.held = False
-            return
-        self._crc, self._size = self._crc32(data, self._crc), self._size + len(data)
-
-    def segment_ends(self, size: int, crc: int) -> None:
-        if self.held and ((self._size, self._crc) != (size, crc) or not closed(self._inflate)):
-            self.held = False
-        self._inflate, self._crc, self._size = self._inflater(), 0, 0
-
-
-def raw_inflater() -> Any:  # zlib's decompressobj: decompress(), eof, unused_data
-    return zlib.decompressobj(-15)
-
-
-def closed(inflate: Any) -> bool:
-    """Whether what ``inflate`` (a raw inflater, used up by the test) was fed ends with a complete,
-    byte-aligned, non-final block, so that any other such segment may follow it. The test: an
-    empty final stored block appended must inflate to nothing and end the stream exactly. Its only
-    set bits are its first (BFINAL, where a block must begin: so a block ended at that byte
-    boundary) and its last sixteen, where any block header would read the invalid type 3; after
-    a final block it is left unused; a stored block still open takes it as data."""
-    try:
-        extra = inflate.decompress(CLOSING_BLOCK)
-    except Exception:  # zlib's or isal's error
-        return False
-    return not extra and inflate.eof and not inflate.unused_data
-
-
-class NotNormalized(Exception):
-    """A bundle marked as normalized is not cut where a normalizer cuts: read it as any other."""
-
-
-class Verifier:
-    """The tar inside a bundle marked as normalized (``raw`` is the rest of the object after its
-    gzip header), read like a gzip reader reads it, and checked to be cut exactly as a normalizer
-    cuts that tar: ``index`` is then that index, made from what was read, never from the bundle.
-
-    The compressed bytes are inflated segment by segment, each by a fresh inflater (a segment that
-    refers to bytes before it fails to inflate), while a normalizer without output walks what they
-    inflate to. Each cut of that walk must fall where a full flush ends in the stream (the bytes
-    00 00 FF FF), and there the segment must be ``closed``. Raises NotNormalized when it
-    is not so, and what gzip readers raise when the stream is corrupt."""
-
-    def __init__(
-        self, raw: BinaryIO, inflater: Callable[..., Any] = raw_inflater, crc32: Callable[..., int] = zlib.crc32
-    ) -> None:
-        self._raw, self._inflater, self._crc32 = raw, inflater, crc32
-        self._walker = Normalizer(None, crc32=crc32)
-        self._position = len(NORMALIZED_HEADER)  # object offset of the next compressed byte fed
-        self._object_crc = crc32(NORMALIZED_HEADER)
-        self._segment_start = self._position
-        self._inflate = inflater()
-        self._inflated_bytes, self._inflated_crc = 0, 0  # what the current segment inflated to
-        self._trailer = b""
-        self._pieces = self._inflated_object()
-        self._rest = b""
-        self.index: dict[str, Any] | None = None
-
-    def __enter__(self) -> Verifier:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def read(self, n: int = -1) -> bytes:
-        data, self._rest = self._rest or next(self._pieces, b""), b""
-        if 0 <= n < len(data):
-            data, self._rest = data[:n], data[n:]
-        return data
-
-    def _inflated_object(self) -> Iterator[bytes]:
-        """The tar's bytes, at most CHUNK at a time (a bomb never inflates at once)."""
-        held = b""  # the last bytes of a read may begin a flush's end
-        while chunk := self._raw.read(CHUNK):
-            self._object_crc = self._crc32(chunk, self._object_crc)
-            data, at = held + chunk, 0
-            while (found := data.find(FULL_FLUSH_END, at)) >= 0:
-                yield from self._inflated(data[at : found + 4])
-                at = found + 4
-                self._at_flush()
-            keep = min(len(FULL_FLUSH_END) - 1, len(data) - at)
-            yield from self._inflated(data[at : len(data) - keep])
-            held = data[len(data) - keep :]
-        yield from self._inflated(held)
-        self._finish()
-
-    def _inflated(self, packed: bytes) -> Iterator[bytes]:
-        self._position += len(packed)
-        while True:
-            if self._inflate.eof:
-                self._trailer += packed
-                return
-            try:
-                data = self._inflate.decompress(packed, CHUNK)
-            except Exception as exc:  # zlib's or isal's error: a segment refers to bytes before it, or worse
-                raise NotNormalized(f"a segment does not inflate alone ({exc})") from exc
-            if data:
-                self._inflated_bytes += len(data)
-                self._inflated_crc = self._crc32(data, self._inflated_crc)
-                self._walker.feed(data)
-                yield data
-            packed = self._inflate.unused_data if self._inflate.eof else self._inflate.unconsumed_tail
-            if not packed and len(data) < CHUNK:  # a full answer may leave output behind
-                return
-
-    def _at_flush(self) -> None:
-        """A full flush may end here: where the walk has just cut, the segment ends."""
-        if self._walker.broken:
-            return
-        if not self._walker.unplaced or self._inflate.eof:
-            return
-        (cut, ends), *others = self._walker.unplaced
-        if others or ends != self._walker.size:
-            raise NotNormalized(f"a {cut[0]} segment does not end where the tar's member does (byte {ends})")
-        self._check_inflated(cut, ends)
-        if not closed(self._inflate):
-            raise NotNormalized(f"a {cut[0]} segment does not end with a full flush (byte {ends})")
-        self._place(cut, self._position)
-        self._walker.unplaced.clear()
-        self._inflate = self._inflater()
-
-    def _check_inflated(self, cut: list[Any], ends: int) -> None:
-        """The compressed bytes placed for a cut inflate, alone, to exactly its bytes: a walk that
-        holds bytes back (a callgrind head until its pid: line) must not let a segment run past them."""
-        if (self._inflated_bytes, self._inflated_crc) != (cut[3], cut[4]):
-            raise NotNormalized(
-                f"a {cut[0]} segment inflates to {self._inflated_bytes} bytes where the tar's "
-                f"{cut[0]} is {cut[3]} (byte {ends})"
-            )
-
-    def _place(self, cut: list[Any], end: int) -> None:
-        cut[1], cut[2] = self._segment_start, end - self._segment_start
-        self._segment_start, self._inflated_bytes, self._inflated_crc = end, 0, 0
-
-    def _finish(self) -> None:
-        if not self._inflate.eof:
-            raise EOFError("the gzip stream ends before its last block")
-        if len(self._trailer) < 8:
-            raise EOFError("the gzip stream ends inside its trailer")
-        if len(self._trailer) > 8:
-            raise NotNormalized("the gzip stream has bytes after its trailer")  # another member, maybe
-        crc, size = struct.unpack("<II", self._trailer)
-        if (crc, size) != (self._walker.crc, self._walker.size & 0xFFFFFFFF):
-            raise zlib.error("the gzip trailer's CRC-32 or length does not match the data")
-        index = self._walker.close()
-        if index is None or self._walker.broken:
-            return  # a tar the normalizer cannot cut: validation says why, or it is merged as it is
-        # Only the end-of-archive segment may hold the final block: a splice re-encodes it, and
-        # copies every member's segments into the middle of another stream.
-        unplaced = self._walker.unplaced
-        if len(unplaced) > 1 or (unplaced and unplaced[-1][0] is not index["end"]):
-            cut = unplaced[0][0]
-            raise NotNormalized(f"a {cut[0]} segment ends the deflate stream: it cannot be copied into another")
-        if unplaced:
-            self._check_inflated(*unplaced[0])
-            self._place(index["end"], self._position - 8)
-        elif self._inflated_bytes:
-            raise NotNormalized("the deflate stream holds bytes after the tar's last segment")
-        index["object"] = {"size": self._position, "crc32": self._object_crc}
-        index[INFLATED_ALONE] = True  # each segment was, above, and the end too
-        self.index = index
-
-
-class Normalizing:
-    """``validate_bundle``'s gunzip and tap for a bundle to splice: one marked as normalized is
-    verified as it is read (``Verifier``); any other is normalized by ``normalizer`` as it is
-    read, or, without one, refused with NotNormalized. ``verify=False``: the mark is not looked at
-    (the second read of a bundle marked as normalized that is not)."""
-
-    def __init__(
-        self,
-        normalizer: Normalizer | None,
-        gunzip: Callable[..., Any],
-        inflater: Callable[..., Any] = raw_inflater,
-        crc32: Callable[..., Any] = zlib.crc32,
-        verify: bool = True,
-    ) -> None:
-        self._normalizer, self._gunzip, self._inflater, self._crc32 = normalizer, gunzip, inflater, crc32
-        self._verify = verify
-        self.verifier: Verifier | None = None
-
-    def gunzip(self, raw: BinaryIO) -> Any:  # a Verifier, or the gunzip's stream
-        head = read_exactly(raw, len(NORMALIZED_HEADER))
-        if head == NORMALIZED_HEADER and self._verify:
-            self.verifier = Verifier(raw, self._inflater, self._crc32)
-            return self.verifier
-        if self._normalizer is None:
-            raise NotNormalized("the bundle is not marked as normalized")
-        return self._gunzip(_Prepended(head, raw))
-
-    def tap(self, data: bytes) -> None:
-        if self.verifier is None and self._normalizer is not None:
-            self._normalizer.feed(data)
-
-    def close(self, listing: list[tuple[Any, ...]]) -> dict[str, Any] | None:
-        """The index (of the bundle itself when it was verified, else of the normalized copy), when
-        its members are exactly those validation read (``BundleSummary.listing``): the splice
-        writes the members the index lists, so a tar that ``tarfile`` reads otherwise than this
-        walk (a PAX header that overrides a size, or an mtime by a second or more) is not spliced,
-        but merged from what validation read. A sub-second mtime (Python's tarfile writes one in
-        PAX) is harmless: the merged archive's GNU headers hold whole seconds either way. None
-        otherwise, or when the tar could not be cut."""
-        if self.verifier is not None:
-            index = self.verifier.index
-        else:
-            index = self._normalizer.close() if self._normalizer is not None else None
-        if index is None or len(index["members"]) != len(listing):
-            return None
-        for m, (name, kind, size, mode, mtime) in zip(index["members"], listing, strict=True):
-            # tarfile rounds a sub-second mtime into the ustar field and keeps the exact one in PAX
-            if (m["name"], m["type"], m["size"], m["mode"]) != (name, kind, size, mode) or abs(m["mtime"] - mtime) >= 1:
-                return None
-        return index
-
-
-class _Prepended:
-    def __init__(self, head: bytes, raw: BinaryIO) -> None:
-        self._head, self._raw = head, raw
-
-    def read(self, n: int = -1) -> bytes:
-        if not self._head:
-            return self._raw.read(n)
-        head, self._head = self._head, b""
-        if n < 0:
-            return head + self._raw.read()
-        if n <= len(head):
-            self._head = head[n:]
-            return head[:n]
-        return head + self._raw.read(n - len(head))
 
 
 def _pax_path(records: bytes) -> str | None:

@@ -7,7 +7,8 @@ import pytest
 from codspeed_aggregator.adapters.github_status import GitHubStatuses
 from codspeed_aggregator.domain.notification import commit_status
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
-from codspeed_wire.report import BenchmarkCounts, Report, ShardEntry, render_markdown
+from codspeed_wire.markdown import render_markdown
+from codspeed_wire.report import BenchmarkCounts, Report, ShardEntry
 from tests.factories import COMMIT, bundle, put, upload_request
 from tests.fake_github import FakeGitHub
 

@@ -188,7 +188,7 @@ def test_a_skipped_shard_is_carried_from_the_latest_forwarded_run_on_the_base_br
     assert f"carried from run {baseline}" in carried.reason and carried.benchmarks == 1
     assert report.baseline["run_id"] == baseline and report.missing_benchmarks == ["t1::gone"]
     assert "Benchmarks gone since the baseline (1): t1\\:\\:gone" in __import__(
-        "codspeed_wire.report", fromlist=["x"]
+        "codspeed_wire.markdown", fromlist=["x"]
     ).render_markdown(report)
 
     [upload] = isolated.upstream.uploads(run_id)

@@ -5,7 +5,7 @@ from unittest import mock
 import pytest
 
 from codspeed_wire.api import ShardUploadRequest
-from codspeed_wire.report import render_markdown
+from codspeed_wire.markdown import render_markdown
 from tests.factories import bundle, put, upload_request
 
 

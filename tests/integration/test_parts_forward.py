@@ -267,7 +267,7 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(in_parts, i
     # a carried shard is done in every summary; ``arrived`` keeps its meaning (measured here)
     assert (report.arrived, report.carried) == (2, 1)
     from codspeed_aggregator.domain.notification import commit_status
-    from codspeed_wire.report import render_markdown
+    from codspeed_wire.markdown import render_markdown
 
     assert "forwarded, 3/3 shards in (2 measured, 1 carried)" in render_markdown(report)
     assert commit_status(report) == ("success", "forwarded 3/3 shards (2 measured, 1 carried)")

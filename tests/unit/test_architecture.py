@@ -69,15 +69,27 @@ def test_use_cases_call_no_handler_and_build_no_adapter_from_settings():
         assert not upward, f"{path.name} imports {upward}"
 
 
-def test_no_room_is_too_big_to_read_whole():
-    """A module of at most 350 lines and a class of at most 250: what a change reads stays small."""
-    for path in _modules():
+ROOT = PACKAGE.parents[1]
+EVERY_PACKAGE = [
+    PACKAGE,
+    ROOT / "functions" / "codspeed_rules",
+    ROOT / "functions" / "codspeed_wire",
+    ROOT / "client" / "codspeed_client",
+    ROOT / "local" / "codspeed_local",
+]
+
+
+@pytest.mark.parametrize("package", EVERY_PACKAGE, ids=lambda p: p.name)
+def test_no_room_is_too_big_to_read_whole(package):
+    """A module of at most 350 lines and a class of at most 250, in every package (the aggregator's
+    alone was held to it: the rules, the client and the local stack grew past it)."""
+    for path in sorted(package.rglob("*.py")):
         lines = len(path.read_text().splitlines())
-        assert lines <= 350, f"{path.relative_to(PACKAGE)}: {lines} lines"
+        assert lines <= 350, f"{path.relative_to(ROOT)}: {lines} lines"
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
                 size = node.end_lineno - node.lineno + 1
-                assert size <= 250, f"{path.relative_to(PACKAGE)}: class {node.name} has {size} lines"
+                assert size <= 250, f"{path.relative_to(ROOT)}: class {node.name} has {size} lines"
 
 
 def _layout_modules() -> dict[str, str]:

@@ -7,7 +7,8 @@ import pytest
 from codspeed_aggregator.domain.bundle import validate_bundle
 from codspeed_aggregator.domain.errors import BadBundle
 from codspeed_local.profiles import callgrind_text
-from codspeed_rules.bundle import MAX_PROCESSES, MAX_RESULTS, BundleLimits, member_path
+from codspeed_rules.bundle import MAX_PROCESSES, MAX_RESULTS, BundleLimits
+from codspeed_rules.tar import member_path
 from tests.factories import bundle, profile_members, tar_gz
 
 
@@ -182,7 +183,7 @@ def test_a_tar_read_and_written_front_to_back_as_a_file_is_what_tarfile_s_stream
     """Validation and the merge open tars as files through ForwardOnly (tarfile's stream modes copy
     every byte three times): the same bytes written, the same members read, from a stream that
     reads short and cannot seek."""
-    from codspeed_rules.bundle import ForwardOnly
+    from codspeed_rules.tar import ForwardOnly
 
     members = profile_members(4242, ["t::a", "t::b"])
     members["./runner.log"] = bytes(range(256)) * 3000

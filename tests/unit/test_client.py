@@ -203,7 +203,7 @@ def test_a_circleci_push_states_metadata_version_11_as_the_runner_after_5_0_2_do
 
 
 def test_a_remote_that_is_a_local_path_is_not_a_project():
-    from codspeed_client.ci import project_of_remote
+    from codspeed_client.git import project_of_remote
 
     assert project_of_remote("/srv/git/widgets.git") is None and project_of_remote("../widgets") is None
     assert project_of_remote("file:///srv/git/widgets.git") is None
@@ -667,7 +667,7 @@ def test_a_pull_requests_base_commit_is_its_merge_base_when_the_clone_has_the_hi
 
 
 def test_a_base_commits_ancestors_are_its_first_parents_the_nearest_first_as_far_as_the_clone_holds_them(tmp_path):
-    from codspeed_client.ci import ancestors
+    from codspeed_client.git import ancestors
 
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)

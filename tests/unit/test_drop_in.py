@@ -87,12 +87,6 @@ def test_without_a_run_part_an_upload_is_a_run_of_one():
         _meta(None, executor="walltime", environment="BUILDKITE", gh_data={"runId": "build-9", "job": "bench"})
     )
     assert "!" in place.shard and walltime.shard != place.shard and walltime.run_id == place.run_id
-    # a run opened before job keys keeps shard 1 of each executor, as it was keyed then
-    assert (
-        place.keyed_for(False) == ("1", Manifest(total=1, indexed=True))
-        and walltime.keyed_for(False)[0] == "1~walltime"
-    )
-    assert place.keyed_for(True) == (place.shard, place.manifest)
 
 
 @pytest.mark.parametrize("total", [-5, 0, 1001])

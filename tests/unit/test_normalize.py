@@ -16,16 +16,9 @@ from hypothesis import strategies as st
 from codspeed_aggregator.domain import gz
 from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
 from codspeed_rules import bundle as rules
-from codspeed_rules.normalize import (
-    GZIP_HEADER,
-    INFLATED_ALONE,
-    NORMALIZED_HEADER,
-    Normalizer,
-    Normalizing,
-    NotNormalized,
-    Verifier,
-    closed,
-)
+from codspeed_rules.deflate import closed
+from codspeed_rules.normalize import GZIP_HEADER, INFLATED_ALONE, NORMALIZED_HEADER, Normalizer
+from codspeed_rules.verify import Normalizing, NotNormalized, Verifier
 from tests.factories import arrival, profile_members, segment_ends, tar_gz
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"

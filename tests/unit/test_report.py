@@ -2,7 +2,8 @@ from codspeed_aggregator.domain.ledger import FORWARDED, OPEN, RunRecord, ShardR
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.report import build_report
 from codspeed_aggregator.domain.results import LISTED, merged, summarize
-from codspeed_wire.report import Report, render_markdown
+from codspeed_wire.markdown import render_markdown
+from codspeed_wire.report import Report
 
 
 def _snapshot(state=OPEN, skipped=(), upstream=None) -> Snapshot:
@@ -337,7 +338,8 @@ def test_a_pushed_shard_is_listed_once_for_each_executor_and_named_with_it():
 
 
 def test_the_first_line_is_the_verdict_and_a_carried_shard_counts_as_in():
-    from codspeed_wire.report import BenchmarkCounts, ShardEntry, verdict
+    from codspeed_wire.markdown import verdict
+    from codspeed_wire.report import BenchmarkCounts, ShardEntry
 
     base = Report(
         project="a/b",

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
 from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
 from codspeed_aggregator.domain.splice import IndexMismatch, NormalizedShard, splice
-from codspeed_rules.bundle import BadBundle
-from codspeed_rules.normalize import GZIP_HEADER, NORMALIZED_HEADER, NotNormalized
+from codspeed_rules.normalize import GZIP_HEADER, NORMALIZED_HEADER
+from codspeed_rules.tar import BadBundle
+from codspeed_rules.verify import NotNormalized
 from tests.factories import arrival, segment_ends
 
 FLUSHES = [zlib.Z_NO_FLUSH, zlib.Z_SYNC_FLUSH, zlib.Z_FULL_FLUSH, zlib.Z_BLOCK, zlib.Z_PARTIAL_FLUSH]

@@ -156,7 +156,7 @@ def where_from(ctx: CiContext, commit: str) -> dict[str, Any]:
     commit of it), the base commit and the commits before it."""
     from codspeed_rules.names import MAX_ANCESTORS, is_ci_url, is_commit
 
-    from ..ci import ancestors
+    from ..git import ancestors
 
     found: dict[str, Any] = {"ci_url": ctx.ci_url} if ctx.ci_url and is_ci_url(ctx.ci_url) else {}
     if ctx.head_commit and is_commit(ctx.head_commit) and ctx.head_commit.lower() != commit.lower():

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import plan as planning
-    from ..ci import tracked_files
+    from ..git import tracked_files
 
     try:
         target, skipped = Target(args, check=args.open), None  # only an open sends anything
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 def _changed(args: argparse.Namespace, target: Target, root: str) -> list[str] | None:
     """The files changed (None: no base to compare with): ``--changed``, else git's since the base."""
     from .. import plan as planning
-    from ..ci import changed_files
+    from ..git import changed_files
 
     changed: list[str] | None
     if args.changed:

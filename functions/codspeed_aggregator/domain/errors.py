@@ -3,7 +3,7 @@
 
 from typing import TypeVar
 
-from codspeed_rules.bundle import BadBundle
+from codspeed_rules.tar import BadBundle
 
 __all__ = [
     "BadBundle",

@@ -8,8 +8,8 @@ from typing import Any
 
 from isal import igzip, igzip_threaded, isal_zlib
 
-from codspeed_rules.bundle import Readable
 from codspeed_rules.normalize import Writable
+from codspeed_rules.tar import Readable
 
 NAME = "isal"
 # isal compresses at levels 0-3; 1 is the speed/size balance the merge ships with.

@@ -22,18 +22,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from codspeed_rules.bundle import (
-    CHUNK,
-    GUNZIP_ERRORS,
-    BadBundle,
-    BoundedTarInfo,
-    BundleCheck,
-    ForwardOnly,
-    Readable,
-    is_gzip,
-    member_path,
-)
+from codspeed_rules.bundle import GUNZIP_ERRORS, BundleCheck, is_gzip
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
+from codspeed_rules.tar import CHUNK, BadBundle, BoundedTarInfo, ForwardOnly, Readable, member_path
 
 from . import gz
 from .bundle import unpacked

@@ -5,7 +5,8 @@ body within its host's limit whatever the run's size."""
 from dataclasses import dataclass
 from typing import Any
 
-from codspeed_wire.report import Report, render_markdown
+from codspeed_wire.markdown import render_markdown
+from codspeed_wire.report import Report
 
 from .ledger import base_run_id
 from .timestamps import epoch

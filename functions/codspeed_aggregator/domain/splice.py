@@ -29,7 +29,6 @@ from typing import Any
 
 from isal import isal_zlib
 
-from codspeed_rules.bundle import CHUNK, BadBundle, Readable
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 from codspeed_rules.normalize import (
     BLOCK,
@@ -40,6 +39,7 @@ from codspeed_rules.normalize import (
     NORMALIZED_HEADER,
     Writable,
 )
+from codspeed_rules.tar import CHUNK, BadBundle, Readable
 
 from . import gz
 from .merge import (

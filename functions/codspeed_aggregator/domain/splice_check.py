@@ -8,7 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from isal import isal_zlib
 
-from codspeed_rules.normalize import closed
+from codspeed_rules.deflate import closed
 
 from . import gz
 from .gz import usable_cores

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from codspeed_rules.names import PROJECT_PATTERN, RUN_ID_PATTERN, SHARD_KEY_PATTERN
 from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
-from codspeed_wire.report import render_markdown
+from codspeed_wire.markdown import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 
 from .. import wiring

@@ -2,7 +2,7 @@
 
 from html import escape as _html_escape
 
-from codspeed_wire.report import visible
+from codspeed_wire.markdown import visible
 
 
 def escape(text: str, quote: bool = True) -> str:

@@ -7,7 +7,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from codspeed_rules.summary import counts_line, shards_done
-from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, figure, overlaps_line
+from codspeed_wire.markdown import figure, overlaps_line
+from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks
 
 from ..domain.ledger import RunRecord
 from .html import escape

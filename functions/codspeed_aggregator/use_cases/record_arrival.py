@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codspeed_rules.bundle import VALGRIND, BundleSummary
-from codspeed_rules.normalize import NotNormalized
+from codspeed_rules.verify import NotNormalized
 
 from ..adapters.bucket import Bucket, VersionedStream
 from ..adapters.ledger import Reads, Runs, Shards
