@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .callgrind import HEADER_BYTES, OUT_NAME
 from .deflate import Proof
@@ -41,6 +41,16 @@ INFLATED_ALONE = "inflated_alone"
 HEADER, HEAD, BODY, PAD, END = "header", "head", "body", "pad", "end"
 EXTENDED = (b"L", b"K", b"x", b"g", b"X")
 PID_LINE_START = b"\npid: "
+
+
+class Segment(NamedTuple):
+    """One segment of a normalized bundle, as its index lists it (a JSON list, in this order)."""
+
+    kind: str  # header, head, body, pad, end
+    offset: int  # where its compressed bytes start in the object
+    length: int  # its compressed bytes
+    unpacked: int  # the tar bytes it inflates to
+    crc: int  # their CRC-32
 
 
 def raw_compressor(level: int) -> Any:  # zlib's compressobj (or ISA-L's): compress() and flush()

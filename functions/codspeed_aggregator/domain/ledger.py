@@ -9,6 +9,7 @@ never shows less.
 """
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from codspeed_rules.names import KEYED_AS_NAME
@@ -268,6 +269,35 @@ class Snapshot:
     def first_arrived(self) -> ShardRecord | None:
         """The shard counted first (its metadata is the run's, upstream); None when none was."""
         return min(self.arrived().values(), key=lambda s: (s.arrived_at or "", s.name), default=None)
+
+
+class Counted(StrEnum):
+    """What the ledger answers a bundle's count: done, the shard no longer as read (read it again),
+    or the run no longer taking shards (its next attempt does)."""
+
+    RECORDED = "recorded"
+    CHANGED = "changed"
+    RUN_NOT_OPEN = "run_not_open"
+
+
+class Arrival(StrEnum):
+    """What became of an arrival (an object's S3 event), each with the metric that counts it."""
+
+    RECORDED = "recorded"
+    DUPLICATE = "duplicate"
+    REJECTED = "rejected"
+    LATE = "late"
+    IGNORED = "ignored"
+
+    @property
+    def metric(self) -> str:
+        return {
+            "recorded": "ShardsCounted",
+            "duplicate": "DuplicatesAbsorbed",
+            "rejected": "BundlesRejected",
+            "late": "LateBundles",
+            "ignored": "ObjectsIgnored",
+        }[self.value]
 
 
 FRESH_SECONDS = 1.0  # a tally's revision read this recently is still likely its current one

@@ -37,6 +37,7 @@ from codspeed_rules.normalize import (
     GZIP_HEADER,
     INFLATED_ALONE,
     NORMALIZED_HEADER,
+    Segment,
     Writable,
 )
 from codspeed_rules.tar import CHUNK, BadBundle, Readable
@@ -145,16 +146,15 @@ class _Spliced:
             self._checked.segment_done()
             self._promised(zlib.crc32(data), len(data), checked=True)
 
-    def copied(self, cursor: _Cursor, segment: list[Any]) -> None:
+    def copied(self, cursor: _Cursor, segment: Segment) -> None:
         """A segment of a normalized bundle, copied as it is."""
-        _, offset, length, unpacked, crc = segment
         if cursor.inflated_alone:
-            cursor.copy(offset, length, self.sink)
+            cursor.copy(segment.offset, segment.length, self.sink)
             self._checked.gap()  # what follows is inflated by a fresh inflater, as it was when indexed
         else:
-            cursor.copy(offset, length, self)
+            cursor.copy(segment.offset, segment.length, self)
             self._checked.segment_done()
-        self._promised(crc, unpacked, checked=not cursor.inflated_alone)
+        self._promised(segment.crc, segment.unpacked, checked=not cursor.inflated_alone)
 
     def close(self) -> None:
         self.write(FINAL_BLOCK)
@@ -208,13 +208,15 @@ def _adds_up(shard: NormalizedShard) -> None:
     """An index marked INFLATED_ALONE places the segments the splice copies unchecked: they must
     follow each other from the object's gzip header on and come to the tar's length and CRC-32."""
     index = shard.index
-    segments = [s for m in index["members"] for s in m["segments"]] + ([index["end"]] if index["end"] else [])
+    listed = [s for m in index["members"] for s in m["segments"]] + ([index["end"]] if index["end"] else [])
     at, crc, size = len(NORMALIZED_HEADER), 0, 0
-    for kind, offset, length, unpacked, segment_crc in segments:
-        if offset != at:
-            raise IndexMismatch(f"shard {shard.name}: its index places a {kind} segment at byte {offset}, not {at}")
-        at, size = at + length, size + unpacked
-        crc = isal_zlib.crc32_combine(crc, segment_crc, unpacked)
+    for segment in (Segment(*s) for s in listed):
+        if segment.offset != at:
+            raise IndexMismatch(
+                f"shard {shard.name}: its index places a {segment.kind} segment at byte {segment.offset}, not {at}"
+            )
+        at, size = at + segment.length, size + segment.unpacked
+        crc = isal_zlib.crc32_combine(crc, segment.crc, segment.unpacked)
     if (crc, size) != (index["crc"], index["size"]) or at > index["object"]["size"] - 8:
         raise IndexMismatch(
             f"shard {shard.name}: its index's segments come to {size} bytes (CRC-32 {crc}) ending at "
@@ -222,8 +224,8 @@ def _adds_up(shard: NormalizedShard) -> None:
         )
 
 
-def _segments(member: dict[str, Any]) -> dict[str, list[Any]]:
-    return {segment[0]: segment for segment in member["segments"]}
+def _segments(member: dict[str, Any]) -> dict[str, Segment]:
+    return {segment[0]: Segment(*segment) for segment in member["segments"]}
 
 
 def _header(path: str, member: dict[str, Any], size: int) -> bytes:
@@ -271,9 +273,9 @@ def _splice_head(
     """A callgrind file whose pid keeps its width: only its head (which ends with its one ``pid:``
     line) is inflated and rewritten, its body copied as it was compressed."""
     spliced.encoded(_header(placed, member, member["size"]))
-    _, offset, length, unpacked, crc = segments["head"]
-    head = _inflated(isal_zlib.decompressobj(-15), cursor.read(offset, length), member["name"])
-    if len(head) != unpacked or zlib.crc32(head) != crc:
+    head_at = segments["head"]
+    head = _inflated(isal_zlib.decompressobj(-15), cursor.read(head_at.offset, head_at.length), member["name"])
+    if len(head) != head_at.unpacked or zlib.crc32(head) != head_at.crc:
         raise IndexMismatch(f"shard {shard}: the head of {member['name']} does not match its index")
     spliced.encoded(_rewrite_head(head, *pids))
     for kind in ("body", "pad"):
@@ -324,14 +326,13 @@ def _encode_member(
         for kind in ("head", "body"):
             if kind not in segments:
                 continue
-            _, offset, length, _, _ = segments[kind]
-            for chunk in cursor.chunks(offset, length):
+            for chunk in cursor.chunks(segments[kind].offset, segments[kind].length):
                 data = _inflated(inflate, chunk, placed)
                 spool.write(rewriter.feed(data) if rewriter else data)
         if rewriter:
             spool.write(rewriter.close())
         if "pad" in segments:
-            cursor.seek(segments["pad"][1] + segments["pad"][2])
+            cursor.seek(segments["pad"].offset + segments["pad"].length)
         size = spool.tell()
         spool.seek(0)
         if not callgrind:  # results/<pid>.json: its creator.pid moves with the pid

@@ -20,7 +20,18 @@ from ..domain.bundle import normalizing, validate_bundle
 from ..domain.costs import shard_cost
 from ..domain.errors import BadBundle, Conflict, existing
 from ..domain.keys import index_key, normalized_key, parse_bundle_key
-from ..domain.ledger import ARRIVED, OPEN, ArrivalView, GrantRecord, RunRecord, ShardRecord, base_run_id, fresh_rev
+from ..domain.ledger import (
+    ARRIVED,
+    OPEN,
+    Arrival,
+    ArrivalView,
+    Counted,
+    GrantRecord,
+    RunRecord,
+    ShardRecord,
+    base_run_id,
+    fresh_rev,
+)
 from ..domain.results import ShardResults, measured
 from ..domain.retries import retry_delay
 from ..domain.timestamps import iso
@@ -31,14 +42,6 @@ from .reports import Reports
 log = logging.getLogger(__name__)
 
 MAX_DEFERRALS = 10  # times an event is sent again for lack of time before it goes to the dead-letter queue
-
-ARRIVAL_METRICS = {
-    "recorded": "ShardsCounted",
-    "duplicate": "DuplicatesAbsorbed",
-    "rejected": "BundlesRejected",
-    "late": "LateBundles",
-    "ignored": "ObjectsIgnored",
-}
 
 
 @dataclass
@@ -56,11 +59,11 @@ class RecordArrival:
     metrics: Metrics
     clock: Callable[[], float] = time.time
 
-    def record(self, key: str, size: int | None = None, version_id: str | None = None) -> str:
+    def record(self, key: str, size: int | None = None, version_id: str | None = None) -> Arrival:
         """Validate and count one bundle that landed in the bucket; answers what happened.
         The object version validated is the one recorded, and the only one ever merged."""
         outcome = self._arrival(key, size, version_id)
-        self.metrics.add(ARRIVAL_METRICS[outcome], 1, "Count")
+        self.metrics.add(outcome.metric, 1, "Count")
         return outcome
 
     def defer(self, event: str, deferrals: int = 0) -> str:
@@ -83,22 +86,22 @@ class RecordArrival:
         queue's visibility timeout."""
         self.arrivals_queue.retry_in(receipt_handle, retry_delay(receive_count))
 
-    def _arrival(self, key: str, size: int | None, version_id: str | None) -> str:
+    def _arrival(self, key: str, size: int | None, version_id: str | None) -> Arrival:
         try:
             project, run_id, shard, upload_id = parse_bundle_key(key)
         except BadBundle as exc:
             log.warning("ignored object: %s", exc)
-            return "ignored"
+            return Arrival.IGNORED
         read_at, view = self.clock(), self.reads.arrival_view(project, run_id, shard, upload_id)
         if view.run is None or view.upload is None:
             log.warning("ignored object %s: no upload was granted for it", key)
-            return "ignored"
+            return Arrival.IGNORED
         upload = view.upload
         if _seen(view.shard, upload):
             if self._completes(view.run):
                 self.queue.request(project, run_id, "complete")  # in case the first delivery died before asking
             self.reports.publish(project, run_id)  # in case the first delivery died before publishing
-            return "duplicate"  # absorbed before any download
+            return Arrival.DUPLICATE  # absorbed before any download
         try:
             if size is not None and upload.size is not None and size != upload.size:
                 raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
@@ -110,9 +113,9 @@ class RecordArrival:
             summary, version_id, normalized = self._validate(key, version_id, upload.executor, not view.run.sends_parts)
         except BadBundle as exc:
             if not self.shards.record_rejection(project, run_id, shard, upload_id, str(exc)):
-                return "duplicate"
+                return Arrival.DUPLICATE
             self.reports.publish(project, run_id)
-            return "rejected"
+            return Arrival.REJECTED
         figures = measured(summary.results)
         self.results.write(key, ShardResults(summary.benchmark_names, figures))
         cost_ms, longest_ms = shard_cost(figures) or (None, None)
@@ -138,11 +141,11 @@ class RecordArrival:
         )
         seen = fresh_rev(view.tally_rev, read_at, self.clock())
         outcome = self._count(project, run_id, record, upload, (view.shard, seen))
-        if outcome != "run_not_open":
+        if outcome is not None:
             return outcome
         return self._late(view, record, upload)
 
-    def _late(self, view: ArrivalView, record: ShardRecord, upload: GrantRecord) -> str:
+    def _late(self, view: ArrivalView, record: ShardRecord, upload: GrantRecord) -> Arrival:
         """Granted before the run's close, in after it was finalized: never a yes and a drop. The
         bundle counts in the run's next attempt (forwarded again once complete), and shows late
         in this one."""
@@ -166,12 +169,12 @@ class RecordArrival:
         )
         self.shards.copy_upload_metadata(project, run_id, following.run_id, upload.upload_id)
         current = self.reads.arrival_view(project, following.run_id, record.name, upload.upload_id)
-        if self._count(project, following.run_id, record, upload, (current.shard, current.tally_rev)) == "run_not_open":
+        if self._count(project, following.run_id, record, upload, (current.shard, current.tally_rev)) is None:
             raise Conflict(f"run {following.run_id} of {project} ended while a late bundle was counted in it: retried")
         reason = f"arrived after the run was finalized: counted in attempt {following.attempt} ({following.run_id})"
         noted = self.shards.record_late(project, run_id, record, reason)
         self.reports.publish(project, run_id)
-        return "late" if noted else "duplicate"
+        return Arrival.LATE if noted else Arrival.DUPLICATE
 
     def _validate(
         self, key: str, version_id: str | None, executor: str, merged: bool
@@ -220,22 +223,22 @@ class RecordArrival:
         record: ShardRecord,
         upload: GrantRecord,
         read: tuple[ShardRecord | None, int | None],
-    ) -> str:
+    ) -> Arrival | None:
         """Count a validated bundle in a run, once (``read``: its shard and its tally's revision, as
-        read); publish; ask to finalize when it completed the run."""
+        read); publish; ask to finalize when it completed the run. None: the run takes no more shards."""
         shard, seen = read
         if _seen(shard, upload):
-            return "duplicate"
+            return Arrival.DUPLICATE
         outcome = self.shards.record_arrival(project, run_id, record, upload.requested_at, shard, seen)
-        while outcome == "changed":  # another upload of this shard was counted meanwhile: look again
+        while outcome is Counted.CHANGED:  # another upload of this shard was counted meanwhile: look again
             view = self.reads.arrival_view(project, run_id, record.name, upload.upload_id)
             if _seen(view.shard, upload):
-                return "duplicate"
+                return Arrival.DUPLICATE
             outcome = self.shards.record_arrival(
                 project, run_id, record, upload.requested_at, view.shard, view.tally_rev
             )
-        if outcome == "run_not_open":
-            return outcome
+        if outcome is Counted.RUN_NOT_OPEN:
+            return None
         run = existing(self.runs.run_record(project, run_id), f"run {run_id} of {project}")
         if (
             run.sends_parts and run.state == OPEN
@@ -245,7 +248,7 @@ class RecordArrival:
             self.reports.publish(project, run_id)
         if self._completes(run):
             self.queue.request(project, run_id, "complete")
-        return outcome
+        return Arrival.RECORDED
 
     def _completes(self, run: RunRecord) -> bool:
         """The run is open and has all it waits for: every shard (a CI re-run's attempt: each

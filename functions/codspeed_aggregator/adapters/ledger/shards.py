@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ...domain.ledger import ARRIVED, LATE, REJECTED, GrantRecord, SentPost, ShardRecord
+from ...domain.ledger import ARRIVED, LATE, REJECTED, Counted, GrantRecord, SentPost, ShardRecord
 from .codec import (
     CONDITION_FAILED,
     META_PREFIX,
@@ -164,8 +164,7 @@ class Shards(TableItems):
         previous: ShardRecord | None,
         tally_rev: int | None = None,
     ) -> str:
-        """Count an accepted bundle once, replacing ``previous`` (the shard as read): "recorded",
-        "changed" (the shard is no longer as read: read again) or "run_not_open". One transaction
+        """Count an accepted bundle once, replacing ``previous`` (the shard as read) (``Counted``). One transaction
         on the shard item and its tally (``codec.tally_sk``; the shard's results are in the bucket
         already), never the run item.
 
@@ -228,8 +227,8 @@ class Shards(TableItems):
             project, run_id, shard.name, [{"Update": shard_update}, {"Update": tally}], tally_rev
         )
         if codes is None:
-            return "recorded"
-        return "run_not_open" if codes[1] == CONDITION_FAILED else "changed"
+            return Counted.RECORDED
+        return Counted.RUN_NOT_OPEN if codes[1] == CONDITION_FAILED else Counted.CHANGED
 
     def record_rejection(self, project: str, run_id: str, name: str, upload_id: str, reason: str) -> bool:
         """Note a refused bundle; a shard that already has an accepted bundle keeps it."""
