@@ -178,39 +178,3 @@ def test_a_jobs_token_follows_its_upload_into_the_attempt_that_counts_it(isolate
     shards.keep_metadata(project, run_id, "u2", {}, expired)
     shards.copy_upload_metadata(project, run_id, f"{run_id}~2", "u2")
     assert shards.upload_post(project, f"{run_id}~2", "u2", time.time())[1].token is None  # not near its expiry
-
-
-@pytest.mark.parametrize("stale", [False, True], ids=["as-read", "moved-since"])
-def test_a_change_is_noted_at_its_tallys_next_revision_with_a_read_of_its_own_only_when_it_moved(
-    isolated, project, run_id, stale
-):
-    """An arrival read its shard's tally twice (with the shard, and again just before its transaction):
-    a revision read with the shard now notes the change, unless the tally moved since."""
-    from codspeed_aggregator.adapters.ledger.codec import note_sk, tally_sk
-    from codspeed_aggregator.domain.ledger import ARRIVED, ShardRecord
-
-    ledger, shard = isolated.aggregator.ledger, "1"
-    grant = push(isolated.aggregator, project, run_id, shard, bundle(), expect=[str(i) for i in range(1, 101)])
-    view = ledger.reads.arrival_view(project, run_id, shard, grant["upload_id"])
-    seen = view.tally_rev
-    if stale:  # another shard of the same tally changed it meanwhile
-        other = next(s for s in map(str, range(2, 101)) if tally_sk(s) == tally_sk(shard))
-        record = ShardRecord(other, ARRIVED, upload_id="u-other", key="k", version_id="v")
-        assert ledger.shards.record_arrival(project, run_id, record, "1.0", None) == "recorded"
-    reads = []
-    hook = lambda **_: reads.append(1)  # noqa: E731 -- counted where it is registered
-    ledger.db.meta.events.register("before-call.dynamodb.GetItem", hook)
-    try:
-        record = ShardRecord(shard, ARRIVED, upload_id=grant["upload_id"], key=grant["key"], version_id="v")
-        assert ledger.shards.record_arrival(project, run_id, record, "2.0", view.shard, seen) == "recorded"
-    finally:
-        ledger.db.meta.events.unregister("before-call.dynamodb.GetItem", hook)
-    now = seen + 1 + stale
-    note = ledger.db.get_item(
-        TableName=ledger.table,
-        Key={"pk": {"S": f"RUN#{project}#{run_id}"}, "sk": {"S": note_sk(tally_sk(shard), now)}},
-        ConsistentRead=True,
-    )["Item"]
-    assert (note["shard"]["S"], int(note["rev"]["N"])) == (shard, now)  # its own place, whatever moved
-    assert len(reads) == stale  # the tally read again only when it had moved
-    assert ledger.reads.snapshot(project, run_id).run.group_counts[""] == 1 + stale  # counted once each

@@ -300,16 +300,6 @@ class Arrival(StrEnum):
         }[self.value]
 
 
-FRESH_SECONDS = 1.0  # a tally's revision read this recently is still likely its current one
-
-
-def fresh_rev(rev: int, read_at: float, now: float) -> int | None:
-    """A tally's revision as read at ``read_at``, when it is fresh enough for a change to be noted at
-    the next one without a read of its own (``TableItems.transact_noted``); None: read it again. Read
-    before a long step (a large bundle validated), it has likely moved under load."""
-    return rev if now - read_at <= FRESH_SECONDS else None
-
-
 @dataclass
 class ArrivalView:
     """What one arrival reads: its run, its shard (None before a first upload) and its upload request."""
@@ -317,4 +307,3 @@ class ArrivalView:
     run: RunRecord | None
     shard: ShardRecord | None
     upload: GrantRecord | None
-    tally_rev: int = 0  # the revision of the shard's tally as read: its change is noted at the next one

@@ -30,7 +30,6 @@ from ..domain.ledger import (
     RunRecord,
     ShardRecord,
     base_run_id,
-    fresh_rev,
 )
 from ..domain.results import ShardResults, measured
 from ..domain.retries import retry_delay
@@ -92,7 +91,7 @@ class RecordArrival:
         except BadBundle as exc:
             log.warning("ignored object: %s", exc)
             return Arrival.IGNORED
-        read_at, view = self.clock(), self.reads.arrival_view(project, run_id, shard, upload_id)
+        view = self.reads.arrival_view(project, run_id, shard, upload_id)
         if view.run is None or view.upload is None:
             log.warning("ignored object %s: no upload was granted for it", key)
             return Arrival.IGNORED
@@ -139,8 +138,7 @@ class RecordArrival:
             cost_ms=cost_ms,
             longest_ms=longest_ms,
         )
-        seen = fresh_rev(view.tally_rev, read_at, self.clock())
-        outcome = self._count(project, run_id, record, upload, (view.shard, seen))
+        outcome = self._count(project, run_id, record, upload, view.shard)
         if outcome is not None:
             return outcome
         return self._late(view, record, upload)
@@ -169,7 +167,7 @@ class RecordArrival:
         )
         self.shards.copy_upload_metadata(project, run_id, following.run_id, upload.upload_id)
         current = self.reads.arrival_view(project, following.run_id, record.name, upload.upload_id)
-        if self._count(project, following.run_id, record, upload, (current.shard, current.tally_rev)) is None:
+        if self._count(project, following.run_id, record, upload, current.shard) is None:
             raise Conflict(f"run {following.run_id} of {project} ended while a late bundle was counted in it: retried")
         reason = f"arrived after the run was finalized: counted in attempt {following.attempt} ({following.run_id})"
         noted = self.shards.record_late(project, run_id, record, reason)
@@ -222,21 +220,18 @@ class RecordArrival:
         run_id: str,
         record: ShardRecord,
         upload: GrantRecord,
-        read: tuple[ShardRecord | None, int | None],
+        shard: ShardRecord | None,
     ) -> Arrival | None:
-        """Count a validated bundle in a run, once (``read``: its shard and its tally's revision, as
-        read); publish; ask to finalize when it completed the run. None: the run takes no more shards."""
-        shard, seen = read
+        """Count a validated bundle in a run, once (``shard``: as read); publish; ask to finalize when
+        it completed the run. None: the run takes no more shards."""
         if _seen(shard, upload):
             return Arrival.DUPLICATE
-        outcome = self.shards.record_arrival(project, run_id, record, upload.requested_at, shard, seen)
+        outcome = self.shards.record_arrival(project, run_id, record, upload.requested_at, shard)
         while outcome is Counted.CHANGED:  # another upload of this shard was counted meanwhile: look again
             view = self.reads.arrival_view(project, run_id, record.name, upload.upload_id)
             if _seen(view.shard, upload):
                 return Arrival.DUPLICATE
-            outcome = self.shards.record_arrival(
-                project, run_id, record, upload.requested_at, view.shard, view.tally_rev
-            )
+            outcome = self.shards.record_arrival(project, run_id, record, upload.requested_at, view.shard)
         if outcome is Counted.RUN_NOT_OPEN:
             return None
         run = existing(self.runs.run_record(project, run_id), f"run {run_id} of {project}")

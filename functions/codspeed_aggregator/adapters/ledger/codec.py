@@ -291,25 +291,9 @@ class TableItems:
             ),
         }
 
-    def transact_noted(  # noqa: PLR0913 -- the shard, its change, and its tally as read
-        self, project: str, run_id: str, shard: str, items: list[dict[str, Any]], seen_rev: int | None = None
-    ) -> list[str] | None:
-        """``transact`` a change of a shard (``items``, its tally's update second) with the note of it.
-        ``seen_rev``: its tally's revision as read with the shard; the tally must still be at it, so
-        the note lands on its own place without a read of its own. When the tally moved since (or
-        nothing was read), it is read, and the change made at what it holds (its condition, the
-        tally closed, told as before)."""
-        if seen_rev is not None:
-            tally = dict(items[1]["Update"])
-            at = "rev = :seen" if seen_rev else "attribute_not_exists(rev)"
-            held = tally.get("ConditionExpression")
-            tally["ConditionExpression"] = f"({held}) AND {at}" if held else at
-            tally["ExpressionAttributeValues"] = {**tally["ExpressionAttributeValues"], **dump({":seen": seen_rev})}
-            exact = [items[0], {"Update": tally}, *items[2:]]
-            codes = self.transact([*exact, {"Put": self.change_note(project, run_id, shard, seen_rev)}])
-            others = [code for i, code in enumerate(codes or ()) if i != 1]
-            if codes is None or codes[1] != CONDITION_FAILED or CONDITION_FAILED in others:
-                return codes
+    def transact_noted(self, project: str, run_id: str, shard: str, items: list[dict[str, Any]]) -> list[str] | None:
+        """``transact`` a change of a shard (``items``) with the note of it, at its tally's next
+        revision, read just before (``noted_shards``)."""
         rev = self.tally_rev(project, run_id, shard)
         return self.transact([*items, {"Put": self.change_note(project, run_id, shard, rev)}])
 

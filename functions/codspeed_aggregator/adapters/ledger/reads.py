@@ -24,7 +24,6 @@ from .codec import (
     TableItems,
     noted_shards,
     notes_wanted,
-    tally_sk,
     tally_sks,
 )
 from .records import plan_from, run_from, shard_from, upload_from
@@ -186,7 +185,6 @@ class Reads(TableItems):
             run=run_from(run, [t for t in keys.values() if t]) if run else None,
             shard=shard_from(shard_item) if shard_item else None,
             upload=upload_from(upload) if upload else None,
-            tally_rev=(keys.get(tally_sk(shard)) or {}).get("rev", 0),
         )
 
     def shard_view(self, project: str, run_id: str, shard: str) -> tuple[RunRecord | None, ShardRecord | None]:

@@ -155,22 +155,16 @@ class Shards(TableItems):
             self.copy_upload_metadata(project, earlier, run_id, item["upload_id"])
         return dict(Counter(item.get("group") or "" for item in arrived))
 
-    def record_arrival(  # noqa: PLR0913 -- the shard, what it replaces, and its tally as read with it
-        self,
-        project: str,
-        run_id: str,
-        shard: ShardRecord,
-        requested_at: str,
-        previous: ShardRecord | None,
-        tally_rev: int | None = None,
-    ) -> str:
-        """Count an accepted bundle once, replacing ``previous`` (the shard as read) (``Counted``). One transaction
-        on the shard item and its tally (``codec.tally_sk``; the shard's results are in the bucket
+    def record_arrival(
+        self, project: str, run_id: str, shard: ShardRecord, requested_at: str, previous: ShardRecord | None
+    ) -> Counted:
+        """Count an accepted bundle once, replacing ``previous`` (the shard as read) (``Counted``). One
+        transaction on the shard item and its tally (``codec.tally_sk``; the shard's results are in the bucket
         already), never the run item.
 
         The group's count in the tally grows only when the shard had no accepted bundle, and the
         condition on the shard makes that exact under any interleaving; a tally the claim closed
-        refuses it. ``tally_rev``: the tally's revision as read with ``previous`` (``transact_noted``)."""
+        refuses it."""
         replacing = previous is not None and previous.upload_id is not None
         values = {
             ":arrived": ARRIVED,
@@ -223,9 +217,7 @@ class Shards(TableItems):
             {":count": 0 if replacing else 1},
             names={"#counted": count_attribute(shard.group)},
         )
-        codes = self.transact_noted(
-            project, run_id, shard.name, [{"Update": shard_update}, {"Update": tally}], tally_rev
-        )
+        codes = self.transact_noted(project, run_id, shard.name, [{"Update": shard_update}, {"Update": tally}])
         if codes is None:
             return Counted.RECORDED
         return Counted.RUN_NOT_OPEN if codes[1] == CONDITION_FAILED else Counted.CHANGED
