@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from codspeed_rules.summary import counts_line, plural, shards_done
+from codspeed_rules.summary import counts_line, overlaps_named, plural, shards_done
 
 from .errors import FORWARD_FAILED, OK, OVERLAPPED, SHARDS_MISSING, TIMEOUT
 
@@ -85,10 +85,7 @@ def overlaps_text(report: dict[str, Any]) -> str | None:
     """The benchmarks measured in more than one shard by one executor, in a sentence."""
     if not report.get("overlaps_total"):
         return None
-    named = "; ".join(
-        f"{o['benchmark']} ({o['executor']}) in {', '.join(o['shards'])}" for o in report.get("overlaps", [])[:10]
-    )
-    return f"measured in more than one shard ({report['overlaps_total']}): {named}"
+    return f"measured in more than one shard {overlaps_named(report.get('overlaps') or [], report['overlaps_total'])}"
 
 
 def _shard_detail(shard: dict[str, Any]) -> str:

@@ -3,7 +3,10 @@ and in ``codspeed-client status`` alike."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+OVERLAPS_NAMED = 10  # benchmarks measured twice a sentence names; it counts the rest
 
 
 def plural(n: int, word: str) -> str:
@@ -27,3 +30,15 @@ def counts_line(counts: dict[str, Any]) -> str:
     ]
     parts += [f"{counts[k]} {k}" for k in ("new", "carried", "running", "missing") if counts.get(k)]
     return ", ".join(parts)
+
+
+def overlaps_named(overlaps: list[dict[str, Any]], total: int, say: Callable[[str], str] = str) -> str:
+    """``N: a::one (valgrind) in 1, 2; …``: the benchmarks measured in more than one shard (the
+    report's ``overlaps`` and ``overlaps_total``), each text made fit by ``say`` for where it is shown."""
+    named = "; ".join(
+        f"{say(o['benchmark'])} ({say(o['executor'])}) in {say(', '.join(o['shards']))}"
+        + (f" and {o['in_shards'] - len(o['shards'])} more" if o["in_shards"] > len(o["shards"]) else "")
+        for o in overlaps[:OVERLAPS_NAMED]
+    )
+    more = total - min(len(overlaps), OVERLAPS_NAMED)
+    return f"({total}): {named}" + (f"; and {more} more" if more > 0 else "")

@@ -4,7 +4,7 @@ what a reviewer reads first, every text from a bundle or a request made inert.""
 import unicodedata
 from collections.abc import Callable
 
-from codspeed_rules.summary import counts_line, shards_done
+from codspeed_rules.summary import counts_line, overlaps_named, shards_done
 
 from .report import Report
 
@@ -148,16 +148,10 @@ def _md_named_shards(report: Report) -> list[str]:
 
 def overlaps_line(report: Report, say: Callable[[str], str]) -> str:
     """The benchmarks measured twice, in a sentence (``say``: made inert for where it is shown)."""
-    named = "; ".join(
-        f"{say(o.benchmark)} ({say(o.executor)}) in {say(', '.join(o.shards))}"
-        + (f" and {o.in_shards - len(o.shards)} more" if o.in_shards > len(o.shards) else "")
-        for o in report.overlaps[:10]
-    )
-    more = report.overlaps_total - min(len(report.overlaps), 10)
+    named = overlaps_named([o.model_dump() for o in report.overlaps], report.overlaps_total, say)
     return (
-        f"Measured in more than one shard ({report.overlaps_total}): {named}"
-        + (f"; and {more} more" if more > 0 else "")
-        + ". Each went upstream from every shard that holds it: a shard's filter overlaps another's."
+        f"Measured in more than one shard {named}. Each went upstream from every shard that holds it: "
+        "a shard's filter overlaps another's."
     )
 
 
