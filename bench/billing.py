@@ -289,25 +289,11 @@ def main() -> int:
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
     sys.path[:0] = [str(root / "functions"), str(root), str(root / "local")]
-    from growth import (
-        PARTS_PROJECT,
-        PROJECT,
-        ByteCounter,
-        billing,
-        measure,
-    )  # the local stack: imported to measure only
-    from load import RequestCounter
+    from growth import PARTS_PROJECT, PROJECT, both_modes, measure  # the local stack: imported to measure only
     from samtranslator.yaml_helper import yaml_parse
 
-    from codspeed_local.stack import LocalStack
-
     measured = (10,) if args.quick else (10, 100)
-    with LocalStack(
-        pollers=False,
-        webhook_secret="bench-secret",
-        env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{PARTS_PROJECT}=parts"},
-    ) as stack:
-        counter, nbytes, billed = RequestCounter(), ByteCounter(), billing()
+    with both_modes() as (stack, counter, nbytes, billed):
         runs = {
             (mode, n): BilledUnits.dollars(measure(stack, counter, nbytes, n, 1, project, billed)["billed"])
             for mode, project in (("one-upload", PROJECT), ("parts", PARTS_PROJECT))
@@ -320,6 +306,7 @@ def main() -> int:
         "| per run, in-region |"
     )
     print("|---|---|---|---|---|---|---|")
+    total = {}  # a 1000-shard run's, by mode
     for mode in ("one-upload", "parts"):
         for shards in (10, 100, 1000):
             base = max(n for n in measured if n <= shards)
@@ -335,13 +322,10 @@ def main() -> int:
                 f"${sum(lines.values()):.4f}",
             ]
             print(f"| {mode}, {shards} | " + " | ".join(cells) + " |")
+        total[mode] = sum(lines.values())
     print("(* from the largest run measured, per shard: flat per shard, bench/growth.py)")
     fixed = fixed_monthly(yaml_parse((root / "template.yaml").read_text()))
     print("fixed, a month: " + ", ".join(f"{k} ${v:.2f}" for k, v in fixed.items()) + f"; ${sum(fixed.values()):.2f}")
-    parts, merged = (
-        whole_bill(m, 1000, bundle, runs[(m, measured[-1])] / measured[-1] * 1000) for m in ("parts", "one-upload")
-    )
-    total = {m: sum(b["lines"].values()) for m, b in (("parts", parts), ("one-upload", merged))}
     ratio = total["parts"] / total["one-upload"]
     print(f"billing: parts_1000={total['parts']:.4f} one_upload_1000={total['one-upload']:.4f} ratio={ratio:.2f}")
     return 1 if ratio > 1 else 0  # the default costs no more than a merge at the end

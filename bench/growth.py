@@ -46,7 +46,9 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import requests
@@ -293,16 +295,23 @@ def compare(small: dict, big: dict) -> dict:
     }
 
 
-def run(sizes: tuple[int, int], processes: int) -> tuple[list[dict], dict, dict, list[dict], dict, list[dict]]:
-    """Both sizes through one process, then the larger through ``processes``; then both sizes of
-    a parts run (each shard sent upstream as the batch counted it) through one process; and what
-    each mode's runs of 10 and 100 shards (and the larger) bill."""
+@contextmanager
+def both_modes() -> Iterator[tuple[LocalStack, RequestCounter, ByteCounter, BilledUnits]]:
+    """A local stack whose ``PROJECT`` runs one upload a run and ``PARTS_PROJECT`` a part a shard, no
+    poller (the caller delivers each event), with what ``measure`` counts: requests, bytes, billed units."""
     with LocalStack(
         pollers=False,
         webhook_secret="bench-secret",
         env={"FORWARD_MODE": "one-upload", "FORWARD_MODES": f"{PARTS_PROJECT}=parts"},
     ) as stack:
-        counter, nbytes, billed = RequestCounter(), ByteCounter(), billing()
+        yield stack, RequestCounter(), ByteCounter(), billing()
+
+
+def run(sizes: tuple[int, int], processes: int) -> tuple[list[dict], dict, dict, list[dict], dict, list[dict]]:
+    """Both sizes through one process, then the larger through ``processes``; then both sizes of
+    a parts run (each shard sent upstream as the batch counted it) through one process; and what
+    each mode's runs of 10 and 100 shards (and the larger) bill."""
+    with both_modes() as (stack, counter, nbytes, billed):
         found = [measure(stack, counter, nbytes, n, 1, billed=billed) for n in sizes]
         spread = measure(stack, counter, nbytes, sizes[1], processes)
         # a parts run's smaller size has two batches: each steady rebuild reads its batch's arrivals and
