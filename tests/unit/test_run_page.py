@@ -286,3 +286,12 @@ def test_the_time_axis_never_repeats_a_label_however_short_the_run():
         )
         found = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', render_main(report, {}, None, None))
         assert found == ticks, (seconds, found)
+
+
+def test_a_benchmark_two_shards_measured_is_named_on_the_page_as_text():
+    from codspeed_wire.report import Overlap
+
+    overlap = Overlap(benchmark="t::<b>", executor="valgrind", shards=["1", "2"], in_shards=2)
+    main = render_main(_report(state="forwarded", partial=False, overlaps=[overlap], overlaps_total=1), {}, None, None)
+    assert 'id="overlaps"' in main and "Measured in more than one shard (1): t::&lt;b&gt; (valgrind) in 1, 2" in main
+    assert 'id="overlaps"' not in render_main(_report(state="forwarded", partial=False), {}, None, None)
