@@ -243,9 +243,9 @@ def segment_ends(tar: bytes) -> list[int]:
     normalizer.feed(tar)
     index = normalizer.close()
     ends, at = [], 0
-    for member in (index or {}).get("members", []):
-        for segment in member["segments"]:
-            at += segment[3]
+    for member in index.members if index else []:
+        for segment in member.segments:
+            at += segment.unpacked
             ends.append(at)
     return ends
 

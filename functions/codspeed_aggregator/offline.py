@@ -19,8 +19,9 @@ from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from io import BufferedReader
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
+from codspeed_rules.index import Index
 from codspeed_rules.normalize import NORMALIZED_HEADER
 from codspeed_rules.verify import NotNormalized
 
@@ -136,7 +137,7 @@ def _prepared(paths: list[str], scratch: Path) -> Generator[NormalizedShard, Non
 
 
 # a bundle ready to splice: its pids, its index, and the normalized object (the bundle itself or its copy)
-Prepared = tuple[tuple[int, ...], dict[str, Any], str | Path] | str | None
+Prepared = tuple[tuple[int, ...], Index, str | Path] | str | None
 
 
 def _prepare(job: tuple[str, Path]) -> Prepared:

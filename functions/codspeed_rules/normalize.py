@@ -22,35 +22,21 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from .callgrind import HEADER_BYTES, OUT_NAME
 from .deflate import Proof
+from .index import BODY, END, FORMAT, HEAD, HEADER, PAD, Index, Member, Sealed, Segment
 from .tar import member_path
 
-FORMAT = 1
 BLOCK = 512
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, mtime 0, unknown OS
 # The same with an extra field (RFC 1952 2.3.1.1) saying "normalized, format 1"; gzip readers skip it.
 NORMALIZED_HEADER = b"\x1f\x8b\x08\x04\x00\x00\x00\x00\x00\xff\x06\x00Cn\x02\x00" + struct.pack("<H", FORMAT)
 FULL_FLUSH_END = b"\x00\x00\xff\xff"  # how a full flush ends: an empty stored block
 FINAL_BLOCK = b"\x03\x00"  # an empty final fixed-Huffman block: ends a deflate stream of full-flushed segments
-# An index's mark: when it was made, each segment but the end was inflated alone by a fresh inflater,
-# came to its length and CRC-32 and ended closed (the object's CRC-32 binds it to those bytes).
-INFLATED_ALONE = "inflated_alone"
-HEADER, HEAD, BODY, PAD, END = "header", "head", "body", "pad", "end"
 EXTENDED = (b"L", b"K", b"x", b"g", b"X")
 PID_LINE_START = b"\npid: "
-
-
-class Segment(NamedTuple):
-    """One segment of a normalized bundle, as its index lists it (a JSON list, in this order)."""
-
-    kind: str  # header, head, body, pad, end
-    offset: int  # where its compressed bytes start in the object
-    length: int  # its compressed bytes
-    unpacked: int  # the tar bytes it inflates to
-    crc: int  # their CRC-32
 
 
 def raw_compressor(level: int) -> Any:  # zlib's compressobj (or ISA-L's): compress() and flush()
@@ -97,11 +83,11 @@ class Normalizer:
         self._proof = Proof(prove, crc32) if prove is not None and out is not None else None
         self._object_crc, self._offset = 0, 0  # of the compressed bytes written
         self._emit(NORMALIZED_HEADER)
-        self.unplaced: list[tuple[list[Any], int]] = []
+        self.unplaced: list[tuple[Segment, int]] = []  # (a cut, the tar byte it ends at)
         self.crc, self.size = 0, 0
-        self.members: list[dict[str, Any]] = []
+        self.members: list[Member] = []
         self._segment = {"start": self._offset, "ulen": 0, "crc": 0}
-        self._member_segments: list[list[Any]] = []
+        self._member_segments: list[Segment] = []
         self._state, self._remaining = "header", 0
         self._block, self._ext, self._ext_type, self._ext_size = bytearray(), bytearray(), b"", 0
         self._callgrind, self._head_limit, self.broken = False, 0, False
@@ -132,17 +118,18 @@ class Normalizer:
             self._out.write(packed)
             self._offset += len(packed)
 
-    def _cut(self, kind: str) -> list[Any] | None:
-        """End the current segment (if it holds anything) as ``kind``; answers it."""
+    def _cut(self, kind: str) -> Segment | None:
+        """End the current segment (if it holds anything) as ``kind``; answers it (placed at -1
+        without output: a ``Verifier`` places it)."""
         segment = self._segment
         if segment["ulen"] == 0:
             return None
         if self._comp is None:
-            cut = [kind, None, None, segment["ulen"], segment["crc"]]
+            cut = Segment(kind, -1, -1, segment["ulen"], segment["crc"])
             self.unplaced.append((cut, self.size))
         else:
             self._emit_segment(self._comp.flush(self._full_flush))
-            cut = [kind, segment["start"], self._offset - segment["start"], segment["ulen"], segment["crc"]]
+            cut = Segment(kind, segment["start"], self._offset - segment["start"], segment["ulen"], segment["crc"])
             if self._proof is not None and kind != END:  # the end is never copied: a splice encodes its own
                 self._proof.segment_ends(segment["ulen"], segment["crc"])
         self._segment = {"start": self._offset, "ulen": 0, "crc": 0}
@@ -214,15 +201,14 @@ class Normalizer:
         path = member_path(name)
         regular = kind in (b"0", b"\0", b"7")
         self.members.append(
-            {
-                "name": path,
-                "type": "file" if regular else "dir" if kind == b"5" else kind.decode("latin-1"),
-                "mode": _octal(block[100:108]) & 0o777,
-                "mtime": _octal(block[136:148]),
-                "size": size if regular else 0,
-                "pid_lines": 0,
-                "segments": self._member_segments,
-            }
+            Member(
+                name=path,
+                type="file" if regular else "dir" if kind == b"5" else kind.decode("latin-1"),
+                mode=_octal(block[100:108]) & 0o777,
+                mtime=_octal(block[136:148]),
+                size=size if regular else 0,
+                segments=self._member_segments,
+            )
         )
         self._cut_member(HEADER)
         size = size if regular else 0
@@ -255,7 +241,7 @@ class Normalizer:
             if self._head is not None:
                 self._end_head(-1)
             self._cut_member(BODY)
-            padding = _padded(self.members[-1]["size"])
+            padding = _padded(self.members[-1].size)
             if padding:
                 self._state, self._remaining = "pad", padding
             else:
@@ -289,7 +275,7 @@ class Normalizer:
             self._count_pid_lines(head)
             self._write(head)
             return
-        self.members[-1]["pid_lines"] += 1
+        self.members[-1].pid_lines += 1
         self._write(head[: line_end + 1])
         self._cut_member(HEAD)
         rest = head[line_end + 1 :]
@@ -300,27 +286,30 @@ class Normalizer:
     def _count_pid_lines(self, data: bytes) -> None:
         keep = len(PID_LINE_START) - 1
         across = (self._tail + data[:keep]).count(PID_LINE_START)  # a line that starts in the last chunk
-        self.members[-1]["pid_lines"] += across + data.count(PID_LINE_START)
+        self.members[-1].pid_lines += across + data.count(PID_LINE_START)
         self._tail = (self._tail + data)[-keep:] if len(data) < keep else data[-keep:]
 
     def _close_member(self) -> None:
         self._member_segments = []  # the next member's; the last one's list stays in its entry
 
-    def close(self) -> dict[str, Any] | None:
+    def close(self) -> Index | None:
         """Ends the stream; answers the index of what was written, or None when the tar could
         not be cut (it ended inside a member, or a header did not parse)."""
         if self.broken or self._state not in ("end", "header") or self._block:
             return None
         end = self._cut(END)
         self._emit(FINAL_BLOCK)
-        if end is not None and end[1] is not None:
-            end[2] += len(FINAL_BLOCK)  # the end segment runs to the trailer
+        if end is not None and self._comp is not None:
+            end = end._replace(length=end.length + len(FINAL_BLOCK))  # the end segment runs to the trailer
         self._emit(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
-        index = {"format": FORMAT, "members": self.members, "end": end, "crc": self.crc, "size": self.size}
-        index["object"] = {"size": self._offset, "crc32": self._object_crc}
-        if self._proof is not None and self._proof.held:
-            index[INFLATED_ALONE] = True
-        return index
+        return Index(
+            members=self.members,
+            end=end,
+            crc=self.crc,
+            size=self.size,
+            object=Sealed(self._offset, self._object_crc),
+            inflated_alone=self._proof is not None and self._proof.held,
+        )
 
 
 def _pax_path(records: bytes) -> str | None:

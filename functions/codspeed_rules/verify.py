@@ -6,10 +6,12 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any, BinaryIO
 
 from .deflate import closed, raw_inflater
-from .normalize import FULL_FLUSH_END, INFLATED_ALONE, NORMALIZED_HEADER, Normalizer
+from .index import END, Index, Sealed, Segment
+from .normalize import FULL_FLUSH_END, NORMALIZED_HEADER, Normalizer
 from .tar import CHUNK, read_exactly
 
 
@@ -41,7 +43,8 @@ class Verifier:
         self._trailer = b""
         self._pieces = self._inflated_object()
         self._rest = b""
-        self.index: dict[str, Any] | None = None
+        self._placed: list[tuple[int, int]] = []  # (offset, length) of each cut of the walk, in order
+        self.index: Index | None = None
 
     def __enter__(self) -> Verifier:
         return self
@@ -98,25 +101,26 @@ class Verifier:
             return
         (cut, ends), *others = self._walker.unplaced
         if others or ends != self._walker.size:
-            raise NotNormalized(f"a {cut[0]} segment does not end where the tar's member does (byte {ends})")
+            raise NotNormalized(f"a {cut.kind} segment does not end where the tar's member does (byte {ends})")
         self._check_inflated(cut, ends)
         if not closed(self._inflate):
-            raise NotNormalized(f"a {cut[0]} segment does not end with a full flush (byte {ends})")
-        self._place(cut, self._position)
+            raise NotNormalized(f"a {cut.kind} segment does not end with a full flush (byte {ends})")
+        self._place(self._position)
         self._walker.unplaced.clear()
         self._inflate = self._inflater()
 
-    def _check_inflated(self, cut: list[Any], ends: int) -> None:
+    def _check_inflated(self, cut: Segment, ends: int) -> None:
         """The compressed bytes placed for a cut inflate, alone, to exactly its bytes: a walk that
         holds bytes back (a callgrind head until its pid: line) must not let a segment run past them."""
-        if (self._inflated_bytes, self._inflated_crc) != (cut[3], cut[4]):
+        if (self._inflated_bytes, self._inflated_crc) != (cut.unpacked, cut.crc):
             raise NotNormalized(
-                f"a {cut[0]} segment inflates to {self._inflated_bytes} bytes where the tar's "
-                f"{cut[0]} is {cut[3]} (byte {ends})"
+                f"a {cut.kind} segment inflates to {self._inflated_bytes} bytes where the tar's "
+                f"{cut.kind} is {cut.unpacked} (byte {ends})"
             )
 
-    def _place(self, cut: list[Any], end: int) -> None:
-        cut[1], cut[2] = self._segment_start, end - self._segment_start
+    def _place(self, end: int) -> None:
+        """The walk's next cut ends at object byte ``end``: every cut is placed, in order."""
+        self._placed.append((self._segment_start, end - self._segment_start))
         self._segment_start, self._inflated_bytes, self._inflated_crc = end, 0, 0
 
     def _finish(self) -> None:
@@ -135,17 +139,32 @@ class Verifier:
         # Only the end-of-archive segment may hold the final block: a splice re-encodes it, and
         # copies every member's segments into the middle of another stream.
         unplaced = self._walker.unplaced
-        if len(unplaced) > 1 or (unplaced and unplaced[-1][0] is not index["end"]):
+        if len(unplaced) > 1 or (unplaced and unplaced[-1][0].kind != END):
             cut = unplaced[0][0]
-            raise NotNormalized(f"a {cut[0]} segment ends the deflate stream: it cannot be copied into another")
+            raise NotNormalized(f"a {cut.kind} segment ends the deflate stream: it cannot be copied into another")
         if unplaced:
             self._check_inflated(*unplaced[0])
-            self._place(index["end"], self._position - 8)
+            self._place(self._position - 8)
         elif self._inflated_bytes:
             raise NotNormalized("the deflate stream holds bytes after the tar's last segment")
-        index["object"] = {"size": self._position, "crc32": self._object_crc}
-        index[INFLATED_ALONE] = True  # each segment was, above, and the end too
-        self.index = index
+        self.index = self._placed_in(index)
+
+    def _placed_in(self, walked: Index) -> Index:
+        """The walk's index with its cuts where they were found in the object, which it is sealed to;
+        each segment was inflated alone, above, and the end too."""
+        places = iter(self._placed)
+
+        def placed(cut: Segment) -> Segment:
+            offset, length = next(places)
+            return cut._replace(offset=offset, length=length)
+
+        return replace(
+            walked,
+            members=[replace(m, segments=[placed(s) for s in m.segments]) for m in walked.members],
+            end=placed(walked.end) if walked.end is not None else None,
+            object=Sealed(self._position, self._object_crc),
+            inflated_alone=True,
+        )
 
 
 class Normalizing:
@@ -179,7 +198,7 @@ class Normalizing:
         if self.verifier is None and self._normalizer is not None:
             self._normalizer.feed(data)
 
-    def close(self, listing: list[tuple[Any, ...]]) -> dict[str, Any] | None:
+    def close(self, listing: list[tuple[Any, ...]]) -> Index | None:
         """The index (of the bundle itself when it was verified, else of the normalized copy), when
         its members are exactly those validation read (``BundleSummary.listing``): the splice
         writes the members the index lists, so a tar that ``tarfile`` reads otherwise than this
@@ -191,11 +210,11 @@ class Normalizing:
             index = self.verifier.index
         else:
             index = self._normalizer.close() if self._normalizer is not None else None
-        if index is None or len(index["members"]) != len(listing):
+        if index is None or len(index.members) != len(listing):
             return None
-        for m, (name, kind, size, mode, mtime) in zip(index["members"], listing, strict=True):
+        for m, (name, kind, size, mode, mtime) in zip(index.members, listing, strict=True):
             # tarfile rounds a sub-second mtime into the ustar field and keeps the exact one in PAX
-            if (m["name"], m["type"], m["size"], m["mode"]) != (name, kind, size, mode) or abs(m["mtime"] - mtime) >= 1:
+            if (m.name, m.type, m.size, m.mode) != (name, kind, size, mode) or abs(m.mtime - mtime) >= 1:
                 return None
         return index
 

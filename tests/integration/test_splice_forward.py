@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from codspeed_aggregator.domain.keys import index_key, normalized_key
 from codspeed_aggregator.use_cases import forward_part
 from codspeed_local.upstream_stub import archive_of
-from codspeed_rules.normalize import INFLATED_ALONE
+from codspeed_rules.index import Index, MadeFrom
 from codspeed_wire.api import ShardUploadRequest
 from tests.factories import bundle, marked_uncut, packed, put, upload_request
 
@@ -57,34 +57,46 @@ def test_arrivals_leave_a_normalized_copy_and_the_finalizer_splices_it(isolated,
     agg = isolated.aggregator
     keys = _run(agg, isolated, project, run_id)
     shard = agg.ledger.reads.snapshot(project, run_id).shards["1"]
-    assert shard.normalized["key"] == normalized_key(keys[0]) and set(shard.normalized) == {
-        "key",
-        "version",
-        "index_version",
-    }
-    index = agg.store.read_json(index_key(keys[0]), shard.normalized["index_version"])
-    assert index["bundle"] == {"key": keys[0], "version": shard.version_id}
-    assert index[INFLATED_ALONE] is True  # the arrival inflated each segment it wrote: no forward does again
+    assert shard.normalized.key == normalized_key(keys[0]) and shard.normalized.index_version
+    index = Index.from_json(agg.store.read_json(index_key(keys[0]), shard.normalized.index_version))
+    assert index.bundle == MadeFrom(keys[0], shard.version_id)
+    assert index.inflated_alone  # the arrival inflated each segment it wrote: no forward does again
     upload, _ = _spliced(agg, isolated, project, run_id)
     metadata = json.loads((upload / "metadata.json").read_text())
     assert metadata["profileMd5"] == base64.b64encode(hashlib.md5(archive_of(upload).read_bytes()).digest()).decode()
 
 
-def test_a_normalized_copy_that_does_not_match_its_index_is_merged_from_the_bundles_instead(isolated, project, run_id):
+def _another_object(document):
+    document["object"]["crc32"] ^= 1
+
+
+def _another_format(document):
+    document["format"] = 2
+
+
+@pytest.mark.parametrize("alter", [_another_object, _another_format])
+def test_a_normalized_copy_that_does_not_match_its_index_is_merged_from_the_bundles_instead(
+    isolated, project, run_id, alter
+):
     agg = isolated.aggregator
     keys = _run(agg, isolated, project, run_id)
     # the copy changed under its index (a new version at the key is never read: the recorded one is
-    # pinned; here the recorded version's index itself names another object)
+    # pinned; here the recorded version's index itself names another object), or the index is of
+    # a format this release does not read
     original = agg.store.read_json
 
     def read_json(key, version_id=None):
         document = original(key, version_id)
         if key == index_key(keys[1]):
-            document["object"]["crc32"] ^= 1
+            alter(document)
         return document
 
-    with mock.patch.object(agg.store, "read_json", read_json):
+    with (
+        mock.patch.object(agg.store, "read_json", read_json),
+        mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged,
+    ):
         assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    assert merged.call_count == 1
     [upload] = isolated.upstream.uploads(run_id)
     assert sorted(_outs(upload)) == ["./4242.out", "./4243.out", "./4244.out"]
 
@@ -109,9 +121,7 @@ def test_a_normalized_copy_gone_from_the_bucket_is_merged_from_the_bundle(isolat
     agg = isolated.aggregator
     keys = _run(agg, isolated, project, run_id, shards=2)
     shard = agg.ledger.reads.snapshot(project, run_id).shards["1"]
-    agg.store.s3.delete_object(
-        Bucket=agg.store.bucket, Key=normalized_key(keys[0]), VersionId=shard.normalized["version"]
-    )
+    agg.store.s3.delete_object(Bucket=agg.store.bucket, Key=normalized_key(keys[0]), VersionId=shard.normalized.version)
     with mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged:
         assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 1
@@ -133,10 +143,10 @@ def test_a_bundle_the_client_normalized_is_verified_and_spliced_as_it_is(isolate
         keys = _run(agg, isolated, project, run_id, make=packed)
     assert spooled.call_count == 3 and not any(_has(agg, normalized_key(key)) for key in keys)  # no copy written
     shard = agg.ledger.reads.snapshot(project, run_id).shards["2"]
-    assert shard.normalized["key"] == keys[1] and shard.normalized["version"] == shard.version_id
-    index = agg.store.read_json(index_key(keys[1]), shard.normalized["index_version"])
-    assert index["bundle"] == {"key": keys[1], "version": shard.version_id}
-    assert index[INFLATED_ALONE] is True  # verified: each segment was inflated alone
+    assert shard.normalized.key == keys[1] and shard.normalized.version == shard.version_id
+    index = Index.from_json(agg.store.read_json(index_key(keys[1]), shard.normalized.index_version))
+    assert index.bundle == MadeFrom(keys[1], shard.version_id)
+    assert index.inflated_alone  # verified: each segment was inflated alone
     _, outs = _spliced(agg, isolated, project, run_id)
     assert b"t2::a" in outs["./4243.out"] and b"t3::b" in outs["./4244.out"]
 
@@ -154,7 +164,7 @@ def test_a_bundle_marked_as_normalized_but_not_cut_is_read_again_and_normalized(
     keys = _run(agg, isolated, project, run_id, shards=2, make=marked_uncut)
     assert agg.metrics.seen.count("NormalizedBundlesRedone") == 2 and agg.metrics.seen.count("ShardsCounted") == 2
     shard = agg.ledger.reads.snapshot(project, run_id).shards["1"]
-    assert shard.state == "arrived" and shard.normalized["key"] == normalized_key(keys[0])
+    assert shard.state == "arrived" and shard.normalized.key == normalized_key(keys[0])
     with mock.patch.object(forward_part, "merge_bundles") as merged:
         assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert merged.call_count == 0

@@ -7,6 +7,7 @@ import struct
 import subprocess
 import tarfile
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from codspeed_aggregator.domain import gz
 from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
 from codspeed_rules import bundle as rules
 from codspeed_rules.deflate import closed
-from codspeed_rules.normalize import GZIP_HEADER, INFLATED_ALONE, NORMALIZED_HEADER, Normalizer
+from codspeed_rules.index import Index, Sealed
+from codspeed_rules.normalize import GZIP_HEADER, NORMALIZED_HEADER, Normalizer
 from codspeed_rules.verify import Normalizing, NotNormalized, Verifier
 from tests.factories import arrival, profile_members, segment_ends, tar_gz
 
@@ -25,7 +27,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
 REAL = ["valgrind-shard-1.tar.gz", "valgrind-shard-2.tar.gz", "walltime-shard-1.tar"]
 
 
-def packed(data: bytes, level: int = 6, **kwargs) -> tuple[bytes, dict]:
+def packed(data: bytes, level: int = 6, **kwargs) -> tuple[bytes, Index]:
     """What ``codspeed-client pack`` makes of a bundle's tar: normalized with the standard library."""
     tar = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
     out = io.BytesIO()
@@ -35,26 +37,30 @@ def packed(data: bytes, level: int = 6, **kwargs) -> tuple[bytes, dict]:
     return out.getvalue(), index
 
 
-def inflated_alone(index: dict) -> dict:
+def inflated_alone(index: Index) -> Index:
     """The index a verifier makes of what a normalizer wrote: marked, for it inflated every segment."""
-    return {**index, INFLATED_ALONE: True}
+    return replace(index, inflated_alone=True)
 
 
-def shape(index: dict) -> dict:
+def shape(index: Index) -> Index:
     """An index without where its segments sit in the object (several places can be right: a
     stored block that ends with the bytes a full flush ends with closes its segment too)."""
-    return {
-        **index,
-        "object": None,
-        "end": index["end"][::3] if index["end"] else None,
-        "members": [{**m, "segments": [[k, u, c] for k, _, _, u, c in m["segments"]]} for m in index["members"]],
-    }
+
+    def unplaced(segment):
+        return segment._replace(offset=0, length=0)
+
+    return replace(
+        index,
+        object=Sealed(0, 0),
+        end=unplaced(index.end) if index.end else None,
+        members=[replace(m, segments=[unplaced(s) for s in m.segments]) for m in index.members],
+    )
 
 
-def stand_alone(bundle: bytes, index: dict) -> bool:
+def stand_alone(bundle: bytes, index: Index) -> bool:
     """Every segment inflates alone to its length and CRC-32, and ends closed."""
-    for member in index["members"]:
-        for _kind, offset, length, unpacked, crc in member["segments"]:
+    for member in index.members:
+        for _kind, offset, length, unpacked, crc in member.segments:
             inflate = zlib.decompressobj(-15)
             data = inflate.decompress(bundle[offset : offset + length])
             if (len(data), zlib.crc32(data)) != (unpacked, crc) or not closed(inflate):
@@ -62,7 +68,7 @@ def stand_alone(bundle: bytes, index: dict) -> bool:
     return True
 
 
-def verified(data: bytes, executor: str = "valgrind") -> tuple[rules.BundleSummary, dict | None]:
+def verified(data: bytes, executor: str = "valgrind") -> tuple[rules.BundleSummary, Index | None]:
     reading = normalizing(None)
     summary = validate_bundle(io.BytesIO(data), executor, gunzip=reading.gunzip, tap=reading.tap)
     assert reading.verifier is not None
@@ -74,7 +80,7 @@ def test_a_packed_real_bundle_verifies_to_the_index_its_normalizer_wrote(name, t
     executor = "walltime" if name.startswith("walltime") else "valgrind"
     bundle, index = packed((FIXTURES / name).read_bytes())
     summary, found = verified(bundle, executor)
-    assert INFLATED_ALONE not in index  # the client's pack proves nothing to the aggregator
+    assert not index.inflated_alone  # the client's pack proves nothing to the aggregator
     assert found == inflated_alone(index) and stand_alone(bundle, found)
     assert summary == validate_bundle(io.BytesIO(bundle), executor)  # what a plain read finds
     # the standard library's inflater and CRC verify alike (the client's, and a reader without isal)
@@ -96,7 +102,7 @@ def test_flush_bytes_inside_the_data_are_not_taken_for_cuts():
     members["./runner.log"] = b"x" * 511 + b"\x00\x00\xff\xff"
     for level in (0, 1, 6, 9):
         bundle, index = packed(tar_gz(members), level=level)
-        assert bundle.count(b"\x00\x00\xff\xff") > len(index["members"]) * 3
+        assert bundle.count(b"\x00\x00\xff\xff") > len(index.members) * 3
         found = verified(bundle)[1]
         assert shape(found) == shape(inflated_alone(index)) and stand_alone(bundle, found)
 
@@ -237,7 +243,7 @@ def test_any_packed_bundle_verifies_to_its_index_whatever_the_reads(extra, level
     assert shape(found) == shape(inflated_alone(index)) and stand_alone(bundle, found)
     with tarfile.open(fileobj=io.BytesIO(bundle)) as tar:
         assert sorted(m.name for m in tar.getmembers()) == sorted(files)
-    assert found["object"] == index["object"] == {"size": len(bundle), "crc32": zlib.crc32(bundle)}
+    assert found.object == index.object == Sealed(len(bundle), zlib.crc32(bundle))
 
 
 def test_a_verified_bundle_inflates_a_bounded_piece_at_a_time():
@@ -251,7 +257,7 @@ def test_a_verified_bundle_inflates_a_bounded_piece_at_a_time():
     sizes = []
     while piece := verifier.read():
         sizes.append(len(piece))
-    assert max(sizes) <= rules.CHUNK and sum(sizes) == index["size"] and verifier.index == inflated_alone(index)
+    assert max(sizes) <= rules.CHUNK and sum(sizes) == index.size and verifier.index == inflated_alone(index)
 
 
 def _pax_overridden(field: str, value: str) -> bytes:
@@ -371,7 +377,7 @@ def test_a_bundle_tarfile_writes_with_sub_second_mtimes_and_a_folder_entry_is_in
     reading = normalizing(out)
     summary = validate_bundle(io.BytesIO(gzip.compress(raw.getvalue())), gunzip=reading.gunzip, tap=reading.tap)
     index = reading.close(summary.listing)
-    assert index is not None and {m["mtime"] for m in index["members"][1:]} == {1_700_000_001}  # rounded up
+    assert index is not None and {m.mtime for m in index.members[1:]} == {1_700_000_001}  # rounded up
     assert {mtime for *_, mtime in summary.listing[1:]} == {1_700_000_000.75}
 
 
@@ -383,7 +389,7 @@ def test_a_normalizer_that_proves_its_segments_marks_its_index_only_when_each_in
     members["./runner.log"] = members["./4242.out"] * 3  # repeats what an earlier member holds
     tar = gzip.decompress(tar_gz(members))
 
-    def made(**kwargs) -> tuple[bytes, dict]:
+    def made(**kwargs) -> tuple[bytes, Index]:
         out = io.BytesIO()
         normalizer = Normalizer(out, **kwargs)
         normalizer.feed(tar)
@@ -391,12 +397,12 @@ def test_a_normalizer_that_proves_its_segments_marks_its_index_only_when_each_in
         return out.getvalue(), index
 
     bundle, index = made(prove=gz.raw_inflater)
-    assert index[INFLATED_ALONE] is True and stand_alone(bundle, index)
-    assert INFLATED_ALONE not in made()[1]  # the client's pack: the aggregator verifies it instead
+    assert index.inflated_alone and stand_alone(bundle, index)
+    assert not made()[1].inflated_alone  # the client's pack: the aggregator verifies it instead
     referring, unproven = made(level=6, full_flush=zlib.Z_SYNC_FLUSH, prove=raw_zlib_inflater)
     with pytest.raises(zlib.error, match="too far back"):  # the case is real: a segment refers back
         stand_alone(referring, unproven)
-    assert INFLATED_ALONE not in unproven and gzip.decompress(referring) == tar
+    assert not unproven.inflated_alone and gzip.decompress(referring) == tar
 
 
 def raw_zlib_inflater():

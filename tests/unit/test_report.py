@@ -1,4 +1,4 @@
-from codspeed_aggregator.domain.ledger import FORWARDED, OPEN, RunRecord, ShardRecord, Snapshot
+from codspeed_aggregator.domain.ledger import FORWARDED, OPEN, RunRecord, ShardRecord, ShardSent, Snapshot
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.report import build_report
 from codspeed_aggregator.domain.results import LISTED, merged, summarize
@@ -368,9 +368,9 @@ def test_the_first_line_is_the_verdict_and_a_carried_shard_counts_as_in():
     assert verdict(done) == "No regression past 5%, 1 improvement"
 
 
-def test_an_parts_runs_shard_sent_upstream_says_so_and_a_re_run_not_sent_yet_does_not():
+def test_a_parts_runs_shard_sent_upstream_says_so_and_a_re_run_not_sent_yet_does_not():
     snapshot = _snapshot()
-    snapshot.shards["1"].upstream = {"part": "abc", "run_id": "up-1", "size": 10, "md5": "m"}
+    snapshot.shards["1"].upstream = ShardSent("abc", run_id="up-1", size=10, md5="m")
     snapshot.shards["2"] = ShardRecord("2", "arrived", benchmarks=1, arrived_at="2026-11-29T19:01:00Z")
     report = build_report(snapshot, "now")
     assert [(s.name, s.upstream) for s in report.shards if s.state == "arrived"] == [("1", True), ("2", False)]

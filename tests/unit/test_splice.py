@@ -2,11 +2,11 @@
 
 import gzip
 import io
-import json
 import random
 import subprocess
 import tarfile
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,13 +17,14 @@ from codspeed_aggregator.domain import gz
 from codspeed_aggregator.domain.bundle import validate_bundle
 from codspeed_aggregator.domain.merge import ShardBundle, merge_bundles
 from codspeed_aggregator.domain.splice import IndexMismatch, NormalizedShard, splice
-from codspeed_rules.normalize import INFLATED_ALONE, Normalizer
+from codspeed_rules.index import Index, IndexUnreadable
+from codspeed_rules.normalize import Normalizer
 from tests.factories import bundle, profile_members, tar_gz
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytest_codspeed"
 
 
-def normalized(data: bytes, prove: bool = False) -> tuple[bytes, dict]:
+def normalized(data: bytes, prove: bool = False) -> tuple[bytes, Index]:
     """What an arrival makes of a bundle: its tar, read once, cut into segments (``prove``: and each
     segment inflated alone as it is written, as arrivals do; without, the splice checks them all)."""
     out = io.BytesIO()
@@ -99,15 +100,15 @@ def test_a_runner_gzip_and_a_plain_tar_normalize_alike():
     copy_of_plain, index_plain = normalized(plain)
     assert copy_of_gzip == copy_of_plain and index_gzip == index_plain
     assert gzip.decompress(copy_of_gzip) == plain
-    for member in index_gzip["members"]:  # every segment stands alone: a full flush ends each
-        for kind, offset, length, unpacked, crc in member["segments"]:
+    for member in index_gzip.members:  # every segment stands alone: a full flush ends each
+        for kind, offset, length, unpacked, crc in member.segments:
             data = zlib.decompressobj(-15).decompress(copy_of_gzip[offset : offset + length])
-            assert (len(data), zlib.crc32(data)) == (unpacked, crc), (member["name"], kind)
-    out = next(m for m in index_gzip["members"] if m["name"].endswith(".out"))
-    assert [s[0] for s in out["segments"]] == ["header", "head", "body", "pad"] and out["pid_lines"] == 1
+            assert (len(data), zlib.crc32(data)) == (unpacked, crc), (member.name, kind)
+    out = next(m for m in index_gzip.members if m.name.endswith(".out"))
+    assert [s.kind for s in out.segments] == ["header", "head", "body", "pad"] and out.pid_lines == 1
 
 
-def _spliced_with(copy: bytes, index: dict):
+def _spliced_with(copy: bytes, index: Index):
     shard = NormalizedShard("1", (2,), index, lambda: io.BytesIO(copy))
     return splice([shard], io.BytesIO())
 
@@ -121,11 +122,11 @@ def test_an_index_that_does_not_match_its_object_is_refused_never_followed():
     other_copy, other_index = normalized((FIXTURES / "valgrind-shard-2.tar.gz").read_bytes())
     with pytest.raises(IndexMismatch):
         _spliced_with(copy, other_index)
-    overlapping = {**index, "members": [*index["members"], index["members"][1]]}
+    overlapping = replace(index, members=[*index.members, index.members[1]])
     with pytest.raises(IndexMismatch, match="overlaps"):
         _spliced_with(copy, overlapping)
-    with pytest.raises(IndexMismatch, match="format"):
-        _spliced_with(copy, {**index, "format": 99})
+    with pytest.raises(IndexUnreadable, match="index format 99 is not 1"):
+        Index.from_json({**index.to_json(), "format": 99})
     assert _spliced_with(copy, index).size > 0  # the untouched pair splices
 
 
@@ -165,7 +166,7 @@ def test_the_client_packs_a_normalized_bundle(tmp_path):
     normalizer.feed(gzip.decompress(packed))
     index = normalizer.close()
     assert again.getvalue() == packed  # cut exactly where a normalizer cuts
-    assert [m["name"] for m in index["members"]] == sorted(m["name"] for m in index["members"])
+    assert [m.name for m in index.members] == sorted(m.name for m in index.members)
     assert validate_bundle(io.BytesIO(packed)).pids == [4242]
 
 
@@ -202,9 +203,10 @@ def test_splicing_bundles_the_client_packed_as_verified_extracts_to_what_the_mer
 
 def test_a_splice_whose_output_would_not_inflate_to_what_the_indexes_promise_is_refused_before_it_is_sent():
     copy, index = normalized(bundle(4242, ["t::a", "t::b"]))
-    out = next(m for m in index["members"] if m["name"].endswith(".out"))
-    body = next(s for s in out["segments"] if s[0] == "body")
-    body[4] ^= 1  # the index promises other bytes than the object's: its object CRC-32 still matches
+    out = next(m for m in index.members if m.name.endswith(".out"))
+    at = next(i for i, s in enumerate(out.segments) if s.kind == "body")
+    out.segments[at] = out.segments[at]._replace(crc=out.segments[at].crc ^ 1)  # the index promises other
+    # bytes than the object's: its object CRC-32 still matches
     with pytest.raises(
         IndexMismatch, match=r"the spliced archive inflates to \d+ bytes \(CRC-32 \d+\), not to the \d+ bytes"
     ):
@@ -239,10 +241,13 @@ def test_a_piece_of_the_check_that_does_not_end_where_a_deflate_block_does_is_re
 
     monkeypatch.setattr(splicing, "INLINE", inline)
     copy, index = normalized(bundle(4242, ["t::a", "t::b"]))
-    segments = {s[0]: s for s in next(m for m in index["members"] if m["name"].endswith(".out"))["segments"]}
-    segments["body"][2] -= 2  # the body ends two bytes early, inside its full flush; the pad starts there
-    segments["pad"][1] -= 2
-    segments["pad"][2] += 2
+
+    def moved(segments):
+        segments["body"][2] -= 2  # the body ends two bytes early, inside its full flush; the pad starts there
+        segments["pad"][1] -= 2
+        segments["pad"][2] += 2
+
+    index = _edited(index, moved)
     shard = NormalizedShard("1", (4242,), index, lambda: io.BytesIO(copy))
     splice([shard], io.BytesIO())  # checked in one piece: the bytes are the same
     monkeypatch.setattr(splicing, "PIECE", 1)
@@ -296,8 +301,17 @@ def _counting_check(monkeypatch) -> list[int]:
     return fed
 
 
-def _without_mark(index: dict) -> dict:
-    return {k: v for k, v in index.items() if k != INFLATED_ALONE}
+def _without_mark(index: Index) -> Index:
+    return replace(index, inflated_alone=False)
+
+
+def _edited(index: Index, change) -> Index:
+    """The index with its callgrind file's segments changed by ``change`` (each a list, by kind), as
+    its JSON lists them."""
+    document = index.to_json()
+    out = next(m for m in document["members"] if m["name"].endswith(".out"))
+    change({segment[0]: segment for segment in out["segments"]})
+    return Index.from_json(document)
 
 
 def test_a_splice_inflates_again_only_what_no_arrival_inflated_alone(monkeypatch):
@@ -308,7 +322,7 @@ def test_a_splice_inflates_again_only_what_no_arrival_inflated_alone(monkeypatch
     for i, data in enumerate(datas):
         pids = tuple(validate_bundle(io.BytesIO(data)).pids)
         copy, index = normalized(data, prove=True)
-        assert index[INFLATED_ALONE] is True
+        assert index.inflated_alone
         proven.append(NormalizedShard(str(i), pids, index, lambda c=copy: io.BytesIO(c)))
         checked.append(NormalizedShard(str(i), pids, _without_mark(index), lambda c=copy: io.BytesIO(c)))
     fed = _counting_check(monkeypatch)
@@ -323,9 +337,9 @@ def test_a_splice_inflates_again_only_what_no_arrival_inflated_alone(monkeypatch
     assert _members(out.getvalue()) == _members(_both(datas)[0])
 
 
-def _marked(data: bytes) -> tuple[bytes, dict]:
+def _marked(data: bytes) -> tuple[bytes, Index]:
     copy, index = normalized(data, prove=True)
-    assert index[INFLATED_ALONE] is True
+    assert index.inflated_alone
     return copy, index
 
 
@@ -334,12 +348,9 @@ def test_an_index_marked_inflated_alone_must_place_its_segments_and_add_up_to_it
     but right after the one before, or a length or CRC-32 the tar's own does not add up to, is
     refused before anything of the shard is written."""
     copy, index = _marked(bundle(4242, ["t::a", "t::b"]))
-    out_member = next(m for m in index["members"] if m["name"].endswith(".out"))
 
-    def altered(change) -> dict:
-        again = json.loads(json.dumps(index))
-        change({s[0]: s for s in next(m for m in again["members"] if m["name"] == out_member["name"])["segments"]})
-        return again
+    def altered(change) -> Index:
+        return _edited(index, change)
 
     def flip_crc(segments):
         segments["body"][4] ^= 1  # the object's CRC-32 still matches: only the index lies
@@ -368,9 +379,9 @@ def test_an_index_marked_inflated_alone_must_place_its_segments_and_add_up_to_it
 
 def test_a_marked_object_that_changed_is_refused_before_the_archive_ends():
     copy, index = _marked(bundle(4242, ["t::a", "t::b"]))
-    body = next(s for m in index["members"] if m["name"].endswith(".out") for s in m["segments"] if s[0] == "body")
+    body = next(s for m in index.members if m.name.endswith(".out") for s in m.segments if s.kind == "body")
     altered = bytearray(copy)
-    altered[body[1] + body[2] // 2] ^= 0xFF  # inside a segment the splice copies without inflating it
+    altered[body.offset + body.length // 2] ^= 0xFF  # inside a segment the splice copies without inflating it
     out = io.BytesIO()
     with pytest.raises(IndexMismatch, match="is not the one indexed"):
         splice([NormalizedShard("1", (4242,), index, lambda: io.BytesIO(bytes(altered)))], out)

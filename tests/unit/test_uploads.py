@@ -128,7 +128,7 @@ def test_a_shard_over_the_limit_goes_alone_as_sent_and_merged_parts_stay_under_i
     assert all(sum(shards[n].benchmarks for n in u.shards) <= 1000 for u in plan if u.merged)
 
 
-def test_an_parts_run_sends_every_shard_as_it_was_sent_and_keeps_its_earlier_parts():
+def test_a_parts_run_sends_every_shard_as_it_was_sent_and_keeps_its_earlier_parts():
     shards = _shards(_shard("a1", "a"), _shard("a2", "a"), _shard("1"), _shard("2"), _shard("w", executor="walltime"))
     plan = plan_forward(shards, limit=1000, merge=False)
     assert [(u.shards, u.merged, u.key) for u in plan] == [

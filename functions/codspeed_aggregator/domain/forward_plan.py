@@ -49,7 +49,7 @@ class PartPlan:
             index=item["index"],
             upload=UpstreamPart.from_item(item["upload"]),
             part_id=item["id"],
-            shards={name: ShardRecord(**s) for name, s in item["shards"].items()},
+            shards={name: ShardRecord.from_item(s) for name, s in item["shards"].items()},
             carried=item["carried"],
             number=item["number"],
             group_parts=item["group_parts"],
@@ -100,9 +100,9 @@ class ForwardPlan:
                 message = "nothing measured on this commit: one part with no benchmark (allowEmpty)"
             message += f"; {carried} carried, left to CodSpeed's baseline" if carried else ""
             run_ids += [  # the parts this run sent: a shard carried from the baseline was sent by that run
-                s.upstream["run_id"]
+                s.upstream.run_id
                 for name, s in self.shards.items()
-                if name not in self.completion.carried and sent_as(s) and s.upstream and s.upstream.get("run_id")
+                if name not in self.completion.carried and sent_as(s) and s.upstream and s.upstream.run_id
             ]
         else:
             message = f"{len(self.shards)} shards merged, {size} bytes" + (

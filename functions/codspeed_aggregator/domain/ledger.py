@@ -8,7 +8,7 @@ reports are built only from such reads, and ``run.rev`` is their version, so a l
 never shows less.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -166,6 +166,34 @@ class RunRecord:
         )
 
 
+@dataclass(frozen=True)
+class NormalizedCopy:
+    """A shard's bundle made ready to splice: the normalized object (the bundle itself when it
+    was verified as normalized) and the version of its index (``keys.index_key``)."""
+
+    key: str
+    version: str | None
+    index_version: str | None
+
+
+@dataclass(frozen=True)
+class ShardSent:
+    """How a parts run's send of a shard as ``part`` (what it held) went: the upstream's answer
+    (its run id, the bytes sent and their MD5), or the error it ended with."""
+
+    part: str
+    run_id: str | None = None
+    size: int | None = None
+    md5: str | None = None
+    error: str | None = None
+
+    def answer(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "size": self.size, "md5": self.md5}
+
+    def to_item(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
 @dataclass
 class ShardRecord:
     name: str
@@ -187,16 +215,23 @@ class ShardRecord:
     inherited_from: str | None = None  # the earlier attempt this shard's bundle was counted in
     version_id: str | None = None  # the object version validated: the one merged
     md5: str | None = None  # the bundle's MD5 (base64), as its upload URL signed it: S3 took no other bytes
-    normalized: dict[str, Any] | None = (
-        None  # the normalized copy (key, version: the bundle itself when verified) and its index version
-    )
+    normalized: NormalizedCopy | None = None  # a one-upload run's: its bundle made ready to splice
     group: str = ""  # the job group it belongs to (RunRecord)
     results_kept: bool = False  # its bundle's benchmarks are in the bucket (results/): counted by this release or later
     cost_ms: int | None = None  # what its benchmarks cost to run, in all (domain.costs), recorded at arrival
     longest_ms: int | None = None  # and its costliest benchmark's
-    upstream: dict[str, Any] | None = (
-        None  # a parts run's shard sent as it came: the part sent, the upstream's answer or an error
-    )
+    upstream: ShardSent | None = None  # a parts run's shard sent as it came
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> "ShardRecord":
+        """A record as ``asdict`` wrote it (in a plan, a snapshot, a kept source), by this release or the one before."""
+        known = {k: v for k, v in item.items() if k in _SHARD_FIELDS}
+        normalized, upstream = known.pop("normalized", None), known.pop("upstream", None)
+        return cls(
+            **known,
+            normalized=NormalizedCopy(**normalized) if normalized else None,
+            upstream=ShardSent(**upstream) if upstream else None,
+        )
 
     @property
     def bundle_key(self) -> str:
@@ -206,9 +241,12 @@ class ShardRecord:
         return self.key
 
 
+_SHARD_FIELDS = frozenset(f.name for f in fields(ShardRecord))
+
+
 def sent_as(shard: ShardRecord) -> str | None:
     """The part id a parts run's shard reached the upstream as (None: not sent, or its send failed)."""
-    return None if shard.upstream is None or "error" in shard.upstream else shard.upstream["part"]
+    return None if shard.upstream is None or shard.upstream.error is not None else shard.upstream.part
 
 
 @dataclass

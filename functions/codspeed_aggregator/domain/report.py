@@ -56,7 +56,7 @@ def _seconds(ms: int | None) -> float | None:
 
 def _not_sent(shard: ShardRecord) -> str | None:
     """A parts run's shard whose send upstream failed: said, until a retry sends it (or its finalizer does)."""
-    error = (shard.upstream or {}).get("error")
+    error = shard.upstream.error if shard.upstream else None
     return f"not upstream yet, sent again shortly: {error}" if error else None
 
 
@@ -81,7 +81,7 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
             cost_s=_seconds(shard.cost_ms),
             longest_s=_seconds(shard.longest_ms),
             upstream=sent is not None,
-            upstream_run_id=(sent or {}).get("run_id"),
+            upstream_run_id=sent.run_id if sent else None,
         )
     display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:

@@ -83,6 +83,6 @@ class RunPlan:
             cls,
             item,
             uploads=[UpstreamPart.from_item(u) for u in item["uploads"]],
-            shards={name: ShardRecord(**s) for name, s in item["shards"].items()},
+            shards={name: ShardRecord.from_item(s) for name, s in item["shards"].items()},
         )
         return decoded

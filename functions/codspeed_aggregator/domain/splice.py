@@ -30,16 +30,8 @@ from typing import Any
 from isal import isal_zlib
 
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
-from codspeed_rules.normalize import (
-    BLOCK,
-    FINAL_BLOCK,
-    FORMAT,
-    GZIP_HEADER,
-    INFLATED_ALONE,
-    NORMALIZED_HEADER,
-    Segment,
-    Writable,
-)
+from codspeed_rules.index import BODY, HEAD, PAD, Index, Member, Sealed, Segment
+from codspeed_rules.normalize import BLOCK, FINAL_BLOCK, GZIP_HEADER, NORMALIZED_HEADER, Writable
 from codspeed_rules.tar import CHUNK, BadBundle, Readable
 
 from . import gz
@@ -64,7 +56,7 @@ END_OF_ARCHIVE = b"\0" * (2 * BLOCK)
 class NormalizedShard:
     name: str
     pids: tuple[int, ...]
-    index: dict[str, Any]
+    index: Index
     open: Callable[[], AbstractContextManager[Readable]]  # the normalized object
 
 
@@ -105,14 +97,14 @@ class _Cursor:
             length -= len(data)
             yield data
 
-    def finish(self, expected: dict[str, Any]) -> None:
+    def finish(self, expected: Sealed) -> None:
         while data := self._stream.read(CHUNK):
             self._crc = isal_zlib.crc32(data, self._crc)
             self.position += len(data)
-        if (self.position, self._crc) != (expected.get("size"), expected.get("crc32")):
+        if (self.position, self._crc) != (expected.size, expected.crc32):
             raise IndexMismatch(
                 f"the object read ({self.position} bytes, CRC-32 {self._crc}) is not the one indexed "
-                f"({expected.get('size')} bytes, CRC-32 {expected.get('crc32')})"
+                f"({expected.size} bytes, CRC-32 {expected.crc32})"
             )
 
 
@@ -180,16 +172,13 @@ def splice(shards: Iterable[NormalizedShard], out: Sink, *, level: int = 1, as_t
     try:
         spliced.encoded(root_entry().tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
         for shard, moves in planned(shards, as_they_come):
-            if shard.index.get("format") != FORMAT:
-                raise IndexMismatch(f"shard {shard.name}: index format {shard.index.get('format')!r} is not {FORMAT}")
-            inflated_alone = shard.index.get(INFLATED_ALONE) is True
-            if inflated_alone:
+            if shard.index.inflated_alone:
                 _adds_up(shard)
             with shard.open() as stream:
-                cursor = _Cursor(stream, inflated_alone)
-                for member in shard.index["members"]:
+                cursor = _Cursor(stream, shard.index.inflated_alone)
+                for member in shard.index.members:
                     _splice_member(member, cursor, spliced, shard.name, moves, names)
-                cursor.finish(shard.index["object"])
+                cursor.finish(shard.index.object)
             if moves:
                 renumbered[shard.name] = moves
         spliced.encoded(END_OF_ARCHIVE)
@@ -208,42 +197,41 @@ def _adds_up(shard: NormalizedShard) -> None:
     """An index marked INFLATED_ALONE places the segments the splice copies unchecked: they must
     follow each other from the object's gzip header on and come to the tar's length and CRC-32."""
     index = shard.index
-    listed = [s for m in index["members"] for s in m["segments"]] + ([index["end"]] if index["end"] else [])
     at, crc, size = len(NORMALIZED_HEADER), 0, 0
-    for segment in (Segment(*s) for s in listed):
+    for segment in index.segments():
         if segment.offset != at:
             raise IndexMismatch(
                 f"shard {shard.name}: its index places a {segment.kind} segment at byte {segment.offset}, not {at}"
             )
         at, size = at + segment.length, size + segment.unpacked
         crc = isal_zlib.crc32_combine(crc, segment.crc, segment.unpacked)
-    if (crc, size) != (index["crc"], index["size"]) or at > index["object"]["size"] - 8:
+    if (crc, size) != (index.crc, index.size) or at > index.object.size - 8:
         raise IndexMismatch(
             f"shard {shard.name}: its index's segments come to {size} bytes (CRC-32 {crc}) ending at "
-            f"byte {at}, not to its tar's {index['size']} bytes (CRC-32 {index['crc']})"
+            f"byte {at}, not to its tar's {index.size} bytes (CRC-32 {index.crc})"
         )
 
 
-def _segments(member: dict[str, Any]) -> dict[str, Segment]:
-    return {segment[0]: Segment(*segment) for segment in member["segments"]}
+def _segments(member: Member) -> dict[str, Segment]:
+    return {segment.kind: segment for segment in member.segments}
 
 
-def _header(path: str, member: dict[str, Any], size: int) -> bytes:
+def _header(path: str, member: Member, size: int) -> bytes:
     info = tarfile.TarInfo("./" + path)
-    info.type = tarfile.DIRTYPE if member["type"] == "dir" else tarfile.REGTYPE
-    info.size, info.mode, info.mtime = size, member["mode"] & 0o777, member["mtime"]
+    info.type = tarfile.DIRTYPE if member.type == "dir" else tarfile.REGTYPE
+    info.size, info.mode, info.mtime = size, member.mode & 0o777, member.mtime
     return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
 
 
 def _splice_member(
-    member: dict[str, Any], cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict[int, int], names: MemberNames
+    member: Member, cursor: _Cursor, spliced: _Spliced, shard: str, moves: dict[int, int], names: MemberNames
 ) -> None:
-    path, segments = member["name"], _segments(member)
+    path, segments = member.name, _segments(member)
     if not path:
         return  # the archive's root folder: the merged archive has its own members only
-    if member["type"] not in ("file", "dir"):
+    if member.type not in ("file", "dir"):
         raise BadBundle(f"shard {shard}: member {path!r} is not a regular file or folder")
-    if member["type"] == "dir":
+    if member.type == "dir":
         if (placed := names.place_folder(path, shard)) is not None:
             spliced.encoded(_header(placed, member, 0))
         return
@@ -253,18 +241,18 @@ def _splice_member(
     new = moves.get(old) if old is not None else None
     if old is None or new is None:
         _copy_member(member, placed, segments, cursor, spliced)
-    elif out and len(str(old)) == len(str(new)) and member["pid_lines"] == 1 and "head" in segments:
+    elif out and len(str(old)) == len(str(new)) and member.pid_lines == 1 and HEAD in segments:
         _splice_head(member, placed, segments, cursor, spliced, shard, (old, new))
-    elif results and member["size"] > MAX_RESULTS_BYTES:
+    elif results and member.size > MAX_RESULTS_BYTES:
         _copy_member(member, placed, segments, cursor, spliced)  # as the merge leaves it: too large to rewrite
     else:
         _encode_member(member, placed, segments, cursor, spliced, (old, new, bool(out)))
 
 
 def _splice_head(
-    member: dict[str, Any],
+    member: Member,
     placed: str,
-    segments: dict[str, Any],
+    segments: dict[str, Segment],
     cursor: _Cursor,
     spliced: _Spliced,
     shard: str,
@@ -272,13 +260,13 @@ def _splice_head(
 ) -> None:
     """A callgrind file whose pid keeps its width: only its head (which ends with its one ``pid:``
     line) is inflated and rewritten, its body copied as it was compressed."""
-    spliced.encoded(_header(placed, member, member["size"]))
-    head_at = segments["head"]
-    head = _inflated(isal_zlib.decompressobj(-15), cursor.read(head_at.offset, head_at.length), member["name"])
+    spliced.encoded(_header(placed, member, member.size))
+    head_at = segments[HEAD]
+    head = _inflated(isal_zlib.decompressobj(-15), cursor.read(head_at.offset, head_at.length), member.name)
     if len(head) != head_at.unpacked or zlib.crc32(head) != head_at.crc:
-        raise IndexMismatch(f"shard {shard}: the head of {member['name']} does not match its index")
+        raise IndexMismatch(f"shard {shard}: the head of {member.name} does not match its index")
     spliced.encoded(_rewrite_head(head, *pids))
-    for kind in ("body", "pad"):
+    for kind in (BODY, PAD):
         if kind in segments:
             spliced.copied(cursor, segments[kind])
 
@@ -299,19 +287,17 @@ def _rewrite_head(head: bytes, old: int, new: int) -> bytes:
     return head[: -len(line)] + b"pid: %d\n" % new
 
 
-def _copy_member(
-    member: dict[str, Any], placed: str, segments: dict[str, Any], cursor: _Cursor, spliced: _Spliced
-) -> None:
-    spliced.encoded(_header(placed, member, member["size"]))
-    for kind in ("head", "body", "pad"):
+def _copy_member(member: Member, placed: str, segments: dict[str, Segment], cursor: _Cursor, spliced: _Spliced) -> None:
+    spliced.encoded(_header(placed, member, member.size))
+    for kind in (HEAD, BODY, PAD):
         if kind in segments:
             spliced.copied(cursor, segments[kind])
 
 
 def _encode_member(
-    member: dict[str, Any],
+    member: Member,
     placed: str,
-    segments: dict[str, Any],
+    segments: dict[str, Segment],
     cursor: _Cursor,
     spliced: _Spliced,
     rewrite: tuple[int, int, bool],
@@ -323,7 +309,7 @@ def _encode_member(
     with tempfile.TemporaryFile() as spool:
         inflate = isal_zlib.decompressobj(-15)
         rewriter = PidRewriter(old, new) if callgrind else None
-        for kind in ("head", "body"):
+        for kind in (HEAD, BODY):
             if kind not in segments:
                 continue
             for chunk in cursor.chunks(segments[kind].offset, segments[kind].length):
@@ -331,8 +317,8 @@ def _encode_member(
                 spool.write(rewriter.feed(data) if rewriter else data)
         if rewriter:
             spool.write(rewriter.close())
-        if "pad" in segments:
-            cursor.seek(segments["pad"].offset + segments["pad"].length)
+        if PAD in segments:
+            cursor.seek(segments[PAD].offset + segments[PAD].length)
         size = spool.tell()
         spool.seek(0)
         if not callgrind:  # results/<pid>.json: its creator.pid moves with the pid

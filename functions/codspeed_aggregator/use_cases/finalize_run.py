@@ -200,10 +200,8 @@ class FinalizeRun:
         A shard a parts run sent while this was planned is not sent again."""
         if sends_parts and not part.upload.merged:
             shard = self.reads.shard_view(project, run_id, part.upload.shards[0])[1]  # None: a carried shard
-            if shard is not None and sent_as(shard) == part.part_id:
-                self.parts.record_forwarded_part(
-                    project, run_id, part.index, {k: v for k, v in (shard.upstream or {}).items() if k != "part"}
-                )
+            if shard is not None and shard.upstream is not None and sent_as(shard) == part.part_id:
+                self.parts.record_forwarded_part(project, run_id, part.index, shard.upstream.answer())
                 return
         try:
             if part.upload.merged:

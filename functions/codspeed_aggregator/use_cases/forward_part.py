@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from codspeed_rules.index import Index, IndexUnreadable, MadeFrom
 from codspeed_rules.runner_json import compact
 
 from ..adapters.bucket import Bucket, MissingObject, ObjectReader, SpoolWriter
@@ -16,7 +17,7 @@ from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamClient, UpstreamRefused
 from ..domain.forward_plan import PartPlan
 from ..domain.keys import index_key, spool_key
-from ..domain.ledger import OPENED, SentPost, ShardRecord, base_run_id
+from ..domain.ledger import OPENED, NormalizedCopy, SentPost, ShardRecord, base_run_id
 from ..domain.merge import MergeResult, ShardBundle, merge_bundles
 from ..domain.metadata import (
     MergedPart,
@@ -121,8 +122,8 @@ class ForwardPart:
     def _merge_part(self, key: str, shards: list[ShardRecord]) -> tuple[SpoolWriter, MergeResult]:
         """Splice the shards' normalized copies; merge their bundles when one has none, or when
         a copy does not match its index (never trusted blindly)."""
-        if all(s.normalized for s in shards):
-            copies = {s.name: s.normalized or {} for s in shards}
+        copies = {s.name: s.normalized for s in shards if s.normalized is not None}
+        if len(copies) == len(shards):
             try:
                 with self.store.spool(key) as sink:
                     result = splice(
@@ -130,8 +131,8 @@ class ForwardPart:
                             NormalizedShard(
                                 s.name,
                                 tuple(s.pids),
-                                self._index(s),
-                                partial(self.store.open, copies[s.name]["key"], copies[s.name]["version"]),
+                                self._index(s, copies[s.name]),
+                                partial(self.store.open, copies[s.name].key, copies[s.name].version),
                             )
                             for s in shards
                         ],
@@ -150,11 +151,13 @@ class ForwardPart:
             result = merge_bundles(bundles, sink, level=self.settings.merge_level)
         return sink, result
 
-    def _index(self, shard: ShardRecord) -> dict[str, Any]:
-        index = self.store.read_json(index_key(shard.bundle_key), (shard.normalized or {}).get("index_version"))
-        made_from = index.get("bundle") or {}
-        if made_from.get("key") != shard.key or made_from.get("version") != shard.version_id:
-            raise IndexMismatch(f"the index of {shard.key} was made from another object ({made_from})")
+    def _index(self, shard: ShardRecord, copy: NormalizedCopy) -> Index:
+        try:
+            index = Index.from_json(self.store.read_json(index_key(shard.bundle_key), copy.index_version))
+        except IndexUnreadable as exc:
+            raise IndexMismatch(f"the index of {shard.key}: {exc}") from exc
+        if index.bundle != MadeFrom(shard.bundle_key, shard.version_id):
+            raise IndexMismatch(f"the index of {shard.key} was made from another object ({index.bundle})")
         return index
 
     def _announce(self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing") -> dict[str, Any]:

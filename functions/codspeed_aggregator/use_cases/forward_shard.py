@@ -7,14 +7,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Parts, Reads
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
 from ..domain.errors import existing
-from ..domain.ledger import ARRIVED, OPEN, RunRecord, ShardRecord, sent_as
+from ..domain.ledger import ARRIVED, OPEN, RunRecord, ShardRecord, ShardSent, sent_as
 from ..domain.metadata import part_claim
 from ..domain.upstream_parts import UpstreamPart, part_id
 from ..settings import Settings
@@ -75,19 +74,17 @@ class ForwardShard:
             answer = self.forwarder.send_as_sent(shard, project, run_id)
         except Exception as exc:
             self.metrics.add("ShardForwardFailed", 1, "Count")
-            if not self._record(project, run_id, shard, held, claim, {"error": str(exc)}):
+            if not self._record(project, run_id, shard, claim, ShardSent(held, error=str(exc))):
                 self.parts.release_part(project, run_id, claim)
             self.reports.publish(project, run_id)  # the run says so; the message's retry sends it again
             raise
-        return self._record(project, run_id, shard, held, claim, answer)
+        return self._record(project, run_id, shard, claim, ShardSent(held, **answer))
 
-    def _record(
-        self, project: str, run_id: str, shard: ShardRecord, held: str, claim: str, sent: dict[str, Any]
-    ) -> bool:
+    def _record(self, project: str, run_id: str, shard: ShardRecord, claim: str, sent: ShardSent) -> bool:
         """Record a send; a write that fails (a throttle, an access denied) releases the claim before
         the message is retried, so the run never waits out a lease nobody holds."""
         try:
-            return self.parts.record_sent_shard(project, run_id, shard, held, claim, sent)
+            return self.parts.record_sent_shard(project, run_id, shard, claim, sent)
         except Exception:
             try:
                 self.parts.release_part(project, run_id, claim)

@@ -9,11 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from codspeed_rules.index import Index, MadeFrom
+
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Sources
 from ..adapters.results_store import ResultsStore
 from ..domain.keys import bundle_key, index_key, normalized_key
-from ..domain.ledger import KeptSource, ShardRecord
+from ..domain.ledger import KeptSource, NormalizedCopy, ShardRecord
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +72,15 @@ class KeepSources:
         version = self.store.copy(source, shard.version_id, key)
         normalized = None
         if shard.normalized:
-            own = shard.normalized["key"] == source  # a bundle verified as normalized is its own copy
+            own = shard.normalized.key == source  # a bundle verified as normalized is its own copy
             copied = (
-                version
-                if own
-                else self.store.copy(shard.normalized["key"], shard.normalized["version"], normalized_key(key))
+                version if own else self.store.copy(shard.normalized.key, shard.normalized.version, normalized_key(key))
             )
-            index = self.store.read_json(index_key(source), shard.normalized.get("index_version"))
-            index["bundle"] = {"key": key, "version": version}  # the splice checks the index against the bundle
-            normalized = {
-                "key": key if own else normalized_key(key),
-                "version": copied,
-                "index_version": self.store.put_json(index_key(key), index),
-            }
+            index = Index.from_json(self.store.read_json(index_key(source), shard.normalized.index_version))
+            index.bundle = MadeFrom(key, version)  # the splice checks the index against the bundle
+            normalized = NormalizedCopy(
+                key if own else normalized_key(key), copied, self.store.put_json(index_key(key), index.to_json())
+            )
         if shard.results_kept:
             self.results.copy(source, key)
         return replace(shard, key=key, version_id=version, normalized=normalized)

@@ -6,9 +6,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from codspeed_rules.bundle import VALGRIND, BundleSummary
+from codspeed_rules.index import MadeFrom
 from codspeed_rules.verify import NotNormalized
 
 from ..adapters.bucket import Bucket, VersionedStream
@@ -27,6 +27,7 @@ from ..domain.ledger import (
     ArrivalView,
     Counted,
     GrantRecord,
+    NormalizedCopy,
     RunRecord,
     ShardRecord,
     base_run_id,
@@ -176,7 +177,7 @@ class RecordArrival:
 
     def _validate(
         self, key: str, version_id: str | None, executor: str, merged: bool
-    ) -> tuple[BundleSummary, str | None, dict[str, Any] | None]:
+    ) -> tuple[BundleSummary, str | None, NormalizedCopy | None]:
         """Validate a bundle; a valgrind one a run ``merged`` upstream (``one-upload``) is also made
         ready to splice in the same pass: one the client normalized is verified (then it is its own
         normalized copy), any other is normalized into a copy. A run of parts sends it as it came:
@@ -196,7 +197,7 @@ class RecordArrival:
 
     def _validate_normalizing(
         self, key: str, stream: VersionedStream, executor: str, verify: bool
-    ) -> tuple[BundleSummary, str | None, dict[str, Any] | None]:
+    ) -> tuple[BundleSummary, str | None, NormalizedCopy | None]:
         with self.store.spool(normalized_key(key)) as sink:
             reading = normalizing(sink, self.settings.merge_level, verify=verify)
             summary = validate_bundle(stream, executor, gunzip=reading.gunzip, tap=reading.tap)
@@ -205,14 +206,11 @@ class RecordArrival:
                 sink.abandon()  # nothing to keep: a tar that could not be cut, or the bundle is its own copy
         if index is None:
             return summary, stream.version_id, None
-        index["bundle"] = {"key": key, "version": stream.version_id}
-        index_version = self.store.put_json(index_key(key), index)
-        copy = (
-            {"key": key, "version": stream.version_id}
-            if reading.verifier is not None
-            else {"key": normalized_key(key), "version": sink.version_id}
-        )
-        return summary, stream.version_id, {**copy, "index_version": index_version}
+        index.bundle = MadeFrom(key, stream.version_id)
+        index_version = self.store.put_json(index_key(key), index.to_json())
+        if reading.verifier is not None:
+            return summary, stream.version_id, NormalizedCopy(key, stream.version_id, index_version)
+        return summary, stream.version_id, NormalizedCopy(normalized_key(key), sink.version_id, index_version)
 
     def _count(
         self,

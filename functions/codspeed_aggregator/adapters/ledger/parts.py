@@ -3,7 +3,7 @@
 import json
 from typing import Any
 
-from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN, ShardRecord
+from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN, ShardRecord, ShardSent
 from .codec import CLAIM_PREFIX, PART_PREFIX, RUN_SK, SHARD_PREFIX, TableItems, dump, run_pk
 
 
@@ -38,11 +38,8 @@ class Parts(TableItems):
         }
         return self.transact([{"Update": claim}, {"ConditionCheck": is_open}]) is None
 
-    def record_sent_shard(
-        self, project: str, run_id: str, shard: ShardRecord, part: str, claim: str, sent: dict[str, Any]
-    ) -> bool:
-        """Remember on a parts run's shard how its send of ``part`` (what it held) went (``sent``: the
-        upstream's answer, or the error it ended with), at the version sent, and release ``claim``:
+    def record_sent_shard(self, project: str, run_id: str, shard: ShardRecord, claim: str, sent: ShardSent) -> bool:
+        """Remember on a parts run's shard how its send went (``sent``), at the version sent, and release ``claim``:
         a change of the shard (its tally noted), so reports see it and the run's item stays as it
         was. False: the shard was re-pushed meanwhile, and the claim is still held (for its sender
         to send the newer version next)."""
@@ -51,9 +48,7 @@ class Parts(TableItems):
             "Key": self.key(project, run_id, f"{SHARD_PREFIX}{shard.name}"),
             "UpdateExpression": "SET upstream = :sent ADD rev :one",
             "ConditionExpression": "version_id = :v",
-            "ExpressionAttributeValues": dump(
-                {":sent": json.dumps({**sent, "part": part}), ":v": shard.version_id, ":one": 1}
-            ),
+            "ExpressionAttributeValues": dump({":sent": json.dumps(sent.to_item()), ":v": shard.version_id, ":one": 1}),
         }
         tally = self.tally_update(project, run_id, shard.name, "ADD rev :one", None, {})
         changes = [{"Update": shard_update}, {"Update": tally}, {"Update": self._released(project, run_id, claim)}]

@@ -55,11 +55,8 @@ class _Known:
 
     @classmethod
     def from_json(cls, data: bytes) -> _Known:
-        d, fields = (
-            json.loads(data),
-            {f.name for f in dataclasses.fields(ShardRecord)},
-        )  # a release's own, or an older's
-        shards = {s["name"]: ShardRecord(**{k: v for k, v in s.items() if k in fields}) for s in d["shards"]}
+        d = json.loads(data)
+        shards = {s["name"]: ShardRecord.from_item(s) for s in d["shards"]}
         return cls(shards, {sk: int(rev) for sk, rev in d["tally_revs"].items()}, d["created_at"])
 
 

@@ -4,7 +4,7 @@ upload request; and the attributes a run item keeps per job group."""
 import json
 from typing import Any
 
-from ...domain.ledger import OPEN, GrantRecord, RunRecord, ShardRecord
+from ...domain.ledger import OPEN, GrantRecord, NormalizedCopy, RunRecord, ShardRecord, ShardSent
 from ...domain.manifest import Manifest
 from ...domain.run_plan import PlanRecord
 from .codec import CARRIED_PREFIX, COUNT_PREFIX, GROUP_PREFIX, PROJECT_PREFIX, RUN_SK, SHARD_PREFIX, run_pk
@@ -109,12 +109,12 @@ def shard_from(item: dict[str, Any]) -> ShardRecord:
         inherited_from=item.get("inherited_from"),
         version_id=item.get("version_id"),
         md5=item.get("md5"),
-        normalized=item.get("normalized"),
+        normalized=NormalizedCopy(**item["normalized"]) if item.get("normalized") else None,
         group=item.get("group") or "",
         results_kept=bool(item.get("results_kept")),
         cost_ms=item.get("cost_ms"),
         longest_ms=item.get("longest_ms"),
-        upstream=json.loads(item["upstream"]) if item.get("upstream") else None,
+        upstream=ShardSent(**json.loads(item["upstream"])) if item.get("upstream") else None,
     )
 
 

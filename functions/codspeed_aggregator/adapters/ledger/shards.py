@@ -3,6 +3,7 @@ came with) and each shard's state, counted exactly once."""
 
 import json
 from collections import Counter
+from dataclasses import asdict
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -182,7 +183,7 @@ class Shards(TableItems):
             ":gz": shard.gzipped,
             ":v": shard.version_id,
             ":md5": shard.md5,
-            ":norm": shard.normalized,
+            ":norm": asdict(shard.normalized) if shard.normalized else None,
             ":group": shard.group,
             ":kept": shard.results_kept,
             ":cost": shard.cost_ms,

@@ -30,7 +30,10 @@ class Sources(TableItems):
         items = self.query_run(project, run_id, "begins_with(sk, :kept)", {":kept": KEPT_PREFIX})
         return {
             item["sk"].removeprefix(KEPT_PREFIX): KeptSource(
-                ShardRecord(**json.loads(item["shard"])), item["source_run"], item.get("source_commit"), item["kept_at"]
+                ShardRecord.from_item(json.loads(item["shard"])),
+                item["source_run"],
+                item.get("source_commit"),
+                item["kept_at"],
             )
             for item in items
         }
