@@ -6,6 +6,7 @@ callers still interleave between calls.
 """
 
 import copy
+import logging
 import threading
 from collections.abc import Callable
 
@@ -52,6 +53,7 @@ def start_moto(
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
     _dynamodb_item_by_item()
+    _s3_versions_under_prefix()
     _list_moto_modules_once()
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
@@ -62,19 +64,108 @@ def start_moto(
             if why:
                 start_response("403 Forbidden", [("Content-Type", "application/xml")])
                 return [f"<Error><Code>AccessDenied</Code><Message>{why}</Message></Error>".encode()]
+        body = KnownLengthBody.around(environ)
         with lock:
             answer = list(app(environ, start_response))
+        if body is not None and body.drained():
+            environ[_KEEP_ALIVE] = True
         if wakeups is not None:
             wakeups.notify(environ)
         return answer
 
     class QuietHandler(MotoRequestHandler):
+        disable_nagle_algorithm = True  # an answer's headers and body are two writes: none waits for an ACK
+
         def log_request(self, *args) -> None:
             pass
+
+        def run_wsgi(self) -> None:
+            _answer(self)
 
     server = make_server(host, port, serialized, threaded=True, request_handler=QuietHandler)
     threading.Thread(target=server.serve_forever, name="moto", daemon=True).start()
     return server
+
+
+_KEEP_ALIVE = "codspeed_local.keep_alive"
+_NO_BODY = {"HEAD"}
+
+
+def _answer(handler) -> None:
+    """werkzeug's answer to a request, but for the connection: werkzeug closes every one, lest a
+    body left unread be taken for the next request (then reads what the socket holds, the next
+    request's bytes with it). Here a body read to its end (``KnownLengthBody``) leaves the connection open
+    for the client's next call: a new connection, and a new thread here, for each call cost a
+    tenth of the suite's time. The application's answer is whole (``serialized`` lists it)."""
+    if handler.headers.get("Expect", "").lower().strip(" \t") == "100-continue":
+        handler.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    handler.environ = environ = handler.make_environ()
+    started: list = []
+
+    def start_response(status, headers, exc_info=None):
+        started[:] = [status, headers]
+        return lambda data: None
+
+    try:
+        body = b"".join(handler.server.app(environ, start_response))
+    except Exception:  # moto answers its own errors: this one is the stack's, as werkzeug would say
+        logging.getLogger(__name__).exception("moto's server failed a request")
+        environ.pop(_KEEP_ALIVE, None)
+        started[:], body = ["500 Internal Server Error", [("Content-Type", "text/plain")]], b"internal error"
+    status, headers = started
+    code, _, reason = status.partition(" ")
+    handler.send_response(int(code), reason)
+    length = None
+    for name, value in headers:
+        if name.lower() == "content-length":
+            length = value
+        elif name.lower() not in ("connection", "transfer-encoding"):
+            handler.send_header(name, value)
+    silent = environ["REQUEST_METHOD"] in _NO_BODY or int(code) in (204, 304) or int(code) < 200
+    handler.send_header("Content-Length", str(length if silent and length is not None else len(body)))
+    if not environ.get(_KEEP_ALIVE):
+        handler.send_header("Connection", "close")
+    handler.end_headers()
+    if not silent:
+        handler.wfile.write(body)
+
+
+class KnownLengthBody:
+    """A request's body of a known length, as moto reads it; what moto leaves unread is read
+    after it (``drained``), so that the connection can serve the next request."""
+
+    def __init__(self, stream, length: int) -> None:
+        self._stream, self._left = stream, length
+
+    @classmethod
+    def around(cls, environ: dict) -> "KnownLengthBody | None":
+        """None for a body of unknown length (chunked): its connection is closed after it."""
+        if environ.get("HTTP_TRANSFER_ENCODING") or environ.get("wsgi.input_terminated"):
+            return None
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return None
+        body = cls(environ["wsgi.input"], length)
+        environ["wsgi.input"] = body
+        return body
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        data = self._stream.read(size) if size else b""
+        self._left -= len(data)
+        return data
+
+    def readline(self, size: int = -1) -> bytes:
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        data = self._stream.readline(size) if size else b""
+        self._left -= len(data)
+        return data
+
+    def drained(self) -> bool:
+        while self._left and self.read(min(self._left, 1 << 16)):
+            pass
+        return self._left == 0
 
 
 def _list_moto_modules_once() -> None:
@@ -185,3 +276,34 @@ def _dynamodb_item_by_item() -> None:
             del self.all_items
 
     Table.query = query_by_key
+
+
+def _s3_versions_under_prefix() -> None:
+    """moto lists a bucket's object versions by deep-copying every version of every key in the
+    bucket, data included, before it looks at the prefix: a tenth of the suite's time went there
+    (``tests.factories.footprint`` lists a run's versions after every refusal). The same listing
+    copies only the keys under the prefix. (Calls are serialized: a bucket's keys are swapped for
+    one call at a time.)"""
+    from moto.s3.models import S3Backend
+    from moto.s3.utils import _VersionedKeyStore
+
+    if getattr(S3Backend.list_object_versions, "under_prefix", False):
+        return
+    original = S3Backend.list_object_versions
+
+    def list_object_versions(self, bucket_name, *args, **kwargs):
+        prefix = args[3] if len(args) > 3 else kwargs.get("prefix") or ""
+        bucket = self.get_bucket(bucket_name)
+        every = bucket.keys
+        under = _VersionedKeyStore()
+        for key, versions in every.iterlists():
+            if key.startswith(prefix):
+                under.setlist(key, versions)
+        bucket.keys = under
+        try:
+            return original(self, bucket_name, *args, **kwargs)
+        finally:
+            bucket.keys = every
+
+    list_object_versions.under_prefix = True
+    S3Backend.list_object_versions = list_object_versions

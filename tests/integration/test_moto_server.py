@@ -1,0 +1,95 @@
+"""The local stack's moto server (``codspeed_local.moto_server``): its connections kept open
+between calls, and its listing of object versions, answer as moto does."""
+
+import http.client
+import io
+import os
+import uuid
+from urllib.parse import urlsplit
+
+import boto3
+import pytest
+import urllib3.connection
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+
+def _client():
+    path_style = Config(s3={"addressing_style": "path"})
+    return boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], config=path_style)
+
+
+@pytest.fixture
+def s3(stack):
+    return _client()
+
+
+@pytest.fixture
+def bucket(s3):
+    name = f"moto-server-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    return name
+
+
+def test_a_clients_calls_share_one_connection_and_are_answered_as_before(bucket, monkeypatch):
+    opened = []
+    new_conn = urllib3.connection.HTTPConnection._new_conn
+    monkeypatch.setattr(urllib3.connection.HTTPConnection, "_new_conn", lambda self: opened.append(1) or new_conn(self))
+    s3 = _client()
+    for i in range(5):
+        s3.put_object(Bucket=bucket, Key=f"k{i}", Body=b"x" * (i * 1000))
+    assert s3.get_object(Bucket=bucket, Key="k3")["Body"].read() == b"x" * 3000
+    assert s3.head_object(Bucket=bucket, Key="k4")["ContentLength"] == 4000  # HEAD: the length, and no body
+    with pytest.raises(ClientError, match="NoSuchKey"):
+        s3.get_object(Bucket=bucket, Key="missing")
+    with pytest.raises(ClientError, match="404"):
+        s3.head_object(Bucket=bucket, Key="missing")
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == [f"k{i}" for i in range(5)]
+    assert len(opened) == 1  # 10 calls; each opened its own connection before
+
+
+def test_a_body_of_unknown_length_is_answered_and_its_connection_closed(s3, bucket):
+    endpoint = urlsplit(os.environ["AWS_ENDPOINT_URL"])
+    connection = http.client.HTTPConnection(endpoint.hostname, endpoint.port, timeout=10)
+    connection.request("PUT", f"/{bucket}/chunked", body=iter([b"abc", b"def"]), encode_chunked=True)
+    answer = connection.getresponse()
+    answer.read()
+    assert answer.status == 200 and answer.getheader("Connection") == "close"
+    assert s3.get_object(Bucket=bucket, Key="chunked")["Body"].read() == b"abcdef"
+
+
+def test_what_moto_leaves_of_a_body_is_read_and_the_next_requests_bytes_never_are():
+    from codspeed_local.moto_server import KnownLengthBody
+
+    wire = io.BytesIO(b"0123456789" + b"GET /next HTTP/1.1\r\n")
+    environ = {"CONTENT_LENGTH": "10", "wsgi.input": wire}
+    body = KnownLengthBody.around(environ)
+    assert environ["wsgi.input"] is body and body.read(3) == b"012" and body.readline() == b"3456789"
+    assert body.read() == b"" and body.drained() and wire.read() == b"GET /next HTTP/1.1\r\n"
+    unread = KnownLengthBody.around({"CONTENT_LENGTH": "10", "wsgi.input": io.BytesIO(b"0123456789next")})
+    assert unread.drained() and unread.read() == b""
+    cut = KnownLengthBody.around({"CONTENT_LENGTH": "10", "wsgi.input": io.BytesIO(b"01234")})
+    assert not cut.drained()  # the client sent less than it said: the connection is closed after it
+    assert KnownLengthBody.around({"HTTP_TRANSFER_ENCODING": "chunked", "wsgi.input": wire}) is None
+    assert KnownLengthBody.around({"CONTENT_LENGTH": "ten", "wsgi.input": wire}) is None
+
+
+def test_versions_listed_under_a_prefix_are_moto_s_own_listing_of_them(s3, bucket):
+    for key in ("a/1", "a/1", "a/2", "b/1", "ab"):
+        s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
+    s3.delete_object(Bucket=bucket, Key="a/2")
+    everything = s3.list_object_versions(Bucket=bucket)
+    under = s3.list_object_versions(Bucket=bucket, Prefix="a/")
+
+    def shown(listing, kind):
+        return [(v["Key"], v["VersionId"], v["IsLatest"]) for v in listing.get(kind, [])]
+
+    for kind in ("Versions", "DeleteMarkers"):
+        assert shown(under, kind) == [v for v in shown(everything, kind) if v[0].startswith("a/")]
+    assert [(k, latest) for k, _, latest in shown(under, "Versions")] == [
+        ("a/1", True),
+        ("a/1", False),
+        ("a/2", False),
+    ]
+    assert shown(under, "DeleteMarkers")[0][::2] == ("a/2", True)
