@@ -6,6 +6,7 @@ callers still interleave between calls.
 """
 
 import copy
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -53,6 +54,7 @@ def start_moto(
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
     _dynamodb_item_by_item()
+    _dynamodb_answers_as_json()
     _s3_versions_under_prefix()
     _list_moto_modules_once()
     app = DomainDispatcherApplication(create_backend_app)
@@ -307,3 +309,41 @@ def _s3_versions_under_prefix() -> None:
 
     list_object_versions.under_prefix = True
     S3Backend.list_object_versions = list_object_versions
+
+
+def plain_json(answer) -> str | None:
+    """The answer as JSON when it holds only strings, numbers, booleans, lists and string-keyed
+    objects of them, nothing null (then ``json.dumps`` writes it as moto's serializer would);
+    None otherwise."""
+    return json.dumps(answer) if _plain(answer) else None
+
+
+def _plain(value) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return isinstance(value, (str, int, float, bool))
+
+
+def _dynamodb_answers_as_json() -> None:
+    """moto serializes each DynamoDB answer by walking the operation's botocore shapes, trying
+    several spellings of every attribute's name: three quarters of a Query's time on its server.
+    An answer that is plain JSON (items, keys, counts: no bytes, dates or nulls, which keep
+    moto's own serializer) is the same document written with ``json.dumps``; botocore reads
+    both alike (``tests/integration/test_moto_server.py`` compares them on every answer)."""
+    from moto.dynamodb.responses import DynamoResult
+
+    if getattr(DynamoResult.execute_result, "as_json", False):
+        return
+    serialize = DynamoResult.execute_result
+
+    def execute_result(self, context):
+        body = plain_json(self.result)
+        if body is None:
+            return serialize(self, context)
+        return 200, {"Content-Type": f"application/x-amz-json-{context.service_model.metadata['jsonVersion']}"}, body
+
+    execute_result.as_json = True
+    execute_result.moto_serializer = serialize
+    DynamoResult.execute_result = execute_result

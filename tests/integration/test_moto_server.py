@@ -93,3 +93,75 @@ def test_versions_listed_under_a_prefix_are_moto_s_own_listing_of_them(s3, bucke
         ("a/2", False),
     ]
     assert shown(under, "DeleteMarkers")[0][::2] == ("a/2", True)
+
+
+def test_every_dynamodb_answer_written_as_json_reads_as_moto_s_own_serialization_of_it(stack, monkeypatch):
+    from botocore.parsers import create_parser
+    from moto.dynamodb.responses import DynamoResult
+
+    from codspeed_local.moto_server import plain_json
+
+    as_json, compared = DynamoResult.execute_result, []
+
+    def both(self, context):
+        answer = as_json(self, context)
+        own = as_json.moto_serializer(self, context)
+        shape = context.operation_model.output_shape
+
+        def read(body):
+            data = body.encode() if isinstance(body, str) else body
+            return create_parser("json").parse({"body": data, "headers": {}, "status_code": 200}, shape)
+
+        assert answer[0] == own[0] and answer[1]["Content-Type"] == own[1]["Content-Type"]
+        assert read(answer[2]) == read(own[2]), context.operation_model.name
+        compared.append((context.operation_model.name, plain_json(self.result) is not None))
+        return answer
+
+    monkeypatch.setattr(DynamoResult, "execute_result", both)
+    db = boto3.client("dynamodb", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    table = f"moto-server-{uuid.uuid4().hex[:12]}"
+    keys = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
+    db.create_table(
+        TableName=table,
+        KeySchema=keys,
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    every_type = {
+        "s": {"S": "é"},
+        "n": {"N": "1.50"},
+        "yes": {"BOOL": True},
+        "nothing": {"NULL": True},
+        "names": {"SS": ["a", "b"]},
+        "numbers": {"NS": ["1", "2"]},
+        "list": {"L": [{"S": "x"}, {"M": {"deep": {"N": "3"}}}]},
+    }
+    for i in range(5):
+        db.put_item(TableName=table, Item={"pk": {"S": "p"}, "sk": {"S": f"{i}"}, **every_type})
+    db.put_item(TableName=table, Item={"pk": {"S": "b"}, "sk": {"S": "0"}, "bytes": {"B": b"\x00\xff"}})
+    updated = db.update_item(
+        TableName=table,
+        Key={"pk": {"S": "p"}, "sk": {"S": "0"}},
+        UpdateExpression="ADD c :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+        ReturnValues="ALL_NEW",
+        ReturnConsumedCapacity="TOTAL",
+    )
+    assert updated["Attributes"]["c"] == {"N": "1"} and updated["ConsumedCapacity"]["TableName"] == table
+    page = db.query(
+        TableName=table, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p"}}, Limit=2
+    )
+    assert page["Count"] == 2 and page["LastEvaluatedKey"] == {"pk": {"S": "p"}, "sk": {"S": "1"}}
+    assert db.get_item(TableName=table, Key={"pk": {"S": "p"}, "sk": {"S": "4"}})["Item"]["list"] == every_type["list"]
+    assert "Item" not in db.get_item(TableName=table, Key={"pk": {"S": "p"}, "sk": {"S": "9"}})
+    assert db.get_item(TableName=table, Key={"pk": {"S": "b"}, "sk": {"S": "0"}})["Item"]["bytes"] == {"B": b"\x00\xff"}
+    got = db.batch_get_item(RequestItems={table: {"Keys": [{"pk": {"S": "p"}, "sk": {"S": f"{i}"}} for i in range(3)]}})
+    assert len(got["Responses"][table]) == 3
+    db.transact_write_items(
+        TransactItems=[{"Delete": {"TableName": table, "Key": {"pk": {"S": "p"}, "sk": {"S": "4"}}}}]
+    )
+    assert db.scan(TableName=table)["Count"] == 5
+    assert db.describe_table(TableName=table)["Table"]["CreationDateTime"]  # a date: moto's serializer writes it
+    written = {name for name, plain in compared if plain}
+    assert {"PutItem", "UpdateItem", "Query", "GetItem", "BatchGetItem"} <= written
+    assert {"DescribeTable", "GetItem", "Scan"} <= {name for name, plain in compared if not plain}  # a date, bytes
