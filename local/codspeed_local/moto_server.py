@@ -90,7 +90,6 @@ def start_moto(
 
 
 _KEEP_ALIVE = "codspeed_local.keep_alive"
-_NO_BODY = {"HEAD"}
 
 
 def _answer(handler) -> None:
@@ -112,7 +111,6 @@ def _answer(handler) -> None:
         body = b"".join(handler.server.app(environ, start_response))
     except Exception:  # moto answers its own errors: this one is the stack's, as werkzeug would say
         logging.getLogger(__name__).exception("moto's server failed a request")
-        environ.pop(_KEEP_ALIVE, None)
         started[:], body = ["500 Internal Server Error", [("Content-Type", "text/plain")]], b"internal error"
     status, headers = started
     code, _, reason = status.partition(" ")
@@ -123,7 +121,7 @@ def _answer(handler) -> None:
             length = value
         elif name.lower() not in ("connection", "transfer-encoding"):
             handler.send_header(name, value)
-    silent = environ["REQUEST_METHOD"] in _NO_BODY or int(code) in (204, 304) or int(code) < 200
+    silent = environ["REQUEST_METHOD"] == "HEAD" or int(code) in (204, 304) or int(code) < 200
     handler.send_header("Content-Length", str(length if silent and length is not None else len(body)))
     if not environ.get(_KEEP_ALIVE):
         handler.send_header("Connection", "close")
@@ -153,14 +151,14 @@ class KnownLengthBody:
         return body
 
     def read(self, size: int = -1) -> bytes:
-        size = self._left if size is None or size < 0 else min(size, self._left)
-        data = self._stream.read(size) if size else b""
-        self._left -= len(data)
-        return data
+        return self._take(self._stream.read, size)
 
     def readline(self, size: int = -1) -> bytes:
+        return self._take(self._stream.readline, size)
+
+    def _take(self, reading, size: int | None) -> bytes:
         size = self._left if size is None or size < 0 else min(size, self._left)
-        data = self._stream.readline(size) if size else b""
+        data = reading(size) if size else b""
         self._left -= len(data)
         return data
 
