@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from playwright.sync_api import expect
 
 from tests.factories import bundle, put, upload_request, wait_for
 
@@ -121,7 +122,8 @@ def test_a_regression_against_the_baseline_is_flagged_first_and_the_run_list_lin
     assert page.locator("#runs tbody tr").count() == 2
     page.set_extra_http_headers({})
     page.get_by_role("link", name="pr-1").click()  # each run of the list by its own signed link
-    assert page.locator("#run-state").inner_text() == "forwarded"
+    page.wait_for_url("**sig=**")
+    expect(page.locator("#run-state")).to_have_text("forwarded")
     assert page.url.startswith(f"{stack.api_url}/runs/{project}/pr-1?")
 
 
@@ -135,11 +137,14 @@ def test_the_page_sorts_and_filters_with_javascript_off(stack, browser, tmp_path
     page = context.new_page()
     page.goto(report["page_url"])
     page.select_option("#shard-filter", "2")
+    shards = page.locator("#benchmarks tbody tr td:nth-child(2)")
     page.get_by_role("button", name="Show").click()  # the shard's page, from the server
-    assert page.locator("#benchmarks tbody tr td:nth-child(2)").all_inner_texts() == ["2", "2"]
+    page.wait_for_url("**shard=2**")  # a click returns once the navigation commits, before the page loads
+    expect(shards).to_have_text(["2", "2"])
     page.get_by_role("link", name="Value").click()  # server-sorted, the shard and the signed link kept
-    assert "shard=2" in page.url and "sort=value" in page.url and "sig=" in page.url
-    assert page.locator("#benchmarks tbody tr td:nth-child(2)").all_inner_texts() == ["2", "2"]
+    page.wait_for_url("**sort=value**")
+    assert "shard=2" in page.url and "sig=" in page.url
+    expect(shards).to_have_text(["2", "2"])
     page.screenshot(path=str(tmp_path / "no-javascript.png"), full_page=True)
     context.close()
 
