@@ -39,7 +39,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -53,6 +52,7 @@ from codspeed_aggregator.domain.gz import usable_cores  # noqa: E402
 from codspeed_aggregator.domain.merge import DEFAULT_LEVEL, ShardBundle, merge_bundles  # noqa: E402
 from codspeed_aggregator.domain.splice import NormalizedShard, splice  # noqa: E402
 from codspeed_aggregator.offline import SPLICE_CORES, merge_files  # noqa: E402
+from codspeed_local.serving import serve_in_thread, stop_serving  # noqa: E402
 from codspeed_rules.normalize import Normalizer  # noqa: E402
 
 TARGETS = {
@@ -250,7 +250,7 @@ def merge_process(paths: list[Path], out: Path) -> int:
 def final_job(packs: list[Path], work: Path, packed_floor: float) -> tuple[float, float]:
     """(final job / floor plus upload, the merge process's RSS at 4x over 1x)."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     url = f"http://127.0.0.1:{server.server_address[1]}/upload"
     try:
         floor_to(packs, work / "floor.tar.gz")
@@ -260,8 +260,7 @@ def final_job(packs: list[Path], work: Path, packed_floor: float) -> tuple[float
             for _ in range(3)
         )
     finally:
-        server.shutdown()
-        server.server_close()
+        stop_serving(server)
     rss_1x = merge_process(packs, work / "job.tar.gz")
     rss_4x = merge_process(packs * 4, work / "job.tar.gz")
     print(

@@ -12,6 +12,8 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from codspeed_local.serving import serve_in_thread, stop_serving
+
 BODY_LIMIT = 65_536  # GitHub refuses a longer comment body: 422 "body is too long (maximum is 65536 characters)"
 _CREATE = re.compile(r"^/repos/([^/]+/[^/]+)/issues/(\d+)/comments$")
 _EDIT = re.compile(r"^/repos/([^/]+/[^/]+)/issues/comments/(\d+)$")
@@ -47,15 +49,14 @@ class Loopback:
 
     def serve(self, handler: type) -> None:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)
 
 
 class FakeGitHub(Loopback):

@@ -3,13 +3,14 @@ a JWKS on loopback (what the aggregator fetches), and tokens shaped like the one
 with ``id-token: write`` (claims ``repository``, ``repository_owner``, ``run_id``, ...)."""
 
 import json
-import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from codspeed_local.serving import serve_in_thread, stop_serving
 
 ISSUER = "https://token.actions.githubusercontent.com"
 
@@ -38,7 +39,7 @@ class OidcIssuer:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     @property
     def jwks_url(self) -> str:
@@ -87,5 +88,4 @@ class OidcIssuer:
         return jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": self.kid})
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)

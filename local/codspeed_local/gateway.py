@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from .lambda_context import LocalContext
 from .limits import HTTP_API_PAYLOAD, LAMBDA_SYNC_PAYLOAD, payload_bytes
+from .serving import serve_in_thread
 
 MAX_BODY = HTTP_API_PAYLOAD
 SERVER_ERROR = {
@@ -141,5 +142,5 @@ def start_gateway(
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="gateway", daemon=True).start()
+    serve_in_thread(server, "gateway")
     return server

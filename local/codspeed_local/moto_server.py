@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from .serving import serve_in_thread
+
 # The requests after which a queue may hold a message it did not: S3's writes (its event
 # notifications go to SQS within the request) and SQS's own sends and visibility changes.
 _QUEUEING = {
@@ -85,7 +87,7 @@ def start_moto(
             _answer(self)
 
     server = make_server(host, port, serialized, threaded=True, request_handler=QuietHandler)
-    threading.Thread(target=server.serve_forever, name="moto", daemon=True).start()
+    serve_in_thread(server, "moto")
     return server
 
 

@@ -18,6 +18,7 @@ from .iam.roles import local_policies
 from .moto_server import Wakeups, start_moto
 from .pollers import QueuePoller
 from .resources import create
+from .serving import stop_serving
 from .upstream_stub import StubUpstream
 
 UPSTREAM_TOKENS_PATH = "/codspeed-aggregator/upstream-tokens"  # the template's default: its grant covers it
@@ -159,8 +160,7 @@ class LocalStack:
         for poller in self._pollers:
             poller.stop(wait=max(0.01, until - time.monotonic()))
         for server in self._servers:
-            server.shutdown()
-            server.server_close()
+            stop_serving(server)
         if self._own_upstream_dir:
             shutil.rmtree(self.upstream_dir, ignore_errors=True)
 

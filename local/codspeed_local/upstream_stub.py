@@ -24,6 +24,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from .serving import serve_in_thread, stop_serving
+
 ARCHIVES = ("archive.tar.gz", "archive.tar")
 
 
@@ -79,12 +81,11 @@ class StubUpstream:
         return f"http://{host}:{port}"
 
     def start(self) -> "StubUpstream":
-        threading.Thread(target=self.server.serve_forever, name="upstream", daemon=True).start()
+        serve_in_thread(self.server, "upstream")
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)
 
     def uploads(self, run_id: str | None = None, commit: str | None = None) -> list[Path]:
         """Folders of the uploads whose archive arrived (of one run, by its runPart, or of one

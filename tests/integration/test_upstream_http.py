@@ -4,13 +4,13 @@ bounded in total time, not only per read."""
 import gzip
 import io
 import json
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamClient, UpstreamError
+from codspeed_local.serving import serve_in_thread, stop_serving
 
 GRANT = {"status": "success", "uploadUrl": "http://127.0.0.1:9/archive/x", "runId": "r1"}
 
@@ -18,8 +18,7 @@ GRANT = {"status": "success", "uploadUrl": "http://127.0.0.1:9/archive/x", "runI
 def _serve(handler_class) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return serve_in_thread(server)
 
 
 class _Trickling(BaseHTTPRequestHandler):
@@ -63,7 +62,7 @@ class _Gzipped(BaseHTTPRequestHandler):
 def trickling():
     server = _serve(_Trickling)
     yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    stop_serving(server)
 
 
 def test_an_upstream_trickling_its_answer_is_cut_off_at_the_timeout_and_retried(trickling):
@@ -88,7 +87,7 @@ def test_a_gzip_encoded_answer_is_read_as_json():
         client = UpstreamClient(f"http://127.0.0.1:{server.server_address[1]}/upload", "t", timeout=5, attempts=1)
         assert client.announce({"version": 10}).runId == "r1"
     finally:
-        server.shutdown()
+        stop_serving(server)
 
 
 class _Redirecting(BaseHTTPRequestHandler):
@@ -144,8 +143,8 @@ def test_a_307_is_followed_with_the_whole_body_and_no_token_goes_to_another_host
             f"http://127.0.0.1:{redirecting.server_address[1]}/archive/x", io.BytesIO(archive), len(archive), md5
         )
     finally:
-        redirecting.shutdown()
-        receiver.shutdown()
+        stop_serving(redirecting)
+        stop_serving(receiver)
     (post, post_path, post_headers, _), (put, put_path, put_headers, body) = _Receiving.received[-2:]
     assert accepted.runId == "r1" and (post, post_path, put, put_path) == ("POST", "/upload", "PUT", "/archive/x")
     assert "authorization" not in post_headers  # the token was for 127.0.0.1, not for localhost
@@ -167,7 +166,7 @@ def test_a_redirect_to_plain_http_elsewhere_or_past_three_hops_is_refused():
         with pytest.raises(UpstreamError, match="redirected more than 3 times"):
             client.announce({"version": 10})
     finally:
-        redirecting.shutdown()
+        stop_serving(redirecting)
 
 
 def _powertools_fails(code: str):
@@ -292,5 +291,5 @@ def test_a_429_is_tried_again_after_what_its_retry_after_says():
         client = UpstreamClient(url, "t", timeout=5, attempts=3, sleep=waited.append)
         assert client.announce({"version": 10}).runId == "r1"
     finally:
-        server.shutdown()
+        stop_serving(server)
     assert waited == [9.0]

@@ -3,7 +3,6 @@
 import io
 import json
 import os
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -13,6 +12,7 @@ from codspeed_client.api import AggregatorApi
 from codspeed_client.cli import main
 from codspeed_client.errors import ClientError
 from codspeed_client.progress import Progress
+from codspeed_local.serving import serve_in_thread, stop_serving
 from codspeed_rules.runner_json import compact, pushed_part_id
 from codspeed_wire.api import ShardUploadRequest
 from tests.factories import bundle, crc32_b64, md5_b64, profile_members, tar_gz
@@ -59,7 +59,7 @@ class Scripted:
                 pass
 
         self.server = _QuietServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def count(self, method: str, prefix: str) -> int:
@@ -76,7 +76,7 @@ def scripted():
 
     yield make
     for s in servers:
-        s.server.shutdown()
+        stop_serving(s.server)
 
 
 REPORT = {

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 from codspeed_local.gateway import start_gateway
+from codspeed_local.serving import stop_serving
 
 
 def test_events_reach_the_handler_one_at_a_time_as_in_a_lambda_instance():
@@ -27,8 +28,7 @@ def test_events_reach_the_handler_one_at_a_time_as_in_a_lambda_instance():
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(lambda i: requests.post(url, json={"i": i}, timeout=10).json(), range(24)))
     finally:
-        server.shutdown()
-        server.server_close()
+        stop_serving(server)
     assert answers == [{"i": i} for i in range(24)]  # each request got its own answer
     assert most[0] == 1
 
@@ -43,8 +43,7 @@ def test_the_event_is_an_http_api_v2_event():
             timeout=10,
         )
     finally:
-        server.shutdown()
-        server.server_close()
+        stop_serving(server)
     event = seen[0]
     assert (event["version"], event["rawPath"], event["queryStringParameters"]) == (
         "2.0",
@@ -69,8 +68,7 @@ def test_a_response_over_lambdas_6_mb_payload_is_the_500_api_gateway_answers():
     try:
         under, over = requests.get(f"{base}/under", timeout=30), requests.get(f"{base}/over", timeout=30)
     finally:
-        server.shutdown()
-        server.server_close()
+        stop_serving(server)
     assert under.status_code == 200 and len(under.content) == sizes["under"]
     assert over.status_code == 500 and over.json() == {"message": "Internal Server Error"}
 
@@ -86,6 +84,5 @@ def test_a_request_whose_event_is_over_6_mb_never_reaches_the_handler():
             timeout=30,
         )  # base64: over 6 MB
     finally:
-        server.shutdown()
-        server.server_close()
+        stop_serving(server)
     assert answer.status_code == 413 and answer.json() == {"message": "Request Entity Too Large"} and not seen
