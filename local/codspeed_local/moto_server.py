@@ -5,14 +5,13 @@ threads. Serializing each call keeps every call atomic, as it is in DynamoDB, wh
 callers still interleave between calls.
 """
 
-import copy
-import json
 import logging
 import threading
 from collections.abc import Callable
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from .moto_speedups import speed_up_moto
 from .serving import serve_in_thread
 
 # The requests after which a queue may hold a message it did not: S3's writes (its event
@@ -55,10 +54,7 @@ def start_moto(
     ``wakeups``: told after each request that may have queued a message."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
-    _dynamodb_item_by_item()
-    _dynamodb_answers_as_json()
-    _s3_versions_under_prefix()
-    _list_moto_modules_once()
+    speed_up_moto()
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
 
@@ -168,182 +164,3 @@ class KnownLengthBody:
         while self._left and self.read(min(self._left, 1 << 16)):
             pass
         return self._left == 0
-
-
-def _list_moto_modules_once() -> None:
-    """moto's dispatcher lists its own package's folders on disk at every request to tell a
-    service from a host name; the pollers' short polls made that a tenth of the stack's time."""
-    from moto import backends
-
-    if getattr(backends.list_of_moto_modules, "listed_once", False):
-        return
-    modules = tuple(backends.list_of_moto_modules())
-
-    def listed() -> tuple[str, ...]:
-        return modules
-
-    listed.listed_once = True
-    backends.list_of_moto_modules = listed
-
-
-class _NoTableBackup:
-    """``copy`` as moto's DynamoDB sees it during one transaction: a table is not copied (its
-    "backup" is the live table, so its rollback is a no-op); the items the transaction touches
-    are kept and put back instead (``_undo_touched``)."""
-
-    def __init__(self, table_type) -> None:
-        self._table_type = table_type
-
-    def deepcopy(self, value, memo=None):
-        return value if isinstance(value, self._table_type) else copy.deepcopy(value, memo)
-
-    def __getattr__(self, name):
-        return getattr(copy, name)
-
-
-def _touched(backend, transact_items) -> list[tuple[object, object, object, object]]:
-    """(table, hash key, range key, the item as it is now or None) of each item a transaction names."""
-    from moto.dynamodb.models.dynamo_type import DynamoType
-
-    touched = []
-    for entry in transact_items:
-        for op in entry.values():
-            table = backend.tables.get(op.get("TableName"))
-            key = op.get("Key") or op.get("Item")
-            if table is None or not key or table.hash_key_attr not in key:
-                continue
-            hash_value = DynamoType(key[table.hash_key_attr])
-            range_value = (
-                DynamoType(key[table.range_key_attr]) if table.has_range_key and table.range_key_attr in key else None
-            )
-            if table.has_range_key and range_value is None:
-                continue
-            current = table.get_item(hash_value, range_value)
-            touched.append((table, hash_value, range_value, copy.deepcopy(current)))
-    return touched
-
-
-def _undo_touched(touched) -> None:
-    for table, hash_value, range_value, original in reversed(touched):
-        if range_value is None:
-            if original is None:
-                table.items.pop(hash_value, None)
-            else:
-                table.items[hash_value] = original
-        elif original is None:
-            table.items[hash_value].pop(range_value, None)
-        else:
-            table.items[hash_value][range_value] = original
-
-
-def _dynamodb_item_by_item() -> None:
-    """moto backs a table up before a transaction (a deep copy of all its items, to roll back),
-    and queries a table by walking every item: both grow with the table, and the suite's table
-    grows with every run (a session's transactions spent most of their time copying). The same
-    rollback keeps only the items the transaction names, and a query of a table's own key reads
-    that key's items: the same answers. (Calls are serialized: the module's ``copy`` and a
-    table's ``all_items`` are swapped for one call at a time.)"""
-    from moto.dynamodb import models
-    from moto.dynamodb.models.table import Table
-
-    backend = models.DynamoDBBackend
-    if getattr(backend.transact_write_items, "item_by_item", False):
-        return
-    original = backend.transact_write_items
-
-    def transact_write_items(self, transact_items):
-        touched = _touched(self, transact_items) if len(transact_items) <= 100 else []
-        models.copy = _NoTableBackup(Table)
-        try:
-            return original(self, transact_items)
-        except Exception:
-            _undo_touched(touched)
-            raise
-        finally:
-            models.copy = copy
-
-    transact_write_items.item_by_item = True
-    backend.transact_write_items = transact_write_items
-
-    query = Table.query
-
-    def query_by_key(self, hash_key, *args, **kwargs):
-        index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
-        if index_name is not None or not self.has_range_key or hash_key is None:
-            return query(self, hash_key, *args, **kwargs)
-        self.all_items = lambda: list(self.items.get(hash_key, {}).values())
-        try:
-            return query(self, hash_key, *args, **kwargs)
-        finally:
-            del self.all_items
-
-    Table.query = query_by_key
-
-
-def _s3_versions_under_prefix() -> None:
-    """moto lists a bucket's object versions by deep-copying every version of every key in the
-    bucket, data included, before it looks at the prefix: a tenth of the suite's time went there
-    (``tests.factories.footprint`` lists a run's versions after every refusal). The same listing
-    copies only the keys under the prefix. (Calls are serialized: a bucket's keys are swapped for
-    one call at a time.)"""
-    from moto.s3.models import S3Backend
-    from moto.s3.utils import _VersionedKeyStore
-
-    if getattr(S3Backend.list_object_versions, "under_prefix", False):
-        return
-    original = S3Backend.list_object_versions
-
-    def list_object_versions(self, bucket_name, *args, **kwargs):
-        prefix = args[3] if len(args) > 3 else kwargs.get("prefix") or ""
-        bucket = self.get_bucket(bucket_name)
-        every = bucket.keys
-        under = _VersionedKeyStore()
-        for key, versions in every.iterlists():
-            if key.startswith(prefix):
-                under.setlist(key, versions)
-        bucket.keys = under
-        try:
-            return original(self, bucket_name, *args, **kwargs)
-        finally:
-            bucket.keys = every
-
-    list_object_versions.under_prefix = True
-    S3Backend.list_object_versions = list_object_versions
-
-
-def plain_json(answer) -> str | None:
-    """The answer as JSON when it holds only strings, numbers, booleans, lists and string-keyed
-    objects of them, nothing null (then ``json.dumps`` writes it as moto's serializer would);
-    None otherwise."""
-    return json.dumps(answer) if _plain(answer) else None
-
-
-def _plain(value) -> bool:
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_plain(v) for v in value)
-    return isinstance(value, (str, int, float, bool))
-
-
-def _dynamodb_answers_as_json() -> None:
-    """moto serializes each DynamoDB answer by walking the operation's botocore shapes, trying
-    several spellings of every attribute's name: three quarters of a Query's time on its server.
-    An answer that is plain JSON (items, keys, counts: no bytes, dates or nulls, which keep
-    moto's own serializer) is the same document written with ``json.dumps``; botocore reads
-    both alike (``tests/integration/test_moto_server.py`` compares them on every answer)."""
-    from moto.dynamodb.responses import DynamoResult
-
-    if getattr(DynamoResult.execute_result, "as_json", False):
-        return
-    serialize = DynamoResult.execute_result
-
-    def execute_result(self, context):
-        body = plain_json(self.result)
-        if body is None:
-            return serialize(self, context)
-        return 200, {"Content-Type": f"application/x-amz-json-{context.service_model.metadata['jsonVersion']}"}, body
-
-    execute_result.as_json = True
-    execute_result.moto_serializer = serialize
-    DynamoResult.execute_result = execute_result

@@ -99,7 +99,7 @@ def test_every_dynamodb_answer_written_as_json_reads_as_moto_s_own_serialization
     from botocore.parsers import create_parser
     from moto.dynamodb.responses import DynamoResult
 
-    from codspeed_local.moto_server import plain_json
+    from codspeed_local.moto_speedups import plain_json
 
     as_json, compared = DynamoResult.execute_result, []
 
