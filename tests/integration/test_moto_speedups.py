@@ -1,0 +1,111 @@
+"""moto's shortcuts in the local stack (``codspeed_local.moto_speedups``) give moto's own answers:
+here, an update expression checked once on the whole, against moto's checks at every node."""
+
+import os
+import uuid
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+ARRIVAL = (  # a shard's arrival, the suite's costliest update: twenty actions of the three kinds
+    "SET #state = :s, upload_id = :s, #key = :s, #size = :n, benchmarks = :n, pids = :l, arrived_at = :n, "
+    "requested_at = :n, label = :s, executor = :s, gzipped = :t, version_id = :s, md5 = :s, normalized = :s, "
+    "#group = :s, results_kept = :t, cost_ms = :n, longest_ms = :n, expires_at = if_not_exists(expires_at, :n) "
+    "REMOVE reason, inherited_from, upstream ADD attempt :one, rev :one"
+)
+NAMES = {"#state": "state", "#key": "key", "#size": "size", "#group": "group"}
+CASES = {  # (expression, names): the answer with an item, and with none yet
+    "a shard's arrival": (ARRIVAL, NAMES, "updated", "updated"),
+    "functions and every clause": (
+        "SET a = :s, l = list_append(if_not_exists(l, :l), :l) ADD n :one, tags :ss REMOVE gone DELETE set_of :ss",
+        {},
+        "updated",
+        "updated",
+    ),
+    "nested paths": ("SET m.k1 = :s, l[0] = :s, m.k2 = if_not_exists(m.k2, :n)", {}, "updated", "refused"),
+    "two SET clauses": ("SET a = :s SET b = :s", {}, "refused", "refused"),
+    "two ADD and two SET clauses": ("ADD a :one SET b = :s SET c = :s ADD d :one", {}, "refused", "refused"),
+    "overlapping paths": ("SET m.k1 = :s, m = :s", {}, "refused", "refused"),
+    "one attribute by two names": ("SET #x = :s, #y = :s", {"#x": "same", "#y": "same"}, "refused", "refused"),
+    "an attribute set and removed": ("SET a = :s REMOVE a", {}, "refused", "refused"),
+    "a name never given": ("SET #missing = :s", {}, "refused", "refused"),
+    "a value never given": ("SET a = :nothing", {}, "refused", "refused"),
+    "the table's key": ("SET pk = :s", {}, "refused", "refused"),
+    "a number added to a list": ("ADD l :one", {}, "refused", "updated"),
+}
+VALUES = {
+    ":s": {"S": "x"},
+    ":n": {"N": "7"},
+    ":one": {"N": "1"},
+    ":t": {"BOOL": True},
+    ":l": {"L": [{"S": "y"}]},
+    ":ss": {"SS": ["p", "q"]},
+}
+START = {
+    "m": {"M": {"k2": {"N": "1"}}},
+    "l": {"L": [{"S": "z"}]},
+    "set_of": {"SS": ["p", "r"]},
+    "gone": {"S": "g"},
+    "reason": {"S": "r"},
+    "rev": {"N": "3"},
+}
+
+
+@pytest.fixture(scope="module")
+def table(stack):
+    db = boto3.client("dynamodb", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    name = f"moto-speedups-{uuid.uuid4().hex[:12]}"
+    db.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return db, name
+
+
+def _update(db, table: str, key: str, expression: str, names: dict, *, new: bool) -> tuple:
+    if not new:
+        db.put_item(TableName=table, Item={"pk": {"S": key}, **START})
+    used = {k: v for k, v in VALUES.items() if k in expression}
+    try:
+        db.update_item(
+            TableName=table,
+            Key={"pk": {"S": key}},
+            UpdateExpression=expression,
+            **({"ExpressionAttributeNames": names} if names else {}),
+            **({"ExpressionAttributeValues": used} if used else {}),
+        )
+    except ClientError as refused:
+        answer: tuple = ("refused", refused.response["Error"]["Code"], refused.response["Error"]["Message"])
+    else:
+        answer = ("updated",)
+    item = db.get_item(TableName=table, Key={"pk": {"S": key}}, ConsistentRead=True).get("Item")
+    return (*answer, {k: v for k, v in (item or {}).items() if k != "pk"})
+
+
+def _moto_own_checks(monkeypatch) -> None:
+    from moto.dynamodb.parsing import ast_nodes, validators
+
+    traverser = ast_nodes.DepthFirstTraverser
+    monkeypatch.setattr(traverser, "process", traverser.process.moto_process)
+    monkeypatch.setattr(traverser, "nodes_to_be_processed", traverser.nodes_to_be_processed.moto_nodes)
+    for checker, name in (
+        (validators.ActionCountValidator, "verify_action_counts"),
+        (validators.OverlappingPathsValidator, "check_for_overlapping_paths"),
+    ):
+        monkeypatch.setattr(checker, name, getattr(checker, name).moto_check)
+
+
+@pytest.mark.parametrize("new", [False, True], ids=["an item", "no item yet"])
+@pytest.mark.parametrize("case", CASES)
+def test_an_update_checked_once_on_the_whole_is_moto_s_own_answer_and_item(table, monkeypatch, case, new):
+    db, name = table
+    expression, names, with_item, without = CASES[case]
+    once = _update(db, name, f"once-{uuid.uuid4().hex}", expression, names, new=new)
+    with monkeypatch.context() as moto_own:
+        _moto_own_checks(moto_own)
+        own = _update(db, name, f"own-{uuid.uuid4().hex}", expression, names, new=new)
+    assert once == own
+    assert once[0] == (without if new else with_item), once
