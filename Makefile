@@ -59,6 +59,7 @@ bench: install $(VALGRIND)
 	$(BIN)/python bench/balance.py
 	$(BIN)/python bench/valgrind_rate.py
 	$(BIN)/python bench/parts.py
+	$(BIN)/python bench/moto_update.py
 
 bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/merge.py --quick
@@ -68,6 +69,7 @@ bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/page.py --quick
 	$(BIN)/python bench/balance.py --quick
 	$(BIN)/python bench/valgrind_rate.py --quick
+	$(BIN)/python bench/moto_update.py --quick
 	$(BIN)/python bench/parts.py --quick
 	$(BIN)/python bench/upload_calls.py --most 24
 	$(BIN)/python bench/billing.py --quick

@@ -1,0 +1,95 @@
+"""How long moto's DynamoDB takes over a shard's arrival (an update of twenty actions), with the
+local stack's shortcut (``codspeed_local.moto_speedups``: the expression checked once on the
+whole) and with moto's own checks at every node, in one process, turn about.
+
+    python bench/moto_update.py            # 7 rounds of 200 updates each way
+    python bench/moto_update.py --quick    # 3 rounds of 30: a smoke for CI
+
+``update_ms`` is the median round's time per update. Target: the shortcut's at most 0.8 of
+moto's own (the suite makes thousands of such updates).
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
+
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+from moto.dynamodb.parsing import ast_nodes, validators  # noqa: E402
+
+from codspeed_local.moto_speedups import speed_up_moto  # noqa: E402
+from tests.integration.test_moto_speedups import ARRIVAL, NAMES, VALUES  # noqa: E402
+
+TARGET_RATIO = 0.8
+CHECKS = (
+    (validators.ActionCountValidator, "verify_action_counts", "moto_check"),
+    (validators.OverlappingPathsValidator, "check_for_overlapping_paths", "moto_check"),
+    (ast_nodes.DepthFirstTraverser, "process", "moto_process"),
+    (ast_nodes.DepthFirstTraverser, "nodes_to_be_processed", "moto_nodes"),
+)
+
+
+@contextmanager
+def moto_own_checks():
+    shortcuts = [(owner, name, getattr(owner, name)) for owner, name, _ in CHECKS]
+    for owner, name, original in CHECKS:
+        setattr(owner, name, getattr(getattr(owner, name), original))
+    try:
+        yield
+    finally:
+        for owner, name, shortcut in shortcuts:
+            setattr(owner, name, shortcut)
+
+
+def round_ms(db, updates: int) -> float:
+    values = {k: v for k, v in VALUES.items() if k in ARRIVAL}
+    start = time.perf_counter()
+    for _ in range(updates):
+        db.update_item(
+            TableName="runs",
+            Key={"pk": {"S": "RUN#acme/widgets#1"}},
+            UpdateExpression=ARRIVAL,
+            ExpressionAttributeNames=NAMES,
+            ExpressionAttributeValues=values,
+        )
+    return (time.perf_counter() - start) * 1000 / updates
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 30 updates: a smoke")
+    args = parser.parse_args()
+    rounds, updates = (3, 30) if args.quick else (7, 200)
+    speed_up_moto()
+    with mock_aws():
+        db = boto3.client("dynamodb", region_name="us-east-1")
+        db.create_table(
+            TableName="runs",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        round_ms(db, updates)  # a first round, untimed: the item made, moto's modules warm
+        shortcut, own = [], []
+        for _ in range(rounds):  # turn about: the machine's noise falls on both alike
+            shortcut.append(round_ms(db, updates))
+            with moto_own_checks():
+                own.append(round_ms(db, updates))
+    ratio = statistics.median(shortcut) / statistics.median(own)
+    print(f"update_ms moto's own checks: {statistics.median(own):.2f}")
+    print(f"update_ms checked once:      {statistics.median(shortcut):.2f}")
+    print(f"ratio: {ratio:.2f} (target <= {TARGET_RATIO})")
+    if not args.quick and ratio > TARGET_RATIO:
+        print("target missed", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
