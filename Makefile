@@ -15,6 +15,11 @@ $(BIN)/.installed: pyproject.toml functions/requirements.txt client/pyproject.to
 
 install: $(BIN)/.installed
 
+# make lint's tools (pyproject.toml's lint extra), apart: make test neither needs nor waits for them.
+$(BIN)/.lint-installed: $(BIN)/.installed
+	$(BIN)/pip install --quiet -c functions/requirements.txt -e '.[test,lint]'
+	touch $@
+
 demo: install
 	$(BIN)/codspeed-aggregator demo
 
@@ -36,7 +41,7 @@ test: install $(BROWSER)
 # ruff's checks (pyflakes, pycodestyle, import order, bugbear, pyupgrade, McCabe complexity, too many
 # arguments), its formatter and mypy, strict on functions/ and client/, at zero findings, configured
 # in pyproject.toml: CI runs it
-lint: install
+lint: $(BIN)/.lint-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
