@@ -30,3 +30,14 @@ def test_a_server_serves_on_its_named_thread_and_once_stopped_neither_answers_no
     assert not [t for t in threading.enumerate() if t.name == "fake-host" and t.is_alive()]
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def test_a_stop_wakes_a_loop_that_would_poll_once_an_hour():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 3600}, daemon=True).start()
+    stopping = threading.Thread(target=stop_serving, args=(server,), daemon=True)
+    stopping.start()
+    stopping.join(timeout=30)  # an hour without the wake-up
+    assert not stopping.is_alive()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(server.server_address[:2], timeout=5)
