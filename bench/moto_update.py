@@ -13,7 +13,6 @@ import argparse
 import statistics
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,30 +20,11 @@ sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
-from moto.dynamodb.parsing import ast_nodes, validators  # noqa: E402
 
-from codspeed_local.moto_speedups import speed_up_moto  # noqa: E402
+from codspeed_local.moto_speedups import moto_own_update_checks, speed_up_moto  # noqa: E402
 from tests.integration.test_moto_speedups import ARRIVAL, NAMES, VALUES  # noqa: E402
 
 TARGET_RATIO = 0.8
-CHECKS = (
-    (validators.ActionCountValidator, "verify_action_counts", "moto_check"),
-    (validators.OverlappingPathsValidator, "check_for_overlapping_paths", "moto_check"),
-    (ast_nodes.DepthFirstTraverser, "process", "moto_process"),
-    (ast_nodes.DepthFirstTraverser, "nodes_to_be_processed", "moto_nodes"),
-)
-
-
-@contextmanager
-def moto_own_checks():
-    shortcuts = [(owner, name, getattr(owner, name)) for owner, name, _ in CHECKS]
-    for owner, name, original in CHECKS:
-        setattr(owner, name, getattr(getattr(owner, name), original))
-    try:
-        yield
-    finally:
-        for owner, name, shortcut in shortcuts:
-            setattr(owner, name, shortcut)
 
 
 def round_ms(db, updates: int) -> float:
@@ -79,7 +59,7 @@ def main() -> int:
         shortcut, own = [], []
         for _ in range(rounds):  # turn about: the machine's noise falls on both alike
             shortcut.append(round_ms(db, updates))
-            with moto_own_checks():
+            with moto_own_update_checks():
                 own.append(round_ms(db, updates))
     ratio = statistics.median(shortcut) / statistics.median(own)
     print(f"update_ms moto's own checks: {statistics.median(own):.2f}")

@@ -1,9 +1,11 @@
 """moto, quicker where the suite measured it slow, each shortcut giving moto's own answers
-(``tests/integration/test_moto_server.py`` compares them). Calls to the stack's moto are
+(``tests/integration/test_moto_server.py`` and ``test_moto_speedups.py`` compare them). Calls to the stack's moto are
 serialized (``moto_server``): a shortcut may swap a module's or an object's attribute for one call."""
 
 import copy
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def speed_up_moto() -> None:
@@ -193,6 +195,9 @@ def _dynamodb_answers_as_json() -> None:
     DynamoResult.execute_result = execute_result
 
 
+_MOTO_OWN_UPDATE_CHECKS: list[tuple[type, str, object]] = []  # (class, attribute, moto's own) once swapped
+
+
 def _update_expressions_checked_once() -> None:
     """moto checks an update expression's clause counts and paths at every node of its tree (each
     check walking the node's whole subtree), and each of its ten checkers rebuilds its table of
@@ -202,8 +207,7 @@ def _update_expressions_checked_once() -> None:
     node, in moto's order, for moto's own error."""
     from moto.dynamodb.parsing import ast_nodes, validators
 
-    traverser = ast_nodes.DepthFirstTraverser
-    if getattr(traverser.process, "moto_process", None):
+    if _MOTO_OWN_UPDATE_CHECKS:
         return
 
     def processing(self) -> dict:
@@ -223,14 +227,29 @@ def _update_expressions_checked_once() -> None:
                 return processor(node)
         return None
 
-    process.moto_process = traverser.process
-    nodes_to_be_processed.moto_nodes = traverser.nodes_to_be_processed
-    traverser.process, traverser.nodes_to_be_processed = process, nodes_to_be_processed
+    traverser = ast_nodes.DepthFirstTraverser
+    shortcuts = [(traverser, "process", process), (traverser, "nodes_to_be_processed", nodes_to_be_processed)]
     for checker, name in (
         (validators.ActionCountValidator, "verify_action_counts"),
         (validators.OverlappingPathsValidator, "check_for_overlapping_paths"),
     ):
-        setattr(checker, name, _on_the_whole(getattr(checker, name), ast_nodes.UpdateExpression))
+        shortcuts.append((checker, name, _on_the_whole(getattr(checker, name), ast_nodes.UpdateExpression)))
+    for owner, name, shortcut in shortcuts:
+        _MOTO_OWN_UPDATE_CHECKS.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, shortcut)
+
+
+@contextmanager
+def moto_own_update_checks() -> Iterator[None]:
+    """moto's own update checks for the block: what the shortcut is tested and measured against."""
+    shortcuts = [(owner, name, getattr(owner, name)) for owner, name, _ in _MOTO_OWN_UPDATE_CHECKS]
+    for owner, name, own in _MOTO_OWN_UPDATE_CHECKS:
+        setattr(owner, name, own)
+    try:
+        yield
+    finally:
+        for owner, name, shortcut in shortcuts:
+            setattr(owner, name, shortcut)
 
 
 def _on_the_whole(check, checked_type):
@@ -244,7 +263,6 @@ def _on_the_whole(check, checked_type):
                 check(self, part)
             raise
 
-    on_the_whole.moto_check = check
     return on_the_whole
 
 

@@ -8,6 +8,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from codspeed_local.moto_speedups import moto_own_update_checks
+
 ARRIVAL = (  # a shard's arrival, the suite's costliest update: twenty actions of the three kinds
     "SET #state = :s, upload_id = :s, #key = :s, #size = :n, benchmarks = :n, pids = :l, arrived_at = :n, "
     "requested_at = :n, label = :s, executor = :s, gzipped = :t, version_id = :s, md5 = :s, normalized = :s, "
@@ -85,27 +87,13 @@ def _update(db, table: str, key: str, expression: str, names: dict, *, new: bool
     return (*answer, {k: v for k, v in (item or {}).items() if k != "pk"})
 
 
-def _moto_own_checks(monkeypatch) -> None:
-    from moto.dynamodb.parsing import ast_nodes, validators
-
-    traverser = ast_nodes.DepthFirstTraverser
-    monkeypatch.setattr(traverser, "process", traverser.process.moto_process)
-    monkeypatch.setattr(traverser, "nodes_to_be_processed", traverser.nodes_to_be_processed.moto_nodes)
-    for checker, name in (
-        (validators.ActionCountValidator, "verify_action_counts"),
-        (validators.OverlappingPathsValidator, "check_for_overlapping_paths"),
-    ):
-        monkeypatch.setattr(checker, name, getattr(checker, name).moto_check)
-
-
 @pytest.mark.parametrize("new", [False, True], ids=["an item", "no item yet"])
 @pytest.mark.parametrize("case", CASES)
-def test_an_update_checked_once_on_the_whole_is_moto_s_own_answer_and_item(table, monkeypatch, case, new):
+def test_an_update_checked_once_on_the_whole_is_moto_s_own_answer_and_item(table, case, new):
     db, name = table
     expression, names, with_item, without = CASES[case]
     once = _update(db, name, f"once-{uuid.uuid4().hex}", expression, names, new=new)
-    with monkeypatch.context() as moto_own:
-        _moto_own_checks(moto_own)
+    with moto_own_update_checks():
         own = _update(db, name, f"own-{uuid.uuid4().hex}", expression, names, new=new)
     assert once == own
     assert once[0] == (without if new else with_item), once
