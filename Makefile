@@ -65,6 +65,7 @@ bench: install $(VALGRIND)
 	$(BIN)/python bench/valgrind_rate.py
 	$(BIN)/python bench/parts.py
 	$(BIN)/python bench/moto_update.py
+	$(BIN)/python bench/close_cost.py
 
 bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/merge.py --quick
@@ -78,6 +79,7 @@ bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/parts.py --quick
 	$(BIN)/python bench/upload_calls.py --most 24
 	$(BIN)/python bench/billing.py --quick
+	$(BIN)/python bench/close_cost.py --quick
 	$(BIN)/python bench/growth.py --quick
 
 # What `sam deploy` ships: the functions built for arm64 from functions/requirements.txt, with the

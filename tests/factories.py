@@ -119,6 +119,8 @@ def upload_request(  # noqa: PLR0913 -- each field of an upload request, a keywo
     checksum: str = "md5",
     base_commit: str | None = None,
     base_ancestors: list[str] | None = None,
+    ci_run: str | None = None,
+    ci_attempt: int | None = None,
     **meta_extra,
 ) -> dict:
     """As codspeed-client asks: the bundle's MD5 (CodSpeed's profileMd5), with ``checksum="crc32"`` its
@@ -149,6 +151,10 @@ def upload_request(  # noqa: PLR0913 -- each field of an upload request, a keywo
         request["base_commit"] = base_commit
     if base_ancestors is not None:
         request["base_ancestors"] = base_ancestors
+    if ci_run is not None:  # the CI run (and attempt) the job is in: a close from it says the job ended
+        request["ci_run"] = ci_run
+    if ci_attempt is not None:
+        request["ci_attempt"] = ci_attempt
     return request
 
 
@@ -205,14 +211,11 @@ def pull_request_checkout(repo: Path) -> dict[str, str]:
 
 
 def past_the_barrier(agg):
-    """``agg`` with its clock past every upload URL granted until now and past the wait for its bundle's
-    event: its close no longer waits for a bundle whose event never came (one that comes after counts
-    late, in the run's next attempt)."""
+    """``agg`` with its clock past every upload URL granted until now: its close no longer waits for an
+    upload whose bundle is not in the bucket (one PUT after that counts late, in the run's next attempt)."""
     from dataclasses import replace
 
-    from codspeed_aggregator.domain.barrier import EVENT_GRACE_SECONDS
-
-    later = time.time() + agg.settings.presign_expiry_seconds + EVENT_GRACE_SECONDS + 1
+    later = time.time() + agg.settings.presign_expiry_seconds + 1
     return replace(agg, clock=lambda: later)
 
 

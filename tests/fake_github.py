@@ -74,6 +74,8 @@ class FakeGitHub(Loopback):
         # number -> GitHub's latest test merge commit (its merge_commit_sha), when computed
         self.merge_commits: dict[int, str] = {}
         self.workflow_runs: dict[str, tuple[str, str]] = {}  # Actions run id -> (head sha, repository it ran from)
+        self.completed_runs: set[str] = set()
+        self.posted = 0  # comments ever created  # Actions runs whose every job ended (status "completed")
         self.reads: list[str] = []  # the path of every GET
         self.lock = threading.Lock()
         self.serve(type("Handler", (_GitHubHandler,), {"fake": self}))
@@ -119,7 +121,8 @@ class _GitHubHandler(JsonHandler):
             refused = self._refused(created, body)
             if refused:
                 return self._answer(*refused)
-            comment_id = 1000 + len(fake.comments)
+            comment_id = 1000 + fake.posted  # GitHub never gives an id twice, a deleted comment's included
+            fake.posted += 1
             fake.comments[comment_id] = {
                 "project": created.group(1),
                 "number": int(created.group(2)),
@@ -164,7 +167,14 @@ class _GitHubHandler(JsonHandler):
         if run.group(2) not in self.fake.workflow_runs:
             return None
         head, origin = self.fake.workflow_runs[run.group(2)]
-        return 200, {"id": int(run.group(2)), "head_sha": head, "head_repository": {"full_name": origin}}
+        status = "completed" if run.group(2) in self.fake.completed_runs else "in_progress"
+        return 200, {
+            "id": int(run.group(2)),
+            "head_sha": head,
+            "head_repository": {"full_name": origin},
+            "status": status,
+            "run_attempt": 1,
+        }
 
     def _compare(self, compare: re.Match, _query: str) -> tuple[int, dict] | None:
         fake = self.fake

@@ -134,8 +134,10 @@ class AggregatorApi:
     def open(self, request: dict[str, Any]) -> dict[str, Any]:
         return self._json("POST", "/v1/runs/open", json=request)
 
-    def close(self, project: str, run_id: str, skip: list[str]) -> dict[str, Any]:
-        return self._json("POST", "/v1/runs/close", json={"project": project, "run_id": run_id, "skip": skip})
+    def close(self, project: str, run_id: str, skip: list[str], origin: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``origin``: the CI run and attempt the close speaks for (their jobs have ended)."""
+        body = {"project": project, "run_id": run_id, "skip": skip, **(origin or {})}
+        return self._json("POST", "/v1/runs/close", json=body)
 
     def report(self, project: str, run_id: str, missing_ok: bool = False) -> dict[str, Any] | None:
         """The run's report (None: no such run, with ``missing_ok``)."""

@@ -105,6 +105,8 @@ def render_text(report: dict[str, Any], every: bool = False) -> str:
     expected = "?" if report.get("expected") is None else report["expected"]
     if report["state"] == "finalizing":
         doing = " (finalizing: what is not upstream yet goes now)"
+    elif report.get("closing"):
+        doing = f" ({report['closing']})"
     else:
         doing = " (partial: more shards may come)" if report["partial"] else ""
     attempt = f", attempt {report['attempt']}" if report.get("attempt", 1) > 1 else ""

@@ -8,6 +8,7 @@ import hmac
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .adapters.ci_oidc import OidcRefused
 from .domain.errors import Forbidden, Unauthorized
@@ -43,9 +44,21 @@ def job_token(presented: str | None) -> tuple[str, int] | None:
     token = (presented or "").removeprefix("Bearer ").strip()
     if not _is_jwt(token):
         return None
-    import jwt  # loaded by its verification already
+    claims = _claims(token)
+    return token, int(claims["exp"])
 
-    return token, int(jwt.decode(token, options={"verify_signature": False})["exp"])
+
+def job_attempt(presented: str | None) -> int | None:
+    """The CI attempt a job's OIDC token names (GitHub's ``run_attempt`` claim); None for any other token."""
+    token = (presented or "").removeprefix("Bearer ").strip()
+    attempt = str(_claims(token).get("run_attempt", "")) if _is_jwt(token) else ""
+    return int(attempt) if attempt.isdigit() and int(attempt) >= 1 else None
+
+
+def _claims(token: str) -> dict[str, Any]:
+    import jwt  # loaded by its verification already (``authenticate``)
+
+    return dict(jwt.decode(token, options={"verify_signature": False}))
 
 
 def authenticate(

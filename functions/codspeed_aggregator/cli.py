@@ -92,6 +92,7 @@ def _local(args: argparse.Namespace) -> NoReturn:
         deadline_seconds=args.deadline,
         webhook_secret=args.webhook_secret,
         env={"FORWARD_MODE": args.forward_mode},
+        event_delay=args.event_delay,
         sweep_every=min(5.0, args.deadline / 2) if args.deadline else 5.0,
         log=lambda line: print(line, flush=True),
     )
@@ -205,6 +206,13 @@ def parser() -> argparse.ArgumentParser:
         default="parts",
         help="parts (default): each shard upstream as its own run part when it is counted; one-upload: "
         "a run at its end",
+    )
+    local.add_argument(
+        "--event-delay",
+        type=_seconds,
+        default=0.0,
+        help="hold each bundle's S3 event this many seconds before it is counted, as AWS delivers it seconds "
+        "after the PUT (default 0: at once)",
     )
     local.set_defaults(run=_local)
     demo = command("demo", "a three-shard run through the local stack, shown step by step", "codspeed-aggregator demo")

@@ -12,6 +12,8 @@ from .upstream import UploadMetadata
 
 MAX_SHARDS = 1000
 Commit = Annotated[str, Field(pattern=COMMIT_PATTERN), AfterValidator(str.lower)]  # as the ledger keeps it
+# a CI's own run: GitHub's run id, GitLab's pipeline id, CircleCI's workflow id, Buildkite's build id
+CiRun = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
 
 
 MAX_METADATA_BODY = 128 * 1024  # a runner's POST body is a few KiB; matrix values make it longer, never this long
@@ -50,6 +52,8 @@ class ShardUploadRequest(BaseModel):
     base_ancestors: list[Commit] = Field(default_factory=list, max_length=MAX_ANCESTORS)
     # the CI's attempt of the run (GitHub's GITHUB_RUN_ATTEMPT): every shard of one re-run joins one attempt
     ci_attempt: int | None = Field(default=None, ge=1, le=10_000)
+    # the CI's own run (GitHub's run id, GitLab's pipeline, ...), whatever --run-id says: its close ends the wait
+    ci_run: CiRun | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -174,11 +178,16 @@ class CostsAnswer(BaseModel):
 
 
 class CloseRequest(BaseModel):
+    """A close: "the jobs of this CI run and attempt have ended" when ``ci_run`` is said (the gate's
+    CI run, detected by the client), so a grant of theirs with nothing in the bucket is missing at once."""
+
     model_config = ConfigDict(extra="forbid")
 
     project: Project
     run_id: RunId
     skip: list[SkippedShard] = Field(default=[], max_length=MAX_SHARDS)  # a runner job by its key (the report's name)
+    ci_run: CiRun | None = None
+    ci_attempt: int | None = Field(default=None, ge=1, le=10_000)
 
 
 class CloseAnswer(BaseModel):

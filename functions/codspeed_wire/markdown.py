@@ -115,7 +115,9 @@ def _md_heading(report: Report) -> list[str]:
         f"CodSpeed shards for {md(report.project)} run {md(report.run_id)}{attempt}: {report.state}, "
         + shards_done(report.arrived, report.carried, expected)
     )
-    if report.partial:
+    if report.closing:
+        title += f" ({md(report.closing)})"
+    elif report.partial:
         title += " (partial report: more shards may still arrive)"
     lines = [f"**{verdict(report)}**", "", title, ""]
     shown = report.head_commit or report.commit

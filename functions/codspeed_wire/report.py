@@ -105,6 +105,8 @@ class Report(BaseModel):
     ci_url: str | None = None  # the CI run's page, when the CI says where it is
     state: str
     partial: bool
+    # an open run a close was taken for: what it still waits for and until when at the latest
+    closing: str | None = None
     version: int
     expected: int | None = None
     arrived: int  # shards measured in this run

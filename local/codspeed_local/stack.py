@@ -40,6 +40,7 @@ class LocalStack:
         env: dict[str, str] | None = None,
         log: Callable[[str], None] | None = None,
         roles: bool = True,
+        event_delay: float = 0.0,
     ) -> None:
         self.port = port
         self.token = token or f"local-{secrets.token_urlsafe(12)}"
@@ -54,6 +55,9 @@ class LocalStack:
         self.sweep_every = sweep_every
         self.run_pollers = pollers  # off: bundles land and wait in the queue (benchmarks of the upload path)
         self.extra_env = env or {}
+        # each S3 event held this long before the arrivals function takes it: AWS's timing (seconds after the
+        # PUT), where moto delivers at once
+        self.event_delay = event_delay
         # Each function's calls held against its role in template.yaml (local.iam), as in AWS.
         self.enforcer = RoleEnforcer({}) if roles else None
         self._unhook = None
@@ -129,6 +133,7 @@ class LocalStack:
         self.arrivals = QueuePoller(
             sqs, self.resources.arrivals_queue_url, arrivals.handler, "codspeed-arrivals", wake=wakeups.register()
         )
+        self.arrivals.min_age = self.event_delay
         self.finalizer = QueuePoller(
             sqs, self.resources.finalize_queue_url, finalizer.handler, "codspeed-finalizer", wake=wakeups.register()
         )

@@ -520,3 +520,61 @@ def test_a_body_that_is_not_utf8_is_refused_through_the_gateway_not_forwarded_wi
         400,
         {"error": f"request body is not UTF-8 (byte {at} is 0xff): send JSON in UTF-8"},
     )
+
+
+@pytest.mark.slow
+def test_the_readme_gate_on_a_run_with_a_crashed_job_exits_11_within_seconds_of_its_close(stack, repo, gh_run):
+    """Three matrix jobs; the third POSTs and crashes before its PUT. The README's gate (close, then status
+    with fail-on-regression) in the same CI run: shard 3 is missing at once (exit 11), at the default URL
+    expiry, with S3's events held 3 s as AWS delivers them. Before, the close waited 600 s for its URL
+    and the gate timed out (exit 12)."""
+    import subprocess
+    import sys
+    import time
+
+    owner, repository = repo
+    project = f"{owner}/{repository}"
+    stack.arrivals.min_age = 3.0
+    try:
+        for index in range(3):
+            archive = runner.folder_archive(runner.valgrind_folder(7300 + index, [f"gate::s{index}"]), gzipped=True)
+            part = runner.github_run_part(
+                gh_run, "bench", "valgrind", matrix={"s": index}, job_index=index, job_total=3
+            )
+            meta = runner.metadata(
+                archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=part
+            )
+            if index < 2:
+                _send(stack, meta, archive)
+            else:  # its POST answered, then the job died
+                headers = {"Content-Type": "application/json", "User-Agent": "codspeed-runner", "Authorization": TOKEN}
+                post = requests.post(f"{stack.api_url}/upload", data=runner.body_of(meta), headers=headers, timeout=30)
+                assert post.status_code == 200, post.text
+        gate = {
+            **{k: v for k, v in __import__("os").environ.items() if not k.startswith(("GITHUB_", "GITLAB", "CI_"))},
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_RUN_ID": gh_run,
+            "GITHUB_RUN_ATTEMPT": "1",
+            "GITHUB_REPOSITORY": project,
+            "CODSPEED_AGGREGATOR_URL": stack.api_url,
+            "CODSPEED_AGGREGATOR_TOKEN": TOKEN,
+        }
+        client = [sys.executable, "-m", "codspeed_client.cli"]
+        started = time.monotonic()
+        closed = subprocess.run([*client, "close", "--commit", COMMIT], env=gate, capture_output=True, text=True)
+        assert closed.returncode == 0, closed.stderr
+        assert "a job of CI run " + gh_run + " (attempt 1) with no bundle in the bucket is missing now" in closed.stdout
+        status = subprocess.run(
+            [*client, "status", "--commit", COMMIT, "--wait", "--timeout", "300", "--fail-on-regression", "5"],
+            env=gate,
+            capture_output=True,
+            text=True,
+        )
+        took = time.monotonic() - started
+    finally:
+        stack.arrivals.min_age = 0.0
+    assert status.returncode == 11, (status.stdout, status.stderr)
+    assert took < 30, took
+    report = _final(stack, project, gh_run)
+    assert (report["attempt"], report["arrived"]) == (1, 2)
+    assert [s["state"] for s in report["shards"] if s["state"] != "arrived"] == ["missing"]

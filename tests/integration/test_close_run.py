@@ -95,61 +95,113 @@ def test_close_and_the_ci_webhook_act_on_the_latest_attempt_and_a_named_one_on_t
     assert agg.close_run.close(CloseRequest(project=project, run_id=run_id)).message == "a close was already under way"
 
 
-def test_a_close_waits_for_an_upload_granted_before_it_and_counts_it_in_the_same_attempt(
-    isolated, clocked, project, run_id, monkeypatch
+def test_a_close_waits_for_an_upload_it_cannot_tell_as_its_own_and_counts_it_in_the_same_attempt(
+    isolated, clocked, project, run_id
 ):
-    """A runner's POST answered, then the gate's close at once, then its PUT (on AWS its S3 event comes
-    seconds later still): the close waits for it. It was finalized without it before (1 of 3 in, a late
-    arrival in a second attempt, a commit status that failed and then passed)."""
-    from codspeed_aggregator.use_cases import finalize_run
-
-    monkeypatch.setattr(finalize_run, "BARRIER_POLL_SECONDS", 1)
+    """A close from outside the CI (no CI run said), then a PUT granted before it, then its S3 event
+    seconds later: the close waits for it, its arrival asks the finalize again, one attempt holds both."""
     agg, clock = clocked
-    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["a::one"]), total=2)["key"])
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["a::one"]), total=3)["key"])
     data = bundle(4243, ["b::two"])
-    straggler = grant(agg, project, run_id, "2", data, total=2)
+    straggler = grant(agg, project, run_id, "2", data, total=3)  # shard 3 never asks
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
     assert agg.finalize_run.finalize(project, run_id) == "waiting"
-    assert _barrier_messages(isolated, run_id)  # asked again shortly, not dropped
-    assert agg.reports.report(project, run_id).state == "open"
+    report = agg.reports.report(project, run_id)  # asked again at the URL's expiry at the latest
+    assert report.state == "open" and report.closing.startswith("closing: waiting for shard 2's upload")
     put(straggler, data)
     clock.now += 3  # its event, seconds after the PUT
     assert agg.finalize_run.finalize(project, run_id) == "waiting"  # in the bucket, its event not yet come
     assert agg.record_arrival.record(straggler["key"]) == "recorded"
+    asked = [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
+    assert {"project": project, "run_id": run_id, "reason": "arrival"} in asked  # the arrival asks again
     assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     report = agg.reports.report(project, run_id)
-    assert (report.attempt, report.arrived, [s.state for s in report.shards]) == (1, 2, ["arrived", "arrived"])
+    states = [s.state for s in report.shards]
+    assert (report.attempt, report.arrived, states) == (1, 2, ["arrived", "arrived", "missing"])
     assert agg.ledger.runs.run_record(project, f"{run_id}~2") is None  # one CI attempt, one aggregator attempt
 
 
-def test_a_close_goes_on_without_an_upload_whose_url_expired_with_nothing_sent(isolated, clocked, project, run_id):
-    agg, clock = clocked
-    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
-    grant(agg, project, run_id, "2", bundle(4243), total=2)  # its job died after the POST
-    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
-    assert agg.finalize_run.finalize(project, run_id) == "waiting"
-    clock.now += agg.settings.presign_expiry_seconds + 1  # its URL expired, and nothing is in the bucket
+def test_a_crashed_job_of_the_closing_ci_run_is_missing_at_once(isolated, clocked, project, run_id):
+    """The gate's close says the jobs of CI run 7001 (attempt 1) ended: the job that asked for an upload
+    and crashed before its PUT is missing now, not when its URL expires 600 s later."""
+    agg, _ = clocked
+    origin = {"ci_run": "7001", "ci_attempt": 1}
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["a::one"]), total=2, **origin)["key"])
+    grant(agg, project, run_id, "2", bundle(4243), total=2, **origin)  # its job died after the POST
+    answer = agg.close_run.close(CloseRequest(project=project, run_id=run_id, ci_run="7001", ci_attempt=1))
+    assert "a job of CI run 7001 (attempt 1) with no bundle in the bucket is missing now" in answer.message
     assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    assert not _barrier_messages(isolated, run_id)
     assert {s.name: s.state for s in agg.reports.report(project, run_id).shards} == {"1": "arrived", "2": "missing"}
 
 
-def test_a_bundle_in_the_bucket_is_awaited_past_its_url_for_its_event_but_not_forever(
+def test_a_close_of_one_ci_run_waits_for_another_workflows_grant_while_its_url_is_good(
     isolated, clocked, project, run_id
 ):
-    from codspeed_aggregator.domain.barrier import EVENT_GRACE_SECONDS
-
     agg, clock = clocked
-    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
-    push(agg, project, run_id, "2", bundle(4243), total=2)  # in the bucket; its event never comes
-    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
-    clock.now += agg.settings.presign_expiry_seconds + 1
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2, ci_run="7001")["key"])
+    grant(agg, project, run_id, "2", bundle(4243), total=2, ci_run="7002")  # another workflow, same --run-id
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, ci_run="7001", ci_attempt=1))
     assert agg.finalize_run.finalize(project, run_id) == "waiting"
-    clock.now += EVENT_GRACE_SECONDS
-    assert agg.finalize_run.finalize(project, run_id) == "forwarded"  # no run waits forever (invariant 6)
+    report = agg.reports.report(project, run_id)
+    assert report.closing.startswith("closing: waiting for shard 2's upload, whose URL was handed out before the close")
+    clock.now += agg.settings.presign_expiry_seconds + 1
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    assert agg.reports.report(project, run_id).closing is None
 
 
-def test_a_runner_post_while_the_run_is_closing_joins_it_and_the_close_waits_for_it(isolated, clocked, project, run_id):
-    """The runner retries only 5xx, 408 and 429, a few times: a 409 "is closing" failed its job."""
+def test_a_bundle_in_the_bucket_whose_event_never_comes_is_counted_by_the_close_at_its_backstop(
+    isolated, clocked, project, run_id
+):
+    agg, clock = clocked
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2, ci_run="7001")["key"])
+    push(agg, project, run_id, "2", bundle(4243, ["b::two"]), total=2, ci_run="7001")  # its event never comes
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, ci_run="7001"))
+    assert agg.finalize_run.finalize(project, run_id) == "waiting"  # in the bucket: awaited, not missing
+    said = agg.reports.report(project, run_id).closing
+    assert said.startswith("closing: waiting for shard 2's bundle, in the bucket since ") and "to be counted" in said
+    clock.now = time.time() + 60 + agg.settings.arrival_reserve(1 << 20) + 2  # past its backstop, sized to its bundle
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"  # the close counted it itself
+    report = agg.reports.report(project, run_id)
+    assert (report.attempt, report.arrived) == (1, 2)
+
+
+def test_a_bundle_whose_arrival_fails_at_the_backstop_too_is_missing_with_why_and_kept(
+    isolated, clocked, project, run_id, monkeypatch
+):
+    agg, clock = clocked
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2, ci_run="7001")["key"])
+    kept = push(agg, project, run_id, "2", bundle(4243), total=2, ci_run="7001")
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, ci_run="7001"))
+    clock.now = time.time() + 60 + agg.settings.arrival_reserve(1 << 20) + 2
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the results store is down")
+
+    monkeypatch.setattr(agg.finalize_run.barrier.arrivals, "record", failing)
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    shard = {s.name: s for s in agg.reports.report(project, run_id).shards}["2"]
+    assert shard.state == "missing" and shard.reason.startswith("in the bucket since ")
+    assert "its arrival failed (RuntimeError: the results store is down): redrive" in shard.reason
+    assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=kept["key"])  # nothing lost
+
+
+def test_a_grant_asked_after_the_close_goes_to_the_next_attempt_and_never_holds_the_close(
+    isolated, clocked, project, run_id
+):
+    """A stranger (or a re-run) asking for uploads after the close: each goes to the run's next attempt;
+    the close it came after ends as if it had not asked."""
+    agg, _ = clocked
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2, ci_run="7001")["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, ci_run="7001", ci_attempt=1))
+    later = grant(agg, project, run_id, "2", bundle(4243), total=2, ci_run="7001", ci_attempt=1)
+    assert later["run_id"] == f"{run_id}~2"
+    assert agg.ledger.runs.run_record(project, run_id).grants == 1  # the closing run counted nothing more
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+
+
+def test_a_runner_post_after_the_close_goes_to_the_next_attempt_with_200(isolated, clocked, project, run_id):
+    """The runner retries only 5xx, 408 and 429, a few times: a 409 "is closing" would fail its job."""
     from codspeed_wire.upstream import UploadMetadata
     from tests import runner
 
@@ -164,39 +216,53 @@ def test_a_runner_post_while_the_run_is_closing_joins_it_and_the_close_waits_for
             archive, executor="valgrind", owner=owner, repository=repository, commit="a" * 40, run_part=part
         )
         accepted = agg.request_upload.accept_drop_in(UploadMetadata.model_validate(sent))
-        assert accepted.runId == workflow  # the run itself, never a next attempt
         return accepted, archive, sent
 
     first = job(0)
     agg.close_run.close(CloseRequest(project=project, run_id=workflow))
-    second = job(1)  # after the close: joins the closing run
-    assert agg.finalize_run.finalize(project, workflow) == "waiting"
+    second = job(1)  # after the close: the next attempt's
+    assert (first[0].runId, second[0].runId) == (workflow, f"{workflow}~2")
+    assert agg.finalize_run.finalize(project, workflow) == "waiting"  # the first one's URL is good
     for accepted, archive, sent in (first, second):
         headers = {"Content-MD5": sent["profileMd5"], "Content-Type": "application/x-tar", "Content-Encoding": "gzip"}
         assert requests.put(accepted.uploadUrl, data=archive, headers=headers, timeout=30).status_code == 200
         assert agg.record_arrival.record(unquote(urlsplit(accepted.uploadUrl).path.split("/", 2)[2])) == "recorded"
     assert agg.finalize_run.finalize(project, workflow) == "forwarded"
-    assert agg.reports.report(project, workflow).arrived == 2
+    assert agg.reports.report(project, workflow).arrived == 1
+    assert agg.ledger.reads.snapshot(project, f"{workflow}~2").run.arrived_count == 1  # its own job
 
 
-def test_a_grant_between_the_barrier_and_the_claim_moves_the_count_and_the_close_waits_for_it(
-    isolated, clocked, project, run_id, monkeypatch
-):
-    """The barrier lists the grants, then claims at the count it read first: an upload granted in
-    between makes the claim fail, and the close waits for that one too."""
+def test_a_grant_whose_count_fails_leaves_nothing_a_close_waits_for(isolated, clocked, project, run_id):
+    """Its count throttled, the caller gets no URL (a 503 it retries), and no upload item was written."""
+    from botocore.exceptions import ClientError
+
     agg, _ = clocked
     agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
+    closes = agg.ledger.closes
+    count = closes.count_grant
+
+    def throttled(*args, **kwargs):
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem")
+
+    closes.count_grant = throttled
+    try:
+        with pytest.raises(ClientError):
+            grant(agg, project, run_id, "2", bundle(4243), total=2)
+    finally:
+        closes.count_grant = count
+    assert [g.shard for g in agg.ledger.reads.barrier_view(project, run_id).grants] == ["1"]
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
-    reads = agg.ledger.reads
-    read = reads.barrier_view
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"  # nothing to wait for
 
-    def then_a_grant(*args, **kwargs):
-        found = read(*args, **kwargs)
-        grant(agg, project, run_id, "2", bundle(4243), total=2)
-        return found
 
-    monkeypatch.setattr(reads, "barrier_view", then_a_grant)
-    assert agg.finalize_run.finalize(project, run_id) == "waiting"
-    monkeypatch.setattr(reads, "barrier_view", read)
-    assert agg.ledger.runs.run_record(project, run_id).state == "open"  # not claimed
-    assert agg.finalize_run.finalize(project, run_id) == "waiting"  # shard 2's URL is good: awaited
+def test_a_late_webhook_of_an_earlier_ci_attempt_closes_nothing_a_later_one_opened(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["t1::a"]), total=2, ci_attempt=1)["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    again = push(agg, project, run_id, "1", bundle(4242, ["t1::b"]), total=2, ci_attempt=2)  # "re-run all jobs"
+    assert again["run_id"] == f"{run_id}~2"
+    assert agg.close_run.close_finished_ci_run(project, run_id, ci_attempt=1) == []  # redelivered, late
+    assert agg.ledger.runs.run_record(project, f"{run_id}~2").closing is False
+    assert agg.close_run.close_finished_ci_run(project, run_id, ci_attempt=2) == [f"{run_id}~2"]
+    assert agg.ledger.runs.run_record(project, f"{run_id}~2").closed_by.attempt == 2

@@ -156,10 +156,17 @@ def _refusals(project: str, run_id: str) -> list:
             "is "
             "the pull request's own workflow run (GITHUB_RUN_ID)",
         ),
+        (
+            "its run completed",
+            lambda g: g.completed_runs.add(run_id),
+            403,
+            f"request without a token refused: Actions run {run_id} of {project} is completed: a run without a "
+            "token takes uploads only while its jobs run (a re-run of its jobs starts it again)",
+        ),
     ]
 
 
-@pytest.mark.parametrize("case", range(5), ids=["branch", "not-head", "no-pull", "other-run", "no-run"])
+@pytest.mark.parametrize("case", range(6), ids=["branch", "not-head", "no-pull", "other-run", "no-run", "completed"])
 @pytest.mark.slow
 def test_a_claim_github_does_not_bear_out_is_refused_and_changes_nothing(isolated, github, fork, case):
     agg, project, run_id = fork
@@ -507,4 +514,36 @@ def test_a_run_opened_without_a_token_takes_a_bounded_number_of_uploads(isolated
         422,
         {"error": f"run {run_id} of {project} took 2 uploads without a token, the most a run without one takes (2)"},
     )
+    assert footprint(isolated, project, run_id) == before
+
+
+def test_grants_without_a_token_racing_past_the_bound_are_refused_by_the_counts_condition(
+    isolated, github, fork, monkeypatch
+):
+    """The bound is the count's own condition, not a read before it: a grant that read 8 of 10 while
+    two others were counted meanwhile is refused with the sentence, and the count stays at 10 (before,
+    20 concurrent grants at 190 left it at 210)."""
+    from codspeed_aggregator.use_cases import request_upload
+
+    agg, project, run_id = fork
+    monkeypatch.setattr(request_upload, "MAX_FORK_UPLOADS", 10)
+    for _ in range(8):
+        assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id, "1")[0])[0] == 201
+    runs, opened = agg.ledger.runs, agg.ledger.runs.open_run
+    for _ in range(2):  # two concurrent grants, counted between this one's read and its count
+        assert agg.ledger.closes.count_grant(project, run_id, 10)
+
+    stale = [8]
+
+    def read_before_they_counted(run):  # this grant's first read; its retry reads afresh
+        found, created = opened(run)
+        return (replace(found, grants=stale.pop()) if stale else found), created
+
+    monkeypatch.setattr(runs, "open_run", read_before_they_counted)
+    before = footprint(isolated, project, run_id)
+    assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id, "1")[0]) == (
+        422,
+        {"error": f"run {run_id} of {project} took 10 uploads without a token, the most a run without one takes (10)"},
+    )
+    assert runs.run_record(project, run_id).grants == 10
     assert footprint(isolated, project, run_id) == before

@@ -211,8 +211,9 @@ class RunLifecycle(RuleBasedStateMachine):
         )
         ShardUploadRequest.model_validate(request)  # as the client sends it: its metadata and the same bytes
         snapshot = self.agg.ledger.reads.snapshot(self.project, self.run_id)
-        if snapshot is not None and snapshot.run.state == "open" and shard in snapshot.run.skipped:
-            return self._refused(  # skipped by its close, which it joins: carried, not pushed
+        taking = snapshot is not None and snapshot.run.state == "open" and not snapshot.run.closing
+        if taking and shard in snapshot.run.skipped:
+            return self._refused(  # skipped when the run was opened: carried, not pushed
                 lambda: self._faulted(fault, lambda: self._api("POST", "/v1/uploads", request)),
                 Conflict,
                 "was declared skipped",
@@ -265,10 +266,10 @@ class RunLifecycle(RuleBasedStateMachine):
         self._granted(grant, data, None, benchmark, fault)
 
     def _granted(self, grant, data, shard, benchmark, fault):
-        """An upload granted (or refused: out of attempts), then PUT. A closing run takes it (its close
-        waits for it); a run being finalized or forwarded sends it to its next attempt."""
+        """An upload granted (or refused: out of attempts), then PUT. A run closing, being finalized or
+        forwarded sends it to its next attempt: a grant asked after a close never holds it."""
         snapshot = self.agg.ledger.reads.snapshot(self.project, self.run_id)
-        if snapshot is not None and snapshot.run.state != "open":
+        if snapshot is not None and (snapshot.run.state != "open" or snapshot.run.closing):
             try:  # a later attempt: its counts are not modelled, what reaches the upstream is
                 granted = self._faulted(fault, grant)
             except Conflict as exc:
@@ -429,6 +430,16 @@ class RunLifecycle(RuleBasedStateMachine):
                 except UpstreamError:  # the handler fails the message: SQS brings it back later
                     self.waiting.append(message)
                 fault = None  # the first message's only
+        self._counted_by_the_close()
+
+    def _counted_by_the_close(self):
+        """A bundle in the bucket whose event was not delivered past its backstop is counted by the close
+        itself (``CloseBarrier``), as its arrival would have counted it: the model counts it too."""
+        snapshot = self.agg.ledger.reads.snapshot(self.project, self.run_id)
+        arrived = snapshot.arrived() if snapshot else {}
+        for shard, key, benchmark in self.pushed:
+            if benchmark is not None and shard in arrived and arrived[shard].key == key:
+                self.current[shard] = benchmark
 
     @invariant()
     def counted_once_and_never_backwards(self):

@@ -248,7 +248,10 @@ def test_a_skipped_shard_is_left_to_codspeed_and_still_shown_carried(in_parts, i
         )
         assert in_parts.forward_shard.forward(project, run_id, shard) == "forwarded"
     closed = in_parts.close_run.close(CloseRequest(project=project, run_id=run_id, skip=["3"]))
-    assert closed.message == "the run ends with the shards in so far: each is upstream as its own part, or goes now"
+    assert closed.message == (
+        "the run ends, each shard upstream as its own part, once every bundle in the bucket is counted and every "
+        "upload URL handed out before the close is used or has expired"
+    )
     assert isolated.finalize_all(project, run_id, in_parts) == "forwarded"
 
     assert _parts(isolated, run_id) == [pushed_part_id("1", "valgrind"), pushed_part_id("2", "valgrind")]  # no third
@@ -377,7 +380,7 @@ def test_a_run_of_parts_tags_its_bundles_for_their_short_retention_and_keeps_car
     s3 = in_parts.store.s3
 
     def tags(run: str) -> set[tuple[str, str]]:
-        keys = in_parts.store.keys_under(run_bundles_prefix(project, run))
+        keys = in_parts.store.listed_under(run_bundles_prefix(project, run))
         found = (s3.get_object_tagging(Bucket=in_parts.store.bucket, Key=k)["TagSet"] for k in keys)
         return {(t["Key"], t["Value"]) for tag_set in found for t in tag_set}
 
@@ -395,4 +398,6 @@ def test_a_run_of_parts_tags_its_bundles_for_their_short_retention_and_keeps_car
     [(name, kept)] = in_parts.ledger.sources.kept(project, skipping).items()
     assert (name, kept.run_id) == ("2", received)
     assert in_parts.results.read(kept.shard.key).names == ["t2::a"]  # its results, beside the run that carried it
-    assert len(in_parts.store.keys_under(run_bundles_prefix(project, skipping))) == 1  # its own bundle: no copy of 2's
+    assert (
+        len(in_parts.store.listed_under(run_bundles_prefix(project, skipping))) == 1
+    )  # its own bundle: no copy of 2's

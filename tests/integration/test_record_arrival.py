@@ -8,7 +8,7 @@ import pytest
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from codspeed_rules.runner_json import pushed_part_id
 from codspeed_wire.api import CloseRequest
-from tests.factories import bundle, marked_uncut, packed, past_the_barrier, push
+from tests.factories import bundle, grant, marked_uncut, packed, past_the_barrier, push, put
 
 
 def test_an_arrival_is_counted_once_and_completion_asks_for_finalizing(isolated, project, run_id):
@@ -97,10 +97,12 @@ def test_a_bundle_whose_event_comes_after_the_close_stopped_waiting_counts_in_th
 ):
     agg = isolated.aggregator
     agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4242, ["a::one"]), total=2)["key"])
-    straggler = push(agg, project, run_id, "2", bundle(4242, ["b::two"]), total=2)  # granted before the close
+    data = bundle(4242, ["b::two"])
+    straggler = grant(agg, project, run_id, "2", data, total=2)  # granted before the close (from outside any CI)
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
-    assert agg.finalize_run.finalize(project, run_id) == "waiting"  # the close waits for it: its event may come
-    assert past_the_barrier(agg).finalize_run.finalize(project, run_id) == "forwarded"  # it never came in time
+    assert agg.finalize_run.finalize(project, run_id) == "waiting"  # the close waits for it: its URL is good
+    assert past_the_barrier(agg).finalize_run.finalize(project, run_id) == "forwarded"  # nothing came in time
+    put(straggler, data)  # its PUT, begun before its URL expired, answered after the run was finalized
     isolated.finalize_requests()
     for _ in range(2):  # its event, delivered twice
         assert agg.record_arrival.record(straggler["key"]) in ("late", "duplicate")

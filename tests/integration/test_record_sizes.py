@@ -83,7 +83,7 @@ def test_a_run_at_every_limit_finishes_carrying_its_shards_beside_it_and_each_re
     ledger.runs.open_run(run)
     assert not ledger.runs.add_group(project, run_id, "one-too-many", Manifest(total=1))
     assert not ledger.runs.add_variant(project, run_id, variant_key("", "walltime/1"))
-    assert ledger.runs.request_close(project, run_id, [], "close")
+    assert ledger.closes.request_close(project, run_id, [], "close")
     assert ledger.runs.claim_finalize(project, run_id, 1, 60, grants=0)
     assert ledger.runs.record_plan(project, run_id, PlanRecord(baseline=run_id, parts=MAX_SHARDS, sends=MAX_SHARDS))
     carried = {  # each skipped name under three executors: what a skip stands for

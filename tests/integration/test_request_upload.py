@@ -68,18 +68,17 @@ def test_refusals_name_the_problem_and_change_nothing(isolated, project, run_id)
     assert after.model_dump(exclude={"generated_at"}) == before.model_dump(exclude={"generated_at"})
 
 
-def test_a_push_while_closing_joins_the_run_and_the_close_waits_for_it(isolated, project, run_id):
-    """A close is a barrier, not a wall: a job's upload that comes while the run is closing (its gate
-    started sooner than its S3 event came) counts in the run, in the same attempt."""
+def test_a_push_after_the_close_goes_to_the_next_attempt_and_the_close_never_waits_for_it(isolated, project, run_id):
+    """A close says the jobs of its CI run ended: an upload asked after it is a later job's (a re-run, or
+    a gate that did not wait for its jobs), counted in the run's next attempt, which takes it at once."""
     agg = isolated.aggregator
     agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
     late = push(agg, project, run_id, "2", bundle(4243), total=2)
-    assert (late["run_id"], late["attempt"]) == (run_id, 1)
-    assert agg.finalize_run.finalize(project, run_id) == "waiting"
-    assert agg.record_arrival.record(late["key"]) == "recorded"
+    assert (late["run_id"], late["attempt"]) == (f"{run_id}~2", 2)
     assert agg.finalize_run.finalize(project, run_id) == "forwarded"
-    assert [s.state for s in agg.reports.report(project, run_id).shards] == ["arrived", "arrived"]
+    assert agg.record_arrival.record(late["key"]) == "recorded"
+    assert [s.state for s in agg.reports.report(project, run_id).shards] == ["arrived", "arrived"]  # attempt 2's
 
 
 def test_drop_in_metadata_without_run_part_is_a_run_of_one_shard(isolated):

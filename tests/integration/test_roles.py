@@ -142,6 +142,7 @@ CALLS = {
         ("dynamodb", "BatchGetItem", {"RequestItems": {TABLE: {}}}),
         _transaction("ConditionCheck"),
         _object("GetObject", f"bundles/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),
+        _object("GetObject", f"bundles/{RUN}/1/0123abcd.tar.gz"),  # an overdue arrival the close counts, as listed
         _object("GetObject", f"normalized/{RUN}/1/0123abcd.tar.gz", VersionId="v1"),
         _object("GetObject", f"normalized/{RUN}/1/0123abcd.index.json", VersionId="v1"),
         *_spooled("spool"),

@@ -61,13 +61,20 @@ def agg(isolated):
     return replace(isolated.aggregator, ledger=ledger)
 
 
-def _grant(agg, project, run_id, shard, total=2) -> str:
+def _grant(agg, project, run_id, shard, total=2, sent: bool = True) -> str:
+    """An upload granted and, ``sent``, its bundle PUT: its key."""
     data = bundle(4000 + int(shard))
     grant = agg.request_upload.grant(
         ShardUploadRequest.model_validate(upload_request(project, run_id, shard, data, total=total))
     )
-    put(grant.model_dump(), data)
+    if sent:
+        put(grant.model_dump(), data)
     return grant.key
+
+
+def _put_now(agg, key: str, shard: str) -> None:
+    """The PUT of an upload granted earlier, answered now."""
+    agg.store.s3.put_object(Bucket=agg.store.bucket, Key=key, Body=bundle(4000 + int(shard)))
 
 
 @pytest.mark.parametrize("reason", DOCUMENTED)
@@ -88,9 +95,10 @@ def test_an_arrival_cancelled_for_a_conflict_or_a_throttle_is_retried_and_counte
 
 def test_only_a_failed_condition_on_the_tally_means_the_run_is_closed(agg, project, run_id):
     agg.record_arrival.record(_grant(agg, project, run_id, "1"))
-    straggler = _grant(agg, project, run_id, "2")
+    straggler = _grant(agg, project, run_id, "2", sent=False)
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
-    assert past_the_barrier(agg).finalize_run.finalize(project, run_id) == "forwarded"  # its event never came in time
+    assert past_the_barrier(agg).finalize_run.finalize(project, run_id) == "forwarded"  # nothing came in time
+    _put_now(agg, straggler, "2")  # a PUT begun before its URL expired, answered after the forward
     with cancelled(agg.ledger.db, [["None", "TransactionConflict"]]) as calls:
         assert agg.record_arrival.record(straggler) == "late"  # then the tally's real condition: the claim closed it
     assert len(calls) >= 3  # the conflict retried, the closed run's refusal, the count in the next attempt, the note

@@ -386,7 +386,8 @@ def test_a_forks_pull_request_without_a_token_sends_its_requests_without_one(tmp
         code = main(["close"])
     finally:
         server.stop()
-    assert seen == [("/v1/runs/close", None, {"project": "acme/widgets", "run_id": "7044765741", "skip": []})]
+    closed = {"project": "acme/widgets", "run_id": "7044765741", "skip": [], "ci_run": "7044765741"}
+    assert seen == [("/v1/runs/close", None, closed)]  # its CI run: the close says its jobs ended
     out, err = capsys.readouterr()
     if status == 401:
         assert code == errors.OK and err == ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import Output, Target, add_common
+from .common import Output, Target, add_common, ci_origin
 
 NAME = "close"
 HELP = "say that every shard that will come has come"
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     target = Target(args)
     skip = [name.strip() for value in args.skip for name in value.split(",") if name.strip()]
-    answer = target.api().close(target.project, target.run_id, skip)
+    answer = target.api().close(target.project, target.run_id, skip, ci_origin(target.ctx))
     closed = answer.get("run_id") or target.run_id  # the attempt closed: the run's latest, or the one named
     Output(args).result(answer, f"run {closed} ({target.project}): {answer['state']}: {answer['message']}")
     return 0

@@ -8,7 +8,7 @@ import re
 
 from ..ci import next_run_index
 from ..errors import NETWORK, USAGE, ClientError
-from .common import Output, Target, add_common, shard_names, where_from
+from .common import Output, Target, add_common, ci_origin, shard_names, where_from
 
 TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
 if TYPE_CHECKING:
@@ -191,16 +191,11 @@ def _request(
         "metadata": meta,
         "metadata_body": sent.decode(),
         **where_from(target.ctx, target.commit),
-        **_ci_attempt(target.ctx.run_attempt),
+        **ci_origin(target.ctx),
     }
     if target.tokenless:  # as the runner says it for a tokenless upload: the hash of the POST's bytes
         out.say(f'CodSpeed Run Hash: "{metadata.run_hash(sent)}"')
     return request
-
-
-def _ci_attempt(run_attempt: str | None) -> dict[str, int]:
-    """The CI's attempt, when it says one: every shard of one CI re-run joins one attempt of the run."""
-    return {"ci_attempt": int(run_attempt)} if run_attempt and run_attempt.isdigit() and int(run_attempt) >= 1 else {}
 
 
 def _pushed_said(shard: str, total: int | None, made: Bundle, target: Target, run_id: str, attempt: int) -> str:

@@ -18,7 +18,12 @@ from ..domain.run_plan import RunPlan
 if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
     from botocore.response import StreamingBody
     from mypy_boto3_s3 import S3Client
-    from mypy_boto3_s3.type_defs import CompletedPartTypeDef, CopySourceTypeDef, GetObjectOutputTypeDef
+    from mypy_boto3_s3.type_defs import (
+        CompletedPartTypeDef,
+        CopySourceTypeDef,
+        GetObjectOutputTypeDef,
+        ObjectTypeDef,
+    )
 
 FINAL_TAG = "run-final"  # template.yaml's lifecycle rule expires bundles carrying it
 
@@ -244,14 +249,18 @@ class Bucket:
             tagged += 1
         return tagged
 
-    def keys_under(self, prefix: str) -> set[str]:
-        """Every key under ``prefix`` (one list call a thousand keys)."""
-        return set(self._keys(prefix))
+    def listed_under(self, prefix: str) -> dict[str, tuple[int, float]]:
+        """Every object under ``prefix``, with its size and when its PUT was answered (one list call a
+        thousand keys: S3 lists an object once its PUT was answered)."""
+        return {o["Key"]: (o["Size"], o["LastModified"].timestamp()) for o in self._listed(prefix)}
 
     def _keys(self, prefix: str) -> Iterator[str]:
         """Every key under ``prefix``, page after page."""
+        return (o["Key"] for o in self._listed(prefix))
+
+    def _listed(self, prefix: str) -> Iterator[ObjectTypeDef]:
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-            yield from (o["Key"] for o in page.get("Contents", []))
+            yield from page.get("Contents", [])
 
     def publish_report(self, project: str, run_id: str, version: int, json_body: str) -> bool:
         """Publish a report version; False when that version was already there. Versions are

@@ -42,6 +42,7 @@ class GitHubPulls(GitHubApi):
             lambda found: WorkflowRun(
                 head_sha=_text(found["head_sha"]),
                 head_repository=_maybe_text((found.get("head_repository") or {}).get("full_name")),
+                completed=_text(found["status"]) == "completed",
             ),
         )
 

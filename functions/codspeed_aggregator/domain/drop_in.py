@@ -89,6 +89,16 @@ def _single_part_run_id(metadata: UploadMetadata) -> str:
     return f"{metadata.commit_hash[:12].lower()}-{safe}"
 
 
+def ci_run_of(metadata: UploadMetadata) -> str | None:
+    """The CI run a runner's upload came from, as a close names it: GitHub's workflow run and CircleCI's
+    workflow (their ``runPart.runId``). GitLab's runner names its job, not its pipeline, and Buildkite's
+    names nothing: a close cannot tell their jobs as its own."""
+    part = metadata.run_part
+    if part is None or metadata.run_environment not in ("GITHUB_ACTIONS", "CIRCLECI"):
+        return None
+    return part.run_id
+
+
 def gitlab_run_id(commit: str, ref: str | None) -> str:
     """The run of a GitLab pipeline's jobs: their runners name no run they share, so its commit and ref."""
     return f"gl-{commit[:12].lower()}-{_digest(ref or '', 8)}"

@@ -64,6 +64,7 @@ class WorkflowRun:
 
     head_sha: str
     head_repository: str | None
+    completed: bool = False  # every job of it ended (its ``status``): nothing of it can still upload
 
 
 def check(
@@ -97,6 +98,11 @@ def check(
         raise ClaimRefused(
             f"Actions run {claim.run_id} of {claim.project} did not run pull request {at}'s head "
             f"{pull.head_sha[:12]}: a run without a token is the pull request's own workflow run"
+        )
+    if run.completed:
+        raise ClaimRefused(
+            f"Actions run {claim.run_id} of {claim.project} is completed: a run without a token takes uploads "
+            "only while its jobs run (a re-run of its jobs starts it again)"
         )
 
 

@@ -14,19 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from codspeed_rules.names import KEYED_AS_NAME
 
+from .closing import Awaiting, CiOrigin
 from .errors import Unprocessable
 from .manifest import Manifest
 
 if TYPE_CHECKING:  # run_plan holds ShardRecords: imported only to name the type
     from .run_plan import PlanRecord
 
-OPEN, FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY = (
-    "open",
-    "finalizing",
-    "forwarded",
-    "forward_failed",
-    "closed_empty",
-)
+OPEN, FINALIZING, FORWARDED = "open", "finalizing", "forwarded"
+FORWARD_FAILED, CLOSED_EMPTY = "forward_failed", "closed_empty"
 ARRIVED, REJECTED, LATE = "arrived", "rejected", "late"
 ENDED = (FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY)  # an upload for such a run starts its next attempt
 OPENED = "opened"  # where an opened run keeps the metadata its CI job stated, as an upload keeps its own (never a uuid)
@@ -99,8 +95,11 @@ class RunRecord:
     attempt: int = 1  # a run forwarded and uploaded to again (a CI re-run) goes on as its next attempt
     variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)
-    closing: bool = False  # a close was accepted: the run is finalized once the uploads granted before it are in
-    grants: int = 0  # uploads granted in it (``Runs.count_grant``): the close's barrier claims the run at this count
+    closing: bool = False  # a close was accepted: the run is finalized once nothing it is owed can still come
+    closed_by: CiOrigin | None = None  # the CI run and attempt its close speaks for (None: a deadline, or no CI)
+    awaiting: Awaiting | None = None  # what the close waits for, as its readers are told
+    given_up: dict[str, str] = field(default_factory=dict)  # shard -> why its bundle in the bucket was not counted
+    grants: int = 0  # uploads granted in it (``Closes.count_grant``): the close's barrier claims the run at this count
     tokenless: bool = False  # an upload of it came without a token, unchecked: no comment, no baseline
     fork: bool = False  # opened by a fork's pull request without a token, as GitHub bore it out: no baseline
     provider: str | None = None  # where the repository lives, as its metadata says (GITHUB, GITLAB): whom to notify
@@ -280,6 +279,7 @@ class GrantRecord:
     sent: "SentPost | None" = None  # a runner's POST as it sent it: forwarded byte for byte
     tokenless: bool = False  # sent without a token: its bundle is held to TokenlessMaxBundleBytes when it lands
     md5: str | None = None  # the bundle's MD5 (base64) its URL signs: a send needs no pass over it to say it
+    origin: CiOrigin | None = None  # the CI run and attempt that asked for it: a close of theirs ends its wait
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from codspeed_rules.names import shard_key, split_shard_key
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
 from .baseline import baseline_why
+from .closing import closing_said
 from .drop_in import display_label
 from .ledger import OPEN, RunRecord, ShardRecord, Snapshot, sent_as
 from .results import ShardSummary, combine
@@ -113,7 +114,7 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
             else outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded"
         )
         return ShardEntry(name=name, display=display, state="skipped", reason=reason)
-    return ShardEntry(name=name, display=display, state="missing")
+    return ShardEntry(name=name, display=display, state="missing", reason=snapshot.run.given_up.get(name))
 
 
 def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
@@ -194,6 +195,7 @@ def build_report(
         ci_url=run.ci_url,
         state=run.state,
         partial=run.state not in FINAL_STATES,
+        closing=closing_said(run.closing, run.awaiting) if run.state == OPEN else None,
         version=run.rev,
         expected=run.expected_count(),
         arrived=len(arrived),

@@ -17,7 +17,7 @@ from codspeed_wire.markdown import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 
 from .. import wiring
-from ..auth import Principal, job_token
+from ..auth import Principal, job_attempt, job_token
 from ..domain.errors import Unprocessable
 from ..domain.ledger import SentPost
 from .http import JsonResponse, check_attempt, json_response, raw_body
@@ -69,9 +69,9 @@ def drop_in_upload(metadata: UploadMetadata) -> JsonResponse:
     sent = SentPost(
         raw_body(router), headers.get("user-agent"), *(job_token(headers.get("authorization")) or (None, 0))
     )
-    return json_response(
-        HTTPStatus.OK, wiring.for_api().request_upload.accept_drop_in(metadata, sent, fork=fork).model_dump()
-    )
+    attempt = job_attempt(headers.get("authorization"))
+    accepted = wiring.for_api().request_upload.accept_drop_in(metadata, sent, fork=fork, ci_attempt=attempt)
+    return json_response(HTTPStatus.OK, accepted.model_dump())
 
 
 @router.post("/v1/runs/open")

@@ -54,5 +54,6 @@ def github_webhook() -> JsonResponse:
     event = _parse(WorkflowRunEvent, raw)
     if event.action != "completed":
         return json_response(HTTPStatus.ACCEPTED, {"ignored": f"workflow_run {event.action}"})
-    closed = wiring.for_api().close_run.close_finished_ci_run(project, str(event.workflow_run.id))
+    run = event.workflow_run
+    closed = wiring.for_api().close_run.close_finished_ci_run(project, str(run.id), run.run_attempt)
     return json_response(HTTPStatus.OK, {"closed": closed})

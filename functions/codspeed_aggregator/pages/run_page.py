@@ -199,6 +199,7 @@ def render_main(
         ("Project", escape(report.project)),
         ("Run", escape(report.run_id)),
         ("State", f'<span class="state" id="run-state">{escape(report.state)}</span>'),
+        *([("Close", f'<span id="closing">{escape(report.closing)}</span>')] if report.closing else []),
         ("Shards", shards_done(report.arrived, report.carried, "?" if report.expected is None else report.expected)),
     ]
     if report.attempt > 1:

@@ -18,9 +18,9 @@ class RunAttempts:
     shards: Shards  # DynamoDB: the shards a next attempt inherits
 
     def current(self, opening: RunRecord, admit: Callable[[RunRecord], None] | None = None) -> RunRecord:
-        """The run an upload goes to: the run as first opened, or when that one has ended
-        (forwarded, or being finalized: a CI re-run, or a shard that came too late), its next
-        attempt. A next attempt keeps the groups, their manifests and the shards skipped, and
+        """The run an upload goes to: the run as first opened, or when that one has ended or is
+        closing (forwarded, being finalized, or told its jobs ended: a CI re-run, or a shard that came
+        too late), its next attempt. A next attempt keeps the groups, their manifests and the shards skipped, and
         starts with the shards counted before, so it is complete, and forwarded, as soon as the
         re-run shards (or a group that came late) are in. ``admit``: an upload's checks, which refuse
         what a next attempt would refuse before that attempt is opened."""
@@ -31,7 +31,7 @@ class RunAttempts:
             if previous is not None:
                 existing = self.runs.run_record(opening.project, opening.run_id)  # one read, not a copy per upload
                 if existing is not None:
-                    if existing.state not in ENDED:
+                    if _takes_uploads(existing):
                         return existing
                     previous = existing
                     continue
@@ -59,10 +59,16 @@ class RunAttempts:
                 return run
             if attempt == 1:
                 check_identity(run.identity, opening.identity)
-            if run.state not in ENDED:
+            if _takes_uploads(run):
                 return run
             previous = run
         raise Conflict(
             f"run {base_id} of {opening.project} was forwarded {self.settings.max_attempts} times: "
             "it takes no more attempts"
         )
+
+
+def _takes_uploads(run: RunRecord) -> bool:
+    """A run takes an upload until it is closed: a close says its jobs have ended, so what is asked
+    after it is a later job's (a re-run's), and never holds the close."""
+    return run.state not in ENDED and not run.closing

@@ -21,6 +21,7 @@ from ..adapters.metrics import Metrics, NoMetrics
 from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamClient
+from ..services.close_barrier import CloseBarrier
 from ..services.pr_comments import PullRequestComments
 from ..services.run_attempts import RunAttempts
 from ..settings import Settings
@@ -98,6 +99,7 @@ class Aggregator:
         return RequestUpload(
             settings=self.settings,
             runs=self.ledger.runs,
+            closes=self.ledger.closes,
             shards=self.ledger.shards,
             store=_built(self.store, "the bucket"),
             attempts=self._attempts,
@@ -124,7 +126,7 @@ class Aggregator:
             store=_built(self.store, "the bucket"),
             results=_built(self.results, "the results store"),
             queue=_built(self.queue, "the finalize queue"),
-            arrivals_queue=_built(self.arrivals_queue, "the arrivals queue"),
+            arrivals_queue=self.arrivals_queue,
             attempts=self._attempts,
             reports=self.reports,
             metrics=self._metrics,
@@ -158,6 +160,7 @@ class Aggregator:
             settings=self.settings,
             reads=self.ledger.reads,
             runs=self.ledger.runs,
+            closes=self.ledger.closes,
             baselines=self.ledger.baselines,
             queue=_built(self.queue, "the finalize queue"),
             clock=self.clock,
@@ -213,6 +216,17 @@ class Aggregator:
             forwarder=self._forwarder,
             reports=self.reports,
             metrics=self._metrics,
+            barrier=CloseBarrier(
+                settings=self.settings,
+                reads=self.ledger.reads,
+                closes=self.ledger.closes,
+                store=_built(self.store, "the bucket"),
+                queue=_built(self.queue, "the finalize queue"),
+                arrivals=self.record_arrival,
+                reports=self.reports,
+                metrics=self._metrics,
+                clock=self.clock,
+            ),
             clock=self.clock,
             keeper=KeepSources(
                 store=_built(self.store, "the bucket"),

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from codspeed_rules.names import split_shard_key
 from codspeed_wire.api import MAX_SHARDS, CloseAnswer, CloseRequest
 
-from ..adapters.ledger import Baselines, Reads, Runs
+from ..adapters.ledger import Baselines, Closes, Reads, Runs
 from ..adapters.queues import FinalizeQueue
 from ..domain.baseline import branch_of
+from ..domain.closing import CiOrigin
 from ..domain.errors import NotFound, Unprocessable
-from ..domain.ledger import OPEN, Snapshot
+from ..domain.ledger import OPEN, Snapshot, base_run_id
 from ..settings import Settings
 
 
@@ -21,7 +22,8 @@ from ..settings import Settings
 class CloseRun:
     settings: Settings
     reads: Reads  # DynamoDB: the run as it stands, and the baseline's shards a skip may name
-    runs: Runs  # DynamoDB: the close, the run's attempts, and the open-runs index the sweeper reads
+    runs: Runs  # DynamoDB: the run's attempts, and the open-runs index the sweeper reads
+    closes: Closes  # DynamoDB: the close, on the run's item
     baselines: Baselines  # DynamoDB: the branch's latest forwarded run (what a skipped shard is carried from)
     queue: FinalizeQueue  # SQS: finalize
     clock: Callable[[], float] = time.time
@@ -37,15 +39,15 @@ class CloseRun:
             return CloseAnswer(
                 project=request.project, run_id=run_id, state=state, message=f"run is already {state}: nothing to close"
             )
-        first = self.runs.request_close(request.project, run_id, _new_skips(snapshot, request.skip), reason)
+        origin = CiOrigin(request.ci_run, request.ci_attempt) if request.ci_run else None
+        first = self.closes.request_close(request.project, run_id, _new_skips(snapshot, request.skip), reason, origin)
         self.queue.request(request.project, run_id, reason)
-        if not first:
-            message = "a close was already under way"
-        elif snapshot.run.sends_parts:
-            message = "the run ends with the shards in so far: each is upstream as its own part, or goes now"
-        else:
-            message = "the shards in so far will be merged and forwarded"
-        return CloseAnswer(project=request.project, run_id=run_id, state="closing", message=message)
+        return CloseAnswer(
+            project=request.project,
+            run_id=run_id,
+            state="closing",
+            message=_closing(origin, snapshot.run.sends_parts) if first else "a close was already under way",
+        )
 
     def _check_skips(self, snapshot: Snapshot, skip: list[str]) -> None:
         """A skipped shard must be one the run can hold: one its manifest names, or, for a
@@ -74,13 +76,19 @@ class CloseRun:
                 f"run {run.run_id} of {run.project} would skip {count} shards: a run skips {MAX_SHARDS} at most"
             )
 
-    def close_finished_ci_run(self, project: str, run_id: str) -> list[str]:
-        """CI says the workflow run finished: close its latest attempt, if that one is still open."""
+    def close_finished_ci_run(self, project: str, run_id: str, ci_attempt: int | None = None) -> list[str]:
+        """CI says attempt ``ci_attempt`` of the workflow run finished: close the aggregator's attempt it
+        ran in, if that one is still open. A late or redelivered event of an earlier CI attempt closes
+        nothing a later CI attempt opened."""
         run_id = self.runs.attempt_of(project, run_id, self.settings.max_attempts)
         snapshot = self.reads.snapshot(project, run_id)
         if snapshot is None or snapshot.run.state != OPEN:
             return []
-        self.close(CloseRequest(project=project, run_id=run_id), reason="ci-finished")
+        opened_by = snapshot.run.ci_attempt
+        if ci_attempt is not None and opened_by is not None and opened_by > ci_attempt:
+            return []
+        ci_run = base_run_id(run_id)
+        self.close(CloseRequest(project=project, run_id=run_id, ci_run=ci_run, ci_attempt=ci_attempt), "ci-finished")
         return [run_id]
 
     def sweep(self) -> list[tuple[str, str]]:
@@ -89,11 +97,26 @@ class CloseRun:
         now = int(self.clock())
         due = self.runs.open_runs_past(now)
         for project, run_id in due:
-            self.runs.request_close(project, run_id, [], "deadline")
+            self.closes.request_close(project, run_id, [], "deadline")
             self.queue.request(project, run_id, "deadline")
         for project, run_id in self.runs.stalled_finalizing(now):
             self.queue.request(project, run_id, "lease-expired")
         return due
+
+
+def _closing(origin: CiOrigin | None, sends_parts: bool) -> str:
+    """What a close does, said when it is taken."""
+    sent = "each shard upstream as its own part" if sends_parts else "the shards merged and forwarded"
+    if origin is None:
+        return (
+            f"the run ends, {sent}, once every bundle in the bucket is counted and every upload URL handed out "
+            "before the close is used or has expired"
+        )
+    attempt = f" (attempt {origin.attempt})" if origin.attempt else ""
+    return (
+        f"the run ends, {sent}, once every bundle in the bucket is counted: a job of CI run {origin.run}{attempt} "
+        "with no bundle in the bucket is missing now; an upload asked from now on counts in the run's next attempt"
+    )
 
 
 def _new_skips(snapshot: Snapshot, skip: list[str]) -> list[str]:

@@ -16,15 +16,15 @@ from ..adapters.ledger import Baselines, Parts, Reads, Runs
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
 from ..adapters.upstream_http import UpstreamError
-from ..domain.barrier import EVENT_GRACE_SECONDS, awaited, pending
 from ..domain.baseline import branch_of
 from ..domain.errors import existing
 from ..domain.forward_plan import ForwardPlan, PartPlan
-from ..domain.keys import bundle_key, part_plan_key, run_bundles_prefix
+from ..domain.keys import part_plan_key, run_bundles_prefix
 from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, sent_as
 from ..domain.retries import retry_delay
 from ..domain.run_plan import PlanRecord
 from ..domain.timestamps import epoch, iso
+from ..services.close_barrier import CloseBarrier
 from ..settings import Settings
 from .forward_part import ForwardPart
 from .keep_sources import KeepSources
@@ -32,7 +32,6 @@ from .plan_forward import PlanForward
 from .reports import Reports
 
 WRITE_TRIES = 5
-BARRIER_POLL_SECONDS = 2  # how soon a close that waits for an upload granted before it looks again (S3 events: seconds)
 
 
 @dataclass
@@ -48,6 +47,7 @@ class FinalizeRun:
     forwarder: ForwardPart
     reports: Reports
     metrics: Metrics
+    barrier: CloseBarrier  # what a close still waits for (``domain.barrier``)
     clock: Callable[[], float] = time.time
     keeper: KeepSources | None = None  # a branch's run keeps what it carried, as a source of the branch's later runs
 
@@ -63,7 +63,7 @@ class FinalizeRun:
         upstream is recorded, so a
         retry sends only the rest; whoever records the last one finishes the run."""
         if part is None:
-            grants = self._past_the_barrier(project, run_id)
+            grants = self.barrier.passed(project, run_id)
             if grants is None:
                 return "waiting"
             lease = self.settings.finalize_lease_seconds
@@ -84,27 +84,6 @@ class FinalizeRun:
             return self._finish_when_forwarded(project, run_id)
 
         return self._failing_with_reason(project, run_id, forward)
-
-    def _past_the_barrier(self, project: str, run_id: str) -> int | None:
-        """A close is a barrier (``domain.barrier``): the number of uploads granted in the run when
-        none of them is still awaited (the claim is made at that count, so none slips in between); None
-        while some are, the finalize asked again shortly. A run no longer open (a retry) has passed it."""
-        now, expiry = self.clock(), self.settings.presign_expiry_seconds
-        view = self.reads.barrier_view(project, run_id, since=now - expiry - EVENT_GRACE_SECONDS)
-        if view is None or view.run.state != OPEN:
-            return view.run.grants if view else 0
-        due = pending(view.grants, view.shards)
-        expired = [g for g in due if now >= g.granted_at + expiry]
-        in_bucket: set[str] = set()
-        if expired:  # is its bundle in the bucket, its event still to come? One list for them all
-            listed = self.store.keys_under(run_bundles_prefix(project, run_id))
-            in_bucket = {g.upload_id for g in expired if bundle_key(project, run_id, g.shard, g.upload_id) in listed}
-        waiting = awaited(due, in_bucket, now, expiry, EVENT_GRACE_SECONDS)
-        if not waiting:
-            return view.run.grants
-        self.metrics.add("ClosesWaiting", 1, "Count")
-        self.queue.request_in(project, run_id, "barrier", max(1, min(BARRIER_POLL_SECONDS, int(waiting.until - now))))
-        return None
 
     def _not_claimed(self, project: str, run_id: str, grants: int) -> str:
         """A claim refused: another finalizer holds the run, or an upload was granted since the barrier

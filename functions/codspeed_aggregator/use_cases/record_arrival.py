@@ -53,7 +53,8 @@ class RecordArrival:
     store: Bucket  # S3: the bundle read; its normalized copy and index written under normalized/
     results: ResultsStore  # S3: the bundle's benchmark names and figures written under results/
     queue: FinalizeQueue  # SQS: finalize, once complete
-    arrivals_queue: Queue  # SQS: an event deferred or failed, handed back
+    arrivals_queue: Queue | None  # SQS: an event deferred or failed, handed back (the finalizer, counting an overdue
+    # bundle for a close, has none: its failure is the close's to say)
     attempts: RunAttempts  # the run's next attempt, for a bundle that came after the forward
     reports: Reports
     metrics: Metrics
@@ -73,18 +74,23 @@ class RecordArrival:
         dead-letter queue, saying so (its alarm fires): no invocation had the time it needs."""
         if deferrals >= MAX_DEFERRALS:
             why = f"deferred {deferrals} times: no invocation of the arrivals function had the time its bundles need"
-            self.arrivals_queue.dead_letter(event, why)
+            self._queue().dead_letter(event, why)
             self.metrics.add("ArrivalsDeadLettered", 1, "Count")
             log.error("arrival dead-lettered: %s", why)
             return "dead_lettered"
-        self.arrivals_queue.send(event, deferrals + 1)
+        self._queue().send(event, deferrals + 1)
         self.metrics.add("ArrivalsDeferred", 1, "Count")
         return "deferred"
 
     def retry_later(self, receipt_handle: str, receive_count: int) -> None:
         """An event whose arrival failed comes back in minutes (``retry_delay``), not after the
         queue's visibility timeout."""
-        self.arrivals_queue.retry_in(receipt_handle, retry_delay(receive_count))
+        self._queue().retry_in(receipt_handle, retry_delay(receive_count))
+
+    def _queue(self) -> Queue:
+        if self.arrivals_queue is None:
+            raise RuntimeError("this function was built without the arrivals queue: see wiring._NEEDS")
+        return self.arrivals_queue
 
     def _arrival(self, key: str, size: int | None, version_id: str | None) -> Arrival:
         try:
@@ -112,10 +118,7 @@ class RecordArrival:
                 )
             summary, version_id, normalized = self._validate(key, version_id, upload.executor, not view.run.sends_parts)
         except BadBundle as exc:
-            if not self.shards.record_rejection(project, run_id, shard, upload_id, str(exc)):
-                return Arrival.DUPLICATE
-            self.reports.publish(project, run_id)
-            return Arrival.REJECTED
+            return self._rejected(view.run, shard, upload_id, exc)
         figures = measured(summary.results)
         self.results.write(key, ShardResults(summary.benchmark_names, figures))
         cost_ms, longest_ms = shard_cost(figures) or (None, None)
@@ -143,6 +146,14 @@ class RecordArrival:
         if outcome is not None:
             return outcome
         return self._late(view, record, upload)
+
+    def _rejected(self, run: RunRecord, shard: str, upload_id: str, why: BadBundle) -> Arrival:
+        if not self.shards.record_rejection(run.project, run.run_id, shard, upload_id, str(why)):
+            return Arrival.DUPLICATE
+        self.reports.publish(run.project, run.run_id)
+        if run.closing:
+            self.queue.request(run.project, run.run_id, "arrival")  # the close may wait for this one: it looks again
+        return Arrival.REJECTED
 
     def _late(self, view: ArrivalView, record: ShardRecord, upload: GrantRecord) -> Arrival:
         """Granted before the run's close, in after it was finalized: never a yes and a drop. The
@@ -241,6 +252,8 @@ class RecordArrival:
             self.reports.publish(project, run_id)
         if self._completes(run):
             self.queue.request(project, run_id, "complete")
+        elif run.state == OPEN and run.closing:
+            self.queue.request(project, run_id, "arrival")  # the close may wait for this one: it looks again
         return Arrival.RECORDED
 
     def _completes(self, run: RunRecord) -> bool:

@@ -14,8 +14,9 @@ from codspeed_wire.api import ShardUploadRequest, UploadGrant
 from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 
 from ..adapters.bucket import Bucket
-from ..adapters.ledger import Runs, Shards
-from ..domain.drop_in import shard_of
+from ..adapters.ledger import Closes, Runs, Shards
+from ..domain.closing import CiOrigin
+from ..domain.drop_in import ci_run_of, shard_of
 from ..domain.errors import Busy, Conflict, Forbidden, Unprocessable, existing
 from ..domain.keys import bundle_key
 from ..domain.ledger import MAX_GROUPS, MAX_VARIANTS, GrantRecord, RunRecord, SentPost, base_run_id, variant_key
@@ -35,6 +36,7 @@ GRANT_TRIES = 3  # a run claimed for finalizing while an upload was granted in i
 class RequestUpload:
     settings: Settings
     runs: Runs  # DynamoDB: the run item, opened here
+    closes: Closes  # DynamoDB: the grant counted on the run's item, under its close and its bound
     shards: Shards  # DynamoDB: upload requests, and shards an attempt inherits
     store: Bucket  # S3: presigned PUTs under bundles/
     attempts: RunAttempts  # the run, or its next attempt, an upload goes to
@@ -88,6 +90,7 @@ class RequestUpload:
                 variant=executor,
                 key=shard_key(request.shard, executor),
                 ci_attempt=request.ci_attempt,
+                origin=CiOrigin(request.ci_run, request.ci_attempt),
                 fork=fork,
                 sent=SentPost(request.metadata_body.encode()),
                 head_commit=request.head_commit,
@@ -95,12 +98,13 @@ class RequestUpload:
         )
 
     def accept_drop_in(
-        self, metadata: UploadMetadata, sent: SentPost | None = None, fork: bool = False
+        self, metadata: UploadMetadata, sent: SentPost | None = None, fork: bool = False, ci_attempt: int | None = None
     ) -> UploadAccepted:
         """``POST /upload`` as CodSpeed answers it: a runner pointed at us becomes a shard
         (which run and which shard: ``domain.drop_in``). Its upload URL signs the runner's MD5,
         and only that: the runner sends the archive's own type and encoding. ``sent``: the POST as
-        it came (``metadata`` is read from its bytes), kept to go upstream as it was."""
+        it came (``metadata`` is read from its bytes), kept to go upstream as it was. ``ci_attempt``: the
+        CI's attempt, as the job's OIDC token says it (the runner's metadata does not)."""
         project = metadata.project
         if not project:
             raise Unprocessable("metadata has no owner and repository: the aggregator keys runs by project")
@@ -120,15 +124,16 @@ class RequestUpload:
                 key=place.shard,
                 sent=sent,
                 fork=fork,
+                origin=CiOrigin(ci_run_of(metadata), ci_attempt),
             )
         )
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
     def _grant(self, asked: "_Asked") -> UploadGrant:
         """One upload granted: the run (or its next attempt) opened or joined, the shard's grant
-        recorded and counted, its URL presigned. Every check is made before the first write. A run
-        that is closing still takes it (its close waits for it: ``domain.barrier``); one claimed for
-        finalizing meanwhile sends it to its next attempt."""
+        counted and recorded, its URL presigned. Every check is made before the first write. A run
+        that is closing, or claimed for finalizing meanwhile, sends it to its next attempt: a grant
+        asked after a close never holds that close (``domain.barrier``)."""
         for _ in range(GRANT_TRIES):
             granted = self._grant_in_current(asked)
             if granted is not None:
@@ -154,6 +159,9 @@ class RequestUpload:
             run.fork if asked.fork else run.tokenless
         ):  # no token: it may not speak unchecked
             self.runs.mark_tokenless(project, run.run_id, checked=asked.fork)
+        most = MAX_FORK_UPLOADS if asked.fork else None  # counted under its bound, not checked on a read alone
+        if not self.closes.count_grant(project, run.run_id, most):  # closing or claimed since, or full: look again
+            return None
         upload_id = uuid.uuid4().hex
         self.shards.add_upload(
             project,
@@ -170,10 +178,9 @@ class RequestUpload:
                 sent=asked.sent,
                 tokenless=metadata.tokenless,
                 md5=metadata.profile_md5,
+                origin=asked.origin,
             ),
         )
-        if not self.runs.count_grant(project, run.run_id):  # claimed since: its next attempt takes the upload
-            return None
         key = bundle_key(project, run.run_id, key, upload_id)
         expires = self.settings.presign_expiry_seconds
         url, headers = self.store.presign_put(
@@ -262,6 +269,7 @@ class _Asked:
     sent: SentPost | None = None  # the POST's body as it came (a runner's) or as the client made it, to go as it was
     fork: bool = False  # sent without a token by a fork's pull request, as GitHub bore it out
     head_commit: str | None = None  # a pull request's head, where the commit sent is GitHub's merge commit of it
+    origin: CiOrigin | None = None  # the CI run and attempt that asks: a close of theirs says its job has ended
 
     @property
     def stored_as(self) -> str:

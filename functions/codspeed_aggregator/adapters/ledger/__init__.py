@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .baselines import Baselines
+from .closes import Closes
 from .codec import TransactionContended
 from .comments import Comments
 from .parts import Parts
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
 
 __all__ = [
     "Baselines",
+    "Closes",
     "Comments",
     "Ledger",
     "Parts",
@@ -40,6 +42,7 @@ class Ledger:
     """Every item kind of one table, on one DynamoDB client."""
 
     runs: Runs
+    closes: Closes
     shards: Shards
     parts: Parts
     baselines: Baselines
@@ -59,6 +62,7 @@ class Ledger:
         made = (table_name, client, retention_seconds, sleep)
         return cls(
             runs=Runs(*made),
+            closes=Closes(*made),
             shards=Shards(*made),
             parts=Parts(*made),
             baselines=Baselines(*made),

@@ -171,6 +171,19 @@ class TableItems:
             "ExpressionAttributeValues": dump(values),
         }
 
+    def update_run(  # noqa: PLR0913 -- the run, and the update it makes
+        self,
+        project: str,
+        run_id: str,
+        expression: str,
+        condition: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
+    ) -> bool:
+        """A conditional update of an existing run's item (``run_update``); False when its condition fails."""
+        conditioned = f"attribute_exists(pk) AND ({condition})"
+        return self.update_if(self.run_update(project, run_id, expression, conditioned, values, names))
+
     def update_if(self, update: dict[str, Any]) -> bool:
         """One conditional UpdateItem (``item_update``); False when its condition fails."""
         try:

@@ -4,6 +4,7 @@ upload request; and the attributes a run item keeps per job group."""
 import json
 from typing import Any
 
+from ...domain.closing import Awaiting, CiOrigin
 from ...domain.ledger import OPEN, GrantRecord, NormalizedCopy, RunRecord, ShardRecord, ShardSent
 from ...domain.manifest import Manifest
 from ...domain.run_plan import PlanRecord
@@ -70,6 +71,9 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
         attempt=item.get("run_attempt", 1),
         variants=variants,
         closing=bool(item.get("close_requested")),
+        closed_by=CiOrigin.from_item(item.get("closed_by")),
+        awaiting=Awaiting.from_item(item.get("awaiting")),
+        given_up=dict(item.get("given_up") or {}),
         grants=int(item.get("grants", 0)),
         ci_url=item.get("ci_url"),
         tokenless=bool(item.get("tokenless")),
@@ -129,6 +133,7 @@ def upload_from(item: dict[str, Any]) -> GrantRecord:
         group=item.get("group") or "",
         tokenless=bool(item.get("tokenless")),
         md5=item.get("md5"),
+        origin=CiOrigin.from_item(item.get("origin")),
     )
 
 

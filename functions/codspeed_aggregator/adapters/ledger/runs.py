@@ -54,7 +54,8 @@ class Runs(TableItems):
             if not condition_failed(exc):
                 raise
             stored = load(exc.response["Item"])  # type: ignore[typeddict-item]  # ReturnValuesOnConditionCheckFailure
-            if stored["state"] in ENDED:  # its next attempt goes on from its revision and counts: read whole
+            if stored["state"] in ENDED or stored.get("close_requested"):  # its next attempt goes on from its
+                # revision and counts (a closing run's too: an upload after its close is the next attempt's): read whole
                 return self.run_record(run.project, run.run_id) or run_from(stored, []), False
             return run_from(stored, []), False  # an open run as a grant needs it: its counts are not read
 
@@ -124,7 +125,7 @@ class Runs(TableItems):
         """Note a job group the run had not seen, with its manifest. False when the group is there
         already (read the run: its manifest stands), the run holds ``MAX_GROUPS``, or it is no longer
         open. A closing run still takes one: its close waits for every upload granted before it."""
-        return self._update_run(
+        return self.update_run(
             project,
             run_id,
             "SET #group = :m ADD group_count :one, rev :one, run_changes :one",
@@ -136,7 +137,7 @@ class Runs(TableItems):
     def add_variant(self, project: str, run_id: str, variant: str) -> bool:
         """Note a kind of upload the run had not seen (another executor): its manifest now expects it
         too. False when the run is no longer open or holds ``MAX_VARIANTS``."""
-        return self._update_run(
+        return self.update_run(
             project,
             run_id,
             "ADD variants :v, variant_count :one, rev :one, run_changes :one",
@@ -144,36 +145,18 @@ class Runs(TableItems):
             {":v": {variant}, ":open": OPEN, ":most": MAX_VARIANTS},
         )
 
-    def count_grant(self, project: str, run_id: str) -> bool:
-        """Count an upload granted in the run, its upload item written first: the close's barrier claims
-        the run only at the count it read before listing the grants. False when the run is no longer open
-        (the upload goes to its next attempt). No revision: nothing a report shows changes."""
-        return self._update_run(project, run_id, "ADD grants :one", "#state = :open", {":open": OPEN})
-
     def mark_tokenless(self, project: str, run_id: str, checked: bool) -> bool:
         """Note that an upload of the run came without a token: ``checked``, a fork's pull request as
         GitHub bore it out (``fork``: its close and report are taken without a token too); else
         unchecked (``tokenless``: the run never posts a pull-request comment). Neither run becomes a
         baseline. False when it was noted already."""
         mark = "fork" if checked else "tokenless"
-        return self._update_run(
+        return self.update_run(
             project,
             run_id,
             f"SET {mark} = :true ADD rev :one, run_changes :one",
             f"attribute_not_exists({mark})",
             {":true": True},
-        )
-
-    def request_close(self, project: str, run_id: str, skip: list[str], reason: str) -> bool:
-        """Mark an open run closed (first close wins), adding ``skip`` to the shards it skips (an
-        attempt starts with its previous one's); False when it was not open or already closing."""
-        skips = ", skipped = list_append(if_not_exists(skipped, :none), :skip)" if skip else ""
-        return self._update_run(
-            project,
-            run_id,
-            f"SET close_requested = :true{skips}, close_reason = :reason ADD rev :one, run_changes :one",
-            "#state = :open AND attribute_not_exists(close_requested)",
-            {":true": True, ":reason": reason, ":open": OPEN} | ({":skip": skip, ":none": []} if skip else {}),
         )
 
     def claim_finalize(self, project: str, run_id: str, now: int, lease_seconds: int, *, grants: int) -> bool:
@@ -216,7 +199,7 @@ class Runs(TableItems):
         """What the claiming finalizer decided: the baseline run, how many parts and how many of them
         it sends, and the version of the whole plan it wrote to S3 (``keys.plan_key``), which every
         part's finalizer and the run's next attempt read."""
-        return self._update_run(
+        return self.update_run(
             project,
             run_id,
             "SET #plan = :plan ADD rev :one, run_changes :one",
@@ -239,7 +222,7 @@ class Runs(TableItems):
         shards ``outcome`` carries go first, an item each (``records.carried_items``)."""
         outcome, carried = carried_items(project, run_id, outcome or {}, self.expires_at())
         self.write_all(carried)
-        return self._update_run(
+        return self.update_run(
             project,
             run_id,
             "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero "
@@ -253,7 +236,7 @@ class Runs(TableItems):
         """Record that a part of a run forwarded in several failed, keeping the run's lease and its
         place among the runs being finalized: no retry takes the run while another part may still
         be at work, and the sweeper brings it back once the last lease has run out."""
-        return self._update_run(
+        return self.update_run(
             project,
             run_id,
             "SET #state = :s, upstream = :up, forward_error = :err ADD rev :one, run_changes :one",
@@ -269,16 +252,4 @@ class Runs(TableItems):
 
     def touch(self, project: str, run_id: str) -> bool:
         """A change that changes nothing but the revision: the next report gets a new version."""
-        return self._update_run(project, run_id, "ADD rev :one, run_changes :one", "attribute_exists(sk)", {})
-
-    def _update_run(  # noqa: PLR0913 -- the run, and the update it makes
-        self,
-        project: str,
-        run_id: str,
-        expression: str,
-        condition: str,
-        values: dict[str, Any],
-        names: dict[str, str] | None = None,
-    ) -> bool:
-        conditioned = f"attribute_exists(pk) AND ({condition})"
-        return self.update_if(self.run_update(project, run_id, expression, conditioned, values, names))
+        return self.update_run(project, run_id, "ADD rev :one, run_changes :one", "attribute_exists(sk)", {})

@@ -48,6 +48,7 @@ class Shards(TableItems):
                     "md5": upload.md5,
                     "expires_at": self.expires_at(),
                     **({"tokenless": True} if upload.tokenless else {}),
+                    **({"origin": origin} if upload.origin and (origin := upload.origin.to_item()) else {}),
                 }
             ),
         )

@@ -1,0 +1,74 @@
+"""A run's close on its item: the uploads it was granted, the close asked and what it speaks for,
+what the close waits for and what it gave up on."""
+
+from __future__ import annotations
+
+from ...domain.closing import Awaiting, CiOrigin
+from ...domain.ledger import OPEN
+from .codec import TableItems
+
+
+class Closes(TableItems):
+    def count_grant(self, project: str, run_id: str, most: int | None = None) -> bool:
+        """Count an upload granted in the run, before its upload item is written (a grant whose count
+        failed leaves nothing a close waits for): the close's barrier claims the run only at the count it
+        read. False when the run is no longer open or a close was asked (the upload goes to its next
+        attempt: a grant asked after a close never holds it), or it counts ``most`` already. No revision:
+        nothing a report shows changes."""
+        capped = " AND (attribute_not_exists(grants) OR grants < :most)" if most is not None else ""
+        return self.update_run(
+            project,
+            run_id,
+            "ADD grants :one",
+            f"#state = :open AND attribute_not_exists(close_requested){capped}",
+            {":open": OPEN} | ({":most": most} if most is not None else {}),
+        )
+
+    def request_close(
+        self, project: str, run_id: str, skip: list[str], reason: str, origin: CiOrigin | None = None
+    ) -> bool:
+        """Mark an open run closed (first close wins), adding ``skip`` to the shards it skips (an
+        attempt starts with its previous one's), with the CI run and attempt the close speaks for
+        (``origin``: their jobs have ended); False when it was not open or already closing."""
+        skips = ", skipped = list_append(if_not_exists(skipped, :none), :skip)" if skip else ""
+        said = origin.to_item() if origin else {}
+        by = ", closed_by = :by" if said else ""
+        return self.update_run(
+            project,
+            run_id,
+            f"SET close_requested = :true{skips}{by}, close_reason = :reason ADD rev :one, run_changes :one",
+            "#state = :open AND attribute_not_exists(close_requested)",
+            {":true": True, ":reason": reason, ":open": OPEN}
+            | ({":skip": skip, ":none": []} if skip else {})
+            | ({":by": said} if said else {}),
+        )
+
+    def note_awaiting(self, project: str, run_id: str, awaiting: Awaiting | None) -> bool:
+        """What the closing run waits for, as its report says it (None: nothing more); False when the
+        run is no longer open."""
+        change = "SET awaiting = :a" if awaiting else "REMOVE awaiting"
+        return self.update_run(
+            project,
+            run_id,
+            f"{change} ADD rev :one, run_changes :one",
+            "#state = :open",
+            {":open": OPEN} | ({":a": awaiting.to_item()} if awaiting else {}),
+        )
+
+    def give_up(self, project: str, run_id: str, shard: str, reason: str) -> bool:
+        """A shard whose bundle is in the bucket and whose arrival failed when the close counted it: the
+        close goes on without it, and the report says why. False when the run is no longer open."""
+        for expression, condition, values in (
+            ("SET given_up.#shard = :why", "attribute_exists(given_up)", {":why": reason}),
+            ("SET given_up = :whys", "attribute_not_exists(given_up)", {":whys": {shard: reason}}),
+        ):
+            if self.update_run(
+                project,
+                run_id,
+                f"{expression} ADD rev :one, run_changes :one",
+                f"#state = :open AND {condition}",
+                {":open": OPEN, **values},
+                names={"#shard": shard} if "#shard" in expression else None,
+            ):
+                return True
+        return False
