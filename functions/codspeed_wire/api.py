@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from codspeed_rules.names import CI_URL_PATTERN, COMMIT_PATTERN, MAX_ANCESTORS
-from codspeed_rules.runner_json import DuplicateKey, read
+from codspeed_rules.runner_json import DuplicateKey, NotSerdeJson, read, same
 
 from .names import Project, RunId, ShardName, SkippedShard
 from .upstream import UploadMetadata
@@ -22,8 +22,8 @@ MAX_METADATA_BODY = 128 * 1024  # a runner's POST body is a few KiB; matrix valu
 class ShardUploadRequest(BaseModel):
     """Ask for a presigned URL to upload one shard's bundle. Its MD5 (CodSpeed's ``profileMd5``, and
     S3's Content-MD5) and, when given, its CRC32 are signed into the URL: S3 refuses other bytes.
-    ``metadata_body`` is the metadata as it goes upstream, byte for byte (the runner's compact form):
-    ``metadata`` is the same object, parsed, and must say the same thing."""
+    ``metadata_body`` is the metadata as it goes upstream, byte for byte: ``metadata`` is the same
+    object, parsed, and must say the same thing type for type (read as serde_json reads it)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -64,10 +64,14 @@ class ShardUploadRequest(BaseModel):
             sent = read(data["metadata_body"])
         except DuplicateKey as exc:
             raise ValueError(f"metadata_body names {exc.key!r} twice: a body is read one way only") from None
+        except NotSerdeJson as exc:
+            raise ValueError(f"metadata_body at {exc}") from None
         except ValueError as exc:
             raise ValueError(f"metadata_body is not JSON ({exc})") from None
-        if sent != data.get("metadata"):
-            raise ValueError("metadata_body does not say what metadata says: send the same object in both")
+        if not same(sent, data.get("metadata")):  # type for type: 10 is not 10.0, 1 not true
+            raise ValueError(
+                "metadata_body does not say what metadata says, type for type: send the same object in both"
+            )
         return data
 
     @model_validator(mode="after")

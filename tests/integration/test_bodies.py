@@ -114,3 +114,59 @@ def test_an_open_as_large_as_the_api_takes_in_non_ascii_text_is_kept(isolated, p
     from codspeed_aggregator.domain.ledger import OPENED
 
     assert isolated.aggregator.ledger.shards.upload_metadata(project, run_id, OPENED)["laterField"] == "€" * 78_000
+
+
+SERDE_REFUSES = [  # (a token in place of a value, the path it is at, what the refusal says of it)
+    ("NaN", "NaN, which is no JSON value (serde_json refuses it): send a finite number or null"),
+    ("Infinity", "Infinity, which is no JSON value (serde_json refuses it): send a finite number or null"),
+    ("-Infinity", "-Infinity, which is no JSON value (serde_json refuses it): send a finite number or null"),
+    ("1e999", "the number 1e999, past a 64-bit float's range (serde_json refuses it)"),
+    ('"\\udc80"', "a lone surrogate escape (\\udc80), no Unicode character: serde_json refuses it"),
+]
+
+
+@pytest.mark.parametrize("token, said", SERDE_REFUSES, ids=["nan", "inf", "-inf", "1e999", "surrogate"])
+def test_json_serde_refuses_is_refused_on_the_runners_route_naming_what_and_where(
+    isolated, project, run_id, token, said
+):
+    """Python's json read them and the bytes went upstream as they came; on a fork's run a stranger's
+    ``"note": Infinity`` failed the contributor's whole run at its forward (after 3 tries)."""
+    body = _runner_body(project, run_id).replace(b'"tokenless":false', b'"tokenless":false,"note":' + token.encode(), 1)
+    assert b'"note"' in body
+    before = footprint(isolated, project, run_id)
+    assert _call(isolated.aggregator, "/upload", body) == (
+        422,
+        {"error": f"request body at note: {said}: a body is read as CodSpeed's runner reads it"},
+    )
+    assert footprint(isolated, project, run_id) == before
+
+
+@pytest.mark.parametrize("token, said", SERDE_REFUSES, ids=["nan", "inf", "-inf", "1e999", "surrogate"])
+def test_json_serde_refuses_is_refused_on_the_clients_route_too(isolated, project, run_id, token, said):
+    request = upload_request(project, run_id, "1", b"data", total=2)
+    body = json.dumps(request).encode().replace(b'"metadata": {', b'"metadata": {"note": ' + token.encode() + b", ", 1)
+    before = footprint(isolated, project, run_id)
+    assert _call(isolated.aggregator, "/v1/uploads", body) == (
+        422,
+        {"error": f"request body at metadata.note: {said}: a body is read as CodSpeed's runner reads it"},
+    )
+    assert footprint(isolated, project, run_id) == before
+
+
+@pytest.mark.parametrize(
+    "field, checked, sent",
+    [("version", 10, 10.0), ("tokenless", False, 0), ("allowEmpty", True, 1), ("cpu", 0.0, -0.0)],
+    ids=["10.0", "0-for-false", "1-for-true", "-0.0"],
+)
+def test_a_metadata_body_saying_another_type_than_its_metadata_is_refused(
+    isolated, project, run_id, field, checked, sent
+):
+    """Equal to Python, so taken: upstream received ``"version":10.0``, ``"tokenless":0``."""
+    request = upload_request(project, run_id, "1", b"data", total=2)
+    request["metadata"][field] = checked
+    body_said = {**request["metadata"], field: sent}
+    request["metadata_body"] = json.dumps(body_said, separators=(",", ":"))
+    before = footprint(isolated, project, run_id)
+    status, answer = _call(isolated.aggregator, "/v1/uploads", json.dumps(request).encode())
+    assert status == 422 and "metadata_body does not say what metadata says, type for type" in answer["error"]
+    assert footprint(isolated, project, run_id) == before

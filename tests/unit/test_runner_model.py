@@ -5,6 +5,7 @@ and PR #482 for CircleCI) would upload for that job, written out here from its s
 must say the same. Where the client must differ, ``DIFFERS`` says so, and docs/protocol.md says why."""
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -389,3 +390,17 @@ def test_circlecis_working_directory_is_expanded_where_no_checkout_is_found(tmp_
     monkeypatch.setenv("HOME", "/home/circleci")
     ctx = detect({**CIRCLECI, "CIRCLE_SHA1": "5" * 40})
     assert (ctx.repository_root, ctx.commit) == ("/home/circleci/project/", "5" * 40)
+
+
+def test_json_is_read_as_serde_json_reads_it_into_a_value():
+    """Each rule of ``runner_json.read`` beside serde_json's: RFC 8259's grammar (no NaN or Infinity), a
+    number past f64's range refused, an integer past u64 (or below i64) a float, no lone surrogate."""
+    from codspeed_rules.runner_json import U64_MAX, NotSerdeJson, read, same
+
+    assert read(f'{{"a":{U64_MAX}}}') == {"a": U64_MAX} and isinstance(read(f"[{U64_MAX + 1}]")[0], float)
+    assert isinstance(read(f"[{-(2**63)}]")[0], int) and isinstance(read(f"[{-(2**63) - 1}]")[0], float)
+    assert read('["\\ud83d\\ude00"]') == ["\U0001f600"]  # a pair is one character
+    for body, where in (('{"a":[NaN]}', "a[0]"), ('{"a":{"b":1e400}}', "a.b"), ('["\\ud800"]', "[0]")):
+        with pytest.raises(NotSerdeJson, match=rf"^{re.escape(where)}: "):
+            read(body)
+    assert not same(10, 10.0) and not same(1, True) and not same(0.0, -0.0) and same({"a": [1]}, {"a": [1]})

@@ -104,7 +104,7 @@ def test_a_request_cannot_state_two_manifests_or_a_different_md5():
         ),
         (
             lambda b: b.replace('"acme"', '"someone"', 1),
-            "metadata_body does not say what metadata says: send the same object in both",
+            "metadata_body does not say what metadata says, type for type: send the same object in both",
         ),
         (lambda b: b[:-1], "metadata_body is not JSON"),
     ],

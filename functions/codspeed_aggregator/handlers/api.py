@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 from botocore.exceptions import ConnectionError as AwsConnectionError
 
-from codspeed_rules.runner_json import DuplicateKey, read
+from codspeed_rules.runner_json import DuplicateKey, NotSerdeJson, read
 
 from ..auth import Principal
 from ..domain.errors import Busy, Refused
@@ -88,9 +88,10 @@ def _field(detail: dict[str, Any]) -> str:
 
 def body_refusal(event: dict[str, Any]) -> tuple[int, str] | None:
     """A body the API reads one way only, before any route: at most ``MAX_BODY`` bytes, UTF-8 (API
-    Gateway hands over another base64-encoded), and JSON that names no key twice in one object (a
-    serde reader refuses it, Python's json keeps the last value, others the first: what is kept and
-    forwarded as bytes must mean one thing). The status and sentence of a refusal, else None."""
+    Gateway hands over another base64-encoded), and JSON as serde_json reads it (``runner_json.read``:
+    no key twice in one object, no NaN or Infinity, no number past f64's range, no lone surrogate):
+    what is kept and forwarded as bytes must mean one thing to every reader. The status and
+    sentence of a refusal, else None."""
     body = event.get("body") or ""
     raw = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
     if len(raw) > MAX_BODY:
@@ -104,6 +105,8 @@ def body_refusal(event: dict[str, Any]) -> tuple[int, str] | None:
             read(text)
         except DuplicateKey as exc:
             return 422, f"request body names {exc.key!r} twice in one object: a body is read one way only"
+        except NotSerdeJson as exc:
+            return 422, f"request body at {exc}: a body is read as CodSpeed's runner reads it"
         except ValueError:
             pass  # not JSON: the route says what it expected
     return None
