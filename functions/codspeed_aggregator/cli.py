@@ -238,11 +238,19 @@ def parser() -> argparse.ArgumentParser:
     merge.set_defaults(run=_merge)
     again = command(
         "redrive",
-        "retry the forwards that failed every try (from the dead-letter queue)",
+        "retry the forwards, or the arrivals, that failed every try (from their dead-letter queue)",
         "codspeed-aggregator redrive --dead-letter-url $DLQ_URL --queue-url $QUEUE_URL",
     )
-    again.add_argument("--dead-letter-url", help="the finalize dead-letter queue (env FINALIZE_DLQ_URL)")
-    again.add_argument("--queue-url", help="the finalize queue (env FINALIZE_QUEUE_URL)")
+    again.add_argument(
+        "--queue",
+        choices=("finalize", "arrivals"),
+        default="finalize",
+        help="finalize (default): failed forwards; arrivals: bundles whose arrival failed every retry",
+    )
+    again.add_argument(
+        "--dead-letter-url", help="the queue's dead-letter queue (env FINALIZE_DLQ_URL, ARRIVALS_DLQ_URL)"
+    )
+    again.add_argument("--queue-url", help="the queue (env FINALIZE_QUEUE_URL, ARRIVALS_QUEUE_URL)")
     again.add_argument(
         "--wait",
         type=_seconds,

@@ -39,12 +39,17 @@ def redrive(args: argparse.Namespace) -> int:
     from .adapters.aws import client
     from .redrive import redrive
 
-    dead_letter = args.dead_letter_url or os.environ.get("FINALIZE_DLQ_URL")
-    queue = args.queue_url or os.environ.get("FINALIZE_QUEUE_URL")
+    kind = args.queue  # "finalize" (failed forwards) or "arrivals" (bundles whose arrival failed)
+    prefix, outputs = {
+        "finalize": ("FINALIZE", "FinalizeDeadLetterQueueUrl and FinalizeQueueUrl"),
+        "arrivals": ("ARRIVALS", "ArrivalsDeadLetterQueueUrl and ArrivalsQueueUrl"),
+    }[kind]
+    dead_letter = args.dead_letter_url or os.environ.get(f"{prefix}_DLQ_URL")
+    queue = args.queue_url or os.environ.get(f"{prefix}_QUEUE_URL")
     if not dead_letter or not queue:
         raise Failure(
-            "give --dead-letter-url and --queue-url (the stack's FinalizeDeadLetterQueueUrl and FinalizeQueue "
-            "outputs), or set FINALIZE_DLQ_URL and FINALIZE_QUEUE_URL",
+            f"give --dead-letter-url and --queue-url (the stack's {outputs} outputs), or set {prefix}_DLQ_URL "
+            f"and {prefix}_QUEUE_URL",
             USAGE,
         )
     from botocore.exceptions import BotoCoreError, ClientError
@@ -59,9 +64,9 @@ def redrive(args: argparse.Namespace) -> int:
         )
     plural = "s" if task.to_move != 1 else ""
     if task.status == "RUNNING":
-        print(f"redriving {task.to_move} finalize message{plural} to {queue}: {task.moved} moved so far, SQS goes on")
+        print(f"redriving {task.to_move} {kind} message{plural} to {queue}: {task.moved} moved so far, SQS goes on")
     else:
-        print(f"redrove {task.moved} of {task.to_move} finalize message{plural} to {queue} ({task.status.lower()})")
+        print(f"redrove {task.moved} of {task.to_move} {kind} message{plural} to {queue} ({task.status.lower()})")
     return 0
 
 

@@ -133,3 +133,45 @@ def test_a_redrive_left_running_says_so_and_a_second_one_is_refused_while_it_run
         )
     assert "Only one active task is allowed for a source queue" in capsys.readouterr().err
     assert [t["Status"] for t in tasks.tasks] == ["RUNNING"]
+
+
+def test_an_arrival_in_its_dead_letter_queue_is_redriven_and_counted_once(isolated, project, run_id, capsys):
+    """Its event waited 14 days with no redrive while its bundle could expire: ``redrive --queue arrivals``
+    moves it back, and the arrivals function counts it (twice delivered, once counted)."""
+    import json
+    from urllib.parse import quote_plus
+
+    from codspeed_aggregator.handlers.arrivals import s3_objects
+    from tests.factories import bundle, push
+
+    agg, sqs, queues = isolated.aggregator, isolated.sqs, isolated.resources
+    data = bundle(4242, ["dead::letter"])
+    granted = push(agg, project, run_id, "1", data, total=2)
+    created = {"key": quote_plus(granted["key"]), "size": len(data)}
+    event = {
+        "Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": queues.bucket}, "object": created}}]
+    }
+    agg.arrivals_queue.dead_letter(json.dumps(event), "failed every retry")  # as its maxReceiveCount left it
+    with _move_tasks():
+        command = ["redrive", "--queue", "arrivals", "--dead-letter-url", queues.arrivals_dlq_url]
+        assert main([*command, "--queue-url", queues.arrivals_queue_url]) == 0
+    said = capsys.readouterr().out.strip()
+    assert said == f"redrove 1 of 1 arrivals message to {queues.arrivals_queue_url} (completed)"
+    bodies = [
+        m["Body"] for m in sqs.receive_message(QueueUrl=queues.arrivals_queue_url, MaxNumberOfMessages=10)["Messages"]
+    ]
+    assert json.dumps(event) in bodies  # moved back, beside the event the PUT itself sent
+    objects = [o for body in bodies for o in s3_objects(json.loads(body)) if o[0] == granted["key"]]
+    assert sorted(agg.record_arrival.record(*o) for o in objects) == ["duplicate", "recorded"]
+    assert agg.reports.report(project, run_id).arrived == 1
+
+
+def test_redrive_of_the_arrivals_without_queues_names_their_outputs():
+    result = subprocess.run(
+        [sys.executable, "-m", "codspeed_aggregator.cli", "redrive", "--queue", "arrivals"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 2
+    assert "ArrivalsDeadLetterQueueUrl and ArrivalsQueueUrl outputs), or set ARRIVALS_DLQ_URL" in result.stderr

@@ -123,6 +123,19 @@ def test_dead_letters_outlive_the_stack_and_a_failed_forward_is_alarmed_before_s
     assert aged["Threshold"] < resources["FinalizeDeadLetterQueue"]["Properties"]["MessageRetentionPeriod"]
 
 
+def test_an_arrival_in_the_dead_letter_queue_is_alarmed_and_redrivable_before_its_bundle_can_expire(template):
+    """It waited 14 days with no age alarm, no output and no redrive, while a run of parts tags its
+    bundles to expire PartsBundleRetentionDays (2 days) after its forward."""
+    resources, outputs = template["Resources"], template["Outputs"]
+    aged = resources["ArrivalsDeadLetterAgeAlarm"]["Properties"]
+    assert aged["MetricName"] == "ApproximateAgeOfOldestMessage"
+    assert aged["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["ArrivalsDeadLetterQueue", "QueueName"]}
+    parts_days = template["Parameters"]["PartsBundleRetentionDays"]["Default"]
+    assert aged["Threshold"] < parts_days * 86400
+    assert outputs["ArrivalsDeadLetterQueueUrl"]["Value"] == {"Ref": "ArrivalsDeadLetterQueue"}
+    assert outputs["ArrivalsQueueUrl"]["Value"] == {"Ref": "ArrivalsQueue"}
+
+
 def test_an_expired_or_replaced_bundle_version_is_gone_two_weeks_later_not_a_retention_later(template):
     """A current version's expiry leaves its bytes noncurrent: with the retention there too, an
     abandoned bundle lived BundleMaxAgeDays + BundleRetentionDays (210 days, not 180). Noncurrent
@@ -142,6 +155,7 @@ def test_every_alarm_notifies_the_alarm_topic(template):
     }
     assert {
         "ArrivalsDeadLetterAlarm",
+        "ArrivalsDeadLetterAgeAlarm",
         "FinalizeDeadLetterAlarm",
         "ArrivalsBacklogAlarm",
         "ForwardFailedAlarm",
