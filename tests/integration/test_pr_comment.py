@@ -160,7 +160,8 @@ def test_a_token_github_refuses_is_warned_about_once_and_nothing_fails(isolated,
     assert github.requests == [("POST", f"/repos/{project}/issues/42/comments")]  # then left alone
     warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
     assert warned == [
-        f"pull-request comments on {project} are off: GitHub answered 403 (the token needs pull requests: write)"
+        f"pull-request comments on {project} are off for 10 minutes: GitHub answered 403 when the comment was "
+        "posted (the token needs pull requests: write)"
     ]
 
 
@@ -219,7 +220,8 @@ def test_a_token_gitlab_refuses_is_warned_about_once_and_nothing_fails(isolated,
     assert gitlab.requests == [("POST", f"/api/v4/projects/{quote(project, safe='')}/merge_requests/42/notes")]
     warned = [r.getMessage() for r in caplog.records if "pull-request comments" in r.getMessage()]
     assert warned == [
-        f"pull-request comments on {project} are off: GitLab answered 403 (the token needs the api "
+        f"pull-request comments on {project} are off for 10 minutes: GitLab answered 403 when the comment was "
+        "posted (the token needs the api "
         "scope, as a member who may comment on merge requests)"
     ]
 
@@ -387,3 +389,36 @@ def test_the_final_reports_edit_waits_what_github_says_before_it_tries_again(iso
     assert waited == [7.0]  # as GitHub said, not the backoff's second
     [comment] = github.comments.values()
     assert "forwarded, 2/2 shards in" in comment["body"]
+
+
+def test_a_comment_a_person_deleted_is_posted_anew_and_every_pull_request_keeps_its_comment(
+    isolated, github, project, run_id
+):
+    """GitHub answers 404 both for a deleted comment and for a repository the token cannot see: the edit's
+    404 turned comments off for the whole project while the process lived (PR 5, 6 and 7 got none)."""
+    agg = _commenting(isolated, github, quiet=0)
+    agg.record_arrival.record(_push(agg, project, run_id, "1", total=2))
+    (first,) = github.comments
+    del github.comments[first]  # a person deletes the bot's comment
+    agg.record_arrival.record(_push(agg, project, run_id, "2", total=2))  # the next report edits it: 404
+    (again,) = github.comments
+    assert again != first and github.comments[again]["edits"] == 0 and "2 of 2" in github.comments[again]["body"]
+    other = f"{run_id}-6"
+    agg.record_arrival.record(_push(agg, project, other, "1", total=1, ref="refs/pull/6/merge"))
+    assert len(github.comments) == 2  # another pull request of the project still gets its comment
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    assert github.comments[again]["edits"] >= 1  # edited in place from then on: one comment per pull request
+
+
+def test_a_refused_token_turns_comments_off_for_a_while_then_they_are_tried_again(isolated, github, project, run_id):
+    clock = Clock()
+    agg = _commenting(isolated, github, clock=clock, quiet=0)
+    github.fail_with = 403
+    agg.record_arrival.record(_push(agg, project, run_id, "1", total=3))
+    agg.record_arrival.record(_push(agg, project, run_id, "2", total=3))
+    assert github.requests == [("POST", f"/repos/{project}/issues/42/comments")]  # once, then left alone
+    github.fail_with = None  # the operator gave the token pull requests: write
+    clock.now += 601
+    agg.record_arrival.record(_push(agg, project, run_id, "3", total=3))
+    assert len(github.comments) == 1

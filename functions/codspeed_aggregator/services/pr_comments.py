@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 CLAIM_SECONDS = 60  # a claim with no comment posted after this was its poster's last act: taken over
 POSTED_WAIT_SECONDS = 10  # the final report waits this long for a concurrent first post, to edit it
 FINAL_TRIES = 3  # the final report is always written: a host's failure is retried (1 s, then 2 s later)
+REFUSED_SECONDS = 600  # a project whose token the host refused gets no comment for this long, then is tried again
 
 
 @dataclass
@@ -40,27 +41,31 @@ class PullRequestComments:
     quiet_seconds: int
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
-    # (host, project)s whose token may not comment
-    _refused: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
+    # (host, project)s whose token may not comment, until when: looked at again after REFUSED_SECONDS
+    _refused: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
 
     def show(self, report: Report, provider: str | None = None) -> None:
         """Post or edit the comment of the pull request (merge request) ``report``'s run belongs to
         (none for a run of a branch, or of a host with no token configured). A token the host
-        refuses (401, 403, 404: it may not comment on the repository) is warned about once and the
-        project left alone."""
+        refuses (401, 403, 404: it may not comment on the repository) is warned about and the project
+        left alone for ``REFUSED_SECONDS``; a comment a person deleted is posted anew."""
         provider = provider or "GITHUB"
         host, number = self.hosts.get(provider), pull_request(report.ref)
-        if host is None or number is None or (provider, report.project) in self._refused:
+        if host is None or number is None or self._refused.get((provider, report.project), 0) > self.clock():
             return
         try:
             self._show(report, PullRequestRef(provider, report.project, number), host)
         except HTTPError as exc:
             if not _refused(exc):
                 raise
-            self._refused.add((provider, report.project))  # that host's token: another host's may comment
+            # that host's token, for this project (another host's may comment), for a while: a token fixed
+            # meanwhile comments again, and the operator is told once a while, not at every report
+            self._refused[(provider, report.project)] = self.clock() + REFUSED_SECONDS
             log.warning(
-                "pull-request comments on %s are off: %s answered %s (the token needs %s)",
+                "pull-request comments on %s are off for %s minutes: %s answered %s when the comment was "
+                "posted (the token needs %s)",
                 report.project,
+                REFUSED_SECONDS // 60,
                 host.host,
                 exc.response.status_code,
                 host.needs,
@@ -92,7 +97,22 @@ class PullRequestComments:
             body = comment_body(
                 report, pr.number, earlier_runs({**runs, shown.run: shown.entry()}, shown, host.thread), host.body_limit
             )
-            self._calling(report, lambda: host.edit(pr.project, pr.number, int(stored["comment_id"]), body))
+            self._edit(report, pr, host, int(stored["comment_id"]), body)
+
+    def _edit(
+        self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes, comment_id: int, body: str
+    ) -> None:
+        """Edit the comment; one a person deleted is posted anew, by one publisher (the others edit that
+        one later). GitHub answers 404 alike for a deleted comment and for a repository the token cannot
+        see: the new post tells which (its refusal turns comments off)."""
+        try:
+            self._calling(report, lambda: host.edit(pr.project, pr.number, comment_id, body))
+        except HTTPError as exc:
+            if exc.response is None or exc.response.status_code != 404:
+                raise
+            now = self.clock()
+            if self.comments.take_repost(pr, comment_id, now):
+                self._post(report, pr, host, now)
 
     def _post(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes, claimed_at: float) -> None:
         shown = Shown.of(report, {}, claimed_at)

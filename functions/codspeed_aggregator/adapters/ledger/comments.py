@@ -42,6 +42,13 @@ class Comments(TableItems):
             {":free": 0, ":mine": claimed_at},
         )
 
+    def take_repost(self, pr: PullRequestRef, deleted: int, now: float) -> bool:
+        """Take the posting anew of the comment ``deleted`` (a person deleted it): once, whoever else
+        found it gone; the item is claimed as for a first post until the new one is recorded."""
+        return self._write(
+            pr, "REMOVE comment_id SET claimed_at = :now", "comment_id = :gone", {":now": now, ":gone": deleted}
+        )
+
     def posted(self, pr: PullRequestRef, comment_id: int, shown: Shown, now: float) -> None:
         self._write(
             pr,
