@@ -6,7 +6,7 @@ import time
 
 from codspeed_rules.summary import counts_line, overlaps_named, plural, shards_done
 
-from .errors import FORWARD_FAILED, OK, OVERLAPPED, SHARDS_MISSING, TIMEOUT
+from .errors import FORWARD_FAILED, OK, OVERLAPPED, REGRESSED, SHARDS_MISSING, TIMEOUT
 
 TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
 if TYPE_CHECKING:
@@ -79,6 +79,32 @@ def final_exit_code(report: dict[str, Any], timed_out: bool, allow_overlaps: boo
     if report.get("overlaps_total") and not allow_overlaps:
         return OVERLAPPED
     return OK
+
+
+def exit_sentences(
+    report: dict[str, Any] | None, code: int, regressed: str | None, timed_out: bool, allow_overlaps: bool
+) -> list[str]:
+    """Why the gate fails (exit ``code``), in a sentence, then each other reason that applies too:
+    12, then 10, 11, 14 and 13 is the precedence of the exit code. Nothing when nothing fails."""
+    if report is None or not code:
+        return []
+    why: dict[int, str] = {}
+    if timed_out:
+        why[TIMEOUT] = f"the run is not final yet ({report.get('closing') or 'it is ' + report['state']})"
+    if report["state"] == "forward_failed":
+        why[FORWARD_FAILED] = f"the forward upstream failed: {(report.get('upstream') or {}).get('message') or '?'}"
+    missing = [s.get("display") or s.get("label") or s["name"] for s in report["shards"] if s["state"] == "missing"]
+    if missing:
+        listed = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        why[SHARDS_MISSING] = f"{plural(len(missing), 'shard')} missing, never came: {listed}"
+    elif report["state"] == "closed_empty":
+        why[SHARDS_MISSING] = "the run was closed with no shard in it"
+    if (overlapped := overlaps_text(report)) and not allow_overlaps:
+        why[OVERLAPPED] = f"benchmarks {overlapped} (--allow-overlaps takes them)"
+    if regressed:
+        why[REGRESSED] = regressed
+    first = [f"exit {code}: {why[code]}"] if code in why else []
+    return first + [f"also: {reason}" for other, reason in why.items() if other != code]
 
 
 def overlaps_text(report: dict[str, Any]) -> str | None:

@@ -480,7 +480,8 @@ def test_status_fails_on_a_regression_past_the_threshold_with_its_own_exit_code(
     gated = _run(stack, "status", "--wait", "--timeout", "60", "--interval", "0.2", "--fail-on-regression", *pr)
     assert gated.returncode == 13, gated.stdout + gated.stderr
     assert gated.stderr.strip() == (
-        "codspeed-client: 2 benchmarks regressed past 5% against the baseline: worst tests/test_gate1.py::test_0 +30.0%"
+        "codspeed-client: exit 13: 2 benchmarks regressed past 5% against the baseline: "
+        "worst tests/test_gate1.py::test_0 +30.0%"
     )
     assert "2 regressions (worst +30.0%), 0 improvements, 2 unchanged" in gated.stdout
     strict = _run(stack, "status", "--fail-on-regression", "1%", *pr)  # under the stack's threshold: every shard's page

@@ -833,3 +833,29 @@ def test_a_final_report_naming_overlaps_is_exit_14_unless_allowed_and_its_text_n
     assert final_exit_code(report, timed_out=False, allow_overlaps=True) == 0
     assert "measured in more than one shard (1): a::one (valgrind) in 1, 2" in render_text(report)
     assert "attempt 1" not in render_text(report)  # a shard's first upload: the header says the run's attempt
+
+
+def test_every_failing_exit_says_why_and_each_other_reason_too():
+    """Exit 14 with an empty stderr while the summary said 6 regressions; 11 said nothing of its shards."""
+    from codspeed_client.report import exit_sentences
+
+    overlap = {"benchmark": "parser::lex", "shards": ["linter", "codegen"], "executor": "valgrind", "in_shards": 2}
+    report = {
+        "state": "forwarded",
+        "shards": [{"name": "1", "state": "arrived"}, {"name": "2", "display": "codegen", "state": "missing"}],
+        "overlaps": [overlap],
+        "overlaps_total": 1,
+    }
+    regressed = "1 benchmark regressed past 5% against the baseline: worst parser::lex +12.0%"
+    said = exit_sentences(report, 11, regressed, False, False)
+    assert said[0] == "exit 11: 1 shard missing, never came: codegen"
+    assert said[1].startswith("also: benchmarks measured in more than one shard") and "parser::lex" in said[1]
+    assert said[2] == f"also: {regressed}"
+    whole = {**report, "shards": report["shards"][:1]}
+    assert exit_sentences(whole, 14, regressed, False, False)[0].startswith("exit 14: benchmarks measured in more")
+    assert exit_sentences(whole, 13, regressed, False, True) == [f"exit 13: {regressed}"]  # overlaps allowed
+    closing = {**whole, "state": "open", "closing": "closing: waiting for shard 2's bundle"}
+    assert exit_sentences(closing, 12, None, True, True) == [
+        "exit 12: the run is not final yet (closing: waiting for shard 2's bundle)"
+    ]
+    assert exit_sentences(whole, 0, None, False, True) == []

@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import every_benchmark, final_exit_code, regressions_past
+    from ..report import every_benchmark, exit_sentences, final_exit_code, regressions_past
 
     _check(args)
     target = Target(args)
@@ -76,15 +76,15 @@ def run(args: argparse.Namespace) -> int:
     if args.fail_on_regression is not None and report is not None:
         regressed = regressions_past(api, report, args.fail_on_regression)
     _show(args, api, target, report)
+    code = final_exit_code(report, timed_out, args.allow_overlaps) if report is not None and args.wait else 0
+    code = code or (REGRESSED if regressed else 0)
+    for line in exit_sentences(report, code, regressed, timed_out, args.allow_overlaps):
+        print(f"codspeed-client: {line}", file=sys.stderr)
     if timed_out:
         print(
             f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final",
             file=sys.stderr,
         )
-    code = final_exit_code(report, timed_out, args.allow_overlaps) if report is not None and args.wait else 0
-    if regressed and code == 0:
-        print(f"codspeed-client: {regressed}", file=sys.stderr)
-        return REGRESSED
     return code
 
 
