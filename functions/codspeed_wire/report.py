@@ -23,6 +23,7 @@ class ShardEntry(BaseModel):
     longest_s: float | None = None  # its costliest benchmark's
     upstream: bool = False  # a parts run's shard: its results went upstream as it was counted
     upstream_run_id: str | None = None  # the upstream's run its part went to (its answer's runId)
+    upload_id: str | None = None  # the upload counted for it (a grant's ``upload_id``): a re-push follows its own
 
     @property
     def shown(self) -> str:

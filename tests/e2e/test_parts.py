@@ -327,3 +327,20 @@ def test_a_gitlab_pipelines_jobs_go_upstream_as_one_codspeed_run_only_their_run_
     expected = {compact(with_run_id(json.loads(body), upstream_run)) for body in bodies.values()}
     assert {(u / "post-body.json").read_bytes() for u in held} == expected  # nothing else changed
     assert stack.upstream.uploads("990001") == stack.upstream.uploads("990002") == []
+
+
+@pytest.mark.slow
+def test_a_re_runs_push_follows_its_own_attempts_part_not_the_earlier_one(stack, tmp_path):
+    """In attempt 2 the shard showed attempt 1's part (upstream already) until the re-push was counted:
+    push printed attempt 1's upstream run and returned at once."""
+    run_id = f"rerun-{uuid.uuid4().hex[:8]}"
+    common = ["--project", PROJECT, "--run-id", run_id, "--commit", "e" * 40, "--ref", "refs/heads/side", "--json"]
+    first = _run(stack, "push", "--shard", "1/1", "--profile-folder", str(_folder(tmp_path, 1)), *common)
+    assert first.returncode == 0, first.stderr
+    _final(stack, PROJECT, run_id)  # its only shard: forwarded
+    again = _run(stack, "push", "--shard", "1/1", "--profile-folder", str(_folder(tmp_path, 1, cost=2000)), *common)
+    assert again.returncode == 0, again.stderr
+    answers = [json.loads(first.stdout), json.loads(again.stdout)]
+    assert answers[1]["run_id"] == f"{run_id}~2"
+    parts = sorted(stack.upstream.uploads(run_id), key=lambda u: u.stat().st_mtime)
+    assert [a["upstream"]["run_id"] for a in answers] == [p.name for p in parts[:2]]  # each its own part

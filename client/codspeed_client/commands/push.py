@@ -145,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     if grant.get("sent_on_arrival") and args.wait_upstream > 0:
         from codspeed_rules.names import shard_key
 
-        upstream = _upstream(api, target.project, run_id, shard_key(shard, made.executor), args.wait_upstream, out)
+        key = shard_key(shard, made.executor)
+        upstream = _upstream(api, target.project, run_id, (key, grant.get("upload_id")), args.wait_upstream, out)
         pushed["upstream"] = upstream
         if upstream is not None:
             link = f"; {upstream['codspeed_url']}" if upstream.get("codspeed_url") else ""
@@ -207,10 +208,13 @@ def _pushed_said(shard: str, total: int | None, made: Bundle, target: Target, ru
 
 
 def _upstream(
-    api: AggregatorApi, project: str, run_id: str, key: str, wait: float, out: Output
+    api: AggregatorApi, project: str, run_id: str, pushed: tuple[str, str | None], wait: float, out: Output
 ) -> dict[str, Any] | None:
-    """Wait until the shard's part is upstream (the ledger has its PUT answered 2xx), at most ``wait``
-    seconds; what the upstream answered, or None with a warning (the part goes all the same)."""
+    """Wait until this push's part is upstream (the ledger has its PUT answered 2xx), at most ``wait``
+    seconds; what the upstream answered, or None with a warning (the part goes all the same). ``pushed``:
+    the shard and its upload: in a re-run's attempt the shard shows the earlier attempt's part until
+    this upload is counted."""
+    key, upload_id = pushed
     import time
 
     from codspeed_rules.backoff import backoff
@@ -227,7 +231,7 @@ def _upstream(
             )
             return None
         entry = next((s for s in report.get("shards") or [] if s.get("name") == key), None)
-        if entry and entry.get("upstream"):
+        if entry and entry.get("upstream") and entry.get("upload_id") in (upload_id, None):  # None: an older stack
             return {"run_id": entry.get("upstream_run_id"), "codspeed_url": report.get("codspeed_url")}
         if time.monotonic() + pause > deadline:
             why = f" ({entry['reason']})" if entry and entry.get("reason") else ""

@@ -83,6 +83,7 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
             longest_s=_seconds(shard.longest_ms),
             upstream=sent is not None,
             upstream_run_id=sent.run_id if sent else None,
+            upload_id=shard.upload_id,
         )
     display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:
