@@ -198,7 +198,9 @@ class _GitHubHandler(JsonHandler):
         return 200, {"merge_base_commit": fake.commit(found), "status": status}
 
     def _commit(self, commit: re.Match, _query: str) -> tuple[int, dict] | None:
-        return (200, self.fake.commit(commit.group(2))) if commit.group(2) in self.fake.commits else None
+        if commit.group(2) not in self.fake.commits:  # as GitHub answers a commit it does not know
+            return 422, {"message": f"No commit found for SHA: {commit.group(2)}", "status": "422"}
+        return 200, self.fake.commit(commit.group(2))
 
     def _commits(self, _path: re.Match, query: str) -> tuple[int, dict | list]:
         asked = parse_qs(query)

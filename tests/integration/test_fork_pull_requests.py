@@ -265,14 +265,21 @@ def test_without_a_github_token_the_clients_route_is_refused_and_the_drop_in_is_
     assert footprint(isolated, project, run_id) == before
 
 
-@pytest.mark.parametrize("answer, status", [(500, 503), (401, 403)], ids=["github-down", "token-refused"])
+@pytest.mark.parametrize("answer, status", [(500, 502), (401, 403)], ids=["github-down", "token-refused"])
 @pytest.mark.slow
-def test_github_failing_is_a_503_and_refusing_the_stacks_token_a_sentence(isolated, github, fork, answer, status):
+def test_github_failing_is_a_502_naming_github_and_refusing_the_stacks_token_a_sentence(
+    isolated, github, fork, answer, status
+):
+    """GitHub's failure was a 503 saying "the aggregator's storage is busy"."""
     agg, project, run_id = fork
     github.fail_with = answer
     before = footprint(isolated, project, run_id)
     got, body = _call(agg, "POST", "/v1/uploads", _upload(project, run_id)[0])
     assert got == status, body
+    if status == 502:
+        assert body["error"] == (
+            f"GitHub answered 500 when asked about pull request {NUMBER}: send the request again in a minute"
+        )
     if status == 403:
         assert body["error"] == (
             f"GitHub refused the aggregator's token ({answer}) when asked about {project}'s pull "
@@ -448,7 +455,7 @@ ODD = {
 
 
 @pytest.mark.parametrize("case", list(ODD))
-def test_githubs_odd_answers_to_any_lookup_are_a_503_with_a_sentence_and_change_nothing(
+def test_githubs_odd_answers_to_any_lookup_are_a_502_naming_github_and_change_nothing(
     isolated, github, fork, monkeypatch, case
 ):
     import re
@@ -467,8 +474,8 @@ def test_githubs_odd_answers_to_any_lookup_are_a_503_with_a_sentence_and_change_
     monkeypatch.setattr(fake_github._GitHubHandler, "_answer", oddly)
     before = footprint(isolated, project, run_id)
     status, body = _runner_post(agg, project, run_id)
-    assert status == 503 and f"GitHub's answer about pull request {NUMBER} could not be read" in body["error"]
-    assert "in a form GitHub's API does not document" in body["error"]
+    assert status == 502 and f"GitHub's answer about pull request {NUMBER} could not be read" in body["error"]
+    assert "in a form GitHub's API does not document" in body["error"] and "storage" not in body["error"]
     assert footprint(isolated, project, run_id) == before
 
 
@@ -546,4 +553,17 @@ def test_grants_without_a_token_racing_past_the_bound_are_refused_by_the_counts_
         {"error": f"run {run_id} of {project} took 10 uploads without a token, the most a run without one takes (10)"},
     )
     assert runs.run_record(project, run_id).grants == 10
+    assert footprint(isolated, project, run_id) == before
+
+
+def test_a_commit_github_does_not_know_is_refused_saying_so_not_a_503_to_retry(isolated, github, fork):
+    """GitHub answers 422 "No commit found for SHA" for a commit it does not know: that was a 503."""
+    agg, project, run_id = fork
+    github.merge_commits.pop(NUMBER)  # the commit is looked up
+    unknown = "f" * 40
+    before = footprint(isolated, project, run_id)
+    status, body = _runner_post(agg, project, run_id, commit=unknown)
+    assert status == 403, body
+    assert f"commit {unknown[:12]} is neither the head of pull request {project}#{NUMBER}" in body["error"]
+    assert "nor a commit GitHub has" in body["error"]
     assert footprint(isolated, project, run_id) == before

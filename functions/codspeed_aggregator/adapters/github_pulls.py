@@ -69,7 +69,9 @@ class GitHubPulls(GitHubApi):
         try:
             found = self.call("GET", path)
         except requests.HTTPError as exc:
-            if exc.response is not None and exc.response.status_code == 404:
+            status = exc.response.status_code if exc.response is not None else 0
+            # GitHub: 404 for what it has not; 422 "No commit found for SHA" for a commit it does not know
+            if status == 404 or (status == 422 and "/commits/" in path):
                 return None
             raise
         try:

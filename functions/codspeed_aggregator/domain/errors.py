@@ -11,6 +11,7 @@ __all__ = [
     "Conflict",
     "Forbidden",
     "Gone",
+    "HostFailed",
     "NotFound",
     "Refused",
     "Unauthorized",
@@ -47,6 +48,11 @@ class Unprocessable(Refused):
 class Busy(Exception):
     """A store that still refused a write after every retry, for reasons of its own (contention,
     throttling): nothing the caller sent is wrong, and the same request may succeed later."""
+
+
+class HostFailed(Exception):
+    """A host the aggregator asks on a caller's behalf (GitHub, GitLab) failed, or answered in a form
+    its API does not document: nothing the caller sent is wrong, and the message names the host."""
 
 
 class Gone(Exception):

@@ -17,7 +17,7 @@ from botocore.exceptions import ConnectionError as AwsConnectionError
 from codspeed_rules.runner_json import DuplicateKey, NotSerdeJson, read
 
 from ..auth import Principal
-from ..domain.errors import Busy, Refused
+from ..domain.errors import Busy, HostFailed, Refused
 from . import pages, runs_api, webhooks
 from .http import JsonResponse, Resolver, json_response, principal
 
@@ -70,6 +70,17 @@ def _busy(exc: Exception) -> JsonResponse:
         content_type=content_types.APPLICATION_JSON,
         headers={"Retry-After": "5"},
         body={"error": f"the aggregator's storage is busy ({why}): send the request again in a few seconds"},
+    )
+
+
+@app.exception_handler(HostFailed)
+def _host_failed(exc: HostFailed) -> JsonResponse:
+    logger.warning("answered 502: a host asked on the caller's behalf failed", extra={"why": str(exc)})
+    return Response(
+        status_code=HTTPStatus.BAD_GATEWAY,
+        content_type=content_types.APPLICATION_JSON,
+        headers={"Retry-After": "60"},
+        body={"error": str(exc)},
     )
 
 

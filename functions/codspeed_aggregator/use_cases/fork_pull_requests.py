@@ -13,7 +13,7 @@ import requests
 
 from ..adapters.github_pulls import GitHubPulls, OddAnswer
 from ..adapters.ledger import Runs
-from ..domain.errors import Busy, Forbidden, Unauthorized
+from ..domain.errors import Forbidden, HostFailed, Unauthorized
 from ..domain.fork_pull_request import ClaimRefused, ForkClaim, check
 from ..domain.ledger import base_run_id
 from ..settings import Settings
@@ -68,12 +68,20 @@ class ForkPullRequests:
                     f"request {claim.number}: its operator gives GitHubTokenParameter a token that reads "
                     "pull requests and Actions runs"
                 ) from exc
-            raise Busy(f"GitHub answered {status} when asked about pull request {claim.number}") from exc
+            raise HostFailed(
+                f"GitHub answered {status} when asked about pull request {claim.number}: send the request again "
+                "in a minute"
+            ) from exc
         except requests.RequestException as exc:
-            raise Busy(f"GitHub could not be reached ({type(exc).__name__})") from exc
+            raise HostFailed(
+                f"GitHub could not be reached ({type(exc).__name__}): send the request again in a minute"
+            ) from exc
         except OddAnswer as exc:
             log.error("GitHub's answer about %s#%s is not of its documented form: %s", project, claim.number, exc)
-            raise Busy(f"GitHub's answer about pull request {claim.number} could not be read ({exc})") from exc
+            raise HostFailed(
+                f"GitHub's answer about pull request {claim.number} could not be read ({exc}): send the request "
+                "again in a minute"
+            ) from exc
         with self._lock:
             self._verified[claim] = self.clock() + VERIFIED_SECONDS
         return True
