@@ -1,7 +1,8 @@
 """The machine a shard ran on, as CodSpeed's runner describes it in ``runner`` (os, osVersion,
 arch, host, user, cpuBrand, cpuName, cpuVendorId, cpuCores, totalMemoryGb, cpuFlags), from the
 standard library and, on Linux, ``/etc/os-release``, ``/proc/cpuinfo`` and ``/proc/meminfo``.
-What a system does not tell is left out; nothing here raises."""
+What a system does not tell is left out, but the flags (``[]``, as the runner says it); nothing here
+raises."""
 
 from __future__ import annotations
 
@@ -30,8 +31,26 @@ def _fields(text: str, separator: str) -> dict[str, str]:
     return found
 
 
+def _processors(text: str) -> list[dict[str, str]]:
+    """``/proc/cpuinfo``'s blocks, one a logical processor."""
+    return [found for block in text.split("\n\n") if (found := _fields(block, ":"))]
+
+
+def physical_cores(processors: list[dict[str, str]]) -> int | None:
+    """The physical cores, as the runner's sysinfo counts them on Linux: the distinct (core id, physical
+    id) pairs, a processor with neither (a Raspberry Pi, most aarch64 hosts) a core of its own."""
+    cores = {
+        f"{p['core id']} {p['physical id']}" if p.get("core id") and p.get("physical id") else p.get("processor", "")
+        for p in processors
+    }
+    return len(cores) or None
+
+
 def machine(root: str = "/") -> dict[str, Any]:
-    """The runner's machine fields for this host (``root``: where /etc and /proc are, for tests)."""
+    """The runner's machine fields for this host (``root``: where /etc and /proc are, for tests), computed
+    as its ``SystemInfo::new`` computes them (src/system/info.rs): physical cores, memory rounded up to
+    the GiB, the first processor's flags sorted as they are (``[]`` when unreadable), ``unknown`` for a
+    brand the CPU does not say."""
     system = platform.system()
     info: dict[str, Any] = {}
     if system == "Linux":
@@ -44,20 +63,20 @@ def machine(root: str = "/") -> dict[str, Any]:
     info["arch"] = platform.machine() or None
     info["host"] = platform.node() or None
     info["user"] = os.environ.get("USER") or os.environ.get("USERNAME") or None
-    cpu = _fields(_read(os.path.join(root, "proc/cpuinfo")), ":")
-    brand = cpu.get("model name") or cpu.get("Model") or platform.processor() or None
+    processors = _processors(_read(os.path.join(root, "proc/cpuinfo")))
+    cpu = processors[0] if processors else {}
     info.update(
         {
-            "cpuBrand": brand,
-            "cpuName": "cpu0" if cpu else None,
+            "cpuBrand": cpu.get("model name") or cpu.get("Model") or platform.processor() or "unknown",
+            "cpuName": "cpu0",  # sysinfo's name of the first CPU, which the runner takes
             "cpuVendorId": cpu.get("vendor_id") or cpu.get("CPU implementer"),
-            "cpuCores": os.cpu_count(),
+            # off Linux (no /proc/cpuinfo here) the logical count: sysinfo asks the kernel for the physical one
+            "cpuCores": physical_cores(processors) or os.cpu_count(),
         }
     )
     kilobytes = _fields(_read(os.path.join(root, "proc/meminfo")), ":").get("MemTotal", "").removesuffix("kB").strip()
     if kilobytes.isdigit():
-        info["totalMemoryGb"] = round(int(kilobytes) / (1 << 20))
-    flags = cpu.get("flags") or cpu.get("Features")
-    if flags:
-        info["cpuFlags"] = sorted(set(flags.split()))
+        info["totalMemoryGb"] = -(-int(kilobytes) // (1 << 20))  # sysinfo's bytes, div_ceil a GiB
+    # "flags" on x86_64, "Features" on aarch64, split, sorted, duplicates kept; [] elsewhere or unreadable
+    info["cpuFlags"] = sorted((cpu.get("flags") or cpu.get("Features") or "").split())
     return {k: v for k, v in info.items() if v is not None}

@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -550,7 +551,7 @@ def test_the_metadata_describes_the_machine_with_the_runners_fields(tmp_path, mo
     ):  # no /proc there: what the platform says, no crash
         monkeypatch.setattr(system.platform, "system", lambda other=other: other)
         answer = system.machine(str(tmp_path / "nowhere"))
-        assert answer["os"] == name and "cpuFlags" not in answer and "totalMemoryGb" not in answer
+        assert answer["os"] == name and answer["cpuFlags"] == [] and "totalMemoryGb" not in answer
 
 
 def test_pushed_metadata_has_every_field_the_runner_sends():
@@ -859,3 +860,34 @@ def test_every_failing_exit_says_why_and_each_other_reason_too():
         "exit 12: the run is not final yet (closing: waiting for shard 2's bundle)"
     ]
     assert exit_sentences(whole, 0, None, False, True) == []
+
+
+@pytest.mark.parametrize(
+    "cpuinfo, cores",
+    [
+        ("".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t: {i // 2}\n\n" for i in range(4)), 2),  # SMT
+        ("".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t: {i}\n\n" for i in range(4)), 4),  # none
+        ("".join(f"processor\t: {i}\nphysical id\t: {i // 2}\ncore id\t: 0\n\n" for i in range(4)), 2),  # 2 sockets
+        ("".join(f"processor\t: {i}\nFeatures\t: fp asimd\n\n" for i in range(4)), 4),  # aarch64: no core id
+    ],
+    ids=["smt", "no-smt", "two-sockets", "aarch64"],
+)
+def test_machine_fields_are_computed_as_the_runners_sysinfo_computes_them(tmp_path, monkeypatch, cpuinfo, cores):
+    """The runner (src/system/info.rs, 5.0.2): ``System::physical_core_count()`` (sysinfo: distinct core
+    and physical id pairs), ``total_memory().div_ceil(1024^3)``, the first processor's flags split and
+    sorted, duplicates kept, ``[]`` when /proc/cpuinfo says none. The client sent os.cpu_count() (logical),
+    memory to the nearest GiB (31.3 GiB: 31, the runner 32), and de-duplicated flags."""
+    from codspeed_client import system
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text(
+        cpuinfo.replace("processor\t: 0\n", "processor\t: 0\nflags\t: sse avx sse\n")
+    )
+    (tmp_path / "proc/meminfo").write_text(f"MemTotal:       {int(31.3 * (1 << 20))} kB\n")
+    monkeypatch.setattr(system.platform, "system", lambda: "Linux")
+    found = system.machine(str(tmp_path))
+    assert (found["cpuCores"], found["totalMemoryGb"]) == (cores, 32)
+    assert found["cpuFlags"] == ["avx", "sse", "sse"]
+    (tmp_path / "proc/cpuinfo").write_text("")  # unreadable: the runner sends [] and "unknown"
+    unread = system.machine(str(tmp_path))
+    assert unread["cpuFlags"] == [] and unread["cpuCores"] == os.cpu_count() and unread["cpuName"] == "cpu0"
