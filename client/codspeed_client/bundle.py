@@ -129,6 +129,9 @@ def from_folder(folder: Path, executor: str | None = None) -> Bundle:
         raise ClientError(
             f"profile folder {folder} does not exist: pass the folder CodSpeed wrote the profiles to", INPUT
         )
+    # a folder given as a link is followed, as the runner's tar follows the path it is given (its root entry
+    # was the link itself, refused); links inside it stay what they are, and refused (the hostile-bundle rules)
+    folder = folder.resolve()
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != CARRIED_METADATA)
     executor = executor or executor_of(files)
     if executor == "valgrind" and not any(OUT_NAME.match(f) or f.endswith(".tgtrace") for f in files):

@@ -822,6 +822,36 @@ def test_a_pushed_folder_is_packed_with_the_runners_members_in_its_order_folders
     assert ours == runners[:1] + expected and ours[0] == (".", tarfile.DIRTYPE)
 
 
+def test_a_profile_folder_given_as_a_link_is_followed_and_links_inside_it_stay_refused(tmp_path):
+    """The runner's tar follows the path it is given; the client's root entry was the link itself,
+    refused (``member '' is a symlink``, exit 7)."""
+    import tarfile
+
+    from codspeed_client.bundle import from_folder
+    from codspeed_client.errors import ClientError as Refusal
+    from codspeed_rules.bundle import validate_bundle
+    from codspeed_rules.tar import BadBundle
+    from tests.factories import profile_members
+
+    real = tmp_path / "real"
+    real.mkdir()
+    for name, data in profile_members(4242, ["a::one"]).items():
+        (real / name).parent.mkdir(parents=True, exist_ok=True)
+        (real / name).write_bytes(data)
+    (tmp_path / "profiles").symlink_to(real, target_is_directory=True)
+    bundle = from_folder(tmp_path / "profiles")
+    with tarfile.open(bundle.path) as packed:
+        members = packed.getmembers()
+    assert members[0].name == "." and members[0].isdir() and all(not m.issym() for m in members)
+    bundle.path.unlink()
+    (real / "elsewhere.out").symlink_to("/etc/hostname")  # a link inside: still refused
+    inside = from_folder(tmp_path / "profiles")
+    with pytest.raises((BadBundle, Refusal), match="symlink"):
+        with open(inside.path, "rb") as raw:
+            validate_bundle(raw, "valgrind")
+    inside.path.unlink()
+
+
 def test_a_final_report_naming_overlaps_is_exit_14_unless_allowed_and_its_text_names_them():
     from codspeed_client.report import final_exit_code, render_text
 
