@@ -19,6 +19,24 @@ METADATA_VERSION = 10
 WITHOUT_CI_DATA = 11  # the runner after 5.0.2: no ghData nor glData (what its CircleCI uploads are)
 
 
+# the runner's RunEvent (src/run_environment/interfaces.rs, 5.0.2): any other event, it stops
+RUNNER_EVENTS = ("push", "pull_request", "workflow_dispatch", "schedule", "local")
+
+
+def check_event(event: str | None) -> None:
+    """Refuse, as CodSpeed's runner refuses in its own words, a CI event it never runs under (GitHub's
+    ``merge_group``, ``pull_request_target``, ``release``; GitLab's ``parent_pipeline``,
+    ``external_pull_request_event``): its parts would reach CodSpeed under an event CodSpeed never gets."""
+    if event is not None and event not in RUNNER_EVENTS:
+        from .errors import CONFIG, ClientError
+
+        raise ClientError(
+            f"Event {event} is not supported by CodSpeed (its runner runs on {', '.join(RUNNER_EVENTS[:4])}): "
+            "run the benchmarks on one of those",
+            CONFIG,
+        )
+
+
 def build(  # noqa: PLR0913 -- each part of what the job is, a keyword
     ctx: CiContext,
     *,
@@ -37,6 +55,7 @@ def build(  # noqa: PLR0913 -- each part of what the job is, a keyword
     archive's, as pushed. Where the client must differ from the runner (docs/protocol.md): its
     ``runner.name``, and its ``runPart``'s ``runId`` (the aggregator's run) and ``runPartId`` (the
     aggregator's own id for the shard, ``pushed_part_id``: a key space no runner job's id is in)."""
+    check_event(ctx.event)
     owner, repository = project.rsplit("/", 1)  # GitLab: group/subgroup/repo
     carried = bundle.carried_metadata if bundle else None
     executor = bundle.executor if bundle else "valgrind"

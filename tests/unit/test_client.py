@@ -571,6 +571,28 @@ def test_pushed_metadata_has_every_field_the_runner_sends():
     assert set(runner.MACHINE) - {"user"} <= set(built["runner"])
 
 
+@pytest.mark.parametrize(
+    "env, event",
+    [
+        ({"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "merge_group"}, "merge_group"),
+        ({"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request_target"}, "pull_request_target"),
+        ({"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "release"}, "release"),
+        ({"GITLAB_CI": "true", "CI_PIPELINE_SOURCE": "parent_pipeline"}, "parent_pipeline"),
+        ({"GITLAB_CI": "true", "CI_PIPELINE_SOURCE": "external_pull_request_event"}, "external_pull_request_event"),
+    ],
+)
+def test_an_event_the_runner_never_runs_under_is_refused_in_its_words(env, event):
+    """The runner: "Event X is not supported by CodSpeed" (RunEvent: push, pull_request,
+    workflow_dispatch, schedule, local); upstream received ``event merge_group`` from the client."""
+    from codspeed_client.errors import CONFIG, ClientError
+    from codspeed_client.metadata import build
+
+    ctx = detect({**env, "GITHUB_REPOSITORY": "acme/app", "CI_PROJECT_PATH": "acme/app"})
+    with pytest.raises(ClientError, match=f"^Event {event} is not supported by CodSpeed") as refused:
+        build(ctx, project="acme/app", run_id="1", commit="a" * 40, shard="1")
+    assert refused.value.exit_code == CONFIG
+
+
 def test_a_merged_results_pipeline_sends_gitlabs_merge_commit_and_shows_the_source_branch_head():
     """The runner sends HEAD of CI_PROJECT_DIR (CI_COMMIT_SHA, GitLab's merge commit in a merged results
     pipeline); people are shown the source branch's head."""
