@@ -567,3 +567,35 @@ def test_a_commit_github_does_not_know_is_refused_saying_so_not_a_503_to_retry(i
     assert f"commit {unknown[:12]} is neither the head of pull request {project}#{NUMBER}" in body["error"]
     assert "nor a commit GitHub has" in body["error"]
     assert footprint(isolated, project, run_id) == before
+
+
+def test_a_gitlab_runner_upload_without_a_token_is_never_checked_with_github(isolated, github, fork):
+    """A GitLab merge request is no GitHub pull request: it was asked of GitHub's API and answered 503
+    "the aggregator's storage is busy (GitHub's answer about pull request 4 … KeyError)"."""
+    agg, project, run_id = fork
+    owner, repository = project.rsplit("/", 1)
+    archive = runner.recorded(1)
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=MERGE,
+        provider="GITLAB",
+        environment="GITLAB_CI",
+        ref="refs/pull/4/merge",
+        event="pull_request",
+        tokenless=True,
+        run_part=runner.gitlab_run_part("5550001", "bench 1/2", "valgrind"),
+    )
+    asked = len(github.requests)
+    before = footprint(isolated, project, run_id)
+    assert _call(agg, "POST", "/upload", meta) == (
+        403,
+        {
+            "error": f"a request without a token for {project} comes from GITLAB (its metadata's repositoryProvider): "
+            "the aggregator bears out a fork's pull request with GitHub's API only, and has no check for GITLAB's: "
+            "send the aggregator's token"
+        },
+    )
+    assert len(github.requests) == asked and footprint(isolated, project, run_id) == before

@@ -49,7 +49,8 @@ def _fork(
     if not principal.anonymous or (metadata is not None and not metadata.tokenless):
         principal.allow(project)  # without a token, what goes upstream says so, as the runner's metadata does
         return False
-    return wiring.for_api().fork_pull_requests.admit(project, ref, commit, run_id, required=required)
+    provider = metadata.repository_provider if metadata is not None else "GITHUB"
+    return wiring.for_api().fork_pull_requests.admit(project, ref, commit, run_id, required=required, provider=provider)
 
 
 @router.post("/v1/uploads")

@@ -36,11 +36,28 @@ class ForkPullRequests:
     _refused: dict[ForkClaim, tuple[float, str]] = field(default_factory=dict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
-    def admit(self, project: str, ref: str | None, commit: str | None, run_id: str, *, required: bool = True) -> bool:
+    def admit(  # noqa: PLR0913 -- the claim, and where it comes from
+        self,
+        project: str,
+        ref: str | None,
+        commit: str | None,
+        run_id: str,
+        *,
+        required: bool = True,
+        provider: str | None = "GITHUB",
+    ) -> bool:
         """Take a request without a token that claims a fork's pull request: True when GitHub bore the
         claim out. ``required``: refused when the stack cannot ask GitHub (the client's route); else,
-        without a GitHub token, taken unverified (False): CodSpeed's runner drop-in, as before."""
+        without a GitHub token, taken unverified (False): CodSpeed's runner drop-in, as before.
+        ``provider``: where the repository lives (its metadata's ``repositoryProvider``): only GitHub's
+        pull requests are asked of GitHub; another host's is refused where a check is wanted."""
         self._listed(project)
+        if provider not in (None, "GITHUB") and (required or self.pulls is not None):
+            raise Forbidden(
+                f"a request without a token for {project} comes from {provider} (its metadata's "
+                "repositoryProvider): the aggregator bears out a fork's pull request with GitHub's API only, "
+                f"and has no check for {provider}'s: send the aggregator's token"
+            )
         claim = self._claim(project, ref, commit, run_id)
         if self.pulls is None:
             if required:
