@@ -321,3 +321,29 @@ def test_a_boolean_input_is_read_as_githubs_own_actions_read_it(tmp_path, given,
         assert code == 2 and f"input fail-on-error is '{given}': a boolean input is true or false" in err, err
     else:
         assert code == (6 if read else 0), err  # the aggregator is down: a failure when asked for, else a warning
+
+
+def test_a_runner_whose_python3_is_too_old_is_told_which_python_the_client_needs(tmp_path):
+    """pip's "requires a different Python: 3.9.18 not in '>=3.10'" failed the push job with exit 1, before
+    fail-on-error was read."""
+    old = tmp_path / "old-python"
+    old.mkdir()
+    (old / "python3").write_text("#!/bin/bash\necho 3.9\nexit 1\n")  # Ubuntu 20.04's python3, as the check sees it
+    (old / "python3").chmod(0o755)
+    job = Runner(
+        tmp_path,
+        Path(sys.executable).parent,
+        {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/widgets", "GITHUB_RUN_ID": "1", "GITHUB_SHA": "a" * 40},
+    )
+    job.env["PATH"] = f"{old}:{job.env['PATH']}"
+    said = (
+        "codspeed-client needs Python 3.10 or newer, and this runner's python3 is 3.9: add actions/setup-python "
+        "(python-version: '3.12') before this step"
+    )
+    inputs = {"api-url": "http://127.0.0.1:9", "token": "t", "shard": "1/1", "profile-folder": "profiles"}
+    code, _, err = job.use(inputs)
+    assert code == 0 and f"::warning title=CodSpeed shard not pushed::{said}" in job.last_out + err
+    code, _, err = job.use({**inputs, "fail-on-error": "true"})
+    assert (code, err.strip()) == (3, f"::error title=codspeed-client::{said}")
+    code, _, err = job.use({**inputs, "command": "status"})  # the gate fails: it cannot say what it gates
+    assert code == 3 and said in err
