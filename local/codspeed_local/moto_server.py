@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from .moto_fidelity import as_aws
 from .moto_speedups import speed_up_moto
 from .serving import serve_in_thread
 
@@ -54,6 +55,7 @@ def start_moto(
     ``wakeups``: told after each request that may have queued a message."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
+    as_aws()
     speed_up_moto()
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
