@@ -4,6 +4,7 @@ what no shard sent. Against moto's server and the stand-in upstream, driven step
 
 import json
 import threading
+import time
 from dataclasses import replace
 from types import SimpleNamespace
 from unittest import mock
@@ -14,7 +15,7 @@ from botocore.exceptions import ClientError
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
 from codspeed_rules.runner_json import pushed_part_id
-from tests.factories import bundle, push
+from tests.factories import bundle, grant, push, put
 
 
 @pytest.fixture
@@ -390,6 +391,27 @@ def test_a_run_of_parts_tags_its_bundles_for_their_short_retention_and_keeps_car
         assert in_parts.forward_shard.forward(project, received, name) == "forwarded"
     assert isolated.finalize_all(project, received, in_parts) == "forwarded"
     assert tags(received) == {("run-final", "parts")}  # PartsBundleRetentionDays' lifecycle rule, not the merge's
+    bucket, never = (
+        in_parts.store.bucket,
+        f"main-c-{run_id}",
+    )  # a run one of whose bundles was never counted: its arrival dead-lettered
+    _arrive(in_parts, project, never, "1", bundle(4221, ["t1::a"]), total=2)
+    assert in_parts.forward_shard.forward(project, never, "1") == "forwarded"
+    lost = bundle(4222, ["t2::a"])
+    put(grant(in_parts, project, never, "2", lost, total=2), lost)  # in the bucket, never counted
+    in_parts.close_run.close(CloseRequest(project=project, run_id=never))
+    later = replace(in_parts, clock=lambda: time.time() + 3600)  # past the bundle's backstop: handed over
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the results store is down")
+
+    later.finalize_run.barrier.arrivals.record = failing  # its arrival fails when the close hands it over too
+    assert isolated.finalize_all(project, never, later) == "forwarded"
+    by_shard = {
+        k.split("/")[-2]: {(t["Key"], t["Value"]) for t in s3.get_object_tagging(Bucket=bucket, Key=k)["TagSet"]}
+        for k in in_parts.store.listed_under(run_bundles_prefix(project, never))
+    }
+    assert by_shard == {"1": {("run-final", "parts")}, "2": {("run-final", "true")}}  # kept for its redrive
 
     _arrive(in_parts, project, skipping, "1", bundle(4211, ["t1::a"]), total=2)
     assert in_parts.forward_shard.forward(project, skipping, "1") == "forwarded"

@@ -236,13 +236,15 @@ class Bucket:
     def reader(self, key: str, version_id: str | None = None) -> ObjectReader:
         return ObjectReader(self, key, version_id)
 
-    def mark_final(self, prefix: str, sent_as_they_came: bool = False) -> int:
-        """Tag every bundle under ``prefix`` ``run-final=true``, or ``run-final=parts`` for a run
-        whose bundles each went upstream as they came (``sent_as_they_came``): the bucket's lifecycle
-        rules expire only tagged bundles (nothing of a run not yet forwarded is ever deleted), the
-        second kind sooner: a later run needs their results, kept apart, not them."""
-        tagged, value = 0, "parts" if sent_as_they_came else "true"
+    def mark_final(self, prefix: str, sent_as_they_came: frozenset[str] = frozenset()) -> int:
+        """Tag every bundle under ``prefix`` ``run-final=true``, or ``run-final=parts`` for a bundle
+        that went upstream as it came (``sent_as_they_came``: their keys): the bucket's lifecycle rules
+        expire only tagged bundles (nothing of a run not yet forwarded is ever deleted), the second kind
+        sooner: a later run needs their results, kept apart, not them. A bundle never counted (its
+        arrival in the dead-letter queue) keeps the long retention: its redrive still reads it."""
+        tagged = 0
         for key in self._keys(prefix):
+            value = "parts" if key in sent_as_they_came else "true"
             self.s3.put_object_tagging(
                 Bucket=self.bucket, Key=key, Tagging={"TagSet": [{"Key": FINAL_TAG, "Value": value}]}
             )

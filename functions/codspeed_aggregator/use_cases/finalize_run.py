@@ -225,7 +225,8 @@ class FinalizeRun:
                 self.keeper.keep(project, run_id, plan.completion.carried, carried, results_only=plan.run.sends_parts)
             self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
             self.reports.baseline_moved(project, own_branch, run_id, plan.run.commit, finished)  # known here at once
-        self.store.mark_final(run_bundles_prefix(project, run_id), sent_as_they_came=plan.run.sends_parts)
+        sent = frozenset(s.key for s in plan.shards.values() if s.key) if plan.run.sends_parts else frozenset()
+        self.store.mark_final(run_bundles_prefix(project, run_id), sent_as_they_came=sent)
         self.reports.publish(project, run_id)
         return FORWARDED
 
