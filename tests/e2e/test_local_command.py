@@ -192,3 +192,39 @@ def _signal_thread(pid: int, tid: int, sig: int) -> None:
     number = {"x86_64": 234, "aarch64": 131}[platform.machine()]
     if ctypes.CDLL(None, use_errno=True).syscall(number, pid, tid, sig) != 0:
         raise OSError(ctypes.get_errno(), f"tgkill({pid}, {tid}, {sig})")
+
+
+def test_event_delay_holds_each_s3_event_as_aws_delivers_it_seconds_after_the_put(tmp_path):
+    """moto delivers an S3 event at once; on AWS it comes seconds after the PUT: ``--event-delay`` holds
+    each one, for a close to be tried against AWS's timing by hand too."""
+    refused = subprocess.run(
+        [sys.executable, "-m", "codspeed_aggregator.cli", "local", "--event-delay", "soon"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and "'soon' is not a number of seconds (0 or more)" in refused.stderr
+    with local_aggregator(
+        "--token", "delay-token", "--event-delay", "3", "--upstream-dir", str(tmp_path / "up")
+    ) as stack:
+        env = {**os.environ, "CODSPEED_AGGREGATOR_URL": stack.api_url, "CODSPEED_AGGREGATOR_TOKEN": "delay-token"}
+        common = ["--project", "acme/delay", "--run-id", "e1", "--commit", "e" * 40]
+        folder = make_profile_folder(tmp_path / "shard", 98, ["t::delay"])
+        pushed_at = time.monotonic()
+        pushed = subprocess.run(
+            [sys.executable, "-m", "codspeed_client.cli", "push", "--shard", "1/2", "--wait-upstream", "0"]
+            + ["--profile-folder", str(folder), *common],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert pushed.returncode == 0, pushed.stderr
+
+        def arrived() -> int:
+            url = f"{stack.api_url}/v1/runs/acme/delay/e1"
+            return requests.get(url, headers={"Authorization": "delay-token"}, timeout=10).json()["arrived"]
+
+        assert arrived() == 0  # its event held
+        wait_for(lambda: arrived() == 1, timeout=30)
+        assert time.monotonic() - pushed_at >= 3
