@@ -18,6 +18,7 @@ first), and that as a share of the run's bill (and of its requests alone).
 
     python bench/close_cost.py           # 10, 100 and 1000 shards
     python bench/close_cost.py --quick   # 10 and 100 (make bench-smoke): exit 1 past the target
+    python bench/close_cost.py --shards 1000  # one size
 
 The last line reads ``close_cost: crashed_share_max=P late_share_max=P looks_max=N``; target: a crashed
 job adds under 1% to the run's bill, and the barrier looks at most 3 times (the close, the arrival
@@ -134,8 +135,9 @@ def one_run(stack, billed: BilledUnits, shards: int, case: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="10 and 100 shards only")
+    parser.add_argument("--shards", type=int, action="append", help="these sizes only (repeat)")
     args = parser.parse_args()
-    sizes = (10, 100) if args.quick else (10, 100, 1000)
+    sizes = tuple(args.shards or ()) or ((10, 100) if args.quick else (10, 100, 1000))
     rows = []
     with LocalStack(pollers=False, webhook_secret="bench-secret", env={"FORWARD_MODE": "parts"}) as stack:
         billed = billing()
