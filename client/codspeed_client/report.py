@@ -122,6 +122,8 @@ def _shard_detail(shard: dict[str, Any]) -> str:
         detail.append(f"upload {shard['attempt']}")
     if shard.get("reason"):
         detail.append(shard["reason"])
+    if shard.get("run_hash"):  # the bytes CodSpeed received: where they are not the job's, not the runner's hash
+        detail.append(f"CodSpeed Run Hash {shard['run_hash']}")
     return ", ".join(detail)
 
 

@@ -24,6 +24,7 @@ class ShardEntry(BaseModel):
     upstream: bool = False  # a parts run's shard: its results went upstream as it was counted
     upstream_run_id: str | None = None  # the upstream's run its part went to (its answer's runId)
     upload_id: str | None = None  # the upload counted for it (a grant's ``upload_id``): a re-push follows its own
+    run_hash: str | None = None  # a tokenless part's CodSpeed Run Hash: the sha256 of the bytes CodSpeed received
 
     @property
     def shown(self) -> str:

@@ -5,11 +5,14 @@ what no shard sent. Against moto's server and the stand-in upstream, driven step
 import json
 import threading
 import time
+import uuid
 from dataclasses import replace
 from types import SimpleNamespace
 from unittest import mock
+from urllib.parse import unquote, urlsplit
 
 import pytest
+import requests
 from botocore.exceptions import ClientError
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError
@@ -423,3 +426,43 @@ def test_a_run_of_parts_tags_its_bundles_for_their_short_retention_and_keeps_car
     assert (
         len(in_parts.store.listed_under(run_bundles_prefix(project, skipping))) == 1
     )  # its own bundle: no copy of 2's
+
+
+def test_a_tokenless_gitlab_parts_run_hash_names_the_bytes_codspeed_received(in_parts, isolated, project):
+    """A GitLab job's part goes upstream with its runPart.runId rewritten: the Run Hash its runner printed
+    names bytes CodSpeed never received (0 of 3 matched). The report gives the hash of those it did."""
+    import hashlib
+
+    from codspeed_aggregator.domain.ledger import SentPost
+    from codspeed_wire.upstream import UploadMetadata
+    from tests import runner
+
+    owner, repository = project.rsplit("/", 1)
+    archive = runner.folder_archive(runner.valgrind_folder(7301, ["gl::hash"]), gzipped=True)
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=owner,
+        repository=repository,
+        commit=uuid.uuid4().hex + "0" * 8,
+        run_part=runner.gitlab_run_part("991001", "bench 1/1", "valgrind"),
+        provider="GITLAB",
+        environment="GITLAB_CI",
+        tokenless=True,
+        gl_data={"runId": "991001", "job": "bench 1/1"},
+    )
+    body = runner.body_of(meta)
+    accepted = in_parts.request_upload.accept_drop_in(
+        UploadMetadata.model_validate_json(body), SentPost(body, "codspeed-runner")
+    )
+    headers = {"Content-MD5": meta["profileMd5"], "Content-Type": "application/x-tar", "Content-Encoding": "gzip"}
+    assert requests.put(accepted.uploadUrl, data=archive, headers=headers, timeout=30).status_code == 200
+    key = unquote(urlsplit(accepted.uploadUrl).path.split("/", 2)[2])
+    assert in_parts.record_arrival.record(key) == "recorded"
+    run_id = accepted.runId
+    [shard] = [m["shard"] for m in isolated.finalize_requests() if m.get("shard") and m["run_id"] == run_id]
+    assert in_parts.forward_shard.forward(project, run_id, shard) == "forwarded"
+    [upload] = isolated.upstream.uploads(f"gitlab@{run_id}")
+    received = (upload / "post-body.json").read_bytes()
+    [entry] = in_parts.reports.report(project, run_id).shards
+    assert entry.run_hash == hashlib.sha256(received).hexdigest() != hashlib.sha256(body).hexdigest()

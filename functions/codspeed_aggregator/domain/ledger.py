@@ -185,6 +185,7 @@ class ShardSent:
     size: int | None = None
     md5: str | None = None
     error: str | None = None
+    run_hash: str | None = None  # a tokenless part's: the sha256 of the POST's bytes CodSpeed received
 
     def answer(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "size": self.size, "md5": self.md5}

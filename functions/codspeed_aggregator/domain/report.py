@@ -84,6 +84,7 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
             upstream=sent is not None,
             upstream_run_id=sent.run_id if sent else None,
             upload_id=shard.upload_id,
+            run_hash=sent.run_hash if sent else None,
         )
     display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:

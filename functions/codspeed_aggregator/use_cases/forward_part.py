@@ -1,6 +1,7 @@
 """Forward one upload of a run: splice (or merge) its shards into a spooled archive, or take a
 lone shard's archive as it was sent, announce it upstream (POST) and send it (PUT)."""
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -98,7 +99,12 @@ class ForwardPart:
         outgoing = _Outgoing(archive, size, md5, shard.gzipped, partial(as_sent_metadata, sent, md5, shard.gzipped))
         if post is not None and shard.upload_id and names_archive(sent, md5, shard.gzipped):  # this very archive
             outgoing = replace(outgoing, post=post, token=post.token)
-        return self._deliver(project, run_id, index, outgoing, announced)
+        answer = self._deliver(project, run_id, index, outgoing, announced)
+        if sent.get("tokenless") is True and outgoing.post is not None:
+            # the runner prints a tokenless upload's Run Hash, the sha256 of its POST's bytes: of the bytes
+            # CodSpeed received, where they are not the job's (a GitLab job's run id, rewritten)
+            answer["run_hash"] = hashlib.sha256(outgoing.post.body).hexdigest()
+        return answer
 
     def _deliver(
         self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing", announced: dict[str, Any] | None
