@@ -11,10 +11,12 @@ arrival counted, in the default mode (``parts``); then one of two bad days, and 
 
 Every request the functions' clients send is billed as ``bench/billing.py`` bills it (DynamoDB
 request units from the items' sizes, S3 requests by class, SQS requests), and the run's whole bill
-is ``billing.whole_bill`` of those requests with this run's bundles (Lambda, the API, storage; no
-transfer). Printed per size and case: the run's bill and its requests alone, what the close's
-barrier cost (each of its looks' requests, and a finalizer invocation for each look past the
-first), and that as a share of the run's bill (and of its requests alone).
+is ``billing.whole_bill`` of those requests (Lambda, the API, storage; no transfer) at
+``bench/billing.py``'s bundle size, 10 MB (``--bundle-mb``): the requests are counted on small
+bundles, which cost the close the same. Printed per size and case: the run's bill and its
+requests alone, what the close's barrier cost (each of its looks' requests, and a finalizer
+invocation for each look past the first), and that as a share of the run's bill (and of its
+requests alone).
 
     python bench/close_cost.py           # 10, 100 and 1000 shards
     python bench/close_cost.py --quick   # 10 and 100 (make bench-smoke): exit 1 past the target
@@ -72,7 +74,7 @@ def state(session: requests.Session, stack, run_id: str) -> str:
     return session.get(f"{stack.api_url}/v1/runs/{PROJECT}/{run_id}", timeout=30).json()["state"]
 
 
-def one_run(stack, billed: BilledUnits, shards: int, case: str) -> dict:
+def one_run(stack, billed: BilledUnits, shards: int, case: str, bundle_bytes: int) -> dict:
     """A run of ``shards`` shards through its bad day; answers its bill and the barrier's share of it."""
     run_id = f"close-{case.split()[0]}-{shards}-{uuid.uuid4().hex[:6]}"
     session = requests.Session()
@@ -117,7 +119,7 @@ def one_run(stack, billed: BilledUnits, shards: int, case: str) -> dict:
         CloseBarrier.passed = passed  # type: ignore[method-assign]
     assert state(session, stack, run_id) == "forwarded"
     requests_bill = BilledUnits.dollars(billed.snapshot() - began)
-    whole = sum(whole_bill("parts", shards, len(bundle(4242, ["x"] * 3)), requests_bill)["lines"].values())
+    whole = sum(whole_bill("parts", shards, bundle_bytes, requests_bill)["lines"].values())
     model = Model()
     invocation = LAMBDA_REQUEST + model.send_seconds * model.finalizer_gb * LAMBDA_GB_SECOND
     # each look past the close's own is a finalizer invocation of its own (the arrival's request)
@@ -136,6 +138,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="10 and 100 shards only")
     parser.add_argument("--shards", type=int, action="append", help="these sizes only (repeat)")
+    parser.add_argument(
+        "--bundle-mb", type=float, default=10, help="the bundle size the run's bill is modelled at (billing.py's)"
+    )
     args = parser.parse_args()
     sizes = tuple(args.shards or ()) or ((10, 100) if args.quick else (10, 100, 1000))
     rows = []
@@ -144,7 +149,7 @@ def main() -> int:
         for shards in sizes:
             for case in ("crashed", "late event"):
                 began = time.perf_counter()
-                rows.append(one_run(stack, billed, shards, case))
+                rows.append(one_run(stack, billed, shards, case, int(args.bundle_mb * 1e6)))
                 rows[-1]["seconds"] = time.perf_counter() - began
     print("| shards | case | the run's bill (its requests) | the close's barrier | share (of its requests) | looks |")
     print("|---|---|---|---|---|---|")
