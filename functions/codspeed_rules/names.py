@@ -12,6 +12,8 @@ ATTEMPT_PATTERN = r"[1-9][0-9]{0,3}"  # a run's attempt N, 1 to 9999
 RUN_ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.:+-]{{0,127}}(?:~{ATTEMPT_PATTERN})?$"  # ~N: the run's attempt N
 _SHARD = r"[A-Za-z0-9][A-Za-z0-9_.=+@-]{0,127}"
 SHARD_PATTERN = rf"^{_SHARD}$"
+# a CI's own run: GitHub's run id, GitLab's pipeline id, CircleCI's workflow id, Buildkite's build id
+CI_RUN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 EXECUTOR_PATTERN = r"[a-z][a-z0-9_-]{0,31}"  # valgrind, walltime, memory: what a CodSpeed runner writes
 # Key spaces that can never meet (invariant 15): a runner job's storage key holds JOB_MARK, which no
 # pushed shard's name may hold (``_SHARD``), so no push can be spelled like a runner job's shard.

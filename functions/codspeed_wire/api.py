@@ -4,7 +4,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from codspeed_rules.names import CI_URL_PATTERN, COMMIT_PATTERN, MAX_ANCESTORS
+from codspeed_rules.names import CI_RUN_PATTERN, CI_URL_PATTERN, COMMIT_PATTERN, MAX_ANCESTORS
 from codspeed_rules.runner_json import DuplicateKey, NotSerdeJson, read, same
 
 from .names import Project, RunId, ShardName, SkippedShard
@@ -12,8 +12,7 @@ from .upstream import UploadMetadata
 
 MAX_SHARDS = 1000
 Commit = Annotated[str, Field(pattern=COMMIT_PATTERN), AfterValidator(str.lower)]  # as the ledger keeps it
-# a CI's own run: GitHub's run id, GitLab's pipeline id, CircleCI's workflow id, Buildkite's build id
-CiRun = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
+CiRun = Annotated[str, StringConstraints(pattern=CI_RUN_PATTERN)]  # a CI's own run id
 
 
 MAX_METADATA_BODY = 128 * 1024  # a runner's POST body is a few KiB; matrix values make it longer, never this long

@@ -42,14 +42,13 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print one JSON object (errors too)")
 
 
-_CI_RUN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-
-
 def ci_origin(ctx: CiContext) -> dict[str, Any]:
     """The CI run and attempt this job is in, when the CI says them (whatever ``--run-id`` says): every
     shard of one CI re-run joins one attempt of the run, and a close from this CI run says its jobs ended."""
+    from codspeed_rules.names import CI_RUN_PATTERN
+
     origin: dict[str, Any] = {}
-    if ctx.run_id and _CI_RUN.match(ctx.run_id):
+    if ctx.run_id and re.match(CI_RUN_PATTERN, ctx.run_id):
         origin["ci_run"] = ctx.run_id
     if ctx.run_attempt and ctx.run_attempt.isdigit() and int(ctx.run_attempt) >= 1:
         origin["ci_attempt"] = int(ctx.run_attempt)
