@@ -41,24 +41,25 @@ def _is_jwt(token: str) -> bool:
 def job_token(presented: str | None) -> tuple[str, int] | None:
     """A CI job's OIDC token (verified by ``authenticate`` first) and its expiry: what CodSpeed takes
     from that job too, relayed with its part while it is valid. A static token is ours, never relayed."""
-    token = (presented or "").removeprefix("Bearer ").strip()
-    if not _is_jwt(token):
-        return None
-    claims = _claims(token)
-    return token, int(claims["exp"])
+    found = _job_claims(presented)
+    return (found[0], int(found[1]["exp"])) if found else None
 
 
 def job_attempt(presented: str | None) -> int | None:
     """The CI attempt a job's OIDC token names (GitHub's ``run_attempt`` claim); None for any other token."""
-    token = (presented or "").removeprefix("Bearer ").strip()
-    attempt = str(_claims(token).get("run_attempt", "")) if _is_jwt(token) else ""
+    found = _job_claims(presented)
+    attempt = str(found[1].get("run_attempt", "")) if found else ""
     return int(attempt) if attempt.isdigit() and int(attempt) >= 1 else None
 
 
-def _claims(token: str) -> dict[str, Any]:
-    import jwt  # loaded by its verification already (``authenticate``)
+def _job_claims(presented: str | None) -> tuple[str, dict[str, Any]] | None:
+    """A job's OIDC token and its claims (verified by ``authenticate`` first); None for a static token."""
+    token = (presented or "").removeprefix("Bearer ").strip()
+    if not _is_jwt(token):
+        return None
+    import jwt  # loaded by its verification already
 
-    return dict(jwt.decode(token, options={"verify_signature": False}))
+    return token, dict(jwt.decode(token, options={"verify_signature": False}))
 
 
 def authenticate(
