@@ -189,6 +189,13 @@ class Bucket:
                 raise MissingObject(f"{key} (version {version_id or 'current'}) is not in the bucket") from exc
             raise
 
+    def holds(self, key: str) -> bool:
+        """Whether the bucket still holds a current version of ``key`` (a lifecycle rule may have
+        expired it): a LIST of the key itself, as a HEAD of an absent key is answered 403, not 404, to
+        a role whose s3:ListBucket is held to prefixes. A version made noncurrent expires after it."""
+        listed = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1).get("Contents", [])
+        return any(o["Key"] == key for o in listed)
+
     @contextmanager
     def spool(self, key: str) -> Iterator[SpoolWriter]:
         """A ``SpoolWriter`` for ``key``; the object exists once the block ends without an error."""

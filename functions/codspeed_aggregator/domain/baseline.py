@@ -12,6 +12,8 @@ from .ledger import RunRecord, ShardRecord, Snapshot
 
 MAX_LISTED = 200
 MAX_LISTED_BYTES = 32 * 1024  # of the names listed: the run's item holds them, whatever a benchmark's name is
+# a one-upload run's carried shard whose bundle expired: left to CodSpeed's baseline, as in the parts mode
+BUNDLE_EXPIRED = "not in the upload: its bundle expired, so CodSpeed fills it from its baseline"
 LOOKBACK = 20  # the branch's runs searched before the baseline for where a skipped shard was last received
 
 

@@ -104,7 +104,7 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
             state="carried",
             benchmarks=c.get("benchmarks"),
             size=c.get("size"),
-            reason=carried_from(c),
+            reason=carried_from(c) + (f"; {c['left_out']}" if c.get("left_out") else ""),
             source={"run_id": c["run_id"], "commit": c["commit"]},
         )
     if skipped:

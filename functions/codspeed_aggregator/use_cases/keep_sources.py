@@ -37,7 +37,8 @@ class KeepSources:
     ) -> int:
         """Copy each shard ``carried`` (from the run ``outcome`` names for it) beside run ``run_id``;
         answers how many were kept. ``results_only``: a run of parts, whose later runs read a carried
-        shard's results and never merge its bundle (kept ``PartsBundleRetentionDays``, not as long).
+        shard's results and never merge its bundle (kept ``PartsBundleRetentionDays``, not as long);
+        so is a shard left out of a one-upload run's upload, its bundle expired.
         One that cannot be kept (gone already, over S3's 5 GB copy, or anything else) is said in the
         log and left to age as it was: the run is forwarded, recorded as its branch's baseline and
         tagged final all the same, as no retry would come back to it."""
@@ -45,7 +46,7 @@ class KeepSources:
         for name, shard in carried.items():
             source = outcome[name]
             try:
-                copy = self._copied(project, run_id, shard, results_only)
+                copy = self._copied(project, run_id, shard, results_only or bool(source.get("left_out")))
                 self.sources.keep(
                     project, run_id, KeptSource(copy, source["run_id"], source.get("commit"), self.clock())
                 )

@@ -10,7 +10,7 @@ from typing import Any
 from ..adapters.bucket import Bucket, MissingObject
 from ..adapters.ledger import Baselines, Reads, Sources
 from ..adapters.results_store import ResultsStore
-from ..domain.baseline import LOOKBACK, Completion, branch_of, complete, skipped_keys
+from ..domain.baseline import BUNDLE_EXPIRED, LOOKBACK, Completion, branch_of, complete, skipped_keys
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key
 from ..domain.ledger import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
@@ -52,7 +52,11 @@ class PlanForward:
         shards, completion = self._shards(snapshot, baseline, lost=True)
         # In the parts mode a skipped shard is left to CodSpeed, which fills a run's absent benchmarks
         # from its baseline and marks them skipped: nothing measured on another commit goes up as this one's.
-        sent = {n: s for n, s in shards.items() if n not in completion.carried} if run.sends_parts else shards
+        # In one-upload a carried shard goes in the upload (named in its metadata's carriedShards) while
+        # the bucket holds its bundle: one the lifecycle expired (a parts run's, kept two days) is left
+        # to CodSpeed as in the parts mode, and said, never a run failed for it.
+        left_out = set(completion.carried) if run.sends_parts else self._expired(completion)
+        sent = {n: s for n, s in shards.items() if n not in left_out}
         uploads = plan_forward(
             sent, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept, merge=not run.sends_parts
         )
@@ -78,6 +82,14 @@ class PlanForward:
             carried=sorted(completion.carried),
             first=first.name if first else None,
         )
+
+    def _expired(self, completion: Completion) -> set[str]:
+        """The carried shards whose bundle the bucket no longer holds (one LIST each, once a run),
+        each noted on its outcome's entry so the report says why it is not in the upload."""
+        gone = {n for n, s in completion.carried.items() if not self.store.holds(s.bundle_key)}
+        for name in gone:
+            completion.outcome["carried"][name]["left_out"] = BUNDLE_EXPIRED
+        return gone
 
     def _shards(
         self, snapshot: Snapshot, baseline_run: str | None, lost: bool = False
