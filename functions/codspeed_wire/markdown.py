@@ -241,7 +241,8 @@ def _md_details(report: Report) -> list[str]:
         f"Report version {report.version} · generated {report.generated_at}"
         + (f" · commit {md(report.commit)}" if report.commit else "")
         + (f" (merging head {md(report.head_commit)})" if report.head_commit else "")
-        + (f" · upstream run {md(report.upstream.run_id)}" if report.upstream and report.upstream.run_id else ""),
+        + (f" · upstream run {md(report.upstream.run_id)}" if report.upstream and report.upstream.run_id else "")
+        + (f" (the first of {report.upstream.run_ids})" if report.upstream and report.upstream.run_ids else ""),
         "",
         "</details>",
     ]

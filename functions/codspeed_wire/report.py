@@ -81,7 +81,10 @@ class ShardBenchmarks(BaseModel):
 
 
 class UpstreamEntry(BaseModel):
+    # the upstream runs the run's parts went under, comma-joined: all of them, up to 20 within 2 KiB;
+    # past that the first, ``run_ids`` counting them all (the whole list is in the bucket beside the plan)
     run_id: str | None = None
+    run_ids: int | None = None
     status: str
     at: str
     message: str | None = None

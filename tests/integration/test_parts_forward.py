@@ -466,3 +466,29 @@ def test_a_tokenless_gitlab_parts_run_hash_names_the_bytes_codspeed_received(in_
     received = (upload / "post-body.json").read_bytes()
     [entry] = in_parts.reports.report(project, run_id).shards
     assert entry.run_hash == hashlib.sha256(received).hexdigest() != hashlib.sha256(body).hexdigest()
+
+
+def test_a_run_whose_parts_went_under_more_upstream_runs_than_its_item_lists_counts_them_and_keeps_all_in_s3(
+    in_parts, isolated, project, run_id
+):
+    """The stand-in answers each part under a run of its own (CodSpeed's answer is unverified): the
+    run item lists the first 20 and counts them all; the whole list is beside the plan."""
+    from codspeed_aggregator.domain.forward_plan import MAX_RUN_IDS_LISTED
+    from codspeed_aggregator.domain.keys import upstream_runs_key
+
+    shards = [str(i) for i in range(1, MAX_RUN_IDS_LISTED + 3)]
+    for shard in shards:
+        _arrive(in_parts, project, run_id, shard, bundle(5000 + int(shard), [f"t{shard}::b"]), total=len(shards))
+        assert in_parts.forward_shard.forward(project, run_id, shard) == "forwarded"
+    assert isolated.finalize_all(project, run_id, in_parts) == "forwarded"
+
+    report = in_parts.reports.report(project, run_id)
+    everyone = {s.upstream_run_id for s in report.shards}
+    listed = report.upstream.run_id.split(",")
+    assert report.upstream.run_ids == len(shards) == len(everyone) and len(listed) == MAX_RUN_IDS_LISTED
+    assert set(listed) < everyone
+    kept = in_parts.store.read_json(upstream_runs_key(project, run_id))["run_ids"]
+    assert sorted(kept) == sorted(everyone)
+    from codspeed_wire.markdown import render_markdown
+
+    assert f"(the first of {len(shards)})" in render_markdown(report)

@@ -12,6 +12,7 @@ import pytest
 from codspeed_aggregator.adapters.ledger.codec import CARRIED_PREFIX, RUN_SK, TALLY_PREFIX, load
 from codspeed_aggregator.domain.baseline import MAX_LISTED, MAX_LISTED_BYTES, first_listed
 from codspeed_aggregator.domain.errors import Unprocessable
+from codspeed_aggregator.domain.forward_plan import MAX_RUN_IDS_BYTES, UpstreamRuns
 from codspeed_aggregator.domain.ledger import (
     FINALIZING,
     FORWARDED,
@@ -105,7 +106,11 @@ def test_a_run_at_every_limit_finishes_carrying_its_shards_beside_it_and_each_re
         "carried": carried,
         "missing_benchmarks": first_listed(gone),
     }
-    assert ledger.runs.finish(project, run_id, FORWARDED, upstream={"run_id": "u" * 200}, outcome=outcome)
+    # a part a shard (the parts mode), each answered under an upstream run of its own: the caps' product,
+    # in ids of 40 two-byte characters (the case seen: their comma-joined list passed 400 KB at ~1,640)
+    runs = UpstreamRuns([f"{'é' * 34}{i:06d}" for i in range(MAX_GROUPS * MAX_SHARDS)])
+    upstream = runs.said() | {"status": "success", "at": "2026-12-05T00:00:00Z", "message": "m" * 200}
+    assert ledger.runs.finish(project, run_id, FORWARDED, upstream=upstream, outcome=outcome)
 
     items = _partition(ledger, project, run_id)
     sizes = {sk: item_bytes(item) for sk, item in items.items()}
@@ -116,6 +121,9 @@ def test_a_run_at_every_limit_finishes_carrying_its_shards_beside_it_and_each_re
     assert snapshot.run.outcome["carried_shards"] == len(carried)
     fit = MAX_LISTED_BYTES // len(gone[0].encode())  # names of 4 KB: the rest are counted, not listed
     assert snapshot.run.outcome["missing_benchmarks"] == gone[:fit] and fit == 8
+    said = snapshot.run.upstream
+    assert said["run_ids"] == 100_000 and said["run_id"].split(",") == runs.distinct[: len(runs.kept)]
+    assert 0 < len(said["run_id"].encode()) <= MAX_RUN_IDS_BYTES
     assert load(items[RUN_SK])["group_count"] == MAX_GROUPS and load(items[RUN_SK])["variant_count"] == MAX_VARIANTS
 
 

@@ -43,3 +43,17 @@ def test_a_part_holds_only_its_own_shards_and_its_place_among_its_groups_merged_
 def test_a_part_comes_back_from_its_json_as_it_was_written():
     part = _plan().part(2)
     assert PartPlan.from_item(json.loads(json.dumps(part.to_item()))) == part
+
+
+def test_the_upstream_runs_a_run_went_under_are_listed_whole_until_the_item_would_grow_with_its_parts():
+    from codspeed_aggregator.domain.forward_plan import MAX_RUN_IDS_BYTES, MAX_RUN_IDS_LISTED, UpstreamRuns
+
+    assert UpstreamRuns(["gh-1"]).said() == {"run_id": "gh-1"}  # CodSpeed's: one run, the CI's
+    assert UpstreamRuns([]).said() == {"run_id": None}
+    twenty = [f"u{i}" for i in range(MAX_RUN_IDS_LISTED)]
+    assert UpstreamRuns(twenty).said() == {"run_id": ",".join(twenty)}
+    assert UpstreamRuns([*twenty, "u20"]).said() == {"run_id": ",".join(twenty), "run_ids": 21}
+    wide = ["€" * 400 + str(i) for i in range(5)]  # 1,201 bytes each: one fits in 2 KiB
+    assert UpstreamRuns(wide).said() == {"run_id": wide[0], "run_ids": 5}
+    assert len(UpstreamRuns(wide).said()["run_id"].encode()) <= MAX_RUN_IDS_BYTES
+    assert UpstreamRuns(["€" * 2000]).said() == {"run_id": None, "run_ids": 1}  # none fits: counted, all in S3

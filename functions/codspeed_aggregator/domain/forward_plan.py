@@ -85,7 +85,7 @@ class ForwardPlan:
             base_metadata=self.base_metadata,
         )
 
-    def outcome_said(self, parts: list[dict[str, Any]]) -> tuple[str, str | None]:
+    def outcome_said(self, parts: list[dict[str, Any]]) -> tuple[str, "UpstreamRuns"]:
         """What the run's end says it sent (``parts``: the upstream's answers to this attempt's
         sends), and the upstream run ids it went under."""
         size = sum(p["size"] for p in parts)
@@ -110,4 +110,38 @@ class ForwardPlan:
             )
             if held := len(self.uploads) - len(self.todo):
                 message += f"; {held} part{'s' if held > 1 else ''} the upstream holds already, not sent again"
-        return message, ",".join(dict.fromkeys(run_ids)) or None
+        return message, UpstreamRuns(list(dict.fromkeys(run_ids)))
+
+
+MAX_RUN_IDS_LISTED = 20  # on the run item, within MAX_RUN_IDS_BYTES: the rest is in S3 (keys.upstream_runs_key)
+MAX_RUN_IDS_BYTES = 2048
+
+
+@dataclass(frozen=True)
+class UpstreamRuns:
+    """The distinct upstream runs a run's parts went under: one when the upstream combines them
+    (CodSpeed: the CI run's), else as many as its parts, which the caps allow by the hundred
+    thousand. The run item lists the first of them and counts them all, so it never grows with
+    the parts; the whole list goes to S3 when the item cannot hold it."""
+
+    distinct: list[str]
+
+    @property
+    def kept(self) -> list[str]:
+        """Those the run item lists: every one, up to 20 within 2 KiB, else the first that fit."""
+        kept, size = [], 0
+        for run_id in self.distinct[:MAX_RUN_IDS_LISTED]:
+            size += len(run_id.encode()) + 1
+            if size > MAX_RUN_IDS_BYTES:
+                break
+            kept.append(run_id)
+        return kept
+
+    @property
+    def overflow(self) -> bool:
+        """Whether the item lists fewer than all (the whole list is then written to S3)."""
+        return len(self.kept) < len(self.distinct)
+
+    def said(self) -> dict[str, Any]:
+        """Its fields in the run's ``upstream``: ``run_ids`` (how many) beside ``run_id`` when it is not all."""
+        return {"run_id": ",".join(self.kept) or None} | ({"run_ids": len(self.distinct)} if self.overflow else {})

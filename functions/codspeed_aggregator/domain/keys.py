@@ -52,6 +52,11 @@ def plan_key(project: str, run_id: str) -> str:
     return f"plans/{project_segment(project)}/{run_id}/plan.json"
 
 
+def upstream_runs_key(project: str, run_id: str) -> str:
+    """Where a run whose parts went under more upstream runs than its item lists keeps them all."""
+    return f"plans/{project_segment(project)}/{run_id}/upstream-runs.json"
+
+
 def part_plan_key(project: str, run_id: str, plan: str, index: int) -> str:
     """Where the claiming finalizer writes what one part of the plan ``plan`` (its nonce) needs:
     a part's finalizer reads that, not the whole plan, however many shards the run has."""

@@ -19,7 +19,7 @@ from ..adapters.upstream_http import UpstreamError
 from ..domain.baseline import branch_of
 from ..domain.errors import existing
 from ..domain.forward_plan import ForwardPlan, PartPlan
-from ..domain.keys import part_plan_key, run_bundles_prefix
+from ..domain.keys import part_plan_key, run_bundles_prefix, upstream_runs_key
 from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, sent_as
 from ..domain.retries import retry_delay
 from ..domain.run_plan import PlanRecord
@@ -206,9 +206,11 @@ class FinalizeRun:
         plan = plan or self.planner.of(now, recorded)
         parts = [answers[str(i)] for i in plan.todo]
         size = sum(p["size"] for p in parts)
-        message, run_ids = plan.outcome_said(parts)
+        message, runs = plan.outcome_said(parts)
+        if runs.overflow:  # the run item lists the first, counts them all: the whole list beside the plan
+            self.store.put_json(upstream_runs_key(project, run_id), {"run_ids": runs.distinct})
         finished = self.clock()
-        upstream = {"run_id": run_ids, "status": "success", "at": iso(finished), "message": message}
+        upstream = runs.said() | {"status": "success", "at": iso(finished), "message": message}
         if not self._written(
             lambda: self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome, upstream=upstream)
         ):
