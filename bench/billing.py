@@ -23,6 +23,7 @@ GET and the rest another; DELETE is free.
 
 import argparse
 import math
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -205,7 +206,9 @@ LAMBDA_REQUEST = 0.20e-6
 HTTP_API_REQUEST = 1.00e-6
 S3_GB_MONTH = 0.023  # S3 Standard
 TRANSFER_GB = {"in-region": 0.0, "cross-region": 0.02, "internet": 0.09}
-ALARM_METRIC_MONTH, KMS_KEY_MONTH = 0.10, 1.00
+XRAY_TRACE = 5.00e-6  # a trace recorded
+LOGS_GB = 0.50  # CloudWatch Logs, ingested
+ALARM_METRIC_MONTH, KMS_KEY_MONTH, CUSTOM_METRIC_MONTH = 0.10, 1.00, 0.30
 IDLE_POLLS_MONTH = 5 * 30 * 86400 / 20  # an SQS event source: 5 long polls of 20 s at once, all month
 GB, MIB = 1e9, 1 << 20
 
@@ -230,6 +233,20 @@ class Model:
     parts_bundle_days: int = 3  # PartsBundleRetentionDays (2), then a day as a noncurrent version
     result_bytes: int = 4096  # a shard's results object
     report_bytes: int = 20_000  # one published report version (a summary, whatever the run's size)
+    messages_a_batch: int = 1  # an event source's batch (ReceiveMessage, DeleteMessageBatch): uploads trickle in
+    traced: float = 1.0  # of the invocations, the share X-Ray records (Tracing: Active): all, at most
+    log_bytes: int = 2048  # an invocation's log: Lambda's START/END/REPORT lines and our JSON lines
+
+
+ASSUMED = {  # what whole_bill assumes beyond the requests counted, as the bench prints it
+    "api_seconds": "the API: 0.1 s a request at 512 MB",
+    "arrival_seconds": "an arrival: 0.2 s plus its bundle at 28.5 MiB/s (parts) or 10.3 MiB/s (one-upload), 1769 MB",
+    "send_seconds": "the finalizer, 2048 MB: 0.3 s a send plus its bytes at 80 MiB/s; one-upload's splice 114 MiB/s",
+    "messages_a_batch": "an event source receives and deletes each message in a batch of its own (an upper bound)",
+    "traced": "X-Ray records every invocation (the default rule records one a second and 5% more: an upper bound)",
+    "log_bytes": "2 KB of logs an invocation (Lambda's own lines and ours)",
+    "retention_days": "results and reports 30 days + 15 noncurrent; parts' bundles 3 in all, one-upload's 45",
+}
 
 
 def whole_bill(mode: str, shards: int, bundle_bytes: int, requests: float, model: Model = Model()) -> dict:
@@ -258,19 +275,32 @@ def whole_bill(mode: str, shards: int, bundle_bytes: int, requests: float, model
     storage = kept / 30 * S3_GB_MONTH
     if not parts:
         storage += bundles_gb / 30 * S3_GB_MONTH  # a merged part spooled a day
+    # outside our functions: S3 sends each upload's event to the arrivals queue, and each queue's
+    # event source receives and deletes every message (the finalizer's are counted as they are sent)
+    received = invocations["arrivals"] + invocations["finalizer"]
+    events = (shards + 2 * math.ceil(received / model.messages_a_batch)) * PRICES["sqs"]
+    called = sum(invocations.values())
     lines = {
         "requests": requests,
-        "lambda": sum(seconds.values()) * LAMBDA_GB_SECOND + sum(invocations.values()) * LAMBDA_REQUEST,
+        "events": events,
+        "lambda": sum(seconds.values()) * LAMBDA_GB_SECOND + called * LAMBDA_REQUEST,
         "api": invocations["api"] * HTTP_API_REQUEST,
+        "x-ray": called * model.traced * XRAY_TRACE,
+        "logs": called * model.log_bytes / GB * LOGS_GB,
         "storage": storage,
     }
     transfer = {where: bundles_gb * price for where, price in TRANSFER_GB.items()}
     return {"lines": lines, "transfer": transfer, "gb_seconds": sum(seconds.values())}
 
 
-def fixed_monthly(template: dict) -> dict[str, float]:
+def custom_metrics(functions: Path) -> set[str]:
+    """The metrics the functions put (``metrics.add("Name", …)``): each is a custom metric, billed a month."""
+    return {m for path in functions.rglob("*.py") for m in re.findall(r'metrics\.add\(\s*"(\w+)"', path.read_text())}
+
+
+def fixed_monthly(template: dict, custom: int) -> dict[str, float]:
     """What the stack costs a month whatever it runs: its alarms' metrics, its KMS key, the idle
-    polling of its two queues' event sources."""
+    polling of its two queues' event sources, its ``custom`` metrics (one dimension set each)."""
     resources = template["Resources"].values()
     alarms = [r["Properties"] for r in resources if r["Type"] == "AWS::CloudWatch::Alarm"]
     metrics = sum(sum(1 for m in a["Metrics"] if "MetricStat" in m) if "Metrics" in a else 1 for a in alarms)
@@ -279,6 +309,7 @@ def fixed_monthly(template: dict) -> dict[str, float]:
         "alarm metrics": metrics * ALARM_METRIC_MONTH,
         "kms keys": keys * KMS_KEY_MONTH,
         "idle queue polling": 2 * IDLE_POLLS_MONTH * PRICES["sqs"],
+        "custom metrics": custom * CUSTOM_METRIC_MONTH,
     }
 
 
@@ -301,30 +332,34 @@ def main() -> int:
         }
     bundle = int(args.bundle_mb * 1e6)
     print(f"a run's bill, {args.bundle_mb:g} MB a bundle (requests counted at {', '.join(map(str, measured))} shards):")
+    names = ("requests", "events", "lambda", "api", "x-ray", "logs", "storage")
     print(
-        "| mode, shards | requests | Lambda (GB-s) | API | S3 storage | transfer: in-region / cross-region / internet "
-        "| per run, in-region |"
+        "| mode, shards | "
+        + " | ".join(names)
+        + " | transfer: in-region / cross-region / internet | per run: in-region / internet | per upload, internet |"
     )
-    print("|---|---|---|---|---|---|---|")
-    total = {}  # a 1000-shard run's, by mode
+    print("|---" * (len(names) + 4) + "|")
+    total = {}  # a 1000-shard run's, over the internet (CodSpeed's), by mode
     for mode in ("one-upload", "parts"):
         for shards in (10, 100, 1000):
             base = max(n for n in measured if n <= shards)
-            requests = runs[(mode, base)] / base * shards
-            bill = whole_bill(mode, shards, bundle, requests)
+            bill = whole_bill(mode, shards, bundle, runs[(mode, base)] / base * shards)
             lines, transfer = bill["lines"], bill["transfer"]
-            cells = [
-                f"${lines['requests']:.4f}" + ("" if shards in measured else " *"),
-                f"${lines['lambda']:.4f} ({bill['gb_seconds']:.0f})",
-                f"${lines['api']:.4f}",
-                f"${lines['storage']:.4f}",
+            ours = sum(lines.values())
+            cells = [f"${lines[n]:.4f}" for n in names]
+            cells[0] += "" if shards in measured else " *"
+            cells[2] += f" ({bill['gb_seconds']:.0f} GB-s)"
+            cells += [
                 " / ".join(f"${v:.2f}" for v in transfer.values()),
-                f"${sum(lines.values()):.4f}",
+                f"${ours:.4f} / ${ours + transfer['internet']:.4f}",
+                f"${(ours + transfer['internet']) / shards:.5f}",
             ]
             print(f"| {mode}, {shards} | " + " | ".join(cells) + " |")
-        total[mode] = sum(lines.values())
+        total[mode] = ours + transfer["internet"]
     print("(* from the largest run measured, per shard: flat per shard, bench/growth.py)")
-    fixed = fixed_monthly(yaml_parse((root / "template.yaml").read_text()))
+    print("assumed: " + "; ".join(ASSUMED.values()))
+    metrics = custom_metrics(root / "functions")
+    fixed = fixed_monthly(yaml_parse((root / "template.yaml").read_text()), len(metrics))
     print("fixed, a month: " + ", ".join(f"{k} ${v:.2f}" for k, v in fixed.items()) + f"; ${sum(fixed.values()):.2f}")
     ratio = total["parts"] / total["one-upload"]
     print(f"billing: parts_1000={total['parts']:.4f} one_upload_1000={total['one-upload']:.4f} ratio={ratio:.2f}")

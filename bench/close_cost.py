@@ -11,7 +11,7 @@ arrival counted, in the default mode (``parts``); then one of two bad days, and 
 
 Every request the functions' clients send is billed as ``bench/billing.py`` bills it (DynamoDB
 request units from the items' sizes, S3 requests by class, SQS requests), and the run's whole bill
-is ``billing.whole_bill`` of those requests (Lambda, the API, storage; no transfer) at
+is ``billing.whole_bill`` of those requests (events, Lambda, the API, X-Ray, logs, storage; no transfer) at
 ``bench/billing.py``'s bundle size, 10 MB (``--bundle-mb``): the requests are counted on small
 bundles, which cost the close the same. Printed per size and case: the run's bill and its
 requests alone, what the close's barrier cost (each of its looks' requests, and a finalizer

@@ -14,6 +14,7 @@ from billing import (  # noqa: E402
     S3_GB_MONTH,
     BilledUnits,
     Model,
+    custom_metrics,
     fixed_monthly,
     item_size,
     read_units,
@@ -114,6 +115,28 @@ def test_the_whole_bill_keeps_a_run_of_parts_bundles_days_not_weeks_and_sends_ea
     assert parts["lines"]["api"] == merged["lines"]["api"] == pytest.approx(1002e-6)
 
 
+def test_the_whole_bill_counts_what_every_upload_costs_outside_our_functions():
+    """S3's event to the arrivals queue, the event sources' receives and deletes, X-Ray's traces and
+    the logs, each per invocation: 1000 uploads of parts are 1000 API, 1000 arrival and 1001
+    finalizer invocations."""
+    parts = whole_bill("parts", 1000, 10_000_000, 0.0)["lines"]
+    assert parts["events"] == pytest.approx((1000 + 2 * (1000 + 1001)) * 0.40e-6)
+    called = 1002 + 1000 + 1001
+    assert parts["x-ray"] == pytest.approx(called * 5e-6)
+    assert parts["logs"] == pytest.approx(called * 2048 / 1e9 * 0.50)
+    merged = whole_bill("one-upload", 1000, 10_000_000, 0.0)["lines"]
+    assert merged["events"] == pytest.approx((1000 + 2 * (1000 + 2)) * 0.40e-6)
+    batched = whole_bill("parts", 1000, 10_000_000, 0.0, Model(messages_a_batch=10))["lines"]
+    assert batched["events"] == pytest.approx((1000 + 2 * 201) * 0.40e-6)
+
+
+def test_every_metric_the_functions_put_is_a_custom_metric_of_the_monthly_bill(tmp_path):
+    (tmp_path / "a.py").write_text('metrics.add("ShardsCounted", 1, "Count")\nself.metrics.add(\n    "Late", 2)\n')
+    (tmp_path / "b.py").write_text('metrics.add("ShardsCounted", 1, "Count")  # the same metric\n')
+    assert custom_metrics(tmp_path) == {"ShardsCounted", "Late"}
+    assert fixed_monthly({"Resources": {}}, 2)["custom metrics"] == pytest.approx(0.60)
+
+
 def test_the_fixed_monthly_lines_count_each_alarms_metrics_and_each_key():
     template = {
         "Resources": {
@@ -125,6 +148,6 @@ def test_the_fixed_monthly_lines_count_each_alarms_metrics_and_each_key():
             "Key": {"Type": "AWS::KMS::Key", "Properties": {}},
         }
     }
-    fixed = fixed_monthly(template)
+    fixed = fixed_monthly(template, 0)
     assert fixed["alarm metrics"] == pytest.approx(0.30) and fixed["kms keys"] == 1.0
     assert fixed["idle queue polling"] == pytest.approx(2 * 5 * 30 * 86400 / 20 * 0.40e-6)
