@@ -45,7 +45,7 @@ def build(upstream_folder: Path, prefix: str = "isolated", enforcer=None) -> Iso
     from codspeed_aggregator.adapters.results_store import ResultsStore
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
     from codspeed_aggregator.settings import Settings
-    from codspeed_aggregator.use_cases import Aggregator
+    from codspeed_aggregator.use_cases.aggregator import Aggregator
     from codspeed_local.resources import create
     from codspeed_local.upstream_stub import StubUpstream
 
@@ -87,7 +87,7 @@ def on_stack():
     from codspeed_aggregator.adapters.results_store import ResultsStore
     from codspeed_aggregator.adapters.upstream_http import UpstreamClient
     from codspeed_aggregator.auth import page_key
-    from codspeed_aggregator.use_cases import Aggregator
+    from codspeed_aggregator.use_cases.aggregator import Aggregator
     from codspeed_aggregator.wiring import settings, webhook_secret
 
     config, master = settings(), webhook_secret(OPERATOR)

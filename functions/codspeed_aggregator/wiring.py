@@ -8,6 +8,7 @@ import logging
 import threading
 from functools import cache
 
+from . import sweeper_wiring
 from .adapters import aws
 from .adapters.bucket import Bucket
 from .adapters.ci_oidc import CiOidc
@@ -24,16 +25,15 @@ from .adapters.upstream_http import UpstreamClient
 from .adapters.upstream_tokens import UpstreamTokens
 from .auth import page_key
 from .settings import Settings, settings
-from .use_cases import Aggregator
+from .use_cases.aggregator import Aggregator
 
-API, ARRIVALS, FINALIZER, SWEEPER, OPERATOR = "api", "arrivals", "finalizer", "sweeper", aws.OPERATOR
+API, ARRIVALS, FINALIZER, OPERATOR = "api", "arrivals", "finalizer", aws.OPERATOR
 # What each function builds: the table always; the bucket, the queue, the upstream, and whether
 # it publishes reports (which may post commit statuses and sign page links).
 _NEEDS = {
     API: {"bucket", "queue", "reports"},
     ARRIVALS: {"bucket", "queue", "arrivals_queue", "arrivals_dead_letter", "reports"},
     FINALIZER: {"bucket", "queue", "upstream", "reports"},
-    SWEEPER: {"queue"},
     OPERATOR: set(),
 }
 _SETTINGS = {
@@ -57,10 +57,6 @@ def for_arrivals() -> Aggregator:
 
 def for_finalizer() -> Aggregator:
     return for_function(FINALIZER)
-
-
-def for_sweeper() -> Aggregator:
-    return for_function(SWEEPER)
 
 
 def for_operator() -> Aggregator:
@@ -180,3 +176,4 @@ def reset() -> None:
         aws.cache_clear()
         _function.cache_clear()
         oidc.cache_clear()
+        sweeper_wiring.reset()

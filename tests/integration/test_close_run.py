@@ -53,13 +53,13 @@ def test_the_sweeper_closes_runs_past_their_deadline(isolated, project, run_id):
     agg = isolated.aggregator
     agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2)["key"])
     isolated.finalize_requests()
-    assert (project, run_id) not in agg.close_run.sweep()
+    assert (project, run_id) not in agg.sweep_deadlines.sweep()
     late = replace(agg, clock=lambda: __import__("time").time() + agg.settings.run_deadline_seconds + 60)
-    assert (project, run_id) in late.close_run.sweep()
+    assert (project, run_id) in late.sweep_deadlines.sweep()
     assert {"project": project, "run_id": run_id, "reason": "deadline"} in isolated.finalize_requests()
     assert agg.finalize_run.finalize(project, run_id) == "forwarded"
     assert {s.name: s.state for s in agg.reports.report(project, run_id).shards}["2"] == "missing"
-    assert (project, run_id) not in late.close_run.sweep()
+    assert (project, run_id) not in late.sweep_deadlines.sweep()
 
 
 @pytest.mark.slow
@@ -72,7 +72,7 @@ def test_the_next_attempt_keeps_the_skip_list_so_its_deadline_reports_the_skip_n
     again = push(agg, project, run_id, "2", bundle(4242, ["t2::b"]), total=3)  # a re-run of job 2
     assert agg.record_arrival.record(again["key"]) == "recorded" and again["run_id"] == f"{run_id}~2"
     late = replace(agg, clock=lambda: __import__("time").time() + agg.settings.run_deadline_seconds + 60)
-    assert (project, f"{run_id}~2") in late.close_run.sweep()  # shard 3 never comes: the deadline closes it
+    assert (project, f"{run_id}~2") in late.sweep_deadlines.sweep()  # shard 3 never comes: the deadline closes it
     assert agg.finalize_run.finalize(project, f"{run_id}~2") == "forwarded"
     report = agg.reports.report(project, run_id)
     assert report.run_id == f"{run_id}~2" and {s.name: s.state for s in report.shards}["3"] == "skipped"

@@ -79,13 +79,13 @@ def test_a_run_whose_finalizer_died_is_finalized_again_once_its_lease_runs_out(i
     )  # then it died
     assert agg.finalize_run.finalize(project, run_id) == "not_claimed"  # a redelivery within the lease leaves it alone
     assert not [m for m in isolated.finalize_requests() if m["run_id"] == run_id]
-    agg.close_run.sweep()
+    agg.sweep_deadlines.sweep()
     assert not [m for m in isolated.finalize_requests() if m["run_id"] == run_id]  # the lease still runs
     later = replace(agg, clock=lambda: agg.clock() + agg.settings.finalize_lease_seconds + 5)
-    later.close_run.sweep()
+    later.sweep_deadlines.sweep()
     assert [m["reason"] for m in isolated.finalize_requests() if m["run_id"] == run_id] == ["lease-expired"]
     assert later.finalize_run.finalize(project, run_id) == "forwarded" and len(isolated.upstream.uploads(run_id)) == 1
-    later.close_run.sweep()
+    later.sweep_deadlines.sweep()
     assert not [m for m in isolated.finalize_requests() if m["run_id"] == run_id]  # a finished run is left alone
 
 

@@ -39,7 +39,7 @@ from codspeed_aggregator.adapters.upstream_tokens import UpstreamTokens
 from codspeed_aggregator.domain.errors import Busy, Conflict, Unprocessable
 from codspeed_aggregator.domain.keys import parse_bundle_key
 from codspeed_aggregator.handlers import api as api_handler
-from codspeed_aggregator.use_cases import Aggregator
+from codspeed_aggregator.use_cases.aggregator import Aggregator
 from codspeed_local.gateway import http_api_event
 from codspeed_local.lambda_context import LocalContext
 from codspeed_local.upstream_stub import archive_of, benchmarks_in
@@ -390,7 +390,9 @@ class RunLifecycle(RuleBasedStateMachine):
 
     @rule()
     def deadline(self):
-        replace(self.agg, clock=lambda: time.time() + self.agg.settings.run_deadline_seconds + 60).close_run.sweep()
+        replace(
+            self.agg, clock=lambda: time.time() + self.agg.settings.run_deadline_seconds + 60
+        ).sweep_deadlines.sweep()
 
     @precondition(lambda self: self.later)
     @rule(pick=st.integers(min_value=0))

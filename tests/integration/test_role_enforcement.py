@@ -7,6 +7,7 @@ from botocore.exceptions import ClientError
 
 from codspeed_aggregator import wiring
 from codspeed_aggregator.adapters.aws import client
+from codspeed_aggregator.sweeper_wiring import SWEEPER
 
 
 def _exists(stack, key: str) -> bool:
@@ -37,7 +38,7 @@ def test_a_write_outside_the_functions_role_is_access_denied_and_writes_nothing(
 def test_a_table_call_outside_the_role_is_access_denied_exception(stack):
     table = stack.resources.table
     with pytest.raises(ClientError) as refused:
-        client("dynamodb", wiring.SWEEPER).put_item(TableName=table, Item={"pk": {"S": "x"}, "sk": {"S": "y"}})
+        client("dynamodb", SWEEPER).put_item(TableName=table, Item={"pk": {"S": "x"}, "sk": {"S": "y"}})
     assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
     assert f"dynamodb:PutItem on resource: arn:aws:dynamodb:us-east-1:123456789012:table/{table}" in str(refused.value)
     assert "Item" not in client("dynamodb").get_item(TableName=table, Key={"pk": {"S": "x"}, "sk": {"S": "y"}})
@@ -79,7 +80,7 @@ def test_a_use_case_driven_by_hand_is_held_to_the_role_of_the_function_that_runs
             agg.ledger.reads, "arrival_view", side_effect=lambda *a: seen.append(acting_function()) or 1 / 0
         ),
     ):
-        agg.close_run.sweep()
+        agg.sweep_deadlines.sweep()
         with pytest.raises(Exception, match="no run"):
             agg.close_run.close(CloseRequest(project=project, run_id=run_id))
         with pytest.raises(ZeroDivisionError):

@@ -10,9 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from codspeed_aggregator import wiring
+from codspeed_aggregator import sweeper_wiring, wiring
 from codspeed_aggregator.adapters import aws
 from codspeed_aggregator.settings import MissingSetting, Settings
+from codspeed_aggregator.sweeper_wiring import SWEEPER
+from codspeed_aggregator.use_cases.sweep_deadlines import SweepDeadlines
 from codspeed_local.lambda_context import LocalContext
 
 
@@ -21,13 +23,30 @@ def test_each_function_builds_only_what_its_use_cases_touch(stack):
         wiring.for_api(),
         wiring.for_arrivals(),
         wiring.for_finalizer(),
-        wiring.for_sweeper(),
+        sweeper_wiring.for_sweeper(),
     )
     assert api.store and api.queue and api.upstream is None and api.page_key
     assert arrivals.store and arrivals.queue and arrivals.upstream is None and arrivals.page_key
     assert finalizer.store and finalizer.queue and finalizer.upstream and finalizer.page_key
-    assert sweeper.queue and sweeper.store is None and sweeper.upstream is None and sweeper.page_key is None
-    assert wiring.for_api() is api  # once per process
+    assert isinstance(sweeper, SweepDeadlines) and sweeper.queue.sqs is aws.client("sqs", SWEEPER)
+    assert wiring.for_api() is api and sweeper_wiring.for_sweeper() is sweeper  # once per process
+
+
+def test_the_sweeper_loads_none_of_the_bucket_s_the_upstream_s_or_github_s_code():
+    """Its cold start imports its one use case, on the table and the queue: not isal (the bundles'
+    inflater), requests (the upstream, GitHub), jwt or cryptography (CI tokens), nor any other use case."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, codspeed_aggregator.handlers.sweeper; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    tops = {m.split(".")[0] for m in loaded}
+    assert not tops & {"isal", "requests", "jwt", "cryptography"}, tops
+    ours = {m for m in loaded if m.startswith("codspeed_aggregator.use_cases.")}
+    assert ours == {"codspeed_aggregator.use_cases.sweep_deadlines"}
+    assert "codspeed_aggregator.wiring" not in loaded
 
 
 def test_pull_request_comments_are_built_where_reports_are_published_only_when_asked_for(stack):
@@ -40,22 +59,19 @@ def test_pull_request_comments_are_built_where_reports_are_published_only_when_a
             comments.hosts["GITHUB"].http.headers["Authorization"] == "Bearer gh-token" and comments.quiet_seconds == 30
         )
         assert "GITLAB" not in comments.hosts  # GitLab's notes only where the stack knows GitLab's API
-    assert wiring.build(wiring.SWEEPER, asked).github_comments is None
     on_gitlab = replace(asked, gitlab_api_url="https://gitlab.example.com/api/v4", gitlab_token="gl-token")
     notes = wiring.build(wiring.ARRIVALS, on_gitlab).reports.comments.hosts["GITLAB"]
     assert (notes.api_url, notes.http.headers["PRIVATE-TOKEN"]) == ("https://gitlab.example.com/api/v4", "gl-token")
-    assert wiring.build(wiring.SWEEPER, on_gitlab).gitlab_notes is None
 
 
 def test_each_function_calls_aws_with_clients_of_its_own(stack):
-    built = {
-        name: wiring.for_function(name) for name in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER, wiring.SWEEPER)
-    }
-    tables = {name: agg.ledger.db for name, agg in built.items()}
+    built = {name: wiring.for_function(name) for name in (wiring.API, wiring.ARRIVALS, wiring.FINALIZER)}
+    tables = {name: agg.ledger.db for name, agg in built.items()} | {SWEEPER: sweeper_wiring.for_sweeper().runs.db}
+    built[SWEEPER] = sweeper_wiring.for_sweeper()
     assert len({id(db) for db in tables.values()}) == 4
     assert all(db is aws.client("dynamodb", name) for name, db in tables.items())
     assert built[wiring.API].store.s3 is aws.client("s3", wiring.API) is not built[wiring.FINALIZER].store.s3
-    assert aws.session(wiring.API) is not aws.session(wiring.SWEEPER)
+    assert aws.session(wiring.API) is not aws.session(SWEEPER)
 
     from codspeed_aggregator.handlers import sweeper
 
@@ -75,14 +91,14 @@ def test_each_function_calls_aws_with_clients_of_its_own(stack):
     finally:
         for name in built:
             aws.client("dynamodb", name).meta.events.unregister("before-call.dynamodb.*", unique_id=f"seen-{name}")
-    assert seen[wiring.SWEEPER] == ["Query", "Query"]  # the open-runs index: runs past their deadline, stalled ones
+    assert seen[SWEEPER] == ["Query", "Query"]  # the open-runs index: runs past their deadline, stalled ones
     assert not seen[wiring.API] and not seen[wiring.ARRIVALS] and not seen[wiring.FINALIZER]
 
 
 @pytest.mark.parametrize(
     "unset, function, says",
     [
-        (["table_name"], wiring.SWEEPER, "TABLE_NAME is not set: the sweeper function needs it"),
+        (["table_name"], SWEEPER, "TABLE_NAME is not set: the sweeper function needs it"),
         (["bucket_name"], wiring.API, "BUCKET_NAME is not set: the api function needs it"),
         (["bucket_name"], wiring.ARRIVALS, "BUCKET_NAME is not set: the arrivals function needs it"),
         (
@@ -96,15 +112,15 @@ def test_a_function_missing_a_setting_is_refused_naming_the_variable_before_any_
     config = replace(Settings.from_env(), **{name: "" for name in unset})
     clients = aws._client.cache_info().currsize
     with pytest.raises(MissingSetting) as refused:
-        wiring.build(function, config)
+        sweeper_wiring.build(config) if function == SWEEPER else wiring.build(function, config)
     assert str(refused.value).startswith(says) and "template.yaml" in str(refused.value)
     assert aws._client.cache_info().currsize == clients  # nothing was built before the refusal
 
 
 def test_a_setting_one_function_needs_does_not_stop_another(stack):
     config = replace(Settings.from_env(), bucket_name="", upstream_url="")
-    sweeper = wiring.build(wiring.SWEEPER, config)  # the sweeper reads no bucket and sends nothing upstream
-    assert sweeper.store is None and isinstance(sweeper.close_run.sweep(), list)
+    sweeper = sweeper_wiring.build(config)  # the sweeper reads no bucket and sends nothing upstream
+    assert isinstance(sweeper.sweep(), list)
     assert wiring.build(wiring.OPERATOR, replace(config, finalize_queue_url="")).project_tokens
 
 
@@ -127,7 +143,7 @@ def test_a_handler_missing_a_setting_fails_its_cold_start_with_that_sentence(sta
 
 def test_a_use_case_asked_of_a_function_built_without_what_it_needs_says_so(stack):
     config = replace(Settings.from_env(), bucket_name="", upstream_url="")
-    sweeper = wiring.build(wiring.SWEEPER, config)
+    operator = wiring.build(wiring.OPERATOR, config)
     with pytest.raises(RuntimeError, match=r"^this function was built without the bucket: see wiring._NEEDS$"):
-        sweeper.record_arrival  # noqa: B018 -- built on access: the access is the test
-    assert sweeper.store is None and isinstance(sweeper.close_run.sweep(), list)  # what it has still works
+        operator.record_arrival  # noqa: B018 -- built on access: the access is the test
+    assert operator.store is None and operator.project_tokens  # what it has still works

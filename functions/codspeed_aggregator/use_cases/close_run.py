@@ -1,5 +1,6 @@
-"""Close a run: ``close`` from a client, a CI webhook saying the workflow finished, or the
-sweeper at a run's deadline. Each marks the run closing and asks the finalizer to forward it.
+"""Close a run: ``close`` from a client, or a CI webhook saying the workflow finished (the sweeper
+closes a run at its deadline: ``sweep_deadlines``). Each marks the run closing and asks the
+finalizer to forward it.
 A close names a run (its latest attempt) or one attempt of it (``<run>~N``)."""
 
 import time
@@ -22,7 +23,7 @@ from ..settings import Settings
 class CloseRun:
     settings: Settings
     reads: Reads  # DynamoDB: the run as it stands, and the baseline's shards a skip may name
-    runs: Runs  # DynamoDB: the run's attempts, and the open-runs index the sweeper reads
+    runs: Runs  # DynamoDB: the run's attempts
     closes: Closes  # DynamoDB: the close, on the run's item
     baselines: Baselines  # DynamoDB: the branch's latest forwarded run (what a skipped shard is carried from)
     queue: FinalizeQueue  # SQS: finalize
@@ -90,18 +91,6 @@ class CloseRun:
         ci_run = base_run_id(run_id)
         self.close(CloseRequest(project=project, run_id=run_id, ci_run=ci_run, ci_attempt=ci_attempt), "ci-finished")
         return [run_id]
-
-    def sweep(self) -> list[tuple[str, str]]:
-        """Close every open run past its deadline (absent shards become missing), and finalize
-        again every run whose finalizer's lease ran out (it died: a timeout, a lost host)."""
-        now = int(self.clock())
-        due = self.runs.open_runs_past(now)
-        for project, run_id in due:
-            self.closes.request_close(project, run_id, [], "deadline")
-            self.queue.request(project, run_id, "deadline")
-        for project, run_id in self.runs.stalled_finalizing(now):
-            self.queue.request(project, run_id, "lease-expired")
-        return due
 
 
 def _closing(origin: CiOrigin | None, sends_parts: bool) -> str:

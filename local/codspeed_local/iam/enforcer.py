@@ -33,7 +33,7 @@ USE_CASE_FUNCTIONS = {
     "reports": "ApiFunction",
     "close_run": "ApiFunction",
     "benchmark_costs": "ApiFunction",
-    "close_run.sweep": "SweeperFunction",
+    "sweep_deadlines": "SweeperFunction",
     "record_arrival": "ArrivalsFunction",
     "finalize_run": "FinalizerFunction",
     "forward_part": "FinalizerFunction",
@@ -44,6 +44,7 @@ USE_CASE_FUNCTIONS = {
     # helpers of the use cases above, never the outermost in a function: held to the role of the one calling
     "project_tokens": None,
     "plan_forward": None,
+    "aggregator": None,  # builds the use cases, calls nothing
 }
 _JSON_SERVICES = {"dynamodb", "sqs", "ssm"}
 

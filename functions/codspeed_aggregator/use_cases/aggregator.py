@@ -1,0 +1,260 @@
+"""``Aggregator`` is what one function runs on: the adapters wiring built for it, and each use
+case built on those when first asked for. A use case names the adapters it touches in its own
+fields, so what a change may need in IAM is read at the top of its module."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TypeVar
+
+from ..adapters.bucket import Bucket
+from ..adapters.github_comments import GitHubComments
+from ..adapters.github_commits import GitHubCommits
+from ..adapters.github_pulls import GitHubPulls
+from ..adapters.github_status import GitHubStatuses
+from ..adapters.gitlab_notes import GitLabNotes
+from ..adapters.ledger import Ledger
+from ..adapters.metrics import Metrics, NoMetrics
+from ..adapters.queues import FinalizeQueue, Queue
+from ..adapters.results_store import ResultsStore
+from ..adapters.upstream_http import UpstreamClient
+from ..services.close_barrier import CloseBarrier
+from ..services.pr_comments import PullRequestComments
+from ..services.run_attempts import RunAttempts
+from ..settings import Settings
+from .benchmark_costs import BenchmarkCosts
+from .close_run import CloseRun
+from .finalize_run import FinalizeRun
+from .fork_pull_requests import ForkPullRequests
+from .forward_part import ForwardPart
+from .forward_shard import ForwardShard
+from .keep_sources import KeepSources
+from .merge_bases import MergeBases
+from .open_run import OpenRun
+from .plan_forward import PlanForward
+from .project_tokens import ProjectTokens
+from .record_arrival import RecordArrival
+from .reports import Reports
+from .request_upload import RequestUpload
+from .sweep_deadlines import SweepDeadlines
+
+
+@dataclass
+class Aggregator:
+    settings: Settings
+    ledger: Ledger  # DynamoDB
+    store: Bucket | None = None  # S3
+    results: ResultsStore | None = None  # S3: the shards' benchmarks
+    queue: FinalizeQueue | None = None  # SQS
+    arrivals_queue: Queue | None = None  # SQS: the arrivals function's own
+    upstream: UpstreamClient | None = None  # the finalizer's only
+    statuses: GitHubStatuses | None = None  # commit statuses on GitHub, when configured
+    github_comments: GitHubComments | None = None  # pull-request comments on GitHub, when configured
+    gitlab_notes: GitLabNotes | None = None  # merge-request notes on GitLab, when configured
+    github_commits: GitHubCommits | None = None  # a pull request's merge base, asked of GitHub when configured
+    github_pulls: GitHubPulls | None = None  # what a request without a token claims, checked with GitHub when it can
+    metrics: Metrics | None = None
+    clock: Callable[[], float] = time.time
+    page_key: bytes | None = None  # signs run pages' links (auth.page_key)
+
+    @cached_property
+    def _metrics(self) -> Metrics:
+        return self.metrics or NoMetrics()
+
+    @cached_property
+    def reports(self) -> Reports:
+        hosts = {
+            provider: host
+            for provider, host in (("GITHUB", self.github_comments), ("GITLAB", self.gitlab_notes))
+            if host is not None
+        }
+        comments = (
+            PullRequestComments(
+                comments=self.ledger.comments,
+                hosts=hosts,
+                quiet_seconds=self.settings.comment_seconds,
+                clock=self.clock,
+            )
+            if hosts
+            else None
+        )
+        return Reports(
+            settings=self.settings,
+            reads=self.ledger.reads,
+            runs=self.ledger.runs,
+            baselines=self.ledger.baselines,
+            store=_built(self.store, "the bucket"),
+            results=_built(self.results, "the results store"),
+            statuses=self.statuses,
+            metrics=self._metrics,
+            clock=self.clock,
+            page_key=self.page_key,
+            comments=comments,
+        )
+
+    @cached_property
+    def request_upload(self) -> RequestUpload:
+        return RequestUpload(
+            settings=self.settings,
+            runs=self.ledger.runs,
+            closes=self.ledger.closes,
+            shards=self.ledger.shards,
+            store=_built(self.store, "the bucket"),
+            attempts=self._attempts,
+            clock=self.clock,
+        )
+
+    @cached_property
+    def _attempts(self) -> RunAttempts:
+        return RunAttempts(settings=self.settings, runs=self.ledger.runs, shards=self.ledger.shards)
+
+    @cached_property
+    def fork_pull_requests(self) -> ForkPullRequests:
+        return ForkPullRequests(
+            settings=self.settings, runs=self.ledger.runs, pulls=self.github_pulls, clock=self.clock
+        )
+
+    @cached_property
+    def record_arrival(self) -> RecordArrival:
+        return RecordArrival(
+            settings=self.settings,
+            reads=self.ledger.reads,
+            shards=self.ledger.shards,
+            runs=self.ledger.runs,
+            store=_built(self.store, "the bucket"),
+            results=_built(self.results, "the results store"),
+            queue=_built(self.queue, "the finalize queue"),
+            arrivals_queue=self.arrivals_queue,
+            attempts=self._attempts,
+            reports=self.reports,
+            metrics=self._metrics,
+            clock=self.clock,
+        )
+
+    @cached_property
+    def benchmark_costs(self) -> BenchmarkCosts:
+        return BenchmarkCosts(
+            settings=self.settings,
+            reads=self.ledger.reads,
+            baselines=self.ledger.baselines,
+            results=_built(self.results, "the results store"),
+        )
+
+    @cached_property
+    def open_run(self) -> OpenRun:
+        return OpenRun(
+            settings=self.settings,
+            runs=self.ledger.runs,
+            shards=self.ledger.shards,
+            baselines=self.ledger.baselines,
+            queue=_built(self.queue, "the finalize queue"),
+            reports=self.reports,
+            clock=self.clock,
+        )
+
+    @cached_property
+    def close_run(self) -> CloseRun:
+        return CloseRun(
+            settings=self.settings,
+            reads=self.ledger.reads,
+            runs=self.ledger.runs,
+            closes=self.ledger.closes,
+            baselines=self.ledger.baselines,
+            queue=_built(self.queue, "the finalize queue"),
+            clock=self.clock,
+        )
+
+    @cached_property
+    def sweep_deadlines(self) -> SweepDeadlines:
+        return SweepDeadlines(
+            runs=self.ledger.runs,
+            closes=self.ledger.closes,
+            queue=_built(self.queue, "the finalize queue"),
+            clock=self.clock,
+        )
+
+    @cached_property
+    def _forwarder(self) -> ForwardPart:
+        return ForwardPart(
+            settings=self.settings,
+            shards=self.ledger.shards,
+            parts=self.ledger.parts,
+            store=_built(self.store, "the bucket"),
+            upstream=_built(self.upstream, "the upstream"),
+            metrics=self._metrics,
+        )
+
+    @cached_property
+    def forward_shard(self) -> ForwardShard:
+        return ForwardShard(
+            settings=self.settings,
+            reads=self.ledger.reads,
+            parts=self.ledger.parts,
+            store=_built(self.store, "the bucket"),
+            queue=_built(self.queue, "the finalize queue"),
+            forwarder=self._forwarder,
+            reports=self.reports,
+            metrics=self._metrics,
+            clock=self.clock,
+        )
+
+    @cached_property
+    def finalize_run(self) -> FinalizeRun:
+        planner = PlanForward(
+            settings=self.settings,
+            reads=self.ledger.reads,
+            baselines=self.ledger.baselines,
+            sources=self.ledger.sources,
+            store=_built(self.store, "the bucket"),
+            results=_built(self.results, "the results store"),
+            forwarder=self._forwarder,
+            clock=self.clock,
+            merge_bases=MergeBases(github=self.github_commits),
+        )
+        return FinalizeRun(
+            settings=self.settings,
+            reads=self.ledger.reads,
+            runs=self.ledger.runs,
+            parts=self.ledger.parts,
+            baselines=self.ledger.baselines,
+            store=_built(self.store, "the bucket"),
+            queue=_built(self.queue, "the finalize queue"),
+            planner=planner,
+            forwarder=self._forwarder,
+            reports=self.reports,
+            metrics=self._metrics,
+            barrier=CloseBarrier(
+                settings=self.settings,
+                reads=self.ledger.reads,
+                closes=self.ledger.closes,
+                store=_built(self.store, "the bucket"),
+                queue=_built(self.queue, "the finalize queue"),
+                arrivals=self.record_arrival,
+                reports=self.reports,
+                metrics=self._metrics,
+                clock=self.clock,
+            ),
+            clock=self.clock,
+            keeper=KeepSources(
+                store=_built(self.store, "the bucket"),
+                results=_built(self.results, "the results store"),
+                sources=self.ledger.sources,
+                clock=self.clock,
+            ),
+        )
+
+    @cached_property
+    def project_tokens(self) -> ProjectTokens:
+        return ProjectTokens(tokens=self.ledger.tokens, clock=self.clock)
+
+
+A = TypeVar("A")
+
+
+def _built(adapter: A | None, what: str) -> A:
+    """An adapter a use case needs: each function is built with those its use cases touch only
+    (``wiring._NEEDS``), so one missing here is a use case asked of the wrong function."""
+    if adapter is None:
+        raise RuntimeError(f"this function was built without {what}: see wiring._NEEDS")
+    return adapter
