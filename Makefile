@@ -89,11 +89,15 @@ $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli
 
+# Each function's package is what its handler reaches (functions/Makefile, function_package.py).
 sam-build: $(SAM_VENV)/bin/sam
-	$(SAM_VENV)/bin/sam build --no-cached
+	PACKAGE_PYTHON=$(abspath $(SAM_VENV))/bin/python $(SAM_VENV)/bin/sam build --no-cached
 	test -n "$$(find .aws-sam/build/FinalizerFunction/isal -name '*aarch64*.so')"  # native wheels for arm64
 	# nothing local deployed: the embedded stack (moto's server, the gateway, the IAM evaluator) is not in any function
 	test -z "$$(find .aws-sam/build \( -name moto_server.py -o -path '*codspeed_local*' -o -path '*/moto/*' \) -print -quit)"
+	# nor the operator's commands, nor in the sweeper a library it never loads
+	test -z "$$(find .aws-sam/build \( -name cli.py -o -name operator_commands.py \) -path '*codspeed_aggregator*' -print -quit)"
+	test -z "$$(find .aws-sam/build/SweeperFunction -maxdepth 1 \( -name isal -o -name cryptography -o -name requests \) -print -quit)"
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .hypothesis site

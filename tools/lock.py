@@ -7,12 +7,17 @@ tested is what is deployed.
 """
 
 import importlib.metadata as metadata
+import sys
 from pathlib import Path
 
 from packaging.requirements import Requirement
 
-ROOTS = ["aws-lambda-powertools[tracer]", "boto3", "pydantic", "requests", "isal", "pyjwt[crypto]"]
-LOCK = Path(__file__).resolve().parents[1] / "functions" / "requirements.txt"
+FUNCTIONS = Path(__file__).resolve().parents[1] / "functions"
+sys.path.insert(0, str(FUNCTIONS))
+from function_package import DISTRIBUTIONS  # noqa: E402 -- what the functions import, and from where
+
+ROOTS = sorted(set(DISTRIBUTIONS.values()))
+LOCK = FUNCTIONS / "requirements.txt"
 
 
 def closure(roots: list[str]) -> dict[str, str]:
