@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from codspeed_rules.summary import counts_line, overlaps_named, plural, shards_done
+from codspeed_rules.summary import counts_line, overlaps_named, plural, shards_done, shown_state, uploads_said
 
 from .errors import FORWARD_FAILED, OK, OVERLAPPED, REGRESSED, SHARDS_MISSING, TIMEOUT
 
@@ -59,7 +59,7 @@ def regressions_past(api: AggregatorApi, report: dict[str, Any], threshold: floa
         count = (report.get("counts") or {}).get("regressions", len(past))
     else:
         past = [b for b in every_benchmark(api, report) if b.get("change") is not None and b["change"] > limit]
-        count = len(past)
+        count = len({(b["name"], b.get("unit")) for b in past})  # one measured by two shards (an overlap): once
     if not past:
         return None
     worst = max(past, key=lambda b: b["change"])
@@ -115,11 +115,11 @@ def overlaps_text(report: dict[str, Any]) -> str | None:
 
 
 def _shard_detail(shard: dict[str, Any]) -> str:
-    detail = [shard["state"]]
+    detail = [shown_state(shard["state"])]
     if shard.get("benchmarks") is not None:
         detail.append(plural(shard["benchmarks"], "benchmark"))
     if shard.get("attempt", 0) > 1:  # its uploads in this attempt of the run: the run's attempt is the header's
-        detail.append(f"upload {shard['attempt']}")
+        detail.append(uploads_said(shard["attempt"]))
     if shard.get("reason"):
         detail.append(shard["reason"])
     if shard.get("run_hash"):  # the bytes CodSpeed received: where they are not the job's, not the runner's hash

@@ -13,6 +13,16 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+def shown_state(state: str) -> str:
+    """A shard's state as people read it: one still to come is ``running`` (its state ``expected``)."""
+    return "running" if state == "expected" else state
+
+
+def uploads_said(uploads: int) -> str:
+    """A shard's uploads in this attempt of its run, past the first: it was pushed again."""
+    return f"pushed again: upload {uploads} of this attempt"
+
+
 def shards_done(arrived: int, carried: int, expected: object, then: str = " in") -> str:
     """``3/3 shards in (1 measured, 2 carried)``: a carried shard is done, its benchmarks the baseline's."""
     said = f"{arrived + carried}/{expected} shard{'' if expected == 1 else 's'}{then}"

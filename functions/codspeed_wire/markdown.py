@@ -4,7 +4,7 @@ what a reviewer reads first, every text from a bundle or a request made inert.""
 import unicodedata
 from collections.abc import Callable
 
-from codspeed_rules.summary import counts_line, overlaps_named, shards_done
+from codspeed_rules.summary import counts_line, overlaps_named, shards_done, shown_state
 
 from .report import Report
 
@@ -196,7 +196,8 @@ def _md_flagged(report: Report) -> list[str]:
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {md(b.name)} | {md(b.shard)} | {b.change:+.1%} | {figure(b.value, b.unit)} | "
+            f"| {md(b.name)} | {md(', '.join(b.shards) if b.shards else b.shard)} | {b.change:+.1%} | "
+            f"{figure(b.value, b.unit)} | "
             f"{figure(b.baseline, b.unit)} |"
             for b in flagged
         ]
@@ -223,8 +224,9 @@ def _md_shard_table(report: Report, shard_rows: int | None) -> list[str]:
     rows = report.shards if shard_rows is None else report.shards[:shard_rows]
     for s in rows:
         bench = "" if s.benchmarks is None else str(s.benchmarks)
+        state = shown_state(s.state) + (", upstream" if s.upstream else "")
         lines.append(
-            f"| {md(s.shown)} | {s.state}{', upstream' if s.upstream else ''} | {s.attempt or ''} | {bench} | "
+            f"| {md(s.shown)} | {state} | {s.attempt or ''} | {bench} | "
             f"{_size(s.size)} | {s.arrived_at or ''} "
             f"| {md(s.reason or '')} |"
         )

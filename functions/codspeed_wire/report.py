@@ -50,6 +50,9 @@ class BenchmarkEntry(BaseModel):
     change: float | None = None  # (value - baseline) / baseline
     flag: str | None = None  # "regression" or "improvement": the change is past the report's threshold
     source: str | None = None  # for a carried or missing one: the run its value comes from
+    # a benchmark measured by several shards of one executor (an overlap): each that measured it;
+    # counted once, at its worst change, which this entry is
+    shards: list[str] = []
 
 
 class BenchmarkCounts(BaseModel):

@@ -125,3 +125,54 @@ def test_a_run_gone_before_its_report_is_rebuilt_publishes_nothing_and_fails_not
     agg = isolated.aggregator
     agg.reports.publish(project, run_id)  # its records expired meanwhile: there is nothing to show (it raised before)
     assert agg.store.read_report(project, run_id) is None
+
+
+def test_a_benchmark_two_shards_measured_counts_once_in_every_headline_and_the_worst_list_names_both(
+    isolated, project, run_id
+):
+    """The case seen: three benchmarks at +12% held by the linter and codegen shards read "6
+    regressions (worst +12.0%), 3 improvements" in the CLI, the page, the comment and the summary."""
+    from codspeed_aggregator.pages.run_page import render_run
+    from codspeed_rules.summary import counts_line
+    from codspeed_wire.markdown import render_markdown
+
+    agg = isolated.aggregator
+    same = [f"tests/t.py::same_{i}" for i in range(3)]
+    main = f"main-{run_id}"
+    for pid, shard, names in ((11, "linter", [*same, "tests/t.py::lint"]), (12, "codegen", ["tests/t.py::gen"])):
+        agg.record_arrival.record(
+            push(
+                agg,
+                project,
+                main,
+                shard,
+                bundle(pid, names, costs=dict.fromkeys(names, 1000)),
+                expect=["codegen", "linter"],
+            )["key"]
+        )
+    assert isolated.finalize_all(project, main, agg) == "forwarded"
+    pr = {"ref": "refs/pull/5/merge", "baseRef": "main"}
+    slower = dict.fromkeys(same, 1120)
+    for pid, shard, costs in (
+        (21, "linter", {**slower, "tests/t.py::lint": 800}),
+        (22, "codegen", {**slower, "tests/t.py::gen": 800}),
+    ):
+        agg.record_arrival.record(
+            push(
+                agg, project, run_id, shard, bundle(pid, list(costs), costs=costs), expect=["codegen", "linter"], **pr
+            )["key"]
+        )
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+
+    report = agg.reports.report(project, run_id)
+    assert report.overlaps_total == 3  # still told: the shards' filters meet
+    said = counts_line(report.counts.model_dump())
+    assert said == "3 regressions (worst +12.0%), 2 improvements, 0 unchanged", said
+    assert report.counts.measured == 5
+    regressed = [b for b in report.benchmarks if b.flag == "regression"]
+    assert [(b.name, b.shards) for b in regressed] == [(name, ["codegen", "linter"]) for name in same]
+    markdown = render_markdown(report)
+    assert "3 regressions (worst +12.0%)" in markdown and "6 regressions" not in markdown
+    assert "| codegen, linter |" in markdown
+    page = render_run(report, {}, None, None)
+    assert page.count(">tests/t.py::same_0<") == 1 and "codegen, linter" in page

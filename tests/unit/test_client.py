@@ -943,3 +943,18 @@ def test_machine_fields_are_computed_as_the_runners_sysinfo_computes_them(tmp_pa
     (tmp_path / "proc/cpuinfo").write_text("")  # unreadable: the runner sends [] and "unknown"
     unread = system.machine(str(tmp_path))
     assert unread["cpuFlags"] == [] and unread["cpuCores"] == os.cpu_count() and unread["cpuName"] == "cpu0"
+
+
+def test_another_threshold_than_the_report_s_counts_a_benchmark_two_shards_measured_once():
+    from codspeed_client.report import regressions_past
+
+    class Pages:  # each shard's page, as GET /v1/runs/…/benchmarks?shard= answers it
+        def shard_benchmarks(self, project, run_id, shard):
+            twin = {"name": "t::same", "shard": shard, "unit": "cycles", "change": 0.12}
+            own = {"name": f"t::{shard}", "shard": shard, "unit": "cycles", "change": 0.02}
+            return {"benchmarks": [twin, own]}
+
+    report = {"project": "a/b", "run_id": "1", "threshold": 0.05, "shards": [{"name": "linter"}, {"name": "codegen"}]}
+    assert regressions_past(Pages(), report, 0.01) == (
+        "3 benchmarks regressed past 1% against the baseline: worst t::same +12.0%"
+    )

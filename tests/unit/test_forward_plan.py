@@ -1,6 +1,7 @@
 """A part's slice of a forward plan: its own shards, its carried entries, its place in its group."""
 
 import json
+from dataclasses import replace
 
 from codspeed_aggregator.domain.baseline import Completion
 from codspeed_aggregator.domain.forward_plan import ForwardPlan, PartPlan
@@ -57,3 +58,11 @@ def test_the_upstream_runs_a_run_went_under_are_listed_whole_until_the_item_woul
     assert UpstreamRuns(wide).said() == {"run_id": wide[0], "run_ids": 5}
     assert len(UpstreamRuns(wide).said()["run_id"].encode()) <= MAX_RUN_IDS_BYTES
     assert UpstreamRuns(["€" * 2000]).said() == {"run_id": None, "run_ids": 1}  # none fits: counted, all in S3
+
+
+def test_a_parts_run_of_one_shard_says_one_shard():
+    plan = _plan()
+    parts = replace(
+        plan, run=replace(plan.run, sends_parts=True), shards={"a": plan.shards["a"]}, completion=Completion()
+    )
+    assert parts.outcome_said([])[0] == "1 shard, each its own part upstream"

@@ -376,3 +376,17 @@ def test_a_parts_runs_shard_sent_upstream_says_so_and_a_re_run_not_sent_yet_does
     assert [(s.name, s.upstream) for s in report.shards if s.state == "arrived"] == [("1", True), ("2", False)]
     text = render_markdown(report)
     assert "| 1 | arrived, upstream | 2 |" in text and "| 2 | arrived |" in text
+
+
+def test_the_comment_shows_a_shard_still_to_come_as_running_not_as_its_state_expected():
+    markdown = render_markdown(build_report(_snapshot(), "now"))
+    rows = [line for line in markdown.splitlines() if line.startswith("| 2 |") or line.startswith("| 4 |")]
+    assert rows and all(row.split(" | ")[1] == "running" for row in rows), rows
+    assert "| expected |" not in markdown
+
+
+def test_a_shard_pushed_again_says_so_in_status():
+    from codspeed_client.report import render_text
+
+    text = render_text(build_report(_snapshot(), "now").model_dump())
+    assert "pushed again: upload 2 of this attempt" in text and "running" in text

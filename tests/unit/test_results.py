@@ -187,3 +187,39 @@ def test_a_walltime_figure_is_never_compared_with_a_cycles_one():
 def test_results_round_trip_as_the_bucket_keeps_them():
     kept = ShardResults(["a", "b"], {"a": _c(1.5)})
     assert ShardResults.from_json(kept.to_json()) == kept
+
+
+def test_a_benchmark_measured_by_two_shards_counts_once_at_its_worst_change_naming_both():
+    """The case seen: three benchmarks at +12% held by linter and codegen read "6 regressions"
+    everywhere a headline counts, and the worst list named each twice."""
+    from codspeed_aggregator.domain.results import Twin, counted_once, merged, summarize
+
+    same = {f"t::{i}": {"unit": "cycles", "value": 112.0} for i in range(3)}
+    before = {name: {"unit": "cycles", "value": 100.0} for name in same}
+    linter = summarize(
+        "linter",
+        {**same, "t::own": {"unit": "cycles", "value": 90.0}},
+        before | {"t::own": {"unit": "cycles", "value": 100.0}},
+        0.05,
+    )
+    codegen = summarize("codegen", {**same, "t::new": {"unit": "cycles", "value": 5.0}}, before, 0.05)
+    both = merged([linter, codegen])
+    assert (both.counts["regressions"], both.counts["measured"]) == (6, 8)  # what the headline said
+    twins = [Twin(name, {"linter": 0.12, "codegen": 0.12}) for name in same]
+    once = counted_once(both, twins, 0.05)
+    assert dict(once.counts) == {"measured": 5, "regressions": 3, "improvements": 1, "new": 1}
+    assert [(e.name, e.shards) for e in once.regressions] == [(n, ["codegen", "linter"]) for n in sorted(same)]
+    assert [e.name for e in once.improvements] == ["t::own"] and once.improvements[0].shards == []
+    assert dict(both.counts)["regressions"] == 6  # the summary merged is left as it was: shards may come again
+
+
+def test_a_twin_improved_in_one_shard_and_regressed_in_another_counts_once_as_its_regression():
+    from codspeed_aggregator.domain.results import Twin, counted_once, merged, summarize
+
+    before = {"t::x": {"unit": "cycles", "value": 100.0}}
+    a = summarize("a", {"t::x": {"unit": "cycles", "value": 80.0}}, before, 0.05)
+    b = summarize("b", {"t::x": {"unit": "cycles", "value": 130.0}}, before, 0.05)
+    once = counted_once(merged([a, b]), [Twin("t::x", {"a": -0.2, "b": 0.3})], 0.05)
+    assert dict(once.counts) == {"measured": 1, "regressions": 1, "improvements": 0}
+    assert [(e.shard, e.shards) for e in once.regressions] == [("b", ["a", "b"])] and once.improvements == []
+    assert Twin("t::y", {"a": None, "b": -0.5}).worst == "b"  # a new one's change is the least

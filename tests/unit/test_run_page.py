@@ -295,3 +295,20 @@ def test_a_benchmark_two_shards_measured_is_named_on_the_page_as_text():
     main = render_main(_report(state="forwarded", partial=False, overlaps=[overlap], overlaps_total=1), {}, None, None)
     assert 'id="overlaps"' in main and "Measured in more than one shard (1): t::&lt;b&gt; (valgrind) in 1, 2" in main
     assert 'id="overlaps"' not in render_main(_report(state="forwarded", partial=False), {}, None, None)
+
+
+def test_a_run_with_nothing_past_the_threshold_says_so_in_a_sentence_not_an_empty_table():
+    quiet = _report(benchmarks=[], counts=BenchmarkCounts(measured=4, unchanged=4))
+    html = render_main(quiet, {}, None, None)
+    assert '<table id="benchmarks"' not in html and "<thead>" not in html
+    assert "0 regressions, 0 improvements, 4 unchanged (threshold 5%): nothing changed past it" in html
+    assert 'id="shard-filter"' in html  # every shard's page still a choice away
+
+
+def test_a_run_whose_every_shard_was_carried_says_its_benchmarks_came_from_the_baseline():
+    carried = _report(
+        benchmarks=[], arrived=0, counts=BenchmarkCounts(carried=7), shards=[ShardEntry(name="1", state="carried")]
+    )
+    html = render_main(carried, {}, None, None)
+    assert "7 benchmarks carried from the baseline run, none measured in this run." in html
+    assert "<thead>" not in html

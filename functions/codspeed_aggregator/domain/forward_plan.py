@@ -4,6 +4,8 @@ finalizer needs: its upload, its own shards, what of them was carried, and the r
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from codspeed_rules.summary import plural
+
 from .baseline import Completion
 from .ledger import RunRecord, ShardRecord, sent_as
 from .metadata import part_claim
@@ -93,7 +95,7 @@ class ForwardPlan:
         if self.run.sends_parts:  # each shard its own part as it landed: nothing merged, nothing carried sent
             carried = len(self.completion.carried)
             if measured := len(self.shards) - carried:
-                message = f"{measured} shards, each its own part upstream" + (
+                message = f"{plural(measured, 'shard')}, each its own part upstream" + (
                     f" ({len(parts)} sent at the end, {size} bytes)" if parts else ""
                 )
             else:

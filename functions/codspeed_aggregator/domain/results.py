@@ -179,11 +179,7 @@ def summarize(
         delta = change(result, before.get(name))
         kind = flag(delta, threshold)
         counts["measured"] += 1
-        counts[
-            "new"
-            if delta is None
-            else {REGRESSION: "regressions", IMPROVEMENT: "improvements", None: "unchanged"}[kind]
-        ] += 1
+        counts[counted_as(delta, threshold)] += 1
         if delta is not None and kind == REGRESSION:
             worse.append((delta, name))
         elif delta is not None and kind == IMPROVEMENT:
@@ -194,6 +190,54 @@ def summarize(
 
     worst = heapq.nsmallest(LISTED, worse, key=lambda c: (-c[0], c[1]))
     return ShardSummary(counts, make(worst), make(heapq.nsmallest(LISTED, better)))
+
+
+def counted_as(delta: float | None, threshold: float) -> str:
+    """The count a benchmark's change goes to."""
+    if delta is None:
+        return "new"
+    return {REGRESSION: "regressions", IMPROVEMENT: "improvements", None: "unchanged"}[flag(delta, threshold)]
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A benchmark measured by several shards of one executor: each shard's change (None: new)."""
+
+    benchmark: str
+    changes: dict[str, float | None]  # by shard
+
+    @property
+    def worst(self) -> str:
+        """The shard whose change is the worst (the largest; a new one's the least)."""
+        return max(self.changes, key=lambda s: (self.changes[s] is not None, self.changes[s] or 0.0, s))
+
+
+def counted_once(summary: ShardSummary, twins: Iterable[Twin], threshold: float) -> ShardSummary:
+    """``summary`` with each of ``twins`` counted once, at its worst change, where the shards'
+    summaries merged counted it in each shard that measured it; the changes it names keep that
+    one entry of it, naming every shard that measured it."""
+    counts = Counter(summary.counts)
+    kept: dict[tuple[str, str], list[str]] = {}  # (benchmark, its worst shard) -> every shard of it
+    measured_by: dict[tuple[str, str], str] = {}  # (benchmark, shard) -> its worst shard
+    for twin in twins:
+        if len(twin.changes) < 2:
+            continue
+        worst = twin.worst
+        kept[(twin.benchmark, worst)] = sorted(twin.changes)
+        for shard, delta in twin.changes.items():
+            measured_by[(twin.benchmark, shard)] = worst
+            if shard != worst:
+                counts["measured"] -= 1
+                counts[counted_as(delta, threshold)] -= 1
+
+    def once(entries: list[BenchmarkEntry]) -> list[BenchmarkEntry]:
+        return [
+            e.model_copy(update={"shards": kept[(e.name, e.shard)]}) if (e.name, e.shard) in kept else e
+            for e in entries
+            if measured_by.get((e.name, e.shard), e.shard) == e.shard
+        ]
+
+    return ShardSummary(counts, once(summary.regressions), once(summary.improvements))
 
 
 def merged(summaries: Iterable[ShardSummary]) -> ShardSummary:

@@ -6,7 +6,7 @@ same sorting and filtering are links and a form, answered by the server."""
 from typing import Any
 from urllib.parse import urlencode
 
-from codspeed_rules.summary import counts_line, shards_done
+from codspeed_rules.summary import counts_line, plural, shards_done
 from codspeed_wire.markdown import figure, overlaps_line
 from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks
 
@@ -118,8 +118,9 @@ def _row(b: BenchmarkEntry) -> str:
         f'data-name="{escape(b.name)}" data-shard="{escape(b.shard)}" data-state="{b.state}" '
         f'data-value="{"" if b.value is None else b.value}" data-change="{"" if b.change is None else b.change}"'
     )
+    shards = escape(", ".join(b.shards) or b.shard)  # a benchmark two shards measured: both
     return (
-        f'<tr class="{b.flag or b.state}" {data}><td>{escape(b.name)}</td><td>{escape(b.shard)}</td>'
+        f'<tr class="{b.flag or b.state}" {data}><td>{escape(b.name)}</td><td>{shards}</td>'
         f'<td{where}>{b.state}</td><td class="num">{figure(b.value, b.unit)}</td>'
         f'<td class="num">{figure(b.baseline, b.unit)}</td><td class="num">{change}{flag}</td></tr>'
     )
@@ -147,21 +148,28 @@ def _table(report: Report, query: dict[str, Any], sort: str | None, shard: Shard
             heads.append(f'<th scope="col"><a href="{escape(href)}" data-sort="{key}">{title}</a></th>')
         else:
             heads.append(f'<th scope="col">{title}</th>')
+    form = (
+        f'<form class="controls" method="get"><label>Shard <select id="shard-filter" name="shard">'
+        f'<option value="">worst changes</option>{options}</select></label>{hidden} '
+        f'<button id="shard-filter-go" type="submit">Show</button></form>'
+    )
     if shard:
         rows, caption = _paged(rows, query, f"benchmarks of shard {escape(shard.shard)}")
     elif report.counts.measured:
-        caption = f"{escape(counts_line(report.counts.model_dump()))} (threshold {report.threshold:.0%})" + (
-            "; the worst changes below, every benchmark shard by shard" if rows else ""
-        )
+        caption = f"{escape(counts_line(report.counts.model_dump()))} (threshold {report.threshold:.0%})"
+        if not rows:  # nothing to list: a sentence, not a table of headers
+            said = f"{caption}: nothing changed past it; every benchmark is on its shard's page."
+            return f'{form}<p id="benchmarks-said">{said}</p>'
+        caption += "; the worst changes below, every benchmark shard by shard"
+    elif report.counts.carried:
+        carried = plural(report.counts.carried, "benchmark")
+        return f'{form}<p id="benchmarks-said">{carried} carried from the baseline run, none measured in this run.</p>'
     else:
         return (
             "<p>No benchmark results yet.</p>" if not report.arrived else "<p>No benchmark results in its shards.</p>"
         )
     return (
-        f'<form class="controls" method="get"><label>Shard <select id="shard-filter" name="shard">'
-        f'<option value="">worst changes</option>{options}</select></label>{hidden} '
-        f'<button id="shard-filter-go" type="submit">Show</button></form>'
-        f'<div class="scroll"><table id="benchmarks"><caption>{caption}</caption>'
+        form + f'<div class="scroll"><table id="benchmarks"><caption>{caption}</caption>'
         f"<thead><tr>{''.join(heads)}</tr></thead>"
         f"<tbody>{''.join(_row(b) for b in rows)}</tbody></table></div>"
     )

@@ -3,6 +3,7 @@ shard the run waited for, and what the recorded costs predict for a balanced spl
 
 from datetime import datetime
 
+from codspeed_rules.summary import shown_state
 from codspeed_wire.report import Report
 
 from .html import escape
@@ -82,7 +83,7 @@ def timeline(report: Report) -> str:
     out.append("</svg>")
     legend = "".join(
         f'<span><i class="swatch" style="background:{c}{";opacity:0.55" if s == "expected" else ""}">'
-        f"</i>{'running' if s == 'expected' else s}</span>"
+        f"</i>{shown_state(s)}</span>"
         for s, c in COLOURS.items()
         if any(x.state == s for x in shards)
     )

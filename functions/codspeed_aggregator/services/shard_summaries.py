@@ -15,7 +15,7 @@ from typing import Any
 from ..adapters.results_store import ResultsStore
 from ..domain.baseline import result_sources
 from ..domain.ledger import Snapshot
-from ..domain.results import ShardSummary, SummaryDigest, merged, summarize
+from ..domain.results import ShardSummary, SummaryDigest, Twin, change, merged, summarize
 
 CACHED_SUMMARIES = 20_000  # shard summaries a process keeps (a few KB each)
 CACHED_DIGESTS = 32  # runs whose merged summary a process keeps
@@ -67,6 +67,28 @@ class ShardSummaries:
             self._digests[run] = digest
             trim_oldest(self._digests, CACHED_DIGESTS)
         return digest
+
+    def twins(self, snapshot: Snapshot, baseline: Snapshot | None, overlaps: list[dict[str, Any]]) -> list[Twin]:
+        """The change each shard of an overlap measured (``overlaps``: the run's outcome's, told at
+        its close), read from the results of those shards only."""
+        arrived = snapshot.arrived()
+        named = sorted({s for o in overlaps for s in o["shards"] if s in arrived and arrived[s].key})
+        sources = result_sources(baseline) if baseline else {}
+        ours = [arrived[n].key or "" for n in named]
+        found = self.results.read_many([*ours, *(sources[n][0] for n in named if n in sources)])
+        figures = {n: r.results if (r := found.get(arrived[n].key or "")) else {} for n in named}
+        before = {n: self.before(baseline, sources, n, figures[n]) for n in named}
+        return [
+            Twin(
+                o["benchmark"],
+                {
+                    s: change(figures[s][o["benchmark"]], before[s].get(o["benchmark"]))
+                    for s in o["shards"]
+                    if s in figures and o["benchmark"] in figures[s]
+                },
+            )
+            for o in overlaps
+        ]
 
     def published(self, project: str, run_id: str, digest: SummaryDigest) -> None:
         """A report made of ``digest`` was published: left beside it for processes new to the run,

@@ -25,7 +25,7 @@ from ..domain.keys import answer_key
 from ..domain.ledger import OPEN, RunRecord, Snapshot
 from ..domain.notification import commit_status
 from ..domain.report import build_report, carried_from, codspeed_page, compared_with, shard_entry, shard_names
-from ..domain.results import SummaryDigest, absent_entries, shard_entries
+from ..domain.results import SummaryDigest, absent_entries, counted_once, shard_entries
 from ..domain.timestamps import iso
 from ..services.merged_heads import MergedHeads
 from ..services.pr_comments import PullRequestComments
@@ -116,13 +116,16 @@ class Reports:
     def _build(self, snapshot: Snapshot) -> tuple[Report, SummaryDigest]:
         baseline = self._baseline(snapshot.run)
         digest = self._summaries.summed(snapshot, baseline)
+        summary, threshold = digest.summary, self.settings.regression_threshold
+        if overlaps := (snapshot.run.outcome or {}).get("overlaps"):  # each benchmark counted once
+            summary = counted_once(summary, self._summaries.twins(snapshot, baseline, overlaps), threshold)
         report = build_report(
             snapshot,
             iso(self.clock()),
-            summary=digest.summary,
+            summary=summary,
             baseline=baseline,
             branch=self._branch(snapshot.run),
-            threshold=self.settings.regression_threshold,
+            threshold=threshold,
         )
         added = {  # what the run's record alone cannot say: its links, and the head a merge commit merges
             "page_url": self.page_url(snapshot.run.project, snapshot.run.run_id),
