@@ -19,19 +19,18 @@ FINAL = ("forwarded", "forward_failed", "closed_empty")
 
 
 def wait_for_final(
-    api: AggregatorApi,
-    project: str,
-    run_id: str,
+    read: Callable[[], dict[str, Any] | None],
     timeout: float,
     interval: float,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[dict[str, Any] | None, bool]:
-    """Poll until the run is final, for ``timeout`` seconds exactly (the last poll at the end);
-    a run that does not exist yet (no shard has asked to upload) is waited for."""
+    """Poll ``read`` (the run's report; None: no such run) until the run is final, for ``timeout``
+    seconds exactly (the last poll at the end); a run that does not exist yet (no shard has asked to
+    upload) is waited for."""
     deadline = clock() + timeout
     while True:
-        report = api.report(project, run_id, missing_ok=True)
+        report = read()
         if report is not None and report["state"] in FINAL:
             return report, False
         left = deadline - clock()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 # owner/repo, or GitLab's group/subgroup/.../repo (at most 20 levels of subgroups)
@@ -96,3 +97,9 @@ def pull_request(ref: str | None) -> int | None:
     """The pull request a run's ref names (GitHub's ``refs/pull/N/merge``), or None."""
     found = _PULL.fullmatch(ref or "")
     return int(found.group(1)) if found else None
+
+
+def gitlab_runner_run_id(commit: str, ref: str | None) -> str:
+    """The run a GitLab pipeline's CodSpeed runner jobs upload to: each runner sends its job's own id,
+    so the aggregator names their run by commit and ref, and the client finds it by the same."""
+    return f"gl-{commit[:12].lower()}-{hashlib.sha256((ref or '').encode()).hexdigest()[:8]}"

@@ -3,6 +3,8 @@ client, through the local stack."""
 
 import json
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -240,73 +242,118 @@ def test_a_shard_carried_alone_beside_a_job_goes_under_its_own_run_part_not_the_
     assert held[carried] == {f"tests/test_1.py::test_bench_{j}" for j in range(3)} and len(held[part["runPartId"]]) == 1
 
 
-@pytest.mark.slow
-def test_a_gitlab_pipelines_runner_jobs_declared_by_name_count_in_the_run_of_their_commit_and_ref(stack):
-    """GitLab's runner names no run its jobs share (each runPart is a job's): the run the open
-    declares is theirs, by commit and ref, and it waits for every job declared."""
-    import subprocess
-    import sys
-    import uuid
+GITLAB_DOCS = Path(__file__).resolve().parents[2] / "docs" / "setup" / "gitlab.md"
+GITLAB_MR_REF = "refs/pull/3/merge"  # what the runner sends as a merge request pipeline's ref
 
-    from codspeed_aggregator.domain.drop_in import gitlab_run_id
+
+def _gitlab_job(stack, project: str, commit: str, name: str) -> dict[str, str]:
+    """A job of merge request 3's pipeline 8812, as GitLab's environment says it."""
     from tests.e2e.test_sharded_run import _env
 
-    group, repository, commit = "platform/perf", f"engine-{uuid.uuid4().hex[:6]}", "4" * 40
-    project, ref = f"{group}/{repository}", "refs/pull/3/merge"
-    planning_job = {
+    return {
         **_env(stack),
         "GITLAB_CI": "true",
         "CI_PROJECT_PATH": project,
         "CI_PIPELINE_ID": "8812",
         "CI_COMMIT_SHA": commit,
         "CI_COMMIT_REF_NAME": "feature",
-        "CI_JOB_NAME": "plan",
-        "CI_JOB_ID": "990001",
+        "CI_JOB_NAME": name,
+        "CI_JOB_ID": str(990_000 + len(name)),
         "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "feature",
         "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
         "CI_PIPELINE_SOURCE": "merge_request_event",
         "CI_MERGE_REQUEST_IID": "3",
     }
-    opened = subprocess.run(
-        [sys.executable, "-m", "codspeed_client.cli", "open", "--job", "bench=2", "--job", "lint"],
-        env=planning_job,
-        capture_output=True,
-        text=True,
-        timeout=120,
+
+
+def _client(environment: dict[str, str], *args: str):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "codspeed_client.cli", *args]
+    return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=180)
+
+
+def _gitlab_runner_job(stack, project: str, commit: str, name: str, pid: int):
+    """A CodSpeed runner job of that pipeline uploading through the drop-in, as the runner does."""
+    group, repository = project.rsplit("/", 1)
+    archive = runner.folder_archive(runner.valgrind_folder(pid, [f"{name}::b"]), gzipped=True)
+    job_id = str(990_100 + pid)
+    meta = runner.metadata(
+        archive,
+        executor="valgrind",
+        owner=group,
+        repository=repository,
+        commit=commit,
+        run_part=runner.gitlab_run_part(job_id, name, "valgrind"),
+        provider="GITLAB",
+        environment="GITLAB_CI",
+        ref=GITLAB_MR_REF,
+        head_ref="feature",
+        base_ref="main",
+        event="pull_request",
+        gl_data={"runId": job_id, "job": name},
     )
-    run_id = gitlab_run_id(commit, ref)
+    return runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
+
+
+@pytest.mark.slow
+def test_a_gitlab_pipelines_runner_jobs_declared_by_name_count_in_the_run_of_their_commit_and_ref(stack):
+    """GitLab's runner names no run its jobs share (each runPart is a job's): the run the open
+    declares is theirs, by commit and ref, and it waits for every job declared."""
+    import uuid
+
+    from codspeed_rules.names import gitlab_runner_run_id
+
+    project, commit = f"platform/perf/engine-{uuid.uuid4().hex[:6]}", "4" * 40
+    opened = _client(_gitlab_job(stack, project, commit, "plan"), "open", "--job", "bench=2", "--job", "lint")
+    run_id = gitlab_runner_run_id(commit, GITLAB_MR_REF)
     assert opened.returncode == 0, opened.stdout + opened.stderr
     assert opened.stdout.strip() == (
         f"run {run_id} ({project}): open: opened: 2 shards in job bench; 1 shard in job lint expected"
     )
-
-    def job(name: str, pid: int):
-        archive = runner.folder_archive(runner.valgrind_folder(pid, [f"{name}::b"]), gzipped=True)
-        job_id = str(990_100 + pid)
-        meta = runner.metadata(
-            archive,
-            executor="valgrind",
-            owner=group,
-            repository=repository,
-            commit=commit,
-            run_part=runner.gitlab_run_part(job_id, name, "valgrind"),
-            provider="GITLAB",
-            environment="GITLAB_CI",
-            ref=ref,
-            head_ref="feature",
-            base_ref="main",
-            event="pull_request",
-            gl_data={"runId": job_id, "job": name},
-        )
-        return runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
-
-    assert job("lint", 7001).put.status_code == 200
+    assert _gitlab_runner_job(stack, project, commit, "lint", 7001).put.status_code == 200
     wait_for(lambda: _report(stack, project, run_id).get("arrived") == 1)
     assert _report(stack, project, run_id)["state"] == "open"  # lint alone would be a run complete, undeclared
     for pid, name in ((7002, "bench 1/2"), (7003, "bench 2/2")):
-        assert job(name, pid).put.status_code == 200
+        assert _gitlab_runner_job(stack, project, commit, name, pid).put.status_code == 200
     final = _final(stack, project, run_id)
     assert (final["state"], final["arrived"], final["expected"]) == ("forwarded", 3, 3)
+
+
+@pytest.mark.slow
+def test_a_gitlab_gate_finds_the_run_its_pipelines_runner_jobs_made_with_no_id_copied(stack):
+    """The case seen: after open --job bench=2 and the runner jobs, the gate's close answered "404 no
+    run 8812" (the pipeline's id) and status "did not appear within 20 s"; it worked only with the
+    gl-… id copied by hand from open's output. One of the two jobs crashed: the gate says so."""
+    import uuid
+
+    from codspeed_rules.names import gitlab_runner_run_id
+
+    project, commit = f"platform/perf/gate-{uuid.uuid4().hex[:6]}", "5" * 40
+    run_id = gitlab_runner_run_id(commit, GITLAB_MR_REF)
+    assert _client(_gitlab_job(stack, project, commit, "plan"), "open", "--job", "bench=2").returncode == 0
+    assert _gitlab_runner_job(stack, project, commit, "bench 1/2", 7101).put.status_code == 200  # 2/2 crashed
+
+    documented = re.search(r"<!-- docs-check: gitlab-runner -->\n```yaml\n(.*?)```", GITLAB_DOCS.read_text(), re.S)[1]
+    assert "    - codspeed-client open --job bench=2\n" in documented
+    assert "    - codspeed-client close\n    - codspeed-client status --wait --fail-on-regression 5\n" in documented
+    gate = _gitlab_job(stack, project, commit, "gate")
+    closed = _client(gate, "close")
+    assert closed.returncode == 0, closed.stderr
+    assert closed.stdout.startswith(f"run {run_id} ({project}): closing: the run ends")
+    waited = _client(gate, "status", "--wait", "--timeout", "120", "--fail-on-regression", "5")
+    assert waited.returncode == 11, waited.stdout + waited.stderr
+    assert waited.stderr == "codspeed-client: exit 11: 1 shard missing, never came: bench: 1 of 2 never came\n"
+    assert f"run {run_id}" in waited.stdout or run_id in waited.stdout
+
+    elsewhere = _gitlab_job(stack, project, "6" * 40, "gate")  # a pipeline none of whose jobs uploaded
+    refused = _client(elsewhere, "close")
+    assert refused.returncode == 5
+    assert refused.stderr.strip().endswith(
+        f"no run 8812 (this pipeline's pushed shards) nor {gitlab_runner_run_id('6' * 40, GITLAB_MR_REF)} (its "
+        f"CodSpeed runner jobs, by commit and ref) for {project}: did any job upload to the aggregator?"
+    )
 
 
 @pytest.mark.slow

@@ -502,7 +502,7 @@ def test_status_wait_waits_exactly_its_timeout_and_polls_at_the_end():
 
     clock = _Clock()
     api = _FakeApi([{"state": "open"}])
-    report, timed_out = wait_for_final(api, "a/b", "1", timeout=12, interval=5, sleep=clock.sleep, clock=clock)
+    report, timed_out = wait_for_final(lambda: api.report("a/b", "1"), 12, 5, sleep=clock.sleep, clock=clock)
     assert timed_out and clock.now == 12 and api.calls == 4  # at 0, 5, 10 and 12 seconds
 
 
@@ -511,7 +511,7 @@ def test_status_wait_waits_for_a_run_that_does_not_exist_yet():
 
     clock = _Clock()
     api = _FakeApi([None, None, {"state": "open"}, {"state": "forwarded", "shards": []}])
-    report, timed_out = wait_for_final(api, "a/b", "1", timeout=60, interval=1, sleep=clock.sleep, clock=clock)
+    report, timed_out = wait_for_final(lambda: api.report("a/b", "1"), 60, 1, sleep=clock.sleep, clock=clock)
     assert not timed_out and report["state"] == "forwarded" and clock.now == 3
 
 

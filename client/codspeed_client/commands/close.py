@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import REFUSED, ClientError
 from .common import Output, Target, add_common, ci_origin
 
 NAME = "close"
@@ -21,7 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     target = Target(args)
     skip = [name.strip() for value in args.skip for name in value.split(",") if name.strip()]
-    answer = target.api().close(target.project, target.run_id, skip, ci_origin(target.ctx))
+    api = target.api()
+    if target.runner_run_id and target.settle_run(api) is None:
+        raise ClientError(
+            f"no run {target.run_id} (this pipeline's pushed shards) nor {target.runner_run_id} (its CodSpeed "
+            f"runner jobs, by commit and ref) for {target.project}: did any job upload to the aggregator?",
+            REFUSED,
+        )
+    answer = api.close(target.project, target.run_id, skip, ci_origin(target.ctx))
     closed = answer.get("run_id") or target.run_id  # the attempt closed: the run's latest, or the one named
     Output(args).result(answer, f"run {closed} ({target.project}): {answer['state']}: {answer['message']}")
     return 0

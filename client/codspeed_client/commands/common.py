@@ -95,6 +95,7 @@ class Target:
         self.run_id: str = args.run_id or self.ctx.run_id or ""
         self.commit: str = args.commit or self.ctx.commit or ""
         self.ctx.ref = args.ref or self.ctx.ref
+        self.runner_run_id = self._runner_run_id(args)
         self.ctx.base_ref = args.base_ref or self.ctx.base_ref
         self.ctx.base_commit = getattr(args, "base_commit", None) or self.ctx.base_commit
         self.retries = os.environ.get("CODSPEED_RETRIES", "5")
@@ -103,6 +104,28 @@ class Target:
         self.tokenless = not self.token and bool(self.ctx.fork) and self.ctx.provider == "GITHUB_ACTIONS"
         if check:
             self._check(need_api)
+
+    def _runner_run_id(self, args: argparse.Namespace) -> str | None:
+        """On GitLab a pipeline's CodSpeed runner jobs upload to a run named by commit and ref (each
+        runner sends its job's own id): the run a gate means when the pipeline's own has no shard."""
+        if self.ctx.provider != "GITLAB_CI" or args.run_id or not self.commit:
+            return None
+        from codspeed_rules.names import gitlab_runner_run_id
+
+        return gitlab_runner_run_id(self.commit, self.ctx.ref)
+
+    def runs(self) -> list[str]:
+        """The runs this job may mean, the first that exists being it: the run id, then on GitLab the
+        run the pipeline's runner jobs made."""
+        return [self.run_id, *([self.runner_run_id] if self.runner_run_id else [])]
+
+    def settle_run(self, api: AggregatorApi) -> dict[str, Any] | None:
+        """The report of the first of ``runs`` that exists, that run becoming the target's; None when none does."""
+        for run_id in self.runs():
+            if (report := api.report(self.project, run_id, missing_ok=True)) is not None:
+                self.run_id = run_id
+                return report
+        return None
 
     def missing(self, need_api: bool = True) -> list[str]:
         found = [

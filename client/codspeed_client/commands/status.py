@@ -105,11 +105,14 @@ def _read(args: argparse.Namespace, api: AggregatorApi, target: Target) -> tuple
 
     if not args.wait:
         markdown_only = args.format == "markdown" and not args.json  # no JSON read first
+        if target.runner_run_id:  # the pipeline's run, or its runner jobs'
+            target.settle_run(api)
         return (None if markdown_only else api.report(target.project, target.run_id)), False
-    report, timed_out = wait_for_final(api, target.project, target.run_id, args.timeout, args.interval)
+    report, timed_out = wait_for_final(lambda: target.settle_run(api), args.timeout, args.interval)
     if report is None:
+        also = f" nor {target.runner_run_id} (its CodSpeed runner jobs')" if target.runner_run_id else ""
         raise ClientError(
-            f"run {target.run_id} of {target.project} did not appear within {args.timeout:g} s: "
+            f"run {target.run_id}{also} of {target.project} did not appear within {args.timeout:g} s: "
             "did any shard push to it?",
             TIMEOUT,
         )

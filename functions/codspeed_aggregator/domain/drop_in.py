@@ -28,7 +28,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from codspeed_rules.names import JOB_MARK, is_run_id, shard_key
+from codspeed_rules.names import JOB_MARK, gitlab_runner_run_id, is_run_id, shard_key
 from codspeed_wire.api import MAX_SHARDS
 from codspeed_wire.upstream import UploadMetadata
 
@@ -99,11 +99,6 @@ def ci_run_of(metadata: UploadMetadata) -> str | None:
     return part.run_id
 
 
-def gitlab_run_id(commit: str, ref: str | None) -> str:
-    """The run of a GitLab pipeline's jobs: their runners name no run they share, so its commit and ref."""
-    return f"gl-{commit[:12].lower()}-{_digest(ref or '', 8)}"
-
-
 def shard_of(metadata: UploadMetadata) -> DropInShard:
     part = metadata.run_part
     if part is None:
@@ -118,7 +113,7 @@ def shard_of(metadata: UploadMetadata) -> DropInShard:
             "run parts: CodSpeed's runner never writes it"
         )
     if metadata.run_environment == "GITLAB_CI":
-        run_id = gitlab_run_id(metadata.commit_hash, metadata.ref)
+        run_id = gitlab_runner_run_id(metadata.commit_hash, metadata.ref)
         name = part.job_name or label
         parallel = _PARALLEL.match(name) or _PARALLEL.match(label)
         if parallel and 1 <= int(parallel["index"]) <= int(parallel["total"]) <= MAX_SHARDS:

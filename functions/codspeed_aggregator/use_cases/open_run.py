@@ -9,12 +9,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from codspeed_rules.names import gitlab_runner_run_id
 from codspeed_wire.api import CloseAnswer, OpenRequest
 
 from ..adapters.ledger import Baselines, Runs, Shards
 from ..adapters.queues import FinalizeQueue
 from ..domain.baseline import branch_of
-from ..domain.drop_in import gitlab_run_id, group_of
+from ..domain.drop_in import group_of
 from ..domain.errors import Conflict, Unprocessable
 from ..domain.ledger import ENDED, OPENED, RunRecord
 from ..domain.manifest import Manifest
@@ -90,7 +91,7 @@ class OpenRun:
                     "on GitLab, a CodSpeed runner's jobs count in a run of their own (their commit "
                     "and ref): open the jobs apart from the shards codspeed-client pushes"
                 )
-            return gitlab_run_id(request.commit, request.ref)
+            return gitlab_runner_run_id(request.commit, request.ref)
         return request.run_id
 
     def _all_skipped(self, run: RunRecord, request: OpenRequest) -> str:
