@@ -23,7 +23,7 @@ import yaml
 
 from codspeed_aggregator.auth import github_webhook_secret, signature
 from codspeed_local.upstream_stub import StubUpstream, archive_of, benchmarks_in
-from tests.factories import git_commit
+from tests.factories import git_commit, wait_for
 from tests.fake_github import FakeGitHub
 from tests.fake_gitlab import FakeGitLab
 from tests.github_actions import OURS, ROOT, Event, Workflow
@@ -37,6 +37,9 @@ GITLAB_PIPELINE = re.findall(
     r"<!-- docs-check: gitlab -->\n```yaml\n(\.client:.*?)```",
     (ROOT / "docs" / "setup" / "gitlab.md").read_text(),
     re.S,
+)
+ROUTE_1 = re.findall(
+    r"<!-- docs-check: workflow-status -->\n```yaml\n(jobs:.*?)```", (ROOT / "README.md").read_text(), re.S
 )
 README_WORKFLOW = re.findall(
     r"<!-- docs-check: workflow -->\n```yaml\n(on:.*?)```", (ROOT / "README.md").read_text(), re.S
@@ -58,7 +61,7 @@ def gitlab():
 
 
 @pytest.fixture(scope="module")
-def aggregator(tmp_path_factory, github, gitlab):
+def aggregator(tmp_path_factory, github, gitlab, oidc_issuer):
     """``codspeed-aggregator local`` with pull-request comments on, against the fake GitHub and GitLab."""
     upstream = tmp_path_factory.mktemp("upstream")
     env = {
@@ -71,6 +74,7 @@ def aggregator(tmp_path_factory, github, gitlab):
         "COMMIT_STATUS": "true",
         "GITLAB_API_URL": gitlab.api_url,
         "GITLAB_TOKEN": "gl-token",
+        "OIDC_JWKS_URL": oidc_issuer.jwks_url,  # route 1: each job's GitHub OIDC token
     }
     with local_aggregator(
         "--token", TOKEN, "--upstream-dir", str(upstream), "--webhook-secret", SECRET, env=env
@@ -478,3 +482,42 @@ def test_a_merge_requests_life_through_the_docs_gitlab_pipeline(aggregator, gitl
     assert head2[:12] in notes[0]["body"] and "1 earlier run of this merge request" in notes[0]["body"], notes[0][
         "body"
     ]
+
+
+def test_route_1_is_gated_by_the_commit_status_its_run_closed_by_the_workflow_run_webhook(
+    aggregator, github, oidc_issuer
+):
+    """The README's route 1 as it is: CodSpeed's own workflow with `id-token: write` and the upload URL,
+    no job of ours. Four matrix jobs upload as CodSpeed's runner does, each with its OIDC token; the
+    fourth crashes before its upload. GitHub's workflow_run webhook closes the run at the workflow's
+    end: the required status fails, saying which shard is missing."""
+    from tests import runner
+
+    api_url, _ = aggregator
+    workflow = yaml.safe_load(ROUTE_1[0])
+    job = workflow["jobs"]["benchmarks"]
+    assert list(workflow["jobs"]) == ["benchmarks"] and job["permissions"] == {"id-token": "write"}
+    [codspeed] = [step for step in job["steps"] if step.get("uses", "").startswith("CodSpeedHQ/action@")]
+    upload_url = codspeed["with"]["upload-url"].replace("${{ vars.CODSPEED_AGGREGATOR_URL }}", api_url)
+    shards, gh_run, commit = job["strategy"]["matrix"]["shard"], 4001, hashlib.sha1(b"route 1").hexdigest()
+    owner, repository = PROJECT.split("/")
+    for index, shard in enumerate(shards[:-1]):  # the last job crashed before its upload
+        archive = runner.folder_archive(runner.valgrind_folder(8100 + index, [f"route1::s{shard}"]), gzipped=True)
+        part = runner.github_run_part(
+            str(gh_run), "benchmarks", "valgrind", matrix={"shard": shard}, job_index=index, job_total=len(shards)
+        )
+        meta = runner.metadata(
+            archive, executor="valgrind", owner=owner, repository=repository, commit=commit, run_part=part
+        )
+        sent = runner.upload(api_url, runner.Upload(meta, archive, token=oidc_issuer.token(PROJECT)), upload_url)
+        assert sent.post.status_code == 200 and sent.put.status_code == 200, sent.post.text
+
+    def on_commit() -> list[dict]:
+        return [s for s in github.statuses if s["path"].endswith(f"/statuses/{commit}")]
+
+    wait_for(lambda: any(s["state"] == "pending" for s in on_commit()))  # a required check, running
+    _workflow_run_completed(api_url, gh_run, 1, commit)  # the workflow's last job ended: the crashed one too
+    wait_for(lambda: on_commit() and on_commit()[-1]["state"] != "pending", timeout=60)
+    final = on_commit()[-1]
+    assert (final["context"], final["state"]) == ("codspeed/shards", "failure")
+    assert final["description"] == "forwarded 3/4 shards; missing: benchmarks: 1 of 4 never came", final

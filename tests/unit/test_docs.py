@@ -161,11 +161,37 @@ def test_every_workflow_route_ends_with_the_gate():
         assert any(step.get("with", {}).get("fail-on-regression") for step in gate["steps"]), page
 
 
+def test_the_drop_in_route_gated_by_the_commit_status_is_codspeed_s_workflow_and_two_lines():
+    """Route 1 with the commit status as its gate: CodSpeed's own job, its OIDC token and the upload
+    URL, and no job of ours; what makes it a gate (webhook, status, branch rule) is said beside it."""
+    routes = list(blocks("workflow-status"))
+    assert {page.name for page, *_ in routes} == {"README.md", "runner.md"}
+    for page, language, _, text in routes:
+        workflow = yaml.safe_load(text)
+        assert language == "yaml" and list(workflow["jobs"]) == ["benchmarks"], page
+        job = workflow["jobs"]["benchmarks"]
+        assert job["permissions"] == {"id-token": "write"}
+        [codspeed] = [step for step in job["steps"] if step.get("uses", "").startswith("CodSpeedHQ/action@")]
+        assert codspeed["with"]["upload-url"] == "${{ vars.CODSPEED_AGGREGATOR_URL }}/upload"
+        assert set(codspeed["with"]) <= CODSPEED_ACTION_INPUTS
+        assert len(text.splitlines()) <= 20, page
+    said = (ROOT / "docs" / "runner.md").read_text()
+    for step in (
+        "`CommitStatus=true`",
+        "/webhooks/github",
+        "codspeed-aggregator webhook-secret --project",
+        "a branch rule requires the status `codspeed/shards`",
+        "posts none, and GitHub blocks a merge",
+    ):
+        assert step in said, step
+
+
 def test_the_readmes_routes_are_the_docs_pages_own():
-    readme = [text for page, _, _, text in blocks("workflow") if page.name == "README.md"]
-    docs = [text for page, _, _, text in blocks("workflow") if page.name != "README.md"]
-    assert len(readme) == 2
-    assert all(route in docs for route in readme), "a README route differs from its docs page's"
+    for kind, count in (("workflow", 1), ("workflow-status", 1)):
+        readme = [text for page, _, _, text in blocks(kind) if page.name == "README.md"]
+        docs = [text for page, _, _, text in blocks(kind) if page.name != "README.md"]
+        assert len(readme) == count, kind
+        assert all(route in docs for route in readme), "a README route differs from its docs page's"
 
 
 def _circleci_runs(job: dict) -> list[str]:

@@ -15,7 +15,7 @@ def commit_status(report: Report) -> tuple[str, str] | None:
             return None  # quiet until the first shard
         doing = ": finishing, what is not upstream yet going now" if report.state == "finalizing" else ""
         return "pending", f"{report.arrived}/{expected} shards in{doing}"
-    missing = [s.name for s in report.shards if s.state == "missing"]
+    missing = [s.shown for s in report.shards if s.state == "missing"]  # as the comment and status name them
     done = shards_done(report.arrived, report.carried, expected, then="")  # a carried shard is done
     if report.state == "forward_failed":
         return "failure", "forwarding the merged upload failed: redrive it"
