@@ -378,3 +378,34 @@ def test_the_project_stands_alone_citing_no_document_outside_it():
     ]
     assert citing == []
     assert "docs/protocol.md" in (ROOT / "tests" / "runner.py").read_text()
+
+
+def test_the_client_page_s_exit_sentences_are_what_status_says():
+    """docs/client.md's example of a failing status is the client's own output for that run, and
+    each exit code of the table that status gives has its sentence."""
+    from codspeed_client.report import exit_sentences
+
+    page = (ROOT / "docs" / "client.md").read_text()
+    example = re.search(r"reason that applies.*?```text\n(.*?)```", page, re.S)[1].splitlines()
+    overlap = {"benchmark": "parser::lex", "shards": ["linter", "codegen"], "executor": "valgrind", "in_shards": 2}
+    report = {
+        "state": "forwarded",
+        "shards": [{"name": "1", "state": "arrived"}, {"name": "2", "display": "codegen", "state": "missing"}],
+        "overlaps": [overlap],
+        "overlaps_total": 1,
+    }
+    regressed = "3 benchmarks regressed past 5% against the baseline: worst parser::lex +12.0%"
+    said = [f"codspeed-client: {line}" for line in exit_sentences(report, 11, regressed, False, False)]
+    assert said == example
+    tabled = {int(code) for code in re.findall(r"^\| (1[0-4]) \| `status", page, re.M)}
+    assert tabled == {10, 11, 12, 13, 14}
+    cases = {
+        10: ({"state": "forward_failed", "shards": [], "upstream": {"message": "503"}}, None, False),
+        11: ({"state": "closed_empty", "shards": []}, None, False),
+        12: ({"state": "open", "shards": []}, None, True),
+        13: ({"state": "forwarded", "shards": []}, regressed, False),
+        14: ({"state": "forwarded", "shards": [], "overlaps": [overlap], "overlaps_total": 1}, None, False),
+    }
+    for code, (run, why, timed_out) in cases.items():
+        first = exit_sentences(run, code, why, timed_out, False)[0]
+        assert first.startswith(f"exit {code}: ") and len(first) > len(f"exit {code}: ") + 10, (code, first)

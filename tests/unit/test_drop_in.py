@@ -126,3 +126,20 @@ def test_a_runner_label_reads_as_its_job_and_matrix_and_the_raw_id_is_kept_besid
     assert display_label(runner.gitlab_run_part("9", "bench 2/4", "valgrind")["runPartId"]) == "bench 2/4"
     for not_a_runners in (None, "3", "shard-{not json", 'a-{"x":1}-[1]'):
         assert display_label(not_a_runners) is None
+
+
+def test_a_buildkite_job_named_by_its_upload_url_is_a_shard_of_its_build_s_run():
+    from codspeed_aggregator.domain.drop_in import BuildkiteJob, ci_run_of, shard_of
+
+    job = BuildkiteJob.from_path("0190a3c4-build", "step-7", "1", "3")
+    metadata = _meta(None, environment="BUILDKITE")
+    place = shard_of(metadata, job)
+    assert (place.run_id, place.label, place.group, place.manifest.expected_count()) == (
+        "0190a3c4-build",
+        "step-7 2/3",
+        "step-7",
+        3,
+    )
+    assert shard_of(metadata, BuildkiteJob.from_path("0190a3c4-build", "step-7", "1", "3")).shard == place.shard
+    assert ci_run_of(metadata, job) == "0190a3c4-build" and ci_run_of(metadata) is None
+    assert shard_of(metadata).run_id != place.run_id  # at /upload: a run of one, as before

@@ -13,8 +13,13 @@
   (a new workflow id) is a new run; the nodes of a job's ``parallelism`` are a group of
   ``node-total``, each ``runPartId`` ``{job}-{node}`` then the suffix. A node that never uploads
   leaves its run short of one, as a matrix job does on GitHub.
-- No runPart (Buildkite, older runners): a run of one shard, keyed by its commit and CI run,
-  forwarded as it arrived.
+- Buildkite: the runner's upload names neither build nor job (no runPart, no CI data), and it
+  POSTs to its upload URL verbatim, so the URL says them: ``/upload/buildkite/{build}/{step}/{job}/
+  {count}`` (``BuildkiteJob``) makes the build's run (its id, as the client names it), the step a
+  group of ``count`` jobs, each parallel job a shard. Such a run is forwarded merged (one-upload):
+  CodSpeed's runner says Buildkite takes no multipart uploads.
+- No runPart otherwise (Buildkite at ``/upload``, older runners): a run of one shard, keyed by its
+  commit and archive, forwarded as it arrived.
 
 A runPartId is opaque and can be hundreds of characters long: it is kept as the shard's
 label, and a short, safe key derived from it (``job_key``) names the shard in storage. That key
@@ -89,17 +94,59 @@ def _single_part_run_id(metadata: UploadMetadata) -> str:
     return f"{metadata.commit_hash[:12].lower()}-{safe}"
 
 
-def ci_run_of(metadata: UploadMetadata) -> str | None:
+def ci_run_of(metadata: UploadMetadata, buildkite: "BuildkiteJob | None" = None) -> str | None:
     """The CI run a runner's upload came from, as a close names it: GitHub's workflow run and CircleCI's
-    workflow (their ``runPart.runId``). GitLab's runner names its job, not its pipeline, and Buildkite's
-    names nothing: a close cannot tell their jobs as its own."""
+    workflow (their ``runPart.runId``), a Buildkite build its upload URL names. GitLab's runner names its
+    job, not its pipeline, and Buildkite's names nothing: a close cannot tell their jobs as its own."""
+    if buildkite is not None:
+        return buildkite.build
     part = metadata.run_part
     if part is None or metadata.run_environment not in ("GITHUB_ACTIONS", "CIRCLECI"):
         return None
     return part.run_id
 
 
-def shard_of(metadata: UploadMetadata) -> DropInShard:
+_STEP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class BuildkiteJob:
+    """A Buildkite job as its upload URL names it (``$BUILDKITE_BUILD_ID``, ``$BUILDKITE_STEP_ID``,
+    ``$BUILDKITE_PARALLEL_JOB`` from 0, ``$BUILDKITE_PARALLEL_JOB_COUNT``)."""
+
+    build: str
+    step: str
+    index: int
+    count: int
+
+    @classmethod
+    def from_path(cls, build: str, step: str, index: str, count: str) -> "BuildkiteJob":
+        """Refused, naming the segment, where the URL cannot name a job of a build."""
+        if not is_run_id(build):
+            raise Unprocessable(f"the upload URL's build {build!r} is not a Buildkite build id ($BUILDKITE_BUILD_ID)")
+        if not _STEP.match(step):
+            raise Unprocessable(f"the upload URL's step {step!r} is not a Buildkite step id ($BUILDKITE_STEP_ID)")
+        if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count) <= MAX_SHARDS):
+            raise Unprocessable(
+                f"the upload URL's job {index!r} of {count!r} is not a parallel job of 1 to {MAX_SHARDS} "
+                "(${BUILDKITE_PARALLEL_JOB:-0}/${BUILDKITE_PARALLEL_JOB_COUNT:-1})"
+            )
+        return cls(build, step, int(index), int(count))
+
+    def shard(self, metadata: UploadMetadata) -> DropInShard:
+        """Its shard of the build's run: the step a group of ``count``, the job one of them."""
+        if metadata.run_environment != "BUILDKITE":
+            raise Unprocessable(
+                f"the upload URL names Buildkite build {self.build}, but the runner says it runs on "
+                f"{metadata.run_environment}: point only Buildkite jobs at /upload/buildkite/…"
+            )
+        label = f"{self.step} {self.index + 1}/{self.count}"
+        return _job(self.build, label, Manifest(total=self.count), metadata.executor, group_of(self.step))
+
+
+def shard_of(metadata: UploadMetadata, buildkite: BuildkiteJob | None = None) -> DropInShard:
+    if buildkite is not None:
+        return buildkite.shard(metadata)
     part = metadata.run_part
     if part is None:
         # a run of one, whose job may upload once per executor: one job of each

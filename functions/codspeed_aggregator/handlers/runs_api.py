@@ -18,6 +18,7 @@ from codspeed_wire.upstream import UploadMetadata
 
 from .. import wiring
 from ..auth import Principal, job_attempt, job_token
+from ..domain.drop_in import BuildkiteJob
 from ..domain.errors import Unprocessable
 from ..domain.ledger import SentPost
 from .http import JsonResponse, check_attempt, json_response, raw_body
@@ -64,6 +65,16 @@ def request_upload(request: ShardUploadRequest) -> JsonResponse:
 
 @router.post("/upload")
 def drop_in_upload(metadata: UploadMetadata) -> JsonResponse:
+    return _drop_in(metadata)
+
+
+@router.post("/upload/buildkite/<build>/<step>/<job>/<count>")
+def buildkite_drop_in_upload(metadata: UploadMetadata, build: str, step: str, job: str, count: str) -> JsonResponse:
+    """A Buildkite job's runner, its upload URL naming what its upload does not: build, step, parallel job."""
+    return _drop_in(metadata, BuildkiteJob.from_path(build, step, job, count))
+
+
+def _drop_in(metadata: UploadMetadata, buildkite: BuildkiteJob | None = None) -> JsonResponse:
     run_id = metadata.run_part.run_id if metadata.run_part else ""
     fork = _fork(metadata.project or "", metadata, metadata.ref, metadata.commit_hash, run_id, required=False)
     headers = router.current_event.headers  # what goes upstream, as it came; its OIDC token verified, as the principal
@@ -71,7 +82,9 @@ def drop_in_upload(metadata: UploadMetadata) -> JsonResponse:
         raw_body(router), headers.get("user-agent"), *(job_token(headers.get("authorization")) or (None, 0))
     )
     attempt = job_attempt(headers.get("authorization"))
-    accepted = wiring.for_api().request_upload.accept_drop_in(metadata, sent, fork=fork, ci_attempt=attempt)
+    accepted = wiring.for_api().request_upload.accept_drop_in(
+        metadata, sent, fork=fork, ci_attempt=attempt, buildkite=buildkite
+    )
     return json_response(HTTPStatus.OK, accepted.model_dump())
 
 

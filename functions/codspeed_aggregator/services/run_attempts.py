@@ -17,15 +17,18 @@ class RunAttempts:
     runs: Runs  # DynamoDB: the run item of each attempt, read or opened
     shards: Shards  # DynamoDB: the shards a next attempt inherits
 
-    def current(self, opening: RunRecord, admit: Callable[[RunRecord], None] | None = None) -> RunRecord:
+    def current(
+        self, opening: RunRecord, admit: Callable[[RunRecord], None] | None = None, parts: bool = True
+    ) -> RunRecord:
         """The run an upload goes to: the run as first opened, or when that one has ended or is
         closing (forwarded, being finalized, or told its jobs ended: a CI re-run, or a shard that came
         too late), its next attempt. A next attempt keeps the groups, their manifests and the shards skipped, and
         starts with the shards counted before, so it is complete, and forwarded, as soon as the
         re-run shards (or a group that came late) are in. ``admit``: an upload's checks, which refuse
-        what a next attempt would refuse before that attempt is opened."""
+        what a next attempt would refuse before that attempt is opened. ``parts``: False for a run
+        forwarded merged whatever the stack's mode (a Buildkite build's runner jobs)."""
         base_id, previous = base_run_id(opening.run_id), None  # a push naming an attempt counts in the current one
-        opening.sends_parts = self.settings.sends_parts(opening.project)  # fixed at the opening: its attempts keep it
+        opening.sends_parts = parts and self.settings.sends_parts(opening.project)  # its attempts keep it
         for attempt in range(1, self.settings.max_attempts + 1):
             opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
             if previous is not None:

@@ -16,7 +16,7 @@ from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Closes, Runs, Shards
 from ..domain.closing import CiOrigin
-from ..domain.drop_in import ci_run_of, shard_of
+from ..domain.drop_in import BuildkiteJob, ci_run_of, shard_of
 from ..domain.errors import Busy, Conflict, Forbidden, Unprocessable, existing
 from ..domain.keys import bundle_key
 from ..domain.ledger import MAX_GROUPS, MAX_VARIANTS, GrantRecord, RunRecord, SentPost, base_run_id, variant_key
@@ -97,20 +97,26 @@ class RequestUpload:
             )
         )
 
-    def accept_drop_in(
-        self, metadata: UploadMetadata, sent: SentPost | None = None, fork: bool = False, ci_attempt: int | None = None
+    def accept_drop_in(  # noqa: PLR0913 -- the POST, and what its route and token say beside it
+        self,
+        metadata: UploadMetadata,
+        sent: SentPost | None = None,
+        fork: bool = False,
+        ci_attempt: int | None = None,
+        buildkite: BuildkiteJob | None = None,
     ) -> UploadAccepted:
         """``POST /upload`` as CodSpeed answers it: a runner pointed at us becomes a shard
         (which run and which shard: ``domain.drop_in``). Its upload URL signs the runner's MD5,
         and only that: the runner sends the archive's own type and encoding. ``sent``: the POST as
         it came (``metadata`` is read from its bytes), kept to go upstream as it was. ``ci_attempt``: the
-        CI's attempt, as the job's OIDC token says it (the runner's metadata does not)."""
+        CI's attempt, as the job's OIDC token says it (the runner's metadata does not). ``buildkite``:
+        the Buildkite job its upload URL names (``/upload/buildkite/…``), whose build is one run."""
         project = metadata.project
         if not project:
             raise Unprocessable("metadata has no owner and repository: the aggregator keys runs by project")
         if not metadata.profile_md5:
             raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
-        place = shard_of(metadata)
+        place = shard_of(metadata, buildkite)
         grant = self._grant(
             _Asked(
                 project=project,
@@ -124,7 +130,8 @@ class RequestUpload:
                 key=place.shard,
                 sent=sent,
                 fork=fork,
-                origin=CiOrigin(ci_run_of(metadata), ci_attempt),
+                origin=CiOrigin(ci_run_of(metadata, buildkite), ci_attempt),
+                merged=buildkite is not None,
             )
         )
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
@@ -223,6 +230,7 @@ class RequestUpload:
                 ci_attempt=asked.ci_attempt,
             ),
             admit=lambda previous: _admit(previous, asked, asked.manifest),
+            parts=not asked.merged,
         )
 
     def _joined(self, run: RunRecord, asked: "_Asked", manifest: Manifest) -> bool:
@@ -270,6 +278,7 @@ class _Asked:
     fork: bool = False  # sent without a token by a fork's pull request, as GitHub bore it out
     head_commit: str | None = None  # a pull request's head, where the commit sent is GitHub's merge commit of it
     origin: CiOrigin | None = None  # the CI run and attempt that asks: a close of theirs says its job has ended
+    merged: bool = False  # its run goes upstream merged whatever the mode: a CI whose parts CodSpeed cannot combine
 
     @property
     def stored_as(self) -> str:
