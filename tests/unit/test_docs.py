@@ -409,3 +409,12 @@ def test_the_client_page_s_exit_sentences_are_what_status_says():
     for code, (run, why, timed_out) in cases.items():
         first = exit_sentences(run, code, why, timed_out, False)[0]
         assert first.startswith(f"exit {code}: ") and len(first) > len(f"exit {code}: ") + 10, (code, first)
+
+
+def test_every_variable_the_functions_read_is_in_the_deploy_page_s_table():
+    code = (ROOT / "functions" / "codspeed_aggregator" / "settings.py").read_text()
+    read = set(re.findall(r'(?:env\.get|_flag)\("([A-Z][A-Z0-9_]+)"', code))
+    table = (ROOT / "docs" / "deploy.md").read_text().split("## What the functions read", 1)[1]
+    named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
+    assert len(read) > 40 and read <= named, sorted(read - named)
+    assert named <= read | {"AWS_ENDPOINT_URL"}, sorted(named - read)  # no row for a variable nothing reads
