@@ -9,7 +9,7 @@ from pathlib import Path
 
 import requests
 
-from codspeed_rules.backoff import RETRY_STATUSES, retry_delay
+from codspeed_rules.backoff import Retry, retryable, with_retries
 
 from .errors import AUTH, CONFIG, NETWORK, REFUSED, ClientError, Skipped
 
@@ -45,34 +45,31 @@ class AggregatorApi:
         self.backoff = backoff
         self.sleep = sleep
 
-    def _delay(self, attempt: int, answer: requests.Response | None) -> float:
-        return retry_delay(
-            attempt, self.backoff, 60.0, answer.headers.get("retry-after") if answer is not None else None
-        )
-
     def _send(self, send: Callable[[], requests.Response], what: str) -> requests.Response:
-        """Send, retrying connection errors, 429 and 5xx with backoff; never a 4xx (a closing run takes
-        a push: its close waits for it; one being forwarded sends it to its next attempt)."""
-        attempt = 0
-        while True:
-            last = attempt == self.attempts - 1
+        """Send, retrying connection errors and the answers worth it (``retryable``) with backoff; never
+        another 4xx (a closing run takes a push: its close waits for it; one being forwarded sends it to
+        its next attempt). The last try's answer is returned whatever it is."""
+
+        def attempt() -> requests.Response | Retry:
             try:
                 answer = send()
             except requests.RequestException as exc:
-                if last:
-                    raise ClientError(
-                        f"cannot reach {what} ({type(exc).__name__}) after {self.attempts} tries: "
-                        "check the URL and the network, then run the command again",
-                        NETWORK,
-                    ) from exc
-                self.sleep(self._delay(attempt, None))
-                attempt += 1
-                continue
-            if answer.status_code in RETRY_STATUSES and not last:
-                self.sleep(self._delay(attempt, answer))
-                attempt += 1
-                continue
+                return Retry(type(exc).__name__, error=exc)
+            if retryable(answer.status_code):
+                return Retry(str(answer.status_code), answer.headers.get("retry-after"), answer=answer)
             return answer
+
+        outcome = with_retries(attempt, self.attempts, self.backoff, 60.0, self.sleep)
+        if not isinstance(outcome, Retry):
+            return outcome
+        if outcome.answer is not None:
+            answer: requests.Response = outcome.answer
+            return answer
+        raise ClientError(
+            f"cannot reach {what} ({outcome.why}) after {self.attempts} tries: "
+            "check the URL and the network, then run the command again",
+            NETWORK,
+        ) from outcome.error
 
     def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         answer = self._call(method, path, **kwargs)
@@ -112,7 +109,7 @@ class AggregatorApi:
                 f"the aggregator refused the token ({answer.status_code}): {message}; check CODSPEED_AGGREGATOR_TOKEN",
                 AUTH,
             )
-        if answer.status_code < 500 and answer.status_code not in RETRY_STATUSES:
+        if not retryable(answer.status_code):
             raise ClientError(f"the aggregator refused the request ({answer.status_code}): {message}", REFUSED)
         raise ClientError(
             f"the aggregator failed ({answer.status_code}) after {self.attempts} tries: {message}; try again later",

@@ -7,9 +7,53 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})  # busy or failing, never the request itself
+TYPE_CHECKING = False  # typing costs the client's start-up: type checkers only read it
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
+
+def retryable(status: int) -> bool:
+    """An HTTP answer worth another try, as CodSpeed's runner retries: failing (5xx), timed out (408)
+    or too many (429); never another 4xx, which is the request itself."""
+    return status >= 500 or status in (408, 429)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A try worth another: why, the wait its answer asked for (``Retry-After``), and what it gave
+    (the answer, or the error) for the caller to say when no try succeeded."""
+
+    why: str
+    retry_after: str | None = None
+    answer: Any = None
+    error: BaseException | None = None
+
+
+def with_retries(
+    attempt: Callable[[], T | Retry],
+    tries: int,
+    base: float,
+    cap: float = 60.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T | Retry:
+    """The one retry loop of every HTTP call (the client's, the upstream's, GitHub's and GitLab's):
+    ``attempt`` at most ``tries`` times, each caller saying which outcome is worth another
+    (``Retry``), waiting ``retry_delay`` between; what the last try gave when none succeeded."""
+    outcome: T | Retry = Retry("no try made")
+    for made in range(max(1, tries)):
+        if made:
+            said = outcome.retry_after if isinstance(outcome, Retry) else None
+            sleep(retry_delay(made - 1, base, cap, said))
+        outcome = attempt()
+        if not isinstance(outcome, Retry):
+            return outcome
+    return outcome
 
 
 def backoff(attempt: int, base: float, cap: float, *, jitter: bool = True) -> float:

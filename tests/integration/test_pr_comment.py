@@ -422,3 +422,19 @@ def test_a_refused_token_turns_comments_off_for_a_while_then_they_are_tried_agai
     clock.now += 601
     agg.record_arrival.record(_push(agg, project, run_id, "3", total=3))
     assert len(github.comments) == 1
+
+
+def test_the_final_reports_edit_is_not_retried_on_an_answer_no_retry_can_change(isolated, github, project, run_id):
+    """Every answer but a refusal of the token was retried three times, GitHub's 422 among them: only
+    a connection that failed, a 5xx, 408, 429 or GitHub's rate-limit 403 is worth another try."""
+    clock = Clock()
+    agg = _commenting(isolated, github, clock)
+    keys = [_push(agg, project, run_id, str(i), total=2) for i in (1, 2)]
+    agg.record_arrival.record(keys[0])
+    agg.record_arrival.record(keys[1])
+    rate_limited = (403, {"message": "You have exceeded a secondary rate limit"}, {"Retry-After": "0"})
+    github.fail_next += [rate_limited, (422, {"message": "Validation Failed"}, {})]
+    before = len(github.requests)
+    clock.now += 1
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"  # a comment never fails a forward
+    assert [m for m, _ in github.requests[before:]] == ["PATCH", "PATCH"]  # the limit waited out, the 422 once

@@ -141,11 +141,11 @@ def test_a_failed_finalize_comes_back_in_minutes_not_after_the_queues_90(stack):
     import json
 
     from codspeed_aggregator import wiring
-    from codspeed_aggregator.domain.retries import retry_delay
+    from codspeed_aggregator.domain.retries import redelivery_delay
     from codspeed_aggregator.handlers import finalizer
     from codspeed_local.lambda_context import LocalContext
 
-    assert [retry_delay(n) for n in (1, 2, 3, 4, 5, 9)] == [60, 120, 240, 480, 900, 900]
+    assert [redelivery_delay(n) for n in (1, 2, 3, 4, 5, 9)] == [60, 120, 240, 480, 900, 900]
     agg = wiring.for_finalizer()
     record = {
         "messageId": "m-1",

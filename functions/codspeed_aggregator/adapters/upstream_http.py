@@ -2,9 +2,9 @@
 
 The two steps are separate calls so the finalizer can record the POST's answer before the
 PUT: a retry after a crash then PUTs the same bytes to the same URL instead of making a
-second upload. Each step is retried on connection errors, timeouts, 429, 5xx and malformed
-answers, after what the answer's Retry-After says or else a backoff (``retry_delay``); a 4xx
-other than 429 is final."""
+second upload. Each step is retried (``codspeed_rules.backoff.with_retries``) on connection
+errors, timeouts, the answers CodSpeed's runner retries (5xx, 408, 429) and malformed answers,
+after what the answer's Retry-After says or else a backoff; any other 4xx is final."""
 
 import io
 import time
@@ -15,7 +15,7 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from codspeed_rules.backoff import RETRY_STATUSES, retry_delay
+from codspeed_rules.backoff import Retry, retryable, with_retries
 from codspeed_wire.upstream import UploadAccepted
 
 T = TypeVar("T")
@@ -155,27 +155,27 @@ class UpstreamClient:
         return Answer(answer.status_code, answer.headers, bytes(content))
 
     def _retrying(self, step: str, send: Callable[[], Answer], accept: Callable[[Answer], T]) -> T:
-        failure, said = "", None
-        for attempt in range(self.attempts):
-            if attempt:
-                self.sleep(retry_delay(attempt - 1, self.backoff, 60.0, said))
+        def attempt() -> T | Retry:
             try:
                 answer = send()
             except requests.RequestException as exc:
-                failure, said = f"{step} failed: {type(exc).__name__}: {exc}", None
-                continue
-            said = answer.headers.get("retry-after")
-            if answer.status_code in RETRY_STATUSES:
-                failure = f"{step} answered {answer.status_code}: {answer.text[:300]}"
-                continue
+                return Retry(f"{step} failed: {type(exc).__name__}: {exc}")
+            if retryable(answer.status_code):
+                return Retry(
+                    f"{step} answered {answer.status_code}: {answer.text[:300]}", answer.headers.get("retry-after")
+                )
             if answer.status_code >= 300:
                 error = UpstreamRefused if 400 <= answer.status_code < 500 else UpstreamError
                 raise error(f"{step} answered {answer.status_code}: {answer.text[:300]}")
             try:
                 return accept(answer)
             except ValueError:
-                failure = f"{step} answered a body that is not an upload grant: {answer.text[:300]}"
-        raise UpstreamError(f"{failure} (after {self.attempts} tries)")
+                return Retry(f"{step} answered a body that is not an upload grant: {answer.text[:300]}")
+
+        outcome = with_retries(attempt, self.attempts, self.backoff, 60.0, self.sleep)
+        if isinstance(outcome, Retry):
+            raise UpstreamError(f"{outcome.why} (after {self.attempts} tries)")
+        return outcome
 
     def token_for(self, metadata: dict[str, Any]) -> str | None:
         """The token a run's upload goes with: none for a tokenless one (a fork's pull request: the

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from requests import HTTPError, RequestException
+from requests import HTTPError, RequestException, Response
 
-from codspeed_rules.backoff import retry_delay
+from codspeed_rules.backoff import Retry, retryable, with_retries
 from codspeed_rules.names import pull_request
 from codspeed_wire.report import Report
 
@@ -126,17 +126,24 @@ class PullRequestComments:
 
     def _calling(self, report: Report, call: Callable[[], T]) -> T:
         """A call to the host: once for a partial report (a later one comes), retried for the final
-        one, which is always written, on anything but a refusal of the token."""
-        tries = FINAL_TRIES if report.final else 1
-        for attempt in range(tries):
+        one, which is always written, on what is worth another try: a connection that failed, an
+        answer ``retryable`` or a rate limit the host documents (``_rate_limited``); never another 4xx."""
+
+        def attempt() -> T | Retry:
             try:
                 return call()
             except RequestException as exc:  # HTTPError among them
-                if attempt == tries - 1 or (isinstance(exc, HTTPError) and _refused(exc)):
+                answer = exc.response if isinstance(exc, HTTPError) else None
+                if answer is not None and not (retryable(answer.status_code) or _rate_limited(answer)):
                     raise
-                said = exc.response.headers.get("retry-after") if exc.response is not None else None
-            self.sleep(retry_delay(attempt, 1.0, 60.0, said))  # GitHub's secondary limit says when, GitLab's 429 too
-        raise AssertionError("unreachable: the last try returns or raises")
+                said = answer.headers.get("retry-after") if answer is not None else None
+                return Retry(str(exc), said, error=exc)  # GitHub's secondary limit says when, GitLab's 429 too
+
+        outcome = with_retries(attempt, FINAL_TRIES if report.final else 1, 1.0, 60.0, self.sleep)
+        if isinstance(outcome, Retry):
+            assert outcome.error is not None
+            raise outcome.error
+        return outcome
 
     def _posted(self, report: Report, pr: PullRequestRef, host: GitHubComments | GitLabNotes) -> dict[str, Any] | None:
         """The comment once a concurrent first post recorded its id, or once this final report posted
@@ -155,18 +162,18 @@ class PullRequestComments:
         return None
 
 
+def _rate_limited(answer: Response) -> bool:
+    """A 403 that is GitHub's rate limit, not a refusal: its secondary limit says so in its message or
+    with Retry-After, a spent primary limit with x-ratelimit-remaining: 0 (GitLab's is a 429)."""
+    return answer.status_code == 403 and (
+        "rate limit" in (answer.text or "").lower()
+        or "retry-after" in answer.headers
+        or answer.headers.get("x-ratelimit-remaining") == "0"
+    )
+
+
 def _refused(exc: HTTPError) -> bool:
     """A token the host will not take for this repository (401, 404, a 403 of permissions), as
-    opposed to a rate limit: GitHub answers a secondary rate limit 403 (or 429) too, saying so in
-    its message or with Retry-After, and a spent primary limit with x-ratelimit-remaining: 0."""
+    opposed to a rate limit (``_rate_limited``)."""
     answer = exc.response
-    if answer is None or answer.status_code not in (401, 403, 404):
-        return False
-    if answer.status_code == 403:
-        limited = (
-            "rate limit" in (answer.text or "").lower()
-            or "retry-after" in answer.headers
-            or answer.headers.get("x-ratelimit-remaining") == "0"
-        )
-        return not limited
-    return True
+    return answer is not None and answer.status_code in (401, 403, 404) and not _rate_limited(answer)

@@ -21,7 +21,7 @@ from ..domain.errors import existing
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, run_bundles_prefix, upstream_runs_key
 from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, sent_as
-from ..domain.retries import retry_delay
+from ..domain.retries import redelivery_delay
 from ..domain.run_plan import PlanRecord
 from ..domain.timestamps import epoch, iso
 from ..services.close_barrier import CloseBarrier
@@ -95,9 +95,9 @@ class FinalizeRun:
         return "not_claimed"
 
     def retry_later(self, receipt_handle: str, receive_count: int) -> None:
-        """A finalize message that failed comes back in minutes (``retry_delay``), not after the
+        """A finalize message that failed comes back in minutes (``redelivery_delay``), not after the
         queue's visibility timeout."""
-        self.queue.retry_in(receipt_handle, retry_delay(receive_count))
+        self.queue.retry_in(receipt_handle, redelivery_delay(receive_count))
 
     def _failing_with_reason(self, project: str, run_id: str, work: Callable[[], str]) -> str:
         """Whatever fails, the attempt ends with its reason and SQS retries it; a run of several

@@ -33,7 +33,7 @@ from ..domain.ledger import (
     base_run_id,
 )
 from ..domain.results import ShardResults, measured
-from ..domain.retries import retry_delay
+from ..domain.retries import redelivery_delay
 from ..domain.timestamps import iso
 from ..services.run_attempts import RunAttempts
 from ..settings import Settings
@@ -83,9 +83,9 @@ class RecordArrival:
         return "deferred"
 
     def retry_later(self, receipt_handle: str, receive_count: int) -> None:
-        """An event whose arrival failed comes back in minutes (``retry_delay``), not after the
+        """An event whose arrival failed comes back in minutes (``redelivery_delay``), not after the
         queue's visibility timeout."""
-        self._queue().retry_in(receipt_handle, retry_delay(receive_count))
+        self._queue().retry_in(receipt_handle, redelivery_delay(receive_count))
 
     def _queue(self) -> Queue:
         if self.arrivals_queue is None:
