@@ -7,17 +7,19 @@ BIN := $(VENV)/bin
 
 # The functions' dependencies at the pins sam build deploys (functions/requirements.txt, made by
 # tools/lock.py): what the tests run against is what is deployed.
-$(BIN)/.installed: pyproject.toml functions/requirements.txt client/pyproject.toml
+# constraints.txt: the local stack's and the tests' packages as they ran (moto exactly: the stack
+# patches its internals), by the same tool.
+$(BIN)/.installed: pyproject.toml functions/requirements.txt constraints.txt client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c functions/requirements.txt -e '.[test]'
+	$(BIN)/pip install --quiet -c functions/requirements.txt -c constraints.txt -e '.[test]'
 	touch $@
 
 install: $(BIN)/.installed
 
 # make lint's tools (pyproject.toml's lint extra), apart: make test neither needs nor waits for them.
 $(BIN)/.lint-installed: $(BIN)/.installed
-	$(BIN)/pip install --quiet -c functions/requirements.txt -e '.[test,lint]'
+	$(BIN)/pip install --quiet -c functions/requirements.txt -c constraints.txt -e '.[test,lint]'
 	touch $@
 
 demo: install

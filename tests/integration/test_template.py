@@ -167,6 +167,50 @@ def test_every_alarm_notifies_the_alarm_topic(template):
         assert props["AlarmActions"] == [{"Ref": "AlarmTopic"}], name
 
 
+def test_the_tests_run_on_the_moto_and_the_packages_constraints_txt_pins():
+    """The local stack patches moto's internals: a fresh machine gets the moto they were written
+    against, and every package of the local, test and docs extras as the tests ran here."""
+    import importlib.metadata
+
+    pins = dict(
+        line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines() if line and line[0] != "#"
+    )
+    assert {"moto", "pytest", "pytest-xdist", "hypothesis", "playwright", "cfn-lint", "mkdocs"} <= set(pins)
+    wrong = {name: (version, importlib.metadata.version(name)) for name, version in pins.items()}
+    assert {n: v for n, v in wrong.items() if v[0] != v[1]} == {}, "constraints.txt pin, installed"
+    deployed = dict(
+        line.split("==") for line in (ROOT / "functions/requirements.txt").read_text().splitlines() if line[0] != "#"
+    )
+    assert all(pins[name] == version for name, version in deployed.items() if name in pins)  # one environment
+
+
+def test_the_moto_speed_shortcuts_are_off_with_one_switch_and_moto_answers_alike(tmp_path):
+    """A moto that changed under the shortcuts: CODSPEED_LOCAL_MOTO_SPEEDUPS=0 runs moto as it ships."""
+    import subprocess
+    import sys
+
+    script = (
+        "import boto3\n"
+        "from moto import backends\n"
+        "from codspeed_local.moto_server import start_moto\n"
+        "server = start_moto()\n"
+        "url = f'http://127.0.0.1:{server.server_port}'\n"
+        "db = boto3.client('dynamodb', endpoint_url=url, region_name='us-east-1', aws_access_key_id='k', "
+        "aws_secret_access_key='s')\n"
+        "db.create_table(TableName='t', KeySchema=[{'AttributeName': 'pk', 'KeyType': 'HASH'}], "
+        "AttributeDefinitions=[{'AttributeName': 'pk', 'AttributeType': 'S'}], BillingMode='PAY_PER_REQUEST')\n"
+        "db.put_item(TableName='t', Item={'pk': {'S': 'a'}, 'n': {'N': '1'}})\n"
+        "item = db.get_item(TableName='t', Key={'pk': {'S': 'a'}})['Item']\n"
+        "print(getattr(backends.list_of_moto_modules, 'listed_once', False), item['n']['N'])\n"
+        "server.shutdown()\n"
+    )
+    for switch, patched in (("0", "False"), ("1", "True")):
+        env = {**__import__("os").environ, "CODSPEED_LOCAL_MOTO_SPEEDUPS": switch}
+        ran = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        assert ran.stdout.split() == [patched, "1"], (switch, ran.stdout)
+
+
 def test_what_is_deployed_is_what_the_tests_ran_against():
     import importlib.metadata
 
