@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
-from codspeed_local.stack import LocalStack  # noqa: E402
-from tests.factories import wait_for  # noqa: E402
+from codspeed_local.stack import LocalStack
+from tests.factories import wait_for
 
 GROUPS, TARGET = 3, 1.25
 COST_TOLERANCE = 1.25  # each recorded cost within this factor of pytest's own measure

@@ -42,13 +42,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT), str(ROOT / "bench"), str(ROOT / "local")]
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers make their loggers
 
-from billing import LAMBDA_GB_SECOND, LAMBDA_REQUEST, BilledUnits, Model, whole_bill  # noqa: E402
-from growth import billing  # noqa: E402
+from billing import LAMBDA_GB_SECOND, LAMBDA_REQUEST, BilledUnits, Model, whole_bill
+from growth import billing
 
-from codspeed_aggregator import wiring  # noqa: E402
-from codspeed_aggregator.services.close_barrier import CloseBarrier  # noqa: E402
-from codspeed_local.stack import LocalStack  # noqa: E402
-from tests.factories import bundle, upload_request  # noqa: E402
+from codspeed_aggregator import wiring
+from codspeed_aggregator.services.close_barrier import CloseBarrier
+from codspeed_local.stack import LocalStack
+from tests.factories import bundle, upload_request
 
 PROJECT = "acme/close-cost"
 CI_RUN = "9100000001"

@@ -57,16 +57,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT), str(ROOT / "bench")]
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers make their loggers
 
-from billing import BilledUnits  # noqa: E402
-from load import BATCH, RequestCounter, collect_events  # noqa: E402
+from billing import BilledUnits
+from load import BATCH, RequestCounter, collect_events
 
-from codspeed_aggregator import wiring  # noqa: E402
-from codspeed_aggregator.adapters.aws import client  # noqa: E402
-from codspeed_aggregator.adapters.ledger.codec import dump  # noqa: E402
-from codspeed_aggregator.domain.keys import parse_bundle_key, project_segment  # noqa: E402
-from codspeed_aggregator.handlers.arrivals import s3_objects  # noqa: E402
-from codspeed_local.stack import LocalStack  # noqa: E402
-from tests.factories import bundle, packed, upload_request  # noqa: E402
+from codspeed_aggregator import wiring
+from codspeed_aggregator.adapters.aws import client
+from codspeed_aggregator.adapters.ledger.codec import dump
+from codspeed_aggregator.domain.keys import parse_bundle_key, project_segment
+from codspeed_aggregator.handlers.arrivals import s3_objects
+from codspeed_local.stack import LocalStack
+from tests.factories import bundle, packed, upload_request
 
 PROJECT, PARTS_PROJECT = "acme/growth", "acme/growth-parts"  # the second's runs go upstream shard by shard
 TARGET_RATIO = 1.2

@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers make their loggers
 
-from codspeed_aggregator import wiring  # noqa: E402
-from codspeed_aggregator.adapters.aws import client  # noqa: E402
-from codspeed_aggregator.handlers.arrivals import s3_objects  # noqa: E402
-from codspeed_local.stack import LocalStack  # noqa: E402
-from tests.factories import bundle, upload_request  # noqa: E402
+from codspeed_aggregator import wiring
+from codspeed_aggregator.adapters.aws import client
+from codspeed_aggregator.handlers.arrivals import s3_objects
+from codspeed_local.stack import LocalStack
+from tests.factories import bundle, upload_request
 
 PROJECT = "acme/load"
 

@@ -46,14 +46,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions")]
 
-from codspeed_aggregator.domain import gz  # noqa: E402
-from codspeed_aggregator.domain.bundle import validate_bundle  # noqa: E402
-from codspeed_aggregator.domain.gz import usable_cores  # noqa: E402
-from codspeed_aggregator.domain.merge import DEFAULT_LEVEL, ShardBundle, merge_bundles  # noqa: E402
-from codspeed_aggregator.domain.splice import NormalizedShard, splice  # noqa: E402
-from codspeed_aggregator.offline import SPLICE_CORES, merge_files  # noqa: E402
-from codspeed_local.serving import serve_in_thread, stop_serving  # noqa: E402
-from codspeed_rules.normalize import Normalizer  # noqa: E402
+from codspeed_aggregator.domain import gz
+from codspeed_aggregator.domain.bundle import validate_bundle
+from codspeed_aggregator.domain.gz import usable_cores
+from codspeed_aggregator.domain.merge import DEFAULT_LEVEL, ShardBundle, merge_bundles
+from codspeed_aggregator.domain.splice import NormalizedShard, splice
+from codspeed_aggregator.offline import SPLICE_CORES, merge_files
+from codspeed_local.serving import serve_in_thread, stop_serving
+from codspeed_rules.normalize import Normalizer
 
 TARGETS = {
     "merge_vs_floor": ("<=", 1.3),

@@ -18,11 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 
-import boto3  # noqa: E402
-from moto import mock_aws  # noqa: E402
+import boto3
+from moto import mock_aws
 
-from codspeed_local.moto_speedups import moto_own_update_checks, speed_up_moto  # noqa: E402
-from tests.integration.test_moto_speedups import ARRIVAL, NAMES, VALUES  # noqa: E402
+from codspeed_local.moto_speedups import moto_own_update_checks, speed_up_moto
+from tests.integration.test_moto_speedups import ARRIVAL, NAMES, VALUES
 
 TARGET_RATIO = 0.8
 

@@ -20,9 +20,9 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 
-from codspeed_local.stack import LocalStack  # noqa: E402
-from codspeed_wire.api import ShardUploadRequest  # noqa: E402
-from tests.factories import bundle, put, upload_request  # noqa: E402
+from codspeed_local.stack import LocalStack
+from codspeed_wire.api import ShardUploadRequest
+from tests.factories import bundle, put, upload_request
 
 TARGET_MS = 300
 

@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
-from codspeed_local.stack import LocalStack  # noqa: E402
-from codspeed_rules.runner_json import pushed_part_id  # noqa: E402
-from tests.factories import bundle, upload_request, wait_for  # noqa: E402
+from codspeed_local.stack import LocalStack
+from codspeed_rules.runner_json import pushed_part_id
+from tests.factories import bundle, upload_request, wait_for
 
 SHARDS, SLOW = 10, 5
 PROJECTS = {"one-upload": "acme/when-one-upload", "parts": "acme/when-parts"}

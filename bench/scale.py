@@ -36,13 +36,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "bench")]
 
-from merge import normalize_all, pack_bundle, shards_from, splice_to, write_bundle  # noqa: E402
-from samtranslator.yaml_helper import yaml_parse  # noqa: E402
+from merge import normalize_all, pack_bundle, shards_from, splice_to, write_bundle
+from samtranslator.yaml_helper import yaml_parse
 
-from codspeed_aggregator.domain.bundle import normalizing, validate_bundle  # noqa: E402
-from codspeed_aggregator.domain.merge import merge_bundles  # noqa: E402
-from codspeed_aggregator.domain.upstream_parts import plan_uploads  # noqa: E402
-from codspeed_aggregator.settings import Settings  # noqa: E402
+from codspeed_aggregator.domain.bundle import normalizing, validate_bundle
+from codspeed_aggregator.domain.merge import merge_bundles
+from codspeed_aggregator.domain.upstream_parts import plan_uploads
+from codspeed_aggregator.settings import Settings
 
 MIB = 1 << 20
 VCPU_MB = 1769  # Lambda: memory at which a function has one full vCPU

@@ -22,12 +22,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT), str(ROOT / "local")]
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers make their loggers
 
-from codspeed_aggregator import wiring  # noqa: E402
-from codspeed_aggregator.adapters.aws import client  # noqa: E402
-from codspeed_aggregator.adapters.ledger.codec import RUN_SK, run_pk  # noqa: E402
-from codspeed_aggregator.domain.ledger import FORWARDED  # noqa: E402
-from codspeed_local.stack import LocalStack  # noqa: E402
-from tests import runner  # noqa: E402
+from codspeed_aggregator import wiring
+from codspeed_aggregator.adapters.aws import client
+from codspeed_aggregator.adapters.ledger.codec import RUN_SK, run_pk
+from codspeed_aggregator.domain.ledger import FORWARDED
+from codspeed_local.stack import LocalStack
+from tests import runner
 
 FUNCTIONS = (wiring.API, wiring.ARRIVALS, wiring.FINALIZER)
 SERVICES = ("dynamodb", "s3", "sqs", "ssm")

@@ -30,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "bench")]
 
-from balance import tools  # noqa: E402
+from balance import tools
 
-from codspeed_aggregator.domain.bundle import validate_bundle  # noqa: E402
-from codspeed_aggregator.domain.costs import VALGRIND_INSTRUCTIONS_PER_SECOND  # noqa: E402
-from codspeed_aggregator.domain.results import measured  # noqa: E402
+from codspeed_aggregator.domain.bundle import validate_bundle
+from codspeed_aggregator.domain.costs import VALGRIND_INSTRUCTIONS_PER_SECOND
+from codspeed_aggregator.domain.results import measured
 
 # the runner's callgrind options (CodSpeed's runner, as make.sh uses them)
 VALGRIND = [

@@ -9,7 +9,6 @@ import sys
 
 from . import __version__
 from .commands import COMMANDS
-from .commands.push import parse_shard as _parse_shard  # noqa: F401 (the tests' name for it)
 from .errors import OK, ClientError, Skipped
 
 EXIT_CODES = """\

@@ -8,7 +8,8 @@ import pytest
 
 from codspeed_client import errors
 from codspeed_client.ci import detect
-from codspeed_client.cli import _parse_shard, main
+from codspeed_client.cli import main
+from codspeed_client.commands.push import parse_shard as _parse_shard
 from codspeed_client.errors import ClientError
 from tests.factories import git_commit
 
