@@ -42,12 +42,13 @@ test: install $(BROWSER)
 
 # ruff's checks (pyflakes, pycodestyle, import order, bugbear, pyupgrade, McCabe complexity, too many
 # arguments), its formatter and mypy, strict on functions/ and client/, at zero findings, configured
-# in pyproject.toml: CI runs it
+# in pyproject.toml; radon's count of complex blocks within its budget (tools/complexity.py): CI runs it
 lint: $(BIN)/.lint-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/vermin -t=3.10- --violations --no-tips --quiet client/codspeed_client client/codspeed_rules
+	$(BIN)/python tools/complexity.py
 
 # The docs site into site/, every warning an error: links and anchors included (mkdocs.yml).
 docs: install
