@@ -11,7 +11,7 @@ sent too.
 
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +119,19 @@ def plan_forward(
     sent, and a group's lone valgrind shard, or one over ``limit`` by itself, as sent too (as
     its uploader would have). Without ``merge`` (a parts run, whose shards went upstream as they
     came) every shard goes as it was sent."""
+    uploads, rest = _kept(shards, kept)
+    if not merge:
+        return uploads + [UpstreamPart((n,), merged=False, group=s.group) for n, s in rest.items()]
+    for group, members in _by_group(rest).items():
+        uploads += _group_uploads(group, members, uploads, limit, max_bytes)
+    return uploads
+
+
+def _kept(
+    shards: dict[str, ShardRecord], kept: Sequence[UpstreamPart]
+) -> tuple[list[UpstreamPart], dict[str, ShardRecord]]:
+    """The earlier attempt's parts, each with its shards still in the run (and in no part before
+    it), and the shards none of them holds, by name in order."""
     uploads: list[UpstreamPart] = []
     placed: set[str] = set()
     for part in kept:
@@ -126,31 +139,44 @@ def plan_forward(
         if held:
             uploads.append(UpstreamPart(held, part.merged, part.group, part.run_part_id))
             placed.update(held)
-    rest = sorted(n for n in shards if n not in placed)
-    if not merge:
-        return uploads + [UpstreamPart((n,), merged=False, group=shards[n].group) for n in rest]
-    for group in sorted({shards[n].group for n in rest}):
-        names = [n for n in rest if shards[n].group == group]
-        valgrind = [
-            (n, shards[n].benchmarks or 0, shards[n].size or 0)
-            for n in names
-            if shards[n].executor == VALGRIND and (shards[n].benchmarks or 0) <= limit
-        ]
-        # A shard over the limit by itself goes as its uploader sent it (as the runner would have):
-        # a merged part never holds more than the limit.
-        uploads += [
-            UpstreamPart((n,), merged=False, group=group)
-            for n in names
-            if shards[n].executor == VALGRIND and (shards[n].benchmarks or 0) > limit
-        ]
-        taken = {u.run_part_id for u in uploads if u.merged and u.group == group}
-        if len(valgrind) == 1 and not taken:
-            uploads.append(UpstreamPart((valgrind[0][0],), merged=False, group=group))
-        else:
-            free = (merged_part_id(group, n) for n in itertools.count(1) if merged_part_id(group, n) not in taken)
-            uploads += [
-                UpstreamPart(tuple(chosen), True, group, next(free))
-                for chosen in plan_uploads(valgrind, limit, max_bytes)
-            ]
-        uploads += [UpstreamPart((n,), merged=False, group=group) for n in names if shards[n].executor != VALGRIND]
-    return uploads
+    return uploads, {n: shards[n] for n in sorted(shards) if n not in placed}
+
+
+def _by_group(shards: dict[str, ShardRecord]) -> dict[str, dict[str, ShardRecord]]:
+    """Shards by job group, the groups in order, each group's shards in their order."""
+    groups: dict[str, dict[str, ShardRecord]] = {}
+    for name, shard in shards.items():
+        groups.setdefault(shard.group, {})[name] = shard
+    return dict(sorted(groups.items()))
+
+
+def _group_uploads(
+    group: str, shards: dict[str, ShardRecord], planned: list[UpstreamPart], limit: int, max_bytes: int
+) -> list[UpstreamPart]:
+    """One group's uploads: its valgrind shards merged (``_merged``), one over ``limit`` by itself as
+    sent (as the runner would have: a merged part never holds more than the limit), and its other
+    executors' as sent."""
+    valgrind = {n: s for n, s in shards.items() if s.executor == VALGRIND}
+    mergeable = {n: s for n, s in valgrind.items() if (s.benchmarks or 0) <= limit}
+    alone = [UpstreamPart((n,), merged=False, group=group) for n in valgrind if n not in mergeable]
+    merged = _merged(group, mergeable, planned + alone, limit, max_bytes)
+    others = [UpstreamPart((n,), merged=False, group=group) for n in shards if n not in valgrind]
+    return alone + merged + others
+
+
+def _merged(
+    group: str, shards: dict[str, ShardRecord], planned: list[UpstreamPart], limit: int, max_bytes: int
+) -> list[UpstreamPart]:
+    """A group's valgrind shards merged, in parts under ids ``planned`` does not hold; a lone one as
+    sent, when the group has no merged part yet."""
+    taken = {u.run_part_id for u in planned if u.merged and u.group == group}
+    if len(shards) == 1 and not taken:
+        return [UpstreamPart(tuple(shards), merged=False, group=group)]
+    free = _free_ids(group, taken)
+    sized = [(n, s.benchmarks or 0, s.size or 0) for n, s in shards.items()]
+    return [UpstreamPart(tuple(chosen), True, group, next(free)) for chosen in plan_uploads(sized, limit, max_bytes)]
+
+
+def _free_ids(group: str, taken: set[str | None]) -> Iterator[str]:
+    """The group's merged part ids in order, those ``taken`` (an earlier attempt's) skipped."""
+    return (part for part in (merged_part_id(group, n) for n in itertools.count(1)) if part not in taken)
