@@ -11,6 +11,22 @@ def _flag(name: str, default: bool = False) -> bool:
     return os.environ.get(name, str(default)).lower() in ("1", "true", "yes")
 
 
+def _text(name: str) -> str | None:
+    """A variable's value; None when it is unset or empty."""
+    return os.environ.get(name) or None
+
+
+def _listed(name: str) -> tuple[str, ...]:
+    """A comma-separated variable's items, each stripped, the empty ones left out."""
+    return tuple(item.strip() for item in (os.environ.get(name) or "").split(",") if item.strip())
+
+
+def _forward_modes() -> tuple[tuple[str, str], ...]:
+    """FORWARD_MODES: ``owner/repo=mode`` items, each mode checked."""
+    pairs = (item.partition("=") for item in _listed("FORWARD_MODES"))
+    return tuple((p.strip(), _mode(m.strip(), f"FORWARD_MODES ({p.strip()})")) for p, _, m in pairs if p.strip())
+
+
 class MissingSetting(RuntimeError):
     """A variable a function cannot run without is not set: said when the function's adapters are
     first built (a cold start), not later as an empty name in an AWS call."""
@@ -123,11 +139,11 @@ class Settings:
             arrivals_queue_url=env.get("ARRIVALS_QUEUE_URL", ""),
             arrivals_dead_letter_url=env.get("ARRIVALS_DEAD_LETTER_QUEUE_URL", ""),
             upstream_url=env.get("UPSTREAM_URL", ""),
-            api_token=env.get("API_TOKEN") or None,
-            api_token_parameter=env.get("API_TOKEN_PARAMETER") or None,
-            upstream_token=env.get("UPSTREAM_TOKEN") or None,
-            upstream_token_parameter=env.get("UPSTREAM_TOKEN_PARAMETER") or None,
-            upstream_tokens_path=env.get("UPSTREAM_TOKENS_PATH") or None,
+            api_token=_text("API_TOKEN"),
+            api_token_parameter=_text("API_TOKEN_PARAMETER"),
+            upstream_token=_text("UPSTREAM_TOKEN"),
+            upstream_token_parameter=_text("UPSTREAM_TOKEN_PARAMETER"),
+            upstream_tokens_path=_text("UPSTREAM_TOKENS_PATH"),
             run_deadline_seconds=int(env.get("RUN_DEADLINE_SECONDS", 3 * 3600)),
             presign_expiry_seconds=min(int(env.get("PRESIGN_EXPIRY_SECONDS", 600)), 900),
             max_bundle_bytes=int(env.get("MAX_BUNDLE_BYTES", 5 << 30)),
@@ -145,35 +161,29 @@ class Settings:
             arrival_mib_per_second=float(env.get("ARRIVAL_MIB_PER_SECOND", 7)),
             retention_days=int(env.get("RETENTION_DAYS", 30)),
             default_branch=env.get("DEFAULT_BRANCH", "main"),
-            webhook_secret=env.get("WEBHOOK_SECRET") or None,
-            webhook_secret_parameter=env.get("WEBHOOK_SECRET_PARAMETER") or None,
+            webhook_secret=_text("WEBHOOK_SECRET"),
+            webhook_secret_parameter=_text("WEBHOOK_SECRET_PARAMETER"),
             commit_status=_flag("COMMIT_STATUS"),
             pr_comments=_flag("PR_COMMENTS"),
             comment_seconds=int(env.get("COMMENT_SECONDS", 30)),
             github_api_url=env.get("GITHUB_API_URL", "https://api.github.com"),
-            github_token=env.get("GITHUB_TOKEN") or None,
-            github_token_parameter=env.get("GITHUB_TOKEN_PARAMETER") or None,
-            gitlab_api_url=env.get("GITLAB_API_URL") or None,
-            gitlab_token=env.get("GITLAB_TOKEN") or None,
-            gitlab_token_parameter=env.get("GITLAB_TOKEN_PARAMETER") or None,
+            github_token=_text("GITHUB_TOKEN"),
+            github_token_parameter=_text("GITHUB_TOKEN_PARAMETER"),
+            gitlab_api_url=_text("GITLAB_API_URL"),
+            gitlab_token=_text("GITLAB_TOKEN"),
+            gitlab_token_parameter=_text("GITLAB_TOKEN_PARAMETER"),
             oidc_audience=env.get("OIDC_AUDIENCE", "codspeed.io") or None,  # what CodSpeed's runner asks GitHub for
-            oidc_jwks_url=env.get("OIDC_JWKS_URL") or None,
-            circleci_org_ids=tuple(o.strip() for o in (env.get("CIRCLECI_ORG_IDS") or "").split(",") if o.strip()),
-            circleci_jwks_url=env.get("CIRCLECI_JWKS_URL") or None,
-            public_url=(env.get("PUBLIC_URL") or "").rstrip("/") or None,
+            oidc_jwks_url=_text("OIDC_JWKS_URL"),
+            circleci_org_ids=_listed("CIRCLECI_ORG_IDS"),
+            circleci_jwks_url=_text("CIRCLECI_JWKS_URL"),
+            public_url=(_text("PUBLIC_URL") or "").rstrip("/") or None,
             page_link_days=int(env.get("PAGE_LINK_DAYS", 30)),
             report_inline_bytes=int(env.get("REPORT_INLINE_BYTES", 5 << 20)),  # under Lambda's 6 MB answer
             regression_threshold=float(env.get("REGRESSION_THRESHOLD", 0.05)),
             forward_mode=_mode(env.get("FORWARD_MODE") or PARTS, "FORWARD_MODE"),
-            forward_modes=tuple(
-                (project.strip(), _mode(mode.strip(), f"FORWARD_MODES ({project.strip()})"))
-                for project, _, mode in (p.partition("=") for p in (env.get("FORWARD_MODES") or "").split(","))
-                if project.strip()
-            ),
+            forward_modes=_forward_modes(),
             tokenless_max_bundle_bytes=int(env.get("TOKENLESS_MAX_BUNDLE_BYTES", 256 << 20)),
-            tokenless_projects=frozenset(
-                p.strip() for p in (env.get("TOKENLESS_PROJECTS") or "").split(",") if p.strip()
-            ),
+            tokenless_projects=frozenset(_listed("TOKENLESS_PROJECTS")),
         )
 
 
