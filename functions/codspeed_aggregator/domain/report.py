@@ -161,6 +161,45 @@ def codspeed_page(upstream_url: str, run: RunRecord) -> str | None:
     return f"https://codspeed.io/{run.project}"
 
 
+def _not_measured(snapshot: Snapshot, baseline: Snapshot | None) -> tuple[int, int]:
+    """The benchmarks a run counts without measuring them: (carried, running). Carried: its carried
+    shards', and while it is open its skipped shards' in the baseline; running: the baseline's of
+    shards not in yet."""
+    run = snapshot.run
+    carried = sum((c.get("benchmarks") or 0) for c in ((run.outcome or {}).get("carried") or {}).values())
+    if baseline is None or run.state != OPEN:
+        return carried, 0
+    skipped, running = _pending(run, baseline.arrived(), snapshot.arrived())
+    return carried + skipped, running
+
+
+def _pending(run: RunRecord, measured: dict[str, ShardRecord], arrived: dict[str, ShardRecord]) -> tuple[int, int]:
+    """The baseline's benchmarks of the shards an open run has not had yet: (those it skips, the rest)."""
+    pending = {name: s.benchmarks or 0 for name, s in measured.items() if name not in arrived}
+    skipped = {name for name in pending if split_shard_key(name)[0] in run.skipped}
+    return sum(pending[n] for n in skipped), sum(n for name, n in pending.items() if name not in skipped)
+
+
+def _run_fields(run: RunRecord) -> dict[str, Any]:
+    """What a report says of the run itself."""
+    return {
+        "project": run.project,
+        "run_id": run.run_id,
+        "attempt": run.attempt,
+        "commit": run.commit,
+        "head_commit": run.head_commit,
+        "ref": run.ref,
+        "opened_at": run.created_at or None,
+        "ci_url": run.ci_url,
+        "state": run.state,
+        "partial": run.state not in FINAL_STATES,
+        "closing": closing_said(run.closing, run.awaiting) if run.state == OPEN else None,
+        "version": run.rev,
+        "expected": run.expected_count(),
+        "upstream": UpstreamEntry(**run.upstream) if run.upstream else None,
+    }
+
+
 def build_report(
     snapshot: Snapshot,
     now: str,
@@ -175,35 +214,15 @@ def build_report(
     run page's, CodSpeed's) are the caller's to add."""
     run = snapshot.run
     outcome = run.outcome or {}
-    arrived = snapshot.arrived()
-    carried = sum((c.get("benchmarks") or 0) for c in (outcome.get("carried") or {}).values())
-    running = 0
-    if baseline is not None and run.state == OPEN:  # the baseline's benchmarks of shards not in yet, or skipped
-        pending = {name: s.benchmarks or 0 for name, s in baseline.arrived().items() if name not in arrived}
-        skipped = {name for name in pending if split_shard_key(name)[0] in run.skipped}
-        running = sum(n for name, n in pending.items() if name not in skipped)
-        carried += sum(n for name, n in pending.items() if name in skipped)
+    carried, running = _not_measured(snapshot, baseline)
     missing = outcome.get("missing_benchmarks_total", len(outcome.get("missing_benchmarks") or ()))
     counts, listed = combine(summary or ShardSummary(), carried, running, missing)
     shards = [*(shard_entry(snapshot, name) for name in shard_names(snapshot)), *jobs_not_in(snapshot)]
     return Report(
-        project=run.project,
-        run_id=run.run_id,
-        attempt=run.attempt,
-        commit=run.commit,
-        head_commit=run.head_commit,
-        ref=run.ref,
-        opened_at=run.created_at or None,
-        ci_url=run.ci_url,
-        state=run.state,
-        partial=run.state not in FINAL_STATES,
-        closing=closing_said(run.closing, run.awaiting) if run.state == OPEN else None,
-        version=run.rev,
-        expected=run.expected_count(),
-        arrived=len(arrived),
+        **_run_fields(run),
+        arrived=len(snapshot.arrived()),
         carried=sum(s.state == "carried" for s in shards),
         shards=shards,
-        upstream=UpstreamEntry(**run.upstream) if run.upstream else None,
         baseline=compared_with(run, baseline, branch),
         missing_benchmarks=outcome.get("missing_benchmarks") or [],
         overlaps=outcome.get("overlaps") or [],
