@@ -129,31 +129,9 @@ def _shard_detail(shard: dict[str, Any]) -> str:
 def render_text(report: dict[str, Any], every: bool = False) -> str:
     """The report for people; with ``every``, one line per benchmark (``report["benchmarks"]``
     holds all of them: ``every_benchmark``)."""
-    expected = "?" if report.get("expected") is None else report["expected"]
-    if report["state"] == "finalizing":
-        doing = " (finalizing: what is not upstream yet goes now)"
-    elif report.get("closing"):
-        doing = f" ({report['closing']})"
-    else:
-        doing = " (partial: more shards may come)" if report["partial"] else ""
-    attempt = f", attempt {report['attempt']}" if report.get("attempt", 1) > 1 else ""
-    lines = [
-        f"run {report['run_id']} of {report['project']}{attempt}: {report['state']}, "
-        f"{shards_done(report['arrived'], report.get('carried') or 0, expected)}{doing}"
-    ]
+    lines = [_headline(report)]
     lines += [f"  {s.get('display') or s.get('label') or s['name']}: " + _shard_detail(s) for s in report["shards"]]
-    upstream = report.get("upstream")
-    if upstream:
-        why = f": {upstream['message']}" if upstream.get("message") else ""
-        lines.append(f"upstream: {upstream['status']} (run {upstream.get('run_id') or '-'}) at {upstream['at']}{why}")
-    counts = report.get("counts") or {}
-    if counts.get("measured"):
-        lines.append(f"benchmarks: {counts_line(counts)} (threshold {report.get('threshold', 0.05):.0%})")
-    if overlapped := overlaps_text(report):
-        lines.append(overlapped)
-    flagged = [b for b in report.get("benchmarks") or [] if b.get("flag")]
-    if flagged:
-        lines.append("worst: " + ", ".join(f"{b['name']} {b['change']:+.1%}" for b in flagged[:10]))
+    lines += _outcome_lines(report)
     if every:
         lines += [
             f"  {b['name']} ({b['shard']}): {b['state']}"
@@ -163,3 +141,36 @@ def render_text(report: dict[str, Any], every: bool = False) -> str:
     if report.get("page_url"):
         lines.append(f"page: {report['page_url']}")
     return "\n".join(lines) + "\n"
+
+
+def _headline(report: dict[str, Any]) -> str:
+    """``run R of P, attempt N: state, 3/5 shards in (what it is doing)``."""
+    expected = "?" if report.get("expected") is None else report["expected"]
+    if report["state"] == "finalizing":
+        doing = " (finalizing: what is not upstream yet goes now)"
+    elif report.get("closing"):
+        doing = f" ({report['closing']})"
+    else:
+        doing = " (partial: more shards may come)" if report["partial"] else ""
+    attempt = f", attempt {report['attempt']}" if report.get("attempt", 1) > 1 else ""
+    done = shards_done(report["arrived"], report.get("carried") or 0, expected)
+    return f"run {report['run_id']} of {report['project']}{attempt}: {report['state']}, {done}{doing}"
+
+
+def _outcome_lines(report: dict[str, Any]) -> list[str]:
+    """Where the run went upstream, its benchmarks' counts, its overlaps and its worst changes."""
+    lines = [_upstream_line(upstream)] if (upstream := report.get("upstream")) else []
+    counts = report.get("counts") or {}
+    if counts.get("measured"):
+        lines.append(f"benchmarks: {counts_line(counts)} (threshold {report.get('threshold', 0.05):.0%})")
+    if overlapped := overlaps_text(report):
+        lines.append(overlapped)
+    if flagged := [b for b in report.get("benchmarks") or [] if b.get("flag")]:
+        lines.append("worst: " + ", ".join(f"{b['name']} {b['change']:+.1%}" for b in flagged[:10]))
+    return lines
+
+
+def _upstream_line(upstream: dict[str, Any]) -> str:
+    why = f": {upstream['message']}" if upstream.get("message") else ""
+    runs = f", the first of {upstream['run_ids']}" if upstream.get("run_ids") else ""
+    return f"upstream: {upstream['status']} (run {upstream.get('run_id') or '-'}{runs}) at {upstream['at']}{why}"
