@@ -51,32 +51,41 @@ def machine(root: str = "/") -> dict[str, Any]:
     as its ``SystemInfo::new`` computes them (src/system/info.rs): physical cores, memory rounded up to
     the GiB, the first processor's flags sorted as they are (``[]`` when unreadable), ``unknown`` for a
     brand the CPU does not say."""
-    system = platform.system()
-    info: dict[str, Any] = {}
-    if system == "Linux":
-        release = _fields(_read(os.path.join(root, "etc/os-release")), "=")
-        info["os"], info["osVersion"] = release.get("ID") or "linux", release.get("VERSION_ID") or platform.release()
-    elif system == "Darwin":
-        info["os"], info["osVersion"] = "macos", platform.mac_ver()[0] or platform.release()
-    elif system:
-        info["os"], info["osVersion"] = system.lower(), platform.version() or platform.release()
-    info["arch"] = platform.machine() or None
-    info["host"] = platform.node() or None
-    info["user"] = os.environ.get("USER") or os.environ.get("USERNAME") or None
+    info: dict[str, Any] = {
+        **_os(root),
+        "arch": platform.machine() or None,
+        "host": platform.node() or None,
+        "user": os.environ.get("USER") or os.environ.get("USERNAME") or None,
+    }
     processors = _processors(_read(os.path.join(root, "proc/cpuinfo")))
-    cpu = processors[0] if processors else {}
-    info.update(
-        {
-            "cpuBrand": cpu.get("model name") or cpu.get("Model") or platform.processor() or "unknown",
-            "cpuName": "cpu0",  # sysinfo's name of the first CPU, which the runner takes
-            "cpuVendorId": cpu.get("vendor_id") or cpu.get("CPU implementer"),
-            # off Linux (no /proc/cpuinfo here) the logical count: sysinfo asks the kernel for the physical one
-            "cpuCores": physical_cores(processors) or os.cpu_count(),
-        }
-    )
+    info.update(_cpu(processors))
     kilobytes = _fields(_read(os.path.join(root, "proc/meminfo")), ":").get("MemTotal", "").removesuffix("kB").strip()
     if kilobytes.isdigit():
         info["totalMemoryGb"] = -(-int(kilobytes) // (1 << 20))  # sysinfo's bytes, div_ceil a GiB
-    # "flags" on x86_64, "Features" on aarch64, split, sorted, duplicates kept; [] elsewhere or unreadable
-    info["cpuFlags"] = sorted((cpu.get("flags") or cpu.get("Features") or "").split())
+    info["cpuFlags"] = info.pop("cpuFlags")  # the runner's order: its flags last
     return {k: v for k, v in info.items() if v is not None}
+
+
+def _os(root: str) -> dict[str, Any]:
+    """The system's name and version, as sysinfo names them (/etc/os-release's ID on Linux)."""
+    system = platform.system()
+    if system == "Linux":
+        release = _fields(_read(os.path.join(root, "etc/os-release")), "=")
+        return {"os": release.get("ID") or "linux", "osVersion": release.get("VERSION_ID") or platform.release()}
+    if system == "Darwin":
+        return {"os": "macos", "osVersion": platform.mac_ver()[0] or platform.release()}
+    return {"os": system.lower(), "osVersion": platform.version() or platform.release()} if system else {}
+
+
+def _cpu(processors: list[dict[str, str]]) -> dict[str, Any]:
+    """The first processor, as the runner takes it, and the physical cores."""
+    cpu = processors[0] if processors else {}
+    return {
+        "cpuBrand": cpu.get("model name") or cpu.get("Model") or platform.processor() or "unknown",
+        "cpuName": "cpu0",  # sysinfo's name of the first CPU, which the runner takes
+        "cpuVendorId": cpu.get("vendor_id") or cpu.get("CPU implementer"),
+        # off Linux (no /proc/cpuinfo here) the logical count: sysinfo asks the kernel for the physical one
+        "cpuCores": physical_cores(processors) or os.cpu_count(),
+        # "flags" on x86_64, "Features" on aarch64, split, sorted, duplicates kept; [] elsewhere or unreadable
+        "cpuFlags": sorted((cpu.get("flags") or cpu.get("Features") or "").split()),
+    }
