@@ -87,23 +87,40 @@ def exit_sentences(
     12, then 10, 11, 14 and 13 is the precedence of the exit code. Nothing when nothing fails."""
     if report is None or not code:
         return []
-    why: dict[int, str] = {}
-    if timed_out:
-        why[TIMEOUT] = f"the run is not final yet ({report.get('closing') or 'it is ' + report['state']})"
-    if report["state"] == "forward_failed":
-        why[FORWARD_FAILED] = f"the forward upstream failed: {(report.get('upstream') or {}).get('message') or '?'}"
+    said = {
+        TIMEOUT: _waiting_said(report) if timed_out else None,
+        FORWARD_FAILED: _forward_failed_said(report),
+        SHARDS_MISSING: _missing_said(report),
+        OVERLAPPED: None if allow_overlaps else _overlaps_said(report),
+        REGRESSED: regressed,
+    }
+    why = {other: reason for other, reason in said.items() if reason}
+    first = [f"exit {code}: {why[code]}"] if code in why else []
+    return first + [f"also: {reason}" for other, reason in why.items() if other != code]
+
+
+def _waiting_said(report: dict[str, Any]) -> str:
+    return f"the run is not final yet ({report.get('closing') or 'it is ' + report['state']})"
+
+
+def _forward_failed_said(report: dict[str, Any]) -> str | None:
+    if report["state"] != "forward_failed":
+        return None
+    return f"the forward upstream failed: {(report.get('upstream') or {}).get('message') or '?'}"
+
+
+def _overlaps_said(report: dict[str, Any]) -> str | None:
+    overlapped = overlaps_text(report)
+    return f"benchmarks {overlapped} (--allow-overlaps takes them)" if overlapped else None
+
+
+def _missing_said(report: dict[str, Any]) -> str | None:
+    """The shards a run's gate misses (the first 10 named), or that it was closed with none."""
     missing = [s.get("display") or s.get("label") or s["name"] for s in report["shards"] if s["state"] == "missing"]
     if missing:
         listed = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-        why[SHARDS_MISSING] = f"{plural(len(missing), 'shard')} missing, never came: {listed}"
-    elif report["state"] == "closed_empty":
-        why[SHARDS_MISSING] = "the run was closed with no shard in it"
-    if (overlapped := overlaps_text(report)) and not allow_overlaps:
-        why[OVERLAPPED] = f"benchmarks {overlapped} (--allow-overlaps takes them)"
-    if regressed:
-        why[REGRESSED] = regressed
-    first = [f"exit {code}: {why[code]}"] if code in why else []
-    return first + [f"also: {reason}" for other, reason in why.items() if other != code]
+        return f"{plural(len(missing), 'shard')} missing, never came: {listed}"
+    return "the run was closed with no shard in it" if report["state"] == "closed_empty" else None
 
 
 def overlaps_text(report: dict[str, Any]) -> str | None:
