@@ -4,7 +4,7 @@ shard the run waited for, and what the recorded costs predict for a balanced spl
 from datetime import datetime
 
 from codspeed_rules.summary import shown_state
-from codspeed_wire.report import Report
+from codspeed_wire.report import Report, ShardEntry
 
 from .html import escape
 
@@ -29,6 +29,9 @@ def _epoch(stamp: str | None) -> float | None:
 TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 150, 300, 600, 900, 1800, 3600, 7200, 10800, 21600)
 
 
+WIDTH, LABEL, ROW = 760, 180, 18  # the chart's bars, its shards' names, one shard's strip
+
+
 def timeline(report: Report) -> str:
     """One strip per shard, from the run's opening to its arrival (or to now while it is out)."""
     start, now = _epoch(report.opened_at), _epoch(report.generated_at)
@@ -36,58 +39,69 @@ def timeline(report: Report) -> str:
     if start is None or now is None or not shards:
         return ""
     span = max(now - start, 1.0)
-    width, label, row = 760, 180, 18
-    height = row * len(shards) + 40
+    height = ROW * len(shards) + 40
     out = [
         f'<svg id="timeline" role="img" aria-labelledby="timeline-title" width="100%" '
-        f'viewBox="0 0 {width + label} {height}" xmlns="http://www.w3.org/2000/svg">',
+        f'viewBox="0 0 {WIDTH + LABEL} {height}" xmlns="http://www.w3.org/2000/svg">',
         f'<title id="timeline-title">Shard timeline: {len(shards)} shards from the run\'s opening '
         f"to {'its end' if report.final else 'now'}</title>",
+        *(_strip(shard, 4 + i * ROW, start, now, span) for i, shard in enumerate(shards)),
+        *_axis(height - 20, span),
+        "</svg>",
     ]
-    for i, shard in enumerate(shards):
-        y = 4 + i * row
-        arrived = _epoch(shard.arrived_at)
-        running = shard.state == "expected"
-        colour = COLOURS.get(shard.state, "#9e9e9e")
-        state = "running" if running else shard.state + (", upstream" if shard.upstream else "")
-        when = f", arrived {shard.arrived_at} ({_duration(arrived - start)} after the opening)" if arrived else ""
-        name = escape(shard.label or shard.name)  # the raw runPartId, in the tooltip
-        if (end := now if running else arrived) is not None:
-            length = max(2.0, (end - start) / span * width)
-            faded = ' opacity="0.55"' if running else ""
-            bar = (
-                f'<rect x="{label}" y="{y}" width="{length:.1f}" height="{row - 5}" fill="{colour}"'
-                f"{faded}><title>{name}: {state}{escape(when)}</title></rect>"
-            )
-        else:  # never ran in this run (carried, skipped, missing): a mark, not a bar that spans the run
-            bar = (
-                f'<rect x="{label}" y="{y}" width="{row - 5}" height="{row - 5}" fill="none" stroke="{colour}" '
-                f'stroke-width="2"><title>{name}: {state}</title></rect>'
-                f'<text x="{label + row + 2}" y="{y + 12}" fill="{colour}">{state}</text>'
-            )
-        out.append(
-            f'<g role="listitem" aria-label="shard {name}: {state}{escape(when)}">'
-            f'<text x="0" y="{y + 12}">{escape(shard.shown[:28])}</text>{bar}</g>'
+    return f'<div class="scroll">{"".join(out)}</div><p class="legend">{_legend(shards)}</p>'
+
+
+def _strip(shard: ShardEntry, y: int, start: float, now: float, span: float) -> str:
+    """A shard's strip: a bar from the opening to its arrival (to now while it runs), or a mark for
+    one that never ran in this run (carried, skipped, missing)."""
+    arrived = _epoch(shard.arrived_at)
+    running = shard.state == "expected"
+    colour = COLOURS.get(shard.state, "#9e9e9e")
+    state = "running" if running else shard.state + (", upstream" if shard.upstream else "")
+    when = f", arrived {shard.arrived_at} ({_duration(arrived - start)} after the opening)" if arrived else ""
+    name = escape(shard.label or shard.name)  # the raw runPartId, in the tooltip
+    if (end := now if running else arrived) is not None:
+        length = max(2.0, (end - start) / span * WIDTH)
+        faded = ' opacity="0.55"' if running else ""
+        bar = (
+            f'<rect x="{LABEL}" y="{y}" width="{length:.1f}" height="{ROW - 5}" fill="{colour}"'
+            f"{faded}><title>{name}: {state}{escape(when)}</title></rect>"
         )
-    axis = height - 20
-    out.append(f'<line x1="{label}" y1="{axis}" x2="{label + width}" y2="{axis}" stroke="#9e9e9e"/>')
+    else:  # a mark, not a bar that spans the run
+        bar = (
+            f'<rect x="{LABEL}" y="{y}" width="{ROW - 5}" height="{ROW - 5}" fill="none" stroke="{colour}" '
+            f'stroke-width="2"><title>{name}: {state}</title></rect>'
+            f'<text x="{LABEL + ROW + 2}" y="{y + 12}" fill="{colour}">{state}</text>'
+        )
+    return (
+        f'<g role="listitem" aria-label="shard {name}: {state}{escape(when)}">'
+        f'<text x="0" y="{y + 12}">{escape(shard.shown[:28])}</text>{bar}</g>'
+    )
+
+
+def _axis(axis: int, span: float) -> list[str]:
+    """A time axis from the opening: at most five ticks, each labelled with its own time."""
+    out = [f'<line x1="{LABEL}" y1="{axis}" x2="{LABEL + WIDTH}" y2="{axis}" stroke="#9e9e9e"/>']
     step = next((s for s in TICK_STEPS if s >= span / 4), span / 4)
-    for tick in range(int(span / step + 1e-9) + 1):  # a time axis from the opening, each label its own
-        x = label + tick * step / span * width
-        anchor = "start" if tick == 0 else "end" if x >= label + width - 1 else "middle"
+    for tick in range(int(span / step + 1e-9) + 1):
+        x = LABEL + tick * step / span * WIDTH
+        anchor = "start" if tick == 0 else "end" if x >= LABEL + WIDTH - 1 else "middle"
         out.append(
             f'<line x1="{x:.1f}" y1="{axis}" x2="{x:.1f}" y2="{axis + 4}" stroke="#9e9e9e"/>'
             f'<text class="tick" x="{x:.1f}" y="{axis + 16}" text-anchor="{anchor}">'
             f"{'opened' if tick == 0 else '+' + _duration(tick * step)}</text>"
         )
-    out.append("</svg>")
-    legend = "".join(
+    return out
+
+
+def _legend(shards: list[ShardEntry]) -> str:
+    return "".join(
         f'<span><i class="swatch" style="background:{c}{";opacity:0.55" if s == "expected" else ""}">'
         f"</i>{shown_state(s)}</span>"
         for s, c in COLOURS.items()
         if any(x.state == s for x in shards)
     )
-    return f'<div class="scroll">{"".join(out)}</div><p class="legend">{legend}</p>'
 
 
 def critical_path(report: Report) -> str:
