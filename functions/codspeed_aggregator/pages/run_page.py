@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from codspeed_rules.summary import counts_line, plural, shards_done
 from codspeed_wire.markdown import figure, overlaps_line
-from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks
+from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, UpstreamEntry
 
 from ..domain.ledger import RunRecord
 from .html import escape
@@ -203,42 +203,7 @@ def render_main(
 ) -> str:
     """The part of the page that changes while the run is open (the live refresh swaps it)."""
     final = report.state in FINAL_STATES
-    facts = [
-        ("Project", escape(report.project)),
-        ("Run", escape(report.run_id)),
-        ("State", f'<span class="state" id="run-state">{escape(report.state)}</span>'),
-        *([("Close", f'<span id="closing">{escape(report.closing)}</span>')] if report.closing else []),
-        ("Shards", shards_done(report.arrived, report.carried, "?" if report.expected is None else report.expected)),
-    ]
-    if report.attempt > 1:
-        facts.append(("Attempt", str(report.attempt)))
-    if report.head_commit or report.commit:
-        facts.append(("Commit", escape((report.head_commit or report.commit or "")[:12])))
-    if report.ref:
-        facts.append(("Ref", escape(report.ref)))
-    if report.baseline:
-        why = report.baseline.get("why")
-        facts.append(
-            (
-                "Baseline",
-                f"run {escape(str(report.baseline.get('run_id')))} "
-                f"(commit {escape((report.baseline.get('commit') or '?')[:12])})" + (f": {escape(why)}" if why else ""),
-            )
-        )
-    if report.overlaps_total:
-        facts.append(("Overlaps", f'<span id="overlaps">{escape(overlaps_line(report, str))}</span>'))
-    if report.upstream:
-        up = report.upstream
-        text = escape(
-            f"{up.status}" + (f": {up.message}" if up.message else "") + (f" (run {up.run_id})" if up.run_id else "")
-        )
-        facts.append(("Upstream", text))
-    if report.ci_url:
-        facts.append(("CI", f'<a href="{escape(report.ci_url)}">CI run</a>'))
-    if report.codspeed_url:
-        facts.append(("CodSpeed", f'<a href="{escape(report.codspeed_url)}">the project\'s runs</a>'))
-    if list_url:
-        facts.append(("Runs", f'<a id="run-list" href="{escape(list_url)}">all runs of {escape(report.project)}</a>'))
+    facts = _facts(report, list_url)
     live = "" if final else '<p class="live" role="status">Updating while the run is open…</p>'
     refresh = f' data-refresh="{escape(refresh_url)}"' if refresh_url else ""
     return (
@@ -246,6 +211,57 @@ def render_main(
         f"{_verdict(report)}<dl>{''.join(f'<dt>{k}</dt><dd>{v}</dd>' for k, v in facts)}</dl>{live}"
         f"<h2>Shards</h2>{timeline(report)}{critical_path(report)}{predicted(report)}<h2>Benchmarks</h2>"
         f"{_table(report, query, query.get('sort'), shard)}</main>"
+    )
+
+
+def _facts(report: Report, list_url: str | None) -> list[tuple[str, str]]:
+    """The run's facts, each (term, HTML), those it has only sometimes when it has them."""
+    facts = [
+        ("Project", escape(report.project)),
+        ("Run", escape(report.run_id)),
+        ("State", f'<span class="state" id="run-state">{escape(report.state)}</span>'),
+        ("Close", f'<span id="closing">{escape(report.closing)}</span>' if report.closing else None),
+        ("Shards", shards_done(report.arrived, report.carried, "?" if report.expected is None else report.expected)),
+        *_what_it_measured(report),
+        ("Upstream", _upstream_fact(report.upstream) if report.upstream else None),
+        ("CI", f'<a href="{escape(report.ci_url)}">CI run</a>' if report.ci_url else None),
+        (
+            "CodSpeed",
+            f'<a href="{escape(report.codspeed_url)}">the project\'s runs</a>' if report.codspeed_url else None,
+        ),
+        (
+            "Runs",
+            f'<a id="run-list" href="{escape(list_url)}">all runs of {escape(report.project)}</a>'
+            if list_url
+            else None,
+        ),
+    ]
+    return [(term, html) for term, html in facts if html is not None]
+
+
+def _what_it_measured(report: Report) -> list[tuple[str, str | None]]:
+    """The attempt, the commit and ref it measured, what it compares with, what it measured twice."""
+    commit = report.head_commit or report.commit
+    overlaps = escape(overlaps_line(report, str)) if report.overlaps_total else None
+    return [
+        ("Attempt", str(report.attempt) if report.attempt > 1 else None),
+        ("Commit", escape(commit[:12]) if commit else None),
+        ("Ref", escape(report.ref) if report.ref else None),
+        ("Baseline", _baseline_fact(report.baseline) if report.baseline else None),
+        ("Overlaps", f'<span id="overlaps">{overlaps}</span>' if overlaps else None),
+    ]
+
+
+def _baseline_fact(baseline: dict[str, Any]) -> str:
+    why = baseline.get("why")
+    return f"run {escape(str(baseline.get('run_id')))} (commit {escape((baseline.get('commit') or '?')[:12])})" + (
+        f": {escape(why)}" if why else ""
+    )
+
+
+def _upstream_fact(up: UpstreamEntry) -> str:
+    return escape(
+        f"{up.status}" + (f": {up.message}" if up.message else "") + (f" (run {up.run_id})" if up.run_id else "")
     )
 
 
