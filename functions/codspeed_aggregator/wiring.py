@@ -7,6 +7,7 @@ the operator's commands."""
 import logging
 import threading
 from functools import cache
+from typing import Any
 
 from . import sweeper_wiring
 from .adapters import aws
@@ -79,7 +80,6 @@ def build(name: str, config: Settings) -> Aggregator:
     setting it needs is missing."""
     needs = _NEEDS[name]
     config.require(name, "table_name", *(_SETTINGS[n] for n in sorted(needs) if n in _SETTINGS))
-    reports = "reports" in needs
     return Aggregator(
         settings=config,
         ledger=Ledger.on(config.table_name, aws.client("dynamodb", name), config.retention_days * 86400),
@@ -90,24 +90,36 @@ def build(name: str, config: Settings) -> Aggregator:
         if "arrivals_queue" in needs
         else None,
         upstream=_upstream(name, config) if "upstream" in needs else None,
-        statuses=GitHubStatuses(config.github_api_url, _github_token(name, config))
+        metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
+        page_key=_page_key(name) if "reports" in needs else None,
+        **_hosts(name, config, "reports" in needs),
+    )
+
+
+def _hosts(name: str, config: Settings, reports: bool) -> dict[str, Any]:
+    """GitHub's and GitLab's adapters function ``name`` uses, as configured: statuses and comments where
+    reports are published, merge bases in the finalizer, a fork's checks in the API."""
+    return {
+        "statuses": GitHubStatuses(config.github_api_url, _github_token(name, config))
         if reports and config.commit_status
         else None,
-        github_comments=GitHubComments(config.github_api_url, _github_token(name, config))
-        if reports and config.pr_comments
-        else None,
-        gitlab_notes=GitLabNotes(
-            config.gitlab_api_url, aws.secret(config.gitlab_token, config.gitlab_token_parameter, name)
-        )
-        if reports and config.pr_comments and config.gitlab_api_url
-        else None,
-        github_commits=GitHubCommits(config.github_api_url, _github_token(name, config))
+        **(_comment_hosts(name, config) if reports and config.pr_comments else {}),
+        "github_commits": GitHubCommits(config.github_api_url, _github_token(name, config))
         if name == FINALIZER and (config.commit_status or config.pr_comments)
         else None,
-        github_pulls=_github_pulls(name, config) if name == API and config.tokenless_projects else None,
-        metrics=None if is_metrics_disabled() else CloudWatchMetrics(),
-        page_key=_page_key(name) if reports else None,
-    )
+        "github_pulls": _github_pulls(name, config) if name == API and config.tokenless_projects else None,
+    }
+
+
+def _comment_hosts(name: str, config: Settings) -> dict[str, Any]:
+    """Where pull requests' comments go: GitHub always, GitLab's notes where the stack knows its API."""
+    notes = None
+    if config.gitlab_api_url:
+        notes = GitLabNotes(config.gitlab_api_url, aws.secret(config.gitlab_token, config.gitlab_token_parameter, name))
+    return {
+        "github_comments": GitHubComments(config.github_api_url, _github_token(name, config)),
+        "gitlab_notes": notes,
+    }
 
 
 def _github_token(function: str, config: Settings) -> str | None:
