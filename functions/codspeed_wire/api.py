@@ -131,16 +131,8 @@ class OpenRequest(BaseModel):
 
     @model_validator(mode="after")
     def _manifest_holds_the_skips(self) -> "OpenRequest":
-        if self.total is not None and self.expect is not None:
-            raise ValueError("give either total (a shard count) or expect (shard names), not both")
-        if self.total is None and self.expect is None and not self.jobs:
-            raise ValueError("give total (a shard count), expect (shard names) or jobs (a CodSpeed workflow's)")
-        if bad := [f"{job}={n}" for job, n in (self.jobs or {}).items() if not 1 <= n <= MAX_SHARDS]:
-            raise ValueError(f"jobs {', '.join(bad)}: a job runs 1 to {MAX_SHARDS} times")
-        if self.metadata is not None and self.metadata.project not in (None, self.project):
-            raise ValueError(f"metadata names project {self.metadata.project}, not {self.project}")
-        if self.metadata is not None and self.metadata.commit_hash.lower() != self.commit:
-            raise ValueError(f"metadata names commit {self.metadata.commit_hash}, not {self.commit}")
+        self._one_manifest()
+        self._metadata_is_the_runs()
         if self.skip and self.total is None and self.expect is None:
             raise ValueError(
                 "skip names shards of total or expect; this open declares jobs only (a job that does "
@@ -149,13 +141,28 @@ class OpenRequest(BaseModel):
         names = self.manifest_names()
         if len(set(names)) != len(names):
             raise ValueError("expect lists a shard name twice")
-        outside = [name for name in self.skip if name not in names]
-        if outside:
+        if outside := [name for name in self.skip if name not in names]:
             raise ValueError(
                 f"skip names {', '.join(outside)}, not among the run's shards ({', '.join(names[:20])}"
                 f"{', …' if len(names) > 20 else ''})"
             )
         return self
+
+    def _one_manifest(self) -> None:
+        """A count or names (not both), or a workflow's jobs, each run 1 to MAX_SHARDS times."""
+        if self.total is not None and self.expect is not None:
+            raise ValueError("give either total (a shard count) or expect (shard names), not both")
+        if self.total is None and self.expect is None and not self.jobs:
+            raise ValueError("give total (a shard count), expect (shard names) or jobs (a CodSpeed workflow's)")
+        if bad := [f"{job}={n}" for job, n in (self.jobs or {}).items() if not 1 <= n <= MAX_SHARDS]:
+            raise ValueError(f"jobs {', '.join(bad)}: a job runs 1 to {MAX_SHARDS} times")
+
+    def _metadata_is_the_runs(self) -> None:
+        """The metadata stated names this run's project and commit."""
+        if self.metadata is not None and self.metadata.project not in (None, self.project):
+            raise ValueError(f"metadata names project {self.metadata.project}, not {self.project}")
+        if self.metadata is not None and self.metadata.commit_hash.lower() != self.commit:
+            raise ValueError(f"metadata names commit {self.metadata.commit_hash}, not {self.commit}")
 
     def manifest_names(self) -> list[str]:
         """The run's shards: those ``expect`` names, or 1 to ``total``."""
