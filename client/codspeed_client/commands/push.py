@@ -100,39 +100,58 @@ def parse_shard(shard: str, expect: str | None) -> tuple[str, int | None, list[s
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from .. import bundle
 
     out = Output(args)
-    for flag, value in (("--profile-folder", args.profile_folder), ("--archive", args.archive)):
-        if value is not None and not value.strip():
-            raise ClientError(f"{flag} is empty: give the folder the profiles are in, or an archive of it", USAGE)
-    target = Target(args, need_api=not args.dry_run)
-    if args.shard is None and target.ctx.shard is None:
-        raise ClientError("no --shard: pass --shard I/N (shard I of N), or a name with --expect", USAGE)
-    shard, total, names = parse_shard(args.shard if args.shard is not None else target.ctx.shard or "", args.expect)
-    target.need_commit()
-    if args.profile_folder:
-        made = bundle.from_folder(Path(args.profile_folder), args.executor)
-    else:
-        made = bundle.from_archive(Path(args.archive), args.executor or "valgrind")
+    target, (shard, total, names) = _what_to_push(args)
+    made = _bundled(args)
     try:
         verdict = bundle.Verdict(made.path, made.executor)  # the aggregator's rules, checked while the upload goes
         api = None if args.dry_run else target.api()  # loads the HTTP client while the archive's CRC32 is taken
         request = _request(args, target, made, (shard, total, names), out)
         if api is None:
             return _dry_run(out, made, verdict.result(), request)
-        try:
-            grant = _upload(api, made, request, verdict, quiet=out.quiet or out.json)
-        except ClientError:
-            verdict.result()  # a shard the aggregator would refuse says more than the failure it caused
-            raise
-        verdict.result()
+        grant = _upload_checked(api, made, request, verdict, out)
     finally:
         if args.profile_folder:
             made.path.unlink(missing_ok=True)
-    run_id, attempt = grant.get("run_id") or target.run_id, grant.get("attempt") or 1
+    run_id = grant.get("run_id") or target.run_id
+    pushed, said = _pushed(shard, total, made, target, run_id, grant.get("attempt") or 1)
+    if grant.get("sent_on_arrival") and args.wait_upstream > 0:
+        said += _followed(args, api, target, (shard, made.executor, run_id, grant.get("upload_id")), pushed, out)
+    out.result(pushed, said)
+    return 0
+
+
+def _bundled(args: argparse.Namespace) -> Bundle:
+    """The shard's archive: the profile folder packed, or the archive given."""
+    from pathlib import Path
+
+    from .. import bundle
+
+    if args.profile_folder:
+        return bundle.from_folder(Path(args.profile_folder), args.executor)
+    return bundle.from_archive(Path(args.archive), args.executor or "valgrind")
+
+
+def _upload_checked(
+    api: AggregatorApi, made: Bundle, request: dict[str, Any], verdict: Verdict, out: Output
+) -> dict[str, Any]:
+    """The upload, its bundle checked with the aggregator's rules as it goes: a shard they refuse says
+    more than the failure it caused."""
+    try:
+        grant = _upload(api, made, request, verdict, quiet=out.quiet or out.json)
+    except ClientError:
+        verdict.result()
+        raise
+    verdict.result()
+    return grant
+
+
+def _pushed(
+    shard: str, total: int | None, made: Bundle, target: Target, run_id: str, attempt: int
+) -> tuple[dict[str, Any], str]:
+    """What push answers: the shard, its run and attempt, as JSON and as a sentence."""
     pushed = {
         "pushed": shard,
         "executor": made.executor,
@@ -141,18 +160,41 @@ def run(args: argparse.Namespace) -> int:
         "attempt": attempt,
         "size": made.size,
     }
-    said = _pushed_said(shard, total, made, target, run_id, attempt)
-    if grant.get("sent_on_arrival") and args.wait_upstream > 0:
-        from codspeed_rules.names import shard_key
+    return pushed, _pushed_said(shard, total, made, target, run_id, attempt)
 
-        key = shard_key(shard, made.executor)
-        upstream = _upstream(api, target.project, run_id, (key, grant.get("upload_id")), args.wait_upstream, out)
-        pushed["upstream"] = upstream
-        if upstream is not None:
-            link = f"; {upstream['codspeed_url']}" if upstream.get("codspeed_url") else ""
-            said += f"\nupstream: its part is CodSpeed's run {upstream['run_id'] or '-'}{link}"
-    out.result(pushed, said)
-    return 0
+
+def _what_to_push(args: argparse.Namespace) -> tuple[Target, tuple[str, int | None, list[str] | None]]:
+    """Where the shard goes and which it is, each flag checked before anything is read or sent."""
+    for flag, value in (("--profile-folder", args.profile_folder), ("--archive", args.archive)):
+        if value is not None and not value.strip():
+            raise ClientError(f"{flag} is empty: give the folder the profiles are in, or an archive of it", USAGE)
+    target = Target(args, need_api=not args.dry_run)
+    if args.shard is None and target.ctx.shard is None:
+        raise ClientError("no --shard: pass --shard I/N (shard I of N), or a name with --expect", USAGE)
+    manifest = parse_shard(args.shard if args.shard is not None else target.ctx.shard or "", args.expect)
+    target.need_commit()
+    return target, manifest
+
+
+def _followed(
+    args: argparse.Namespace,
+    api: AggregatorApi,
+    target: Target,
+    upload: tuple[str, str, str, str | None],
+    pushed: dict[str, Any],
+    out: Output,
+) -> str:
+    """The shard's part followed upstream (a parts run sends it as it is counted): noted in ``pushed``,
+    and said in a line, as the runner ends its job after its upload."""
+    from codspeed_rules.names import shard_key
+
+    shard, executor, run_id, upload_id = upload
+    upstream = _upstream(api, target.project, run_id, (shard_key(shard, executor), upload_id), args.wait_upstream, out)
+    pushed["upstream"] = upstream
+    if upstream is None:
+        return ""
+    link = f"; {upstream['codspeed_url']}" if upstream.get("codspeed_url") else ""
+    return f"\nupstream: its part is CodSpeed's run {upstream['run_id'] or '-'}{link}"
 
 
 def _request(
