@@ -143,37 +143,44 @@ class Target:
         return [what for value, what in found if not value]
 
     def _check(self, need_api: bool) -> None:
-        from codspeed_rules.names import is_commit, is_project, run_id_problem
-
-        if self.project and not is_project(self.project):
-            raise ClientError(f"--project {self.project!r} is not owner/repo (or group/subgroup/repo on GitLab)", USAGE)
-        if self.run_id and (problem := run_id_problem(str(self.run_id))):
-            raise ClientError(f"--run-id {problem}", USAGE)
-        if self.commit and not is_commit(self.commit):
-            raise ClientError(f"--commit {self.commit!r} is not a commit SHA (7 to 64 hex digits)", USAGE)
-        if self.ctx.base_commit and not is_commit(self.ctx.base_commit):
-            raise ClientError(f"--base-commit {self.ctx.base_commit!r} is not a commit SHA (7 to 64 hex digits)", USAGE)
-        if need_api and self.api_url and not re.match(r"^https?://[^/\s]+", self.api_url):
-            raise ClientError(
-                f"--api-url {self.api_url!r} is not an http(s):// URL: give the aggregator's ApiUrl", USAGE
-            )
+        self._check_names()
+        if need_api:
+            self._check_api()
         if not self.retries.isdigit():
             raise ClientError(f"CODSPEED_RETRIES={self.retries!r} is not a number of tries", USAGE)
-        if need_api and self.token and not re.fullmatch(r"[\x21-\x7e]+", self.token):
-            raise ClientError(
-                "the token holds a space, a control or a non-ASCII character, which an HTTP header cannot "
-                "carry: check CODSPEED_AGGREGATOR_TOKEN (or --token) for a pasted line break",
-                CONFIG,
-            )
         if need_api and not self.token and self.ctx.fork and not self.tokenless:
             raise Skipped(
                 f"this merge request comes from a fork ({self.ctx.fork}), whose jobs get no secrets: with no "
                 "aggregator token nothing was sent (a GitHub Actions pull request from a fork is sent without "
                 "one, and checked with GitHub)"
             )
-        missing = self.missing(need_api)
-        if missing:
+        if missing := self.missing(need_api):
             raise ClientError(missing[0], CONFIG)
+
+    def _check_names(self) -> None:
+        """The project, run id and commits as the aggregator would take them."""
+        from codspeed_rules.names import is_commit, is_project, run_id_problem
+
+        if self.project and not is_project(self.project):
+            raise ClientError(f"--project {self.project!r} is not owner/repo (or group/subgroup/repo on GitLab)", USAGE)
+        if self.run_id and (problem := run_id_problem(str(self.run_id))):
+            raise ClientError(f"--run-id {problem}", USAGE)
+        for flag, commit in (("--commit", self.commit), ("--base-commit", self.ctx.base_commit)):
+            if commit and not is_commit(commit):
+                raise ClientError(f"{flag} {commit!r} is not a commit SHA (7 to 64 hex digits)", USAGE)
+
+    def _check_api(self) -> None:
+        """The aggregator's URL and a token an HTTP header can carry."""
+        if self.api_url and not re.match(r"^https?://[^/\s]+", self.api_url):
+            raise ClientError(
+                f"--api-url {self.api_url!r} is not an http(s):// URL: give the aggregator's ApiUrl", USAGE
+            )
+        if self.token and not re.fullmatch(r"[\x21-\x7e]+", self.token):
+            raise ClientError(
+                "the token holds a space, a control or a non-ASCII character, which an HTTP header cannot "
+                "carry: check CODSPEED_AGGREGATOR_TOKEN (or --token) for a pasted line break",
+                CONFIG,
+            )
 
     def need_commit(self) -> str:
         if not self.commit:
