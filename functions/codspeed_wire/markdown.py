@@ -67,28 +67,42 @@ def verdict(report: Report) -> str:
     """What a reviewer asks first, in one line: the regressions and the worst of them, else that
     nothing changed past the threshold, saying so while shards are still to come (a carried shard
     counts as in)."""
+    line = _changes_said(report) + _shards_said(report)
+    return line[0].upper() + line[1:]
+
+
+def _changes_said(report: Report) -> str:
+    """The regressions past the threshold and the worst of them, or that there is none."""
     counts, past = report.counts, f"past {report.threshold:.0%}"
-    worst = max((b for b in report.benchmarks if b.flag == "regression"), key=lambda b: b.change or 0, default=None)
     if counts.regressions:
-        line = f"{counts.regressions} regression{'s' * (counts.regressions > 1)} {past}"
-        change = counts.worst_regression if counts.worst_regression is not None else worst.change if worst else None
-        if change is not None:
-            line += f", worst {change:+.1%}" + (f" ({md(worst.name)})" if worst is not None else "")
-    elif counts.measured:
-        line = (
-            f"no change {past}"
-            if not counts.improvements
-            else f"no regression {past}, {counts.improvements} improvement{'s' * (counts.improvements > 1)}"
+        return _regressions_said(report, past)
+    if counts.measured:
+        improved = counts.improvements
+        return (
+            f"no regression {past}, {improved} improvement{'s' * (improved > 1)}" if improved else f"no change {past}"
         )
-    else:
-        line = "no benchmark measured yet" if report.partial else "no benchmark measured"
-    shown = sum(1 for s in report.shards if s.state in ("arrived", "carried"))
+    return "no benchmark measured yet" if report.partial else "no benchmark measured"
+
+
+def _regressions_said(report: Report, past: str) -> str:
+    counts = report.counts
+    worst = max((b for b in report.benchmarks if b.flag == "regression"), key=lambda b: b.change or 0, default=None)
+    line = f"{counts.regressions} regression{'s' * (counts.regressions > 1)} {past}"
+    change = counts.worst_regression if counts.worst_regression is not None else worst.change if worst else None
+    if change is not None:
+        line += f", worst {change:+.1%}" + (f" ({md(worst.name)})" if worst is not None else "")
+    return line
+
+
+def _shards_said(report: Report) -> str:
+    """How many shards are in while the run is open, or how many never came once it has ended."""
     expected = "?" if report.expected is None else str(report.expected)
     if report.partial:
-        line += f" so far: {shown} of {expected} shards in" if counts.measured else f": {shown} of {expected} shards in"
-    elif missing := sum(1 for s in report.shards if s.state == "missing"):
-        line += f"; {missing} of {expected} shard{'s' * (expected != '1')} missing"
-    return line[0].upper() + line[1:]
+        shown = sum(1 for s in report.shards if s.state in ("arrived", "carried"))
+        return f"{' so far' if report.counts.measured else ''}: {shown} of {expected} shards in"
+    if missing := sum(1 for s in report.shards if s.state == "missing"):
+        return f"; {missing} of {expected} shard{'s' * (expected != '1')} missing"
+    return ""
 
 
 def render_markdown(report: Report, shard_rows: int | None = None) -> str:
