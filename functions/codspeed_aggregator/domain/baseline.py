@@ -80,6 +80,24 @@ class Completion:
     outcome: dict[str, Any] = field(default_factory=dict)
 
 
+def _lost(
+    arrived: dict[str, ShardRecord],
+    received: dict[str, ShardRecord],
+    carried: dict[str, tuple[RunRecord, ShardRecord]],
+    skipped: set[str],
+    names: dict[str, list[str]],
+) -> list[str]:
+    """The baseline's benchmarks the run neither measured nor carried, that no skipped shard left
+    uncarried explains (``names``: each bundle's benchmark names, by key)."""
+
+    def of(shard: ShardRecord) -> Iterable[str]:
+        return names.get(shard.key) or () if shard.key else ()
+
+    explained = {b for name in skipped if name not in carried and name in received for b in of(received[name])}
+    present = {b for shard in (*arrived.values(), *(s for _, s in carried.values())) for b in of(shard)}
+    return sorted({b for shard in received.values() for b in of(shard)} - present - explained)
+
+
 def complete(
     run: RunRecord,
     arrived: dict[str, ShardRecord],
@@ -106,16 +124,7 @@ def complete(
     sources = {**(earlier or {}), **{name: (baseline.run, s) for name, s in received.items()}}
     skipped = skipped_keys(run, baseline)
     carried = {name: sources[name] for name in sorted(skipped) if name in sources and name not in arrived}
-    gone = []
-    if names is not None:
-        listed = names
-
-        def of(shard: ShardRecord) -> Iterable[str]:
-            return listed.get(shard.key) or () if shard.key else ()
-
-        explained = {b for name in skipped if name not in carried and name in received for b in of(received[name])}
-        present = {b for shard in (*arrived.values(), *(s for _, s in carried.values())) for b in of(shard)}
-        gone = sorted({b for shard in received.values() for b in of(shard)} - present - explained)
+    gone = _lost(arrived, received, carried, skipped, names) if names is not None else []
     return Completion(
         carried={name: s for name, (_, s) in carried.items()},
         outcome={
@@ -125,19 +134,21 @@ def complete(
                 "branch": branch,
                 "why": baseline_why(run, baseline.run.commit, branch),
             },
-            "carried": {
-                name: {
-                    "run_id": source.run_id,
-                    "commit": source.commit,
-                    "branch": branch,
-                    "benchmarks": s.benchmarks,
-                    "size": s.size,
-                    "group": s.group,
-                    **({"key": s.key} if s.results_kept else {}),
-                }
-                for name, (source, s) in carried.items()
-            },
+            "carried": {name: _carried_entry(source, s, branch) for name, (source, s) in carried.items()},
             "missing_benchmarks": first_listed(gone),
             "missing_benchmarks_total": len(gone),
         },
     )
+
+
+def _carried_entry(source: RunRecord, shard: ShardRecord, branch: str) -> dict[str, Any]:
+    """A carried shard as the outcome says it: the run and commit it was measured in, what it held."""
+    return {
+        "run_id": source.run_id,
+        "commit": source.commit,
+        "branch": branch,
+        "benchmarks": shard.benchmarks,
+        "size": shard.size,
+        "group": shard.group,
+        **({"key": shard.key} if shard.results_kept else {}),
+    }
