@@ -69,6 +69,7 @@ bench: install $(VALGRIND)
 	$(BIN)/python bench/parts.py
 	$(BIN)/python bench/moto_update.py
 	$(BIN)/python bench/close_cost.py
+	$(BIN)/python bench/record_sizes.py
 
 bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/merge.py --quick
@@ -83,6 +84,7 @@ bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/upload_calls.py --most 24
 	$(BIN)/python bench/billing.py --quick
 	$(BIN)/python bench/close_cost.py --quick
+	$(BIN)/python bench/record_sizes.py --quick
 	$(BIN)/python bench/growth.py --quick
 
 # What `sam deploy` ships: the functions built for arm64 from functions/requirements.txt, with the

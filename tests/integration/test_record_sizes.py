@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from codspeed_aggregator.adapters.ledger.codec import CARRIED_PREFIX, RUN_SK, TALLY_PREFIX, load
-from codspeed_aggregator.domain.baseline import MAX_LISTED, MAX_LISTED_BYTES, first_listed
+from codspeed_aggregator.domain.baseline import MAX_LISTED_BYTES
 from codspeed_aggregator.domain.errors import Unprocessable
-from codspeed_aggregator.domain.forward_plan import MAX_RUN_IDS_BYTES, UpstreamRuns
+from codspeed_aggregator.domain.forward_plan import MAX_RUN_IDS_BYTES
 from codspeed_aggregator.domain.ledger import (
     FINALIZING,
     FORWARDED,
@@ -20,10 +20,8 @@ from codspeed_aggregator.domain.ledger import (
     MAX_VARIANTS,
     RunRecord,
     SentPost,
-    variant_key,
 )
 from codspeed_aggregator.domain.manifest import Manifest
-from codspeed_aggregator.domain.run_plan import PlanRecord
 from codspeed_wire.api import MAX_SHARDS, CloseRequest
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner
@@ -31,88 +29,19 @@ from tests.factories import bundle, footprint, push
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from billing import item_size as item_bytes  # noqa: E402 -- DynamoDB's rules of an item's size, as the bill counts them
+from record_sizes import longest, partition, write_largest  # noqa: E402 -- the largest run, as the benchmark writes it
 
 DYNAMODB_ITEM_LIMIT = 400 * 1024
-
-
-def _partition(ledger, project: str, run_id: str) -> dict[str, dict]:
-    found = ledger.db.query(
-        TableName=ledger.table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}},
-    )
-    items = found["Items"]
-    while "LastEvaluatedKey" in found:
-        found = ledger.db.query(
-            TableName=ledger.table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": f"RUN#{project}#{run_id}"}},
-            ExclusiveStartKey=found["LastEvaluatedKey"],
-        )
-        items += found["Items"]
-    return {i["sk"]["S"]: i for i in items}
-
-
-def _longest(prefix: str, n: int, width: int) -> str:
-    return f"{prefix}{n:05d}".ljust(width, "x")
 
 
 def test_a_run_at_every_limit_finishes_carrying_its_shards_beside_it_and_each_record_is_under_400_kb(
     isolated, project, run_id
 ):
     ledger = isolated.aggregator.ledger
-    names = tuple(_longest("s", i, 128) for i in range(MAX_SHARDS))  # a pushed shard's name: 128 characters
-    jobs = {_longest("job", i, 89) + "!0123456789": Manifest(total=MAX_SHARDS) for i in range(MAX_GROUPS - 1)}
-    run = RunRecord(
-        project=project,
-        run_id=run_id,
-        groups={"": Manifest(names=names), **jobs},
-        commit="a" * 64,
-        head_commit="b" * 64,
-        ref="refs/heads/" + "r" * 989,
-        base_ref="refs/heads/" + "m" * 989,
-        base_commit="c" * 64,
-        base_ancestors=tuple(f"{i:064x}" for i in range(50)),
-        identity={"commitHash": "a" * 64, "owner": "o" * 100, "repository": "p" * 100, "ref": "r" * 1000},
-        created_at="2026-12-05T00:00:00.000000Z",
-        ci_url="https://ci.example/" + "u" * 2020,
-        skipped=names,
-        variants=tuple(
-            variant_key(group, f"{'e' * 32}/{i}") for group in jobs for i in range(MAX_VARIANTS // len(jobs) + 1)
-        )[:MAX_VARIANTS],
-    )
-    ledger.runs.open_run(run)
-    assert not ledger.runs.add_group(project, run_id, "one-too-many", Manifest(total=1))
-    assert not ledger.runs.add_variant(project, run_id, variant_key("", "walltime/1"))
-    assert ledger.closes.request_close(project, run_id, [], "close")
-    assert ledger.runs.claim_finalize(project, run_id, 1, 60, grants=0)
-    assert ledger.runs.record_plan(project, run_id, PlanRecord(baseline=run_id, parts=MAX_SHARDS, sends=MAX_SHARDS))
-    carried = {  # each skipped name under three executors: what a skip stands for
-        f"{name}~{executor}": {
-            "run_id": _longest("main-", i, 133),
-            "commit": "d" * 64,
-            "branch": "m" * 989,
-            "benchmarks": 1_000_000,
-            "size": 5 * 1024**3,
-            "group": "",
-            "key": f"bundles/{project}/{'x' * 400}/{name}",
-        }
-        for i, name in enumerate(names)
-        for executor in ("valgrind", "walltime", "memory")
-    }
-    gone = [f"tests/test_{i}.py::" + "b" * 4000 for i in range(MAX_LISTED)]  # benchmark names have no bound
-    outcome = {
-        "baseline": {"run_id": run_id, "why": "w" * 2000},
-        "carried": carried,
-        "missing_benchmarks": first_listed(gone),
-    }
-    # a part a shard (the parts mode), each answered under an upstream run of its own: the caps' product,
-    # in ids of 40 two-byte characters (the case seen: their comma-joined list passed 400 KB at ~1,640)
-    runs = UpstreamRuns([f"{'é' * 34}{i:06d}" for i in range(MAX_GROUPS * MAX_SHARDS)])
-    upstream = runs.said() | {"status": "success", "at": "2026-12-05T00:00:00Z", "message": "m" * 200}
-    assert ledger.runs.finish(project, run_id, FORWARDED, upstream=upstream, outcome=outcome)
+    written = write_largest(ledger, project, run_id)  # bench/record_sizes.py's run: make bench-smoke measures it too
+    carried, gone, runs = written["carried"], written["gone"], written["runs"]
 
-    items = _partition(ledger, project, run_id)
+    items = partition(ledger, project, run_id)
     sizes = {sk: item_bytes(item) for sk, item in items.items()}
     assert max(sizes.values()) < DYNAMODB_ITEM_LIMIT, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
     assert sum(sk.startswith(CARRIED_PREFIX) for sk in items) == len(carried)
@@ -137,10 +66,10 @@ def test_a_tally_counting_every_group_and_the_metadata_of_a_256_kib_post_fit_the
         TableName=ledger.table,
         Key={"pk": {"S": f"RUN#{project}#{run_id}"}, "sk": {"S": f"{TALLY_PREFIX}00"}},
         UpdateExpression=f"ADD {counts}, rev :one",
-        ExpressionAttributeNames={f"#c{i}": f"C#{_longest('job', i, 89)}!0123456789" for i in range(MAX_GROUPS)},
+        ExpressionAttributeNames={f"#c{i}": f"C#{longest('job', i, 89)}!0123456789" for i in range(MAX_GROUPS)},
         ExpressionAttributeValues={":one": {"N": str(MAX_SHARDS)}},
     )
-    sizes = {sk: item_bytes(item) for sk, item in _partition(ledger, project, run_id).items()}
+    sizes = {sk: item_bytes(item) for sk, item in partition(ledger, project, run_id).items()}
     assert all(size < DYNAMODB_ITEM_LIMIT for size in sizes.values()), sizes
     assert max(sizes.values()) > 256 * 1024  # the POST's bytes, kept as they came
 
@@ -148,7 +77,7 @@ def test_a_tally_counting_every_group_and_the_metadata_of_a_256_kib_post_fit_the
 def test_a_finishing_run_is_left_finalizing_by_nothing_its_item_cannot_hold(isolated, project, run_id):
     """The case seen: 999 carried shards of 80-character names made the run item too large to write."""
     ledger = isolated.aggregator.ledger
-    names = tuple(_longest("s", i, 80) for i in range(MAX_SHARDS))
+    names = tuple(longest("s", i, 80) for i in range(MAX_SHARDS))
     ledger.runs.open_run(
         RunRecord(project=project, run_id=run_id, groups={"": Manifest(names=names)}, skipped=names[1:])
     )
