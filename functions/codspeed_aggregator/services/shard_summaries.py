@@ -41,32 +41,33 @@ class ShardSummaries:
         against, threshold = (baseline.run.run_id if baseline else None), self.threshold
         bundles = {name: s.key for name, s in snapshot.arrived().items() if s.results_kept and s.key}
         seed = self._seed(snapshot, set(bundles.values()), against)
-        keys = {
-            name: (key, against, threshold) for name, key in bundles.items() if seed is None or key not in seed.bundles
-        }
-        with self._lock:
-            known = {key: self._summaries[key] for key in keys.values() if key in self._summaries}
-        todo = [name for name, key in keys.items() if key not in known]
-        sources = result_sources(baseline) if baseline and todo else {}
-        # the baseline's results of the same shards read with them, in parallel: ``before`` finds them read
-        found = self.results.read_many([*(bundles[n] for n in todo), *(sources[n][0] for n in todo if n in sources)])
-        made: dict[tuple[str, str | None, float], ShardSummary] = {}
-        for name in todo:
-            results = found[bundles[name]]
-            figures = results.results if results else {}
-            made[keys[name]] = summarize(name, figures, self.before(baseline, sources, name, figures), threshold)
-        with self._lock:
-            self._summaries.update(made)
-            trim_oldest(self._summaries, CACHED_SUMMARIES)
-        parts = [*known.values(), *made.values()]
+        uncovered = {name: key for name, key in bundles.items() if seed is None or key not in seed.bundles}
+        known, todo = self._known(uncovered, against)
+        made = {(bundles[name], against, threshold): s for name, s in self._summarized(todo, baseline).items()}
+        parts = [*known, *made.values()]
         digest = SummaryDigest(
             frozenset(bundles.values()), against, threshold, merged([*([seed.summary] if seed else []), *parts])
         )
+        self._remember((snapshot.run.project, snapshot.run.run_id), made, digest)
+        return digest
+
+    def _known(self, bundles: dict[str, str], against: str | None) -> tuple[list[ShardSummary], dict[str, str]]:
+        """Of ``bundles`` (name: its bundle's key), the summaries this process holds against
+        ``against``, and the bundles it must summarize still."""
         with self._lock:
-            self._digests.pop(run := (snapshot.run.project, snapshot.run.run_id), None)  # the newest last
+            held = {name: self._summaries.get((key, against, self.threshold)) for name, key in bundles.items()}
+        return [s for s in held.values() if s is not None], {n: bundles[n] for n, s in held.items() if s is None}
+
+    def _remember(
+        self, run: tuple[str, str], made: dict[tuple[str, str | None, float], ShardSummary], digest: SummaryDigest
+    ) -> None:
+        """The summaries just made and the run's digest, kept for the process's next report of it."""
+        with self._lock:
+            self._summaries.update(made)
+            trim_oldest(self._summaries, CACHED_SUMMARIES)
+            self._digests.pop(run, None)  # the newest last
             self._digests[run] = digest
             trim_oldest(self._digests, CACHED_DIGESTS)
-        return digest
 
     def twins(self, snapshot: Snapshot, baseline: Snapshot | None, overlaps: list[dict[str, Any]]) -> list[Twin]:
         """The change each shard of an overlap measured (``overlaps``: the run's outcome's, told at
@@ -89,6 +90,18 @@ class ShardSummaries:
             )
             for o in overlaps
         ]
+
+    def _summarized(self, bundles: dict[str, str], baseline: Snapshot | None) -> dict[str, ShardSummary]:
+        """The summaries of the shards of ``bundles`` (name: its bundle's key), their results read with
+        the baseline's of the same shards, in parallel: ``before`` finds those read."""
+        sources = result_sources(baseline) if baseline and bundles else {}
+        found = self.results.read_many([*bundles.values(), *(sources[n][0] for n in bundles if n in sources)])
+        made = {}
+        for name, key in bundles.items():
+            results = found[key]
+            figures = results.results if results else {}
+            made[name] = summarize(name, figures, self.before(baseline, sources, name, figures), self.threshold)
+        return made
 
     def published(self, project: str, run_id: str, digest: SummaryDigest) -> None:
         """A report made of ``digest`` was published: left beside it for processes new to the run,
