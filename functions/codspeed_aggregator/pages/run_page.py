@@ -131,28 +131,7 @@ def _table(report: Report, query: dict[str, Any], sort: str | None, shard: Shard
     rows = list(shard.benchmarks if shard else report.benchmarks)
     if sort in SORTS:
         rows.sort(key=SORTS[sort])
-    names = [s.name for s in report.shards]
-    chosen = shard.shard if shard else None
-    options = "".join(
-        f'<option value="{escape(n)}"{" selected" if n == chosen else ""}>{escape(n)}</option>' for n in names
-    )
-    hidden = "".join(
-        f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">'
-        for k, v in query.items()
-        if k not in ("shard", "format")
-    )
-    heads = []
-    for key, title in COLUMNS:
-        if key in SORTS:
-            href = "?" + urlencode({**{k: v for k, v in query.items() if k != "format"}, "sort": key})
-            heads.append(f'<th scope="col"><a href="{escape(href)}" data-sort="{key}">{title}</a></th>')
-        else:
-            heads.append(f'<th scope="col">{title}</th>')
-    form = (
-        f'<form class="controls" method="get"><label>Shard <select id="shard-filter" name="shard">'
-        f'<option value="">worst changes</option>{options}</select></label>{hidden} '
-        f'<button id="shard-filter-go" type="submit">Show</button></form>'
-    )
+    form = _shard_filter(report, query, shard.shard if shard else None)
     if shard:
         rows, caption = _paged(rows, query, f"benchmarks of shard {escape(shard.shard)}")
     elif report.counts.measured:
@@ -170,9 +149,39 @@ def _table(report: Report, query: dict[str, Any], sort: str | None, shard: Shard
         )
     return (
         form + f'<div class="scroll"><table id="benchmarks"><caption>{caption}</caption>'
-        f"<thead><tr>{''.join(heads)}</tr></thead>"
+        f"<thead><tr>{_heads(query)}</tr></thead>"
         f"<tbody>{''.join(_row(b) for b in rows)}</tbody></table></div>"
     )
+
+
+def _shard_filter(report: Report, query: dict[str, Any], chosen: str | None) -> str:
+    """The form that shows one shard's benchmarks, the rest of the query kept (a signed link's too)."""
+    options = "".join(
+        f'<option value="{escape(n)}"{" selected" if n == chosen else ""}>{escape(n)}</option>'
+        for n in (s.name for s in report.shards)
+    )
+    hidden = "".join(
+        f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">'
+        for k, v in query.items()
+        if k not in ("shard", "format")
+    )
+    return (
+        f'<form class="controls" method="get"><label>Shard <select id="shard-filter" name="shard">'
+        f'<option value="">worst changes</option>{options}</select></label>{hidden} '
+        f'<button id="shard-filter-go" type="submit">Show</button></form>'
+    )
+
+
+def _heads(query: dict[str, Any]) -> str:
+    """The table's column heads, a sortable one a link that sorts by it."""
+    heads = []
+    for key, title in COLUMNS:
+        if key in SORTS:
+            href = "?" + urlencode({**{k: v for k, v in query.items() if k != "format"}, "sort": key})
+            heads.append(f'<th scope="col"><a href="{escape(href)}" data-sort="{key}">{title}</a></th>')
+        else:
+            heads.append(f'<th scope="col">{title}</th>')
+    return "".join(heads)
 
 
 def _paged(rows: list[Any], query: dict[str, Any], what: str) -> tuple[list[Any], str]:
