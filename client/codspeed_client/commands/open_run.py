@@ -44,6 +44,17 @@ def run(args: argparse.Namespace) -> int:
     target = Target(args)
     target.need_commit()
     jobs = _jobs(args.job)
+    _one_manifest(args, jobs)
+    skip = shard_names("--skip", ",".join(args.skip)) if args.skip else []
+    manifest, names = _shards(args, jobs, skip)
+    if outside := [name for name in skip if name not in names]:
+        raise ClientError(f"--skip {','.join(outside)}: not among the run's shards ({','.join(names[:20])})", USAGE)
+    send_open(args, target, manifest, skip)
+    return 0
+
+
+def _one_manifest(args: argparse.Namespace, jobs: dict[str, int]) -> None:
+    """--shards or --expect (not both), or jobs only; a count of 1 or more."""
     if (args.shards is not None and args.expect is not None) or (
         args.shards is None and args.expect is None and not jobs
     ):
@@ -54,26 +65,21 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.shards is not None and args.shards < 1:
         raise ClientError(f"--shards {args.shards}: a run has 1 shard or more", USAGE)
-    skip = shard_names("--skip", ",".join(args.skip)) if args.skip else []
+
+
+def _shards(args: argparse.Namespace, jobs: dict[str, int], skip: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The manifest the open sends, and the names of its shards (none for jobs only, which skip nothing)."""
     manifest: dict[str, Any] = {"jobs": jobs} if jobs else {}
     if args.shards is None and args.expect is None:
         if skip:
             raise ClientError(
                 "--skip names shards of --shards or --expect: a job that does not run is left out of --job", USAGE
             )
-        names = []
-    else:
-        names = (
-            shard_names("--expect", args.expect)
-            if args.expect is not None
-            else [str(i) for i in range(1, args.shards + 1)]
-        )
-        manifest.update({"total": args.shards} if args.shards is not None else {"expect": names})
-    outside = [name for name in skip if name not in names]
-    if outside:
-        raise ClientError(f"--skip {','.join(outside)}: not among the run's shards ({','.join(names[:20])})", USAGE)
-    send_open(args, target, manifest, skip)
-    return 0
+        return manifest, []
+    if args.expect is not None:
+        names = shard_names("--expect", args.expect)
+        return manifest | {"expect": names}, names
+    return manifest | {"total": args.shards}, [str(i) for i in range(1, args.shards + 1)]
 
 
 def _jobs(values: list[str]) -> dict[str, int]:
