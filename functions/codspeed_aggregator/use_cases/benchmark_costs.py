@@ -29,22 +29,11 @@ class BenchmarkCosts:
         or with shards missing (``COST_RUNS``, the latest first); for a run's split (``run_id``: every
         attempt of it), from the runs its first split used, pinned then."""
         branch = branch or self.settings.default_branch
-        sources = self.baselines.costs_pinned(project, base_run_id(run_id)) if run_id else None
-        if sources is None:
-            sources = self.baselines.forwarded_runs(project, branch, COST_RUNS)
-            if not sources and (latest := self.baselines.latest_baseline(project, branch)):
-                sources = [latest]  # forwarded before the index of forwarded runs was kept
-            if sources and run_id:
-                sources = self.baselines.pin_costs(project, base_run_id(run_id), sources)
+        sources = self._sources(project, branch, run_id)
         snapshots = [found for found in (self.reads.snapshot(project, source) for source in sources) if found]
         if not snapshots:
             raise NotFound(f"no run of {project} was forwarded on {branch} yet: there are no recorded costs")
-        costs, used = {}, []
-        for snapshot in snapshots:  # the latest first: a benchmark's latest recorded cost wins
-            found = {name: cost for name, cost in self._costs(snapshot).items() if name not in costs}
-            if found:
-                costs.update(found)
-                used.append(snapshot.run.run_id)
+        costs, used = self._latest_costs(snapshots)
         newest = snapshots[0].run
         return CostsAnswer(
             project=project,
@@ -55,6 +44,31 @@ class BenchmarkCosts:
             benchmarks=costs,
             **({"for_run": base_run_id(run_id)} if run_id else {}),
         )
+
+    def _latest_costs(self, snapshots: list[Snapshot]) -> tuple[dict[str, Any], list[str]]:
+        """Each benchmark's latest recorded cost (``snapshots`` the latest first: it wins), and the runs
+        they come from."""
+        costs: dict[str, Any] = {}
+        used = []
+        for snapshot in snapshots:
+            found = {name: cost for name, cost in self._costs(snapshot).items() if name not in costs}
+            if found:
+                costs.update(found)
+                used.append(snapshot.run.run_id)
+        return costs, used
+
+    def _sources(self, project: str, branch: str, run_id: str | None) -> list[str]:
+        """The runs whose costs a split uses: those pinned for the run's first split, else the branch's
+        latest forwarded (pinned for the run when it names one)."""
+        pinned = self.baselines.costs_pinned(project, base_run_id(run_id)) if run_id else None
+        if pinned is not None:
+            return pinned
+        sources = self.baselines.forwarded_runs(project, branch, COST_RUNS)
+        if not sources and (latest := self.baselines.latest_baseline(project, branch)):
+            sources = [latest]  # forwarded before the index of forwarded runs was kept
+        if sources and run_id:
+            sources = self.baselines.pin_costs(project, base_run_id(run_id), sources)
+        return sources
 
     def _costs(self, snapshot: Snapshot) -> dict[str, Any]:
         sources = result_sources(snapshot)
