@@ -73,35 +73,28 @@ class ShardSummaries:
         """The change each shard of an overlap measured (``overlaps``: the run's outcome's, told at
         its close), read from the results of those shards only."""
         arrived = snapshot.arrived()
-        named = sorted({s for o in overlaps for s in o["shards"] if s in arrived and arrived[s].key})
-        sources = result_sources(baseline) if baseline else {}
-        ours = [arrived[n].key or "" for n in named]
-        found = self.results.read_many([*ours, *(sources[n][0] for n in named if n in sources)])
-        figures = {n: r.results if (r := found.get(arrived[n].key or "")) else {} for n in named}
-        before = {n: self.before(baseline, sources, n, figures[n]) for n in named}
-        return [
-            Twin(
-                o["benchmark"],
-                {
-                    s: change(figures[s][o["benchmark"]], before[s].get(o["benchmark"]))
-                    for s in o["shards"]
-                    if s in figures and o["benchmark"] in figures[s]
-                },
-            )
-            for o in overlaps
-        ]
+        named = {s: arrived[s].key or "" for o in overlaps for s in o["shards"] if s in arrived and arrived[s].key}
+        read = self._read(dict(sorted(named.items())), baseline)
+        return [Twin(o["benchmark"], _changes(o, read)) for o in overlaps]
 
     def _summarized(self, bundles: dict[str, str], baseline: Snapshot | None) -> dict[str, ShardSummary]:
-        """The summaries of the shards of ``bundles`` (name: its bundle's key), their results read with
-        the baseline's of the same shards, in parallel: ``before`` finds those read."""
+        """The summaries of the shards of ``bundles`` (name: its bundle's key)."""
+        return {name: summarize(name, *read, self.threshold) for name, read in self._read(bundles, baseline).items()}
+
+    def _read(
+        self, bundles: dict[str, str], baseline: Snapshot | None
+    ) -> dict[str, tuple[dict[str, Any], Mapping[str, dict[str, Any]]]]:
+        """Each shard's figures (``bundles``: name, its bundle's key) and the baseline's of its
+        benchmarks, its results read with the baseline's of the same shards, in parallel: ``before``
+        finds those read."""
         sources = result_sources(baseline) if baseline and bundles else {}
         found = self.results.read_many([*bundles.values(), *(sources[n][0] for n in bundles if n in sources)])
-        made = {}
+        read = {}
         for name, key in bundles.items():
-            results = found[key]
+            results = found.get(key)
             figures = results.results if results else {}
-            made[name] = summarize(name, figures, self.before(baseline, sources, name, figures), self.threshold)
-        return made
+            read[name] = (figures, self.before(baseline, sources, name, figures))
+        return read
 
     def published(self, project: str, run_id: str, digest: SummaryDigest) -> None:
         """A report made of ``digest`` was published: left beside it for processes new to the run,
@@ -155,3 +148,15 @@ def trim_oldest(cache: dict[Any, Any], limit: int) -> None:
     """Let go of the oldest entries of a process's cache beyond ``limit``."""
     while len(cache) > limit:
         cache.pop(next(iter(cache)))
+
+
+def _changes(
+    overlap: dict[str, Any], read: dict[str, tuple[dict[str, Any], Mapping[str, dict[str, Any]]]]
+) -> dict[str, float | None]:
+    """The change each shard of ``overlap`` measured of its benchmark (None: new there)."""
+    benchmark = overlap["benchmark"]
+    return {
+        shard: change(read[shard][0][benchmark], read[shard][1].get(benchmark))
+        for shard in overlap["shards"]
+        if shard in read and benchmark in read[shard][0]
+    }
