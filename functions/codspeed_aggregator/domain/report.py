@@ -64,28 +64,9 @@ def _not_sent(shard: ShardRecord) -> str | None:
 def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     """One shard of a run, as its report shows it."""
     run = snapshot.run
-    outcome = run.outcome or {}
     shard = snapshot.shards.get(name)
     if shard is not None:
-        sent = shard.upstream if sent_as(shard) is not None else None  # its part's answer, once upstream
-        return ShardEntry(
-            name=name,
-            label=shard.label,
-            display=shown_as(name, shard.label),
-            executor=shard.executor,
-            state=shard.state,
-            attempt=shard.attempt,
-            size=shard.size,
-            benchmarks=shard.benchmarks,
-            reason=shard.reason or _not_sent(shard),
-            arrived_at=shard.arrived_at,
-            cost_s=_seconds(shard.cost_ms),
-            longest_s=_seconds(shard.longest_ms),
-            upstream=sent is not None,
-            upstream_run_id=sent.run_id if sent else None,
-            upload_id=shard.upload_id,
-            run_hash=sent.run_hash if sent else None,
-        )
+        return _recorded_entry(name, shard)
     display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:
         if skipped:  # declared when the run was opened
@@ -97,6 +78,7 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
                 "when the run is forwarded",
             )
         return ShardEntry(name=name, display=display, state="expected")
+    outcome = run.outcome or {}
     if (c := (outcome.get("carried") or {}).get(name)) is not None:
         return ShardEntry(
             name=name,
@@ -108,15 +90,42 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
             source={"run_id": c["run_id"], "commit": c["commit"]},
         )
     if skipped:
-        source = outcome.get("baseline")
-        reason = (
+        return ShardEntry(name=name, display=display, state="skipped", reason=_not_carried(outcome))
+    return ShardEntry(name=name, display=display, state="missing", reason=snapshot.run.given_up.get(name))
+
+
+def _recorded_entry(name: str, shard: ShardRecord) -> ShardEntry:
+    """A shard the run has a record of (asked for, arrived, rejected), with its part's answer once upstream."""
+    sent = shard.upstream if sent_as(shard) is not None else None
+    return ShardEntry(
+        name=name,
+        label=shard.label,
+        display=shown_as(name, shard.label),
+        executor=shard.executor,
+        state=shard.state,
+        attempt=shard.attempt,
+        size=shard.size,
+        benchmarks=shard.benchmarks,
+        reason=shard.reason or _not_sent(shard),
+        arrived_at=shard.arrived_at,
+        cost_s=_seconds(shard.cost_ms),
+        longest_s=_seconds(shard.longest_ms),
+        upstream=sent is not None,
+        upstream_run_id=sent.run_id if sent else None,
+        upload_id=shard.upload_id,
+        run_hash=sent.run_hash if sent else None,
+    )
+
+
+def _not_carried(outcome: dict[str, Any]) -> str:
+    """Why a shard skipped at the close was not carried: no run kept its results, or no baseline."""
+    source = outcome.get("baseline")
+    if source:
+        return (
             f"skipped, not carried: no run of {source.get('branch') or 'the base branch'} up to baseline run "
             f"{source['run_id']} still keeps results of it"
-            if source
-            else outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded"
         )
-        return ShardEntry(name=name, display=display, state="skipped", reason=reason)
-    return ShardEntry(name=name, display=display, state="missing", reason=snapshot.run.given_up.get(name))
+    return outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded"
 
 
 def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
