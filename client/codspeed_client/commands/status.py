@@ -105,9 +105,9 @@ def _read(args: argparse.Namespace, api: AggregatorApi, target: Target) -> tuple
 
     if not args.wait:
         markdown_only = args.format == "markdown" and not args.json  # no JSON read first
-        if target.runner_run_id:  # the pipeline's run, or its runner jobs'
-            target.settle_run(api)
-        return (None if markdown_only else api.report(target.project, target.run_id)), False
+        # the pipeline's run, or its runner jobs': the report read to tell which is the report shown
+        settled = target.settle_run(api) if target.runner_run_id else None
+        return (None if markdown_only else settled or api.report(target.project, target.run_id)), False
     report, timed_out = wait_for_final(lambda: target.settle_run(api), args.timeout, args.interval)
     if report is None:
         also = f" nor {target.runner_run_id} (its CodSpeed runner jobs')" if target.runner_run_id else ""
