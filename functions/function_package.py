@@ -106,8 +106,9 @@ def copy_modules(handler: str, target: Path) -> list[str]:
         destination = target / source.relative_to(root)
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, destination)
-    print(f"{handler}: {len(ours)} modules, {' '.join(requirements(libraries))}")
-    return requirements(libraries)
+    wanted = requirements(libraries)
+    print(f"{handler}: {len(ours)} modules, {' '.join(wanted)}")
+    return wanted
 
 
 def build(handler: str, target: Path, python: str = sys.executable) -> None:

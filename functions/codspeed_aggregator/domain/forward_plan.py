@@ -146,4 +146,6 @@ class UpstreamRuns:
 
     def said(self) -> dict[str, Any]:
         """Its fields in the run's ``upstream``: ``run_ids`` (how many) beside ``run_id`` when it is not all."""
-        return {"run_id": ",".join(self.kept) or None} | ({"run_ids": len(self.distinct)} if self.overflow else {})
+        kept = self.kept
+        listed = {"run_id": ",".join(kept) or None}
+        return listed | ({"run_ids": len(self.distinct)} if len(kept) < len(self.distinct) else {})
