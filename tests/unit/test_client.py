@@ -889,17 +889,21 @@ def test_a_final_report_naming_overlaps_is_exit_14_unless_allowed_and_its_text_n
     assert "attempt 1" not in render_text(report)  # a shard's first upload: the header says the run's attempt
 
 
+# a finished run that fails its gate three ways: a shard missing, a benchmark two shards measured
+OVERLAP = {"benchmark": "parser::lex", "shards": ["linter", "codegen"], "executor": "valgrind", "in_shards": 2}
+FAILING_RUN = {
+    "state": "forwarded",
+    "shards": [{"name": "1", "state": "arrived"}, {"name": "2", "display": "codegen", "state": "missing"}],
+    "overlaps": [OVERLAP],
+    "overlaps_total": 1,
+}
+
+
 def test_every_failing_exit_says_why_and_each_other_reason_too():
     """Exit 14 with an empty stderr while the summary said 6 regressions; 11 said nothing of its shards."""
     from codspeed_client.report import exit_sentences
 
-    overlap = {"benchmark": "parser::lex", "shards": ["linter", "codegen"], "executor": "valgrind", "in_shards": 2}
-    report = {
-        "state": "forwarded",
-        "shards": [{"name": "1", "state": "arrived"}, {"name": "2", "display": "codegen", "state": "missing"}],
-        "overlaps": [overlap],
-        "overlaps_total": 1,
-    }
+    report = FAILING_RUN
     regressed = "1 benchmark regressed past 5% against the baseline: worst parser::lex +12.0%"
     said = exit_sentences(report, 11, regressed, False, False)
     assert said[0] == "exit 11: 1 shard missing, never came: codegen"

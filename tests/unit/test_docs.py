@@ -387,13 +387,9 @@ def test_the_client_page_s_exit_sentences_are_what_status_says():
 
     page = (ROOT / "docs" / "client.md").read_text()
     example = re.search(r"reason that applies.*?```text\n(.*?)```", page, re.S)[1].splitlines()
-    overlap = {"benchmark": "parser::lex", "shards": ["linter", "codegen"], "executor": "valgrind", "in_shards": 2}
-    report = {
-        "state": "forwarded",
-        "shards": [{"name": "1", "state": "arrived"}, {"name": "2", "display": "codegen", "state": "missing"}],
-        "overlaps": [overlap],
-        "overlaps_total": 1,
-    }
+    from tests.unit.test_client import FAILING_RUN as report
+    from tests.unit.test_client import OVERLAP as overlap
+
     regressed = "3 benchmarks regressed past 5% against the baseline: worst parser::lex +12.0%"
     said = [f"codspeed-client: {line}" for line in exit_sentences(report, 11, regressed, False, False)]
     assert said == example
