@@ -22,6 +22,7 @@ from codspeed_aggregator.domain.baseline import MAX_LISTED, first_listed
 from codspeed_aggregator.domain.forward_plan import UpstreamRuns
 from codspeed_aggregator.domain.ledger import FORWARDED, MAX_GROUPS, MAX_VARIANTS, RunRecord, variant_key
 from codspeed_aggregator.domain.manifest import Manifest
+from codspeed_aggregator.domain.outcome import CarriedShard, ChosenBaseline, Outcome
 from codspeed_aggregator.domain.run_plan import PlanRecord
 from codspeed_wire.api import MAX_SHARDS
 
@@ -67,24 +68,25 @@ def write_largest(ledger, project: str, run_id: str) -> dict:
     assert ledger.runs.claim_finalize(project, run_id, 1, 60, grants=0)
     assert ledger.runs.record_plan(project, run_id, PlanRecord(baseline=run_id, parts=MAX_SHARDS, sends=MAX_SHARDS))
     carried = {  # each skipped name under three executors: what a skip stands for
-        f"{name}~{executor}": {
-            "run_id": longest("main-", i, 133),
-            "commit": "d" * 64,
-            "branch": "m" * 989,
-            "benchmarks": 1_000_000,
-            "size": 5 * 1024**3,
-            "group": "",
-            "key": f"bundles/{project}/{'x' * 400}/{name}",
-        }
+        f"{name}~{executor}": CarriedShard(
+            run_id=longest("main-", i, 133),
+            commit="d" * 64,
+            branch="m" * 989,
+            benchmarks=1_000_000,
+            size=5 * 1024**3,
+            group="",
+            key=f"bundles/{project}/{'x' * 400}/{name}",
+        )
         for i, name in enumerate(run.skipped)
         for executor in ("valgrind", "walltime", "memory")
     }
     gone = [f"tests/test_{i}.py::" + "b" * 4000 for i in range(MAX_LISTED)]  # benchmark names have no bound
-    outcome = {
-        "baseline": {"run_id": run_id, "why": "w" * 2000},
-        "carried": carried,
-        "missing_benchmarks": first_listed(gone),
-    }
+    outcome = Outcome(
+        baseline=ChosenBaseline(run_id, "d" * 64, "m" * 989, "w" * 2000),
+        carried=carried,
+        missing_benchmarks=tuple(first_listed(gone)),
+        missing_benchmarks_total=len(gone),
+    )
     # a part a shard (the parts mode), each answered under an upstream run of its own: the caps' product,
     # in ids of 40 two-byte characters (the case seen: their comma-joined list passed 400 KB at ~1,640)
     runs = UpstreamRuns([f"{'é' * 34}{i:06d}" for i in range(MAX_GROUPS * MAX_SHARDS)])

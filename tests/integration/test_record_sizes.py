@@ -22,6 +22,7 @@ from codspeed_aggregator.domain.ledger import (
     SentPost,
 )
 from codspeed_aggregator.domain.manifest import Manifest
+from codspeed_aggregator.domain.outcome import CarriedShard, Outcome
 from codspeed_wire.api import MAX_SHARDS, CloseRequest
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner
@@ -46,10 +47,10 @@ def test_a_run_at_every_limit_finishes_carrying_its_shards_beside_it_and_each_re
     assert max(sizes.values()) < DYNAMODB_ITEM_LIMIT, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
     assert sum(sk.startswith(CARRIED_PREFIX) for sk in items) == len(carried)
     snapshot = ledger.reads.snapshot(project, run_id)
-    assert snapshot.run.state == FORWARDED and snapshot.run.outcome["carried"] == carried
-    assert snapshot.run.outcome["carried_shards"] == len(carried)
+    assert snapshot.run.state == FORWARDED and snapshot.run.outcome.carried == carried
+    assert load(items[RUN_SK])["outcome"]["carried_shards"] == len(carried)
     fit = MAX_LISTED_BYTES // len(gone[0].encode())  # names of 4 KB: the rest are counted, not listed
-    assert snapshot.run.outcome["missing_benchmarks"] == gone[:fit] and fit == 8
+    assert snapshot.run.outcome.missing_benchmarks == tuple(gone[:fit]) and fit == 8
     said = snapshot.run.upstream
     assert said["run_ids"] == 100_000 and said["run_id"].split(",") == runs.distinct[: len(runs.kept)]
     assert 0 < len(said["run_id"].encode()) <= MAX_RUN_IDS_BYTES
@@ -82,10 +83,10 @@ def test_a_finishing_run_is_left_finalizing_by_nothing_its_item_cannot_hold(isol
         RunRecord(project=project, run_id=run_id, groups={"": Manifest(names=names)}, skipped=names[1:])
     )
     assert ledger.runs.claim_finalize(project, run_id, 1, 60, grants=0)
-    carried = {name: {"run_id": "main-1", "commit": "d" * 40, "branch": "main", "key": "k" * 200} for name in names[1:]}
-    assert ledger.runs.finish(project, run_id, FORWARDED, outcome={"carried": carried})
+    carried = {name: CarriedShard(run_id="main-1", commit="d" * 40, branch="main", key="k" * 200) for name in names[1:]}
+    assert ledger.runs.finish(project, run_id, FORWARDED, outcome=Outcome(carried=carried))
     run = ledger.reads.snapshot(project, run_id).run
-    assert run.state == FORWARDED != FINALIZING and run.outcome["carried"] == carried
+    assert run.state == FORWARDED != FINALIZING and run.outcome.carried == carried
 
 
 def _job(project: str, run_id: str, job: str) -> UploadMetadata:

@@ -1,6 +1,7 @@
 from codspeed_aggregator.domain.baseline import branch_of, complete, result_sources
 from codspeed_aggregator.domain.ledger import FORWARDED, RunRecord, ShardRecord, Snapshot
 from codspeed_aggregator.domain.manifest import Manifest
+from codspeed_aggregator.domain.outcome import CarriedShard
 
 NAMES: dict[str, list[str]] = {}  # each bundle's benchmark names, by key, as the results in the bucket hold them
 
@@ -39,16 +40,10 @@ def test_skipped_shards_the_baseline_has_are_carried_with_their_source():
     arrived = {"1": _shard("1", "t1::a", "t1::b", run="r"), "2": _shard("2", "t2::a", run="r")}
     completion = complete(_run(skipped=["3"]), arrived, "main", BASELINE, NAMES)
     assert list(completion.carried) == ["3"] and completion.carried["3"].key == "k/3"
-    assert completion.outcome["carried"]["3"] == {
-        "run_id": "base",
-        "commit": "b" * 40,
-        "branch": "main",
-        "benchmarks": 1,
-        "size": 10,
-        "group": "",
-        "key": "k/3",
-    }
-    assert completion.outcome["missing_benchmarks"] == [] and completion.outcome["missing_benchmarks_total"] == 0
+    assert completion.outcome.carried["3"] == CarriedShard(
+        run_id="base", commit="b" * 40, branch="main", benchmarks=1, size=10, group="", key="k/3"
+    )
+    assert completion.outcome.missing_benchmarks == () and completion.outcome.missing_benchmarks_total == 0
 
 
 def test_a_skipped_shard_the_baseline_did_not_receive_comes_from_the_run_that_last_did():
@@ -59,17 +54,12 @@ def test_a_skipped_shard_the_baseline_did_not_receive_comes_from_the_run_that_la
         _run(skipped=["2", "3"]), {"1": _shard("1", "t1::a", "t1::b", run="r")}, "main", without_3, NAMES, earlier
     )
     assert {name: s.key for name, s in completion.carried.items()} == {"2": "k/2", "3": "o/3"}  # the baseline's first
-    assert completion.outcome["carried"]["3"] == {
-        "run_id": "older",
-        "commit": "a" * 40,
-        "branch": "main",
-        "benchmarks": 1,
-        "size": 10,
-        "group": "",
-        "key": "o/3",
-    }
-    assert completion.outcome["carried"]["2"]["run_id"] == "base"
-    assert completion.outcome["baseline"]["run_id"] == "base" and completion.outcome["missing_benchmarks"] == []
+    assert completion.outcome.carried["3"] == CarriedShard(
+        run_id="older", commit="a" * 40, branch="main", benchmarks=1, size=10, group="", key="o/3"
+    )
+    assert completion.outcome.carried["2"].run_id == "base"
+    assert completion.outcome.baseline is not None and completion.outcome.baseline.run_id == "base"
+    assert completion.outcome.missing_benchmarks == ()
 
 
 def test_a_carried_shards_results_are_found_where_its_source_run_kept_them():
@@ -85,8 +75,8 @@ def test_benchmarks_gone_are_listed_unless_a_skipped_shard_explains_them():
     baseline = Snapshot(BASELINE.run, {"1": BASELINE.shards["1"], "3": BASELINE.shards["3"]})  # shard 2 not in it
     completion = complete(run, {"1": _shard("1", "t1::a", run="r"), "3": _shard("3", run="r")}, "main", baseline, NAMES)
     assert completion.carried == {}
-    assert completion.outcome["missing_benchmarks"] == ["t1::b", "t3::a"]
-    assert completion.outcome["missing_benchmarks_total"] == 2
+    assert completion.outcome.missing_benchmarks == ("t1::b", "t3::a")
+    assert completion.outcome.missing_benchmarks_total == 2
     explained = complete(
         _run(skipped=["3"]),
         {"1": _shard("1", "t1::a", "t1::b", run="r")},
@@ -94,13 +84,13 @@ def test_benchmarks_gone_are_listed_unless_a_skipped_shard_explains_them():
         Snapshot(BASELINE.run, {"1": BASELINE.shards["1"]}),
         NAMES,
     )
-    assert explained.outcome["missing_benchmarks"] == []
+    assert explained.outcome.missing_benchmarks == ()
 
 
 def test_without_a_baseline_skipped_shards_stay_skipped_and_the_report_says_why():
     completion = complete(_run(skipped=["3"]), {"1": _shard("1", "t1::a")}, "main", None)
-    assert completion.carried == {} and completion.outcome["baseline"] is None
-    assert "no forwarded run on main yet" in completion.outcome["note"]
+    assert completion.carried == {} and completion.outcome.baseline is None
+    assert "no forwarded run on main yet" in (completion.outcome.note or "")
 
 
 def test_the_report_says_why_it_compares_with_its_baseline():
@@ -137,4 +127,4 @@ def test_a_skip_carries_the_shard_of_every_executor_the_baseline_ran_it_under():
     arrived = {"1": _shard("1", "t1::a", run="r2")}
     completion = complete(_run(skipped=["2"]), arrived, "main", baseline, NAMES)
     assert sorted(completion.carried) == ["2", "2~walltime"]  # the run itself pushed valgrind only so far
-    assert completion.outcome["missing_benchmarks"] == []
+    assert completion.outcome.missing_benchmarks == ()

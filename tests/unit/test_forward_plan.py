@@ -6,6 +6,7 @@ from dataclasses import replace
 from codspeed_aggregator.domain.baseline import Completion
 from codspeed_aggregator.domain.forward_plan import ForwardPlan, PartPlan
 from codspeed_aggregator.domain.ledger import ARRIVED, RunRecord, ShardRecord
+from codspeed_aggregator.domain.outcome import CarriedShard, Outcome
 from codspeed_aggregator.domain.upstream_parts import UpstreamPart
 
 
@@ -14,7 +15,7 @@ def _plan() -> ForwardPlan:
         name: ShardRecord(name=name, state=ARRIVED, key=f"bundles/p/r/{name}/u.tar.gz", pids=[1], group=group)
         for name, group in (("a", ""), ("b", ""), ("c", ""), ("w", "wall"))
     }
-    carried = {"c": {"from_run": "7001", "key": shards["c"].key}}
+    carried = {"c": CarriedShard(run_id="7001", commit="b" * 40, key=shards["c"].key)}
     uploads = [
         UpstreamPart(("a",), True, "", "g-1"),
         UpstreamPart(("w",), False, "wall"),
@@ -23,7 +24,7 @@ def _plan() -> ForwardPlan:
     return ForwardPlan(
         run=RunRecord(project="p", run_id="r", groups={}),
         shards=shards,
-        completion=Completion({"c": shards["c"]}, {"carried": carried}),
+        completion=Completion({"c": shards["c"]}, Outcome(carried=carried)),
         baseline_run="7001",
         base_metadata={"commitHash": "abc"},
         uploads=uploads,
@@ -36,7 +37,7 @@ def test_a_part_holds_only_its_own_shards_and_its_place_among_its_groups_merged_
     plan = _plan()
     last = plan.part(2)
     assert (list(last.shards), last.number, last.group_parts, last.sends, last.part_id) == (["b", "c"], 2, 2, 2, "i2")
-    assert last.carried == {"c": {"from_run": "7001", "key": "bundles/p/r/c/u.tar.gz"}}
+    assert last.carried == {"c": CarriedShard(run_id="7001", commit="b" * 40, key="bundles/p/r/c/u.tar.gz")}
     as_sent = plan.part(1)
     assert (as_sent.number, as_sent.group_parts, as_sent.carried) == (0, 0, {})
 

@@ -1,5 +1,6 @@
 from codspeed_aggregator.domain.ledger import FORWARDED, OPEN, RunRecord, ShardRecord, ShardSent, Snapshot
 from codspeed_aggregator.domain.manifest import Manifest
+from codspeed_aggregator.domain.outcome import CarriedShard, ChosenBaseline, Outcome
 from codspeed_aggregator.domain.report import build_report
 from codspeed_aggregator.domain.results import LISTED, merged, summarize
 from codspeed_wire.markdown import render_markdown
@@ -66,8 +67,10 @@ def test_a_codspeed_workflows_job_short_of_its_uploads_is_expected_while_open_an
     assert len(opened.shards) == 5 and opened.arrived == 3 and opened.expected == 7
 
     run.state = FORWARDED
-    carried = {"run_id": "7000", "commit": "c" * 40, "group": "bench", "benchmarks": 1}
-    run.outcome = {"carried": {"bench-9@aa": carried}}  # a shard of bench skipped at close, carried: one less to come
+    carried = CarriedShard(run_id="7000", commit="c" * 40, group="bench", benchmarks=1)
+    run.outcome = Outcome(
+        carried={"bench-9@aa": carried}
+    )  # a shard of bench skipped at close, carried: one less to come
     [job] = [s for s in build_report(Snapshot(run, shards), "now").shards if s.name == "job:bench"]
     assert (job.state, job.shown, job.reason) == (
         "missing",
@@ -215,12 +218,12 @@ def test_a_skipped_shard_always_says_why_it_has_no_results():
         snapshot.run.outcome = outcome
         return {s.name: s.reason for s in build_report(snapshot, "now").shards}["4"]
 
-    source = {"run_id": "41", "commit": "def5678", "branch": "main"}
-    assert reason({"baseline": source, "carried": {}}) == (
+    source = ChosenBaseline(run_id="41", commit="def5678", branch="main", why="main's latest run")
+    assert reason(Outcome(baseline=source)) == (
         "skipped, not carried: no run of main up to baseline run 41 still keeps results of it"
     )
-    assert reason({"baseline": None, "note": "no forwarded run on main yet"}) == "no forwarded run on main yet"
-    assert reason({}, "finalizing").startswith("skipped at close: carried from the baseline run")
+    assert reason(Outcome(note="no forwarded run on main yet")) == "no forwarded run on main yet"
+    assert reason(Outcome(), "finalizing").startswith("skipped at close: carried from the baseline run")
 
 
 def test_a_report_counts_every_benchmark_and_names_only_the_worst_changes_whatever_the_runs_size():
@@ -322,7 +325,7 @@ def test_a_pushed_shard_is_listed_once_for_each_executor_and_named_with_it():
         state=FORWARDED,
         variants=("|valgrind", "|walltime"),
         skipped=("2",),
-        outcome={"carried": {"2~walltime": {"run_id": "40", "commit": "abc", "benchmarks": 3}}},
+        outcome=Outcome(carried={"2~walltime": CarriedShard(run_id="40", commit="abc", benchmarks=3)}),
     )
     shards = {
         "1": ShardRecord("1", "arrived", executor="valgrind", benchmarks=3),

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from codspeed_aggregator.domain.ledger import ARRIVED, ShardRecord
+from codspeed_aggregator.domain.outcome import Outcome
 from codspeed_aggregator.domain.run_plan import PlanRecord, RunPlan
 from codspeed_aggregator.domain.upstream_parts import UpstreamPart
 
@@ -17,7 +18,7 @@ PLAN = RunPlan(
     ids=["i0", "i1"],
     held={"shard:b": "i1"},
     todo=[0],
-    outcome={"carried": {}},
+    outcome=Outcome(),
     shards=SHARDS,
     carried=[],
     first="a",

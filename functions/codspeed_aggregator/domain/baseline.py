@@ -4,11 +4,11 @@ that received it, and the benchmarks it lost."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from codspeed_rules.names import shard_key
 
 from .ledger import RunRecord, ShardRecord, Snapshot
+from .outcome import CarriedShard, ChosenBaseline, Outcome
 
 MAX_LISTED = 200
 MAX_LISTED_BYTES = 32 * 1024  # of the names listed: the run's item holds them, whatever a benchmark's name is
@@ -29,9 +29,9 @@ def branch_of(ref: str | None) -> str | None:
 def result_sources(snapshot: Snapshot) -> dict[str, tuple[str, int]]:
     """Where a run's results are, by shard: the bundle (key) each shard's results were kept for,
     and its benchmark count; a carried shard's are its source run's bundle's."""
-    carried = (snapshot.run.outcome or {}).get("carried") or {}
-    sources = {name: (c["key"], c.get("benchmarks") or 0) for name, c in carried.items() if c.get("key")}
-    return {**sources, **{name: (s.key, s.benchmarks or 0) for name, s in snapshot.arrived().items() if s.results_kept}}
+    kept: dict[str, CarriedShard | ShardRecord] = dict(snapshot.run.outcome.carried)
+    kept |= {name: s for name, s in snapshot.arrived().items() if s.results_kept}
+    return {name: (key, s.benchmarks or 0) for name, s in kept.items() if (key := s.key) is not None}
 
 
 def baseline_why(run: RunRecord, baseline_commit: str | None, branch: str) -> str:
@@ -77,7 +77,7 @@ class Completion:
     """The shards carried from the baseline, and the outcome stored on the run for its report."""
 
     carried: dict[str, ShardRecord] = field(default_factory=dict)
-    outcome: dict[str, Any] = field(default_factory=dict)
+    outcome: Outcome = field(default_factory=Outcome)
 
 
 def _lost(
@@ -113,12 +113,9 @@ def complete(
     it that received it, by shard."""
     if baseline is None:
         return Completion(
-            outcome={
-                "baseline": None,
-                "carried": {},
-                "missing_benchmarks": [],
-                "note": f"no forwarded run on {branch} yet: skipped shards stay skipped, nothing to compare with",
-            }
+            outcome=Outcome(
+                note=f"no forwarded run on {branch} yet: skipped shards stay skipped, nothing to compare with"
+            )
         )
     received = baseline.arrived()
     sources = {**(earlier or {}), **{name: (baseline.run, s) for name, s in received.items()}}
@@ -127,28 +124,27 @@ def complete(
     gone = _lost(arrived, received, carried, skipped, names) if names is not None else []
     return Completion(
         carried={name: s for name, (_, s) in carried.items()},
-        outcome={
-            "baseline": {
-                "run_id": baseline.run.run_id,
-                "commit": baseline.run.commit,
-                "branch": branch,
-                "why": baseline_why(run, baseline.run.commit, branch),
-            },
-            "carried": {name: _carried_entry(source, s, branch) for name, (source, s) in carried.items()},
-            "missing_benchmarks": first_listed(gone),
-            "missing_benchmarks_total": len(gone),
-        },
+        outcome=Outcome(
+            baseline=chosen_baseline(run, baseline.run, branch),
+            carried={name: _carried_entry(source, s, branch) for name, (source, s) in carried.items()},
+            missing_benchmarks=tuple(first_listed(gone)),
+            missing_benchmarks_total=len(gone),
+        ),
     )
 
 
-def _carried_entry(source: RunRecord, shard: ShardRecord, branch: str) -> dict[str, Any]:
+def chosen_baseline(run: RunRecord, baseline: RunRecord, branch: str) -> ChosenBaseline:
+    return ChosenBaseline(baseline.run_id, baseline.commit, branch, baseline_why(run, baseline.commit, branch))
+
+
+def _carried_entry(source: RunRecord, shard: ShardRecord, branch: str) -> CarriedShard:
     """A carried shard as the outcome says it: the run and commit it was measured in, what it held."""
-    return {
-        "run_id": source.run_id,
-        "commit": source.commit,
-        "branch": branch,
-        "benchmarks": shard.benchmarks,
-        "size": shard.size,
-        "group": shard.group,
-        **({"key": shard.key} if shard.results_kept else {}),
-    }
+    return CarriedShard(
+        run_id=source.run_id,
+        commit=source.commit,
+        branch=branch,
+        benchmarks=shard.benchmarks,
+        size=shard.size,
+        group=shard.group,
+        key=shard.key if shard.results_kept else None,
+    )

@@ -9,6 +9,7 @@ from codspeed_rules.summary import plural
 from .baseline import Completion
 from .ledger import RunRecord, ShardRecord, sent_as
 from .metadata import part_claim
+from .outcome import CarriedShard
 from .upstream_parts import UpstreamPart
 
 
@@ -20,7 +21,7 @@ class PartPlan:
     upload: UpstreamPart
     part_id: str  # what it holds (``upstream_parts.part_id``): a shard a parts run sent as it is now is not sent again
     shards: dict[str, ShardRecord]  # its own, by name
-    carried: dict[str, dict[str, Any]]  # the outcome's entry of each of its shards carried from the baseline
+    carried: dict[str, CarriedShard]  # the outcome's entry of each of its shards carried from the baseline
     number: int  # its place among its group's merged parts (0: a shard sent as it was)
     group_parts: int  # its group's merged parts
     sends: int  # how many uploads this attempt sends
@@ -38,7 +39,7 @@ class PartPlan:
             "upload": self.upload.to_item(),
             "id": self.part_id,
             "shards": {name: asdict(s) for name, s in self.shards.items()},
-            "carried": self.carried,
+            "carried": {name: c.to_item() for name, c in self.carried.items()},
             "number": self.number,
             "group_parts": self.group_parts,
             "sends": self.sends,
@@ -52,7 +53,7 @@ class PartPlan:
             upload=UpstreamPart.from_item(item["upload"]),
             part_id=item["id"],
             shards={name: ShardRecord.from_item(s) for name, s in item["shards"].items()},
-            carried=item["carried"],
+            carried={name: CarriedShard.from_item(c) for name, c in item["carried"].items()},
             number=item["number"],
             group_parts=item["group_parts"],
             sends=item["sends"],
@@ -74,7 +75,7 @@ class ForwardPlan:
     def part(self, index: int) -> PartPlan:
         upload = self.uploads[index]
         merged = [u for u in self.uploads if u.merged and u.group == upload.group]
-        carried = self.completion.outcome.get("carried") or {}
+        carried = self.completion.outcome.carried
         return PartPlan(
             index=index,
             upload=upload,

@@ -17,6 +17,7 @@ from codspeed_rules.names import KEYED_AS_NAME
 from .closing import Awaiting, CiOrigin
 from .errors import Unprocessable
 from .manifest import Manifest
+from .outcome import Outcome
 
 if TYPE_CHECKING:  # run_plan holds ShardRecords: imported only to name the type
     from .run_plan import PlanRecord
@@ -90,8 +91,7 @@ class RunRecord:
     arrived_count: int = 0  # distinct shards with an accepted bundle, kept exact by the arrival's condition
     forwarded_parts: dict[str, Any] = field(default_factory=dict)  # upload index -> the upstream's answer
     announced_parts: dict[str, Any] = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not done
-    # baseline, carried shards, missing benchmarks (domain.baseline)
-    outcome: dict[str, Any] = field(default_factory=dict)
+    outcome: Outcome = field(default_factory=Outcome)  # decided at its end (``baseline.complete``)
     attempt: int = 1  # a run forwarded and uploaded to again (a CI re-run) goes on as its next attempt
     variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)

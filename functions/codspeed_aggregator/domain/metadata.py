@@ -11,6 +11,7 @@ from codspeed_wire.upstream import UploadMetadata
 
 from .errors import Conflict
 from .ledger import ShardRecord, base_run_id
+from .outcome import CarriedShard
 from .upstream_parts import UpstreamPart, claim_id
 
 
@@ -124,7 +125,7 @@ class MergedPart:
     number: int
     group_parts: int
     shards: list[tuple[ShardRecord, dict[str, Any] | None]]
-    carried: dict[str, Any]
+    carried: dict[str, CarriedShard]
 
 
 def _stated(base: dict[str, Any] | None) -> dict[str, Any]:
@@ -173,7 +174,7 @@ def merged_metadata(base: dict[str, Any] | None, part: MergedPart, md5: str) -> 
     }
     if part.carried:
         details["carriedShards"] = {
-            name: {"runId": c["run_id"], "commitHash": c["commit"]} for name, c in part.carried.items()
+            name: {"runId": c.run_id, "commitHash": c.commit} for name, c in part.carried.items()
         }
     if not part.shards:  # the part of a run that measured nothing (every shard skipped): no benchmark, on purpose
         merged["allowEmpty"] = True

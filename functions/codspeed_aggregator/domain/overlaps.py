@@ -3,7 +3,8 @@ that forgot its filter, two shards' filters that meet). Two executors measuring 
 normal: each is its own measure. Told once the run's shards are all in (at its close)."""
 
 from collections import defaultdict
-from typing import Any
+
+from codspeed_wire.report import Overlap
 
 from .baseline import first_listed
 from .ledger import ShardRecord
@@ -11,7 +12,7 @@ from .ledger import ShardRecord
 SHARDS_NAMED = 5  # of one overlap: the report says how many more
 
 
-def overlaps(arrived: dict[str, ShardRecord], names: dict[str, list[str]]) -> dict[str, Any]:
+def overlaps(arrived: dict[str, ShardRecord], names: dict[str, list[str]]) -> tuple[tuple[Overlap, ...], int]:
     """What a run's outcome says of its overlaps: the first listed (``first_listed``), and how many
     there are; ``names`` has the benchmark names of each shard's bundle, by key."""
     held: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -19,9 +20,9 @@ def overlaps(arrived: dict[str, ShardRecord], names: dict[str, list[str]]) -> di
         for benchmark in dict.fromkeys(names.get(shard.key or "") or ()):
             held[(benchmark, shard.executor)].append(shard.name)
     found = [
-        {"benchmark": benchmark, "executor": executor, "shards": shards[:SHARDS_NAMED], "in_shards": len(shards)}
+        Overlap(benchmark=benchmark, executor=executor, shards=shards[:SHARDS_NAMED], in_shards=len(shards))
         for (benchmark, executor), shards in sorted(held.items())
         if len(shards) > 1
     ]
-    kept = first_listed([str(entry) for entry in found])
-    return {"overlaps": found[: len(kept)], "overlaps_total": len(found)}
+    kept = first_listed([str(entry.model_dump()) for entry in found])
+    return tuple(found[: len(kept)]), len(found)

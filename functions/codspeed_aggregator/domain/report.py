@@ -8,32 +8,21 @@ from urllib.parse import urlsplit
 from codspeed_rules.names import shard_key, split_shard_key
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
 
-from .baseline import baseline_why
+from .baseline import chosen_baseline
 from .closing import closing_said
 from .drop_in import display_label
 from .ledger import OPEN, RunRecord, ShardRecord, Snapshot, sent_as
+from .outcome import Outcome
 from .results import ShardSummary, combine
 
 JOB_ENTRY = "job:"  # the report's entry of a job's uploads not in (no shard name or storage key has a colon)
 
 
-def carried_from(carried: dict[str, Any]) -> str:
-    return f"carried from run {carried['run_id']} (commit {(carried['commit'] or '?')[:12]})"
-
-
 def compared_with(run: RunRecord, baseline: Snapshot | None, branch: str) -> dict[str, Any] | None:
     """The baseline a run's report names: the one its finalizer chose, else the one it compares with
     while open (the latest forwarded on ``branch``, its base branch), and why."""
-    return (run.outcome or {}).get("baseline") or (
-        {
-            "run_id": baseline.run.run_id,
-            "commit": baseline.run.commit,
-            "branch": branch,
-            "why": baseline_why(run, baseline.run.commit, branch),
-        }
-        if baseline
-        else None
-    )
+    chosen = run.outcome.baseline or (chosen_baseline(run, baseline.run, branch) if baseline else None)
+    return chosen.to_item() if chosen else None
 
 
 def shard_names(snapshot: Snapshot) -> list[str]:
@@ -41,7 +30,7 @@ def shard_names(snapshot: Snapshot) -> list[str]:
     run = snapshot.run
     expected = run.expected_names() or ()
     names = [shard_key(n, e) for n in expected for e in run.executors_of("")]
-    carried = (run.outcome or {}).get("carried") or {}
+    carried = run.outcome.carried
     return names + sorted(n for n in {*snapshot.shards, *run.skipped, *carried} if n not in names and n not in expected)
 
 
@@ -78,19 +67,18 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
                 "when the run is forwarded",
             )
         return ShardEntry(name=name, display=display, state="expected")
-    outcome = run.outcome or {}
-    if (c := (outcome.get("carried") or {}).get(name)) is not None:
+    if (c := run.outcome.carried.get(name)) is not None:
         return ShardEntry(
             name=name,
             display=display,
             state="carried",
-            benchmarks=c.get("benchmarks"),
-            size=c.get("size"),
-            reason=carried_from(c) + (f"; {c['left_out']}" if c.get("left_out") else ""),
-            source={"run_id": c["run_id"], "commit": c["commit"]},
+            benchmarks=c.benchmarks,
+            size=c.size,
+            reason=c.said + (f"; {c.left_out}" if c.left_out else ""),
+            source={"run_id": c.run_id, "commit": c.commit},
         )
     if skipped:
-        return ShardEntry(name=name, display=display, state="skipped", reason=_not_carried(outcome))
+        return ShardEntry(name=name, display=display, state="skipped", reason=_not_carried(run.outcome))
     return ShardEntry(name=name, display=display, state="missing", reason=snapshot.run.given_up.get(name))
 
 
@@ -117,15 +105,14 @@ def _recorded_entry(name: str, shard: ShardRecord) -> ShardEntry:
     )
 
 
-def _not_carried(outcome: dict[str, Any]) -> str:
+def _not_carried(outcome: Outcome) -> str:
     """Why a shard skipped at the close was not carried: no run kept its results, or no baseline."""
-    source = outcome.get("baseline")
-    if source:
+    if source := outcome.baseline:
         return (
-            f"skipped, not carried: no run of {source.get('branch') or 'the base branch'} up to baseline run "
-            f"{source['run_id']} still keeps results of it"
+            f"skipped, not carried: no run of {source.branch or 'the base branch'} up to baseline run "
+            f"{source.run_id} still keeps results of it"
         )
-    return outcome.get("note") or "skipped at close: carried from the baseline run when the run is forwarded"
+    return outcome.note or "skipped at close: carried from the baseline run when the run is forwarded"
 
 
 def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
@@ -135,9 +122,7 @@ def jobs_not_in(snapshot: Snapshot) -> list[ShardEntry]:
     is never silently absent."""
     run = snapshot.run
     arrived = Counter(s.group for s in snapshot.arrived().values())
-    arrived.update(
-        c.get("group") or "" for c in ((run.outcome or {}).get("carried") or {}).values()
-    )  # skipped at close
+    arrived.update(run.outcome.carried_groups())  # skipped at close
     entries = []
     for group, manifest in sorted(run.groups.items()):
         if not group or (jobs := manifest.expected_count()) is None:
@@ -175,7 +160,7 @@ def _not_measured(snapshot: Snapshot, baseline: Snapshot | None) -> tuple[int, i
     shards', and while it is open its skipped shards' in the baseline; running: the baseline's of
     shards not in yet."""
     run = snapshot.run
-    carried = sum((c.get("benchmarks") or 0) for c in ((run.outcome or {}).get("carried") or {}).values())
+    carried = run.outcome.carried_benchmarks()
     if baseline is None or run.state != OPEN:
         return carried, 0
     skipped, running = _pending(run, baseline.arrived(), snapshot.arrived())
@@ -222,9 +207,9 @@ def build_report(
     against ``baseline`` (the baseline run's read, of ``branch``), when there is one. Its links (the
     run page's, CodSpeed's) are the caller's to add."""
     run = snapshot.run
-    outcome = run.outcome or {}
+    outcome = run.outcome
     carried, running = _not_measured(snapshot, baseline)
-    missing = outcome.get("missing_benchmarks_total", len(outcome.get("missing_benchmarks") or ()))
+    missing = outcome.missing_benchmarks_total
     counts, listed = combine(summary or ShardSummary(), carried, running, missing)
     shards = [*(shard_entry(snapshot, name) for name in shard_names(snapshot)), *jobs_not_in(snapshot)]
     return Report(
@@ -233,9 +218,9 @@ def build_report(
         carried=sum(s.state == "carried" for s in shards),
         shards=shards,
         baseline=compared_with(run, baseline, branch),
-        missing_benchmarks=outcome.get("missing_benchmarks") or [],
-        overlaps=outcome.get("overlaps") or [],
-        overlaps_total=outcome.get("overlaps_total", 0),
+        missing_benchmarks=list(outcome.missing_benchmarks),
+        overlaps=list(outcome.overlaps),
+        overlaps_total=outcome.overlaps_total,
         counts=counts,
         benchmarks=listed,
         threshold=threshold,

@@ -1,30 +1,15 @@
 """A run's forward plan as it is kept: the claiming finalizer's whole plan (``RunPlan``, in S3 at
 ``keys.plan_key``) and what the run item records of it (``PlanRecord``, in DynamoDB). Each is read
 and written here only. A field this release does not know is kept as it came, so that a release
-rolled back reads a newer plan, and writes it back whole."""
+rolled back reads a newer plan, and writes it back whole (``stored``)."""
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Self
 
 from .ledger import ShardRecord
+from .outcome import Outcome
+from .stored import decoded, encoded
 from .upstream_parts import UpstreamPart
-
-
-def _decoded(cls: type, item: dict[str, Any], **read: Any) -> Any:
-    """``cls`` from a stored item: its fields by name (``read``: those decoded), the others kept."""
-    known = {f.name for f in fields(cls)} - {"later_fields"}
-    as_stored = {name: item[name] for name in known - set(read) if name in item}
-    return cls(**as_stored, **read, later_fields=_later(item, known))
-
-
-def _later(item: dict[str, Any], known: set[str]) -> dict[str, Any]:
-    return {name: value for name, value in item.items() if name not in known}
-
-
-def _encoded(record: Any, **written: Any) -> dict[str, Any]:
-    """A stored item of ``record``: its later fields first, so that none of its own is overwritten."""
-    own = {f.name: getattr(record, f.name) for f in fields(record) if f.name != "later_fields"}
-    return {**record.later_fields, **own, **written}
 
 
 @dataclass(frozen=True)
@@ -44,12 +29,12 @@ class PlanRecord:
         return self.version is not None
 
     def to_item(self) -> dict[str, Any]:
-        return _encoded(self)
+        return encoded(self)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Self:
-        decoded: Self = _decoded(cls, item)
-        return decoded
+        record: Self = decoded(cls, item)
+        return record
 
 
 @dataclass(frozen=True)
@@ -62,7 +47,7 @@ class RunPlan:
     ids: list[str]  # what each upload holds (``upstream_parts.part_id``)
     held: dict[str, str]  # an upload's key -> what the upstream holds of it, from an earlier attempt or a shard's send
     todo: list[int]  # the uploads this attempt sends
-    outcome: dict[str, Any]  # the run's completion (``baseline.complete``): carried shards, missing benchmarks
+    outcome: Outcome  # the run's completion (``baseline.complete``): carried shards, missing benchmarks
     # the shards it forwards, arrived and carried, as they were counted, so that a part's finalizer
     # reads no shard item
     shards: dict[str, ShardRecord]
@@ -71,18 +56,20 @@ class RunPlan:
     later_fields: dict[str, Any] = field(default_factory=dict)
 
     def to_item(self) -> dict[str, Any]:
-        return _encoded(
+        return encoded(
             self,
             uploads=[u.to_item() for u in self.uploads],
             shards={name: asdict(s) for name, s in self.shards.items()},
+            outcome=self.outcome.to_item(),
         )
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Self:
-        decoded: Self = _decoded(
+        plan: Self = decoded(
             cls,
             item,
             uploads=[UpstreamPart.from_item(u) for u in item["uploads"]],
             shards={name: ShardRecord.from_item(s) for name, s in item["shards"].items()},
+            outcome=Outcome.from_item(item["outcome"]),
         )
-        return decoded
+        return plan

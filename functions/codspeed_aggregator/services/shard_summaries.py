@@ -8,9 +8,11 @@ last published report left beside it (one object, not one per shard)."""
 
 import threading
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from codspeed_wire.report import Overlap
 
 from ..adapters.results_store import ResultsStore
 from ..domain.baseline import result_sources
@@ -69,13 +71,13 @@ class ShardSummaries:
             self._digests[run] = digest
             trim_oldest(self._digests, CACHED_DIGESTS)
 
-    def twins(self, snapshot: Snapshot, baseline: Snapshot | None, overlaps: list[dict[str, Any]]) -> list[Twin]:
+    def twins(self, snapshot: Snapshot, baseline: Snapshot | None, overlaps: Sequence[Overlap]) -> list[Twin]:
         """The change each shard of an overlap measured (``overlaps``: the run's outcome's, told at
         its close), read from the results of those shards only."""
         arrived = snapshot.arrived()
-        named = {s: arrived[s].key or "" for o in overlaps for s in o["shards"] if s in arrived and arrived[s].key}
+        named = {s: arrived[s].key or "" for o in overlaps for s in o.shards if s in arrived and arrived[s].key}
         read = self._read(dict(sorted(named.items())), baseline)
-        return [Twin(o["benchmark"], _changes(o, read)) for o in overlaps]
+        return [Twin(o.benchmark, _changes(o, read)) for o in overlaps]
 
     def _summarized(self, bundles: dict[str, str], baseline: Snapshot | None) -> dict[str, ShardSummary]:
         """The summaries of the shards of ``bundles`` (name: its bundle's key)."""
@@ -151,12 +153,12 @@ def trim_oldest(cache: dict[Any, Any], limit: int) -> None:
 
 
 def _changes(
-    overlap: dict[str, Any], read: dict[str, tuple[dict[str, Any], Mapping[str, dict[str, Any]]]]
+    overlap: Overlap, read: dict[str, tuple[dict[str, Any], Mapping[str, dict[str, Any]]]]
 ) -> dict[str, float | None]:
     """The change each shard of ``overlap`` measured of its benchmark (None: new there)."""
-    benchmark = overlap["benchmark"]
+    benchmark = overlap.benchmark
     return {
         shard: change(read[shard][0][benchmark], read[shard][1].get(benchmark))
-        for shard in overlap["shards"]
+        for shard in overlap.shards
         if shard in read and benchmark in read[shard][0]
     }

@@ -21,6 +21,7 @@ from ..domain.errors import existing
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, run_bundles_prefix, upstream_runs_key
 from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, sent_as
+from ..domain.outcome import Outcome
 from ..domain.retries import redelivery_delay
 from ..domain.run_plan import PlanRecord
 from ..domain.timestamps import epoch, iso
@@ -166,7 +167,7 @@ class FinalizeRun:
             )
         return self._finish_when_forwarded(project, run_id, plan)
 
-    def _closed_empty(self, project: str, run_id: str, outcome: dict[str, Any] | None = None) -> str:
+    def _closed_empty(self, project: str, run_id: str, outcome: Outcome | None = None) -> str:
         self.runs.finish(project, run_id, CLOSED_EMPTY, outcome=outcome)
         self.store.mark_final(run_bundles_prefix(project, run_id))
         self.reports.publish(project, run_id)
@@ -223,7 +224,7 @@ class FinalizeRun:
             self.baselines.record_forwarded(project, own_branch, run_id, finished)  # what benchmarks cost: whole or not
         if own_branch and whole:
             if self.keeper and plan.completion.carried:  # before its bundles are tagged final: the copies with them
-                carried = plan.completion.outcome.get("carried") or {}
+                carried = plan.completion.outcome.carried
                 self.keeper.keep(project, run_id, plan.completion.carried, carried, results_only=plan.run.sends_parts)
             self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
             self.reports.baseline_moved(project, own_branch, run_id, plan.run.commit, finished)  # known here at once

@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from codspeed_rules.index import Index, MadeFrom
 
@@ -16,6 +15,7 @@ from ..adapters.ledger import Sources
 from ..adapters.results_store import ResultsStore
 from ..domain.keys import bundle_key, index_key, normalized_key
 from ..domain.ledger import KeptSource, NormalizedCopy, ShardRecord
+from ..domain.outcome import CarriedShard
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class KeepSources:
         project: str,
         run_id: str,
         carried: dict[str, ShardRecord],
-        outcome: dict[str, Any],
+        outcome: dict[str, CarriedShard],
         results_only: bool = False,
     ) -> int:
         """Copy each shard ``carried`` (from the run ``outcome`` names for it) beside run ``run_id``;
@@ -46,10 +46,8 @@ class KeepSources:
         for name, shard in carried.items():
             source = outcome[name]
             try:
-                copy = self._copied(project, run_id, shard, results_only or bool(source.get("left_out")))
-                self.sources.keep(
-                    project, run_id, KeptSource(copy, source["run_id"], source.get("commit"), self.clock())
-                )
+                copy = self._copied(project, run_id, shard, results_only or bool(source.left_out))
+                self.sources.keep(project, run_id, KeptSource(copy, source.run_id, source.commit, self.clock()))
             except Exception as exc:
                 log.warning(
                     "shard %s carried by %s run %s is not kept beside it: %s: %s",

@@ -87,8 +87,9 @@ class PlanForward:
         """The carried shards whose bundle the bucket no longer holds (one LIST each, once a run),
         each noted on its outcome's entry so the report says why it is not in the upload."""
         gone = {n for n, s in completion.carried.items() if not self.store.holds(s.bundle_key)}
-        for name in gone:
-            completion.outcome["carried"][name]["left_out"] = BUNDLE_EXPIRED
+        carried = completion.outcome.carried
+        expired = {n: replace(c, left_out=BUNDLE_EXPIRED) for n, c in carried.items() if n in gone}
+        completion.outcome = replace(completion.outcome, carried={**carried, **expired})
         return gone
 
     def _shards(
@@ -112,7 +113,8 @@ class PlanForward:
         earlier = self._received_before(run, arrived, branch, baseline, kept_since)
         completion = complete(run, arrived, branch, baseline, names, earlier)
         if names is not None:
-            completion.outcome |= overlaps(arrived, names)
+            twice, total = overlaps(arrived, names)
+            completion.outcome = replace(completion.outcome, overlaps=twice, overlaps_total=total)
         return dict(sorted({**arrived, **completion.carried}.items())), completion
 
     def _received_before(

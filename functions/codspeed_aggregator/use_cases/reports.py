@@ -24,7 +24,7 @@ from ..domain.errors import NotFound
 from ..domain.keys import answer_key
 from ..domain.ledger import OPEN, RunRecord, Snapshot
 from ..domain.notification import commit_status
-from ..domain.report import build_report, carried_from, codspeed_page, compared_with, shard_entry, shard_names
+from ..domain.report import build_report, codspeed_page, compared_with, shard_entry, shard_names
 from ..domain.results import SummaryDigest, absent_entries, counted_once, shard_entries
 from ..domain.timestamps import iso
 from ..services.merged_heads import MergedHeads
@@ -117,7 +117,7 @@ class Reports:
         baseline = self._baseline(snapshot.run)
         digest = self._summaries.summed(snapshot, baseline)
         summary, threshold = digest.summary, self.settings.regression_threshold
-        if overlaps := (snapshot.run.outcome or {}).get("overlaps"):  # each benchmark counted once
+        if overlaps := snapshot.run.outcome.overlaps:  # each benchmark counted once
             summary = counted_once(summary, self._summaries.twins(snapshot, baseline, overlaps), threshold)
         report = build_report(
             snapshot,
@@ -137,8 +137,7 @@ class Reports:
     def _baseline(self, run: RunRecord) -> Snapshot | None:
         """The run this one compares with: the one its finalizer chose, or while it is open the
         latest forwarded on its base branch. Its read is kept: a forwarded run does not change."""
-        chosen = (run.outcome or {}).get("baseline") or {}
-        baseline_id = chosen.get("run_id")
+        baseline_id = run.outcome.baseline.run_id if run.outcome.baseline else None
         if baseline_id is None and run.state == OPEN:
             baseline_id = self._latest_baseline(run.project, self._branch(run), run.base_commits())
         if baseline_id is None or baseline_id == run.run_id:
@@ -233,7 +232,7 @@ class Reports:
         if shard not in shard_names(snapshot):
             raise NotFound(f"run {run_id} of {project} has no shard {shard!r}")
         run, threshold, baseline = snapshot.run, self.settings.regression_threshold, self._baseline(snapshot.run)
-        carried = ((run.outcome or {}).get("carried") or {}).get(shard)
+        carried = run.outcome.carried.get(shard)
         sources = result_sources(baseline) if baseline else {}
         if (record := snapshot.arrived().get(shard)) is not None:
             found = self.results.read(record.key) if record.results_kept and record.key else None
@@ -241,8 +240,8 @@ class Reports:
             benchmarks = shard_entries(
                 shard, figures, self._summaries.before(baseline, sources, shard, figures), threshold
             )
-        elif carried is not None and carried.get("key") and (found := self.results.read(carried["key"])):
-            benchmarks = absent_entries(shard, found.results, "carried", carried_from(carried))
+        elif carried is not None and carried.key and (found := self.results.read(carried.key)):
+            benchmarks = absent_entries(shard, found.results, "carried", carried.said)
         elif baseline and shard in sources and (found := self.results.read(sources[shard][0])):
             benchmarks = absent_entries(
                 shard, found.results, "running" if run.state == OPEN else "missing", f"run {baseline.run.run_id}"

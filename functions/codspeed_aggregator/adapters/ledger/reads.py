@@ -14,6 +14,7 @@ from codspeed_rules.backoff import backoff
 from ...domain.barrier import BarrierView, Grant
 from ...domain.closing import CiOrigin
 from ...domain.ledger import ArrivalView, RunRecord, ShardRecord, Snapshot
+from ...domain.outcome import CarriedShard
 from ...domain.run_plan import PlanRecord
 from .codec import (
     CARRIED_PREFIX,
@@ -27,7 +28,7 @@ from .codec import (
     notes_wanted,
     tally_sks,
 )
-from .records import plan_from, run_from, shard_from, upload_from
+from .records import carried_count, plan_from, run_from, shard_from, upload_from
 
 log = logging.getLogger(__name__)
 
@@ -230,12 +231,12 @@ class Reads(TableItems):
 def _read_whole(run: dict[str, Any], known: _Known) -> bool:
     """A run opened again under its id (the first expired), or one that carried shards: its
     carried shards are items beside it, out of the few a changed snapshot reads."""
-    return run.get("created_at", "") != known.created_at or bool((run.get("outcome") or {}).get("carried_shards"))
+    return run.get("created_at", "") != known.created_at or carried_count(run) > 0
 
 
 def _parse(items: list[dict[str, Any]]) -> Snapshot | None:
     found: dict[str, Any] | None = None
-    carried: dict[str, Any] = {}
+    carried: dict[str, CarriedShard] = {}
     tallies: list[dict[str, Any]] = []
     shards: dict[str, ShardRecord] = {}
     parts: dict[str, dict[str, Any]] = {"announced": {}, "forwarded": {}}
@@ -248,7 +249,7 @@ def _parse(items: list[dict[str, Any]]) -> Snapshot | None:
             shard = shard_from(item)
             shards[shard.name] = shard
         elif item["sk"].startswith(CARRIED_PREFIX):
-            carried[item["sk"].removeprefix(CARRIED_PREFIX)] = json.loads(item["carried"])
+            carried[item["sk"].removeprefix(CARRIED_PREFIX)] = CarriedShard.from_item(json.loads(item["carried"]))
         elif item["sk"].startswith(PART_PREFIX):
             _, kind, index = item["sk"].split("#", 2)
             if kind in parts:
@@ -257,6 +258,6 @@ def _parse(items: list[dict[str, Any]]) -> Snapshot | None:
         return None
     run = run_from(found, tallies)
     if carried:
-        run.outcome = {**run.outcome, "carried": dict(sorted(carried.items()))}
+        run.outcome = dataclasses.replace(run.outcome, carried=dict(sorted(carried.items())))
     run.announced_parts, run.forwarded_parts = parts["announced"], parts["forwarded"]
     return Snapshot(run, shards)

@@ -7,8 +7,11 @@ from typing import Any
 from ...domain.closing import Awaiting, CiOrigin
 from ...domain.ledger import OPEN, GrantRecord, NormalizedCopy, RunRecord, ShardRecord, ShardSent
 from ...domain.manifest import Manifest
+from ...domain.outcome import Outcome
 from ...domain.run_plan import PlanRecord
 from .codec import CARRIED_PREFIX, COUNT_PREFIX, GROUP_PREFIX, PROJECT_PREFIX, RUN_SK, SHARD_PREFIX, run_pk
+
+CARRIED_COUNT = "carried_shards"  # on a run item's outcome
 
 
 def group_attribute(group: str) -> str:
@@ -67,7 +70,7 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
         forward_error=item.get("forward_error"),
         lease_until=item.get("lease_until", 0),
         arrived_count=sum(counts.values()),
-        outcome=item.get("outcome") or {},
+        outcome=_outcome(item),
         attempt=item.get("run_attempt", 1),
         variants=variants,
         closing=bool(item.get("close_requested")),
@@ -190,15 +193,26 @@ def listed_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
 
 
 def carried_items(
-    project: str, run_id: str, outcome: dict[str, Any], expires_at: int
+    project: str, run_id: str, outcome: Outcome, expires_at: int
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A finished run's outcome as its item keeps it (how many shards it carried), and an item
     beside it for each: they are as many as its shards, and its item stays small."""
-    kept, carried = dict(outcome), outcome.get("carried") or {}
-    kept.pop("carried", None)
+    kept = outcome.to_item()
+    carried = kept.pop("carried")
     items = [
         {"pk": run_pk(project, run_id), "sk": f"{CARRIED_PREFIX}{name}", "carried": json.dumps(entry)}
         | {"expires_at": expires_at}
         for name, entry in carried.items()
     ]
-    return kept | ({"carried_shards": len(carried)} if carried else {}), items
+    return kept | ({CARRIED_COUNT: len(carried)} if carried else {}), items
+
+
+def carried_count(item: dict[str, Any]) -> int:
+    """How many shards a run item's outcome carried: each is an item beside it."""
+    return int((item.get("outcome") or {}).get(CARRIED_COUNT, 0))
+
+
+def _outcome(item: dict[str, Any]) -> Outcome:
+    """A run item's outcome, its carried shards aside (``carried_items``)."""
+    kept = {k: v for k, v in (item.get("outcome") or {}).items() if k != CARRIED_COUNT}
+    return Outcome.from_item(kept)

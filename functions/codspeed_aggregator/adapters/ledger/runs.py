@@ -21,6 +21,7 @@ from ...domain.ledger import (
     named_attempt,
 )
 from ...domain.manifest import Manifest
+from ...domain.outcome import Outcome
 from ...domain.run_plan import PlanRecord
 from .codec import (
     FINALIZING_PK,
@@ -215,12 +216,12 @@ class Runs(TableItems):
         state: str,
         upstream: dict[str, Any] | None = None,
         error: str | None = None,
-        outcome: dict[str, Any] | None = None,
+        outcome: Outcome | None = None,
     ) -> bool:
         """Record how finalizing ended (or, for a run of parts, how one part failed): only a
         finalizer holding the run or one of its parts can, once the run is forwarded no more. The
         shards ``outcome`` carries go first, an item each (``records.carried_items``)."""
-        outcome, carried = carried_items(project, run_id, outcome or {}, self.expires_at())
+        kept, carried = carried_items(project, run_id, outcome or Outcome(), self.expires_at())
         self.write_all(carried)
         return self.update_run(
             project,
@@ -228,7 +229,7 @@ class Runs(TableItems):
             "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero "
             "REMOVE open_pk ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed)",
-            {":s": state, ":up": upstream, ":err": error, ":outcome": outcome, ":zero": 0}
+            {":s": state, ":up": upstream, ":err": error, ":outcome": kept, ":zero": 0}
             | {":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
         )
 
