@@ -20,11 +20,13 @@ from billing import item_size
 
 from codspeed_aggregator.domain.baseline import MAX_LISTED, first_listed
 from codspeed_aggregator.domain.forward_plan import UpstreamRuns
+from codspeed_aggregator.domain.identity import RunIdentity
 from codspeed_aggregator.domain.ledger import FORWARDED, MAX_GROUPS, MAX_VARIANTS, RunRecord, variant_key
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.outcome import CarriedShard, ChosenBaseline, Outcome
 from codspeed_aggregator.domain.run_plan import PlanRecord
 from codspeed_wire.api import MAX_SHARDS
+from codspeed_wire.report import UpstreamEntry
 
 DYNAMODB_ITEM_LIMIT = 400 * 1024
 
@@ -48,7 +50,7 @@ def largest_run(project: str, run_id: str) -> RunRecord:
         base_ref="refs/heads/" + "m" * 989,
         base_commit="c" * 64,
         base_ancestors=tuple(f"{i:064x}" for i in range(50)),
-        identity={"commitHash": "a" * 64, "owner": "o" * 100, "repository": "p" * 100, "ref": "r" * 1000},
+        identity=RunIdentity("a" * 64, "o" * 100, "p" * 100, "r" * 1000),
         created_at="2026-12-05T00:00:00.000000Z",
         ci_url="https://ci.example/" + "u" * 2020,
         skipped=names,
@@ -64,7 +66,7 @@ def write_largest(ledger, project: str, run_id: str) -> dict:
     ledger.runs.open_run(run)
     assert not ledger.runs.add_group(project, run_id, "one-too-many", Manifest(total=1))
     assert not ledger.runs.add_variant(project, run_id, variant_key("", "walltime/1"))
-    assert ledger.closes.request_close(project, run_id, [], "close")
+    assert ledger.closes.request_close(project, run_id, [])
     assert ledger.runs.claim_finalize(project, run_id, 1, 60, grants=0)
     assert ledger.runs.record_plan(project, run_id, PlanRecord(baseline=run_id, parts=MAX_SHARDS, sends=MAX_SHARDS))
     carried = {  # each skipped name under three executors: what a skip stands for
@@ -90,7 +92,7 @@ def write_largest(ledger, project: str, run_id: str) -> dict:
     # a part a shard (the parts mode), each answered under an upstream run of its own: the caps' product,
     # in ids of 40 two-byte characters (the case seen: their comma-joined list passed 400 KB at ~1,640)
     runs = UpstreamRuns([f"{'é' * 34}{i:06d}" for i in range(MAX_GROUPS * MAX_SHARDS)])
-    upstream = runs.said() | {"status": "success", "at": "2026-12-05T00:00:00Z", "message": "m" * 200}
+    upstream = UpstreamEntry(**runs.said(), status="success", at="2026-12-05T00:00:00Z", message="m" * 200)
     assert ledger.runs.finish(project, run_id, FORWARDED, upstream=upstream, outcome=outcome)
     return {"carried": carried, "gone": gone, "runs": runs}
 

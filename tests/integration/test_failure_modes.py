@@ -11,6 +11,7 @@ import pytest
 
 from codspeed_aggregator.adapters.upstream_http import UpstreamError, UpstreamRefused
 from codspeed_aggregator.domain.errors import BadBundle
+from codspeed_aggregator.domain.part_answers import Announced
 from codspeed_wire.api import CloseRequest, ShardUploadRequest
 from tests.factories import bundle, profile_members, put, tar_gz, upload_request
 
@@ -208,10 +209,10 @@ def test_a_retried_forward_asks_for_a_new_upload_url_when_the_old_one_is_dead(is
     )  # an earlier finalizer announced, then died before its PUT
     _, md5 = agg.store.reader(key).digest()
     expired = f"{isolated.upstream.url}/archive/expired"  # the stand-in answers 404 there, as a dead URL answers 403
-    agg.ledger.parts.record_announced_part(project, run_id, 0, {"run_id": "gone", "upload_url": expired, "md5": md5})
+    agg.ledger.parts.record_announced_part(project, run_id, 0, Announced("gone", expired, md5))
     assert replace(agg, clock=lambda: now + 5).finalize_run.finalize(project, run_id) == "forwarded"
     [upload] = isolated.upstream.uploads(run_id)
-    assert _state(agg, project, run_id).upstream["run_id"] == upload.name
+    assert _state(agg, project, run_id).upstream.run_id == upload.name
 
 
 def test_a_refusal_of_a_fresh_upload_url_is_not_retried_forever(isolated, project, run_id):

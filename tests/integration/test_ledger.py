@@ -179,3 +179,39 @@ def test_a_jobs_token_follows_its_upload_into_the_attempt_that_counts_it(isolate
     shards.keep_metadata(project, run_id, "u2", {}, expired)
     shards.copy_upload_metadata(project, run_id, f"{run_id}~2", "u2")
     assert shards.upload_post(project, f"{run_id}~2", "u2", time.time())[1].token is None  # not near its expiry
+
+
+class _Reading(dict):
+    """A run item that remembers which of its attributes were read."""
+
+    def __init__(self, item: dict) -> None:
+        super().__init__(item)
+        self.read: set[str] = set()
+
+    def __getitem__(self, name):
+        self.read.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name, default=None):
+        self.read.add(name)
+        return super().get(name, default)
+
+
+def test_every_attribute_a_run_item_holds_after_its_whole_life_is_one_its_record_reads(isolated, project, run_id):
+    """The case seen: ``close_reason`` was written at every close and read by nothing."""
+    from codspeed_aggregator.adapters.ledger.codec import COUNT_PREFIX, GROUP_PREFIX, load
+    from codspeed_aggregator.adapters.ledger.records import run_from
+    from codspeed_wire.api import CloseRequest
+
+    agg = isolated.aggregator
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), expect=["1", "2"])["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, skip=["2"], ci_run="4242", ci_attempt=1))
+    assert isolated.finalize_all(project, run_id) == "forwarded"
+    raw = agg.ledger.db.get_item(TableName=agg.ledger.table, Key=agg.ledger.runs.key(project, run_id, "RUN"))["Item"]
+    item = _Reading(load(raw))
+    run = run_from(item, [])
+    assert run.closing and run.skipped == ("2",) and run.closed_by is not None and run.outcome.note
+    for_the_table = {"pk", "sk", "expires_at", "open_pk", "group_count", "variant_count"}  # keys, TTL, index, caps
+    by_prefix = {name for name in item if name.startswith((GROUP_PREFIX, COUNT_PREFIX))}  # a group's manifest, count
+    assert run.groups and by_prefix
+    assert sorted(set(item) - item.read - for_the_table - by_prefix) == []

@@ -8,6 +8,7 @@ from dataclasses import asdict
 import pytest
 
 from codspeed_aggregator.domain.ledger import ARRIVED, NormalizedCopy, ShardRecord, ShardSent
+from codspeed_aggregator.domain.part_answers import Delivered
 from codspeed_rules.index import Index, IndexUnreadable, MadeFrom, Member, Sealed, Segment
 from codspeed_rules.normalize import Normalizer
 from tests.factories import bundle
@@ -125,4 +126,4 @@ def test_a_shard_record_1_0_0_wrote_is_read_and_a_field_it_no_longer_has_is_left
     shard = ShardRecord.from_item(written)
     assert shard.normalized == NormalizedCopy("k", None, "v")
     assert shard.upstream == ShardSent("p", run_id="up-1", size=10, md5="m")
-    assert shard.upstream.answer() == {"run_id": "up-1", "size": 10, "md5": "m"}
+    assert shard.upstream.answer() == Delivered("up-1", 10, "m")

@@ -10,6 +10,7 @@ from .baseline import Completion
 from .ledger import RunRecord, ShardRecord, sent_as
 from .metadata import part_claim
 from .outcome import CarriedShard
+from .part_answers import Delivered
 from .upstream_parts import UpstreamPart
 
 
@@ -88,11 +89,11 @@ class ForwardPlan:
             base_metadata=self.base_metadata,
         )
 
-    def outcome_said(self, parts: list[dict[str, Any]]) -> tuple[str, "UpstreamRuns"]:
+    def outcome_said(self, parts: list[Delivered]) -> tuple[str, "UpstreamRuns"]:
         """What the run's end says it sent (``parts``: the upstream's answers to this attempt's
         sends), and the upstream run ids it went under."""
-        size = sum(p["size"] for p in parts)
-        run_ids = [p["run_id"] for p in parts]
+        size = sum(p.size for p in parts)
+        run_ids = [p.run_id for p in parts if p.run_id]
         if self.run.sends_parts:  # each shard its own part as it landed: nothing merged, nothing carried sent
             carried = len(self.completion.carried)
             if measured := len(self.shards) - carried:

@@ -13,11 +13,14 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from codspeed_rules.names import KEYED_AS_NAME
+from codspeed_wire.report import UpstreamEntry
 
 from .closing import Awaiting, CiOrigin
 from .errors import Unprocessable
+from .identity import RunIdentity
 from .manifest import Manifest
 from .outcome import Outcome
+from .part_answers import Announced, Delivered
 
 if TYPE_CHECKING:  # run_plan holds ShardRecords: imported only to name the type
     from .run_plan import PlanRecord
@@ -78,19 +81,18 @@ class RunRecord:
     base_ref: str | None = None
     base_commit: str | None = None  # the base branch's commit the change was built on: its run is the baseline
     base_ancestors: tuple[str, ...] = ()  # its first-parent ancestors, the nearest first: else the nearest with a run
-    identity: dict[str, Any] | None = None
+    identity: RunIdentity | None = None
     created_at: str = ""
     deadline_at: int = 0
     rev: int = 1
     run_changes: int = 1
     skipped: tuple[str, ...] = ()
-    close_reason: str | None = None
-    upstream: dict[str, Any] | None = None
+    upstream: UpstreamEntry | None = None  # how its forward ended, as its report says it
     forward_error: str | None = None
     lease_until: int = 0
     arrived_count: int = 0  # distinct shards with an accepted bundle, kept exact by the arrival's condition
-    forwarded_parts: dict[str, Any] = field(default_factory=dict)  # upload index -> the upstream's answer
-    announced_parts: dict[str, Any] = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not done
+    forwarded_parts: dict[str, Delivered] = field(default_factory=dict)  # upload index -> what reached the upstream
+    announced_parts: dict[str, Announced] = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not
     outcome: Outcome = field(default_factory=Outcome)  # decided at its end (``baseline.complete``)
     attempt: int = 1  # a run forwarded and uploaded to again (a CI re-run) goes on as its next attempt
     variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
@@ -187,8 +189,8 @@ class ShardSent:
     error: str | None = None
     run_hash: str | None = None  # a tokenless part's: the sha256 of the POST's bytes CodSpeed received
 
-    def answer(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "size": self.size, "md5": self.md5}
+    def answer(self) -> Delivered:
+        return Delivered(self.run_id, self.size or 0, self.md5)
 
     def to_item(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -9,22 +9,9 @@ from codspeed_rules.names import split_shard_key
 from codspeed_rules.runner_json import AGGREGATOR_JOB, in_runner_order, pushed_part_id
 from codspeed_wire.upstream import UploadMetadata
 
-from .errors import Conflict
 from .ledger import ShardRecord, base_run_id
 from .outcome import CarriedShard
 from .upstream_parts import UpstreamPart, claim_id
-
-
-def check_identity(run_identity: dict[str, Any] | None, mine: dict[str, Any] | None) -> None:
-    """Refuse a shard whose commit, project or ref differs from the run's first shard."""
-    if not run_identity or mine is None:
-        return
-    for field, value in run_identity.items():
-        if mine.get(field) != value:
-            raise Conflict(
-                f"metadata field {field} is {mine.get(field)!r} in this shard but {value!r} in the run: "
-                "every shard of a run must agree on it"
-            )
 
 
 def ci_url(metadata: UploadMetadata) -> str | None:

@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from codspeed_rules.names import shard_key, split_shard_key
-from codspeed_wire.report import FINAL_STATES, Report, ShardEntry, UpstreamEntry
+from codspeed_wire.report import FINAL_STATES, Report, ShardEntry
 
 from .baseline import chosen_baseline
 from .closing import closing_said
@@ -190,7 +190,7 @@ def _run_fields(run: RunRecord) -> dict[str, Any]:
         "closing": closing_said(run.closing, run.awaiting) if run.state == OPEN else None,
         "version": run.rev,
         "expected": run.expected_count(),
-        "upstream": UpstreamEntry(**run.upstream) if run.upstream else None,
+        "upstream": run.upstream,
     }
 
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from ..adapters.ledger import Runs, Shards
 from ..domain.errors import Conflict
+from ..domain.identity import check_identity
 from ..domain.ledger import ENDED, RunRecord, attempt_run_id, base_run_id
-from ..domain.metadata import check_identity
 from ..settings import Settings
 
 

@@ -41,7 +41,7 @@ class CloseRun:
                 project=request.project, run_id=run_id, state=state, message=f"run is already {state}: nothing to close"
             )
         origin = CiOrigin(request.ci_run, request.ci_attempt) if request.ci_run else None
-        first = self.closes.request_close(request.project, run_id, _new_skips(snapshot, request.skip), reason, origin)
+        first = self.closes.request_close(request.project, run_id, _new_skips(snapshot, request.skip), origin)
         self.queue.request(request.project, run_id, reason)
         return CloseAnswer(
             project=request.project,

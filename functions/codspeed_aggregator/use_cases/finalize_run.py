@@ -5,11 +5,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from botocore.exceptions import ClientError
 
 from codspeed_rules.backoff import backoff
+from codspeed_wire.report import UpstreamEntry
 
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Baselines, Parts, Reads, Runs
@@ -22,6 +22,7 @@ from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, run_bundles_prefix, upstream_runs_key
 from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, sent_as
 from ..domain.outcome import Outcome
+from ..domain.part_answers import Announced
 from ..domain.retries import redelivery_delay
 from ..domain.run_plan import PlanRecord
 from ..domain.timestamps import epoch, iso
@@ -112,7 +113,7 @@ class FinalizeRun:
             sends = now.plan.sends if now.plan else 1
             if now.plan and len(now.forwarded_parts) >= sends:
                 raise  # forwarded in full: only the ledger's last write failed, and the retry makes it
-            upstream = {"run_id": None, "status": "failed", "at": iso(self.clock()), "message": message}
+            upstream = UpstreamEntry(status="failed", at=iso(self.clock()), message=message)
             if sends > 1:
                 self.runs.fail_held(project, run_id, upstream, message)
             else:
@@ -174,7 +175,7 @@ class FinalizeRun:
         return CLOSED_EMPTY
 
     def _forward_part(
-        self, part: PartPlan, project: str, run_id: str, announced: dict[str, Any] | None, sends_parts: bool
+        self, part: PartPlan, project: str, run_id: str, announced: Announced | None, sends_parts: bool
     ) -> None:
         """Forward one upload whose claim this finalizer holds; a failure lets its retry take it at once.
         A shard a parts run sent while this was planned is not sent again."""
@@ -206,12 +207,12 @@ class FinalizeRun:
             return now.state  # the finalizer of the last part to reach the upstream finishes the run
         plan = plan or self.planner.of(now, recorded)
         parts = [answers[str(i)] for i in plan.todo]
-        size = sum(p["size"] for p in parts)
+        size = sum(p.size for p in parts)
         message, runs = plan.outcome_said(parts)
         if runs.overflow:  # the run item lists the first, counts them all: the whole list beside the plan
             self.store.put_json(upstream_runs_key(project, run_id), {"run_ids": runs.distinct})
         finished = self.clock()
-        upstream = runs.said() | {"status": "success", "at": iso(finished), "message": message}
+        upstream = UpstreamEntry(**runs.said(), status="success", at=iso(finished), message=message)
         if not self._written(
             lambda: self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome, upstream=upstream)
         ):

@@ -29,6 +29,7 @@ from ..domain.metadata import (
     names_archive,
     with_run_id,
 )
+from ..domain.part_answers import Announced, Delivered
 from ..domain.splice import NormalizedShard, splice
 from ..domain.splice_check import IndexMismatch
 from ..settings import Settings
@@ -53,9 +54,7 @@ class ForwardPart:
         """The CodSpeed metadata the job that opened the run stated (``codspeed-client open``), if any."""
         return self.shards.upload_metadata(project, run_id, OPENED)
 
-    def send_merged(
-        self, part: PartPlan, project: str, run_id: str, announced: dict[str, Any] | None
-    ) -> dict[str, Any]:
+    def send_merged(self, part: PartPlan, project: str, run_id: str, announced: Announced | None) -> Delivered:
         """Send the part's shards merged: its number among its group's merged parts, under the run's
         metadata, naming the shards it carried. A POST already answered for the same bytes (the
         merge is deterministic) is not made again: the archive goes to the URL it gave."""
@@ -84,8 +83,8 @@ class ForwardPart:
         run_id: str,
         base_metadata: dict[str, Any] | None = None,
         index: int | None = None,
-        announced: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        announced: Announced | None = None,
+    ) -> Delivered:
         """Send one shard's archive as it was sent: a runner's POST byte for byte, with its job's token
         while valid, when its metadata names this very archive; else its metadata (a carried
         shard's under ``base_metadata``)."""
@@ -103,27 +102,27 @@ class ForwardPart:
         if sent.get("tokenless") is True and outgoing.post is not None:
             # the runner prints a tokenless upload's Run Hash, the sha256 of its POST's bytes: of the bytes
             # CodSpeed received, where they are not the job's (a GitLab job's run id, rewritten)
-            answer["run_hash"] = hashlib.sha256(outgoing.post.body).hexdigest()
+            return replace(answer, run_hash=hashlib.sha256(outgoing.post.body).hexdigest())
         return answer
 
     def _deliver(
-        self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing", announced: dict[str, Any] | None
-    ) -> dict[str, Any]:
+        self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing", announced: Announced | None
+    ) -> Delivered:
         """POST the upload's metadata (unless ``announced`` for these bytes already), then PUT the archive."""
         announce = partial(self._announce, project, run_id, index, outgoing)
         size, md5 = outgoing.size, outgoing.md5
-        fresh = announced is None or announced["md5"] != md5
+        fresh = announced is None or announced.md5 != md5
         current = announce() if fresh or announced is None else announced
         try:
-            self.upstream.put(current["upload_url"], outgoing.archive, size, md5, gzipped=outgoing.gzipped)
+            self.upstream.put(current.upload_url, outgoing.archive, size, md5, gzipped=outgoing.gzipped)
         except UpstreamRefused:
             if fresh:
                 raise
             current = announce()  # the URL of an earlier try is dead (expired, or refused): ask for a new one
-            self.upstream.put(current["upload_url"], outgoing.archive, size, md5, gzipped=outgoing.gzipped)
+            self.upstream.put(current.upload_url, outgoing.archive, size, md5, gzipped=outgoing.gzipped)
         finally:
             outgoing.archive.close()
-        return {"run_id": current["run_id"], "size": size, "md5": md5}
+        return Delivered(current.run_id, size, md5)
 
     def _merge_part(self, key: str, shards: list[ShardRecord]) -> tuple[SpoolWriter, MergeResult]:
         """Splice the shards' normalized copies; merge their bundles when one has none, or when
@@ -166,7 +165,7 @@ class ForwardPart:
             raise IndexMismatch(f"the index of {shard.key} was made from another object ({index.bundle})")
         return index
 
-    def _announce(self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing") -> dict[str, Any]:
+    def _announce(self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing") -> Announced:
         """POST an upload's metadata (a runner's POST's bytes when it goes as it came) and record
         the answer before the PUT (a retry re-PUTs there); a shard of a parts run (no ``index``) is
         announced again when it is sent again."""
@@ -175,7 +174,7 @@ class ForwardPart:
         else:
             post = outgoing.post
             accepted = self.upstream.announce(outgoing.describe(), post.body, post.user_agent, outgoing.token)
-        announced = {"run_id": accepted.runId, "upload_url": accepted.uploadUrl, "md5": outgoing.md5}
+        announced = Announced(accepted.runId, accepted.uploadUrl, outgoing.md5)
         if index is not None:
             self.parts.record_announced_part(project, run_id, index, announced)
         return announced

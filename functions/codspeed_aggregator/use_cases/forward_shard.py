@@ -78,7 +78,7 @@ class ForwardShard:
                 self.parts.release_part(project, run_id, claim)
             self.reports.publish(project, run_id)  # the run says so; the message's retry sends it again
             raise
-        return self._record(project, run_id, shard, claim, ShardSent(held, **answer))
+        return self._record(project, run_id, shard, claim, ShardSent(held, **answer.fields()))
 
     def _record(self, project: str, run_id: str, shard: ShardRecord, claim: str, sent: ShardSent) -> bool:
         """Record a send; a write that fails (a throttle, an access denied) releases the claim before

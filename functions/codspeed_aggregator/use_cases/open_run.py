@@ -17,9 +17,9 @@ from ..adapters.queues import FinalizeQueue
 from ..domain.baseline import branch_of
 from ..domain.drop_in import group_of
 from ..domain.errors import Conflict, Unprocessable
+from ..domain.identity import RunIdentity, check_identity
 from ..domain.ledger import ENDED, OPENED, RunRecord
 from ..domain.manifest import Manifest
-from ..domain.metadata import check_identity
 from ..domain.timestamps import iso
 from ..settings import Settings
 from .reports import Reports
@@ -50,7 +50,7 @@ class OpenRun:
             head_commit=request.head_commit,
             base_commit=request.base_commit,
             base_ancestors=tuple(request.base_ancestors) if request.base_commit else (),
-            identity={"commitHash": commit, "owner": owner, "repository": repository, "ref": request.ref},
+            identity=RunIdentity(commit, owner, repository, request.ref),
             created_at=iso(now),
             deadline_at=int(now) + self.settings.run_deadline_seconds,
             skipped=tuple(dict.fromkeys(request.skip)),
@@ -60,12 +60,12 @@ class OpenRun:
             sends_parts=self.settings.sends_parts(project),
             fork=fork,
         )
-        identity = declared.identity or {}
-        if request.metadata is not None and (stated := request.metadata.identity()) != identity:
-            field = next(k for k in stated if stated[k] != identity.get(k))
+        stated = RunIdentity.of(request.metadata.identity()) if request.metadata is not None else None
+        if stated is not None and declared.identity and (found := declared.identity.first_difference(stated)):
+            field, said, opened = found
             raise Unprocessable(
-                f"metadata field {field} is {stated[field]!r} but the open states "
-                f"{identity.get(field)!r}: the metadata is what the run's shards send"
+                f"metadata field {field} is {said!r} but the open states {opened!r}: "
+                "the metadata is what the run's shards send"
             )
         run, created = self.runs.open_run(declared)  # as stored, when it was there
         if not created:

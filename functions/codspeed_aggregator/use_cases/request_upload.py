@@ -18,6 +18,7 @@ from ..adapters.ledger import Closes, Runs, Shards
 from ..domain.closing import CiOrigin
 from ..domain.drop_in import BuildkiteJob, ci_run_of, shard_of
 from ..domain.errors import Busy, Conflict, Forbidden, Unprocessable, existing
+from ..domain.identity import RunIdentity
 from ..domain.keys import bundle_key
 from ..domain.ledger import MAX_GROUPS, MAX_VARIANTS, GrantRecord, RunRecord, SentPost, base_run_id, variant_key
 from ..domain.manifest import Manifest
@@ -219,7 +220,7 @@ class RequestUpload:
                 base_ref=metadata.base_ref,
                 base_commit=asked.base_commit,
                 base_ancestors=asked.base_ancestors if asked.base_commit else (),
-                identity=metadata.identity(),
+                identity=RunIdentity.of(metadata.identity()),
                 created_at=iso(now),
                 deadline_at=int(now) + self.settings.run_deadline_seconds,
                 variants=asked.variants(),

@@ -23,7 +23,7 @@ class SweepDeadlines:
         now = int(self.clock())
         due = self.runs.open_runs_past(now)
         for project, run_id in due:
-            self.closes.request_close(project, run_id, [], "deadline")
+            self.closes.request_close(project, run_id, [])
             self.queue.request(project, run_id, "deadline")
         for project, run_id in self.runs.stalled_finalizing(now):
             self.queue.request(project, run_id, "lease-expired")

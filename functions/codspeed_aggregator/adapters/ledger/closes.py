@@ -24,9 +24,7 @@ class Closes(TableItems):
             {":open": OPEN} | ({":most": most} if most is not None else {}),
         )
 
-    def request_close(
-        self, project: str, run_id: str, skip: list[str], reason: str, origin: CiOrigin | None = None
-    ) -> bool:
+    def request_close(self, project: str, run_id: str, skip: list[str], origin: CiOrigin | None = None) -> bool:
         """Mark an open run closed (first close wins), adding ``skip`` to the shards it skips (an
         attempt starts with its previous one's), with the CI run and attempt the close speaks for
         (``origin``: their jobs have ended); False when it was not open or already closing."""
@@ -36,9 +34,9 @@ class Closes(TableItems):
         return self.update_run(
             project,
             run_id,
-            f"SET close_requested = :true{skips}{by}, close_reason = :reason ADD rev :one, run_changes :one",
+            f"SET close_requested = :true{skips}{by} ADD rev :one, run_changes :one",
             "#state = :open AND attribute_not_exists(close_requested)",
-            {":true": True, ":reason": reason, ":open": OPEN}
+            {":true": True, ":open": OPEN}
             | ({":skip": skip, ":none": []} if skip else {})
             | ({":by": said} if said else {}),
         )

@@ -26,6 +26,7 @@ RUN_SK = "RUN"
 TALLY_PREFIX = "RUN#TALLY#"  # the run's counts of its shards' changes, spread over TALLIES items (see tally_sk)
 CARRIED_PREFIX = "CARRIED#"  # a shard a finished run carried from its baseline, as its report says it: an item each
 PART_PREFIX = "PART#"  # the upstream's answer about one upload of the run: an item each, so the run item stays small
+ANNOUNCED, FORWARDED_PART = "announced", "forwarded"  # what a part's item says: its POST answered, or it delivered
 SHARD_PREFIX = "SHARD#"
 UPLOAD_PREFIX = "UPLOAD#"  # sorts after RUN and SHARD#: snapshots stop before it
 META_PREFIX = "~META#"  # sorts after the shards and upload requests: out of snapshots

@@ -4,7 +4,8 @@ import json
 from typing import Any
 
 from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN, ShardRecord, ShardSent
-from .codec import CLAIM_PREFIX, PART_PREFIX, RUN_SK, SHARD_PREFIX, TableItems, dump, run_pk
+from ...domain.part_answers import Announced, Delivered
+from .codec import ANNOUNCED, CLAIM_PREFIX, FORWARDED_PART, PART_PREFIX, RUN_SK, SHARD_PREFIX, TableItems, dump, run_pk
 
 
 class Parts(TableItems):
@@ -76,21 +77,21 @@ class Parts(TableItems):
             "ExpressionAttributeValues": dump({":zero": 0}),
         }
 
-    def record_announced_part(self, project: str, run_id: str, index: int, answer: dict[str, Any]) -> bool:
+    def record_announced_part(self, project: str, run_id: str, index: int, answer: Announced) -> bool:
         """Remember the upstream's answer to upload ``index``'s POST, before its PUT."""
-        return self._record_part("announced", project, run_id, index, answer)
+        return self._record_part(ANNOUNCED, project, run_id, index, answer.to_json())
 
-    def record_forwarded_part(self, project: str, run_id: str, index: int, answer: dict[str, Any]) -> bool:
+    def record_forwarded_part(self, project: str, run_id: str, index: int, answer: Delivered) -> bool:
         """Remember that upload ``index`` of a run reached the upstream, so a retry skips it."""
-        return self._record_part("forwarded", project, run_id, index, answer)
+        return self._record_part(FORWARDED_PART, project, run_id, index, answer.to_json())
 
-    def _record_part(self, kind: str, project: str, run_id: str, index: int, answer: dict[str, Any]) -> bool:
+    def _record_part(self, kind: str, project: str, run_id: str, index: int, answer: str) -> bool:
         """One transaction on the part's own item and the run item (its revision), by the finalizer
         holding the claim (a run of a thousand walltime shards has a thousand parts: never in the run item)."""
         part = {
             "pk": run_pk(project, run_id),
             "sk": f"{PART_PREFIX}{kind}#{index:06d}",
-            "answer": json.dumps(answer),
+            "answer": answer,
             "expires_at": self.expires_at(),
         }
         # a part that failed made the run forward_failed: the parts still running are recorded all the same

@@ -15,9 +15,12 @@ from ...domain.barrier import BarrierView, Grant
 from ...domain.closing import CiOrigin
 from ...domain.ledger import ArrivalView, RunRecord, ShardRecord, Snapshot
 from ...domain.outcome import CarriedShard
+from ...domain.part_answers import Announced, Delivered
 from ...domain.run_plan import PlanRecord
 from .codec import (
+    ANNOUNCED,
     CARRIED_PREFIX,
+    FORWARDED_PART,
     PART_PREFIX,
     RUN_SK,
     SHARD_PREFIX,
@@ -235,29 +238,29 @@ def _read_whole(run: dict[str, Any], known: _Known) -> bool:
 
 
 def _parse(items: list[dict[str, Any]]) -> Snapshot | None:
-    found: dict[str, Any] | None = None
-    carried: dict[str, CarriedShard] = {}
-    tallies: list[dict[str, Any]] = []
-    shards: dict[str, ShardRecord] = {}
-    parts: dict[str, dict[str, Any]] = {"announced": {}, "forwarded": {}}
-    for item in items:
-        if item["sk"] == RUN_SK:
-            found = item
-        elif item["sk"].startswith(TALLY_PREFIX):
-            tallies.append(item)
-        elif item["sk"].startswith(SHARD_PREFIX):
-            shard = shard_from(item)
-            shards[shard.name] = shard
-        elif item["sk"].startswith(CARRIED_PREFIX):
-            carried[item["sk"].removeprefix(CARRIED_PREFIX)] = CarriedShard.from_item(json.loads(item["carried"]))
-        elif item["sk"].startswith(PART_PREFIX):
-            _, kind, index = item["sk"].split("#", 2)
-            if kind in parts:
-                parts[kind][str(int(index))] = json.loads(item["answer"])
-    if found is None:
+    found = [item for item in items if item["sk"] == RUN_SK]
+    if not found:
         return None
-    run = run_from(found, tallies)
+
+    def of(prefix: str) -> list[dict[str, Any]]:
+        return [item for item in items if item["sk"].startswith(prefix)]
+
+    run = run_from(found[0], of(TALLY_PREFIX))
+    carried = {i["sk"].removeprefix(CARRIED_PREFIX): json.loads(i["carried"]) for i in of(CARRIED_PREFIX)}
     if carried:
-        run.outcome = dataclasses.replace(run.outcome, carried=dict(sorted(carried.items())))
-    run.announced_parts, run.forwarded_parts = parts["announced"], parts["forwarded"]
-    return Snapshot(run, shards)
+        kept = {name: CarriedShard.from_item(entry) for name, entry in sorted(carried.items())}
+        run.outcome = dataclasses.replace(run.outcome, carried=kept)
+    parts = of(PART_PREFIX)
+    run.announced_parts = {index: Announced.from_json(a) for index, a in _answers(parts, ANNOUNCED).items()}
+    run.forwarded_parts = {index: Delivered.from_json(a) for index, a in _answers(parts, FORWARDED_PART).items()}
+    return Snapshot(run, {shard.name: shard for shard in map(shard_from, of(SHARD_PREFIX))})
+
+
+def _answers(parts: list[dict[str, Any]], kind: str) -> dict[str, str]:
+    """The upstream's answers of one kind among a run's part items, by upload index."""
+    said = {}
+    for item in parts:
+        _, of_kind, index = item["sk"].split("#", 2)
+        if of_kind == kind:
+            said[str(int(index))] = item["answer"]
+    return said

@@ -4,7 +4,10 @@ upload request; and the attributes a run item keeps per job group."""
 import json
 from typing import Any
 
+from codspeed_wire.report import UpstreamEntry
+
 from ...domain.closing import Awaiting, CiOrigin
+from ...domain.identity import RunIdentity
 from ...domain.ledger import OPEN, GrantRecord, NormalizedCopy, RunRecord, ShardRecord, ShardSent
 from ...domain.manifest import Manifest
 from ...domain.outcome import Outcome
@@ -45,7 +48,6 @@ def _groups(
 def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
     """A run's record from its item and its tallies (those written so far). Its revision counts
     the run's own changes (its item's) and its shards' (its tallies')."""
-    identity = item.get("identity")
     groups, counts, variants = _groups(item, tallies)
     return RunRecord(
         project=item["project"],
@@ -59,14 +61,13 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
         base_ref=item.get("base_ref"),
         base_commit=item.get("base_commit"),
         base_ancestors=tuple(item.get("base_ancestors") or ()),
-        identity=json.loads(identity) if identity else None,
+        identity=RunIdentity.from_json(item.get("identity")),
         created_at=item.get("created_at", ""),
         deadline_at=item.get("deadline_at", 0),
         rev=item.get("rev", 0) + sum(t.get("rev", 0) for t in tallies),
         run_changes=item.get("run_changes", 0),
         skipped=tuple(dict.fromkeys(item.get("skipped") or ())),
-        close_reason=item.get("close_reason"),
-        upstream=item.get("upstream"),
+        upstream=UpstreamEntry.model_validate(item["upstream"]) if item.get("upstream") else None,
         forward_error=item.get("forward_error"),
         lease_until=item.get("lease_until", 0),
         arrived_count=sum(counts.values()),
@@ -152,7 +153,7 @@ def run_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
         "ref": run.ref,
         "base_ref": run.base_ref,
         "base_commit": run.base_commit,
-        "identity": json.dumps(run.identity, sort_keys=True),
+        "identity": run.identity.to_json() if run.identity else "null",
         "created_at": run.created_at,
         "deadline_at": run.deadline_at,
         "open_pk": OPEN,

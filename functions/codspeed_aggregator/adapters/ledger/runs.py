@@ -8,6 +8,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from codspeed_wire.report import UpstreamEntry
+
 from ...domain.ledger import (
     ENDED,
     FINALIZING,
@@ -214,7 +216,7 @@ class Runs(TableItems):
         project: str,
         run_id: str,
         state: str,
-        upstream: dict[str, Any] | None = None,
+        upstream: UpstreamEntry | None = None,
         error: str | None = None,
         outcome: Outcome | None = None,
     ) -> bool:
@@ -229,11 +231,11 @@ class Runs(TableItems):
             "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero "
             "REMOVE open_pk ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed)",
-            {":s": state, ":up": upstream, ":err": error, ":outcome": kept, ":zero": 0}
+            {":s": state, ":up": _said(upstream), ":err": error, ":outcome": kept, ":zero": 0}
             | {":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
         )
 
-    def fail_held(self, project: str, run_id: str, upstream: dict[str, Any], error: str) -> bool:
+    def fail_held(self, project: str, run_id: str, upstream: UpstreamEntry, error: str) -> bool:
         """Record that a part of a run forwarded in several failed, keeping the run's lease and its
         place among the runs being finalized: no retry takes the run while another part may still
         be at work, and the sweeper brings it back once the last lease has run out."""
@@ -244,7 +246,7 @@ class Runs(TableItems):
             "#state IN (:finalizing, :failed)",
             {
                 ":s": FORWARD_FAILED,
-                ":up": upstream,
+                ":up": _said(upstream),
                 ":err": error,
                 ":finalizing": FINALIZING,
                 ":failed": FORWARD_FAILED,
@@ -254,3 +256,8 @@ class Runs(TableItems):
     def touch(self, project: str, run_id: str) -> bool:
         """A change that changes nothing but the revision: the next report gets a new version."""
         return self.update_run(project, run_id, "ADD rev :one, run_changes :one", "attribute_exists(sk)", {})
+
+
+def _said(upstream: UpstreamEntry | None) -> dict[str, Any] | None:
+    """The run's ``upstream`` as its item keeps it: the fields it has."""
+    return upstream.model_dump(exclude_none=True) if upstream else None
