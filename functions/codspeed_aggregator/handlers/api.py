@@ -139,6 +139,15 @@ def report_path(raw: str) -> str:
     return f"{REPORTS}{unquote(head)}/{run_id if '/' in decoded else decoded}"
 
 
+def _caller(path: str, authorization: str | None) -> Principal | None:
+    """Who calls a route that takes a token (None: a page or a webhook, which check their own)."""
+    if path.startswith((PAGES, WEBHOOKS)):  # a page: a signed link or a token (_page_access); a webhook: signed
+        return None
+    if not authorization:
+        return Principal(None, anonymous=True)  # a fork's pull request, or refused by its route
+    return principal(authorization)
+
+
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -147,14 +156,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if refused := body_refusal(event):
         return _answer(*refused)
     try:
-        if path.startswith(PAGES):
-            pass  # a signed link or a token: the page checks which (_page_access)
-        elif path.startswith(WEBHOOKS):
-            pass  # signed: the webhook checks its signature
-        elif not headers.get("authorization"):
-            app.context["principal"] = Principal(None, anonymous=True)  # a fork's pull request, or refused by its route
-        else:
-            app.context["principal"] = principal(headers.get("authorization"))
+        if (caller := _caller(path, headers.get("authorization"))) is not None:
+            app.context["principal"] = caller
     except Refused as exc:
         return _answer(exc.status, str(exc))
     if path.startswith(REPORTS) and "%" in path:
