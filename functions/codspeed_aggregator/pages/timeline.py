@@ -110,10 +110,8 @@ def critical_path(report: Report) -> str:
     arrived = sorted((at, s.shown) for s in report.shards if (at := _epoch(s.arrived_at)) is not None)
     if start is None or not arrived:
         return ""
-    (last_at, last), before = arrived[-1], arrived[-2] if len(arrived) > 1 else None
-    trailing = (
-        f", {_duration(last_at - before[0])} after shard {escape(before[1])}, the one before it" if before else ""
-    )
+    last_at, last = arrived[-1]
+    trailing = _trailing(arrived)
     running = sum(1 for s in report.shards if s.state == "expected") if report.state == "open" else 0
     if running:  # the run still waits: the last arrival is no critical path yet
         return (
@@ -124,6 +122,14 @@ def critical_path(report: Report) -> str:
         f'<p id="critical-path">Critical path: shard {escape(last)} arrived last, '
         f"{_duration(last_at - start)} after the opening{trailing}.</p>"
     )
+
+
+def _trailing(arrived: list[tuple[float, str]]) -> str:
+    """By how much the last shard to arrive trailed the one before it (``arrived``: by arrival)."""
+    if len(arrived) < 2:
+        return ""
+    (last_at, _), (before_at, before) = arrived[-1], arrived[-2]
+    return f", {_duration(last_at - before_at)} after shard {escape(before)}, the one before it"
 
 
 def predicted(report: Report) -> str:
