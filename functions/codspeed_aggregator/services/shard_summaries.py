@@ -133,6 +133,10 @@ class ShardSummaries:
         before = same.results if same else {}
         if len(sources) <= (shard in sources) or all(name in before for name in figures):
             return before  # every one found in its own shard, or nowhere else to look
+        return ChainMap(before, self._whole_baseline(baseline, sources))
+
+    def _whole_baseline(self, baseline: Snapshot, sources: dict[str, Any]) -> dict[str, Any]:
+        """Every figure of the baseline's shards, read once a process (its latest few kept)."""
         key = (baseline.run.project, baseline.run.run_id)
         with self._lock:
             whole = self._whole_baselines.get(key)
@@ -143,7 +147,7 @@ class ShardSummaries:
             with self._lock:
                 self._whole_baselines[key] = whole
                 trim_oldest(self._whole_baselines, CACHED_WHOLE_BASELINES)
-        return ChainMap(before, whole)
+        return whole
 
 
 def trim_oldest(cache: dict[Any, Any], limit: int) -> None:
