@@ -25,13 +25,7 @@ class MergeBases:
         and that commit's ancestors; as it is when its upload sent the ancestors (the clone had
         the history), when it is no pull request, or when GitHub cannot answer (warned)."""
         number = pull_request(run.ref)
-        if (
-            self.github is None
-            or number is None
-            or run.base_ancestors
-            or run.project in self._refused
-            or run.provider not in (None, "GITHUB")
-        ):
+        if self.github is None or number is None or not self._asks(run):
             return run
         try:
             base, ancestors = self.github.merge_base(run.project, number, MAX_ANCESTORS)
@@ -48,3 +42,7 @@ class MergeBases:
             )
             return run
         return replace(run, base_commit=base.lower(), base_ancestors=tuple(a.lower() for a in ancestors))
+
+    def _asks(self, run: RunRecord) -> bool:
+        """GitHub is asked for a run on GitHub whose upload sent no ancestors, while its token may read them."""
+        return not run.base_ancestors and run.project not in self._refused and run.provider in (None, "GITHUB")
