@@ -188,8 +188,16 @@ class Reports:
         """The commit status and the pull-request comment: courtesies, which never fail an arrival
         or a forward. A run an upload of which came without a token posts no comment: anyone can
         send one, naming any pull request."""
-        on_github = run.provider in (None, "GITHUB")  # a GitLab project's run: GitHub knows nothing of it
-        status = commit_status(report) if on_github else None
+        if run.provider in (None, "GITHUB"):  # a GitLab project's run: GitHub knows nothing of it
+            self._post_status(report)
+        if self.comments is not None and not run.tokenless:
+            try:
+                self.comments.show(report, run.provider)
+            except Exception as exc:
+                log.warning("pull-request comment for %s %s not posted: %s", report.project, report.run_id, exc)
+
+    def _post_status(self, report: Report) -> None:
+        status = commit_status(report)
         # on a pull request, its head: GitHub shows no status posted on its test merge commit
         shown = report.head_commit or (None if pull_request(report.ref) is not None else report.commit)
         if status is not None and self.statuses and shown:
@@ -197,11 +205,6 @@ class Reports:
                 self.statuses.post(report.project, shown, *status, target_url=report.page_url)
             except Exception as exc:
                 log.warning("commit status for %s %s not posted: %s", report.project, report.run_id, exc)
-        if self.comments is not None and not run.tokenless:
-            try:
-                self.comments.show(report, run.provider)
-            except Exception as exc:
-                log.warning("pull-request comment for %s %s not posted: %s", report.project, report.run_id, exc)
 
     def refresh(self, project: str, run_id: str) -> Report:
         """Re-render and republish a run's report (a signed webhook asks for it)."""
