@@ -82,11 +82,15 @@ def executor_of(paths: list[str]) -> str:
     names = [p.rsplit("/", 1)[-1] for p in paths]
     if any(n.endswith(".MemtrackArtifact.msgpack") for n in names):
         return "memory"
-    if any(OUT_NAME.match(n) or TRACE_NAME.match(n) for n in names):
+    if any(map(_valgrinds, names)):
         return VALGRIND
     if "perf.pipedata" in names or any(p.startswith("results/") and p.endswith(".json") for p in paths):
         return "walltime"
     return VALGRIND
+
+
+def _valgrinds(name: str) -> bool:  # a callgrind profile, or a trace of one
+    return bool(OUT_NAME.match(name) or TRACE_NAME.match(name))
 
 
 def is_gzip(magic: bytes) -> bool:
