@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from codspeed_rules.summary import counts_line, overlaps_named, shards_done, shown_state
 
-from .report import Report
+from .report import Report, ShardEntry
 
 
 def visible(text: str) -> str:
@@ -236,17 +236,20 @@ def _md_shard_table(report: Report, shard_rows: int | None) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     rows = report.shards if shard_rows is None else report.shards[:shard_rows]
-    for s in rows:
-        bench = "" if s.benchmarks is None else str(s.benchmarks)
-        state = shown_state(s.state) + (", upstream" if s.upstream else "")
-        lines.append(
-            f"| {md(s.shown)} | {state} | {s.attempt or ''} | {bench} | "
-            f"{_size(s.size)} | {s.arrived_at or ''} "
-            f"| {md(s.reason or '')} |"
-        )
+    lines += map(_md_shard_row, rows)
     if len(rows) < len(report.shards):
         lines.append(f"| … | {len(report.shards) - len(rows)} more shards on the run page | | | | | |")
     return [*lines, "", "</details>", ""]
+
+
+def _md_shard_row(s: ShardEntry) -> str:
+    bench = "" if s.benchmarks is None else str(s.benchmarks)
+    state = shown_state(s.state) + (", upstream" if s.upstream else "")
+    return (
+        f"| {md(s.shown)} | {state} | {s.attempt or ''} | {bench} | "
+        f"{_size(s.size)} | {s.arrived_at or ''} "
+        f"| {md(s.reason or '')} |"
+    )
 
 
 def _md_details(report: Report) -> list[str]:
