@@ -48,11 +48,7 @@ def run(args: argparse.Namespace) -> int:
         target, skipped = Target(args, check=False), exc
     root = target.ctx.repository_root or "."
     config = planning.load(args.config or os.path.join(root, planning.CONFIG_PATH))
-    for where, pattern in config.unmatched(tracked_files(root) or []):  # no file known (no git): nothing to say
-        Output.warn(
-            f"{where} pattern {pattern!r} matches no file of the repository: a change there never runs the "
-            "shard (a typo, or a path since moved?)"
-        )
+    _warn_unmatched(config.unmatched(tracked_files(root) or []))  # no file known (no git): nothing to say
     shards = config.plan(_changed(args, target, root), target.ctx.ref == f"refs/heads/{args.default_branch}")
     for name, why in shards.runs.items():
         print(f"runs {name}: {why}")
@@ -73,6 +69,14 @@ def run(args: argparse.Namespace) -> int:
         target.need_commit()
         send_open(args, target, {"expect": shards.names}, list(shards.skips))
     return 0
+
+
+def _warn_unmatched(unmatched: list[tuple[str, str]]) -> None:
+    for where, pattern in unmatched:
+        Output.warn(
+            f"{where} pattern {pattern!r} matches no file of the repository: a change there never runs the "
+            "shard (a typo, or a path since moved?)"
+        )
 
 
 def _changed(args: argparse.Namespace, target: Target, root: str) -> list[str] | None:
