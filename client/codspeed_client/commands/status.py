@@ -78,14 +78,19 @@ def run(args: argparse.Namespace) -> int:
     _show(args, api, target, report)
     code = final_exit_code(report, timed_out, args.allow_overlaps) if report is not None and args.wait else 0
     code = code or (REGRESSED if regressed else 0)
-    for line in exit_sentences(report, code, regressed, timed_out, args.allow_overlaps):
+    _say(exit_sentences(report, code, regressed, timed_out, args.allow_overlaps), args, target, timed_out)
+    return code
+
+
+def _say(sentences: list[str], args: argparse.Namespace, target: Target, timed_out: bool) -> None:
+    """Why status exits as it does, on stderr."""
+    for line in sentences:
         print(f"codspeed-client: {line}", file=sys.stderr)
     if timed_out:
         print(
             f"codspeed-client: timed out after {args.timeout:g}s waiting for run {target.run_id} to be final",
             file=sys.stderr,
         )
-    return code
 
 
 def _check(args: argparse.Namespace) -> None:
