@@ -55,18 +55,24 @@ def _touched(backend, transact_items) -> list[tuple[object, object, object, obje
     for entry in transact_items:
         for op in entry.values():
             table = backend.tables.get(op.get("TableName"))
-            key = op.get("Key") or op.get("Item")
-            if table is None or not key or table.hash_key_attr not in key:
+            keys = _keys(table, op.get("Key") or op.get("Item"))
+            if keys is None:
                 continue
-            hash_value = DynamoType(key[table.hash_key_attr])
-            range_value = (
-                DynamoType(key[table.range_key_attr]) if table.has_range_key and table.range_key_attr in key else None
-            )
-            if table.has_range_key and range_value is None:
-                continue
+            hash_value, range_value = DynamoType(keys[0]), None if keys[1] is None else DynamoType(keys[1])
             current = table.get_item(hash_value, range_value)
             touched.append((table, hash_value, range_value, copy.deepcopy(current)))
     return touched
+
+
+def _keys(table, key) -> tuple[object, object] | None:
+    """The hash and range key an operation names (None: no whole key of a known table)."""
+    if table is None or not key or table.hash_key_attr not in key:
+        return None
+    if not table.has_range_key:
+        return key[table.hash_key_attr], None
+    if table.range_key_attr not in key:
+        return None
+    return key[table.hash_key_attr], key[table.range_key_attr]
 
 
 def _undo_touched(touched) -> None:
