@@ -78,13 +78,7 @@ class QueuePoller:
         messages = self._aged(messages)
         if not messages:
             return 0
-        event = sqs_event(messages, self.arn)
-        while len(messages) > 1 and payload_bytes(event) > LAMBDA_SYNC_PAYLOAD:  # Lambda's batch stays under 6 MB
-            left = messages.pop()
-            self.sqs.change_message_visibility(
-                QueueUrl=self.queue_url, ReceiptHandle=left["ReceiptHandle"], VisibilityTimeout=0
-            )
-            event = sqs_event(messages, self.arn)
+        event = self._within_payload(messages)
         try:
             result = self.handler(event, self.context) or {}
         except Exception:  # a crashed invocation: every message comes back, as in Lambda
@@ -97,6 +91,18 @@ class QueuePoller:
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
             )
         return len(messages)
+
+    def _within_payload(self, messages: list[dict]) -> dict:
+        """The event of as many of ``messages`` as Lambda's 6 MB take (the rest go back at once; ``messages``
+        keeps those sent)."""
+        event = sqs_event(messages, self.arn)
+        while len(messages) > 1 and payload_bytes(event) > LAMBDA_SYNC_PAYLOAD:
+            left = messages.pop()
+            self.sqs.change_message_visibility(
+                QueueUrl=self.queue_url, ReceiptHandle=left["ReceiptHandle"], VisibilityTimeout=0
+            )
+            event = sqs_event(messages, self.arn)
+        return event
 
     def _aged(self, messages: list[dict]) -> list[dict]:
         """The messages at least ``min_age`` old; the others go back until they are."""
