@@ -48,27 +48,33 @@ def needs(
     if service == "s3":
         return _s3(operation, params)
     if service == "sqs":
-        if operation == "StartMessageMoveTask":  # SQS moves them as the caller: reads the source, sends on
-            source, found = params["SourceArn"], [Need("sqs:StartMessageMoveTask", params["SourceArn"])]
-            found += [
-                Need(f"sqs:{action}", source) for action in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
-            ]
-            if "DestinationArn" not in params:  # back to each queue the source is the dead-letter queue of
-                raise Unmapped("sqs.StartMessageMoveTask without DestinationArn: its queues are not known here")
-            return found + [Need("sqs:SendMessage", params["DestinationArn"])]
-        if operation == "ListMessageMoveTasks":  # on the queue messages move from
-            return [Need(f"sqs:{operation}", params["SourceArn"])]
-        if "QueueUrl" not in params:
-            raise Unmapped(f"no IAM mapping for sqs.{operation}: add it to {__name__}")
-        return [Need(f"sqs:{_SQS.get(operation, operation)}", queue_arn(params["QueueUrl"], region))]
+        return _sqs(operation, params, region)
     if service == "ssm" and operation == "GetParameter":
-        name = params["Name"].split(":", 1)[0]  # a version or label selector (name:3) is no part of the ARN
-        name = name if name.startswith("/") else f"/{name}"
-        found = [Need("ssm:GetParameter", f"arn:aws:ssm:{region}:{account}:parameter{name}")]
-        if params.get("WithDecryption") and parameters_key:
-            found.append(Need("kms:Decrypt", parameters_key, {"kms:ViaService": f"ssm.{region}.amazonaws.com"}))
-        return found
+        return _ssm_parameter(params, region, account, parameters_key)
     raise Unmapped(f"no IAM mapping for {service}.{operation}: add it to {__name__}")
+
+
+def _sqs(operation: str, params: dict, region: str) -> list[Need]:
+    if operation == "StartMessageMoveTask":  # SQS moves them as the caller: reads the source, sends on
+        source, found = params["SourceArn"], [Need("sqs:StartMessageMoveTask", params["SourceArn"])]
+        found += [Need(f"sqs:{action}", source) for action in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")]
+        if "DestinationArn" not in params:  # back to each queue the source is the dead-letter queue of
+            raise Unmapped("sqs.StartMessageMoveTask without DestinationArn: its queues are not known here")
+        return found + [Need("sqs:SendMessage", params["DestinationArn"])]
+    if operation == "ListMessageMoveTasks":  # on the queue messages move from
+        return [Need(f"sqs:{operation}", params["SourceArn"])]
+    if "QueueUrl" not in params:
+        raise Unmapped(f"no IAM mapping for sqs.{operation}: add it to {__name__}")
+    return [Need(f"sqs:{_SQS.get(operation, operation)}", queue_arn(params["QueueUrl"], region))]
+
+
+def _ssm_parameter(params: dict, region: str, account: str, parameters_key: str | None) -> list[Need]:
+    name = params["Name"].split(":", 1)[0]  # a version or label selector (name:3) is no part of the ARN
+    name = name if name.startswith("/") else f"/{name}"
+    found = [Need("ssm:GetParameter", f"arn:aws:ssm:{region}:{account}:parameter{name}")]
+    if params.get("WithDecryption") and parameters_key:
+        found.append(Need("kms:Decrypt", parameters_key, {"kms:ViaService": f"ssm.{region}.amazonaws.com"}))
+    return found
 
 
 def _dynamodb(operation: str, params: dict, tables: str) -> list[Need]:
