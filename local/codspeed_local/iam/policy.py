@@ -3,6 +3,7 @@ statements, actions and resources with wildcards, and condition operators on req
 An explicit deny wins; anything not allowed is denied (AWS's default)."""
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 ALLOWED, DENIED, NOT_ALLOWED = "allowed", "denied", "not allowed"
@@ -58,18 +59,24 @@ def _condition_holds(operator: str, key: str, expected, context: dict) -> bool:
     if operator == "Null":  # "true": the key must be absent
         present = key.lower() in {k.lower() for k in context}
         return all((not present) == (str(v).lower() == "true") for v in _listed(expected))
-    if operator.startswith(("ForAnyValue:", "ForAllValues:")):  # multivalued keys: none in these policies
-        raise UnsupportedCondition(f"condition operator {operator} on {key}")
-    name, if_exists = (operator[:-8], True) if operator.endswith("IfExists") else (operator, False)
-    if name not in _OPERATORS:
-        raise UnsupportedCondition(f"condition operator {operator} on {key}")
-    matches, negated = _OPERATORS[name]
+    matches, negated, if_exists = _operator(operator, key)
     context = {k.lower(): v for k, v in context.items()}  # IAM's condition key names ignore case
     key = key.lower()
     if key not in context:  # AWS: a key absent from the request matches only IfExists and negated operators
         return if_exists or negated
     hit = any(matches(_listed(expected), str(value)) for value in _listed(context[key]))
     return not hit if negated else hit
+
+
+def _operator(operator: str, key: str) -> tuple[Callable[[list, str], bool], bool, bool]:
+    """How a condition operator matches, whether it is negated, and whether it is an IfExists one."""
+    if operator.startswith(("ForAnyValue:", "ForAllValues:")):  # multivalued keys: none in these policies
+        raise UnsupportedCondition(f"condition operator {operator} on {key}")
+    name, if_exists = (operator[:-8], True) if operator.endswith("IfExists") else (operator, False)
+    if name not in _OPERATORS:
+        raise UnsupportedCondition(f"condition operator {operator} on {key}")
+    matches, negated = _OPERATORS[name]
+    return matches, negated, if_exists
 
 
 class Policy:
