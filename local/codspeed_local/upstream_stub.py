@@ -48,17 +48,30 @@ def benchmarks_in(archive: Path) -> set[str]:
             if not member.isfile():
                 continue
             if member.name.endswith(".out"):
-                for line in tar.extractfile(member):
-                    if line.startswith(CLIENT_REQUEST) and not line.startswith(CLIENT_REQUEST + b"Metadata: "):
-                        found.add(line[len(CLIENT_REQUEST) :].decode(errors="replace").strip())
+                found.update(_client_requests(tar.extractfile(member)))
             elif re.search(r"results/[^/]+\.json$", member.name) and member.size <= MAX_RESULTS:
-                try:
-                    entries = json.loads(tar.extractfile(member).read()).get("benchmarks")
-                except (ValueError, AttributeError):
-                    continue
-                if isinstance(entries, list):
-                    found.update(str(e.get("uri") or e.get("name")) for e in entries if isinstance(e, dict))
+                found.update(_results_entries(tar.extractfile(member).read()))
     return found
+
+
+def _client_requests(lines) -> list[str]:
+    """The benchmarks a callgrind part names (its metadata's request aside)."""
+    return [
+        line[len(CLIENT_REQUEST) :].decode(errors="replace").strip()
+        for line in lines
+        if line.startswith(CLIENT_REQUEST) and not line.startswith(CLIENT_REQUEST + b"Metadata: ")
+    ]
+
+
+def _results_entries(content: bytes) -> list[str]:
+    """The benchmarks an integration's results file lists (none where it is not one)."""
+    try:
+        entries = json.loads(content).get("benchmarks")
+    except (ValueError, AttributeError):
+        return []
+    if not isinstance(entries, list):
+        return []
+    return [str(e.get("uri") or e.get("name")) for e in entries if isinstance(e, dict)]
 
 
 class StubUpstream:
