@@ -36,7 +36,8 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 SPLICE_CORES = 3  # below, normalizing runner bundles to splice them is slower than one read (bench/merge.py)
 
 
-def merge_files(paths: list[str], output: str) -> int:
+def _writable(paths: list[str], output: str) -> Path:
+    """Where the merged archive goes, refused where it cannot be written or would overwrite a bundle."""
     from .failure import INPUT, USAGE, Failure
 
     target = Path(output)
@@ -47,6 +48,11 @@ def merge_files(paths: list[str], output: str) -> int:
     for name in paths:
         if Path(name).exists() and target.exists() and os.path.samefile(name, target):
             raise Failure(f"-o {output} is one of the bundles to merge: write the merged archive elsewhere", USAGE)
+    return target
+
+
+def merge_files(paths: list[str], output: str) -> int:
+    target = _writable(paths, output)
     # written beside the output, then renamed: a failed merge never leaves a half archive
     with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", delete=False) as out:
         try:
