@@ -52,13 +52,8 @@ def regressions_past(api: AggregatorApi, report: dict[str, Any], threshold: floa
     """What regressed past ``threshold`` (a fraction, or "report": the report's own), in one
     sentence; None when nothing did. Another threshold than the report's reads every shard's page."""
     own = report.get("threshold", 0.05)
-    limit = own if threshold == "report" else threshold
-    if limit == own:  # the report flags them and counts them all
-        past = [b for b in report.get("benchmarks") or [] if b.get("flag") == "regression"]
-        count = (report.get("counts") or {}).get("regressions", len(past))
-    else:
-        past = [b for b in every_benchmark(api, report) if b.get("change") is not None and b["change"] > limit]
-        count = len({(b["name"], b.get("unit")) for b in past})  # one measured by two shards (an overlap): once
+    limit = float(own if threshold == "report" else threshold)
+    past, count = _flagged(report) if limit == own else _past(every_benchmark(api, report), limit)
     if not past:
         return None
     worst = max(past, key=lambda b: b["change"])
@@ -66,6 +61,18 @@ def regressions_past(api: AggregatorApi, report: dict[str, Any], threshold: floa
         f"{plural(count, 'benchmark')} regressed past {limit:.0%} against the baseline: "
         f"worst {worst['name']} {worst['change']:+.1%}"
     )
+
+
+def _flagged(report: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """The regressions the report flags, and how many it counts (it lists the worst only)."""
+    past = [b for b in report.get("benchmarks") or [] if b.get("flag") == "regression"]
+    return past, (report.get("counts") or {}).get("regressions", len(past))
+
+
+def _past(benchmarks: list[dict[str, Any]], limit: float) -> tuple[list[dict[str, Any]], int]:
+    """The benchmarks that changed past ``limit``, and how many (one two shards measured, an overlap: once)."""
+    past = [b for b in benchmarks if b.get("change") is not None and b["change"] > limit]
+    return past, len({(b["name"], b.get("unit")) for b in past})
 
 
 def final_exit_code(report: dict[str, Any], timed_out: bool, allow_overlaps: bool = False) -> int:
