@@ -11,10 +11,10 @@ from ..adapters.bucket import Bucket
 from ..adapters.ledger import Closes, Reads
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
-from ..domain.barrier import EVENT_SECONDS, Grant, Landed, judge, pending
+from ..domain.barrier import EVENT_SECONDS, Grant, Landed, Verdict, judge, pending
 from ..domain.closing import Awaiting
 from ..domain.keys import bundle_key, run_bundles_prefix
-from ..domain.ledger import OPEN
+from ..domain.ledger import OPEN, RunRecord
 from ..domain.timestamps import iso
 from ..settings import Settings
 from ..use_cases.record_arrival import RecordArrival
@@ -53,18 +53,22 @@ class CloseBarrier:
             for grant in verdict.overdue:
                 self._hand_over(project, run_id, grant, landed[grant.upload_id])
             return self.passed(project, run_id, handed_over=True)
-        said = (
-            Awaiting(verdict.waits[0].grant.name, verdict.waits[0].landed, len(verdict.waits), verdict.until)
-            if verdict
-            else None
-        )
-        if said != run.awaiting and self.closes.note_awaiting(project, run_id, said):
-            self.reports.publish(project, run_id)  # the wait is said, and what it waits for
+        self._say_awaiting(run, verdict)
         if not verdict:
             return run.grants
         self.metrics.add("ClosesWaiting", 1, "Count")
         self.queue.request_in(project, run_id, "barrier", max(1, math.ceil(verdict.next_look - now)))
         return None
+
+    def _say_awaiting(self, run: RunRecord, verdict: Verdict) -> None:
+        """What the close waits for, on the run as its readers are told (nothing: it waits no more)."""
+        said = (
+            Awaiting(verdict.waits[0].grant.name, verdict.waits[0].landed, len(verdict.waits), verdict.until)
+            if verdict
+            else None
+        )
+        if said != run.awaiting and self.closes.note_awaiting(run.project, run.run_id, said):
+            self.reports.publish(run.project, run.run_id)  # the wait is said, and what it waits for
 
     def _backstop(self, size: int) -> float:
         return EVENT_SECONDS + self.settings.arrival_reserve(size)
