@@ -37,6 +37,19 @@ def check_event(event: str | None) -> None:
         )
 
 
+def _run_part(ctx: CiContext, run_id: str, shard: str, executor: str, run_index: int) -> dict[str, Any]:
+    """The upload's ``runPart``: its run, its own id, its job, and the job's matrix as the runner says it."""
+    suffix: dict[str, Any] = {"executor": executor}
+    if ctx.provider != "LOCAL":  # the runner counts a job's uploads; a local run is a new run each time
+        suffix["run-index"] = run_index
+    return {
+        "runId": run_id,
+        "runPartId": pushed_part_id(shard, executor),
+        "jobName": "local-job" if ctx.provider == "LOCAL" else ctx.job or AGGREGATOR_JOB,
+        "metadata": dict(sorted({**ctx.part_metadata, **suffix}.items())),  # the runner's: a sorted map
+    }
+
+
 def build(  # noqa: PLR0913 -- each part of what the job is, a keyword
     ctx: CiContext,
     *,
@@ -59,15 +72,7 @@ def build(  # noqa: PLR0913 -- each part of what the job is, a keyword
     owner, repository = project.rsplit("/", 1)  # GitLab: group/subgroup/repo
     carried = bundle.carried_metadata if bundle else None
     executor = bundle.executor if bundle else "valgrind"
-    suffix: dict[str, Any] = {"executor": executor}
-    if ctx.provider != "LOCAL":  # the runner counts a job's uploads; a local run is a new run each time
-        suffix["run-index"] = run_index
-    part = {
-        "runId": run_id,
-        "runPartId": pushed_part_id(shard, executor),
-        "jobName": "local-job" if ctx.provider == "LOCAL" else ctx.job or AGGREGATOR_JOB,
-        "metadata": dict(sorted({**ctx.part_metadata, **suffix}.items())),  # the runner's: a sorted map
-    }
+    part = _run_part(ctx, run_id, shard, executor, run_index)
     stated = {
         "tokenless": tokenless,  # a fork's pull request: sent upstream without a token, as the runner sends it
         "profileMd5": md5,
