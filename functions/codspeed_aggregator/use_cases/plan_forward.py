@@ -151,13 +151,18 @@ class PlanForward:
             if wanted - set(found)
             else ()
         ):
-            if earlier := self.reads.snapshot(run.project, earlier_id):
-                received = earlier.arrived().items()
-                take({name: (earlier.run, s, epoch(s.arrived_at)) for name, s in received if s.arrived_at})
+            take(self._received_in(run.project, earlier_id))
             take(kept(earlier_id))
             if not wanted - set(found):
                 break
         return found
+
+    def _received_in(self, project: str, run_id: str) -> dict[str, tuple[RunRecord, ShardRecord, float]]:
+        """The shards a run received, each with when it arrived (none: the run expired)."""
+        earlier = self.reads.snapshot(project, run_id)
+        if earlier is None:
+            return {}
+        return {name: (earlier.run, s, epoch(s.arrived_at)) for name, s in earlier.arrived().items() if s.arrived_at}
 
     def of(self, run: RunRecord, recorded: PlanRecord, written: RunPlan | None = None) -> ForwardPlan:
         """What a run forwards, the same for every finalizer of it: the plan its claiming
