@@ -102,11 +102,7 @@ class PlanForward:
         arrived = {s.name: s for s in sorted(snapshot.arrived().values(), key=lambda s: s.name)}
         branch = branch_of(run.base_ref) or self.settings.default_branch
         baseline = self.reads.snapshot(run.project, baseline_run) if baseline_run else None
-        names = None
-        if lost:  # and the benchmarks measured twice: every shard's names read once, for both
-            read = (*arrived.values(), *(baseline.arrived().values() if baseline else ()))
-            found = self.results.read_many(s.bundle_key for s in read if s.results_kept)
-            names = {key: results.names for key, results in found.items() if results}
+        names = self._benchmark_names(arrived, baseline) if lost else None
         kept_since = (
             self.clock() - (self.settings.retention_days - 1) * 86400
         )  # a day's margin: the forward must find it
@@ -116,6 +112,13 @@ class PlanForward:
             twice, total = overlaps(arrived, names)
             completion.outcome = replace(completion.outcome, overlaps=twice, overlaps_total=total)
         return dict(sorted({**arrived, **completion.carried}.items())), completion
+
+    def _benchmark_names(self, arrived: dict[str, ShardRecord], baseline: Snapshot | None) -> dict[str, list[str]]:
+        """The benchmark names of each bundle of the run and its baseline, by key: read once, to tell both
+        the benchmarks the run lost and those it measured twice."""
+        read = (*arrived.values(), *(baseline.arrived().values() if baseline else ()))
+        found = self.results.read_many(s.bundle_key for s in read if s.results_kept)
+        return {key: results.names for key, results in found.items() if results}
 
     def _received_before(
         self, run: RunRecord, arrived: dict[str, Any], branch: str, baseline: Snapshot | None, kept_since: float
