@@ -96,6 +96,17 @@ def start_moto(
 _KEEP_ALIVE = "codspeed_local.keep_alive"
 
 
+def _send_headers(handler, headers: list[tuple[str, str]]) -> str | None:
+    """The application's headers but those of the connection; answers the Content-Length it said."""
+    length = None
+    for name, value in headers:
+        if name.lower() == "content-length":
+            length = value
+        elif name.lower() not in ("connection", "transfer-encoding"):
+            handler.send_header(name, value)
+    return length
+
+
 def _answer(handler) -> None:
     """werkzeug's answer to a request, but for the connection: werkzeug closes every one, lest a
     body left unread be taken for the next request (then reads what the socket holds, the next
@@ -119,12 +130,7 @@ def _answer(handler) -> None:
     status, headers = started
     code, _, reason = status.partition(" ")
     handler.send_response(int(code), reason)
-    length = None
-    for name, value in headers:
-        if name.lower() == "content-length":
-            length = value
-        elif name.lower() not in ("connection", "transfer-encoding"):
-            handler.send_header(name, value)
+    length = _send_headers(handler, headers)
     silent = environ["REQUEST_METHOD"] == "HEAD" or int(code) in (204, 304) or int(code) < 200
     handler.send_header("Content-Length", str(length if silent and length is not None else len(body)))
     if not environ.get(_KEEP_ALIVE):
