@@ -90,11 +90,7 @@ class ForwardPart:
         shard's under ``base_metadata``)."""
         archive = self.store.reader(shard.bundle_key, shard.version_id)
         size, md5 = (shard.size, shard.md5) if shard.md5 and shard.size is not None else archive.digest()
-        found = self.shards.upload_post(project, run_id, shard.upload_id, time.time()) if shard.upload_id else None
-        sent, post = found or (as_carried(base_metadata, shard), None)
-        if combined := combined_run_id(sent, run_id):  # a GitLab job's part, in its pipeline's one run
-            sent = with_run_id(sent, combined)
-            post = replace(post, body=compact(sent)) if post is not None else None
+        sent, post = self._as_uploaded(project, run_id, shard, base_metadata)
         outgoing = _Outgoing(archive, size, md5, shard.gzipped, partial(as_sent_metadata, sent, md5, shard.gzipped))
         if post is not None and shard.upload_id and names_archive(sent, md5, shard.gzipped):  # this very archive
             outgoing = replace(outgoing, post=post, token=post.token)
@@ -104,6 +100,18 @@ class ForwardPart:
             # CodSpeed received, where they are not the job's (a GitLab job's run id, rewritten)
             return replace(answer, run_hash=hashlib.sha256(outgoing.post.body).hexdigest())
         return answer
+
+    def _as_uploaded(
+        self, project: str, run_id: str, shard: ShardRecord, base_metadata: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], SentPost | None]:
+        """The metadata a shard goes under, and the runner's POST that sent it (a carried shard's:
+        ``base_metadata``, no POST); a GitLab job's part under its pipeline's one run."""
+        found = self.shards.upload_post(project, run_id, shard.upload_id, time.time()) if shard.upload_id else None
+        sent, post = found or (as_carried(base_metadata, shard), None)
+        if combined := combined_run_id(sent, run_id):
+            sent = with_run_id(sent, combined)
+            post = replace(post, body=compact(sent)) if post is not None else None
+        return sent, post
 
     def _deliver(
         self, project: str, run_id: str, index: int | None, outgoing: "_Outgoing", announced: Announced | None
