@@ -17,7 +17,7 @@ import tarfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from .callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
 from .tar import (
@@ -35,7 +35,8 @@ GUNZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
 def stdlib_gunzip(raw: Readable) -> gzip.GzipFile:
-    opened: gzip.GzipFile = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[call-overload]  # it only read()s
+    # gzip's protocol asks for seek(), which reading front to back never calls: ``raw`` only read()s
+    opened = gzip.GzipFile(fileobj=cast("IO[bytes]", raw), mode="rb")
     return opened
 
 
@@ -162,7 +163,7 @@ class BundleCheck:
             with unpacked(self.counted, self.summary.gzipped, self.gunzip) as tar_stream:
                 if self.tap is not None:
                     tar_stream = _Tapped(tar_stream, self.tap)
-                forward: IO[bytes] = ForwardOnly(tar_stream)  # type: ignore[assignment]  # all "r:" asks of a file
+                forward = ForwardOnly(tar_stream)
                 with tarfile.open(fileobj=forward, mode="r:", tarinfo=BoundedTarInfo) as tar:
                     self.tar = tar
                     yield self._checked(tar)

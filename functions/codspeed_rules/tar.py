@@ -113,6 +113,9 @@ class ForwardOnly:
     def tell(self) -> int:
         return self._at
 
+    def close(self) -> None:
+        """Nothing: tarfile closes no file it was given, though its protocol names close()."""
+
     def seek(self, offset: int, whence: int = 0) -> int:
         if whence != 0 or offset < self._at:
             raise tarfile.StreamError("seeking backwards is not allowed")

@@ -7,7 +7,7 @@ import time
 import zlib
 from collections.abc import Callable
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -18,7 +18,7 @@ from ...domain.errors import Busy
 
 if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesTypeDef
+    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesTypeDef, TransactWriteItemTypeDef
 
 # A run record, its shards and its upload requests share a partition, so one consistent Query
 # reads a whole run. Sort keys, in the order they sort:
@@ -318,7 +318,7 @@ class TableItems:
         ...) say nothing about the conditions: the transaction is tried again, with jitter."""
         for attempt in range(TRANSACTION_TRIES):
             try:
-                self.db.transact_write_items(TransactItems=items)  # type: ignore[arg-type]  # items: dump()ed
+                self.db.transact_write_items(TransactItems=cast("list[TransactWriteItemTypeDef]", items))
                 return None
             except ClientError as exc:
                 codes = cancelled(exc)
