@@ -152,7 +152,32 @@ def merged_metadata(base: dict[str, Any] | None, part: MergedPart, md5: str) -> 
     )
     first, sent = uploaded[0] if uploaded else (None, _stated(base))
     merged = as_sent_metadata(sent, md5, gzipped=True)
-    own_part = sent.get("runPart") or {}
+    if not part.shards:  # the part of a run that measured nothing (every shard skipped): no benchmark, on purpose
+        merged["allowEmpty"] = True
+    merged["runPart"] = {
+        "runId": _upstream_run_id(base, sent, part.run_id),
+        "runPartId": part.run_part_id,
+        "jobName": (sent.get("runPart") or {}).get("jobName") or part.group or AGGREGATOR_JOB,
+        "metadata": _part_details(part, first),
+    }
+    return in_runner_order(merged)
+
+
+def _upstream_run_id(base: dict[str, Any] | None, sent: dict[str, Any], run_id: str) -> str:
+    """The upstream run every part of the run goes to: a GitLab pipeline's one run, else the run's
+    first shard's (``base``), else this part's first shard's (``sent``), else the run's own id."""
+    said: str = (
+        combined_run_id(base or sent, run_id)
+        or ((base or {}).get("runPart") or {}).get("runId")
+        or (sent.get("runPart") or {}).get("runId")
+        or run_id
+    )
+    return said
+
+
+def _part_details(part: MergedPart, first: ShardRecord | None) -> dict[str, Any]:
+    """What a merged part says of itself: each shard's identity, whose runner it names, its place
+    among its group's merged parts, and the shards it carried with the run each was measured in."""
     details: dict[str, Any] = {
         "aggregatedShards": [shard_identity(s, m) for s, m in part.shards],
         "runnerOf": first.name if first else None,
@@ -163,16 +188,4 @@ def merged_metadata(base: dict[str, Any] | None, part: MergedPart, md5: str) -> 
         details["carriedShards"] = {
             name: {"runId": c.run_id, "commitHash": c.commit} for name, c in part.carried.items()
         }
-    if not part.shards:  # the part of a run that measured nothing (every shard skipped): no benchmark, on purpose
-        merged["allowEmpty"] = True
-    stated = base or sent
-    merged["runPart"] = {
-        "runId": combined_run_id(stated, part.run_id)
-        or ((base or {}).get("runPart") or {}).get("runId")
-        or own_part.get("runId")
-        or part.run_id,
-        "runPartId": part.run_part_id,
-        "jobName": own_part.get("jobName") or part.group or AGGREGATOR_JOB,
-        "metadata": details,
-    }
-    return in_runner_order(merged)
+    return details
