@@ -22,7 +22,7 @@ from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, run_bundles_prefix, upstream_runs_key
 from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, sent_as
 from ..domain.outcome import Outcome
-from ..domain.part_answers import Announced
+from ..domain.part_answers import Announced, Delivered
 from ..domain.retries import redelivery_delay
 from ..domain.run_plan import PlanRecord
 from ..domain.timestamps import epoch, iso
@@ -207,32 +207,44 @@ class FinalizeRun:
             return now.state  # the finalizer of the last part to reach the upstream finishes the run
         plan = plan or self.planner.of(now, recorded)
         parts = [answers[str(i)] for i in plan.todo]
-        size = sum(p.size for p in parts)
-        message, runs = plan.outcome_said(parts)
-        if runs.overflow:  # the run item lists the first, counts them all: the whole list beside the plan
-            self.store.put_json(upstream_runs_key(project, run_id), {"run_ids": runs.distinct})
         finished = self.clock()
-        upstream = UpstreamEntry(**runs.said(), status="success", at=iso(finished), message=message)
+        upstream = self._upstream_said(plan, parts, finished)
         if not self._written(
             lambda: self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome, upstream=upstream)
         ):
             return FORWARDED  # the finalizer of another part finished it first
         self.metrics.add("ForwardSucceeded", 1, "Count")
-        self.metrics.add("MergedBytes", size, "Bytes")
+        self.metrics.add("MergedBytes", sum(p.size for p in parts), "Bytes")
         self.metrics.add("FinalizeLatency", finished - epoch(plan.run.created_at), "Seconds")
-        whole = (expected := plan.run.expected_count()) is None or len(plan.shards) >= expected  # else no baseline
-        if own_branch := None if plan.run.tokenless else branch_of(plan.run.ref):
-            self.baselines.record_forwarded(project, own_branch, run_id, finished)  # what benchmarks cost: whole or not
-        if own_branch and whole:
-            if self.keeper and plan.completion.carried:  # before its bundles are tagged final: the copies with them
-                carried = plan.completion.outcome.carried
-                self.keeper.keep(project, run_id, plan.completion.carried, carried, results_only=plan.run.sends_parts)
-            self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
-            self.reports.baseline_moved(project, own_branch, run_id, plan.run.commit, finished)  # known here at once
+        self._record_on_its_branch(plan, finished)
         sent = frozenset(s.key for s in plan.shards.values() if s.key) if plan.run.sends_parts else frozenset()
         self.store.mark_final(run_bundles_prefix(project, run_id), sent_as_they_came=sent)
         self.reports.publish(project, run_id)
         return FORWARDED
+
+    def _upstream_said(self, plan: ForwardPlan, parts: list[Delivered], finished: float) -> UpstreamEntry:
+        """How the forward ended, as the run says it; past the upstream run ids its item lists, the
+        whole list goes beside the plan."""
+        message, runs = plan.outcome_said(parts)
+        if runs.overflow:
+            self.store.put_json(upstream_runs_key(plan.run.project, plan.run.run_id), {"run_ids": runs.distinct})
+        return UpstreamEntry(**runs.said(), status="success", at=iso(finished), message=message)
+
+    def _record_on_its_branch(self, plan: ForwardPlan, finished: float) -> None:
+        """A forwarded run of a branch (a token's) is what its benchmarks cost; whole, it is the branch's
+        baseline, the shards it carried kept beside it (before its bundles are tagged final)."""
+        project, run_id = plan.run.project, plan.run.run_id
+        own_branch = None if plan.run.tokenless else branch_of(plan.run.ref)
+        if own_branch is None:
+            return
+        self.baselines.record_forwarded(project, own_branch, run_id, finished)  # whole or not
+        if (expected := plan.run.expected_count()) is not None and len(plan.shards) < expected:
+            return  # shards missing: no baseline
+        if self.keeper and plan.completion.carried:
+            carried = plan.completion.outcome.carried
+            self.keeper.keep(project, run_id, plan.completion.carried, carried, results_only=plan.run.sends_parts)
+        self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
+        self.reports.baseline_moved(project, own_branch, run_id, plan.run.commit, finished)  # known here at once
 
     def _run(self, project: str, run_id: str) -> RunRecord:
         """The run's record and its parts' answers, of a run this finalizer claimed (so there is one)."""
