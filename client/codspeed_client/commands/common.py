@@ -77,6 +77,22 @@ class Output:
         print(f"::warning title=codspeed-client::{text}", file=sys.stderr)
 
 
+def _where_to_send(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The aggregator's URL ("" where nothing says: a command that needs one says which, ``missing``)
+    and its token: a secret pasted with its line break (a CI secret, a file read into the variable) is the token."""
+    url: str = args.api_url or os.environ.get("CODSPEED_AGGREGATOR_URL") or ""
+    return url, (args.token or os.environ.get("CODSPEED_AGGREGATOR_TOKEN") or "").strip() or None
+
+
+def _which_run(args: argparse.Namespace, ctx: CiContext) -> tuple[str, str, str]:
+    """The project, run id and commit ("" where nothing says), the flags over the CI's; the CI's
+    refs and base commit too, kept in ``ctx``."""
+    ctx.ref = args.ref or ctx.ref
+    ctx.base_ref = args.base_ref or ctx.base_ref
+    ctx.base_commit = getattr(args, "base_commit", None) or ctx.base_commit
+    return args.project or ctx.project or "", args.run_id or ctx.run_id or "", args.commit or ctx.commit or ""
+
+
 class Target:
     """Where to send, and which run: flags first, then the environment, then the CI and git.
     Values the aggregator would refuse are usage errors here, said in a sentence."""
@@ -87,17 +103,9 @@ class Target:
         from ..ci import detect
 
         self.ctx, self.need_run = detect(), need_run
-        # "" where nothing says: a command that needs one says which (``missing``)
-        self.api_url: str = args.api_url or os.environ.get("CODSPEED_AGGREGATOR_URL") or ""
-        # a secret pasted with its line break (a CI secret, a file read into the variable) is the token
-        self.token = (args.token or os.environ.get("CODSPEED_AGGREGATOR_TOKEN") or "").strip() or None
-        self.project: str = args.project or self.ctx.project or ""
-        self.run_id: str = args.run_id or self.ctx.run_id or ""
-        self.commit: str = args.commit or self.ctx.commit or ""
-        self.ctx.ref = args.ref or self.ctx.ref
+        self.api_url, self.token = _where_to_send(args)
+        self.project, self.run_id, self.commit = _which_run(args, self.ctx)
         self.runner_run_id = self._runner_run_id(args)
-        self.ctx.base_ref = args.base_ref or self.ctx.base_ref
-        self.ctx.base_commit = getattr(args, "base_commit", None) or self.ctx.base_commit
         self.retries = os.environ.get("CODSPEED_RETRIES", "5")
         # GitHub gives a fork's pull request no secrets: its requests go without a token, and the
         # aggregator checks with GitHub that they are that pull request's (TokenlessProjects)
