@@ -112,13 +112,10 @@ def _members(folder: Path, files: list[str]) -> list[str]:
     return ["."] + sorted([*files, *folders], key=lambda name: Path(name).parts)
 
 
-def from_folder(folder: Path, executor: str | None = None) -> Bundle:
-    import tarfile
-    import tempfile
-
-    from codspeed_rules.bundle import executor_of
-    from codspeed_rules.callgrind import OUT_NAME
-
+def _profile_folder(folder: Path) -> Path:
+    """The folder the profiles are in, refused when it is none. One given as a link is followed, as
+    the runner's tar follows the path it is given (its root entry was the link itself, refused);
+    links inside it stay what they are, and refused (the hostile-bundle rules)."""
     if folder.is_file():
         raise ClientError(
             f"profile folder {folder} is a file: pass the folder CodSpeed wrote the profiles to "
@@ -129,36 +126,46 @@ def from_folder(folder: Path, executor: str | None = None) -> Bundle:
         raise ClientError(
             f"profile folder {folder} does not exist: pass the folder CodSpeed wrote the profiles to", INPUT
         )
-    # a folder given as a link is followed, as the runner's tar follows the path it is given (its root entry
-    # was the link itself, refused); links inside it stay what they are, and refused (the hostile-bundle rules)
-    folder = folder.resolve()
-    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != CARRIED_METADATA)
-    executor = executor or executor_of(files)
-    if executor == "valgrind" and not any(OUT_NAME.match(f) or f.endswith(".tgtrace") for f in files):
+    return folder.resolve()
+
+
+def _carried_metadata(folder: Path) -> Any:
+    """The metadata a runner left in the folder, when it did (``CARRIED_METADATA``)."""
+    if not (folder / CARRIED_METADATA).is_file():
+        return None
+    try:
+        return json.loads((folder / CARRIED_METADATA).read_text())
+    except ValueError as exc:
+        raise ClientError(f"{folder / CARRIED_METADATA} is not JSON ({exc})", INPUT) from exc
+
+
+def _check_valgrind_profiles(folder: Path, files: list[str]) -> None:
+    from codspeed_rules.callgrind import OUT_NAME
+
+    if not any(OUT_NAME.match(f) or f.endswith(".tgtrace") for f in files):
         raise ClientError(
             f"profile folder {folder} holds no <pid>.out file: run the benchmarks under CodSpeed's instrumentation "
             "first",
             INPUT,
         )
-    carried = None
-    if (folder / CARRIED_METADATA).is_file():
-        try:
-            carried = json.loads((folder / CARRIED_METADATA).read_text())
-        except ValueError as exc:
-            raise ClientError(f"{folder / CARRIED_METADATA} is not JSON ({exc})", INPUT) from exc
-    from codspeed_rules.normalize import Normalizer
 
+
+def from_folder(folder: Path, executor: str | None = None) -> Bundle:
+    import tempfile
+
+    from codspeed_rules.bundle import executor_of
+
+    folder = _profile_folder(folder)
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != CARRIED_METADATA)
+    executor = executor or executor_of(files)
+    if executor == "valgrind":
+        _check_valgrind_profiles(folder, files)
+    carried = _carried_metadata(folder)
     handle = tempfile.NamedTemporaryFile(prefix="codspeed-shard-", suffix=".tar.gz", delete=False)
     checksummed = _ChecksummedFile(handle)
     try:
-        # A normalized bundle (cut at every member): the aggregator's merge copies it as it is.
         with handle:
-            normalizer = Normalizer(checksummed, level=6)
-            feeding = _Feeding(normalizer)  # a stream ("w|") only writes: typeshed wants a whole file
-            with tarfile.open(fileobj=feeding, mode="w|", format=tarfile.GNU_FORMAT) as tar:  # type: ignore[call-overload]  # a stream
-                for name in _members(folder, files):
-                    tar.add(folder / name, arcname="." if name == "." else f"./{name}", recursive=False)
-            normalizer.close()
+            _write_normalized(folder, files, checksummed)
     except OSError as exc:
         Path(handle.name).unlink(missing_ok=True)
         raise ClientError(
@@ -177,6 +184,20 @@ def from_folder(folder: Path, executor: str | None = None) -> Bundle:
         carried_metadata=carried,
         executor=executor,
     )
+
+
+def _write_normalized(folder: Path, files: list[str], sink: _ChecksummedFile) -> None:
+    """A normalized bundle of the folder (cut at every member): the aggregator's merge copies it as it is."""
+    import tarfile
+
+    from codspeed_rules.normalize import Normalizer
+
+    normalizer = Normalizer(sink, level=6)
+    feeding = _Feeding(normalizer)  # a stream ("w|") only writes: typeshed wants a whole file
+    with tarfile.open(fileobj=feeding, mode="w|", format=tarfile.GNU_FORMAT) as tar:  # type: ignore[call-overload]  # a stream
+        for name in _members(folder, files):
+            tar.add(folder / name, arcname="." if name == "." else f"./{name}", recursive=False)
+    normalizer.close()
 
 
 class _Feeding:
