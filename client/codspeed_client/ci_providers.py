@@ -54,29 +54,45 @@ def github(env: dict[str, str]) -> CiContext:
         repository_root=git.rooted(top, env.get("GITHUB_WORKSPACE") or f"/home/runner/work/{name}/{name}"),
         run_attempt=env.get("GITHUB_RUN_ATTEMPT"),
         part_metadata=_matrix(env),
-        ci_url=f"{env.get('GITHUB_SERVER_URL') or 'https://github.com'}/{repository}/actions/runs/"
-        f"{env['GITHUB_RUN_ID']}"
-        if repository and env.get("GITHUB_RUN_ID")
-        else None,
+        ci_url=_github_run_page(env, repository),
     )
     if event_name in ("pull_request", "pull_request_target") and env.get("GITHUB_EVENT_PATH"):
-        try:
-            with open(env["GITHUB_EVENT_PATH"]) as f:
-                pr = json.load(f).get("pull_request") or {}
-        except (OSError, ValueError) as exc:  # said, not swallowed: the run then shows the commit sent
-            print(
-                f"::warning title=codspeed-client::GITHUB_EVENT_PATH {env['GITHUB_EVENT_PATH']} cannot be read "
-                f"({type(exc).__name__}: {exc}): the pull request's head, base and fork are not known",
-                file=sys.stderr,
-            )
-            return ctx
-        head_sha, tip = (pr.get("head") or {}).get("sha"), (pr.get("base") or {}).get("sha")
-        ctx.head_commit = head_sha
-        ctx.base_commit = git.merge_base(ctx.repository_root, tip, head_sha) or tip
-        ctx.fork = _fork(pr)
-        if _MERGE_REF.match(ctx.ref or ""):  # the runner names a head branch on a pull request's merge ref only
-            ctx.head_ref = _head_branch(pr)
+        pr = _pull_request(env["GITHUB_EVENT_PATH"])
+        if pr is not None:
+            _with_pull_request(ctx, pr)
     return ctx
+
+
+def _github_run_page(env: dict[str, str], repository: str | None) -> str | None:
+    if not repository or not env.get("GITHUB_RUN_ID"):
+        return None
+    return f"{env.get('GITHUB_SERVER_URL') or 'https://github.com'}/{repository}/actions/runs/{env['GITHUB_RUN_ID']}"
+
+
+def _pull_request(path: str) -> dict[str, Any] | None:
+    """The event's pull request (None: the event file cannot be read, said, not swallowed: the run
+    then shows the commit sent)."""
+    try:
+        with open(path) as f:
+            pr: dict[str, Any] = json.load(f).get("pull_request") or {}
+            return pr
+    except (OSError, ValueError) as exc:
+        print(
+            f"::warning title=codspeed-client::GITHUB_EVENT_PATH {path} cannot be read "
+            f"({type(exc).__name__}: {exc}): the pull request's head, base and fork are not known",
+            file=sys.stderr,
+        )
+        return None
+
+
+def _with_pull_request(ctx: CiContext, pr: dict[str, Any]) -> None:
+    """What a pull request's event adds: its head, the base it was built on, its fork, its head branch."""
+    head_sha, tip = (pr.get("head") or {}).get("sha"), (pr.get("base") or {}).get("sha")
+    ctx.head_commit = head_sha
+    ctx.base_commit = git.merge_base(ctx.repository_root, tip, head_sha) or tip
+    ctx.fork = _fork(pr)
+    if _MERGE_REF.match(ctx.ref or ""):  # the runner names a head branch on a pull request's merge ref only
+        ctx.head_ref = _head_branch(pr)
 
 
 def _matrix(env: dict[str, str]) -> dict[str, Any]:
@@ -102,12 +118,14 @@ def _fork(pr: dict[str, Any]) -> str | None:
     head = pr["head"].get("repo") or {}
     if not head:
         return "a deleted fork"
-    same = (
-        head.get("id") == base.get("id")
-        if "id" in head and "id" in base
-        else head.get("full_name") == base.get("full_name")
-    )
-    return None if same else head.get("full_name") or "a deleted fork"
+    return None if _same_repository(head, base) else head.get("full_name") or "a deleted fork"
+
+
+def _same_repository(head: dict[str, Any], base: dict[str, Any]) -> bool:
+    """By id where both say it, else by name."""
+    if "id" in head and "id" in base:
+        return bool(head.get("id") == base.get("id"))
+    return bool(head.get("full_name") == base.get("full_name"))
 
 
 def _head_branch(pr: dict[str, Any]) -> str | None:
@@ -141,15 +159,8 @@ def gitlab(env: dict[str, str]) -> CiContext:
     ``refs/pull/IID/merge`` against its target branch, a fork's head named ``owner:branch``; a push,
     a schedule or a pipeline started by hand is the branch (or tag); the commit is ``HEAD`` of
     ``CI_PROJECT_DIR`` (in a merged results pipeline, GitLab's merge commit)."""
-    tag, branch, source = env.get("CI_COMMIT_TAG"), env.get("CI_COMMIT_REF_NAME"), env.get("CI_PIPELINE_SOURCE")
-    ref = f"refs/tags/{tag}" if tag else f"refs/heads/{branch}" if branch else None
-    head_ref, base_ref, fork = None, branch or None, None
-    if source == "merge_request_event" and env.get("CI_MERGE_REQUEST_IID"):
-        ref, base_ref = f"refs/pull/{env['CI_MERGE_REQUEST_IID']}/merge", env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME")
-        head_ref = env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME") or None
-        origin = env.get("CI_MERGE_REQUEST_SOURCE_PROJECT_PATH")
-        if origin and origin != env.get("CI_PROJECT_PATH"):
-            fork, head_ref = origin, f"{origin.split('/')[0]}:{head_ref}"
+    source = env.get("CI_PIPELINE_SOURCE")
+    ref, head_ref, base_ref, fork = _gitlab_refs(env)
     sender = (
         {"id": env.get("GITLAB_USER_ID", ""), "login": env["GITLAB_USER_LOGIN"]}
         if env.get("GITLAB_USER_LOGIN")
@@ -177,6 +188,20 @@ def gitlab(env: dict[str, str]) -> CiContext:
         # the merge request's merge base (its diff's base); else, in a merged results pipeline, the target's tip
         base_commit=env.get("CI_MERGE_REQUEST_DIFF_BASE_SHA") or env.get("CI_MERGE_REQUEST_TARGET_BRANCH_SHA") or None,
     )
+
+
+def _gitlab_refs(env: dict[str, str]) -> tuple[str | None, str | None, str | None, str | None]:
+    """The ref, head branch, base branch and fork: a merge request's ``refs/pull/IID/merge`` against
+    its target branch (a fork's head ``owner:branch``), else the tag or branch pushed."""
+    tag, branch = env.get("CI_COMMIT_TAG"), env.get("CI_COMMIT_REF_NAME")
+    if env.get("CI_PIPELINE_SOURCE") != "merge_request_event" or not env.get("CI_MERGE_REQUEST_IID"):
+        return (f"refs/tags/{tag}" if tag else f"refs/heads/{branch}" if branch else None), None, branch or None, None
+    head_ref = env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME") or None
+    origin, fork = env.get("CI_MERGE_REQUEST_SOURCE_PROJECT_PATH"), None
+    if origin and origin != env.get("CI_PROJECT_PATH"):
+        fork, head_ref = origin, f"{origin.split('/')[0]}:{head_ref}"
+    ref = f"refs/pull/{env['CI_MERGE_REQUEST_IID']}/merge"
+    return ref, head_ref, env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME"), fork
 
 
 def buildkite(env: dict[str, str]) -> CiContext:
@@ -213,21 +238,14 @@ def circleci(env: dict[str, str]) -> CiContext:
     ``parallelism`` nodes its shards (``CIRCLE_NODE_INDEX`` from 0 of ``CIRCLE_NODE_TOTAL``); a pull
     request is named by its URL (``CIRCLE_PULL_REQUEST``) or, from a fork, by ``CIRCLE_PR_NUMBER``
     alone, and is ``refs/pull/N/merge``; no sender, no base branch."""
-    from_url = (env.get("CIRCLE_PULL_REQUEST") or "").rstrip("/").rsplit("/", 1)[-1]
-    pull = from_url if from_url.isdigit() else env.get("CIRCLE_PR_NUMBER", "")
-    pull = pull if pull.isdigit() else ""
-    tag, branch = env.get("CIRCLE_TAG"), env.get("CIRCLE_BRANCH")
+    pull, branch = _circleci_pull(env), env.get("CIRCLE_BRANCH")
+    tag = env.get("CIRCLE_TAG")
     ref = (
         f"refs/pull/{pull}/merge" if pull else f"refs/heads/{branch}" if branch else f"refs/tags/{tag}" if tag else None
     )
-    project = git.project_of_remote(env.get("CIRCLE_REPOSITORY_URL", ""))
-    owner, name = env.get("CIRCLE_PROJECT_USERNAME"), env.get("CIRCLE_PROJECT_REPONAME")
-    if project is None and owner and name:
-        project = f"{owner}/{name}"
+    project = _circleci_project(env)
     working = os.path.expanduser(env.get("CIRCLE_WORKING_DIRECTORY") or "~/project")
     top, head = git.checkout(working)
-    fork_owner = env.get("CIRCLE_PR_USERNAME")
-    forked = bool(env.get("CIRCLE_PR_NUMBER"))  # "only available on forked PRs" (CircleCI's docs)
     return CiContext(
         provider="CIRCLECI",
         project=project,
@@ -244,11 +262,32 @@ def circleci(env: dict[str, str]) -> CiContext:
             "node-index": _number(env.get("CIRCLE_NODE_INDEX"), 0),
             "node-total": _number(env.get("CIRCLE_NODE_TOTAL"), 1),
         },
-        fork=f"{fork_owner or 'a fork'}/{env.get('CIRCLE_PR_REPONAME') or (project or '/').rsplit('/', 1)[-1]}"
-        if forked
-        else None,
+        fork=_circleci_fork(env, project),
         head_commit=env.get("CIRCLE_SHA1") if pull else None,
     )
+
+
+def _circleci_pull(env: dict[str, str]) -> str:
+    """The pull request's number ("" on a push): from its URL, or from a fork's ``CIRCLE_PR_NUMBER``."""
+    from_url = (env.get("CIRCLE_PULL_REQUEST") or "").rstrip("/").rsplit("/", 1)[-1]
+    pull = from_url if from_url.isdigit() else env.get("CIRCLE_PR_NUMBER", "")
+    return pull if pull.isdigit() else ""
+
+
+def _circleci_project(env: dict[str, str]) -> str | None:
+    """owner/repo, from the repository's URL, else CircleCI's project names."""
+    project = git.project_of_remote(env.get("CIRCLE_REPOSITORY_URL", ""))
+    owner, name = env.get("CIRCLE_PROJECT_USERNAME"), env.get("CIRCLE_PROJECT_REPONAME")
+    return f"{owner}/{name}" if project is None and owner and name else project
+
+
+def _circleci_fork(env: dict[str, str], project: str | None) -> str | None:
+    """A fork's repository, on a pull request from one (``CIRCLE_PR_NUMBER``: "only available on
+    forked PRs", CircleCI's docs)."""
+    if not env.get("CIRCLE_PR_NUMBER"):
+        return None
+    repository = env.get("CIRCLE_PR_REPONAME") or (project or "/").rsplit("/", 1)[-1]
+    return f"{env.get('CIRCLE_PR_USERNAME') or 'a fork'}/{repository}"
 
 
 def _number(value: str | None, default: int) -> int:
