@@ -95,19 +95,8 @@ class ForwardPlan:
         size = sum(p.size for p in parts)
         run_ids = [p.run_id for p in parts if p.run_id]
         if self.run.sends_parts:  # each shard its own part as it landed: nothing merged, nothing carried sent
-            carried = len(self.completion.carried)
-            if measured := len(self.shards) - carried:
-                message = f"{plural(measured, 'shard')}, each its own part upstream" + (
-                    f" ({len(parts)} sent at the end, {size} bytes)" if parts else ""
-                )
-            else:
-                message = "nothing measured on this commit: one part with no benchmark (allowEmpty)"
-            message += f"; {carried} carried, left to CodSpeed's baseline" if carried else ""
-            run_ids += [  # the parts this run sent: a shard carried from the baseline was sent by that run
-                s.upstream.run_id
-                for name, s in self.shards.items()
-                if name not in self.completion.carried and sent_as(s) and s.upstream and s.upstream.run_id
-            ]
+            message = self._parts_said(len(parts), size)
+            run_ids += self._shards_sent_under()
         else:
             message = f"{len(self.shards)} shards merged, {size} bytes" + (
                 f", in {len(parts)} uploads" if len(parts) > 1 else ""
@@ -115,6 +104,27 @@ class ForwardPlan:
             if held := len(self.uploads) - len(self.todo):
                 message += f"; {held} part{'s' if held > 1 else ''} the upstream holds already, not sent again"
         return message, UpstreamRuns(list(dict.fromkeys(run_ids)))
+
+    def _parts_said(self, sent: int, size: int) -> str:
+        """A parts run's end: its shards each their own part (``sent`` of them at the end), its carried
+        ones left to CodSpeed's baseline."""
+        carried = len(self.completion.carried)
+        if measured := len(self.shards) - carried:
+            message = f"{plural(measured, 'shard')}, each its own part upstream" + (
+                f" ({sent} sent at the end, {size} bytes)" if sent else ""
+            )
+        else:
+            message = "nothing measured on this commit: one part with no benchmark (allowEmpty)"
+        return message + (f"; {carried} carried, left to CodSpeed's baseline" if carried else "")
+
+    def _shards_sent_under(self) -> list[str]:
+        """The upstream runs a parts run's shards went under as they landed (a shard carried from the
+        baseline was sent by that run)."""
+        return [
+            s.upstream.run_id
+            for name, s in self.shards.items()
+            if name not in self.completion.carried and sent_as(s) and s.upstream and s.upstream.run_id
+        ]
 
 
 MAX_RUN_IDS_LISTED = 20  # on the run item, within MAX_RUN_IDS_BYTES: the rest is in S3 (keys.upstream_runs_key)
