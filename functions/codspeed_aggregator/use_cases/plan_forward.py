@@ -41,34 +41,11 @@ class PlanForward:
         are now are sent: a shard re-run, a group that came late, a part that failed."""
         run = snapshot.run
         earlier, held = earlier_plan(self.reads, self.store, run)
-        if earlier is not None:
-            baseline = earlier.baseline  # what the earlier attempt carried stays carried from the same run
-        else:
-            snapshot = replace(snapshot, run=self.merge_bases.resolved(run))
-            baseline = self.baselines.baseline_for(
-                run.project, branch_of(run.base_ref) or self.settings.default_branch, snapshot.run.base_commits()
-            )
+        snapshot, baseline = self._baseline(snapshot, earlier)
         kept = earlier.uploads if earlier else []
         shards, completion = self._shards(snapshot, baseline, lost=True)
-        # In the parts mode a skipped shard is left to CodSpeed, which fills a run's absent benchmarks
-        # from its baseline and marks them skipped: nothing measured on another commit goes up as this one's.
-        # In one-upload a carried shard goes in the upload (named in its metadata's carriedShards) while
-        # the bucket holds its bundle: one the lifecycle expired (a parts run's, kept two days) is left
-        # to CodSpeed as in the parts mode, and said, never a run failed for it.
-        left_out = set(completion.carried) if run.sends_parts else self._expired(completion)
-        sent = {n: s for n, s in shards.items() if n not in left_out}
-        uploads = plan_forward(
-            sent, self.settings.max_benchmarks_per_upload, self.settings.max_part_bytes, kept, merge=not run.sends_parts
-        )
-        if (
-            run.sends_parts and not uploads and completion.carried
-        ):  # nothing measured here: CodSpeed still gets the commit's run
-            uploads = [UpstreamPart((), merged=True, run_part_id=empty_part_id())]
-        held |= {
-            UpstreamPart((n,), merged=False).key: as_sent
-            for n, s in snapshot.arrived().items()
-            if (as_sent := sent_as(s))
-        }
+        uploads = self._uploads(run, shards, completion, kept)
+        held |= {UpstreamPart((n,), merged=False).key: as_sent for n, as_sent in _sent_as_they_came(snapshot).items()}
         ids = [part_id(upload, shards) for upload in uploads]
         first = snapshot.first_arrived()
         return RunPlan(
@@ -82,6 +59,35 @@ class PlanForward:
             carried=sorted(completion.carried),
             first=first.name if first else None,
         )
+
+    def _uploads(
+        self, run: RunRecord, shards: dict[str, ShardRecord], completion: Completion, kept: list[UpstreamPart]
+    ) -> list[UpstreamPart]:
+        """What goes upstream. In the parts mode a skipped shard is left to CodSpeed, which fills a run's
+        absent benchmarks from its baseline and marks them skipped: nothing measured on another commit
+        goes up as this one's (a run that measured nothing still sends one empty part: CodSpeed gets the
+        commit's run). In one-upload a carried shard goes in the upload (named in its metadata's
+        carriedShards) while the bucket holds its bundle: one the lifecycle expired (a parts run's, kept
+        two days) is left to CodSpeed as in the parts mode, and said, never a run failed for it."""
+        left_out = set(completion.carried) if run.sends_parts else self._expired(completion)
+        sent = {n: s for n, s in shards.items() if n not in left_out}
+        settings = self.settings
+        uploads = plan_forward(
+            sent, settings.max_benchmarks_per_upload, settings.max_part_bytes, kept, merge=not run.sends_parts
+        )
+        if run.sends_parts and not uploads and completion.carried:
+            return [UpstreamPart((), merged=True, run_part_id=empty_part_id())]
+        return uploads
+
+    def _baseline(self, snapshot: Snapshot, earlier: RunPlan | None) -> tuple[Snapshot, str | None]:
+        """The run its skipped shards are carried from: the earlier attempt's (what it carried stays
+        carried from the same run), else its base branch's at its base commit, GitHub asked for that
+        commit where the upload could not tell it (the snapshot's run then names it)."""
+        if earlier is not None:
+            return snapshot, earlier.baseline
+        run = self.merge_bases.resolved(snapshot.run)
+        branch = branch_of(run.base_ref) or self.settings.default_branch
+        return replace(snapshot, run=run), self.baselines.baseline_for(run.project, branch, run.base_commits())
 
     def _expired(self, completion: Completion) -> set[str]:
         """The carried shards whose bundle the bucket no longer holds (one LIST each, once a run),
@@ -214,3 +220,8 @@ def earlier_plan(reads: Reads, store: Bucket, run: RunRecord) -> tuple[RunPlan |
                 held[plan.uploads[int(index)].key] = plan.ids[int(index)]
             return plan, held
     return None, {}
+
+
+def _sent_as_they_came(snapshot: Snapshot) -> dict[str, str]:
+    """The shards a parts run sent as they landed, each with what it held."""
+    return {name: as_sent for name, s in snapshot.arrived().items() if (as_sent := sent_as(s))}
