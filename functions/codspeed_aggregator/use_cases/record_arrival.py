@@ -92,6 +92,24 @@ class RecordArrival:
             raise RuntimeError("this function was built without the arrivals queue: see wiring._NEEDS")
         return self.arrivals_queue
 
+    def _again(self, run: RunRecord) -> Arrival:
+        """An arrival counted already (S3 delivers an event at least once): what its first delivery
+        may have died before doing is done again."""
+        if self._completes(run):
+            self.queue.request(run.project, run.run_id, "complete")
+        self.reports.publish(run.project, run.run_id)
+        return Arrival.DUPLICATE
+
+    def _check_size(self, size: int, upload: GrantRecord) -> None:
+        """A bundle of another size than its upload declared, or past what one without a token may be, is refused."""
+        if upload.size is not None and size != upload.size:
+            raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
+        if upload.tokenless and size > self.settings.tokenless_max_bundle_bytes:
+            raise BadBundle(
+                f"the bundle is {size} bytes, over the {self.settings.tokenless_max_bundle_bytes} a shard "
+                "sent without a token may be (the aggregator's TokenlessMaxBundleBytes)"
+            )
+
     def _arrival(self, key: str, size: int | None, version_id: str | None) -> Arrival:
         try:
             project, run_id, shard, upload_id = parse_bundle_key(key)
@@ -104,18 +122,10 @@ class RecordArrival:
             return Arrival.IGNORED
         upload = view.upload
         if _seen(view.shard, upload):
-            if self._completes(view.run):
-                self.queue.request(project, run_id, "complete")  # in case the first delivery died before asking
-            self.reports.publish(project, run_id)  # in case the first delivery died before publishing
-            return Arrival.DUPLICATE  # absorbed before any download
+            return self._again(view.run)  # absorbed before any download
         try:
-            if size is not None and upload.size is not None and size != upload.size:
-                raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
-            if size is not None and upload.tokenless and size > self.settings.tokenless_max_bundle_bytes:
-                raise BadBundle(
-                    f"the bundle is {size} bytes, over the {self.settings.tokenless_max_bundle_bytes} a shard "
-                    "sent without a token may be (the aggregator's TokenlessMaxBundleBytes)"
-                )
+            if size is not None:
+                self._check_size(size, upload)
             summary, version_id, normalized = self._validate(key, version_id, upload.executor, not view.run.sends_parts)
         except BadBundle as exc:
             return self._rejected(view.run, shard, upload_id, exc)
