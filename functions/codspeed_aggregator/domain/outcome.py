@@ -8,11 +8,11 @@ from typing import Any, Self
 
 from codspeed_wire.report import Overlap
 
-from .stored import decoded, encoded
+from .stored import Stored, decoded, encoded
 
 
 @dataclass(frozen=True)
-class ChosenBaseline:
+class ChosenBaseline(Stored):
     """The run a closing run compares with and carries from, and why it is that one."""
 
     run_id: str
@@ -21,17 +21,9 @@ class ChosenBaseline:
     why: str
     later_fields: dict[str, Any] = field(default_factory=dict)
 
-    def to_item(self) -> dict[str, Any]:
-        return encoded(self)
-
-    @classmethod
-    def from_item(cls, item: dict[str, Any]) -> Self:
-        chosen: Self = decoded(cls, item)
-        return chosen
-
 
 @dataclass(frozen=True)
-class CarriedShard:
+class CarriedShard(Stored):
     """A shard skipped and carried: the run and commit it was measured in, and what it held."""
 
     run_id: str
@@ -49,8 +41,7 @@ class CarriedShard:
         return f"carried from run {self.run_id} (commit {(self.commit or '?')[:12]})"
 
     def to_item(self) -> dict[str, Any]:
-        item = encoded(self)
-        return {k: v for k, v in item.items() if v is not None or k not in ("key", "left_out")}
+        return {k: v for k, v in super().to_item().items() if v is not None or k not in ("key", "left_out")}
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Self:
@@ -59,7 +50,7 @@ class CarriedShard:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(Stored):
     """Empty while the run is open: its finalizer decides it (``baseline.complete``)."""
 
     baseline: ChosenBaseline | None = None  # None: no run of the branch to compare with

@@ -6,11 +6,22 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Self
 
-from .stored import decoded, encoded
+from .stored import Stored
+
+
+class _Answer(Stored):
+    """Kept as JSON text on its part's item."""
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_item())
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        return cls.from_item(json.loads(text))
 
 
 @dataclass(frozen=True)
-class Announced:
+class Announced(_Answer):
     """An upload's POST, answered: the upstream run it goes under and where its archive goes."""
 
     run_id: str
@@ -18,17 +29,9 @@ class Announced:
     md5: str  # of the archive it announced: other bytes are announced again
     later_fields: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> str:
-        return json.dumps(encoded(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> Self:
-        announced: Self = decoded(cls, json.loads(text))
-        return announced
-
 
 @dataclass(frozen=True)
-class Delivered:
+class Delivered(_Answer):
     """An upload the upstream holds: the run it went under, the bytes sent and their MD5."""
 
     run_id: str | None
@@ -37,13 +40,8 @@ class Delivered:
     run_hash: str | None = None  # a tokenless upload's: the sha256 of the POST's bytes CodSpeed received
     later_fields: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> str:
-        return json.dumps({k: v for k, v in encoded(self).items() if v is not None or k != "run_hash"})
-
-    @classmethod
-    def from_json(cls, text: str) -> Self:
-        delivered: Self = decoded(cls, json.loads(text))
-        return delivered
+    def to_item(self) -> dict[str, Any]:
+        return {k: v for k, v in super().to_item().items() if v is not None or k != "run_hash"}
 
     def fields(self) -> dict[str, Any]:
         """Its own fields, as a shard's record of its send (``ShardSent``) takes them."""

@@ -8,12 +8,12 @@ from typing import Any, Self
 
 from .ledger import ShardRecord
 from .outcome import Outcome
-from .stored import decoded, encoded
+from .stored import Stored, decoded, encoded
 from .upstream_parts import UpstreamPart
 
 
 @dataclass(frozen=True)
-class PlanRecord:
+class PlanRecord(Stored):
     """What the run item says of its plan: enough for every finalizer of the run to find the rest."""
 
     baseline: str | None  # the run its skipped shards are carried from
@@ -28,17 +28,9 @@ class PlanRecord:
         """The whole plan is in S3: a retry and a later attempt read it, not plan again."""
         return self.version is not None
 
-    def to_item(self) -> dict[str, Any]:
-        return encoded(self)
-
-    @classmethod
-    def from_item(cls, item: dict[str, Any]) -> Self:
-        record: Self = decoded(cls, item)
-        return record
-
 
 @dataclass(frozen=True)
-class RunPlan:
+class RunPlan(Stored):
     """What a run forwards, decided once by its claiming finalizer: read back by every finalizer of
     the run (each part's, when it has no slice of its own) and by the run's next attempt."""
 
