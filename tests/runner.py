@@ -87,6 +87,20 @@ def gitlab_run_part(job_id: str, job_name: str, executor: str, run_index: int = 
     return {"runId": job_id, "runPartId": f"{job_name}-{_json(suffix)}", "jobName": job_name, "metadata": suffix}
 
 
+def gitlab_metadata(archive: bytes, job_id: str, job_name: str, *, executor: str = "valgrind", **fields) -> dict:
+    """A GitLab CodSpeed runner job's metadata (version 10): its run part and glData named by the
+    job's id and name (``CI_JOB_ID``, ``CI_JOB_NAME``); ``fields`` as ``metadata`` takes them."""
+    return metadata(
+        archive,
+        executor=executor,
+        run_part=gitlab_run_part(job_id, job_name, executor),
+        provider="GITLAB",
+        environment="GITLAB_CI",
+        gl_data={"runId": job_id, "job": job_name},
+        **fields,
+    )
+
+
 def circleci_run_part(
     workflow_id: str, job: str, executor: str, *, node_index: int, node_total: int, run_index: int = 0
 ) -> dict:

@@ -279,20 +279,17 @@ def _gitlab_runner_job(stack, project: str, commit: str, name: str, pid: int):
     group, repository = project.rsplit("/", 1)
     archive = runner.folder_archive(runner.valgrind_folder(pid, [f"{name}::b"]), gzipped=True)
     job_id = str(990_100 + pid)
-    meta = runner.metadata(
+    meta = runner.gitlab_metadata(
         archive,
-        executor="valgrind",
+        job_id,
+        name,
         owner=group,
         repository=repository,
         commit=commit,
-        run_part=runner.gitlab_run_part(job_id, name, "valgrind"),
-        provider="GITLAB",
-        environment="GITLAB_CI",
         ref=GITLAB_MR_REF,
         head_ref="feature",
         base_ref="main",
         event="pull_request",
-        gl_data={"runId": job_id, "job": name},
     )
     return runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
 

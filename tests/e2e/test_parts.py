@@ -299,18 +299,15 @@ def test_a_gitlab_pipelines_jobs_go_upstream_as_one_codspeed_run_only_their_run_
     for index in (1, 2):
         archive = runner.folder_archive(runner.valgrind_folder(7100 + index, [f"gitlab::s{index}"]), gzipped=True)
         job_id = str(990_000 + index)
-        meta = runner.metadata(
+        meta = runner.gitlab_metadata(
             archive,
-            executor="valgrind",
+            job_id,
+            f"bench {index}/2",
             owner=owner,
             repository=repository,
             commit=commit,
-            run_part=runner.gitlab_run_part(job_id, f"bench {index}/2", "valgrind"),
-            provider="GITLAB",
-            environment="GITLAB_CI",
             ref="refs/heads/main",
             base_ref="main",
-            gl_data={"runId": job_id, "job": f"bench {index}/2"},
         )
         up = runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
         assert up.post.status_code == 200 and up.put.status_code == 200, up.post.text

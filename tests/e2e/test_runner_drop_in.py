@@ -196,18 +196,14 @@ def test_a_gitlab_parallel_pipeline_in_a_subgroup_is_one_run(stack):
     project = f"{group}/{repository}"
     for index in (1, 2):
         archive = runner.recorded(index)
-        part = runner.gitlab_run_part(str(880_000 + index), f"bench {index}/2", "valgrind")
-        meta = runner.metadata(
+        meta = runner.gitlab_metadata(
             archive,
-            executor="valgrind",
+            str(880_000 + index),
+            f"bench {index}/2",
             owner=group,
             repository=repository,
             commit=COMMIT,
-            run_part=part,
-            provider="GITLAB",
-            environment="GITLAB_CI",
             ref="refs/heads/feature",
-            gl_data={"runId": str(880_000 + index), "job": f"bench {index}/2"},
         )
         accepted = _send(stack, meta, archive).post.json()
     run_id = accepted["runId"]

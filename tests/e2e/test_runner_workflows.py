@@ -302,17 +302,8 @@ def test_gitlab_parallel_jobs_in_a_subgroup_and_a_plain_job_are_groups_of_one_pi
         pid += 1
         archive = runner.folder_archive(runner.valgrind_folder(pid, [benchmark]), gzipped=True)
         job_id = str(990_000 + number + uuid.uuid4().int % 1000 * 10)
-        meta = runner.metadata(
-            archive,
-            executor="valgrind",
-            owner=group,
-            repository=repository,
-            commit=COMMIT,
-            run_part=runner.gitlab_run_part(job_id, name, "valgrind"),
-            provider="GITLAB",
-            environment="GITLAB_CI",
-            ref="refs/heads/main",
-            gl_data={"runId": job_id, "job": name},
+        meta = runner.gitlab_metadata(
+            archive, job_id, name, owner=group, repository=repository, commit=COMMIT, ref="refs/heads/main"
         )
         sent = runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN))
         assert sent.post.status_code == 200 and sent.put.status_code == 200, sent.post.text

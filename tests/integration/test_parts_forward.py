@@ -439,17 +439,14 @@ def test_a_tokenless_gitlab_parts_run_hash_names_the_bytes_codspeed_received(in_
 
     owner, repository = project.rsplit("/", 1)
     archive = runner.folder_archive(runner.valgrind_folder(7301, ["gl::hash"]), gzipped=True)
-    meta = runner.metadata(
+    meta = runner.gitlab_metadata(
         archive,
-        executor="valgrind",
+        "991001",
+        "bench 1/1",
         owner=owner,
         repository=repository,
         commit=uuid.uuid4().hex + "0" * 8,
-        run_part=runner.gitlab_run_part("991001", "bench 1/1", "valgrind"),
-        provider="GITLAB",
-        environment="GITLAB_CI",
         tokenless=True,
-        gl_data={"runId": "991001", "job": "bench 1/1"},
     )
     body = runner.body_of(meta)
     accepted = in_parts.request_upload.accept_drop_in(
