@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 
-from . import git
-
 TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
 if TYPE_CHECKING:
     from typing import Any
@@ -60,12 +58,9 @@ class CiContext:
 
 
 def detect(env: dict[str, str] | None = None) -> CiContext:
-    env = dict(os.environ if env is None else env)
-    if not any(env.get(flag) == "true" for flag in ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI")):
-        return _local()
     from .ci_providers import read
 
-    return read(env)
+    return read(dict(os.environ if env is None else env))
 
 
 def next_run_index(ctx: CiContext, run_id: str) -> int:
@@ -93,24 +88,3 @@ def next_run_index(ctx: CiContext, run_id: str) -> int:
     except OSError:  # a read-only checkout: the runner goes on with 0 too
         pass
     return index
-
-
-def _local() -> CiContext:
-    """A run outside CI, as the runner's local provider says it: the ref is the ``HEAD`` commit, the
-    head branch the branch checked out, the event ``local``; its ``localData`` (how many parts the run
-    expects) is filled in by the command that knows."""
-    remote = git.run("config", "--get", "remote.origin.url") or ""
-    project = git.project_of_remote(remote) if remote else None
-    # one git call for three answers: the top folder, the commit, the branch ("HEAD" when detached)
-    answers = (git.run("rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD") or "").splitlines()
-    root, commit, branch = (answers + [None, None, None])[:3]
-    return CiContext(
-        provider="LOCAL",
-        project=project,
-        commit=commit,
-        ref=commit,
-        head_ref=branch if branch and branch != "HEAD" else None,
-        event="local",
-        repository_root=git.rooted(root, "") if root else None,
-        repository_provider="GITLAB" if "gitlab" in git.host(remote) else "GITHUB",
-    )

@@ -1,5 +1,5 @@
 """How each CI says what it says about a job, as CodSpeed's runner reads it (its providers):
-GitHub Actions, GitLab CI, Buildkite and CircleCI. ``ci.detect`` imports this only in a CI."""
+GitHub Actions, GitLab CI, Buildkite, CircleCI, and git outside any CI."""
 
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ if TYPE_CHECKING:
 
 
 def read(env: dict[str, str]) -> CiContext:
-    """What the CI this job runs in says of it (``ci.detect`` found it is one of these)."""
+    """What the CI this job runs in says of it, or git outside any."""
     if env.get("GITHUB_ACTIONS") == "true":
         return github(env)
     if env.get("GITLAB_CI") == "true":
         return gitlab(env)
     if env.get("BUILDKITE") == "true":
         return buildkite(env)
-    return circleci(env)
+    if env.get("CIRCLECI") == "true":
+        return circleci(env)
+    return local()
 
 
 _MERGE_REF = re.compile(r"^refs/pull/[0-9]+/merge$")
@@ -292,3 +294,24 @@ def _circleci_fork(env: dict[str, str], project: str | None) -> str | None:
 
 def _number(value: str | None, default: int) -> int:
     return int(value) if value and value.isdigit() else default
+
+
+def local() -> CiContext:
+    """A run outside CI, as the runner's local provider says it: the ref is the ``HEAD`` commit, the
+    head branch the branch checked out, the event ``local``; its ``localData`` (how many parts the run
+    expects) is filled in by the command that knows."""
+    remote = git.run("config", "--get", "remote.origin.url") or ""
+    project = git.project_of_remote(remote) if remote else None
+    # one git call for three answers: the top folder, the commit, the branch ("HEAD" when detached)
+    answers = (git.run("rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD") or "").splitlines()
+    root, commit, branch = (answers + [None, None, None])[:3]
+    return CiContext(
+        provider="LOCAL",
+        project=project,
+        commit=commit,
+        ref=commit,
+        head_ref=branch if branch and branch != "HEAD" else None,
+        event="local",
+        repository_root=git.rooted(root, "") if root else None,
+        repository_provider="GITLAB" if "gitlab" in git.host(remote) else "GITHUB",
+    )
