@@ -36,9 +36,12 @@ $(BROWSER):
 	$(SUDO) apt-get update -qq
 	$(SUDO) apt-get install -y -qq --no-install-recommends chromium-headless-shell
 
-# In parallel, one worker a core, each with a local stack of its own (pyproject.toml's addopts).
+# In parallel, five workers for two cores, each with a local stack of its own (pyproject.toml's
+# addopts). Python caches what it compiles even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE): else each of the suite's hundreds of client and local-stack processes
+# compiles our modules again, and each worker rewrites every test's asserts (docs/testing.md).
 test: install $(BROWSER)
-	CHROMIUM_HEADLESS_SHELL=$(BROWSER) $(BIN)/python -m pytest -q
+	PYTHONDONTWRITEBYTECODE= CHROMIUM_HEADLESS_SHELL=$(BROWSER) $(BIN)/python -m pytest -q
 
 # ruff's checks (pyflakes, pycodestyle, import order, bugbear, pyupgrade, McCabe complexity, too many
 # arguments), its formatter and mypy, strict on functions/ and client/, at zero findings, configured
