@@ -5,6 +5,7 @@ An explicit deny wins; anything not allowed is denied (AWS's default)."""
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 
 ALLOWED, DENIED, NOT_ALLOWED = "allowed", "denied", "not allowed"
 
@@ -18,6 +19,7 @@ class Need:
     context: dict = field(default_factory=dict, compare=False, hash=False)
 
 
+@cache  # the template's few globs, asked of every AWS call the suite makes
 def _pattern(glob: str, ignore_case: bool = False) -> re.Pattern:
     """IAM wildcards: ``*`` any run of characters (``/``, ``:`` and line breaks too), ``?`` one
     character; matched against the whole value (``fullmatch``: ``$`` would take a trailing newline)."""
