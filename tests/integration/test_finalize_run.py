@@ -328,6 +328,19 @@ def test_a_carried_shard_that_cannot_be_kept_never_keeps_its_run_from_being_main
     assert f"shard 3 carried by {project} run {skipping} is not kept beside it: ValueError: not JSON" in caplog.text
 
 
+def test_a_run_whose_ref_names_no_branch_is_recorded_on_no_branch(isolated, project, run_id):
+    agg = isolated.aggregator
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=1, ref="refs/heads/")["key"])
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    assert agg.ledger.baselines.latest_baseline(project, "") is None  # "refs/heads/" names no branch
+    forwarded = agg.ledger.db.query(
+        TableName=agg.ledger.table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"FORWARDED#{project}#"}},
+    )
+    assert forwarded["Items"] == []
+
+
 @pytest.mark.slow
 def test_a_pull_requests_run_keeps_no_copy_of_what_it_carried(isolated, project, run_id):
     agg = isolated.aggregator

@@ -235,7 +235,7 @@ class FinalizeRun:
         baseline, the shards it carried kept beside it (before its bundles are tagged final)."""
         project, run_id = plan.run.project, plan.run.run_id
         own_branch = None if plan.run.tokenless else branch_of(plan.run.ref)
-        if own_branch is None:
+        if not own_branch:  # a pull request's, a tag's, or a ref naming no branch (refs/heads/)
             return
         self.baselines.record_forwarded(project, own_branch, run_id, finished)  # whole or not
         if (expected := plan.run.expected_count()) is not None and len(plan.shards) < expected:
