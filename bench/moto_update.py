@@ -1,12 +1,13 @@
 """How long moto's DynamoDB takes over a shard's arrival (an update of twenty actions), with the
-local stack's shortcut (``codspeed_local.moto_speedups``: the expression checked once on the
-whole) and with moto's own checks at every node, in one process, turn about.
+local stack's shortcuts (``codspeed_local.moto_speedups``: the expression parsed once, its copy a
+pickle round trip, checked once on the whole) and with moto's own parse, copy and checks at every
+node, in one process, turn about.
 
     python bench/moto_update.py            # 7 rounds of 200 updates each way
     python bench/moto_update.py --quick    # 3 rounds of 30: a smoke for CI
 
-``update_ms`` is the median round's time per update. Target: the shortcut's at most 0.8 of
-moto's own (the suite makes thousands of such updates).
+``update_ms`` is the median round's time per update. Target: the shortcuts' at most 0.6 of
+moto's own (the suite makes thousands of such updates; 0.41 measured, 0.62 with the checks alone).
 """
 
 import argparse
@@ -24,7 +25,7 @@ from moto import mock_aws
 from codspeed_local.moto_speedups import moto_own_update_checks, speed_up_moto
 from tests.integration.test_moto_speedups import ARRIVAL, NAMES, VALUES
 
-TARGET_RATIO = 0.8
+TARGET_RATIO = 0.6
 
 
 def round_ms(db, updates: int) -> float:
@@ -62,8 +63,8 @@ def main() -> int:
             with moto_own_update_checks():
                 own.append(round_ms(db, updates))
     ratio = statistics.median(shortcut) / statistics.median(own)
-    print(f"update_ms moto's own checks: {statistics.median(own):.2f}")
-    print(f"update_ms checked once:      {statistics.median(shortcut):.2f}")
+    print(f"update_ms moto's own:            {statistics.median(own):.2f}")
+    print(f"update_ms parsed, checked once: {statistics.median(shortcut):.2f}")
     print(f"ratio: {ratio:.2f} (target <= {TARGET_RATIO})")
     if not args.quick and ratio > TARGET_RATIO:
         print("target missed", file=sys.stderr)
