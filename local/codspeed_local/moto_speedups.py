@@ -16,6 +16,7 @@ def speed_up_moto() -> None:
     _update_expressions_parsed_once()
     _dynamodb_answers_as_json()
     _s3_versions_under_prefix()
+    _sqs_retention_read_once()
     _list_moto_modules_once()
 
 
@@ -164,6 +165,25 @@ def _s3_versions_under_prefix() -> None:
 
     list_object_versions.under_prefix = True
     S3Backend.list_object_versions = list_object_versions
+
+
+def _sqs_retention_read_once() -> None:
+    """moto checks each message it hands over against its queue's retention period by computing all
+    of the queue's attributes three times, its message counts among them (each a walk of every
+    message): a receive of ten took 10.9 ms from a queue of ten, 152 ms from a queue of 210. The
+    same check reads the one attribute: 1.5 ms and 3.6 ms."""
+    from moto.sqs import models
+
+    if hasattr(models.SQSBackend.is_message_valid_based_on_retention_period, "moto_own"):
+        return
+    own = models.SQSBackend.is_message_valid_based_on_retention_period
+
+    def is_message_valid_based_on_retention_period(self, queue_name, message) -> bool:
+        retention_period = self.get_queue(queue_name).message_retention_period
+        return retention_period + message.sent_timestamp / 1000 > models.unix_time()
+
+    is_message_valid_based_on_retention_period.moto_own = own
+    models.SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
 
 
 def plain_json(answer) -> str | None:

@@ -1,6 +1,6 @@
 """moto's shortcuts in the local stack (``codspeed_local.moto_speedups``) give moto's own answers:
 here, an update expression checked and parsed once, against moto's checks at every node and its parse
-at every update."""
+at every update, and a message's retention read from its queue's one attribute."""
 
 import os
 import uuid
@@ -9,7 +9,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from codspeed_local.moto_speedups import moto_own_update_checks
+from codspeed_local.moto_speedups import moto_own_update_checks, speed_up_moto
 
 ARRIVAL = (  # a shard's arrival, the suite's costliest update: twenty actions of the three kinds
     "SET #state = :s, upload_id = :s, #key = :s, #size = :n, benchmarks = :n, pids = :l, arrived_at = :n, "
@@ -99,3 +99,22 @@ def test_an_update_checked_once_on_the_whole_is_moto_s_own_answer_and_item(table
         own = _update(db, name, f"own-{uuid.uuid4().hex}", expression, names, new=new)
     assert once == again == own
     assert once[0] == (without if new else with_item), once
+
+
+@pytest.mark.parametrize(
+    ("retention", "age", "kept"),
+    [("60", 55, True), ("60", 65, False), (None, 3 * 86400, True), (None, 5 * 86400, False)],
+    ids=["within 60 s", "past 60 s", "within moto's four days", "past moto's four days"],
+)
+def test_a_messages_retention_read_once_is_moto_s_own_answer(retention, age, kept):
+    from moto.core.utils import unix_time_millis
+    from moto.sqs.models import Message, SQSBackend
+
+    speed_up_moto()
+    backend = SQSBackend("us-east-1", "123456789012")
+    backend.create_queue("retained", **({"MessageRetentionPeriod": retention} if retention else {}))
+    message = Message("m-1", "body")
+    message.sent_timestamp = int(unix_time_millis()) - age * 1000
+    read_once = SQSBackend.is_message_valid_based_on_retention_period
+    assert read_once(backend, "retained", message) is kept
+    assert read_once.moto_own(backend, "retained", message) is kept
