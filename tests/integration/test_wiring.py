@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from dataclasses import replace
 
 import pytest
@@ -62,6 +63,22 @@ def test_pull_request_comments_are_built_where_reports_are_published_only_when_a
     on_gitlab = replace(asked, gitlab_api_url="https://gitlab.example.com/api/v4", gitlab_token="gl-token")
     notes = wiring.build(wiring.ARRIVALS, on_gitlab).reports.comments.hosts["GITLAB"]
     assert (notes.api_url, notes.http.headers["PRIVATE-TOKEN"]) == ("https://gitlab.example.com/api/v4", "gl-token")
+
+
+def test_a_new_functions_session_reads_no_botocore_file_the_process_has_read(stack, monkeypatch):
+    """Each function's session has credentials of its own, and botocore's models and endpoints are
+    read once a process: each session read its own (a second of each local stack's start)."""
+    from botocore.loaders import JSONFileLoader
+
+    aws.client("dynamodb", "first-function")  # the process has read what a DynamoDB client needs
+    read, load = [], JSONFileLoader.load_file
+    monkeypatch.setattr(JSONFileLoader, "load_file", lambda self, path: read.append(path) or load(self, path))
+    names = [f"function-{n}-{uuid.uuid4().hex[:8]}" for n in range(2)]
+    clients = [aws.client("dynamodb", name) for name in names]
+    assert read == []
+    assert aws.session(names[0]) is not aws.session(names[1]) and clients[0] is not clients[1]
+    paths = aws.session(names[0])._loader.search_paths
+    assert len(paths) == len(set(paths))  # boto3's own folder once, however many sessions
 
 
 def test_each_function_calls_aws_with_clients_of_its_own(stack):

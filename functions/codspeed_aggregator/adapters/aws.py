@@ -9,7 +9,9 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import boto3
+import botocore.session
 from botocore.config import Config
+from botocore.loaders import Loader, create_loader
 
 if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
     from aws_lambda_powertools.utilities.parameters import SSMProvider
@@ -48,8 +50,19 @@ def client(service: str, function: str = OPERATOR) -> Any:
 
 
 @cache
+def _data_loader(data_path: str | None) -> Loader:
+    """botocore's service models and endpoints, read once for every session of the process: each
+    session would read its own (the local stack and the tests hold one session per function)."""
+    return create_loader(data_path)
+
+
+@cache
 def session(function: str) -> boto3.session.Session:
-    made = boto3.session.Session()
+    core = botocore.session.get_session()
+    loader = _data_loader(core.get_config_variable("data_path"))
+    core.register_component("data_loader", loader)
+    made = boto3.session.Session(botocore_session=core)
+    loader.search_paths[:] = dict.fromkeys(loader.search_paths)  # boto3 adds its folder at each session
     for hook in _SESSION_HOOKS:
         hook(function, made)
     return made
