@@ -15,16 +15,16 @@ class Isolated:
 
     def finalize_requests(self) -> list[dict]:
         """Take every finalize message off the queue."""
+        return [json.loads(body) for body in self.take(self.resources.finalize_queue_url)]
+
+    def take(self, queue_url: str) -> list[str]:
+        """Take every message off a queue: the bodies."""
         found = []
-        while True:
-            messages = self.sqs.receive_message(QueueUrl=self.resources.finalize_queue_url, MaxNumberOfMessages=10).get(
-                "Messages", []
-            )
-            if not messages:
-                return found
+        while messages := self.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
             for m in messages:
-                found.append(json.loads(m["Body"]))
-                self.sqs.delete_message(QueueUrl=self.resources.finalize_queue_url, ReceiptHandle=m["ReceiptHandle"])
+                found.append(m["Body"])
+                self.sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return found
 
     def finalize_all(self, project: str, run_id: str, aggregator=None) -> str:
         """Finalize a run as the finalizer's queue would: the run, then each part it queued."""
