@@ -4,6 +4,7 @@ Each command imports what it sends with when it runs, so ``--help`` starts fast.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 
@@ -45,7 +46,21 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+def _writes_whole() -> None:
+    """Python's unbuffered mode (``-u``, ``PYTHONUNBUFFERED``, which many CI images set) hands text
+    straight to the file and drops what a write leaves unwritten (CPython gh-85393): a job paused
+    while a long report went to a pipe (a stopped container, a profiler) cut the report there. A
+    buffered writer writes all of it, and flushes at each line as unbuffered mode does. Only the
+    process's own streams: not one a caller put in their place (a test's capture)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is getattr(sys, f"__{name}__") and isinstance(getattr(stream, "buffer", None), io.FileIO):
+            whole = io.BufferedWriter(io.FileIO(stream.fileno(), "w", closefd=False))  # closing it leaves the fd
+            setattr(sys, name, io.TextIOWrapper(whole, stream.encoding, stream.errors, line_buffering=True))
+
+
 def main(argv: list[str] | None = None) -> int:
+    _writes_whole()
     args = parser().parse_args(argv)
     try:
         code: int = args.run(args)

@@ -5,8 +5,10 @@ client lists every benchmark."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -54,26 +56,18 @@ def test_a_shard_page_over_lambdas_answer_comes_from_s3_and_the_client_lists_eve
         "CODSPEED_AGGREGATOR_URL": stack.api_url,
         "CODSPEED_AGGREGATOR_TOKEN": stack.token,
     }
-    shown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "codspeed_client.cli",
-            "status",
-            "--format",
-            "json",
-            "--benchmarks",
-            "--project",
-            project,
-            "--run-id",
-            run_id,
-            "--commit",
-            "a" * 40,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    # in Python's unbuffered mode (many CI images set it), its job paused while the report goes to a pipe
+    command = [sys.executable, "-m", "codspeed_client.cli", "status", "--format", "json", "--benchmarks"]
+    command += ["--project", project, "--run-id", run_id, "--commit", "a" * 40]
+    shown = subprocess.Popen(
+        command, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    assert shown.returncode == 0, shown.stderr
-    assert sorted(b["name"] for b in json.loads(shown.stdout)["benchmarks"]) == sorted(names)
+    out = os.read(shown.stdout.fileno(), 65536)  # its report begun: the rest waits on the full pipe
+    for _ in range(3):
+        time.sleep(0.2)
+        shown.send_signal(signal.SIGSTOP)
+        shown.send_signal(signal.SIGCONT)
+        out += os.read(shown.stdout.fileno(), 65536)
+    out, err = out + shown.stdout.read(), shown.stderr.read()
+    assert shown.wait(timeout=120) == 0, err
+    assert sorted(b["name"] for b in json.loads(out)["benchmarks"]) == sorted(names)
