@@ -236,7 +236,7 @@ def _update_expressions_checked_once() -> None:
     node, in moto's order, for moto's own error."""
     from moto.dynamodb.parsing import ast_nodes, validators
 
-    if _MOTO_OWN_UPDATE_CHECKS:
+    if _swapped(ast_nodes.DepthFirstTraverser):
         return
 
     def processing(self) -> dict:
@@ -263,9 +263,7 @@ def _update_expressions_checked_once() -> None:
         (validators.OverlappingPathsValidator, "check_for_overlapping_paths"),
     ):
         shortcuts.append((checker, name, _on_the_whole(getattr(checker, name), ast_nodes.UpdateExpression)))
-    for owner, name, shortcut in shortcuts:
-        _MOTO_OWN_UPDATE_CHECKS.append((owner, name, vars(owner)[name]))
-        setattr(owner, name, shortcut)
+    _swap(shortcuts)
 
 
 def _update_expressions_parsed_once() -> None:
@@ -277,7 +275,7 @@ def _update_expressions_parsed_once() -> None:
     from moto.dynamodb.parsing import expressions, validators
     from moto.dynamodb.parsing.ast_nodes import Node
 
-    if any(owner is expressions.UpdateExpressionParser for owner, _, _ in _MOTO_OWN_UPDATE_CHECKS):
+    if _swapped(expressions.UpdateExpressionParser):
         return
     parse = expressions.UpdateExpressionParser.make
 
@@ -290,8 +288,16 @@ def _update_expressions_parsed_once() -> None:
             return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
         return copy.deepcopy(value, memo)
 
-    parser = expressions.UpdateExpressionParser
-    for owner, name, shortcut in ((parser, "make", staticmethod(parsed)), (validators, "deepcopy", tree_copy)):
+    _swap([(expressions.UpdateExpressionParser, "make", staticmethod(parsed)), (validators, "deepcopy", tree_copy)])
+
+
+def _swapped(owner) -> bool:
+    return any(swapped is owner for swapped, _, _ in _MOTO_OWN_UPDATE_CHECKS)
+
+
+def _swap(shortcuts: list[tuple[object, str, object]]) -> None:
+    """Each (owner, name, shortcut) in place of moto's own, which ``moto_own_update_checks`` puts back."""
+    for owner, name, shortcut in shortcuts:
         _MOTO_OWN_UPDATE_CHECKS.append((owner, name, vars(owner)[name]))
         setattr(owner, name, shortcut)
 
