@@ -10,7 +10,7 @@ import re
 import threading
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
 from codspeed_local.serving import serve_in_thread, stop_serving
 
@@ -22,6 +22,7 @@ _COMPARE = re.compile(r"^/repos/([^/]+/[^/]+)/compare/(.+)\.\.\.([0-9a-f]{40})$"
 _COMMITS = re.compile(r"^/repos/([^/]+/[^/]+)/commits$")
 _COMMIT = re.compile(r"^/repos/([^/]+/[^/]+)/commits/([0-9a-f]{40})$")
 _RUN = re.compile(r"^/repos/([^/]+/[^/]+)/actions/runs/(\d+)$")
+_JOBS = re.compile(r"^/repos/([^/]+/[^/]+)/actions/runs/(\d+)/attempts/(\d+)/jobs$")
 
 
 class JsonHandler(BaseHTTPRequestHandler):
@@ -74,8 +75,11 @@ class FakeGitHub(Loopback):
         # number -> GitHub's latest test merge commit (its merge_commit_sha), when computed
         self.merge_commits: dict[int, str] = {}
         self.workflow_runs: dict[str, tuple[str, str]] = {}  # Actions run id -> (head sha, repository it ran from)
-        self.completed_runs: set[str] = set()
-        self.posted = 0  # comments ever created  # Actions runs whose every job ended (status "completed")
+        self.completed_runs: set[str] = set()  # Actions runs whose every job ended (status "completed")
+        self.run_attempts: dict[str, int] = {}  # Actions run id -> its latest attempt (run_attempt), 1 when unsaid
+        # (Actions run id, attempt) -> its jobs: (name, runner_name, status), as the attempt's jobs list them
+        self.jobs: dict[tuple[str, int], list[tuple[str, str | None, str]]] = {}
+        self.posted = 0  # comments ever created
         self.reads: list[str] = []  # the path of every GET
         self.lock = threading.Lock()
         self.serve(type("Handler", (_GitHubHandler,), {"fake": self}))
@@ -141,6 +145,7 @@ class _GitHubHandler(JsonHandler):
         for route, answer in (
             (_PULL, self._pull),
             (_RUN, self._workflow_run),
+            (_JOBS, self._attempt_jobs),
             (_COMPARE, self._compare),
             (_COMMITS, self._commits),
             (_COMMIT, self._commit),
@@ -173,7 +178,23 @@ class _GitHubHandler(JsonHandler):
             "head_sha": head,
             "head_repository": {"full_name": origin},
             "status": status,
-            "run_attempt": 1,
+            "run_attempt": self.fake.run_attempts.get(run.group(2), 1),
+        }
+
+    def _attempt_jobs(self, found: re.Match, query: str) -> tuple[int, dict] | None:
+        """GitHub's "list jobs for a workflow run attempt", a page at a time (``per_page``, 100 at most)."""
+        jobs = self.fake.jobs.get((found.group(2), int(found.group(3))))
+        if jobs is None:
+            return None
+        asked = dict(parse_qsl(query))
+        per_page, page = min(int(asked.get("per_page", 30)), 100), int(asked.get("page", 1))
+        listed = jobs[(page - 1) * per_page : page * per_page]
+        return 200, {
+            "total_count": len(jobs),
+            "jobs": [
+                {"id": hash((name, index)) & 0xFFFFFF, "name": name, "runner_name": runner, "status": status}
+                for index, (name, runner, status) in enumerate(listed)
+            ],
         }
 
     def _compare(self, compare: re.Match, _query: str) -> tuple[int, dict] | None:

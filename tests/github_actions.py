@@ -141,12 +141,22 @@ class Event:
 class Workflow:
     """A workflow file's jobs against one repository (``origin``, a git repository on disk)."""
 
-    def __init__(
-        self, text: str, project: str, origin: Path, tmp: Path, *, vars: dict, secrets: dict, path: list[Path]
+    def __init__(  # noqa: PLR0913 -- a workflow, where it runs, and the GitHub that lists its jobs
+        self,
+        text: str,
+        project: str,
+        origin: Path,
+        tmp: Path,
+        *,
+        vars: dict,
+        secrets: dict,
+        path: list[Path],
+        github=None,
     ) -> None:
         self.jobs = yaml.safe_load(text)["jobs"]
         self.project, self.origin, self.tmp = project, origin, tmp
         self.vars, self.secrets, self.path = vars, secrets, path
+        self.github = github  # a FakeGitHub: each attempt's jobs listed there as they run (RUNNER_NAME, status)
         subprocess.run(["git", "-C", str(origin), "config", "uploadpack.allowAnySHA1InWant", "true"], check=True)
 
     def run(
@@ -237,6 +247,10 @@ class Workflow:
         failing: frozenset,
     ) -> Job:
         leg = "-".join(str(v) for v in matrix.values())
+        listed = self.github.jobs.setdefault((str(run_id), attempt), []) if self.github is not None else []
+        runner_name = f"GitHub Actions {1000 + len(listed)}"  # a hosted runner's name, one a job
+        label = f"{name} ({', '.join(str(v) for v in matrix.values())})" if matrix else name
+        listed.append((label, runner_name, "in_progress"))
         tmp = self.tmp / f"{run_id}-{attempt}-{name}-{leg}"
         tmp.mkdir(parents=True)
         event_path = tmp / "event.json"
@@ -258,6 +272,7 @@ class Workflow:
             "GITHUB_ACTOR": "octocat",
             "GITHUB_SERVER_URL": "https://github.com",
             "GITHUB_ACTION_PATH": str(ROOT),
+            "RUNNER_NAME": runner_name,
             "PATH": ":".join(str(p) for p in self.path) + ":/usr/bin:/bin",
         }
         if (name, *matrix.values()) in failing:
@@ -275,6 +290,7 @@ class Workflow:
                 break
         job.outputs = {k: _substitute(v, context) for k, v in (spec.get("outputs") or {}).items()}
         job.summary = runner.summary.read_text() if runner.summary.exists() else ""
+        listed[listed.index((label, runner_name, "in_progress"))] = (label, runner_name, "completed")
         return job
 
     def _step(self, step: dict, index: int, runner: Runner, context: dict, event: Event, job: Job) -> int:

@@ -37,6 +37,7 @@ class CiContext:
         local_data: dict[str, Any] | None = None,
         repository_provider: str | None = None,
         part_metadata: dict[str, Any] | None = None,
+        runner: str | None = None,
     ) -> None:
         self.provider, self.project, self.run_id, self.commit = provider, project, run_id, commit
         self.ref, self.head_ref, self.base_ref, self.event, self.job = ref, head_ref, base_ref, event, job
@@ -53,6 +54,7 @@ class CiContext:
         self.local_data = local_data  # the runner's localData, for a run outside CI
         # what the runner's runPart.metadata says of the job: a GitHub matrix's keys, a CircleCI node's place
         self.part_metadata = part_metadata or {}
+        self.runner = runner  # the runner the job runs on (GitHub's RUNNER_NAME): how its CI's jobs list names it
         # where the repository lives (GITHUB, GITLAB): the CI's own, or a local clone's remote's host
         self.repository_provider = repository_provider or ("GITLAB" if provider == "GITLAB_CI" else "GITHUB")
 

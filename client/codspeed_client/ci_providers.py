@@ -57,6 +57,7 @@ def github(env: dict[str, str]) -> CiContext:
         run_attempt=env.get("GITHUB_RUN_ATTEMPT"),
         part_metadata=_matrix(env),
         ci_url=_github_run_page(env, repository),
+        runner=env.get("RUNNER_NAME"),
     )
     if event_name in ("pull_request", "pull_request_target") and env.get("GITHUB_EVENT_PATH"):
         pr = _pull_request(env["GITHUB_EVENT_PATH"])

@@ -76,7 +76,6 @@ class Settings:
     upstream_attempts: int
     max_benchmarks_per_upload: int
     max_part_bytes: int
-    max_attempts: int
     arrival_reserve_seconds: int
     arrival_mib_per_second: float
     retention_days: int
@@ -154,7 +153,6 @@ class Settings:
             max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
             # bundle bytes merged into one upload: under S3's 5 GB PUT, and what one merge does in minutes
             max_part_bytes=int(env.get("MAX_PART_BYTES", MAX_UPLOAD_BYTES)),
-            max_attempts=int(env.get("MAX_ATTEMPTS", 20)),
             # what an arrival takes, beyond its bundle's bytes at ARRIVAL_MIB_PER_SECOND (``arrival_reserve``)
             arrival_reserve_seconds=int(env.get("ARRIVAL_RESERVE_SECONDS", 20)),
             # an arrival's pass over a bundle (read, validate, normalize, write), in a Lambda vCPU: bench/scale.py

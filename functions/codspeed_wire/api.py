@@ -198,6 +198,9 @@ class CloseRequest(BaseModel):
     skip: list[SkippedShard] = Field(default=[], max_length=MAX_SHARDS)  # a runner job by its key (the report's name)
     ci_run: CiRun | None = None
     ci_attempt: int | None = Field(default=None, ge=1, le=10_000)
+    # the closing job's runner (GitHub's RUNNER_NAME), as GitHub lists the attempt's jobs: a close without a
+    # token speaks for its CI attempt only when every other job of it has ended
+    ci_job: str | None = Field(default=None, min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")
 
 
 class CloseAnswer(BaseModel):

@@ -291,6 +291,7 @@ def test_a_pull_requests_life_through_the_readme_workflow(aggregator, github, tm
         vars={"CODSPEED_AGGREGATOR_URL": api_url},
         secrets={"CODSPEED_AGGREGATOR_TOKEN": TOKEN},
         path=[tools],
+        github=github,
     )
     root = repo.commit(OXC, "oxc")
 

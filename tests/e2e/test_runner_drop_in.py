@@ -269,6 +269,11 @@ def test_a_re_run_after_the_forward_is_accepted_and_forwarded_as_the_next_attemp
     assert _final(stack, project, gh_run)["state"] == "forwarded"
     again = job(2)  # "Re-run failed jobs": the same run id and job, same runPartId
     assert again.post.json()["runId"] == f"{gh_run}~2"
+    # a static token says no CI attempt: the job it inherited never completes it, the re-run's close does
+    from tests.e2e.test_sharded_run import _run
+
+    closed = _run(stack, "close", "--project", project, "--run-id", gh_run)
+    assert closed.returncode == 0, closed.stderr
     second = _final(stack, project, f"{gh_run}~2")
     assert second["state"] == "forwarded" and second["attempt"] == 2 and second["arrived"] == 2
     first_upload, second_upload = stack.upstream.uploads(gh_run)

@@ -8,6 +8,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import requests
 
+from codspeed_aggregator.domain.errors import AttemptEnded
 from codspeed_wire.api import CloseRequest
 from tests.factories import Clock, bundle, grant, push, put
 
@@ -186,18 +187,54 @@ def test_a_bundle_whose_arrival_fails_at_the_backstop_too_is_missing_with_why_an
     assert agg.store.s3.head_object(Bucket=agg.store.bucket, Key=kept["key"])  # nothing lost
 
 
-def test_a_grant_asked_after_the_close_goes_to_the_next_attempt_and_never_holds_the_close(
+def test_a_grant_of_the_closing_ci_attempt_asked_after_its_close_joins_it_and_never_holds_it(
     isolated, clocked, project, run_id
 ):
-    """A stranger (or a re-run) asking for uploads after the close: each goes to the run's next attempt;
-    the close it came after ends as if it had not asked."""
+    """The gate's close says CI run 7001's attempt 1 ended: a grant of that CI attempt asked after it (a
+    job the gate did not wait for) opens no attempt; with nothing in the bucket it is missing at once."""
+    agg, _ = clocked
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2, ci_run="7001", ci_attempt=1)["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, ci_run="7001", ci_attempt=1))
+    later = grant(agg, project, run_id, "2", bundle(4243), total=2, ci_run="7001", ci_attempt=1)
+    assert later["run_id"] == run_id and later["attempt"] == 1
+    assert agg.ledger.runs.run_record(project, run_id).grants == 2
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    assert {s.name: s.state for s in agg.reports.report(project, run_id).shards}["2"] == "missing"
+    assert agg.ledger.runs.run_record(project, f"{run_id}~2") is None
+
+
+def test_a_grant_of_no_known_ci_attempt_after_the_close_goes_to_the_next_attempt_and_never_holds_the_close(
+    isolated, clocked, project, run_id
+):
+    """A static token's runner job says no CI attempt: what it asks after a close is a later job's."""
     agg, _ = clocked
     agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2, ci_run="7001")["key"])
     agg.close_run.close(CloseRequest(project=project, run_id=run_id, ci_run="7001", ci_attempt=1))
-    later = grant(agg, project, run_id, "2", bundle(4243), total=2, ci_run="7001", ci_attempt=1)
+    later = grant(agg, project, run_id, "2", bundle(4243), total=2, ci_run="7001")
     assert later["run_id"] == f"{run_id}~2"
     assert agg.ledger.runs.run_record(project, run_id).grants == 1  # the closing run counted nothing more
     assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+
+
+def test_an_upload_of_a_ci_attempt_whose_run_ended_opens_no_attempt_and_says_to_re_run_it(
+    isolated, clocked, project, run_id
+):
+    agg, _ = clocked
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(), total=2, ci_run="7001", ci_attempt=1)["key"])
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id, ci_run="7001", ci_attempt=1))
+    assert agg.finalize_run.finalize(project, run_id) == "forwarded"
+    before = agg.ledger.reads.snapshot(project, run_id)
+    with pytest.raises(AttemptEnded) as refused:
+        grant(agg, project, run_id, "2", bundle(4243), total=2, ci_run="7001", ci_attempt=1)
+    assert str(refused.value) == (
+        f"run {run_id} of {project} was CI attempt 1's, and it ended (forwarded) before this upload of CI attempt 1 "
+        "was asked: its job came too late for it. Re-run the job: the CI's next attempt opens the run's next attempt"
+    )
+    assert refused.value.status == 409
+    assert agg.ledger.reads.snapshot(project, run_id) == before  # nothing changed
+    assert agg.ledger.runs.run_record(project, f"{run_id}~2") is None
+    again = grant(agg, project, run_id, "2", bundle(4243), total=2, ci_run="7001", ci_attempt=2)  # the re-run
+    assert again["run_id"] == f"{run_id}~2"
 
 
 def test_a_runner_post_after_the_close_goes_to_the_next_attempt_with_200(isolated, clocked, project, run_id):

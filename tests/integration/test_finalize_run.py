@@ -569,11 +569,20 @@ def test_re_running_failed_jobs_waits_for_the_ci_attempts_close_and_carries_the_
 
 
 @pytest.mark.slow
-def test_an_upload_that_names_no_ci_attempt_opens_the_next_attempt_as_before(isolated, project, run_id):
+def test_an_upload_that_names_no_ci_attempt_opens_one_next_attempt_its_inherited_shards_never_complete(
+    isolated, project, run_id
+):
+    """Before, the shards it inherited completed it at once: each re-run job of a static token's matrix
+    opened an attempt of its own. Now its close (the webhook, the gate, the deadline) ends it."""
     agg = isolated.aggregator
     for shard in "123":
         agg.record_arrival.record(push(agg, project, run_id, shard, bundle(4242, [f"t{shard}::a"]), total=3)["key"])
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     late = push(agg, project, run_id, "2", bundle(4242, ["t2::b"]), total=3)
     assert agg.record_arrival.record(late["key"]) == "recorded"
-    assert [m["run_id"] for m in _own(isolated, run_id)] == [f"{run_id}~2"]  # complete with the others carried
+    assert [m for m in _own(isolated, run_id) if m.get("reason") == "complete"] == []
+    again = push(agg, project, run_id, "3", bundle(4242, ["t3::b"]), total=3)  # the re-run's next job joins it
+    assert again["run_id"] == late["run_id"] == f"{run_id}~2"
+    assert agg.record_arrival.record(again["key"]) == "recorded"
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    assert isolated.finalize_all(project, f"{run_id}~2", agg) == "forwarded"

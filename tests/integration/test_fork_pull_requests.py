@@ -4,110 +4,54 @@ stand-in on loopback answering its pulls and Actions runs endpoints as GitHub do
 refusal says why, and changes nothing."""
 
 import json
-import uuid
 from dataclasses import replace
-from unittest import mock
 
 import pytest
 
-from codspeed_aggregator import wiring
-from codspeed_aggregator.adapters.github_pulls import GitHubPulls
-from codspeed_aggregator.handlers import api as api_handler
+from codspeed_aggregator.domain import asked_upload
 from codspeed_aggregator.use_cases.fork_pull_requests import VERIFIED_SECONDS
-from codspeed_local.gateway import http_api_event
-from codspeed_local.lambda_context import LocalContext
 from codspeed_wire.api import ShardUploadRequest
 from tests import runner
-from tests.factories import bundle, footprint, put, upload_request
-from tests.fake_github import FakeGitHub
-
-HEAD, FORK, NUMBER = "c" * 40, "someone/widgets", 8
-BASE, MERGE = "b" * 40, "e" * 40  # main's tip, and GitHub's test merge commit of HEAD into it
-PULL = f"refs/pull/{NUMBER}/merge"
-
-
-@pytest.fixture
-def github():
-    fake = FakeGitHub()
-    yield fake
-    fake.stop()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def fork(isolated, github, project):
-    """The project takes requests without a token; its pull request 8 comes from a fork, and Actions
-    run ``run_id`` ran its head."""
-    run_id = str(8_000_000_000 + uuid.uuid4().int % 1_000_000_000)
-    github.commit_on("main", BASE)
-    github.commits[HEAD] = [BASE]
-    github.commits[MERGE] = [BASE, HEAD]  # refs/pull/8/merge, which actions/checkout checks out
-    github.pulls[NUMBER], github.forks[NUMBER], github.merge_commits[NUMBER] = ("main", HEAD), FORK, MERGE
-    github.workflow_runs[run_id] = (HEAD, FORK)  # an Actions run's head_sha is the pull request's head
-    base = isolated.aggregator
-    agg = replace(
-        base,
-        settings=replace(base.settings, tokenless_projects=frozenset({project})),
-        github_pulls=GitHubPulls(github.url, "gh-token"),
-        clock=Clock(),
-    )
-    return agg, project, run_id
-
-
-def _call(agg, method: str, path: str, body: dict | None = None, token: str | None = None) -> tuple[int, dict]:
-    headers = {"content-type": "application/json", **({"authorization": token} if token else {})}
-    event = http_api_event(method, path, headers, json.dumps(body).encode() if body is not None else b"")
-    with mock.patch.object(wiring, "for_api", lambda: agg):
-        answer = api_handler.handler(event, LocalContext("ApiFunction"))
-    return answer["statusCode"], json.loads(answer.get("body") or "{}")
-
-
-def _upload(project: str, run_id: str, shard: str = "1", *, size: int | None = None, **meta) -> tuple[dict, bytes]:
-    data = bundle(5000 + int(shard))
-    meta = {"ref": PULL, "event": "pull_request", "tokenless": True, "commit": MERGE, **meta}
-    request = upload_request(project, run_id, shard, data, total=2, **meta)
-    if size is not None:
-        request["size"] = size
-    return request, data
+from tests.factories import footprint, put
+from tests.fork_pull_request import BASE, FORK, HEAD, MERGE, NUMBER, PULL, call, upload
 
 
 def test_a_forks_shard_counts_and_its_close_and_report_are_taken_without_a_token(isolated, github, fork):
     agg, project, run_id = fork
-    request, data = _upload(project, run_id)
-    status, grant = _call(agg, "POST", "/v1/uploads", request)
+    request, data = upload(project, run_id)
+    status, grant = call(agg, "POST", "/v1/uploads", request)
     assert status == 201, grant
     put(grant, data)
     assert agg.record_arrival.record(grant["key"]) == "recorded"
     run = agg.ledger.runs.run_record(project, run_id)
     assert run.fork and not run.tokenless  # checked: its comment is posted, it is never a baseline
-    assert _call(agg, "GET", f"/v1/runs/{project}/{run_id}")[1]["arrived"] == 1
-    status, closed = _call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id})
+    assert call(agg, "GET", f"/v1/runs/{project}/{run_id}")[1]["arrived"] == 1
+    github.jobs[(run_id, 1)] = [("bench", "GitHub Actions 2", "completed"), ("gate", "GitHub Actions 3", "in_progress")]
+    gate = {"ci_run": run_id, "ci_attempt": 1, "ci_job": "GitHub Actions 3"}  # as the gate's client sends it
+    status, closed = call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id, **gate})
     assert status == 202, closed
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"
     sent = isolated.upstream.uploads(run_id=run_id)
     assert len(sent) == 1 and json.loads((sent[0] / "metadata.json").read_text())["tokenless"] is True
     assert "Authorization" not in json.loads((sent[0] / "post-headers.json").read_text())
-    # GitHub was asked once for the pull request and once for the run: the close and reads ask nothing
+    # GitHub was asked once for the pull request and once for the run, the close for its attempt's jobs
     assert sorted(github.reads) == sorted(
-        [f"/repos/{project}/pulls/{NUMBER}", f"/repos/{project}/actions/runs/{run_id}"]
+        [
+            f"/repos/{project}/pulls/{NUMBER}",
+            f"/repos/{project}/actions/runs/{run_id}",
+            f"/repos/{project}/actions/runs/{run_id}/attempts/1/jobs",
+        ]
     )
 
 
 def test_a_second_shard_within_a_minute_asks_github_nothing_and_after_it_asks_again(github, fork):
     agg, project, run_id = fork
     for shard in ("1", "2"):
-        assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id, shard)[0])[0] == 201
+        assert call(agg, "POST", "/v1/uploads", upload(project, run_id, shard)[0])[0] == 201
     assert len(github.reads) == 2
     agg.clock.now += VERIFIED_SECONDS + 1
     github.closed.add(NUMBER)  # closed meanwhile: a claim is checked again, and refused
-    status, refused = _call(agg, "POST", "/v1/uploads", _upload(project, run_id, "1")[0])
+    status, refused = call(agg, "POST", "/v1/uploads", upload(project, run_id, "1")[0])
     assert (status, refused["error"]) == (
         403,
         f"request without a token refused: pull request {project}#{NUMBER} is "
@@ -174,10 +118,10 @@ def test_a_claim_github_does_not_bear_out_is_refused_and_changes_nothing(isolate
     change(github)
     before = footprint(isolated, project, run_id)
     for path, body in (
-        ("/v1/uploads", _upload(project, run_id)[0]),
+        ("/v1/uploads", upload(project, run_id)[0]),
         ("/v1/runs/open", {"project": project, "run_id": run_id, "commit": MERGE, "ref": PULL, "total": 2}),
     ):
-        assert _call(agg, "POST", path, body) == (status, {"error": error}), (what, path)
+        assert call(agg, "POST", path, body) == (status, {"error": error}), (what, path)
     assert footprint(isolated, project, run_id) == before
 
 
@@ -186,8 +130,8 @@ def test_requests_without_a_token_are_refused_with_a_sentence_where_they_may_not
     agg, project, run_id = fork
     before = footprint(isolated, project, run_id)
     unlisted = f"{project}-other"
-    request, _ = _upload(unlisted, run_id)
-    assert _call(agg, "POST", "/v1/uploads", request) == (
+    request, _ = upload(unlisted, run_id)
+    assert call(agg, "POST", "/v1/uploads", request) == (
         401,
         {
             "error": (
@@ -198,13 +142,13 @@ def test_requests_without_a_token_are_refused_with_a_sentence_where_they_may_not
             )
         },
     )
-    said_so = _upload(project, run_id, tokenless=False)[0]  # upstream it would go with the stack's token
-    assert _call(agg, "POST", "/v1/uploads", said_so) == (
+    said_so = upload(project, run_id, tokenless=False)[0]  # upstream it would go with the stack's token
+    assert call(agg, "POST", "/v1/uploads", said_so) == (
         401,
         {"error": "missing Authorization header: send the aggregator's token"},
     )
-    branch = _upload(project, run_id, ref="refs/heads/main")[0]
-    assert _call(agg, "POST", "/v1/uploads", branch) == (
+    branch = upload(project, run_id, ref="refs/heads/main")[0]
+    assert call(agg, "POST", "/v1/uploads", branch) == (
         403,
         {
             "error": (
@@ -214,8 +158,8 @@ def test_requests_without_a_token_are_refused_with_a_sentence_where_they_may_not
             )
         },
     )
-    big = _upload(project, run_id, size=agg.settings.tokenless_max_bundle_bytes + 1)[0]
-    assert _call(agg, "POST", "/v1/uploads", big) == (
+    big = upload(project, run_id, size=agg.settings.tokenless_max_bundle_bytes + 1)[0]
+    assert call(agg, "POST", "/v1/uploads", big) == (
         422,
         {
             "error": (
@@ -225,23 +169,23 @@ def test_requests_without_a_token_are_refused_with_a_sentence_where_they_may_not
             )
         },
     )
-    assert _call(agg, "GET", f"/v1/costs?project={project}")[0] == 401
+    assert call(agg, "GET", f"/v1/costs?project={project}")[0] == 401
     assert footprint(isolated, project, run_id) == before
 
 
 @pytest.mark.slow
 def test_a_run_opened_with_a_token_is_neither_closed_nor_read_without_one(isolated, fork):
     agg, project, run_id = fork
-    request, _ = _upload(project, run_id, tokenless=False)
+    request, _ = upload(project, run_id, tokenless=False)
     agg.request_upload.grant(ShardUploadRequest.model_validate(request))
     before = footprint(isolated, project, run_id)
     error = (
         "missing Authorization header: send the aggregator's token (without one, only the run of a pull request "
         "from a fork can be closed or read)"
     )
-    assert _call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id}) == (401, {"error": error})
-    assert _call(agg, "GET", f"/v1/runs/{project}/{run_id}") == (401, {"error": error})
-    assert _call(agg, "GET", f"/v1/runs/{project}/no-such-run") == (401, {"error": error})
+    assert call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id}) == (401, {"error": error})
+    assert call(agg, "GET", f"/v1/runs/{project}/{run_id}") == (401, {"error": error})
+    assert call(agg, "GET", f"/v1/runs/{project}/no-such-run") == (401, {"error": error})
     assert footprint(isolated, project, run_id) == before
 
 
@@ -250,7 +194,7 @@ def test_without_a_github_token_the_clients_route_is_refused_and_the_drop_in_is_
     agg, project, run_id = fork
     agg = replace(agg, github_pulls=None)
     before = footprint(isolated, project, run_id)
-    assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id)[0]) == (
+    assert call(agg, "POST", "/v1/uploads", upload(project, run_id)[0]) == (
         403,
         {
             "error": (
@@ -274,7 +218,7 @@ def test_github_failing_is_a_502_naming_github_and_refusing_the_stacks_token_a_s
     agg, project, run_id = fork
     github.fail_with = answer
     before = footprint(isolated, project, run_id)
-    got, body = _call(agg, "POST", "/v1/uploads", _upload(project, run_id)[0])
+    got, body = call(agg, "POST", "/v1/uploads", upload(project, run_id)[0])
     assert got == status, body
     if status == 502:
         assert body["error"] == (
@@ -289,7 +233,7 @@ def test_github_failing_is_a_502_naming_github_and_refusing_the_stacks_token_a_s
     assert footprint(isolated, project, run_id) == before
 
 
-def _runner_upload(project: str, run_id: str, commit: str = MERGE) -> tuple[dict, bytes]:
+def _runnerupload(project: str, run_id: str, commit: str = MERGE) -> tuple[dict, bytes]:
     """CodSpeed's runner in a fork's pull request: the metadata it POSTs (tokenless) and its archive. Its
     commitHash is its checkout's HEAD: actions/checkout's default on a pull request, GitHub's merge commit."""
     archive = runner.recorded(1)
@@ -312,7 +256,7 @@ def _runner_upload(project: str, run_id: str, commit: str = MERGE) -> tuple[dict
 
 def _runner_post(agg, project: str, run_id: str, commit: str = MERGE) -> tuple[int, dict]:
     """Its POST /upload, with no Authorization header."""
-    return _call(agg, "POST", "/upload", _runner_upload(project, run_id, commit)[0])
+    return call(agg, "POST", "/upload", _runnerupload(project, run_id, commit)[0])
 
 
 @pytest.mark.slow
@@ -349,8 +293,8 @@ def test_without_a_github_token_the_runner_drop_in_is_taken_unchecked_and_posts_
         "(GitHubTokenParameter) to bear out a pull request from a fork, so without a token no run is closed or "
         "read (a fork's run ends at its deadline, or when the CI webhook says the workflow finished)"
     )
-    assert _call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id}) == (401, {"error": error})
-    assert _call(agg, "GET", f"/v1/runs/{project}/{run_id}") == (401, {"error": error})
+    assert call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id}) == (401, {"error": error})
+    assert call(agg, "GET", f"/v1/runs/{project}/{run_id}") == (401, {"error": error})
     assert footprint(isolated, project, run_id) == before
 
 
@@ -363,8 +307,8 @@ def test_a_runners_shard_over_the_tokenless_limit_is_rejected_when_it_lands(isol
 
     agg, project, run_id = fork
     agg = replace(agg, settings=replace(agg.settings, tokenless_max_bundle_bytes=64))
-    meta, archive = _runner_upload(project, run_id)
-    status, accepted = _call(agg, "POST", "/upload", meta)
+    meta, archive = _runnerupload(project, run_id)
+    status, accepted = call(agg, "POST", "/upload", meta)
     assert status == 200, accepted
     assert (
         requests.put(
@@ -393,8 +337,8 @@ def test_the_runners_fork_upload_names_githubs_merge_commit_and_is_taken(isolate
     merge commit (refs/pull/N/merge), not the head. GitHub's merge_commit_sha names it: nothing more
     is asked. It was refused (403) before, and the contributor's job went red."""
     agg, project, run_id = fork
-    meta, archive = _runner_upload(project, run_id)
-    status, accepted = _call(agg, "POST", "/upload", meta)
+    meta, archive = _runnerupload(project, run_id)
+    status, accepted = call(agg, "POST", "/upload", meta)
     assert status == 200, accepted
     assert agg.ledger.runs.run_record(project, run_id).fork
     assert sorted(github.reads) == sorted(
@@ -455,7 +399,7 @@ ODD = {
 
 
 @pytest.mark.parametrize("case", list(ODD))
-def test_githubs_odd_answers_to_any_lookup_are_a_502_naming_github_and_change_nothing(
+def test_githubs_odd_answers_to_any_lookup_are_a_424_naming_github_and_the_field_and_change_nothing(
     isolated, github, fork, monkeypatch, case
 ):
     import re
@@ -474,7 +418,8 @@ def test_githubs_odd_answers_to_any_lookup_are_a_502_naming_github_and_change_no
     monkeypatch.setattr(fake_github._GitHubHandler, "_answer", oddly)
     before = footprint(isolated, project, run_id)
     status, body = _runner_post(agg, project, run_id)
-    assert status == 502 and f"GitHub's answer about pull request {NUMBER} could not be read" in body["error"]
+    # not a 5xx, which the client and the runner retry: asking again reads the same answer
+    assert status == 424 and f"GitHub's answer about pull request {NUMBER} could not be read: GET " in body["error"]
     assert "in a form GitHub's API does not document" in body["error"] and "storage" not in body["error"]
     assert footprint(isolated, project, run_id) == before
 
@@ -483,7 +428,7 @@ def test_a_fork_cannot_join_a_run_a_token_opened_nor_then_read_or_close_it(isola
     """Same ref, head and Actions run id as the token holder's: it joined the run, which was then readable
     and closable without a token."""
     agg, project, run_id = fork
-    request, _ = _upload(project, run_id, tokenless=False)
+    request, _ = upload(project, run_id, tokenless=False)
     agg.request_upload.grant(ShardUploadRequest.model_validate(request))  # the project's own job, with its token
     before = footprint(isolated, project, run_id)
     assert _runner_post(agg, project, run_id) == (
@@ -494,7 +439,7 @@ def test_a_fork_cannot_join_a_run_a_token_opened_nor_then_read_or_close_it(isola
         },
     )
     assert footprint(isolated, project, run_id) == before
-    assert _call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id})[0] == 401
+    assert call(agg, "POST", "/v1/runs/close", {"project": project, "run_id": run_id})[0] == 401
 
 
 def test_a_refused_claim_is_remembered_for_a_minute_and_costs_github_nothing_more(github, fork):
@@ -502,10 +447,10 @@ def test_a_refused_claim_is_remembered_for_a_minute_and_costs_github_nothing_mor
     agg, project, run_id = fork
     github.closed.add(NUMBER)
     for _ in range(30):
-        assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id)[0])[0] == 403
+        assert call(agg, "POST", "/v1/uploads", upload(project, run_id)[0])[0] == 403
     assert len(github.reads) == 2  # the pull request and the run, once
     agg.clock.now += VERIFIED_SECONDS + 1
-    assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id)[0])[0] == 403
+    assert call(agg, "POST", "/v1/uploads", upload(project, run_id)[0])[0] == 403
     assert len(github.reads) == 4  # asked again once it is forgotten
 
 
@@ -513,11 +458,12 @@ def test_a_run_opened_without_a_token_takes_a_bounded_number_of_uploads(isolated
     from codspeed_aggregator.use_cases import request_upload
 
     agg, project, run_id = fork
-    monkeypatch.setattr(request_upload, "MAX_FORK_UPLOADS", 2)
+    monkeypatch.setattr(request_upload, "MAX_FORK_UPLOADS", 2)  # the count's bound, and the check's
+    monkeypatch.setattr(asked_upload, "MAX_FORK_UPLOADS", 2)
     for shard in ("1", "2"):
-        assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id, shard)[0])[0] == 201
+        assert call(agg, "POST", "/v1/uploads", upload(project, run_id, shard)[0])[0] == 201
     before = footprint(isolated, project, run_id)
-    assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id, "1")[0]) == (
+    assert call(agg, "POST", "/v1/uploads", upload(project, run_id, "1")[0]) == (
         422,
         {"error": f"run {run_id} of {project} took 2 uploads without a token, the most a run without one takes (2)"},
     )
@@ -533,9 +479,10 @@ def test_grants_without_a_token_racing_past_the_bound_are_refused_by_the_counts_
     from codspeed_aggregator.use_cases import request_upload
 
     agg, project, run_id = fork
-    monkeypatch.setattr(request_upload, "MAX_FORK_UPLOADS", 10)
+    monkeypatch.setattr(request_upload, "MAX_FORK_UPLOADS", 10)  # the count's bound, and the check's
+    monkeypatch.setattr(asked_upload, "MAX_FORK_UPLOADS", 10)
     for _ in range(8):
-        assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id, "1")[0])[0] == 201
+        assert call(agg, "POST", "/v1/uploads", upload(project, run_id, "1")[0])[0] == 201
     runs, opened = agg.ledger.runs, agg.ledger.runs.open_run
     for _ in range(2):  # two concurrent grants, counted between this one's read and its count
         assert agg.ledger.closes.count_grant(project, run_id, 10)
@@ -548,7 +495,7 @@ def test_grants_without_a_token_racing_past_the_bound_are_refused_by_the_counts_
 
     monkeypatch.setattr(runs, "open_run", read_before_they_counted)
     before = footprint(isolated, project, run_id)
-    assert _call(agg, "POST", "/v1/uploads", _upload(project, run_id, "1")[0]) == (
+    assert call(agg, "POST", "/v1/uploads", upload(project, run_id, "1")[0]) == (
         422,
         {"error": f"run {run_id} of {project} took 10 uploads without a token, the most a run without one takes (10)"},
     )
@@ -590,7 +537,7 @@ def test_a_gitlab_runner_upload_without_a_token_is_never_checked_with_github(iso
     )
     asked = len(github.requests)
     before = footprint(isolated, project, run_id)
-    assert _call(agg, "POST", "/upload", meta) == (
+    assert call(agg, "POST", "/upload", meta) == (
         403,
         {
             "error": f"a request without a token for {project} comes from GITLAB (its metadata's repositoryProvider): "

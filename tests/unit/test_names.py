@@ -39,10 +39,11 @@ def test_a_bad_run_id_or_attempt_is_refused_in_one_sentence_naming_it(value, say
     assert says in str(caught.value)
 
 
-def test_an_attempt_past_the_limit_is_refused_and_none_names_the_latest():
-    assert named_attempt("7002", 20) is None and named_attempt("7002~1", 20) == 1 and named_attempt("7002~20", 20) == 20
-    with pytest.raises(Unprocessable, match="run 7002~21 names attempt 21, but a run has at most 20 attempts"):
-        named_attempt("7002~21", 20)
+def test_an_attempt_past_the_ci_s_limit_is_refused_and_none_names_the_latest():
+    """GitHub re-runs a workflow run 50 times at most: 51 attempts."""
+    assert named_attempt("7002") is None and named_attempt("7002~1") == 1 and named_attempt("7002~51") == 51
+    with pytest.raises(Unprocessable, match="run 7002~52 names attempt 52, but a run has at most 51 attempts"):
+        named_attempt("7002~52")
 
 
 def test_a_name_is_whole_a_trailing_newline_never_passes_a_rule():

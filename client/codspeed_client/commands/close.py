@@ -29,7 +29,12 @@ def run(args: argparse.Namespace) -> int:
             f"runner jobs, by commit and ref) for {target.project}: did any job upload to the aggregator?",
             REFUSED,
         )
-    answer = api.close(target.project, target.run_id, skip, ci_origin(target.ctx))
+    origin = ci_origin(target.ctx)
+    if target.ctx.runner and "ci_run" in origin:
+        # the runner this gate runs on: a close sent without a token speaks for its CI attempt only once
+        # GitHub lists every other job of that attempt as ended
+        origin["ci_job"] = target.ctx.runner
+    answer = api.close(target.project, target.run_id, skip, origin)
     closed = answer.get("run_id") or target.run_id  # the attempt closed: the run's latest, or the one named
     Output(args).result(answer, f"run {closed} ({target.project}): {answer['state']}: {answer['message']}")
     return 0

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from .closing import CiOrigin
 from .ledger import ARRIVED, LATE, REJECTED, RunRecord, ShardRecord
+from .report import shown_as
 
 COUNTED = (ARRIVED, REJECTED, LATE)
 # S3's event of a PUT reaches the arrivals queue within seconds; a minute covers its batching and a
@@ -32,7 +33,8 @@ class Grant:
 
     @property
     def name(self) -> str:
-        return self.label or self.shard
+        """The shard as its readers know it (a runner job as its CI shows it), never its key."""
+        return shown_as(self.shard, self.label) or self.label or self.shard
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ class CiOrigin:
 
     run: str | None = None
     attempt: int | None = None
+    workflow: bool = False  # a close only: the CI's webhook said every job of that attempt ended, not a gate
 
     def ended_by(self, close: "CiOrigin | None") -> bool:
         """A grant whose job ``close`` says has ended: its CI run is the close's, in an attempt no later
@@ -21,12 +22,15 @@ class CiOrigin:
             return False
         return self.attempt is None or close.attempt is None or self.attempt <= close.attempt
 
-    def to_item(self) -> dict[str, str | int]:
-        return {k: v for k, v in (("run", self.run), ("attempt", self.attempt)) if v is not None}
+    def to_item(self) -> dict[str, str | int | bool]:
+        said = {k: v for k, v in (("run", self.run), ("attempt", self.attempt)) if v is not None}
+        return said | ({"workflow": True} if self.workflow else {})
 
     @classmethod
     def from_item(cls, item: dict[str, Any] | None) -> "CiOrigin | None":
-        return cls(item.get("run"), int(item["attempt"]) if item.get("attempt") else None) if item else None
+        if not item:
+            return None
+        return cls(item.get("run"), int(item["attempt"]) if item.get("attempt") else None, bool(item.get("workflow")))
 
 
 @dataclass(frozen=True)
@@ -54,22 +58,27 @@ class Awaiting:
         )
 
     def said(self) -> str:
-        """The wait in a sentence, as the report, the comment, the page and ``status`` say it."""
+        """The wait in a sentence, as the report, the comment, the page and ``status`` say it: the shard
+        by the name its readers know it by (``shard`` is stored as shown), the time once."""
         what = (
             f"shard {self.shard}'s bundle, in the bucket since {_time(self.landed)}, to be counted"
             if self.landed is not None
-            else f"shard {self.shard}'s upload, whose URL was handed out before the close and is good until "
-            f"{_time(self.until)}"
+            else f"shard {self.shard}'s upload, whose URL was handed out before the close"
         )
         more = f" and {self.count - 1} more" if self.count > 1 else ""
         return f"closing: waiting for {what}{more}; {_time(self.until)} UTC at the latest"
+
+
+# Said from the close until its barrier records a wait, and while it has found nothing to wait for: the run
+# ends in moments then, and before the barrier looked (its LIST failing, say) nothing is known to be coming or not.
+CLOSING_UNDECIDED = "closing: the run ends once what was uploaded before the close is counted"
 
 
 def closing_said(closing: bool, awaiting: Awaiting | None) -> str | None:
     """What an open run's readers are told of its close: None before any close."""
     if not closing:
         return None
-    return awaiting.said() if awaiting else "closing: nothing more is coming; the run ends now"
+    return awaiting.said() if awaiting else CLOSING_UNDECIDED
 
 
 def _time(epoch: float | None) -> str:

@@ -6,12 +6,14 @@ from typing import TypeVar
 from codspeed_rules.tar import BadBundle
 
 __all__ = [
+    "AttemptEnded",
     "BadBundle",
     "Busy",
     "Conflict",
     "Forbidden",
     "Gone",
     "HostFailed",
+    "HostUnreadable",
     "NotFound",
     "Refused",
     "Unauthorized",
@@ -41,8 +43,20 @@ class Conflict(Refused):
     status = 409
 
 
+class AttemptEnded(Conflict):
+    """An upload of a CI attempt whose aggregator attempt has ended: it opens no other (only the CI's
+    next attempt does), and its job is told so, to be re-run."""
+
+
 class Unprocessable(Refused):
     status = 422
+
+
+class HostUnreadable(Refused):
+    """A host the aggregator asks on a caller's behalf (GitHub) answered in a form its API does not
+    document (a field missing): asking again reads the same, so it is no 5xx a client retries."""
+
+    status = 424
 
 
 class Busy(Exception):

@@ -65,6 +65,35 @@ class WorkflowRun:
     head_sha: str
     head_repository: str | None
     completed: bool = False  # every job of it ended (its ``status``): nothing of it can still upload
+    attempt: int | None = None  # its latest attempt (``run_attempt``): a re-run's jobs are the latest's
+
+
+@dataclass(frozen=True)
+class WorkflowJob:
+    """One job of an Actions run's attempt, as ``GET …/actions/runs/{id}/attempts/{n}/jobs`` lists it."""
+
+    name: str
+    runner: str | None  # the runner it ran on (``runner_name``; RUNNER_NAME in the job): how a gate names itself
+    completed: bool
+
+
+def running_besides(jobs: list[WorkflowJob], closing: str) -> str | None:
+    """Why the attempt whose jobs these are has not ended but for the job closing it, which runs on runner
+    ``closing`` (a gate runs after the jobs it needs); None when it has: no other job of it can upload."""
+    running = [job for job in jobs if not job.completed]
+    others = [job for job in running if job.runner != closing]
+    if others:
+        more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+        return (
+            f"GitHub lists job {others[0].name!r}{more} of that attempt as still running: a close without a token is "
+            "taken once every job of its attempt but the closing one has ended (a gate runs after the jobs it needs)"
+        )
+    if not running:
+        return (
+            f"GitHub lists no job of that attempt running on runner {closing!r}: a close without a token comes from "
+            "a job of the attempt it closes, still running"
+        )
+    return None
 
 
 def check(

@@ -8,8 +8,8 @@ reports are built only from such reads, and ``run.rev`` is their version, so a l
 never shows less.
 """
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from codspeed_rules.names import KEYED_AS_NAME
@@ -32,6 +32,11 @@ ENDED = (FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY)  # an upload for s
 OPENED = "opened"  # where an opened run keeps the metadata its CI job stated, as an upload keeps its own (never a uuid)
 
 
+# GitHub re-runs a workflow run 50 times at most ("A workflow run can be re-run a maximum of 50 times"):
+# an aggregator attempt is a CI attempt, so a run has as many as its CI allows, and no caller adds one.
+MAX_ATTEMPTS = 51
+
+
 def attempt_run_id(run_id: str, attempt: int) -> str:
     """The run id of a run's later attempt: ``<run>~N`` (attempt 1 is the run id itself)."""
     return run_id if attempt == 1 else f"{run_id}~{attempt}"
@@ -42,14 +47,14 @@ def base_run_id(run_id: str) -> str:
     return run_id.split("~", 1)[0]
 
 
-def named_attempt(run_id: str, max_attempts: int) -> int | None:
+def named_attempt(run_id: str) -> int | None:
     """The attempt a run id names (``7002~2``: 2), None when it names none (``7002``: the latest).
     An attempt past the limit is refused: no run ever has it."""
     _, tilde, attempt = run_id.partition("~")
     if not tilde:
         return None
-    if int(attempt) > max_attempts:
-        raise Unprocessable(f"run {run_id} names attempt {attempt}, but a run has at most {max_attempts} attempts")
+    if int(attempt) > MAX_ATTEMPTS:
+        raise Unprocessable(f"run {run_id} names attempt {attempt}, but a run has at most {MAX_ATTEMPTS} attempts")
     return int(attempt)
 
 
@@ -109,15 +114,27 @@ class RunRecord:
     plan: "PlanRecord | None" = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
     declared: bool = False  # opened by ``codspeed-client open``: its groups are all it takes, no other is added
     ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
-    rerun: bool = False  # opened by a later CI attempt: complete once that attempt re-ran all, or closes it
+    rerun: bool = False  # a next attempt (a re-run's, a late group's): its inherited shards never complete it
     sends_parts: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
 
-    def awaits_rerun(self, inherited: int) -> bool:
-        """A CI re-run's attempt still waiting for its CI attempt: ``inherited`` of its shards are
-        the earlier attempt's, not re-run yet. "Re-run failed jobs" re-runs some shards: the run
-        cannot tell which, so its close (the workflow's close job, the webhook, the deadline)
-        forwards it; "re-run all jobs" completes it by count."""
-        return self.rerun and inherited > 0
+    def awaits_rerun(self, arrived: Iterable["ShardRecord"], counted_before: set[str]) -> bool:
+        """A next attempt still waiting for its re-run: a group (of one executor) in which it counted a
+        shard again (one the attempt before had counted, ``counted_before``) still has a shard only that
+        attempt counted (``inherited_from``). "Re-run all jobs" completes it by count; "re-run failed jobs"
+        re-runs some shards, and the run cannot tell which, so its close (the workflow's close job, the
+        webhook, the deadline) forwards it. A shard the attempt before lacked (a crashed job re-run, a late
+        group or executor) completes it alone: its inherited shards never do."""
+        if not self.rerun:
+            return False
+        shards = list(arrived)
+        again = {(s.group, s.executor) for s in shards if not s.inherited_from and s.name in counted_before}
+        return any(s.inherited_from and (s.group, s.executor) in again for s in shards)
+
+    def ci_attempt_said(self) -> int | None:
+        """The CI attempt this aggregator attempt is, as the CI said it: the one that opened it (a job's
+        OIDC claim, GitHub's answer for a fork's run, the client's ``GITHUB_RUN_ATTEMPT``), else the one
+        its close spoke for. None where the CI said neither (a static token, a close from outside CI)."""
+        return self.ci_attempt or (self.closed_by.attempt if self.closed_by and self.closed_by.run else None)
 
     def variants_of(self, group: str) -> int:
         return sum(1 for v in self.variants if v.partition("|")[0] == group)
@@ -310,41 +327,3 @@ class Snapshot:
     def first_arrived(self) -> ShardRecord | None:
         """The shard counted first (its metadata is the run's, upstream); None when none was."""
         return min(self.arrived().values(), key=lambda s: (s.arrived_at or "", s.name), default=None)
-
-
-class Counted(StrEnum):
-    """What the ledger answers a bundle's count: done, the shard no longer as read (read it again),
-    or the run no longer taking shards (its next attempt does)."""
-
-    RECORDED = "recorded"
-    CHANGED = "changed"
-    RUN_NOT_OPEN = "run_not_open"
-
-
-class Arrival(StrEnum):
-    """What became of an arrival (an object's S3 event), each with the metric that counts it."""
-
-    RECORDED = "recorded"
-    DUPLICATE = "duplicate"
-    REJECTED = "rejected"
-    LATE = "late"
-    IGNORED = "ignored"
-
-    @property
-    def metric(self) -> str:
-        return {
-            "recorded": "ShardsCounted",
-            "duplicate": "DuplicatesAbsorbed",
-            "rejected": "BundlesRejected",
-            "late": "LateBundles",
-            "ignored": "ObjectsIgnored",
-        }[self.value]
-
-
-@dataclass
-class ArrivalView:
-    """What one arrival reads: its run, its shard (None before a first upload) and its upload request."""
-
-    run: RunRecord | None
-    shard: ShardRecord | None
-    upload: GrantRecord | None

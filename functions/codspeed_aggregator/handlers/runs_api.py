@@ -1,8 +1,9 @@
 """The JSON API: request uploads, CodSpeed's drop-in ``POST /upload``, open and close runs, read
 reports and costs. Each route checks who calls (``router.context["principal"]``) before it acts."""
 
+from collections.abc import Callable
 from http import HTTPStatus
-from typing import Annotated
+from typing import Annotated, TypeVar
 from urllib.parse import unquote
 
 from aws_lambda_powertools import Logger
@@ -18,13 +19,15 @@ from codspeed_wire.upstream import UploadMetadata
 
 from .. import wiring
 from ..auth import Principal, job_attempt, job_token
+from ..domain.closing import CiOrigin
 from ..domain.drop_in import BuildkiteJob
-from ..domain.errors import Unprocessable
+from ..domain.errors import AttemptEnded, Unprocessable
 from ..domain.ledger import SentPost
 from .http import JsonResponse, check_attempt, json_response, raw_body
 
 router = APIGatewayHttpRouter()
 logger = Logger(child=True)  # the handler's logger: its service and its Lambda context
+T = TypeVar("T")
 
 
 def _allow(project: str, run_id: str | None = None) -> None:
@@ -36,29 +39,46 @@ def _allow(project: str, run_id: str | None = None) -> None:
         principal.allow(project)
 
 
-def _fork(
+def _fork(  # noqa: PLR0913 -- the claim, where it comes from, and whether GitHub is asked again
     project: str,
     metadata: UploadMetadata | None,
     ref: str | None,
     commit: str | None,
     run_id: str,
     required: bool = True,
-) -> bool:
-    """Whether the caller, with no token, is a fork's pull request as GitHub bears it out; a token's
-    holder is checked as any other (False)."""
+    fresh: bool = False,
+) -> CiOrigin | None:
+    """The Actions run and attempt GitHub vouched for when the caller, with no token, is a fork's pull
+    request as GitHub bears it out; a token's holder is checked as any other (None)."""
     principal: Principal = router.context["principal"]
     if not principal.anonymous or (metadata is not None and not metadata.tokenless):
         principal.allow(project)  # without a token, what goes upstream says so, as the runner's metadata does
-        return False
+        return None
     provider = metadata.repository_provider if metadata is not None else "GITHUB"
-    return wiring.for_api().fork_pull_requests.admit(project, ref, commit, run_id, required=required, provider=provider)
+    return wiring.for_api().fork_pull_requests.admit(
+        project, ref, commit, run_id, required=required, provider=provider, fresh=fresh
+    )
+
+
+def _vouched(fork: Callable[[bool], CiOrigin | None], act: Callable[[CiOrigin | None], T]) -> T:
+    """``act`` for the CI attempt a fork's request is vouched for; when that attempt's run has ended, GitHub
+    is asked once more (what it said within the minute may be the attempt before a re-run began)."""
+    origin = fork(False)
+    try:
+        return act(origin)
+    except AttemptEnded:
+        if origin is None or (fresh := fork(True)) == origin:
+            raise
+        return act(fresh)
 
 
 @router.post("/v1/uploads")
 def request_upload(request: ShardUploadRequest) -> JsonResponse:
     meta = request.metadata
-    fork = _fork(request.project, meta, meta.ref, meta.commit_hash, request.run_id)
-    grant = wiring.for_api().request_upload.grant(request, fork=fork)
+    grant = _vouched(
+        lambda fresh: _fork(request.project, meta, meta.ref, meta.commit_hash, request.run_id, fresh=fresh),
+        lambda fork: wiring.for_api().request_upload.grant(request, fork=fork),
+    )
     logger.info("upload granted", extra={"project": request.project, "run_id": request.run_id, "shard": request.shard})
     return json_response(HTTPStatus.CREATED, grant.model_dump())
 
@@ -76,14 +96,18 @@ def buildkite_drop_in_upload(metadata: UploadMetadata, build: str, step: str, jo
 
 def _drop_in(metadata: UploadMetadata, buildkite: BuildkiteJob | None = None) -> JsonResponse:
     run_id = metadata.run_part.run_id if metadata.run_part else ""
-    fork = _fork(metadata.project or "", metadata, metadata.ref, metadata.commit_hash, run_id, required=False)
     headers = router.current_event.headers  # what goes upstream, as it came; its OIDC token verified, as the principal
     sent = SentPost(
         raw_body(router), headers.get("user-agent"), *(job_token(headers.get("authorization")) or (None, 0))
     )
     attempt = job_attempt(headers.get("authorization"))
-    accepted = wiring.for_api().request_upload.accept_drop_in(
-        metadata, sent, fork=fork, ci_attempt=attempt, buildkite=buildkite
+    accepted = _vouched(
+        lambda fresh: _fork(
+            metadata.project or "", metadata, metadata.ref, metadata.commit_hash, run_id, required=False, fresh=fresh
+        ),
+        lambda fork: wiring.for_api().request_upload.accept_drop_in(
+            metadata, sent, fork=fork, ci_attempt=attempt, buildkite=buildkite
+        ),
     )
     return json_response(HTTPStatus.OK, accepted.model_dump())
 
@@ -91,13 +115,15 @@ def _drop_in(metadata: UploadMetadata, buildkite: BuildkiteJob | None = None) ->
 @router.post("/v1/runs/open")
 def open_run(request: OpenRequest) -> JsonResponse:
     fork = _fork(request.project, request.metadata, request.ref, request.commit, request.run_id)
-    answer = wiring.for_api().open_run.open(request, fork=fork)
+    answer = wiring.for_api().open_run.open(request, fork=fork is not None)
     return json_response(HTTPStatus.OK, answer.model_dump())
 
 
 @router.post("/v1/runs/close")
 def close_run(request: CloseRequest) -> JsonResponse:
     _allow(request.project, request.run_id)
+    if router.context["principal"].anonymous:  # anyone may say a fork's CI run: GitHub decides whether it ended
+        wiring.for_api().fork_pull_requests.vouched_close(request)
     answer = wiring.for_api().close_run.close(request)
     return json_response(HTTPStatus.ACCEPTED, answer.model_dump())
 

@@ -29,8 +29,10 @@ class CloseRun:
     queue: FinalizeQueue  # SQS: finalize
     clock: Callable[[], float] = time.time
 
-    def close(self, request: CloseRequest, reason: str = "close") -> CloseAnswer:
-        run_id = self.runs.attempt_of(request.project, request.run_id, self.settings.max_attempts)
+    def close(self, request: CloseRequest, reason: str = "close", workflow: bool = False) -> CloseAnswer:
+        """``request``'s CI run and attempt are what the CI vouched for (its handler drops those a caller
+        without a token says); ``workflow``: the CI's webhook says every job of that attempt ended."""
+        run_id = self.runs.attempt_of(request.project, request.run_id)
         snapshot = self.reads.snapshot(request.project, run_id)
         if snapshot is None:
             raise NotFound(f"no run {request.run_id} for project {request.project}")
@@ -40,7 +42,7 @@ class CloseRun:
             return CloseAnswer(
                 project=request.project, run_id=run_id, state=state, message=f"run is already {state}: nothing to close"
             )
-        origin = CiOrigin(request.ci_run, request.ci_attempt) if request.ci_run else None
+        origin = CiOrigin(request.ci_run, request.ci_attempt, workflow) if request.ci_run else None
         first = self.closes.request_close(request.project, run_id, _new_skips(snapshot, request.skip), origin)
         self.queue.request(request.project, run_id, reason)
         return CloseAnswer(
@@ -80,16 +82,23 @@ class CloseRun:
     def close_finished_ci_run(self, project: str, run_id: str, ci_attempt: int | None = None) -> list[str]:
         """CI says attempt ``ci_attempt`` of the workflow run finished: close the aggregator's attempt it
         ran in, if that one is still open. A late or redelivered event of an earlier CI attempt closes
-        nothing a later CI attempt opened."""
-        run_id = self.runs.attempt_of(project, run_id, self.settings.max_attempts)
+        nothing a later CI attempt opened, whatever token its uploads used (an attempt opened after this
+        webhook closed the one before is at least that one's next: ``RunAttempts``)."""
+        run_id = self.runs.attempt_of(project, run_id)
         snapshot = self.reads.snapshot(project, run_id)
-        if snapshot is None or snapshot.run.state != OPEN:
+        if snapshot is None:
+            return []
+        said = snapshot.run.ci_attempt_said()
+        if snapshot.run.state != OPEN:
+            if ci_attempt is not None and (said is None or ci_attempt >= said):  # ended by its count, say
+                self.closes.note_workflow_ended(project, run_id, CiOrigin(base_run_id(run_id), ci_attempt, True))
             return []
         opened_by = snapshot.run.ci_attempt
         if ci_attempt is not None and opened_by is not None and opened_by > ci_attempt:
             return []
         ci_run = base_run_id(run_id)
-        self.close(CloseRequest(project=project, run_id=run_id, ci_run=ci_run, ci_attempt=ci_attempt), "ci-finished")
+        request = CloseRequest(project=project, run_id=run_id, ci_run=ci_run, ci_attempt=ci_attempt)
+        self.close(request, "ci-finished", workflow=True)
         return [run_id]
 
 

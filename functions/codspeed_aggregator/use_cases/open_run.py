@@ -38,7 +38,7 @@ class OpenRun:
     def open(self, request: OpenRequest, fork: bool = False) -> CloseAnswer:
         """``fork``: opened without a token by a fork's pull request (``fork_pull_requests`` checked it)."""
         project, commit, now = request.project, request.commit, self.clock()
-        run_id = self.runs.attempt_of(project, self._run_id(request), self.settings.max_attempts)
+        run_id = self.runs.attempt_of(project, self._run_id(request))
         owner, repository = project.rsplit("/", 1)
         declared = RunRecord(
             project=project,

@@ -16,20 +16,19 @@ from ..adapters.ledger import Reads, Runs, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.results_store import ResultsStore
+from ..domain.arrival import Arrival, ArrivalView, Counted
 from ..domain.bundle import normalizing, validate_bundle
 from ..domain.costs import shard_cost
-from ..domain.errors import BadBundle, Conflict, existing
+from ..domain.errors import AttemptEnded, BadBundle, Conflict, existing
 from ..domain.keys import index_key, normalized_key, parse_bundle_key
 from ..domain.ledger import (
     ARRIVED,
     OPEN,
-    Arrival,
-    ArrivalView,
-    Counted,
     GrantRecord,
     NormalizedCopy,
     RunRecord,
     ShardRecord,
+    attempt_run_id,
     base_run_id,
 )
 from ..domain.results import ShardResults, measured
@@ -168,30 +167,44 @@ class RecordArrival:
     def _late(self, view: ArrivalView, record: ShardRecord, upload: GrantRecord) -> Arrival:
         """Granted before the run's close, in after it was finalized: never a yes and a drop. The
         bundle counts in the run's next attempt (forwarded again once complete), and shows late
-        in this one."""
+        in this one; one of the ended attempt's own CI attempt opens none (only the CI's next attempt
+        does): it shows late, kept, saying so."""
         run, now = existing(view.run, "the run of a late bundle"), self.clock()
         project, run_id = run.project, run.run_id
-        following = self.attempts.current(
-            RunRecord(
-                project=project,
-                run_id=base_run_id(run.run_id),
-                groups=dict(run.groups),
-                commit=run.commit,
-                head_commit=run.head_commit,
-                ref=run.ref,
-                base_ref=run.base_ref,
-                identity=run.identity,
-                created_at=iso(now),
-                deadline_at=int(now) + self.settings.run_deadline_seconds,
-                variants=run.variants,
-                ci_url=run.ci_url,
+        origin = upload.origin
+        try:
+            following = self.attempts.current(
+                RunRecord(
+                    project=project,
+                    run_id=base_run_id(run.run_id),
+                    groups=dict(run.groups),
+                    commit=run.commit,
+                    head_commit=run.head_commit,
+                    ref=run.ref,
+                    base_ref=run.base_ref,
+                    identity=run.identity,
+                    created_at=iso(now),
+                    deadline_at=int(now) + self.settings.run_deadline_seconds,
+                    variants=run.variants,
+                    ci_url=run.ci_url,
+                    ci_attempt=origin.attempt if origin and origin.run else None,
+                ),
+                late=True,
             )
-        )
+        except AttemptEnded:
+            reason = (
+                f"arrived after the run was finalized, from its own CI attempt ({run.ci_attempt_said()}): kept, not "
+                "counted; a re-run of its job counts in the CI's next attempt"
+            )
+            return self._noted_late(project, run_id, record, reason)
         self.shards.copy_upload_metadata(project, run_id, following.run_id, upload.upload_id)
         current = self.reads.arrival_view(project, following.run_id, record.name, upload.upload_id)
         if self._count(project, following.run_id, record, upload, current.shard) is None:
             raise Conflict(f"run {following.run_id} of {project} ended while a late bundle was counted in it: retried")
         reason = f"arrived after the run was finalized: counted in attempt {following.attempt} ({following.run_id})"
+        return self._noted_late(project, run_id, record, reason)
+
+    def _noted_late(self, project: str, run_id: str, record: ShardRecord, reason: str) -> Arrival:
         noted = self.shards.record_late(project, run_id, record, reason)
         self.reports.publish(project, run_id)
         return Arrival.LATE if noted else Arrival.DUPLICATE
@@ -271,10 +284,13 @@ class RecordArrival:
         re-run, not one the earlier attempt counted; else its close forwards it)."""
         if run.state != OPEN or not run.complete():
             return False
-        # one more read, in a CI re-run's attempt only
-        snapshot = self.reads.snapshot(run.project, run.run_id) if run.rerun else None
-        shards = snapshot.arrived().values() if snapshot else ()
-        return not run.awaits_rerun(sum(1 for s in shards if s.inherited_from))
+        if not run.rerun:
+            return True
+        # two more reads, in a next attempt complete by count only: what it counted, and what the one before had
+        snapshot = self.reads.snapshot(run.project, run.run_id)
+        before = self.reads.snapshot(run.project, attempt_run_id(base_run_id(run.run_id), run.attempt - 1))
+        counted_before = set(before.arrived()) if before else set()
+        return not run.awaits_rerun(snapshot.arrived().values() if snapshot else (), counted_before)
 
 
 def _seen(shard: ShardRecord | None, upload: GrantRecord) -> bool:

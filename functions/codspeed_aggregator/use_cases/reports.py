@@ -215,7 +215,7 @@ class Reports:
 
     def report(self, project: str, run_id: str) -> Report:
         """A run's latest report: of the attempt ``run_id`` names, or of the run's latest attempt."""
-        run_id = self.runs.attempt_of(project, run_id, self.settings.max_attempts)
+        run_id = self.runs.attempt_of(project, run_id)
         published = self.store.read_report(project, run_id)
         if published is not None:
             return Report.model_validate_json(published)
@@ -228,7 +228,7 @@ class Reports:
         """Every benchmark of one shard of a run (its latest attempt, or the one ``run_id`` names),
         compared with the baseline: measured in this run, or the baseline's carried, running or
         missing."""
-        run_id = self.runs.attempt_of(project, run_id, self.settings.max_attempts)
+        run_id = self.runs.attempt_of(project, run_id)
         snapshot = self._snapshots.read(project, run_id)
         if snapshot is None:
             raise NotFound(f"no run {run_id} for project {project}")
@@ -272,7 +272,7 @@ class Reports:
     def report_link(self, project: str, run_id: str) -> str | None:
         """A presigned link to a run's latest published report, for an answer too large for
         Lambda's 6 MB; None when none was published yet."""
-        key = self.store.latest_report_key(project, self.runs.attempt_of(project, run_id, self.settings.max_attempts))
+        key = self.store.latest_report_key(project, self.runs.attempt_of(project, run_id))
         return None if key is None else self.store.presign_get(key, REPORT_LINK_SECONDS)
 
     def recent_runs(self, project: str, limit: int = 50) -> list[RunRecord]:
@@ -280,6 +280,4 @@ class Reports:
         return self.runs.recent_runs(project, limit)
 
     def has_run(self, project: str, run_id: str) -> bool:
-        return (
-            self.runs.run_record(project, self.runs.attempt_of(project, run_id, self.settings.max_attempts)) is not None
-        )
+        return self.runs.run_record(project, self.runs.attempt_of(project, run_id)) is not None

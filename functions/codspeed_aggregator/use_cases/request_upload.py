@@ -15,21 +15,19 @@ from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Closes, Runs, Shards
+from ..domain.asked_upload import MAX_FORK_UPLOADS, AskedUpload, admit
 from ..domain.closing import CiOrigin
 from ..domain.drop_in import BuildkiteJob, ci_run_of, shard_of
-from ..domain.errors import Busy, Conflict, Forbidden, Unprocessable, existing
+from ..domain.errors import Busy, Conflict, Unprocessable, existing
 from ..domain.identity import RunIdentity
 from ..domain.keys import bundle_key
-from ..domain.ledger import MAX_GROUPS, MAX_VARIANTS, GrantRecord, RunRecord, SentPost, base_run_id, variant_key
+from ..domain.ledger import GrantRecord, RunRecord, SentPost, base_run_id
 from ..domain.manifest import Manifest
 from ..domain.metadata import ci_url
 from ..domain.timestamps import iso
 from ..services.run_attempts import RunAttempts
 from ..settings import Settings
 
-# a run opened without a token takes at most this many uploads (re-runs included): a fork's pull request can
-# ask for nothing more of the stack (invariant 18's bound, for the one caller nobody authenticated)
-MAX_FORK_UPLOADS = 200
 GRANT_TRIES = 3  # a run claimed for finalizing while an upload was granted in it: the grant goes to its next attempt
 
 
@@ -43,8 +41,10 @@ class RequestUpload:
     attempts: RunAttempts  # the run, or its next attempt, an upload goes to
     clock: Callable[[], float] = time.time
 
-    def grant(self, request: ShardUploadRequest, fork: bool = False) -> UploadGrant:
-        """``fork``: sent without a token by a fork's pull request (``fork_pull_requests`` checked it)."""
+    def grant(self, request: ShardUploadRequest, fork: CiOrigin | None = None) -> UploadGrant:
+        """``fork``: sent without a token by a fork's pull request, the Actions run and attempt GitHub
+        vouched for (``fork_pull_requests``): its CI run and attempt, whatever the request says."""
+        origin = fork or CiOrigin(request.ci_run, request.ci_attempt)
         if request.size > self.settings.max_bundle_bytes:
             raise Unprocessable(f"size {request.size} is over the limit of {self.settings.max_bundle_bytes} bytes")
         if fork and request.size > self.settings.tokenless_max_bundle_bytes:
@@ -76,7 +76,7 @@ class RequestUpload:
         _check_pushed_part(request)
         # Two executors' shard 1 are two shards: counted, reported and forwarded apart.
         return self._grant(
-            _Asked(
+            AskedUpload(
                 project=request.project,
                 run_id=request.run_id,
                 shard=request.shard,
@@ -90,9 +90,8 @@ class RequestUpload:
                 base_ancestors=tuple(request.base_ancestors),
                 variant=executor,
                 key=shard_key(request.shard, executor),
-                ci_attempt=request.ci_attempt,
-                origin=CiOrigin(request.ci_run, request.ci_attempt),
-                fork=fork,
+                origin=origin,
+                fork=fork is not None,
                 sent=SentPost(request.metadata_body.encode()),
                 head_commit=request.head_commit,
             )
@@ -102,16 +101,17 @@ class RequestUpload:
         self,
         metadata: UploadMetadata,
         sent: SentPost | None = None,
-        fork: bool = False,
+        fork: CiOrigin | None = None,
         ci_attempt: int | None = None,
         buildkite: BuildkiteJob | None = None,
     ) -> UploadAccepted:
         """``POST /upload`` as CodSpeed answers it: a runner pointed at us becomes a shard
         (which run and which shard: ``domain.drop_in``). Its upload URL signs the runner's MD5,
         and only that: the runner sends the archive's own type and encoding. ``sent``: the POST as
-        it came (``metadata`` is read from its bytes), kept to go upstream as it was. ``ci_attempt``: the
-        CI's attempt, as the job's OIDC token says it (the runner's metadata does not). ``buildkite``:
-        the Buildkite job its upload URL names (``/upload/buildkite/…``), whose build is one run."""
+        it came (``metadata`` is read from its bytes), kept to go upstream as it was. ``fork``: as
+        ``grant``'s. ``ci_attempt``: the CI's attempt, as the job's OIDC token says it (the runner's
+        metadata does not). ``buildkite``: the Buildkite job its upload URL names
+        (``/upload/buildkite/…``), whose build is one run."""
         project = metadata.project
         if not project:
             raise Unprocessable("metadata has no owner and repository: the aggregator keys runs by project")
@@ -119,7 +119,7 @@ class RequestUpload:
             raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
         place = shard_of(metadata, buildkite)
         grant = self._grant(
-            _Asked(
+            AskedUpload(
                 project=project,
                 run_id=place.run_id,
                 shard=place.label,
@@ -130,25 +130,26 @@ class RequestUpload:
                 group=place.group,
                 key=place.shard,
                 sent=sent,
-                fork=fork,
-                origin=CiOrigin(ci_run_of(metadata, buildkite), ci_attempt),
+                fork=fork is not None,
+                origin=fork or CiOrigin(ci_run_of(metadata, buildkite), ci_attempt),
                 merged=buildkite is not None,
             )
         )
         return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
 
-    def _grant(self, asked: "_Asked") -> UploadGrant:
+    def _grant(self, asked: AskedUpload) -> UploadGrant:
         """One upload granted: the run (or its next attempt) opened or joined, the shard's grant
         counted and recorded, its URL presigned. Every check is made before the first write. A run
-        that is closing, or claimed for finalizing meanwhile, sends it to its next attempt: a grant
-        asked after a close never holds that close (``domain.barrier``)."""
+        that is closing, or claimed for finalizing meanwhile, takes it only from its own CI attempt
+        (``RunAttempts``), whose close decides by the CI's word whether to wait for it; else it goes to
+        the run's next attempt (``domain.barrier``)."""
         for _ in range(GRANT_TRIES):
             granted = self._grant_in_current(asked)
             if granted is not None:
                 return granted
         raise Busy(f"run {asked.run_id} of {asked.project} ended under {GRANT_TRIES} grants in a row: send it again")
 
-    def _grant_in_current(self, asked: "_Asked") -> UploadGrant | None:
+    def _grant_in_current(self, asked: AskedUpload) -> UploadGrant | None:
         """The grant in the run's current attempt; None when that attempt ended meanwhile."""
         project, shard, group, metadata = asked.project, asked.shard, asked.group, asked.metadata
         now = self.clock()
@@ -160,7 +161,7 @@ class RequestUpload:
                 f"shard {shard} was declared skipped {when} (run {run.run_id} of {project}): "
                 "it is carried from the baseline run, not pushed"
             )
-        _admit(run, asked, manifest)  # every check before the first write: a refusal changes nothing
+        admit(run, asked, manifest)  # every check before the first write: a refusal changes nothing
         if not self._joined(run, asked, manifest):
             return None
         if metadata.tokenless and not (
@@ -168,7 +169,9 @@ class RequestUpload:
         ):  # no token: it may not speak unchecked
             self.runs.mark_tokenless(project, run.run_id, checked=asked.fork)
         most = MAX_FORK_UPLOADS if asked.fork else None  # counted under its bound, not checked on a read alone
-        if not self.closes.count_grant(project, run.run_id, most):  # closing or claimed since, or full: look again
+        if not self.closes.count_grant(
+            project, run.run_id, most, closing=run.closing
+        ):  # closing or claimed since, or full: look again
             return None
         upload_id = uuid.uuid4().hex
         self.shards.add_upload(
@@ -205,7 +208,7 @@ class RequestUpload:
             sent_on_arrival=run.sends_parts,
         )
 
-    def _current(self, asked: "_Asked", now: float) -> RunRecord:
+    def _current(self, asked: AskedUpload, now: float) -> RunRecord:
         """The attempt the upload goes to, opened with what the upload says when it is the first."""
         metadata, group = asked.metadata, asked.group
         asked.manifest.admit(asked.shard)  # its own manifest first: a run it cannot join is neither opened nor changed
@@ -228,13 +231,13 @@ class RequestUpload:
                 tokenless=metadata.tokenless and not asked.fork,
                 fork=asked.fork,
                 provider=metadata.repository_provider,
-                ci_attempt=asked.ci_attempt,
+                ci_attempt=asked.origin.attempt,
             ),
-            admit=lambda previous: _admit(previous, asked, asked.manifest),
+            admit=lambda previous: admit(previous, asked, asked.manifest),
             parts=not asked.merged,
         )
 
-    def _joined(self, run: RunRecord, asked: "_Asked", manifest: Manifest) -> bool:
+    def _joined(self, run: RunRecord, asked: AskedUpload, manifest: Manifest) -> bool:
         """The run notes the upload's job group and variants it had not seen; False when it ended meanwhile."""
         project, group = asked.project, asked.group
         if group not in run.groups:
@@ -243,51 +246,16 @@ class RequestUpload:
             else:  # another upload added it meanwhile (its manifest stands), others filled the run, or it ended
                 run = existing(self.runs.run_record(project, run.run_id), f"run {run.run_id} of {project}")
                 if group not in run.groups:
-                    _admit(run, asked, manifest)
+                    admit(run, asked, manifest)
                     return False
         manifest.agree(run.groups[group], group)
         run.groups[group].admit(asked.shard)
         for kind in asked.variants():
             if kind not in run.variants and not self.runs.add_variant(project, run.run_id, kind):
                 run = existing(self.runs.run_record(project, run.run_id), f"run {run.run_id} of {project}")
-                _admit(run, asked, manifest)  # others filled the run meanwhile; else it ended
+                admit(run, asked, manifest)  # others filled the run meanwhile; else it ended
                 return False
         return True
-
-
-@dataclass(frozen=True)
-class _Asked:
-    """What an upload asks for: a pushed shard's request, or a runner's POST read as a shard."""
-
-    project: str
-    run_id: str
-    shard: str  # the name the manifest knows
-    manifest: Manifest
-    metadata: UploadMetadata
-    size: int | None = None  # signed into a pushed shard's URL; a runner's signs its MD5 only
-    content_type: str | None = None
-    crc32: str | None = None
-    label: str | None = None  # a runner job's name, as its run shows it
-    variant: str | None = None  # the executor (and run index) a group's total is counted per
-    group: str = ""  # a runner job's group; "" for pushed shards
-    page: str | None = None  # the CI run's page, as the client says it
-    base_commit: str | None = None
-    base_ancestors: tuple[str, ...] = ()
-    key: str | None = None  # the shard as stored (a pushed shard's name and executor); ``shard`` when None
-    ci_attempt: int | None = None
-    sent: SentPost | None = None  # the POST's body as it came (a runner's) or as the client made it, to go as it was
-    fork: bool = False  # sent without a token by a fork's pull request, as GitHub bore it out
-    head_commit: str | None = None  # a pull request's head, where the commit sent is GitHub's merge commit of it
-    origin: CiOrigin | None = None  # the CI run and attempt that asks: a close of theirs says its job has ended
-    merged: bool = False  # its run goes upstream merged whatever the mode: a CI whose parts CodSpeed cannot combine
-
-    @property
-    def stored_as(self) -> str:
-        """The shard as stored: a pushed shard's name and executor, a runner job's key."""
-        return self.key or self.shard
-
-    def variants(self) -> tuple[str, ...]:
-        return (variant_key(self.group, self.variant),) if self.variant else ()
 
 
 def _check_pushed_part(request: ShardUploadRequest) -> None:
@@ -307,44 +275,4 @@ def _check_pushed_part(request: ShardUploadRequest) -> None:
         raise Unprocessable(
             f"metadata.runPart.runId is {part.run_id!r}, not {base_run_id(request.run_id)!r}: a pushed shard's part "
             "names the run it is pushed to"
-        )
-
-
-def _admit(run: RunRecord, asked: "_Asked", manifest: Manifest) -> None:
-    """Refuse an upload the run cannot take, before anything is written: a job the declared run
-    does not expect (in every attempt), a manifest other than its group's, a shard outside it, a
-    group or a kind of upload past what a run holds (``MAX_GROUPS``, ``MAX_VARIANTS``);
-    without a token (``fork``), a run a token opened, and past ``MAX_FORK_UPLOADS``."""
-    group, shard, fork = asked.group, asked.shard, asked.fork
-    _admit_size(run, asked)  # a next attempt holds what its run held
-    if fork and not run.fork:
-        raise Forbidden(
-            f"run {run.run_id} of {run.project} was opened with a token: a request without one cannot join it "
-            "(a fork's pull request runs in a workflow run of its own)"
-        )
-    if fork and run.grants >= MAX_FORK_UPLOADS:
-        raise Unprocessable(
-            f"run {run.run_id} of {run.project} took {run.grants} uploads without a token, the most a run without "
-            f"one takes ({MAX_FORK_UPLOADS})"
-        )
-    if group not in run.groups and run.declared:
-        raise Conflict(
-            f"{f'job {group}' if group else 'a shard pushed by codspeed-client'} is not among what run "
-            f"{run.run_id} of {run.project} was opened expecting ({run.describe()})"
-        )
-    if group in run.groups:
-        manifest.agree(run.groups[group], group)
-        run.groups[group].admit(shard)
-
-
-def _admit_size(run: RunRecord, asked: "_Asked") -> None:
-    if asked.group not in run.groups and len(run.groups) >= MAX_GROUPS:
-        raise Unprocessable(
-            f"run {run.run_id} of {run.project} holds {len(run.groups)} jobs, the most a run holds ({MAX_GROUPS}; "
-            f"a matrix is one): job {asked.group} cannot join it"
-        )
-    if (count := len({*run.variants, *asked.variants()})) > MAX_VARIANTS:
-        raise Unprocessable(
-            f"run {run.run_id} of {run.project} would hold {count} kinds of upload (a job's executor and run "
-            f"index), more than a run holds ({MAX_VARIANTS})"
         )

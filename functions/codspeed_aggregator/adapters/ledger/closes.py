@@ -9,18 +9,20 @@ from .codec import TableItems
 
 
 class Closes(TableItems):
-    def count_grant(self, project: str, run_id: str, most: int | None = None) -> bool:
+    def count_grant(self, project: str, run_id: str, most: int | None = None, closing: bool = False) -> bool:
         """Count an upload granted in the run, before its upload item is written (a grant whose count
         failed leaves nothing a close waits for): the close's barrier claims the run only at the count it
         read. False when the run is no longer open or a close was asked (the upload goes to its next
-        attempt: a grant asked after a close never holds it), or it counts ``most`` already. No revision:
+        attempt), or it counts ``most`` already. ``closing``: an upload of the closing run's own CI attempt,
+        taken while it is open (its close decides by the CI's word whether to wait for it). No revision:
         nothing a report shows changes."""
         capped = " AND (attribute_not_exists(grants) OR grants < :most)" if most is not None else ""
+        unclosed = "" if closing else " AND attribute_not_exists(close_requested)"
         return self.update_run(
             project,
             run_id,
             "ADD grants :one",
-            f"#state = :open AND attribute_not_exists(close_requested){capped}",
+            f"#state = :open{unclosed}{capped}",
             {":open": OPEN} | ({":most": most} if most is not None else {}),
         )
 
@@ -39,6 +41,17 @@ class Closes(TableItems):
             {":true": True, ":open": OPEN}
             | ({":skip": skip, ":none": []} if skip else {})
             | ({":by": said} if said else {}),
+        )
+
+    def note_workflow_ended(self, project: str, run_id: str, origin: CiOrigin) -> bool:
+        """The CI's webhook said every job of ``origin``'s attempt ended, once the run had ended without it
+        (complete by count): an attempt opened after it is a later CI attempt's. False when the run is open."""
+        return self.update_run(
+            project,
+            run_id,
+            "SET closed_by = :by ADD rev :one, run_changes :one",
+            "#state <> :open",
+            {":by": origin.to_item(), ":open": OPEN},
         )
 
     def note_awaiting(self, project: str, run_id: str, awaiting: Awaiting | None) -> bool:

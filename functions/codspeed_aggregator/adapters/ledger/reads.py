@@ -11,9 +11,10 @@ from typing import Any
 
 from codspeed_rules.backoff import backoff
 
+from ...domain.arrival import ArrivalView
 from ...domain.barrier import BarrierView, Grant
 from ...domain.closing import CiOrigin
-from ...domain.ledger import ArrivalView, RunRecord, ShardRecord, Snapshot
+from ...domain.ledger import RunRecord, ShardRecord, Snapshot
 from ...domain.outcome import CarriedShard
 from ...domain.part_answers import Announced, Delivered
 from ...domain.run_plan import PlanRecord

@@ -14,6 +14,7 @@ from ...domain.ledger import (
     ENDED,
     FINALIZING,
     FORWARD_FAILED,
+    MAX_ATTEMPTS,
     MAX_GROUPS,
     MAX_VARIANTS,
     OPEN,
@@ -68,15 +69,15 @@ class Runs(TableItems):
         run = next((i for i in items if i["sk"] == RUN_SK), None)
         return run_from(run, [i for i in items if i["sk"] != RUN_SK]) if run else None
 
-    def attempt_of(self, project: str, run_id: str, max_attempts: int) -> str:
+    def attempt_of(self, project: str, run_id: str) -> str:
         """The run id a request for ``run_id`` acts on: the attempt it names (``7002~2``, and
         ``7002~1`` is ``7002``), or, when it names none, the run's latest attempt (one read per
         attempt after the first)."""
-        base, named = base_run_id(run_id), named_attempt(run_id, max_attempts)
+        base, named = base_run_id(run_id), named_attempt(run_id)
         if named is not None:
             return attempt_run_id(base, named)
         latest = 1
-        while latest < max_attempts and self.db.get_item(
+        while latest < MAX_ATTEMPTS and self.db.get_item(
             TableName=self.table,
             Key=self.key(project, attempt_run_id(base, latest + 1), RUN_SK),
             ProjectionExpression="pk",

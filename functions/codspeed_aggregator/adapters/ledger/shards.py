@@ -8,7 +8,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ...domain.ledger import ARRIVED, LATE, REJECTED, Counted, GrantRecord, SentPost, ShardRecord
+from ...domain.arrival import Counted
+from ...domain.ledger import ARRIVED, LATE, REJECTED, GrantRecord, SentPost, ShardRecord
 from .codec import (
     CONDITION_FAILED,
     META_PREFIX,
