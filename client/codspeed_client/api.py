@@ -119,6 +119,12 @@ class AggregatorApi:
     def request_upload(self, request: dict[str, Any]) -> dict[str, Any]:
         return self._json("POST", "/v1/uploads", json=request)
 
+    def give_back(self, key: str, reason: str) -> dict[str, Any]:
+        """A grant this job will not use (its bundle refused, or its push stopped before the PUT was
+        answered), named by its key: its shard is rejected with ``reason``, and no close waits for it."""
+        said = " ".join(reason.split())[:500] or "no reason said"  # one line, as the aggregator takes it
+        return self._json("POST", "/v1/uploads/give-back", json={"key": key, "reason": said})
+
     def costs(self, project: str, branch: str | None, run_id: str | None = None) -> dict[str, Any]:
         """The costs to split with: for a run (``run_id``), those its first split used."""
         params = {

@@ -80,8 +80,8 @@ def final_exit_code(report: dict[str, Any], timed_out: bool, allow_overlaps: boo
         return TIMEOUT
     if report["state"] == "forward_failed":
         return FORWARD_FAILED
-    if report["state"] == "closed_empty" or any(s["state"] == "missing" for s in report["shards"]):
-        return SHARDS_MISSING
+    if report["state"] == "closed_empty" or any(s["state"] in ("missing", "rejected") for s in report["shards"]):
+        return SHARDS_MISSING  # a shard whose bundle was refused is one whose benchmarks never came
     if report.get("overlaps_total") and not allow_overlaps:
         return OVERLAPPED
     return OK
@@ -122,11 +122,20 @@ def _overlaps_said(report: dict[str, Any]) -> str | None:
 
 
 def _missing_said(report: dict[str, Any]) -> str | None:
-    """The shards a run's gate misses (the first 10 named), or that it was closed with none."""
-    missing = [s.get("display") or s.get("label") or s["name"] for s in report["shards"] if s["state"] == "missing"]
-    if missing:
-        listed = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-        return f"{plural(len(missing), 'shard')} missing, never came: {listed}"
+    """The shards a run's gate misses (the first 10 named), those whose bundle was refused (with why), or
+    that it was closed with none."""
+    said = []
+    for state, what in (("missing", "missing, never came"), ("rejected", "rejected, their bundle refused")):
+        shards = [s for s in report["shards"] if s["state"] == state]
+        named = [
+            (s.get("display") or s.get("label") or s["name"]) + (f" ({s['reason']})" if state == "rejected" else "")
+            for s in shards
+        ]
+        if named:
+            listed = ", ".join(named[:10]) + (f" and {len(named) - 10} more" if len(named) > 10 else "")
+            said.append(f"{plural(len(named), 'shard')} {what}: {listed}")
+    if said:
+        return "; ".join(said)
     return "the run was closed with no shard in it" if report["state"] == "closed_empty" else None
 
 

@@ -97,6 +97,24 @@ class UploadGrant(BaseModel):
     sent_on_arrival: bool = False  # the parts mode: the shard goes upstream once counted (push waits for it)
 
 
+class GiveBackRequest(BaseModel):
+    """A grant its client will not use (``push`` refused its own bundle, or was interrupted before its
+    PUT was answered): named by its key, which only the grant's answer gave."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1, max_length=1024)
+    reason: str = Field(min_length=1, max_length=500, pattern=r"^[^\x00-\x1f\x7f]+$")
+
+
+class GiveBackAnswer(BaseModel):
+    project: str
+    run_id: str
+    upload_id: str
+    state: Literal["given_back", "counted_already"]
+    reason: str  # what the run's report says of the shard
+
+
 JobName = Annotated[str, StringConstraints(min_length=1, max_length=255)]  # a CodSpeed runner's runPart.jobName
 MAX_JOBS = 100
 

@@ -13,7 +13,7 @@ from codspeed_aggregator.domain.ledger import attempt_run_id
 from codspeed_wire.api import CloseRequest
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner
-from tests.factories import footprint, put
+from tests.factories import bundle, footprint, push, put
 from tests.fork_pull_request import call, upload
 
 GATE = "GitHub Actions 9"  # the runner the fork's gate job runs on (RUNNER_NAME), as GitHub lists it
@@ -242,3 +242,29 @@ def test_the_wait_names_a_runner_job_as_its_ci_shows_it_never_by_its_key(isolate
     assert said.startswith("closing: waiting for shard benchmarks [shard 3, job 3/3]'s upload, whose URL was handed")
     assert "{" not in said and said.count("UTC") == 1, said
     assert json.dumps(said)  # one sentence
+
+
+def test_a_close_whose_look_at_the_bucket_fails_never_says_nothing_more_is_coming(isolated, project, run_id):
+    """Before: "closing: nothing more is coming; the run ends now" for 76 s while the barrier's LIST kept
+    failing and a bundle sat in the bucket."""
+    from botocore.exceptions import ClientError
+
+    agg = isolated.aggregator
+    push(agg, project, run_id, "1", bundle(4242), total=2)  # in the bucket, its event not yet come
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    listed = agg.store.listed_under
+
+    def slow_down(prefix):
+        raise ClientError({"Error": {"Code": "SlowDown", "Message": "reduce your request rate"}}, "ListObjectsV2")
+
+    agg.store.listed_under = slow_down
+    try:
+        with pytest.raises(ClientError):
+            agg.finalize_run.finalize(project, run_id)
+    finally:
+        agg.store.listed_under = listed
+    said = agg.reports.report(project, run_id).closing
+    assert said == "closing: the run ends once what was uploaded before the close is counted"
+    assert "nothing more is coming" not in said
+    assert agg.finalize_run.finalize(project, run_id) == "waiting"  # the LIST answers: the bundle is awaited
+    assert agg.reports.report(project, run_id).closing.startswith("closing: waiting for shard 1's bundle")

@@ -288,18 +288,20 @@ def _upstream(
 
 def _upload(api: AggregatorApi, made: Bundle, request: dict[str, Any], verdict: Verdict, quiet: bool) -> dict[str, Any]:
     from ..api import UploadExpired
+    from ..give_back import given_back_unless_sent
     from ..progress import Progress
 
     for attempt in range(2):
         grant = api.request_upload(request)
         try:
-            api.put_bundle(
-                grant["upload_url"],
-                grant["headers"],
-                made.path,
-                None if quiet else Progress(made.size),
-                guard=verdict.guard,
-            )
+            with given_back_unless_sent(api, grant, verdict):
+                api.put_bundle(
+                    grant["upload_url"],
+                    grant["headers"],
+                    made.path,
+                    None if quiet else Progress(made.size),
+                    guard=verdict.guard,
+                )
             return grant
         except UploadExpired:
             if attempt:

@@ -42,3 +42,9 @@ class ArrivalView:
     run: RunRecord | None
     shard: ShardRecord | None
     upload: GrantRecord | None
+
+
+def given_back(upload_id: str) -> str:
+    """What a shard notes of a grant its client gave back: apart from the upload itself, whose bundle,
+    should it land all the same, still counts (``~`` is in no upload id, which are hex)."""
+    return f"{upload_id}~given-back"

@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
 from codspeed_rules.names import PROJECT_PATTERN, RUN_ID_PATTERN, SHARD_KEY_PATTERN
-from codspeed_wire.api import CloseRequest, OpenRequest, ShardUploadRequest
+from codspeed_wire.api import CloseRequest, GiveBackRequest, OpenRequest, ShardUploadRequest
 from codspeed_wire.markdown import render_markdown
 from codspeed_wire.upstream import UploadMetadata
 
@@ -21,7 +21,8 @@ from .. import wiring
 from ..auth import Principal, job_attempt, job_token
 from ..domain.closing import CiOrigin
 from ..domain.drop_in import BuildkiteJob
-from ..domain.errors import AttemptEnded, Unprocessable
+from ..domain.errors import AttemptEnded, BadBundle, Unprocessable
+from ..domain.keys import parse_bundle_key
 from ..domain.ledger import SentPost
 from .http import JsonResponse, check_attempt, json_response, raw_body
 
@@ -81,6 +82,19 @@ def request_upload(request: ShardUploadRequest) -> JsonResponse:
     )
     logger.info("upload granted", extra={"project": request.project, "run_id": request.run_id, "shard": request.shard})
     return json_response(HTTPStatus.CREATED, grant.model_dump())
+
+
+@router.post("/v1/uploads/give-back")
+def give_back_upload(request: GiveBackRequest) -> JsonResponse:
+    """A grant its client will not use: only its grantee knows its key, a fork's without a token too."""
+    try:
+        project, run_id, _, _ = parse_bundle_key(request.key)
+    except BadBundle:
+        raise Unprocessable(f"{request.key!r} is not an upload's key (its grant's answer says it: key)") from None
+    _allow(project, run_id)
+    answer = wiring.for_api().give_back_upload.give_back(request.key, request.reason)
+    logger.info("upload given back", extra={"project": project, "run_id": run_id, "state": answer.state})
+    return json_response(HTTPStatus.OK, answer.model_dump())
 
 
 @router.post("/upload")

@@ -29,6 +29,7 @@ from .finalize_run import FinalizeRun
 from .fork_pull_requests import ForkPullRequests
 from .forward_part import ForwardPart
 from .forward_shard import ForwardShard
+from .give_back_upload import GiveBackUpload
 from .keep_sources import KeepSources
 from .merge_bases import MergeBases
 from .open_run import OpenRun
@@ -103,6 +104,16 @@ class Aggregator:
             store=_built(self.store, "the bucket"),
             attempts=self._attempts,
             clock=self.clock,
+        )
+
+    @cached_property
+    def give_back_upload(self) -> GiveBackUpload:
+        return GiveBackUpload(
+            reads=self.ledger.reads,
+            shards=self.ledger.shards,
+            store=_built(self.store, "the bucket"),
+            queue=_built(self.queue, "the finalize queue"),
+            reports=self.reports,
         )
 
     @cached_property

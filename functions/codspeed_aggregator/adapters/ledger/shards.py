@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ...domain.arrival import Counted
+from ...domain.arrival import Counted, given_back
 from ...domain.ledger import ARRIVED, LATE, REJECTED, GrantRecord, SentPost, ShardRecord
 from .codec import (
     CONDITION_FAILED,
@@ -236,6 +236,12 @@ class Shards(TableItems):
             "expires_at = if_not_exists(expires_at, :exp) ADD rev :one",
             {":rejected": REJECTED, ":r": reason},
         )
+
+    def record_given_back(self, project: str, run_id: str, name: str, upload_id: str, reason: str) -> bool:
+        """Note a grant its client gave back: the shard rejected with why (a shard with an accepted bundle
+        keeps it), once. Noted apart from the upload itself, whose bundle, should it land all the same,
+        still counts (nothing accepted is lost). False when it was given back already."""
+        return self.record_rejection(project, run_id, name, given_back(upload_id), reason)
 
     def record_late(self, project: str, run_id: str, shard: ShardRecord, reason: str) -> bool:
         """Note a bundle that arrived after finalizing: shown in this run, counted in its next attempt."""
