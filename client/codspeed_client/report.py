@@ -124,19 +124,23 @@ def _overlaps_said(report: dict[str, Any]) -> str | None:
 def _missing_said(report: dict[str, Any]) -> str | None:
     """The shards a run's gate misses (the first 10 named), those whose bundle was refused (with why), or
     that it was closed with none."""
-    said = []
-    for state, what in (("missing", "missing, never came"), ("rejected", "rejected, their bundle refused")):
-        shards = [s for s in report["shards"] if s["state"] == state]
-        named = [
-            (s.get("display") or s.get("label") or s["name"]) + (f" ({s['reason']})" if state == "rejected" else "")
-            for s in shards
-        ]
-        if named:
-            listed = ", ".join(named[:10]) + (f" and {len(named) - 10} more" if len(named) > 10 else "")
-            said.append(f"{plural(len(named), 'shard')} {what}: {listed}")
+    said = [
+        f"{plural(len(named), 'shard')} {what}: {_listed(named)}"
+        for state, what in (("missing", "missing, never came"), ("rejected", "rejected, their bundle refused"))
+        if (named := [_named(s) for s in report["shards"] if s["state"] == state])
+    ]
     if said:
         return "; ".join(said)
     return "the run was closed with no shard in it" if report["state"] == "closed_empty" else None
+
+
+def _named(shard: dict[str, Any]) -> str:
+    shown = shard.get("display") or shard.get("label") or shard["name"]
+    return f"{shown} ({shard['reason']})" if shard["state"] == "rejected" and shard.get("reason") else shown
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
 
 
 def overlaps_text(report: dict[str, Any]) -> str | None:

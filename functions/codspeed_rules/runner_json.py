@@ -89,6 +89,9 @@ def _constant(token: str) -> _Refused:
     return _Refused(f"{token}, which is no JSON value (serde_json refuses it): send a finite number or null")
 
 
+U64_DIGITS = 20  # 18446744073709551615
+
+
 def _float(text: str) -> float | _Refused:
     value = float(text)
     if value in (float("inf"), float("-inf")):  # serde_json: "number out of range" past f64's
@@ -97,9 +100,10 @@ def _float(text: str) -> float | _Refused:
 
 
 def _int(text: str) -> int | float | _Refused:
-    value = int(text)
-    if I64_MIN <= value <= U64_MAX:
-        return value
+    if len(text.lstrip("-")) <= U64_DIGITS:  # longer is past u64 (and past 4300 digits, int() would refuse it)
+        value = int(text)
+        if I64_MIN <= value <= U64_MAX:
+            return value
     return _float(text)  # serde_json reads an integer past u64 (or i64, below 0) as a float: so is it here
 
 

@@ -170,3 +170,47 @@ def test_a_metadata_body_saying_another_type_than_its_metadata_is_refused(
     status, answer = _call(isolated.aggregator, "/v1/uploads", json.dumps(request).encode())
     assert status == 422 and "metadata_body does not say what metadata says, type for type" in answer["error"]
     assert footprint(isolated, project, run_id) == before
+
+
+HUGE = "9" * 5000  # past the 4300 digits Python's int() reads: a ValueError, answered 500 with a traceback
+
+
+@pytest.mark.parametrize(
+    "path, at", [("/upload", "note"), ("/v1/uploads", "note"), ("/v1/runs/open", "note"), ("/v1/runs/close", "note")]
+)
+def test_an_integer_of_5000_digits_is_a_422_naming_where_on_every_route_and_changes_nothing(
+    isolated, project, run_id, path, at
+):
+    """As serde_json reads it: an integer past u64 is a float, and one past f64's range is refused."""
+    if path == "/upload":
+        body = _runner_body(project, run_id).replace(
+            b'"tokenless":false', f'"tokenless":false,"note":{HUGE}'.encode(), 1
+        )
+    else:
+        body = json.dumps({"project": project, "run_id": run_id, "note": int(HUGE[:100])}).encode()
+        body = body.replace(HUGE[:100].encode(), HUGE.encode())
+    before = footprint(isolated, project, run_id)
+    status, answer = _call(isolated.aggregator, path, body)
+    assert (status, answer["error"][:60]) == (422, f"request body at {at}: the number {HUGE[:40]}, past a 6"[:60])
+    assert footprint(isolated, project, run_id) == before
+
+
+@pytest.mark.parametrize("segment", ["job", "count"])
+def test_a_buildkite_segment_of_5000_digits_is_a_422_naming_the_segment(isolated, project, run_id, segment):
+    index, count = (HUGE, "3") if segment == "job" else ("0", HUGE)
+    body = _runner_body(project, run_id)
+    before = footprint(isolated, project, run_id)
+    status, answer = _call(isolated.aggregator, f"/upload/buildkite/{run_id}/step-1/{index}/{count}", body)
+    assert status == 422 and "the upload URL's job" in answer["error"], answer
+    assert footprint(isolated, project, run_id) == before
+
+
+def test_an_integer_past_u64_of_fewer_digits_than_f64_holds_is_read_as_a_float(isolated, project, run_id):
+    from codspeed_rules.runner_json import read
+
+    assert read("[18446744073709551615, 18446744073709551616, -9223372036854775809]") == [
+        18446744073709551615,
+        1.8446744073709552e19,
+        -9.223372036854776e18,
+    ]
+    assert read("[" + "9" * 300 + "]") == [1e300]

@@ -112,3 +112,25 @@ def test_one_upload_to_parts_never_reads_a_carried_bundle(isolated, project, run
     assert carried.state == "carried" and carried.source["run_id"] == main and carried.benchmarks == 1
     assert BUNDLE_EXPIRED not in carried.reason  # a parts run never sends a carried shard: nothing to say
     assert _upstream_benchmarks(isolated, run_id) == {"t1::pr", "t2::pr"}
+
+
+def test_a_one_upload_forward_retried_after_its_carried_bundles_expired_is_planned_again_and_forwarded(
+    isolated, project, run_id
+):
+    """Before: every retry and redrive reused the recorded plan, and failed for good (MissingObject) once
+    the lifecycle took the bundles it carried while the upstream was down."""
+    from codspeed_aggregator.adapters.upstream_http import UpstreamError
+
+    parts, merged = _in_mode(isolated, "parts"), _in_mode(isolated, "one-upload")
+    main = f"main-{run_id}"
+    assert _run(isolated, parts, project, main, {"1": "t1::main", "2": "t2::main", "3": "t3::main"}) == "forwarded"
+    isolated.upstream.failures.extend([500, 500, 500])
+    with pytest.raises(UpstreamError, match="after 3 tries"):
+        _run(isolated, merged, project, run_id, {"1": "t1::pr"}, skip=["2", "3"], **PR)
+    assert merged.reports.report(project, run_id).state == "forward_failed"
+    assert _expire(parts, project, main) == 3  # days later: the lifecycle took what the plan carries
+    assert merged.finalize_run.finalize(project, run_id) == "forwarded"  # the same message, retried
+    assert _upstream_benchmarks(isolated, run_id) == {"t1::pr"}
+    for name in ("2", "3"):
+        carried = _shard(merged, project, run_id, name)
+        assert carried.state == "carried" and carried.reason.endswith(f"; {BUNDLE_EXPIRED}")

@@ -107,6 +107,7 @@ def ci_run_of(metadata: UploadMetadata, buildkite: "BuildkiteJob | None" = None)
 
 
 _STEP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_SEGMENT_NUMBER = re.compile(r"[0-9]{1,4}")  # a parallel job's index or count: MAX_SHARDS (1000) at most
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ class BuildkiteJob:
             raise Unprocessable(f"the upload URL's build {build!r} is not a Buildkite build id ($BUILDKITE_BUILD_ID)")
         if not _STEP.match(step):
             raise Unprocessable(f"the upload URL's step {step!r} is not a Buildkite step id ($BUILDKITE_STEP_ID)")
-        if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count) <= MAX_SHARDS):
+        numbers = _SEGMENT_NUMBER.fullmatch(index) and _SEGMENT_NUMBER.fullmatch(count)
+        if not (numbers and 0 <= int(index) < int(count) <= MAX_SHARDS):
             raise Unprocessable(
                 f"the upload URL's job {index!r} of {count!r} is not a parallel job of 1 to {MAX_SHARDS} "
                 "(${BUILDKITE_PARALLEL_JOB:-0}/${BUILDKITE_PARALLEL_JOB_COUNT:-1})"

@@ -116,6 +116,7 @@ class RunRecord:
     ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
     rerun: bool = False  # a next attempt (a re-run's, a late group's): its inherited shards never complete it
     sends_parts: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
+    owed: bool = False  # ended (forwarded, closed empty) with what follows its end not yet all done
 
     def awaits_rerun(self, arrived: Iterable["ShardRecord"], counted_before: set[str]) -> bool:
         """A next attempt still waiting for its re-run: a group (of one executor) in which it counted a

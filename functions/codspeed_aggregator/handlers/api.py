@@ -17,6 +17,7 @@ from botocore.exceptions import ConnectionError as AwsConnectionError
 from codspeed_rules.runner_json import DuplicateKey, NotSerdeJson, read
 
 from ..auth import Principal
+from ..aws_faults import transient
 from ..domain.errors import Busy, HostFailed, Refused
 from . import pages, runs_api, webhooks
 from .http import JsonResponse, Resolver, json_response, principal
@@ -40,26 +41,11 @@ def _refused(exc: Refused) -> JsonResponse:
     return Response(status_code=exc.status, content_type=content_types.APPLICATION_JSON, body={"error": str(exc)})
 
 
-# What AWS answers when it is busy or failing, not when a request is wrong: after botocore's own
-# retries (standard mode: 5 retries, 6 attempts) the caller is told to come back, never given a 500.
-_TRANSIENT = {
-    "ThrottlingException",
-    "ProvisionedThroughputExceededException",
-    "RequestLimitExceeded",
-    "ThrottlingError",
-    "SlowDown",
-    "RequestTimeout",
-    "InternalServerError",
-    "ServiceUnavailable",
-    "InternalError",
-}
-
-
 @app.exception_handler([ClientError, AwsConnectionError, Busy])
 def _busy(exc: Exception) -> JsonResponse:
     if isinstance(exc, ClientError):
         error, status = exc.response.get("Error", {}), exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        if error.get("Code") not in _TRANSIENT and status < 500:
+        if not transient(exc):  # after botocore's own retries (standard mode: 6 attempts), come back
             raise exc  # a fault of the stack's own (an access denied): the API's error alarm should see it
         why = f"{error.get('Code') or status} on {exc.operation_name}"
     else:

@@ -16,6 +16,7 @@ from ..adapters.ledger import Baselines, Parts, Reads, Runs
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
 from ..adapters.upstream_http import UpstreamError
+from ..aws_faults import transient
 from ..domain.baseline import branch_of
 from ..domain.errors import existing
 from ..domain.forward_plan import ForwardPlan, PartPlan
@@ -89,11 +90,14 @@ class FinalizeRun:
 
     def _not_claimed(self, project: str, run_id: str, grants: int) -> str:
         """A claim refused: another finalizer holds the run, or an upload was granted since the barrier
-        was passed (its count moved), which the barrier now waits for."""
+        was passed (its count moved), which the barrier now waits for, or the run ended owing what comes
+        after its end (a fault after it was written forwarded): done now."""
         run = self.runs.run_record(project, run_id)
         if run is not None and run.state == OPEN and run.grants != grants:
             self.queue.request_in(project, run_id, "barrier", 1)
             return "waiting"
+        if run is not None and run.owed:
+            return self._settle(project, run_id)
         return "not_claimed"
 
     def retry_later(self, receipt_handle: str, receive_count: int) -> None:
@@ -123,12 +127,15 @@ class FinalizeRun:
             raise
 
     def _written(self, write: Callable[[], bool], tries: int = WRITE_TRIES) -> bool:
-        """A ledger write retried while DynamoDB fails it (throttled, or a server error), so that a
-        run whose every part reached the upstream ends forwarded, not failed."""
+        """A ledger write retried while DynamoDB fails it (throttled, or a server error: ``aws_faults``),
+        so that a run whose every part reached the upstream ends forwarded, not failed; any other fault
+        (an access denied) is raised at once."""
         for attempt in range(tries - 1):
             try:
                 return write()
-            except ClientError:
+            except ClientError as exc:
+                if not transient(exc):
+                    raise
                 self.runs.sleep(backoff(attempt, 0.1, 2.0, jitter=False))
         return write()  # the last try: its failure is raised
 
@@ -142,7 +149,7 @@ class FinalizeRun:
                 project, run_id
             )  # nothing came, and nothing can be carried under a run of its own
         recorded = snapshot.run.plan  # a retry's: the parts already sent were planned with it
-        if recorded is None or not recorded.written:
+        if recorded is None or not recorded.written or self._outlived(snapshot.run, recorded):
             whole = self.planner.new(snapshot)
             if not whole.uploads:  # every shard skipped, and no run of the branch has any of them
                 return self._closed_empty(project, run_id, whole.outcome)
@@ -168,11 +175,18 @@ class FinalizeRun:
             )
         return self._finish_when_forwarded(project, run_id, plan)
 
+    def _outlived(self, run: RunRecord, recorded: PlanRecord) -> bool:
+        """A recorded plan none of whose parts reached the upstream, one of whose carried bundles the
+        lifecycle took while the forward waited (CodSpeed down for days): planned again, that shard
+        left to CodSpeed's baseline and said, never failed for it. A part already upstream keeps its plan."""
+        if run.forwarded_parts or run.sends_parts:  # a parts run never sends a carried shard's bundle
+            return False
+        carried = self.planner.of(run, recorded).completion.carried.values()
+        return any(not self.store.holds(shard.bundle_key) for shard in carried)
+
     def _closed_empty(self, project: str, run_id: str, outcome: Outcome | None = None) -> str:
         self.runs.finish(project, run_id, CLOSED_EMPTY, outcome=outcome)
-        self.store.mark_final(run_bundles_prefix(project, run_id))
-        self.reports.publish(project, run_id)
-        return CLOSED_EMPTY
+        return self._settle(project, run_id)
 
     def _forward_part(
         self, part: PartPlan, project: str, run_id: str, announced: Announced | None, sends_parts: bool
@@ -212,15 +226,29 @@ class FinalizeRun:
         if not self._written(
             lambda: self.runs.finish(project, run_id, FORWARDED, outcome=plan.completion.outcome, upstream=upstream)
         ):
-            return FORWARDED  # the finalizer of another part finished it first
+            return FORWARDED  # the finalizer of another part finished it first, and owes what follows
         self.metrics.add("ForwardSucceeded", 1, "Count")
         self.metrics.add("MergedBytes", sum(p.size for p in parts), "Bytes")
         self.metrics.add("FinalizeLatency", finished - epoch(plan.run.created_at), "Seconds")
-        self._record_on_its_branch(plan, finished)
-        sent = frozenset(s.key for s in plan.shards.values() if s.key) if plan.run.sends_parts else frozenset()
-        self.store.mark_final(run_bundles_prefix(project, run_id), sent_as_they_came=sent)
+        return self._settle(project, run_id, plan)
+
+    def _settle(self, project: str, run_id: str, plan: ForwardPlan | None = None) -> str:
+        """What a run owes once it is written forwarded (or closed empty), recorded as owed in that same
+        write (``Runs.finish``): its branch's records (its forwarded run, the carried sources, the
+        baseline), its bundles tagged, its final report (with the comment and the status). Done by this
+        finalizer, else by whoever comes next (the message retried, a redrive): each step again is a
+        no-op, and nothing goes upstream again. The run owes nothing once they all succeeded."""
+        now = self._run(project, run_id)
+        if now.state == FORWARDED:
+            plan = plan or self.planner.of(now, existing(now.plan, f"the plan of run {run_id} of {project}"))
+            self._record_on_its_branch(plan, epoch(now.upstream.at) if now.upstream else self.clock())
+            sent = frozenset(s.key for s in plan.shards.values() if s.key) if plan.run.sends_parts else frozenset()
+            self.store.mark_final(run_bundles_prefix(project, run_id), sent_as_they_came=sent)
+        else:
+            self.store.mark_final(run_bundles_prefix(project, run_id))
         self.reports.publish(project, run_id)
-        return FORWARDED
+        self._written(lambda: self.runs.settle(project, run_id))
+        return now.state
 
     def _upstream_said(self, plan: ForwardPlan, parts: list[Delivered], finished: float) -> UpstreamEntry:
         """How the forward ended, as the run says it; past the upstream run ids its item lists, the

@@ -88,6 +88,7 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
         rerun=bool(item.get("rerun")),
         sends_parts=bool(item.get("sends_parts")),
         plan=plan_from(item),
+        owed=bool(item.get("owed")),
     )
 
 

@@ -11,9 +11,11 @@ from botocore.exceptions import ClientError
 from codspeed_wire.report import UpstreamEntry
 
 from ...domain.ledger import (
+    CLOSED_EMPTY,
     ENDED,
     FINALIZING,
     FORWARD_FAILED,
+    FORWARDED,
     MAX_ATTEMPTS,
     MAX_GROUPS,
     MAX_VARIANTS,
@@ -223,17 +225,25 @@ class Runs(TableItems):
     ) -> bool:
         """Record how finalizing ended (or, for a run of parts, how one part failed): only a
         finalizer holding the run or one of its parts can, once the run is forwarded no more. The
-        shards ``outcome`` carries go first, an item each (``records.carried_items``)."""
+        shards ``outcome`` carries go first, an item each (``records.carried_items``). A run that ended
+        (forwarded, closed empty) owes what follows its end from this same write until ``settle``."""
         kept, carried = carried_items(project, run_id, outcome or Outcome(), self.expires_at())
         self.write_all(carried)
         return self.update_run(
             project,
             run_id,
-            "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero "
-            "REMOVE open_pk ADD rev :one, run_changes :one",
+            "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero, "
+            "owed = :owed REMOVE open_pk ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed)",
             {":s": state, ":up": _said(upstream), ":err": error, ":outcome": kept, ":zero": 0}
+            | {":owed": state in (FORWARDED, CLOSED_EMPTY)}
             | {":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
+        )
+
+    def settle(self, project: str, run_id: str) -> bool:
+        """The run owes nothing more: every step after its end was done (``FinalizeRun._settle``)."""
+        return self.update_run(
+            project, run_id, "REMOVE owed ADD rev :one, run_changes :one", "owed = :true", {":true": True}
         )
 
     def fail_held(self, project: str, run_id: str, upstream: UpstreamEntry, error: str) -> bool:
