@@ -174,3 +174,50 @@ def test_redrive_of_the_arrivals_without_queues_names_their_outputs():
     )
     assert result.returncode == 2
     assert "ArrivalsDeadLetterQueueUrl and ArrivalsQueueUrl outputs), or set ARRIVALS_DLQ_URL" in result.stderr
+
+
+def _delete_every_version(agg, key: str) -> None:
+    """What S3's lifecycle has done by then: every version of the bundle gone."""
+    s3, bucket = agg.store.s3, agg.store.bucket
+    listed = s3.list_object_versions(Bucket=bucket, Prefix=key)
+    for version in [*listed.get("Versions", []), *listed.get("DeleteMarkers", [])]:
+        s3.delete_object(Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"])
+
+
+def test_a_dead_letter_of_a_shard_already_counted_is_a_no_op_at_any_age_its_bundle_there_or_gone(
+    isolated, project, run_id
+):
+    """The close counted shard 2 itself (its event lost) and sent it; its arrival, redriven days later
+    from the dead-letter queue, counts nothing again, whether the lifecycle took its bundle or not."""
+    from codspeed_wire.api import CloseRequest
+    from tests.factories import bundle, push
+
+    agg = isolated.aggregator
+    keys = [push(agg, project, run_id, str(i), bundle(4240 + i, [f"t{i}::a"]), total=2)["key"] for i in (1, 2)]
+    agg.record_arrival.record(keys[0])
+    agg.record_arrival.record(keys[1])  # as the close's backstop counts it, its own event never come
+    agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+    assert isolated.finalize_all(project, run_id) == "forwarded"
+    sent = len(isolated.upstream.uploads(run_id))
+    assert agg.record_arrival.record(keys[1]) == "duplicate"  # redriven with its bundle there
+    _delete_every_version(agg, keys[1])
+    assert agg.record_arrival.record(keys[1]) == "duplicate"  # and once the lifecycle took it
+    report = agg.reports.report(project, run_id)
+    assert (report.state, report.arrived, len(isolated.upstream.uploads(run_id))) == ("forwarded", 2, sent)
+
+
+def test_a_dead_letter_whose_bundle_is_gone_and_was_never_counted_notes_the_shard_with_why_not_a_retry(
+    isolated, project, run_id
+):
+    """Before: its arrival raised MissingObject at every retry, back to the dead-letter queue."""
+    from codspeed_aggregator.use_cases.record_arrival import GONE
+    from tests.factories import bundle, push
+
+    agg = isolated.aggregator
+    agg.record_arrival.record(push(agg, project, run_id, "1", bundle(4241), total=2)["key"])
+    lost = push(agg, project, run_id, "2", bundle(4242), total=2)["key"]
+    _delete_every_version(agg, lost)
+    assert agg.record_arrival.record(lost) == "rejected"
+    shard = {s.name: s for s in agg.reports.report(project, run_id).shards}["2"]
+    assert (shard.state, shard.reason) == ("rejected", GONE)
+    assert agg.record_arrival.record(lost) == "duplicate"  # redriven again: nothing more

@@ -185,7 +185,9 @@ class Bucket:
                 return self.s3.get_object(Bucket=self.bucket, Key=key, VersionId=version_id)
             return self.s3.get_object(Bucket=self.bucket, Key=key)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("NoSuchKey", "NoSuchVersion", "404"):
+            code = exc.response["Error"]["Code"]
+            # a GET of an absent key is a 403 to a role whose ListBucket is held to prefixes: a LIST tells
+            if code in ("NoSuchKey", "NoSuchVersion", "404") or (code == "AccessDenied" and not self.holds(key)):
                 raise MissingObject(f"{key} (version {version_id or 'current'}) is not in the bucket") from exc
             raise
 

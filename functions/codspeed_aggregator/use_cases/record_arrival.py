@@ -11,7 +11,7 @@ from codspeed_rules.bundle import VALGRIND, BundleSummary
 from codspeed_rules.index import MadeFrom
 from codspeed_rules.verify import NotNormalized
 
-from ..adapters.bucket import Bucket, VersionedStream
+from ..adapters.bucket import Bucket, MissingObject, VersionedStream
 from ..adapters.ledger import Reads, Runs, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue, Queue
@@ -39,6 +39,10 @@ from ..settings import Settings
 from .reports import Reports
 
 log = logging.getLogger(__name__)
+GONE = (
+    "its bundle was no longer in the bucket when its arrival was counted (a dead letter redriven after the "
+    "lifecycle took it): nothing of it is counted"
+)
 
 MAX_DEFERRALS = 10  # times an event is sent again for lack of time before it goes to the dead-letter queue
 
@@ -92,8 +96,10 @@ class RecordArrival:
         return self.arrivals_queue
 
     def _again(self, run: RunRecord) -> Arrival:
-        """An arrival counted already (S3 delivers an event at least once): what its first delivery
-        may have died before doing is done again."""
+        """An arrival counted already (S3 delivers an event at least once, a close counts an overdue one
+        itself, a dead letter is redriven): what its first delivery may have died before doing is done
+        again, and nothing is read of its bundle, there or gone."""
+        log.info("an arrival in run %s of %s counted already: nothing more to count", run.run_id, run.project)
         if self._completes(run):
             self.queue.request(run.project, run.run_id, "complete")
         self.reports.publish(run.project, run.run_id)
@@ -128,6 +134,9 @@ class RecordArrival:
             summary, version_id, normalized = self._validate(key, version_id, upload.executor, not view.run.sends_parts)
         except BadBundle as exc:
             return self._rejected(view.run, shard, upload_id, exc)
+        except MissingObject:  # a dead letter redriven after the lifecycle took its bundle: said, never retried
+            log.warning("arrival of %s: its bundle is no longer in the bucket; shard %s noted without it", key, shard)
+            return self._rejected(view.run, shard, upload_id, BadBundle(GONE))
         figures = measured(summary.results)
         self.results.write(key, ShardResults(summary.benchmark_names, figures))
         cost_ms, longest_ms = shard_cost(figures) or (None, None)
