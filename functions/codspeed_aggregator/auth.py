@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .adapters.ci_oidc import OidcRefused
-from .domain.errors import Forbidden, Unauthorized
+from .domain.errors import Forbidden, Unauthorized, Unsupported
 
 
 def token_digest(token: str) -> str:
@@ -112,17 +112,40 @@ def github_webhook_secret(master: str, scope: str) -> str:
     return hmac.new(master.encode(), f"github-webhook:{scope}".encode(), hashlib.sha256).hexdigest()
 
 
-def check_github_signature(body: bytes, presented: str | None, master: str | None) -> str:
-    """The project a GitHub webhook delivery is about, once its signature is checked with that
-    repository's (or its organization's) secret. Whatever project the body names, only that
-    project's secret can have signed it."""
+FORM = "application/x-www-form-urlencoded"
+
+
+def github_payload(body: bytes, content_type: str | None) -> bytes:
+    """The JSON a GitHub webhook delivery carries, in either content type its form offers: the body
+    itself (``application/json``), or its ``payload`` field (``application/x-www-form-urlencoded``,
+    the form's default). The signature is checked over the body as sent, never over this."""
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    if kind == FORM or (not kind and body.startswith(b"payload=")):
+        from urllib.parse import parse_qs
+
+        fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=10)
+        if len(fields.get("payload", [])) == 1:
+            return fields["payload"][0].encode()
+    elif kind in ("", "application/json"):
+        return body
+    raise Unsupported(
+        f"the webhook body is not what GitHub sends (Content-Type {kind or 'none'!r}): set the webhook's Content "
+        "type to application/json or application/x-www-form-urlencoded (GitHub's default, a payload field)"
+    )
+
+
+def check_github_signature(body: bytes, payload: bytes, presented: str | None, master: str | None) -> str:
+    """The project a GitHub webhook delivery is about (named in its ``payload``: ``github_payload``),
+    once its signature over the ``body`` as sent is checked with that repository's (or its
+    organization's) secret. Whatever project the body names, only that project's secret can have
+    signed it."""
     if not master:
         raise Forbidden("the aggregator has no webhook secret configured: webhooks are refused")
     if not presented:
         raise Unauthorized("missing X-Hub-Signature-256 header: sign the body with HMAC-SHA256")
     try:
-        payload = json.loads(body)
-        project = str((payload.get("repository") or {}).get("full_name") or payload["organization"]["login"])
+        found = json.loads(payload)
+        project = str((found.get("repository") or {}).get("full_name") or found["organization"]["login"])
     except (ValueError, KeyError, TypeError, AttributeError):
         raise Unauthorized("the webhook body names no repository (repository.full_name) nor organization") from None
     scopes = (project, project.rsplit("/", 1)[0]) if "/" in project else (project,)

@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, NoReturn
 
 from . import operator_commands
-from .failure import CONFIG, EXIT_CODES, USAGE, Failure
+from .failure import CONFIG, EXIT_CODES, USAGE, Failure, aws_failure
 
 
 def _port(text: str) -> int:
@@ -298,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        failed = aws_failure(exc)
+        if failed is None:
+            raise
+        print(f"codspeed-aggregator: {failed}", file=sys.stderr)
+        return failed.code
 
 
 if __name__ == "__main__":

@@ -169,6 +169,39 @@ def _repo_secret(project: str) -> str:
     return github_webhook_secret(WEBHOOK_SECRET, project)
 
 
+@pytest.mark.slow
+def test_a_workflow_run_delivered_form_encoded_as_githubs_default_closes_the_run(stack, project, tmp_path):
+    """GitHub's webhook form offers application/x-www-form-urlencoded first: ``payload=<the JSON>``, signed
+    as sent. Every such delivery was a 401 saying the body named no repository; the run waited 3 hours."""
+    from urllib.parse import urlencode
+
+    run_id = str(int(time.time() * 1000))
+    _pushed_run(stack, project, run_id, tmp_path)
+    body = urlencode({"payload": _workflow_run(project, run_id).decode()}).encode()
+    form = {"Content-Type": "application/x-www-form-urlencoded", "X-GitHub-Event": "workflow_run"}
+    answer = _post(stack, "/webhooks/github", body, headers=form, secret=_repo_secret(project))
+    assert (answer.status_code, answer.json()) == (200, {"closed": [run_id]})
+    final = wait_for(lambda: (r := _report(stack, project, run_id))["state"] == "forwarded" and r)
+    assert {s["name"]: s["state"] for s in final["shards"]} == {"1": "arrived", "2": "missing"}
+    signed_payload = _post(  # the signature is the body's as sent, not its payload's
+        stack,
+        "/webhooks/github",
+        body,
+        headers=form,
+        secret=_repo_secret(project),
+        sign_body=_workflow_run(project, run_id),
+    )
+    assert signed_payload.status_code == 401
+    other = _post(
+        stack, "/webhooks/github", b"<xml/>", headers={**form, "Content-Type": "text/xml"}, secret=_repo_secret(project)
+    )
+    assert (other.status_code, other.json()["error"]) == (
+        415,
+        "the webhook body is not what GitHub sends (Content-Type 'text/xml'): set the webhook's Content type to "
+        "application/json or application/x-www-form-urlencoded (GitHub's default, a payload field)",
+    )
+
+
 def test_github_ping_and_other_events(stack):
     body = b'{"zen": "Keep it logically awesome.", "repository": {"full_name": "acme/widgets"}}'
     ping = _post(

@@ -9,6 +9,8 @@ from aws_lambda_powertools.metrics.functions import (
     is_metrics_disabled,
 )  # POWERTOOLS_METRICS_DISABLED, as powertools reads it
 
+from ..domain.metric_names import named
+
 __all__ = ["CloudWatchMetrics", "Metrics", "NoMetrics", "is_metrics_disabled"]
 
 
@@ -21,11 +23,11 @@ class CloudWatchMetrics:
         self._metrics = _Powertools()  # powertools metrics share one buffer per namespace
 
     def add(self, name: str, value: float, unit: str = "Count") -> None:
-        self._metrics.add_metric(name=name, unit=MetricUnit[unit], value=value)
+        self._metrics.add_metric(name=named(name), unit=MetricUnit[unit], value=value)
 
 
 class NoMetrics:
-    """Where metrics are disabled (the local stack, tests): nothing is recorded."""
+    """Where metrics are disabled (the local stack, tests): nothing is recorded, each name checked."""
 
     def add(self, name: str, value: float, unit: str = "Count") -> None:
-        pass
+        named(name)

@@ -18,6 +18,7 @@ __all__ = [
     "Refused",
     "Unauthorized",
     "Unprocessable",
+    "Unsupported",
 ]
 
 
@@ -41,6 +42,12 @@ class NotFound(Refused):
 
 class Conflict(Refused):
     status = 409
+
+
+class Unsupported(Refused):
+    """A body in a media type the route does not read."""
+
+    status = 415
 
 
 class AttemptEnded(Conflict):

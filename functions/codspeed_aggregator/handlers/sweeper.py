@@ -6,6 +6,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from ..domain.metric_names import named
 from ..sweeper_wiring import for_sweeper
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
@@ -18,6 +19,6 @@ metrics = Metrics()
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     closed = for_sweeper().sweep()
-    metrics.add_metric(name="RunsClosedAtDeadline", unit=MetricUnit.Count, value=len(closed))
+    metrics.add_metric(name=named("RunsClosedAtDeadline"), unit=MetricUnit.Count, value=len(closed))
     logger.info("sweep", extra={"closed": len(closed)})
     return {"closed": [f"{project}#{run_id}" for project, run_id in closed]}

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from codspeed_wire.webhooks import RefreshRequest, WorkflowRunEvent
 
 from .. import wiring
-from ..auth import check_fresh, check_github_signature, check_signature
+from ..auth import check_fresh, check_github_signature, check_signature, github_payload
 from ..domain.errors import Unprocessable
 from .http import JsonResponse, json_response, raw_body
 
@@ -45,13 +45,14 @@ def refresh_webhook() -> JsonResponse:
 @router.post("/webhooks/github")
 def github_webhook() -> JsonResponse:
     raw = raw_body(router)
-    project = check_github_signature(raw, _signature(), wiring.webhook_secret())
+    payload = github_payload(raw, router.current_event.headers.get("content-type"))
+    project = check_github_signature(raw, payload, _signature(), wiring.webhook_secret())
     kind = router.current_event.headers.get("x-github-event", "")
     if kind == "ping":
         return json_response(HTTPStatus.OK, {"message": "pong"})
     if kind != "workflow_run":
         return json_response(HTTPStatus.ACCEPTED, {"ignored": f"event {kind or '(none)'}"})
-    event = _parse(WorkflowRunEvent, raw)
+    event = _parse(WorkflowRunEvent, payload)
     if event.action != "completed":
         return json_response(HTTPStatus.ACCEPTED, {"ignored": f"workflow_run {event.action}"})
     run = event.workflow_run

@@ -105,16 +105,6 @@ class RecordArrival:
         self.reports.publish(run.project, run.run_id)
         return Arrival.DUPLICATE
 
-    def _check_size(self, size: int, upload: GrantRecord) -> None:
-        """A bundle of another size than its upload declared, or past what one without a token may be, is refused."""
-        if upload.size is not None and size != upload.size:
-            raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
-        if upload.tokenless and size > self.settings.tokenless_max_bundle_bytes:
-            raise BadBundle(
-                f"the bundle is {size} bytes, over the {self.settings.tokenless_max_bundle_bytes} a shard "
-                "sent without a token may be (the aggregator's TokenlessMaxBundleBytes)"
-            )
-
     def _arrival(self, key: str, size: int | None, version_id: str | None) -> Arrival:
         try:
             project, run_id, shard, upload_id = parse_bundle_key(key)
@@ -130,7 +120,7 @@ class RecordArrival:
             return self._again(view.run)  # absorbed before any download
         try:
             if size is not None:
-                self._check_size(size, upload)
+                _check_size(size, upload, self.settings.tokenless_max_bundle_bytes)
             summary, version_id, normalized = self._validate(key, version_id, upload.executor, not view.run.sends_parts)
         except BadBundle as exc:
             return self._rejected(view.run, shard, upload_id, exc)
@@ -300,6 +290,17 @@ class RecordArrival:
         before = self.reads.snapshot(run.project, attempt_run_id(base_run_id(run.run_id), run.attempt - 1))
         counted_before = set(before.arrived()) if before else set()
         return not run.awaits_rerun(snapshot.arrived().values() if snapshot else (), counted_before)
+
+
+def _check_size(size: int, upload: GrantRecord, tokenless_most: int) -> None:
+    """A bundle of another size than its upload declared, or past what one without a token may be, is refused."""
+    if upload.size is not None and size != upload.size:
+        raise BadBundle(f"the bundle is {size} bytes but {upload.size} were declared")
+    if upload.tokenless and size > tokenless_most:
+        raise BadBundle(
+            f"the bundle is {size} bytes, over the {tokenless_most} a shard "
+            "sent without a token may be (the aggregator's TokenlessMaxBundleBytes)"
+        )
 
 
 def _seen(shard: ShardRecord | None, upload: GrantRecord) -> bool:
