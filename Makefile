@@ -73,11 +73,13 @@ bench: install $(VALGRIND)
 	$(BIN)/python bench/moto_update.py
 	$(BIN)/python bench/close_cost.py
 	$(BIN)/python bench/record_sizes.py
+	$(BIN)/python bench/cold_start.py
 
 bench-smoke: install $(VALGRIND)
 	$(BIN)/python bench/merge.py --quick
 	$(BIN)/python bench/client.py --quick
 	$(BIN)/python bench/load.py --quick
+	$(BIN)/python bench/cold_start.py --quick
 	$(BIN)/python bench/scale.py --quick
 	$(BIN)/python bench/page.py --quick
 	$(BIN)/python bench/balance.py --quick
@@ -101,6 +103,9 @@ $(SAM_VENV)/bin/sam:
 sam-build: $(SAM_VENV)/bin/sam
 	PACKAGE_PYTHON=$(abspath $(SAM_VENV))/bin/python $(SAM_VENV)/bin/sam build --no-cached
 	test -n "$$(find .aws-sam/build/FinalizerFunction/isal -name '*aarch64*.so')"  # native wheels for arm64
+	# bytecode for the runtime's Python, in every function: none is compiled at a cold start
+	for f in ApiFunction ArrivalsFunction FinalizerFunction SweeperFunction; do \
+		test -n "$$(find .aws-sam/build/$$f/codspeed_aggregator -name '*.cpython-311.pyc' -print -quit)" || exit 1; done
 	# nothing local deployed: the embedded stack (moto's server, the gateway, the IAM evaluator) is not in any function
 	test -z "$$(find .aws-sam/build \( -name moto_server.py -o -path '*codspeed_local*' -o -path '*/moto/*' \) -print -quit)"
 	# nor the operator's commands, nor in the sweeper a library it never loads

@@ -17,7 +17,7 @@ from pathlib import Path
 OURS = ("codspeed_aggregator", "codspeed_rules", "codspeed_wire")
 # the distribution each library we import comes from, with the extras it runs with here
 DISTRIBUTIONS = {
-    "aws_lambda_powertools": "aws-lambda-powertools[tracer]",  # Tracing: Active needs the X-Ray SDK
+    "aws_lambda_powertools": "aws-lambda-powertools",  # tracing is Lambda's own (Tracing: Active): no X-Ray SDK
     "boto3": "boto3",
     "botocore": "botocore",
     "pydantic": "pydantic",
@@ -116,6 +116,32 @@ def build(handler: str, target: Path, python: str = sys.executable) -> None:
     pins = ("--constraint", str(Path(__file__).resolve().parent / "requirements.txt"))
     install = [python, "-m", "pip", "install", "--quiet", "--no-compile", "--only-binary=:all:", *PLATFORM]
     subprocess.run([*install, *pins, "--target", str(target), *wanted], check=True)
+    compile_bytecode(target, python)
+
+
+def compile_bytecode(target: Path, python: str) -> bool:
+    """Every module of the package compiled by the runtime's Python (the builder's when it is 3.11, else a
+    ``python3.11`` on the PATH): Lambda's /var/task is read-only, so bytecode not shipped is compiled again
+    at every cold start. Unchecked hashes: a zip keeps 2-second local-time stamps, which a timestamp check
+    could find stale, and nothing can rewrite it there. False, and said, when no such Python is found."""
+    runtime = next((p for p in (python, shutil.which("python3.11")) if p and _version(p) == RUNTIME), None)
+    if runtime is None:
+        print(f"function_package.py: no Python {RUNTIME} found: shipped without bytecode, compiled at every cold start")
+        return False
+    compiled = [runtime, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(target)]
+    if subprocess.run(compiled, check=False).returncode:  # a library's file that is no Python 3.11 (a template)
+        print(f"function_package.py: some files of {target} are not Python {RUNTIME}: left as they are")
+    return True
+
+
+RUNTIME = "3.11"  # template.yaml's Runtime: python3.11
+
+
+def _version(python: str) -> str | None:
+    found = subprocess.run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True, check=False
+    )
+    return found.stdout.strip() if found.returncode == 0 else None
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -28,7 +28,6 @@ REPORTS = "/v1/runs/"  # /v1/runs/<project>/<run_id>: API Gateway hands the path
 MAX_BODY = 256 * 1024  # metadata is a few KiB; bundles never pass through the API
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
-tracer = Tracer()
 
 
 app = Resolver(enable_validation=True)
@@ -135,7 +134,6 @@ def _caller(path: str, authorization: str | None) -> Principal | None:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     path = event.get("rawPath") or event.get("requestContext", {}).get("http", {}).get("path", "")

@@ -3,7 +3,7 @@
 from typing import Any
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes import S3Event
@@ -14,10 +14,9 @@ from ..domain.errors import BadBundle
 from ..domain.keys import BUNDLE_PREFIX, parse_bundle_key
 from ..settings import settings
 from ..wiring import for_arrivals
-from . import sqs_batch
+from .sqs_batch import sqs_batch
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
-tracer = Tracer()
 metrics = Metrics()
 
 
@@ -68,7 +67,6 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     with for_arrivals().reports.held():  # one report per run per batch

@@ -3,7 +3,7 @@ one-upload: its shards merged into one upload), once."""
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -12,10 +12,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from codspeed_wire.queue import FinalizeMessage
 
 from ..wiring import for_finalizer
-from . import sqs_batch
+from .sqs_batch import sqs_batch
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
-tracer = Tracer()
 metrics = Metrics()
 
 
@@ -36,7 +35,6 @@ def record_handler(record: SQSRecord) -> None:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=record_handler, processor=sqs_batch(), context=context)

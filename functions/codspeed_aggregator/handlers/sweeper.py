@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -10,12 +10,10 @@ from ..domain.metric_names import named
 from ..sweeper_wiring import for_sweeper
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
-tracer = Tracer()
 metrics = Metrics()
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     closed = for_sweeper().sweep()
