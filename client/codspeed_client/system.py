@@ -55,7 +55,7 @@ def machine(root: str = "/") -> dict[str, Any]:
         **_os(root),
         "arch": platform.machine() or None,
         "host": platform.node() or None,
-        "user": os.environ.get("USER") or os.environ.get("USERNAME") or None,
+        "user": _user(),
     }
     processors = _processors(_read(os.path.join(root, "proc/cpuinfo")))
     info.update(_cpu(processors))
@@ -64,6 +64,17 @@ def machine(root: str = "/") -> dict[str, Any]:
         info["totalMemoryGb"] = -(-int(kilobytes) // (1 << 20))  # sysinfo's bytes, div_ceil a GiB
     info["cpuFlags"] = info.pop("cpuFlags")  # the runner's order: its flags last
     return {k: v for k, v in info.items() if v is not None}
+
+
+def _user() -> str:
+    """The account of the process's uid, as ``whoami`` says it (the runner runs it), whatever the environment
+    says (a container job has no USER); the uid's number where it has no account (there the runner stops)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
 
 
 def _os(root: str) -> dict[str, Any]:

@@ -68,13 +68,7 @@ class Settings:
     upstream_token_parameter: str | None
     upstream_tokens_path: str | None  # SSM: one upstream token per project, <path>/<owner>/<repo>
     run_deadline_seconds: int
-    presign_expiry_seconds: int
-    max_bundle_bytes: int
-    merge_level: int
     finalize_lease_seconds: int
-    upstream_timeout_seconds: float
-    upstream_attempts: int
-    max_benchmarks_per_upload: int
     max_part_bytes: int
     arrival_reserve_seconds: int
     arrival_mib_per_second: float
@@ -101,11 +95,20 @@ class Settings:
     tokenless_max_bundle_bytes: int  # a shard sent without a token (a fork's pull request) is at most this
     public_url: str | None  # where the API answers (run pages' links); the API also knows it from a request
     page_link_days: int
-    report_inline_bytes: int  # a report answered inline up to this; larger, by a presigned S3 link
     regression_threshold: float
     forward_mode: str = PARTS  # parts: each shard upstream as it is counted; one-upload: a run at its end
     forward_modes: tuple[tuple[str, str], ...] = ()  # (project, mode): a project's own mode
     arrivals_dead_letter_url: str = ""  # where an event deferred past MAX_DEFERRALS goes
+    # Constants, no operator's to set (the tests vary them with dataclasses.replace):
+    presign_expiry_seconds: int = (
+        600  # an upload URL's life: a job's PUT comes within seconds; a close waits this at most
+    )
+    max_bundle_bytes: int = 5 << 30  # S3's largest PUT
+    merge_level: int = 1  # deflate level of a merged upload's recompressed members: bench/merge.py, speed over size
+    upstream_timeout_seconds: float = 60  # one request to CodSpeed; a 5 GiB PUT streams, each read within it
+    upstream_attempts: int = 3  # tries of one request to CodSpeed, then the message's own retries (SQS)
+    max_benchmarks_per_upload: int = 1000  # CodSpeed's limit of benchmarks in one upload
+    report_inline_bytes: int = 5 << 20  # a report answered inline up to this (Lambda answers 6 MB); larger, a link
 
     def sends_parts(self, project: str) -> bool:
         """Whether a run of ``project`` opened now sends each shard upstream as it is counted."""
@@ -144,13 +147,7 @@ class Settings:
             upstream_token_parameter=_text("UPSTREAM_TOKEN_PARAMETER"),
             upstream_tokens_path=_text("UPSTREAM_TOKENS_PATH"),
             run_deadline_seconds=int(env.get("RUN_DEADLINE_SECONDS", 3 * 3600)),
-            presign_expiry_seconds=min(int(env.get("PRESIGN_EXPIRY_SECONDS", 600)), 900),
-            max_bundle_bytes=int(env.get("MAX_BUNDLE_BYTES", 5 << 30)),
-            merge_level=int(env.get("MERGE_LEVEL", 1)),
             finalize_lease_seconds=int(env.get("FINALIZE_LEASE_SECONDS", 960)),
-            upstream_timeout_seconds=float(env.get("UPSTREAM_TIMEOUT_SECONDS", 60)),
-            upstream_attempts=int(env.get("UPSTREAM_ATTEMPTS", 3)),
-            max_benchmarks_per_upload=int(env.get("MAX_BENCHMARKS_PER_UPLOAD", 1000)),  # CodSpeed's limit
             # bundle bytes merged into one upload: under S3's 5 GB PUT, and what one merge does in minutes
             max_part_bytes=int(env.get("MAX_PART_BYTES", MAX_UPLOAD_BYTES)),
             # what an arrival takes, beyond its bundle's bytes at ARRIVAL_MIB_PER_SECOND (``arrival_reserve``)
@@ -176,7 +173,6 @@ class Settings:
             circleci_jwks_url=_text("CIRCLECI_JWKS_URL"),
             public_url=(_text("PUBLIC_URL") or "").rstrip("/") or None,
             page_link_days=int(env.get("PAGE_LINK_DAYS", 30)),
-            report_inline_bytes=int(env.get("REPORT_INLINE_BYTES", 5 << 20)),  # under Lambda's 6 MB answer
             regression_threshold=float(env.get("REGRESSION_THRESHOLD", 0.05)),
             forward_mode=_mode(env.get("FORWARD_MODE") or PARTS, "FORWARD_MODE"),
             forward_modes=_forward_modes(),

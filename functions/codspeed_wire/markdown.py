@@ -210,7 +210,7 @@ def _md_flagged(report: Report) -> list[str]:
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {md(b.name)} | {md(', '.join(b.shards) if b.shards else b.shard)} | {b.change:+.1%} | "
+            f"| {md(b.name)} | {md(report.shards_shown(b))} | {b.change:+.1%} | "
             f"{figure(b.value, b.unit)} | "
             f"{figure(b.baseline, b.unit)} |"
             for b in flagged

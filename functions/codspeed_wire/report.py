@@ -139,3 +139,9 @@ class Report(BaseModel):
     @property
     def final(self) -> bool:
         return self.state in FINAL_STATES
+
+    def shards_shown(self, benchmark: BenchmarkEntry) -> str:
+        """The shards a benchmark stands in (each that measured it), by the names their readers know them
+        (``ShardEntry.shown``: a runner job as its CI shows it), never by their storage keys."""
+        shown = {s.name: s.shown for s in self.shards}
+        return ", ".join(shown.get(name, name) for name in benchmark.shards or [benchmark.shard])

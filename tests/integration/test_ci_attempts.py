@@ -268,3 +268,18 @@ def test_a_close_whose_look_at_the_bucket_fails_never_says_nothing_more_is_comin
     assert "nothing more is coming" not in said
     assert agg.finalize_run.finalize(project, run_id) == "waiting"  # the LIST answers: the bundle is awaited
     assert agg.reports.report(project, run_id).closing.startswith("closing: waiting for shard 1's bundle")
+
+
+def test_a_shard_pushed_once_in_a_re_runs_attempt_is_its_first_upload_there_not_pushed_again(isolated, project, run_id):
+    """Before: "pushed again: upload 2 of this attempt" on a shard pushed once in that attempt (after a GitLab
+    retry, a re-run of all): the count ran across attempts."""
+    agg = isolated.aggregator
+    for name in ("1", "2"):
+        agg.record_arrival.record(
+            push(agg, project, run_id, name, bundle(4240 + int(name)), total=2, ci_attempt=1)["key"]
+        )
+    assert isolated.finalize_all(project, run_id) == "forwarded"
+    again = push(agg, project, run_id, "1", bundle(4250), total=2, ci_attempt=2)
+    agg.record_arrival.record(again["key"])
+    shards = {s.name: s for s in agg.reports.report(project, attempt_run_id(run_id, 2)).shards}
+    assert (shards["1"].attempt, shards["2"].attempt) == (1, 0)  # pushed once in attempt 2; carried along

@@ -102,11 +102,19 @@ def test_a_forwarded_run_with_regressions_past_the_threshold_fails_its_status_wi
     regressed = BenchmarkCounts(measured=20, regressions=3, improvements=1, unchanged=16, worst_regression=0.3)
     assert commit_status(_report("forwarded", 3, [], counts=regressed, threshold=0.05)) == (
         "failure",
-        "3 regressions past 5% (worst +30.0%); forwarded 3/3 shards",
+        "forwarded 3/3 shards; 3 regressions past 5% (worst +30.0%)",
     )
     improved = BenchmarkCounts(measured=20, improvements=4, unchanged=16, worst_improvement=-0.2)
     assert commit_status(_report("forwarded", 3, [], counts=improved)) == ("success", "forwarded 3/3 shards")
     assert commit_status(_report("open", 2, [], counts=regressed)) == ("pending", "2/3 shards in")  # gated once final
+    # a crashed job no longer hides the regressions: every reason at once, in the order they matter
+    assert commit_status(_report("forwarded", 2, [("4", "missing")], counts=regressed, threshold=0.05)) == (
+        "failure",
+        "forwarded 2/3 shards; missing: 4; 3 regressions past 5% (worst +30.0%)",
+    )
+    many = [(f"benchmarks [shard {i}, job {i}/40]", "missing") for i in range(10)]
+    said = commit_status(_report("forwarded", 2, many, counts=regressed, threshold=0.05))[1]
+    assert said == "forwarded 2/3 shards; 10 shards missing; 3 regressions past 5% (worst +30.0%)"  # under 140
 
 
 def _runner_pull_request(agg, project: str, run_id: str, merge: str) -> None:
@@ -176,5 +184,5 @@ def test_shards_that_measure_the_same_benchmarks_are_named_at_the_close_and_fail
     assert said in render_markdown(report)
     assert (github.statuses[-1]["state"], github.statuses[-1]["description"]) == (
         "failure",
-        "3 benchmarks measured in two shards; forwarded 3/3 shards",
+        "forwarded 3/3 shards; 3 benchmarks measured in two shards",
     )

@@ -530,7 +530,7 @@ def test_the_metadata_describes_the_machine_with_the_runners_fields(tmp_path, mo
     )
     (tmp_path / "proc/meminfo").write_text("MemTotal:       16375000 kB\nMemFree:         1000 kB\n")
     monkeypatch.setattr(system.platform, "system", lambda: "Linux")
-    monkeypatch.setenv("USER", "runner")
+    monkeypatch.setenv("USER", "runner")  # what the environment says: the runner runs whoami, as the client reads it
     found = system.machine(str(tmp_path))
     assert {
         k: found[k]
@@ -538,7 +538,7 @@ def test_the_metadata_describes_the_machine_with_the_runners_fields(tmp_path, mo
     } == {
         "os": "ubuntu",
         "osVersion": "24.04",
-        "user": "runner",
+        "user": subprocess.run(["whoami"], capture_output=True, text=True, check=True).stdout.strip(),
         "cpuBrand": "AMD EPYC 7763 64-Core Processor",
         "cpuName": "cpu0",
         "cpuVendorId": "AuthenticAMD",
@@ -553,6 +553,10 @@ def test_the_metadata_describes_the_machine_with_the_runners_fields(tmp_path, mo
         monkeypatch.setattr(system.platform, "system", lambda other=other: other)
         answer = system.machine(str(tmp_path / "nowhere"))
         assert answer["os"] == name and answer["cpuFlags"] == [] and "totalMemoryGb" not in answer
+    monkeypatch.delenv("USER")  # a container job: no USER, still whoami's account
+    assert system.machine(str(tmp_path))["user"] == found["user"]
+    monkeypatch.setattr(system.os, "getuid", lambda: 54321)  # a uid with no account: its number
+    assert system.machine(str(tmp_path))["user"] == "54321"
 
 
 def test_pushed_metadata_has_every_field_the_runner_sends():

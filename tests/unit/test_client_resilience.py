@@ -470,6 +470,13 @@ def test_a_tokenless_push_prints_the_run_hash_of_the_bytes_it_sends_as_the_runne
     assert request["metadata"]["tokenless"] is True and request["metadata"]["headRef"] == "someone:f"
     sent = request["metadata_body"].encode()
     assert f'CodSpeed Run Hash: "{hashlib.sha256(sent).hexdigest()}"' in capsys.readouterr().err.splitlines()
+    # a push the aggregator refused sent nothing upstream: no Run Hash to look for (it was printed all the same)
+    unlisted = {"error": "missing Authorization header: ... a/b is not one of them"}
+    refused = scripted({("POST", "/v1/uploads"): [(401, unlisted, {})]})
+    args = ["push", "--shard", "1/2", "--profile-folder", str(folder), "--api-url", refused.url, "--commit", "a" * 40]
+    main(args)  # a fork's push that cannot be taken warns and exits 0: the contributor's job is not failed
+    said = capsys.readouterr()
+    assert "CodSpeed Run Hash" not in said.err + said.out, said
 
 
 def test_a_push_whose_shard_was_accepted_exits_0_when_following_it_upstream_fails(

@@ -412,5 +412,5 @@ def test_every_variable_the_functions_read_is_in_the_deploy_page_s_table():
     read = set(re.findall(r'(?:env\.get|_flag|_text|_listed)\("([A-Z][A-Z0-9_]+)"', code))
     table = (ROOT / "docs" / "deploy.md").read_text().split("## What the functions read", 1)[1]
     named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
-    assert len(read) > 40 and read <= named, sorted(read - named)
+    assert len(read) >= 40 and read <= named, sorted(read - named)  # 48 before eight became constants
     assert named <= read | {"AWS_ENDPOINT_URL"}, sorted(named - read)  # no row for a variable nothing reads

@@ -393,3 +393,28 @@ def test_a_shard_pushed_again_says_so_in_status():
 
     text = render_text(build_report(_snapshot(), "now").model_dump())
     assert "pushed again: upload 2 of this attempt" in text and "running" in text
+
+
+def test_the_regression_table_and_the_page_name_a_runner_jobs_shard_as_its_ci_shows_it_never_its_key():
+    """Before: the table said the shard's key, ``benchmarks-shard-1-job-index-0-…\\!e958d9e6b7``, beside a
+    shard table saying ``benchmarks [shard 1, job 1/4]``."""
+    from codspeed_aggregator.pages.run_page import render_run
+    from codspeed_wire.report import BenchmarkCounts, BenchmarkEntry, ShardEntry
+
+    key = "benchmarks-shard-1-job-index-0-job-total-4-executor-valgrind-run-index-0!e958d9e6b7"
+    label = 'benchmarks-{"shard":1}-{"job-index":0,"job-total":4}-{"executor":"valgrind","run-index":0}'
+    shard = ShardEntry(name=key, label=label, display="benchmarks [shard 1, job 1/4]", state="arrived")
+    twice = BenchmarkEntry(
+        name="bench_s1_0", shard=key, shards=[key, "2"], state="measured", unit="cycles", value=1200.0,
+        baseline=1000.0, change=0.2, flag="regression",
+    )  # fmt: skip
+    report = Report(
+        project="a/b", run_id="r", state="forwarded", partial=False, version=3, arrived=2,
+        generated_at="2026-12-07T07:00:00Z",
+        shards=[shard, ShardEntry(name="2", state="arrived")], benchmarks=[twice],
+        counts=BenchmarkCounts(measured=1, regressions=1),
+    )  # fmt: skip
+    markdown, page = render_markdown(report), render_run(report, {}, None, None)
+    assert "| bench\\_s1\\_0 | benchmarks \\[shard 1, job 1/4\\], 2 | +20.0% |" in markdown
+    assert "benchmarks [shard 1, job 1/4], 2</td>" in page
+    assert "e958d9e6b7" not in markdown and "e958d9e6b7</td>" not in page

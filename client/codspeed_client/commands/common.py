@@ -79,9 +79,11 @@ class Output:
 
 def _where_to_send(args: argparse.Namespace) -> tuple[str, str | None]:
     """The aggregator's URL ("" where nothing says: a command that needs one says which, ``missing``)
-    and its token: a secret pasted with its line break (a CI secret, a file read into the variable) is the token."""
+    and its token: a secret pasted with its line break (a CI secret, a file read into the variable) is the token,
+    and so is one given as its header says it (``Bearer tok``), as the aggregator takes it."""
     url: str = args.api_url or os.environ.get("CODSPEED_AGGREGATOR_URL") or ""
-    return url, (args.token or os.environ.get("CODSPEED_AGGREGATOR_TOKEN") or "").strip() or None
+    token = (args.token or os.environ.get("CODSPEED_AGGREGATOR_TOKEN") or "").strip()
+    return url, token.removeprefix("Bearer ").strip() or None
 
 
 def _which_run(args: argparse.Namespace, ctx: CiContext) -> tuple[str, str, str]:

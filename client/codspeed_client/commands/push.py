@@ -112,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
         if api is None:
             return _dry_run(out, made, verdict.result(), request)
         grant = _upload_checked(api, made, request, verdict, out)
+        if target.tokenless:  # as the runner says it for a tokenless upload it sent: the hash of the POST's bytes
+            from .. import metadata
+
+            out.say(f'CodSpeed Run Hash: "{metadata.run_hash(request["metadata_body"].encode())}"')
     finally:
         if args.profile_folder:
             made.path.unlink(missing_ok=True)
@@ -236,8 +240,6 @@ def _request(
         **where_from(target.ctx, target.commit),
         **ci_origin(target.ctx),
     }
-    if target.tokenless:  # as the runner says it for a tokenless upload: the hash of the POST's bytes
-        out.say(f'CodSpeed Run Hash: "{metadata.run_hash(sent)}"')
     return request
 
 

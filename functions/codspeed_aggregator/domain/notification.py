@@ -15,21 +15,37 @@ def commit_status(report: Report) -> tuple[str, str] | None:
             return None  # quiet until the first shard
         doing = ": finishing, what is not upstream yet going now" if report.state == "finalizing" else ""
         return "pending", f"{report.arrived}/{expected} shards in{doing}"
-    missing = [s.shown for s in report.shards if s.state == "missing"]  # as the comment and status name them
     done = shards_done(report.arrived, report.carried, expected, then="")  # a carried shard is done
     if report.state == "forward_failed":
         return "failure", "forwarding the merged upload failed: redrive it"
     if report.state == "closed_empty":
         return "failure", "closed with no shard arrived: nothing sent"
-    if missing:
-        return "failure", f"forwarded {done}; missing: {', '.join(missing)}"[:140]
-    if report.overlaps_total:
-        return "failure", f"{plural(report.overlaps_total, 'benchmark')} measured in two shards; forwarded {done}"[:140]
+    reasons = _reasons(report, named=True)
+    if not reasons:
+        return "success", f"forwarded {done}"
+    said = f"forwarded {done}; " + "; ".join(reasons)
+    if len(said) > DESCRIPTION:  # names give way to counts: every reason still said, the run page names them
+        said = f"forwarded {done}; " + "; ".join(_reasons(report, named=False))
+    return "failure", said[:DESCRIPTION]
+
+
+DESCRIPTION = 140  # GitHub's most for a status's description
+
+
+def _reasons(report: Report, named: bool) -> list[str]:
+    """Why the status fails, in the order they matter: shards missing (or refused), then benchmarks that
+    regressed, then benchmarks two shards measured; each with its count, shards by the names readers know."""
+    reasons = []
+    for state, what in (("missing", "missing"), ("rejected", "rejected")):
+        shards = [s.shown for s in report.shards if s.state == state]
+        if shards:
+            reasons.append(f"{what}: {', '.join(shards)}" if named else f"{plural(len(shards), 'shard')} {what}")
     if report.counts.regressions:  # the regression gate: the stack's RegressionThreshold
         worst = report.counts.worst_regression
-        return "failure", (
+        reasons.append(
             f"{plural(report.counts.regressions, 'regression')} past {report.threshold:.0%}"
             + (f" (worst {worst:+.1%})" if worst is not None else "")
-            + f"; forwarded {done}"
-        )[:140]
-    return "success", f"forwarded {done}"
+        )
+    if report.overlaps_total:
+        reasons.append(f"{plural(report.overlaps_total, 'benchmark')} measured in two shards")
+    return reasons

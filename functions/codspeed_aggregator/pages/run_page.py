@@ -110,7 +110,7 @@ def _verdict(report: Report) -> str:
     return f'<p id="verdict" class="verdict {kind}" role="status">{said}{against}{partial}</p>'
 
 
-def _row(b: BenchmarkEntry) -> str:
+def _row(b: BenchmarkEntry, report: Report) -> str:
     change = "" if b.change is None else f"{b.change:+.1%}"
     flag = f' <span class="flag">{b.flag}</span>' if b.flag else ""
     where = f' title="{escape(b.source)}"' if b.source else ""
@@ -118,7 +118,7 @@ def _row(b: BenchmarkEntry) -> str:
         f'data-name="{escape(b.name)}" data-shard="{escape(b.shard)}" data-state="{b.state}" '
         f'data-value="{"" if b.value is None else b.value}" data-change="{"" if b.change is None else b.change}"'
     )
-    shards = escape(", ".join(b.shards) or b.shard)  # a benchmark two shards measured: both
+    shards = escape(report.shards_shown(b))  # a benchmark two shards measured: both, as their readers know them
     return (
         f'<tr class="{b.flag or b.state}" {data}><td>{escape(b.name)}</td><td>{shards}</td>'
         f'<td{where}>{b.state}</td><td class="num">{figure(b.value, b.unit)}</td>'
@@ -150,7 +150,7 @@ def _table(report: Report, query: dict[str, Any], sort: str | None, shard: Shard
     return (
         form + f'<div class="scroll"><table id="benchmarks"><caption>{caption}</caption>'
         f"<thead><tr>{_heads(query)}</tr></thead>"
-        f"<tbody>{''.join(_row(b) for b in rows)}</tbody></table></div>"
+        f"<tbody>{''.join(_row(b, report) for b in rows)}</tbody></table></div>"
     )
 
 

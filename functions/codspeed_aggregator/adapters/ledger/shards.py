@@ -147,6 +147,7 @@ class Shards(TableItems):
                 **item,
                 "pk": run_pk(project, run_id),
                 "rev": 0,
+                "attempt": 0,  # its uploads in this attempt: none yet (a re-run's push is this attempt's first)
                 "inherited_from": item.get("inherited_from") or earlier,
             }
             try:
