@@ -68,6 +68,10 @@ def make_archive(path: Path, size: int) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
+def _quiet(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
@@ -80,10 +84,10 @@ def main() -> int:
         compileall.compile_dir(ROOT / folder, quiet=1)
     python = [sys.executable, "-c", "pass"]
     client_help = [str(BIN / "codspeed-client"), "--help"]
-    run = lambda cmd: subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)  # noqa: E731
-    run(python), run(client_help)  # warm the file cache
-    bare_start = best(lambda: run(python), repeats * 4)
-    help_start = best(lambda: run(client_help), repeats * 4)
+
+    _quiet(python), _quiet(client_help)  # warm the file cache
+    bare_start = best(lambda: _quiet(python), repeats * 4)
+    help_start = best(lambda: _quiet(client_help), repeats * 4)
 
     sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
     from codspeed_local.stack import LocalStack

@@ -106,7 +106,7 @@ def one_run(stack, billed: BilledUnits, shards: int, case: str, bundle_bytes: in
         finally:
             looks.append(billed.snapshot() - before)
 
-    CloseBarrier.passed = counted  # type: ignore[method-assign]
+    CloseBarrier.passed = counted  # type: ignore[method-assign]  # each look counted, the stack's own barrier
     try:
         close = {"project": PROJECT, "run_id": run_id, "ci_run": CI_RUN, "ci_attempt": 1}
         session.post(f"{stack.api_url}/v1/runs/close", json=close, timeout=30).raise_for_status()
@@ -116,7 +116,7 @@ def one_run(stack, billed: BilledUnits, shards: int, case: str, bundle_bytes: in
             assert arrivals.record(held) == "recorded"  # its event comes: the arrival asks the finalize again
             drain(stack)
     finally:
-        CloseBarrier.passed = passed  # type: ignore[method-assign]
+        CloseBarrier.passed = passed  # type: ignore[method-assign]  # put back as it was
     assert state(session, stack, run_id) == "forwarded"
     requests_bill = BilledUnits.dollars(billed.snapshot() - began)
     whole = sum(whole_bill("parts", shards, bundle_bytes, requests_bill)["lines"].values())

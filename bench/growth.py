@@ -184,7 +184,10 @@ def measure(
     assert report.counts.measured == 3 * shards, report.counts
     items, item_bytes = table_footprint(stack, run_id, project)
     objects, object_bytes = results_footprint(stack, run_id, project)
-    mean = lambda rows, key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
+
+    def mean(rows, key):
+        return sum(r[key] for r in rows) / len(rows)
+
     late = rebuilds.pop() if processes > 1 else None  # the last batch's, by a process new to the run
     firsts = [r for r in rebuilds if r["first"]]  # a process's first: the run (and its baseline) read whole
     steady = [r for r in rebuilds if not r["first"]] or firsts  # a run of one batch has only its first
@@ -286,7 +289,9 @@ def ratio(big: float, small: float) -> float:
 
 
 def compare(small: dict, big: dict) -> dict:
-    per = lambda m: sum(sum(v.values()) for v in m["arrival"].values()) / len(m["arrival"])  # noqa: E731
+    def per(m):
+        return sum(sum(v.values()) for v in m["arrival"].values()) / len(m["arrival"])
+
     return {
         "arrival_requests_ratio": ratio(per(big), per(small)),
         "rebuild_s3_bytes_ratio": ratio(big["rebuild_bytes"]["s3"], small["rebuild_bytes"]["s3"]),

@@ -143,11 +143,16 @@ def model(shards: int, shard_mb: float, benchmarks: int, rates: dict[str, float]
     if benchmarks > limit:  # each shard goes alone, as sent: no merge, its bytes read and sent once
         parts = [[name] for name, _, _ in sizes]
         per_part = shard_mb
-        one_part = lambda mib: 2 * mib / TRANSFER_MIB_S / 60  # noqa: E731
+
+        def one_part(mib):
+            return 2 * mib / TRANSFER_MIB_S / 60
     else:  # merged parts, cut by both limits: benchmarks and bytes
         parts = plan_uploads(sizes, limit, stack["part_bytes"])
         per_part = min(stack["part_bytes"] / MIB, max(1, limit // max(benchmarks, 1)) * shard_mb)
-        one_part = lambda mib: part_minutes(mib, merge_rate, stack)  # noqa: E731
+
+        def one_part(mib):
+            return part_minutes(mib, merge_rate, stack)
+
     biggest = max(len(part) * shard_mb for part in parts)
     per_bundle = shard_mb / (arrival_rate * vcpu(stack["arrivals_memory"])) + 2 * shard_mb / TRANSFER_MIB_S
     batch = stack["arrivals_batch"] * per_bundle

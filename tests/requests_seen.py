@@ -23,7 +23,10 @@ def dynamodb_requests(db):
 def s3_gets(s3, operation: str = "GetObject"):
     """The keys of each S3 GetObject (or ``operation``) made meanwhile."""
     seen = []
-    note = lambda params, **_: seen.append(params["Key"])  # noqa: E731
+
+    def note(params, **_):
+        return seen.append(params["Key"])
+
     s3.meta.events.register(f"before-parameter-build.s3.{operation}", note, unique_id="requests-seen")
     try:
         yield seen

@@ -11,9 +11,13 @@ def as_aws() -> None:
 
 def _updates_all_or_nothing() -> None:
     """DynamoDB applies none of an UpdateItem it refuses (an item past 400 KB, a failed condition, an
-    invalid expression); moto applies its actions one by one on the stored item and, refusing the
-    result for its size, keeps what came before the oversized value (a run read ``forwarded`` here
-    where AWS leaves it ``finalizing``). The item as it was is put back on any refusal."""
+    invalid expression: "If the condition is not met, the update does not take place", and an item's
+    400 KB limit refuses the write, DynamoDB developer guide, UpdateItem and Service quotas); moto
+    applies its actions one by one on the stored item and, refusing the result for its size, keeps
+    what came before the oversized value (a run read ``forwarded`` here where AWS leaves it
+    ``finalizing``). The item as it was is put back on any refusal. Not reported upstream yet;
+    ``tests/integration/test_moto_fidelity.py`` fails the day moto applies an update all or nothing itself,
+    so that this patch can go."""
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.dynamo_type import DynamoType
 

@@ -17,6 +17,7 @@ from .moto_speedups import speed_up_moto
 from .serving import serve_in_thread
 
 SPEEDUPS = "CODSPEED_LOCAL_MOTO_SPEEDUPS"  # "0": moto's own code, none of moto_speedups' shortcuts
+MOTO_PATCHED = "5.2.6"  # the moto moto_speedups was written against: pyproject's local extra and constraints.txt
 
 # The requests after which a queue may hold a message it did not: S3's writes (its event
 # notifications go to SQS within the request) and SQS's own sends and visibility changes.
@@ -47,6 +48,25 @@ class Wakeups:
                 event.set()
 
 
+def shortcuts_apply(installed: str | None = None) -> bool:
+    """Whether moto_speedups' shortcuts may be swapped in: not when turned off (``SPEEDUPS``), nor on a moto
+    other than the one they were written for, whose internals they cannot vouch for (said in a sentence:
+    the stack serves all the same, as moto ships, slower)."""
+    if os.environ.get(SPEEDUPS, "1") == "0":
+        return False
+    from importlib.metadata import version
+
+    installed = installed or version("moto")
+    if installed != MOTO_PATCHED:
+        logging.getLogger(__name__).warning(
+            "moto %s is not the %s the local stack's shortcuts were written for: it serves without them, slower",
+            installed,
+            MOTO_PATCHED,
+        )
+        return False
+    return True
+
+
 def start_moto(
     host: str = "127.0.0.1",
     port: int = 0,
@@ -59,7 +79,7 @@ def start_moto(
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
     as_aws()
-    if os.environ.get(SPEEDUPS, "1") != "0":  # off: moto as it ships, for a moto that changed under them
+    if shortcuts_apply():
         speed_up_moto()
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()

@@ -390,7 +390,10 @@ def test_bundles_are_tagged_for_expiry_only_once_their_run_is_final(isolated, pr
     bad = push(agg, project, run_id, "2", b"junk", total=2)["key"]
     agg.record_arrival.record(good)
     agg.record_arrival.record(bad)
-    tags = lambda key: agg.store.s3.get_object_tagging(Bucket=agg.store.bucket, Key=key)["TagSet"]  # noqa: E731
+
+    def tags(key):
+        return agg.store.s3.get_object_tagging(Bucket=agg.store.bucket, Key=key)["TagSet"]
+
     isolated.upstream.failures.extend([500, 500, 500])
     agg.close_run.close(CloseRequest(project=project, run_id=run_id))
     with pytest.raises(UpstreamError):

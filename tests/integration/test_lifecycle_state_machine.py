@@ -317,7 +317,10 @@ class RunLifecycle(RuleBasedStateMachine):
         if benchmark is None:
             assert outcomes[0] in ("rejected", "duplicate") and outcomes[1:] == ["duplicate"] * (times - 1)
             after = self.agg.ledger.reads.snapshot(self.project, self.run_id)
-            others = lambda snap: {n: (s.state, s.upload_id) for n, s in snap.shards.items() if n != shard}  # noqa: E731
+
+            def others(snap):
+                return {n: (s.state, s.upload_id) for n, s in snap.shards.items() if n != shard}
+
             assert others(after) == others(before)  # a bad bundle changes nothing else
         else:
             assert outcomes[1:] == ["duplicate"] * (times - 1)

@@ -118,3 +118,27 @@ def test_a_messages_retention_read_once_is_moto_s_own_answer(retention, age, kep
     read_once = SQSBackend.is_message_valid_based_on_retention_period
     assert read_once(backend, "retained", message) is kept
     assert read_once.moto_own(backend, "retained", message) is kept
+
+
+def test_on_another_moto_the_stack_says_so_in_a_sentence_and_runs_without_its_shortcuts(caplog, monkeypatch):
+    from codspeed_local import moto_server
+
+    monkeypatch.delenv(moto_server.SPEEDUPS, raising=False)
+    assert moto_server.shortcuts_apply(moto_server.MOTO_PATCHED)
+    assert not moto_server.shortcuts_apply("5.3.0")
+    assert caplog.messages[-1] == (
+        f"moto 5.3.0 is not the {moto_server.MOTO_PATCHED} the local stack's shortcuts were written for: it serves "
+        "without them, slower"
+    )
+
+
+def test_the_local_extra_pins_the_moto_the_shortcuts_were_written_for():
+    import re
+    from pathlib import Path
+
+    from codspeed_local.moto_server import MOTO_PATCHED
+
+    root = Path(__file__).resolve().parents[2]
+    extras = re.findall(r'"moto\[server\]==([0-9.]+)"', (root / "pyproject.toml").read_text())
+    assert extras == [MOTO_PATCHED, MOTO_PATCHED]  # the local extra and the test extra
+    assert f"moto=={MOTO_PATCHED}" in (root / "constraints.txt").read_text().splitlines()

@@ -62,7 +62,10 @@ def test_two_closes_and_the_sweeper_racing(isolated, project, run_id):
     agg = isolated.aggregator
     agg.record_arrival.record(_grant(agg, project, run_id, "1"))
     late_clock = replace(agg, clock=lambda: time.time() + agg.settings.run_deadline_seconds + 60)
-    close = lambda: agg.close_run.close(CloseRequest(project=project, run_id=run_id))  # noqa: E731
+
+    def close():
+        return agg.close_run.close(CloseRequest(project=project, run_id=run_id))
+
     _race(close, close, late_clock.sweep_deadlines.sweep)
     states = _finalize_all(isolated, project, run_id)
     assert len(states) >= 2 and states.count("forwarded") == 1 and set(states) <= {"forwarded", "not_claimed"}

@@ -107,7 +107,10 @@ def test_an_index_made_from_another_bundle_is_refused(isolated, project, run_id)
     shard = agg.ledger.reads.snapshot(project, run_id).shards["2"]
     other = agg.store.read_json(index_key(keys[0]))  # shard 1's index, offered for shard 2
     read_json = agg.store.read_json
-    offered = lambda key, version=None: other if key == index_key(keys[1]) else read_json(key, version)  # noqa: E731
+
+    def offered(key, version=None):
+        return other if key == index_key(keys[1]) else read_json(key, version)
+
     with (
         mock.patch.object(agg.store, "read_json", side_effect=offered),
         mock.patch.object(forward_part, "merge_bundles", wraps=forward_part.merge_bundles) as merged,

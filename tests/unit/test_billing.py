@@ -10,7 +10,7 @@ from moto import mock_aws
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from billing import (  # noqa: E402
+from billing import (  # noqa: E402 -- bench/ is put on the path first: a script's folder, not a package
     S3_GB_MONTH,
     BilledUnits,
     Model,
