@@ -24,7 +24,7 @@ from codspeed_aggregator.domain.identity import RunIdentity
 from codspeed_aggregator.domain.ledger import FORWARDED, MAX_GROUPS, MAX_VARIANTS, RunRecord, variant_key
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.outcome import CarriedShard, ChosenBaseline, Outcome
-from codspeed_aggregator.domain.run_plan import PlanRecord
+from codspeed_aggregator.domain.plan_record import PlanRecord
 from codspeed_wire.api import MAX_SHARDS
 from codspeed_wire.report import UpstreamEntry
 

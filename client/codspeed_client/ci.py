@@ -59,12 +59,6 @@ class CiContext:
         self.repository_provider = repository_provider or ("GITLAB" if provider == "GITLAB_CI" else "GITHUB")
 
 
-def detect(env: dict[str, str] | None = None) -> CiContext:
-    from .ci_providers import read
-
-    return read(dict(os.environ if env is None else env))
-
-
 def next_run_index(ctx: CiContext, run_id: str) -> int:
     """The runner's count of a CI job's uploads (``run-index``): 0, 1, … per run and job, on the job's
     machine (a re-run of the job is a fresh one: 0 again, as the runner's). Kept in its temporary space,

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+def detect(env: dict[str, str] | None = None) -> CiContext:
+    """What the CI (or git outside any) says of this job, from ``env`` (the process's by default)."""
+    return read(dict(os.environ if env is None else env))
+
+
 def read(env: dict[str, str]) -> CiContext:
     """What the CI this job runs in says of it, or git outside any."""
     if env.get("GITHUB_ACTIONS") == "true":

@@ -11,7 +11,7 @@ import pytest
 from codspeed_aggregator.domain.errors import Conflict
 from codspeed_aggregator.domain.ledger import SentPost
 from codspeed_client import metadata as client_metadata
-from codspeed_client.ci import detect
+from codspeed_client.ci_providers import detect
 from codspeed_rules.runner_json import compact
 from codspeed_wire.api import ShardUploadRequest
 from codspeed_wire.upstream import UploadMetadata

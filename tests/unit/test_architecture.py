@@ -134,3 +134,49 @@ def test_every_suppression_states_its_reason_on_its_line_tests_and_benches_inclu
                     if not re.search(r"(--|#)\s*\S", found[2]):  # "# noqa: E731 -- why", "# type: ignore[x]  # why"
                         bare.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert bare == [], "\n".join(bare)
+
+
+def _module_graph(package: Path) -> dict[str, set[str]]:
+    """Each module of ``package`` and the modules of it that it imports, under TYPE_CHECKING and inside
+    functions too (a lazy import is an import all the same)."""
+    root = package.parent
+    names = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p for p in package.rglob("*.py")
+    }
+    graph = {}
+    for name, path in names.items():
+        is_package = path.name == "__init__.py"
+        here = name if is_package else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = here.split(".")[: len(here.split(".")) - node.level + 1] if node.level else []
+                module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+                found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+        # a package's __init__ is imported with any of its modules: not an edge back to the package
+        graph[name] = {m for m in found if m in names and m != name and not name.startswith(f"{m}.")}
+    return graph
+
+
+@pytest.mark.parametrize("package", EVERY_PACKAGE, ids=lambda p: p.name)
+def test_no_two_modules_need_each_other_type_checking_and_lazy_imports_included(package):
+    """A type two modules need belongs in a third: ``domain/ledger.py`` and ``run_plan.py`` needed each
+    other (PlanRecord under TYPE_CHECKING), the client's ``ci.py`` and ``ci_providers.py`` too (a lazy import)."""
+    graph = _module_graph(package)
+    circles, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                circles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert circles == []

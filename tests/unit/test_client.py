@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from codspeed_client import errors
-from codspeed_client.ci import detect
+from codspeed_client.ci_providers import detect
 from codspeed_client.cli import main
 from codspeed_client.commands.push import parse_shard as _parse_shard
 from codspeed_client.errors import ClientError

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from codspeed_aggregator.domain.ledger import ARRIVED, ShardRecord
 from codspeed_aggregator.domain.outcome import Outcome
-from codspeed_aggregator.domain.run_plan import PlanRecord, RunPlan
+from codspeed_aggregator.domain.plan_record import PlanRecord
+from codspeed_aggregator.domain.run_plan import RunPlan
 from codspeed_aggregator.domain.upstream_parts import UpstreamPart
 
 SHARDS = {name: ShardRecord(name=name, state=ARRIVED, key=f"bundles/p/r/{name}/u.tar.gz") for name in ("a", "b")}

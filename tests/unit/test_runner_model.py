@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from codspeed_client import metadata
-from codspeed_client.ci import detect
+from codspeed_client.ci_providers import detect
 from codspeed_rules.runner_json import RUNNER_ORDER, compact, pushed_part_id
 from tests.factories import pull_request_checkout
 

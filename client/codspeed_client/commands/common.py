@@ -102,7 +102,7 @@ class Target:
     def __init__(
         self, args: argparse.Namespace, *, need_api: bool = True, check: bool = True, need_run: bool = True
     ) -> None:
-        from ..ci import detect
+        from ..ci_providers import detect
 
         self.ctx, self.need_run = detect(), need_run
         self.api_url, self.token = _where_to_send(args)

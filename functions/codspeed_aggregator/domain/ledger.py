@@ -10,7 +10,7 @@ never shows less.
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from codspeed_rules.names import KEYED_AS_NAME
 from codspeed_wire.report import UpstreamEntry
@@ -21,9 +21,7 @@ from .identity import RunIdentity
 from .manifest import Manifest
 from .outcome import Outcome
 from .part_answers import Announced, Delivered
-
-if TYPE_CHECKING:  # run_plan holds ShardRecords: imported only to name the type
-    from .run_plan import PlanRecord
+from .plan_record import PlanRecord
 
 OPEN, FINALIZING, FORWARDED = "open", "finalizing", "forwarded"
 FORWARD_FAILED, CLOSED_EMPTY = "forward_failed", "closed_empty"
@@ -111,7 +109,7 @@ class RunRecord:
     fork: bool = False  # opened by a fork's pull request without a token, as GitHub bore it out: no baseline
     provider: str | None = None  # where the repository lives, as its metadata says (GITHUB, GITLAB): whom to notify
     ci_url: str | None = None
-    plan: "PlanRecord | None" = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
+    plan: PlanRecord | None = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
     declared: bool = False  # opened by ``codspeed-client open``: its groups are all it takes, no other is added
     ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
     rerun: bool = False  # a next attempt (a re-run's, a late group's): its inherited shards never complete it

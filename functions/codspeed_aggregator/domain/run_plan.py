@@ -13,23 +13,6 @@ from .upstream_parts import UpstreamPart
 
 
 @dataclass(frozen=True)
-class PlanRecord(Stored):
-    """What the run item says of its plan: enough for every finalizer of the run to find the rest."""
-
-    baseline: str | None  # the run its skipped shards are carried from
-    parts: int  # the uploads the plan holds
-    sends: int  # those of them this attempt sends (the others the upstream holds from an earlier one)
-    version: str | None = None  # the whole plan's S3 version (None: not written yet)
-    parts_at: str | None = None  # where each part's slice is (``keys.part_plan_key``): written when several send
-    later_fields: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def written(self) -> bool:
-        """The whole plan is in S3: a retry and a later attempt read it, not plan again."""
-        return self.version is not None
-
-
-@dataclass(frozen=True)
 class RunPlan(Stored):
     """What a run forwards, decided once by its claiming finalizer: read back by every finalizer of
     the run (each part's, when it has no slice of its own) and by the run's next attempt."""

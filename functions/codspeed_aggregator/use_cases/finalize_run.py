@@ -24,8 +24,8 @@ from ..domain.keys import part_plan_key, run_bundles_prefix, upstream_runs_key
 from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, sent_as
 from ..domain.outcome import Outcome
 from ..domain.part_answers import Announced, Delivered
+from ..domain.plan_record import PlanRecord
 from ..domain.retries import redelivery_delay
-from ..domain.run_plan import PlanRecord
 from ..domain.timestamps import epoch, iso
 from ..services.close_barrier import CloseBarrier
 from ..settings import Settings

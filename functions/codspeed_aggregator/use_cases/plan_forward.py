@@ -15,7 +15,8 @@ from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key
 from ..domain.ledger import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
 from ..domain.overlaps import overlaps
-from ..domain.run_plan import PlanRecord, RunPlan
+from ..domain.plan_record import PlanRecord
+from ..domain.run_plan import RunPlan
 from ..domain.timestamps import epoch
 from ..domain.upstream_parts import UpstreamPart, empty_part_id, part_id, plan_forward
 from ..settings import Settings

@@ -17,7 +17,7 @@ from ...domain.closing import CiOrigin
 from ...domain.ledger import RunRecord, ShardRecord, Snapshot
 from ...domain.outcome import CarriedShard
 from ...domain.part_answers import Announced, Delivered
-from ...domain.run_plan import PlanRecord
+from ...domain.plan_record import PlanRecord
 from .codec import (
     ANNOUNCED,
     CARRIED_PREFIX,

@@ -11,7 +11,7 @@ from ...domain.identity import RunIdentity
 from ...domain.ledger import OPEN, GrantRecord, NormalizedCopy, RunRecord, ShardRecord, ShardSent
 from ...domain.manifest import Manifest
 from ...domain.outcome import Outcome
-from ...domain.run_plan import PlanRecord
+from ...domain.plan_record import PlanRecord
 from .codec import CARRIED_PREFIX, COUNT_PREFIX, GROUP_PREFIX, PROJECT_PREFIX, RUN_SK, SHARD_PREFIX, run_pk
 
 CARRIED_COUNT = "carried_shards"  # on a run item's outcome

@@ -27,7 +27,7 @@ from ...domain.ledger import (
 )
 from ...domain.manifest import Manifest
 from ...domain.outcome import Outcome
-from ...domain.run_plan import PlanRecord
+from ...domain.plan_record import PlanRecord
 from .codec import (
     FINALIZING_PK,
     OPEN_INDEX,
