@@ -31,14 +31,16 @@ def shards_done(arrived: int, carried: int, expected: object, then: str = " in")
 
 def counts_line(counts: dict[str, Any]) -> str:
     """``3 regressions (worst +30.0%), 1 improvement, 16 unchanged``, then the kinds a run has
-    only sometimes (new, carried, running, missing) when there are any."""
+    only sometimes (new, carried, running; benchmarks missing) when there are any."""
     worst = f" (worst {counts['worst_regression']:+.1%})" if counts.get("worst_regression") is not None else ""
     parts = [
         plural(counts.get("regressions") or 0, "regression") + worst,
         plural(counts.get("improvements") or 0, "improvement"),
         f"{counts.get('unchanged') or 0} unchanged",
     ]
-    parts += [f"{counts[k]} {k}" for k in ("new", "carried", "running", "missing") if counts.get(k)]
+    parts += [f"{counts[k]} {k}" for k in ("new", "carried", "running") if counts.get(k)]
+    if counts.get("missing"):  # benchmarks the baseline has and no shard measured: not a shard missing
+        parts.append(f"{plural(counts['missing'], 'benchmark')} missing")
     return ", ".join(parts)
 
 

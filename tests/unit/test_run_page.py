@@ -312,3 +312,15 @@ def test_a_run_whose_every_shard_was_carried_says_its_benchmarks_came_from_the_b
     html = render_main(carried, {}, None, None)
     assert "7 benchmarks carried from the baseline run, none measured in this run." in html
     assert "<thead>" not in html
+
+
+def test_the_first_line_names_a_missing_shard_beside_benchmarks_missing_each_saying_which():
+    """Before: "3 regressions …, 3 missing" (benchmarks), the missing shard named nowhere there."""
+    from codspeed_wire.report import ShardEntry
+
+    report = _report()
+    crashed = ShardEntry(name="k4", display="benchmarks [shard 4, job 4/4]", state="missing")
+    counts = report.counts.model_copy(update={"missing": 3})
+    html = render_run(report.model_copy(update={"shards": [*report.shards, crashed], "counts": counts}), {}, None, None)
+    first = html.split('id="verdict"', 1)[1].split("</p>", 1)[0]
+    assert "3 benchmarks missing" in first and "shard missing: benchmarks [shard 4, job 4/4]" in first

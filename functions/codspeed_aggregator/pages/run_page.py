@@ -107,7 +107,9 @@ def _verdict(report: Report) -> str:
     against = f" against run {escape(str(report.baseline['run_id']))}" if report.baseline else ", no baseline yet"
     partial = " so far" if report.partial else ""
     said = escape(counts_line(counts.model_dump()))
-    return f'<p id="verdict" class="verdict {kind}" role="status">{said}{against}{partial}</p>'
+    missing = [s.shown for s in report.shards if s.state == "missing"]
+    shards = f"; shard{'s' * (len(missing) > 1)} missing: {escape(', '.join(missing))}" if missing else ""
+    return f'<p id="verdict" class="verdict {kind}" role="status">{said}{against}{partial}{shards}</p>'
 
 
 def _row(b: BenchmarkEntry, report: Report) -> str:
