@@ -324,3 +324,17 @@ def test_the_first_line_names_a_missing_shard_beside_benchmarks_missing_each_say
     html = render_run(report.model_copy(update={"shards": [*report.shards, crashed], "counts": counts}), {}, None, None)
     first = html.split('id="verdict"', 1)[1].split("</p>", 1)[0]
     assert "3 benchmarks missing" in first and "shard missing: benchmarks [shard 4, job 4/4]" in first
+
+
+def test_timeline_labels_are_never_cut_into_duplicates_and_keep_what_tells_a_matrixs_jobs_apart():
+    """Before: a Buildkite step's three jobs were three rows ``ffe3811f-d730-421b-97b2-4813``, runner rows lost
+    their ``]``: a label was cut at 28 characters."""
+    from codspeed_aggregator.pages.timeline import fitted
+
+    jobs = [f"ffe3811f-d730-421b-97b2-4813e0c2a1b7 {i}/3" for i in (1, 2, 3)]
+    shown = [fitted(j) for j in jobs]
+    assert len(set(shown)) == 3 and all(
+        len(s) == 28 and s.endswith(f"{i}/3") for i, s in zip((1, 2, 3), shown, strict=True)
+    )
+    assert fitted("benchmarks [shard 12, job 12/16, walltime]") == "benchmark…b 12/16, walltime]"
+    assert fitted("bench [shard 1]") == "bench [shard 1]"  # what fits is whole

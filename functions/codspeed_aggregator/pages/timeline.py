@@ -30,6 +30,7 @@ TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 150, 300, 600, 900, 1800, 3600, 7200
 
 
 WIDTH, LABEL, ROW = 760, 180, 18  # the chart's bars, its shards' names, one shard's strip
+LABEL_CHARACTERS = 28  # what LABEL's 180 pixels hold of a name
 
 
 def timeline(report: Report) -> str:
@@ -76,8 +77,18 @@ def _strip(shard: ShardEntry, y: int, start: float, now: float, span: float) -> 
         )
     return (
         f'<g role="listitem" aria-label="shard {name}: {state}{escape(when)}">'
-        f'<text x="0" y="{y + 12}">{escape(shard.shown[:28])}</text>{bar}</g>'
+        f'<text x="0" y="{y + 12}">{escape(fitted(shard.shown))}</text>{bar}</g>'
     )
+
+
+def fitted(label: str, room: int = LABEL_CHARACTERS) -> str:
+    """A shard's label in the room a row has: whole when it fits, else its start and its end around an
+    ellipsis, the end kept longer (what tells a matrix's jobs apart: ``[shard 3, job 3/3]``). Cut at its
+    start alone, three jobs of a step read alike."""
+    if len(label) <= room:
+        return label
+    head = (room - 1) // 3
+    return label[:head] + "…" + label[-(room - 1 - head) :]
 
 
 def _axis(axis: int, span: float) -> list[str]:
