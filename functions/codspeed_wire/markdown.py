@@ -223,6 +223,8 @@ def _md_links(report: Report) -> list[str]:
     lines = [f"[Run page]({report.page_url})", ""] if report.page_url else []
     if u := report.upstream:
         lines += [f"Upstream: {u.status} at {u.at}" + (f": {md(u.message)}" if u.message else ""), ""]
+        # a tokenless run's uploads, as the runner prints them for a fork's: what finds the run on CodSpeed
+        lines += [f"CodSpeed Run Hash: `{md(h)}`" for h in u.run_hashes] + ([""] if u.run_hashes else [])
     return lines
 
 

@@ -91,6 +91,9 @@ class UpstreamEntry(BaseModel):
     status: str
     at: str
     message: str | None = None
+    # a tokenless run's merged uploads: each one's CodSpeed Run Hash (the sha256 of the POST's bytes CodSpeed
+    # received), what the runner prints for a fork's upload, to find the run by; 20 at most (2 KiB)
+    run_hashes: list[str] = []
 
 
 class Overlap(BaseModel):

@@ -546,3 +546,43 @@ def test_a_gitlab_runner_upload_without_a_token_is_never_checked_with_github(iso
         },
     )
     assert len(github.requests) == asked and footprint(isolated, project, run_id) == before
+
+
+def test_a_one_upload_tokenless_gitlab_merge_requests_merged_upload_has_its_run_hash_in_the_report(isolated, project):
+    """Before: a merged part's POST had no Run Hash anywhere (only a part sent as its runner sent it did):
+    a fork's merge request in one-upload mode had nothing to find its run by on CodSpeed."""
+    import hashlib
+    from urllib.parse import unquote, urlsplit
+
+    import requests
+
+    from codspeed_wire.upstream import UploadMetadata
+
+    base = isolated.aggregator
+    agg = replace(
+        base,
+        settings=replace(base.settings, tokenless_projects=frozenset({project}), forward_mode="one-upload"),
+    )
+    owner, repository = project.rsplit("/", 1)
+    run_ids = set()
+    for index in (1, 2):
+        archive = runner.folder_archive(runner.valgrind_folder(7100 + index, [f"mr::b{index}"]), gzipped=True)
+        meta = runner.gitlab_metadata(
+            archive, str(6660000 + index), f"bench {index}/2", owner=owner, repository=repository,
+            commit=HEAD, tokenless=True,
+        )  # fmt: skip
+        accepted = agg.request_upload.accept_drop_in(UploadMetadata.model_validate(meta))
+        headers = {"Content-MD5": meta["profileMd5"], "Content-Type": "application/x-tar", "Content-Encoding": "gzip"}
+        assert requests.put(accepted.uploadUrl, data=archive, headers=headers, timeout=30).status_code == 200
+        assert agg.record_arrival.record(unquote(urlsplit(accepted.uploadUrl).path.split("/", 2)[2])) == "recorded"
+        run_ids.add(accepted.runId)
+    [run_id] = run_ids
+    assert isolated.finalize_all(project, run_id, agg) == "forwarded"
+    [sent] = isolated.upstream.uploads(run_id=f"gitlab@{run_id}") or isolated.upstream.uploads(run_id=run_id)
+    assert json.loads((sent / "metadata.json").read_text())["tokenless"] is True
+    assert "Authorization" not in json.loads((sent / "post-headers.json").read_text())
+    said = hashlib.sha256((sent / "post-body.json").read_bytes()).hexdigest()
+    assert agg.reports.report(project, run_id).upstream.run_hashes == [said]
+    from codspeed_wire.markdown import render_markdown
+
+    assert f"CodSpeed Run Hash: `{said}`" in render_markdown(agg.reports.report(project, run_id))

@@ -35,6 +35,7 @@ from .plan_forward import PlanForward
 from .reports import Reports
 
 WRITE_TRIES = 5
+RUN_HASHES = 20  # a tokenless run's merged uploads' Run Hashes its record keeps (64 characters each)
 
 
 @dataclass
@@ -256,7 +257,8 @@ class FinalizeRun:
         message, runs = plan.outcome_said(parts)
         if runs.overflow:
             self.store.put_json(upstream_runs_key(plan.run.project, plan.run.run_id), {"run_ids": runs.distinct})
-        return UpstreamEntry(**runs.said(), status="success", at=iso(finished), message=message)
+        hashes = [p.run_hash for p in parts if p.run_hash][:RUN_HASHES]  # a tokenless run's, to find it by
+        return UpstreamEntry(**runs.said(), status="success", at=iso(finished), message=message, run_hashes=hashes)
 
     def _record_on_its_branch(self, plan: ForwardPlan, finished: float) -> None:
         """A forwarded run of a branch (a token's) is what its benchmarks cost; whole, it is the branch's

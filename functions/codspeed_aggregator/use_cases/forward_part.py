@@ -67,14 +67,12 @@ class ForwardPart:
         merged = MergedPart(
             base_run_id(run_id), upload.key, upload.group, part.number, part.group_parts, sent, part.carried
         )
-        outgoing = _Outgoing(
-            self.store.reader(sink.key, sink.version_id),
-            result.size,
-            result.md5,
-            gzipped=True,
-            describe=partial(merged_metadata, part.base_metadata, merged, result.md5),
-        )
-        return self._deliver(project, run_id, part.index, outgoing, announced)
+        described = partial(merged_metadata, part.base_metadata, merged, result.md5)
+        outgoing = _Outgoing(self.store.reader(sink.key, sink.version_id), result.size, result.md5, True, described)
+        if (metadata := described()).get("tokenless") is True:  # its POST's bytes made here: their hash said
+            outgoing = replace(outgoing, post=SentPost(compact(metadata)))
+        answer = self._deliver(project, run_id, part.index, outgoing, announced)
+        return _with_run_hash(answer, outgoing, metadata)
 
     def send_as_sent(
         self,
@@ -95,11 +93,7 @@ class ForwardPart:
         if post is not None and shard.upload_id and names_archive(sent, md5, shard.gzipped):  # this very archive
             outgoing = replace(outgoing, post=post, token=post.token)
         answer = self._deliver(project, run_id, index, outgoing, announced)
-        if sent.get("tokenless") is True and outgoing.post is not None:
-            # the runner prints a tokenless upload's Run Hash, the sha256 of its POST's bytes: of the bytes
-            # CodSpeed received, where they are not the job's (a GitLab job's run id, rewritten)
-            return replace(answer, run_hash=hashlib.sha256(outgoing.post.body).hexdigest())
-        return answer
+        return _with_run_hash(answer, outgoing, sent)
 
     def _as_uploaded(
         self, project: str, run_id: str, shard: ShardRecord, base_metadata: dict[str, Any] | None
@@ -199,3 +193,11 @@ class _Outgoing:
     describe: Callable[[], dict[str, Any]]  # its metadata, made when the POST is
     post: SentPost | None = None  # a runner's POST, sent as it came
     token: str | None = None  # that runner job's token, while valid
+
+
+def _with_run_hash(answer: Delivered, outgoing: "_Outgoing", sent: dict[str, Any]) -> Delivered:
+    """A tokenless upload's answer with its Run Hash, as the runner prints it: the sha256 of the POST's
+    bytes CodSpeed received (where they are not the job's: a GitLab job's run id rewritten, a merge)."""
+    if sent.get("tokenless") is True and outgoing.post is not None:
+        return replace(answer, run_hash=hashlib.sha256(outgoing.post.body).hexdigest())
+    return answer
