@@ -210,4 +210,7 @@ def _outcome_lines(report: dict[str, Any]) -> list[str]:
 def _upstream_line(upstream: dict[str, Any]) -> str:
     why = f": {upstream['message']}" if upstream.get("message") else ""
     runs = f", the first of {upstream['run_ids']}" if upstream.get("run_ids") else ""
-    return f"upstream: {upstream['status']} (run {upstream.get('run_id') or '-'}{runs}) at {upstream['at']}{why}"
+    hashes = "".join(f"\n  CodSpeed Run Hash {h}" for h in upstream.get("run_hashes") or [])  # a tokenless run's
+    return (
+        f"upstream: {upstream['status']} (run {upstream.get('run_id') or '-'}{runs}) at {upstream['at']}{why}{hashes}"
+    )

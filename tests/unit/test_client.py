@@ -967,3 +967,18 @@ def test_another_threshold_than_the_report_s_counts_a_benchmark_two_shards_measu
     assert regressions_past(Pages(), report, 0.01) == (
         "3 benchmarks regressed past 1% against the baseline: worst t::same +12.0%"
     )
+
+
+def test_status_prints_a_tokenless_runs_merged_uploads_run_hashes_and_a_rejected_shard_fails_the_gate_with_why():
+    from codspeed_client.report import exit_sentences, final_exit_code, render_text
+
+    upstream = {"status": "success", "at": "2026-12-07T07:00:00Z", "run_id": "u1", "run_hashes": ["ab" * 32]}
+    report = {"state": "forwarded", "partial": False, "run_id": "r", "project": "o/p", "arrived": 1, "expected": 2}
+    report |= {"upstream": upstream, "shards": [{"name": "1", "state": "arrived"}]}
+    assert f"CodSpeed Run Hash {'ab' * 32}" in render_text(report)  # what finds a fork's run on CodSpeed
+    refused = {"name": "2", "state": "rejected", "reason": "given back by its client: its bundle would be refused"}
+    report["shards"].append(refused)
+    assert final_exit_code(report, timed_out=False) == 11  # its benchmarks never came: was exit 0
+    assert exit_sentences(report, 11, None, False, False) == [
+        "exit 11: 1 shard rejected, their bundle refused: 2 (given back by its client: its bundle would be refused)"
+    ]
