@@ -1,12 +1,16 @@
 """``Aggregator`` is what one function runs on: the adapters wiring built for it, and each use
 case built on those when first asked for. A use case names the adapters it touches in its own
-fields, so what a change may need in IAM is read at the top of its module."""
+fields, so what a change may need in IAM is read at the top of its module. The finalizer's use cases
+(the merge, the splice, the forward) and the arrivals' (a bundle's validation) are imported where they
+are built: a function loads at its cold start what it runs, not what the others do."""
+
+from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..adapters.bucket import Bucket
 from ..adapters.github_comments import GitHubComments
@@ -19,26 +23,24 @@ from ..adapters.metrics import Metrics, NoMetrics
 from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.results_store import ResultsStore
 from ..adapters.upstream_http import UpstreamClient
-from ..services.close_barrier import CloseBarrier
 from ..services.pr_comments import PullRequestComments
 from ..services.run_attempts import RunAttempts
 from ..settings import Settings
 from .benchmark_costs import BenchmarkCosts
 from .close_run import CloseRun
-from .finalize_run import FinalizeRun
 from .fork_pull_requests import ForkPullRequests
-from .forward_part import ForwardPart
-from .forward_shard import ForwardShard
 from .give_back_upload import GiveBackUpload
-from .keep_sources import KeepSources
-from .merge_bases import MergeBases
 from .open_run import OpenRun
-from .plan_forward import PlanForward
 from .project_tokens import ProjectTokens
-from .record_arrival import RecordArrival
 from .reports import Reports
 from .request_upload import RequestUpload
 from .sweep_deadlines import SweepDeadlines
+
+if TYPE_CHECKING:  # built where asked for (the functions that run them import them then)
+    from .finalize_run import FinalizeRun
+    from .forward_part import ForwardPart
+    from .forward_shard import ForwardShard
+    from .record_arrival import RecordArrival
 
 
 @dataclass
@@ -128,6 +130,8 @@ class Aggregator:
 
     @cached_property
     def record_arrival(self) -> RecordArrival:
+        from .record_arrival import RecordArrival
+
         return RecordArrival(
             settings=self.settings,
             reads=self.ledger.reads,
@@ -187,6 +191,8 @@ class Aggregator:
 
     @cached_property
     def _forwarder(self) -> ForwardPart:
+        from .forward_part import ForwardPart
+
         return ForwardPart(
             settings=self.settings,
             shards=self.ledger.shards,
@@ -198,6 +204,8 @@ class Aggregator:
 
     @cached_property
     def forward_shard(self) -> ForwardShard:
+        from .forward_shard import ForwardShard
+
         return ForwardShard(
             settings=self.settings,
             reads=self.ledger.reads,
@@ -212,6 +220,12 @@ class Aggregator:
 
     @cached_property
     def finalize_run(self) -> FinalizeRun:
+        from ..services.close_barrier import CloseBarrier
+        from .finalize_run import FinalizeRun
+        from .keep_sources import KeepSources
+        from .merge_bases import MergeBases
+        from .plan_forward import PlanForward
+
         planner = PlanForward(
             settings=self.settings,
             reads=self.ledger.reads,
