@@ -95,14 +95,20 @@ def _regressions_said(report: Report, past: str) -> str:
 
 
 def _shards_said(report: Report) -> str:
-    """How many shards are in while the run is open, or how many never came once it has ended."""
+    """How many shards are in while the run is open, or once it has ended every other reason its status
+    gives: shards that never came, shards refused, benchmarks two shards measured."""
     expected = "?" if report.expected is None else str(report.expected)
     if report.partial:
         shown = sum(1 for s in report.shards if s.state in ("arrived", "carried"))
         return f"{' so far' if report.counts.measured else ''}: {shown} of {expected} shards in"
+    said = ""
     if missing := sum(1 for s in report.shards if s.state == "missing"):
-        return f"; {missing} of {expected} shard{'s' * (expected != '1')} missing"
-    return ""
+        said += f"; {missing} of {expected} shard{'s' * (expected != '1')} missing"
+    if rejected := sum(1 for s in report.shards if s.state == "rejected"):  # the status's reasons, all of them
+        said += f"; {rejected} shard{'s' * (rejected > 1)} rejected"
+    if report.overlaps_total:
+        said += f"; {report.overlaps_total} benchmark{'s' * (report.overlaps_total > 1)} measured in two shards"
+    return said
 
 
 def render_markdown(report: Report, shard_rows: int | None = None) -> str:

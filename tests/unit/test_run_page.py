@@ -338,3 +338,22 @@ def test_timeline_labels_are_never_cut_into_duplicates_and_keep_what_tells_a_mat
     )
     assert fitted("benchmarks [shard 12, job 12/16, walltime]") == "benchmark…b 12/16, walltime]"
     assert fitted("bench [shard 1]") == "bench [shard 1]"  # what fits is whole
+
+
+def test_the_comments_headline_and_the_pages_first_line_say_every_reason_the_status_says():
+    from codspeed_wire.markdown import verdict
+    from codspeed_wire.report import ShardEntry
+
+    report = _report()
+    shards = [
+        *report.shards,
+        ShardEntry(name="k4", display="bench [shard 4, job 4/4]", state="missing"),
+        ShardEntry(name="k5", display="bench [shard 5, job 5/5]", state="rejected", reason="given back"),
+    ]
+    final = report.model_copy(update={"shards": shards, "overlaps_total": 2, "partial": False, "state": "forwarded"})
+    headline = verdict(final)
+    assert "shards missing" in headline or "shard missing" in headline
+    assert "1 shard rejected" in headline and "2 benchmarks measured in two shards" in headline
+    first = render_run(final, {}, None, None).split('id="verdict"', 1)[1].split("</p>", 1)[0]
+    assert "shard missing: bench [shard 4, job 4/4]" in first and "shard rejected: bench [shard 5, job 5/5]" in first
+    assert "2 measured in two shards" in first

@@ -107,9 +107,13 @@ def _verdict(report: Report) -> str:
     against = f" against run {escape(str(report.baseline['run_id']))}" if report.baseline else ", no baseline yet"
     partial = " so far" if report.partial else ""
     said = escape(counts_line(counts.model_dump()))
-    missing = [s.shown for s in report.shards if s.state == "missing"]
-    shards = f"; shard{'s' * (len(missing) > 1)} missing: {escape(', '.join(missing))}" if missing else ""
-    return f'<p id="verdict" class="verdict {kind}" role="status">{said}{against}{partial}{shards}</p>'
+    shards = "".join(
+        f"; shard{'s' * (len(named) > 1)} {state}: {escape(', '.join(named))}"
+        for state in ("missing", "rejected")
+        if (named := [s.shown for s in report.shards if s.state == state])
+    )
+    twice = f"; {report.overlaps_total} measured in two shards" if report.overlaps_total else ""
+    return f'<p id="verdict" class="verdict {kind}" role="status">{said}{against}{partial}{shards}{twice}</p>'
 
 
 def _row(b: BenchmarkEntry, report: Report) -> str:
