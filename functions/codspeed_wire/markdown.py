@@ -96,19 +96,26 @@ def _regressions_said(report: Report, past: str) -> str:
 
 def _shards_said(report: Report) -> str:
     """How many shards are in while the run is open, or once it has ended every other reason its status
-    gives: shards that never came, shards refused, benchmarks two shards measured."""
+    gives (``_ended_said``)."""
     expected = "?" if report.expected is None else str(report.expected)
     if report.partial:
         shown = sum(1 for s in report.shards if s.state in ("arrived", "carried"))
         return f"{' so far' if report.counts.measured else ''}: {shown} of {expected} shards in"
-    said = ""
-    if missing := sum(1 for s in report.shards if s.state == "missing"):
-        said += f"; {missing} of {expected} shard{'s' * (expected != '1')} missing"
-    if rejected := sum(1 for s in report.shards if s.state == "rejected"):  # the status's reasons, all of them
-        said += f"; {rejected} shard{'s' * (rejected > 1)} rejected"
-    if report.overlaps_total:
-        said += f"; {report.overlaps_total} benchmark{'s' * (report.overlaps_total > 1)} measured in two shards"
-    return said
+    return _ended_said(report, expected)
+
+
+def _ended_said(report: Report, expected: str) -> str:
+    """Shards that never came, shards refused, benchmarks two shards measured: each reason the status gives."""
+    missing = sum(1 for s in report.shards if s.state == "missing")
+    rejected = sum(1 for s in report.shards if s.state == "rejected")
+    twice = report.overlaps_total
+    return "".join(
+        [
+            f"; {missing} of {expected} shard{'s' * (expected != '1')} missing" if missing else "",
+            f"; {rejected} shard{'s' * (rejected > 1)} rejected" if rejected else "",
+            f"; {twice} benchmark{'s' * (twice > 1)} measured in two shards" if twice else "",
+        ]
+    )
 
 
 def render_markdown(report: Report, shard_rows: int | None = None) -> str:

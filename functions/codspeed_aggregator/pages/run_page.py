@@ -107,13 +107,17 @@ def _verdict(report: Report) -> str:
     against = f" against run {escape(str(report.baseline['run_id']))}" if report.baseline else ", no baseline yet"
     partial = " so far" if report.partial else ""
     said = escape(counts_line(counts.model_dump()))
+    return f'<p id="verdict" class="verdict {kind}" role="status">{said}{against}{partial}{_not_in(report)}</p>'
+
+
+def _not_in(report: Report) -> str:
+    """The shards the status fails for, by name, and the benchmarks two shards measured: the status's reasons."""
     shards = "".join(
         f"; shard{'s' * (len(named) > 1)} {state}: {escape(', '.join(named))}"
         for state in ("missing", "rejected")
         if (named := [s.shown for s in report.shards if s.state == state])
     )
-    twice = f"; {report.overlaps_total} measured in two shards" if report.overlaps_total else ""
-    return f'<p id="verdict" class="verdict {kind}" role="status">{said}{against}{partial}{shards}{twice}</p>'
+    return shards + (f"; {report.overlaps_total} measured in two shards" if report.overlaps_total else "")
 
 
 def _row(b: BenchmarkEntry, report: Report) -> str:
