@@ -493,26 +493,20 @@ def test_status_fails_on_a_regression_past_the_threshold_with_its_own_exit_code(
 
 
 def test_a_token_pasted_with_its_line_break_works_and_one_no_header_can_carry_is_refused(stack, project, run_id):
-    env = _env(stack)
+    def close_with(token: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "codspeed_client.cli", "close", *_common(project, run_id)],
+            env={**_env(stack), "CODSPEED_AGGREGATOR_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
     for pasted_as in (stack.token + "\n", f"Bearer {stack.token}"):  # "Bearer tok": as its header says it
-        pasted = subprocess.run(
-            [sys.executable, "-m", "codspeed_client.cli", "close", *_common(project, run_id)],
-            env={**env, "CODSPEED_AGGREGATOR_TOKEN": pasted_as},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert pasted.returncode not in (3, 4, 6) and "token" not in pasted.stderr, (
-            pasted.stderr
-        )  # it reached the aggregator
+        pasted = close_with(pasted_as)
+        assert pasted.returncode not in (3, 4, 6) and "token" not in pasted.stderr, pasted.stderr  # reached it
     for bad in ("to ken", "tök\u00e9n", "tok\u2028en"):
-        refused = subprocess.run(
-            [sys.executable, "-m", "codspeed_client.cli", "close", *_common(project, run_id)],
-            env={**env, "CODSPEED_AGGREGATOR_TOKEN": bad},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        refused = close_with(bad)
         assert refused.returncode == 3 and "Traceback" not in refused.stderr, refused.stderr
         assert "which an HTTP header cannot carry" in refused.stderr
 
