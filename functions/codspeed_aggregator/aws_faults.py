@@ -4,6 +4,8 @@ denied, a validation error) is a fault of the stack's own: raised at once, for i
 
 from botocore.exceptions import ClientError
 
+from .adapters.ledger.codec import cancelled
+
 TRANSIENT = frozenset(
     {
         "ThrottlingException",
@@ -26,8 +28,8 @@ def transient(exc: BaseException) -> bool:
     cancelled for being throttled or contended (its ``CancellationReasons``), never for a condition."""
     if not isinstance(exc, ClientError):
         return False
-    code = exc.response.get("Error", {}).get("Code")
-    if code == "TransactionCanceledException":
-        reasons = {r.get("Code", "None") for r in exc.response.get("CancellationReasons") or []}
-        return bool(reasons & _CANCELLED_BUSY) and "ConditionalCheckFailed" not in reasons
-    return code in TRANSIENT or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
+    reasons = cancelled(exc)
+    if reasons is not None:
+        return bool(_CANCELLED_BUSY.intersection(reasons)) and "ConditionalCheckFailed" not in reasons
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return exc.response.get("Error", {}).get("Code") in TRANSIENT or status >= 500

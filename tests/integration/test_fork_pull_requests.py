@@ -455,11 +455,8 @@ def test_a_refused_claim_is_remembered_for_a_minute_and_costs_github_nothing_mor
 
 
 def test_a_run_opened_without_a_token_takes_a_bounded_number_of_uploads(isolated, github, fork, monkeypatch):
-    from codspeed_aggregator.use_cases import request_upload
-
     agg, project, run_id = fork
-    monkeypatch.setattr(request_upload, "MAX_FORK_UPLOADS", 2)  # the count's bound, and the check's
-    monkeypatch.setattr(asked_upload, "MAX_FORK_UPLOADS", 2)
+    monkeypatch.setattr(asked_upload, "MAX_FORK_UPLOADS", 2)  # the count's bound, and the check's
     for shard in ("1", "2"):
         assert call(agg, "POST", "/v1/uploads", upload(project, run_id, shard)[0])[0] == 201
     before = footprint(isolated, project, run_id)
@@ -476,11 +473,8 @@ def test_grants_without_a_token_racing_past_the_bound_are_refused_by_the_counts_
     """The bound is the count's own condition, not a read before it: a grant that read 8 of 10 while
     two others were counted meanwhile is refused with the sentence, and the count stays at 10 (before,
     20 concurrent grants at 190 left it at 210)."""
-    from codspeed_aggregator.use_cases import request_upload
-
     agg, project, run_id = fork
-    monkeypatch.setattr(request_upload, "MAX_FORK_UPLOADS", 10)  # the count's bound, and the check's
-    monkeypatch.setattr(asked_upload, "MAX_FORK_UPLOADS", 10)
+    monkeypatch.setattr(asked_upload, "MAX_FORK_UPLOADS", 10)  # the count's bound, and the check's
     for _ in range(8):
         assert call(agg, "POST", "/v1/uploads", upload(project, run_id, "1")[0])[0] == 201
     runs, opened = agg.ledger.runs, agg.ledger.runs.open_run

@@ -48,6 +48,11 @@ class AskedUpload:
     def variants(self) -> tuple[str, ...]:
         return (variant_key(self.group, self.variant),) if self.variant else ()
 
+    @property
+    def most_grants(self) -> int | None:
+        """The grants its run may have counted before this one, without a token; None with one."""
+        return MAX_FORK_UPLOADS if self.fork else None
+
 
 def admit(run: RunRecord, asked: AskedUpload, manifest: Manifest) -> None:
     """Refuse an upload the run cannot take, before anything is written: a job the declared run

@@ -21,9 +21,9 @@ from .. import wiring
 from ..auth import Principal, job_attempt, job_token
 from ..domain.closing import CiOrigin
 from ..domain.drop_in import BuildkiteJob
-from ..domain.errors import AttemptEnded, BadBundle, Unprocessable
-from ..domain.keys import parse_bundle_key
+from ..domain.errors import AttemptEnded, Unprocessable
 from ..domain.ledger import SentPost
+from ..use_cases.give_back_upload import upload_named
 from .http import JsonResponse, check_attempt, json_response, raw_body
 
 router = APIGatewayHttpRouter()
@@ -87,10 +87,7 @@ def request_upload(request: ShardUploadRequest) -> JsonResponse:
 @router.post("/v1/uploads/give-back")
 def give_back_upload(request: GiveBackRequest) -> JsonResponse:
     """A grant its client will not use: only its grantee knows its key, a fork's without a token too."""
-    try:
-        project, run_id, _, _ = parse_bundle_key(request.key)
-    except BadBundle:
-        raise Unprocessable(f"{request.key!r} is not an upload's key (its grant's answer says it: key)") from None
+    project, run_id, _, _ = upload_named(request.key)  # who may give it back: the run's, a fork's without a token
     _allow(project, run_id)
     answer = wiring.for_api().give_back_upload.give_back(request.key, request.reason)
     logger.info("upload given back", extra={"project": project, "run_id": run_id, "state": answer.state})

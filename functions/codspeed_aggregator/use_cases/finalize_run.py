@@ -231,25 +231,30 @@ class FinalizeRun:
         self.metrics.add("ForwardSucceeded", 1, "Count")
         self.metrics.add("MergedBytes", sum(p.size for p in parts), "Bytes")
         self.metrics.add("FinalizeLatency", finished - epoch(plan.run.created_at), "Seconds")
-        return self._settle(project, run_id, plan)
+        return self._settle(project, run_id, (plan, finished))
 
-    def _settle(self, project: str, run_id: str, plan: ForwardPlan | None = None) -> str:
+    def _settle(self, project: str, run_id: str, ended: tuple[ForwardPlan, float] | None = None) -> str:
         """What a run owes once it is written forwarded (or closed empty), recorded as owed in that same
         write (``Runs.finish``): its branch's records (its forwarded run, the carried sources, the
         baseline), its bundles tagged, its final report (with the comment and the status). Done by this
         finalizer, else by whoever comes next (the message retried, a redrive): each step again is a
-        no-op, and nothing goes upstream again. The run owes nothing once they all succeeded."""
-        now = self._run(project, run_id)
-        if now.state == FORWARDED:
-            plan = plan or self.planner.of(now, existing(now.plan, f"the plan of run {run_id} of {project}"))
-            self._record_on_its_branch(plan, epoch(now.upstream.at) if now.upstream else self.clock())
+        no-op, and nothing goes upstream again. The run owes nothing once they all succeeded. ``ended``:
+        the forward's plan and the moment it finished, from the finalizer that wrote it (no read again)."""
+        if ended is None:  # a retry's, or a run closed empty: the run as its end wrote it
+            now = self._run(project, run_id)
+            if now.state == FORWARDED:
+                plan = self.planner.of(now, existing(now.plan, f"the plan of run {run_id} of {project}"))
+                ended = plan, epoch(now.upstream.at) if now.upstream else self.clock()
+        if ended is not None:
+            plan, finished = ended
+            self._record_on_its_branch(plan, finished)
             sent = frozenset(s.key for s in plan.shards.values() if s.key) if plan.run.sends_parts else frozenset()
             self.store.mark_final(run_bundles_prefix(project, run_id), sent_as_they_came=sent)
         else:
             self.store.mark_final(run_bundles_prefix(project, run_id))
         self.reports.publish(project, run_id)
         self._written(lambda: self.runs.settle(project, run_id))
-        return now.state
+        return FORWARDED if ended is not None else CLOSED_EMPTY
 
     def _upstream_said(self, plan: ForwardPlan, parts: list[Delivered], finished: float) -> UpstreamEntry:
         """How the forward ended, as the run says it; past the upstream run ids its item lists, the

@@ -30,10 +30,7 @@ class GiveBackUpload:
     def give_back(self, key: str, reason: str) -> GiveBackAnswer:
         """Every refusal changes nothing: a key that names no grant, a run that ended, a bundle already in
         the bucket (it counts: a bundle sent is never taken back), a grant given back already."""
-        try:
-            project, run_id, shard, upload_id = parse_bundle_key(key)
-        except BadBundle:
-            raise Unprocessable(f"{key!r} is not an upload's key (its grant's answer says it: key)") from None
+        project, run_id, shard, upload_id = upload_named(key)
         view = self.reads.arrival_view(project, run_id, shard, upload_id)
         if view.run is None or view.upload is None:
             raise NotFound(f"no upload {upload_id} was granted for run {run_id} of {project}")
@@ -54,6 +51,14 @@ class GiveBackUpload:
         if run.closing:
             self.queue.request(project, run_id, "arrival")  # its close may have waited for this one: it looks again
         return GiveBackAnswer(project=project, run_id=run_id, upload_id=upload_id, state="given_back", reason=said)
+
+
+def upload_named(key: str) -> tuple[str, str, str, str]:
+    """(project, run id, shard, upload id) a grant's key names (its answer's ``key``), or the refusal."""
+    try:
+        return parse_bundle_key(key)
+    except BadBundle:
+        raise Unprocessable(f"{key!r} is not an upload's key (its grant's answer says it: key)") from None
 
 
 def _counted_otherwise(shard: ShardRecord | None, upload_id: str) -> bool:

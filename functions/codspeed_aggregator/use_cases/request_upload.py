@@ -15,7 +15,7 @@ from codspeed_wire.upstream import UploadAccepted, UploadMetadata
 
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Closes, Runs, Shards
-from ..domain.asked_upload import MAX_FORK_UPLOADS, AskedUpload, admit
+from ..domain.asked_upload import AskedUpload, admit
 from ..domain.closing import CiOrigin
 from ..domain.drop_in import BuildkiteJob, ci_run_of, shard_of
 from ..domain.errors import Busy, Conflict, Unprocessable, existing
@@ -168,10 +168,8 @@ class RequestUpload:
             run.fork if asked.fork else run.tokenless
         ):  # no token: it may not speak unchecked
             self.runs.mark_tokenless(project, run.run_id, checked=asked.fork)
-        most = MAX_FORK_UPLOADS if asked.fork else None  # counted under its bound, not checked on a read alone
-        if not self.closes.count_grant(
-            project, run.run_id, most, closing=run.closing
-        ):  # closing or claimed since, or full: look again
+        # counted under its bound, not checked on a read alone; closing or claimed since, or full: look again
+        if not self.closes.count_grant(project, run.run_id, asked.most_grants, closing=run.closing):
             return None
         upload_id = uuid.uuid4().hex
         self.shards.add_upload(
