@@ -85,3 +85,17 @@ def test_a_bundle_put_after_its_grant_was_given_back_still_counts(isolated, agg,
     put(given, data)
     assert agg.record_arrival.record(given["key"]) == "recorded"
     assert {s.name: s.state for s in agg.reports.report(project, run_id).shards}["2"] == "arrived"
+
+
+def test_a_push_again_given_back_while_its_shard_is_counted_changes_nothing_and_says_so(isolated, agg, project, run_id):
+    agg, token = agg
+    agg.record_arrival.record(push(agg, project, run_id, "2", bundle(4242), total=2)["key"])
+    again = grant(agg, project, run_id, "2", bundle(4243), total=2)  # pushed again, its bundle refused on the way
+    before = footprint(isolated, project, run_id)
+    status, answer = _give_back(agg, again["key"], token=token)
+    assert (status, answer["state"]) == (200, "counted_already")
+    assert (
+        answer["reason"]
+        == f"shard 2 is counted already (another upload of it): nothing waits for upload {again['upload_id']}"
+    )
+    assert footprint(isolated, project, run_id) == before

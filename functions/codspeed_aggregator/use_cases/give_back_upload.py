@@ -16,6 +16,7 @@ from ..domain.barrier import COUNTED
 from ..domain.errors import Conflict, NotFound, Unprocessable
 from ..domain.keys import parse_bundle_key
 from ..domain.ledger import OPEN, ShardRecord
+from ..domain.report import shown_as
 from .reports import Reports
 
 
@@ -36,7 +37,8 @@ class GiveBackUpload:
             raise NotFound(f"no upload {upload_id} was granted for run {run_id} of {project}")
         run, counted = view.run, view.shard
         if _counted_otherwise(counted, upload_id):
-            said = f"shard {shard} is counted already (another upload of it): nothing waits for upload {upload_id}"
+            name = shown_as(shard, counted.label if counted else None) or shard  # as its readers know it
+            said = f"shard {name} is counted already (another upload of it): nothing waits for upload {upload_id}"
             return GiveBackAnswer(
                 project=project, run_id=run_id, upload_id=upload_id, state="counted_already", reason=said
             )
