@@ -25,6 +25,7 @@ from codspeed_aggregator.domain.ledger import FORWARDED, MAX_GROUPS, MAX_VARIANT
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.outcome import CarriedShard, ChosenBaseline, Outcome
 from codspeed_aggregator.domain.plan_record import PlanRecord
+from codspeed_aggregator.use_cases.finalize_run import RUN_HASHES
 from codspeed_wire.api import MAX_SHARDS
 from codspeed_wire.report import UpstreamEntry
 
@@ -92,7 +93,10 @@ def write_largest(ledger, project: str, run_id: str) -> dict:
     # a part a shard (the parts mode), each answered under an upstream run of its own: the caps' product,
     # in ids of 40 two-byte characters (the case seen: their comma-joined list passed 400 KB at ~1,640)
     runs = UpstreamRuns([f"{'é' * 34}{i:06d}" for i in range(MAX_GROUPS * MAX_SHARDS)])
-    upstream = UpstreamEntry(**runs.said(), status="success", at="2026-12-05T00:00:00Z", message="m" * 200)
+    hashes = ["f" * 64] * RUN_HASHES  # a tokenless run's merged uploads' Run Hashes, as many as its item keeps
+    upstream = UpstreamEntry(
+        **runs.said(), status="success", at="2026-12-05T00:00:00Z", message="m" * 200, run_hashes=hashes
+    )
     assert ledger.runs.finish(project, run_id, FORWARDED, upstream=upstream, outcome=outcome)
     return {"carried": carried, "gone": gone, "runs": runs}
 
