@@ -276,6 +276,18 @@ def parser() -> argparse.ArgumentParser:
     scope.add_argument("--project", help="owner/repo: a repository webhook")
     scope.add_argument("--owner", help="an organization webhook, for all its repositories")
     secret.set_defaults(run=operator_commands.webhook_secret)
+    check = command(
+        "webhook-check",
+        "send a GitHub webhook's ping as GitHub does (form-encoded, signed): what Recent Deliveries will show",
+        "codspeed-aggregator webhook-check --url https://<ApiUrl>/webhooks/github --project acme/widgets",
+    )
+    check.add_argument(
+        "--url", required=True, help="the webhook's Payload URL: the stack's ApiUrl and /webhooks/github"
+    )
+    scope = check.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--project", help="owner/repo: a repository webhook")
+    scope.add_argument("--owner", help="an organization webhook, for all its repositories")
+    check.set_defaults(run=operator_commands.webhook_check)
     refresh = command(
         "refresh-event",
         "print a POST /webhooks/refresh event signed now, for sam local invoke",

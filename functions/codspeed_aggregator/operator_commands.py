@@ -1,5 +1,5 @@
 """The operator's commands of ``codspeed-aggregator`` against a deployed stack: project tokens,
-a GitHub webhook's secret, a signed refresh event, the finalize queue's redrive. Each failure is a
+a GitHub webhook's secret and a check of it, a signed refresh event, the finalize queue's redrive. Each failure is a
 ``Failure``: one sentence and its exit code."""
 
 from __future__ import annotations
@@ -86,17 +86,22 @@ def token(args: argparse.Namespace) -> int:
     return 0
 
 
-def webhook_secret(args: argparse.Namespace) -> int:
+def _webhook_scope(args: argparse.Namespace) -> str:
+    """The repository (``--project``) or organization (``--owner``) a GitHub webhook is for."""
     from codspeed_rules.names import OWNER_PATTERN, has_dot_segment, is_project
-
-    from .adapters.aws import OPERATOR
-    from .auth import github_webhook_secret
-    from .wiring import webhook_secret
 
     if args.project is not None and not is_project(args.project):
         raise Failure(f"--project {args.project!r} is not owner/repo (or group/subgroup/repo)", USAGE)
     if args.owner is not None and (not re.fullmatch(OWNER_PATTERN, args.owner) or has_dot_segment(args.owner)):
         raise Failure(f"--owner {args.owner!r} is not an organization or user name", USAGE)
+    return str(args.project or args.owner)
+
+
+def _github_webhook_secret(scope: str) -> str:
+    from .adapters.aws import OPERATOR
+    from .auth import github_webhook_secret
+    from .wiring import webhook_secret
+
     master = webhook_secret(OPERATOR)
     if not master:
         raise Failure(
@@ -104,7 +109,62 @@ def webhook_secret(args: argparse.Namespace) -> int:
             "(the stack's WebhookSecretParameter)",
             CONFIG,
         )
-    print(github_webhook_secret(master, args.project or args.owner))
+    return github_webhook_secret(master, scope)
+
+
+def webhook_secret(args: argparse.Namespace) -> int:
+    print(_github_webhook_secret(_webhook_scope(args)))
+    return 0
+
+
+WEBHOOK_PATH = "/webhooks/github"
+_WEBHOOK_ADVICE = {
+    401: "the stack at that URL does not know this secret: is WEBHOOK_SECRET_PARAMETER (or WEBHOOK_SECRET) its own?",
+    403: "the stack at that URL has no webhook secret: create its WebhookSecretParameter",
+    404: f"no webhook there: the Payload URL is the stack's ApiUrl output followed by {WEBHOOK_PATH}",
+}
+
+
+def webhook_check(args: argparse.Namespace) -> int:
+    """GitHub's ``ping``, sent to the Payload URL as GitHub sends it with its form's defaults (the body
+    ``payload=`` form-encoded, signed with the webhook's secret): what the webhook's Recent Deliveries
+    will show for it, checked from the operator's machine before GitHub is set up."""
+    import uuid
+    from urllib.parse import urlencode
+
+    import requests
+
+    from .auth import FORM, signature
+
+    scope = _webhook_scope(args)
+    if not re.fullmatch(rf"https?://[^/\s]+(/[^\s]*)?{WEBHOOK_PATH}", args.url):
+        raise Failure(
+            f"--url {args.url!r} is no Payload URL: give the stack's ApiUrl output followed by {WEBHOOK_PATH}", USAGE
+        )
+    secret = _github_webhook_secret(scope)
+    named = {"repository": {"full_name": scope}} if "/" in scope else {"organization": {"login": scope}}
+    body = urlencode({"payload": json.dumps({"zen": "Keep it logically awesome.", "hook_id": 0, **named})}).encode()
+    headers = {
+        "Content-Type": FORM,
+        "User-Agent": "GitHub-Hookshot/codspeed-aggregator",
+        "X-GitHub-Event": "ping",
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": signature(secret, body),
+    }
+    try:
+        answer = requests.post(args.url, data=body, headers=headers, timeout=30)
+    except requests.RequestException as exc:
+        raise Failure(
+            f"{args.url} could not be reached ({type(exc).__name__}): is it the stack's ApiUrl output?", CONFIG
+        ) from None
+    said = f"{args.url} answered {answer.status_code} {answer.text[:300].strip()}"
+    if answer.status_code != 200:
+        advice = _WEBHOOK_ADVICE.get(answer.status_code, "the answer says why")
+        raise Failure(f"{said}: {advice}", CONFIG)
+    print(
+        f"{said}: GitHub's ping, form-encoded (its default Content type) and signed with {scope}'s webhook secret, "
+        "is taken; Recent Deliveries will show the same"
+    )
     return 0
 
 

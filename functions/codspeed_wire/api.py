@@ -2,11 +2,12 @@
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from codspeed_rules.names import CI_RUN_PATTERN, CI_URL_PATTERN, COMMIT_PATTERN, MAX_ANCESTORS
 from codspeed_rules.runner_json import DuplicateKey, NotSerdeJson, read, same
 
+from .model import WireModel
 from .names import Project, RunId, ShardName, SkippedShard
 from .upstream import UploadMetadata
 
@@ -18,7 +19,7 @@ CiRun = Annotated[str, StringConstraints(pattern=CI_RUN_PATTERN)]  # a CI's own 
 MAX_METADATA_BODY = 128 * 1024  # a runner's POST body is a few KiB; matrix values make it longer, never this long
 
 
-class ShardUploadRequest(BaseModel):
+class ShardUploadRequest(WireModel):
     """Ask for a presigned URL to upload one shard's bundle. Its MD5 (CodSpeed's ``profileMd5``, and
     S3's Content-MD5) and, when given, its CRC32 are signed into the URL: S3 refuses other bytes.
     ``metadata_body`` is the metadata as it goes upstream, byte for byte: ``metadata`` is the same
@@ -84,7 +85,7 @@ class ShardUploadRequest(BaseModel):
         return self
 
 
-class UploadGrant(BaseModel):
+class UploadGrant(WireModel):
     """Where and how to PUT the bundle: every header listed is signed and must be sent."""
 
     upload_url: str
@@ -97,7 +98,7 @@ class UploadGrant(BaseModel):
     sent_on_arrival: bool = False  # the parts mode: the shard goes upstream once counted (push waits for it)
 
 
-class GiveBackRequest(BaseModel):
+class GiveBackRequest(WireModel):
     """A grant its client will not use (``push`` refused its own bundle, or was interrupted before its
     PUT was answered): named by its key, which only the grant's answer gave."""
 
@@ -107,7 +108,7 @@ class GiveBackRequest(BaseModel):
     reason: str = Field(min_length=1, max_length=500, pattern=r"^[^\x00-\x1f\x7f]+$")
 
 
-class GiveBackAnswer(BaseModel):
+class GiveBackAnswer(WireModel):
     project: str
     run_id: str
     upload_id: str
@@ -119,7 +120,7 @@ JobName = Annotated[str, StringConstraints(min_length=1, max_length=255)]  # a C
 MAX_JOBS = 100
 
 
-class OpenRequest(BaseModel):
+class OpenRequest(WireModel):
     """Declare a run before any shard runs (``codspeed-client open``): its manifest (shards
     pushed by the client, and the jobs of a CodSpeed workflow whose runners upload to us), the
     shards skipped on purpose (carried from the baseline, never missing), and what its shards'
@@ -187,12 +188,12 @@ class OpenRequest(BaseModel):
         return self.expect or [str(i) for i in range(1, (self.total or 0) + 1)]
 
 
-class BenchmarkCost(BaseModel):
+class BenchmarkCost(WireModel):
     seconds: float | None  # None: its figures recorded no time (a walltime result from before total times were kept)
     shard: str
 
 
-class CostsAnswer(BaseModel):
+class CostsAnswer(WireModel):
     """What each benchmark of a branch's latest forwarded run cost (``GET /v1/costs``): what
     ``codspeed-client durations`` and ``split`` balance shards with."""
 
@@ -205,7 +206,7 @@ class CostsAnswer(BaseModel):
     benchmarks: dict[str, BenchmarkCost] = {}
 
 
-class CloseRequest(BaseModel):
+class CloseRequest(WireModel):
     """A close: "the jobs of this CI run and attempt have ended" when ``ci_run`` is said (the gate's
     CI run, detected by the client), so a grant of theirs with nothing in the bucket is missing at once."""
 
@@ -221,7 +222,7 @@ class CloseRequest(BaseModel):
     ci_job: str | None = Field(default=None, min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")
 
 
-class CloseAnswer(BaseModel):
+class CloseAnswer(WireModel):
     project: str
     run_id: str
     state: str

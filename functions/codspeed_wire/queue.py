@@ -1,10 +1,10 @@
 """The finalize queue's message: finish one run, or one upload (run part) of it, or send one
 shard of a parts run upstream as it was counted."""
 
-from pydantic import BaseModel
+from .model import WireModel
 
 
-class FinalizeMessage(BaseModel):
+class FinalizeMessage(WireModel):
     project: str
     run_id: str
     reason: str

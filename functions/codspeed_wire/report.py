@@ -2,12 +2,12 @@
 
 from typing import Any
 
-from pydantic import BaseModel
+from .model import WireModel
 
 FINAL_STATES = ("forwarded", "forward_failed", "closed_empty")
 
 
-class ShardEntry(BaseModel):
+class ShardEntry(WireModel):
     name: str
     label: str | None = None  # what the uploader called it (a CodSpeed runner's runPartId), when not its name
     display: str | None = None  # a readable form of the label: "bench [shard 1, job 1/3]"
@@ -32,7 +32,7 @@ class ShardEntry(BaseModel):
         return self.display or self.label or self.name
 
 
-class BenchmarkEntry(BaseModel):
+class BenchmarkEntry(WireModel):
     """One benchmark's result in a run. ``value`` is the figure compared with the baseline: the
     estimated cycles of a valgrind benchmark (instructions + 10 x L1 misses + 100 x LL misses),
     or a walltime benchmark's mean time."""
@@ -55,7 +55,7 @@ class BenchmarkEntry(BaseModel):
     shards: list[str] = []
 
 
-class BenchmarkCounts(BaseModel):
+class BenchmarkCounts(WireModel):
     """How many of a run's benchmarks are of each kind: the summary a report keeps whatever the
     run's size (the benchmarks themselves are on each shard's page)."""
 
@@ -71,7 +71,7 @@ class BenchmarkCounts(BaseModel):
     worst_improvement: float | None = None  # the largest (most negative) change of an improvement
 
 
-class ShardBenchmarks(BaseModel):
+class ShardBenchmarks(WireModel):
     """One shard's page of a run's results: every benchmark of it, compared with the baseline."""
 
     project: str
@@ -83,7 +83,7 @@ class ShardBenchmarks(BaseModel):
     benchmarks: list[BenchmarkEntry] = []  # regressions first, the largest first; improvements last
 
 
-class UpstreamEntry(BaseModel):
+class UpstreamEntry(WireModel):
     # the upstream runs the run's parts went under, comma-joined: all of them, up to 20 within 2 KiB;
     # past that the first, ``run_ids`` counting them all (the whole list is in the bucket beside the plan)
     run_id: str | None = None
@@ -96,7 +96,7 @@ class UpstreamEntry(BaseModel):
     run_hashes: list[str] = []
 
 
-class Overlap(BaseModel):
+class Overlap(WireModel):
     """A benchmark measured in more than one shard of a run by one executor."""
 
     benchmark: str
@@ -105,7 +105,7 @@ class Overlap(BaseModel):
     in_shards: int  # how many hold it
 
 
-class Report(BaseModel):
+class Report(WireModel):
     project: str
     run_id: str
     attempt: int = 1  # a run forwarded and then uploaded to again goes on as attempt 2, run id "<run>~2"

@@ -7,11 +7,12 @@ the aggregator loses nothing a newer runner adds.
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from codspeed_rules.runner_json import in_runner_order
 
+from .model import WireModel
 from .names import Owner, Segment
 
 # The oldest metadata version still sent by runners in the wild (7 until early 2026).
@@ -19,7 +20,7 @@ OLDEST_VERSION = 5
 MAX_RUN_PART_ID = 4096  # opaque, matrix values are free text: hundreds of characters are normal
 
 
-class _Camel(BaseModel):
+class _Camel(WireModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
 
     def wire(self) -> dict[str, Any]:
@@ -99,7 +100,7 @@ class UploadMetadata(_Camel):
         }
 
 
-class UploadAccepted(BaseModel):
+class UploadAccepted(WireModel):
     status: Literal["success"] = "success"
     uploadUrl: str
     runId: str

@@ -1,12 +1,13 @@
 """Webhook payloads: the aggregator's signed refresh, and the part of GitHub's
 ``workflow_run`` event the aggregator reads."""
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from .model import WireModel
 from .names import Project, RunId
 
 
-class RefreshRequest(BaseModel):
+class RefreshRequest(WireModel):
     """``POST /webhooks/refresh``: re-render and republish a run's report. The timestamp is
     signed with the body, so an old request cannot be replayed."""
 
@@ -17,17 +18,17 @@ class RefreshRequest(BaseModel):
     timestamp: int
 
 
-class _Repository(BaseModel):
+class _Repository(WireModel):
     full_name: str
 
 
-class _WorkflowRun(BaseModel):
+class _WorkflowRun(WireModel):
     id: int
     run_attempt: int = 1
     head_sha: str | None = None
 
 
-class WorkflowRunEvent(BaseModel):
+class WorkflowRunEvent(WireModel):
     action: str
     workflow_run: _WorkflowRun
     repository: _Repository

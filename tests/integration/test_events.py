@@ -298,7 +298,7 @@ def test_an_arrival_is_taken_only_with_the_time_its_bundles_size_needs(stack, si
 def test_a_failed_arrival_comes_back_in_minutes_not_after_the_queues_90(stack):
     from unittest import mock
 
-    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+    from codspeed_aggregator.handlers.sqs_batch import AllRecordsFailed
 
     from codspeed_aggregator import wiring
     from codspeed_aggregator.handlers import arrivals
@@ -309,7 +309,7 @@ def test_a_failed_arrival_comes_back_in_minutes_not_after_the_queues_90(stack):
         _Sent("arrivals", "sqs", "ChangeMessageVisibility") as sent,
         mock.patch.object(wiring.for_arrivals().record_arrival, "record", side_effect=RuntimeError("S3 answered 503")),
     ):
-        with pytest.raises(BatchProcessingError, match="All records failed"):  # SQS keeps the message
+        with pytest.raises(AllRecordsFailed, match="All records failed"):  # SQS keeps the message
             arrivals.handler(event, _Context(60_000))
     assert sent.calls == [
         (

@@ -17,6 +17,7 @@ COMMANDS = {
     "token create": ["token", "create", "--project", "acme/widgets"],
     "token revoke": ["token", "revoke", "--token", "cst_abc"],
     "webhook-secret": ["webhook-secret", "--project", "acme/widgets"],
+    "webhook-check": ["webhook-check", "--url", "https://example.invalid/webhooks/github", "--project", "acme/widgets"],
     "refresh-event": ["refresh-event", "--project", "acme/widgets", "--run-id", "r1"],
     "redrive": ["redrive", "--queue", "finalize", "--dead-letter-url", QUEUE, "--queue-url", QUEUE],
 }
@@ -87,3 +88,57 @@ def test_every_operator_command_says_one_sentence_and_exits_3_without_credential
         assert "AccessDenied" in said, said
     else:
         assert said.startswith("codspeed-aggregator: no AWS credentials: give the stack's account's"), said
+
+
+def _checked(stack, url: str, secret: str, *scope: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {"WEBHOOK_SECRET": secret}
+    return subprocess.run(
+        [sys.executable, "-m", "codspeed_aggregator.cli", "webhook-check", "--url", url, *scope],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "scope", [["--project", "acme/widgets"], ["--owner", "acme"]], ids=["repository", "organization"]
+)
+def test_webhook_check_sends_githubs_ping_as_its_form_sends_it_and_says_it_is_taken(stack, scope):
+    done = _checked(stack, f"{stack.api_url}/webhooks/github", stack.webhook_secret, *scope)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith(f'{stack.api_url}/webhooks/github answered 200 {{"message":"pong"}}: GitHub\'s ping')
+    assert f"signed with {scope[1]}'s webhook secret" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("path", "secret", "code", "said"),
+    [
+        ("/webhooks/github", "another-stacks-secret", 3, "answered 401 {"),
+        ("/hooks/webhooks/github", None, 3, "answered 404 {"),
+        (
+            "/webhooks/refresh",
+            None,
+            2,
+            "is no Payload URL: give the stack's ApiUrl output followed by /webhooks/github",
+        ),
+    ],
+    ids=["another-secret", "no-route", "not-the-payload-url"],
+)
+def test_webhook_check_names_what_is_wrong_in_one_sentence(stack, path, secret, code, said):
+    done = _checked(stack, f"{stack.api_url}{path}", secret or stack.webhook_secret, "--project", "acme/widgets")
+    assert done.returncode == code, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("codspeed-aggregator: ") and done.stdout == "", line
+    assert all(words in line for words in said), line
+
+
+def test_webhook_check_of_a_url_nothing_answers_says_so():
+    with ThreadingHTTPServer(("127.0.0.1", 0), _Refusing) as server:
+        port = server.server_address[1]  # bound, then closed: nothing listens there
+    done = _checked(None, f"http://127.0.0.1:{port}/webhooks/github", "s", "--project", "acme/widgets")
+    assert done.returncode == 3
+    assert done.stderr.strip() == (
+        f"codspeed-aggregator: http://127.0.0.1:{port}/webhooks/github could not be reached (ConnectionError): "
+        "is it the stack's ApiUrl output?"
+    )

@@ -158,13 +158,13 @@ def test_a_failed_finalize_comes_back_in_minutes_not_after_the_queues_90(stack):
         "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:finalize",
         "awsRegion": "us-east-1",
     }
-    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+    from codspeed_aggregator.handlers.sqs_batch import AllRecordsFailed
 
     with (
         mock.patch.object(agg.finalize_run, "finalize", side_effect=RuntimeError("upstream down")),
         mock.patch.object(agg.queue, "retry_in") as retry_in,
     ):
-        with pytest.raises(BatchProcessingError, match="All records failed"):  # SQS keeps the message
+        with pytest.raises(AllRecordsFailed, match="All records failed"):  # SQS keeps the message
             finalizer.handler({"Records": [record]}, LocalContext("codspeed-finalizer"))
     retry_in.assert_called_once_with("handle-1", 240)
 

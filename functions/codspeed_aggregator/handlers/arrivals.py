@@ -1,11 +1,10 @@
 """S3 ObjectCreated events, through SQS: validate and count each bundle once."""
 
+import functools
 from typing import Any
 from urllib.parse import unquote_plus
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.utilities.batch import process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -14,7 +13,7 @@ from ..domain.errors import BadBundle
 from ..domain.keys import BUNDLE_PREFIX, parse_bundle_key
 from ..settings import settings
 from ..wiring import for_arrivals
-from .sqs_batch import sqs_batch
+from .sqs_batch import PartialBatchResponse, partial_response
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 metrics = Metrics()
@@ -68,8 +67,6 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchResponse:
     with for_arrivals().reports.held():  # one report per run per batch
-        return process_partial_response(
-            event=event, record_handler=record_handler, processor=sqs_batch(), context=context
-        )
+        return partial_response(event, functools.partial(record_handler, lambda_context=context))

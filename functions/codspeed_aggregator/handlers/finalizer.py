@@ -4,15 +4,13 @@ one-upload: its shards merged into one upload), once."""
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.utilities.batch import process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from codspeed_wire.queue import FinalizeMessage
 
 from ..wiring import for_finalizer
-from .sqs_batch import sqs_batch
+from .sqs_batch import PartialBatchResponse, partial_response
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 metrics = Metrics()
@@ -36,5 +34,5 @@ def record_handler(record: SQSRecord) -> None:
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    return process_partial_response(event=event, record_handler=record_handler, processor=sqs_batch(), context=context)
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchResponse:
+    return partial_response(event, record_handler)
