@@ -10,7 +10,7 @@ import uuid
 import pytest
 import requests
 
-from codspeed_local.upstream_stub import archive_of, benchmarks_in
+from codspeed_local.upstream_stub import archive_of
 from tests import runner
 from tests.conftest import CIRCLECI_ORG, TOKEN, TOKENLESS_PROJECT
 from tests.factories import wait_for
@@ -579,95 +579,3 @@ def test_the_readme_gate_on_a_run_with_a_crashed_job_exits_11_within_seconds_of_
     report = _final(stack, project, gh_run)
     assert (report["attempt"], report["arrived"]) == (1, 2)
     assert [s["state"] for s in report["shards"] if s["state"] != "arrived"] == ["missing"]
-
-
-@pytest.mark.slow
-def test_a_buildkite_builds_runner_jobs_are_one_run_merged_in_one_upload_that_the_gate_finds(stack):
-    """The case seen: three runner jobs of one build were three runs and three uploads upstream (the
-    runner's upload names neither build nor job). The pipeline names them in the upload URL, as
-    docs/setup/buildkite.md shows: one run, the build's id, found by the gate's close with no id
-    given; one merged upload even where the project forwards in parts (the runner: "For Buildkite,
-    we don't support multipart uploads"); a retried job replaces its own upload."""
-    import subprocess
-    import sys
-
-    from tests.conftest import PARTS_PROJECT
-
-    owner, repository = PARTS_PROJECT.split("/")
-    build, step, commit = str(uuid.uuid4()), str(uuid.uuid4()), uuid.uuid4().hex + "0" * 8
-
-    def job(index: int, benchmark: str) -> runner.Upload:
-        archive = runner.folder_archive(runner.valgrind_folder(7400 + index, [benchmark]), gzipped=True)
-        meta = runner.metadata(
-            archive, executor="valgrind", owner=owner, repository=repository, commit=commit,
-            run_part=None, environment="BUILDKITE",
-        )  # fmt: skip
-        url = f"{stack.api_url}/upload/buildkite/{build}/{step}/{index}/3"  # the pipeline's CODSPEED_UPLOAD_URL
-        return runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN), url)
-
-    for index in range(2):
-        sent = job(index, f"bk::first{index}")
-        assert sent.put.status_code == 200 and sent.post.json()["runId"] == build, sent.post.text
-    assert job(1, "bk::retried").put.status_code == 200  # job 2 of 3 retried: its own upload replaced
-    assert job(2, "bk::third").put.status_code == 200
-    gate = {
-        **{k: v for k, v in __import__("os").environ.items() if not k.startswith(("GITHUB_", "GITLAB", "CI_"))},
-        "BUILDKITE": "true",  # Buildkite's documented environment of the gate's job
-        "BUILDKITE_BUILD_ID": build,
-        "BUILDKITE_REPO": f"git@github.com:{PARTS_PROJECT}.git",
-        "BUILDKITE_COMMIT": commit,
-        "BUILDKITE_BRANCH": "main",
-        "BUILDKITE_PULL_REQUEST": "false",
-        "CODSPEED_AGGREGATOR_URL": stack.api_url,
-        "CODSPEED_AGGREGATOR_TOKEN": TOKEN,
-    }
-    client = [sys.executable, "-m", "codspeed_client.cli"]
-    closed = subprocess.run([*client, "close"], env=gate, capture_output=True, text=True, timeout=120)
-    assert closed.returncode == 0 and closed.stdout.startswith(f"run {build} ({PARTS_PROJECT})"), closed.stderr
-    waited = subprocess.run([*client, "status", "--wait", "--timeout", "120"], env=gate, capture_output=True, text=True)
-    assert waited.returncode == 0, waited.stdout + waited.stderr
-    report = _final(stack, PARTS_PROJECT, build)
-    assert (report["state"], report["arrived"], report["expected"]) == ("forwarded", 3, 3)
-    [upload] = stack.upstream.uploads(commit=commit)  # one upload, merged
-    assert benchmarks_in(archive_of(upload)) == {"bk::first0", "bk::retried", "bk::third"}
-
-
-@pytest.mark.parametrize(
-    ("path", "says"),
-    [
-        ("not a build/s/0/1", "is not a Buildkite build id"),
-        ("b1/s/3/3", "job '3' of '3' is not a parallel job of 1 to 1000"),
-        ("b1/s/0/0", "job '0' of '0' is not a parallel job"),
-        ("b1/s!/0/1", "step 's!' is not a Buildkite step id"),
-    ],
-)
-def test_a_buildkite_upload_url_that_names_no_job_is_refused_naming_the_segment_and_opens_nothing(
-    stack, repo, path, says
-):
-    owner, repository = repo
-    archive = runner.recorded(1)
-    meta = runner.metadata(
-        archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=None,
-        environment="BUILDKITE",
-    )  # fmt: skip
-    url = f"{stack.api_url}/upload/buildkite/{requests.utils.quote(path, safe='/!')}"
-    refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN), url)
-    assert refused.post.status_code == 422 and says in refused.post.json()["error"], refused.post.text
-    listed = requests.get(f"{stack.api_url}/v1/runs/{owner}/{repository}", headers={"Authorization": TOKEN}, timeout=10)
-    assert listed.status_code == 404 or not listed.json().get("runs"), listed.text  # nothing opened
-
-
-def test_a_buildkite_upload_url_given_to_another_ci_s_runner_is_refused(stack, repo, gh_run):
-    owner, repository = repo
-    archive = runner.recorded(1)
-    part = runner.github_run_part(gh_run, "bench", "valgrind")
-    meta = runner.metadata(
-        archive, executor="valgrind", owner=owner, repository=repository, commit=COMMIT, run_part=part
-    )
-    url = f"{stack.api_url}/upload/buildkite/b1/s/0/1"
-    refused = runner.upload(stack.api_url, runner.Upload(meta, archive, token=TOKEN), url)
-    assert refused.post.status_code == 422
-    assert refused.post.json()["error"].endswith(
-        "the runner says it runs on GITHUB_ACTIONS: point only Buildkite jobs at /upload/buildkite/…"
-    )
-    assert _report(stack, f"{owner}/{repository}", gh_run) == {}

@@ -200,8 +200,8 @@ def test_a_buildkite_segment_of_5000_digits_is_a_422_naming_the_segment(isolated
     index, count = (HUGE, "3") if segment == "job" else ("0", HUGE)
     body = _runner_body(project, run_id)
     before = footprint(isolated, project, run_id)
-    status, answer = _call(isolated.aggregator, f"/upload/buildkite/{run_id}/step-1/{index}/{count}", body)
-    assert status == 422 and "the upload URL's job" in answer["error"], answer
+    status, answer = _call(isolated.aggregator, f"/upload/buildkite/{run_id}/step-1/job-1/{index}/{count}", body)
+    assert status == 422 and "the upload URL's parallel job" in answer["error"], answer
     assert footprint(isolated, project, run_id) == before
 
 

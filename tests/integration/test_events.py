@@ -298,10 +298,9 @@ def test_an_arrival_is_taken_only_with_the_time_its_bundles_size_needs(stack, si
 def test_a_failed_arrival_comes_back_in_minutes_not_after_the_queues_90(stack):
     from unittest import mock
 
-    from codspeed_aggregator.handlers.sqs_batch import AllRecordsFailed
-
     from codspeed_aggregator import wiring
     from codspeed_aggregator.handlers import arrivals
+    from codspeed_aggregator.handlers.sqs_batch import AllRecordsFailed
 
     event = _event("arrivals-s3-object-created.json")
     event["Records"][0]["attributes"]["ApproximateReceiveCount"] = "3"

@@ -131,7 +131,7 @@ def test_a_runner_label_reads_as_its_job_and_matrix_and_the_raw_id_is_kept_besid
 def test_a_buildkite_job_named_by_its_upload_url_is_a_shard_of_its_build_s_run():
     from codspeed_aggregator.domain.drop_in import BuildkiteJob, ci_run_of, shard_of
 
-    job = BuildkiteJob.from_path("0190a3c4-build", "step-7", "1", "3")
+    job = BuildkiteJob.from_path("0190a3c4-build", "step-7", "1", "3", "018f-job")
     metadata = _meta(None, environment="BUILDKITE")
     place = shard_of(metadata, job)
     assert (place.run_id, place.label, place.group, place.manifest.expected_count()) == (
@@ -140,6 +140,9 @@ def test_a_buildkite_job_named_by_its_upload_url_is_a_shard_of_its_build_s_run()
         "step-7",
         3,
     )
-    assert shard_of(metadata, BuildkiteJob.from_path("0190a3c4-build", "step-7", "1", "3")).shard == place.shard
+    retried = BuildkiteJob.from_path("0190a3c4-build", "step-7", "1", "3", "0190-job-retried")
+    assert shard_of(metadata, retried).shard == place.shard  # a retried job (a new id) replaces its upload
+    alone = shard_of(metadata, BuildkiteJob.from_path("0190a3c4-build", "bench-walltime", "0", "1", "0191-job"))
+    assert (alone.label, alone.group, alone.manifest.expected_count()) == ("bench-walltime", "bench-walltime", 1)
     assert ci_run_of(metadata, job) == "0190a3c4-build" and ci_run_of(metadata) is None
     assert shard_of(metadata).run_id != place.run_id  # at /upload: a run of one, as before

@@ -15,8 +15,9 @@
   leaves its run short of one, as a matrix job does on GitHub.
 - Buildkite: the runner's upload names neither build nor job (no runPart, no CI data), and it
   POSTs to its upload URL verbatim, so the URL says them: ``/upload/buildkite/{build}/{step}/{job}/
-  {count}`` (``BuildkiteJob``) makes the build's run (its id, as the client names it), the step a
-  group of ``count`` jobs, each parallel job a shard. Such a run is forwarded merged (one-upload):
+  {index}/{count}`` (``BuildkiteJob``) makes the build's run (its id, as the client names it), the
+  step a group of ``count`` jobs, each parallel job a shard, the job's own id told apart from a
+  URL interpolated once for every job (``asked_upload.ci_job_refusal``). Such a run is forwarded merged (one-upload):
   CodSpeed's runner says Buildkite takes no multipart uploads.
 - No runPart otherwise (Buildkite at ``/upload``, older runners): a run of one shard, keyed by its
   commit and archive, forwarded as it arrived.
@@ -112,28 +113,46 @@ _SEGMENT_NUMBER = re.compile(r"[0-9]{1,4}")  # a parallel job's index or count: 
 
 @dataclass(frozen=True)
 class BuildkiteJob:
-    """A Buildkite job as its upload URL names it (``$BUILDKITE_BUILD_ID``, ``$BUILDKITE_STEP_ID``,
-    ``$BUILDKITE_PARALLEL_JOB`` from 0, ``$BUILDKITE_PARALLEL_JOB_COUNT``)."""
+    """A Buildkite job as its upload URL names it (``/upload/buildkite/$BUILDKITE_BUILD_ID/
+    ${BUILDKITE_STEP_KEY:-$BUILDKITE_STEP_ID}/$BUILDKITE_JOB_ID/${BUILDKITE_PARALLEL_JOB:-0}/
+    ${BUILDKITE_PARALLEL_JOB_COUNT:-1}``): its build, its step (by its key, as Buildkite shows it,
+    else its id), the job's own id, and its place among the step's parallel jobs (from 0)."""
 
     build: str
     step: str
     index: int
     count: int
+    job: str | None = None  # None: the URL of release 1.0.0, which names no job (a URL made once goes unseen)
 
     @classmethod
-    def from_path(cls, build: str, step: str, index: str, count: str) -> "BuildkiteJob":
+    def from_path(cls, build: str, step: str, index: str, count: str, job: str | None = None) -> "BuildkiteJob":
         """Refused, naming the segment, where the URL cannot name a job of a build."""
         if not is_run_id(build):
             raise Unprocessable(f"the upload URL's build {build!r} is not a Buildkite build id ($BUILDKITE_BUILD_ID)")
         if not _STEP.match(step):
-            raise Unprocessable(f"the upload URL's step {step!r} is not a Buildkite step id ($BUILDKITE_STEP_ID)")
+            raise Unprocessable(
+                f"the upload URL's step {step!r} is not a Buildkite step key or id "
+                "(${BUILDKITE_STEP_KEY:-$BUILDKITE_STEP_ID})"
+            )
+        if job is not None and not _STEP.match(job):
+            raise Unprocessable(f"the upload URL's job {job!r} is not a Buildkite job id ($BUILDKITE_JOB_ID)")
         numbers = _SEGMENT_NUMBER.fullmatch(index) and _SEGMENT_NUMBER.fullmatch(count)
         if not (numbers and 0 <= int(index) < int(count) <= MAX_SHARDS):
             raise Unprocessable(
-                f"the upload URL's job {index!r} of {count!r} is not a parallel job of 1 to {MAX_SHARDS} "
+                f"the upload URL's parallel job {index!r} of {count!r} is not one of 1 to {MAX_SHARDS} "
                 "(${BUILDKITE_PARALLEL_JOB:-0}/${BUILDKITE_PARALLEL_JOB_COUNT:-1})"
             )
-        return cls(build, step, int(index), int(count))
+        return cls(build, step, int(index), int(count), job)
+
+    def same_job_again(self) -> str:
+        """Why a second archive from this job is refused: only a URL made once for every job names one
+        job twice with two archives (a job retried is a new job, with an id of its own)."""
+        return (
+            f"Buildkite job {self.job} sent another archive before: the upload URL names the same job in every "
+            "job, as a URL set in a step's env: block does (Buildkite interpolates it once, when the pipeline "
+            "is uploaded). Set CODSPEED_UPLOAD_URL in the step's command, $$ before each variable "
+            "(docs/setup/buildkite.md)"
+        )
 
     def shard(self, metadata: UploadMetadata) -> DropInShard:
         """Its shard of the build's run: the step a group of ``count``, the job one of them."""
@@ -142,7 +161,7 @@ class BuildkiteJob:
                 f"the upload URL names Buildkite build {self.build}, but the runner says it runs on "
                 f"{metadata.run_environment}: point only Buildkite jobs at /upload/buildkite/…"
             )
-        label = f"{self.step} {self.index + 1}/{self.count}"
+        label = f"{self.step} {self.index + 1}/{self.count}" if self.count > 1 else self.step
         return _job(self.build, label, Manifest(total=self.count), metadata.executor, group_of(self.step))
 
 

@@ -99,10 +99,20 @@ def drop_in_upload(metadata: UploadMetadata) -> JsonResponse:
     return _drop_in(metadata)
 
 
-@router.post("/upload/buildkite/<build>/<step>/<job>/<count>")
-def buildkite_drop_in_upload(metadata: UploadMetadata, build: str, step: str, job: str, count: str) -> JsonResponse:
-    """A Buildkite job's runner, its upload URL naming what its upload does not: build, step, parallel job."""
-    return _drop_in(metadata, BuildkiteJob.from_path(build, step, job, count))
+@router.post("/upload/buildkite/<build>/<step>/<job>/<index>/<count>")
+def buildkite_drop_in_upload(  # noqa: PLR0913 -- the body, and each segment of the URL
+    metadata: UploadMetadata, build: str, step: str, job: str, index: str, count: str
+) -> JsonResponse:
+    """A Buildkite job's runner, its upload URL naming what its upload does not: build, step, job."""
+    return _drop_in(metadata, BuildkiteJob.from_path(build, step, index, count, job))
+
+
+@router.post("/upload/buildkite/<build>/<step>/<index>/<count>")
+def buildkite_drop_in_upload_unnamed(
+    metadata: UploadMetadata, build: str, step: str, index: str, count: str
+) -> JsonResponse:
+    """Release 1.0.0's URL, which names no job: taken as it was (the API keeps what it took)."""
+    return _drop_in(metadata, BuildkiteJob.from_path(build, step, index, count))
 
 
 def _drop_in(metadata: UploadMetadata, buildkite: BuildkiteJob | None = None) -> JsonResponse:

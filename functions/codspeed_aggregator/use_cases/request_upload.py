@@ -118,6 +118,12 @@ class RequestUpload:
         if not metadata.profile_md5:
             raise Unprocessable("metadata has no profileMd5: CodSpeed's upload protocol signs the profile's MD5")
         place = shard_of(metadata, buildkite)
+        if (
+            buildkite
+            and buildkite.job
+            and not self.shards.claim_job(project, buildkite.build, buildkite.job, metadata.profile_md5)
+        ):
+            raise Conflict(buildkite.same_job_again())  # before any attempt is joined or opened: one archive a job
         grant = self._grant(
             AskedUpload(
                 project=project,

@@ -34,6 +34,7 @@ TOKEN_PREFIX = "~TOKEN#"  # an upload's job's OIDC token, until it expires (its 
 COMMENT_PREFIX = "~COMMENT#"  # a pull request's sticky comment (in the project's pull-request partition)
 CLAIM_PREFIX = "~CLAIM#"  # one upload's (or a parts run's shard's) claim by its finalizer: out of snapshots
 KEPT_PREFIX = "~KEPT#"  # a shard the run carried, copied beside it to stay a source of its branch: out of snapshots
+JOB_PREFIX = "~JOB#"  # a Buildkite job's archive (its MD5), once a job: out of snapshots
 NOTE_PREFIX = "~NOTE#"  # which shard a tally's recent change changed (note_sk): read by key only
 # Partitions of their own:
 PROJECT_PREFIX = "PROJECT#"  # a project's runs, by when they opened: its page lists them
