@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import json
 import math
 import re
 import tarfile
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
 from .callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
+from .results import MAX_RESULTS_JSON, RESULTS_NAME, walltime_results
 from .tar import (
     CHUNK,
     DECODING_ERRORS,
@@ -42,11 +42,8 @@ def stdlib_gunzip(raw: Readable) -> gzip.GzipFile:
 
 VALGRIND = "valgrind"
 TRACE_NAME = re.compile(r"^(?P<pid>[0-9]{1,10})\.tgtrace$")
-RESULTS_NAME = re.compile(r"^results/(?P<pid>[0-9]{1,10})\.json$")
 MAX_RESULTS = 1_000_000  # benchmarks per bundle whose names and results are kept (all are counted): every
 # real one (CodSpeed advises under 1000 per shard), at ~0.3 KB of memory each while validating
-MAX_RESULTS_JSON = 16 << 20  # a results/<pid>.json read for its timings: larger ones are passed over
-WALLTIME_STATS = ("mean_ns", "stdev_ns", "median_ns", "rounds", "total_time", "warmup_iters")  # total_time: seconds
 MAX_PROCESSES = 10_000  # profiled processes (pids) a bundle holds: their list is one record of the aggregator's
 MAX_MTIME = 8**11 - 1  # what a tar header's mtime field holds in octal
 NESTED_ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
@@ -213,33 +210,24 @@ class BundleCheck:
                 for name, costs in scanner.costs.items():
                     if len(summary.results) < MAX_RESULTS:
                         summary.results[name] = costs
-        elif current.kept is not None:
-            measured = walltime_results(bytes(current.kept))
-            if self.executor != VALGRIND:  # its benchmarks are these (valgrind's are its callgrind parts')
-                summary.benchmarks += len(measured)
-                summary.benchmark_names.extend(list(measured)[: MAX_RESULTS - len(summary.benchmark_names)])
-            for name, stats in measured.items():
-                if len(summary.results) < MAX_RESULTS:
-                    summary.results.setdefault(name, stats)
+        elif results := RESULTS_NAME.match(current.path):
+            self._results_done(current, int(results["pid"]))
 
-
-def walltime_results(document: bytes) -> dict[str, dict[str, Any]]:
-    """Each benchmark's timing stats in a ``results/<pid>.json`` (pytest-codspeed's walltime
-    output); nothing for one without (valgrind's) or that does not parse: it is not checked."""
-    try:
-        benchmarks = json.loads(document).get("benchmarks") or []
-    except (ValueError, AttributeError):
-        return {}
-    found = {}
-    for benchmark in benchmarks if isinstance(benchmarks, list) else []:
-        stats = benchmark.get("stats") if isinstance(benchmark, dict) else None
-        uri = benchmark.get("uri") or benchmark.get("name") if isinstance(benchmark, dict) else None
-        if isinstance(stats, dict) and isinstance(uri, str):
-            found[uri] = {k: stats[k] for k in WALLTIME_STATS if isinstance(stats.get(k), (int, float))}
-            config = benchmark.get("config")
-            if isinstance(config, dict) and isinstance(config.get("warmup_time_ns"), (int, float)):
-                found[uri]["warmup_time_ns"] = config["warmup_time_ns"]  # how long its warm-up ran: its cost
-    return found
+    def _results_done(self, current: _CheckedContent, pid: int) -> None:
+        """A ``results/<pid>.json``: another executor's process (renumbered where a build's shards merge)
+        and its benchmarks; in a valgrind folder, timings beside its callgrind parts' benchmarks."""
+        summary, own = self.summary, self.executor != VALGRIND
+        if own:
+            _add_pid(current.path, pid, summary)
+        if current.kept is None:
+            return
+        measured = walltime_results(bytes(current.kept))
+        if own:  # its benchmarks are these (valgrind's are its callgrind parts')
+            summary.benchmarks += len(measured)
+            summary.benchmark_names.extend(list(measured)[: MAX_RESULTS - len(summary.benchmark_names)])
+        for name, stats in measured.items():
+            if len(summary.results) < MAX_RESULTS:
+                summary.results.setdefault(name, stats)
 
 
 class _Tapped:
@@ -343,7 +331,8 @@ def _check_out(path: str, pid: int, head: bytes, summary: BundleSummary) -> None
 
 
 def _add_pid(path: str, pid: int, summary: BundleSummary) -> None:
-    """A pid the merge renumbers when it collides: named by a ``.out`` or a ``.tgtrace``."""
+    """A pid the merge renumbers when it collides: named by a ``.out`` or a ``.tgtrace`` (valgrind's), or
+    by a ``results/<pid>.json`` (another executor's)."""
     if pid not in summary.pids:
         if len(summary.pids) >= MAX_PROCESSES:
             raise BadBundle(f"{path}: a bundle holds the profiles of {MAX_PROCESSES} processes at most")

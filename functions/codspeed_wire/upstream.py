@@ -18,6 +18,9 @@ from .names import Owner, Segment
 # The oldest metadata version still sent by runners in the wild (7 until early 2026).
 OLDEST_VERSION = 5
 MAX_RUN_PART_ID = 4096  # opaque, matrix values are free text: hundreds of characters are normal
+# runEnvironment of a Buildkite job: the runner's provider there sends no run part ("For Buildkite, we don't
+# support multipart uploads"), so an upload there never carries one
+BUILDKITE = "BUILDKITE"
 
 
 class _Camel(WireModel):

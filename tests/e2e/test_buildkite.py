@@ -2,7 +2,9 @@
 local stack by the upload URL docs/setup/buildkite.md sets (``domain.drop_in.BUILDKITE_URL``): a
 build is one run, a job one shard, a URL made once for every job refused with a sentence."""
 
+import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -43,16 +45,18 @@ class Build:
         if executor == "valgrind":
             archive = runner.folder_archive(runner.valgrind_folder(pid, benchmarks), gzipped=True)
         else:
-            archive = runner.folder_archive(runner.walltime_folder(pid, benchmarks), gzipped=False)
+            [benchmark] = benchmarks  # a walltime folder of one benchmark
+            archive = runner.folder_archive(runner.walltime_folder(pid, benchmark), gzipped=False)
         meta = runner.metadata(
             archive, executor=executor, owner=self.owner, repository=self.repository, commit=self.commit,
             run_part=None, environment="BUILDKITE",
         )  # fmt: skip
         return runner.upload(self.stack.api_url, runner.Upload(meta, archive, token=TOKEN), url)
 
-    def gate(self, *command: str, timeout: int = 120) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB", "CI_"))}
-        env |= {
+    def gate(self, *command: str, env: dict | None = None, cwd=None, timeout: int = 120) -> subprocess.CompletedProcess:
+        """``codspeed-client COMMAND`` in a job of the build (the gate's, unless ``env`` says more)."""
+        job = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB", "CI_", "BUILDKITE"))}
+        job |= {
             "BUILDKITE": "true",  # Buildkite's documented environment of the gate's job
             "BUILDKITE_BUILD_ID": self.id,
             "BUILDKITE_REPO": f"git@github.com:{self.project}.git",
@@ -61,9 +65,10 @@ class Build:
             "BUILDKITE_PULL_REQUEST": "false",
             "CODSPEED_AGGREGATOR_URL": self.stack.api_url,
             "CODSPEED_AGGREGATOR_TOKEN": TOKEN,
+            **(env or {}),
         }
         client = [sys.executable, "-m", "codspeed_client.cli"]
-        return subprocess.run([*client, *command], env=env, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run([*client, *command], env=job, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
     def report(self) -> dict:
         return _report(self.stack, self.project, self.id)
@@ -117,7 +122,8 @@ def test_a_url_set_in_a_steps_env_block_names_one_job_for_all_and_the_second_arc
     url = build.url("pipeline-upload", job_id(), 0, 1)  # what every job got
     first = build.runner_job(url, ["bk::one"], pid=7401)
     assert first.put.status_code == 200, first.post.text
-    before = _final(stack, build.project, build.id)  # its step of one job complete: the run ended
+    assert build.gate("close").returncode == 0
+    before = _final(stack, build.project, build.id)
     for pid, benchmark in ((7402, "bk::two"), (7403, "bk::three")):
         refused = build.runner_job(url, [benchmark], pid=pid)
         assert refused.post.status_code == 409 and refused.put is None
@@ -145,6 +151,7 @@ def test_release_1_0_0s_url_which_names_no_job_is_still_taken(stack):
     build = Build(stack)
     sent = build.runner_job(f"{stack.api_url}/upload/buildkite/{build.id}/benchmarks/0/1", ["bk::unchanged"])
     assert sent.put.status_code == 200 and sent.post.json()["runId"] == build.id, sent.post.text
+    assert build.gate("close").returncode == 0
     report = _final(stack, build.project, build.id)
     assert (report["state"], [s["label"] for s in report["shards"]]) == ("forwarded", ["benchmarks"])
 
@@ -179,3 +186,67 @@ def test_a_buildkite_upload_url_given_to_another_ci_s_runner_is_refused(stack):
         "the runner says it runs on GITHUB_ACTIONS: point only Buildkite jobs at /upload/buildkite/…"
     )
     assert build.runs() == []
+
+
+def _pushed(build: Build, folder, index: int, count: int, tmp_path) -> subprocess.CompletedProcess:
+    """``codspeed-client push`` in a job of a step of ``count`` parallel jobs, outside any checkout."""
+    env = {
+        "BUILDKITE_PARALLEL_JOB": str(index),
+        "BUILDKITE_PARALLEL_JOB_COUNT": str(count),
+        "BUILDKITE_LABEL": "pushed",
+    }
+    return build.gate("push", "--profile-folder", str(folder), env=env, cwd=tmp_path)
+
+
+def _uploads(stack, build: Build) -> list[tuple[str, str | None, set[str]]]:
+    """Each upload upstream for the build's commit: (executor, its runPart, its benchmarks), in order."""
+    found = []
+    for upload in stack.upstream.uploads(commit=build.commit):
+        meta = json.loads((upload / "metadata.json").read_text())
+        found.append((meta["runner"]["executor"], meta.get("runPart"), benchmarks_in(archive_of(upload))))
+    return found
+
+
+def _timeline_rows(report: dict) -> list[str]:
+    page = requests.get(report["page_url"], timeout=10)
+    assert page.status_code == 200, page.text
+    return re.findall(r'<text x="0" y="[0-9]+">([^<]*)</text>', page.text)
+
+
+@pytest.mark.slow
+def test_a_build_of_every_shape_goes_upstream_as_one_upload_an_executor_each_attempt(stack, tmp_path):
+    """A build through the documented pipeline: a step of three valgrind runner jobs, a walltime step of
+    one job (no ``parallelism``), a step of two client pushes, the gate; then a job retried after the gate
+    and the gate again. CodSpeed's runner sends Buildkite uploads without run parts, so each attempt
+    goes upstream as the runner's own uploads would: one an executor, no runPart, every benchmark once
+    in each; the page names each shard as Buildkite shows it."""
+    build = Build(stack)
+    for index in range(3):
+        url = build.url("benchmarks", job_id(), index, 3)
+        assert build.runner_job(url, [f"bk::job{index}"], pid=7400 + index).put.status_code == 200
+    walltime = build.runner_job(build.url("walltime", job_id(), 0, 1), ["bk::wall"], executor="walltime", pid=7400)
+    assert walltime.put.status_code == 200, walltime.post.text
+    for index in range(2):
+        folder = tmp_path / f"pushed-{index}"
+        for path, data in runner.valgrind_folder(7400 + index, [f"bk::pushed{index}"]).items():
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            (folder / path).write_bytes(data)
+        pushed = _pushed(build, folder, index, 2, tmp_path)
+        assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    assert _uploads(stack, build) == []  # sent when the build is closed, not as its steps end
+    assert build.gate("close").returncode == 0
+    waited = build.gate("status", "--wait", "--timeout", "120")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    valgrind = {"bk::job0", "bk::job1", "bk::job2", "bk::pushed0", "bk::pushed1"}
+    assert _uploads(stack, build) == [("valgrind", None, valgrind), ("walltime", None, {"bk::wall"})]
+    report = _final(stack, build.project, build.id)
+    rows = _timeline_rows(report)
+    assert sorted(rows) == ["1", "2", "benchmarks 1/3", "benchmarks 2/3", "benchmarks 3/3", "walltime"], rows
+
+    retried = build.runner_job(build.url("benchmarks", job_id(), 1, 3), ["bk::job1"], pid=7501)
+    assert retried.put.status_code == 200 and retried.post.json()["runId"] == f"{build.id}~2", retried.post.text
+    assert build.gate("close").returncode == 0  # the gate retried with it
+    report = wait_for(lambda: (r := build.report()).get("attempt") == 2 and r.get("state") in FINAL and r, timeout=60)
+    assert report["state"] == "forwarded", report
+    again = _uploads(stack, build)[2:]
+    assert again == [("valgrind", None, valgrind), ("walltime", None, {"bk::wall"})]  # whole again, the job replaced

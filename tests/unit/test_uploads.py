@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codspeed_aggregator.domain.ledger import ARRIVED, ShardRecord
-from codspeed_aggregator.domain.upstream_parts import UpstreamPart, merged_part_id, part_id, plan_forward
+from codspeed_aggregator.domain.upstream_parts import UpstreamPart, merged_part_id, part_id, plan_build, plan_forward
 
 
 def _shard(name, group="", executor="valgrind", benchmarks=1, key=None):
@@ -140,3 +140,34 @@ def test_a_parts_run_sends_every_shard_as_it_was_sent_and_keeps_its_earlier_part
     ]
     again = plan_forward({**shards, "3": _shard("3")}, limit=1000, kept=plan, merge=False)
     assert [u.key for u in again] == [u.key for u in plan] + ["shard:3"]
+
+
+def test_a_buildkite_build_is_one_upload_an_executor_every_steps_shards_in_it_memorys_each_alone():
+    """CodSpeed's runner sends Buildkite uploads without run parts: a build goes as one upload an executor
+    (valgrind first, then by name), whatever its steps, a lone shard merged too; memory's artifacts do not merge."""
+    shards = _shards(
+        _shard("s1", "step"), _shard("s2", "step"), _shard("one", "single"), _shard("push", ""),
+        _shard("w1", "wall", "walltime"), _shard("w2", "wall2", "walltime"),
+        _shard("m1", "mem", "memory"), _shard("m2", "mem", "memory"),
+    )  # fmt: skip
+    plan = plan_build(shards, limit=1000)
+    assert [(u.shards, u.merged, u.group, u.run_part_id) for u in plan] == [
+        (
+            ("s1", "s2", "one", "push"),
+            True,
+            "valgrind",
+            'codspeed-shard-aggregator-{"aggregated-build-part":1,"executor":"valgrind"}',
+        ),
+        (("m1",), False, "mem", None),
+        (("m2",), False, "mem", None),
+        (("w1", "w2"), True, "walltime", 'codspeed-shard-aggregator-{"aggregated-build-part":1,"executor":"walltime"}'),
+    ]
+
+
+def test_a_buildkite_builds_executor_past_the_benchmark_limit_is_several_uploads_each_benchmark_once():
+    shards = _shards(*(_shard(f"s{i}", "step", benchmarks=400) for i in range(5)))
+    plan = plan_build(shards, limit=1000)
+    assert [u.shards for u in plan] == [("s0", "s1"), ("s2", "s3"), ("s4",)]
+    assert [u.run_part_id for u in plan] == [
+        f'codspeed-shard-aggregator-{{"aggregated-build-part":{n},"executor":"valgrind"}}' for n in (1, 2, 3)
+    ]

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from codspeed_rules.names import JOB_MARK, gitlab_runner_run_id, is_run_id, shard_key
 from codspeed_wire.api import MAX_SHARDS
-from codspeed_wire.upstream import UploadMetadata
+from codspeed_wire.upstream import BUILDKITE, UploadMetadata
 
 from .errors import Unprocessable
 from .manifest import Manifest
@@ -156,7 +156,7 @@ class BuildkiteJob:
 
     def shard(self, metadata: UploadMetadata) -> DropInShard:
         """Its shard of the build's run: the step a group of ``count``, the job one of them."""
-        if metadata.run_environment != "BUILDKITE":
+        if metadata.run_environment != BUILDKITE:
             raise Unprocessable(
                 f"the upload URL names Buildkite build {self.build}, but the runner says it runs on "
                 f"{metadata.run_environment}: point only Buildkite jobs at /upload/buildkite/…"

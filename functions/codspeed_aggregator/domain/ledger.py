@@ -114,6 +114,9 @@ class RunRecord:
     ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
     rerun: bool = False  # a next attempt (a re-run's, a late group's): its inherited shards never complete it
     sends_parts: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
+    # a Buildkite build (CodSpeed's runner sends it no run parts): one upload an executor, no runPart, the
+    # whole run again each attempt, once its close (the gate, the deadline) ends it
+    by_executor: bool = False
     owed: bool = False  # ended (forwarded, closed empty) with what follows its end not yet all done
 
     def awaits_rerun(self, arrived: Iterable["ShardRecord"], counted_before: set[str]) -> bool:

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from codspeed_rules.bundle import GUNZIP_ERRORS, BundleCheck, is_gzip
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
+from codspeed_rules.results import RESULTS_NAME
 from codspeed_rules.tar import CHUNK, BadBundle, BoundedTarInfo, ForwardOnly, Readable, member_path
 
 from . import gz
@@ -33,7 +34,6 @@ from .pid_plan import PidMoves, StreamedMoves, plan_pids
 # The pid in a member's name: the first number of its base name, alone or after a word and
 # '-' or '.', and before '.' or '_' (4242.out, perf-4242.map, valgrind.4242.log, 4242_7f.._0.unwind_data).
 PID_IN_NAME = re.compile(r"^(?P<head>(?:[A-Za-z_]+[-.])?)(?P<pid>[0-9]{1,10})(?=[._])")
-RESULTS_NAME = re.compile(r"^results/(?P<pid>[0-9]{1,10})\.json$")
 CREATOR = re.compile(rb'("creator"\s*:\s*\{[^{}]*?"pid"\s*:\s*)([0-9]+)')
 MAX_RESULTS_BYTES = 64 << 20  # results/<pid>.json is read whole to rewrite its creator.pid
 

@@ -7,7 +7,7 @@ from typing import Any
 from codspeed_rules.bundle import VALGRIND
 from codspeed_rules.names import split_shard_key
 from codspeed_rules.runner_json import AGGREGATOR_JOB, in_runner_order, pushed_part_id
-from codspeed_wire.upstream import UploadMetadata
+from codspeed_wire.upstream import BUILDKITE, UploadMetadata
 
 from .ledger import ShardRecord, base_run_id
 from .outcome import CarriedShard
@@ -44,6 +44,14 @@ def with_run_id(sent: dict[str, Any], upstream_run: str | None) -> dict[str, Any
     if upstream_run is None:
         return sent
     return {**sent, "runPart": {**sent["runPart"], "runId": upstream_run}}
+
+
+def without_run_part(sent: dict[str, Any]) -> dict[str, Any] | None:
+    """A Buildkite upload's metadata as the runner sends it there, without the run part a push
+    named (None: it has none, or runs elsewhere)."""
+    if sent.get("runEnvironment") != BUILDKITE or sent.get("runPart") is None:
+        return None
+    return {**sent, "runPart": None}
 
 
 def as_sent_metadata(sent: dict[str, Any], md5: str, gzipped: bool) -> dict[str, Any]:
@@ -154,6 +162,9 @@ def merged_metadata(base: dict[str, Any] | None, part: MergedPart, md5: str) -> 
     merged = as_sent_metadata(sent, md5, gzipped=True)
     if not part.shards:  # the part of a run that measured nothing (every shard skipped): no benchmark, on purpose
         merged["allowEmpty"] = True
+    if sent.get("runEnvironment") == BUILDKITE:  # as the runner's own upload there: no run part
+        merged["runPart"] = None
+        return in_runner_order(merged)
     merged["runPart"] = {
         "runId": _upstream_run_id(base, sent, part.run_id),
         "runPartId": part.run_part_id,

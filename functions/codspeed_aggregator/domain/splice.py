@@ -32,13 +32,13 @@ from isal import isal_zlib
 from codspeed_rules.callgrind import OUT_NAME, PidRewriter
 from codspeed_rules.index import BODY, HEAD, PAD, Index, Member, Sealed, Segment
 from codspeed_rules.normalize import BLOCK, FINAL_BLOCK, GZIP_HEADER, NORMALIZED_HEADER, Writable
+from codspeed_rules.results import RESULTS_NAME
 from codspeed_rules.tar import CHUNK, BadBundle, Readable
 
 from . import gz
 from .merge import (
     CREATOR,
     MAX_RESULTS_BYTES,
-    RESULTS_NAME,
     HashingWriter,
     MemberNames,
     MergeResult,

@@ -7,6 +7,12 @@ benchmark limit each, and of at most ``max_bytes`` of bundles (an upload URL is 
 msgpack artifacts), so each such shard goes as its own upload, as its uploader sent it: one
 run part of the same upstream run. A job group's lone valgrind shard is forwarded as it was
 sent too.
+
+A Buildkite build goes as CodSpeed's runner uploads there, with no run part (``plan_build``): every
+step's shards of one executor in one upload, walltime's merged too (its results and maps renumbered
+by pid; a second shard's perf data kept beside the first's under its shard's name, which CodSpeed does
+not read: its flame graphs are the first shard's), memory's each alone (their msgpack artifacts hold
+their pids and timestamps in a format not documented, which a merge could not keep apart).
 """
 
 import hashlib
@@ -101,6 +107,35 @@ def plan_uploads(shards: list[tuple[str, int, int]], limit: int, max_bytes: int 
         count += benchmarks
         size += nbytes
     return groups
+
+
+MERGED_IN_A_BUILD = (VALGRIND, "walltime")
+
+
+def build_part_id(executor: str, number: int) -> str:
+    """The id a Buildkite build's ``number``-th upload of ``executor`` is claimed and planned under:
+    it goes upstream with no run part, as the runner's upload there."""
+    return runner_part_id(AGGREGATOR_JOB, {"aggregated-build-part": number, "executor": executor})
+
+
+def plan_build(shards: dict[str, ShardRecord], limit: int, max_bytes: int = MAX_UPLOAD_BYTES) -> list[UpstreamPart]:
+    """A Buildkite build's uploads, whole in every attempt (the runner there sends each executor's
+    upload whole, and CodSpeed is taken to show the latest of each for a commit): each executor's
+    shards, every step's, merged in uploads of at most ``limit`` benchmarks and ``max_bytes`` (valgrind
+    first), memory's each alone."""
+    by_executor: dict[str, list[tuple[str, ShardRecord]]] = {}
+    for name, shard in shards.items():
+        by_executor.setdefault(shard.executor, []).append((name, shard))
+    uploads: list[UpstreamPart] = []
+    for executor in sorted(by_executor, key=lambda e: (e != VALGRIND, e)):
+        members = by_executor[executor]
+        if executor not in MERGED_IN_A_BUILD:
+            uploads += [UpstreamPart((name,), merged=False, group=shard.group) for name, shard in members]
+            continue
+        sized = [(name, shard.benchmarks or 0, shard.size or 0) for name, shard in members]
+        for number, chosen in enumerate(plan_uploads(sized, limit, max_bytes), 1):
+            uploads.append(UpstreamPart(tuple(chosen), True, executor, build_part_id(executor, number)))
+    return uploads
 
 
 def plan_forward(

@@ -36,11 +36,12 @@ class RunAttempts:
         before; it is complete once each of them was sent again ("re-run all jobs"), else its close, the
         CI's webhook or its deadline ends it, so the N jobs of a re-run are one attempt whatever N.
         ``admit``: an upload's checks, which refuse what a next attempt would refuse before that attempt
-        is opened. ``parts``: False for a run forwarded merged whatever the stack's mode (a Buildkite
-        build's runner jobs). ``late``: a bundle granted before the close that landed after its run
-        ended, whose attempt is complete once it is counted."""
+        is opened. ``parts``: False for a Buildkite build, forwarded as CodSpeed's runner uploads there
+        whatever the stack's mode (``RunRecord.by_executor``). ``late``: a bundle granted before the
+        close that landed after its run ended, whose attempt is complete once it is counted."""
         base_id, previous = base_run_id(opening.run_id), None  # a push naming an attempt counts in the current one
         opening.sends_parts = parts and self.settings.sends_parts(opening.project)  # its attempts keep it
+        opening.by_executor = not parts
         for attempt in range(1, MAX_ATTEMPTS + 1):
             opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
             if previous is not None:
@@ -58,9 +59,8 @@ class RunAttempts:
                     previous.skipped,
                     previous.declared,
                 )
-                opening.sends_parts = (
-                    previous.sends_parts
-                )  # a mode switched meanwhile never sends a benchmark twice in one run
+                # a mode switched meanwhile never sends a benchmark twice in one run
+                opening.sends_parts, opening.by_executor = previous.sends_parts, previous.by_executor
                 opening.fork = opening.fork or previous.fork  # a fork's run's attempts are the fork's (its close)
                 opening.rerun = not late  # one attempt for all a re-run's shards, not one per shard
                 opening.ci_attempt = opening.ci_attempt or _following(previous)

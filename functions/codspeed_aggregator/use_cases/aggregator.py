@@ -103,6 +103,7 @@ class Aggregator:
             runs=self.ledger.runs,
             closes=self.ledger.closes,
             shards=self.ledger.shards,
+            ci_jobs=self.ledger.ci_jobs,
             store=_built(self.store, "the bucket"),
             attempts=self._attempts,
             clock=self.clock,

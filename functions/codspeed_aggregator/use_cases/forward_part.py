@@ -28,6 +28,7 @@ from ..domain.metadata import (
     merged_metadata,
     names_archive,
     with_run_id,
+    without_run_part,
 )
 from ..domain.part_answers import Announced, Delivered
 from ..domain.splice import NormalizedShard, splice
@@ -105,6 +106,8 @@ class ForwardPart:
         if combined := combined_run_id(sent, run_id):
             sent = with_run_id(sent, combined)
             post = replace(post, body=compact(sent)) if post is not None else None
+        if stripped := without_run_part(sent):  # a push on Buildkite: its metadata made again, as the runner's
+            sent, post = stripped, None
         return sent, post
 
     def _deliver(

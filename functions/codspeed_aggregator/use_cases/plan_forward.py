@@ -18,7 +18,7 @@ from ..domain.overlaps import overlaps
 from ..domain.plan_record import PlanRecord
 from ..domain.run_plan import RunPlan
 from ..domain.timestamps import epoch
-from ..domain.upstream_parts import UpstreamPart, empty_part_id, part_id, plan_forward
+from ..domain.upstream_parts import UpstreamPart, empty_part_id, part_id, plan_build, plan_forward
 from ..settings import Settings
 from .forward_part import ForwardPart
 from .merge_bases import MergeBases
@@ -42,6 +42,8 @@ class PlanForward:
         are now are sent: a shard re-run, a group that came late, a part that failed."""
         run = snapshot.run
         earlier, held = earlier_plan(self.reads, self.store, run)
+        if run.by_executor:  # a build's uploads replace each other by executor, not by part: each goes again
+            held = {}
         snapshot, baseline = self._baseline(snapshot, earlier)
         kept = earlier.uploads if earlier else []
         shards, completion = self._shards(snapshot, baseline, lost=True)
@@ -73,6 +75,8 @@ class PlanForward:
         left_out = set(completion.carried) if run.sends_parts else self._expired(completion)
         sent = {n: s for n, s in shards.items() if n not in left_out}
         settings = self.settings
+        if run.by_executor:
+            return plan_build(sent, settings.max_benchmarks_per_upload, settings.max_part_bytes)
         uploads = plan_forward(
             sent, settings.max_benchmarks_per_upload, settings.max_part_bytes, kept, merge=not run.sends_parts
         )

@@ -280,8 +280,10 @@ class RecordArrival:
 
     def _completes(self, run: RunRecord) -> bool:
         """The run is open and has all it waits for: every shard (a CI re-run's attempt: each
-        re-run, not one the earlier attempt counted; else its close forwards it)."""
-        if run.state != OPEN or not run.complete():
+        re-run, not one the earlier attempt counted; else its close forwards it). A Buildkite build's
+        first attempt never is (its steps after those seen are not known): its close (the gate, the
+        deadline) ends it; a job retried after that completes its next attempt as a re-run does."""
+        if run.state != OPEN or not run.complete() or (run.by_executor and not run.rerun):
             return False
         if not run.rerun:
             return True

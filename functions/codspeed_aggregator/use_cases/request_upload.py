@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from codspeed_rules.names import EXECUTOR_PATTERN, shard_key
 from codspeed_rules.runner_json import pushed_part_id
 from codspeed_wire.api import ShardUploadRequest, UploadGrant
-from codspeed_wire.upstream import UploadAccepted, UploadMetadata
+from codspeed_wire.upstream import BUILDKITE, UploadAccepted, UploadMetadata
 
 from ..adapters.bucket import Bucket
-from ..adapters.ledger import Closes, Runs, Shards
+from ..adapters.ledger import CiJobs, Closes, Runs, Shards
 from ..domain.asked_upload import AskedUpload, admit
 from ..domain.closing import CiOrigin
 from ..domain.drop_in import BuildkiteJob, ci_run_of, shard_of
@@ -37,6 +37,7 @@ class RequestUpload:
     runs: Runs  # DynamoDB: the run item, opened here
     closes: Closes  # DynamoDB: the grant counted on the run's item, under its close and its bound
     shards: Shards  # DynamoDB: upload requests, and shards an attempt inherits
+    ci_jobs: CiJobs  # DynamoDB: the archive a Buildkite job's upload URL first took
     store: Bucket  # S3: presigned PUTs under bundles/
     attempts: RunAttempts  # the run, or its next attempt, an upload goes to
     clock: Callable[[], float] = time.time
@@ -94,6 +95,7 @@ class RequestUpload:
                 fork=fork is not None,
                 sent=SentPost(request.metadata_body.encode()),
                 head_commit=request.head_commit,
+                merged=request.metadata.run_environment == BUILDKITE,
             )
         )
 
@@ -121,7 +123,7 @@ class RequestUpload:
         if (
             buildkite
             and buildkite.job
-            and not self.shards.claim_job(project, buildkite.build, buildkite.job, metadata.profile_md5)
+            and not self.ci_jobs.claim(project, buildkite.build, buildkite.job, metadata.profile_md5)
         ):
             raise Conflict(buildkite.same_job_again())  # before any attempt is joined or opened: one archive a job
         grant = self._grant(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .baselines import Baselines
+from .ci_jobs import CiJobs
 from .closes import Closes
 from .codec import TransactionContended
 from .comments import Comments
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # boto3's type stubs: a dev dependency, not deployed
 
 __all__ = [
     "Baselines",
+    "CiJobs",
     "Closes",
     "Comments",
     "Ledger",
@@ -44,6 +46,7 @@ class Ledger:
     runs: Runs
     closes: Closes
     shards: Shards
+    ci_jobs: CiJobs
     parts: Parts
     baselines: Baselines
     tokens: Tokens
@@ -64,6 +67,7 @@ class Ledger:
             runs=Runs(*made),
             closes=Closes(*made),
             shards=Shards(*made),
+            ci_jobs=CiJobs(*made),
             parts=Parts(*made),
             baselines=Baselines(*made),
             tokens=Tokens(*made),

@@ -87,6 +87,7 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
         ci_attempt=item.get("ci_attempt"),
         rerun=bool(item.get("rerun")),
         sends_parts=bool(item.get("sends_parts")),
+        by_executor=bool(item.get("by_executor")),
         plan=plan_from(item),
         owed=bool(item.get("owed")),
     )
@@ -180,6 +181,7 @@ def run_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
         "ci_attempt": run.ci_attempt,
         "rerun": run.rerun,
         "sends_parts": run.sends_parts,
+        "by_executor": run.by_executor,
     }
     return item | {name: value for name, value in flags.items() if value}
 

@@ -12,7 +12,6 @@ from ...domain.arrival import Counted, given_back
 from ...domain.ledger import ARRIVED, LATE, REJECTED, GrantRecord, SentPost, ShardRecord
 from .codec import (
     CONDITION_FAILED,
-    JOB_PREFIX,
     META_PREFIX,
     SHARD_PREFIX,
     TOKEN_PREFIX,
@@ -54,29 +53,6 @@ class Shards(TableItems):
                 }
             ),
         )
-
-    def claim_job(self, project: str, run_id: str, job: str, md5: str | None) -> bool:
-        """A CI job's archive (its MD5) noted for the run: False when the job noted another before
-        (the same archive again is a retried POST of the same job)."""
-        try:
-            self.db.put_item(
-                TableName=self.table,
-                Item=dump(
-                    {
-                        "pk": run_pk(project, run_id),
-                        "sk": f"{JOB_PREFIX}{job}",
-                        "md5": md5,
-                        "expires_at": self.expires_at(),
-                    }
-                ),
-                ConditionExpression="attribute_not_exists(pk) OR md5 = :md5",
-                ExpressionAttributeValues=dump({":md5": md5}),
-            )
-        except ClientError as exc:
-            if condition_failed(exc):
-                return False
-            raise
-        return True
 
     def keep_metadata(
         self, project: str, run_id: str, upload_id: str, metadata: dict[str, Any], sent: SentPost | None = None

@@ -1,0 +1,29 @@
+"""pytest-codspeed's ``results/<pid>.json``: its name, which names its process, and the timings of a
+walltime run's benchmarks in it."""
+
+import json
+import re
+from typing import Any
+
+RESULTS_NAME = re.compile(r"^results/(?P<pid>[0-9]{1,10})\.json$")
+MAX_RESULTS_JSON = 16 << 20  # a results/<pid>.json read for its timings: larger ones are passed over
+WALLTIME_STATS = ("mean_ns", "stdev_ns", "median_ns", "rounds", "total_time", "warmup_iters")  # total_time: seconds
+
+
+def walltime_results(document: bytes) -> dict[str, dict[str, Any]]:
+    """Each benchmark's timing stats in a ``results/<pid>.json`` (pytest-codspeed's walltime
+    output); nothing for one without (valgrind's) or that does not parse: it is not checked."""
+    try:
+        benchmarks = json.loads(document).get("benchmarks") or []
+    except (ValueError, AttributeError):
+        return {}
+    found = {}
+    for benchmark in benchmarks if isinstance(benchmarks, list) else []:
+        stats = benchmark.get("stats") if isinstance(benchmark, dict) else None
+        uri = benchmark.get("uri") or benchmark.get("name") if isinstance(benchmark, dict) else None
+        if isinstance(stats, dict) and isinstance(uri, str):
+            found[uri] = {k: stats[k] for k in WALLTIME_STATS if isinstance(stats.get(k), (int, float))}
+            config = benchmark.get("config")
+            if isinstance(config, dict) and isinstance(config.get("warmup_time_ns"), (int, float)):
+                found[uri]["warmup_time_ns"] = config["warmup_time_ns"]  # how long its warm-up ran: its cost
+    return found
