@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import time
 
-from codspeed_rules.summary import counts_line, overlaps_named, plural, shards_done, shown_state, uploads_said
+from codspeed_rules.names import Shown
+from codspeed_rules.summary import (
+    counts_line,
+    listed,
+    overlaps_named,
+    plural,
+    shards_done,
+    shown_state,
+    uploads_said,
+)
 
 from .errors import FORWARD_FAILED, OK, OVERLAPPED, REGRESSED, SHARDS_MISSING, TIMEOUT
 
@@ -16,6 +25,7 @@ if TYPE_CHECKING:
     from .api import AggregatorApi
 
 FINAL = ("forwarded", "forward_failed", "closed_empty")
+NAMED = 10  # shards a failing exit's sentence names; it counts the rest
 
 
 def wait_for_final(
@@ -125,7 +135,7 @@ def _missing_said(report: dict[str, Any]) -> str | None:
     """The shards a run's gate misses (the first 10 named), those whose bundle was refused (with why), or
     that it was closed with none."""
     said = [
-        f"{plural(len(named), 'shard')} {what}: {_listed(named)}"
+        f"{plural(len(named), 'shard')} {what}: {listed(named, NAMED)}"
         for state, what in (("missing", "missing, never came"), ("rejected", "rejected, their bundle refused"))
         if (named := [_named(s) for s in report["shards"] if s["state"] == state])
     ]
@@ -134,13 +144,16 @@ def _missing_said(report: dict[str, Any]) -> str | None:
     return "the run was closed with no shard in it" if report["state"] == "closed_empty" else None
 
 
-def _named(shard: dict[str, Any]) -> str:
-    shown = shard.get("display") or shard.get("label") or shard["name"]
-    return f"{shown} ({shard['reason']})" if shard["state"] == "rejected" and shard.get("reason") else shown
+def shown(shard: dict[str, Any]) -> Shown:
+    """A report's shard as its readers know it (the report's ``ShardEntry.shown``): its readable label,
+    else its label, else its name."""
+    return Shown(shard.get("display") or shard.get("label") or shard["name"])
 
 
-def _listed(names: list[str]) -> str:
-    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+def _named(shard: dict[str, Any]) -> Shown:
+    """A shard as its readers know it, with why its bundle was refused."""
+    name = shown(shard)
+    return Shown(f"{name} ({shard['reason']})") if shard["state"] == "rejected" and shard.get("reason") else name
 
 
 def overlaps_text(report: dict[str, Any]) -> str | None:
@@ -167,11 +180,12 @@ def render_text(report: dict[str, Any], every: bool = False) -> str:
     """The report for people; with ``every``, one line per benchmark (``report["benchmarks"]``
     holds all of them: ``every_benchmark``)."""
     lines = [_headline(report)]
-    lines += [f"  {s.get('display') or s.get('label') or s['name']}: " + _shard_detail(s) for s in report["shards"]]
+    lines += [f"  {shown(s)}: " + _shard_detail(s) for s in report["shards"]]
     lines += _outcome_lines(report)
     if every:
+        shard_of = {s["name"]: shown(s) for s in report["shards"]}  # a benchmark's shard, as its readers know it
         lines += [
-            f"  {b['name']} ({b['shard']}): {b['state']}"
+            f"  {b['name']} ({shard_of.get(b['shard'], b['shard'])}): {b['state']}"
             + (f", {b['change']:+.1%}" if b.get("change") is not None else "")
             for b in report["benchmarks"]
         ]

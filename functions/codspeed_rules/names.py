@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import NewType
 
 # owner/repo, or GitLab's group/subgroup/.../repo (at most 20 levels of subgroups)
 SEGMENT = r"[A-Za-z0-9_.-]{1,100}"
@@ -24,6 +25,10 @@ JOB_KEY_PATTERN = r"[A-Za-z0-9_.=+-]{1,89}![0-9a-f]{10}"  # ``drop_in.job_key``:
 # job its ``job_key``
 SHARD_KEY_PATTERN = rf"^(?:{_SHARD}(?:~{EXECUTOR_PATTERN})?|{JOB_KEY_PATTERN})$"
 SKIP_PATTERN = rf"^(?:{_SHARD}|{JOB_KEY_PATTERN})$"  # what a close may skip: a pushed shard's name, a runner job's key
+# A shard as its readers know it (a runner job as its CI shows it: ``benchmarks [shard 1, job 1/4]``),
+# never its storage key: every sentence that names shards takes these (``summary.listed``), and only the
+# report's ``ShardEntry.shown`` and the domain's ``report.shown_as`` make them.
+Shown = NewType("Shown", str)
 KEYED_AS_NAME = "valgrind"  # a pushed shard of this executor, the default, is keyed by its name alone
 COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
 MAX_ANCESTORS = 50  # of a base commit, sent for the baseline: about two weeks of a busy main

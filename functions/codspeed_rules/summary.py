@@ -3,14 +3,23 @@ and in ``codspeed-client status`` alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from .names import Shown
 
 OVERLAPS_NAMED = 10  # benchmarks measured twice a sentence names; it counts the rest
 
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def listed(shards: Sequence[Shown], most: int | None = None, say: Callable[[str], str] = str) -> str:
+    """Shards named in a sentence, as their readers know them (``say``: escaped for the page or Markdown);
+    past ``most``, the rest counted."""
+    named = ", ".join(say(shard) for shard in shards[:most])
+    return named + (f" and {len(shards) - most} more" if most is not None and len(shards) > most else "")
 
 
 def shown_state(state: str) -> str:

@@ -4,7 +4,7 @@ what a reviewer reads first, every text from a bundle or a request made inert.""
 import unicodedata
 from collections.abc import Callable
 
-from codspeed_rules.summary import counts_line, overlaps_named, shards_done, shown_state
+from codspeed_rules.summary import counts_line, listed, overlaps_named, shards_done, shown_state
 
 from .report import Report, ShardEntry
 
@@ -163,13 +163,9 @@ def _md_named_shards(report: Report) -> list[str]:
     """The shards not measured here, by state: names, not a count ("Skipped: 3" would read as three shards)."""
     lines = []
     for state in ("missing", "skipped", "carried", "rejected", "late"):
-        names = [s.shown for s in report.shards if s.state == state]
-        if names:
-            more = f" and {len(names) - NAMED_SHARDS} more" if len(names) > NAMED_SHARDS else ""
+        if names := report.shown_in(state):
             lines += [
-                f"{state.capitalize()} shard{'s' if len(names) > 1 else ''}: "
-                + ", ".join(md(n) for n in names[:NAMED_SHARDS])
-                + more,
+                f"{state.capitalize()} shard{'s' if len(names) > 1 else ''}: {listed(names, NAMED_SHARDS, md)}",
                 "",
             ]
     return lines
@@ -223,7 +219,7 @@ def _md_flagged(report: Report) -> list[str]:
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {md(b.name)} | {md(report.shards_shown(b))} | {b.change:+.1%} | "
+            f"| {md(b.name)} | {listed(report.shards_shown(b), say=md)} | {b.change:+.1%} | "
             f"{figure(b.value, b.unit)} | "
             f"{figure(b.baseline, b.unit)} |"
             for b in flagged

@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from codspeed_rules.names import Shown
+
 from .model import WireModel
 
 FINAL_STATES = ("forwarded", "forward_failed", "closed_empty")
@@ -27,9 +29,10 @@ class ShardEntry(WireModel):
     run_hash: str | None = None  # a tokenless part's CodSpeed Run Hash: the sha256 of the bytes CodSpeed received
 
     @property
-    def shown(self) -> str:
-        """What a reader is shown it as: its readable label, else its label, else its name."""
-        return self.display or self.label or self.name
+    def shown(self) -> Shown:
+        """What a reader is shown it as: its readable label, else its label, else its name (a pushed
+        shard's, which is what its job pushed it as)."""
+        return Shown(self.display or self.label or self.name)
 
 
 class BenchmarkEntry(WireModel):
@@ -143,8 +146,13 @@ class Report(WireModel):
     def final(self) -> bool:
         return self.state in FINAL_STATES
 
-    def shards_shown(self, benchmark: BenchmarkEntry) -> str:
+    def shown_in(self, state: str) -> list[Shown]:
+        """The shards in ``state``, as their readers know them."""
+        return [s.shown for s in self.shards if s.state == state]
+
+    def shards_shown(self, benchmark: BenchmarkEntry) -> list[Shown]:
         """The shards a benchmark stands in (each that measured it), by the names their readers know them
         (``ShardEntry.shown``: a runner job as its CI shows it), never by their storage keys."""
         shown = {s.name: s.shown for s in self.shards}
-        return ", ".join(shown.get(name, name) for name in benchmark.shards or [benchmark.shard])
+        # a shard the report does not list (the baseline's alone): its key is all there is to say
+        return [shown.get(name, Shown(name)) for name in benchmark.shards or [benchmark.shard]]

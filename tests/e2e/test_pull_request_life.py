@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import zlib
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -485,6 +486,64 @@ def test_a_merge_requests_life_through_the_docs_gitlab_pipeline(aggregator, gitl
     ]
 
 
+class _Text(HTMLParser):
+    """What a reader of a page reads: its text, its links' and controls' attributes left out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.hidden = 0
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        self.hidden += tag in ("script", "style")
+
+    def handle_endtag(self, tag: str) -> None:
+        self.hidden -= tag in ("script", "style")
+
+    def handle_data(self, data: str) -> None:
+        if not self.hidden:
+            self.parts.append(data)
+
+
+def _text_of(html: str) -> str:
+    reader = _Text()
+    reader.feed(html)
+    return " ".join(reader.parts)
+
+
+def _report(api_url: str, run_id: int) -> dict:
+    answer = requests.get(f"{api_url}/v1/runs/{PROJECT}/{run_id}", headers={"Authorization": TOKEN}, timeout=10)
+    return answer.json() if answer.status_code == 200 else {}
+
+
+def _route_1_run(api_url: str, oidc_issuer, gh_run: int, commit: str, costs: list[int], **pull) -> list[int]:
+    """The route-1 workflow's matrix jobs of one workflow run, each uploading as CodSpeed's runner does
+    with its OIDC token (shard ``i``'s benchmark ``route1::s{i}`` costing ``costs[i - 1]``): the jobs
+    past ``costs`` crashed before their upload. ``pull``: a pull request's ref, head and base."""
+    from codspeed_local.profiles import callgrind_text
+    from tests import runner
+
+    workflow = yaml.safe_load(ROUTE_1[0])
+    job = workflow["jobs"]["benchmarks"]
+    [codspeed] = [step for step in job["steps"] if step.get("uses", "").startswith("CodSpeedHQ/action@")]
+    upload_url = codspeed["with"]["upload-url"].replace("${{ vars.CODSPEED_AGGREGATOR_URL }}", api_url)
+    shards = job["strategy"]["matrix"]["shard"]
+    owner, repository = PROJECT.split("/")
+    for index, (shard, cost) in enumerate(zip(shards[: len(costs)], costs, strict=True)):
+        name = f"route1::s{shard}"
+        folder = {f"{8100 + index}.out": callgrind_text(8100 + index, [name], 5, costs={name: cost}).encode()}
+        archive = runner.folder_archive(folder, gzipped=True)
+        part = runner.github_run_part(
+            str(gh_run), "benchmarks", "valgrind", matrix={"shard": shard}, job_index=index, job_total=len(shards)
+        )
+        meta = runner.metadata(
+            archive, executor="valgrind", owner=owner, repository=repository, commit=commit, run_part=part, **pull
+        )
+        sent = runner.upload(api_url, runner.Upload(meta, archive, token=oidc_issuer.token(PROJECT)), upload_url)
+        assert sent.post.status_code == 200 and sent.put.status_code == 200, sent.post.text
+    return shards
+
+
 def test_route_1_is_gated_by_the_commit_status_its_run_closed_by_the_workflow_run_webhook(
     aggregator, github, oidc_issuer
 ):
@@ -492,26 +551,13 @@ def test_route_1_is_gated_by_the_commit_status_its_run_closed_by_the_workflow_ru
     no job of ours. Four matrix jobs upload as CodSpeed's runner does, each with its OIDC token; the
     fourth crashes before its upload. GitHub's workflow_run webhook closes the run at the workflow's
     end: the required status fails, saying which shard is missing."""
-    from tests import runner
-
     api_url, _ = aggregator
     workflow = yaml.safe_load(ROUTE_1[0])
     job = workflow["jobs"]["benchmarks"]
     assert list(workflow["jobs"]) == ["benchmarks"] and job["permissions"] == {"id-token": "write"}
-    [codspeed] = [step for step in job["steps"] if step.get("uses", "").startswith("CodSpeedHQ/action@")]
-    upload_url = codspeed["with"]["upload-url"].replace("${{ vars.CODSPEED_AGGREGATOR_URL }}", api_url)
-    shards, gh_run, commit = job["strategy"]["matrix"]["shard"], 4001, hashlib.sha1(b"route 1").hexdigest()
-    owner, repository = PROJECT.split("/")
-    for index, shard in enumerate(shards[:-1]):  # the last job crashed before its upload
-        archive = runner.folder_archive(runner.valgrind_folder(8100 + index, [f"route1::s{shard}"]), gzipped=True)
-        part = runner.github_run_part(
-            str(gh_run), "benchmarks", "valgrind", matrix={"shard": shard}, job_index=index, job_total=len(shards)
-        )
-        meta = runner.metadata(
-            archive, executor="valgrind", owner=owner, repository=repository, commit=commit, run_part=part
-        )
-        sent = runner.upload(api_url, runner.Upload(meta, archive, token=oidc_issuer.token(PROJECT)), upload_url)
-        assert sent.post.status_code == 200 and sent.put.status_code == 200, sent.post.text
+    gh_run, commit = 4001, hashlib.sha1(b"route 1").hexdigest()
+    shards = _route_1_run(api_url, oidc_issuer, gh_run, commit, [1000, 1000, 1000])  # the last job crashed
+    assert len(shards) == 4
 
     def on_commit() -> list[dict]:
         return [s for s in github.statuses if s["path"].endswith(f"/statuses/{commit}")]
@@ -522,3 +568,52 @@ def test_route_1_is_gated_by_the_commit_status_its_run_closed_by_the_workflow_ru
     final = on_commit()[-1]
     assert (final["context"], final["state"]) == ("codspeed/shards", "failure")
     assert final["description"] == "forwarded 3/4 shards; missing: benchmarks: 1 of 4 never came", final
+
+
+def test_route_1_with_a_regression_and_a_crashed_job_names_shards_as_their_ci_shows_them_everywhere(
+    aggregator, github, oidc_issuer
+):
+    """A route-1 pull request whose shard 1 regressed by 20% and whose job 4 crashed. The regression
+    tables said ``benchmarks-shard-1-job-index-0-job-total-4-executor-valgrind-run-index-0!e958d9e6b7``
+    beside a shard table saying ``benchmarks [shard 1, job 1/4]``, and the status hid the regression
+    behind the missing shard. Now the status says both, and the comment, the page, the status and
+    ``codspeed-client status`` name shards by the names the CI shows, never by a storage key."""
+    from codspeed_rules.names import JOB_KEY_PATTERN
+
+    api_url, _ = aggregator
+    main, pulled = hashlib.sha1(b"route 1 main").hexdigest(), hashlib.sha1(b"route 1 pull").hexdigest()
+    head = hashlib.sha1(b"route 1 head").hexdigest()  # the pull request's head: its status goes there
+    github.commits[pulled] = [main, head]  # GitHub's merge commit of it
+    _route_1_run(api_url, oidc_issuer, 4101, main, [1000, 1000, 1000, 1000])
+    _workflow_run_completed(api_url, 4101, 1, main)
+    wait_for(lambda: _report(api_url, 4101).get("state") == "forwarded", timeout=60)  # main's: the baseline
+    pull = {"ref": "refs/pull/77/merge", "head_ref": "route-1-change", "base_ref": "main", "event": "pull_request"}
+    _route_1_run(api_url, oidc_issuer, 4102, pulled, [1200, 1000, 1000], **pull)  # job 4 crashed
+    _workflow_run_completed(api_url, 4102, 1, pulled)
+    report = wait_for(lambda: (r := _report(api_url, 4102)).get("state") == "forwarded" and r, timeout=60)
+
+    def on_commit() -> list[dict]:
+        return [s for s in github.statuses if s["path"].endswith(f"/statuses/{head}")]
+
+    status = wait_for(lambda: on_commit() and on_commit()[-1]["state"] != "pending" and on_commit()[-1], timeout=60)
+    assert status["state"] == "failure" and status["description"] == (
+        "forwarded 3/4 shards; missing: benchmarks: 1 of 4 never came; 1 regression past 5% (worst +20.0%)"
+    ), status
+    comment = wait_for(lambda: [c["body"] for c in github.comments.values() if c["number"] == 77], timeout=30)[-1]
+    page = _text_of(requests.get(report["page_url"], timeout=10).text)
+    client = subprocess.run(
+        [sys.executable, "-m", "codspeed_client.cli", "status", "--project", PROJECT, "--run-id", "4102"],
+        env={**os.environ, "CODSPEED_AGGREGATOR_URL": api_url, "CODSPEED_AGGREGATOR_TOKEN": TOKEN},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "route1::s1" in page and "benchmarks [shard 1, job 1/4]" in client.stdout
+    for where, text in (
+        ("comment", comment),
+        ("page", page),
+        ("status", status["description"]),
+        ("client", client.stdout),
+    ):
+        assert not re.search(JOB_KEY_PATTERN, text), (where, re.search(JOB_KEY_PATTERN, text).group(0))
+    assert "| route1\\:\\:s1 | benchmarks \\[shard 1, job 1/4\\] | +20.0% |" in comment  # Markdown-escaped

@@ -11,6 +11,8 @@ bundle bounds the wait, past which the close hands the arrival over itself."""
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from codspeed_rules.names import Shown
+
 from .closing import CiOrigin
 from .ledger import ARRIVED, LATE, REJECTED, RunRecord, ShardRecord
 from .report import shown_as
@@ -32,9 +34,9 @@ class Grant:
     label: str | None = None  # a runner job's name, as the run shows it
 
     @property
-    def name(self) -> str:
+    def name(self) -> Shown:
         """The shard as its readers know it (a runner job as its CI shows it), never its key."""
-        return shown_as(self.shard, self.label) or self.label or self.shard
+        return shown_as(self.shard, self.label)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from codspeed_rules.names import Shown
+
 
 @dataclass(frozen=True)
 class CiOrigin:
@@ -39,7 +41,7 @@ class Awaiting:
     bundle is in the bucket (None: its URL is good, its PUT may come), how many are awaited, and the
     latest moment the wait can last (epoch seconds)."""
 
-    shard: str
+    shard: Shown  # stored as shown
     landed: float | None
     count: int
     until: float
@@ -54,7 +56,10 @@ class Awaiting:
             return None
         landed = item.get("landed")
         return cls(
-            str(item["shard"]), float(landed) if landed is not None else None, int(item["count"]), float(item["until"])
+            Shown(str(item["shard"])),
+            float(landed) if landed is not None else None,
+            int(item["count"]),
+            float(item["until"]),
         )
 
     def said(self) -> str:

@@ -1,7 +1,7 @@
 """What a run's commit status says on GitHub: pending while shards come in, then the outcome
 (a failure when shards are missing, the forward failed, or benchmarks regressed past the threshold)."""
 
-from codspeed_rules.summary import plural, shards_done
+from codspeed_rules.summary import listed, plural, shards_done
 from codspeed_wire.report import Report
 
 CONTEXT = "codspeed/shards"
@@ -37,9 +37,8 @@ def _reasons(report: Report, named: bool) -> list[str]:
     regressed, then benchmarks two shards measured; each with its count, shards by the names readers know."""
     reasons = []
     for state, what in (("missing", "missing"), ("rejected", "rejected")):
-        shards = [s.shown for s in report.shards if s.state == state]
-        if shards:
-            reasons.append(f"{what}: {', '.join(shards)}" if named else f"{plural(len(shards), 'shard')} {what}")
+        if shards := report.shown_in(state):
+            reasons.append(f"{what}: {listed(shards)}" if named else f"{plural(len(shards), 'shard')} {what}")
     if report.counts.regressions:  # the regression gate: the stack's RegressionThreshold
         worst = report.counts.worst_regression
         reasons.append(

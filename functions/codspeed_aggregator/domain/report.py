@@ -5,7 +5,7 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
-from codspeed_rules.names import shard_key, split_shard_key
+from codspeed_rules.names import Shown, shard_key, split_shard_key
 from codspeed_wire.report import FINAL_STATES, Report, ShardEntry
 
 from .baseline import chosen_baseline
@@ -34,10 +34,17 @@ def shard_names(snapshot: Snapshot) -> list[str]:
     return names + sorted(n for n in {*snapshot.shards, *run.skipped, *carried} if n not in names and n not in expected)
 
 
-def shown_as(name: str, label: str | None) -> str | None:
-    """How a reader says a shard: a runner's runPartId shortened, a pushed shard's executor named."""
+def readable(name: str, label: str | None) -> str | None:
+    """A readable form of a shard's name, where its label or key is not one: a runner's runPartId
+    shortened, a pushed shard's executor named (the report's ``display``)."""
     shard, executor = split_shard_key(name)
     return display_label(label) or (f"{shard} ({executor})" if executor else None)
+
+
+def shown_as(name: str, label: str | None) -> Shown:
+    """How a reader says a shard (the domain's ``ShardEntry.shown``): readable, else its label, else
+    its name (a pushed shard's, as its job pushed it)."""
+    return Shown(readable(name, label) or label or name)
 
 
 def _seconds(ms: int | None) -> float | None:
@@ -56,7 +63,7 @@ def shard_entry(snapshot: Snapshot, name: str) -> ShardEntry:
     shard = snapshot.shards.get(name)
     if shard is not None:
         return _recorded_entry(name, shard)
-    display, skipped = shown_as(name, None), split_shard_key(name)[0] in run.skipped
+    display, skipped = readable(name, None), split_shard_key(name)[0] in run.skipped
     if run.state == OPEN:
         if skipped:  # declared when the run was opened
             return ShardEntry(
@@ -88,7 +95,7 @@ def _recorded_entry(name: str, shard: ShardRecord) -> ShardEntry:
     return ShardEntry(
         name=name,
         label=shard.label,
-        display=shown_as(name, shard.label),
+        display=readable(name, shard.label),
         executor=shard.executor,
         state=shard.state,
         attempt=shard.attempt,

@@ -6,7 +6,7 @@ same sorting and filtering are links and a form, answered by the server."""
 from typing import Any
 from urllib.parse import urlencode
 
-from codspeed_rules.summary import counts_line, plural, shards_done
+from codspeed_rules.summary import counts_line, listed, plural, shards_done
 from codspeed_wire.markdown import figure, overlaps_line
 from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, UpstreamEntry
 
@@ -113,9 +113,9 @@ def _verdict(report: Report) -> str:
 def _not_in(report: Report) -> str:
     """The shards the status fails for, by name, and the benchmarks two shards measured: the status's reasons."""
     shards = "".join(
-        f"; shard{'s' * (len(named) > 1)} {state}: {escape(', '.join(named))}"
+        f"; shard{'s' * (len(named) > 1)} {state}: {listed(named, say=escape)}"
         for state in ("missing", "rejected")
-        if (named := [s.shown for s in report.shards if s.state == state])
+        if (named := report.shown_in(state))
     )
     return shards + (f"; {report.overlaps_total} measured in two shards" if report.overlaps_total else "")
 
@@ -128,7 +128,7 @@ def _row(b: BenchmarkEntry, report: Report) -> str:
         f'data-name="{escape(b.name)}" data-shard="{escape(b.shard)}" data-state="{b.state}" '
         f'data-value="{"" if b.value is None else b.value}" data-change="{"" if b.change is None else b.change}"'
     )
-    shards = escape(report.shards_shown(b))  # a benchmark two shards measured: both, as their readers know them
+    shards = listed(report.shards_shown(b), say=escape)  # a benchmark two shards measured: both, as readers know them
     return (
         f'<tr class="{b.flag or b.state}" {data}><td>{escape(b.name)}</td><td>{shards}</td>'
         f'<td{where}>{b.state}</td><td class="num">{figure(b.value, b.unit)}</td>'
@@ -166,9 +166,9 @@ def _table(report: Report, query: dict[str, Any], sort: str | None, shard: Shard
 
 def _shard_filter(report: Report, query: dict[str, Any], chosen: str | None) -> str:
     """The form that shows one shard's benchmarks, the rest of the query kept (a signed link's too)."""
-    options = "".join(
-        f'<option value="{escape(n)}"{" selected" if n == chosen else ""}>{escape(n)}</option>'
-        for n in (s.name for s in report.shards)
+    options = "".join(  # the key is the query's (what the API reads); the reader sees the shard's name
+        f'<option value="{escape(s.name)}"{" selected" if s.name == chosen else ""}>{escape(s.shown)}</option>'
+        for s in report.shards
     )
     hidden = "".join(
         f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">'

@@ -3,6 +3,7 @@ shard the run waited for, and what the recorded costs predict for a balanced spl
 
 from datetime import datetime
 
+from codspeed_rules.names import Shown
 from codspeed_rules.summary import shown_state
 from codspeed_wire.report import Report, ShardEntry
 
@@ -135,7 +136,7 @@ def critical_path(report: Report) -> str:
     )
 
 
-def _trailing(arrived: list[tuple[float, str]]) -> str:
+def _trailing(arrived: list[tuple[float, Shown]]) -> str:
     """By how much the last shard to arrive trailed the one before it (``arrived``: by arrival)."""
     if len(arrived) < 2:
         return ""

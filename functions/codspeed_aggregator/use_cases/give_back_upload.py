@@ -37,7 +37,7 @@ class GiveBackUpload:
             raise NotFound(f"no upload {upload_id} was granted for run {run_id} of {project}")
         run, counted = view.run, view.shard
         if _counted_otherwise(counted, upload_id):
-            name = shown_as(shard, counted.label if counted else None) or shard  # as its readers know it
+            name = shown_as(shard, counted.label if counted else None)  # as its readers know it
             said = f"shard {name} is counted already (another upload of it): nothing waits for upload {upload_id}"
             return GiveBackAnswer(
                 project=project, run_id=run_id, upload_id=upload_id, state="counted_already", reason=said
