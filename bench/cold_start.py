@@ -48,7 +48,7 @@ HANDLERS = {
 }
 FLOOR = "import boto3, pydantic; from aws_lambda_powertools import Logger"
 TARGET = 1.5  # the goal: not met (the API's event handler and pydantic's model machinery alone are 0.4 of the floor)
-HELD = 2.6  # what a run fails past, smoke included: the worst ratio was 2.3 when this was written
+HELD = 2.5  # what a run fails past, smoke included: the worst ratio was 2.1 when this was written
 PROJECT = "acme/widgets"
 CLEAN = ("-I", "-S", "-B")  # no user site, no site-packages, no PYTHON* variables, nothing written
 INVOKE = """

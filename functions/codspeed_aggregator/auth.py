@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .adapters.ci_oidc import OidcRefused
 from .domain.errors import Forbidden, Unauthorized, Unsupported
 
 
@@ -78,10 +77,7 @@ def authenticate(
     if _is_jwt(token):
         if oidc_repository is None:
             raise Forbidden("this aggregator accepts no OIDC tokens (its OIDC audience is not set): send its token")
-        try:
-            return Principal(oidc_repository(token))
-        except OidcRefused as exc:
-            raise Forbidden(str(exc)) from exc
+        return Principal(oidc_repository(token))  # refused: OidcRefused, a Forbidden saying why
     project = project_of(token_digest(token)) if token else None
     if project is None:
         raise Forbidden("the token is not valid for this aggregator")

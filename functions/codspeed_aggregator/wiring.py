@@ -4,29 +4,22 @@ Each function gets only the adapters its use cases touch, on boto3 clients of it
 role's credentials): the api, arrivals, finalizer and sweeper functions of template.yaml, and
 the operator's commands."""
 
+from __future__ import annotations
+
+import importlib
 import logging
 import threading
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import sweeper_wiring
 from .adapters import aws
-from .adapters.bucket import Bucket
-from .adapters.ci_oidc import CiOidc
-from .adapters.github_comments import GitHubComments
-from .adapters.github_commits import GitHubCommits
-from .adapters.github_pulls import GitHubPulls
-from .adapters.github_status import GitHubStatuses
-from .adapters.gitlab_notes import GitLabNotes
-from .adapters.ledger import Ledger
-from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
-from .adapters.queues import FinalizeQueue, Queue
-from .adapters.results_store import ResultsStore
-from .adapters.upstream_http import UpstreamClient
-from .adapters.upstream_tokens import UpstreamTokens
-from .auth import page_key
 from .settings import Settings, settings
 from .use_cases.aggregator import Aggregator
+
+if TYPE_CHECKING:  # each adapter imported where a function builds it: none loads another's
+    from .adapters.ci_oidc import CiOidc
+    from .adapters.github_pulls import GitHubPulls
+    from .adapters.upstream_http import UpstreamClient
 
 API, ARRIVALS, FINALIZER, OPERATOR = "api", "arrivals", "finalizer", aws.OPERATOR
 # What each function builds: the table always; the bucket, the queue, the upstream, and whether
@@ -45,7 +38,30 @@ _SETTINGS = {
     "upstream": "upstream_url",
 }
 
+# The use cases each function runs, loaded at its cold start (Lambda's init, not its first request):
+# ``Aggregator`` imports a use case where it builds it, so a function loads none of the others'.
+_RUNS = {
+    API: (
+        "benchmark_costs",
+        "close_run",
+        "fork_pull_requests",
+        "give_back_upload",
+        "open_run",
+        "project_tokens",
+        "reports",
+        "request_upload",
+    ),
+    ARRIVALS: ("record_arrival", "reports"),
+    FINALIZER: ("finalize_run", "forward_shard", "reports"),
+}
+
 _LOCK = threading.RLock()
+
+
+def load(name: str) -> None:
+    """Import the use cases function ``name`` runs (its handler does, when it is loaded)."""
+    for use_case in _RUNS[name]:
+        importlib.import_module(f"{__package__}.use_cases.{use_case}")
 
 
 def for_api() -> Aggregator:
@@ -78,6 +94,12 @@ def _function(name: str) -> Aggregator:
 def build(name: str, config: Settings) -> Aggregator:
     """Function ``name``'s use cases on ``config``: refused, before any client is made, when a
     setting it needs is missing."""
+    from .adapters.bucket import Bucket
+    from .adapters.ledger import Ledger
+    from .adapters.metrics import CloudWatchMetrics, is_metrics_disabled
+    from .adapters.queues import FinalizeQueue, Queue
+    from .adapters.results_store import ResultsStore
+
     needs = _NEEDS[name]
     config.require(name, "table_name", *(_SETTINGS[n] for n in sorted(needs) if n in _SETTINGS))
     return Aggregator(
@@ -99,6 +121,9 @@ def build(name: str, config: Settings) -> Aggregator:
 def _hosts(name: str, config: Settings, reports: bool) -> dict[str, Any]:
     """GitHub's and GitLab's adapters function ``name`` uses, as configured: statuses and comments where
     reports are published, merge bases in the finalizer, a fork's checks in the API."""
+    from .adapters.github_commits import GitHubCommits
+    from .adapters.github_status import GitHubStatuses
+
     return {
         "statuses": GitHubStatuses(config.github_api_url, _github_token(name, config))
         if reports and config.commit_status
@@ -113,6 +138,9 @@ def _hosts(name: str, config: Settings, reports: bool) -> dict[str, Any]:
 
 def _comment_hosts(name: str, config: Settings) -> dict[str, Any]:
     """Where pull requests' comments go: GitHub always, GitLab's notes where the stack knows its API."""
+    from .adapters.github_comments import GitHubComments
+    from .adapters.gitlab_notes import GitLabNotes
+
     notes = None
     if config.gitlab_api_url:
         notes = GitLabNotes(config.gitlab_api_url, aws.secret(config.gitlab_token, config.gitlab_token_parameter, name))
@@ -129,11 +157,16 @@ def _github_token(function: str, config: Settings) -> str | None:
 def _github_pulls(function: str, config: Settings) -> GitHubPulls | None:
     """GitHub, to check a fork's pull request that sends no token: None when the stack has no GitHub
     token (its parameter was never created; then the client's route refuses such requests)."""
+    from .adapters.github_pulls import GitHubPulls
+
     token = aws.secret_if_set(config.github_token, config.github_token_parameter, function)
     return GitHubPulls(config.github_api_url, token) if token else None
 
 
 def _upstream(function: str, config: Settings) -> UpstreamClient:
+    from .adapters.upstream_http import UpstreamClient
+    from .adapters.upstream_tokens import UpstreamTokens
+
     token = aws.secret(config.upstream_token, config.upstream_token_parameter, function)
     tokens = UpstreamTokens(config.upstream_tokens_path, token, lambda parameter: aws.secret(None, parameter, function))
     return UpstreamClient(
@@ -148,6 +181,8 @@ def _upstream(function: str, config: Settings) -> UpstreamClient:
 def _page_key(function: str) -> bytes | None:
     """The key of run pages' links, or None (no links) when no webhook secret can be read: a
     deployment without one still counts and forwards, its reports just carry no page_url."""
+    from .auth import page_key
+
     try:
         master = webhook_secret(function)
     except Exception as exc:  # powertools' GetParameterError: the parameter was never created
@@ -165,6 +200,8 @@ def api_token() -> str | None:
 def oidc() -> CiOidc | None:
     """CI jobs' OIDC tokens (GitHub Actions', and CircleCI's of the organizations listed) are
     accepted unless the audience is set empty."""
+    from .adapters.ci_oidc import CiOidc
+
     config = settings()
     if not config.oidc_audience:
         return None
@@ -188,4 +225,6 @@ def reset() -> None:
         aws.cache_clear()
         _function.cache_clear()
         oidc.cache_clear()
+        from . import sweeper_wiring
+
         sweeper_wiring.reset()

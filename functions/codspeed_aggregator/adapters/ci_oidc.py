@@ -9,12 +9,10 @@ import threading
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
+from ..domain.errors import OidcRefused
+
 if TYPE_CHECKING:  # loaded when a JWT is presented only
     from jwt import PyJWKClient
-
-
-class OidcRefused(Exception):
-    """The token is not a valid OIDC token of an issuer taken here; the message says why."""
 
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"

@@ -36,6 +36,10 @@ class Forbidden(Refused):
     status = 403
 
 
+class OidcRefused(Forbidden):
+    """A token that is not a valid OIDC token of an issuer taken here; the message says why."""
+
+
 class NotFound(Refused):
     status = 404
 

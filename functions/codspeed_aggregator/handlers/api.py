@@ -19,6 +19,7 @@ from codspeed_rules.runner_json import DuplicateKey, NotSerdeJson, read
 from ..auth import Principal
 from ..aws_faults import transient
 from ..domain.errors import Busy, HostFailed, Refused
+from ..wiring import API, load
 from . import pages, runs_api, webhooks
 from .http import JsonResponse, Resolver, json_response, principal
 
@@ -28,6 +29,7 @@ REPORTS = "/v1/runs/"  # /v1/runs/<project>/<run_id>: API Gateway hands the path
 MAX_BODY = 256 * 1024  # metadata is a few KiB; bundles never pass through the API
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
+load(API)
 
 
 app = Resolver(enable_validation=True)

@@ -12,11 +12,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from ..domain.errors import BadBundle
 from ..domain.keys import BUNDLE_PREFIX, parse_bundle_key
 from ..settings import settings
-from ..wiring import for_arrivals
+from ..wiring import ARRIVALS, for_arrivals, load
 from .sqs_batch import PartialBatchResponse, partial_response
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 metrics = Metrics()
+load(ARRIVALS)
 
 
 def s3_objects(body: dict[str, Any]) -> list[tuple[str, int | None, str | None]]:

@@ -9,11 +9,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from codspeed_wire.queue import FinalizeMessage
 
-from ..wiring import for_finalizer
+from ..wiring import FINALIZER, for_finalizer, load
 from .sqs_batch import PartialBatchResponse, partial_response
 
 logger = Logger()  # service name, level: POWERTOOLS_* environment
 metrics = Metrics()
+load(FINALIZER)
 
 
 def record_handler(record: SQSRecord) -> None:

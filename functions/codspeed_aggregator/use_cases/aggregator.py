@@ -1,8 +1,7 @@
 """``Aggregator`` is what one function runs on: the adapters wiring built for it, and each use
 case built on those when first asked for. A use case names the adapters it touches in its own
-fields, so what a change may need in IAM is read at the top of its module. The finalizer's use cases
-(the merge, the splice, the forward) and the arrivals' (a bundle's validation) are imported where they
-are built: a function loads at its cold start what it runs, not what the others do."""
+fields, so what a change may need in IAM is read at the top of its module. Each use case is imported
+where it is built: a function loads what it runs, never what the others do."""
 
 from __future__ import annotations
 
@@ -12,35 +11,34 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
-from ..adapters.bucket import Bucket
-from ..adapters.github_comments import GitHubComments
-from ..adapters.github_commits import GitHubCommits
-from ..adapters.github_pulls import GitHubPulls
-from ..adapters.github_status import GitHubStatuses
-from ..adapters.gitlab_notes import GitLabNotes
-from ..adapters.ledger import Ledger
 from ..adapters.metrics import Metrics, NoMetrics
-from ..adapters.queues import FinalizeQueue, Queue
-from ..adapters.results_store import ResultsStore
-from ..adapters.upstream_http import UpstreamClient
-from ..services.pr_comments import PullRequestComments
-from ..services.run_attempts import RunAttempts
 from ..settings import Settings
-from .benchmark_costs import BenchmarkCosts
-from .close_run import CloseRun
-from .fork_pull_requests import ForkPullRequests
-from .give_back_upload import GiveBackUpload
-from .open_run import OpenRun
-from .project_tokens import ProjectTokens
-from .reports import Reports
-from .request_upload import RequestUpload
-from .sweep_deadlines import SweepDeadlines
 
-if TYPE_CHECKING:  # built where asked for (the functions that run them import them then)
+if TYPE_CHECKING:  # each built where asked for: a function loads the use cases it runs, not the others'
+    from ..adapters.bucket import Bucket
+    from ..adapters.github_comments import GitHubComments
+    from ..adapters.github_commits import GitHubCommits
+    from ..adapters.github_pulls import GitHubPulls
+    from ..adapters.github_status import GitHubStatuses
+    from ..adapters.gitlab_notes import GitLabNotes
+    from ..adapters.ledger import Ledger
+    from ..adapters.queues import FinalizeQueue, Queue
+    from ..adapters.results_store import ResultsStore
+    from ..adapters.upstream_http import UpstreamClient
+    from ..services.run_attempts import RunAttempts
+    from .benchmark_costs import BenchmarkCosts
+    from .close_run import CloseRun
     from .finalize_run import FinalizeRun
+    from .fork_pull_requests import ForkPullRequests
     from .forward_part import ForwardPart
     from .forward_shard import ForwardShard
+    from .give_back_upload import GiveBackUpload
+    from .open_run import OpenRun
+    from .project_tokens import ProjectTokens
     from .record_arrival import RecordArrival
+    from .reports import Reports
+    from .request_upload import RequestUpload
+    from .sweep_deadlines import SweepDeadlines
 
 
 @dataclass
@@ -67,6 +65,9 @@ class Aggregator:
 
     @cached_property
     def reports(self) -> Reports:
+        from ..services.pr_comments import PullRequestComments
+        from .reports import Reports
+
         hosts = {
             provider: host
             for provider, host in (("GITHUB", self.github_comments), ("GITLAB", self.gitlab_notes))
@@ -98,6 +99,8 @@ class Aggregator:
 
     @cached_property
     def request_upload(self) -> RequestUpload:
+        from .request_upload import RequestUpload
+
         return RequestUpload(
             settings=self.settings,
             runs=self.ledger.runs,
@@ -111,6 +114,8 @@ class Aggregator:
 
     @cached_property
     def give_back_upload(self) -> GiveBackUpload:
+        from .give_back_upload import GiveBackUpload
+
         return GiveBackUpload(
             reads=self.ledger.reads,
             shards=self.ledger.shards,
@@ -121,10 +126,14 @@ class Aggregator:
 
     @cached_property
     def _attempts(self) -> RunAttempts:
+        from ..services.run_attempts import RunAttempts
+
         return RunAttempts(settings=self.settings, runs=self.ledger.runs, shards=self.ledger.shards)
 
     @cached_property
     def fork_pull_requests(self) -> ForkPullRequests:
+        from .fork_pull_requests import ForkPullRequests
+
         return ForkPullRequests(
             settings=self.settings, runs=self.ledger.runs, pulls=self.github_pulls, clock=self.clock
         )
@@ -150,6 +159,8 @@ class Aggregator:
 
     @cached_property
     def benchmark_costs(self) -> BenchmarkCosts:
+        from .benchmark_costs import BenchmarkCosts
+
         return BenchmarkCosts(
             settings=self.settings,
             reads=self.ledger.reads,
@@ -159,6 +170,8 @@ class Aggregator:
 
     @cached_property
     def open_run(self) -> OpenRun:
+        from .open_run import OpenRun
+
         return OpenRun(
             settings=self.settings,
             runs=self.ledger.runs,
@@ -171,6 +184,8 @@ class Aggregator:
 
     @cached_property
     def close_run(self) -> CloseRun:
+        from .close_run import CloseRun
+
         return CloseRun(
             settings=self.settings,
             reads=self.ledger.reads,
@@ -183,6 +198,8 @@ class Aggregator:
 
     @cached_property
     def sweep_deadlines(self) -> SweepDeadlines:
+        from .sweep_deadlines import SweepDeadlines
+
         return SweepDeadlines(
             runs=self.ledger.runs,
             closes=self.ledger.closes,
@@ -272,6 +289,8 @@ class Aggregator:
 
     @cached_property
     def project_tokens(self) -> ProjectTokens:
+        from .project_tokens import ProjectTokens
+
         return ProjectTokens(tokens=self.ledger.tokens, clock=self.clock)
 
 
