@@ -103,7 +103,7 @@ def test_arrivals_write_their_shard_and_its_tally_never_the_run_item(isolated, p
 
 
 def test_a_next_attempt_counts_its_inherited_shards_on_its_item_and_its_own_on_its_tallies():
-    from codspeed_aggregator.adapters.ledger.records import run_from
+    from codspeed_aggregator.adapters.ledger.run_item import run_from
 
     item = {
         "sk": "RUN",
@@ -200,7 +200,7 @@ class _Reading(dict):
 def test_every_attribute_a_run_item_holds_after_its_whole_life_is_one_its_record_reads(isolated, project, run_id):
     """The case seen: ``close_reason`` was written at every close and read by nothing."""
     from codspeed_aggregator.adapters.ledger.codec import COUNT_PREFIX, GROUP_PREFIX, load
-    from codspeed_aggregator.adapters.ledger.records import run_from
+    from codspeed_aggregator.adapters.ledger.run_item import run_from
     from codspeed_wire.api import CloseRequest
 
     agg = isolated.aggregator
@@ -215,3 +215,59 @@ def test_every_attribute_a_run_item_holds_after_its_whole_life_is_one_its_record
     by_prefix = {name for name in item if name.startswith((GROUP_PREFIX, COUNT_PREFIX))}  # a group's manifest, count
     assert run.groups and by_prefix
     assert sorted(set(item) - item.read - for_the_table - by_prefix) == []
+
+
+def test_a_field_added_to_the_run_record_in_one_place_round_trips_through_its_item(isolated, project, run_id):
+    """The run record's item is one mapping read both ways (``run_item``): a field added to the record,
+    and nowhere else, is written with the run's item and read back from DynamoDB."""
+    from dataclasses import field, make_dataclass
+    from unittest import mock
+
+    from codspeed_aggregator.adapters.ledger import run_item as mapping
+    from codspeed_aggregator.domain.ledger import RunRecord
+
+    grown = make_dataclass("Grown", [("reviewer", str | None, field(default=None))], bases=(RunRecord,))
+    runs = isolated.aggregator.ledger.runs
+    with mock.patch.object(mapping, "RunRecord", grown):
+        run, created = runs.open_run(grown(project=project, run_id=run_id, groups={}, reviewer="octocat"))
+        read = runs.run_record(project, run_id)
+    assert created and isinstance(read, grown) and read.reviewer == "octocat"
+    assert runs.run_record(project, run_id).run_id == run_id  # the record as it is reads the item too
+
+
+def test_every_field_of_the_run_record_it_stores_round_trips_through_dynamodb(isolated, project, run_id):
+    """Each field the run item keeps, set to a value that is not its default, is read back as it was:
+    the two stored under 1.0.0's names (``attempt``, ``closing``) and those kept in a form of their own."""
+    from dataclasses import fields
+
+    from codspeed_aggregator.adapters.ledger.codec import dump, load
+    from codspeed_aggregator.adapters.ledger.run_item import ELSEWHERE, run_from, run_item
+    from codspeed_aggregator.domain.closing import Awaiting, CiOrigin
+    from codspeed_aggregator.domain.identity import RunIdentity
+    from codspeed_aggregator.domain.ledger import RunRecord
+    from codspeed_aggregator.domain.manifest import Manifest
+    from codspeed_aggregator.domain.outcome import Outcome
+    from codspeed_aggregator.domain.plan_record import PlanRecord
+    from codspeed_wire.report import UpstreamEntry
+
+    values = {
+        "state": "forwarded", "commit": "a" * 40, "head_commit": "b" * 40, "ref": "refs/pull/7/merge",
+        "base_ref": "main", "base_commit": "c" * 40, "base_ancestors": ("d" * 40,),
+        "identity": RunIdentity("a" * 40, "acme", "widgets", "refs/pull/7/merge"),
+        "created_at": "2026-12-07T09:00:00Z", "deadline_at": 1799999999, "rev": 9, "run_changes": 4,
+        "skipped": ("2",), "upstream": UpstreamEntry(status="success", at="2026-12-07T09:01:00Z"),
+        "forward_error": "refused", "lease_until": 1799999000, "outcome": Outcome(note="carried 1"),
+        "attempt": 2, "variants": ("|valgrind",), "closing": True, "closed_by": CiOrigin("4242", 1, True),
+        "awaiting": Awaiting("bench [shard 1, job 1/2]", 1799998000.0, 2, 1799999100.0),
+        "given_up": {"3": "gone"}, "grants": 5, "tokenless": True, "fork": True, "provider": "GITHUB",
+        "ci_url": "https://ci.example/run/7", "plan": PlanRecord(baseline="7000", parts=2, sends=1),
+        "declared": True, "ci_attempt": 2, "rerun": True, "sends_parts": True, "by_executor": True, "owed": True,
+    }  # fmt: skip
+    stored = {f.name for f in fields(RunRecord)} - set(ELSEWHERE) - {"project", "run_id"}  # its key
+    assert set(values) == stored, stored ^ set(values)  # a field added to the record is added here too
+    run = RunRecord(project=project, run_id=run_id, groups={"": Manifest(total=2)}, **values)
+    table = isolated.aggregator.ledger
+    table.db.put_item(TableName=table.table, Item=dump(run_item(run, 1799999999)))
+    raw = table.db.get_item(TableName=table.table, Key=table.runs.key(project, run_id, "RUN"))["Item"]
+    read = run_from(load(raw), [])
+    assert {name: getattr(read, name) for name in values} == values

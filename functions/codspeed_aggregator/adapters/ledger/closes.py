@@ -6,6 +6,9 @@ from __future__ import annotations
 from ...domain.closing import Awaiting, CiOrigin
 from ...domain.ledger import OPEN
 from .codec import TableItems
+from .run_item import attribute, stored
+
+CLOSING = attribute("closing")  # what a run item calls its close
 
 
 class Closes(TableItems):
@@ -17,7 +20,7 @@ class Closes(TableItems):
         taken while it is open (its close decides by the CI's word whether to wait for it). No revision:
         nothing a report shows changes."""
         capped = " AND (attribute_not_exists(grants) OR grants < :most)" if most is not None else ""
-        unclosed = "" if closing else " AND attribute_not_exists(close_requested)"
+        unclosed = "" if closing else f" AND attribute_not_exists({CLOSING})"
         return self.update_run(
             project,
             run_id,
@@ -31,13 +34,13 @@ class Closes(TableItems):
         attempt starts with its previous one's), with the CI run and attempt the close speaks for
         (``origin``: their jobs have ended); False when it was not open or already closing."""
         skips = ", skipped = list_append(if_not_exists(skipped, :none), :skip)" if skip else ""
-        said = origin.to_item() if origin else {}
+        said = stored("closed_by", origin)
         by = ", closed_by = :by" if said else ""
         return self.update_run(
             project,
             run_id,
-            f"SET close_requested = :true{skips}{by} ADD rev :one, run_changes :one",
-            "#state = :open AND attribute_not_exists(close_requested)",
+            f"SET {CLOSING} = :true{skips}{by} ADD rev :one, run_changes :one",
+            f"#state = :open AND attribute_not_exists({CLOSING})",
             {":true": True, ":open": OPEN}
             | ({":skip": skip, ":none": []} if skip else {})
             | ({":by": said} if said else {}),
@@ -51,7 +54,7 @@ class Closes(TableItems):
             run_id,
             "SET closed_by = :by ADD rev :one, run_changes :one",
             "#state <> :open",
-            {":by": origin.to_item(), ":open": OPEN},
+            {":by": stored("closed_by", origin), ":open": OPEN},
         )
 
     def note_awaiting(self, project: str, run_id: str, awaiting: Awaiting | None) -> bool:
@@ -63,7 +66,7 @@ class Closes(TableItems):
             run_id,
             f"{change} ADD rev :one, run_changes :one",
             "#state = :open",
-            {":open": OPEN} | ({":a": awaiting.to_item()} if awaiting else {}),
+            {":open": OPEN} | ({":a": stored("awaiting", awaiting)} if awaiting else {}),
         )
 
     def give_up(self, project: str, run_id: str, shard: str, reason: str) -> bool:

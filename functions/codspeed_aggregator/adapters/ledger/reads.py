@@ -32,7 +32,8 @@ from .codec import (
     notes_wanted,
     tally_sks,
 )
-from .records import carried_count, plan_from, run_from, shard_from, upload_from
+from .records import plan_from, shard_from, upload_from
+from .run_item import carried_count, run_from
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,6 @@ of runs, and the index of runs that are open or being finalized."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from botocore.exceptions import ClientError
 
 from codspeed_wire.report import UpstreamEntry
@@ -39,7 +36,8 @@ from .codec import (
     load,
     tally_sks,
 )
-from .records import carried_items, group_attribute, listed_item, run_from, run_item
+from .records import listed_item
+from .run_item import attribute, carried_items, group_attribute, run_from, run_item, stored
 
 
 class Runs(TableItems):
@@ -59,11 +57,11 @@ class Runs(TableItems):
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            stored = load(exc.response["Item"])  # type: ignore[typeddict-item]  # ReturnValuesOnConditionCheckFailure
-            if stored["state"] in ENDED or stored.get("close_requested"):  # its next attempt goes on from its
+            found = load(exc.response["Item"])  # type: ignore[typeddict-item]  # ReturnValuesOnConditionCheckFailure
+            if found["state"] in ENDED or found.get(attribute("closing")):  # its next attempt goes on from its
                 # revision and counts (a closing run's too: an upload after its close is the next attempt's): read whole
-                return self.run_record(run.project, run.run_id) or run_from(stored, []), False
-            return run_from(stored, []), False  # an open run as a grant needs it: its counts are not read
+                return self.run_record(run.project, run.run_id) or run_from(found, []), False
+            return run_from(found, []), False  # an open run as a grant needs it: its counts are not read
 
     def run_record(self, project: str, run_id: str) -> RunRecord | None:
         """The run's item and its tallies, in one small consistent read."""
@@ -210,7 +208,7 @@ class Runs(TableItems):
             run_id,
             "SET #plan = :plan ADD rev :one, run_changes :one",
             "#state = :finalizing",
-            {":plan": json.dumps(plan.to_item()), ":finalizing": FINALIZING},
+            {":plan": stored("plan", plan), ":finalizing": FINALIZING},
             names={"#plan": "plan"},
         )
 
@@ -235,7 +233,7 @@ class Runs(TableItems):
             "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero, "
             "owed = :owed REMOVE open_pk ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed)",
-            {":s": state, ":up": _said(upstream), ":err": error, ":outcome": kept, ":zero": 0}
+            {":s": state, ":up": stored("upstream", upstream), ":err": error, ":outcome": kept, ":zero": 0}
             | {":owed": state in (FORWARDED, CLOSED_EMPTY)}
             | {":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
         )
@@ -257,7 +255,7 @@ class Runs(TableItems):
             "#state IN (:finalizing, :failed)",
             {
                 ":s": FORWARD_FAILED,
-                ":up": _said(upstream),
+                ":up": stored("upstream", upstream),
                 ":err": error,
                 ":finalizing": FINALIZING,
                 ":failed": FORWARD_FAILED,
@@ -267,8 +265,3 @@ class Runs(TableItems):
     def touch(self, project: str, run_id: str) -> bool:
         """A change that changes nothing but the revision: the next report gets a new version."""
         return self.update_run(project, run_id, "ADD rev :one, run_changes :one", "attribute_exists(sk)", {})
-
-
-def _said(upstream: UpstreamEntry | None) -> dict[str, Any] | None:
-    """The run's ``upstream`` as its item keeps it: the fields it has."""
-    return upstream.model_dump(exclude_none=True) if upstream else None

@@ -21,7 +21,7 @@ from .codec import (
     dump,
     run_pk,
 )
-from .records import count_attribute
+from .run_item import count_attribute
 
 TOKEN_MARGIN = 60  # seconds a job's token must still be good for to go with its part
 
