@@ -17,13 +17,17 @@ def walltime_results(document: bytes) -> dict[str, dict[str, Any]]:
         benchmarks = json.loads(document).get("benchmarks") or []
     except (ValueError, AttributeError):
         return {}
-    found = {}
-    for benchmark in benchmarks if isinstance(benchmarks, list) else []:
-        stats = benchmark.get("stats") if isinstance(benchmark, dict) else None
-        uri = benchmark.get("uri") or benchmark.get("name") if isinstance(benchmark, dict) else None
-        if isinstance(stats, dict) and isinstance(uri, str):
-            found[uri] = {k: stats[k] for k in WALLTIME_STATS if isinstance(stats.get(k), (int, float))}
-            config = benchmark.get("config")
-            if isinstance(config, dict) and isinstance(config.get("warmup_time_ns"), (int, float)):
-                found[uri]["warmup_time_ns"] = config["warmup_time_ns"]  # how long its warm-up ran: its cost
-    return found
+    listed = benchmarks if isinstance(benchmarks, list) else []
+    return dict(measured for benchmark in listed if isinstance(benchmark, dict) and (measured := _timed(benchmark)))
+
+
+def _timed(benchmark: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """A benchmark's name and timings, None where it says neither."""
+    stats, uri = benchmark.get("stats"), benchmark.get("uri") or benchmark.get("name")
+    if not isinstance(stats, dict) or not isinstance(uri, str):
+        return None
+    timings = {k: stats[k] for k in WALLTIME_STATS if isinstance(stats.get(k), (int, float))}
+    config = benchmark.get("config")
+    if isinstance(config, dict) and isinstance(config.get("warmup_time_ns"), (int, float)):
+        timings["warmup_time_ns"] = config["warmup_time_ns"]  # how long its warm-up ran: its cost
+    return uri, timings

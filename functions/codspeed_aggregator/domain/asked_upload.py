@@ -48,10 +48,26 @@ class AskedUpload:
     def variants(self) -> tuple[str, ...]:
         return (variant_key(self.group, self.variant),) if self.variant else ()
 
+    def marks_tokenless(self, run: RunRecord) -> bool:
+        """Whether it is the first upload without a token of its kind the run takes: a fork's (GitHub
+        bore it out), or an unchecked one."""
+        return self.metadata.tokenless and not (run.fork if self.fork else run.tokenless)
+
     @property
     def most_grants(self) -> int | None:
         """The grants its run may have counted before this one, without a token; None with one."""
         return MAX_FORK_UPLOADS if self.fork else None
+
+
+def refuse_skipped(run: RunRecord, asked: AskedUpload) -> None:
+    """A push of a shard its run's first attempt was told to skip (at its opening or its close): it is
+    carried from the baseline run."""
+    if asked.group == "" and asked.shard in run.skipped and run.attempt == 1:
+        when = "by its close" if run.closing else "when it was opened"
+        raise Conflict(
+            f"shard {asked.shard} was declared skipped {when} (run {run.run_id} of {asked.project}): "
+            "it is carried from the baseline run, not pushed"
+        )
 
 
 def admit(run: RunRecord, asked: AskedUpload, manifest: Manifest) -> None:

@@ -33,10 +33,11 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from codspeed_rules.names import JOB_MARK, gitlab_runner_run_id, is_run_id, shard_key
 from codspeed_wire.api import MAX_SHARDS
-from codspeed_wire.upstream import BUILDKITE, UploadMetadata
+from codspeed_wire.upstream import BUILDKITE, RunPart, UploadMetadata
 
 from .errors import Unprocessable
 from .manifest import Manifest
@@ -83,16 +84,15 @@ def _run_id(value: str) -> str:
 
 def _single_part_run_id(metadata: UploadMetadata) -> str:
     """The run of an upload that names no run part: its commit and its CI run and job."""
-    extra = metadata.model_extra or {}
-    ci_run = None
-    for key in ("ghData", "glData"):
-        data = extra.get(key)
-        if isinstance(data, dict) and data.get("runId"):
-            ci_run = "-".join(str(data[k]) for k in ("runId", "job") if data.get(k))  # two jobs, two runs
-    if ci_run is None:
-        ci_run = base64.b64decode(metadata.profile_md5 or "").hex()[:12] or "local"
+    ci_run = _ci_job(metadata.model_extra or {}) or base64.b64decode(metadata.profile_md5 or "").hex()[:12] or "local"
     safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in ci_run)[:64]
     return f"{metadata.commit_hash[:12].lower()}-{safe}"
+
+
+def _ci_job(extra: dict[str, Any]) -> str | None:
+    """The CI run and job the metadata's CI data names (GitLab's over GitHub's), if any: two jobs, two runs."""
+    named = [data for key in ("glData", "ghData") if isinstance(data := extra.get(key), dict) and data.get("runId")]
+    return "-".join(str(named[0][k]) for k in ("runId", "job") if named[0].get(k)) if named else None
 
 
 def ci_run_of(metadata: UploadMetadata, buildkite: "BuildkiteJob | None" = None) -> str | None:
@@ -173,20 +173,19 @@ def shard_of(metadata: UploadMetadata, buildkite: BuildkiteJob | None = None) ->
         # a run of one, whose job may upload once per executor: one job of each
         name = shard_key("1", metadata.executor)
         return DropInShard(_single_part_run_id(metadata), job_key(name), "1", Manifest(total=1), metadata.executor)
-    variant = part.variant(metadata.executor)
     label = part.run_part_id
     if AGGREGATED_KEY in label:  # upstream, it would stand in the place of one of our merged parts
         raise Unprocessable(
             f"runPart.runPartId {label!r} holds {AGGREGATED_KEY}…, which names the aggregator's own "
             "run parts: CodSpeed's runner never writes it"
         )
-    if metadata.run_environment == "GITLAB_CI":
-        run_id = gitlab_runner_run_id(metadata.commit_hash, metadata.ref)
-        name = part.job_name or label
-        parallel = _PARALLEL.match(name) or _PARALLEL.match(label)
-        if parallel and 1 <= int(parallel["index"]) <= int(parallel["total"]) <= MAX_SHARDS:
-            return _job(run_id, label, Manifest(total=int(parallel["total"])), variant, group_of(parallel["job"]))
-        return _job(run_id, label, Manifest(total=1), variant, group_of(name))
+    return _gitlab_job(metadata, part) if metadata.run_environment == "GITLAB_CI" else _workflow_job(metadata, part)
+
+
+def _workflow_job(metadata: UploadMetadata, part: RunPart) -> DropInShard:
+    """A GitHub Actions or CircleCI job: its workflow run's (its runId), a matrix a group of its
+    ``job-total`` (CircleCI: its nodes), any other job a group of one."""
+    label = part.run_part_id
     total = part.total_parts()
     if total is not None and not 1 <= total <= MAX_SHARDS:
         raise Unprocessable(
@@ -195,7 +194,19 @@ def shard_of(metadata: UploadMetadata, buildkite: BuildkiteJob | None = None) ->
     job = part.job_name or label.split("-{", 1)[0]
     if metadata.run_environment == "CIRCLECI" and not part.job_name:
         job = re.sub(r"-[0-9]+$", "", job)  # {job}-{node}: the nodes are one job
+    variant = part.variant(metadata.executor)
     return _job(_run_id(part.run_id), label, Manifest(total=total or 1), variant, group_of(job))
+
+
+def _gitlab_job(metadata: UploadMetadata, part: RunPart) -> DropInShard:
+    """A GitLab job: its pipeline's run (the project, commit and ref: its runId is the job's), a
+    ``parallel: N`` job (``NAME i/N``) one of a group NAME of N, any other a group of one."""
+    run_id, label = gitlab_runner_run_id(metadata.commit_hash, metadata.ref), part.run_part_id
+    name, variant = part.job_name or label, part.variant(metadata.executor)
+    parallel = _PARALLEL.match(name) or _PARALLEL.match(label)
+    if parallel and 1 <= int(parallel["index"]) <= int(parallel["total"]) <= MAX_SHARDS:
+        return _job(run_id, label, Manifest(total=int(parallel["total"])), variant, group_of(parallel["job"]))
+    return _job(run_id, label, Manifest(total=1), variant, group_of(name))
 
 
 _STRATEGY = ("job-index", "job-total")
@@ -209,7 +220,28 @@ def display_label(label: str | None) -> str | None:
     if not label or "-{" not in label:
         return None
     job, rest = label.split("-{", 1)
-    rest, found, decoder = "{" + rest, {}, json.JSONDecoder()
+    found = _suffixes("{" + rest)
+    if found is None:
+        return None
+    words = _words(found)
+    return f"{job} [{', '.join(words)}]" if words else job
+
+
+def _words(found: dict[str, Any]) -> list[str]:
+    """A runPartId's suffixes as a reader says them: its matrix keys, its job of the matrix's, an
+    executor other than valgrind, a run index past the first."""
+    words = [f"{k} {v}" for k, v in found.items() if k not in _STRATEGY + _SUFFIX]
+    if isinstance(found.get("job-index"), int) and found.get("job-total"):
+        words.append(f"job {found['job-index'] + 1}/{found['job-total']}")
+    if found.get("executor") not in (None, "valgrind"):
+        words.append(str(found["executor"]))
+    return words + [f"{k} {found[k]}" for k in ("run-index", "run-part-index") if found.get(k)]
+
+
+def _suffixes(rest: str) -> dict[str, Any] | None:
+    """The JSON objects a runner's runPartId ends with (``-{…}-{…}``), merged; None where they are not."""
+    found: dict[str, Any] = {}
+    decoder = json.JSONDecoder()
     while rest:
         try:
             value, end = decoder.raw_decode(rest)
@@ -219,13 +251,7 @@ def display_label(label: str | None) -> str | None:
             return None
         found.update(value)
         rest = rest[end:].removeprefix("-")
-    words = [f"{k} {v}" for k, v in found.items() if k not in _STRATEGY + _SUFFIX]
-    if isinstance(found.get("job-index"), int) and found.get("job-total"):
-        words.append(f"job {found['job-index'] + 1}/{found['job-total']}")
-    if found.get("executor") not in (None, "valgrind"):
-        words.append(str(found["executor"]))
-    words += [f"{k} {found[k]}" for k in ("run-index", "run-part-index") if found.get(k)]
-    return f"{job} [{', '.join(words)}]" if words else job
+    return found
 
 
 def group_of(job_name: str) -> str:

@@ -136,17 +136,20 @@ def shard_identity(shard: ShardRecord, sent: dict[str, Any] | None) -> dict[str,
     (the runPart's metadata), its machine and its CI job."""
     sent = sent or {}
     part, runner = sent.get("runPart") or {}, sent.get("runner") or {}
-    identity = {
+    return {
         "shard": shard.name,
         "runPartId": part.get("runPartId") or shard.label or shard.name,
         "jobName": part.get("jobName"),
         "executor": runner.get("executor") or shard.executor,
         "metadata": part.get("metadata") or {},
-        "system": {k: runner[k] for k in SYSTEM_FIELDS if k in runner},
+        **_machine_and_job(sent, runner),
     }
-    if ci := {k: sent[k] for k in ("ghData", "glData") if sent.get(k)}:
-        identity["ci"] = ci
-    return identity
+
+
+def _machine_and_job(sent: dict[str, Any], runner: dict[str, Any]) -> dict[str, Any]:
+    """The runner's machine, and its CI job where the metadata says it."""
+    ci = {k: sent[k] for k in ("ghData", "glData") if sent.get(k)}
+    return {"system": {k: runner[k] for k in SYSTEM_FIELDS if k in runner}} | ({"ci": ci} if ci else {})
 
 
 def merged_metadata(base: dict[str, Any] | None, part: MergedPart, md5: str) -> dict[str, Any]:

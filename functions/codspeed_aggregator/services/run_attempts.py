@@ -53,22 +53,7 @@ class RunAttempts:
                     continue
                 if admit is not None:  # what the next attempt would refuse opens no attempt
                     admit(previous)
-                opening.groups = {**opening.groups, **previous.groups}
-                opening.identity, opening.skipped, opening.declared = (
-                    previous.identity,
-                    previous.skipped,
-                    previous.declared,
-                )
-                # a mode switched meanwhile never sends a benchmark twice in one run
-                opening.sends_parts, opening.by_executor = previous.sends_parts, previous.by_executor
-                opening.fork = opening.fork or previous.fork  # a fork's run's attempts are the fork's (its close)
-                opening.rerun = not late  # one attempt for all a re-run's shards, not one per shard
-                opening.ci_attempt = opening.ci_attempt or _following(previous)
-                # A run's report is its latest attempt's: its versions go on from the previous one's.
-                opening.rev = opening.run_changes = previous.rev + 1
-                opening.variants = tuple(sorted({*previous.variants, *opening.variants}))
-                opening.group_counts = self.shards.inherit_arrived(opening.project, previous.run_id, opening.run_id)
-                opening.arrived_count = sum(opening.group_counts.values())
+                self._following_from(opening, previous, late)
             run, created = self.runs.open_run(opening)
             if created:
                 return run
@@ -81,6 +66,22 @@ class RunAttempts:
             f"run {base_id} of {opening.project} was forwarded {MAX_ATTEMPTS} times, as many attempts as its CI "
             "allows: it takes no more"
         )
+
+    def _following_from(self, opening: RunRecord, previous: RunRecord, late: bool) -> None:
+        """``opening`` as the attempt after ``previous``: its groups, manifests, skips and mode, and the
+        shards it counted."""
+        opening.groups = {**opening.groups, **previous.groups}
+        opening.identity, opening.skipped, opening.declared = previous.identity, previous.skipped, previous.declared
+        # a mode switched meanwhile never sends a benchmark twice in one run
+        opening.sends_parts, opening.by_executor = previous.sends_parts, previous.by_executor
+        opening.fork = opening.fork or previous.fork  # a fork's run's attempts are the fork's (its close)
+        opening.rerun = not late  # one attempt for all a re-run's shards, not one per shard
+        opening.ci_attempt = opening.ci_attempt or _following(previous)
+        # A run's report is its latest attempt's: its versions go on from the previous one's.
+        opening.rev = opening.run_changes = previous.rev + 1
+        opening.variants = tuple(sorted({*previous.variants, *opening.variants}))
+        opening.group_counts = self.shards.inherit_arrived(opening.project, previous.run_id, opening.run_id)
+        opening.arrived_count = sum(opening.group_counts.values())
 
 
 def _takes(run: RunRecord, ci_attempt: int | None) -> bool:

@@ -140,6 +140,7 @@ class Aggregator:
 
     @cached_property
     def record_arrival(self) -> RecordArrival:
+        from .bundle_validation import BundleValidation
         from .record_arrival import RecordArrival
 
         return RecordArrival(
@@ -152,6 +153,9 @@ class Aggregator:
             queue=_built(self.queue, "the finalize queue"),
             arrivals_queue=self.arrivals_queue,
             attempts=self._attempts,
+            validation=BundleValidation(
+                settings=self.settings, store=_built(self.store, "the bucket"), metrics=self._metrics
+            ),
             reports=self.reports,
             metrics=self._metrics,
             clock=self.clock,
@@ -238,60 +242,65 @@ class Aggregator:
 
     @cached_property
     def finalize_run(self) -> FinalizeRun:
-        from ..services.close_barrier import CloseBarrier
-        from .finalize_run import FinalizeRun
-        from .keep_sources import KeepSources
-        from .merge_bases import MergeBases
-        from .plan_forward import PlanForward
-
-        planner = PlanForward(
-            settings=self.settings,
-            reads=self.ledger.reads,
-            baselines=self.ledger.baselines,
-            sources=self.ledger.sources,
-            store=_built(self.store, "the bucket"),
-            results=_built(self.results, "the results store"),
-            forwarder=self._forwarder,
-            clock=self.clock,
-            merge_bases=MergeBases(github=self.github_commits),
-        )
-        return FinalizeRun(
-            settings=self.settings,
-            reads=self.ledger.reads,
-            runs=self.ledger.runs,
-            parts=self.ledger.parts,
-            baselines=self.ledger.baselines,
-            store=_built(self.store, "the bucket"),
-            queue=_built(self.queue, "the finalize queue"),
-            planner=planner,
-            forwarder=self._forwarder,
-            reports=self.reports,
-            metrics=self._metrics,
-            barrier=CloseBarrier(
-                settings=self.settings,
-                reads=self.ledger.reads,
-                closes=self.ledger.closes,
-                store=_built(self.store, "the bucket"),
-                queue=_built(self.queue, "the finalize queue"),
-                arrivals=self.record_arrival,
-                reports=self.reports,
-                metrics=self._metrics,
-                clock=self.clock,
-            ),
-            clock=self.clock,
-            keeper=KeepSources(
-                store=_built(self.store, "the bucket"),
-                results=_built(self.results, "the results store"),
-                sources=self.ledger.sources,
-                clock=self.clock,
-            ),
-        )
+        return _finalize_run(self)
 
     @cached_property
     def project_tokens(self) -> ProjectTokens:
         from .project_tokens import ProjectTokens
 
         return ProjectTokens(tokens=self.ledger.tokens, clock=self.clock)
+
+
+def _finalize_run(agg: Aggregator) -> FinalizeRun:
+    """The finalizer's use case: its plan, its forward, its close's barrier and its kept sources."""
+    from ..services.close_barrier import CloseBarrier
+    from .finalize_run import FinalizeRun
+    from .keep_sources import KeepSources
+    from .merge_bases import MergeBases
+    from .plan_forward import PlanForward
+
+    planner = PlanForward(
+        settings=agg.settings,
+        reads=agg.ledger.reads,
+        baselines=agg.ledger.baselines,
+        sources=agg.ledger.sources,
+        store=_built(agg.store, "the bucket"),
+        results=_built(agg.results, "the results store"),
+        forwarder=agg._forwarder,
+        clock=agg.clock,
+        merge_bases=MergeBases(github=agg.github_commits),
+    )
+    return FinalizeRun(
+        settings=agg.settings,
+        reads=agg.ledger.reads,
+        runs=agg.ledger.runs,
+        parts=agg.ledger.parts,
+        baselines=agg.ledger.baselines,
+        store=_built(agg.store, "the bucket"),
+        queue=_built(agg.queue, "the finalize queue"),
+        planner=planner,
+        forwarder=agg._forwarder,
+        reports=agg.reports,
+        metrics=agg._metrics,
+        barrier=CloseBarrier(
+            settings=agg.settings,
+            reads=agg.ledger.reads,
+            closes=agg.ledger.closes,
+            store=_built(agg.store, "the bucket"),
+            queue=_built(agg.queue, "the finalize queue"),
+            arrivals=agg.record_arrival,
+            reports=agg.reports,
+            metrics=agg._metrics,
+            clock=agg.clock,
+        ),
+        clock=agg.clock,
+        keeper=KeepSources(
+            store=_built(agg.store, "the bucket"),
+            results=_built(agg.results, "the results store"),
+            sources=agg.ledger.sources,
+            clock=agg.clock,
+        ),
+    )
 
 
 A = TypeVar("A")

@@ -60,17 +60,9 @@ class CloseRun:
             return
         run = snapshot.run
         expected = run.expected_names()
-        known: set[str] | tuple[str, ...]
-        if expected is None:
-            baseline = self.baselines.baseline_for(
-                run.project, branch_of(run.base_ref) or self.settings.default_branch, run.base_commits()
-            )
-            seen = self.reads.snapshot(run.project, baseline) if baseline else None
-            keys = (*snapshot.shards, *run.skipped, *(seen.shards if seen else ()), *(seen.run.skipped if seen else ()))
-            known = {split_shard_key(key)[0] for key in keys}  # a skip names a shard of every executor
-            where = "shards of this run or of its baseline run" + (f" {baseline}" if baseline else " (none yet)")
-        else:
-            known, where = expected, f"the run's manifest ({run.describe()})"
+        known, where = (
+            self._seen(snapshot) if expected is None else (expected, f"the run's manifest ({run.describe()})")
+        )
         unknown = [name for name in skip if name not in known]
         if unknown:
             raise Unprocessable(f"cannot skip {', '.join(unknown)}: not among the {where}")
@@ -78,6 +70,17 @@ class CloseRun:
             raise Unprocessable(
                 f"run {run.run_id} of {run.project} would skip {count} shards: a run skips {MAX_SHARDS} at most"
             )
+
+    def _seen(self, snapshot: Snapshot) -> tuple[set[str], str]:
+        """The shards a run whose manifest counts them (a CodSpeed workflow's jobs) may skip: those it or
+        its baseline run saw or skipped, each of every executor; and where they were looked for."""
+        run = snapshot.run
+        branch = branch_of(run.base_ref) or self.settings.default_branch
+        baseline = self.baselines.baseline_for(run.project, branch, run.base_commits())
+        seen = self.reads.snapshot(run.project, baseline) if baseline else None
+        keys = (*snapshot.shards, *run.skipped, *((*seen.shards, *seen.run.skipped) if seen else ()))
+        where = "shards of this run or of its baseline run" + (f" {baseline}" if baseline else " (none yet)")
+        return {split_shard_key(key)[0] for key in keys}, where
 
     def close_finished_ci_run(self, project: str, run_id: str, ci_attempt: int | None = None) -> list[str]:
         """CI says attempt ``ci_attempt`` of the workflow run finished: close the aggregator's attempt it

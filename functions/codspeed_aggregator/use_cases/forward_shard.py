@@ -43,7 +43,7 @@ class ForwardShard:
         older one is sent waits, and the holder sends it after its own (the upstream keeps the
         last PUT of a runPartId, so the newer must land last)."""
         run, shard = self.reads.shard_view(project, run_id, name)  # not the run whole: its size does not matter
-        if run is None or run.state != OPEN or shard is None or shard.state != ARRIVED:
+        if shard is None or not _counted_in_open(run, shard):
             return "not_open"  # ended, or finalizing: its finalizer sends what is not upstream
         if sent_as(shard) == _version(shard):
             return "upstream"  # a second delivery of one arrival
@@ -51,16 +51,11 @@ class ForwardShard:
         if not self.parts.claim_shard(project, run_id, claim, int(self.clock()), self.settings.finalize_lease_seconds):
             return "not_claimed"  # its holder sends this version after its own, or the run's finalizer does
         while not self._send(project, run_id, shard, claim):
-            run, shard = self.reads.shard_view(project, run_id, name)  # re-pushed while it was sent: the newer now
-            if (
-                run is None
-                or run.state != OPEN
-                or shard is None
-                or shard.state != ARRIVED
-                or sent_as(shard) == _version(shard)
-            ):
+            run, newer = self.reads.shard_view(project, run_id, name)  # re-pushed while it was sent: the newer now
+            if newer is None or not _counted_in_open(run, newer) or sent_as(newer) == _version(newer):
                 self.parts.release_part(project, run_id, claim)
                 break
+            shard = newer
         self.metrics.add("ShardsForwarded", 1, "Count")
         self._finalizer_waits(project, run_id, self.reports.publish(project, run_id))
         return "forwarded"
@@ -105,6 +100,11 @@ class ForwardShard:
         for index in self.store.read_plan(project, run_id, recorded.version).todo:
             if str(index) not in run.forwarded_parts:
                 self.queue.request(project, run_id, "part", part=index)
+
+
+def _counted_in_open(run: RunRecord | None, shard: ShardRecord) -> bool:
+    """A shard counted in a run still open: its finalizer sends what is not upstream once it ends."""
+    return run is not None and run.state == OPEN and shard.state == ARRIVED
 
 
 def _version(shard: ShardRecord) -> str:

@@ -7,25 +7,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from codspeed_rules.bundle import VALGRIND, BundleSummary
-from codspeed_rules.index import MadeFrom
-from codspeed_rules.verify import NotNormalized
-
-from ..adapters.bucket import Bucket, MissingObject, VersionedStream
+from ..adapters.bucket import Bucket, MissingObject
 from ..adapters.ledger import Reads, Runs, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.results_store import ResultsStore
 from ..domain.arrival import Arrival, ArrivalView, Counted
-from ..domain.bundle import normalizing, validate_bundle
 from ..domain.costs import shard_cost
 from ..domain.errors import AttemptEnded, BadBundle, Conflict, existing
-from ..domain.keys import index_key, normalized_key, parse_bundle_key
+from ..domain.keys import parse_bundle_key
 from ..domain.ledger import (
     ARRIVED,
     OPEN,
     GrantRecord,
-    NormalizedCopy,
     RunRecord,
     ShardRecord,
     attempt_run_id,
@@ -36,6 +30,7 @@ from ..domain.retries import redelivery_delay
 from ..domain.timestamps import iso
 from ..services.run_attempts import RunAttempts
 from ..settings import Settings
+from .bundle_validation import BundleValidation
 from .reports import Reports
 
 log = logging.getLogger(__name__)
@@ -59,6 +54,7 @@ class RecordArrival:
     arrivals_queue: Queue | None  # SQS: an event deferred or failed, handed back (the finalizer, counting an overdue
     # bundle for a close, has none: its failure is the close's to say)
     attempts: RunAttempts  # the run's next attempt, for a bundle that came after the forward
+    validation: BundleValidation  # S3: a bundle read, validated, and made ready to splice
     reports: Reports
     metrics: Metrics
     clock: Callable[[], float] = time.time
@@ -105,23 +101,35 @@ class RecordArrival:
         self.reports.publish(run.project, run.run_id)
         return Arrival.DUPLICATE
 
-    def _arrival(self, key: str, size: int | None, version_id: str | None) -> Arrival:
+    def _granted(self, key: str) -> tuple[ArrivalView, tuple[str, str, str, str]] | None:
+        """What the ledger knows of the object's run, shard and grant, with the key's parts; None for
+        an object no upload was granted for (it is ignored)."""
         try:
-            project, run_id, shard, upload_id = parse_bundle_key(key)
+            parts = parse_bundle_key(key)
         except BadBundle as exc:
             log.warning("ignored object: %s", exc)
-            return Arrival.IGNORED
-        view = self.reads.arrival_view(project, run_id, shard, upload_id)
+            return None
+        view = self.reads.arrival_view(*parts)
         if view.run is None or view.upload is None:
             log.warning("ignored object %s: no upload was granted for it", key)
+            return None
+        return view, parts
+
+    def _arrival(self, key: str, size: int | None, version_id: str | None) -> Arrival:
+        granted = self._granted(key)
+        if granted is None:
             return Arrival.IGNORED
+        view, (project, run_id, shard, upload_id) = granted
         upload = view.upload
+        assert view.run is not None and upload is not None, "a granted object's run and grant are read"
         if _seen(view.shard, upload):
             return self._again(view.run)  # absorbed before any download
         try:
             if size is not None:
                 _check_size(size, upload, self.settings.tokenless_max_bundle_bytes)
-            summary, version_id, normalized = self._validate(key, version_id, upload.executor, not view.run.sends_parts)
+            summary, version_id, normalized = self.validation.validated(
+                key, version_id, upload.executor, not view.run.sends_parts
+            )
         except BadBundle as exc:
             return self._rejected(view.run, shard, upload_id, exc)
         except MissingObject:  # a dead letter redriven after the lifecycle took its bundle: said, never retried
@@ -207,43 +215,6 @@ class RecordArrival:
         noted = self.shards.record_late(project, run_id, record, reason)
         self.reports.publish(project, run_id)
         return Arrival.LATE if noted else Arrival.DUPLICATE
-
-    def _validate(
-        self, key: str, version_id: str | None, executor: str, merged: bool
-    ) -> tuple[BundleSummary, str | None, NormalizedCopy | None]:
-        """Validate a bundle; a valgrind one a run ``merged`` upstream (``one-upload``) is also made
-        ready to splice in the same pass: one the client normalized is verified (then it is its own
-        normalized copy), any other is normalized into a copy. A run of parts sends it as it came:
-        no copy (should a later run merge it, it is merged from the bundle itself). Answers
-        (summary, version validated, where the copy and its index are)."""
-        with self.store.open(key, version_id) as stream:
-            if executor != VALGRIND or not merged:
-                return validate_bundle(stream, executor), stream.version_id, None
-            version_id = stream.version_id
-            try:
-                return self._validate_normalizing(key, stream, executor, verify=True)
-            except NotNormalized as exc:
-                log.warning("%s is marked as normalized and is not (%s): normalized again", key, exc)
-                self.metrics.add("NormalizedBundlesRedone", 1, "Count")
-        with self.store.open(key, version_id) as stream:
-            return self._validate_normalizing(key, stream, executor, verify=False)
-
-    def _validate_normalizing(
-        self, key: str, stream: VersionedStream, executor: str, verify: bool
-    ) -> tuple[BundleSummary, str | None, NormalizedCopy | None]:
-        with self.store.spool(normalized_key(key)) as sink:
-            reading = normalizing(sink, self.settings.merge_level, verify=verify)
-            summary = validate_bundle(stream, executor, gunzip=reading.gunzip, tap=reading.tap)
-            index = reading.close(summary.listing)
-            if index is None or reading.verifier is not None:
-                sink.abandon()  # nothing to keep: a tar that could not be cut, or the bundle is its own copy
-        if index is None:
-            return summary, stream.version_id, None
-        index.bundle = MadeFrom(key, stream.version_id)
-        index_version = self.store.put_json(index_key(key), index.to_json())
-        if reading.verifier is not None:
-            return summary, stream.version_id, NormalizedCopy(key, stream.version_id, index_version)
-        return summary, stream.version_id, NormalizedCopy(normalized_key(key), sink.version_id, index_version)
 
     def _count(
         self,

@@ -15,7 +15,7 @@ from codspeed_wire.upstream import BUILDKITE, UploadAccepted, UploadMetadata
 
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import CiJobs, Closes, Runs, Shards
-from ..domain.asked_upload import AskedUpload, admit
+from ..domain.asked_upload import AskedUpload, admit, refuse_skipped
 from ..domain.closing import CiOrigin
 from ..domain.drop_in import BuildkiteJob, ci_run_of, shard_of
 from ..domain.errors import Busy, Conflict, Unprocessable, existing
@@ -159,22 +159,15 @@ class RequestUpload:
 
     def _grant_in_current(self, asked: AskedUpload) -> UploadGrant | None:
         """The grant in the run's current attempt; None when that attempt ended meanwhile."""
-        project, shard, group, metadata = asked.project, asked.shard, asked.group, asked.metadata
+        project, group, metadata = asked.project, asked.group, asked.metadata
         now = self.clock()
         run = self._current(asked, now)
         key, manifest = asked.stored_as, asked.manifest
-        if group == "" and shard in run.skipped and run.attempt == 1:
-            when = "by its close" if run.closing else "when it was opened"
-            raise Conflict(
-                f"shard {shard} was declared skipped {when} (run {run.run_id} of {project}): "
-                "it is carried from the baseline run, not pushed"
-            )
+        refuse_skipped(run, asked)
         admit(run, asked, manifest)  # every check before the first write: a refusal changes nothing
         if not self._joined(run, asked, manifest):
             return None
-        if metadata.tokenless and not (
-            run.fork if asked.fork else run.tokenless
-        ):  # no token: it may not speak unchecked
+        if asked.marks_tokenless(run):  # no token: it may not speak unchecked
             self.runs.mark_tokenless(project, run.run_id, checked=asked.fork)
         # counted under its bound, not checked on a read alone; closing or claimed since, or full: look again
         if not self.closes.count_grant(project, run.run_id, asked.most_grants, closing=run.closing):

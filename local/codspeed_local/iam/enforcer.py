@@ -45,6 +45,7 @@ USE_CASE_FUNCTIONS = {
     # helpers of the use cases above, never the outermost in a function: held to the role of the one calling
     "project_tokens": None,
     "plan_forward": None,
+    "bundle_validation": None,
     "aggregator": None,  # builds the use cases, calls nothing
 }
 _JSON_SERVICES = {"dynamodb", "sqs", "ssm"}
