@@ -15,7 +15,7 @@ from radon.complexity import cc_rank, cc_visit
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("functions", "client/codspeed_client", "local/codspeed_local")
-BUDGET = 18  # blocks of rank C or worse: 83 when it was set (functions and methods alone), 29 with classes at a9f6d61
+BUDGET = 15  # blocks of rank C or worse: 83 when it was set (functions and methods alone), 29 with classes at a9f6d61
 
 
 def ranked_c_or_worse() -> list[tuple[str, str, int]]:

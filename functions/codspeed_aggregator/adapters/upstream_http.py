@@ -74,6 +74,19 @@ class UpstreamRefused(UpstreamError):
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+def _read_within(answer: requests.Response, deadline: float, budget: float) -> Answer:
+    """An answer's body, read by chunks until ``deadline`` (monotonic) and ``MAX_ANSWER`` bytes at most."""
+    content = bytearray()
+    with answer:
+        while chunk := answer.raw.read1(65536, decode_content=True):
+            content += chunk
+            if time.monotonic() > deadline:
+                raise TooSlow(f"the answer took longer than {budget:.0f} s")
+            if len(content) > MAX_ANSWER:
+                raise TooSlow(f"the answer is over {MAX_ANSWER} bytes")
+    return Answer(answer.status_code, answer.headers, bytes(content))
+
+
 def _check_redirect(origin: str, target: str) -> None:
     """Follow only to https (or, from the local stand-in on loopback, to loopback)."""
     to = urlsplit(target)
@@ -144,15 +157,7 @@ class UpstreamClient:
             if urlsplit(target).netloc != urlsplit(url).netloc:
                 headers.pop("Authorization", None)  # the token is the upstream's, never another host's
             url = target
-        content = bytearray()
-        with answer:
-            while chunk := answer.raw.read1(65536, decode_content=True):
-                content += chunk
-                if time.monotonic() > deadline:
-                    raise TooSlow(f"the answer took longer than {budget:.0f} s")
-                if len(content) > MAX_ANSWER:
-                    raise TooSlow(f"the answer is over {MAX_ANSWER} bytes")
-        return Answer(answer.status_code, answer.headers, bytes(content))
+        return _read_within(answer, deadline, budget)
 
     def _retrying(self, step: str, send: Callable[[], Answer], accept: Callable[[Answer], T]) -> T:
         def attempt() -> T | Retry:

@@ -77,8 +77,17 @@ class ForkPullRequests:
         remembered = None if fresh else self._remembered(claim)
         if remembered is not None:
             return remembered
+        vouched = self._asked(claim, self.pulls)
+        with self._lock:
+            self._verified[claim] = (self.clock() + VERIFIED_SECONDS, vouched)
+        return vouched
+
+    def _asked(self, claim: ForkClaim, pulls: GitHubPulls) -> CiOrigin:
+        """The claim borne out by GitHub's answers (the Actions run and attempt it vouches for); a
+        refusal, or GitHub's failure, said as what the caller can do about it."""
+        project = claim.project
         try:
-            vouched = self._check(claim, self.pulls)
+            return self._check(claim, pulls)
         except ClaimRefused as exc:
             raise self._refuse(claim, f"request without a token refused: {exc}") from exc
         except requests.HTTPError as exc:
@@ -106,9 +115,6 @@ class ForkPullRequests:
                 f"GitHub's answer about pull request {claim.number} could not be read: {exc}; the request "
                 "without a token is not taken (the aggregator's operator sees it in the API's log)"
             ) from exc
-        with self._lock:
-            self._verified[claim] = (self.clock() + VERIFIED_SECONDS, vouched)
-        return vouched
 
     def _remembered(self, claim: ForkClaim) -> CiOrigin | None:
         """What GitHub vouched for lately for this claim; a refusal raised again for one it refused lately."""

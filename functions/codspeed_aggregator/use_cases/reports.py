@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from codspeed_rules.names import pull_request
-from codspeed_wire.report import Report, ShardBenchmarks
+from codspeed_wire.report import BenchmarkEntry, Report, ShardBenchmarks
 
 from ..adapters.bucket import Bucket
 from ..adapters.github_status import GitHubStatuses
@@ -235,22 +235,14 @@ class Reports:
         if shard not in shard_names(snapshot):
             raise NotFound(f"run {run_id} of {project} has no shard {shard!r}")
         run, threshold, baseline = snapshot.run, self.settings.regression_threshold, self._baseline(snapshot.run)
-        carried = run.outcome.carried.get(shard)
-        sources = result_sources(baseline) if baseline else {}
         if (record := snapshot.arrived().get(shard)) is not None:
             found = self.results.read(record.key) if record.results_kept and record.key else None
             figures = found.results if found else {}
-            benchmarks = shard_entries(
-                shard, figures, self._summaries.before(baseline, sources, shard, figures), threshold
-            )
-        elif carried is not None and carried.key and (found := self.results.read(carried.key)):
-            benchmarks = absent_entries(shard, found.results, "carried", carried.said)
-        elif baseline and shard in sources and (found := self.results.read(sources[shard][0])):
-            benchmarks = absent_entries(
-                shard, found.results, "running" if run.state == OPEN else "missing", f"run {baseline.run.run_id}"
-            )
+            sources = result_sources(baseline) if baseline else {}
+            before = self._summaries.before(baseline, sources, shard, figures)
+            benchmarks = shard_entries(shard, figures, before, threshold)
         else:
-            benchmarks = []
+            benchmarks = self._not_measured(snapshot, shard, baseline)
         return ShardBenchmarks(
             project=project,
             run_id=run_id,
@@ -260,6 +252,19 @@ class Reports:
             threshold=threshold,
             benchmarks=benchmarks,
         )
+
+    def _not_measured(self, snapshot: Snapshot, shard: str, baseline: Snapshot | None) -> list[BenchmarkEntry]:
+        """A shard's benchmarks where the run measured none of them: its baseline's figures, carried,
+        or still running (missing once the run ended); none where no run holds them."""
+        run = snapshot.run
+        carried = run.outcome.carried.get(shard)
+        if carried is not None and carried.key and (found := self.results.read(carried.key)):
+            return absent_entries(shard, found.results, "carried", carried.said)
+        sources = result_sources(baseline) if baseline else {}
+        if baseline and shard in sources and (found := self.results.read(sources[shard][0])):
+            state = "running" if run.state == OPEN else "missing"
+            return absent_entries(shard, found.results, state, f"run {baseline.run.run_id}")
+        return []
 
     def answer_link(self, project: str, body: str, markdown: bool = False) -> str:
         """A presigned link to an answer's ``body`` (JSON, or ``markdown``) written to S3: for one over
