@@ -50,6 +50,7 @@ _RUNS = {
         "project_tokens",
         "reports",
         "request_upload",
+        "runner_upload",
     ),
     ARRIVALS: ("record_arrival", "reports"),
     FINALIZER: ("finalize_run", "forward_shard", "reports"),

@@ -145,7 +145,7 @@ def _runner_job(agg, project: str, workflow: str, index: int, total: int, tag: s
     sent = runner.metadata(
         archive, executor="valgrind", owner=owner, repository=repository, commit="a" * 40, run_part=part
     )
-    accepted = agg.request_upload.accept_drop_in(UploadMetadata.model_validate(sent))
+    accepted = agg.runner_upload.accept(UploadMetadata.model_validate(sent))
     headers = {"Content-MD5": sent["profileMd5"], "Content-Type": "application/x-tar", "Content-Encoding": "gzip"}
     assert requests.put(accepted.uploadUrl, data=archive, headers=headers, timeout=30).status_code == 200
     assert agg.record_arrival.record(unquote(urlsplit(accepted.uploadUrl).path.split("/", 2)[2])) == "recorded"
@@ -221,7 +221,7 @@ def test_a_gitlab_retry_still_replaces_its_own_upload_in_its_pipelines_run(isola
         meta = runner.gitlab_metadata(
             archive, str(job_id), "bench 1/2", owner=owner, repository=repository, commit="a" * 40
         )
-        return agg.request_upload.accept_drop_in(UploadMetadata.model_validate(meta)).runId
+        return agg.runner_upload.accept(UploadMetadata.model_validate(meta)).runId
 
     assert job(501, "a") == job(502, "b")
 
@@ -235,7 +235,7 @@ def test_the_wait_names_a_runner_job_as_its_ci_shows_it_never_by_its_key(isolate
     sent = runner.metadata(
         archive, executor="valgrind", owner=owner, repository=repository, commit="a" * 40, run_part=part
     )
-    agg.request_upload.accept_drop_in(UploadMetadata.model_validate(sent))
+    agg.runner_upload.accept(UploadMetadata.model_validate(sent))
     agg.close_run.close(CloseRequest(project=project, run_id=workflow))  # from outside CI: the URL is awaited
     assert agg.finalize_run.finalize(project, workflow) == "waiting"
     said = agg.reports.report(project, workflow).closing

@@ -252,7 +252,7 @@ def test_a_runner_post_after_the_close_goes_to_the_next_attempt_with_200(isolate
         sent = runner.metadata(
             archive, executor="valgrind", owner=owner, repository=repository, commit="a" * 40, run_part=part
         )
-        accepted = agg.request_upload.accept_drop_in(UploadMetadata.model_validate(sent))
+        accepted = agg.runner_upload.accept(UploadMetadata.model_validate(sent))
         return accepted, archive, sent
 
     first = job(0)

@@ -134,7 +134,7 @@ def _runner_pull_request(agg, project: str, run_id: str, merge: str) -> None:
     )
     from codspeed_wire.upstream import UploadMetadata
 
-    accepted = agg.request_upload.accept_drop_in(UploadMetadata.model_validate(sent))
+    accepted = agg.runner_upload.accept(UploadMetadata.model_validate(sent))
     from urllib.parse import unquote, urlsplit
 
     import requests

@@ -565,7 +565,7 @@ def test_a_one_upload_tokenless_gitlab_merge_requests_merged_upload_has_its_run_
             archive, str(6660000 + index), f"bench {index}/2", owner=owner, repository=repository,
             commit=HEAD, tokenless=True,
         )  # fmt: skip
-        accepted = agg.request_upload.accept_drop_in(UploadMetadata.model_validate(meta))
+        accepted = agg.runner_upload.accept(UploadMetadata.model_validate(meta))
         headers = {"Content-MD5": meta["profileMd5"], "Content-Type": "application/x-tar", "Content-Encoding": "gzip"}
         assert requests.put(accepted.uploadUrl, data=archive, headers=headers, timeout=30).status_code == 200
         assert agg.record_arrival.record(unquote(urlsplit(accepted.uploadUrl).path.split("/", 2)[2])) == "recorded"

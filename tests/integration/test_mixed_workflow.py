@@ -106,7 +106,7 @@ def test_a_runner_job_and_a_client_push_of_one_workflow_run_are_one_run_in_eithe
     pushed = _pushed(env, project, run_id)
     assert pushed.metadata.commit_hash == commits["merge"]  # the runner's commit, not the head
     steps = [
-        lambda: agg.request_upload.accept_drop_in(*_runner_job(project, run_id, commits["merge"])),
+        lambda: agg.runner_upload.accept(*_runner_job(project, run_id, commits["merge"])),
         lambda: agg.request_upload.grant(pushed),
     ]
     for step in steps if runner_first else steps[::-1]:
@@ -121,7 +121,7 @@ def test_a_runner_job_of_another_commit_is_still_refused_naming_both(isolated, j
     agg = isolated.aggregator
     agg.request_upload.grant(_pushed(env, project, run_id))
     with pytest.raises(Conflict) as refused:
-        agg.request_upload.accept_drop_in(*_runner_job(project, run_id, commits["head"]))
+        agg.runner_upload.accept(*_runner_job(project, run_id, commits["head"]))
     assert str(refused.value) == (
         f"metadata field commitHash is {commits['head']!r} in this shard but {commits['merge']!r} in the run: "
         "every shard of a run must agree on it"

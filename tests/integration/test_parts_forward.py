@@ -449,7 +449,7 @@ def test_a_tokenless_gitlab_parts_run_hash_names_the_bytes_codspeed_received(in_
         tokenless=True,
     )
     body = runner.body_of(meta)
-    accepted = in_parts.request_upload.accept_drop_in(
+    accepted = in_parts.runner_upload.accept(
         UploadMetadata.model_validate_json(body), SentPost(body, "codspeed-runner")
     )
     headers = {"Content-MD5": meta["profileMd5"], "Content-Type": "application/x-tar", "Content-Encoding": "gzip"}

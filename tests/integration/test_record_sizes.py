@@ -106,16 +106,16 @@ def _job(project: str, run_id: str, job: str) -> UploadMetadata:
 def test_a_job_past_the_most_a_run_holds_is_refused_naming_the_limit_and_changes_nothing(isolated, project, run_id):
     agg = isolated.aggregator
     for i in range(MAX_GROUPS):
-        agg.request_upload.accept_drop_in(_job(project, run_id, f"bench-{i}"))
+        agg.runner_upload.accept(_job(project, run_id, f"bench-{i}"))
     before = footprint(isolated, project, run_id)
     with pytest.raises(Unprocessable) as refused:
-        agg.request_upload.accept_drop_in(_job(project, run_id, "one-more"))
+        agg.runner_upload.accept(_job(project, run_id, "one-more"))
     assert str(refused.value) == (
         f"run {run_id} of {project} holds {MAX_GROUPS} jobs, the most a run holds ({MAX_GROUPS}; a matrix is one): "
         "job one-more cannot join it"
     )
     assert footprint(isolated, project, run_id) == before
-    agg.request_upload.accept_drop_in(_job(project, run_id, "bench-7"))  # a job it holds still uploads
+    agg.runner_upload.accept(_job(project, run_id, "bench-7"))  # a job it holds still uploads
 
 
 def test_a_close_stores_each_skipped_name_once_however_often_it_is_named(isolated, project, run_id):

@@ -84,7 +84,7 @@ def test_a_push_after_the_close_goes_to_the_next_attempt_and_the_close_never_wai
 def test_drop_in_metadata_without_run_part_is_a_run_of_one_shard(isolated):
     data = bundle()
     meta = UploadMetadata.model_validate(metadata(md5_b64(data)))
-    accepted = isolated.aggregator.request_upload.accept_drop_in(meta)
+    accepted = isolated.aggregator.runner_upload.accept(meta)
     assert accepted.runId.startswith("5f1c2e3d4b5a-")
     assert "X-Amz-Signature" in accepted.uploadUrl
 
@@ -187,7 +187,7 @@ def test_a_push_outside_its_own_manifest_opens_no_run_and_changes_a_runner_only_
         commit="5f1c2e3d4b5a69788796a5b4c3d2e1f0a9b8c7d6",
         run_part=github_run_part(run_id, "bench", "valgrind"),
     )
-    agg.request_upload.accept_drop_in(UploadMetadata.model_validate(meta))
+    agg.runner_upload.accept(UploadMetadata.model_validate(meta))
     before = footprint(isolated, project, run_id)
     with pytest.raises(Unprocessable, match="shard '9' is not in the run's manifest"):
         push(agg, project, run_id, "9", bundle(), total=3)

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
-API_ONLY = {"request_upload", "give_back_upload", "open_run", "close_run", "fork_pull_requests", "benchmark_costs"}
+API_ONLY = {
+    "request_upload",
+    "runner_upload",
+    "give_back_upload",
+    "open_run",
+    "close_run",
+    "fork_pull_requests",
+    "benchmark_costs",
+}
 FINALIZER_ONLY = {"finalize_run", "forward_shard", "forward_part", "plan_forward"}
 
 

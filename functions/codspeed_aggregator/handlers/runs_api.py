@@ -126,7 +126,7 @@ def _drop_in(metadata: UploadMetadata, buildkite: BuildkiteJob | None = None) ->
         lambda fresh: _fork(
             metadata.project or "", metadata, metadata.ref, metadata.commit_hash, run_id, required=False, fresh=fresh
         ),
-        lambda fork: wiring.for_api().request_upload.accept_drop_in(
+        lambda fork: wiring.for_api().runner_upload.accept(
             metadata, sent, fork=fork, ci_attempt=attempt, buildkite=buildkite
         ),
     )

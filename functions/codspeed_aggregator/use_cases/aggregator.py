@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # each built where asked for: a function loads the use cases 
     from ..adapters.results_store import ResultsStore
     from ..adapters.upstream_http import UpstreamClient
     from ..services.run_attempts import RunAttempts
+    from ..services.upload_grants import UploadGrants
     from .benchmark_costs import BenchmarkCosts
     from .close_run import CloseRun
     from .finalize_run import FinalizeRun
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # each built where asked for: a function loads the use cases 
     from .record_arrival import RecordArrival
     from .reports import Reports
     from .request_upload import RequestUpload
+    from .runner_upload import RunnerUpload
     from .sweep_deadlines import SweepDeadlines
 
 
@@ -98,19 +100,30 @@ class Aggregator:
         )
 
     @cached_property
-    def request_upload(self) -> RequestUpload:
-        from .request_upload import RequestUpload
+    def _grants(self) -> UploadGrants:
+        from ..services.upload_grants import UploadGrants
 
-        return RequestUpload(
+        return UploadGrants(
             settings=self.settings,
             runs=self.ledger.runs,
             closes=self.ledger.closes,
             shards=self.ledger.shards,
-            ci_jobs=self.ledger.ci_jobs,
             store=_built(self.store, "the bucket"),
             attempts=self._attempts,
             clock=self.clock,
         )
+
+    @cached_property
+    def request_upload(self) -> RequestUpload:
+        from .request_upload import RequestUpload
+
+        return RequestUpload(settings=self.settings, grants=self._grants)
+
+    @cached_property
+    def runner_upload(self) -> RunnerUpload:
+        from .runner_upload import RunnerUpload
+
+        return RunnerUpload(grants=self._grants, ci_jobs=self.ledger.ci_jobs)
 
     @cached_property
     def give_back_upload(self) -> GiveBackUpload:

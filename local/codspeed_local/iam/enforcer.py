@@ -29,6 +29,7 @@ _USE_CASES = "codspeed_aggregator.use_cases."
 # (every module of use_cases/ is here: tests/unit/test_iam.py holds it)
 USE_CASE_FUNCTIONS = {
     "request_upload": "ApiFunction",
+    "runner_upload": "ApiFunction",
     "give_back_upload": "ApiFunction",
     "open_run": "ApiFunction",
     "reports": "ApiFunction",
