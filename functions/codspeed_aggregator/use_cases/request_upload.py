@@ -28,13 +28,7 @@ class RequestUpload:
         """``fork``: sent without a token by a fork's pull request, the Actions run and attempt GitHub
         vouched for (``fork_pull_requests``): its CI run and attempt, whatever the request says."""
         origin = fork or CiOrigin(request.ci_run, request.ci_attempt)
-        if request.size > self.settings.max_bundle_bytes:
-            raise Unprocessable(f"size {request.size} is over the limit of {self.settings.max_bundle_bytes} bytes")
-        if fork and request.size > self.settings.tokenless_max_bundle_bytes:
-            raise Unprocessable(
-                f"size {request.size} is over the limit of {self.settings.tokenless_max_bundle_bytes} "
-                "bytes for a shard sent without a token (the aggregator's TokenlessMaxBundleBytes)"
-            )
+        self._check_size(request.size, fork is not None)
         if not request.metadata.project:  # forwarded, it would go under no project, and the stack's token
             raise Unprocessable(
                 f"metadata has no owner and repository: say {request.project!r} in its owner and "
@@ -50,12 +44,6 @@ class RequestUpload:
                 f"metadata.runner.executor {executor!r} is not an executor's name (valgrind, walltime, "
                 "memory: what a CodSpeed runner writes)"
             )
-        if request.expect is not None:
-            manifest = Manifest(names=tuple(request.expect))
-        elif request.total is not None:
-            manifest = Manifest(total=request.total, indexed=True)
-        else:
-            manifest = Manifest()
         _check_pushed_part(request)
         # Two executors' shard 1 are two shards: counted, reported and forwarded apart.
         return self.grants.grant(
@@ -63,7 +51,7 @@ class RequestUpload:
                 project=request.project,
                 run_id=request.run_id,
                 shard=request.shard,
-                manifest=manifest,
+                manifest=_manifest(request),
                 metadata=request.metadata,
                 size=request.size,
                 content_type="application/gzip",
@@ -80,6 +68,22 @@ class RequestUpload:
                 merged=request.metadata.run_environment == BUILDKITE,
             )
         )
+
+    def _check_size(self, size: int, fork: bool) -> None:
+        if size > self.settings.max_bundle_bytes:
+            raise Unprocessable(f"size {size} is over the limit of {self.settings.max_bundle_bytes} bytes")
+        if fork and size > self.settings.tokenless_max_bundle_bytes:
+            raise Unprocessable(
+                f"size {size} is over the limit of {self.settings.tokenless_max_bundle_bytes} "
+                "bytes for a shard sent without a token (the aggregator's TokenlessMaxBundleBytes)"
+            )
+
+
+def _manifest(request: ShardUploadRequest) -> Manifest:
+    """The shards the push says its run expects: named (``--expect``), counted (``--shard I/N``), or not said."""
+    if request.expect is not None:
+        return Manifest(names=tuple(request.expect))
+    return Manifest(total=request.total, indexed=True) if request.total is not None else Manifest()
 
 
 def _check_pushed_part(request: ShardUploadRequest) -> None:
