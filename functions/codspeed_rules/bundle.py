@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
 from .callgrind import HEADER_BYTES, OUT_NAME, BenchmarkScanner, header_pid, looks_like_callgrind
-from .results import MAX_RESULTS_JSON, RESULTS_NAME, walltime_results
+from .results import MAX_RESULTS_JSON, RESULTS_NAME, RawFigures, walltime_results
 from .tar import (
     CHUNK,
     DECODING_ERRORS,
@@ -69,7 +69,7 @@ class BundleSummary:
     # every member as read: (path, "file" or "dir", size, permission bits, mtime)
     listing: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
     # per benchmark (the first MAX_RESULTS): callgrind costs {"Ir": ...} or walltime {"mean_ns": ...}
-    results: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    results: dict[str, RawFigures] = field(default_factory=dict, repr=False)
 
 
 EXECUTORS = (VALGRIND, "walltime", "memory")

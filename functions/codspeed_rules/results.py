@@ -3,14 +3,18 @@ walltime run's benchmarks in it."""
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
+# A benchmark's figures as its bundle holds them: callgrind's event counts (``Ir``, ``I1mr``, ...) or
+# pytest-codspeed's walltime stats (``mean_ns``, ``rounds``, ...), by name
+RawFigures = Mapping[str, float]
 RESULTS_NAME = re.compile(r"^results/(?P<pid>[0-9]{1,10})\.json$")
 MAX_RESULTS_JSON = 16 << 20  # a results/<pid>.json read for its timings: larger ones are passed over
 WALLTIME_STATS = ("mean_ns", "stdev_ns", "median_ns", "rounds", "total_time", "warmup_iters")  # total_time: seconds
 
 
-def walltime_results(document: bytes) -> dict[str, dict[str, Any]]:
+def walltime_results(document: bytes) -> dict[str, RawFigures]:
     """Each benchmark's timing stats in a ``results/<pid>.json`` (pytest-codspeed's walltime
     output); nothing for one without (valgrind's) or that does not parse: it is not checked."""
     try:
@@ -21,7 +25,7 @@ def walltime_results(document: bytes) -> dict[str, dict[str, Any]]:
     return dict(measured for benchmark in listed if isinstance(benchmark, dict) and (measured := _timed(benchmark)))
 
 
-def _timed(benchmark: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+def _timed(benchmark: dict[str, Any]) -> tuple[str, RawFigures] | None:
     """A benchmark's name and timings, None where it says neither."""
     stats, uri = benchmark.get("stats"), benchmark.get("uri") or benchmark.get("name")
     if not isinstance(stats, dict) or not isinstance(uri, str):

@@ -15,13 +15,27 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Required, TypedDict
 
+from codspeed_rules.results import RawFigures
 from codspeed_wire.report import BenchmarkCounts, BenchmarkEntry
 
 L1_WEIGHT, LL_WEIGHT = 10, 100
 REGRESSION, IMPROVEMENT = "regression", "improvement"
 LISTED = 50  # regressions and improvements a summary names, the worst of each: a shard's page has them all
+
+
+class Figures(TypedDict, total=False):
+    """A benchmark's figures as the ledger keeps them (``measured``): its value in its unit (cycles, or
+    a walltime mean in ns), and what it was made of."""
+
+    unit: Required[str]
+    value: Required[float]
+    instructions: float  # cycles: callgrind's Ir (a count), and its cache misses weighted into the value
+    l1_misses: float
+    ll_misses: float
+    stdev_ns: float | None  # ns: pytest-codspeed's walltime stats
+    total_s: float  # what the benchmark took to run, in all (``_walltime_cost``)
 
 
 @dataclass(frozen=True)
@@ -30,7 +44,7 @@ class ShardResults:
     (``measured``), as the arrival that counted it stored them."""
 
     names: list[str]
-    results: dict[str, dict[str, Any]]
+    results: dict[str, Figures]
 
     def to_json(self) -> bytes:
         return json.dumps({"names": self.names, "results": self.results}, separators=(",", ":")).encode()
@@ -41,9 +55,9 @@ class ShardResults:
         return cls(list(document.get("names") or []), dict(document.get("results") or {}))
 
 
-def measured(raw: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def measured(raw: dict[str, RawFigures]) -> dict[str, Figures]:
     """A bundle's results (``BundleSummary.results``) in the form the ledger keeps."""
-    kept = {}
+    kept: dict[str, Figures] = {}
     for name, r in raw.items():
         if "Ir" in r:
             l1 = r.get("I1mr", 0) + r.get("D1mr", 0) + r.get("D1mw", 0)
@@ -56,16 +70,13 @@ def measured(raw: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "ll_misses": ll,
             }
         elif "mean_ns" in r:
-            kept[name] = {
-                "unit": "ns",
-                "value": r["mean_ns"],
-                "stdev_ns": r.get("stdev_ns"),
-                **({"total_s": _walltime_cost(r)} if "total_time" in r else {}),
-            }
+            kept[name] = {"unit": "ns", "value": r["mean_ns"], "stdev_ns": r.get("stdev_ns")}
+            if "total_time" in r:
+                kept[name]["total_s"] = _walltime_cost(r)
     return kept
 
 
-def _walltime_cost(stats: dict[str, Any]) -> float:
+def _walltime_cost(stats: RawFigures) -> float:
     """What a walltime benchmark took to run, in seconds, as pytest-codspeed runs one: a call for
     its result, the warm-up, then the measured rounds (``total_time``). The warm-up calls until
     ``warmup_time_ns`` has passed, so it ends past that budget by at most one call: its calls
@@ -81,7 +92,7 @@ def _walltime_cost(stats: dict[str, Any]) -> float:
     return float(stats["total_time"] + call + warmup)
 
 
-def change(result: dict[str, Any], base: dict[str, Any] | None) -> float | None:
+def change(result: Figures, base: Figures | None) -> float | None:
     """(value - baseline) / baseline, when both are figures of one unit; a walltime figure is
     never compared with a cycles one."""
     if base is None or base.get("unit") != result.get("unit") or not base.get("value") or result.get("value") is None:
@@ -95,9 +106,7 @@ def flag(delta: float | None, threshold: float) -> str | None:
     return REGRESSION if delta > 0 else IMPROVEMENT
 
 
-def _entry(
-    shard: str, name: str, result: dict[str, Any], base: dict[str, Any] | None, threshold: float
-) -> BenchmarkEntry:
+def _entry(shard: str, name: str, result: Figures, base: Figures | None, threshold: float) -> BenchmarkEntry:
     delta = change(result, base)
     return BenchmarkEntry(
         name=name,
@@ -130,16 +139,14 @@ def ranked(entries: Iterable[BenchmarkEntry]) -> list[BenchmarkEntry]:
 
 
 def shard_entries(
-    shard: str, results: dict[str, dict[str, Any]], before: Mapping[str, dict[str, Any]], threshold: float
+    shard: str, results: dict[str, Figures], before: Mapping[str, Figures], threshold: float
 ) -> list[BenchmarkEntry]:
     """Every measured benchmark of a shard, compared with its figure in the baseline (``before``:
     name -> its figures there), ranked."""
     return ranked(_entry(shard, name, result, before.get(name), threshold) for name, result in results.items())
 
 
-def absent_entries(
-    shard: str, baseline: dict[str, dict[str, Any]], state: str, source: str | None
-) -> list[BenchmarkEntry]:
+def absent_entries(shard: str, baseline: dict[str, Figures], state: str, source: str | None) -> list[BenchmarkEntry]:
     """The baseline's benchmarks of a shard that has none in this run: ``carried`` (their figures
     stand for this run's), ``running`` (the shard is not in yet) or ``missing``."""
     carried = state == "carried"
@@ -168,9 +175,7 @@ class ShardSummary:
     improvements: list[BenchmarkEntry] = field(default_factory=list)
 
 
-def summarize(
-    shard: str, results: dict[str, dict[str, Any]], before: Mapping[str, dict[str, Any]], threshold: float
-) -> ShardSummary:
+def summarize(shard: str, results: dict[str, Figures], before: Mapping[str, Figures], threshold: float) -> ShardSummary:
     """A shard's summary, in one pass over its results: a model is made only for the changes it names."""
     counts: Counter[str] = Counter()
     worse: list[tuple[float, str]] = []

@@ -17,7 +17,7 @@ from codspeed_wire.report import Overlap
 from ..adapters.results_store import ResultsStore
 from ..domain.baseline import result_sources
 from ..domain.ledger import Snapshot
-from ..domain.results import ShardSummary, SummaryDigest, Twin, change, merged, summarize
+from ..domain.results import Figures, ShardSummary, SummaryDigest, Twin, change, merged, summarize
 
 CACHED_SUMMARIES = 20_000  # shard summaries a process keeps (a few KB each)
 CACHED_DIGESTS = 32  # runs whose merged summary a process keeps
@@ -33,9 +33,7 @@ class ShardSummaries:
     _summaries: dict[tuple[str, str | None, float], ShardSummary] = field(default_factory=dict, init=False, repr=False)
     _digests: dict[tuple[str, str], SummaryDigest] = field(default_factory=dict, init=False, repr=False)
     # (project, run) -> every figure of the run, by benchmark
-    _whole_baselines: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(
-        default_factory=dict, init=False, repr=False
-    )
+    _whole_baselines: dict[tuple[str, str], dict[str, Figures]] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def summed(self, snapshot: Snapshot, baseline: Snapshot | None) -> SummaryDigest:
@@ -85,7 +83,7 @@ class ShardSummaries:
 
     def _read(
         self, bundles: dict[str, str], baseline: Snapshot | None
-    ) -> dict[str, tuple[dict[str, Any], Mapping[str, dict[str, Any]]]]:
+    ) -> dict[str, tuple[dict[str, Any], Mapping[str, Figures]]]:
         """Each shard's figures (``bundles``: name, its bundle's key) and the baseline's of its
         benchmarks, its results read with the baseline's of the same shards, in parallel: ``before``
         finds those read."""
@@ -123,7 +121,7 @@ class ShardSummaries:
 
     def before(
         self, baseline: Snapshot | None, sources: dict[str, Any], shard: str, figures: dict[str, Any]
-    ) -> Mapping[str, dict[str, Any]]:
+    ) -> Mapping[str, Figures]:
         """The baseline's figures of a shard's benchmarks (``sources``: where the baseline's results
         are): those of its shard of the same name, and for a benchmark not there (moved to another
         shard since), the baseline's whole set."""
@@ -157,7 +155,7 @@ def trim_oldest(cache: dict[Any, Any], limit: int) -> None:
 
 
 def _changes(
-    overlap: Overlap, read: dict[str, tuple[dict[str, Any], Mapping[str, dict[str, Any]]]]
+    overlap: Overlap, read: dict[str, tuple[dict[str, Any], Mapping[str, Figures]]]
 ) -> dict[str, float | None]:
     """The change each shard of ``overlap`` measured of its benchmark (None: new there)."""
     benchmark = overlap.benchmark
