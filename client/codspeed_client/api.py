@@ -17,6 +17,8 @@ TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type check
 if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
+    from codspeed_rules.report_json import ReportJson, ShardBenchmarksJson
+
     from .progress import Progress
 
 
@@ -72,9 +74,12 @@ class AggregatorApi:
         ) from outcome.error
 
     def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        answer = self._call(method, path, **kwargs)
-        found: dict[str, Any] = answer.json() if answer is not None else {}
+        found: dict[str, Any] = self._read(method, path, **kwargs)
         return found
+
+    def _read(self, method: str, path: str, **kwargs: Any) -> Any:  # noqa: ANN401 -- JSON, typed by its caller
+        answer = self._call(method, path, **kwargs)
+        return answer.json() if answer is not None else {}
 
     def _call(self, method: str, path: str, missing_ok: bool = False, **kwargs: Any) -> requests.Response | None:
         """The aggregator's answer of 2xx (None: 404 and ``missing_ok``); any other, one sentence raised."""
@@ -142,19 +147,20 @@ class AggregatorApi:
         body = {"project": project, "run_id": run_id, "skip": skip, **(origin or {})}
         return self._json("POST", "/v1/runs/close", json=body)
 
-    def report(self, project: str, run_id: str, missing_ok: bool = False) -> dict[str, Any] | None:
+    def report(self, project: str, run_id: str, missing_ok: bool = False) -> ReportJson | None:
         """The run's report (None: no such run, with ``missing_ok``)."""
         answer = self._call("GET", f"/v1/runs/{project}/{run_id}", missing_ok, params={"format": "json"})
-        found: dict[str, Any] | None = answer.json() if answer is not None else None
+        found: ReportJson | None = answer.json() if answer is not None else None  # the report's JSON, as served
         return found
 
     def report_markdown(self, project: str, run_id: str) -> str:
         answer = self._call("GET", f"/v1/runs/{project}/{run_id}", params={"format": "markdown"})
         return answer.text if answer is not None else ""
 
-    def shard_benchmarks(self, project: str, run_id: str, shard: str) -> dict[str, Any]:
+    def shard_benchmarks(self, project: str, run_id: str, shard: str) -> ShardBenchmarksJson:
         """Every benchmark of one shard of a run (the report itself names only the worst changes)."""
-        return self._json("GET", f"/v1/runs/{project}/{run_id}", params={"shard": shard})
+        found: ShardBenchmarksJson = self._read("GET", f"/v1/runs/{project}/{run_id}", params={"shard": shard})
+        return found
 
     def put_bundle(
         self,

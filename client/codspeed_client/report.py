@@ -20,7 +20,8 @@ from .errors import FORWARD_FAILED, OK, OVERLAPPED, REGRESSED, SHARDS_MISSING, T
 TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+
+    from codspeed_rules.report_json import BenchmarkJson, ReportJson, ShardJson, UpstreamJson
 
     from .api import AggregatorApi
 
@@ -29,12 +30,12 @@ NAMED = 10  # shards a failing exit's sentence names; it counts the rest
 
 
 def wait_for_final(
-    read: Callable[[], dict[str, Any] | None],
+    read: Callable[[], ReportJson | None],
     timeout: float,
     interval: float,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> tuple[dict[str, Any] | None, bool]:
+) -> tuple[ReportJson | None, bool]:
     """Poll ``read`` (the run's report; None: no such run) until the run is final, for ``timeout``
     seconds exactly (the last poll at the end); a run that does not exist yet (no shard has asked to
     upload) is waited for."""
@@ -49,7 +50,7 @@ def wait_for_final(
         sleep(min(interval, left))
 
 
-def every_benchmark(api: AggregatorApi, report: dict[str, Any]) -> list[dict[str, Any]]:
+def every_benchmark(api: AggregatorApi, report: ReportJson) -> list[BenchmarkJson]:
     """Every benchmark of a run, shard after shard: a report names only the worst changes."""
     return [
         b
@@ -58,7 +59,7 @@ def every_benchmark(api: AggregatorApi, report: dict[str, Any]) -> list[dict[str
     ]
 
 
-def regressions_past(api: AggregatorApi, report: dict[str, Any], threshold: float | str) -> str | None:
+def regressions_past(api: AggregatorApi, report: ReportJson, threshold: float | str) -> str | None:
     """What regressed past ``threshold`` (a fraction, or "report": the report's own), in one
     sentence; None when nothing did. Another threshold than the report's reads every shard's page."""
     own = report.get("threshold", 0.05)
@@ -66,26 +67,27 @@ def regressions_past(api: AggregatorApi, report: dict[str, Any], threshold: floa
     past, count = _flagged(report) if limit == own else _past(every_benchmark(api, report), limit)
     if not past:
         return None
-    worst = max(past, key=lambda b: b["change"])
+    worst = max(past, key=lambda b: b.get("change") or 0.0)
     return (
         f"{plural(count, 'benchmark')} regressed past {limit:.0%} against the baseline: "
         f"worst {worst['name']} {worst['change']:+.1%}"
     )
 
 
-def _flagged(report: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+def _flagged(report: ReportJson) -> tuple[list[BenchmarkJson], int]:
     """The regressions the report flags, and how many it counts (it lists the worst only)."""
     past = [b for b in report.get("benchmarks") or [] if b.get("flag") == "regression"]
-    return past, (report.get("counts") or {}).get("regressions", len(past))
+    counts = report.get("counts")
+    return past, counts.get("regressions", len(past)) if counts else len(past)
 
 
-def _past(benchmarks: list[dict[str, Any]], limit: float) -> tuple[list[dict[str, Any]], int]:
+def _past(benchmarks: list[BenchmarkJson], limit: float) -> tuple[list[BenchmarkJson], int]:
     """The benchmarks that changed past ``limit``, and how many (one two shards measured, an overlap: once)."""
-    past = [b for b in benchmarks if b.get("change") is not None and b["change"] > limit]
+    past = [b for b in benchmarks if (change := b.get("change")) is not None and change > limit]
     return past, len({(b["name"], b.get("unit")) for b in past})
 
 
-def final_exit_code(report: dict[str, Any], timed_out: bool, allow_overlaps: bool = False) -> int:
+def final_exit_code(report: ReportJson, timed_out: bool, allow_overlaps: bool = False) -> int:
     if timed_out:
         return TIMEOUT
     if report["state"] == "forward_failed":
@@ -98,7 +100,7 @@ def final_exit_code(report: dict[str, Any], timed_out: bool, allow_overlaps: boo
 
 
 def exit_sentences(
-    report: dict[str, Any] | None, code: int, regressed: str | None, timed_out: bool, allow_overlaps: bool
+    report: ReportJson | None, code: int, regressed: str | None, timed_out: bool, allow_overlaps: bool
 ) -> list[str]:
     """Why the gate fails (exit ``code``), in a sentence, then each other reason that applies too:
     12, then 10, 11, 14 and 13 is the precedence of the exit code. Nothing when nothing fails."""
@@ -116,22 +118,23 @@ def exit_sentences(
     return first + [f"also: {reason}" for other, reason in why.items() if other != code]
 
 
-def _waiting_said(report: dict[str, Any]) -> str:
+def _waiting_said(report: ReportJson) -> str:
     return f"the run is not final yet ({report.get('closing') or 'it is ' + report['state']})"
 
 
-def _forward_failed_said(report: dict[str, Any]) -> str | None:
+def _forward_failed_said(report: ReportJson) -> str | None:
     if report["state"] != "forward_failed":
         return None
-    return f"the forward upstream failed: {(report.get('upstream') or {}).get('message') or '?'}"
+    upstream = report.get("upstream")
+    return f"the forward upstream failed: {(upstream.get('message') if upstream else None) or '?'}"
 
 
-def _overlaps_said(report: dict[str, Any]) -> str | None:
+def _overlaps_said(report: ReportJson) -> str | None:
     overlapped = overlaps_text(report)
     return f"benchmarks {overlapped} (--allow-overlaps takes them)" if overlapped else None
 
 
-def _missing_said(report: dict[str, Any]) -> str | None:
+def _missing_said(report: ReportJson) -> str | None:
     """The shards a run's gate misses (the first 10 named), those whose bundle was refused (with why), or
     that it was closed with none."""
     said = [
@@ -144,39 +147,40 @@ def _missing_said(report: dict[str, Any]) -> str | None:
     return "the run was closed with no shard in it" if report["state"] == "closed_empty" else None
 
 
-def shown(shard: dict[str, Any]) -> Shown:
+def shown(shard: ShardJson) -> Shown:
     """A report's shard as its readers know it (the report's ``ShardEntry.shown``): its readable label,
     else its label, else its name."""
     return Shown(shard.get("display") or shard.get("label") or shard["name"])
 
 
-def _named(shard: dict[str, Any]) -> Shown:
+def _named(shard: ShardJson) -> Shown:
     """A shard as its readers know it, with why its bundle was refused."""
     name = shown(shard)
     return Shown(f"{name} ({shard['reason']})") if shard["state"] == "rejected" and shard.get("reason") else name
 
 
-def overlaps_text(report: dict[str, Any]) -> str | None:
+def overlaps_text(report: ReportJson) -> str | None:
     """The benchmarks measured in more than one shard by one executor, in a sentence."""
     if not report.get("overlaps_total"):
         return None
-    return f"measured in more than one shard {overlaps_named(report.get('overlaps') or [], report['overlaps_total'])}"
+    overlaps = report.get("overlaps") or []
+    return f"measured in more than one shard {overlaps_named(overlaps, report.get('overlaps_total', len(overlaps)))}"
 
 
-def _shard_detail(shard: dict[str, Any]) -> str:
+def _shard_detail(shard: ShardJson) -> str:
     detail = [shown_state(shard["state"])]
-    if shard.get("benchmarks") is not None:
-        detail.append(plural(shard["benchmarks"], "benchmark"))
-    if shard.get("attempt", 0) > 1:  # its uploads in this attempt of the run: the run's attempt is the header's
-        detail.append(uploads_said(shard["attempt"]))
-    if shard.get("reason"):
-        detail.append(shard["reason"])
+    if (benchmarks := shard.get("benchmarks")) is not None:
+        detail.append(plural(benchmarks, "benchmark"))
+    if (uploads := shard.get("attempt", 0)) > 1:  # its uploads in this attempt of the run: the run's is the header's
+        detail.append(uploads_said(uploads))
+    if reason := shard.get("reason"):
+        detail.append(reason)
     if shard.get("run_hash"):  # the bytes CodSpeed received: where they are not the job's, not the runner's hash
         detail.append(f"CodSpeed Run Hash {shard['run_hash']}")
     return ", ".join(detail)
 
 
-def render_text(report: dict[str, Any], every: bool = False) -> str:
+def render_text(report: ReportJson, every: bool = False) -> str:
     """The report for people; with ``every``, one line per benchmark (``report["benchmarks"]``
     holds all of them: ``every_benchmark``)."""
     lines = [_headline(report)]
@@ -194,7 +198,7 @@ def render_text(report: dict[str, Any], every: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _headline(report: dict[str, Any]) -> str:
+def _headline(report: ReportJson) -> str:
     """``run R of P, attempt N: state, 3/5 shards in (what it is doing)``."""
     expected = "?" if report.get("expected") is None else report["expected"]
     if report["state"] == "finalizing":
@@ -208,7 +212,7 @@ def _headline(report: dict[str, Any]) -> str:
     return f"run {report['run_id']} of {report['project']}{attempt}: {report['state']}, {done}{doing}"
 
 
-def _outcome_lines(report: dict[str, Any]) -> list[str]:
+def _outcome_lines(report: ReportJson) -> list[str]:
     """Where the run went upstream, its benchmarks' counts, its overlaps and its worst changes."""
     lines = [_upstream_line(upstream)] if (upstream := report.get("upstream")) else []
     counts = report.get("counts") or {}
@@ -221,7 +225,7 @@ def _outcome_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _upstream_line(upstream: dict[str, Any]) -> str:
+def _upstream_line(upstream: UpstreamJson) -> str:
     why = f": {upstream['message']}" if upstream.get("message") else ""
     runs = f", the first of {upstream['run_ids']}" if upstream.get("run_ids") else ""
     hashes = "".join(f"\n  CodSpeed Run Hash {h}" for h in upstream.get("run_hashes") or [])  # a tokenless run's

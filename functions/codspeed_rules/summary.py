@@ -3,7 +3,7 @@ and in ``codspeed-client status`` alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .names import Shown
@@ -38,7 +38,7 @@ def shards_done(arrived: int, carried: int, expected: object, then: str = " in")
     return said + (f" ({arrived} measured, {carried} carried)" if carried else "")
 
 
-def counts_line(counts: dict[str, Any]) -> str:
+def counts_line(counts: Mapping[str, Any]) -> str:
     """``3 regressions (worst +30.0%), 1 improvement, 16 unchanged``, then the kinds a run has
     only sometimes (new, carried, running; benchmarks missing) when there are any."""
     worst = f" (worst {counts['worst_regression']:+.1%})" if counts.get("worst_regression") is not None else ""
@@ -53,7 +53,7 @@ def counts_line(counts: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def overlaps_named(overlaps: list[dict[str, Any]], total: int, say: Callable[[str], str] = str) -> str:
+def overlaps_named(overlaps: Sequence[Mapping[str, Any]], total: int, say: Callable[[str], str] = str) -> str:
     """``N: a::one (valgrind) in 1, 2; …``: the benchmarks measured in more than one shard (the
     report's ``overlaps`` and ``overlaps_total``), each text made fit by ``say`` for where it is shown."""
     named = "; ".join(

@@ -233,3 +233,25 @@ def test_a_forward_mode_is_parts_by_default_or_one_upload_its_earlier_names_kept
             MissingSetting, match=rf"^FORWARD_MODES \(acme/x\) must be parts or one-upload, not '{old}'$"
         ):
             Settings.from_env()
+
+
+def test_the_clients_report_types_are_the_report_models_fields_required_and_not():
+    """The client reads the report in TypedDicts of its own (it stays light: no pydantic); each has
+    its model's fields, each required exactly where the model requires it."""
+    from codspeed_rules import report_json
+    from codspeed_wire import report
+
+    pairs = [
+        (report_json.ReportJson, report.Report),
+        (report_json.ShardJson, report.ShardEntry),
+        (report_json.BenchmarkJson, report.BenchmarkEntry),
+        (report_json.CountsJson, report.BenchmarkCounts),
+        (report_json.UpstreamJson, report.UpstreamEntry),
+        (report_json.OverlapJson, report.Overlap),
+        (report_json.ShardBenchmarksJson, report.ShardBenchmarks),
+    ]
+    for typed, model in pairs:
+        fields = model.model_fields
+        assert set(typed.__annotations__) == set(fields), (typed.__name__, set(typed.__annotations__) ^ set(fields))
+        required = {name for name, f in fields.items() if f.is_required()}
+        assert typed.__required_keys__ == required, (typed.__name__, typed.__required_keys__ ^ required)

@@ -15,6 +15,8 @@ TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type check
 if TYPE_CHECKING:
     from typing import Any
 
+    from codspeed_rules.report_json import ReportJson
+
     from ..api import AggregatorApi
     from ..ci import CiContext
 
@@ -129,7 +131,7 @@ class Target:
         run the pipeline's runner jobs made."""
         return [self.run_id, *([self.runner_run_id] if self.runner_run_id else [])]
 
-    def settle_run(self, api: AggregatorApi) -> dict[str, Any] | None:
+    def settle_run(self, api: AggregatorApi) -> ReportJson | None:
         """The report of the first of ``runs`` that exists, that run becoming the target's; None when none does."""
         for run_id in self.runs():
             if (report := api.report(self.project, run_id, missing_ok=True)) is not None:

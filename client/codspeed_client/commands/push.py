@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from codspeed_rules.bundle import BundleSummary
+    from codspeed_rules.report_json import ReportJson
 
     from ..api import AggregatorApi
     from ..bundle import Bundle, Verdict
@@ -267,7 +268,7 @@ def _upstream(
     while True:
         pause = backoff(polled, 0.25, 5.0, jitter=False)  # a poll, not a retry: no Retry-After to honour
         try:
-            report = api.report(project, run_id, missing_ok=True) or {}
+            report: ReportJson | dict[str, Any] = api.report(project, run_id, missing_ok=True) or {}
         except ClientError as exc:  # the shard was accepted: following it is a courtesy, never a failure
             out.warn(
                 f"shard {key} of run {run_id} was accepted, but whether its part is upstream could not be followed "

@@ -11,7 +11,7 @@ from .common import Target, add_common
 
 TYPE_CHECKING = False  # typing costs every command 3 ms at start-up: type checkers only read it
 if TYPE_CHECKING:
-    from typing import Any
+    from codspeed_rules.report_json import ReportJson
 
     from ..api import AggregatorApi
 
@@ -104,7 +104,7 @@ def _check(args: argparse.Namespace) -> None:
         )
 
 
-def _read(args: argparse.Namespace, api: AggregatorApi, target: Target) -> tuple[dict[str, Any] | None, bool]:
+def _read(args: argparse.Namespace, api: AggregatorApi, target: Target) -> tuple[ReportJson | None, bool]:
     """The run's report (None: only its Markdown is wanted, fetched as such), and whether the wait timed out."""
     from ..report import wait_for_final
 
@@ -124,7 +124,7 @@ def _read(args: argparse.Namespace, api: AggregatorApi, target: Target) -> tuple
     return report, timed_out
 
 
-def _show(args: argparse.Namespace, api: AggregatorApi, target: Target, report: dict[str, Any] | None) -> None:
+def _show(args: argparse.Namespace, api: AggregatorApi, target: Target, report: ReportJson | None) -> None:
     from ..report import render_text
 
     if args.json or args.format == "json":
