@@ -21,10 +21,10 @@ from billing import item_size
 from codspeed_aggregator.domain.baseline import MAX_LISTED, first_listed
 from codspeed_aggregator.domain.forward_plan import UpstreamRuns
 from codspeed_aggregator.domain.identity import RunIdentity
-from codspeed_aggregator.domain.ledger import FORWARDED, MAX_GROUPS, MAX_VARIANTS, RunRecord, variant_key
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.outcome import CarriedShard, ChosenBaseline, Outcome
 from codspeed_aggregator.domain.plan_record import PlanRecord
+from codspeed_aggregator.domain.records import FORWARDED, MAX_GROUPS, MAX_VARIANTS, RunRecord, variant_key
 from codspeed_aggregator.use_cases.finalize_run import RUN_HASHES
 from codspeed_wire.api import MAX_SHARDS
 from codspeed_wire.report import UpstreamEntry

@@ -25,7 +25,7 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # before the handlers 
 from codspeed_aggregator import wiring
 from codspeed_aggregator.adapters.aws import client
 from codspeed_aggregator.adapters.ledger.codec import RUN_SK, run_pk
-from codspeed_aggregator.domain.ledger import FORWARDED
+from codspeed_aggregator.domain.records import FORWARDED
 from codspeed_local.stack import LocalStack
 from tests import runner
 

@@ -111,7 +111,7 @@ def test_an_open_as_large_as_the_api_takes_in_non_ascii_text_is_kept(isolated, p
     assert 230_000 < len(body) <= api_handler.MAX_BODY
     status, answer = _call(isolated.aggregator, "/v1/runs/open", body)
     assert status == 200, answer
-    from codspeed_aggregator.domain.ledger import OPENED
+    from codspeed_aggregator.domain.records import OPENED
 
     assert isolated.aggregator.ledger.shards.upload_metadata(project, run_id, OPENED)["laterField"] == "€" * 78_000
 

@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import requests
 
-from codspeed_aggregator.domain.ledger import attempt_run_id
+from codspeed_aggregator.domain.records import attempt_run_id
 from codspeed_wire.api import CloseRequest
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner

@@ -8,7 +8,7 @@ from urllib.parse import unquote_plus
 
 import pytest
 
-from codspeed_aggregator.domain.ledger import GrantRecord
+from codspeed_aggregator.domain.records import GrantRecord
 from codspeed_local.lambda_context import LocalContext
 from tests.factories import bundle, wait_for
 

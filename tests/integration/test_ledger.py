@@ -167,7 +167,7 @@ def test_a_jobs_token_follows_its_upload_into_the_attempt_that_counts_it(isolate
     part went upstream with the stack's token, the job's being left under the first attempt."""
     import time
 
-    from codspeed_aggregator.domain.ledger import SentPost
+    from codspeed_aggregator.domain.records import SentPost
 
     shards = isolated.aggregator.ledger.shards
     sent = SentPost(b'{"version":10}', "codspeed-runner", token="job-oidc-token", token_expires=int(time.time()) + 600)
@@ -224,7 +224,7 @@ def test_a_field_added_to_the_run_record_in_one_place_round_trips_through_its_it
     from unittest import mock
 
     from codspeed_aggregator.adapters.ledger import run_item as mapping
-    from codspeed_aggregator.domain.ledger import RunRecord
+    from codspeed_aggregator.domain.records import RunRecord
 
     grown = make_dataclass("Grown", [("reviewer", str | None, field(default=None))], bases=(RunRecord,))
     runs = isolated.aggregator.ledger.runs
@@ -244,10 +244,10 @@ def test_every_field_of_the_run_record_it_stores_round_trips_through_dynamodb(is
     from codspeed_aggregator.adapters.ledger.run_item import ELSEWHERE, run_from, run_item
     from codspeed_aggregator.domain.closing import Awaiting, CiOrigin
     from codspeed_aggregator.domain.identity import RunIdentity
-    from codspeed_aggregator.domain.ledger import RunRecord
     from codspeed_aggregator.domain.manifest import Manifest
     from codspeed_aggregator.domain.outcome import Outcome
     from codspeed_aggregator.domain.plan_record import PlanRecord
+    from codspeed_aggregator.domain.records import RunRecord
     from codspeed_wire.report import UpstreamEntry
 
     values = {

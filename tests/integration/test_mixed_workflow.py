@@ -9,7 +9,7 @@ import json
 import pytest
 
 from codspeed_aggregator.domain.errors import Conflict
-from codspeed_aggregator.domain.ledger import SentPost
+from codspeed_aggregator.domain.records import SentPost
 from codspeed_client import metadata as client_metadata
 from codspeed_client.ci_providers import detect
 from codspeed_rules.runner_json import compact

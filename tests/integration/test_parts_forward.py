@@ -433,7 +433,7 @@ def test_a_tokenless_gitlab_parts_run_hash_names_the_bytes_codspeed_received(in_
     names bytes CodSpeed never received (0 of 3 matched). The report gives the hash of those it did."""
     import hashlib
 
-    from codspeed_aggregator.domain.ledger import SentPost
+    from codspeed_aggregator.domain.records import SentPost
     from codspeed_wire.upstream import UploadMetadata
     from tests import runner
 

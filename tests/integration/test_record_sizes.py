@@ -13,7 +13,9 @@ from codspeed_aggregator.adapters.ledger.codec import CARRIED_PREFIX, RUN_SK, TA
 from codspeed_aggregator.domain.baseline import MAX_LISTED_BYTES
 from codspeed_aggregator.domain.errors import Unprocessable
 from codspeed_aggregator.domain.forward_plan import MAX_RUN_IDS_BYTES
-from codspeed_aggregator.domain.ledger import (
+from codspeed_aggregator.domain.manifest import Manifest
+from codspeed_aggregator.domain.outcome import CarriedShard, Outcome
+from codspeed_aggregator.domain.records import (
     FINALIZING,
     FORWARDED,
     MAX_GROUPS,
@@ -21,8 +23,6 @@ from codspeed_aggregator.domain.ledger import (
     RunRecord,
     SentPost,
 )
-from codspeed_aggregator.domain.manifest import Manifest
-from codspeed_aggregator.domain.outcome import CarriedShard, Outcome
 from codspeed_wire.api import MAX_SHARDS, CloseRequest
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner

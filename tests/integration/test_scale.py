@@ -7,7 +7,7 @@ import pytest
 
 from codspeed_aggregator.adapters.ledger import SnapshotContended
 from codspeed_aggregator.adapters.ledger.codec import dump
-from codspeed_aggregator.domain.ledger import Snapshot
+from codspeed_aggregator.domain.records import Snapshot
 from codspeed_wire.api import ShardUploadRequest
 from tests.factories import bundle, put, upload_request
 

@@ -162,8 +162,9 @@ def _module_graph(package: Path) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("package", EVERY_PACKAGE, ids=lambda p: p.name)
 def test_no_two_modules_need_each_other_type_checking_and_lazy_imports_included(package):
-    """A type two modules need belongs in a third: ``domain/ledger.py`` and ``run_plan.py`` needed each
-    other (PlanRecord under TYPE_CHECKING), the client's ``ci.py`` and ``ci_providers.py`` too (a lazy import)."""
+    """A type two modules need belongs in a third: ``domain/ledger.py`` (now ``records.py``) and ``run_plan.py``
+    needed each other (PlanRecord under TYPE_CHECKING), the client's ``ci.py`` and ``ci_providers.py`` too (a
+    lazy import)."""
     graph = _module_graph(package)
     circles, state = [], {}
 

@@ -2,7 +2,7 @@
 
 from codspeed_aggregator.domain.barrier import Grant, Landed, judge, pending
 from codspeed_aggregator.domain.closing import Awaiting, CiOrigin, closing_said
-from codspeed_aggregator.domain.ledger import ShardRecord
+from codspeed_aggregator.domain.records import ShardRecord
 
 EXPIRY = 600
 GATE = CiOrigin("7001", 1)  # the gate's close: the jobs of CI run 7001, attempt 1, have ended

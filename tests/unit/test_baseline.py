@@ -1,7 +1,7 @@
 from codspeed_aggregator.domain.baseline import branch_of, complete, result_sources
-from codspeed_aggregator.domain.ledger import FORWARDED, RunRecord, ShardRecord, Snapshot
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.outcome import CarriedShard
+from codspeed_aggregator.domain.records import FORWARDED, RunRecord, ShardRecord, Snapshot
 
 NAMES: dict[str, list[str]] = {}  # each bundle's benchmark names, by key, as the results in the bucket hold them
 
@@ -95,7 +95,7 @@ def test_without_a_baseline_skipped_shards_stay_skipped_and_the_report_says_why(
 
 def test_the_report_says_why_it_compares_with_its_baseline():
     from codspeed_aggregator.domain.baseline import baseline_why
-    from codspeed_aggregator.domain.ledger import RunRecord
+    from codspeed_aggregator.domain.records import RunRecord
 
     change = RunRecord(project="acme/widgets", run_id="7", groups={}, ref="refs/pull/4/merge", base_commit="ab" * 20)
     assert baseline_why(change, "AB" * 20, "main") == "main's run at the change's base commit abababababab"

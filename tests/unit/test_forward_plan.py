@@ -5,8 +5,8 @@ from dataclasses import replace
 
 from codspeed_aggregator.domain.baseline import Completion
 from codspeed_aggregator.domain.forward_plan import ForwardPlan, PartPlan
-from codspeed_aggregator.domain.ledger import ARRIVED, RunRecord, ShardRecord
 from codspeed_aggregator.domain.outcome import CarriedShard, Outcome
+from codspeed_aggregator.domain.records import ARRIVED, RunRecord, ShardRecord
 from codspeed_aggregator.domain.upstream_parts import UpstreamPart
 
 

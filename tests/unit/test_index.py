@@ -7,8 +7,8 @@ from dataclasses import asdict
 
 import pytest
 
-from codspeed_aggregator.domain.ledger import ARRIVED, NormalizedCopy, ShardRecord, ShardSent
 from codspeed_aggregator.domain.part_answers import Delivered
+from codspeed_aggregator.domain.records import ARRIVED, NormalizedCopy, ShardRecord, ShardSent
 from codspeed_rules.index import Index, IndexUnreadable, MadeFrom, Member, Sealed, Segment
 from codspeed_rules.normalize import Normalizer
 from tests.factories import bundle

@@ -28,7 +28,7 @@ def test_no_manifest_never_completes_by_itself():
 
 
 def test_a_run_is_complete_when_every_group_seen_is():
-    from codspeed_aggregator.domain.ledger import RunRecord, variant_key
+    from codspeed_aggregator.domain.records import RunRecord, variant_key
 
     run = RunRecord(
         project="a/b",
@@ -44,7 +44,7 @@ def test_a_run_is_complete_when_every_group_seen_is():
 
 
 def test_a_run_opened_with_skips_is_complete_when_the_others_are_in():
-    from codspeed_aggregator.domain.ledger import RunRecord
+    from codspeed_aggregator.domain.records import RunRecord
 
     run = RunRecord(
         project="a/b",
@@ -78,7 +78,7 @@ def test_manifest_round_trips_through_its_item():
 
 
 def test_a_client_group_of_two_executors_expects_each_executors_shards_and_skips_carry_both():
-    from codspeed_aggregator.domain.ledger import RunRecord, variant_key
+    from codspeed_aggregator.domain.records import RunRecord, variant_key
 
     run = RunRecord(
         project="a/b",

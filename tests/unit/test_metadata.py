@@ -1,7 +1,7 @@
 """The CodSpeed metadata a forwarded upload goes under (``domain.metadata``)."""
 
-from codspeed_aggregator.domain.ledger import ARRIVED, ShardRecord
 from codspeed_aggregator.domain.metadata import as_carried
+from codspeed_aggregator.domain.records import ARRIVED, ShardRecord
 from tests.factories import metadata
 
 

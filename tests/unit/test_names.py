@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from codspeed_aggregator.domain.errors import Unprocessable
-from codspeed_aggregator.domain.ledger import named_attempt
+from codspeed_aggregator.domain.records import named_attempt
 from codspeed_rules.names import run_id_problem
 from codspeed_wire.names import RunId
 

@@ -1,8 +1,8 @@
 """A benchmark measured twice in one run: two shards of one executor hold it. Two executors
 measuring one benchmark is normal, each its own measure."""
 
-from codspeed_aggregator.domain.ledger import ShardRecord
 from codspeed_aggregator.domain.overlaps import SHARDS_NAMED, overlaps
+from codspeed_aggregator.domain.records import ShardRecord
 from codspeed_wire.report import Overlap
 
 

@@ -1,6 +1,6 @@
-from codspeed_aggregator.domain.ledger import FORWARDED, OPEN, RunRecord, ShardRecord, ShardSent, Snapshot
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.outcome import CarriedShard, ChosenBaseline, Outcome
+from codspeed_aggregator.domain.records import FORWARDED, OPEN, RunRecord, ShardRecord, ShardSent, Snapshot
 from codspeed_aggregator.domain.report import build_report
 from codspeed_aggregator.domain.results import LISTED, merged, summarize
 from codspeed_wire.markdown import render_markdown

@@ -6,9 +6,9 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codspeed_aggregator.domain.ledger import ARRIVED, ShardRecord
 from codspeed_aggregator.domain.outcome import Outcome
 from codspeed_aggregator.domain.plan_record import PlanRecord
+from codspeed_aggregator.domain.records import ARRIVED, ShardRecord
 from codspeed_aggregator.domain.run_plan import RunPlan
 from codspeed_aggregator.domain.upstream_parts import UpstreamPart
 

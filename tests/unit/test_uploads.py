@@ -4,7 +4,7 @@ stay the same across attempts, so that the upstream holds each benchmark once.""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codspeed_aggregator.domain.ledger import ARRIVED, ShardRecord
+from codspeed_aggregator.domain.records import ARRIVED, ShardRecord
 from codspeed_aggregator.domain.upstream_parts import UpstreamPart, merged_part_id, part_id, plan_build, plan_forward
 
 

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .ledger import GrantRecord, RunRecord, ShardRecord
+from .records import GrantRecord, RunRecord, ShardRecord
 
 
 class Counted(StrEnum):

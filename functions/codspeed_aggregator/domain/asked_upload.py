@@ -7,8 +7,8 @@ from codspeed_wire.upstream import UploadMetadata
 
 from .closing import CiOrigin
 from .errors import Conflict, Forbidden, Unprocessable
-from .ledger import MAX_GROUPS, MAX_VARIANTS, RunRecord, SentPost, variant_key
 from .manifest import Manifest
+from .records import MAX_GROUPS, MAX_VARIANTS, RunRecord, SentPost, variant_key
 
 # a run opened without a token takes at most this many uploads (re-runs included): a fork's pull request can
 # ask for nothing more of the stack (invariant 18's bound, for the one caller nobody authenticated)

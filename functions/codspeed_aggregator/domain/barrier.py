@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from codspeed_rules.names import Shown
 
 from .closing import CiOrigin
-from .ledger import ARRIVED, LATE, REJECTED, RunRecord, ShardRecord
+from .records import ARRIVED, LATE, REJECTED, RunRecord, ShardRecord
 from .report import shown_as
 
 COUNTED = (ARRIVED, REJECTED, LATE)

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from codspeed_rules.names import shard_key
 
-from .ledger import RunRecord, ShardRecord, Snapshot
 from .outcome import CarriedShard, ChosenBaseline, Outcome
+from .records import RunRecord, ShardRecord, Snapshot
 
 MAX_LISTED = 200
 MAX_LISTED_BYTES = 32 * 1024  # of the names listed: the run's item holds them, whatever a benchmark's name is

@@ -7,10 +7,10 @@ from typing import Any
 from codspeed_rules.summary import plural
 
 from .baseline import Completion
-from .ledger import RunRecord, ShardRecord, sent_as
 from .metadata import part_claim
 from .outcome import CarriedShard
 from .part_answers import Delivered
+from .records import RunRecord, ShardRecord, sent_as
 from .upstream_parts import UpstreamPart
 
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from codspeed_wire.report import Overlap
 
 from .baseline import first_listed
-from .ledger import ShardRecord
+from .records import ShardRecord
 
 SHARDS_NAMED = 5  # of one overlap: the report says how many more
 

@@ -11,8 +11,8 @@ from codspeed_wire.report import FINAL_STATES, Report, ShardEntry
 from .baseline import chosen_baseline
 from .closing import closing_said
 from .drop_in import display_label
-from .ledger import OPEN, RunRecord, ShardRecord, Snapshot, sent_as
 from .outcome import Outcome
+from .records import OPEN, RunRecord, ShardRecord, Snapshot, sent_as
 from .results import ShardSummary, combine
 
 JOB_ENTRY = "job:"  # the report's entry of a job's uploads not in (no shard name or storage key has a colon)

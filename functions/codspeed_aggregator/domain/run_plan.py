@@ -6,8 +6,8 @@ rolled back reads a newer plan, and writes it back whole (``stored``)."""
 from dataclasses import asdict, dataclass, field
 from typing import Any, Self
 
-from .ledger import ShardRecord
 from .outcome import Outcome
+from .records import ShardRecord
 from .stored import Stored, decoded, encoded
 from .upstream_parts import UpstreamPart
 

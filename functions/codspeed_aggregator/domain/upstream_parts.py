@@ -24,7 +24,7 @@ from typing import Any
 from codspeed_rules.bundle import VALGRIND
 from codspeed_rules.runner_json import AGGREGATOR_JOB, runner_part_id
 
-from .ledger import ShardRecord
+from .records import ShardRecord
 
 
 @dataclass(frozen=True)

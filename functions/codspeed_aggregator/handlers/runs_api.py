@@ -22,7 +22,7 @@ from ..auth import Principal, job_attempt, job_token
 from ..domain.closing import CiOrigin
 from ..domain.drop_in import BuildkiteJob
 from ..domain.errors import AttemptEnded, Unprocessable
-from ..domain.ledger import SentPost
+from ..domain.records import SentPost
 from ..use_cases.give_back_upload import upload_named
 from .http import JsonResponse, check_attempt, json_response, raw_body
 

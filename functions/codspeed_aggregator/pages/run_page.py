@@ -10,7 +10,7 @@ from codspeed_rules.summary import counts_line, listed, plural, shards_done
 from codspeed_wire.markdown import figure, overlaps_line
 from codspeed_wire.report import FINAL_STATES, BenchmarkEntry, Report, ShardBenchmarks, UpstreamEntry
 
-from ..domain.ledger import RunRecord
+from ..domain.records import RunRecord
 from .html import escape
 from .timeline import critical_path, predicted, timeline
 

@@ -14,7 +14,7 @@ from ..adapters.queues import FinalizeQueue
 from ..domain.barrier import EVENT_SECONDS, Grant, Landed, Verdict, judge, pending
 from ..domain.closing import Awaiting
 from ..domain.keys import bundle_key, run_bundles_prefix
-from ..domain.ledger import OPEN, RunRecord
+from ..domain.records import OPEN, RunRecord
 from ..domain.timestamps import iso
 from ..settings import Settings
 from ..use_cases.record_arrival import RecordArrival

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from codspeed_rules.names import pull_request
 
 from ..adapters.github_status import GitHubStatuses
-from ..domain.ledger import RunRecord
+from ..domain.records import RunRecord
 from .shard_summaries import trim_oldest
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..adapters.ledger import Runs, Shards
 from ..domain.errors import AttemptEnded, Conflict
 from ..domain.identity import check_identity
-from ..domain.ledger import ENDED, MAX_ATTEMPTS, RunRecord, attempt_run_id, base_run_id
+from ..domain.records import ENDED, MAX_ATTEMPTS, RunRecord, attempt_run_id, base_run_id
 from ..settings import Settings
 
 

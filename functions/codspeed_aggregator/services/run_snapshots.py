@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ..adapters.ledger import Reads
 from ..adapters.results_store import ResultsStore
-from ..domain.ledger import Snapshot
+from ..domain.records import Snapshot
 from .shard_summaries import trim_oldest
 
 KNOWN_WORTH = (

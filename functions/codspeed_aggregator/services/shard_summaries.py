@@ -16,7 +16,7 @@ from codspeed_wire.report import Overlap
 
 from ..adapters.results_store import ResultsStore
 from ..domain.baseline import result_sources
-from ..domain.ledger import Snapshot
+from ..domain.records import Snapshot
 from ..domain.results import Figures, ShardSummary, SummaryDigest, Twin, change, merged, summarize
 
 CACHED_SUMMARIES = 20_000  # shard summaries a process keeps (a few KB each)

@@ -15,9 +15,9 @@ from ..domain.asked_upload import AskedUpload, admit, refuse_skipped
 from ..domain.errors import Busy, existing
 from ..domain.identity import RunIdentity
 from ..domain.keys import bundle_key
-from ..domain.ledger import GrantRecord, RunRecord
 from ..domain.manifest import Manifest
 from ..domain.metadata import ci_url
+from ..domain.records import GrantRecord, RunRecord
 from ..domain.timestamps import iso
 from ..settings import Settings
 from .run_attempts import RunAttempts

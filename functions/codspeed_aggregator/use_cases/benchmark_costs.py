@@ -11,7 +11,7 @@ from ..adapters.results_store import ResultsStore
 from ..domain.baseline import result_sources
 from ..domain.costs import run_costs
 from ..domain.errors import NotFound
-from ..domain.ledger import Snapshot, base_run_id
+from ..domain.records import Snapshot, base_run_id
 from ..settings import Settings
 
 COST_RUNS = 5  # the branch's latest forwarded runs each benchmark's latest cost is looked for in

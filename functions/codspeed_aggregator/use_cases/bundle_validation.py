@@ -12,7 +12,7 @@ from ..adapters.bucket import Bucket, VersionedStream
 from ..adapters.metrics import Metrics
 from ..domain.bundle import normalizing, validate_bundle
 from ..domain.keys import index_key, normalized_key
-from ..domain.ledger import NormalizedCopy
+from ..domain.records import NormalizedCopy
 from ..settings import Settings
 
 log = logging.getLogger(__name__)

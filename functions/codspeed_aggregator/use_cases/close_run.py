@@ -15,7 +15,7 @@ from ..adapters.queues import FinalizeQueue
 from ..domain.baseline import branch_of
 from ..domain.closing import CiOrigin
 from ..domain.errors import NotFound, Unprocessable
-from ..domain.ledger import OPEN, Snapshot, base_run_id
+from ..domain.records import OPEN, Snapshot, base_run_id
 from ..settings import Settings
 
 

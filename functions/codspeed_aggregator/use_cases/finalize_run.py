@@ -21,10 +21,10 @@ from ..domain.baseline import branch_of
 from ..domain.errors import existing
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key, run_bundles_prefix, upstream_runs_key
-from ..domain.ledger import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, sent_as
 from ..domain.outcome import Outcome
 from ..domain.part_answers import Announced, Delivered
 from ..domain.plan_record import PlanRecord
+from ..domain.records import CLOSED_EMPTY, FORWARD_FAILED, FORWARDED, OPEN, RunRecord, sent_as
 from ..domain.retries import redelivery_delay
 from ..domain.timestamps import epoch, iso
 from ..services.close_barrier import CloseBarrier

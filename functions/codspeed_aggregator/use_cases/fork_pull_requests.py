@@ -18,7 +18,7 @@ from ..adapters.ledger import Runs
 from ..domain.closing import CiOrigin
 from ..domain.errors import Conflict, Forbidden, HostFailed, HostUnreadable, Unauthorized
 from ..domain.fork_pull_request import ClaimRefused, ForkClaim, check, running_besides
-from ..domain.ledger import base_run_id
+from ..domain.records import base_run_id
 from ..settings import Settings
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,6 @@ from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamClient, UpstreamRefused
 from ..domain.forward_plan import PartPlan
 from ..domain.keys import index_key, spool_key
-from ..domain.ledger import OPENED, NormalizedCopy, SentPost, ShardRecord, base_run_id
 from ..domain.merge import MergeResult, ShardBundle, merge_bundles
 from ..domain.metadata import (
     MergedPart,
@@ -31,6 +30,7 @@ from ..domain.metadata import (
     without_run_part,
 )
 from ..domain.part_answers import Announced, Delivered
+from ..domain.records import OPENED, NormalizedCopy, SentPost, ShardRecord, base_run_id
 from ..domain.splice import NormalizedShard, splice
 from ..domain.splice_check import IndexMismatch
 from ..settings import Settings

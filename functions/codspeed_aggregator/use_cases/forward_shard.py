@@ -13,8 +13,8 @@ from ..adapters.ledger import Parts, Reads
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue
 from ..domain.errors import existing
-from ..domain.ledger import ARRIVED, OPEN, RunRecord, ShardRecord, ShardSent, sent_as
 from ..domain.metadata import part_claim
+from ..domain.records import ARRIVED, OPEN, RunRecord, ShardRecord, ShardSent, sent_as
 from ..domain.upstream_parts import UpstreamPart, part_id
 from ..settings import Settings
 from .forward_part import ForwardPart

@@ -15,7 +15,7 @@ from ..domain.arrival import given_back
 from ..domain.barrier import COUNTED
 from ..domain.errors import Conflict, NotFound, Unprocessable
 from ..domain.keys import parse_bundle_key
-from ..domain.ledger import OPEN, ShardRecord
+from ..domain.records import OPEN, ShardRecord
 from ..domain.report import shown_as
 from .reports import Reports
 

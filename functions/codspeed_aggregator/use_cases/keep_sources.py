@@ -14,8 +14,8 @@ from ..adapters.bucket import Bucket
 from ..adapters.ledger import Sources
 from ..adapters.results_store import ResultsStore
 from ..domain.keys import bundle_key, index_key, normalized_key
-from ..domain.ledger import KeptSource, NormalizedCopy, ShardRecord
 from ..domain.outcome import CarriedShard
+from ..domain.records import KeptSource, NormalizedCopy, ShardRecord
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from requests import RequestException
 from codspeed_rules.names import MAX_ANCESTORS, pull_request
 
 from ..adapters.github_commits import GitHubCommits
-from ..domain.ledger import RunRecord
+from ..domain.records import RunRecord
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from ..domain.baseline import branch_of
 from ..domain.drop_in import group_of
 from ..domain.errors import Conflict, Unprocessable
 from ..domain.identity import RunIdentity, check_identity
-from ..domain.ledger import ENDED, OPENED, RunRecord
 from ..domain.manifest import Manifest
+from ..domain.records import ENDED, OPENED, RunRecord
 from ..domain.timestamps import iso
 from ..settings import Settings
 from .reports import Reports

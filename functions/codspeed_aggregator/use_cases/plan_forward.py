@@ -13,9 +13,9 @@ from ..adapters.results_store import ResultsStore
 from ..domain.baseline import BUNDLE_EXPIRED, LOOKBACK, Completion, branch_of, complete, skipped_keys
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key
-from ..domain.ledger import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
 from ..domain.overlaps import overlaps
 from ..domain.plan_record import PlanRecord
+from ..domain.records import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
 from ..domain.run_plan import RunPlan
 from ..domain.timestamps import epoch
 from ..domain.upstream_parts import UpstreamPart, empty_part_id, part_id, plan_build, plan_forward

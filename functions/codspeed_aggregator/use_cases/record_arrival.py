@@ -16,7 +16,7 @@ from ..domain.arrival import Arrival, ArrivalView, Counted
 from ..domain.costs import shard_cost
 from ..domain.errors import AttemptEnded, BadBundle, Conflict, existing
 from ..domain.keys import parse_bundle_key
-from ..domain.ledger import (
+from ..domain.records import (
     ARRIVED,
     OPEN,
     GrantRecord,

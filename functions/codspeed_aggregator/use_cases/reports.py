@@ -22,8 +22,8 @@ from ..auth import signed_query
 from ..domain.baseline import branch_of, result_sources
 from ..domain.errors import NotFound
 from ..domain.keys import answer_key
-from ..domain.ledger import OPEN, RunRecord, Snapshot
 from ..domain.notification import commit_status
+from ..domain.records import OPEN, RunRecord, Snapshot
 from ..domain.report import build_report, codspeed_page, compared_with, shard_entry, shard_names
 from ..domain.results import SummaryDigest, absent_entries, counted_once, shard_entries
 from ..domain.timestamps import iso

@@ -13,8 +13,8 @@ from codspeed_wire.upstream import BUILDKITE
 from ..domain.asked_upload import AskedUpload
 from ..domain.closing import CiOrigin
 from ..domain.errors import Unprocessable
-from ..domain.ledger import SentPost, base_run_id
 from ..domain.manifest import Manifest
+from ..domain.records import SentPost, base_run_id
 from ..services.upload_grants import UploadGrants
 from ..settings import Settings
 

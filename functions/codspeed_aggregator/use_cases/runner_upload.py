@@ -11,7 +11,7 @@ from ..domain.asked_upload import AskedUpload
 from ..domain.closing import CiOrigin
 from ..domain.drop_in import BuildkiteJob, ci_run_of, shard_of
 from ..domain.errors import Conflict, Unprocessable
-from ..domain.ledger import SentPost
+from ..domain.records import SentPost
 from ..services.upload_grants import UploadGrants
 
 

@@ -4,7 +4,7 @@ what the close waits for and what it gave up on."""
 from __future__ import annotations
 
 from ...domain.closing import Awaiting, CiOrigin
-from ...domain.ledger import OPEN
+from ...domain.records import OPEN
 from .codec import TableItems
 from .run_item import attribute, stored
 

@@ -3,8 +3,8 @@
 import json
 from typing import Any
 
-from ...domain.ledger import FINALIZING, FORWARD_FAILED, OPEN, ShardRecord, ShardSent
 from ...domain.part_answers import Announced, Delivered
+from ...domain.records import FINALIZING, FORWARD_FAILED, OPEN, ShardRecord, ShardSent
 from .codec import ANNOUNCED, CLAIM_PREFIX, FORWARDED_PART, PART_PREFIX, RUN_SK, SHARD_PREFIX, TableItems, dump, run_pk
 
 

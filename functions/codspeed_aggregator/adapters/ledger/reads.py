@@ -14,10 +14,10 @@ from codspeed_rules.backoff import backoff
 from ...domain.arrival import ArrivalView
 from ...domain.barrier import BarrierView, Grant
 from ...domain.closing import CiOrigin
-from ...domain.ledger import RunRecord, ShardRecord, Snapshot
 from ...domain.outcome import CarriedShard
 from ...domain.part_answers import Announced, Delivered
 from ...domain.plan_record import PlanRecord
+from ...domain.records import RunRecord, ShardRecord, Snapshot
 from .codec import (
     ANNOUNCED,
     CARRIED_PREFIX,
@@ -32,7 +32,7 @@ from .codec import (
     notes_wanted,
     tally_sks,
 )
-from .records import plan_from, shard_from, upload_from
+from .items import plan_from, shard_from, upload_from
 from .run_item import carried_count, run_from
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class Reads(TableItems):
         self._known_lock = threading.Lock()
 
     def snapshot(self, project: str, run_id: str, tries: int = 20) -> Snapshot | None:
-        """One consistent read of a run (see domain.ledger), or None when no such run.
+        """One consistent read of a run (see domain.records), or None when no such run.
 
         It reads the run's record, its tallies, its shards and its parts, all small: upload requests
         (``UPLOAD#``) and their metadata sort after them, and the shards' benchmarks are in the

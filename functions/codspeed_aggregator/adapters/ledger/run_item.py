@@ -11,10 +11,10 @@ from codspeed_wire.report import UpstreamEntry
 
 from ...domain.closing import Awaiting, CiOrigin
 from ...domain.identity import RunIdentity
-from ...domain.ledger import OPEN, RunRecord
 from ...domain.manifest import Manifest
 from ...domain.outcome import Outcome
 from ...domain.plan_record import PlanRecord
+from ...domain.records import OPEN, RunRecord
 from .codec import CARRIED_PREFIX, COUNT_PREFIX, GROUP_PREFIX, RUN_SK, run_pk
 
 STORED_AS = {"attempt": "run_attempt", "closing": "close_requested"}  # the names 1.0.0's items have

@@ -7,7 +7,10 @@ from botocore.exceptions import ClientError
 
 from codspeed_wire.report import UpstreamEntry
 
-from ...domain.ledger import (
+from ...domain.manifest import Manifest
+from ...domain.outcome import Outcome
+from ...domain.plan_record import PlanRecord
+from ...domain.records import (
     CLOSED_EMPTY,
     ENDED,
     FINALIZING,
@@ -22,9 +25,6 @@ from ...domain.ledger import (
     base_run_id,
     named_attempt,
 )
-from ...domain.manifest import Manifest
-from ...domain.outcome import Outcome
-from ...domain.plan_record import PlanRecord
 from .codec import (
     FINALIZING_PK,
     OPEN_INDEX,
@@ -36,7 +36,7 @@ from .codec import (
     load,
     tally_sks,
 )
-from .records import listed_item
+from .items import listed_item
 from .run_item import attribute, carried_items, group_attribute, run_from, run_item, stored
 
 

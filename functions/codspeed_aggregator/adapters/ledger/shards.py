@@ -9,7 +9,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...domain.arrival import Counted, given_back
-from ...domain.ledger import ARRIVED, LATE, REJECTED, GrantRecord, SentPost, ShardRecord
+from ...domain.records import ARRIVED, LATE, REJECTED, GrantRecord, SentPost, ShardRecord
 from .codec import (
     CONDITION_FAILED,
     META_PREFIX,

@@ -4,7 +4,7 @@ name; out of the run's snapshots, read when a later run of the branch looks for 
 import json
 from dataclasses import asdict
 
-from ...domain.ledger import KeptSource, ShardRecord
+from ...domain.records import KeptSource, ShardRecord
 from .codec import KEPT_PREFIX, TableItems, dump, run_pk
 
 

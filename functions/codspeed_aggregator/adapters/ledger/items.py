@@ -5,8 +5,8 @@ import json
 from typing import Any
 
 from ...domain.closing import CiOrigin
-from ...domain.ledger import GrantRecord, NormalizedCopy, RunRecord, ShardRecord, ShardSent
 from ...domain.plan_record import PlanRecord
+from ...domain.records import GrantRecord, NormalizedCopy, RunRecord, ShardRecord, ShardSent
 from .codec import PROJECT_PREFIX, SHARD_PREFIX
 
 
