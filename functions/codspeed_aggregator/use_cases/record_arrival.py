@@ -25,6 +25,7 @@ from ..domain.records import (
     attempt_run_id,
     base_run_id,
 )
+from ..domain.report import shown_as
 from ..domain.results import ShardResults, measured
 from ..domain.retries import redelivery_delay
 from ..domain.timestamps import iso
@@ -133,7 +134,8 @@ class RecordArrival:
         except BadBundle as exc:
             return self._rejected(view.run, shard, upload_id, exc)
         except MissingObject:  # a dead letter redriven after the lifecycle took its bundle: said, never retried
-            log.warning("arrival of %s: its bundle is no longer in the bucket; shard %s noted without it", key, shard)
+            said = shown_as(shard, upload.label)  # as its readers know it
+            log.warning("arrival of %s: its bundle is no longer in the bucket; shard %s noted without it", key, said)
             return self._rejected(view.run, shard, upload_id, BadBundle(GONE))
         figures = measured(summary.results)
         self.results.write(key, ShardResults(summary.benchmark_names, figures))
