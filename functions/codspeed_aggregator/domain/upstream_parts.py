@@ -11,8 +11,9 @@ sent too.
 A Buildkite build goes as CodSpeed's runner uploads there, with no run part (``plan_build``): every
 step's shards of one executor in one upload, walltime's merged too (its results and maps renumbered
 by pid; a second shard's perf data kept beside the first's under its shard's name, which CodSpeed does
-not read: its flame graphs are the first shard's), memory's each alone (their msgpack artifacts hold
-their pids and timestamps in a format not documented, which a merge could not keep apart).
+not read: its flame graphs are the first shard's), memory's each alone (a memory folder's
+``ExecutionTimestamps`` maps timestamps to benchmarks and names no process: two shards' timelines in one
+upload could not be told apart).
 """
 
 import hashlib
