@@ -46,10 +46,15 @@ def with_run_id(sent: dict[str, Any], upstream_run: str | None) -> dict[str, Any
     return {**sent, "runPart": {**sent["runPart"], "runId": upstream_run}}
 
 
+def _on_buildkite(sent: dict[str, Any]) -> bool:
+    """An upload of a Buildkite job: the runner's provider there sends no run part."""
+    return sent.get("runEnvironment") == BUILDKITE
+
+
 def without_run_part(sent: dict[str, Any]) -> dict[str, Any] | None:
     """A Buildkite upload's metadata as the runner sends it there, without the run part a push
     named (None: it has none, or runs elsewhere)."""
-    if sent.get("runEnvironment") != BUILDKITE or sent.get("runPart") is None:
+    if not _on_buildkite(sent) or sent.get("runPart") is None:
         return None
     return {**sent, "runPart": None}
 
@@ -165,7 +170,7 @@ def merged_metadata(base: dict[str, Any] | None, part: MergedPart, md5: str) -> 
     merged = as_sent_metadata(sent, md5, gzipped=True)
     if not part.shards:  # the part of a run that measured nothing (every shard skipped): no benchmark, on purpose
         merged["allowEmpty"] = True
-    if sent.get("runEnvironment") == BUILDKITE:  # as the runner's own upload there: no run part
+    if _on_buildkite(sent):  # as the runner's own upload there: no run part
         merged["runPart"] = None
         return in_runner_order(merged)
     merged["runPart"] = {

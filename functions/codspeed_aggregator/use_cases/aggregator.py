@@ -161,14 +161,13 @@ class Aggregator:
             reads=self.ledger.reads,
             shards=self.ledger.shards,
             runs=self.ledger.runs,
-            store=_built(self.store, "the bucket"),
+            validation=BundleValidation(
+                settings=self.settings, store=_built(self.store, "the bucket"), metrics=self._metrics
+            ),
             results=_built(self.results, "the results store"),
             queue=_built(self.queue, "the finalize queue"),
             arrivals_queue=self.arrivals_queue,
             attempts=self._attempts,
-            validation=BundleValidation(
-                settings=self.settings, store=_built(self.store, "the bucket"), metrics=self._metrics
-            ),
             reports=self.reports,
             metrics=self._metrics,
             clock=self.clock,

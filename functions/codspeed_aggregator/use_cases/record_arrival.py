@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..adapters.bucket import Bucket, MissingObject
+from ..adapters.bucket import MissingObject
 from ..adapters.ledger import Reads, Runs, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue, Queue
@@ -49,7 +49,6 @@ class RecordArrival:
     reads: Reads  # DynamoDB: the run, shard and upload request an arrival needs
     shards: Shards  # DynamoDB: the shard counted, rejected or noted late
     runs: Runs  # DynamoDB: the run after the count (complete?)
-    store: Bucket  # S3: the bundle read; its normalized copy and index written under normalized/
     results: ResultsStore  # S3: the bundle's benchmark names and figures written under results/
     queue: FinalizeQueue  # SQS: finalize, once complete
     arrivals_queue: Queue | None  # SQS: an event deferred or failed, handed back (the finalizer, counting an overdue

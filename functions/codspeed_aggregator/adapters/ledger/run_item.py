@@ -22,9 +22,9 @@ CARRIED_COUNT = "carried_shards"  # on a run item's outcome: its carried shards 
 # kept elsewhere than an attribute of their own: the group attributes and the tallies, the part items
 ELSEWHERE = ("groups", "group_counts", "arrived_count", "forwarded_parts", "announced_parts")
 # written with the run's first item whatever their value; any other field only where the run has one
-ALWAYS = (
-    *("project", "run_id", "state", "commit", "ref", "base_ref", "base_commit", "identity", "created_at"),
-    *("deadline_at", "rev", "run_changes", "attempt", "ci_url"),
+ALWAYS = frozenset(
+    {"project", "run_id", "state", "commit", "ref", "base_ref", "base_commit", "identity", "created_at"}
+    | {"deadline_at", "rev", "run_changes", "attempt", "ci_url"}
 )
 
 
