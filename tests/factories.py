@@ -287,8 +287,8 @@ def footprint(stack, project: str, run_id: str) -> dict:
     changing nothing. Read by key and prefix, never a scan: the state machine takes it at every step."""
     from codspeed_aggregator.adapters import aws
     from codspeed_aggregator.adapters.ledger.codec import run_pk
+    from codspeed_aggregator.domain.attempts import attempt_run_id
     from codspeed_aggregator.domain.keys import project_segment
-    from codspeed_aggregator.domain.records import attempt_run_id
 
     base, db, s3 = run_id.split("~", 1)[0], aws.client("dynamodb"), aws.client("s3")
     items = []

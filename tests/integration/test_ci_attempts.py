@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import requests
 
-from codspeed_aggregator.domain.records import attempt_run_id
+from codspeed_aggregator.domain.attempts import attempt_run_id
 from codspeed_wire.api import CloseRequest
 from codspeed_wire.upstream import UploadMetadata
 from tests import runner
@@ -53,7 +53,7 @@ def test_a_strangers_grant_naming_no_ci_run_is_the_vouched_attempts_and_never_ho
     _jobs(github, run_id, 1)
     status, closed = _close(agg, project, run_id)
     assert status == 202, closed
-    assert agg.ledger.runs.run_record(project, run_id).closed_by.run == run_id
+    assert agg.ledger.runs.run_record(project, run_id).close.by.run == run_id
     assert isolated.finalize_all(project, run_id, agg) == "forwarded"  # the clock never moved
     assert _states(agg, project, run_id) == {"1": "arrived", "2": "missing"}
 
@@ -94,7 +94,7 @@ def test_a_strangers_closes_while_the_jobs_run_are_refused_change_nothing_and_us
     request, data = upload(project, run_id, "1")
     status, granted = call(agg, "POST", "/v1/uploads", request | {"ci_run": run_id, "ci_attempt": 1})
     assert (status, granted["run_id"], granted["attempt"]) == (201, attempt_run_id(run_id, 2), 2), granted
-    assert agg.ledger.runs.run_record(project, attempt_run_id(run_id, 2)).ci_attempt == 2
+    assert agg.ledger.runs.run_record(project, attempt_run_id(run_id, 2)).attempt.ci == 2
 
 
 def test_a_re_run_begun_within_the_minute_github_s_word_is_kept_is_asked_again_not_refused(isolated, github, fork):
@@ -194,7 +194,7 @@ def test_a_webhook_closes_an_attempt_a_late_job_of_its_ci_attempt_opened_and_no_
     assert isolated.finalize_all(project, attempt_run_id(workflow, 2)) == "forwarded"
     assert _runner_job(agg, project, workflow, 0, 2, "c") == attempt_run_id(workflow, 3)  # CI attempt 2's
     assert close(project, workflow, ci_attempt=1) == []  # replayed
-    assert agg.ledger.runs.run_record(project, attempt_run_id(workflow, 3)).closing is False
+    assert agg.ledger.runs.run_record(project, attempt_run_id(workflow, 3)).close.requested is False
 
 
 def test_an_anonymous_close_never_speaks_for_a_ci_run_github_did_not_list(isolated, github, fork):

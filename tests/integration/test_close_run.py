@@ -300,6 +300,6 @@ def test_a_late_webhook_of_an_earlier_ci_attempt_closes_nothing_a_later_one_open
     again = push(agg, project, run_id, "1", bundle(4242, ["t1::b"]), total=2, ci_attempt=2)  # "re-run all jobs"
     assert again["run_id"] == f"{run_id}~2"
     assert agg.close_run.close_finished_ci_run(project, run_id, ci_attempt=1) == []  # redelivered, late
-    assert agg.ledger.runs.run_record(project, f"{run_id}~2").closing is False
+    assert agg.ledger.runs.run_record(project, f"{run_id}~2").close.requested is False
     assert agg.close_run.close_finished_ci_run(project, run_id, ci_attempt=2) == [f"{run_id}~2"]
-    assert agg.ledger.runs.run_record(project, f"{run_id}~2").closed_by.attempt == 2
+    assert agg.ledger.runs.run_record(project, f"{run_id}~2").close.by.attempt == 2

@@ -210,7 +210,7 @@ def test_every_attribute_a_run_item_holds_after_its_whole_life_is_one_its_record
     raw = agg.ledger.db.get_item(TableName=agg.ledger.table, Key=agg.ledger.runs.key(project, run_id, "RUN"))["Item"]
     item = _Reading(load(raw))
     run = run_from(item, [])
-    assert run.closing and run.skipped == ("2",) and run.closed_by is not None and run.outcome.note
+    assert run.close.requested and run.skipped == ("2",) and run.close.by is not None and run.outcome.note
     for_the_table = {"pk", "sk", "expires_at", "open_pk", "group_count", "variant_count"}  # keys, TTL, index, caps
     by_prefix = {name for name in item if name.startswith((GROUP_PREFIX, COUNT_PREFIX))}  # a group's manifest, count
     assert run.groups and by_prefix
@@ -237,12 +237,14 @@ def test_a_field_added_to_the_run_record_in_one_place_round_trips_through_its_it
 
 def test_every_field_of_the_run_record_it_stores_round_trips_through_dynamodb(isolated, project, run_id):
     """Each field the run item keeps, set to a value that is not its default, is read back as it was:
-    the two stored under 1.0.0's names (``attempt``, ``closing``) and those kept in a form of their own."""
+    those stored under the names earlier releases wrote (``attempt``, the close's), the close's fields
+    (a record of their own, each an attribute) and those kept in a form of their own."""
     from dataclasses import fields
 
     from codspeed_aggregator.adapters.ledger.codec import dump, load
     from codspeed_aggregator.adapters.ledger.run_item import ELSEWHERE, run_from, run_item
-    from codspeed_aggregator.domain.closing import Awaiting, CiOrigin
+    from codspeed_aggregator.domain.attempts import RunAttempt
+    from codspeed_aggregator.domain.closing import Awaiting, CiOrigin, RunClose
     from codspeed_aggregator.domain.identity import RunIdentity
     from codspeed_aggregator.domain.manifest import Manifest
     from codspeed_aggregator.domain.outcome import Outcome
@@ -257,11 +259,11 @@ def test_every_field_of_the_run_record_it_stores_round_trips_through_dynamodb(is
         "created_at": "2026-12-07T09:00:00Z", "deadline_at": 1799999999, "rev": 9, "run_changes": 4,
         "skipped": ("2",), "upstream": UpstreamEntry(status="success", at="2026-12-07T09:01:00Z"),
         "forward_error": "refused", "lease_until": 1799999000, "outcome": Outcome(note="carried 1"),
-        "attempt": 2, "variants": ("|valgrind",), "closing": True, "closed_by": CiOrigin("4242", 1, True),
-        "awaiting": Awaiting("bench [shard 1, job 1/2]", 1799998000.0, 2, 1799999100.0),
+        "attempt": RunAttempt(2, 2, True), "variants": ("|valgrind",),
+        "close": RunClose(True, CiOrigin("4242", 1, True), Awaiting("bench 1/2", 1799998000.0, 2, 1799999100.0)),
         "given_up": {"3": "gone"}, "grants": 5, "tokenless": True, "fork": True, "provider": "GITHUB",
         "ci_url": "https://ci.example/run/7", "plan": PlanRecord(baseline="7000", parts=2, sends=1),
-        "declared": True, "ci_attempt": 2, "rerun": True, "sends_parts": True, "by_executor": True, "owed": True,
+        "declared": True, "sends_parts": True, "by_executor": True, "owed": True,
     }  # fmt: skip
     stored = {f.name for f in fields(RunRecord)} - set(ELSEWHERE) - {"project", "run_id"}  # its key
     assert set(values) == stored, stored ^ set(values)  # a field added to the record is added here too
@@ -271,3 +273,4 @@ def test_every_field_of_the_run_record_it_stores_round_trips_through_dynamodb(is
     raw = table.db.get_item(TableName=table.table, Key=table.runs.key(project, run_id, "RUN"))["Item"]
     read = run_from(load(raw), [])
     assert {name: getattr(read, name) for name in values} == values
+    assert {"run_attempt", "ci_attempt", "rerun", "close_requested", "closed_by", "awaiting"} <= set(raw)  # as before

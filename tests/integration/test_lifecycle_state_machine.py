@@ -211,7 +211,7 @@ class RunLifecycle(RuleBasedStateMachine):
         )
         ShardUploadRequest.model_validate(request)  # as the client sends it: its metadata and the same bytes
         snapshot = self.agg.ledger.reads.snapshot(self.project, self.run_id)
-        taking = snapshot is not None and snapshot.run.state == "open" and not snapshot.run.closing
+        taking = snapshot is not None and snapshot.run.state == "open" and not snapshot.run.close.requested
         if taking and shard in snapshot.run.skipped:
             return self._refused(  # skipped when the run was opened: carried, not pushed
                 lambda: self._faulted(fault, lambda: self._api("POST", "/v1/uploads", request)),
@@ -269,7 +269,7 @@ class RunLifecycle(RuleBasedStateMachine):
         """An upload granted (or refused: out of attempts), then PUT. A run closing, being finalized or
         forwarded sends it to its next attempt: a grant asked after a close never holds it."""
         snapshot = self.agg.ledger.reads.snapshot(self.project, self.run_id)
-        if snapshot is not None and (snapshot.run.state != "open" or snapshot.run.closing):
+        if snapshot is not None and (snapshot.run.state != "open" or snapshot.run.close.requested):
             try:  # a later attempt: its counts are not modelled, what reaches the upstream is
                 granted = self._faulted(fault, grant)
             except Conflict as exc:
@@ -340,7 +340,7 @@ class RunLifecycle(RuleBasedStateMachine):
         message finds the part claimed, and that send sends the newer version after its own, so
         the newer lands last and stays upstream."""
         snapshot = self.agg.ledger.reads.snapshot(self.project, self.run_id)
-        if snapshot is not None and (snapshot.run.state != "open" or snapshot.run.closing):
+        if snapshot is not None and (snapshot.run.state != "open" or snapshot.run.close.requested):
             return
         self._repush(shard)
         put, meanwhile = self.agg.upstream.put, []

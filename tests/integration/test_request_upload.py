@@ -118,7 +118,7 @@ def test_a_push_naming_an_attempt_counts_in_the_runs_current_attempt(isolated, p
     assert agg.finalize_run.finalize(project, run_id) == "closed_empty"  # nothing was PUT: no bundle arrived
     again = push(agg, project, f"{run_id}~1", "1", bundle(4242, ["t1::b"]), total=2)
     assert (again["run_id"], again["attempt"]) == (f"{run_id}~2", 2)  # never a run of its own, "<run>~1~2"
-    assert agg.ledger.runs.run_record(project, f"{run_id}~2").attempt == 2
+    assert agg.ledger.runs.run_record(project, f"{run_id}~2").attempt.number == 2
 
 
 def test_a_ci_run_page_named_by_the_push_is_the_reports_link_and_one_that_would_not_stay_a_link_is_refused(

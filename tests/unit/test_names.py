@@ -5,8 +5,8 @@ import re
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from codspeed_aggregator.domain.attempts import named_attempt
 from codspeed_aggregator.domain.errors import Unprocessable
-from codspeed_aggregator.domain.records import named_attempt
 from codspeed_rules.names import run_id_problem
 from codspeed_wire.names import RunId
 

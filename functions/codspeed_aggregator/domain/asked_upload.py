@@ -62,8 +62,8 @@ class AskedUpload:
 def refuse_skipped(run: RunRecord, asked: AskedUpload) -> None:
     """A push of a shard its run's first attempt was told to skip (at its opening or its close): it is
     carried from the baseline run."""
-    if asked.group == "" and asked.shard in run.skipped and run.attempt == 1:
-        when = "by its close" if run.closing else "when it was opened"
+    if asked.group == "" and asked.shard in run.skipped and run.attempt.number == 1:
+        when = "by its close" if run.close.requested else "when it was opened"
         raise Conflict(
             f"shard {asked.shard} was declared skipped {when} (run {run.run_id} of {asked.project}): "
             "it is carried from the baseline run, not pushed"

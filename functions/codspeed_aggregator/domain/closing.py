@@ -74,6 +74,17 @@ class Awaiting:
         return f"closing: waiting for {what}{more}; {_time(self.until)} UTC at the latest"
 
 
+@dataclass(frozen=True)
+class RunClose:
+    """A run's close: whether one was asked (``requested``; the run is finalized once nothing it is owed
+    can still come), the CI run and attempt it speaks for (``by``; None: a deadline, or no CI), and what
+    it waits for, as its readers are told (``awaiting``). The ledger's ``Closes`` writes it."""
+
+    requested: bool = False
+    by: CiOrigin | None = None
+    awaiting: Awaiting | None = None
+
+
 # Said from the close until its barrier records a wait, and while it has found nothing to wait for: the run
 # ends in moments then, and before the barrier looked (its LIST failing, say) nothing is known to be coming or not.
 CLOSING_UNDECIDED = "closing: the run ends once what was uploaded before the close is counted"

@@ -9,8 +9,9 @@ from codspeed_rules.names import split_shard_key
 from codspeed_rules.runner_json import AGGREGATOR_JOB, in_runner_order, pushed_part_id
 from codspeed_wire.upstream import BUILDKITE, UploadMetadata
 
+from .attempts import base_run_id
 from .outcome import CarriedShard
-from .records import ShardRecord, base_run_id
+from .records import ShardRecord
 from .upstream_parts import UpstreamPart, claim_id
 
 

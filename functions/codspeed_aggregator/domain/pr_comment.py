@@ -8,7 +8,7 @@ from typing import Any
 from codspeed_wire.markdown import render_markdown
 from codspeed_wire.report import Report
 
-from .records import base_run_id
+from .attempts import base_run_id
 from .timestamps import epoch
 
 BODY_LIMIT = 65_536  # GitHub's: a longer comment body is refused (422)

@@ -15,8 +15,8 @@ from typing import Any
 from codspeed_rules.names import KEYED_AS_NAME
 from codspeed_wire.report import UpstreamEntry
 
-from .closing import Awaiting, CiOrigin
-from .errors import Unprocessable
+from .attempts import RunAttempt
+from .closing import CiOrigin, RunClose
 from .identity import RunIdentity
 from .manifest import Manifest
 from .outcome import Outcome
@@ -28,32 +28,6 @@ FORWARD_FAILED, CLOSED_EMPTY = "forward_failed", "closed_empty"
 ARRIVED, REJECTED, LATE = "arrived", "rejected", "late"
 ENDED = (FINALIZING, FORWARDED, FORWARD_FAILED, CLOSED_EMPTY)  # an upload for such a run starts its next attempt
 OPENED = "opened"  # where an opened run keeps the metadata its CI job stated, as an upload keeps its own (never a uuid)
-
-
-# GitHub re-runs a workflow run 50 times at most ("A workflow run can be re-run a maximum of 50 times"):
-# an aggregator attempt is a CI attempt, so a run has as many as its CI allows, and no caller adds one.
-MAX_ATTEMPTS = 51
-
-
-def attempt_run_id(run_id: str, attempt: int) -> str:
-    """The run id of a run's later attempt: ``<run>~N`` (attempt 1 is the run id itself)."""
-    return run_id if attempt == 1 else f"{run_id}~{attempt}"
-
-
-def base_run_id(run_id: str) -> str:
-    """The run id an attempt belongs to (``7002~2`` -> ``7002``)."""
-    return run_id.split("~", 1)[0]
-
-
-def named_attempt(run_id: str) -> int | None:
-    """The attempt a run id names (``7002~2``: 2), None when it names none (``7002``: the latest).
-    An attempt past the limit is refused: no run ever has it."""
-    _, tilde, attempt = run_id.partition("~")
-    if not tilde:
-        return None
-    if int(attempt) > MAX_ATTEMPTS:
-        raise Unprocessable(f"run {run_id} names attempt {attempt}, but a run has at most {MAX_ATTEMPTS} attempts")
-    return int(attempt)
 
 
 # What a run's own item holds grows with these, bounded so that it stays far under DynamoDB's 400 KB
@@ -97,12 +71,10 @@ class RunRecord:
     forwarded_parts: dict[str, Delivered] = field(default_factory=dict)  # upload index -> what reached the upstream
     announced_parts: dict[str, Announced] = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not
     outcome: Outcome = field(default_factory=Outcome)  # decided at its end (``baseline.complete``)
-    attempt: int = 1  # a run forwarded and uploaded to again (a CI re-run) goes on as its next attempt
+    attempt: RunAttempt = field(default_factory=RunAttempt)
     variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)
-    closing: bool = False  # a close was accepted: the run is finalized once nothing it is owed can still come
-    closed_by: CiOrigin | None = None  # the CI run and attempt its close speaks for (None: a deadline, or no CI)
-    awaiting: Awaiting | None = None  # what the close waits for, as its readers are told
+    close: RunClose = field(default_factory=RunClose)
     given_up: dict[str, str] = field(default_factory=dict)  # shard -> why its bundle in the bucket was not counted
     grants: int = 0  # uploads granted in it (``Closes.count_grant``): the close's barrier claims the run at this count
     tokenless: bool = False  # an upload of it came without a token, unchecked: no comment, no baseline
@@ -111,8 +83,6 @@ class RunRecord:
     ci_url: str | None = None
     plan: PlanRecord | None = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
     declared: bool = False  # opened by ``codspeed-client open``: its groups are all it takes, no other is added
-    ci_attempt: int | None = None  # the CI's attempt (GitHub's GITHUB_RUN_ATTEMPT) that opened this one
-    rerun: bool = False  # a next attempt (a re-run's, a late group's): its inherited shards never complete it
     sends_parts: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
     # a Buildkite build (CodSpeed's runner sends it no run parts): one upload an executor, no runPart, the
     # whole run again each attempt, once its close (the gate, the deadline) ends it
@@ -126,7 +96,7 @@ class RunRecord:
         re-runs some shards, and the run cannot tell which, so its close (the workflow's close job, the
         webhook, the deadline) forwards it. A shard the attempt before lacked (a crashed job re-run, a late
         group or executor) completes it alone: its inherited shards never do."""
-        if not self.rerun:
+        if not self.attempt.rerun:
             return False
         shards = list(arrived)
         again = {(s.group, s.executor) for s in shards if not s.inherited_from and s.name in counted_before}
@@ -136,7 +106,8 @@ class RunRecord:
         """The CI attempt this aggregator attempt is, as the CI said it: the one that opened it (a job's
         OIDC claim, GitHub's answer for a fork's run, the client's ``GITHUB_RUN_ATTEMPT``), else the one
         its close spoke for. None where the CI said neither (a static token, a close from outside CI)."""
-        return self.ci_attempt or (self.closed_by.attempt if self.closed_by and self.closed_by.run else None)
+        by = self.close.by
+        return self.attempt.ci or (by.attempt if by and by.run else None)
 
     def variants_of(self, group: str) -> int:
         return sum(1 for v in self.variants if v.partition("|")[0] == group)

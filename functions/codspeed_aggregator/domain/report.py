@@ -186,7 +186,7 @@ def _run_fields(run: RunRecord) -> dict[str, Any]:
     return {
         "project": run.project,
         "run_id": run.run_id,
-        "attempt": run.attempt,
+        "attempt": run.attempt.number,
         "commit": run.commit,
         "head_commit": run.head_commit,
         "ref": run.ref,
@@ -194,7 +194,7 @@ def _run_fields(run: RunRecord) -> dict[str, Any]:
         "ci_url": run.ci_url,
         "state": run.state,
         "partial": run.state not in FINAL_STATES,
-        "closing": closing_said(run.closing, run.awaiting) if run.state == OPEN else None,
+        "closing": closing_said(run.close.requested, run.close.awaiting) if run.state == OPEN else None,
         "version": run.rev,
         "expected": run.expected_count(),
         "upstream": run.upstream,

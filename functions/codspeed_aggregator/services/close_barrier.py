@@ -48,7 +48,7 @@ class CloseBarrier:
         run = view.run
         due = pending(view.grants, view.shards, frozenset(run.given_up))
         landed = self._landed(project, run_id, due)
-        verdict = judge(due, landed, run.closed_by if run.closing else None, now, expiry, self._backstop)
+        verdict = judge(due, landed, run.close.by if run.close.requested else None, now, expiry, self._backstop)
         if verdict.overdue and not handed_over:
             for grant in verdict.overdue:
                 self._hand_over(project, run_id, grant, landed[grant.upload_id])
@@ -67,7 +67,7 @@ class CloseBarrier:
             if verdict
             else None
         )
-        if said != run.awaiting and self.closes.note_awaiting(run.project, run.run_id, said):
+        if said != run.close.awaiting and self.closes.note_awaiting(run.project, run.run_id, said):
             self.reports.publish(run.project, run.run_id)  # the wait is said, and what it waits for
 
     def _backstop(self, size: int) -> float:

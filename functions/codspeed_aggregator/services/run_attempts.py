@@ -6,12 +6,13 @@ aggregator attempt of that CI attempt, and never opens another; only where the C
 an upload after a close open the run's one next attempt, which its inherited shards never complete."""
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..adapters.ledger import Runs, Shards
+from ..domain.attempts import MAX_ATTEMPTS, attempt_run_id, base_run_id
 from ..domain.errors import AttemptEnded, Conflict
 from ..domain.identity import check_identity
-from ..domain.records import ENDED, MAX_ATTEMPTS, RunRecord, attempt_run_id, base_run_id
+from ..domain.records import ENDED, RunRecord
 from ..settings import Settings
 
 
@@ -29,7 +30,7 @@ class RunAttempts:
         late: bool = False,
     ) -> RunRecord:
         """The run an upload goes to: the run as first opened, or the aggregator attempt of the upload's
-        CI attempt (``opening.ci_attempt``, as the CI vouched for it: a closing one still takes it, its
+        CI attempt (``opening.attempt.ci``, as the CI vouched for it: a closing one still takes it, its
         close deciding by the CI's word whether to wait; one that ended raises ``AttemptEnded``), or,
         where the CI said nothing, once the run has ended or is closing, its next attempt. A next attempt
         keeps the groups, their manifests and the shards skipped, and starts with the shards counted
@@ -43,11 +44,11 @@ class RunAttempts:
         opening.sends_parts = parts and self.settings.sends_parts(opening.project)  # its attempts keep it
         opening.by_executor = not parts
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), attempt
+            opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), replace(opening.attempt, number=attempt)
             if previous is not None:
                 existing = self.runs.run_record(opening.project, opening.run_id)  # one read, not a copy per upload
                 if existing is not None:
-                    if _takes(existing, opening.ci_attempt):
+                    if _takes(existing, opening.attempt.ci):
                         return existing
                     previous = existing
                     continue
@@ -59,7 +60,7 @@ class RunAttempts:
                 return run
             if attempt == 1:
                 check_identity(run.identity, opening.identity)
-            if _takes(run, opening.ci_attempt):
+            if _takes(run, opening.attempt.ci):
                 return run
             previous = run
         raise Conflict(
@@ -75,8 +76,8 @@ class RunAttempts:
         # a mode switched meanwhile never sends a benchmark twice in one run
         opening.sends_parts, opening.by_executor = previous.sends_parts, previous.by_executor
         opening.fork = opening.fork or previous.fork  # a fork's run's attempts are the fork's (its close)
-        opening.rerun = not late  # one attempt for all a re-run's shards, not one per shard
-        opening.ci_attempt = opening.ci_attempt or _following(previous)
+        # one attempt for all a re-run's shards, not one per shard
+        opening.attempt = replace(opening.attempt, rerun=not late, ci=opening.attempt.ci or _following(previous))
         # A run's report is its latest attempt's: its versions go on from the previous one's.
         opening.rev = opening.run_changes = previous.rev + 1
         opening.variants = tuple(sorted({*previous.variants, *opening.variants}))
@@ -89,7 +90,7 @@ def _takes(run: RunRecord, ci_attempt: int | None) -> bool:
     takes any upload until it is closed; then only its own CI attempt's, until it ends. One of its own
     CI attempt after it ended is refused: the run's next attempt is the CI's next attempt's, and no
     upload of an attempt that ended opens it."""
-    if run.state not in ENDED and not run.closing:
+    if run.state not in ENDED and not run.close.requested:
         return True
     said = run.ci_attempt_said()
     if ci_attempt is None or said is None or ci_attempt > said:
@@ -106,5 +107,5 @@ def _takes(run: RunRecord, ci_attempt: int | None) -> bool:
 def _following(previous: RunRecord) -> int | None:
     """The least CI attempt an attempt opened after ``previous`` can be, where its upload said none: once
     the CI's webhook said every job of attempt N ended, only attempt N+1 or later can still upload."""
-    closed = previous.closed_by
+    closed = previous.close.by
     return closed.attempt + 1 if closed and closed.workflow and closed.attempt else None

@@ -12,6 +12,7 @@ from codspeed_wire.api import UploadGrant
 from ..adapters.bucket import Bucket
 from ..adapters.ledger import Closes, Runs, Shards
 from ..domain.asked_upload import AskedUpload, admit, refuse_skipped
+from ..domain.attempts import RunAttempt
 from ..domain.errors import Busy, existing
 from ..domain.identity import RunIdentity
 from ..domain.keys import bundle_key
@@ -60,7 +61,7 @@ class UploadGrants:
         if asked.marks_tokenless(run):  # no token: it may not speak unchecked
             self.runs.mark_tokenless(project, run.run_id, checked=asked.fork)
         # counted under its bound, not checked on a read alone; closing or claimed since, or full: look again
-        if not self.closes.count_grant(project, run.run_id, asked.most_grants, closing=run.closing):
+        if not self.closes.count_grant(project, run.run_id, asked.most_grants, closing=run.close.requested):
             return None
         upload_id = uuid.uuid4().hex
         self.shards.add_upload(
@@ -93,7 +94,7 @@ class UploadGrants:
             upload_id=upload_id,
             expires_in=expires,
             run_id=run.run_id,
-            attempt=run.attempt,
+            attempt=run.attempt.number,
             sent_on_arrival=run.sends_parts,
         )
 
@@ -120,7 +121,7 @@ class UploadGrants:
                 tokenless=metadata.tokenless and not asked.fork,
                 fork=asked.fork,
                 provider=metadata.repository_provider,
-                ci_attempt=asked.origin.attempt,
+                attempt=RunAttempt(ci=asked.origin.attempt),
             ),
             admit=lambda previous: admit(previous, asked, asked.manifest),
             parts=not asked.merged,

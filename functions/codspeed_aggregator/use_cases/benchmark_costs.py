@@ -8,10 +8,11 @@ from codspeed_wire.api import CostsAnswer
 
 from ..adapters.ledger import Baselines, Reads
 from ..adapters.results_store import ResultsStore
+from ..domain.attempts import base_run_id
 from ..domain.baseline import result_sources
 from ..domain.costs import run_costs
 from ..domain.errors import NotFound
-from ..domain.records import Snapshot, base_run_id
+from ..domain.records import Snapshot
 from ..settings import Settings
 
 COST_RUNS = 5  # the branch's latest forwarded runs each benchmark's latest cost is looked for in

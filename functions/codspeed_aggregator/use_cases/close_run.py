@@ -12,10 +12,11 @@ from codspeed_wire.api import MAX_SHARDS, CloseAnswer, CloseRequest
 
 from ..adapters.ledger import Baselines, Closes, Reads, Runs
 from ..adapters.queues import FinalizeQueue
+from ..domain.attempts import base_run_id
 from ..domain.baseline import branch_of
 from ..domain.closing import CiOrigin
 from ..domain.errors import NotFound, Unprocessable
-from ..domain.records import OPEN, Snapshot, base_run_id
+from ..domain.records import OPEN, Snapshot
 from ..settings import Settings
 
 
@@ -96,7 +97,7 @@ class CloseRun:
             if ci_attempt is not None and (said is None or ci_attempt >= said):  # ended by its count, say
                 self.closes.note_workflow_ended(project, run_id, CiOrigin(base_run_id(run_id), ci_attempt, True))
             return []
-        opened_by = snapshot.run.ci_attempt
+        opened_by = snapshot.run.attempt.ci
         if ci_attempt is not None and opened_by is not None and opened_by > ci_attempt:
             return []
         ci_run = base_run_id(run_id)

@@ -15,10 +15,10 @@ from codspeed_wire.api import CloseRequest
 
 from ..adapters.github_pulls import GitHubPulls, OddAnswer
 from ..adapters.ledger import Runs
+from ..domain.attempts import base_run_id
 from ..domain.closing import CiOrigin
 from ..domain.errors import Conflict, Forbidden, HostFailed, HostUnreadable, Unauthorized
 from ..domain.fork_pull_request import ClaimRefused, ForkClaim, check, running_besides
-from ..domain.records import base_run_id
 from ..settings import Settings
 
 log = logging.getLogger(__name__)

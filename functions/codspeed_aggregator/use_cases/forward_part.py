@@ -16,6 +16,7 @@ from ..adapters.bucket import Bucket, MissingObject, ObjectReader, SpoolWriter
 from ..adapters.ledger import Parts, Shards
 from ..adapters.metrics import Metrics
 from ..adapters.upstream_http import UpstreamClient, UpstreamRefused
+from ..domain.attempts import base_run_id
 from ..domain.forward_plan import PartPlan
 from ..domain.keys import index_key, spool_key
 from ..domain.merge import MergeResult, ShardBundle, merge_bundles
@@ -30,7 +31,7 @@ from ..domain.metadata import (
     without_run_part,
 )
 from ..domain.part_answers import Announced, Delivered
-from ..domain.records import OPENED, NormalizedCopy, SentPost, ShardRecord, base_run_id
+from ..domain.records import OPENED, NormalizedCopy, SentPost, ShardRecord
 from ..domain.splice import NormalizedShard, splice
 from ..domain.splice_check import IndexMismatch
 from ..settings import Settings

@@ -50,7 +50,7 @@ class GiveBackUpload:
         if not self.shards.record_given_back(project, run_id, shard, upload_id, said):
             raise Conflict(f"upload {upload_id} of run {run_id} was given back already")
         self.reports.publish(project, run_id)
-        if run.closing:
+        if run.close.requested:
             self.queue.request(project, run_id, "arrival")  # its close may have waited for this one: it looks again
         return GiveBackAnswer(project=project, run_id=run_id, upload_id=upload_id, state="given_back", reason=said)
 

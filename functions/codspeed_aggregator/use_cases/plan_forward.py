@@ -10,12 +10,13 @@ from typing import Any
 from ..adapters.bucket import Bucket, MissingObject
 from ..adapters.ledger import Baselines, Reads, Sources
 from ..adapters.results_store import ResultsStore
+from ..domain.attempts import attempt_run_id, base_run_id
 from ..domain.baseline import BUNDLE_EXPIRED, LOOKBACK, Completion, branch_of, complete, skipped_keys
 from ..domain.forward_plan import ForwardPlan, PartPlan
 from ..domain.keys import part_plan_key
 from ..domain.overlaps import overlaps
 from ..domain.plan_record import PlanRecord
-from ..domain.records import RunRecord, ShardRecord, Snapshot, attempt_run_id, base_run_id, sent_as
+from ..domain.records import RunRecord, ShardRecord, Snapshot, sent_as
 from ..domain.run_plan import RunPlan
 from ..domain.timestamps import epoch
 from ..domain.upstream_parts import UpstreamPart, empty_part_id, part_id, plan_build, plan_forward
@@ -211,7 +212,7 @@ class PlanForward:
 def earlier_plan(reads: Reads, store: Bucket, run: RunRecord) -> tuple[RunPlan | None, dict[str, str]]:
     """The plan of the run's latest earlier attempt that made one, and what the upstream holds
     after it: each part's key and what it held when it got there."""
-    for attempt in range(run.attempt - 1, 0, -1):
+    for attempt in range(run.attempt.number - 1, 0, -1):
         earlier_id = attempt_run_id(base_run_id(run.run_id), attempt)
         earlier = reads.snapshot(run.project, earlier_id)
         recorded = earlier.run.plan if earlier else None

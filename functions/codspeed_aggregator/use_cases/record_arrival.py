@@ -13,6 +13,7 @@ from ..adapters.metrics import Metrics
 from ..adapters.queues import FinalizeQueue, Queue
 from ..adapters.results_store import ResultsStore
 from ..domain.arrival import Arrival, ArrivalView, Counted
+from ..domain.attempts import RunAttempt, attempt_run_id, base_run_id
 from ..domain.costs import shard_cost
 from ..domain.errors import AttemptEnded, BadBundle, Conflict, existing
 from ..domain.keys import parse_bundle_key
@@ -22,8 +23,6 @@ from ..domain.records import (
     GrantRecord,
     RunRecord,
     ShardRecord,
-    attempt_run_id,
-    base_run_id,
 )
 from ..domain.report import shown_as
 from ..domain.results import ShardResults, measured
@@ -168,7 +167,7 @@ class RecordArrival:
         if not self.shards.record_rejection(run.project, run.run_id, shard, upload_id, str(why)):
             return Arrival.DUPLICATE
         self.reports.publish(run.project, run.run_id)
-        if run.closing:
+        if run.close.requested:
             self.queue.request(run.project, run.run_id, "arrival")  # the close may wait for this one: it looks again
         return Arrival.REJECTED
 
@@ -195,7 +194,7 @@ class RecordArrival:
                     deadline_at=int(now) + self.settings.run_deadline_seconds,
                     variants=run.variants,
                     ci_url=run.ci_url,
-                    ci_attempt=origin.attempt if origin and origin.run else None,
+                    attempt=RunAttempt(ci=origin.attempt if origin and origin.run else None),
                 ),
                 late=True,
             )
@@ -209,7 +208,9 @@ class RecordArrival:
         current = self.reads.arrival_view(project, following.run_id, record.name, upload.upload_id)
         if self._count(project, following.run_id, record, upload, current.shard) is None:
             raise Conflict(f"run {following.run_id} of {project} ended while a late bundle was counted in it: retried")
-        reason = f"arrived after the run was finalized: counted in attempt {following.attempt} ({following.run_id})"
+        reason = (
+            f"arrived after the run was finalized: counted in attempt {following.attempt.number} ({following.run_id})"
+        )
         return self._noted_late(project, run_id, record, reason)
 
     def _noted_late(self, project: str, run_id: str, record: ShardRecord, reason: str) -> Arrival:
@@ -246,7 +247,7 @@ class RecordArrival:
             self.reports.publish(project, run_id)
         if self._completes(run):
             self.queue.request(project, run_id, "complete")
-        elif run.state == OPEN and run.closing:
+        elif run.state == OPEN and run.close.requested:
             self.queue.request(project, run_id, "arrival")  # the close may wait for this one: it looks again
         return Arrival.RECORDED
 
@@ -255,13 +256,13 @@ class RecordArrival:
         re-run, not one the earlier attempt counted; else its close forwards it). A Buildkite build's
         first attempt never is (its steps after those seen are not known): its close (the gate, the
         deadline) ends it; a job retried after that completes its next attempt as a re-run does."""
-        if run.state != OPEN or not run.complete() or (run.by_executor and not run.rerun):
+        if run.state != OPEN or not run.complete() or (run.by_executor and not run.attempt.rerun):
             return False
-        if not run.rerun:
+        if not run.attempt.rerun:
             return True
         # two more reads, in a next attempt complete by count only: what it counted, and what the one before had
         snapshot = self.reads.snapshot(run.project, run.run_id)
-        before = self.reads.snapshot(run.project, attempt_run_id(base_run_id(run.run_id), run.attempt - 1))
+        before = self.reads.snapshot(run.project, attempt_run_id(base_run_id(run.run_id), run.attempt.number - 1))
         counted_before = set(before.arrived()) if before else set()
         return not run.awaits_rerun(snapshot.arrived().values() if snapshot else (), counted_before)
 

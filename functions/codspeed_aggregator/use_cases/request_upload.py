@@ -11,10 +11,11 @@ from codspeed_wire.api import ShardUploadRequest, UploadGrant
 from codspeed_wire.upstream import BUILDKITE
 
 from ..domain.asked_upload import AskedUpload
+from ..domain.attempts import base_run_id
 from ..domain.closing import CiOrigin
 from ..domain.errors import Unprocessable
 from ..domain.manifest import Manifest
-from ..domain.records import SentPost, base_run_id
+from ..domain.records import SentPost
 from ..services.upload_grants import UploadGrants
 from ..settings import Settings
 

@@ -8,7 +8,7 @@ from ...domain.records import OPEN
 from .codec import TableItems
 from .run_item import attribute, stored
 
-CLOSING = attribute("closing")  # what a run item calls its close
+CLOSING, BY, AWAITING = (attribute(f"close.{name}") for name in ("requested", "by", "awaiting"))
 
 
 class Closes(TableItems):
@@ -34,8 +34,8 @@ class Closes(TableItems):
         attempt starts with its previous one's), with the CI run and attempt the close speaks for
         (``origin``: their jobs have ended); False when it was not open or already closing."""
         skips = ", skipped = list_append(if_not_exists(skipped, :none), :skip)" if skip else ""
-        said = stored("closed_by", origin)
-        by = ", closed_by = :by" if said else ""
+        said = stored("close.by", origin)
+        by = f", {BY} = :by" if said else ""
         return self.update_run(
             project,
             run_id,
@@ -52,21 +52,21 @@ class Closes(TableItems):
         return self.update_run(
             project,
             run_id,
-            "SET closed_by = :by ADD rev :one, run_changes :one",
+            f"SET {BY} = :by ADD rev :one, run_changes :one",
             "#state <> :open",
-            {":by": stored("closed_by", origin), ":open": OPEN},
+            {":by": stored("close.by", origin), ":open": OPEN},
         )
 
     def note_awaiting(self, project: str, run_id: str, awaiting: Awaiting | None) -> bool:
         """What the closing run waits for, as its report says it (None: nothing more); False when the
         run is no longer open."""
-        change = "SET awaiting = :a" if awaiting else "REMOVE awaiting"
+        change = f"SET {AWAITING} = :a" if awaiting else f"REMOVE {AWAITING}"
         return self.update_run(
             project,
             run_id,
             f"{change} ADD rev :one, run_changes :one",
             "#state = :open",
-            {":open": OPEN} | ({":a": stored("awaiting", awaiting)} if awaiting else {}),
+            {":open": OPEN} | ({":a": stored("close.awaiting", awaiting)} if awaiting else {}),
         )
 
     def give_up(self, project: str, run_id: str, shard: str, reason: str) -> bool:

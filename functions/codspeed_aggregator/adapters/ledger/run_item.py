@@ -1,15 +1,18 @@
 """The run record as its item stores it: one mapping, read both ways. Each field is an attribute of
-its own name (two keep release 1.0.0's), in its own form where it has one; the run's job groups, their
-counts and its parts are kept elsewhere (an attribute a group, the tallies, the part items)."""
+its own name (some keep the names earlier releases stored), in its own form where it has one, and
+each field of a record of its own (its attempt, its close) is one too; the run's job groups, their counts and its
+parts are kept elsewhere (an attribute a group, the tallies, the part items)."""
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import MISSING, Field, fields
+from functools import reduce
 from typing import Any
 
 from codspeed_wire.report import UpstreamEntry
 
-from ...domain.closing import Awaiting, CiOrigin
+from ...domain.attempts import RunAttempt
+from ...domain.closing import Awaiting, CiOrigin, RunClose
 from ...domain.identity import RunIdentity
 from ...domain.manifest import Manifest
 from ...domain.outcome import Outcome
@@ -17,14 +20,24 @@ from ...domain.plan_record import PlanRecord
 from ...domain.records import OPEN, RunRecord
 from .codec import CARRIED_PREFIX, COUNT_PREFIX, GROUP_PREFIX, RUN_SK, run_pk
 
-STORED_AS = {"attempt": "run_attempt", "closing": "close_requested"}  # the names 1.0.0's items have
+# A field holding a record of its own: each of its fields is an attribute, named ``<field>.<its field>`` here
+PARTS: dict[str, type] = {"attempt": RunAttempt, "close": RunClose}
+# the names stored items have (1.0.0's, and the parts' fields, which were the run record's own)
+STORED_AS = {
+    "attempt.number": "run_attempt",
+    "attempt.ci": "ci_attempt",
+    "attempt.rerun": "rerun",
+    "close.requested": "close_requested",
+    "close.by": "closed_by",
+    "close.awaiting": "awaiting",
+}
 CARRIED_COUNT = "carried_shards"  # on a run item's outcome: its carried shards are items beside it
 # kept elsewhere than an attribute of their own: the group attributes and the tallies, the part items
 ELSEWHERE = ("groups", "group_counts", "arrived_count", "forwarded_parts", "announced_parts")
 # written with the run's first item whatever their value; any other field only where the run has one
 ALWAYS = frozenset(
     {"project", "run_id", "state", "commit", "ref", "base_ref", "base_commit", "identity", "created_at"}
-    | {"deadline_at", "rev", "run_changes", "attempt", "ci_url"}
+    | {"deadline_at", "rev", "run_changes", "attempt.number", "ci_url"}
 )
 
 
@@ -39,8 +52,8 @@ FORMS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "skipped": (list, lambda v: tuple(dict.fromkeys(v))),
     "variants": (set, lambda v: tuple(sorted(v))),
     "upstream": (lambda v: v.model_dump(exclude_none=True) if v else None, UpstreamEntry.model_validate),
-    "closed_by": (lambda v: v.to_item() if v else None, CiOrigin.from_item),
-    "awaiting": (lambda v: v.to_item() if v else None, Awaiting.from_item),
+    "close.by": (lambda v: v.to_item() if v else None, CiOrigin.from_item),
+    "close.awaiting": (lambda v: v.to_item() if v else None, Awaiting.from_item),
     "plan": (lambda v: json.dumps(v.to_item()), lambda v: PlanRecord.from_item(json.loads(v))),
     "outcome": (lambda v: v.to_item(), _outcome),
     "given_up": (dict, dict),
@@ -56,7 +69,7 @@ def count_attribute(group: str) -> str:
 
 
 def attribute(name: str) -> str:
-    """The attribute a run record's field is stored under."""
+    """The attribute a run record's field (``close.by``: a field of its close) is stored under."""
     return STORED_AS.get(name, name)
 
 
@@ -70,14 +83,32 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _read(field: Field[Any], raw: Any) -> Any:
-    _, from_item = FORMS.get(field.name, (_same, _same))
+def _stored_fields() -> Iterator[tuple[str, Field[Any]]]:
+    """The record's fields its item keeps as attributes, by name: a part's fields as ``<part>.<field>``."""
+    for f in fields(RunRecord):
+        if f.name in PARTS:
+            yield from ((f"{f.name}.{g.name}", g) for g in fields(PARTS[f.name]))
+        elif f.name not in ELSEWHERE:
+            yield f.name, f
+
+
+def _read(name: str, field: Field[Any], raw: Any) -> Any:
+    _, from_item = FORMS.get(name, (_same, _same))
     value = from_item(raw)
     return bool(value) if field.type in (bool, "bool") else value
 
 
 def _default(field: Field[Any]) -> Any:
     return field.default_factory() if field.default_factory is not MISSING else field.default
+
+
+def _parts(values: dict[str, Any]) -> dict[str, Any]:
+    """The flat values with each part's gathered into its record."""
+    whole = {name: value for name, value in values.items() if "." not in name}
+    for part, record in PARTS.items():
+        own = {name.partition(".")[2]: value for name, value in values.items() if name.startswith(f"{part}.")}
+        whole[part] = record(**own)
+    return whole
 
 
 def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
@@ -89,13 +120,12 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
         for group, n in _counts(tally).items():
             counts[group] = counts.get(group, 0) + n
     values = {
-        f.name: _read(f, item[attribute(f.name)]) if item.get(attribute(f.name)) is not None else _default(f)
-        for f in fields(RunRecord)
-        if f.name not in ELSEWHERE
+        name: _read(name, f, item[attribute(name)]) if item.get(attribute(name)) is not None else _default(f)
+        for name, f in _stored_fields()
     }
     values["rev"] = item.get("rev", 0) + sum(t.get("rev", 0) for t in tallies)
     return RunRecord(
-        **values,
+        **_parts(values),
         groups={g: Manifest.from_item(m) for g, m in groups.items()},
         group_counts=counts,
         arrived_count=sum(counts.values()),
@@ -113,10 +143,10 @@ def run_item(run: RunRecord, expires_at: int) -> dict[str, Any]:
         "group_count": len(run.groups),  # what ``Runs.add_group`` and ``add_variant`` bound
         "variant_count": len(run.variants),
     }
-    for f in fields(RunRecord):
-        value = getattr(run, f.name)
-        if f.name not in ELSEWHERE and (f.name in ALWAYS or value != _default(f)):
-            item[attribute(f.name)] = stored(f.name, value)
+    for name, f in _stored_fields():
+        value = reduce(getattr, name.split("."), run)
+        if name in ALWAYS or value != _default(f):
+            item[attribute(name)] = stored(name, value)
     item |= {group_attribute(g): m.to_item() for g, m in run.groups.items()}
     return item | {count_attribute(g): n for g, n in run.group_counts.items()}
 

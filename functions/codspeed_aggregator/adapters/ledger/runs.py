@@ -7,6 +7,7 @@ from botocore.exceptions import ClientError
 
 from codspeed_wire.report import UpstreamEntry
 
+from ...domain.attempts import MAX_ATTEMPTS, attempt_run_id, base_run_id, named_attempt
 from ...domain.manifest import Manifest
 from ...domain.outcome import Outcome
 from ...domain.plan_record import PlanRecord
@@ -16,14 +17,10 @@ from ...domain.records import (
     FINALIZING,
     FORWARD_FAILED,
     FORWARDED,
-    MAX_ATTEMPTS,
     MAX_GROUPS,
     MAX_VARIANTS,
     OPEN,
     RunRecord,
-    attempt_run_id,
-    base_run_id,
-    named_attempt,
 )
 from .codec import (
     FINALIZING_PK,
@@ -58,7 +55,7 @@ class Runs(TableItems):
             if not condition_failed(exc):
                 raise
             found = load(exc.response["Item"])  # type: ignore[typeddict-item]  # ReturnValuesOnConditionCheckFailure
-            if found["state"] in ENDED or found.get(attribute("closing")):  # its next attempt goes on from its
+            if found["state"] in ENDED or found.get(attribute("close.requested")):  # its next attempt goes on from its
                 # revision and counts (a closing run's too: an upload after its close is the next attempt's): read whole
                 return self.run_record(run.project, run.run_id) or run_from(found, []), False
             return run_from(found, []), False  # an open run as a grant needs it: its counts are not read
