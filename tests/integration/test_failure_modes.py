@@ -44,7 +44,7 @@ def test_a_finalize_failing_for_any_reason_ends_forward_failed_with_it_and_is_re
     run = _state(agg, project, run_id)
     assert (
         run.state == "forward_failed"
-        and run.forward_error == "finalizing failed: OverflowError: cannot convert float infinity"
+        and run.forward.error == "finalizing failed: OverflowError: cannot convert float infinity"
     )
     report = agg.reports.report(project, run_id)
     assert report.state == "forward_failed" and "OverflowError" in report.upstream.message
@@ -212,7 +212,7 @@ def test_a_retried_forward_asks_for_a_new_upload_url_when_the_old_one_is_dead(is
     agg.ledger.parts.record_announced_part(project, run_id, 0, Announced("gone", expired, md5))
     assert replace(agg, clock=lambda: now + 5).finalize_run.finalize(project, run_id) == "forwarded"
     [upload] = isolated.upstream.uploads(run_id)
-    assert _state(agg, project, run_id).upstream.run_id == upload.name
+    assert _state(agg, project, run_id).forward.upstream.run_id == upload.name
 
 
 def test_a_refusal_of_a_fresh_upload_url_is_not_retried_forever(isolated, project, run_id):

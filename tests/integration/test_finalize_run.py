@@ -127,7 +127,7 @@ def test_each_part_reads_its_own_slice_of_the_plan_and_only_the_last_reads_it_wh
     assert states == ["finalizing", "finalizing", "forwarded"]
     plan_reads = [key for key in read if key.endswith(".json") and not key.endswith("index.json")]
     assert plan_reads == ["part-000000.json", "part-000001.json", "part-000002.json", "plan.json"]
-    recorded = agg.ledger.reads.snapshot(project, run_id).run.plan
+    recorded = agg.ledger.reads.snapshot(project, run_id).run.forward.plan
     slice_ = agg.store.read_json(part_plan_key(project, run_id, recorded.parts_at, 1))
     assert list(slice_["shards"]) == slice_["upload"]["shards"] and len(slice_["shards"]) == 1
     assert len(isolated.upstream.uploads(run_id)) == 3

@@ -63,11 +63,11 @@ def test_a_fault_once_after_the_run_is_written_forwarded_is_finished_by_the_retr
     with pytest.raises(ClientError):
         agg.finalize_run.finalize(project, run_id)
     run = agg.ledger.runs.run_record(project, run_id)
-    assert (run.state, run.owed) == ("forwarded", True)  # the point of no return passed, what follows owed
+    assert (run.state, run.forward.owed) == ("forwarded", True)  # the point of no return passed, what follows owed
     sent = len(isolated.upstream.uploads(run_id))
     assert agg.finalize_run.finalize(project, run_id) == "forwarded"  # the same message, retried
     assert len(isolated.upstream.uploads(run_id)) == sent  # nothing upstream again
-    assert agg.ledger.runs.run_record(project, run_id).owed is False
+    assert agg.ledger.runs.run_record(project, run_id).forward.owed is False
     assert agg.reports.report(project, run_id).state == "forwarded"
     assert agg.ledger.baselines.latest_baseline(project, "main") == run_id
     s3 = agg.store.s3
@@ -84,10 +84,10 @@ def test_a_run_closed_empty_owes_its_tags_and_report_until_they_are_done(isolate
     _slowed_once(monkeypatch, agg.store, "mark_final", [True])
     with pytest.raises(ClientError):
         agg.finalize_run.finalize(project, run_id)
-    assert agg.ledger.runs.run_record(project, run_id).owed
+    assert agg.ledger.runs.run_record(project, run_id).forward.owed
     assert agg.finalize_run.finalize(project, run_id) == "closed_empty"
     assert agg.reports.report(project, run_id).state == "closed_empty"
-    assert agg.ledger.runs.run_record(project, run_id).owed is False
+    assert agg.ledger.runs.run_record(project, run_id).forward.owed is False
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,7 @@ def test_a_run_at_every_limit_finishes_carrying_its_shards_beside_it_and_each_re
     assert load(items[RUN_SK])["outcome"]["carried_shards"] == len(carried)
     fit = MAX_LISTED_BYTES // len(gone[0].encode())  # names of 4 KB: the rest are counted, not listed
     assert snapshot.run.outcome.missing_benchmarks == tuple(gone[:fit]) and fit == 8
-    said = snapshot.run.upstream
+    said = snapshot.run.forward.upstream
     assert said is not None and said.run_id is not None
     assert said.run_ids == 100_000 and said.run_id.split(",") == runs.distinct[: len(runs.kept)]
     assert 0 < len(said.run_id.encode()) <= MAX_RUN_IDS_BYTES

@@ -211,7 +211,7 @@ def test_a_retried_first_finalizer_keeps_the_baseline_its_plan_chose(isolated, p
     assert [agg.finalize_run.finalize(project, run_id, part) for part in parts][
         -1
     ] == "forwarded"  # SQS redelivers each
-    assert agg.ledger.reads.snapshot(project, run_id).run.plan.baseline is None
+    assert agg.ledger.reads.snapshot(project, run_id).run.forward.plan.baseline is None
     assert agg.reports.report(project, run_id).baseline is None
 
 

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 from codspeed_aggregator.domain.baseline import Completion
 from codspeed_aggregator.domain.forward_plan import ForwardPlan, PartPlan
+from codspeed_aggregator.domain.forwarding import RunForward
 from codspeed_aggregator.domain.outcome import CarriedShard, Outcome
 from codspeed_aggregator.domain.records import ARRIVED, RunRecord, ShardRecord
 from codspeed_aggregator.domain.upstream_parts import UpstreamPart
@@ -64,6 +65,9 @@ def test_the_upstream_runs_a_run_went_under_are_listed_whole_until_the_item_woul
 def test_a_parts_run_of_one_shard_says_one_shard():
     plan = _plan()
     parts = replace(
-        plan, run=replace(plan.run, sends_parts=True), shards={"a": plan.shards["a"]}, completion=Completion()
+        plan,
+        run=replace(plan.run, forward=RunForward(sends_parts=True)),
+        shards={"a": plan.shards["a"]},
+        completion=Completion(),
     )
     assert parts.outcome_said([])[0] == "1 shard, each its own part upstream"

@@ -1,3 +1,4 @@
+from codspeed_aggregator.domain.forwarding import RunForward
 from codspeed_aggregator.domain.manifest import Manifest
 from codspeed_aggregator.domain.outcome import CarriedShard, ChosenBaseline, Outcome
 from codspeed_aggregator.domain.records import FORWARDED, OPEN, RunRecord, ShardRecord, ShardSent, Snapshot
@@ -16,7 +17,7 @@ def _snapshot(state=OPEN, skipped=(), upstream=None) -> Snapshot:
         commit="abc1234",
         rev=7,
         skipped=tuple(skipped),
-        upstream=upstream,
+        forward=RunForward(upstream=upstream),
     )
     shards = {
         "1": ShardRecord("1", "arrived", attempt=2, size=1000, benchmarks=3, arrived_at="2026-11-29T19:00:00Z"),

@@ -38,7 +38,7 @@ class AskedUpload:
     fork: bool = False  # sent without a token by a fork's pull request, as GitHub bore it out
     head_commit: str | None = None  # a pull request's head, where the commit sent is GitHub's merge commit of it
     origin: CiOrigin = CiOrigin()  # the CI run and attempt that asks, as the CI vouched: a close of theirs ends its job
-    merged: bool = False  # a Buildkite build's: CodSpeed's runner sends no run parts there (``RunRecord.by_executor``)
+    merged: bool = False  # a Buildkite build's: CodSpeed's runner sends no run parts there (``RunForward.by_executor``)
 
     @property
     def stored_as(self) -> str:

@@ -94,7 +94,7 @@ class ForwardPlan:
         sends), and the upstream run ids it went under."""
         size = sum(p.size for p in parts)
         run_ids = [p.run_id for p in parts if p.run_id]
-        if self.run.sends_parts:  # each shard its own part as it landed: nothing merged, nothing carried sent
+        if self.run.forward.sends_parts:  # each shard its own part as it landed: nothing merged, nothing carried sent
             message = self._parts_said(len(parts), size)
             run_ids += self._shards_sent_under()
         else:

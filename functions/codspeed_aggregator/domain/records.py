@@ -13,15 +13,14 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from codspeed_rules.names import KEYED_AS_NAME
-from codspeed_wire.report import UpstreamEntry
 
 from .attempts import RunAttempt
 from .closing import CiOrigin, RunClose
+from .forwarding import RunForward
 from .identity import RunIdentity
 from .manifest import Manifest
 from .outcome import Outcome
 from .part_answers import Announced, Delivered
-from .plan_record import PlanRecord
 
 OPEN, FINALIZING, FORWARDED = "open", "finalizing", "forwarded"
 FORWARD_FAILED, CLOSED_EMPTY = "forward_failed", "closed_empty"
@@ -64,9 +63,6 @@ class RunRecord:
     rev: int = 1
     run_changes: int = 1
     skipped: tuple[str, ...] = ()
-    upstream: UpstreamEntry | None = None  # how its forward ended, as its report says it
-    forward_error: str | None = None
-    lease_until: int = 0
     arrived_count: int = 0  # distinct shards with an accepted bundle, kept exact by the arrival's condition
     forwarded_parts: dict[str, Delivered] = field(default_factory=dict)  # upload index -> what reached the upstream
     announced_parts: dict[str, Announced] = field(default_factory=dict)  # upload index -> POST answered, PUT maybe not
@@ -75,19 +71,14 @@ class RunRecord:
     variants: tuple[str, ...] = ()  # variant_key()s: a group's total is per variant it uploads (executor, run index)
     group_counts: dict[str, int] = field(default_factory=dict)  # distinct shards accepted, per group (exact)
     close: RunClose = field(default_factory=RunClose)
+    forward: RunForward = field(default_factory=RunForward)
     given_up: dict[str, str] = field(default_factory=dict)  # shard -> why its bundle in the bucket was not counted
     grants: int = 0  # uploads granted in it (``Closes.count_grant``): the close's barrier claims the run at this count
     tokenless: bool = False  # an upload of it came without a token, unchecked: no comment, no baseline
     fork: bool = False  # opened by a fork's pull request without a token, as GitHub bore it out: no baseline
     provider: str | None = None  # where the repository lives, as its metadata says (GITHUB, GITLAB): whom to notify
     ci_url: str | None = None
-    plan: PlanRecord | None = None  # the claiming finalizer's: baseline, parts, parts it sends, the S3 plan's version
     declared: bool = False  # opened by ``codspeed-client open``: its groups are all it takes, no other is added
-    sends_parts: bool = False  # each shard goes upstream as it is counted (the forward mode when the run was opened)
-    # a Buildkite build (CodSpeed's runner sends it no run parts): one upload an executor, no runPart, the
-    # whole run again each attempt, once its close (the gate, the deadline) ends it
-    by_executor: bool = False
-    owed: bool = False  # ended (forwarded, closed empty) with what follows its end not yet all done
 
     def awaits_rerun(self, arrived: Iterable["ShardRecord"], counted_before: set[str]) -> bool:
         """A next attempt still waiting for its re-run: a group (of one executor) in which it counted a

@@ -197,7 +197,7 @@ def _run_fields(run: RunRecord) -> dict[str, Any]:
         "closing": closing_said(run.close.requested, run.close.awaiting) if run.state == OPEN else None,
         "version": run.rev,
         "expected": run.expected_count(),
-        "upstream": run.upstream,
+        "upstream": run.forward.upstream,
     }
 
 

@@ -38,11 +38,11 @@ class RunAttempts:
         CI's webhook or its deadline ends it, so the N jobs of a re-run are one attempt whatever N.
         ``admit``: an upload's checks, which refuse what a next attempt would refuse before that attempt
         is opened. ``parts``: False for a Buildkite build, forwarded as CodSpeed's runner uploads there
-        whatever the stack's mode (``RunRecord.by_executor``). ``late``: a bundle granted before the
+        whatever the stack's mode (``RunForward.by_executor``). ``late``: a bundle granted before the
         close that landed after its run ended, whose attempt is complete once it is counted."""
         base_id, previous = base_run_id(opening.run_id), None  # a push naming an attempt counts in the current one
-        opening.sends_parts = parts and self.settings.sends_parts(opening.project)  # its attempts keep it
-        opening.by_executor = not parts
+        sends_parts = parts and self.settings.sends_parts(opening.project)  # its attempts keep it
+        opening.forward = replace(opening.forward, sends_parts=sends_parts, by_executor=not parts)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             opening.run_id, opening.attempt = attempt_run_id(base_id, attempt), replace(opening.attempt, number=attempt)
             if previous is not None:
@@ -74,7 +74,9 @@ class RunAttempts:
         opening.groups = {**opening.groups, **previous.groups}
         opening.identity, opening.skipped, opening.declared = previous.identity, previous.skipped, previous.declared
         # a mode switched meanwhile never sends a benchmark twice in one run
-        opening.sends_parts, opening.by_executor = previous.sends_parts, previous.by_executor
+        opening.forward = replace(
+            opening.forward, sends_parts=previous.forward.sends_parts, by_executor=previous.forward.by_executor
+        )
         opening.fork = opening.fork or previous.fork  # a fork's run's attempts are the fork's (its close)
         # one attempt for all a re-run's shards, not one per shard
         opening.attempt = replace(opening.attempt, rerun=not late, ci=opening.attempt.ci or _following(previous))

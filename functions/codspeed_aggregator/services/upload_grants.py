@@ -95,7 +95,7 @@ class UploadGrants:
             expires_in=expires,
             run_id=run.run_id,
             attempt=run.attempt.number,
-            sent_on_arrival=run.sends_parts,
+            sent_on_arrival=run.forward.sends_parts,
         )
 
     def _current(self, asked: AskedUpload, now: float) -> RunRecord:

@@ -50,7 +50,7 @@ class CloseRun:
             project=request.project,
             run_id=run_id,
             state="closing",
-            message=_closing(origin, snapshot.run.sends_parts) if first else "a close was already under way",
+            message=_closing(origin, snapshot.run.forward.sends_parts) if first else "a close was already under way",
         )
 
     def _check_skips(self, snapshot: Snapshot, skip: list[str]) -> None:

@@ -76,15 +76,15 @@ class FinalizeRun:
             self.reports.publish(project, run_id)  # the report says "finalizing" while it is
             return self._failing_with_reason(project, run_id, lambda: self._finalize_claimed(project, run_id))
         run = self.reads.run_with_parts(project, run_id)  # a part reads no shard item: its plan has its own
-        if run is None or run.plan is None:
+        if run is None or run.forward.plan is None:
             return "not_claimed"
-        own = self.planner.part(run, run.plan, part)
+        own = self.planner.part(run, run.forward.plan, part)
         if not self._claim(project, run_id, own.claim):
             return "not_claimed"
 
         def forward() -> str:
             if str(part) not in run.forwarded_parts:
-                self._forward_part(own, project, run_id, run.announced_parts.get(str(part)), run.sends_parts)
+                self._forward_part(own, project, run_id, run.announced_parts.get(str(part)), run.forward.sends_parts)
             return self._finish_when_forwarded(project, run_id)
 
         return self._failing_with_reason(project, run_id, forward)
@@ -97,7 +97,7 @@ class FinalizeRun:
         if run is not None and run.state == OPEN and run.grants != grants:
             self.queue.request_in(project, run_id, "barrier", 1)
             return "waiting"
-        if run is not None and run.owed:
+        if run is not None and run.forward.owed:
             return self._settle(project, run_id)
         return "not_claimed"
 
@@ -115,8 +115,8 @@ class FinalizeRun:
         except Exception as exc:
             message = str(exc) if isinstance(exc, UpstreamError) else f"finalizing failed: {type(exc).__name__}: {exc}"
             now = self._run(project, run_id)
-            sends = now.plan.sends if now.plan else 1
-            if now.plan and len(now.forwarded_parts) >= sends:
+            sends = now.forward.plan.sends if now.forward.plan else 1
+            if now.forward.plan and len(now.forwarded_parts) >= sends:
                 raise  # forwarded in full: only the ledger's last write failed, and the retry makes it
             upstream = UpstreamEntry(status="failed", at=iso(self.clock()), message=message)
             if sends > 1:
@@ -149,7 +149,7 @@ class FinalizeRun:
             return self._closed_empty(
                 project, run_id
             )  # nothing came, and nothing can be carried under a run of its own
-        recorded = snapshot.run.plan  # a retry's: the parts already sent were planned with it
+        recorded = snapshot.run.forward.plan  # a retry's: the parts already sent were planned with it
         if recorded is None or not recorded.written or self._outlived(snapshot.run, recorded):
             whole = self.planner.new(snapshot)
             if not whole.uploads:  # every shard skipped, and no run of the branch has any of them
@@ -172,7 +172,7 @@ class FinalizeRun:
                 self.queue.request(project, run_id, "part", part=index)
         elif todo and self._claim(project, run_id, (own := plan.part(todo[0])).claim):
             self._forward_part(
-                own, project, run_id, snapshot.run.announced_parts.get(str(todo[0])), snapshot.run.sends_parts
+                own, project, run_id, snapshot.run.announced_parts.get(str(todo[0])), snapshot.run.forward.sends_parts
             )
         return self._finish_when_forwarded(project, run_id, plan)
 
@@ -180,7 +180,7 @@ class FinalizeRun:
         """A recorded plan none of whose parts reached the upstream, one of whose carried bundles the
         lifecycle took while the forward waited (CodSpeed down for days): planned again, that shard
         left to CodSpeed's baseline and said, never failed for it. A part already upstream keeps its plan."""
-        if run.forwarded_parts or run.sends_parts:  # a parts run never sends a carried shard's bundle
+        if run.forwarded_parts or run.forward.sends_parts:  # a parts run never sends a carried shard's bundle
             return False
         carried = self.planner.of(run, recorded).completion.carried.values()
         return any(not self.store.holds(shard.bundle_key) for shard in carried)
@@ -217,7 +217,7 @@ class FinalizeRun:
         (once a run) only then, by a part's finalizer that does not have it."""
         now = self._run(project, run_id)
         answers = now.forwarded_parts
-        recorded = now.plan
+        recorded = now.forward.plan
         if recorded is None or len(answers) < recorded.sends:
             return now.state  # the finalizer of the last part to reach the upstream finishes the run
         plan = plan or self.planner.of(now, recorded)
@@ -243,12 +243,14 @@ class FinalizeRun:
         if ended is None:  # a retry's, or a run closed empty: the run as its end wrote it
             now = self._run(project, run_id)
             if now.state == FORWARDED:
-                plan = self.planner.of(now, existing(now.plan, f"the plan of run {run_id} of {project}"))
-                ended = plan, epoch(now.upstream.at) if now.upstream else self.clock()
+                plan = self.planner.of(now, existing(now.forward.plan, f"the plan of run {run_id} of {project}"))
+                ended = plan, epoch(now.forward.upstream.at) if now.forward.upstream else self.clock()
         if ended is not None:
             plan, finished = ended
             self._record_on_its_branch(plan, finished)
-            sent = frozenset(s.key for s in plan.shards.values() if s.key) if plan.run.sends_parts else frozenset()
+            sent = (
+                frozenset(s.key for s in plan.shards.values() if s.key) if plan.run.forward.sends_parts else frozenset()
+            )
             self.store.mark_final(run_bundles_prefix(project, run_id), sent_as_they_came=sent)
         else:
             self.store.mark_final(run_bundles_prefix(project, run_id))
@@ -277,7 +279,9 @@ class FinalizeRun:
             return  # shards missing: no baseline
         if self.keeper and plan.completion.carried:
             carried = plan.completion.outcome.carried
-            self.keeper.keep(project, run_id, plan.completion.carried, carried, results_only=plan.run.sends_parts)
+            self.keeper.keep(
+                project, run_id, plan.completion.carried, carried, results_only=plan.run.forward.sends_parts
+            )
         self.baselines.record_baseline(project, own_branch, run_id, plan.run.commit, finished)
         self.reports.baseline_moved(project, own_branch, run_id, plan.run.commit, finished)  # known here at once
 

@@ -92,7 +92,7 @@ class ForwardShard:
         claimed, and left it. Each of its parts not forwarded yet is asked again: the one this
         shard is, is recorded as forwarded without a second send. ``read``: the run as the report
         read it, after the send was recorded (else its plan is read)."""
-        recorded = read.plan if read is not None else self.reads.plan_record(project, run_id)
+        recorded = read.forward.plan if read is not None else self.reads.plan_record(project, run_id)
         if recorded is None or not recorded.written:
             return
         # a close came meanwhile: rare, and once a run

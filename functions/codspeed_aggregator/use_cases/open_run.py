@@ -17,6 +17,7 @@ from ..adapters.queues import FinalizeQueue
 from ..domain.baseline import branch_of
 from ..domain.drop_in import group_of
 from ..domain.errors import Conflict, Unprocessable
+from ..domain.forwarding import RunForward
 from ..domain.identity import RunIdentity, check_identity
 from ..domain.manifest import Manifest
 from ..domain.records import ENDED, OPENED, RunRecord
@@ -57,7 +58,7 @@ class OpenRun:
             ci_url=request.ci_url,
             provider=request.provider,
             declared=True,
-            sends_parts=self.settings.sends_parts(project),
+            forward=RunForward(sends_parts=self.settings.sends_parts(project)),
             fork=fork,
         )
         stated = RunIdentity.of(request.metadata.identity()) if request.metadata is not None else None

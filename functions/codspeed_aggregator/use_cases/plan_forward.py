@@ -43,7 +43,7 @@ class PlanForward:
         are now are sent: a shard re-run, a group that came late, a part that failed."""
         run = snapshot.run
         earlier, held = earlier_plan(self.reads, self.store, run)
-        if run.by_executor:  # a build's uploads replace each other by executor, not by part: each goes again
+        if run.forward.by_executor:  # a build's uploads replace each other by executor, not by part: each goes again
             held = {}
         snapshot, baseline = self._baseline(snapshot, earlier)
         kept = earlier.uploads if earlier else []
@@ -73,15 +73,15 @@ class PlanForward:
         commit's run). In one-upload a carried shard goes in the upload (named in its metadata's
         carriedShards) while the bucket holds its bundle: one the lifecycle expired (a parts run's, kept
         two days) is left to CodSpeed as in the parts mode, and said, never a run failed for it."""
-        left_out = set(completion.carried) if run.sends_parts else self._expired(completion)
+        left_out = set(completion.carried) if run.forward.sends_parts else self._expired(completion)
         sent = {n: s for n, s in shards.items() if n not in left_out}
         settings = self.settings
-        if run.by_executor:
+        if run.forward.by_executor:
             return plan_build(sent, settings.max_benchmarks_per_upload, settings.max_part_bytes)
         uploads = plan_forward(
-            sent, settings.max_benchmarks_per_upload, settings.max_part_bytes, kept, merge=not run.sends_parts
+            sent, settings.max_benchmarks_per_upload, settings.max_part_bytes, kept, merge=not run.forward.sends_parts
         )
-        if run.sends_parts and not uploads and completion.carried:
+        if run.forward.sends_parts and not uploads and completion.carried:
             return [UpstreamPart((), merged=True, run_part_id=empty_part_id())]
         return uploads
 
@@ -215,7 +215,7 @@ def earlier_plan(reads: Reads, store: Bucket, run: RunRecord) -> tuple[RunPlan |
     for attempt in range(run.attempt.number - 1, 0, -1):
         earlier_id = attempt_run_id(base_run_id(run.run_id), attempt)
         earlier = reads.snapshot(run.project, earlier_id)
-        recorded = earlier.run.plan if earlier else None
+        recorded = earlier.run.forward.plan if earlier else None
         if earlier and recorded and recorded.written:
             try:
                 plan = store.read_plan(run.project, earlier_id, recorded.version)

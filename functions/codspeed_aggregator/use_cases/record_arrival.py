@@ -127,7 +127,7 @@ class RecordArrival:
             if size is not None:
                 _check_size(size, upload, self.settings.tokenless_max_bundle_bytes)
             summary, version_id, normalized = self.validation.validated(
-                key, version_id, upload.executor, not view.run.sends_parts
+                key, version_id, upload.executor, not view.run.forward.sends_parts
             )
         except BadBundle as exc:
             return self._rejected(view.run, shard, upload_id, exc)
@@ -240,7 +240,7 @@ class RecordArrival:
             return None
         run = existing(self.runs.run_record(project, run_id), f"run {run_id} of {project}")
         if (
-            run.sends_parts and run.state == OPEN
+            run.forward.sends_parts and run.state == OPEN
         ):  # its results upstream now: the send publishes it, this arrival with it
             self.queue.request(project, run_id, "shard", shard=record.name)
         else:
@@ -256,7 +256,7 @@ class RecordArrival:
         re-run, not one the earlier attempt counted; else its close forwards it). A Buildkite build's
         first attempt never is (its steps after those seen are not known): its close (the gate, the
         deadline) ends it; a job retried after that completes its next attempt as a re-run does."""
-        if run.state != OPEN or not run.complete() or (run.by_executor and not run.attempt.rerun):
+        if run.state != OPEN or not run.complete() or (run.forward.by_executor and not run.attempt.rerun):
             return False
         if not run.attempt.rerun:
             return True

@@ -1,18 +1,12 @@
-"""The ledger's records as their items hold them: a shard, an upload request, a run's plan and its
-entry in its project's list (the run itself: ``run_item``)."""
+"""The ledger's records as their items hold them: a shard, an upload request and a run's entry in
+its project's list (the run itself: ``run_item``)."""
 
 import json
 from typing import Any
 
 from ...domain.closing import CiOrigin
-from ...domain.plan_record import PlanRecord
 from ...domain.records import GrantRecord, NormalizedCopy, RunRecord, ShardRecord, ShardSent
 from .codec import PROJECT_PREFIX, SHARD_PREFIX
-
-
-def plan_from(item: dict[str, Any]) -> PlanRecord | None:
-    """What a run's item records of its plan, kept as JSON text."""
-    return PlanRecord.from_item(json.loads(item["plan"])) if item.get("plan") else None
 
 
 def shard_from(item: dict[str, Any]) -> ShardRecord:

@@ -6,6 +6,9 @@ from typing import Any
 from ...domain.part_answers import Announced, Delivered
 from ...domain.records import FINALIZING, FORWARD_FAILED, OPEN, ShardRecord, ShardSent
 from .codec import ANNOUNCED, CLAIM_PREFIX, FORWARDED_PART, PART_PREFIX, RUN_SK, SHARD_PREFIX, TableItems, dump, run_pk
+from .run_item import attribute
+
+LEASE, PLAN = attribute("forward.lease_until"), attribute("forward.plan")  # the run item's, its forward's
 
 
 class Parts(TableItems):
@@ -18,10 +21,10 @@ class Parts(TableItems):
         run_update = self.run_update(
             project,
             run_id,
-            "SET lease_until = :lease, deadline_at = :lease ADD rev :one, run_changes :one",
+            f"SET {LEASE} = :lease, deadline_at = :lease ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed) AND attribute_exists(#plan)",
             {":lease": now + lease_seconds, ":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
-            names={"#plan": "plan"},
+            names={"#plan": PLAN},
         )
         return self.transact([{"Update": claim}, {"Update": run_update}]) is None
 

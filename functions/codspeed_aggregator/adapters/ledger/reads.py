@@ -32,8 +32,8 @@ from .codec import (
     notes_wanted,
     tally_sks,
 )
-from .items import plan_from, shard_from, upload_from
-from .run_item import carried_count, run_from
+from .items import shard_from, upload_from
+from .run_item import attribute, carried_count, field_from, run_from
 
 log = logging.getLogger(__name__)
 
@@ -229,8 +229,9 @@ class Reads(TableItems):
     def plan_record(self, project: str, run_id: str) -> PlanRecord | None:
         """What the run's item records of its plan (None: not planned, or no such run), in one
         small consistent read of that attribute alone."""
-        found = self.get_many(project, run_id, [RUN_SK], ("plan",))
-        return plan_from(found[0]) if found else None
+        found = self.get_many(project, run_id, [RUN_SK], (attribute("forward.plan"),))
+        plan: PlanRecord | None = field_from("forward.plan", found[0]) if found else None
+        return plan
 
 
 def _read_whole(run: dict[str, Any], known: _Known) -> bool:

@@ -1,7 +1,7 @@
 """The run record as its item stores it: one mapping, read both ways. Each field is an attribute of
-its own name (some keep the names earlier releases stored), in its own form where it has one, and
-each field of a record of its own (its attempt, its close) is one too; the run's job groups, their counts and its
-parts are kept elsewhere (an attribute a group, the tallies, the part items)."""
+its own name (some keep the names earlier releases stored), in its own form where it has one, and so
+is each field of a record of its own (its attempt, its close, its forward); the run's job groups,
+their counts and its parts are kept elsewhere (an attribute a group, the tallies, the part items)."""
 
 import json
 from collections.abc import Callable, Iterator
@@ -13,6 +13,7 @@ from codspeed_wire.report import UpstreamEntry
 
 from ...domain.attempts import RunAttempt
 from ...domain.closing import Awaiting, CiOrigin, RunClose
+from ...domain.forwarding import RunForward
 from ...domain.identity import RunIdentity
 from ...domain.manifest import Manifest
 from ...domain.outcome import Outcome
@@ -21,7 +22,7 @@ from ...domain.records import OPEN, RunRecord
 from .codec import CARRIED_PREFIX, COUNT_PREFIX, GROUP_PREFIX, RUN_SK, run_pk
 
 # A field holding a record of its own: each of its fields is an attribute, named ``<field>.<its field>`` here
-PARTS: dict[str, type] = {"attempt": RunAttempt, "close": RunClose}
+PARTS: dict[str, type] = {"attempt": RunAttempt, "close": RunClose, "forward": RunForward}
 # the names stored items have (1.0.0's, and the parts' fields, which were the run record's own)
 STORED_AS = {
     "attempt.number": "run_attempt",
@@ -30,6 +31,8 @@ STORED_AS = {
     "close.requested": "close_requested",
     "close.by": "closed_by",
     "close.awaiting": "awaiting",
+    **{f"forward.{name}": name for name in ("sends_parts", "by_executor", "lease_until", "plan", "upstream", "owed")},
+    "forward.error": "forward_error",
 }
 CARRIED_COUNT = "carried_shards"  # on a run item's outcome: its carried shards are items beside it
 # kept elsewhere than an attribute of their own: the group attributes and the tallies, the part items
@@ -51,10 +54,10 @@ FORMS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "base_ancestors": (list, tuple),
     "skipped": (list, lambda v: tuple(dict.fromkeys(v))),
     "variants": (set, lambda v: tuple(sorted(v))),
-    "upstream": (lambda v: v.model_dump(exclude_none=True) if v else None, UpstreamEntry.model_validate),
+    "forward.upstream": (lambda v: v.model_dump(exclude_none=True) if v else None, UpstreamEntry.model_validate),
     "close.by": (lambda v: v.to_item() if v else None, CiOrigin.from_item),
     "close.awaiting": (lambda v: v.to_item() if v else None, Awaiting.from_item),
-    "plan": (lambda v: json.dumps(v.to_item()), lambda v: PlanRecord.from_item(json.loads(v))),
+    "forward.plan": (lambda v: json.dumps(v.to_item()), lambda v: PlanRecord.from_item(json.loads(v))),
     "outcome": (lambda v: v.to_item(), _outcome),
     "given_up": (dict, dict),
 }
@@ -102,6 +105,16 @@ def _default(field: Field[Any]) -> Any:
     return field.default_factory() if field.default_factory is not MISSING else field.default
 
 
+def field_from(name: str, item: dict[str, Any]) -> Any:
+    """One field of a run's record (``forward.plan``) from its item, or from those of its attributes read."""
+    return _field(name, dict(_stored_fields())[name], item)
+
+
+def _field(name: str, field: Field[Any], item: dict[str, Any]) -> Any:
+    raw = item.get(attribute(name))
+    return _read(name, field, raw) if raw is not None else _default(field)
+
+
 def _parts(values: dict[str, Any]) -> dict[str, Any]:
     """The flat values with each part's gathered into its record."""
     whole = {name: value for name, value in values.items() if "." not in name}
@@ -119,10 +132,7 @@ def run_from(item: dict[str, Any], tallies: list[dict[str, Any]]) -> RunRecord:
     for tally in tallies:
         for group, n in _counts(tally).items():
             counts[group] = counts.get(group, 0) + n
-    values = {
-        name: _read(name, f, item[attribute(name)]) if item.get(attribute(name)) is not None else _default(f)
-        for name, f in _stored_fields()
-    }
+    values = {name: _field(name, f, item) for name, f in _stored_fields()}
     values["rev"] = item.get("rev", 0) + sum(t.get("rev", 0) for t in tallies)
     return RunRecord(
         **_parts(values),

@@ -36,6 +36,11 @@ from .codec import (
 from .items import listed_item
 from .run_item import attribute, carried_items, group_attribute, run_from, run_item, stored
 
+# what a run item calls its forward's fields (``RunForward``)
+LEASE, PLAN, UPSTREAM, ERROR, OWED = (
+    attribute(f"forward.{f}") for f in ("lease_until", "plan", "upstream", "error", "owed")
+)
+
 
 class Runs(TableItems):
     def open_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
@@ -169,10 +174,10 @@ class Runs(TableItems):
         claim = self.run_update(
             project,
             run_id,
-            "SET #state = :finalizing, lease_until = :lease, open_pk = :stalled, deadline_at = :lease "
+            f"SET #state = :finalizing, {LEASE} = :lease, open_pk = :stalled, deadline_at = :lease "
             "ADD rev :one, run_changes :one",
             f"attribute_exists(pk) AND ((#state = :open AND {counted}) OR "
-            "((#state = :failed OR #state = :finalizing) AND lease_until < :now))",
+            f"((#state = :failed OR #state = :finalizing) AND {LEASE} < :now))",
             {
                 ":finalizing": FINALIZING,
                 ":failed": FORWARD_FAILED,
@@ -205,8 +210,8 @@ class Runs(TableItems):
             run_id,
             "SET #plan = :plan ADD rev :one, run_changes :one",
             "#state = :finalizing",
-            {":plan": stored("plan", plan), ":finalizing": FINALIZING},
-            names={"#plan": "plan"},
+            {":plan": stored("forward.plan", plan), ":finalizing": FINALIZING},
+            names={"#plan": PLAN},
         )
 
     def finish(
@@ -227,10 +232,10 @@ class Runs(TableItems):
         return self.update_run(
             project,
             run_id,
-            "SET #state = :s, upstream = :up, forward_error = :err, outcome = :outcome, lease_until = :zero, "
-            "owed = :owed REMOVE open_pk ADD rev :one, run_changes :one",
+            f"SET #state = :s, {UPSTREAM} = :up, {ERROR} = :err, outcome = :outcome, {LEASE} = :zero, "
+            f"{OWED} = :owed REMOVE open_pk ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed)",
-            {":s": state, ":up": stored("upstream", upstream), ":err": error, ":outcome": kept, ":zero": 0}
+            {":s": state, ":up": stored("forward.upstream", upstream), ":err": error, ":outcome": kept, ":zero": 0}
             | {":owed": state in (FORWARDED, CLOSED_EMPTY)}
             | {":finalizing": FINALIZING, ":failed": FORWARD_FAILED},
         )
@@ -238,7 +243,7 @@ class Runs(TableItems):
     def settle(self, project: str, run_id: str) -> bool:
         """The run owes nothing more: every step after its end was done (``FinalizeRun._settle``)."""
         return self.update_run(
-            project, run_id, "REMOVE owed ADD rev :one, run_changes :one", "owed = :true", {":true": True}
+            project, run_id, f"REMOVE {OWED} ADD rev :one, run_changes :one", f"{OWED} = :true", {":true": True}
         )
 
     def fail_held(self, project: str, run_id: str, upstream: UpstreamEntry, error: str) -> bool:
@@ -248,11 +253,11 @@ class Runs(TableItems):
         return self.update_run(
             project,
             run_id,
-            "SET #state = :s, upstream = :up, forward_error = :err ADD rev :one, run_changes :one",
+            f"SET #state = :s, {UPSTREAM} = :up, {ERROR} = :err ADD rev :one, run_changes :one",
             "#state IN (:finalizing, :failed)",
             {
                 ":s": FORWARD_FAILED,
-                ":up": stored("upstream", upstream),
+                ":up": stored("forward.upstream", upstream),
                 ":err": error,
                 ":finalizing": FINALIZING,
                 ":failed": FORWARD_FAILED,
