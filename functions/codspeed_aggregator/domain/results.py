@@ -31,9 +31,9 @@ class Figures(TypedDict, total=False):
 
     unit: Required[str]
     value: Required[float]
-    instructions: float  # cycles: callgrind's Ir (a count), and its cache misses weighted into the value
-    l1_misses: float
-    ll_misses: float
+    instructions: int  # cycles: callgrind's Ir (a count), and its cache misses weighted into the value
+    l1_misses: int
+    ll_misses: int
     stdev_ns: float | None  # ns: pytest-codspeed's walltime stats
     total_s: float  # what the benchmark took to run, in all (``_walltime_cost``)
 
@@ -65,9 +65,9 @@ def measured(raw: dict[str, RawFigures]) -> dict[str, Figures]:
             kept[name] = {
                 "unit": "cycles",
                 "value": r["Ir"] + L1_WEIGHT * l1 + LL_WEIGHT * ll,
-                "instructions": r["Ir"],
-                "l1_misses": l1,
-                "ll_misses": ll,
+                "instructions": int(r["Ir"]),  # counts: callgrind writes integers
+                "l1_misses": int(l1),
+                "ll_misses": int(ll),
             }
         elif "mean_ns" in r:
             kept[name] = {"unit": "ns", "value": r["mean_ns"], "stdev_ns": r.get("stdev_ns")}
@@ -112,7 +112,12 @@ def _entry(shard: str, name: str, result: Figures, base: Figures | None, thresho
         name=name,
         shard=shard,
         state="measured",
-        **result,
+        unit=result["unit"],
+        value=result["value"],
+        instructions=result.get("instructions"),
+        l1_misses=result.get("l1_misses"),
+        ll_misses=result.get("ll_misses"),
+        stdev_ns=result.get("stdev_ns"),  # what it cost to run (total_s) is the durations', not the report's
         baseline=base["value"] if base is not None and delta is not None else None,
         change=delta,
         flag=flag(delta, threshold),

@@ -64,4 +64,4 @@ class RunnerUpload:
                 merged=buildkite is not None,
             )
         )
-        return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id)
+        return UploadAccepted(uploadUrl=grant.upload_url, runId=grant.run_id or place.run_id)
