@@ -6,9 +6,7 @@ from typing import Any
 from ...domain.part_answers import Announced, Delivered
 from ...domain.records import FINALIZING, FORWARD_FAILED, OPEN, ShardRecord, ShardSent
 from .codec import ANNOUNCED, CLAIM_PREFIX, FORWARDED_PART, PART_PREFIX, RUN_SK, SHARD_PREFIX, TableItems, dump, run_pk
-from .run_item import attribute
-
-LEASE, PLAN = attribute("forward.lease_until"), attribute("forward.plan")  # the run item's, its forward's
+from .runs import LEASE, PLAN
 
 
 class Parts(TableItems):

@@ -21,17 +21,16 @@ from ...domain.plan_record import PlanRecord
 from ...domain.records import OPEN, RunRecord
 from .codec import CARRIED_PREFIX, COUNT_PREFIX, GROUP_PREFIX, RUN_SK, run_pk
 
-# A field holding a record of its own: each of its fields is an attribute, named ``<field>.<its field>`` here
+# A field holding a record of its own: each of its fields is an attribute of its own name (named
+# ``<field>.<its field>`` here), as when they were the run record's own
 PARTS: dict[str, type] = {"attempt": RunAttempt, "close": RunClose, "forward": RunForward}
-# the names stored items have (1.0.0's, and the parts' fields, which were the run record's own)
+# the fields stored under another name: the names stored items have (1.0.0's, and the run record's own before
+# its parts)
 STORED_AS = {
     "attempt.number": "run_attempt",
     "attempt.ci": "ci_attempt",
-    "attempt.rerun": "rerun",
     "close.requested": "close_requested",
     "close.by": "closed_by",
-    "close.awaiting": "awaiting",
-    **{f"forward.{name}": name for name in ("sends_parts", "by_executor", "lease_until", "plan", "upstream", "owed")},
     "forward.error": "forward_error",
 }
 CARRIED_COUNT = "carried_shards"  # on a run item's outcome: its carried shards are items beside it
@@ -73,7 +72,7 @@ def count_attribute(group: str) -> str:
 
 def attribute(name: str) -> str:
     """The attribute a run record's field (``close.by``: a field of its close) is stored under."""
-    return STORED_AS.get(name, name)
+    return STORED_AS.get(name, name.rpartition(".")[2])
 
 
 def stored(name: str, value: Any) -> Any:
