@@ -1,5 +1,5 @@
 """How long moto's DynamoDB takes over a shard's arrival (an update of twenty actions), with the
-local stack's shortcuts (``codspeed_local.moto_speedups``: the expression parsed once, its copy a
+local stack's shortcuts (``codspeed_local.moto_update_checks``: the expression parsed once, its copy a
 pickle round trip, checked once on the whole) and with moto's own parse, copy and checks at every
 node, in one process, turn about.
 
@@ -22,7 +22,8 @@ sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 import boto3
 from moto import mock_aws
 
-from codspeed_local.moto_speedups import moto_own_update_checks, speed_up_moto
+from codspeed_local.moto_speedups import speed_up_moto
+from codspeed_local.moto_update_checks import moto_own_update_checks
 from tests.integration.test_moto_speedups import ARRIVAL, NAMES, VALUES
 
 TARGET_RATIO = 0.6

@@ -131,11 +131,19 @@ class LocalStack:
         wiring.reset()
         sqs = client("sqs")
         self.arrivals = QueuePoller(
-            sqs, self.resources.arrivals_queue_url, arrivals.handler, "codspeed-arrivals", wake=wakeups.register()
+            sqs,
+            self.resources.arrivals_queue_url,
+            arrivals.handler,
+            "codspeed-arrivals",
+            wake=wakeups.register(self.resources.arrivals_queue_url),
         )
         self.arrivals.min_age = self.event_delay
         self.finalizer = QueuePoller(
-            sqs, self.resources.finalize_queue_url, finalizer.handler, "codspeed-finalizer", wake=wakeups.register()
+            sqs,
+            self.resources.finalize_queue_url,
+            finalizer.handler,
+            "codspeed-finalizer",
+            wake=wakeups.register(self.resources.finalize_queue_url),
         )
         if self.run_pollers:
             self._pollers += [self.arrivals.start(), self.finalizer.start()]

@@ -1,5 +1,6 @@
 """The local stack's moto server (``codspeed_local.moto_server``): its connections kept open
-between calls, and its listing of object versions, answer as moto does."""
+between calls, its listing of object versions and its queries answer as moto does; a poller is woken
+by its own queue only."""
 
 import http.client
 import io
@@ -95,6 +96,65 @@ def test_versions_listed_under_a_prefix_are_moto_s_own_listing_of_them(s3, bucke
     assert shown(under, "DeleteMarkers")[0][::2] == ("a/2", True)
 
 
+QUERIES = {  # a run's reads: its record and tallies, a snapshot before its uploads, one shard; paged, reversed
+    "between": {"KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b", "Values": {":a": "RUN", ":b": "TALLY#~"}},
+    "before": {"KeyConditionExpression": "pk = :p AND sk < :a", "Values": {":a": "UPLOAD#"}},
+    "begins_with, reversed": {
+        "KeyConditionExpression": "pk = :p AND begins_with(sk, :a)",
+        "Values": {":a": "SHARD#"},
+        "ScanIndexForward": False,
+    },
+    "filtered, projected": {
+        "KeyConditionExpression": "pk = :p",
+        "Values": {":a": "arrived"},
+        "FilterExpression": "#state = :a",
+        "ProjectionExpression": "sk, #state, nested.deep",
+        "ExpressionAttributeNames": {"#state": "state"},
+    },
+    "pages of two": {"KeyConditionExpression": "pk = :p AND sk > :a", "Values": {":a": "A"}, "Limit": 2},
+}
+
+
+def _query_pages(db, table: str, query: dict) -> list[dict]:
+    asked = {k: v for k, v in query.items() if k != "Values"}
+    values = {":p": {"S": "run"}, **{k: {"S": v} for k, v in query["Values"].items()}}
+    pages, start = [], {}
+    while True:
+        page = db.query(TableName=table, ConsistentRead=True, ExpressionAttributeValues=values, **asked, **start)
+        page.pop("ResponseMetadata")
+        pages.append(page)
+        if "LastEvaluatedKey" not in page:
+            return pages
+        start = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+
+
+def test_a_query_of_a_tables_key_answers_as_moto_s_own_and_leaves_the_items_as_they_were(stack, monkeypatch):
+    """The local stack sizes each item of a query once and does not copy its answer (``moto_speedups``)."""
+    from moto.dynamodb.models.table import Table
+
+    db = boto3.client("dynamodb", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    table = f"moto-server-{uuid.uuid4().hex[:12]}"
+    db.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    sks = ["RUN", "TALLY#0", "TALLY#1", *(f"SHARD#{i}" for i in range(6)), "UPLOAD#1#u", "UPLOAD#2#u"]
+    for pk in ("run", "other"):
+        for i, sk in enumerate(sks):
+            item = {"state": {"S": "arrived" if i % 2 else "open"}, "n": {"N": str(i)}, "names": {"SS": ["a", "b"]}}
+            item["nested"] = {"M": {"deep": {"L": [{"N": "1.50"}, {"S": "é" * i}]}, "other": {"BOOL": True}}}
+            db.put_item(TableName=table, Item={"pk": {"S": pk}, "sk": {"S": sk}, **item})
+    every = db.scan(TableName=table)["Items"]
+
+    answered = {name: _query_pages(db, table, query) for name, query in QUERIES.items()}
+    assert [len(pages) for pages in answered.values()] == [1, 1, 1, 1, 6]
+    assert db.scan(TableName=table)["Items"] == every
+    monkeypatch.setattr(Table, "query", Table.query.moto_own)
+    assert {name: _query_pages(db, table, query) for name, query in QUERIES.items()} == answered
+
+
 def test_every_dynamodb_answer_written_as_json_reads_as_moto_s_own_serialization_of_it(stack, monkeypatch):
     from botocore.parsers import create_parser
     from moto.dynamodb.responses import DynamoResult
@@ -165,3 +225,38 @@ def test_every_dynamodb_answer_written_as_json_reads_as_moto_s_own_serialization
     written = {name for name, plain in compared if plain}
     assert {"PutItem", "UpdateItem", "Query", "GetItem", "BatchGetItem"} <= written
     assert {"DescribeTable", "GetItem", "Scan"} <= {name for name, plain in compared if not plain}  # a date, bytes
+
+
+def test_a_queues_poller_is_woken_by_a_message_in_its_queue_and_by_nothing_else(stack):
+    """Before: every S3 write and every SQS send woke both of the stack's pollers, each of them then
+    polling its queue for nothing (a quarter of the suite's AWS calls)."""
+    from codspeed_local.moto_server import Wakeups, start_moto
+    from codspeed_local.resources import create
+    from codspeed_local.serving import stop_serving
+
+    wakeups = Wakeups()
+    server = start_moto(wakeups=wakeups)  # moto's backends, and so its queues, are the process's: any server serves
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        s3, sqs, db = (boto3.client(name, endpoint_url=endpoint) for name in ("s3", "sqs", "dynamodb"))
+        made = create(s3, sqs, db, prefix=f"wake-{uuid.uuid4().hex[:8]}")
+        arrivals, finalize = wakeups.register(made.arrivals_queue_url), wakeups.register(made.finalize_queue_url)
+        woken = lambda: (arrivals.is_set(), finalize.is_set())  # noqa: E731 -- read after each step, then cleared
+
+        s3.put_object(Bucket=made.bucket, Key="reports/acme/run.json", Body=b"{}")  # outside the notified prefix
+        sqs.send_message(QueueUrl=made.arrivals_dlq_url, MessageBody="elsewhere")  # another queue
+        assert woken() == (False, False)
+        s3.put_object(Bucket=made.bucket, Key="bundles/acme/run/1/u.tar.gz", Body=b"x")  # S3's event, to arrivals
+        assert woken() == (True, False)
+        arrivals.clear()
+        sqs.send_message(QueueUrl=made.finalize_queue_url, MessageBody="finalize")
+        assert woken() == (False, True)
+        finalize.clear()
+        [message] = sqs.receive_message(QueueUrl=made.finalize_queue_url)["Messages"]
+        assert woken() == (False, False)
+        sqs.change_message_visibility(
+            QueueUrl=made.finalize_queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )  # handed back: there again at once
+        assert woken() == (False, True)
+    finally:
+        stop_serving(server)

@@ -9,7 +9,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from codspeed_local.moto_speedups import moto_own_update_checks, speed_up_moto
+from codspeed_local.moto_speedups import speed_up_moto
+from codspeed_local.moto_update_checks import moto_own_update_checks
 
 ARRIVAL = (  # a shard's arrival, the suite's costliest update: twenty actions of the three kinds
     "SET #state = :s, upload_id = :s, #key = :s, #size = :n, benchmarks = :n, pids = :l, arrived_at = :n, "

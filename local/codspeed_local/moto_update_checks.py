@@ -1,0 +1,124 @@
+"""moto's update expressions, checked and parsed once: shortcuts of ``moto_speedups`` (installed with the
+others), held to moto's own checks by ``tests/integration/test_moto_speedups.py``, which runs moto's own
+through ``moto_own_update_checks``."""
+
+import copy
+import functools
+import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_MOTO_OWN_UPDATE_CHECKS: list[tuple[type, str, object]] = []  # (class, attribute, moto's own) once swapped
+
+
+def update_expressions_checked_once() -> None:
+    """moto checks an update expression's clause counts and paths at every node of its tree (each
+    check walking the node's whole subtree), and each of its ten checkers rebuilds its table of
+    node types at every node: a third of an update's time, most of a shard's arrival (twenty
+    actions). Each table is built once, and the two checks run on the whole expression only: what
+    holds for all of it holds for each part. An expression they refuse is checked again node by
+    node, in moto's order, for moto's own error."""
+    from moto.dynamodb.parsing import ast_nodes, validators
+
+    if _swapped(ast_nodes.DepthFirstTraverser):
+        return
+
+    def processing(self) -> dict:
+        table = vars(self).get("_table")
+        if table is None:
+            table = self._table = self._processing_map()
+            self._types = tuple(table)
+        return table
+
+    def nodes_to_be_processed(self) -> tuple:
+        processing(self)
+        return self._types
+
+    def process(self, node):
+        for node_type, processor in processing(self).items():
+            if isinstance(node, node_type):
+                return processor(node)
+        return None
+
+    traverser = ast_nodes.DepthFirstTraverser
+    shortcuts = [(traverser, "process", process), (traverser, "nodes_to_be_processed", nodes_to_be_processed)]
+    for checker, name in (
+        (validators.ActionCountValidator, "verify_action_counts"),
+        (validators.OverlappingPathsValidator, "check_for_overlapping_paths"),
+    ):
+        shortcuts.append((checker, name, _on_the_whole(getattr(checker, name), ast_nodes.UpdateExpression)))
+    _swap(shortcuts)
+
+
+def update_expressions_parsed_once() -> None:
+    """moto parses an update expression twice at each update (to find the names and values it uses,
+    then to apply it) and deep-copies the tree before its checks, which rewrite their copy: a third of
+    what the checks above leave of a shard's arrival. Each expression is parsed once (nobody
+    changes the tree: the checks work on their copy, the rest only reads it), and the tree is copied
+    by a pickle round trip, a third of deepcopy's time. A refused expression raises at each parse."""
+    from moto.dynamodb.parsing import expressions, validators
+    from moto.dynamodb.parsing.ast_nodes import Node
+
+    if _swapped(expressions.UpdateExpressionParser):
+        return
+    parse = expressions.UpdateExpressionParser.make
+
+    @functools.lru_cache(maxsize=512)
+    def parsed(expression):
+        return parse(expression)
+
+    def tree_copy(value, memo=None):
+        if isinstance(value, Node):
+            return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+        return copy.deepcopy(value, memo)
+
+    _swap([(expressions.UpdateExpressionParser, "make", staticmethod(parsed)), (validators, "deepcopy", tree_copy)])
+
+
+def _swapped(owner) -> bool:
+    return any(swapped is owner for swapped, _, _ in _MOTO_OWN_UPDATE_CHECKS)
+
+
+def _swap(shortcuts: list[tuple[object, str, object]]) -> None:
+    """Each (owner, name, shortcut) in place of moto's own, which ``moto_own_update_checks`` puts back."""
+    for owner, name, shortcut in shortcuts:
+        _MOTO_OWN_UPDATE_CHECKS.append((owner, name, vars(owner)[name]))
+        setattr(owner, name, shortcut)
+
+
+@contextmanager
+def moto_own_update_checks() -> Iterator[None]:
+    """moto's own update checks for the block: what the shortcut is tested and measured against."""
+    shortcuts = [(owner, name, vars(owner)[name]) for owner, name, _ in _MOTO_OWN_UPDATE_CHECKS]
+    for owner, name, own in _MOTO_OWN_UPDATE_CHECKS:
+        setattr(owner, name, own)
+    try:
+        yield
+    finally:
+        for owner, name, shortcut in shortcuts:
+            setattr(owner, name, shortcut)
+
+
+def _on_the_whole(check, checked_type):
+    def on_the_whole(self, node):
+        if node.parent is not None:
+            return node
+        try:
+            return check(self, node)
+        except Exception:
+            for part in _post_order(node, checked_type):
+                check(self, part)
+            raise
+
+    return on_the_whole
+
+
+def _post_order(node, checked_type) -> list:
+    """The nodes moto's traversal checks, in its order: children first."""
+    from moto.dynamodb.parsing.ast_nodes import Node
+
+    found = []
+    for child in node.children or []:
+        if isinstance(child, Node):
+            found += _post_order(child, checked_type)
+    return found + [node] if isinstance(node, checked_type) else found
