@@ -1,6 +1,7 @@
 """moto's shortcuts in the local stack (``codspeed_local.moto_speedups``) give moto's own answers:
 here, an update expression checked and parsed once, against moto's checks at every node and its parse
-at every update, and a message's retention read from its queue's one attribute."""
+at every update, a message's retention read from its queue's one attribute, and a response class's
+methods listed once."""
 
 import os
 import uuid
@@ -119,6 +120,20 @@ def test_a_messages_retention_read_once_is_moto_s_own_answer(retention, age, kep
     read_once = SQSBackend.is_message_valid_based_on_retention_period
     assert read_once(backend, "retained", message) is kept
     assert read_once.moto_own(backend, "retained", message) is kept
+
+
+def test_a_response_classs_methods_listed_once_are_moto_s_own_listing_of_them(stack):
+    from moto.core import responses
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.s3.responses import S3Response
+    from moto.sqs.responses import SQSResponse
+
+    speed_up_moto()
+    listed = responses.method_names_from_class
+    for response in (DynamoHandler, S3Response, SQSResponse):
+        assert listed(response) == listed.__wrapped__(response)
+    assert "get_item" in listed(DynamoHandler) and "receive_message" in listed(SQSResponse)
+    assert listed.cache_info().hits >= 3  # the stack's own requests and this test's second asks
 
 
 def test_on_another_moto_the_stack_says_so_in_a_sentence_and_runs_without_its_shortcuts(caplog, monkeypatch):
