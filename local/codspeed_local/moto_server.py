@@ -45,19 +45,23 @@ _LISTENING: list[Wakeups] = []  # every stack's in this process: moto's backends
 
 def _wake_on_queueing(wakeups: Wakeups) -> None:
     """moto's SQS tells ``wakeups`` of each queue that may hold a message it did not (its batch calls and
-    S3's notifications go through the same two methods)."""
+    S3's notifications go through the same two methods). Each call goes to moto as it came: on a moto
+    without these methods, the pollers poll once a second all the same."""
     from moto.sqs.models import SQSBackend
 
     _LISTENING.append(wakeups)
     if _LISTENING[1:]:
         return
     for name in ("send_message", "change_message_visibility"):
-        own = getattr(SQSBackend, name)
+        own = getattr(SQSBackend, name, None)
+        if own is None:
+            continue
 
-        def queueing(self, queue_name, *args, _own=own, **kwargs):
+        def queueing(self, *args, _own=own, **kwargs):
             try:
-                return _own(self, queue_name, *args, **kwargs)
+                return _own(self, *args, **kwargs)
             finally:
+                queue_name = kwargs.get("queue_name", args[0] if args else None)
                 for listening in _LISTENING:
                     listening.notify(queue_name)
 

@@ -260,3 +260,16 @@ def test_a_queues_poller_is_woken_by_a_message_in_its_queue_and_by_nothing_else(
         assert woken() == (False, True)
     finally:
         stop_serving(server)
+
+
+def test_on_a_moto_whose_sqs_names_its_methods_otherwise_the_wakeups_wrap_nothing_and_raise_nothing(monkeypatch):
+    """Before: the stack failed to start, AttributeError (its pollers then poll once a second)."""
+    from codspeed_local import moto_server
+
+    class RenamedSQSBackend:
+        def send(self, queue_name: str, message_body: str) -> None: ...
+
+    monkeypatch.setattr("moto.sqs.models.SQSBackend", RenamedSQSBackend)
+    monkeypatch.setattr(moto_server, "_LISTENING", [])
+    moto_server._wake_on_queueing(moto_server.Wakeups())
+    assert sorted(n for n in vars(RenamedSQSBackend) if not n.startswith("__")) == ["send"]
