@@ -20,51 +20,42 @@ SPEEDUPS = "CODSPEED_LOCAL_MOTO_SPEEDUPS"  # "0": moto's own code, none of moto_
 MOTO_PATCHED = "5.2.6"  # the moto moto_speedups was written against: pyproject's local extra and constraints.txt
 
 
-class Wakeups:
-    """Tells a queue's poller that its queue may hold something new: a message sent to it (S3's event
+# each queue's pollers' events, by queue name: the process's, as moto's backends are (shared by every
+# server in it; a stack's queues have names of their own)
+_WAITING: dict[str, list[threading.Event]] = {}
+
+
+def woken_by(queue_url: str) -> threading.Event:
+    """An event set whenever the queue may hold a message it did not: one sent to it (S3's event
     notifications among them) or made visible again. An idle poller waits for that instead of polling
     moto 20 times a second (each poll costs the stack's one lock), and a write elsewhere (a report, a
     page, another bucket's object, another queue's message) wakes none: two empty polls after each of
     the suite's S3 writes were a quarter of its AWS calls."""
-
-    def __init__(self) -> None:
-        self._events: dict[str, list[threading.Event]] = {}
-
-    def register(self, queue_url: str) -> threading.Event:
-        event = threading.Event()
-        self._events.setdefault(queue_url.rsplit("/", 1)[-1], []).append(event)
-        return event
-
-    def notify(self, queue_name: str) -> None:
-        for event in self._events.get(queue_name, ()):
-            event.set()
+    _wake_on_queueing()
+    event = threading.Event()
+    _WAITING.setdefault(queue_url.rsplit("/", 1)[-1], []).append(event)
+    return event
 
 
-_LISTENING: list[Wakeups] = []  # every stack's in this process: moto's backends are the process's, shared
-
-
-def _wake_on_queueing(wakeups: Wakeups) -> None:
-    """moto's SQS tells ``wakeups`` of each queue that may hold a message it did not (its batch calls and
+def _wake_on_queueing() -> None:
+    """moto's SQS wakes the pollers of each queue that may hold a message it did not (its batch calls and
     S3's notifications go through the same two methods). Each call goes to moto as it came: on a moto
     without these methods, the pollers poll once a second all the same."""
     from moto.sqs.models import SQSBackend
 
-    _LISTENING.append(wakeups)
-    if _LISTENING[1:]:
-        return
     for name in ("send_message", "change_message_visibility"):
         own = getattr(SQSBackend, name, None)
-        if own is None:
+        if own is None or getattr(own, "wakes", False):
             continue
 
         def queueing(self, *args, _own=own, **kwargs):
             try:
                 return _own(self, *args, **kwargs)
             finally:
-                queue_name = kwargs.get("queue_name", args[0] if args else None)
-                for listening in _LISTENING:
-                    listening.notify(queue_name)
+                for event in _WAITING.get(kwargs.get("queue_name", args[0] if args else None), ()):
+                    event.set()
 
+        queueing.wakes = True
         setattr(SQSBackend, name, queueing)
 
 
@@ -91,16 +82,12 @@ def start_moto(
     host: str = "127.0.0.1",
     port: int = 0,
     refused: Callable[[str], str | None] | None = None,
-    wakeups: Wakeups | None = None,
 ) -> BaseWSGIServer:
     """``refused(path)``: why a presigned request to ``path`` is refused (AccessDenied), or None:
-    moto checks no presigned signature, so the local stack says which presigner had no right.
-    ``wakeups``: told of each queue that may hold a message it did not."""
+    moto checks no presigned signature, so the local stack says which presigner had no right."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
     as_aws()
-    if wakeups is not None:
-        _wake_on_queueing(wakeups)
     if shortcuts_apply():
         speed_up_moto()
     app = DomainDispatcherApplication(create_backend_app)

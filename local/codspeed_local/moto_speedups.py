@@ -5,8 +5,9 @@ serialized (``moto_server``): a shortcut may swap a module's or an object's attr
 import copy
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from .moto_update_checks import update_expressions_checked_once, update_expressions_parsed_once
 
@@ -49,16 +50,16 @@ def _response_methods_listed_once() -> None:
     responses.method_names_from_class = functools.lru_cache(maxsize=None)(responses.method_names_from_class)
 
 
-class _NoTableBackup:
-    """``copy`` as moto's DynamoDB sees it during one transaction: a table is not copied (its
-    "backup" is the live table, so its rollback is a no-op); the items the transaction touches
-    are kept and put back instead (``_undo_touched``)."""
+class _CopyWhere:
+    """``copy`` as one of moto's modules sees it during one call (calls are serialized): what ``kept``
+    answers for a value (None: nothing) stands for its deep copy; anything else is copied as moto would."""
 
-    def __init__(self, table_type) -> None:
-        self._table_type = table_type
+    def __init__(self, kept: Callable[[Any], Any]) -> None:
+        self._kept = kept
 
     def deepcopy(self, value, memo=None):
-        return value if isinstance(value, self._table_type) else copy.deepcopy(value, memo)
+        kept = self._kept(value)
+        return copy.deepcopy(value, memo) if kept is None else kept
 
     def __getattr__(self, name):
         return getattr(copy, name)
@@ -122,7 +123,9 @@ def _dynamodb_item_by_item() -> None:
 
     def transact_write_items(self, transact_items):
         touched = _touched(self, transact_items) if len(transact_items) <= 100 else []
-        models.copy = _NoTableBackup(Table)
+        # a table is not copied (its "backup" is the live table, so its rollback is a no-op): the items the
+        # transaction touches are kept and put back instead (``_undo_touched``)
+        models.copy = _CopyWhere(lambda value: value if isinstance(value, Table) else None)
         try:
             return original(self, transact_items)
         except Exception:
@@ -151,17 +154,6 @@ def _dynamodb_item_by_item() -> None:
     Table.query = query_by_key
 
 
-class _AnswerNotCopied:
-    """``copy`` as moto's ``Table.query`` sees it during one call: the list of items it answers is
-    not deep-copied, as nothing changes them before they are written out (a projection makes new ones)."""
-
-    def deepcopy(self, value, memo=None):
-        return list(value) if isinstance(value, list) else copy.deepcopy(value, memo)
-
-    def __getattr__(self, name):
-        return getattr(copy, name)
-
-
 @contextmanager
 def _answer_sized_once_not_copied() -> Iterator[None]:
     """moto sizes each item of a query's key twice (to stop at a page's 1 MB, then to count it) and
@@ -177,7 +169,8 @@ def _answer_sized_once_not_copied() -> Iterator[None]:
             sizes[id(item)] = own_size(item)
         return sizes[id(item)]
 
-    Item.size, table.copy = size, _AnswerNotCopied()
+    # the list of items it answers: nothing changes them before they are written out (a projection makes new ones)
+    Item.size, table.copy = size, _CopyWhere(lambda value: list(value) if isinstance(value, list) else None)
     try:
         yield
     finally:

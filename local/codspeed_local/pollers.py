@@ -50,7 +50,7 @@ class QueuePoller:
         self.batch_size = batch_size
         self.arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         self._stop = threading.Event()
-        self._wake = wake or threading.Event()  # set when a queue may hold something new (moto_server.Wakeups)
+        self._wake = wake or threading.Event()  # set when a queue may hold something new (moto_server.woken_by)
         # a message is handed over this long after it was sent at the soonest: AWS's timing (an S3 event
         # reaches its queue seconds after the PUT), for a test to set; 0 here, where the stack is quick
         self.min_age = 0.0

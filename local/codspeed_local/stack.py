@@ -15,7 +15,7 @@ from codspeed_aggregator.adapters import aws
 
 from .iam import RoleEnforcer
 from .iam.roles import local_policies
-from .moto_server import Wakeups, start_moto
+from .moto_server import start_moto, woken_by
 from .pollers import QueuePoller
 from .resources import create
 from .serving import stop_serving
@@ -75,8 +75,7 @@ class LocalStack:
         warnings.filterwarnings("ignore", message="No application metrics to publish")
         if self.enforcer is not None:
             self._unhook = aws.on_session(self.enforcer.attach)
-        wakeups = Wakeups()
-        moto = start_moto(refused=self.enforcer.presign_refusal if self.enforcer else None, wakeups=wakeups)
+        moto = start_moto(refused=self.enforcer.presign_refusal if self.enforcer else None)
         self._servers.append(moto)
         endpoint = f"http://127.0.0.1:{moto.server_address[1]}"
         if self.upstream_url is None:
@@ -135,7 +134,7 @@ class LocalStack:
             self.resources.arrivals_queue_url,
             arrivals.handler,
             "codspeed-arrivals",
-            wake=wakeups.register(self.resources.arrivals_queue_url),
+            wake=woken_by(self.resources.arrivals_queue_url),
         )
         self.arrivals.min_age = self.event_delay
         self.finalizer = QueuePoller(
@@ -143,7 +142,7 @@ class LocalStack:
             self.resources.finalize_queue_url,
             finalizer.handler,
             "codspeed-finalizer",
-            wake=wakeups.register(self.resources.finalize_queue_url),
+            wake=woken_by(self.resources.finalize_queue_url),
         )
         if self.run_pollers:
             self._pollers += [self.arrivals.start(), self.finalizer.start()]

@@ -96,6 +96,19 @@ def test_versions_listed_under_a_prefix_are_moto_s_own_listing_of_them(s3, bucke
     assert shown(under, "DeleteMarkers")[0][::2] == ("a/2", True)
 
 
+def _keyed_table() -> tuple:
+    """A DynamoDB client of the stack's moto, and a new table keyed as the ledger's (pk, sk)."""
+    db = boto3.client("dynamodb", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    table = f"moto-server-{uuid.uuid4().hex[:12]}"
+    db.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return db, table
+
+
 QUERIES = {  # a run's reads: its record and tallies, a snapshot before its uploads, one shard; paged, reversed
     "between": {"KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b", "Values": {":a": "RUN", ":b": "TALLY#~"}},
     "before": {"KeyConditionExpression": "pk = :p AND sk < :a", "Values": {":a": "UPLOAD#"}},
@@ -132,14 +145,7 @@ def test_a_query_of_a_tables_key_answers_as_moto_s_own_and_leaves_the_items_as_t
     """The local stack sizes each item of a query once and does not copy its answer (``moto_speedups``)."""
     from moto.dynamodb.models.table import Table
 
-    db = boto3.client("dynamodb", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
-    table = f"moto-server-{uuid.uuid4().hex[:12]}"
-    db.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    db, table = _keyed_table()
     sks = ["RUN", "TALLY#0", "TALLY#1", *(f"SHARD#{i}" for i in range(6)), "UPLOAD#1#u", "UPLOAD#2#u"]
     for pk in ("run", "other"):
         for i, sk in enumerate(sks):
@@ -178,15 +184,7 @@ def test_every_dynamodb_answer_written_as_json_reads_as_moto_s_own_serialization
         return answer
 
     monkeypatch.setattr(DynamoResult, "execute_result", both)
-    db = boto3.client("dynamodb", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
-    table = f"moto-server-{uuid.uuid4().hex[:12]}"
-    keys = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
-    db.create_table(
-        TableName=table,
-        KeySchema=keys,
-        AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    db, table = _keyed_table()
     every_type = {
         "s": {"S": "é"},
         "n": {"N": "1.50"},
@@ -230,36 +228,30 @@ def test_every_dynamodb_answer_written_as_json_reads_as_moto_s_own_serialization
 def test_a_queues_poller_is_woken_by_a_message_in_its_queue_and_by_nothing_else(stack):
     """Before: every S3 write and every SQS send woke both of the stack's pollers, each of them then
     polling its queue for nothing (a quarter of the suite's AWS calls)."""
-    from codspeed_local.moto_server import Wakeups, start_moto
+    from codspeed_local.moto_server import woken_by
     from codspeed_local.resources import create
-    from codspeed_local.serving import stop_serving
 
-    wakeups = Wakeups()
-    server = start_moto(wakeups=wakeups)  # moto's backends, and so its queues, are the process's: any server serves
-    try:
-        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-        s3, sqs, db = (boto3.client(name, endpoint_url=endpoint) for name in ("s3", "sqs", "dynamodb"))
-        made = create(s3, sqs, db, prefix=f"wake-{uuid.uuid4().hex[:8]}")
-        arrivals, finalize = wakeups.register(made.arrivals_queue_url), wakeups.register(made.finalize_queue_url)
-        woken = lambda: (arrivals.is_set(), finalize.is_set())  # noqa: E731 -- read after each step, then cleared
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    s3, sqs, db = (boto3.client(name, endpoint_url=endpoint) for name in ("s3", "sqs", "dynamodb"))
+    made = create(s3, sqs, db, prefix=f"wake-{uuid.uuid4().hex[:8]}")
+    arrivals, finalize = woken_by(made.arrivals_queue_url), woken_by(made.finalize_queue_url)
+    woken = lambda: (arrivals.is_set(), finalize.is_set())  # noqa: E731 -- read after each step, then cleared
 
-        s3.put_object(Bucket=made.bucket, Key="reports/acme/run.json", Body=b"{}")  # outside the notified prefix
-        sqs.send_message(QueueUrl=made.arrivals_dlq_url, MessageBody="elsewhere")  # another queue
-        assert woken() == (False, False)
-        s3.put_object(Bucket=made.bucket, Key="bundles/acme/run/1/u.tar.gz", Body=b"x")  # S3's event, to arrivals
-        assert woken() == (True, False)
-        arrivals.clear()
-        sqs.send_message(QueueUrl=made.finalize_queue_url, MessageBody="finalize")
-        assert woken() == (False, True)
-        finalize.clear()
-        [message] = sqs.receive_message(QueueUrl=made.finalize_queue_url)["Messages"]
-        assert woken() == (False, False)
-        sqs.change_message_visibility(
-            QueueUrl=made.finalize_queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
-        )  # handed back: there again at once
-        assert woken() == (False, True)
-    finally:
-        stop_serving(server)
+    s3.put_object(Bucket=made.bucket, Key="reports/acme/run.json", Body=b"{}")  # outside the notified prefix
+    sqs.send_message(QueueUrl=made.arrivals_dlq_url, MessageBody="elsewhere")  # another queue
+    assert woken() == (False, False)
+    s3.put_object(Bucket=made.bucket, Key="bundles/acme/run/1/u.tar.gz", Body=b"x")  # S3's event, to arrivals
+    assert woken() == (True, False)
+    arrivals.clear()
+    sqs.send_message(QueueUrl=made.finalize_queue_url, MessageBody="finalize")
+    assert woken() == (False, True)
+    finalize.clear()
+    [message] = sqs.receive_message(QueueUrl=made.finalize_queue_url)["Messages"]
+    assert woken() == (False, False)
+    sqs.change_message_visibility(
+        QueueUrl=made.finalize_queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+    )  # handed back: there again at once
+    assert woken() == (False, True)
 
 
 def test_on_a_moto_whose_sqs_names_its_methods_otherwise_the_wakeups_wrap_nothing_and_raise_nothing(monkeypatch):
@@ -270,6 +262,5 @@ def test_on_a_moto_whose_sqs_names_its_methods_otherwise_the_wakeups_wrap_nothin
         def send(self, queue_name: str, message_body: str) -> None: ...
 
     monkeypatch.setattr("moto.sqs.models.SQSBackend", RenamedSQSBackend)
-    monkeypatch.setattr(moto_server, "_LISTENING", [])
-    moto_server._wake_on_queueing(moto_server.Wakeups())
+    moto_server._wake_on_queueing()
     assert sorted(n for n in vars(RenamedSQSBackend) if not n.startswith("__")) == ["send"]
