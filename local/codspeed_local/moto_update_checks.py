@@ -18,42 +18,88 @@ def update_expressions_checked_once() -> None:
     actions). Each table is built once, and the two checks run on the whole expression only, without
     walking its tree (an eighth of what was left of an update): what holds for all of it holds for
     each part. An expression they refuse is checked again node by node, in moto's order, for moto's
-    own error."""
+    own error. The other checkers' walks look a node's class up once per checker class, not with
+    ``isinstance`` against moto's abstract node classes at every node (an eighth of an update)."""
     from moto.dynamodb.parsing import ast_nodes, validators
 
     if _swapped(ast_nodes.DepthFirstTraverser):
         return
-
-    def processing(self) -> dict:
-        table = vars(self).get("_table")
-        if table is None:
-            table = self._table = self._processing_map()
-            self._types = tuple(table)
-        return table
-
-    def nodes_to_be_processed(self) -> tuple:
-        processing(self)
-        return self._types
-
-    def process(self, node):
-        for node_type, processor in processing(self).items():
-            if isinstance(node, node_type):
-                return processor(node)
-        return None
-
-    def the_whole_only(self, node):
-        """The traversal of a check made on the whole: its every other node is returned as it is."""
-        return self.process(node) if isinstance(node, self.nodes_to_be_processed()) else node
-
     traverser = ast_nodes.DepthFirstTraverser
-    shortcuts = [(traverser, "process", process), (traverser, "nodes_to_be_processed", nodes_to_be_processed)]
+    shortcuts = [
+        (traverser, "process", _process),
+        (traverser, "nodes_to_be_processed", _nodes_to_be_processed),
+        (traverser, "traverse_node_recursively", _traverse_node_recursively),
+    ]
     for checker, name in (
         (validators.ActionCountValidator, "verify_action_counts"),
         (validators.OverlappingPathsValidator, "check_for_overlapping_paths"),
     ):
         shortcuts.append((checker, name, _on_the_whole(getattr(checker, name), ast_nodes.UpdateExpression)))
-        shortcuts.append((checker, "traverse", the_whole_only))
+        shortcuts.append((checker, "traverse", _the_whole_only))
     _swap(shortcuts)
+
+
+def _processing(checker) -> dict:
+    table = vars(checker).get("_table")
+    if table is None:
+        table = checker._table = checker._processing_map()
+        checker._types = tuple(table)
+    return table
+
+
+def _nodes_to_be_processed(checker) -> tuple:
+    _processing(checker)
+    return checker._types
+
+
+def _process(checker, node):
+    for node_type, processor in _processing(checker).items():
+        if isinstance(node, node_type):
+            return processor(node)
+    return None
+
+
+def _the_whole_only(checker, node):
+    """The traversal of a check made on the whole: its every other node is returned as it is."""
+    return checker.process(node) if isinstance(node, checker.nodes_to_be_processed()) else node
+
+
+def _traverse_node_recursively(checker, node, child_id=-1):
+    """moto's walk, children first, each node replaced by what its processor answers."""
+    kind = _kind(checker, type(node))
+    if kind is _NOT_A_NODE:
+        return node
+    parent_node = node.parent
+    if node.children is not None:
+        for i, child_node in enumerate(node.children):
+            checker.pre_processing_of_child(node, i)
+            checker.traverse_node_recursively(child_node, i)
+    if kind is not _LEFT_AS_IT_IS:
+        node = _processing(checker)[kind](node)
+        node.parent = parent_node
+        if parent_node:
+            parent_node.children[child_id] = node
+    return node
+
+
+_NOT_A_NODE, _LEFT_AS_IT_IS = object(), object()
+_KINDS: dict[tuple[type, type], object] = {}
+
+
+def _kind(checker, node_class: type) -> object:
+    """The class in ``checker``'s table that processes a node of ``node_class`` (the first it is a subclass
+    of, as moto's ``process`` picks), ``_LEFT_AS_IT_IS`` for a node none processes, ``_NOT_A_NODE`` else."""
+    key = (type(checker), node_class)
+    if key not in _KINDS:
+        from moto.dynamodb.parsing.ast_nodes import Node
+
+        if not issubclass(node_class, Node):
+            _KINDS[key] = _NOT_A_NODE
+        else:
+            _KINDS[key] = next(
+                (t for t in checker.nodes_to_be_processed() if issubclass(node_class, t)), _LEFT_AS_IT_IS
+            )
+    return _KINDS[key]
 
 
 def update_expressions_parsed_once() -> None:

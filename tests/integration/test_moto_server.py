@@ -142,7 +142,7 @@ def _query_pages(db, table: str, query: dict) -> list[dict]:
 
 
 def test_a_query_of_a_tables_key_answers_as_moto_s_own_and_leaves_the_items_as_they_were(stack, monkeypatch):
-    """The local stack sizes each item of a query once and does not copy its answer (``moto_speedups``)."""
+    """The local stack sizes each item of a query once and does not copy its answer (``moto_dynamodb``)."""
     from moto.dynamodb.models.table import Table
 
     db, table = _keyed_table()
@@ -165,7 +165,7 @@ def test_every_dynamodb_answer_written_as_json_reads_as_moto_s_own_serialization
     from botocore.parsers import create_parser
     from moto.dynamodb.responses import DynamoResult
 
-    from codspeed_local.moto_speedups import plain_json
+    from codspeed_local.moto_dynamodb import plain_json
 
     as_json, compared = DynamoResult.execute_result, []
 

@@ -1,7 +1,7 @@
 """moto's shortcuts in the local stack (``codspeed_local.moto_speedups``) give moto's own answers:
 here, an update expression checked and parsed once, against moto's checks at every node and its parse
-at every update, a message's retention read from its queue's one attribute, and a response class's
-methods listed once."""
+at every update, a value's size, a message's retention read from its queue's one attribute, and a
+response class's methods listed once."""
 
 import os
 import uuid
@@ -9,6 +9,8 @@ import uuid
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codspeed_local.moto_speedups import speed_up_moto
 from codspeed_local.moto_update_checks import moto_own_update_checks
@@ -120,6 +122,37 @@ def test_a_messages_retention_read_once_is_moto_s_own_answer(retention, age, kep
     read_once = SQSBackend.is_message_valid_based_on_retention_period
     assert read_once(backend, "retained", message) is kept
     assert read_once.moto_own(backend, "retained", message) is kept
+
+
+_NUMBERS = st.decimals(allow_nan=False, allow_infinity=False).map(str)
+_SCALARS = st.one_of(
+    st.text().map(lambda v: {"S": v}),
+    _NUMBERS.map(lambda v: {"N": v}),
+    st.binary().map(lambda v: {"B": v}),
+    st.booleans().map(lambda v: {"BOOL": v}),
+    st.just({"NULL": True}),
+    st.lists(st.text(), min_size=1, unique=True).map(lambda v: {"SS": v}),
+    st.lists(_NUMBERS, min_size=1, unique=True).map(lambda v: {"NS": v}),
+    st.lists(st.binary(), min_size=1, unique=True).map(lambda v: {"BS": v}),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4).map(lambda v: {"L": v}),
+        st.dictionaries(st.text(max_size=8), inner, max_size=4).map(lambda v: {"M": v}),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_VALUES)
+def test_a_value_sized_in_place_is_moto_s_own_size_of_it(value):
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    speed_up_moto()
+    typed = DynamoType(value)
+    assert DynamoType.size(typed) == DynamoType.size.moto_own(typed)
 
 
 def test_a_response_classs_methods_listed_once_are_moto_s_own_listing_of_them(stack):

@@ -5,6 +5,8 @@ no test makes, and a check of the adapters' source keeps it complete."""
 
 import ast
 import itertools
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -322,3 +324,55 @@ def test_cfn_lint_passes_on_the_translation_of_every_combination(template, tmp_p
         [str(Path(sys.executable).parent / "cfn-lint"), "--", *paths], capture_output=True, text=True
     )
     assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+KEPT = (
+    "import json, sys\n"
+    "from codspeed_local.iam.roles import template_translated\n"
+    "template, translation = template_translated()\n"
+    "print(json.dumps(['samtranslator' in sys.modules, template, translation]))\n"
+)
+
+
+def test_a_process_after_the_first_reads_the_translation_kept_without_the_translator(tmp_path, translated, template):
+    """A local stack's start translates template.yaml once for the processes that follow (the
+    translator is most of a start), and what is kept is what the translator answers."""
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    first, second = (
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", KEPT], env={**os.environ, **env}, check=True, capture_output=True, text=True
+            ).stdout
+        )
+        for _ in range(2)
+    )
+    assert first == [True, template, translated]
+    assert second == [False, template, translated]
+    assert [p.name.split("-")[0] for p in (tmp_path / "codspeed-aggregator").iterdir()] == ["template"]
+
+
+def test_a_changed_template_is_translated_again_and_a_cache_unreadable_or_unwritable_is_only_slower(
+    tmp_path, monkeypatch, template
+):
+    from codspeed_local.iam import roles
+
+    edited = tmp_path / "template.yaml"
+    edited.write_text(roles.TEMPLATE.read_text().replace("Description: >\n", "Description: >\n  edited\n", 1))
+    monkeypatch.setattr(roles, "_PROCESS", {})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    original = roles._cache_file()
+    monkeypatch.setattr(roles, "TEMPLATE", edited)
+    assert roles._cache_file() != original
+    parsed, translation = roles.template_translated()
+    assert parsed["Description"].startswith("edited") and parsed != template
+    assert translation == translate(parsed)
+
+    roles._cache_file().write_text("{not json")  # a cache file cut short
+    monkeypatch.setattr(roles, "_PROCESS", {})
+    assert roles.template_translated() == (parsed, translation)
+    assert json.loads(roles._cache_file().read_text()) == [parsed, translation]  # written again
+
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
+    monkeypatch.setattr(roles, "_PROCESS", {})
+    assert roles.template_translated() == (parsed, translation)
