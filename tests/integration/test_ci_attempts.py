@@ -15,6 +15,7 @@ from codspeed_wire.upstream import UploadMetadata
 from tests import runner
 from tests.factories import bundle, footprint, push, put
 from tests.fork_pull_request import call, upload
+from tests.requests_seen import dynamodb_requests, whole_run_reads
 
 GATE = "GitHub Actions 9"  # the runner the fork's gate job runs on (RUNNER_NAME), as GitHub lists it
 
@@ -178,6 +179,23 @@ def test_a_static_token_matrix_re_run_all_then_re_run_failed_is_one_attempt_per_
     assert agg.ledger.runs.run_record(project, attempt_run_id(workflow, 4)) is None
     report = agg.reports.report(project, workflow)
     assert (report.attempt, report.arrived) == (3, jobs)
+
+
+def test_an_arrival_in_a_re_run_complete_by_count_reads_neither_attempt_whole(isolated, project):
+    """Before: each arrival of a next attempt complete by count (its inherited shards) read it and the
+    attempt before whole, to tell a re-run of all jobs: a 60-job re-run read 120 whole runs."""
+    agg, workflow, jobs = isolated.aggregator, "9100000777", 6
+    for i in range(jobs):
+        _runner_job(agg, project, workflow, i, jobs, "a")
+    assert agg.close_run.close_finished_ci_run(project, workflow, ci_attempt=1) == [workflow]
+    assert isolated.finalize_all(project, workflow) == "forwarded"
+    second = _runner_job(agg, project, workflow, 0, jobs, "b")  # opens attempt 2 with the others inherited
+    for i in range(1, jobs):
+        with dynamodb_requests(agg.ledger.db) as seen:
+            _runner_job(agg, project, workflow, i, jobs, "b")
+        assert whole_run_reads(seen) == 0, f"job {i}"
+    assert isolated.finalize_all(project, second) == "forwarded"  # every job re-ran: complete, as before
+    assert agg.reports.report(project, workflow).arrived == jobs
 
 
 def test_a_webhook_closes_an_attempt_a_late_job_of_its_ci_attempt_opened_and_no_later_one(isolated, project):

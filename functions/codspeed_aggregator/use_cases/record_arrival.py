@@ -260,9 +260,11 @@ class RecordArrival:
             return False
         if not run.attempt.rerun:
             return True
-        # two more reads, in a next attempt complete by count only: what it counted, and what the one before had
-        snapshot = self.reads.snapshot(run.project, run.run_id)
-        before = self.reads.snapshot(run.project, attempt_run_id(base_run_id(run.run_id), run.attempt.number - 1))
+        # two more reads, in a next attempt complete by count only: what it counted, and what the one before had;
+        # each of what changed since this process last read it (its report was just read: its head alone)
+        snapshot = self.reads.changed_snapshot(run.project, run.run_id)
+        earlier = attempt_run_id(base_run_id(run.run_id), run.attempt.number - 1)
+        before = self.reads.changed_snapshot(run.project, earlier)
         counted_before = set(before.arrived()) if before else set()
         return not run.awaits_rerun(snapshot.arrived().values() if snapshot else (), counted_before)
 
