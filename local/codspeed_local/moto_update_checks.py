@@ -24,12 +24,7 @@ def update_expressions_checked_once() -> None:
 
     if _swapped(ast_nodes.DepthFirstTraverser):
         return
-    traverser = ast_nodes.DepthFirstTraverser
-    shortcuts = [
-        (traverser, "process", _process),
-        (traverser, "nodes_to_be_processed", _nodes_to_be_processed),
-        (traverser, "traverse_node_recursively", _traverse_node_recursively),
-    ]
+    shortcuts = [(ast_nodes.DepthFirstTraverser, "traverse_node_recursively", _traverse_node_recursively)]
     for checker, name in (
         (validators.ActionCountValidator, "verify_action_counts"),
         (validators.OverlappingPathsValidator, "check_for_overlapping_paths"),
@@ -40,28 +35,17 @@ def update_expressions_checked_once() -> None:
 
 
 def _processing(checker) -> dict:
+    """The checker's table of node classes and their processors, made once (moto made it at every node)."""
     table = vars(checker).get("_table")
     if table is None:
         table = checker._table = checker._processing_map()
-        checker._types = tuple(table)
     return table
-
-
-def _nodes_to_be_processed(checker) -> tuple:
-    _processing(checker)
-    return checker._types
-
-
-def _process(checker, node):
-    for node_type, processor in _processing(checker).items():
-        if isinstance(node, node_type):
-            return processor(node)
-    return None
 
 
 def _the_whole_only(checker, node):
     """The traversal of a check made on the whole: its every other node is returned as it is."""
-    return checker.process(node) if isinstance(node, checker.nodes_to_be_processed()) else node
+    kind = _kind(checker, type(node))
+    return node if kind is _NOT_A_NODE or kind is _LEFT_AS_IT_IS else _processing(checker)[kind](node)
 
 
 def _traverse_node_recursively(checker, node, child_id=-1):
@@ -88,7 +72,8 @@ _KINDS: dict[tuple[type, type], object] = {}
 
 def _kind(checker, node_class: type) -> object:
     """The class in ``checker``'s table that processes a node of ``node_class`` (the first it is a subclass
-    of, as moto's ``process`` picks), ``_LEFT_AS_IT_IS`` for a node none processes, ``_NOT_A_NODE`` else."""
+    of, in the table's order, as moto's ``process`` picks), ``_LEFT_AS_IT_IS`` for a node none processes,
+    ``_NOT_A_NODE`` else."""
     key = (type(checker), node_class)
     if key not in _KINDS:
         from moto.dynamodb.parsing.ast_nodes import Node
@@ -96,9 +81,7 @@ def _kind(checker, node_class: type) -> object:
         if not issubclass(node_class, Node):
             _KINDS[key] = _NOT_A_NODE
         else:
-            _KINDS[key] = next(
-                (t for t in checker.nodes_to_be_processed() if issubclass(node_class, t)), _LEFT_AS_IT_IS
-            )
+            _KINDS[key] = next((t for t in _processing(checker) if issubclass(node_class, t)), _LEFT_AS_IT_IS)
     return _KINDS[key]
 
 

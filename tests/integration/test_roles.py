@@ -351,14 +351,21 @@ def test_a_process_after_the_first_reads_the_translation_kept_without_the_transl
     assert [p.name.split("-")[0] for p in (tmp_path / "codspeed-aggregator").iterdir()] == ["template"]
 
 
-def test_a_changed_template_is_translated_again_and_a_cache_unreadable_or_unwritable_is_only_slower(
-    tmp_path, monkeypatch, template
-):
+@pytest.fixture
+def roles(request):
+    """The roles module with no translation made yet in this process, and none left made of a test's template."""
     from codspeed_local.iam import roles
 
+    roles.template_translated.cache_clear()
+    request.addfinalizer(roles.template_translated.cache_clear)
+    return roles
+
+
+def test_a_changed_template_is_translated_again_and_a_cache_unreadable_or_unwritable_is_only_slower(
+    tmp_path, monkeypatch, template, roles
+):
     edited = tmp_path / "template.yaml"
     edited.write_text(roles.TEMPLATE.read_text().replace("Description: >\n", "Description: >\n  edited\n", 1))
-    monkeypatch.setattr(roles, "_PROCESS", {})
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     original = roles._cache_file()
     monkeypatch.setattr(roles, "TEMPLATE", edited)
@@ -368,11 +375,11 @@ def test_a_changed_template_is_translated_again_and_a_cache_unreadable_or_unwrit
     assert translation == translate(parsed)
 
     roles._cache_file().write_text("{not json")  # a cache file cut short
-    monkeypatch.setattr(roles, "_PROCESS", {})
+    roles.template_translated.cache_clear()
     assert roles.template_translated() == (parsed, translation)
     assert json.loads(roles._cache_file().read_text()) == [parsed, translation]  # written again
 
     (tmp_path / "not-a-folder").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
-    monkeypatch.setattr(roles, "_PROCESS", {})
+    roles.template_translated.cache_clear()
     assert roles.template_translated() == (parsed, translation)
